@@ -1,0 +1,3 @@
+from abhed.cli import main
+
+main()
