@@ -1,0 +1,124 @@
+"""Operator settings: defaults < config file < environment < command-line flags.
+
+The config file is the operator's, never the workspace's: a model that can write files in the
+workspace must not be able to widen its own permissions, so no project-level config is read.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+
+class ConfigError(Exception):
+    """The operator's configuration is unusable; the message says which key and how to fix it."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FilesConfig(_Section):
+    create_parents: bool = False  # spec §3: surprise directory creation is a common agent failure
+    new_file_mode: int = Field(0o644, ge=0, le=0o7777)
+    max_output_chars: int = Field(100_000, ge=1000)  # safety net on any one observation
+    edit_max_bytes: int = Field(32 * 1024 * 1024, ge=1024)  # edit/write hold the file in memory
+
+    @field_validator("new_file_mode", mode="before")
+    @classmethod
+    def _octal_string(cls, value: Any) -> Any:
+        # "0644" in an env var or a TOML string means octal, as it does to chmod.
+        return int(value, 8) if isinstance(value, str) else value
+
+
+class ModelConfig(_Section):
+    endpoint: str = "http://127.0.0.1:8000/v1"
+    model: str | None = None
+    api_key: str | None = None
+
+
+class Settings(_Section):
+    home: Path = Path("~/.local/share/abhed").expanduser()
+    allowed_roots: list[Path] = []  # empty: the workspace only
+    files: FilesConfig = FilesConfig()
+    model: ModelConfig = ModelConfig()
+
+    @field_validator("home", mode="after")
+    @classmethod
+    def _expand_home(cls, value: Path) -> Path:
+        return value.expanduser()
+
+
+# Environment variable -> key path in Settings. Explicit, so a typo'd variable is simply unused.
+ENV_KEYS: dict[str, tuple[str, ...]] = {
+    "ABHED_HOME": ("home",),
+    "ABHED_ALLOWED_ROOTS": ("allowed_roots",),
+    "ABHED_CREATE_PARENTS": ("files", "create_parents"),
+    "ABHED_NEW_FILE_MODE": ("files", "new_file_mode"),
+    "ABHED_ENDPOINT": ("model", "endpoint"),
+    "ABHED_MODEL": ("model", "model"),
+    "ABHED_API_KEY": ("model", "api_key"),
+}
+
+
+def config_path(env: dict[str, str]) -> Path:
+    if "ABHED_CONFIG" in env:
+        return Path(env["ABHED_CONFIG"])
+    base = env.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    return Path(base) / "abhed" / "config.toml"
+
+
+def _set(tree: dict[str, Any], keys: tuple[str, ...], value: Any) -> None:
+    for key in keys[:-1]:
+        tree = tree.setdefault(key, {})
+    tree[keys[-1]] = value
+
+
+def _from_env(env: dict[str, str]) -> dict[str, Any]:
+    tree: dict[str, Any] = {}
+    for name, keys in ENV_KEYS.items():
+        if name in env:
+            value: Any = env[name]
+            if keys == ("allowed_roots",):
+                value = [p for p in value.split(os.pathsep) if p]
+            _set(tree, keys, value)
+    return tree
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"Cannot read the config file {path}: {exc}. Fix or remove it.") from exc
+
+
+def load(flags: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> Settings:
+    """Settings from every layer. `flags` uses the same nested shape as the file."""
+    env = dict(os.environ) if env is None else env
+    path = config_path(env)
+    tree = _merge(_merge(_read_file(path), _from_env(env)), flags or {})
+    try:
+        return Settings.model_validate(tree)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors(include_url=False)
+        )
+        raise ConfigError(
+            f"Invalid configuration ({problems}). Check {path} and the ABHED_* environment variables."
+        ) from exc

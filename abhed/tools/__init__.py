@@ -1,0 +1,18 @@
+"""The registry of native tools, in the order the model is shown them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from abhed.tools.base import Tool
+from abhed.tools.edit import Edit
+from abhed.tools.read import Read
+from abhed.tools.write import Write
+
+TOOLS: tuple[Tool, ...] = (Read(), Write(), Edit())
+BY_NAME: dict[str, Tool] = {tool.name: tool for tool in TOOLS}
+
+
+def definitions() -> list[dict[str, Any]]:
+    """The OpenAI `tools` array: exactly what the model is sent."""
+    return [tool.definition() for tool in TOOLS]

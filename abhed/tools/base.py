@@ -1,0 +1,188 @@
+"""What every tool is: a pydantic input model, a run method, and one result shape.
+
+Also the output bounds all tools share (rule 4), so each tool states limits but none re-implements
+the cutting or the wording of truncation notes.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from abhed.config import Settings
+from abhed.paths import PathPolicy
+from abhed.session import Session
+
+LINE_CHARS = 2000  # spec §2: longer lines are cut individually
+LINE_CUT_NOTE = "[...line truncated]"
+
+
+class ToolInput(BaseModel):
+    # strict: "5" is not an integer and "true" is not a boolean; the model learns the real types.
+    # extra=forbid: a misspelt parameter is an error, not silently ignored (rule 2).
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ToolResult(BaseModel):
+    """The one shape every tool returns: the text the model reads, whether it is an error, and
+    structured facts (counts, paths, flags) for the event log, the UI and tests."""
+
+    content: str
+    is_error: bool = False
+    metadata: dict[str, Any] = {}
+
+
+def ok(content: str, **metadata: Any) -> ToolResult:
+    return ToolResult(content=content, is_error=False, metadata=metadata)
+
+
+def fail(content: str, **metadata: Any) -> ToolResult:
+    return ToolResult(content=content, is_error=True, metadata=metadata)
+
+
+@dataclass
+class ToolContext:
+    """Everything a tool may use: the session (read-set, cwd), the operator's settings, the paths."""
+
+    session: Session
+    settings: Settings
+    paths: PathPolicy
+
+    @property
+    def cwd(self) -> Path:
+        return Path(self.session.state.cwd)
+
+    def resolve(self, raw: str, field: str = "path") -> Path:
+        return self.paths.resolve(raw, cwd=self.cwd, field=field)
+
+
+class Tool(ABC):
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Input: ClassVar[type[ToolInput]]
+    read_only: ClassVar[bool]
+    # A valid call, shown when the model's input fails validation. "WORKSPACE" becomes the real root.
+    example: ClassVar[dict[str, Any]]
+
+    @abstractmethod
+    def run(self, args: Any, ctx: ToolContext) -> ToolResult: ...
+
+    def parameters(self) -> dict[str, Any]:
+        return spec_schema(self.Input)
+
+    def definition(self) -> dict[str, Any]:
+        """The entry of the OpenAI `tools` array sent to the model."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters()},
+        }
+
+
+# -- JSON schema in the spec's exact form ---------------------------------------------------------
+
+_KEEP = ("type", "description", "enum", "items", "properties", "required")
+
+
+def spec_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON schema reduced to what the spec states: types, descriptions, enums, required.
+
+    Pydantic adds titles, defaults, bounds and `anyOf [.., null]` for optional fields; the model is
+    shown none of that (the spec's schema is the contract), while validation still enforces it.
+    """
+    raw = model.model_json_schema()
+    return _clean(raw, raw.get("$defs", {}))
+
+
+def _clean(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    if "$ref" in node:
+        node = {**defs[node["$ref"].rsplit("/", 1)[-1]], **{k: v for k, v in node.items() if k != "$ref"}}
+    if "anyOf" in node:  # Optional[X] -> X: null is accepted but not advertised
+        options = [o for o in node["anyOf"] if o.get("type") != "null"]
+        if len(options) == 1:
+            node = {**_clean(options[0], defs), **{k: v for k, v in node.items() if k != "anyOf"}}
+    out: dict[str, Any] = {}
+    for key in _KEEP:
+        if key not in node:
+            continue
+        value = node[key]
+        if key == "properties":
+            value = {name: _clean(prop, defs) for name, prop in value.items()}
+        elif key == "items":
+            value = _clean(value, defs)
+        out[key] = value
+    return out
+
+
+# -- invalid input -> an instruction -------------------------------------------------------------
+
+
+def _type_word(prop: dict[str, Any]) -> str:
+    if "enum" in prop:
+        return "one of " + ", ".join(json.dumps(v) for v in prop["enum"])
+    return {"string": "a string", "integer": "an integer", "boolean": "true or false", "array": "an array",
+            "object": "an object"}.get(prop.get("type", ""), "a value")
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=repr)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def explain_invalid(tool: Tool, exc: ValidationError, workspace: Path) -> str:
+    """One line per problem, naming the field and the expected form, then a valid example."""
+    schema = tool.parameters()
+    props = schema.get("properties", {})
+    lines = [f"Invalid arguments for `{tool.name}`:"]
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+        field = str(err["loc"][0]) if err["loc"] else ""
+        prop = props.get(field, {})
+        if err["type"] == "missing":
+            lines.append(f"- `{loc}` is required: {_type_word(prop)}. {prop.get('description', '')}".rstrip())
+        elif err["type"] == "extra_forbidden":
+            lines.append(f"- `{loc}` is not a parameter of {tool.name}; it takes: {', '.join(props)}.")
+        elif err["type"] == "model_type":
+            lines.append("- the arguments must be a JSON object of named parameters.")
+        else:
+            lines.append(f"- `{loc}`: {err['msg']}; got {_shown(err.get('input'))}. Expected {_type_word(prop)}.")
+    example = json.dumps(tool.example, ensure_ascii=False).replace("WORKSPACE", str(workspace))
+    lines.append(f"Call {tool.name} again with corrected arguments, e.g. {example}")
+    return "\n".join(lines)
+
+
+# -- output bounds shared by all tools (rule 4) ---------------------------------------------------
+
+
+def cut_line(line: str, limit: int = LINE_CHARS) -> str:
+    return line if len(line) <= limit else line[:limit] + LINE_CUT_NOTE
+
+
+def head_tail(text: str, limit: int) -> tuple[str, int]:
+    """Keep the head and the tail of `text` within `limit` chars; return it and how many were cut.
+
+    The middle goes: the start says what ran, the end says how it failed.
+    """
+    if len(text) <= limit:
+        return text, 0
+    cut = len(text) - limit
+    head = limit // 2
+    return text[:head] + f"\n[... {cut} characters cut from the middle ...]\n" + text[len(text) - (limit - head):], cut
+
+
+def cap_text(text: str, limit: int) -> str:
+    """Last-resort bound on any observation: whole lines from the start, then a note."""
+    if len(text) <= limit:
+        return text
+    kept = text[:limit]
+    if "\n" in kept:
+        kept = kept[: kept.rindex("\n")]
+    return kept + f"\n[output truncated: showing {len(kept)} of {len(text)} characters. Narrow the request.]"
+
+
+def more_items(shown: int, total: int, what: str) -> str:
+    return f"[... and {total - shown} more {what}]" if total > shown else ""
