@@ -42,7 +42,8 @@ def unknown_tool(name: str) -> ToolResult:
     known = ", ".join(BY_NAME)
     close = process.extractOne(name, list(BY_NAME), score_cutoff=60)
     hint = f" Did you mean `{close[0]}`?" if close else ""
-    return fail(f"There is no tool named `{name}`.{hint} The tools are: {known}.", error_kind=UNKNOWN_TOOL)
+    return fail(f"There is no tool named `{name}`.{hint} The tools are: {known}. Call one of them by its exact name.",
+                error_kind=UNKNOWN_TOOL)
 
 
 def execute(ctx: ToolContext, name: str, arguments: Any) -> ToolResult:

@@ -8,6 +8,7 @@ a fresh line so the torn bytes never corrupt a later event.
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from dataclasses import dataclass, field
@@ -77,7 +78,9 @@ class EventLog:
         self.path = path
 
     def append(self, event: ActionEvent | ObservationEvent) -> None:
-        line = event.model_dump_json().encode("utf-8") + b"\n"
+        # ensure_ascii: the model can send lone surrogates ("\ud800"), which UTF-8 cannot encode
+        # but an escaped JSON string can carry, so the log records exactly what was sent.
+        line = json.dumps(event.model_dump(mode="json"), ensure_ascii=True).encode("ascii") + b"\n"
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             if _ends_torn(fd):
@@ -99,7 +102,7 @@ class EventLog:
             if not raw.strip():
                 continue
             try:
-                loaded.events.append(_EVENT.validate_json(raw))
+                loaded.events.append(_EVENT.validate_python(json.loads(raw)))
             except (ValidationError, ValueError) as exc:
                 torn = number - 1 == last  # the final line had no newline: cut by a crash mid-write
                 what = "torn final line (cut by a crash mid-write)" if torn else "unreadable line"

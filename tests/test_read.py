@@ -211,3 +211,43 @@ def test_large_file_window_is_read_without_loading_the_file(tools, ws):
     assert peak < 20 * 1024 * 1024, f"peak {peak} bytes"
     record = tools.session.last_read(path)
     assert record.sha256 is None and record.size == path.stat().st_size
+
+
+def test_line_index_gives_the_same_windows_as_a_full_scan(tools, ws, monkeypatch):
+    """Files over the hashing limit are indexed on first read; later reads start from a mark."""
+    import random
+
+    import abhed.lines
+    import abhed.tools.read
+
+    monkeypatch.setattr(abhed.tools.read, "HASH_LIMIT", 100)
+    monkeypatch.setattr(abhed.lines, "CHUNK", 37)  # many marks, some inside lines
+    rng = random.Random(3)
+    text = "".join("x" * rng.randint(0, 30) + ("\r" if rng.random() < 0.1 else "") + "\n" for _ in range(400)) + "tail"
+    path = ws / "big.txt"
+    path.write_text(text)
+    first = tools.ok("read", path=str(path), offset=1, limit=5)
+    index_dir = tools.settings.home / "cache" / "line-index"
+    assert len(list(index_dir.glob("*.json"))) == 1
+    for _ in range(60):
+        offset, limit = rng.randint(1, 401), rng.randint(1, 50)
+        indexed = tools("read", path=str(path), offset=offset, limit=limit).content
+        monkeypatch.setattr(abhed.tools.read, "HASH_LIMIT", 10**9)  # small-file path: no index
+        plain = tools("read", path=str(path), offset=offset, limit=limit).content
+        monkeypatch.setattr(abhed.tools.read, "HASH_LIMIT", 100)
+        assert indexed == plain, (offset, limit)
+    assert "of 401" in first
+    assert "it has 401 lines" in tools.err("read", path=str(path), offset=402)
+
+
+def test_a_changed_file_is_never_served_from_a_stale_index(tools, ws, monkeypatch):
+    import abhed.tools.read
+
+    monkeypatch.setattr(abhed.tools.read, "HASH_LIMIT", 10)
+    path = ws / "log.txt"
+    path.write_text("".join(f"{i}\n" for i in range(100)))
+    assert "of 100." in tools.ok("read", path=str(path), offset=50, limit=1)
+    with open(path, "a") as f:
+        f.write("".join(f"{i}\n" for i in range(100, 150)))
+    out = tools.ok("read", path=str(path), offset=120, limit=1)
+    assert out.startswith("   120\t119") and "of 150." in out

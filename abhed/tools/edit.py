@@ -116,7 +116,7 @@ class Edit(Tool):
                 f"{len(positions)} times, so nothing was changed. Read the file again, then retry with text from its "
                 "current content.", reason="changed", matches=len(positions))
         if not positions:
-            raise self._no_match(path, text, old)
+            raise self._no_match(path, text, old, new)
         if len(positions) > 1 and not args.replace_all:
             raise self._several(path, text, positions)
         return self._apply(path, text, st, old, new, bool(args.replace_all), changed, ctx)
@@ -132,7 +132,8 @@ class Edit(Tool):
         except OSError as exc:
             raise explain_oserror(exc, path, "editing", unchanged=True) from None
         ctx.session.remember(path, data, new_st.st_size, new_st.st_mtime_ns)
-        return ok(self._report(path, result, spots, old, new, changed), path=str(path), replacements=len(spots),
+        return ok(self._report(path, result, spots, old, new, changed), path=str(path), action="edited",
+                  replacements=len(spots),
                   file_had_changed=changed)
 
     def _report(self, path: Path, result: str, spots: list[int], old: str, new: str, changed: bool) -> str:
@@ -164,9 +165,9 @@ class Edit(Tool):
             "more surrounding lines in old_string to make it unique, or set replace_all to true to change every "
             "occurrence.", reason="several", matches=len(positions), lines=lines[:SHOWN_LINE_NUMBERS])
 
-    def _no_match(self, path: Path, text: str, old: str) -> ToolError:
+    def _no_match(self, path: Path, text: str, old: str, new: str) -> ToolError:
         head = f"old_string was not found in {path}; nothing was changed."
-        if new and new in text:
+        if len(new.strip()) >= 8 and text.count(new) == 1:  # long enough not to be a coincidence
             line = line_numbers(text, [text.find(new)])[0]
             head += (f" new_string already appears at line {line}: this edit may already have been applied (a retry?). "
                      "Read the file to check before editing again.")

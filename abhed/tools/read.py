@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
 from pydantic import Field
 
 from abhed import textfile
 from abhed.errors import ToolError, explain_oserror
-from abhed.lines import LineScanner
+from abhed.lines import LineIndex, LineIndexCache, LineScanner
 from abhed.session import HASH_LIMIT
 from abhed.tools.base import LINE_CHARS, LINE_CUT_NOTE, Tool, ToolContext, ToolInput, ToolResult, ok
 
@@ -58,11 +60,14 @@ def _decode(raw: bytes, cut: bool, window: Window) -> str:
     return text
 
 
-def scan_window(scanner: LineScanner, offset: int, limit: int, budget: int) -> Window:
-    """Skip to `offset`, collect up to `limit` lines within `budget` characters, count the rest."""
+def scan_window(scanner: LineScanner, offset: int, limit: int, budget: int, total: int | None = None) -> Window:
+    """Skip to `offset`, collect up to `limit` lines within `budget` characters, count the rest.
+
+    `total`, when already known (from a line index), saves counting the rest of the file.
+    """
     window = Window(first=offset)
     skipped = scanner.skip(offset - 1)
-    used = 0
+    used, pending = 0, 0  # pending: a line taken but left out by the budget, still to be counted
     while len(window.lines) < limit:
         taken = scanner.take(LINE_BYTES)
         if taken is None:
@@ -72,11 +77,32 @@ def scan_window(scanner: LineScanner, offset: int, limit: int, budget: int) -> W
             text, window.bom = text[1:], True
         used += len(text) + max(6, len(str(offset + len(window.lines)))) + 2  # number, tab, newline
         if used > budget and window.lines:
-            window.total = skipped + len(window.lines) + 1 + scanner.count_rest()
-            return window
+            pending = 1
+            break
         window.lines.append(text)
-    window.total = skipped + len(window.lines) + scanner.count_rest()
+    window.total = total if total is not None else skipped + len(window.lines) + pending + scanner.count_rest()
     return window
+
+
+def scan_file(handle: BinaryIO, path: Path, st: os.stat_result, offset: int, limit: int, budget: int,
+              cache: LineIndexCache) -> tuple[Window, bytes | None]:
+    """The window, and the whole content when the file is small enough to hash."""
+    if st.st_size <= HASH_LIMIT:
+        data = handle.read()
+        return scan_window(LineScanner(data), offset, limit, budget), data
+    index = cache.load(path, st)
+    if index is None:
+        marks: list[tuple[int, int]] = []
+        window = scan_window(LineScanner(handle, marks=marks), offset, limit, budget)
+        cache.save(path, st, LineIndex(window.total, marks))
+        return window, None
+    if offset > index.total:
+        return Window(first=offset, total=index.total), None
+    start, before = index.mark_before(offset)
+    handle.seek(start)
+    window = scan_window(LineScanner(handle), offset - before, limit, budget, index.total - before)
+    window.first, window.total = offset, index.total
+    return window, None
 
 
 def render(window: Window) -> str:
@@ -114,9 +140,9 @@ class Read(Tool):
                 kind = textfile.sniff_file(handle)
                 if kind.family != "text":
                     raise textfile.refuse_non_text(path, kind, st.st_size)
-                data = handle.read() if st.st_size <= HASH_LIMIT else None
-                scanner = LineScanner(data if data is not None else handle)
-                window = scan_window(scanner, offset, limit, ctx.settings.files.max_output_chars - NOTES_RESERVE)
+                budget = ctx.settings.files.max_output_chars - NOTES_RESERVE
+                cache = LineIndexCache(ctx.settings.home / "cache" / "line-index")
+                window, data = scan_file(handle, path, st, offset, limit, budget, cache)
         except OSError as exc:
             raise explain_oserror(exc, path, "reading") from None
         if 0 < window.total < offset:

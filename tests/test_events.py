@@ -1,0 +1,118 @@
+"""Sessions and events (rule 7): persisted per call, fsync'd, torn lines survived, state shared."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from abhed.events import ActionEvent, EventLog, ObservationEvent
+from abhed.session import SessionStore
+from conftest import abhed
+
+
+def test_every_call_is_an_action_and_an_observation(tools, ws):
+    (ws / "f.txt").write_text("x\n")
+    tools.ok("read", path=str(ws / "f.txt"))
+    tools.err("read", path="relative")
+    tools("nosuchtool", path="/x")
+    tools("read", raw="{not json")
+    events = tools.session.log.load().events
+    assert [e.kind for e in events] == ["action", "observation"] * 4
+    actions, observations = events[0::2], events[1::2]
+    assert [a.tool for a in actions] == ["read", "read", "nosuchtool", "read"]
+    assert actions[3].input == "{not json"  # what the model sent, verbatim
+    for action, obs in zip(actions, observations):
+        assert obs.action_id == action.id and obs.session_id == tools.session.id and obs.duration_ms >= 0
+    assert [o.is_error for o in observations] == [False, True, True, True]
+    assert observations[2].metadata["error_kind"] == "unknown_tool"
+
+
+def test_events_carry_schema_version_ids_and_agent_lineage(tools, ws):
+    tools("read", path=str(ws))
+    raw = [json.loads(line) for line in tools.session.log.path.read_text().splitlines()]
+    for event in raw:
+        assert event["schema_version"] == 1 and len(event["id"]) == 32
+        assert event["agent_id"] == "main" and event["parent_id"] is None and event["at"].endswith("Z")
+
+
+def test_each_event_is_fsynced(tools, ws, monkeypatch):
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    tools("read", path=str(ws / "missing"))
+    # two events, the state file, and the directory holding the state file
+    assert len(synced) >= 3
+
+
+def test_torn_last_line_is_reported_skipped_and_later_appends_still_load(tmp_path):
+    log = EventLog(tmp_path / "events.jsonl")
+    log.append(ActionEvent(session_id="s", tool="read", input={"path": "/x"}))
+    with open(log.path, "ab") as f:
+        f.write(b'{"kind": "observation", "session_id": "s", "act')  # the crash
+    loaded = log.load()
+    assert len(loaded.events) == 1
+    assert len(loaded.problems) == 1 and ":2: torn final line (cut by a crash mid-write)" in loaded.problems[0]
+    log.append(ObservationEvent(session_id="s", action_id="a", tool="read", content="c", is_error=False,
+                                duration_ms=1))
+    again = log.load()
+    assert [e.kind for e in again.events] == ["action", "observation"]
+    assert "unreadable line" in again.problems[0]  # the torn bytes stay on their own line
+
+
+def test_lone_surrogates_from_the_model_are_logged_faithfully(tools, ws):
+    tools("write", raw=json.dumps({"path": str(ws / "s"), "content": "a\ud800"}))
+    action = tools.session.log.load().events[0]
+    assert action.input["content"] == "a\ud800"
+
+
+def test_state_json_is_valid_after_every_call_and_keeps_the_read_set(tools, ws, home):
+    (ws / "f.txt").write_text("x\n")
+    tools.ok("read", path=str(ws / "f.txt"))
+    state = json.loads((tools.session.dir / "state.json").read_text())
+    assert str(ws / "f.txt") in state["reads"] and state["schema_version"] == 1
+    reopened = SessionStore(home).open(tools.session.id)
+    assert reopened.last_read(ws / "f.txt") is not None
+
+
+def test_read_set_is_shared_across_invocations_with_one_session(ws, home):
+    (ws / "f.txt").write_text("old\n")
+    env = {"ABHED_HOME": str(home)}
+    args = ["--workspace", str(ws), "--session", "shared"]
+    abhed("tool", "read", json.dumps({"path": str(ws / "f.txt")}), *args, env=env)
+    proc = abhed("tool", "edit", json.dumps({"path": str(ws / "f.txt"), "old_string": "old", "new_string": "new"}),
+                 *args, env=env)
+    assert proc.stdout.startswith(f"Edited {ws / 'f.txt'}"), proc.stdout + proc.stderr
+    fresh = abhed("tool", "edit", json.dumps({"path": str(ws / "f.txt"), "old_string": "new", "new_string": "x"}),
+                  "--workspace", str(ws), "--session", "another", env=env)
+    assert "You have not read" in fresh.stdout
+
+
+def test_sessions_list_and_show(ws, home):
+    env = {"ABHED_HOME": str(home)}
+    (ws / "f.txt").write_text("hello\n")
+    abhed("tool", "read", json.dumps({"path": str(ws / "f.txt")}), "--workspace", str(ws), "--session", "s1", env=env)
+    listed = abhed("sessions", "list", env=env).stdout
+    assert "s1" in listed and "2 events" in listed and str(ws) in listed
+    shown = abhed("sessions", "show", "s1", env=env).stdout.splitlines()
+    assert "[main] read" in shown[0] and str(ws / "f.txt") in shown[0]
+    assert shown[1].strip().startswith("-> ok") and "hello" in shown[1]
+    as_json = [json.loads(x) for x in abhed("sessions", "show", "s1", "--json", env=env).stdout.splitlines()]
+    assert [e["kind"] for e in as_json] == ["action", "observation"]
+
+
+def test_show_reports_a_torn_log_and_still_prints_the_rest(ws, home):
+    env = {"ABHED_HOME": str(home)}
+    abhed("tool", "read", json.dumps({"path": str(ws / "nope")}), "--workspace", str(ws), "--session", "t", env=env)
+    with open(home / "sessions" / "t" / "events.jsonl", "ab") as f:
+        f.write(b'{"kind": "act')
+    proc = abhed("sessions", "show", "t", env=env)
+    assert proc.returncode == 0
+    assert "torn final line" in proc.stderr and "File not found" in proc.stdout
+
+
+def test_unknown_session_and_bad_session_ids_are_instructions(home):
+    env = {"ABHED_HOME": str(home)}
+    proc = abhed("sessions", "show", "nope", env=env)
+    assert proc.returncode == 2 and "No session 'nope'" in proc.stderr and "abhed sessions list" in proc.stderr
+    proc = abhed("tool", "read", "{}", "--session", "../escape", env=env)
+    assert proc.returncode == 2 and "Invalid session id '../escape'" in proc.stderr
