@@ -1,0 +1,263 @@
+"""The files a search sees: the ignore rules of ripgrep, applied the same way by every backend.
+
+glob and both grep backends list files through these rules, so the answer never depends on
+whether `rg` is installed. The rules, in falling precedence:
+
+1. the operator's exclusions (default: node_modules, .git, target, dist, __pycache__), at any depth,
+   as ripgrep's `--glob '!name'` overrides;
+2. `.gitignore` files, a deeper one overriding a shallower one, negation (`!keep.me`) included, read
+   in the search root, below it, and in its parents (as `rg --no-require-git` does);
+3. `.git/info/exclude` of the repository the root lies in.
+
+The path a search is started at is never itself excluded: asking for it is how the model includes
+an ignored directory. Symbolic links are not followed, as ripgrep does not by default.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
+
+DEFAULT_EXCLUDES = ("node_modules", ".git", "target", "dist", "__pycache__")
+
+
+ANY_DEPTH = "^(?:.+/)?"  # how pathspec starts a pattern without a slash: it matches a name at any depth
+GLOB_CHARS = frozenset("*?[\\")
+
+
+def _combine(alternatives: list[str]) -> re.Pattern[str] | None:
+    """One regex for many rules, each a named group "(?P<i12>^...)".
+
+    Git's rule is "the last matching pattern decides": try them in reverse and take the first
+    hit. The shared `^` is hoisted out of the groups so the regex engine can reject a subject by
+    its first character instead of entering every alternative.
+    """
+    if not alternatives:
+        return None
+    hoisted = [a.replace(">^", ">", 1) for a in reversed(alternatives)]
+    return re.compile("^(?:" + "|".join(hoisted) + ")")
+
+
+def _simple(line: str) -> tuple[str, str, bool, bool] | None:
+    """("exact"|"suffix", text, include, dir_only) for the common pattern shapes, else None.
+
+    `name`, `name/`, `*.ext`, `**/name`: no regex needed, a set lookup or an endswith does it.
+    """
+    include = not line.startswith("!")
+    body = line[1:] if not include else line
+    if body.startswith("**/"):
+        body = body[3:]
+    dir_only = body.endswith("/")
+    body = body.rstrip("/") if dir_only else body
+    if not body or body != body.strip() or "/" in body or body.startswith("#"):
+        return None
+    if not GLOB_CHARS.intersection(body):
+        return "exact", body, include, dir_only
+    if body.startswith("*") and not GLOB_CHARS.intersection(body[1:]) and body[1:]:
+        return "suffix", body[1:], include, dir_only
+    return None
+
+
+class IgnoreFile:
+    """The rules of one gitignore-format file, relative to the directory `base`.
+
+    Most patterns (`*.o`, `node_modules`, `build/`) name a file at any depth, so they are matched
+    against the entry's name alone: exact names by a dict lookup, `*.ext` by one `endswith` over
+    a tuple, the rest by a regex on the short name. Only patterns with a slash look at the path
+    below `base`. Every rule keeps its line position, and the last matching rule decides.
+    """
+
+    def __init__(self, base: str, lines: Iterable[str]) -> None:
+        self.base = base
+        self._prefix = len(base) + 1 if base != "/" else 1
+        self._exact: dict[str, list[tuple[int, bool, bool]]] = {}
+        self._suffixes: list[tuple[str, int, bool, bool]] = []
+        by_name, by_path = [], []
+        for position, line in enumerate(lines):
+            simple = _simple(line)
+            if simple is not None:
+                kind, text, include, dir_only = simple
+                if kind == "exact":
+                    self._exact.setdefault(text, []).append((position, include, dir_only))
+                else:
+                    self._suffixes.append((text, position, include, dir_only))
+                continue
+            try:
+                regex, include = GitIgnoreSpecPattern.pattern_to_regex(line)
+            except ValueError:
+                continue  # git skips a malformed line too
+            if include is None or regex is None:
+                continue
+            regex = regex.replace("(?P<ps_d>/)", "/")
+            group = f"(?P<{'i' if include else 'w'}{position}>"  # i: ignore, w: whitelist (`!` negation)
+            if regex.startswith(ANY_DEPTH):
+                by_name.append(group + "^" + regex[len(ANY_DEPTH):] + ")")
+            else:
+                by_path.append(group + regex + ")")
+        self._suffix_tuple = tuple(text for text, *_ in self._suffixes)
+        self._by_name, self._by_path = _combine(by_name), _combine(by_path)
+
+    @classmethod
+    def load(cls, path: str, base: str) -> IgnoreFile | None:
+        try:
+            with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+                rules = cls(base, handle.read().splitlines())
+        except OSError:
+            return None
+        return rules if rules.has_rules else None
+
+    def could_match(self, name: str) -> bool:
+        """Cheap test: False means no name-based rule can match `name` (path rules aside)."""
+        return (name in self._exact or (bool(self._suffix_tuple) and name.endswith(self._suffix_tuple))
+                or (self._by_name is not None and self._by_name.match(name) is not None)
+                or (self._by_name is not None and self._by_name.match(name + "/") is not None))
+
+    @property
+    def has_rules(self) -> bool:
+        return bool(self._exact or self._suffixes or self._by_name or self._by_path)
+
+    def verdict(self, path: str, name: str, is_dir: bool) -> bool | None:
+        """True: ignored; False: explicitly kept (negation); None: these rules say nothing.
+
+        `path` is absolute and lies below `base`; `name` is its last component.
+        """
+        best, verdict = -1, None
+        for position, include, dir_only in self._exact.get(name, ()):
+            if position > best and (is_dir or not dir_only):
+                best, verdict = position, include
+        if self._suffix_tuple and name.endswith(self._suffix_tuple):
+            for text, position, include, dir_only in self._suffixes:
+                if position > best and name.endswith(text) and (is_dir or not dir_only):
+                    best, verdict = position, include
+        suffix = "/" if is_dir else ""
+        for regex, subject in ((self._by_name, name), (self._by_path, path[self._prefix:])):
+            match = regex.match(subject + suffix) if regex is not None else None
+            if match is not None and int(match.lastgroup[1:]) > best:
+                best, verdict = int(match.lastgroup[1:]), match.lastgroup[0] == "i"
+        return verdict
+
+
+class Chain:
+    """The ignore files in force in one directory, outermost first, with a quick negative test.
+
+    Nearly every entry of a tree matches no rule at all; the union of all exact names and
+    suffixes in the chain, plus the few regexes, answers "no rule can apply" without evaluating
+    each file's precedence. Only a hit pays for the precise evaluation.
+    """
+
+    def __init__(self, files: tuple[IgnoreFile, ...]) -> None:
+        self.files = files
+        self.exact = frozenset(name for f in files for name in f._exact)
+        self.suffixes = tuple(text for f in files for text in f._suffix_tuple)
+        self.by_name = tuple(f._by_name for f in files if f._by_name is not None)
+        self.by_path = tuple((f._by_path, f._prefix) for f in files if f._by_path is not None)
+
+    def extend(self, more: list[IgnoreFile]) -> Chain:
+        return Chain(self.files + tuple(more)) if more else self
+
+    def maybe(self, path: str, name: str) -> bool:
+        # Each rule regex ends in `/` or `(?:/|$)`, so testing with a slash appended is a
+        # superset test for the entry as a file and as a directory: one match instead of two.
+        if name in self.exact or (self.suffixes and name.endswith(self.suffixes)):
+            return True
+        for regex in self.by_name:
+            if regex.match(name + "/"):
+                return True
+        for regex, prefix in self.by_path:
+            if regex.match(path[prefix:] + "/"):
+                return True
+        return False
+
+    def ignored(self, path: str, name: str, is_dir: bool) -> bool:
+        if not self.maybe(path, name):
+            return False
+        for rules in reversed(self.files):  # deepest first: a nearer .gitignore overrides a farther one
+            verdict = rules.verdict(path, name, is_dir)
+            if verdict is not None:
+                return verdict
+        return False
+
+
+class Rules:
+    """Everything that decides whether a path below `root` is seen."""
+
+    def __init__(self, root: str, excludes: Iterable[str]) -> None:
+        self.root = root
+        self.excludes = Chain((IgnoreFile(root, excludes),))
+        self.inherited = Chain(tuple(self._parents(root)))
+
+    @staticmethod
+    def _parents(root: str) -> list[IgnoreFile]:
+        """Ignore files that apply from above the root: parents' .gitignore and .git/info/exclude."""
+        found: list[IgnoreFile] = []
+        parts = Path(root).parts
+        for depth in range(1, len(parts)):
+            directory = os.path.join(*parts[:depth]) if depth > 1 else "/"
+            if os.path.isdir(os.path.join(directory, ".git")):
+                info = IgnoreFile.load(os.path.join(directory, ".git", "info", "exclude"), directory)
+                found.append(info) if info else None
+            rules = IgnoreFile.load(os.path.join(directory, ".gitignore"), directory)
+            found.append(rules) if rules else None
+        return found
+
+    def here(self, directory: str, names: set[str]) -> list[IgnoreFile]:
+        """The ignore files a directory itself contributes (`names`: what it contains)."""
+        found = []
+        if directory == self.root and ".git" in names:
+            info = IgnoreFile.load(os.path.join(directory, ".git", "info", "exclude"), directory)
+            found.append(info) if info else None
+        if ".gitignore" in names:
+            rules = IgnoreFile.load(os.path.join(directory, ".gitignore"), directory)
+            found.append(rules) if rules else None
+        return found
+
+    def ignored(self, path: str, name: str, is_dir: bool, chain: Chain) -> bool:
+        return self.excludes.ignored(path, name, is_dir) or chain.ignored(path, name, is_dir)
+
+
+@dataclass
+class Listing:
+    files: list[str] = field(default_factory=list)  # absolute paths, in walk order
+    hidden_dirs: list[str] = field(default_factory=list)  # directories skipped by the rules
+    hidden_files: list[str] = field(default_factory=list)  # files skipped by the rules
+    unreadable: list[str] = field(default_factory=list)  # directories that could not be listed
+
+
+def walk(root: Path, excludes: Iterable[str] = DEFAULT_EXCLUDES,
+         keep: Callable[[str], bool] | None = None) -> Listing:
+    """Every regular file below `root` that the rules let through (and that `keep` accepts).
+
+    `keep` gets the path relative to `root`. The order is the walk's, not sorted: every caller
+    sorts by what it reports (path, or modification time).
+    """
+    top = str(root)
+    rules = Rules(top, excludes)
+    listing = Listing()
+    stack: list[tuple[str, Chain]] = [(top, rules.inherited)]
+    cut = len(top) + 1
+    while stack:
+        directory, chain = stack.pop()
+        try:
+            with os.scandir(directory) as scan:
+                entries = list(scan)
+        except OSError:
+            listing.unreadable.append(directory)
+            continue
+        chain = chain.extend(rules.here(directory, {e.name for e in entries if e.name in (".git", ".gitignore")}))
+        for entry in entries:
+            # follow_symlinks=False: a symlink is neither, so it is skipped, as ripgrep does by default
+            is_dir = entry.is_dir(follow_symlinks=False)
+            if not is_dir and not entry.is_file(follow_symlinks=False):
+                continue  # symlinks, sockets, fifos, devices
+            if rules.ignored(entry.path, entry.name, is_dir, chain):
+                (listing.hidden_dirs if is_dir else listing.hidden_files).append(entry.path)
+            elif is_dir:
+                stack.append((entry.path, chain))
+            elif keep is None or keep(entry.path[cut:]):
+                listing.files.append(entry.path)
+    return listing
