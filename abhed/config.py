@@ -35,6 +35,11 @@ class FilesConfig(_Section):
         return int(value, 8) if isinstance(value, str) else value
 
 
+class SearchConfig(_Section):
+    # Excluded at any depth by glob and grep, over any .gitignore (spec §5); gitignore syntax.
+    exclude: list[str] = ["node_modules", ".git", "target", "dist", "__pycache__"]
+
+
 class ModelConfig(_Section):
     endpoint: str = "http://127.0.0.1:8000/v1"
     model: str | None = None
@@ -45,6 +50,7 @@ class Settings(_Section):
     home: Path = Path("~/.local/share/abhed").expanduser()
     allowed_roots: list[Path] = []  # empty: the workspace only
     files: FilesConfig = FilesConfig()
+    search: SearchConfig = SearchConfig()
     model: ModelConfig = ModelConfig()
 
     @field_validator("home", mode="after")

@@ -23,9 +23,6 @@ from pathlib import Path
 
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
-DEFAULT_EXCLUDES = ("node_modules", ".git", "target", "dist", "__pycache__")
-
-
 ANY_DEPTH = "^(?:.+/)?"  # how pathspec starts a pattern without a slash: it matches a name at any depth
 GLOB_CHARS = frozenset("*?[\\")
 
@@ -228,8 +225,7 @@ class Listing:
     unreadable: list[str] = field(default_factory=list)  # directories that could not be listed
 
 
-def walk(root: Path, excludes: Iterable[str] = DEFAULT_EXCLUDES,
-         keep: Callable[[str], bool] | None = None) -> Listing:
+def walk(root: Path, excludes: Iterable[str], keep: Callable[[str], bool] | None = None) -> Listing:
     """Every regular file below `root` that the rules let through (and that `keep` accepts).
 
     `keep` gets the path relative to `root`. The order is the walk's, not sorted: every caller

