@@ -7,6 +7,7 @@ import shutil
 import subprocess
 
 from abhed import __version__
+from abhed.tools import TOOLS
 from conftest import abhed
 
 
@@ -65,4 +66,4 @@ def test_invalid_config_is_a_clear_error(ws, home, tmp_path):
 
 def test_tools_lists_names_in_order():
     out = abhed("tools").stdout.splitlines()
-    assert [line.split()[0] for line in out] == ["read", "write", "edit"]
+    assert [line.split()[0] for line in out] == [tool.name for tool in TOOLS]
