@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from abhed import __version__, config, dispatch
+from abhed.approval import MODES, Gate, Policy
 from abhed.events import ActionEvent, ObservationEvent
 from abhed.paths import PathPolicy
 from abhed.session import SessionError, SessionStore
@@ -53,9 +54,14 @@ def tools(as_json: bool) -> None:
               help="The workspace root (default: the current directory).")
 @click.option("--session", "session_id", help="Session id; calls sharing one share the read-set. New id: fresh.")
 @click.option("--json", "as_json", is_flag=True, help='Print {"tool", "is_error", "content"} instead of the text.')
-def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_json: bool) -> None:
+@click.option("--mode", type=click.Choice(MODES), help="Approval mode (default: approval.mode in the config, else ask).")
+@click.option("--confirm", is_flag=True, help="You, the human running this, confirm it even if it is destructive.")
+def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_json: bool, mode: str | None,
+         confirm: bool) -> None:
     """Run one tool call exactly as the agent would. ARGUMENTS is a JSON object, or - to read it from stdin.
 
+    Typing the call approves it, as answering the prompt would, except for a destructive command,
+    which also needs --confirm; the mode and the operator's deny rules still apply.
     Exit status 0 whenever the tool ran (error observation or not); 2 for a bad invocation.
     """
     if arguments == "-":
@@ -70,11 +76,14 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
         _fail(f"The workspace {workspace.resolve()} is not a directory.")
     workspace = workspace.resolve()
     paths = PathPolicy.create(workspace, settings.allowed_roots)
+    rules = settings.approval
+    gate = Gate(Policy.create(mode or rules.mode, rules.allow, rules.deny, workspace), invoked_by_human=True,
+                confirmed=confirm)
     try:
         with SessionStore(settings.home).use(session_id, workspace) as session:
             if session_id is None:
                 click.echo(f"abhed: session {session.id} (pass --session {session.id} to continue it)", err=True)
-            result = dispatch.call(ToolContext(session, settings, paths), name, arguments)
+            result = dispatch.call(ToolContext(session, settings, paths), name, arguments, gate)
     except SessionError as exc:
         _fail(str(exc))
     if as_json:

@@ -9,9 +9,11 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from abhed.approval import Rule
 
 
 class ConfigError(Exception):
@@ -40,6 +42,19 @@ class SearchConfig(_Section):
     exclude: list[str] = ["node_modules", ".git", "target", "dist", "__pycache__"]
 
 
+class ApprovalConfig(_Section):
+    mode: Literal["ask", "plan", "accept-edits", "auto"] = "ask"
+    allow: list[str] = []  # e.g. "bash(npm test)", "bash(git status:*)", "edit(src/**)"
+    deny: list[str] = []
+
+    @field_validator("allow", "deny")
+    @classmethod
+    def _rules_parse(cls, rules: list[str]) -> list[str]:
+        for rule in rules:
+            Rule.parse(rule)  # raises ValueError with the expected form
+        return rules
+
+
 class ModelConfig(_Section):
     endpoint: str = "http://127.0.0.1:8000/v1"
     model: str | None = None
@@ -51,6 +66,7 @@ class Settings(_Section):
     allowed_roots: list[Path] = []  # empty: the workspace only
     files: FilesConfig = FilesConfig()
     search: SearchConfig = SearchConfig()
+    approval: ApprovalConfig = ApprovalConfig()
     model: ModelConfig = ModelConfig()
 
     @field_validator("home", mode="after")
@@ -65,6 +81,7 @@ ENV_KEYS: dict[str, tuple[str, ...]] = {
     "ABHED_ALLOWED_ROOTS": ("allowed_roots",),
     "ABHED_CREATE_PARENTS": ("files", "create_parents"),
     "ABHED_NEW_FILE_MODE": ("files", "new_file_mode"),
+    "ABHED_MODE": ("approval", "mode"),
     "ABHED_ENDPOINT": ("model", "endpoint"),
     "ABHED_MODEL": ("model", "model"),
     "ABHED_API_KEY": ("model", "api_key"),

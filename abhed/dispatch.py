@@ -1,4 +1,4 @@
-"""One tool call, start to finish: ActionEvent -> validate -> tool -> ObservationEvent (rule 7).
+"""One tool call, start to finish: ActionEvent -> validate -> approval -> tool -> ObservationEvent (rule 7).
 
 Everything the model can get wrong (bad JSON, an unknown tool, arguments that fail the schema) and
 everything a tool can hit (a ToolError, an OS error, a bug) ends as an error observation that says
@@ -16,14 +16,15 @@ from typing import Any
 from pydantic import ValidationError
 from rapidfuzz import process
 
+from abhed.approval import Gate, refusal
 from abhed.errors import ToolError
 from abhed.events import ActionEvent, ObservationEvent
 from abhed.tools import BY_NAME
-from abhed.tools.base import ToolContext, ToolResult, cap_text, explain_invalid, fail
+from abhed.tools.base import Tool, ToolContext, ToolResult, cap_text, explain_invalid, fail
 
 # error_kind values a caller may act on (the CLI exits 2 on the first two: a bad invocation).
-UNKNOWN_TOOL, BAD_JSON, INVALID_INPUT, TOOL_ERROR, INTERNAL = (
-    "unknown_tool", "bad_json", "invalid_input", "tool_error", "internal")
+UNKNOWN_TOOL, BAD_JSON, INVALID_INPUT, NOT_APPROVED, TOOL_ERROR, INTERNAL = (
+    "unknown_tool", "bad_json", "invalid_input", "not_approved", "tool_error", "internal")
 
 
 def parse_arguments(arguments: Any) -> tuple[Any, str | None]:
@@ -46,7 +47,7 @@ def unknown_tool(name: str) -> ToolResult:
                 error_kind=UNKNOWN_TOOL)
 
 
-def execute(ctx: ToolContext, name: str, arguments: Any) -> ToolResult:
+def execute(ctx: ToolContext, name: str, arguments: Any, gate: Gate) -> ToolResult:
     tool = BY_NAME.get(name)
     if tool is None:
         return unknown_tool(name)
@@ -59,6 +60,17 @@ def execute(ctx: ToolContext, name: str, arguments: Any) -> ToolResult:
         args = tool.Input.model_validate(value)
     except ValidationError as exc:
         return fail(explain_invalid(tool, exc, ctx.paths.workspace), error_kind=INVALID_INPUT)
+    verdict = gate.review(name, args)
+    approval = {"decision": verdict.decision, "rule": verdict.rule, "reason": verdict.reason}
+    if verdict.decision != "allow":
+        return fail(refusal(name, verdict, args), error_kind=NOT_APPROVED, approval=approval)
+    result = _run(tool, args, ctx)
+    result.metadata["approval"] = approval
+    return result
+
+
+def _run(tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
+    name = tool.name
     try:
         return tool.run(args, ctx)
     except ToolError as exc:
@@ -72,7 +84,7 @@ def execute(ctx: ToolContext, name: str, arguments: Any) -> ToolResult:
             error_kind=INTERNAL, traceback=trace)
 
 
-def call(ctx: ToolContext, name: str, arguments: Any, *, tool_call_id: str | None = None,
+def call(ctx: ToolContext, name: str, arguments: Any, gate: Gate, *, tool_call_id: str | None = None,
          agent_id: str = "main", parent_id: str | None = None) -> ToolResult:
     """Run one call and persist it as an ActionEvent and an ObservationEvent."""
     session = ctx.session
@@ -81,7 +93,7 @@ def call(ctx: ToolContext, name: str, arguments: Any, *, tool_call_id: str | Non
                          tool_call_id=tool_call_id, input=value)
     session.record(action)
     started = time.perf_counter()
-    result = execute(ctx, name, arguments)
+    result = execute(ctx, name, arguments, gate)
     result.content = cap_text(result.content, ctx.settings.files.max_output_chars)
     session.record(ObservationEvent(
         session_id=session.id, agent_id=agent_id, parent_id=parent_id, action_id=action.id, tool=name,

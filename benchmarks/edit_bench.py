@@ -24,12 +24,19 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from abhed import config, dispatch  # noqa: E402
+from abhed.approval import Gate, Policy  # noqa: E402
 from abhed.paths import PathPolicy  # noqa: E402
 from abhed.session import SessionStore  # noqa: E402
 from abhed.tools.base import ToolContext  # noqa: E402
 
 CORPUS = REPO / "benchmarks" / "corpus"
 GIB = 1 << 30
+
+
+def call(ctx: ToolContext, name: str, args: str):
+    """One call as a person running `abhed tool` by hand would make it (edits allowed)."""
+    gate = Gate(Policy.create("accept-edits", [], [], ctx.paths.workspace), invoked_by_human=True)
+    return call(ctx, name, args, gate)
 
 
 def context(ws: Path, home: Path) -> ToolContext:
@@ -84,11 +91,11 @@ def bench_nearest(tmp: Path) -> None:
     window = lines[12_000:12_006]
     needle = "\n".join(["\t" + window[0].lstrip(), *window[1:4], window[4].replace("(", "[", 1), window[5]])
     ctx = context(ws, tmp / "home")
-    dispatch.call(ctx, "read", json.dumps({"path": str(path), "limit": 1}))
+    call(ctx, "read", json.dumps({"path": str(path), "limit": 1}))
     args = json.dumps({"path": str(path), "old_string": needle, "new_string": "x"})
-    result = dispatch.call(ctx, "edit", args)
+    result = call(ctx, "edit", args)
     assert result.is_error and "lines 12001-12006" in result.content, result.content[:300]
-    ours = timed(lambda: dispatch.call(ctx, "edit", args))
+    ours = timed(lambda: call(ctx, "edit", args))
     start = time.perf_counter()
     line, _ = baseline_nearest(text, needle)
     base = time.perf_counter() - start
@@ -129,12 +136,12 @@ def bench_read(tmp: Path) -> None:
         shutil.rmtree(index_dir, ignore_errors=True)
         tracemalloc.start()
         start = time.perf_counter()
-        result = dispatch.call(ctx, "read", args)
+        result = call(ctx, "read", args)
         cold = time.perf_counter() - start
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         assert not result.is_error and f"of {total}." in result.content, result.content[-300:]
-        warm = timed(lambda: dispatch.call(ctx, "read", args))
+        warm = timed(lambda: call(ctx, "read", args))
 
         def islice_read() -> None:
             with open(path, "rb") as f:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from abhed import config, dispatch
+from abhed.approval import Gate, Policy
 from abhed.paths import PathPolicy
 from abhed.session import SessionStore
 from abhed.tools.base import ToolContext, ToolResult
@@ -40,7 +41,8 @@ def ws(tmp_path: Path) -> Path:
 class Tools:
     """Calls tools in one session, as the agent loop would."""
 
-    def __init__(self, ws: Path, home: Path, files: dict[str, Any] | None = None, roots: list[Path] | None = None):
+    def __init__(self, ws: Path, home: Path, files: dict[str, Any] | None = None, roots: list[Path] | None = None,
+                 gate: Gate | None = None):
         flags: dict[str, Any] = {"files": files or {}}
         if roots is not None:
             flags["allowed_roots"] = [str(r) for r in roots]
@@ -48,9 +50,12 @@ class Tools:
         self.session = SessionStore(home).create(ws)
         self.ctx = ToolContext(self.session, self.settings, PathPolicy.create(ws, self.settings.allowed_roots))
         self.ws = ws
+        # By default a person at the keyboard running each call by hand, edits allowed: the
+        # approval layer has tests of its own (test_approval.py).
+        self.gate = gate or Gate(Policy.create("accept-edits", [], [], ws), invoked_by_human=True)
 
     def __call__(self, name: str, raw: str | None = None, **args: Any) -> ToolResult:
-        return dispatch.call(self.ctx, name, raw if raw is not None else json.dumps(args))
+        return dispatch.call(self.ctx, name, raw if raw is not None else json.dumps(args), self.gate)
 
     def ok(self, name: str, **args: Any) -> str:
         result = self(name, **args)

@@ -67,3 +67,24 @@ def test_invalid_config_is_a_clear_error(ws, home, tmp_path):
 def test_tools_lists_names_in_order():
     out = abhed("tools").stdout.splitlines()
     assert [line.split()[0] for line in out] == [tool.name for tool in TOOLS]
+
+
+def test_mode_plan_refuses_writes_and_says_why(ws, home):
+    proc = abhed("tool", "write", json.dumps({"path": str(ws / "x.txt"), "content": "x"}), "--workspace", str(ws),
+                 "--mode", "plan")
+    assert proc.returncode == 0 and proc.stdout.startswith("Not run: write was refused (plan mode allows read-only")
+    assert not (ws / "x.txt").exists()
+
+
+def test_the_approval_decision_is_recorded_in_the_event(ws, home):
+    abhed("tool", "read", json.dumps({"path": str(ws)}), "--workspace", str(ws), "--session", "ap")
+    events = [json.loads(line) for line in (home / "sessions" / "ap" / "events.jsonl").read_text().splitlines()]
+    assert events[1]["metadata"]["approval"] == {"decision": "allow", "rule": "read-only", "reason": "read-only tool"}
+
+
+def test_operator_deny_rules_from_the_config_apply(ws, home, tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[approval]\ndeny = ["write"]\n')
+    proc = abhed("tool", "write", json.dumps({"path": str(ws / "x"), "content": "x"}), "--workspace", str(ws),
+                 env={"ABHED_CONFIG": str(cfg)})
+    assert "refused (the operator's rule deny write forbids it)" in proc.stdout
