@@ -1,0 +1,5 @@
+"""Literal prefilters (placeholder; filled in below)."""
+
+
+def build(tree):
+    return None
