@@ -374,9 +374,6 @@ class _Parser:
                 items.append(self.lit_node(ord(ch)))
             self.i = len(t) if end < 0 else end + 2
             return
-        elif c == "E":
-            # RE2 ignores a stray \E (end of a \Q..\E that was never opened).
-            pass
         else:
             ranges, negated, j = self.class_escape(start, in_class=False)
             if ranges is not None:

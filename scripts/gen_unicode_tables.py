@@ -76,6 +76,10 @@ def fold_orbits():
                 union(cp, ord(mapped))
     # U+0130 and U+0131 (Turkish dotted/dotless i) have only full / Turkic folds: RE2 leaves them
     # alone, but str.upper('ı') == 'I' would join them to the i orbit.
+    # Simple folds in CaseFolding.txt (status S) that are not case mappings at all, so
+    # str.lower/upper cannot reveal them: they pair characters whose full mappings agree.
+    for a, b in ((0x0390, 0x1FD3), (0x03B0, 0x1FE3), (0xFB05, 0xFB06)):
+        union(a, b)
     groups = {}
     for cp in list(parent):
         root = find(cp)
