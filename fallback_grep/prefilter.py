@@ -1,5 +1,236 @@
-"""Literal prefilters (placeholder; filled in below)."""
+"""Literal prefilters: find where a match could be at C speed before any Python-level automaton runs.
+
+Two products, both Python `re` patterns over bytes (so the scanning loop is sre's C code):
+
+* exact: the whole pattern translated, when it is a *finite* language (no unbounded repetition)
+  with few paths.  Python's backtracking engine explores each path through a finite regex at most
+  once per start position, so its work per start position is bounded by paths * length, a
+  constant of the pattern: total time stays linear in the input.  We only translate constructs
+  whose sre meaning equals RE2's on bytes: code point classes become UTF-8 byte tries, `\\b` and
+  `\\B` are ASCII in sre's bytes mode as in RE2, and `^`/`$` appear only in their multi-line form
+  (sre's `(?m:^)`/`(?m:$)` are exactly RE2's BOL/EOL).  Text anchors (\\A, \\z) are not translated
+  because sre anchors them at `pos`/`endpos`, not at the real text bounds.
+
+* factor: a finite piece of the pattern that every match must contain (a "required literal" in
+  the broad sense: `[A-Z]+_RESUME` needs `[A-Z]_RESUME`).  A hit only proposes a candidate
+  region that the DFA then verifies.  Factors contain no assertions, whose sre meaning at `pos`
+  can differ.
+
+Pure literals (one byte string) are also exposed, because `bytes.find` beats sre on them.
+"""
+import re
+
+from . import syntax as sx
+from . import utf8
+
+MAX_PATHS = 2000        # alternatives a finite translation may contain
+MAX_LENGTH = 1000       # longest byte length of a finite translation
+MAX_UNIT_BRANCHES = 600  # UTF-8 trie size for one class (\pL is ~ 500)
+MIN_FACTOR_SCORE = 2    # a factor must pin down at least this many near-literal characters
 
 
-def build(tree):
+class Finite:
+    """A finite regex fragment: sre source, number of paths, max byte length, literal-ness."""
+
+    __slots__ = ("src", "paths", "length", "score", "literal")
+
+    def __init__(self, src, paths, length, score, literal):
+        self.src = src
+        self.paths = paths
+        self.length = length
+        self.score = score          # how many characters are nearly literal (selectivity)
+        self.literal = literal      # the exact byte string when the fragment is one literal
+
+
+def _byte_class(ranges):
+    parts = []
+    for lo, hi in ranges:
+        if lo == hi:
+            parts.append(re.escape(bytes([lo])).decode("latin-1"))
+        else:
+            parts.append(re.escape(bytes([lo])).decode("latin-1") + "-" +
+                         re.escape(bytes([hi])).decode("latin-1"))
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        return parts[0]
+    return "[" + "".join(parts) + "]"
+
+
+def _class_regex(ranges):
+    """sre source matching exactly the UTF-8 encoding of one code point in ranges, or None."""
+    trie = {}
+    count = 0
+    for lo, hi in ranges:
+        for seq in utf8.sequences(lo, hi):
+            node = trie
+            for rng in seq[:-1]:
+                node = node.setdefault(rng, {})
+            node.setdefault(seq[-1], None)
+            count += 1
+            if count > MAX_UNIT_BRANCHES:
+                return None
+    return _trie_regex(trie)
+
+
+def _trie_regex(trie):
+    # Leaves (last byte of a sequence) merge into one class; inner edges become alternatives.
+    # Sibling ranges of a UTF-8 trie are disjoint, so at most one alternative can succeed.
+    leaves = sorted(r for r, child in trie.items() if child is None)
+    alts = []
+    if leaves:
+        alts.append(_byte_class(leaves))
+    for rng, child in sorted((r, c) for r, c in trie.items() if c is not None):
+        alts.append(_byte_class([rng]) + _trie_regex(child))
+    if len(alts) == 1:
+        return alts[0]
+    return "(?:" + "|".join(alts) + ")"
+
+
+def _char_literal(ranges):
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        return chr(ranges[0][0]).encode("utf-8", "surrogatepass")
     return None
+
+
+def finite(node, allow_assertions):
+    """Translate node into a Finite, or None if it is unbounded, too big or not translatable."""
+    op = node.op
+    if op in (sx.LITERAL, sx.CLASS):
+        ranges = sx.node_ranges(node)
+        src = _class_regex(ranges)
+        if src is None:
+            return None
+        size = sum(hi - lo + 1 for lo, hi in ranges)
+        lit = _char_literal(ranges)
+        return Finite(src, 1, 4, 1 if size <= 4 else 0, lit)
+    if op == sx.EMPTY:
+        return Finite("", 1, 0, 0, b"")
+    if op == sx.NO_MATCH:
+        return Finite("(?!)", 1, 0, 0, None)
+    if op == sx.ANY_BYTE:
+        return Finite("[\\x00-\\xff]", 1, 1, 0, None)
+    if op == sx.CAPTURE:
+        return finite(node.subs[0], allow_assertions)
+    if op == sx.ASSERT:
+        src = {sx.BOL: "(?m:^)", sx.EOL: "(?m:$)", sx.WORD: "\\b", sx.NOT_WORD: "\\B"}.get(node.kind)
+        if src is None or not allow_assertions:
+            return None
+        return Finite(src, 1, 0, 0, None)
+    if op == sx.CONCAT:
+        return _concat([finite(s, allow_assertions) for s in node.subs])
+    if op == sx.ALTERNATE:
+        parts = [finite(s, allow_assertions) for s in node.subs]
+        if any(p is None for p in parts):
+            return None
+        paths = sum(p.paths for p in parts)
+        if paths > MAX_PATHS:
+            return None
+        return Finite("(?:" + "|".join(p.src for p in parts) + ")", paths,
+                      max(p.length for p in parts), min(p.score for p in parts), None)
+    if op == sx.REPEAT:
+        if node.max < 0:
+            return None
+        sub = finite(node.subs[0], allow_assertions)
+        if sub is None:
+            return None
+        paths = sum(sub.paths ** k for k in range(node.min, node.max + 1))
+        length = sub.length * node.max
+        if paths > MAX_PATHS or length > MAX_LENGTH:
+            return None
+        lazy = "" if node.greedy else "?"
+        counts = f"{{{node.min}}}" if node.min == node.max else f"{{{node.min},{node.max}}}"
+        lit = sub.literal * node.min if sub.literal is not None and node.min == node.max else None
+        return Finite(f"(?:{sub.src}){counts}{lazy}", paths, length, sub.score * node.min, lit)
+    raise AssertionError(op)
+
+
+def _concat(parts):
+    if any(p is None for p in parts):
+        return None
+    paths, length, score = 1, 0, 0
+    lit = b""
+    for p in parts:
+        paths *= p.paths
+        length += p.length
+        score += p.score
+        lit = None if lit is None or p.literal is None else lit + p.literal
+    if paths > MAX_PATHS or length > MAX_LENGTH:
+        return None
+    return Finite("".join(p.src for p in parts), paths, length, score, lit)
+
+
+def _edge(node, side):
+    """The finite part of a concat item when it sits at the edge of a factor, or None.
+
+    x{n,} (n >= 1) at the left edge of a factor contributes its last n iterations (they touch
+    the next item); at the right edge its first n.  Either way: x{n}.
+    """
+    if node.op == sx.CAPTURE:
+        return _edge(node.subs[0], side)
+    if node.op == sx.REPEAT and node.max < 0 and node.min >= 1:
+        return finite(sx.Node(sx.REPEAT, subs=node.subs, min=node.min, max=node.min), False)
+    return None
+
+
+def best_factor(tree):
+    """The most selective finite fragment every match must contain, or None."""
+    items = tree.subs if tree.op == sx.CONCAT else [tree]
+    if tree.op == sx.CAPTURE:
+        return best_factor(tree.subs[0])
+    best = None
+    trans = [finite(it, False) for it in items]
+    n = len(items)
+    for i in range(n):
+        left = trans[i] or _edge(items[i], "left")
+        if left is None:
+            continue
+        parts = [left]
+        j = i + 1
+        while j < n and trans[j] is not None:
+            parts.append(trans[j])
+            j += 1
+        if j < n:
+            right = _edge(items[j], "right")
+            if right is not None:
+                parts.append(right)
+        cand = _concat(parts)
+        while cand is None and len(parts) > 1:
+            parts.pop()
+            cand = _concat(parts)
+        if cand is not None and (best is None or cand.score > best.score):
+            best = cand
+    if best is None and tree.op == sx.ALTERNATE:
+        return finite(tree, False)
+    return best if best is not None and best.score >= MIN_FACTOR_SCORE else None
+
+
+class Prefilter:
+    """Compiled prefilter for one pattern. `exact` means a hit *is* a match (line semantics)."""
+
+    def __init__(self, src, exact, literal):
+        self.src = src
+        self.exact = exact
+        self.literal = literal if literal else None
+        self.regex = re.compile(src.encode("latin-1"), re.DOTALL)
+
+    def find(self, data, pos, endpos):
+        """Start of the next candidate at or after pos, or -1."""
+        if self.literal is not None:
+            return data.find(self.literal, pos, endpos)
+        m = self.regex.search(data, pos, endpos)
+        return -1 if m is None else m.start()
+
+    def may_match(self, data, pos, endpos):
+        return self.find(data, pos, endpos) >= 0
+
+
+def build(tree, exact_ok=False):
+    """Prefilter for a tree. exact_ok: the tree is in grep line mode (anchors are BOL/EOL and no
+    class contains \\n), so a finite translation can stand in for the whole matcher."""
+    if exact_ok:
+        whole = finite(tree, True)
+        if whole is not None:
+            return Prefilter(whole.src, True, whole.literal)
+    factor = best_factor(tree)
+    if factor is None:
+        return None
+    return Prefilter(factor.src, False, factor.literal)

@@ -9,6 +9,7 @@ mapped back to character offsets.  Engine choice per call (see Pattern._find):
 from . import dfa as dfa_mod
 from . import pikevm
 from . import prefilter
+from .lines import to_line_mode
 from .parser import FLAG_I, FLAG_M, FLAG_S, FLAG_U, parse
 from .prog import compile_tree
 
@@ -17,6 +18,7 @@ MULTILINE = M = FLAG_M
 DOTALL = S = FLAG_S
 UNGREEDY = U = FLAG_U
 LONGEST = 16          # leftmost-longest semantics (RE2's longest_match option)
+LINES = 32            # grep line mode (see lines.py): matches never span \n, anchors at lines
 
 _PARSE_FLAGS = FLAG_I | FLAG_M | FLAG_S | FLAG_U
 
@@ -75,12 +77,14 @@ class Pattern:
         self.pattern = pattern
         self.flags = flags
         parsed = parse(pattern, flags & _PARSE_FLAGS)
+        if flags & LINES:
+            parsed.tree = to_line_mode(parsed.tree, pattern)
         self.tree = parsed.tree
         self.groups = parsed.ncap
         self.groupindex = dict(parsed.names)
         self.longest = bool(flags & LONGEST)
         self.prog = compile_tree(parsed.tree, parsed.ncap, pattern=pattern)
-        self.prefilter = prefilter.build(parsed.tree)
+        self.prefilter = prefilter.build(parsed.tree, exact_ok=bool(flags & LINES))
         self._dfas = {}
         self._rprog = None
 
