@@ -16,7 +16,7 @@ import re
 import sys
 
 from .errors import error
-from .search import OUTPUT_MODES, Matcher, search_file, walk
+from .filesearch import OUTPUT_MODES, Matcher, search_file, walk
 
 
 def glob_regex(glob):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import fallback_grep as fg
-from fallback_grep.search import (FileResult, Matcher, is_binary, search_bytes, search_file,
+from fallback_grep.filesearch import (FileResult, Matcher, is_binary, search_bytes, search_file,
                                   search_paths, walk)
 
 DATA = b"alpha\nbeta PM_RESUME\ngamma\ndelta\nepsilon\nzeta pm_resume\neta\n"

@@ -1,4 +1,5 @@
 """File search on top of the regex engine: what a grep tool needs, with ripgrep's line semantics.
+(Named filesearch, not search, so importing it cannot shadow the fallback_grep.search function.)
 
 Layers, each usable alone:
   Matcher          compiled pattern + options; finds matching lines (or multiline regions) in a
