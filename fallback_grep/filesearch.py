@@ -25,6 +25,7 @@ from .regex import DOTALL, IGNORECASE, LINES, MULTILINE, Pattern
 
 OUTPUT_MODES = ("content", "files_with_matches", "count")
 BINARY_SNIFF = 8192
+READ_CHUNK = 1 << 20
 
 
 @dataclass
@@ -84,28 +85,39 @@ class Matcher:
         return -1 if got is None else got
 
     def iter_line_matches(self, data):
-        """Yield (line_start, line_end) byte offsets of each matching line, in order."""
+        """Yield (line_start, line_end) byte offsets of each matching line, in order.
+
+        With a prefilter, jump from candidate to candidate (bytes.find / sre at C speed) and
+        verify only the candidate's line; without one, let the DFA scan for the next match.
+        """
         n = len(data)
         pf = self.prefilter
+        scanner = pf.scanner(data) if pf is not None else None
+        if scanner is not None and scanner.mode == "none":
+            scanner = None
+        trusted = scanner is not None and scanner.hit_is_match
         pos = 0
         while pos < n:
-            if pf is not None:
-                hit = pf.find(data, pos, n)
-                if hit < 0:
-                    return
+            if scanner is not None:
+                hit = scanner.find(pos, n)
             else:
                 hit = self._next_match_pos(data, pos, n)
-                if hit < 0:
-                    return
+            if hit < 0:
+                return
             if hit >= n and n > 0 and data[n - 1] == 10:
                 return  # an empty match after the final newline is not a line
             start = data.rfind(b"\n", 0, hit) + 1
             end = data.find(b"\n", hit)
             if end < 0:
                 end = n
-            if pf is None or pf.exact or self._verify(data, start, end):
+            if scanner is None or trusted or self._confirm(data, start, end):
                 yield start, end
             pos = end + 1
+
+    def _confirm(self, data, start, end):
+        if self.prefilter.exact:
+            return self.prefilter.confirm(data, start, end)
+        return self._verify(data, start, end)
 
     # ---- multiline mode ------------------------------------------------------------------------
     def iter_regions(self, data):
@@ -222,12 +234,33 @@ def is_binary(head):
     return b"\x00" in head[:BINARY_SNIFF]
 
 
+def read_file(path):
+    """The whole file as one bytes object. os.read on a raw descriptor: about a third cheaper
+    per file than open().read(), which matters over tens of thousands of small files."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(fd, READ_CHUNK)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if len(chunk) < READ_CHUNK:
+                # Usually EOF; one more read confirms it for files that are still growing.
+                more = os.read(fd, READ_CHUNK)
+                if not more:
+                    break
+                chunks.append(more)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def search_file(matcher, path, output_mode="files_with_matches", before=0, after=0,
                 max_count=None):
     """Read path in one go and search it. Never raises for I/O problems: see FileResult.error."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_file(path)
     except OSError as e:
         return FileResult(str(path), error=f"cannot read {path}: {e.strerror or e}")
     if is_binary(data):

@@ -203,34 +203,229 @@ def best_factor(tree):
     return best if best is not None and best.score >= MIN_FACTOR_SCORE else None
 
 
-class Prefilter:
-    """Compiled prefilter for one pattern. `exact` means a hit *is* a match (line semantics)."""
+# ---- needles: required plain literals found with bytes.find ---------------------------------
 
-    def __init__(self, src, exact, literal):
-        self.src = src
-        self.exact = exact
-        self.literal = literal if literal else None
-        self.regex = re.compile(src.encode("latin-1"), re.DOTALL)
+def _flatten(node):
+    """Top-level items of a concatenation, looking through captures and nested concats."""
+    if node.op == sx.CAPTURE:
+        return _flatten(node.subs[0])
+    if node.op == sx.CONCAT:
+        out = []
+        for sub in node.subs:
+            out.extend(_flatten(sub))
+        return out
+    return [node]
 
-    def find(self, data, pos, endpos):
-        """Start of the next candidate at or after pos, or -1."""
-        if self.literal is not None:
-            return data.find(self.literal, pos, endpos)
-        m = self.regex.search(data, pos, endpos)
+
+def _unit(node):
+    """One code point position: ('lit', bytes) | ('fold', lowered bytes, variants) | None."""
+    ranges = sx.node_ranges(node)
+    if ranges is None:
+        return None
+    cps = []
+    for lo, hi in ranges:
+        if hi - lo > 3 or len(cps) > 4:
+            return None
+        cps.extend(range(lo, hi + 1))
+    if len(cps) == 1:
+        return ("lit", chr(cps[0]).encode("utf-8", "surrogatepass"))
+    ascii_cps = [c for c in cps if c < 128]
+    lowered = {chr(c).lower() for c in ascii_cps}
+    if len(lowered) != 1 or not ascii_cps or {ord(ch) for ch in lowered} | {ord(ch.upper()) for ch in lowered} != set(ascii_cps):
+        return None
+    variants = tuple(chr(c).encode("utf-8") for c in cps if c >= 128)
+    return ("fold", lowered.pop().encode(), variants)
+
+
+def _runs(items):
+    """Maximal runs of consecutive near-literal units (x{n} of a unit counts n times)."""
+    runs, cur = [], []
+    for item in items:
+        reps = 1
+        if item.op == sx.REPEAT and item.min == item.max and item.min <= 16:
+            reps, item = item.min, item.subs[0]
+        unit = _unit(item)
+        if unit is None:
+            if cur:
+                runs.append(cur)
+            cur = []
+            # x+ / x{n,}: its first iteration still touches what follows, so a run may start
+            # right after it; nothing else to do here.
+            continue
+        cur.extend([unit] * reps)
+    if cur:
+        runs.append(cur)
+    return runs
+
+
+class Needles:
+    """Required literals: every match contains one of `literals`, or (folded) every match,
+    ASCII-lowered, contains `folded` unless the text holds one of the non-ASCII `variants`."""
+
+    def __init__(self, literals=(), folded=None, variants=(), whole=False):
+        self.literals = tuple(literals)
+        self.folded = folded
+        self.variants = tuple(sorted(set(variants)))
+        self.whole = whole        # a literal hit is itself a complete match
+
+
+def needles_for(tree):
+    if tree.op == sx.CAPTURE:
+        return needles_for(tree.subs[0])
+    if tree.op == sx.ALTERNATE:
+        lits = []
+        for alt in tree.subs:
+            runs = _runs(_flatten(alt))
+            if len(runs) != 1 or any(u[0] != "lit" for u in runs[0]) or \
+                    len(runs[0]) != len(_flatten(alt)):
+                return None
+            lits.append(b"".join(u[1] for u in runs[0]))
+        if 0 < len(lits) <= 16 and all(lits):
+            return Needles(lits, whole=True)
+        return None
+    items = _flatten(tree)
+    best_lit, best_fold = b"", None
+    for run in _runs(items):
+        # Longest all-literal stretch inside the run.
+        cur = b""
+        for u in run:
+            if u[0] == "lit":
+                cur += u[1]
+                if len(cur) > len(best_lit):
+                    best_lit = cur
+            else:
+                cur = b""
+        if any(u[0] == "fold" for u in run) and all(u[0] == "fold" or u[1].isascii() for u in run):
+            folded = b"".join(u[1].lower() for u in run)
+            variants = [v for u in run if u[0] == "fold" for v in u[2]]
+            if best_fold is None or len(folded) > len(best_fold[0]):
+                best_fold = (folded, variants)
+    whole = len(items) == sum(1 for _ in items) and len(_runs(items)) == 1 and \
+        all(_unit(it) is not None and _unit(it)[0] == "lit" for it in items)
+    if len(best_lit) >= 3 or (best_lit and (best_fold is None or len(best_fold[0]) <= len(best_lit))):
+        return Needles([best_lit], whole=whole)
+    if best_fold is not None and len(best_fold[0]) >= 3:
+        return Needles(folded=best_fold[0], variants=best_fold[1])
+    return None
+
+
+class Scanner:
+    """Finds candidate positions in one buffer; keeps per-buffer state (lowered copy, next hits)."""
+
+    def __init__(self, pf, data):
+        self.pf = pf
+        self.data = data
+        self.mode = "regex"
+        nd = pf.needles
+        if nd is not None and nd.literals:
+            self.mode = "literals"
+            self.next_at = [-2] * len(nd.literals)   # cached next hit per literal (-2 = unknown)
+        elif nd is not None and nd.folded is not None:
+            if not any(v in data for v in nd.variants):
+                self.mode = "folded"
+                self.lowered = data.lower()   # bytes.lower() folds ASCII only, offsets unchanged
+        if self.mode == "regex" and pf.regex is None:
+            self.mode = "none"
+        if pf.needs_non_ascii and data.isascii():
+            self.mode = "reject"
+
+    @property
+    def hit_is_match(self):
+        """True when every candidate is already a match (no verification needed)."""
+        nd = self.pf.needles
+        if self.mode == "literals":
+            return nd.whole
+        return self.mode == "regex" and self.pf.exact
+
+    def find(self, pos, endpos):
+        """Next candidate position in [pos, endpos), or -1; mode 'none' cannot filter."""
+        if self.mode == "reject":
+            return -1
+        if self.mode == "literals":
+            best = -1
+            lits = self.pf.needles.literals
+            for k, lit in enumerate(lits):
+                at = self.next_at[k]
+                if at == -1 or at >= pos:
+                    pass
+                else:
+                    at = self.data.find(lit, pos, endpos)
+                    self.next_at[k] = at
+                if at >= 0 and at + len(lit) <= endpos and (best < 0 or at < best):
+                    best = at
+            return best
+        if self.mode == "folded":
+            return self.lowered.find(self.pf.needles.folded, pos, endpos)
+        m = self.pf.regex.search(self.data, pos, endpos)
         return -1 if m is None else m.start()
 
+
+class Prefilter:
+    """Compiled prefilter for one pattern.
+
+    regex: sre pattern (the whole pattern when `exact`, else a required factor) or None.
+    needles: plain literals to jump to with bytes.find, or None.
+    """
+
+    def __init__(self, src, exact, needles):
+        self.src = src
+        self.exact = exact
+        self.needles = needles
+        self.regex = None if src is None else re.compile(src.encode("latin-1"), re.DOTALL)
+
+    needs_non_ascii = False    # set by build(): no match can consist of ASCII bytes only
+
+    def scanner(self, data):
+        return Scanner(self, data)
+
+    def confirm(self, data, start, end):
+        """For an exact prefilter: does data[start:end] (one whole line) contain a match?"""
+        return self.regex.search(data, start, end) is not None
+
     def may_match(self, data, pos, endpos):
-        return self.find(data, pos, endpos) >= 0
+        """Cheap rejection for one API call. Avoids the folded mode: lowering the whole text on
+        every call would make finditer quadratic."""
+        nd = self.needles
+        if self.needs_non_ascii and data.isascii():
+            return False
+        if nd is not None and nd.literals:
+            return any(data.find(lit, pos, endpos) >= 0 for lit in nd.literals)
+        if self.regex is not None:
+            return self.regex.search(data, pos, endpos) is not None
+        return True
+
+
+def needs_non_ascii(node):
+    """True if every match must contain a byte >= 0x80 (e.g. \\p{Greek}): then a text for
+    which bytes.isascii() holds (most source files; checked at C speed) cannot match."""
+    op = node.op
+    if op in (sx.LITERAL, sx.CLASS):
+        return all(lo >= 0x80 for lo, _ in sx.node_ranges(node))
+    if op == sx.CONCAT:
+        return any(needs_non_ascii(s) for s in node.subs)
+    if op == sx.ALTERNATE:
+        return all(needs_non_ascii(s) for s in node.subs)
+    if op == sx.REPEAT:
+        return node.min > 0 and needs_non_ascii(node.subs[0])
+    if op == sx.CAPTURE:
+        return needs_non_ascii(node.subs[0])
+    return False
 
 
 def build(tree, exact_ok=False):
     """Prefilter for a tree. exact_ok: the tree is in grep line mode (anchors are BOL/EOL and no
     class contains \\n), so a finite translation can stand in for the whole matcher."""
+    needles = needles_for(tree)
+    pf = None
     if exact_ok:
         whole = finite(tree, True)
         if whole is not None:
-            return Prefilter(whole.src, True, whole.literal)
-    factor = best_factor(tree)
-    if factor is None:
-        return None
-    return Prefilter(factor.src, False, factor.literal)
+            pf = Prefilter(whole.src, True, needles)
+    if pf is None:
+        factor = best_factor(tree)
+        if factor is not None or needles is not None:
+            pf = Prefilter(None if factor is None else factor.src, False, needles)
+    if needs_non_ascii(tree):
+        pf = pf or Prefilter(None, False, None)
+        pf.needs_non_ascii = True
+    return pf
