@@ -310,25 +310,36 @@ class _Parser:
     def parse_braces(self, start):
         """{n}, {n,}, {n,m} -> (lo, hi, end) or None when RE2 treats `{` as a literal."""
         t = self.t
-        j = start + 1
-        k = j
-        while k < len(t) and t[k].isdigit() and t[k].isascii():
-            k += 1
-        if k == j:
+        lo, k = self._integer(start + 1)
+        if lo is None:
             return None
-        lo = int(t[j:k])
         if k < len(t) and t[k] == "}":
             return lo, lo, k + 1
         if k >= len(t) or t[k] != ",":
             return None
         k += 1
-        m = k
-        while m < len(t) and t[m].isdigit() and t[m].isascii():
-            m += 1
-        if m >= len(t) or t[m] != "}":
+        if k < len(t) and t[k] == "}":
+            return lo, -1, k + 1
+        hi, m = self._integer(k)
+        if hi is None or m >= len(t) or t[m] != "}":
             return None
-        hi = int(t[k:m]) if m > k else -1
         return lo, hi, m + 1
+
+    def _integer(self, j):
+        """RE2's ParseInteger: ASCII digits, no leading zero, and a number that grows past 10^8
+        is not a number at all (so `a{9876543210}` is literal text, as in RE2)."""
+        t = self.t
+        if j >= len(t) or not ("0" <= t[j] <= "9"):
+            return None, j
+        if t[j] == "0" and j + 1 < len(t) and "0" <= t[j + 1] <= "9":
+            return None, j
+        n = 0
+        while j < len(t) and "0" <= t[j] <= "9":
+            if n >= 100_000_000:
+                return None, j
+            n = n * 10 + ord(t[j]) - 48
+            j += 1
+        return n, j
 
     # ---- atoms -----------------------------------------------------------------------------
     def lit_node(self, r):

@@ -175,7 +175,7 @@ def test_too_large_program_is_rejected_with_advice():
 
 
 @pytest.mark.parametrize("pattern", ["a{,5}", "a{2", "a{", "x{2}{,3}", "\\Qa.b", "(?)", "a(?i)*",
-                                     "[a-b-c]", "[]a]", "[^]a]", "\\_", "\\ ", "()|a",
+                                     "[a-b-c]", "[]a]", "a{01}", "a{9876543210}", "a{2,99999999999}", "[^]a]", "\\_", "\\ ", "()|a",
                                      "(?P<n>a)(?P<n>b)", "(?P<ñ>a)", "\\pLx", "[\\d-z]"])
 def test_valid_re2_edge_cases_compile(pattern):
     fg.compile(pattern)

@@ -183,3 +183,20 @@ def test_multiline_parity_with_ripgrep(corpus, pattern):
         _rg([*args, "-n", "-e", pattern], corpus), "n")
     assert _ours(pattern, corpus, "count", multiline=True) == _rg_rows(
         _rg([*args, "-c", "-e", pattern], corpus), "c")
+
+
+def test_reader_grows_for_large_files_and_reuses_its_buffer(tmp_path):
+    from fallback_grep.filesearch import FileReader
+    big = tmp_path / "big.txt"
+    body = (b"x" * 99 + b"\n") * 30_000 + b"needle at the end\n"
+    big.write_bytes(body)
+    small = tmp_path / "small.txt"
+    small.write_bytes(b"needle\n")
+    reader = FileReader(1024)
+    n = reader.read(big)
+    assert n == len(body) and reader.bytes(n) == body
+    assert reader.read(small) == 7 and reader.bytes(7) == b"needle\n"
+    m = Matcher("needle")
+    res = search_file(m, big, "content", reader=reader)
+    assert [(ln.number, ln.text) for ln in res.lines] == [(30_001, "needle at the end")]
+    assert search_file(m, small, "count", reader=reader).count == 1
