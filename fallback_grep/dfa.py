@@ -115,6 +115,8 @@ class DFA:
         return classes
 
     def reset(self):
+        self.start_cache = {}     # look-behind bits -> start state offset
+        self.lb_of_byte = [_lb_after(b) & self.lb_mask for b in range(256)]
         self.trans = []           # flat: state_offset + byte -> code
         self.states = []          # index -> _State
         self.index = {}           # (kernel, lb, matched) -> state offset
@@ -140,12 +142,12 @@ class DFA:
         return -off - 1 if (st.matched or st.dead) else off
 
     def start(self, data, pos):
-        if pos == 0:
-            lb = LB_START
-        else:
-            lb = _lb_after(data[pos - 1])
-        kernel = (self.prog.start,) if self.anchored else (LOOP,)
-        return self._state(kernel, lb & self.lb_mask, False)
+        lb = LB_START if pos == 0 else self.lb_of_byte[data[pos - 1]]
+        off = self.start_cache.get(lb)
+        if off is None:
+            kernel = (self.prog.start,) if self.anchored else (LOOP,)
+            off = self.start_cache[lb] = self._state(kernel, lb, False)
+        return off
 
     def _step(self, off, c):
         """Compute the transition from state at off on byte c, fill its class, return the code."""
@@ -205,7 +207,7 @@ class DFA:
         return code
 
     def _flush(self, data, i, cur_off):
-        """Cache full: drop every state, keep the current one. False = thrashing, give up."""
+        """Cache full: drop every state and rebuild the current one (RE2 does the same)."""
         self.flushes += 1
         st = self.states[cur_off // STRIDE]
         self.reset()
@@ -250,12 +252,18 @@ class DFA:
             i += 1
         # Past the last byte: one more closure to see whether a match ends at endpos.
         final = data[endpos] if endpos < n else END
-        if len(self.states) >= MAX_STATES:
-            off = self._flush(data, i, off)
-        code = self._step(off, final)
-        if code < 0 and self.states[(-code - 1) // STRIDE].matched:
+        if self._final_match(off, final):
             return endpos
         return last
+
+    def _final_match(self, off, final):
+        """Does a match end right before `final` (the byte after the range, or END)?"""
+        code = self.trans[off + final]
+        if code == UNKNOWN:
+            if len(self.states) >= MAX_STATES:
+                off = self._flush(None, 0, off)
+            code = self._step(off, final)
+        return code < 0 and self.states[(-code - 1) // STRIDE].matched
 
     def search_reverse(self, data, pos, end):
         """Smallest s >= pos such that the (reverse, anchored, longest) program matches data[s:end]."""
@@ -292,9 +300,6 @@ class DFA:
                 return last
             i -= 1
         final = data[pos - 1] if pos > 0 else END
-        if len(self.states) >= MAX_STATES:
-            off = self._flush(data, i, off)
-        code = self._step(off, final)
-        if code < 0 and self.states[(-code - 1) // STRIDE].matched:
+        if self._final_match(off, final):
             return pos
         return last

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from . import dfa as dfa_mod
 from . import pikevm
+from .prefilter import LINE_SRE_MAX
 from .regex import DOTALL, IGNORECASE, LINES, MULTILINE, Pattern
 
 OUTPUT_MODES = ("content", "files_with_matches", "count")
@@ -115,8 +116,11 @@ class Matcher:
             pos = end + 1
 
     def _confirm(self, data, start, end):
-        if self.prefilter.exact:
-            return self.prefilter.confirm(data, start, end)
+        pf = self.prefilter
+        if pf.exact:
+            return pf.confirm(data, start, end)
+        if pf.line_regex is not None and end - start <= LINE_SRE_MAX:
+            return pf.line_regex.search(data, start, end) is not None
         return self._verify(data, start, end)
 
     # ---- multiline mode ------------------------------------------------------------------------

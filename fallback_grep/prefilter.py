@@ -309,6 +309,72 @@ def needles_for(tree):
     return None
 
 
+def _ascii_unit(node):
+    """The byte set of a one-character node whose members are all ASCII, else None."""
+    ranges = sx.node_ranges(node)
+    if ranges is None or any(hi >= 0x80 for _, hi in ranges):
+        return None
+    return frozenset(b for lo, hi in ranges for b in range(lo, hi + 1))
+
+
+class ClassNeedle:
+    """A required run of ASCII classes found with bytes.translate + bytes.find.
+
+    Every byte is mapped to a symbol naming the class it belongs to, so the run of classes
+    becomes a plain byte string (\\s\\w{5}\\s -> b" wwwww "): one C-speed translate and find
+    replace an sre scan that is ten times slower.  Works when the classes of the run are pairwise
+    equal or disjoint, so that each byte has one symbol.
+    """
+
+    def __init__(self, sets):
+        symbols = {}
+        table = bytearray(b"\xff" * 256)
+        for bs in sets:
+            if bs not in symbols:
+                sym = len(symbols) + 1
+                symbols[bs] = sym
+                for b in bs:
+                    table[b] = sym
+        self.table = bytes(table)
+        self.needle = bytes(symbols[bs] for bs in sets)
+
+
+def class_needle(tree, min_len=3):
+    best = []
+    run = []
+    for item in _flatten(tree) + [None]:
+        sets = None
+        if item is not None:
+            unit, reps = item, 1
+            if item.op == sx.REPEAT and (item.min == item.max or item.max < 0) and item.min <= 16:
+                unit, reps = item.subs[0], item.min
+            bs = _ascii_unit(unit)
+            if bs is not None:
+                sets = [bs] * reps
+        if sets is None or item.op == sx.REPEAT and item.max < 0:
+            # An unbounded x{n,} ends a run (its first n copies still belong to it) and starts
+            # the next one (its last n copies touch what follows).
+            if sets:
+                run.extend(sets)
+            if _compatible(run) and len(run) > len(best):
+                best = run
+            run = list(sets) if sets else []
+            continue
+        run.extend(sets)
+    while best and not _compatible(best):
+        best = best[:-1]
+    return ClassNeedle(best) if len(best) >= min_len else None
+
+
+def _compatible(sets):
+    distinct = set(sets)
+    for a in distinct:
+        for b in distinct:
+            if a is not b and a != b and a & b:
+                return False
+    return True
+
+
 class Scanner:
     """Finds candidate positions in one buffer; keeps per-buffer state (lowered copy, next hits)."""
 
@@ -326,6 +392,9 @@ class Scanner:
             if data.isascii() or not any(v in data for v in nd.variants):
                 self.mode = "folded"
                 self.lowered = data.lower()   # bytes.lower() folds ASCII only, offsets unchanged
+        if self.mode == "regex" and pf.class_needle is not None:
+            self.mode = "classes"
+            self.translated = data.translate(pf.class_needle.table)
         if self.mode == "regex" and pf.regex is None:
             self.mode = "none"
         if pf.needs_non_ascii and data.isascii():
@@ -358,6 +427,8 @@ class Scanner:
             return best
         if self.mode == "folded":
             return self.lowered.find(self.pf.needles.folded, pos, endpos)
+        if self.mode == "classes":
+            return self.translated.find(self.pf.class_needle.needle, pos, endpos)
         m = self.pf.regex.search(self.data, pos, endpos)
         return -1 if m is None else m.start()
 
@@ -376,6 +447,8 @@ class Prefilter:
         self.regex = None if src is None else re.compile(src.encode("latin-1"), re.DOTALL)
 
     needs_non_ascii = False    # set by build(): no match can consist of ASCII bytes only
+    line_regex = None          # set by build(): sre verifier for short lines (line_regex())
+    class_needle = None        # set by build(): ClassNeedle when there is no plain literal
 
     def quick_reject(self, buf, n):
         """True if buf[:n] certainly holds no match; works on a reused bytearray without copying
@@ -408,6 +481,74 @@ class Prefilter:
         return True
 
 
+# ---- line verification with sre -------------------------------------------------------------
+
+LINE_SRE_MAX = 256   # longest line verified with sre; longer lines go to the DFA
+
+
+def _first_bytes(node):
+    """Bytes that can start a non-empty match of node, or None if unknown / node is nullable."""
+    ranges = sx.node_ranges(node)
+    if ranges is not None:
+        out = set()
+        for lo, hi in ranges:
+            for seq in utf8.sequences(lo, hi):
+                out.update(range(seq[0][0], seq[0][1] + 1))
+        return out
+    if node.op == sx.CAPTURE:
+        return _first_bytes(node.subs[0])
+    if node.op == sx.CONCAT and node.subs:
+        return None if sx.nullable(node.subs[0]) else _first_bytes(node.subs[0])
+    if node.op == sx.ALTERNATE:
+        out = set()
+        for sub in node.subs:
+            f = _first_bytes(sub)
+            if f is None:
+                return None
+            out |= f
+        return out
+    if node.op == sx.REPEAT and node.min > 0:
+        return _first_bytes(node.subs[0])
+    return None
+
+
+def line_regex(tree):
+    """An sre pattern with the same *matching lines* as tree (line mode), whose backtracking work
+    per start position is O(line length), or None.
+
+    Allowed: a concatenation of finite fragments (bounded paths) and unbounded repeats C{m,} of a
+    single-character class C.  Such a repeat must be followed by an item that cannot be empty and
+    cannot start with a byte C matches (so only the longest run can continue: sre's back-off
+    fails at once for every shorter run), or only by assertions.  A leading or trailing C{m,}
+    becomes C{m}: a line contains a match of C{m,}X iff it contains one of C{m}X.  With lines of
+    at most LINE_SRE_MAX bytes this bounds the work per line by a constant times its length.
+    """
+    items = _flatten(tree)
+    if not any(it.op == sx.REPEAT and it.max < 0 for it in items):
+        return None  # finite patterns are handled by the exact prefilter already
+    parts = []
+    for j, item in enumerate(items):
+        fin = finite(item, True)
+        if fin is not None:
+            parts.append(fin.src)
+            continue
+        if item.op != sx.REPEAT or item.max >= 0 or sx.node_ranges(item.subs[0]) is None:
+            return None
+        unit = finite(item.subs[0], False)
+        if unit is None:
+            return None
+        if j == 0 or all(it.op == sx.ASSERT for it in items[j + 1:]) and j == len(items) - 1:
+            parts.append(f"(?:{unit.src}){{{item.min}}}")
+            continue
+        rest = [it for it in items[j + 1:] if it.op != sx.ASSERT]
+        if rest:
+            follow = _first_bytes(rest[0])
+            if follow is None or follow & _first_bytes(item.subs[0]):
+                return None
+        parts.append(f"(?:{unit.src}){{{item.min},}}")
+    return re.compile("".join(parts).encode("latin-1"), re.DOTALL)
+
+
 def needs_non_ascii(node):
     """True if every match must contain a byte >= 0x80 (e.g. \\p{Greek}): then a text for
     which bytes.isascii() holds (most source files; checked at C speed) cannot match."""
@@ -438,6 +579,20 @@ def build(tree, exact_ok=False):
         factor = best_factor(tree)
         if factor is not None or needles is not None:
             pf = Prefilter(None if factor is None else factor.src, False, needles)
+    if exact_ok and (pf is None or not pf.exact):
+        lr = line_regex(tree)
+        if lr is not None:
+            pf = pf or Prefilter(None, False, None)
+            pf.line_regex = lr
+    weak = needles is None or (len(needles.literals) == 1 and len(needles.literals[0]) < 3
+                               and not needles.whole)
+    if weak:
+        cn = class_needle(tree)
+        if cn is not None and (needles is None or len(cn.needle) > len(needles.literals[0])):
+            # A run of classes pins down more than a one- or two-byte literal would.
+            pf = pf or Prefilter(None, False, None)
+            pf.needles = None
+            pf.class_needle = cn
     if needs_non_ascii(tree):
         pf = pf or Prefilter(None, False, None)
         pf.needs_non_ascii = True

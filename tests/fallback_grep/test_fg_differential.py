@@ -108,3 +108,29 @@ def test_accept_reject_agrees_with_re2(pattern):
             fg.compile(pattern)
     else:
         fg.compile(pattern)
+
+
+LINE_TEXTS = st.lists(st.text(alphabet="abck \tAéΣſ_1K.", max_size=12), max_size=6)
+
+
+@settings(max_examples=int(__import__("os").environ.get("FG_EXAMPLES", 400)), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(patterns(), LINE_TEXTS, st.booleans())
+def test_line_mode_agrees_with_searching_each_line(pattern, rows, ci):
+    """Grep line mode (prefilters, sre line verifier, DFA over the buffer) finds exactly the lines
+    on which the plain engine finds a match when each line is searched on its own."""
+    from fallback_grep.filesearch import Matcher, search_bytes
+    assume("\\n" not in pattern)
+    try:
+        single = fg.compile(("(?i)" if ci else "") + pattern)
+    except fg.error:
+        return
+    data = "\n".join(rows).encode()
+    want = [i + 1 for i, row in enumerate(rows) if single.search(row)]
+    if data.endswith(b"\n") or not rows:
+        want = [n for n in want if n <= len(data.split(b"\n")) - 1 or not data.endswith(b"\n")]
+    res = search_bytes(Matcher(pattern, case_insensitive=ci), data, "content")
+    got = [ln.number for ln in res.lines]
+    if not data:
+        want = []
+    assert got == want, (pattern, rows)
