@@ -186,6 +186,11 @@ def bench_tree(root, repeat, modes):
             agree = "yes" if fb_files == rg_files == gr_files else "see notes"
             if mode == "count" and fb_counts != rg_counts:
                 agree = "counts differ from rg"
+                diff = sorted(k for k in set(fb_counts) | set(rg_counts)
+                              if fb_counts.get(k) != rg_counts.get(k))
+                notes.append(f"{pattern} [count]: per-file counts differ from rg in {len(diff)} "
+                             f"files, e.g. {[(k, fb_counts.get(k), rg_counts.get(k)) for k in diff[:3]]}"
+                             + (" (rg's \\w is Unicode-aware, RE2's is ASCII)" if "\\w" in pattern else ""))
             rows.append((pattern, mode, len(fb_files), t_fb, t_rg, t_gr, agree))
             print(f"{pattern:46} {mode:18} files={len(fb_files):5} fallback={t_fb:7.2f}s "
                   f"rg={t_rg:6.2f}s grep={t_gr:7.2f}s agree={agree}", flush=True)

@@ -6,6 +6,8 @@ mapped back to character offsets.  Engine choice per call (see Pattern._find):
   2. the lazy DFA finds where the leftmost match ends (forward) and starts (reverse);
   3. the Pike VM runs only on that span, and only when capture groups are wanted.
 """
+import threading
+
 from . import dfa as dfa_mod
 from . import pikevm
 from . import prefilter
@@ -69,7 +71,8 @@ def _char_offsets(data):
 
 
 class Pattern:
-    """A compiled RE2 pattern. Thread-safe for reading; caches are bounded per pattern."""
+    """A compiled RE2 pattern. Safe to share between threads; its DFA caches are per thread and
+    bounded (dfa.MAX_STATES states each)."""
 
     def __init__(self, pattern, flags=0):
         if not isinstance(pattern, (str, bytes)):
@@ -85,7 +88,9 @@ class Pattern:
         self.longest = bool(flags & LONGEST)
         self.prog = compile_tree(parsed.tree, parsed.ncap, pattern=pattern)
         self.prefilter = prefilter.build(parsed.tree, exact_ok=bool(flags & LINES))
-        self._dfas = {}
+        # Lazy DFAs are caches that grow while searching: one set per thread, so a Pattern (and
+        # the module-level compile cache that shares it) is safe to use from several threads.
+        self._local = threading.local()
         self._rprog = None
 
     def __repr__(self):
@@ -94,10 +99,13 @@ class Pattern:
     # ---- engines ---------------------------------------------------------------------------
     def _dfa(self, kind):
         """kind: 'fwd' (unanchored), 'anchored', 'anchored_end' (both ends), 'rev'."""
-        d = self._dfas.get(kind)
+        dfas = getattr(self._local, "dfas", None)
+        if dfas is None:
+            dfas = self._local.dfas = {}
+        d = dfas.get(kind)
         if d is None:
             if kind == "rev":
-                if self._rprog is None:
+                if self._rprog is None:  # immutable once built; a race only builds it twice
                     self._rprog = compile_tree(self.tree, 0, reverse=True, pattern=self.pattern)
                 d = dfa_mod.DFA(self._rprog, anchored=True, longest=True)
             elif kind == "anchored_end":
@@ -105,7 +113,7 @@ class Pattern:
                 d = dfa_mod.DFA(self.prog, anchored=True, longest=True)
             else:
                 d = dfa_mod.DFA(self.prog, anchored=(kind == "anchored"), longest=self.longest)
-            self._dfas[kind] = d
+            dfas[kind] = d
         return d
 
     def _find(self, data, pos, endpos, anchored, anchor_end):

@@ -123,3 +123,21 @@ def test_dfa_gives_up_and_vm_takes_over_when_cache_thrashes(monkeypatch):
     assert d.search(text.encode(), 0, len(text)) is dfa.GAVE_UP
     m = p.search(text)
     assert m is not None and m.span() == (0, len(text))
+
+
+def test_pattern_is_safe_to_share_between_threads():
+    import threading
+    p = fg.compile(r"(\w+)=(\d+)")
+    text = " ".join(f"k{i}={i}" for i in range(300))
+    want = [m.span() for m in p.finditer(text)]
+    results = []
+
+    def work():
+        results.append([m.span() for m in p.finditer(text)])
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [want] * 4
