@@ -1,0 +1,172 @@
+"""Command line: python -m fallback_grep PATTERN [PATH...]
+
+Options mirror the grep tool: --output-mode content|files_with_matches|count (default
+files_with_matches), -C/--context N, -i/--case-insensitive, --multiline, --glob GLOB (repeatable,
+`!GLOB` excludes).  Output follows ripgrep's: `path` / `path:count` / `path:line:text` with
+`path-line-text` for context lines and `--` between separate groups.  Hidden files and
+directories are skipped unless --hidden (as rg does); .gitignore files are NOT read (the grep
+tool applies ignore rules itself through the walk filter).
+
+Exit status like grep: 0 = something matched, 1 = nothing matched, 2 = error (the pattern was
+rejected - the teaching message goes to stderr - or a file could not be read).
+"""
+import argparse
+import os
+import re
+import sys
+
+from .errors import error
+from .filesearch import OUTPUT_MODES, Matcher, search_file, walk
+
+
+def glob_regex(glob):
+    """Compile a gitignore-style glob (`*`, `?`, `[..]`, `**`, `{a,b}`) to a Python regex.
+
+    A glob without `/` matches the file name at any depth; with `/` it matches the path relative
+    to the search root.  Globs are short and the translation has no nested repetition, so sre's
+    backtracking stays cheap here.
+    """
+    anchored = "/" in glob.rstrip("/")
+    g = glob.lstrip("/")
+    out, i = [], 0
+    while i < len(g):
+        c = g[i]
+        if g.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif g.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif c == "*":
+            out.append("[^/]*")
+            i += 1
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[":
+            j = g.find("]", i + 2)
+            if j < 0:
+                out.append(re.escape(c))
+                i += 1
+                continue
+            body = g[i + 1:j]
+            if body.startswith("!"):
+                body = "^" + body[1:]
+            out.append("[" + body.replace("\\", "\\\\") + "]")
+            i = j + 1
+        elif c == "{":
+            j = g.find("}", i)
+            if j < 0:
+                out.append(re.escape(c))
+                i += 1
+                continue
+            alts = g[i + 1:j].split(",")
+            out.append("(?:" + "|".join(glob_regex_body(a) for a in alts) + ")")
+            i = j + 1
+        else:
+            out.append(re.escape(c))
+            i += 1
+    body = "".join(out)
+    return re.compile(("" if anchored else "(?:.*/)?") + body + r"\Z", re.DOTALL)
+
+
+def glob_regex_body(alt):
+    return glob_regex("/" + alt if "/" in alt else alt).pattern.replace(r"\Z", "").removeprefix("(?:.*/)?")
+
+
+def make_filter(root, globs, hidden):
+    includes = [glob_regex(g) for g in globs if not g.startswith("!")]
+    excludes = [glob_regex(g[1:]) for g in globs if g.startswith("!")]
+
+    def keep(path, is_dir):
+        name = os.path.basename(path)
+        if not hidden and name.startswith("."):
+            return False
+        if is_dir:
+            return name != ".git"
+        rel = os.path.relpath(path, root).replace(os.sep, "/")
+        if excludes and any(r.match(rel) for r in excludes):
+            return False
+        return not includes or any(r.match(rel) for r in includes)
+
+    return keep
+
+
+def build_parser():
+    p = argparse.ArgumentParser(
+        prog="python -m fallback_grep",
+        description="Search files with an RE2 regular expression (pure Python, linear time).")
+    p.add_argument("pattern", help="RE2 regular expression")
+    p.add_argument("paths", nargs="*", default=["."], help="files or directories (default .)")
+    p.add_argument("--output-mode", choices=OUTPUT_MODES, default="files_with_matches")
+    p.add_argument("-C", "--context", type=int, default=0, metavar="N",
+                   help="lines of context around each match (content mode)")
+    p.add_argument("-i", "--case-insensitive", action="store_true")
+    p.add_argument("--multiline", action="store_true",
+                   help="let . match newline and matches span lines")
+    p.add_argument("--glob", action="append", default=[], metavar="GLOB",
+                   help="only search files matching GLOB (`!GLOB` excludes); repeatable")
+    p.add_argument("--hidden", action="store_true", help="search hidden files and directories")
+    return p
+
+
+def _print_content(res, show_path, context, sep_first, out):
+    # rg separates non-adjacent groups with `--`, but only when context lines were asked for.
+    prev = None
+    for line in res.lines:
+        gap = line.number != prev + 1 if prev is not None else sep_first
+        if context and gap:
+            out.write("--\n")
+        sep = ":" if line.is_match else "-"
+        prefix = f"{res.path}{sep}" if show_path else ""
+        out.write(f"{prefix}{line.number}{sep}{line.text}\n")
+        prev = line.number
+
+
+def main(argv=None, out=None, err=None):
+    out = out or sys.stdout
+    err = err or sys.stderr
+    args = build_parser().parse_args(argv)
+    if args.context < 0:
+        err.write("fallback_grep: --context must be 0 or more\n")
+        return 2
+    try:
+        matcher = Matcher(args.pattern, case_insensitive=args.case_insensitive,
+                          multiline=args.multiline)
+    except error as e:
+        err.write(f"{e}\n")
+        return 2
+    show_path = len(args.paths) > 1 or any(os.path.isdir(p) for p in args.paths)
+    matched = errors = binary = 0
+    printed_group = False
+    for root in args.paths:
+        if not os.path.exists(root):
+            err.write(f"fallback_grep: {root}: no such file or directory\n")
+            errors += 1
+            continue
+        keep = make_filter(root, args.glob, args.hidden)
+        for path in walk(root, keep):
+            res = search_file(matcher, path, args.output_mode, args.context, args.context)
+            if res.error:
+                err.write(f"fallback_grep: {res.error}\n")
+                errors += 1
+            elif res.binary:
+                binary += 1
+            elif res.matched:
+                matched += 1
+                if args.output_mode == "files_with_matches":
+                    out.write(f"{res.path}\n")
+                elif args.output_mode == "count":
+                    out.write(f"{res.path}:{res.count}\n" if show_path else f"{res.count}\n")
+                else:
+                    _print_content(res, show_path, args.context, printed_group, out)
+                    printed_group = True
+    if binary:
+        err.write(f"fallback_grep: skipped {binary} binary file(s) (NUL byte in the first 8 KiB)\n")
+    if errors:
+        return 2
+    return 0 if matched else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

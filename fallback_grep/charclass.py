@@ -1,0 +1,123 @@
+"""Code point range sets: normalisation, negation, case folding, named classes.
+
+A range set is a list of inclusive (lo, hi) pairs; `normalize` sorts and merges them.
+"""
+from bisect import bisect_right
+
+from . import unicode_tables as ut
+from .syntax import MAX_RUNE
+
+PERL = {
+    "d": [(0x30, 0x39)],
+    "s": [(0x09, 0x0A), (0x0C, 0x0D), (0x20, 0x20)],
+    "w": [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)],
+}
+
+POSIX = {
+    "alnum": [(0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A)],
+    "alpha": [(0x41, 0x5A), (0x61, 0x7A)],
+    "ascii": [(0x00, 0x7F)],
+    "blank": [(0x09, 0x09), (0x20, 0x20)],
+    "cntrl": [(0x00, 0x1F), (0x7F, 0x7F)],
+    "digit": [(0x30, 0x39)],
+    "graph": [(0x21, 0x7E)],
+    "lower": [(0x61, 0x7A)],
+    "print": [(0x20, 0x7E)],
+    "punct": [(0x21, 0x2F), (0x3A, 0x40), (0x5B, 0x60), (0x7B, 0x7E)],
+    "space": [(0x09, 0x0D), (0x20, 0x20)],
+    "upper": [(0x41, 0x5A)],
+    "word": [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)],
+    "xdigit": [(0x30, 0x39), (0x41, 0x46), (0x61, 0x66)],
+}
+
+
+def normalize(ranges):
+    out = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            if hi > out[-1][1]:
+                out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def negate(ranges):
+    out, nxt = [], 0
+    for lo, hi in normalize(ranges):
+        if lo > nxt:
+            out.append((nxt, lo - 1))
+        nxt = hi + 1
+    if nxt <= MAX_RUNE:
+        out.append((nxt, MAX_RUNE))
+    return out
+
+
+def subtract(ranges, remove):
+    """ranges minus remove (both range lists)."""
+    keep = negate(remove)
+    return intersect(ranges, keep)
+
+
+def intersect(a, b):
+    a, b = normalize(a), normalize(b)
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo <= hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def _pairs(flat):
+    return [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
+
+
+def unicode_class(name):
+    """Ranges for a \\p{name} class, or None if RE2 does not know the name (names are case-sensitive)."""
+    if name == "Any":
+        return [(0, MAX_RUNE)]
+    flat = ut.CATEGORIES.get(name)
+    if flat is None:
+        flat = ut.SCRIPTS.get(name)
+    return None if flat is None else _pairs(flat)
+
+
+class _FoldIndex:
+    """Maps a code point to its simple case-folding orbit. Built once; read-only afterwards."""
+
+    def __init__(self):
+        orbit_of = {}
+        for orbit in ut.FOLD_ORBITS:
+            for cp in orbit:
+                orbit_of[cp] = orbit
+        self.orbit_of = orbit_of
+        self.keys = sorted(orbit_of)
+
+    def add_folded(self, lo, hi, out):
+        """Append to out the fold orbits of every folding code point in [lo, hi]."""
+        keys = self.keys
+        i = bisect_right(keys, lo - 1)
+        while i < len(keys) and keys[i] <= hi:
+            for cp in self.orbit_of[keys[i]]:
+                out.append((cp, cp))
+            i += 1
+
+
+_FOLD = _FoldIndex()
+
+
+def fold_orbit(cp):
+    return _FOLD.orbit_of.get(cp, (cp,))
+
+
+def add_fold(ranges):
+    """Close a range set under simple case folding, as RE2 does for (?i)."""
+    out = list(ranges)
+    for lo, hi in ranges:
+        _FOLD.add_folded(lo, hi, out)
+    return normalize(out)

@@ -1,0 +1,599 @@
+"""Literal prefilters: find where a match could be at C speed before any Python-level automaton runs.
+
+Two products, both Python `re` patterns over bytes (so the scanning loop is sre's C code):
+
+* exact: the whole pattern translated, when it is a *finite* language (no unbounded repetition)
+  with few paths.  Python's backtracking engine explores each path through a finite regex at most
+  once per start position, so its work per start position is bounded by paths * length, a
+  constant of the pattern: total time stays linear in the input.  We only translate constructs
+  whose sre meaning equals RE2's on bytes: code point classes become UTF-8 byte tries, `\\b` and
+  `\\B` are ASCII in sre's bytes mode as in RE2, and `^`/`$` appear only in their multi-line form
+  (sre's `(?m:^)`/`(?m:$)` are exactly RE2's BOL/EOL).  Text anchors (\\A, \\z) are not translated
+  because sre anchors them at `pos`/`endpos`, not at the real text bounds.
+
+* factor: a finite piece of the pattern that every match must contain (a "required literal" in
+  the broad sense: `[A-Z]+_RESUME` needs `[A-Z]_RESUME`).  A hit only proposes a candidate
+  region that the DFA then verifies.  Factors contain no assertions, whose sre meaning at `pos`
+  can differ.
+
+Pure literals (one byte string) are also exposed, because `bytes.find` beats sre on them.
+"""
+import re
+
+from . import syntax as sx
+from . import utf8
+
+MAX_PATHS = 2000        # alternatives a finite translation may contain
+MAX_LENGTH = 1000       # longest byte length of a finite translation
+MAX_UNIT_BRANCHES = 600  # UTF-8 trie size for one class (\pL is ~ 500)
+MIN_FACTOR_SCORE = 2    # a factor must pin down at least this many near-literal characters
+
+
+class Finite:
+    """A finite regex fragment: sre source, number of paths, max byte length, literal-ness."""
+
+    __slots__ = ("src", "paths", "length", "score", "literal")
+
+    def __init__(self, src, paths, length, score, literal):
+        self.src = src
+        self.paths = paths
+        self.length = length
+        self.score = score          # how many characters are nearly literal (selectivity)
+        self.literal = literal      # the exact byte string when the fragment is one literal
+
+
+def _byte_class(ranges):
+    parts = []
+    for lo, hi in ranges:
+        if lo == hi:
+            parts.append(re.escape(bytes([lo])).decode("latin-1"))
+        else:
+            parts.append(re.escape(bytes([lo])).decode("latin-1") + "-" +
+                         re.escape(bytes([hi])).decode("latin-1"))
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        return parts[0]
+    return "[" + "".join(parts) + "]"
+
+
+def _class_regex(ranges):
+    """sre source matching exactly the UTF-8 encoding of one code point in ranges, or None."""
+    trie = {}
+    count = 0
+    for lo, hi in ranges:
+        for seq in utf8.sequences(lo, hi):
+            node = trie
+            for rng in seq[:-1]:
+                node = node.setdefault(rng, {})
+            node.setdefault(seq[-1], None)
+            count += 1
+            if count > MAX_UNIT_BRANCHES:
+                return None
+    return _trie_regex(trie)
+
+
+def _trie_regex(trie):
+    # Leaves (last byte of a sequence) merge into one class; inner edges become alternatives.
+    # Sibling ranges of a UTF-8 trie are disjoint, so at most one alternative can succeed.
+    leaves = sorted(r for r, child in trie.items() if child is None)
+    alts = []
+    if leaves:
+        alts.append(_byte_class(leaves))
+    for rng, child in sorted((r, c) for r, c in trie.items() if c is not None):
+        alts.append(_byte_class([rng]) + _trie_regex(child))
+    if len(alts) == 1:
+        return alts[0]
+    return "(?:" + "|".join(alts) + ")"
+
+
+def _char_literal(ranges):
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        return chr(ranges[0][0]).encode("utf-8", "surrogatepass")
+    return None
+
+
+def finite(node, allow_assertions):
+    """Translate node into a Finite, or None if it is unbounded, too big or not translatable."""
+    op = node.op
+    if op in (sx.LITERAL, sx.CLASS):
+        ranges = sx.node_ranges(node)
+        src = _class_regex(ranges)
+        if src is None:
+            return None
+        size = sum(hi - lo + 1 for lo, hi in ranges)
+        lit = _char_literal(ranges)
+        return Finite(src, 1, 4, 1 if size <= 4 else 0, lit)
+    if op == sx.EMPTY:
+        return Finite("", 1, 0, 0, b"")
+    if op == sx.NO_MATCH:
+        return Finite("(?!)", 1, 0, 0, None)
+    if op == sx.ANY_BYTE:
+        return Finite("[\\x00-\\xff]", 1, 1, 0, None)
+    if op == sx.CAPTURE:
+        return finite(node.subs[0], allow_assertions)
+    if op == sx.ASSERT:
+        src = {sx.BOL: "(?m:^)", sx.EOL: "(?m:$)", sx.WORD: "\\b", sx.NOT_WORD: "\\B"}.get(node.kind)
+        if src is None or not allow_assertions:
+            return None
+        return Finite(src, 1, 0, 0, None)
+    if op == sx.CONCAT:
+        return _concat([finite(s, allow_assertions) for s in node.subs])
+    if op == sx.ALTERNATE:
+        parts = [finite(s, allow_assertions) for s in node.subs]
+        if any(p is None for p in parts):
+            return None
+        paths = sum(p.paths for p in parts)
+        if paths > MAX_PATHS:
+            return None
+        return Finite("(?:" + "|".join(p.src for p in parts) + ")", paths,
+                      max(p.length for p in parts), min(p.score for p in parts), None)
+    if op == sx.REPEAT:
+        if node.max < 0:
+            return None
+        sub = finite(node.subs[0], allow_assertions)
+        if sub is None:
+            return None
+        paths = sum(sub.paths ** k for k in range(node.min, node.max + 1))
+        length = sub.length * node.max
+        if paths > MAX_PATHS or length > MAX_LENGTH:
+            return None
+        lazy = "" if node.greedy else "?"
+        counts = f"{{{node.min}}}" if node.min == node.max else f"{{{node.min},{node.max}}}"
+        lit = sub.literal * node.min if sub.literal is not None and node.min == node.max else None
+        return Finite(f"(?:{sub.src}){counts}{lazy}", paths, length, sub.score * node.min, lit)
+    raise AssertionError(op)
+
+
+def _concat(parts):
+    if any(p is None for p in parts):
+        return None
+    paths, length, score = 1, 0, 0
+    lit = b""
+    for p in parts:
+        paths *= p.paths
+        length += p.length
+        score += p.score
+        lit = None if lit is None or p.literal is None else lit + p.literal
+    if paths > MAX_PATHS or length > MAX_LENGTH:
+        return None
+    return Finite("".join(p.src for p in parts), paths, length, score, lit)
+
+
+def _edge(node, side):
+    """The finite part of a concat item when it sits at the edge of a factor, or None.
+
+    x{n,} (n >= 1) at the left edge of a factor contributes its last n iterations (they touch
+    the next item); at the right edge its first n.  Either way: x{n}.
+    """
+    if node.op == sx.CAPTURE:
+        return _edge(node.subs[0], side)
+    if node.op == sx.REPEAT and node.max < 0 and node.min >= 1:
+        return finite(sx.Node(sx.REPEAT, subs=node.subs, min=node.min, max=node.min), False)
+    return None
+
+
+def best_factor(tree):
+    """The most selective finite fragment every match must contain, or None."""
+    items = tree.subs if tree.op == sx.CONCAT else [tree]
+    if tree.op == sx.CAPTURE:
+        return best_factor(tree.subs[0])
+    best = None
+    trans = [finite(it, False) for it in items]
+    n = len(items)
+    for i in range(n):
+        left = trans[i] or _edge(items[i], "left")
+        if left is None:
+            continue
+        parts = [left]
+        j = i + 1
+        while j < n and trans[j] is not None:
+            parts.append(trans[j])
+            j += 1
+        if j < n:
+            right = _edge(items[j], "right")
+            if right is not None:
+                parts.append(right)
+        cand = _concat(parts)
+        while cand is None and len(parts) > 1:
+            parts.pop()
+            cand = _concat(parts)
+        if cand is not None and (best is None or cand.score > best.score):
+            best = cand
+    if best is None and tree.op == sx.ALTERNATE:
+        return finite(tree, False)
+    return best if best is not None and best.score >= MIN_FACTOR_SCORE else None
+
+
+# ---- needles: required plain literals found with bytes.find ---------------------------------
+
+def _flatten(node):
+    """Top-level items of a concatenation, looking through captures and nested concats."""
+    if node.op == sx.CAPTURE:
+        return _flatten(node.subs[0])
+    if node.op == sx.CONCAT:
+        out = []
+        for sub in node.subs:
+            out.extend(_flatten(sub))
+        return out
+    return [node]
+
+
+def _unit(node):
+    """One code point position: ('lit', bytes) | ('fold', lowered bytes, variants) | None."""
+    ranges = sx.node_ranges(node)
+    if ranges is None:
+        return None
+    cps = []
+    for lo, hi in ranges:
+        if hi - lo > 3 or len(cps) > 4:
+            return None
+        cps.extend(range(lo, hi + 1))
+    if len(cps) == 1:
+        return ("lit", chr(cps[0]).encode("utf-8", "surrogatepass"))
+    ascii_cps = [c for c in cps if c < 128]
+    lowered = {chr(c).lower() for c in ascii_cps}
+    if len(lowered) != 1 or not ascii_cps or {ord(ch) for ch in lowered} | {ord(ch.upper()) for ch in lowered} != set(ascii_cps):
+        return None
+    variants = tuple(chr(c).encode("utf-8") for c in cps if c >= 128)
+    return ("fold", lowered.pop().encode(), variants)
+
+
+def _runs(items):
+    """Maximal runs of consecutive near-literal units (x{n} of a unit counts n times)."""
+    runs, cur = [], []
+    for item in items:
+        reps = 1
+        if item.op == sx.REPEAT and item.min == item.max and item.min <= 16:
+            reps, item = item.min, item.subs[0]
+        unit = _unit(item)
+        if unit is None:
+            if cur:
+                runs.append(cur)
+            cur = []
+            # x+ / x{n,}: its first iteration still touches what follows, so a run may start
+            # right after it; nothing else to do here.
+            continue
+        cur.extend([unit] * reps)
+    if cur:
+        runs.append(cur)
+    return runs
+
+
+class Needles:
+    """Required literals: every match contains one of `literals`, or (folded) every match,
+    ASCII-lowered, contains `folded` unless the text holds one of the non-ASCII `variants`."""
+
+    def __init__(self, literals=(), folded=None, variants=(), whole=False):
+        self.literals = tuple(literals)
+        self.folded = folded
+        self.variants = tuple(sorted(set(variants)))
+        self.whole = whole        # a literal hit is itself a complete match
+
+
+def needles_for(tree):
+    if tree.op == sx.CAPTURE:
+        return needles_for(tree.subs[0])
+    if tree.op == sx.ALTERNATE:
+        lits = []
+        for alt in tree.subs:
+            runs = _runs(_flatten(alt))
+            if len(runs) != 1 or any(u[0] != "lit" for u in runs[0]) or \
+                    len(runs[0]) != len(_flatten(alt)):
+                return None
+            lits.append(b"".join(u[1] for u in runs[0]))
+        if 0 < len(lits) <= 16 and all(lits):
+            return Needles(lits, whole=True)
+        return None
+    items = _flatten(tree)
+    best_lit, best_fold = b"", None
+    for run in _runs(items):
+        # Longest all-literal stretch inside the run.
+        cur = b""
+        for u in run:
+            if u[0] == "lit":
+                cur += u[1]
+                if len(cur) > len(best_lit):
+                    best_lit = cur
+            else:
+                cur = b""
+        if any(u[0] == "fold" for u in run) and all(u[0] == "fold" or u[1].isascii() for u in run):
+            folded = b"".join(u[1].lower() for u in run)
+            variants = [v for u in run if u[0] == "fold" for v in u[2]]
+            if best_fold is None or len(folded) > len(best_fold[0]):
+                best_fold = (folded, variants)
+    whole = len(items) == sum(1 for _ in items) and len(_runs(items)) == 1 and \
+        all(_unit(it) is not None and _unit(it)[0] == "lit" for it in items)
+    if len(best_lit) >= 3 or (best_lit and (best_fold is None or len(best_fold[0]) <= len(best_lit))):
+        return Needles([best_lit], whole=whole)
+    if best_fold is not None and len(best_fold[0]) >= 3:
+        return Needles(folded=best_fold[0], variants=best_fold[1])
+    return None
+
+
+def _ascii_unit(node):
+    """The byte set of a one-character node whose members are all ASCII, else None."""
+    ranges = sx.node_ranges(node)
+    if ranges is None or any(hi >= 0x80 for _, hi in ranges):
+        return None
+    return frozenset(b for lo, hi in ranges for b in range(lo, hi + 1))
+
+
+class ClassNeedle:
+    """A required run of ASCII classes found with bytes.translate + bytes.find.
+
+    Every byte is mapped to a symbol naming the class it belongs to, so the run of classes
+    becomes a plain byte string (\\s\\w{5}\\s -> b" wwwww "): one C-speed translate and find
+    replace an sre scan that is ten times slower.  Works when the classes of the run are pairwise
+    equal or disjoint, so that each byte has one symbol.
+    """
+
+    def __init__(self, sets):
+        symbols = {}
+        table = bytearray(b"\xff" * 256)
+        for bs in sets:
+            if bs not in symbols:
+                sym = len(symbols) + 1
+                symbols[bs] = sym
+                for b in bs:
+                    table[b] = sym
+        self.table = bytes(table)
+        self.needle = bytes(symbols[bs] for bs in sets)
+
+
+def class_needle(tree, min_len=3):
+    best = []
+    run = []
+    for item in _flatten(tree) + [None]:
+        sets = None
+        if item is not None:
+            unit, reps = item, 1
+            if item.op == sx.REPEAT and (item.min == item.max or item.max < 0) and item.min <= 16:
+                unit, reps = item.subs[0], item.min
+            bs = _ascii_unit(unit)
+            if bs is not None:
+                sets = [bs] * reps
+        if sets is None or item.op == sx.REPEAT and item.max < 0:
+            # An unbounded x{n,} ends a run (its first n copies still belong to it) and starts
+            # the next one (its last n copies touch what follows).
+            if sets:
+                run.extend(sets)
+            if _compatible(run) and len(run) > len(best):
+                best = run
+            run = list(sets) if sets else []
+            continue
+        run.extend(sets)
+    while best and not _compatible(best):
+        best = best[:-1]
+    return ClassNeedle(best) if len(best) >= min_len else None
+
+
+def _compatible(sets):
+    distinct = set(sets)
+    for a in distinct:
+        for b in distinct:
+            if a is not b and a != b and a & b:
+                return False
+    return True
+
+
+class Scanner:
+    """Finds candidate positions in one buffer; keeps per-buffer state (lowered copy, next hits)."""
+
+    def __init__(self, pf, data):
+        self.pf = pf
+        self.data = data
+        self.mode = "regex"
+        nd = pf.needles
+        if nd is not None and nd.literals:
+            self.mode = "literals"
+            self.next_at = [-2] * len(nd.literals)   # cached next hit per literal (-2 = unknown)
+        elif nd is not None and nd.folded is not None:
+            # isascii() runs ~5x faster than a search; only non-ASCII texts need the check for
+            # non-ASCII fold variants (like ſ for s), which lowering would miss.
+            if data.isascii() or not any(v in data for v in nd.variants):
+                self.mode = "folded"
+                self.lowered = data.lower()   # bytes.lower() folds ASCII only, offsets unchanged
+        if self.mode == "regex" and pf.class_needle is not None:
+            self.mode = "classes"
+            self.translated = data.translate(pf.class_needle.table)
+        if self.mode == "regex" and pf.regex is None:
+            self.mode = "none"
+        if pf.needs_non_ascii and data.isascii():
+            self.mode = "reject"
+
+    @property
+    def hit_is_match(self):
+        """True when every candidate is already a match (no verification needed)."""
+        nd = self.pf.needles
+        if self.mode == "literals":
+            return nd.whole
+        return self.mode == "regex" and self.pf.exact
+
+    def find(self, pos, endpos):
+        """Next candidate position in [pos, endpos), or -1; mode 'none' cannot filter."""
+        if self.mode == "reject":
+            return -1
+        if self.mode == "literals":
+            best = -1
+            lits = self.pf.needles.literals
+            for k, lit in enumerate(lits):
+                at = self.next_at[k]
+                if at == -1 or at >= pos:
+                    pass
+                else:
+                    at = self.data.find(lit, pos, endpos)
+                    self.next_at[k] = at
+                if at >= 0 and at + len(lit) <= endpos and (best < 0 or at < best):
+                    best = at
+            return best
+        if self.mode == "folded":
+            return self.lowered.find(self.pf.needles.folded, pos, endpos)
+        if self.mode == "classes":
+            return self.translated.find(self.pf.class_needle.needle, pos, endpos)
+        m = self.pf.regex.search(self.data, pos, endpos)
+        return -1 if m is None else m.start()
+
+
+class Prefilter:
+    """Compiled prefilter for one pattern.
+
+    regex: sre pattern (the whole pattern when `exact`, else a required factor) or None.
+    needles: plain literals to jump to with bytes.find, or None.
+    """
+
+    def __init__(self, src, exact, needles):
+        self.src = src
+        self.exact = exact
+        self.needles = needles
+        self.regex = None if src is None else re.compile(src.encode("latin-1"), re.DOTALL)
+
+    needs_non_ascii = False    # set by build(): no match can consist of ASCII bytes only
+    line_regex = None          # set by build(): sre verifier for short lines (line_regex())
+    class_needle = None        # set by build(): ClassNeedle when there is no plain literal
+
+    def quick_reject(self, buf, n):
+        """True if buf[:n] certainly holds no match; works on a reused bytearray without copying
+        it. Only the plain-literal needles can answer without a copy."""
+        nd = self.needles
+        if nd is not None and nd.literals:
+            for lit in nd.literals:
+                if buf.find(lit, 0, n) >= 0:
+                    return False
+            return True
+        return False
+
+    def scanner(self, data):
+        return Scanner(self, data)
+
+    def confirm(self, data, start, end):
+        """For an exact prefilter: does data[start:end] (one whole line) contain a match?"""
+        return self.regex.search(data, start, end) is not None
+
+    def may_match(self, data, pos, endpos):
+        """Cheap rejection for one API call. Avoids the folded mode: lowering the whole text on
+        every call would make finditer quadratic."""
+        nd = self.needles
+        if self.needs_non_ascii and data.isascii():
+            return False
+        if nd is not None and nd.literals:
+            return any(data.find(lit, pos, endpos) >= 0 for lit in nd.literals)
+        if self.regex is not None:
+            return self.regex.search(data, pos, endpos) is not None
+        return True
+
+
+# ---- line verification with sre -------------------------------------------------------------
+
+LINE_SRE_MAX = 256   # longest line verified with sre; longer lines go to the DFA
+
+
+def _first_bytes(node):
+    """Bytes that can start a non-empty match of node, or None if unknown / node is nullable."""
+    ranges = sx.node_ranges(node)
+    if ranges is not None:
+        out = set()
+        for lo, hi in ranges:
+            for seq in utf8.sequences(lo, hi):
+                out.update(range(seq[0][0], seq[0][1] + 1))
+        return out
+    if node.op == sx.CAPTURE:
+        return _first_bytes(node.subs[0])
+    if node.op == sx.CONCAT and node.subs:
+        return None if sx.nullable(node.subs[0]) else _first_bytes(node.subs[0])
+    if node.op == sx.ALTERNATE:
+        out = set()
+        for sub in node.subs:
+            f = _first_bytes(sub)
+            if f is None:
+                return None
+            out |= f
+        return out
+    if node.op == sx.REPEAT and node.min > 0:
+        return _first_bytes(node.subs[0])
+    return None
+
+
+def line_regex(tree):
+    """An sre pattern with the same *matching lines* as tree (line mode), whose backtracking work
+    per start position is O(line length), or None.
+
+    Allowed: a concatenation of finite fragments (bounded paths) and unbounded repeats C{m,} of a
+    single-character class C.  Such a repeat must be followed by an item that cannot be empty and
+    cannot start with a byte C matches (so only the longest run can continue: sre's back-off
+    fails at once for every shorter run), or only by assertions.  A leading or trailing C{m,}
+    becomes C{m}: a line contains a match of C{m,}X iff it contains one of C{m}X.  With lines of
+    at most LINE_SRE_MAX bytes this bounds the work per line by a constant times its length.
+    """
+    items = _flatten(tree)
+    if not any(it.op == sx.REPEAT and it.max < 0 for it in items):
+        return None  # finite patterns are handled by the exact prefilter already
+    parts = []
+    for j, item in enumerate(items):
+        fin = finite(item, True)
+        if fin is not None:
+            parts.append(fin.src)
+            continue
+        if item.op != sx.REPEAT or item.max >= 0 or sx.node_ranges(item.subs[0]) is None:
+            return None
+        unit = finite(item.subs[0], False)
+        if unit is None:
+            return None
+        if j == 0 or all(it.op == sx.ASSERT for it in items[j + 1:]) and j == len(items) - 1:
+            parts.append(f"(?:{unit.src}){{{item.min}}}")
+            continue
+        rest = [it for it in items[j + 1:] if it.op != sx.ASSERT]
+        if rest:
+            follow = _first_bytes(rest[0])
+            if follow is None or follow & _first_bytes(item.subs[0]):
+                return None
+        parts.append(f"(?:{unit.src}){{{item.min},}}")
+    return re.compile("".join(parts).encode("latin-1"), re.DOTALL)
+
+
+def needs_non_ascii(node):
+    """True if every match must contain a byte >= 0x80 (e.g. \\p{Greek}): then a text for
+    which bytes.isascii() holds (most source files; checked at C speed) cannot match."""
+    op = node.op
+    if op in (sx.LITERAL, sx.CLASS):
+        return all(lo >= 0x80 for lo, _ in sx.node_ranges(node))
+    if op == sx.CONCAT:
+        return any(needs_non_ascii(s) for s in node.subs)
+    if op == sx.ALTERNATE:
+        return all(needs_non_ascii(s) for s in node.subs)
+    if op == sx.REPEAT:
+        return node.min > 0 and needs_non_ascii(node.subs[0])
+    if op == sx.CAPTURE:
+        return needs_non_ascii(node.subs[0])
+    return False
+
+
+def build(tree, exact_ok=False):
+    """Prefilter for a tree. exact_ok: the tree is in grep line mode (anchors are BOL/EOL and no
+    class contains \\n), so a finite translation can stand in for the whole matcher."""
+    needles = needles_for(tree)
+    pf = None
+    if exact_ok:
+        whole = finite(tree, True)
+        if whole is not None:
+            pf = Prefilter(whole.src, True, needles)
+    if pf is None:
+        factor = best_factor(tree)
+        if factor is not None or needles is not None:
+            pf = Prefilter(None if factor is None else factor.src, False, needles)
+    if exact_ok and (pf is None or not pf.exact):
+        lr = line_regex(tree)
+        if lr is not None:
+            pf = pf or Prefilter(None, False, None)
+            pf.line_regex = lr
+    weak = needles is None or (len(needles.literals) == 1 and len(needles.literals[0]) < 3
+                               and not needles.whole)
+    if weak:
+        cn = class_needle(tree)
+        if cn is not None and (needles is None or len(cn.needle) > len(needles.literals[0])):
+            # A run of classes pins down more than a one- or two-byte literal would.
+            pf = pf or Prefilter(None, False, None)
+            pf.needles = None
+            pf.class_needle = cn
+    if needs_non_ascii(tree):
+        pf = pf or Prefilter(None, False, None)
+        pf.needs_non_ascii = True
+    return pf

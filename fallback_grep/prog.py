@@ -1,0 +1,261 @@
+"""Compile a syntax tree into a byte-level instruction program (Thompson construction).
+
+The program works on UTF-8 bytes like RE2's, so bytes input is searched directly and a str is
+searched as its UTF-8 encoding.  It is built back to front: compiling a node takes the pc of what
+follows it and returns the node's entry pc, which needs no patch lists.
+
+Instructions are stored column-wise (parallel lists) because the matchers index them in tight
+Python loops, where attribute access on instruction objects would dominate.
+"""
+import sys
+from contextlib import contextmanager
+
+from . import syntax as sx
+from . import utf8
+from .errors import invalid
+
+# Opcodes.
+BYTE = 0     # arg: 256-byte mask (1 = byte accepted); out
+SPLIT = 1    # out (preferred), out1
+SAVE = 2     # arg: capture slot; out
+ASSERT = 3   # arg: bit set of LOOK_* conditions that must all hold; out
+MATCH = 4
+FAIL = 5
+NOP = 6      # out
+
+# Empty-width conditions as bits, so a state can carry "which of these hold here".
+LOOK_BOL = 1
+LOOK_EOL = 2
+LOOK_BOT = 4
+LOOK_EOT = 8
+LOOK_WORD = 16
+LOOK_NOT_WORD = 32
+
+_LOOK_OF = {sx.BOL: LOOK_BOL, sx.EOL: LOOK_EOL, sx.BOT: LOOK_BOT, sx.EOT: LOOK_EOT,
+            sx.WORD: LOOK_WORD, sx.NOT_WORD: LOOK_NOT_WORD}
+# Running a program over reversed text swaps "before" and "after".
+_REVERSED_LOOK = {sx.BOL: sx.EOL, sx.EOL: sx.BOL, sx.BOT: sx.EOT, sx.EOT: sx.BOT}
+
+MAX_INSTRUCTIONS = 250_000
+
+WORD_BYTES = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz")
+
+
+class Prog:
+    def __init__(self):
+        self.op = []
+        self.arg = []
+        self.out = []
+        self.out1 = []
+        self.start = 0
+        self.ncap = 0            # capture groups, not counting group 0
+        self.uses_look = 0       # union of LOOK_* bits used anywhere
+        self.reverse = False
+
+    def emit(self, op, arg=None, out=-1, out1=-1):
+        self.op.append(op)
+        self.arg.append(arg)
+        self.out.append(out)
+        self.out1.append(out1)
+        return len(self.op) - 1
+
+    def __len__(self):
+        return len(self.op)
+
+    def dump(self):
+        names = {BYTE: "byte", SPLIT: "split", SAVE: "save", ASSERT: "assert", MATCH: "match",
+                 FAIL: "fail", NOP: "nop"}
+        lines = []
+        for pc, op in enumerate(self.op):
+            arg = self.arg[pc]
+            if op == BYTE:
+                arg = _mask_text(arg)
+            lines.append(f"{pc}: {names[op]} {'' if arg is None else arg} -> {self.out[pc]}"
+                         + (f", {self.out1[pc]}" if op == SPLIT else ""))
+        return "\n".join(lines) + f"\nstart {self.start}"
+
+
+def _mask_text(mask):
+    parts, b = [], 0
+    while b < 256:
+        if mask[b]:
+            e = b
+            while e + 1 < 256 and mask[e + 1]:
+                e += 1
+            parts.append(f"{b:02x}" if b == e else f"{b:02x}-{e:02x}")
+            b = e + 1
+        else:
+            b += 1
+    return "[" + " ".join(parts) + "]"
+
+
+def _mask(ranges):
+    m = bytearray(256)
+    for lo, hi in ranges:
+        m[lo:hi + 1] = b"\x01" * (hi - lo + 1)
+    return bytes(m)
+
+
+@contextmanager
+def _deep_recursion(depth):
+    """Deeply nested groups recurse once per level; lift the limit only for this compile."""
+    old = sys.getrecursionlimit()
+    need = depth * 3 + 200
+    if need > old:
+        sys.setrecursionlimit(need)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def _depth(node):
+    best, stack = 0, [(node, 1)]
+    while stack:
+        n, d = stack.pop()
+        best = max(best, d)
+        stack.extend((s, d + 1) for s in n.subs)
+    return best
+
+
+class _Compiler:
+    def __init__(self, prog, reverse, pattern):
+        self.p = prog
+        self.reverse = reverse
+        self.pattern = pattern
+
+    def emit(self, *a, **k):
+        if len(self.p.op) >= MAX_INSTRUCTIONS:
+            raise invalid(
+                "pattern too large", "pattern too large: it compiles to more than "
+                f"{MAX_INSTRUCTIONS} instructions", self.pattern, None,
+                "shrink counted repetitions of large classes (e.g. `\\pL{500}` -> `\\pL+`), or "
+                "split the search into several simpler patterns")
+        return self.p.emit(*a, **k)
+
+    def c(self, node, nxt):
+        op = node.op
+        if op == sx.LITERAL or op == sx.CLASS:
+            return self.char_class(sx.node_ranges(node), nxt)
+        if op == sx.CONCAT:
+            # Back to front: the last item compiles first. A reverse program matches the
+            # reversed text, so there the first item is the one compiled first.
+            for sub in (node.subs if self.reverse else reversed(node.subs)):
+                nxt = self.c(sub, nxt)
+            return nxt
+        if op == sx.ALTERNATE:
+            starts = [self.c(s, nxt) for s in node.subs]
+            pc = starts[-1]
+            for s in reversed(starts[:-1]):
+                pc = self.emit(SPLIT, out=s, out1=pc)
+            return pc
+        if op == sx.REPEAT:
+            return self.repeat(node, nxt)
+        if op == sx.CAPTURE:
+            if self.reverse:
+                return self.c(node.subs[0], nxt)
+            end = self.emit(SAVE, 2 * node.index + 1, out=nxt)
+            body = self.c(node.subs[0], end)
+            return self.emit(SAVE, 2 * node.index, out=body)
+        if op == sx.ASSERT:
+            kind = _REVERSED_LOOK.get(node.kind, node.kind) if self.reverse else node.kind
+            bit = _LOOK_OF[kind]
+            self.p.uses_look |= bit
+            return self.emit(ASSERT, bit, out=nxt)
+        if op == sx.ANY_BYTE:
+            return self.emit(BYTE, _mask([(0, 255)]), out=nxt)
+        if op == sx.EMPTY:
+            return nxt
+        if op == sx.NO_MATCH:
+            return self.emit(FAIL)
+        raise AssertionError(op)
+
+    def repeat(self, node, nxt):
+        sub, lo, hi, greedy = node.subs[0], node.min, node.max, node.greedy
+        if hi == -1 and lo == 0 and sx.nullable(sub):
+            # x* with an x that can match empty compiles as (x+)?, as RE2 does: otherwise the
+            # empty iteration dies at the already-visited loop head and a lower-priority
+            # non-empty branch wins, e.g. (|a)* would match "aaa" where RE2 matches "".
+            plus = self.repeat(sx.Node(sx.REPEAT, subs=[sub], min=1, max=-1, greedy=greedy), nxt)
+            pc = self.emit(SPLIT)
+            self.set_split(pc, plus, nxt, greedy)
+            return pc
+        if hi == -1:
+            loop = self.emit(SPLIT)
+            body = self.c(sub, loop)
+            self.set_split(loop, body, nxt, greedy)
+            cur = body if lo > 0 else loop
+            copies = lo - 1 if lo > 0 else 0
+        else:
+            cur = nxt
+            for _ in range(hi - lo):
+                body = self.c(sub, cur)
+                cur = self.emit(SPLIT)
+                self.set_split(cur, body, nxt, greedy)
+            copies = lo
+        for _ in range(copies):
+            cur = self.c(sub, cur)
+        return cur
+
+    def set_split(self, pc, take, skip, greedy):
+        self.p.out[pc], self.p.out1[pc] = (take, skip) if greedy else (skip, take)
+
+    def char_class(self, ranges, nxt):
+        """A class as a trie of byte-range instructions ending at nxt."""
+        trie = {}
+        for lo, hi in ranges:
+            for seq in utf8.sequences(lo, hi):
+                if self.reverse:
+                    seq = seq[::-1]
+                node = trie
+                for rng in seq[:-1]:
+                    node = node.setdefault(rng, {})
+                node.setdefault(seq[-1], None)
+        return self.trie(trie, nxt, {})
+
+    def trie(self, trie, nxt, memo):
+        # Group sibling ranges that lead to the same continuation into one byte-mask
+        # instruction; identical sub-tries (common [80-BF] suffixes) are shared through memo.
+        by_target = {}
+        for rng, child in trie.items():
+            target = nxt if child is None else self.subtrie(child, nxt, memo)
+            by_target.setdefault(target, []).append(rng)
+        pcs = []
+        for target, rngs in by_target.items():
+            key = (tuple(sorted(rngs)), target)
+            if key not in memo:
+                memo[key] = self.emit(BYTE, _mask(rngs), out=target)
+            pcs.append(memo[key])
+        if not pcs:
+            return self.emit(FAIL)
+        pc = pcs[-1]
+        for s in reversed(pcs[:-1]):
+            pc = self.emit(SPLIT, out=s, out1=pc)
+        return pc
+
+    def subtrie(self, child, nxt, memo):
+        key = ("t", _freeze(child), nxt)
+        if key not in memo:
+            memo[key] = self.trie(child, nxt, memo)
+        return memo[key]
+
+
+def _freeze(trie):
+    return tuple(sorted((k, None if v is None else _freeze(v)) for k, v in trie.items()))
+
+
+def compile_tree(tree, ncap, reverse=False, pattern=""):
+    """Program for tree. Forward programs record group 0 in slots 0/1; reverse ones record none."""
+    prog = Prog()
+    prog.reverse = reverse
+    prog.ncap = ncap
+    comp = _Compiler(prog, reverse, pattern)
+    with _deep_recursion(_depth(tree)):
+        match = prog.emit(MATCH)
+        if reverse:
+            prog.start = comp.c(tree, match)
+        else:
+            end = prog.emit(SAVE, 1, out=match)
+            body = comp.c(tree, end)
+            prog.start = prog.emit(SAVE, 0, out=body)
+    return prog

@@ -1,0 +1,125 @@
+"""The regular-expression syntax tree (the parser's output, the compiler's input).
+
+Like Go's regexp/syntax, case folding is resolved while parsing: a literal under (?i) becomes a
+character class of its fold orbit, so later stages never see flags except the few that change
+the meaning of an operator (greediness is stored on the repeat node, (?m) picks BOL vs BOT).
+"""
+from dataclasses import dataclass, field
+
+# Node kinds.
+NO_MATCH = "no_match"      # matches nothing (e.g. an empty class [^\x00-\x{10FFFF}])
+EMPTY = "empty"            # matches the empty string
+LITERAL = "literal"        # one code point: .rune
+CLASS = "class"            # a set of code points: .ranges, sorted disjoint (lo, hi) pairs
+ANY_BYTE = "any_byte"      # \C: any single byte
+ASSERT = "assert"          # an empty-width assertion: .kind, one of the constants below
+CAPTURE = "capture"        # .index (1-based), .name or None, .subs[0]
+REPEAT = "repeat"          # .min, .max (-1 = unbounded), .greedy, .subs[0]
+CONCAT = "concat"          # .subs
+ALTERNATE = "alternate"    # .subs, in priority order
+
+# Assertion kinds.
+BOL = "bol"      # ^ under (?m): beginning of line
+EOL = "eol"      # $ under (?m): end of line
+BOT = "bot"      # \A, or ^ without (?m)
+EOT = "eot"      # \z, or $ without (?m)
+WORD = "word"    # \b (ASCII)
+NOT_WORD = "not_word"  # \B (ASCII)
+
+MAX_RUNE = 0x10FFFF
+
+
+@dataclass
+class Node:
+    op: str
+    subs: list = field(default_factory=list)
+    rune: int = 0
+    ranges: tuple = ()
+    kind: str = ""
+    index: int = 0
+    name: str = None
+    min: int = 0
+    max: int = 0
+    greedy: bool = True
+
+    def __repr__(self):
+        return dump(self)
+
+
+def literal(r):
+    return Node(LITERAL, rune=r)
+
+
+def char_class(ranges):
+    return Node(CLASS, ranges=tuple(ranges)) if ranges else Node(NO_MATCH)
+
+
+def concat(subs):
+    subs = [s for s in subs if s.op != EMPTY]
+    if not subs:
+        return Node(EMPTY)
+    if len(subs) == 1:
+        return subs[0]
+    return Node(CONCAT, subs=subs)
+
+
+def alternate(subs):
+    if len(subs) == 1:
+        return subs[0]
+    return Node(ALTERNATE, subs=subs)
+
+
+def node_ranges(node):
+    """The code point ranges a one-character node matches, or None if it is not one."""
+    if node.op == LITERAL:
+        return ((node.rune, node.rune),)
+    if node.op == CLASS:
+        return node.ranges
+    return None
+
+
+def dump(node):
+    """A compact, deterministic rendering for tests and debugging."""
+    op = node.op
+    if op == LITERAL:
+        return f"lit{{{chr(node.rune)!r}}}"
+    if op == CLASS:
+        parts = [f"{lo:x}" if lo == hi else f"{lo:x}-{hi:x}" for lo, hi in node.ranges]
+        return "cc{" + " ".join(parts) + "}"
+    if op == ASSERT:
+        return node.kind
+    if op == CAPTURE:
+        name = f"<{node.name}>" if node.name else ""
+        return f"cap{node.index}{name}{{{dump(node.subs[0])}}}"
+    if op == REPEAT:
+        mx = "" if node.max < 0 else node.max
+        lazy = "" if node.greedy else "?"
+        return f"rep{{{node.min},{mx}}}{lazy}{{{dump(node.subs[0])}}}"
+    if op in (CONCAT, ALTERNATE):
+        return f"{op[:3]}{{" + " ".join(dump(s) for s in node.subs) + "}"
+    return op
+
+
+def nullable(node):
+    """Can node match the empty string (ignoring whether its assertions hold)?"""
+    op = node.op
+    if op in (EMPTY, ASSERT):
+        return True
+    if op in (LITERAL, CLASS, ANY_BYTE, NO_MATCH):
+        return False
+    if op == CONCAT:
+        return all(nullable(s) for s in node.subs)
+    if op == ALTERNATE:
+        return any(nullable(s) for s in node.subs)
+    if op == REPEAT:
+        return node.min == 0 or nullable(node.subs[0])
+    return nullable(node.subs[0])  # CAPTURE
+
+
+def walk(node):
+    """All nodes, pre-order."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.subs))

