@@ -40,6 +40,8 @@ class FilesConfig(_Section):
 class SearchConfig(_Section):
     # Excluded at any depth by glob and grep, over any .gitignore (spec §5); gitignore syntax.
     exclude: list[str] = ["node_modules", ".git", "target", "dist", "__pycache__"]
+    backend: Literal["auto", "rg", "python"] = "auto"  # auto: the bundled rg if present, else fallback_grep
+    max_file_bytes: int = Field(256 * 1024 * 1024, ge=1)  # grep leaves larger files to bash, and says so
 
 
 class ApprovalConfig(_Section):
@@ -82,6 +84,7 @@ ENV_KEYS: dict[str, tuple[str, ...]] = {
     "ABHED_CREATE_PARENTS": ("files", "create_parents"),
     "ABHED_NEW_FILE_MODE": ("files", "new_file_mode"),
     "ABHED_MODE": ("approval", "mode"),
+    "ABHED_GREP_BACKEND": ("search", "backend"),
     "ABHED_ENDPOINT": ("model", "endpoint"),
     "ABHED_MODEL": ("model", "model"),
     "ABHED_API_KEY": ("model", "api_key"),

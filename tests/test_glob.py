@@ -62,8 +62,8 @@ def test_gitignore_and_default_exclusions_are_respected_and_reported(tools, ws):
     (ws / ".gitignore").write_text("*.min.js\n")
     out = tools.ok("glob", pattern="**/*.js")
     assert out.split("\n")[0] == str(ws / "app.js")
-    assert "1 matching file hidden by ignore rules" in out
-    assert "2 ignored directories were not searched: dist, node_modules" in out and "set path to it" in out
+    assert "1 matching file. To include one" in out
+    assert "2 directories (dist, node_modules)" in out and "set path to it" in out
     assert tools.ok("glob", pattern="**/*.js", path=str(ws / "node_modules")) == str(ws / "node_modules/lib/x.js")
 
 

@@ -37,20 +37,19 @@ def search_root(raw: str | None, ctx: ToolContext, tool: str) -> Path:
                     f"{ctx.paths.workspace}.")
 
 
-def hidden_note(root: Path, hidden_dirs: list[str], hidden_matches: int) -> str:
-    """How many results the ignore rules may hide, and how to include them."""
-    if not hidden_dirs and not hidden_matches:
-        return ""
+def hidden_note(root: Path, hidden_dirs: list[str], hidden_files: int, files_label: str = "file") -> str:
+    """What the ignore rules kept out of a search, and how to include it."""
     parts = []
-    if hidden_matches:
-        parts.append(f"{hidden_matches} matching file{'s' * (hidden_matches != 1)} hidden by ignore rules")
     if hidden_dirs:
         names = ", ".join(sorted(os.path.relpath(d, root) for d in hidden_dirs)[:SHOWN_HIDDEN])
         more = f" and {len(hidden_dirs) - SHOWN_HIDDEN} more" if len(hidden_dirs) > SHOWN_HIDDEN else ""
-        plural = "ies were" if len(hidden_dirs) != 1 else "y was"
-        parts.append(f"{len(hidden_dirs)} ignored director{plural} not searched: {names}{more}")
-    return (f"[{'; '.join(parts)} (.gitignore or the operator's exclusions). To include an ignored directory, "
-            "set path to it.]")
+        parts.append(f"{len(hidden_dirs)} director{'ies' if len(hidden_dirs) != 1 else 'y'} ({names}{more})")
+    if hidden_files:
+        parts.append(f"{hidden_files} {files_label}{'s' * (hidden_files != 1)}")
+    if not parts:
+        return ""
+    return (f"[not searched, ignored by .gitignore or the operator's exclusions: {' and '.join(parts)}. To include "
+            "one, set path to it.]")
 
 
 def could_hold(directory: str, pattern: str) -> bool:
@@ -77,7 +76,7 @@ class Glob(Tool):
         found = [p for p in listing.files if regex.fullmatch(p[cut:])]
         hidden_matches = sum(1 for p in listing.hidden_files if regex.fullmatch(p[cut:]))
         holding = [d for d in listing.hidden_dirs if any(could_hold(d[cut:], p) for p in expanded)]
-        note = hidden_note(root, holding, hidden_matches)
+        note = hidden_note(root, holding, hidden_matches, "matching file")
         if not found:
             return ok("\n".join(filter(None, [f"[no files matched: {args.pattern}]",
                                               self._deeper_hint(args.pattern, listing.files, cut, root), note])),

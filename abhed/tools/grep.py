@@ -1,0 +1,214 @@
+"""grep (spec §6): RE2 search over the workspace, bounded, on rg or the pure-Python fallback."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Literal
+
+import fallback_grep
+from pydantic import Field
+
+from abhed import filewalk, ripgrep
+from abhed.errors import ToolError
+from abhed.globpattern import GlobError, expand_braces
+from abhed.grepsearch import FileHits, Query, python_search
+from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, cut_line, more_items, ok
+from abhed.tools.glob import hidden_note, search_root
+
+MAX_MATCHES = 100  # content mode: matching lines shown in all (spec §6)
+MAX_FILE_LINES = 50  # content mode: lines shown per file, context included (spec §6)
+MAX_FILES = 1000  # files_with_matches / count: files listed
+MAX_CONTEXT = 20
+CONTENT_CHUNK = 16  # content mode searches matching files a few at a time until the cap is met
+SHOWN_EXAMPLES = 3
+
+
+class GrepInput(ToolInput):
+    pattern: str = Field(description="Regular expression (RE2 syntax).")
+    path: str | None = Field(None, description="File or directory to search. Defaults to workspace root.")
+    glob: str | None = Field(None, description="Filter files by glob, e.g. *.go")
+    output_mode: Literal["content", "files_with_matches", "count"] | None = Field(
+        None, description="Default files_with_matches.")
+    context: int | None = Field(None, ge=0, le=MAX_CONTEXT,
+                                description="Lines of context around each match (content mode only).")
+    case_insensitive: bool | None = None
+    multiline: bool | None = Field(None, description="Allow . to match newlines.")
+
+
+def glob_filter(glob: str | None, root: Path):
+    """rg's --glob semantics: gitignore-style, a slashless glob matches a name at any depth,
+    `!glob` excludes, braces expand."""
+    if not glob:
+        return None
+    negate = glob.startswith("!")
+    try:
+        patterns = expand_braces(glob[1:] if negate else glob)
+    except GlobError as exc:
+        raise ToolError(exc.message.replace("The braces", "The braces of glob")) from None
+    rules = filewalk.IgnoreFile(str(root), patterns)
+    if not rules.has_rules:
+        raise ToolError(f"glob {glob!r} matches no file name. Use a pattern such as \"*.py\" or \"src/**/*.ts\".")
+
+    def keep(path: str) -> bool:
+        return bool(rules.verdict(path, os.path.basename(path), False)) != negate
+    return keep
+
+
+class Grep(Tool):
+    name = "grep"
+    description = ("Search file contents with a regular expression. This is the primary code-navigation tool — "
+                   "prefer it over reading files speculatively. The syntax is RE2: no lookahead/lookbehind or "
+                   "backreferences (an error says what to use instead); \\w, \\d, \\b are ASCII.")
+    Input = GrepInput
+    read_only = True
+    example = {"pattern": "def \\w+\\(", "glob": "*.py", "output_mode": "content"}
+
+    def run(self, args: GrepInput, ctx: ToolContext) -> ToolResult:
+        mode = args.output_mode or "files_with_matches"
+        if args.context is not None and mode != "content":
+            raise ToolError(f"context only applies to output_mode \"content\" (this call uses \"{mode}\"). Set "
+                            "output_mode to \"content\", or leave context out.")
+        query = Query(args.pattern, mode, bool(args.case_insensitive), bool(args.multiline), args.context or 0)
+        try:
+            query.matcher()
+        except fallback_grep.error as exc:
+            raise ToolError(str(exc), pattern=args.pattern) from None
+        root, files, notes = self._files(args, ctx)
+        backend, search = self._searcher(ctx, root if root.is_dir() else root.parent)
+        # Content mode first learns which files match (cheap), then fetches lines from as few as it needs.
+        first = query if mode != "content" else replace(query, mode="files_with_matches")
+        hits = sorted(search(files, first), key=lambda h: h.path)
+        found = [h for h in hits if not h.binary and h.error is None]
+        notes += self._problem_notes(hits)
+        facts = {"backend": backend, "files_searched": len(files), "files_matched": len(found), "mode": mode}
+        if not found:
+            head = f"[no matches for {args.pattern} in {root}" + (f" (glob {args.glob})" if args.glob else "") + "]"
+            return ok("\n".join([head, *notes]), **facts)
+        if mode == "files_with_matches":
+            body = [h.path for h in found[:MAX_FILES]]
+            body += [self._cut_note(len(found), "files")] if len(found) > MAX_FILES else []
+        elif mode == "count":
+            body = [f"{h.path}:{h.count}" for h in found[:MAX_FILES]]
+            body += [self._cut_note(len(found), "files")] if len(found) > MAX_FILES else []
+            body.append(f"[total: {sum(h.count for h in found)} matching lines in {len(found)} files]")
+        else:
+            body = self._content(found, query, search)
+        return ok("\n".join(body + notes), **facts)
+
+    # -- which files ---------------------------------------------------------------------------
+
+    def _files(self, args: GrepInput, ctx: ToolContext) -> tuple[Path, list[str], list[str]]:
+        root = ctx.resolve(args.path) if args.path else ctx.paths.workspace
+        if root.is_file():
+            keep = glob_filter(args.glob, root.parent)
+            files = [str(root)] if keep is None or keep(str(root)) else []
+            return root, self._small_enough(files, ctx, notes := []), notes
+        root = search_root(args.path, ctx, self.name)
+        keep = glob_filter(args.glob, root)
+        prefix = str(root) + "/"
+        listing = filewalk.walk(root, ctx.settings.search.exclude, keep and (lambda rel: keep(prefix + rel)))
+        notes: list[str] = []
+        files = self._small_enough(listing.files, ctx, notes)
+        hidden = hidden_note(root, listing.hidden_dirs, len(listing.hidden_files))
+        notes += [hidden] if hidden else []
+        if listing.unreadable:
+            notes.append(f"[{len(listing.unreadable)} directories could not be read, e.g. {listing.unreadable[0]}]")
+        return root, files, notes
+
+    @staticmethod
+    def _small_enough(files: list[str], ctx: ToolContext, notes: list[str]) -> list[str]:
+        limit = ctx.settings.search.max_file_bytes
+        kept, big = [], []
+        for path in files:
+            try:
+                (big if os.stat(path).st_size > limit else kept).append(path)
+            except OSError:
+                kept.append(path)  # the backend reports why it cannot be read
+        if big:
+            shown = ", ".join(sorted(big)[:SHOWN_EXAMPLES])
+            notes.append(f"[{len(big)} file(s) over {limit // (1024 * 1024)} MiB not searched: {shown}"
+                         f"{more_items(SHOWN_EXAMPLES, len(big), 'files')}. Search them with bash (rg or grep).]")
+        return kept
+
+    @staticmethod
+    def _searcher(ctx: ToolContext, cwd: Path) -> tuple[str, Callable[[list[str], Query], Iterator[FileHits]]]:
+        """The backend's name and its search function: rg when present (unless the operator says
+        otherwise), else fallback_grep."""
+        choice = ctx.settings.search.backend
+        rg = ripgrep.find_rg(ctx.paths.workspace) if choice != "python" else None
+        if rg is None and choice == "rg":
+            raise ToolError("The operator requires the rg backend (search.backend = \"rg\"), but no rg executable "
+                            "was found beside Abhed or on PATH. Ask the operator to install it or set the backend "
+                            "to \"auto\".")
+        if rg is None:
+            return "fallback_grep", python_search
+        return "rg", lambda files, query: ripgrep.rg_search(rg, str(cwd), files, query)
+
+    # -- what to show --------------------------------------------------------------------------
+
+    @staticmethod
+    def _cut_note(total: int, what: str) -> str:
+        return (f"[truncated: showing {MAX_FILES} of {total} {what}. Narrow the search with path or glob, or a more "
+                "specific pattern.]")
+
+    @staticmethod
+    def _problem_notes(hits: list[FileHits]) -> list[str]:
+        notes = []
+        binary = [h.path for h in hits if h.binary]
+        if binary:
+            notes.append(f"[{len(binary)} binary file(s) matched and were skipped: {', '.join(binary[:SHOWN_EXAMPLES])}"
+                         f"{more_items(SHOWN_EXAMPLES, len(binary), 'files')}]")
+        broken = [h for h in hits if h.error]
+        if broken:
+            notes.append(f"[{len(broken)} file(s) could not be read: " + ", ".join(
+                f"{h.path} ({h.error})" for h in broken[:SHOWN_EXAMPLES]) + "]")
+        return notes
+
+    def _content(self, found: list[FileHits], query: Query, search) -> list[str]:
+        """Matching lines with context, file by file in path order, within both caps."""
+        body: list[str] = []
+        budget, shown_files = MAX_MATCHES, 0
+        wanted = replace(query, per_file=MAX_FILE_LINES + 1)
+        for start in range(0, len(found), CONTENT_CHUNK):
+            if budget <= 0:
+                break
+            chunk = {h.path: h for h in search([h.path for h in found[start:start + CONTENT_CHUNK]], wanted)}
+            for hit in found[start:start + CONTENT_CHUNK]:
+                if budget <= 0:
+                    break
+                detail = chunk.get(hit.path)
+                if detail is None or not detail.lines:
+                    continue
+                lines, used = self._file_block(detail, budget, query.context > 0)
+                body += ([""] if body else []) + lines
+                budget -= used
+                shown_files += 1
+        if shown_files < len(found):
+            body.append(f"[truncated: showing {MAX_MATCHES - budget} matching lines from {shown_files} of {len(found)} "
+                        "files with matches. Narrow path, glob or pattern, or use output_mode files_with_matches to "
+                        "list every file.]")
+        return body
+
+    @staticmethod
+    def _file_block(hits: FileHits, budget: int, separate: bool) -> tuple[list[str], int]:
+        """One file's lines; with context, `--` marks a gap between groups, as grep and rg print it."""
+        out, used, previous = [hits.path], 0, None
+        shown = 0
+        for number, text, is_match in hits.lines:
+            if shown >= MAX_FILE_LINES or (is_match and used >= budget):
+                break
+            if separate and previous is not None and number > previous + 1:
+                out.append("--")
+            out.append(f"{number}{':' if is_match else '-'}{cut_line(text.removesuffix(chr(13)))}")
+            used += is_match
+            shown += 1
+            previous = number
+        rest = [n for n, _, m in hits.lines[shown:] if m]
+        if rest or hits.count > used:
+            first = rest[0] if rest else (previous or 0) + 1
+            out.append(f"[more matches in this file not shown (at most {MAX_FILE_LINES} lines per file, {MAX_MATCHES} "
+                       f"matches in all): read {hits.path} with offset {first}, or narrow the pattern]")
+        return out, used
