@@ -194,7 +194,7 @@ def bwrap_version(bwrap: Path) -> tuple[int, ...]:
         out = subprocess.run([str(bwrap), "--version"], capture_output=True, text=True, timeout=30, env={})
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise BackendUnavailable(f"bwrap backend not available on this host: running {bwrap} --version failed: {exc}.") from exc
-    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", out.stdout + out.stderr)
+    match = re.match(r"bubblewrap (\d+)\.(\d+)(?:\.(\d+))?", out.stdout.strip())
     if out.returncode != 0 or not match:
         raise BackendUnavailable(
             f"bwrap backend not available on this host: {bwrap} --version did not report a version "

@@ -68,6 +68,10 @@ class Limits:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"limits.{name} must be a non-negative integer or None (no limit), got {value!r}.")
+        if self.open_files is not None and self.open_files < 256:
+            raise ConfigError(
+                f"limits.open_files must be at least 256 (the launcher keeps its control pipe at fd 200), got {self.open_files}."
+            )
         if self.processes == 0:
             raise ConfigError("limits.processes must be at least 1 (the command itself is a process); use None for no limit.")
 

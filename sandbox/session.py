@@ -26,8 +26,10 @@ from sandbox.shell import parse_control
 UNSANDBOXED_WARNING = "ran WITHOUT a sandbox (the operator chose backend 'none')"
 
 # A workspace may not be, or contain, any of these: binding it read-write would expose or
-# let the command change the system, other users' files, or the host's /tmp.
-_NEVER_A_WORKSPACE = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/proc", "/sys", "/dev", "/run", "/var", "/tmp", "/root", "/home")
+# let the command change the system, other users' files, or the host's /tmp...
+_NEVER_CONTAINED = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/proc", "/sys", "/dev", "/run", "/var", "/tmp", "/root", "/home")
+# ...and may not lie inside these: it would make part of the system writable.
+_NEVER_INSIDE = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/proc", "/sys", "/dev", "/run")
 
 
 @dataclass(frozen=True)
@@ -287,7 +289,7 @@ def check_workspace(workspace: Path | str) -> Path:
     real = Path(os.path.realpath(path))
     if not real.is_dir():
         raise PathError(f"workspace {path} does not exist or is not a directory; create it or choose another.")
-    never = list(_NEVER_A_WORKSPACE)
+    never = list(_NEVER_CONTAINED)
     home = os.path.expanduser("~")
     if home.startswith("/") and home != "/":
         never.append(home)
@@ -296,6 +298,12 @@ def check_workspace(workspace: Path | str) -> Path:
             raise PathError(
                 f"workspace {real} is not allowed: it is or contains {place}, which a sandboxed command must never be "
                 "able to write. Use a project directory instead, e.g. /srv/projects/myapp or ~/src/myapp."
+            )
+    for place in _NEVER_INSIDE:
+        if Path(place) in real.parents:
+            raise PathError(
+                f"workspace {real} is not allowed: it lies inside the system directory {place}, which must stay "
+                "read-only. Use a project directory instead, e.g. /srv/projects/myapp or ~/src/myapp."
             )
     return real
 

@@ -3,8 +3,9 @@
 The command runs as ``bash -c WRAPPER bash COMMAND`` (``sh`` when the host has no bash).
 The wrapper:
 
-1. moves the launcher's control pipe to a high fd (bash: >= 10, sh: 9), so scripts that use
-   fds 3..9 neither clobber it nor get our bytes in their files;
+1. moves the launcher's control pipe to a fixed high fd (bash: 200, sh: 9, the highest it
+   can name), so scripts that use fds 3..9 neither clobber it nor get our bytes in their
+   files, and bash's own saved descriptors (10 and up) never alias it;
 2. (none backend only) waits until the launcher has applied the rlimits -- bwrap does this
    wait itself through ``--block-fd``;
 3. writes ``R`` on the control pipe: "the sandbox is set up and the command starts now".
@@ -30,6 +31,7 @@ from sandbox.config import SandboxConfig
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SANDBOX_HOME = "/tmp/home"  # inside the private /tmp: writable, gone after the command
+BASH_CTL_FD = 200  # where the wrapper keeps the control pipe (Limits.open_files must exceed it)
 
 
 @dataclass(frozen=True)
@@ -55,8 +57,8 @@ def find_shell() -> Shell:
 def wrapper_script(shell: Shell, *, ctl_fd: int, report_cwd: bool, go_fd: int | None = None) -> str:
     """The wrapper described in the module docstring, for this shell and these fd numbers."""
     if shell.is_bash:
-        lines = [f"exec {{__abhed_ctl}}>&{ctl_fd} {ctl_fd}>&-", "readonly __abhed_ctl"]
-        ctl = "$__abhed_ctl"
+        lines = [f"exec {BASH_CTL_FD}>&{ctl_fd} {ctl_fd}>&-"]
+        ctl = str(BASH_CTL_FD)
         if go_fd is not None:
             lines.append(f"read -r -u {go_fd} __abhed_go; exec {go_fd}<&-; unset __abhed_go")
         builtin = "builtin "
@@ -67,13 +69,14 @@ def wrapper_script(shell: Shell, *, ctl_fd: int, report_cwd: bool, go_fd: int | 
             lines.append(f"read __abhed_go </dev/fd/{go_fd}; unset __abhed_go")
         builtin = ""
     if report_cwd:
+        # 2>/dev/null comes first so that a closed control fd fails silently.
         lines.append(
-            f"trap '__abhed_status=$?; {{ {builtin}printf \"\\000C\"; {builtin}pwd -P; }} >&{ctl} 2>/dev/null; "
+            f"trap '__abhed_status=$?; {{ {builtin}printf \"\\000C\"; {builtin}pwd -P; }} 2>/dev/null >&{ctl}; "
             'exit "$__abhed_status"\' EXIT'
         )
     lines.append(f"{builtin}printf R >&{ctl}")
     if not report_cwd:
-        lines.append(f"exec {{__abhed_ctl}}>&-" if shell.is_bash else "exec 9>&-")
+        lines.append(f"exec {ctl}>&-")
     # The command runs in this shell (so `cd` reaches the trap); the unset hides our variable.
     lines.append('__abhed_cmd=$1; shift; eval "unset __abhed_cmd; $__abhed_cmd"')
     return "\n".join(lines) + "\n"
