@@ -1,10 +1,13 @@
 """Which parts of the host filesystem a sandboxed command can see, decided once per session.
 
 Visible, read-only: the system directories (``/usr``, ``/bin``, ``/sbin``, ``/lib*``) and
-``/etc`` -- minus everything under ``/etc`` that is not world-readable (``shadow``,
-``gshadow``, ``sudoers.d``, ``ssl/private``, ssh host keys, ...), which is hidden.
-Hiding matters most when Abhed runs as host root: the sandbox's root is still uid 0 on
-the host, so owner-only root files would otherwise be readable.
+``/etc`` -- minus what under ``/etc`` is not world-readable but the sandbox could still read
+(``shadow``, ``gshadow``, ``sudoers.d``, ``ssl/private``, ssh host keys, ...), which is hidden.
+That matters most when Abhed runs as host root: the sandbox's root is still uid 0 on the
+host, and without any capability uid 0 still reads every owner-readable root file. So as
+root everything not world-readable is hidden; as another user only what that user can
+read (its own files, its groups', ACL grants: ``os.access`` decides), usually nothing --
+each hide is a mount, and mounts are most of a sandbox's start-up cost.
 
 Not visible at all: ``/root``, ``/home``, the host's ``/tmp``, ``/var``, ``/run`` (docker.sock,
 dbus, ssh-agent sockets), ``/sys``, ``/boot``, ``/opt``, ``/srv``, ``/mnt``, ``/media``.
@@ -56,8 +59,11 @@ class HostView:
         return tuple(m for m in self.hidden if os.path.lexists(m.path))
 
 
-def scan_host(extra_hidden: tuple[Path, ...] = ()) -> HostView:
-    """Look at the host once: system directories to show, secrets to hide."""
+def scan_host(extra_hidden: tuple[Path, ...] = (), *, as_root: bool) -> HostView:
+    """Look at the host once: system directories to show, secrets to hide.
+
+    ``as_root``: the sandbox will run as host uid 0 (see module docstring).
+    """
     system: list[Mount] = []
     for name in SYSTEM_DIRS:
         path = Path(name)
@@ -67,7 +73,7 @@ def scan_host(extra_hidden: tuple[Path, ...] = ()) -> HostView:
             system.append(Mount("ro-bind", path, path))
     hidden: list[Mount] = []
     for root in SCANNED_FOR_SECRETS:
-        hidden.extend(_not_world_readable(root))
+        hidden.extend(m for m in _not_world_readable(root) if as_root or _we_can_read(m))
     for path in extra_hidden:
         mount = _hide(path)
         if mount is not None and mount not in hidden:
@@ -81,6 +87,13 @@ def _hide(path: Path) -> Mount | None:
     except OSError:
         return None  # nothing to hide (checked again before each command)
     return Mount("hidden-dir" if stat.S_ISDIR(mode) else "null-file", path)
+
+
+def _we_can_read(mount: Mount) -> bool:
+    """Could this process (and so the sandbox: same uid and groups, no capabilities) read it?"""
+    if os.access(mount.path, os.R_OK):
+        return True
+    return mount.kind == "hidden-dir" and os.access(mount.path, os.X_OK)
 
 
 def _not_world_readable(root: str) -> list[Mount]:

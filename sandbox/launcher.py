@@ -23,7 +23,7 @@ from sandbox.bwrap import BwrapPlan, bwrap_argv, bwrap_version, locate_bwrap, se
 from sandbox.config import SandboxConfig
 from sandbox.errors import ConfigError, SandboxSetupError
 from sandbox.hostview import scan_host
-from sandbox.limits import PidsCgroup, apply_rlimits, effective_rlimits, find_pids_cgroup_parent, runs_as_host_root
+from sandbox.limits import CgroupJanitor, PidsCgroup, apply_rlimits, effective_rlimits, find_pids_cgroup_parent, runs_as_host_root
 from sandbox.output import OutputCollector
 from sandbox.protect import protection_mounts
 from sandbox.seccomp import tty_injection_filter
@@ -35,6 +35,9 @@ SETUP_TIMEOUT_S = 60.0
 # With bwrap every process is dead by then and EOF comes at once; with the none backend a
 # process that left the process group (setsid) may hold the pipe, and we stop waiting.
 DRAIN_S = 1.0
+# How long to wait for the kernel to empty a killed sandbox's pid namespace (it is
+# synchronous and instant in practice; the bound only guards against a stuck process).
+TEARDOWN_S = 10.0
 
 
 @dataclass
@@ -46,6 +49,7 @@ class Spawned:
     exit_pidfd: int  # becomes readable when popen's process exits
     init_pidfd: int | None = None  # bwrap: the sandbox's pid 1; killing it ends the sandbox
     cgroup: PidsCgroup | None = None
+    janitor: CgroupJanitor | None = None  # removes ``cgroup`` once the kernel allows it
     returncode: int | None = field(default=None)
 
     def has_exited(self) -> bool:
@@ -83,11 +87,11 @@ class Spawned:
     def _release(self) -> None:
         if self.init_pidfd is not None:
             # pid 1's pidfd turns readable only after the kernel emptied its pid namespace.
-            _select([self.init_pidfd], DRAIN_S)
+            _select([self.init_pidfd], TEARDOWN_S)
             os.close(self.init_pidfd)
             self.init_pidfd = None
-        if self.cgroup is not None:
-            self.cgroup.remove()
+        if self.cgroup is not None and self.janitor is not None:
+            self.janitor.retire(self.cgroup)
             self.cgroup = None
         for fd in (self.exit_pidfd, self.ctl_r):
             _close(fd)
@@ -154,15 +158,20 @@ class BwrapLauncher:
         self.bwrap = locate_bwrap(config.bwrap_path, writable_roots=(workspace, *(Path(os.path.realpath(p)) for p in rw_binds)))
         self.version = bwrap_version(self.bwrap)
         self.seccomp = tty_injection_filter()
-        self.view = scan_host(config.hidden_paths)
+        as_root = runs_as_host_root()
+        self.view = scan_host(config.hidden_paths, as_root=as_root)
         self.shell = find_shell()
         self.env = sandbox_env(config, home=SANDBOX_HOME, tmpdir="/tmp", environ=environ)
         self.rlimits = effective_rlimits(config.limits)
         self.cgroup_parent = None
-        if config.limits.processes is not None and runs_as_host_root():
+        if config.limits.processes is not None and as_root:
             self.cgroup_parent = find_pids_cgroup_parent()
         self.resolv_conf = _resolv_conf_target() if config.allow_network else None
         self._names = count()
+        self._janitor = CgroupJanitor()
+
+    def close(self) -> None:
+        self._janitor.close()
 
     def describe(self) -> list[str]:
         limit = "none (limits.processes=None)"
@@ -176,13 +185,14 @@ class BwrapLauncher:
             f"shell: {self.shell.path}",
             f"network: {'host network shared (allow_network)' if self.config.allow_network else 'none (own loopback only)'}",
             f"process limit: {limit}",
-            f"hidden host paths: {len(self.view.hidden)} (non-world-readable entries under /etc, hidden_paths)",
+            f"hidden host paths: {len(self.view.hidden)} (readable here but not world-readable under /etc, plus hidden_paths)",
         ]
 
     def spawn(self, command: str, *, cwd: Path, out_fd: int, report_cwd: bool) -> Spawned:
         protected = protection_mounts(self.workspace, self.config.protected_paths)
         cgroup = None
         if self.cgroup_parent is not None:
+            self._janitor.sweep()
             cgroup = self.cgroup_parent.create_child(f"run-{os.getpid()}-{next(self._names)}", self.config.limits.processes)
         ours: list[int] = []
         theirs: list[int] = []
@@ -228,12 +238,12 @@ class BwrapLauncher:
             for fd in ours:
                 _close(fd)
             if cgroup is not None:
-                cgroup.remove()
+                self._janitor.retire(cgroup)
             raise
         finally:
             for fd in theirs:
                 _close(fd)
-        spawned = Spawned(popen, ctl_r, os.pidfd_open(popen.pid), cgroup=cgroup)
+        spawned = Spawned(popen, ctl_r, os.pidfd_open(popen.pid), cgroup=cgroup, janitor=self._janitor)
         try:
             self._limit_sandbox(spawned, info_r)
         except BaseException:
@@ -287,6 +297,9 @@ class NoneLauncher:
         self.env = sandbox_env(config, home=environ.get("HOME", "/"), tmpdir=environ.get("TMPDIR", "/tmp"), environ=environ)
         # RLIMIT_NPROC would count every process of the operator's uid on the host here.
         self.rlimits = effective_rlimits(config.limits, include_processes=False)
+
+    def close(self) -> None:
+        pass
 
     def describe(self) -> list[str]:
         return [f"shell: {self.shell.path}", "NO SANDBOX: commands run with the operator's full access (backend 'none')"]

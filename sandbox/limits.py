@@ -23,6 +23,7 @@ from __future__ import annotations
 import errno
 import os
 import resource
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,19 +112,48 @@ class PidsCgroup:
     def add(self, pid: int) -> None:
         (self.path / "cgroup.procs").write_text(str(pid))
 
-    def remove(self, wait_s: float = 2.0) -> None:
-        """rmdir once the processes are gone; the kernel refuses (EBUSY) while any remain."""
+    def try_remove(self) -> bool:
+        """rmdir if the kernel lets us (EBUSY while any process, zombies included, remains)."""
+        try:
+            self.path.rmdir()
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        return True
+
+
+class CgroupJanitor:
+    """Removes per-command cgroups once they are empty, off the command's critical path.
+
+    When a sandbox ends, its pid 1 stays a zombie until the host's init reaps it (its
+    parent, bwrap, is gone), and until then the cgroup cannot be removed. Waiting for that
+    would add milliseconds to every command; instead the cgroup is retired here and removed
+    on a later sweep (each spawn, and close()). Whatever a crash leaves behind is removed by
+    PidsCgroupParent.remove_stale_children on the next start.
+    """
+
+    def __init__(self) -> None:
+        self._pending: list[PidsCgroup] = []
+        self._lock = threading.Lock()
+
+    def retire(self, cgroup: PidsCgroup) -> None:
+        if not cgroup.try_remove():
+            with self._lock:
+                self._pending.append(cgroup)
+
+    def sweep(self) -> None:
+        with self._lock:
+            self._pending = [c for c in self._pending if not c.try_remove()]
+
+    def close(self, wait_s: float = 2.0) -> None:
         deadline = time.monotonic() + wait_s
         while True:
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError as exc:
-                if exc.errno != errno.EBUSY or time.monotonic() >= deadline:
-                    return  # left behind; remove_stale_children cleans it on a later start
-                time.sleep(0.005)
+            self.sweep()
+            with self._lock:
+                if not self._pending or time.monotonic() >= deadline:
+                    return
+            time.sleep(0.01)
 
 
 def find_pids_cgroup_parent() -> PidsCgroupParent:

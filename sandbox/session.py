@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import math
 import os
+import select
 import threading
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from itertools import count
 from pathlib import Path
 
@@ -160,6 +163,10 @@ class Sandbox:
         self._job_numbers = count(1)
         self._lock = threading.Lock()
         self._closed = False
+        # Background jobs are spawned from this one long-lived thread: bwrap's
+        # --die-with-parent (PR_SET_PDEATHSIG) fires when the *thread* that started bwrap
+        # exits, so a job started from a short-lived worker thread would die with it.
+        self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="abhed-sandbox-spawner")
 
     @property
     def backend(self) -> str:
@@ -224,13 +231,15 @@ class Sandbox:
         """Start ``command`` in the background; stdout+stderr go to the new file ``log_path``.
 
         Returns once the sandbox is up and the command has started. The job runs until it
-        ends, ``stop()`` is called, or this Sandbox is closed; it also dies with this process.
+        ends, ``stop()`` is called, or this Sandbox is closed; it also dies with this process
+        (whichever thread called this: jobs are started from the Sandbox's own thread).
         """
         self._check_open()
         real_cwd = self.resolve_cwd(cwd)
         log = _create_log(log_path)
         try:
-            spawned = self._launcher.spawn(command, cwd=real_cwd, out_fd=log, report_cwd=False)
+            spawn = partial(self._launcher.spawn, command, cwd=real_cwd, out_fd=log, report_cwd=False)
+            spawned = self._spawner.submit(spawn).result()
         finally:
             os.close(log)
         if not _wait_for_start(spawned):
@@ -261,6 +270,8 @@ class Sandbox:
             jobs = list(self._jobs.values())
         for job in jobs:
             job.stop()
+        self._spawner.shutdown(wait=True)
+        self._launcher.close()
 
     def __enter__(self) -> Sandbox:
         return self
@@ -328,8 +339,6 @@ def _create_log(log_path: Path | str) -> int:
 
 def _wait_for_start(spawned: Spawned) -> bool:
     """True once the wrapper reported 'R' (the command started); False if it never will."""
-    import select
-
     deadline = time.monotonic() + SETUP_TIMEOUT_S
     while time.monotonic() < deadline:
         ready, _, _ = select.select([spawned.ctl_r], [], [], max(0.0, deadline - time.monotonic()))

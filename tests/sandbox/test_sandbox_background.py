@@ -103,6 +103,24 @@ time.sleep(600)
             os.kill(pid, signal.SIGKILL)
 
 
+def test_a_job_started_from_a_short_lived_thread_keeps_running(root_runner):
+    """PR_SET_PDEATHSIG follows the thread that started bwrap: that must not be the caller's."""
+    import threading
+
+    workspace = root_runner.new_workspace()
+    marker = unique_marker()
+    with sandbox.Sandbox(sandbox.SandboxConfig(), workspace) as sb:
+        jobs = []
+        worker = threading.Thread(target=lambda: jobs.append(sb.start_background(f"sleep {marker}", cwd=workspace, log_path=workspace / "j.log")))
+        worker.start()
+        worker.join()
+        assert wait_until(lambda: host_pids_with(marker) != [])
+        # the starting thread is gone; give the kernel a moment to act on it if it were going to
+        assert not wait_until(lambda: not jobs[0].poll().running, timeout_s=0.5)
+        assert host_pids_with(marker) != []
+    assert host_pids_with(marker) == []  # and closing the session still ends it
+
+
 def test_log_growth_is_bounded_by_the_file_size_limit(root_runner):
     workspace = root_runner.new_workspace()
     config = sandbox.SandboxConfig(limits=sandbox.Limits(file_size_bytes=100_000))

@@ -138,7 +138,7 @@ def test_secret_scan_finds_what_others_cannot_read(tmp_path):
 def test_scan_host_covers_system_dirs_and_etc_secrets(tmp_path):
     extra = tmp_path / "hide-me"
     extra.write_text("x")
-    view = scan_host((extra, tmp_path / "does-not-exist"))
+    view = scan_host((extra, tmp_path / "does-not-exist"), as_root=True)
     kinds_by_path = {str(m.path): m.kind for m in view.system}
     assert kinds_by_path["/usr"] == "ro-bind" and kinds_by_path["/etc"] == "ro-bind"
     assert Mount("null-file", extra) in view.hidden
@@ -146,6 +146,15 @@ def test_scan_host_covers_system_dirs_and_etc_secrets(tmp_path):
         assert Mount("null-file", Path("/etc/shadow")) in view.hidden
     extra.unlink()
     assert Mount("null-file", extra) not in view.hidden_now()
+
+
+def test_unprivileged_scan_hides_only_what_the_user_could_read(monkeypatch):
+    readable = {"/etc/shadow"}
+    monkeypatch.setattr(os, "access", lambda path, mode: str(path) in readable)
+    root_view = scan_host(as_root=True)
+    user_view = scan_host(as_root=False)
+    assert {str(m.path) for m in user_view.hidden} <= readable
+    assert len(root_view.hidden) >= len(user_view.hidden)
 
 
 # -- limits --------------------------------------------------------------------------------------
