@@ -94,7 +94,9 @@ def main() -> int:
             ratio = med["bwrap"] / med["none"]
             verdict = "OK" if overhead < GOAL_MS else "OVER GOAL"
             failed |= overhead >= GOAL_MS
-            print(f"  sandbox overhead per call (median bwrap - median none): {overhead:.2f} ms, ratio {ratio:.1f}x, goal < {GOAL_MS:.0f} ms: {verdict}")
+            print(
+                f"  sandbox overhead per call (median bwrap - median none): {overhead:.2f} ms, ratio {ratio:.1f}x, goal < {GOAL_MS:.0f} ms: {verdict}"
+            )
     finally:
         shutil.rmtree(workspace, ignore_errors=True)
     return 1 if failed else 0

@@ -245,31 +245,42 @@ class BwrapLauncher:
                 _close(fd)
         spawned = Spawned(popen, ctl_r, os.pidfd_open(popen.pid), cgroup=cgroup, janitor=self._janitor)
         try:
-            self._limit_sandbox(spawned, info_r)
+            limited = self._limit_sandbox(spawned, info_r)
         except BaseException:
             _close(block_w)
             spawned.finish()
             raise
         finally:
             _close(info_r)
-        try:
-            os.write(block_w, b"g")  # go: limits are in place
-        except BrokenPipeError:
-            pass  # bwrap already failed; the caller sees no "R" and reports bwrap's message
+        if limited:
+            try:
+                os.write(block_w, b"g")  # go: the limits are in place
+            except BrokenPipeError:
+                pass  # bwrap failed meanwhile; the caller sees no "R" and reports bwrap's message
+        else:
+            # Fail closed: never let a sandbox run without its limits. bwrap's own message
+            # (why it died, if it did) is in the output; the caller sees no "R".
+            spawned.kill()
         _close(block_w)
         return spawned
 
-    def _limit_sandbox(self, spawned: Spawned, info_r: int) -> None:
-        """Apply rlimits (and the pids cgroup) to the sandbox's pid 1 while it waits."""
+    def _limit_sandbox(self, spawned: Spawned, info_r: int) -> bool:
+        """Apply rlimits (and the pids cgroup) to the sandbox's pid 1 while it waits.
+
+        False when there is no sandbox process to limit (bwrap failed before creating it).
+        """
         info = _read_until_eof(info_r, time.monotonic() + SETUP_TIMEOUT_S)
         child = _child_pid(info)
         if child is None:
-            return  # bwrap failed before creating the sandbox; its message is in the output
-        pidfd = os.pidfd_open(child)
+            return False
+        try:
+            pidfd = os.pidfd_open(child)
+        except ProcessLookupError:
+            return False
         # The pidfd pins one process; make sure it is bwrap's child and not a reused pid.
         if _parent_pid(child) != spawned.popen.pid:
             os.close(pidfd)
-            return
+            return False
         spawned.init_pidfd = pidfd
         try:
             apply_rlimits(child, self.rlimits)
@@ -280,6 +291,7 @@ class BwrapLauncher:
                 f"Could not apply the resource limits to the sandbox ({exc}); the command did not run. "
                 "Check the limits in the sandbox configuration and run 'abhed doctor'."
             ) from exc
+        return True
 
     def setup_failure(self, diagnostic: str) -> Exception:
         return setup_failure(self.bwrap, diagnostic)
@@ -412,4 +424,3 @@ def _resolv_conf_target() -> Path | None:
         return None
     target = Path(os.path.realpath(link))
     return target if target.exists() and not str(target).startswith("/etc/") else None
-

@@ -30,7 +30,25 @@ UNSANDBOXED_WARNING = "ran WITHOUT a sandbox (the operator chose backend 'none')
 
 # A workspace may not be, or contain, any of these: binding it read-write would expose or
 # let the command change the system, other users' files, or the host's /tmp...
-_NEVER_CONTAINED = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/proc", "/sys", "/dev", "/run", "/var", "/tmp", "/root", "/home")
+_NEVER_CONTAINED = (
+    "/usr",
+    "/etc",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/boot",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/run",
+    "/var",
+    "/tmp",
+    "/root",
+    "/home",
+)
 # ...and may not lie inside these: it would make part of the system writable.
 _NEVER_INSIDE = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/proc", "/sys", "/dev", "/run")
 

@@ -71,8 +71,7 @@ def wrapper_script(shell: Shell, *, ctl_fd: int, report_cwd: bool, go_fd: int | 
     if report_cwd:
         # 2>/dev/null comes first so that a closed control fd fails silently.
         lines.append(
-            f"trap '__abhed_status=$?; {{ {builtin}printf \"\\000C\"; {builtin}pwd -P; }} 2>/dev/null >&{ctl}; "
-            'exit "$__abhed_status"\' EXIT'
+            f'trap \'__abhed_status=$?; {{ {builtin}printf "\\000C"; {builtin}pwd -P; }} 2>/dev/null >&{ctl}; exit "$__abhed_status"\' EXIT'
         )
     lines.append(f"{builtin}printf R >&{ctl}")
     if not report_cwd:

@@ -48,13 +48,24 @@ class Runner:
         """argv and Popen kwargs that start tests/sandbox/_driver.py as this runner's user."""
         raise NotImplementedError
 
-    def run(self, command: str, *, workspace: Path, cwd: Path | None = None, timeout_s: float = 60, config: dict | None = None, output_limit_chars: int | None = None) -> Outcome:
+    def run(
+        self,
+        command: str,
+        *,
+        workspace: Path,
+        cwd: Path | None = None,
+        timeout_s: float = 60,
+        config: dict | None = None,
+        output_limit_chars: int | None = None,
+    ) -> Outcome:
         raise NotImplementedError
 
     def exec(self, code: str, timeout_s: float = 120):
         """Run ``code`` in a driver process as this user; the code sets ``answer`` (JSON-able)."""
         argv, kwargs = self.driver_argv()
-        out = subprocess.run(argv, input=json.dumps({"op": "exec", "code": code}), capture_output=True, text=True, timeout=timeout_s, **kwargs)
+        out = subprocess.run(
+            argv, input=json.dumps({"op": "exec", "code": code}), capture_output=True, text=True, timeout=timeout_s, **kwargs
+        )
         if out.returncode != 0 or not out.stdout:
             raise AssertionError(f"driver failed (exit {out.returncode}): {out.stderr}")
         answer = json.loads(out.stdout)
@@ -141,12 +152,24 @@ def _ensure_test_user() -> pwd.struct_passwd:
 
 def _python_for(uid: int, gid: int) -> str:
     """A Python >= 3.11 interpreter the user can execute (root's venv may live under /root)."""
-    candidates = [sys.executable, os.path.realpath(sys.executable), getattr(sys, "_base_executable", ""), "/usr/bin/python3", "/usr/local/bin/python3"]
+    candidates = [
+        sys.executable,
+        os.path.realpath(sys.executable),
+        getattr(sys, "_base_executable", ""),
+        "/usr/bin/python3",
+        "/usr/local/bin/python3",
+    ]
     for candidate in dict.fromkeys(c for c in candidates if c):
         try:
             probe = subprocess.run(
                 [candidate, "-S", "-c", "import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)"],
-                user=uid, group=gid, extra_groups=[], env={"PATH": "/usr/bin:/bin"}, cwd="/", capture_output=True, timeout=60,
+                user=uid,
+                group=gid,
+                extra_groups=[],
+                env={"PATH": "/usr/bin:/bin"},
+                cwd="/",
+                capture_output=True,
+                timeout=60,
             )
         except OSError:
             continue

@@ -111,7 +111,9 @@ def test_a_job_started_from_a_short_lived_thread_keeps_running(root_runner):
     marker = unique_marker()
     with sandbox.Sandbox(sandbox.SandboxConfig(), workspace) as sb:
         jobs = []
-        worker = threading.Thread(target=lambda: jobs.append(sb.start_background(f"sleep {marker}", cwd=workspace, log_path=workspace / "j.log")))
+        worker = threading.Thread(
+            target=lambda: jobs.append(sb.start_background(f"sleep {marker}", cwd=workspace, log_path=workspace / "j.log"))
+        )
         worker.start()
         worker.join()
         assert wait_until(lambda: host_pids_with(marker) != [])
@@ -149,7 +151,12 @@ def test_log_path_must_be_a_new_file(root_runner, problem):
         with pytest.raises(sandbox.PathError) as err:
             sb.start_background("echo x", cwd=workspace, log_path=log)
     assert target.read_text() == "keep me\n"
-    expected = {"exists": "already exists", "relative": "must be an absolute path", "symlink": "already exists", "no-dir": "cannot create the log file"}[problem]
+    expected = {
+        "exists": "already exists",
+        "relative": "must be an absolute path",
+        "symlink": "already exists",
+        "no-dir": "cannot create the log file",
+    }[problem]
     assert expected in str(err.value)
 
 

@@ -20,7 +20,13 @@ def test_defaults_are_the_secure_choice():
 
 
 def test_lists_and_strings_from_a_config_file_are_normalised():
-    config = SandboxConfig(ro_binds=["/opt/tools"], rw_binds=["/srv/cache"], env_passthrough=["HTTP_PROXY"], protected_paths=[".abhed/"], bwrap_path="/usr/bin/bwrap")
+    config = SandboxConfig(
+        ro_binds=["/opt/tools"],
+        rw_binds=["/srv/cache"],
+        env_passthrough=["HTTP_PROXY"],
+        protected_paths=[".abhed/"],
+        bwrap_path="/usr/bin/bwrap",
+    )
     assert config.ro_binds == (Path("/opt/tools"),) and config.rw_binds == (Path("/srv/cache"),)
     assert config.env_passthrough == ("HTTP_PROXY",) and config.protected_paths == (".abhed/",)
     assert config.bwrap_path == Path("/usr/bin/bwrap")

@@ -195,12 +195,23 @@ def test_wrapper_moves_the_control_fd_and_evals_the_command():
 
 def test_every_flag_comes_from_the_plan():
     plan = BwrapPlan(
-        bwrap=Path("/opt/bwrap"), system=(Mount("ro-bind", Path("/usr"), Path("/usr")), Mount("symlink", Path("/bin"), Path("usr/bin"))),
+        bwrap=Path("/opt/bwrap"),
+        system=(Mount("ro-bind", Path("/usr"), Path("/usr")), Mount("symlink", Path("/bin"), Path("usr/bin"))),
         hidden=(Mount("null-file", Path("/etc/shadow")), Mount("hidden-dir", Path("/etc/ssl/private"))),
-        ro_binds=(Path("/opt/ro"),), rw_binds=(Path("/srv/rw"),), workspace=Path("/srv/ws"),
+        ro_binds=(Path("/opt/ro"),),
+        rw_binds=(Path("/srv/rw"),),
+        workspace=Path("/srv/ws"),
         protected=(Mount("bind", Path("/srv/ws/.git"), Path("/srv/ws/.git")), Mount("empty-dir", Path("/srv/ws/.abhed"))),
-        resolv_conf=None, allow_network=False, tmp_size_bytes=1 << 20, home="/tmp/home", env={"PATH": "/usr/bin"},
-        cwd=Path("/srv/ws"), info_fd=5, block_fd=6, seccomp_fd=7, command=("/bin/bash", "-c", "true"),
+        resolv_conf=None,
+        allow_network=False,
+        tmp_size_bytes=1 << 20,
+        home="/tmp/home",
+        env={"PATH": "/usr/bin"},
+        cwd=Path("/srv/ws"),
+        info_fd=5,
+        block_fd=6,
+        seccomp_fd=7,
+        command=("/bin/bash", "-c", "true"),
     )
     argv = bwrap_argv(plan)
     text = " ".join(argv)

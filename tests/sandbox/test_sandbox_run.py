@@ -37,7 +37,9 @@ def test_cd_is_reported_and_applies_to_the_next_call_but_variables_do_not(runner
     first = runner.run("cd sub && export FOO=1 && greet() { echo hi; }; echo done", workspace=workspace)
     assert first.output == "done\n"  # the cwd report never shows up in the output
     assert first.final_cwd == str(workspace / "sub")
-    second = runner.run('pwd; echo "FOO=${FOO:-unset}"; type greet >/dev/null 2>&1 || echo no-greet', workspace=workspace, cwd=Path(first.final_cwd))
+    second = runner.run(
+        'pwd; echo "FOO=${FOO:-unset}"; type greet >/dev/null 2>&1 || echo no-greet', workspace=workspace, cwd=Path(first.final_cwd)
+    )
     assert second.output == f"{workspace / 'sub'}\nFOO=unset\nno-greet\n"
 
 
@@ -113,7 +115,21 @@ def test_curated_environment(runner, workspace):
     assert env["GIT_EDITOR"] == "true" and env["GIT_TERMINAL_PROMPT"] == "0"
     assert env["HOME"] == "/tmp/home" and env["TMPDIR"] == "/tmp" and env["LANG"] == "C.UTF-8"
     assert env["PATH"].split(":")[:4] == ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin"]
-    assert set(env) <= {"PATH", "HOME", "TMPDIR", "LANG", "TERM", "PAGER", "GIT_PAGER", "GIT_EDITOR", "GIT_TERMINAL_PROMPT", "PWD", "SHLVL", "_", "OLDPWD"}
+    assert set(env) <= {
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "LANG",
+        "TERM",
+        "PAGER",
+        "GIT_PAGER",
+        "GIT_EDITOR",
+        "GIT_TERMINAL_PROMPT",
+        "PWD",
+        "SHLVL",
+        "_",
+        "OLDPWD",
+    }
 
 
 def test_home_is_writable_and_private(runner, workspace):
@@ -146,7 +162,11 @@ def test_extra_binds(root_runner, tmp_path):
     ro.mkdir()
     rw.mkdir()
     (ro / "data").write_text("read me\n")
-    result = root_runner.run(f"cat {ro}/data; echo x > {ro}/new; echo y > {rw}/new && echo wrote", workspace=workspace, config={"ro_binds": [str(ro)], "rw_binds": [str(rw)]})
+    result = root_runner.run(
+        f"cat {ro}/data; echo x > {ro}/new; echo y > {rw}/new && echo wrote",
+        workspace=workspace,
+        config={"ro_binds": [str(ro)], "rw_binds": [str(rw)]},
+    )
     assert "read me" in result.output and "Read-only file system" in result.output and "wrote" in result.output
     assert not (ro / "new").exists() and (rw / "new").read_text() == "y\n"
 
@@ -168,7 +188,9 @@ def test_none_backend_runs_unconfined_and_says_so(runner, workspace):
     (workspace / "sub").mkdir()
     if os.geteuid() == 0:
         os.chown(workspace / "sub", runner.uid, runner.gid)
-    result = runner.run("cd sub; echo out; echo err >&2; test -d /proc/1 && echo host-proc", workspace=workspace, config={"backend": "none"})
+    result = runner.run(
+        "cd sub; echo out; echo err >&2; test -d /proc/1 && echo host-proc", workspace=workspace, config={"backend": "none"}
+    )
     assert result.backend == "none" and not result.sandboxed
     assert result.output == "out\nerr\nhost-proc\n"
     assert result.final_cwd == str(workspace / "sub")
@@ -227,7 +249,7 @@ def test_bwrap_is_never_looked_up_on_path_or_in_cwd(root_runner, tmp_path, monke
     workspace = root_runner.new_workspace()
     fake_dir = tmp_path / "fakebin"
     fake_dir.mkdir()
-    (fake_dir / "bwrap").write_text("#!/bin/sh\ntouch /tmp/abhed-fake-bwrap-ran\nexec \"$@\"\n")
+    (fake_dir / "bwrap").write_text('#!/bin/sh\ntouch /tmp/abhed-fake-bwrap-ran\nexec "$@"\n')
     (fake_dir / "bwrap").chmod(0o755)
     monkeypatch.setenv("PATH", str(fake_dir))
     monkeypatch.chdir(fake_dir)
@@ -263,6 +285,22 @@ except sandbox.SandboxSetupError as exc:
     assert str(gone) in detail and "abhed doctor" in message
 
 
+def test_the_command_never_runs_without_its_limits(root_runner, monkeypatch):
+    from sandbox import launcher
+
+    workspace = root_runner.new_workspace()
+    with sandbox.Sandbox(sandbox.SandboxConfig(), workspace) as sb:
+        monkeypatch.setattr(launcher, "apply_rlimits", lambda pid, limits: (_ for _ in ()).throw(PermissionError(1, "denied")))
+        with pytest.raises(sandbox.SandboxSetupError, match="Could not apply the resource limits"):
+            sb.run("touch ran-1", cwd=workspace, timeout_s=60)
+        monkeypatch.undo()
+        # The sandbox's pid 1 cannot be identified (e.g. its pid was reused): not started either.
+        monkeypatch.setattr(launcher, "_parent_pid", lambda pid: -1)
+        with pytest.raises(sandbox.SandboxSetupError, match="could not be set up, so the command did not run"):
+            sb.run("touch ran-2", cwd=workspace, timeout_s=60)
+    assert not (workspace / "ran-1").exists() and not (workspace / "ran-2").exists()
+
+
 @pytest.mark.parametrize(
     "stderr",
     [
@@ -287,7 +325,7 @@ def test_user_namespaces_disabled_live(runner):
         pytest.skip("needs util-linux unshare to set up a host without user namespaces")
     workspace = runner.new_workspace()
     argv, kwargs = runner.driver_argv()
-    script = "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$@\""
+    script = 'echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"'
     code = f"""
 try:
     with sandbox.Sandbox(config_from({{"limits": {{"processes": None}}}}), {str(workspace)!r}) as sb:
@@ -300,7 +338,11 @@ except sandbox.UserNamespacesUnavailable as exc:
 
     out = subprocess.run(
         ["unshare", "--user", "--map-root-user", "/bin/sh", "-c", script, "sh", *argv],
-        input=json.dumps({"op": "exec", "code": code}), capture_output=True, text=True, timeout=120, **kwargs,
+        input=json.dumps({"op": "exec", "code": code}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **kwargs,
     )
     answer = json.loads(out.stdout)
     assert answer["ok"], answer
