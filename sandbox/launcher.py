@@ -75,7 +75,10 @@ class Spawned:
                 pass
 
     def finish(self) -> int:
-        """Kill leftovers, reap, release; returns the exit status (128+N for signal N)."""
+        """Kill leftovers, reap, release; returns the exit status (128+N for signal N).
+
+        Returns only once everything the command started is gone (see _release).
+        """
         if self.returncode is not None:
             return self.returncode
         self.kill()
@@ -90,6 +93,9 @@ class Spawned:
             _select([self.init_pidfd], TEARDOWN_S)
             os.close(self.init_pidfd)
             self.init_pidfd = None
+        else:
+            # none backend: SIGKILL is asynchronous; wait until the process group is empty.
+            _wait_until_group_gone(self.popen.pid, TEARDOWN_S)
         if self.cgroup is not None and self.janitor is not None:
             self.janitor.retire(self.cgroup)
             self.cgroup = None
@@ -376,6 +382,16 @@ def _close(fd: int) -> None:
 
 def _select(fds: list[int], timeout: float) -> tuple[list, list, list]:
     return select.select(fds, [], [], timeout)
+
+
+def _wait_until_group_gone(pgid: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)  # probe only; fails once no process (zombies included) is left
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.002)
 
 
 def _read_until_eof(fd: int, deadline: float) -> bytes:
