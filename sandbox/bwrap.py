@@ -77,8 +77,8 @@ def bwrap_argv(plan: BwrapPlan) -> list[str]:
     argv += ["--info-fd", str(plan.info_fd)]
     # ...while the sandbox waits on this fd, so nothing runs before the limits are in place.
     argv += ["--block-fd", str(plan.block_fd)]
-    # Seccomp filter refusing the TIOCSTI/TIOCLINUX ioctls; bwrap also sets no_new_privs,
-    # so setuid binaries cannot raise privileges.
+    # Seccomp filter refusing the TIOCSTI/TIOCLINUX ioctls. (bwrap always sets no_new_privs,
+    # so setuid binaries cannot raise privileges; the escape suite checks both.)
     argv += ["--seccomp", str(plan.seccomp_fd)]
 
     # -- Environment ------------------------------------------------------------------------

@@ -28,29 +28,11 @@ from sandbox.shell import parse_control
 
 UNSANDBOXED_WARNING = "ran WITHOUT a sandbox (the operator chose backend 'none')"
 
-# A workspace may not be, or contain, any of these: binding it read-write would expose or
-# let the command change the system, other users' files, or the host's /tmp...
-_NEVER_CONTAINED = (
-    "/usr",
-    "/etc",
-    "/bin",
-    "/sbin",
-    "/lib",
-    "/lib32",
-    "/lib64",
-    "/libx32",
-    "/boot",
-    "/proc",
-    "/sys",
-    "/dev",
-    "/run",
-    "/var",
-    "/tmp",
-    "/root",
-    "/home",
-)
-# ...and may not lie inside these: it would make part of the system writable.
-_NEVER_INSIDE = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/proc", "/sys", "/dev", "/run")
+# The system: a workspace may neither contain nor lie inside these (binding it read-write
+# would make the system writable)...
+_SYSTEM = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/proc", "/sys", "/dev", "/run")
+# ...nor contain these: other users' files, root's home, the host's /tmp, service state.
+_NEVER_CONTAINED = (*_SYSTEM, "/var", "/tmp", "/root", "/home")
 
 
 @dataclass(frozen=True)
@@ -267,7 +249,11 @@ class Sandbox:
         spawned.ctl_r = -1
         with self._lock:
             job = BackgroundJob(f"job-{next(self._job_numbers)}", command, real_cwd, Path(log_path), self.backend, spawned)
-            self._jobs[job.id] = job
+            if not self._closed:
+                self._jobs[job.id] = job
+                return job
+        job.stop()  # close() ran while this job was starting: it must not outlive the session
+        self._check_open()
         return job
 
     def jobs(self) -> tuple[BackgroundJob, ...]:
@@ -328,7 +314,7 @@ def check_workspace(workspace: Path | str) -> Path:
                 f"workspace {real} is not allowed: it is or contains {place}, which a sandboxed command must never be "
                 "able to write. Use a project directory instead, e.g. /srv/projects/myapp or ~/src/myapp."
             )
-    for place in _NEVER_INSIDE:
+    for place in _SYSTEM:
         if Path(place) in real.parents:
             raise PathError(
                 f"workspace {real} is not allowed: it lies inside the system directory {place}, which must stay "
