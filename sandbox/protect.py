@@ -1,0 +1,89 @@
+"""Write-protected paths inside the workspace, recomputed before every command.
+
+For each protected entry (e.g. ``.git/hooks/``) the workspace is walked component by
+component, without following symlinks:
+
+- the entry exists                -> bind it read-only onto itself;
+- a component does not exist yet  -> put an empty read-only directory (or an unreadable
+  file, for a last component without trailing "/") at the FIRST missing component, so
+  nothing below it can be created. bwrap creates that mount point in the workspace, so an
+  empty ``.git/`` (non-git workspace) or ``.abhed/`` appears on the host and stays: removing
+  it while another sandbox still uses it as a mount point would lift that sandbox's
+  protection. An existing *empty* directory counts as not existing yet (it is usually such
+  a leftover mount point), so the leftovers never grow into ``.git/hooks`` etc.;
+- an ancestor is a regular file   -> bind that file read-only (a ``.git`` *file* of a git
+  worktree: rewriting its ``gitdir:`` line would point host git at model-written hooks);
+- an existing ancestor directory  -> "pinned": bound read-write onto itself, which makes it a
+  mount point, and mount points cannot be renamed, replaced or removed (EBUSY). Without the
+  pin, ``mv .git x && mkdir .git`` would swap in an unprotected ``.git``;
+- a component is a symlink        -> refuse to run (fail closed): protecting whatever it
+  points to would leave the symlink itself replaceable. The operator must fix it.
+
+Not covered (documented residual risk): ``.git/commondir`` cannot be pre-created (git treats
+an empty or unreadable one as fatal), nested repositories elsewhere in the workspace, and
+``.git/rebase-merge/`` todo lists; see the package docstring.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from sandbox.errors import SandboxSetupError
+from sandbox.hostview import Mount
+
+
+def protection_mounts(workspace: Path, entries: tuple[str, ...]) -> tuple[Mount, ...]:
+    """Mounts that enforce ``entries`` for the workspace as it is right now.
+
+    Pins come first (shallowest first) so the read-only mounts below them are not covered
+    by a later bind of their parent.
+    """
+    pins: list[Mount] = []
+    guards: list[Mount] = []
+    for entry in entries:
+        for mount in _plan_entry(workspace, entry):
+            bucket = pins if mount.kind == "bind" else guards
+            if mount not in bucket:
+                bucket.append(mount)
+    pins.sort(key=lambda m: str(m.path).count("/"))
+    # A guard on an ancestor (e.g. the .git placeholder) makes guards below it pointless.
+    prefixes = tuple(f"{g.path}/" for g in guards)
+    guards = [g for g in guards if not str(g.path).startswith(prefixes)]
+    return tuple(pins + guards)
+
+
+def _plan_entry(workspace: Path, entry: str) -> list[Mount]:
+    is_dir = entry.endswith("/")
+    parts = entry.strip("/").split("/")
+    plan: list[Mount] = []
+    current = str(workspace)
+    for index, part in enumerate(parts):
+        current = os.path.join(current, part)
+        last = index == len(parts) - 1
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            mode = None
+        if mode is None or (stat.S_ISDIR(mode) and _is_empty_dir(current)):
+            kind = "null-file" if last and not is_dir else "empty-dir"
+            plan.append(Mount(kind, Path(current)))
+            return plan
+        if stat.S_ISLNK(mode):
+            raise SandboxSetupError(
+                f"Refusing to run: the protected path '{entry}' goes through a symlink, {current} -> "
+                f"{os.readlink(current)}. A symlink there could be swapped to point host git (or Abhed) at "
+                "files the model wrote. Ask the operator to replace it with the real directory or file, or "
+                "to remove the entry from protected_paths in the sandbox configuration."
+            )
+        if last or not stat.S_ISDIR(mode):
+            plan.append(Mount("ro-bind", Path(current), Path(current)))
+            return plan
+        plan.append(Mount("bind", Path(current), Path(current)))  # pin the existing ancestor
+    return plan
+
+
+def _is_empty_dir(path: str) -> bool:
+    with os.scandir(path) as entries:
+        return next(entries, None) is None

@@ -1,0 +1,364 @@
+"""The sandbox a session uses: run a command, start/poll/stop background jobs, close.
+
+One ``Sandbox`` per agent session and workspace. Building it inspects the host once
+(bwrap, its version, secrets under /etc, cgroups) and fails then if the backend cannot
+work; every later call only spawns.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import select
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from itertools import count
+from pathlib import Path
+
+from sandbox import microvm
+from sandbox.config import SandboxConfig
+from sandbox.errors import PathError, SandboxError
+from sandbox.launcher import SETUP_TIMEOUT_S, BwrapLauncher, NoneLauncher, Spawned, collect
+from sandbox.output import OutputCollector
+from sandbox.shell import parse_control
+
+UNSANDBOXED_WARNING = "ran WITHOUT a sandbox (the operator chose backend 'none')"
+
+# The system: a workspace may neither contain nor lie inside these (binding it read-write
+# would make the system writable)...
+_SYSTEM = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/proc", "/sys", "/dev", "/run")
+# ...nor contain these: other users' files, root's home, the host's /tmp, service state.
+_NEVER_CONTAINED = (*_SYSTEM, "/var", "/tmp", "/root", "/home")
+
+
+@dataclass(frozen=True)
+class Result:
+    """What one foreground command did.
+
+    exit_code      the command's exit status (128+N if killed by signal N); None if it timed out.
+    timed_out      the command hit ``timeout_s``; everything it started was killed and the
+                   output up to then is kept.
+    head, tail     the output (stdout and stderr interleaved in arrival order), split where
+                   ``omitted_chars`` characters (``omitted_lines`` newlines) were cut out of
+                   the middle to respect ``output_limit_chars``. Nothing cut: all of it is in head.
+    duration_s     wall time from launch to the end of the sandbox.
+    backend        "bwrap" or "none".
+    final_cwd      the shell's working directory when the command ended, when reported and
+                   inside the workspace; else None (keep the previous cwd).
+    """
+
+    exit_code: int | None
+    timed_out: bool
+    head: str
+    tail: str
+    omitted_chars: int
+    omitted_lines: int
+    duration_s: float
+    backend: str
+    final_cwd: Path | None
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.backend != "none"
+
+    @property
+    def warning(self) -> str | None:
+        """Text every observation of an unconfined run must carry; None when sandboxed."""
+        return None if self.sandboxed else UNSANDBOXED_WARNING
+
+    @property
+    def truncated(self) -> bool:
+        return self.omitted_chars > 0
+
+    @property
+    def output(self) -> str:
+        """head + a note of what was cut + tail (just the output when nothing was cut)."""
+        if not self.truncated:
+            return self.head + self.tail
+        note = f"[... {self.omitted_chars} characters ({self.omitted_lines} lines) omitted from the middle of the output ...]"
+        return f"{self.head}\n{note}\n{self.tail}"
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A background job as of now.
+
+    running     still running.
+    exit_code   its exit status once it ended by itself (128+N for signal N); None while
+                running or when stopped.
+    stopped     ended by ``stop()`` or by the session closing.
+    log_bytes   current size of the log file.
+    """
+
+    job_id: str
+    running: bool
+    exit_code: int | None
+    stopped: bool
+    log_path: Path
+    log_bytes: int
+
+
+class BackgroundJob:
+    """Handle of a command running in the background; its output goes to ``log_path``."""
+
+    def __init__(self, job_id: str, command: str, cwd: Path, log_path: Path, backend: str, spawned: Spawned) -> None:
+        self.id = job_id
+        self.command = command
+        self.cwd = cwd
+        self.log_path = log_path
+        self.backend = backend
+        self.started_at = time.time()
+        self._spawned = spawned
+        self._stopped = False
+        self._lock = threading.Lock()
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.backend != "none"
+
+    def poll(self) -> JobStatus:
+        with self._lock:
+            if self._spawned.returncode is None and self._spawned.has_exited():
+                self._spawned.finish()  # also kills whatever the job left behind
+            return self._status()
+
+    def stop(self) -> JobStatus:
+        """Kill the job and everything it started (idempotent)."""
+        with self._lock:
+            if self._spawned.returncode is None:
+                self._stopped = True
+                self._spawned.finish()
+            return self._status()
+
+    def _status(self) -> JobStatus:
+        try:
+            size = self.log_path.stat().st_size
+        except OSError:
+            size = 0
+        running = self._spawned.returncode is None
+        exit_code = None if running or self._stopped else self._spawned.returncode
+        return JobStatus(self.id, running, exit_code, self._stopped, self.log_path, size)
+
+
+class Sandbox:
+    """Runs shell commands confined to one workspace. Use as a context manager, or call close()."""
+
+    def __init__(self, config: SandboxConfig, workspace: Path | str, *, environ: Mapping[str, str] | None = None) -> None:
+        if not isinstance(config, SandboxConfig):
+            raise TypeError(f"config must be a sandbox.SandboxConfig, got {type(config).__name__}")
+        self.config = config
+        self.workspace = check_workspace(workspace)
+        environ = os.environ if environ is None else environ
+        if config.backend == "bwrap":
+            self._launcher: BwrapLauncher | NoneLauncher = BwrapLauncher(config, self.workspace, environ)
+        elif config.backend == "none":
+            self._launcher = NoneLauncher(config, self.workspace, environ)
+        else:
+            raise microvm.unavailable()
+        self._jobs: dict[str, BackgroundJob] = {}
+        self._job_numbers = count(1)
+        self._lock = threading.Lock()
+        self._closed = False
+        # Background jobs are spawned from this one long-lived thread: bwrap's
+        # --die-with-parent (PR_SET_PDEATHSIG) fires when the *thread* that started bwrap
+        # exits, so a job started from a short-lived worker thread would die with it.
+        self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="abhed-sandbox-spawner")
+
+    @property
+    def backend(self) -> str:
+        return self._launcher.name
+
+    def describe(self) -> list[str]:
+        """Human-readable lines on how commands are confined here (for `abhed doctor`)."""
+        return [f"backend: {self.backend}", f"workspace: {self.workspace}", *self._launcher.describe()]
+
+    def resolve_cwd(self, cwd: Path | str) -> Path:
+        """``cwd`` as a real path inside the workspace, or PathError saying how to fix it."""
+        path = Path(cwd)
+        if not path.is_absolute():
+            raise PathError(f"cwd must be an absolute path, got {str(cwd)!r}; for example {self.workspace / path}.")
+        real = Path(os.path.realpath(path))
+        if real != self.workspace and self.workspace not in real.parents:
+            raise PathError(
+                f"cwd {path} is outside the workspace {self.workspace} (it resolves to {real}). Commands run only "
+                f"inside the workspace; use {self.workspace} or a directory below it."
+            )
+        if not real.is_dir():
+            raise PathError(f"cwd {path} does not exist or is not a directory; use {self.workspace} or an existing directory below it.")
+        return real
+
+    def run(self, command: str, *, cwd: Path | str, timeout_s: float, output_limit_chars: int | None = None) -> Result:
+        """Run ``command`` with ``bash -c`` in the sandbox; see Result. Blocks until it ends."""
+        self._check_open()
+        real_cwd = self.resolve_cwd(cwd)
+        _check_timeout(timeout_s)
+        collector = OutputCollector(output_limit_chars)
+        started = time.monotonic()
+        out_r, out_w = os.pipe()
+        try:
+            spawned = self._launcher.spawn(command, cwd=real_cwd, out_fd=out_w, report_cwd=True)
+        except BaseException:
+            os.close(out_r)
+            raise
+        finally:
+            os.close(out_w)
+        try:
+            collected = collect(spawned, out_r, collector, started + timeout_s)
+        finally:
+            os.close(out_r)
+        duration = time.monotonic() - started
+        captured = collector.finish()
+        began, reported_cwd = parse_control(collected.control)
+        if not began:
+            raise self._launcher.setup_failure(captured.head + captured.tail)
+        return Result(
+            exit_code=collected.exit_code,
+            timed_out=collected.timed_out,
+            head=captured.head,
+            tail=captured.tail,
+            omitted_chars=captured.omitted_chars,
+            omitted_lines=captured.omitted_lines,
+            duration_s=duration,
+            backend=self.backend,
+            final_cwd=self._checked_final_cwd(reported_cwd),
+        )
+
+    def start_background(self, command: str, *, cwd: Path | str, log_path: Path | str) -> BackgroundJob:
+        """Start ``command`` in the background; stdout+stderr go to the new file ``log_path``.
+
+        Returns once the sandbox is up and the command has started. The job runs until it
+        ends, ``stop()`` is called, or this Sandbox is closed; it also dies with this process
+        (whichever thread called this: jobs are started from the Sandbox's own thread).
+        """
+        self._check_open()
+        real_cwd = self.resolve_cwd(cwd)
+        log = _create_log(log_path)
+        try:
+            spawn = partial(self._launcher.spawn, command, cwd=real_cwd, out_fd=log, report_cwd=False)
+            spawned = self._spawner.submit(spawn).result()
+        finally:
+            os.close(log)
+        if not _wait_for_start(spawned):
+            spawned.finish()
+            raise self._launcher.setup_failure(_head_of(Path(log_path)))
+        os.close(spawned.ctl_r)
+        spawned.ctl_r = -1
+        with self._lock:
+            job = BackgroundJob(f"job-{next(self._job_numbers)}", command, real_cwd, Path(log_path), self.backend, spawned)
+            if not self._closed:
+                self._jobs[job.id] = job
+                return job
+        job.stop()  # close() ran while this job was starting: it must not outlive the session
+        self._check_open()
+        return job
+
+    def jobs(self) -> tuple[BackgroundJob, ...]:
+        with self._lock:
+            return tuple(self._jobs.values())
+
+    def job(self, job_id: str) -> BackgroundJob:
+        with self._lock:
+            if job_id not in self._jobs:
+                known = ", ".join(self._jobs) or "none"
+                raise KeyError(f"No background job {job_id!r} in this session (known: {known}).")
+            return self._jobs[job_id]
+
+    def close(self) -> None:
+        """Stop every background job. Further calls to run/start_background are refused."""
+        with self._lock:
+            self._closed = True
+            jobs = list(self._jobs.values())
+        for job in jobs:
+            job.stop()
+        self._spawner.shutdown(wait=True)
+        self._launcher.close()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxError("This sandbox session is closed; create a new Sandbox to run more commands.")
+
+    def _checked_final_cwd(self, reported: str | None) -> Path | None:
+        if reported is None:
+            return None
+        try:
+            return self.resolve_cwd(reported)
+        except PathError:
+            return None
+
+
+def check_workspace(workspace: Path | str) -> Path:
+    """The workspace as a real absolute path, refusing places that must never be writable."""
+    path = Path(workspace)
+    if not path.is_absolute():
+        raise PathError(f"workspace must be an absolute path, got {str(workspace)!r}; for example {path.resolve()}.")
+    real = Path(os.path.realpath(path))
+    if not real.is_dir():
+        raise PathError(f"workspace {path} does not exist or is not a directory; create it or choose another.")
+    never = list(_NEVER_CONTAINED)
+    home = os.path.expanduser("~")
+    if home.startswith("/") and home != "/":
+        never.append(home)
+    for place in never:
+        if real == Path(place) or real in Path(place).parents:
+            raise PathError(
+                f"workspace {real} is not allowed: it is or contains {place}, which a sandboxed command must never be "
+                "able to write. Use a project directory instead, e.g. /srv/projects/myapp or ~/src/myapp."
+            )
+    for place in _SYSTEM:
+        if Path(place) in real.parents:
+            raise PathError(
+                f"workspace {real} is not allowed: it lies inside the system directory {place}, which must stay "
+                "read-only. Use a project directory instead, e.g. /srv/projects/myapp or ~/src/myapp."
+            )
+    return real
+
+
+def _check_timeout(timeout_s: float) -> None:
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not math.isfinite(timeout_s) or timeout_s <= 0:
+        raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}.")
+
+
+def _create_log(log_path: Path | str) -> int:
+    path = Path(log_path)
+    if not path.is_absolute():
+        raise PathError(f"log_path must be an absolute path, got {str(log_path)!r}.")
+    try:
+        # A new file only, never through a symlink: the directory may be writable by the model.
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        raise PathError(f"log_path {path} already exists; background logs are always new files, choose another name.") from None
+    except OSError as exc:
+        raise PathError(f"cannot create the log file {path}: {exc.strerror}. Choose a path in an existing, writable directory.") from None
+
+
+def _wait_for_start(spawned: Spawned) -> bool:
+    """True once the wrapper reported 'R' (the command started); False if it never will."""
+    deadline = time.monotonic() + SETUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([spawned.ctl_r], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            break
+        data = os.read(spawned.ctl_r, 64)
+        if not data:
+            return False
+        if data.startswith(b"R"):
+            return True
+    return False
+
+
+def _head_of(path: Path, limit: int = 4000) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit).decode("utf-8", "replace")
+    except OSError as exc:
+        return f"(could not read {path}: {exc.strerror})"

@@ -1,0 +1,83 @@
+"""SandboxConfig and Limits: secure defaults, and errors that say how to fix the configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sandbox import DEFAULT_PROTECTED_PATHS, ConfigError, Limits, SandboxConfig
+
+
+def test_defaults_are_the_secure_choice():
+    config = SandboxConfig()
+    assert config.backend == "bwrap" and config.bwrap_path is None and config.allow_network is False
+    assert config.env_passthrough == () and config.ro_binds == () and config.rw_binds == ()
+    assert config.protected_paths == DEFAULT_PROTECTED_PATHS == (".git/hooks/", ".git/config", ".git/modules/", ".abhed/")
+    limits = config.limits
+    assert limits.processes == 1024 and limits.file_size_bytes == 2 * 1024**3 and limits.open_files == 4096
+    assert limits.core_dump_bytes == 0 and limits.address_space_bytes is None and limits.cpu_seconds is None
+
+
+def test_lists_and_strings_from_a_config_file_are_normalised():
+    config = SandboxConfig(
+        ro_binds=["/opt/tools"],
+        rw_binds=["/srv/cache"],
+        env_passthrough=["HTTP_PROXY"],
+        protected_paths=[".abhed/"],
+        bwrap_path="/usr/bin/bwrap",
+    )
+    assert config.ro_binds == (Path("/opt/tools"),) and config.rw_binds == (Path("/srv/cache"),)
+    assert config.env_passthrough == ("HTTP_PROXY",) and config.protected_paths == (".abhed/",)
+    assert config.bwrap_path == Path("/usr/bin/bwrap")
+    hash(config)  # immutable and hashable
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"backend": "docker"}, "backend must be one of bwrap, none, microvm; got 'docker'"),
+        ({"bwrap_path": "bwrap"}, "bwrap_path must be an absolute path, got 'bwrap'"),
+        ({"bwrap_path": "./bin/bwrap"}, "which the model can write to"),
+        ({"allow_network": "yes"}, "allow_network must be true or false"),
+        ({"env_passthrough": ["1BAD"]}, "is not a valid variable name"),
+        ({"env_passthrough": ["HOME"]}, "env_passthrough cannot include HOME: the sandbox sets it itself"),
+        ({"env_passthrough": ["GIT_EDITOR"]}, "env_passthrough cannot include GIT_EDITOR"),
+        ({"env_passthrough": ["BASH_ENV"]}, "the shell acts on it at startup"),
+        ({"env_passthrough": ["BASH_FUNC_ls%%"]}, "is not a valid variable name"),
+        ({"ro_binds": ["opt"]}, "ro_binds entries must be absolute host paths, got 'opt'"),
+        ({"rw_binds": ["cache"]}, "rw_binds entries must be absolute host paths"),
+        ({"hidden_paths": ["secret"]}, "hidden_paths entries must be absolute host paths"),
+        ({"protected_paths": ["/etc/passwd"]}, "must be a plain workspace-relative path"),
+        ({"protected_paths": ["../outside"]}, "must be a plain workspace-relative path"),
+        ({"protected_paths": ["a//b"]}, "must be a plain workspace-relative path"),
+        ({"protected_paths": [""]}, "is empty"),
+        ({"tmp_size_bytes": 10}, "tmp_size_bytes must be an integer of at least 1 MiB"),
+        ({"limits": {"processes": 5}}, "limits must be a sandbox.Limits"),
+    ],
+)
+def test_invalid_configuration_is_explained(kwargs, message):
+    with pytest.raises(ConfigError) as err:
+        SandboxConfig(**kwargs)
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"processes": -1}, "limits.processes must be a non-negative integer or None"),
+        ({"processes": 0}, "limits.processes must be at least 1"),
+        ({"file_size_bytes": 1.5}, "limits.file_size_bytes must be a non-negative integer or None"),
+        ({"open_files": 64}, "limits.open_files must be at least 256 (the launcher keeps its control pipe at fd 200)"),
+        ({"cpu_seconds": True}, "limits.cpu_seconds must be a non-negative integer or None"),
+    ],
+)
+def test_invalid_limits_are_explained(kwargs, message):
+    with pytest.raises(ConfigError) as err:
+        Limits(**kwargs)
+    assert message in str(err.value)
+
+
+def test_limits_can_be_switched_off_explicitly():
+    limits = Limits(processes=None, file_size_bytes=None, open_files=None, core_dump_bytes=None)
+    assert SandboxConfig(limits=limits).limits.processes is None

@@ -1,0 +1,229 @@
+"""Pure pieces of the launcher: output bounding, protected-path planning, host scanning, limits, argv."""
+
+from __future__ import annotations
+
+import os
+import resource
+from pathlib import Path
+
+import pytest
+
+from sandbox import Limits, SandboxSetupError
+from sandbox.bwrap import BwrapPlan, bwrap_argv
+from sandbox.hostview import Mount, _not_world_readable, scan_host
+from sandbox.limits import effective_rlimits, runs_as_host_root
+from sandbox.output import OutputCollector
+from sandbox.protect import protection_mounts
+from sandbox.shell import find_shell, parse_control, wrapper_script
+
+# -- output ------------------------------------------------------------------------------------
+
+
+def collect(chunks: list[bytes], limit: int | None):
+    collector = OutputCollector(limit)
+    for chunk in chunks:
+        collector.feed(chunk)
+    return collector.finish()
+
+
+def test_output_under_the_limit_is_kept_whole():
+    out = collect([b"hello ", b"world\n"], 100)
+    assert (out.head, out.tail, out.omitted_chars, out.omitted_lines) == ("hello world\n", "", 0, 0)
+
+
+def test_output_over_the_limit_keeps_head_and_tail_and_counts_the_middle():
+    text = "".join(f"line {i}\n" for i in range(1000))
+    chunks = [text[i : i + 37].encode() for i in range(0, len(text), 37)]
+    out = collect(chunks, 100)
+    assert out.head == text[:50] and out.tail == text[-50:]
+    assert out.omitted_chars == len(text) - 100
+    assert out.omitted_lines == text[50:-50].count("\n")
+
+
+def test_multibyte_characters_split_across_reads():
+    data = "ünïcödé €".encode() * 10
+    out = collect([data[i : i + 1] for i in range(len(data))], None)
+    assert out.head == "ünïcödé €" * 10
+    assert collect([b"\xff\xfe ok"], None).head == "\ufffd\ufffd ok"
+
+
+def test_zero_limit_keeps_nothing_but_counts_everything():
+    out = collect([b"abc\ndef\n"], 0)
+    assert (out.head, out.tail, out.omitted_chars, out.omitted_lines) == ("", "", 8, 2)
+
+
+def test_invalid_limit():
+    with pytest.raises(ValueError, match="output_limit_chars must be a non-negative integer or None"):
+        OutputCollector(-5)
+
+
+# -- protected paths ----------------------------------------------------------------------------
+
+ENTRIES = (".git/hooks/", ".git/config", ".git/modules/", ".abhed/")
+
+
+def kinds(workspace: Path, entries=ENTRIES):
+    return [(m.kind, str(m.path.relative_to(workspace))) for m in protection_mounts(workspace, entries)]
+
+
+def test_plan_for_a_normal_repository(tmp_path):
+    (tmp_path / ".git" / "hooks").mkdir(parents=True)
+    (tmp_path / ".git" / "hooks" / "pre-commit.sample").write_text("#")
+    (tmp_path / ".git" / "config").write_text("[core]\n")
+    (tmp_path / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    assert kinds(tmp_path) == [
+        ("bind", ".git"),  # pinned: cannot be renamed or replaced
+        ("ro-bind", ".git/hooks"),
+        ("ro-bind", ".git/config"),
+        ("empty-dir", ".git/modules"),  # missing: cannot be created
+        ("empty-dir", ".abhed"),
+    ]
+
+
+def test_plan_without_a_git_dir_protects_the_first_missing_component(tmp_path):
+    assert kinds(tmp_path) == [("empty-dir", ".git"), ("empty-dir", ".abhed")]
+
+
+def test_an_empty_leftover_directory_counts_as_missing(tmp_path):
+    (tmp_path / ".git").mkdir()  # what a previous run's placeholder leaves behind
+    (tmp_path / ".abhed").mkdir()
+    assert kinds(tmp_path) == [("empty-dir", ".git"), ("empty-dir", ".abhed")]
+
+
+def test_a_missing_file_gets_an_unreadable_placeholder(tmp_path):
+    (tmp_path / ".git" / "hooks").mkdir(parents=True)
+    (tmp_path / ".git" / "hooks" / "x").write_text("#")
+    assert ("null-file", ".git/config") in kinds(tmp_path)
+
+
+def test_a_gitfile_is_protected_itself(tmp_path):
+    (tmp_path / ".git").write_text("gitdir: /elsewhere\n")
+    assert kinds(tmp_path)[0] == ("ro-bind", ".git") and len(kinds(tmp_path)) == 2
+
+
+def test_symlinks_on_the_way_are_refused(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / ".git").symlink_to("real")
+    with pytest.raises(SandboxSetupError) as err:
+        protection_mounts(tmp_path, ENTRIES)
+    assert "protected path '.git/hooks/' goes through a symlink" in str(err.value)
+    assert "remove the entry from protected_paths" in str(err.value)
+
+
+def test_guards_below_a_protected_directory_are_dropped(tmp_path):
+    (tmp_path / ".git" / "hooks").mkdir(parents=True)
+    (tmp_path / ".git" / "hooks" / "x").write_text("#")
+    assert kinds(tmp_path, (".git/", ".git/hooks/")) == [("bind", ".git"), ("ro-bind", ".git")]
+
+
+# -- host view -----------------------------------------------------------------------------------
+
+
+def test_secret_scan_finds_what_others_cannot_read(tmp_path):
+    (tmp_path / "public").write_text("x")
+    (tmp_path / "public").chmod(0o644)
+    (tmp_path / "secret").write_text("x")
+    (tmp_path / "secret").chmod(0o640)
+    (tmp_path / "private-dir").mkdir(mode=0o750)
+    (tmp_path / "private-dir").chmod(0o750)
+    (tmp_path / "open-dir").mkdir()
+    (tmp_path / "open-dir").chmod(0o755)
+    (tmp_path / "open-dir" / "key").write_text("x")
+    (tmp_path / "open-dir" / "key").chmod(0o600)
+    (tmp_path / "link").symlink_to("secret")
+    found = {(m.kind, m.path.name) for m in _not_world_readable(str(tmp_path))}
+    assert found == {("null-file", "secret"), ("hidden-dir", "private-dir"), ("null-file", "key")}
+
+
+def test_scan_host_covers_system_dirs_and_etc_secrets(tmp_path):
+    extra = tmp_path / "hide-me"
+    extra.write_text("x")
+    view = scan_host((extra, tmp_path / "does-not-exist"), as_root=True)
+    kinds_by_path = {str(m.path): m.kind for m in view.system}
+    assert kinds_by_path["/usr"] == "ro-bind" and kinds_by_path["/etc"] == "ro-bind"
+    assert Mount("null-file", extra) in view.hidden
+    if Path("/etc/shadow").exists() and not os.stat("/etc/shadow").st_mode & 0o004:
+        assert Mount("null-file", Path("/etc/shadow")) in view.hidden
+    extra.unlink()
+    assert Mount("null-file", extra) not in view.hidden_now()
+
+
+def test_unprivileged_scan_hides_only_what_the_user_could_read(monkeypatch):
+    readable = {"/etc/shadow"}
+    monkeypatch.setattr(os, "access", lambda path, mode: str(path) in readable)
+    root_view = scan_host(as_root=True)
+    user_view = scan_host(as_root=False)
+    assert {str(m.path) for m in user_view.hidden} <= readable
+    assert len(root_view.hidden) >= len(user_view.hidden)
+
+
+# -- limits --------------------------------------------------------------------------------------
+
+
+def test_effective_rlimits_never_exceed_our_hard_limits():
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    pairs = dict(effective_rlimits(Limits(open_files=10**9)))
+    assert pairs[resource.RLIMIT_NOFILE] == (10**9 if hard == resource.RLIM_INFINITY else min(10**9, hard))
+    assert resource.RLIMIT_CORE in pairs and resource.RLIMIT_AS not in pairs
+    assert resource.RLIMIT_NPROC not in dict(effective_rlimits(Limits(), include_processes=False))
+
+
+def test_host_root_detection():
+    maps = [line.split() for line in Path("/proc/self/uid_map").read_text().splitlines()]
+    root_maps_to_host_root = any(inside == "0" and outside == "0" for inside, outside, _ in maps)
+    assert runs_as_host_root() == (os.getuid() == 0 and root_maps_to_host_root)
+
+
+# -- wrapper and argv ----------------------------------------------------------------------------
+
+
+def test_control_channel_parsing():
+    assert parse_control(b"") == (False, None)
+    assert parse_control(b"R") == (True, None)
+    assert parse_control(b"R\0C/work/ws/sub\n") == (True, "/work/ws/sub")
+    assert parse_control(b"R\0Cjunk\0C/work/ws\n") == (True, "/work/ws")  # the last record wins
+    assert parse_control(b"R\0Crelative\n") == (True, None)
+
+
+def test_wrapper_moves_the_control_fd_and_evals_the_command():
+    script = wrapper_script(find_shell(), ctl_fd=7, report_cwd=True)
+    if find_shell().is_bash:
+        assert script.startswith("exec 200>&7 7>&-\n")
+    assert "trap '" in script and 'eval "unset __abhed_cmd; $__abhed_cmd"' in script
+    assert "trap" not in wrapper_script(find_shell(), ctl_fd=7, report_cwd=False)
+
+
+def test_every_flag_comes_from_the_plan():
+    plan = BwrapPlan(
+        bwrap=Path("/opt/bwrap"),
+        system=(Mount("ro-bind", Path("/usr"), Path("/usr")), Mount("symlink", Path("/bin"), Path("usr/bin"))),
+        hidden=(Mount("null-file", Path("/etc/shadow")), Mount("hidden-dir", Path("/etc/ssl/private"))),
+        ro_binds=(Path("/opt/ro"),),
+        rw_binds=(Path("/srv/rw"),),
+        workspace=Path("/srv/ws"),
+        protected=(Mount("bind", Path("/srv/ws/.git"), Path("/srv/ws/.git")), Mount("empty-dir", Path("/srv/ws/.abhed"))),
+        resolv_conf=None,
+        allow_network=False,
+        tmp_size_bytes=1 << 20,
+        home="/tmp/home",
+        env={"PATH": "/usr/bin"},
+        cwd=Path("/srv/ws"),
+        info_fd=5,
+        block_fd=6,
+        seccomp_fd=7,
+        command=("/bin/bash", "-c", "true"),
+    )
+    argv = bwrap_argv(plan)
+    text = " ".join(argv)
+    for expected in (
+        "--unshare-all --unshare-user --disable-userns --cap-drop ALL --new-session --die-with-parent",
+        "--info-fd 5 --block-fd 6 --seccomp 7 --clearenv --setenv PATH /usr/bin",
+        "--proc /proc --ro-bind /proc/sys /proc/sys --dev /dev --size 1048576 --tmpfs /tmp --dir /tmp/home",
+        "--ro-bind /opt/ro /opt/ro --bind /srv/rw /srv/rw --bind /srv/ws /srv/ws",
+        "--bind /srv/ws/.git /srv/ws/.git --perms 0555 --tmpfs /srv/ws/.abhed --remount-ro /srv/ws/.abhed",
+        "--ro-bind /dev/null /etc/shadow --perms 0000 --tmpfs /etc/ssl/private --remount-ro /etc/ssl/private",
+        "--remount-ro / --chdir /srv/ws -- /bin/bash -c true",
+    ):
+        assert expected in text, expected
+    assert "--share-net" not in argv
+    assert "--share-net" in bwrap_argv(plan.__class__(**{**plan.__dict__, "allow_network": True}))
