@@ -11,6 +11,7 @@ import json
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -25,6 +26,7 @@ from abhed.tools.base import Tool, ToolContext, ToolResult, cap_text, explain_in
 # error_kind values a caller may act on (the CLI exits 2 on the first two: a bad invocation).
 UNKNOWN_TOOL, BAD_JSON, INVALID_INPUT, NOT_APPROVED, TOOL_ERROR, INTERNAL = (
     "unknown_tool", "bad_json", "invalid_input", "not_approved", "tool_error", "internal")
+MALFORMED = "malformed_call"  # the model's tool-call markup itself did not parse (text protocols)
 
 
 def parse_arguments(arguments: Any) -> tuple[Any, str | None]:
@@ -87,14 +89,32 @@ def _run(tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
 def call(ctx: ToolContext, name: str, arguments: Any, gate: Gate, *, tool_call_id: str | None = None,
          agent_id: str = "main", parent_id: str | None = None) -> ToolResult:
     """Run one call and persist it as an ActionEvent and an ObservationEvent."""
+    return _persisted(ctx, name, arguments, lambda: execute(ctx, name, arguments, gate), tool_call_id, agent_id,
+                      parent_id)
+
+
+def reject(ctx: ToolContext, name: str, arguments: Any, message: str, *, tool_call_id: str | None = None,
+           agent_id: str = "main", parent_id: str | None = None) -> ToolResult:
+    """A call the model wrote but that cannot be run as written (its markup did not parse): persisted
+    like any call, answered with `message`, which says how to write it."""
+    return _persisted(ctx, name, arguments, lambda: fail(message, error_kind=MALFORMED), tool_call_id, agent_id,
+                      parent_id)
+
+
+def _persisted(ctx: ToolContext, name: str, arguments: Any, run: Callable[[], ToolResult], tool_call_id: str | None,
+               agent_id: str, parent_id: str | None) -> ToolResult:
     session = ctx.session
     value, _ = parse_arguments(arguments)
     action = ActionEvent(session_id=session.id, agent_id=agent_id, parent_id=parent_id, tool=name,
                          tool_call_id=tool_call_id, input=value)
     session.record(action)
+    mark = session.mark()
     started = time.perf_counter()
-    result = execute(ctx, name, arguments, gate)
+    result = run()
     result.content = cap_text(result.content, ctx.settings.files.max_output_chars)
+    changes = session.changes_since(mark)
+    if changes:  # the log alone can rebuild the state (session.rebuild_state)
+        result.metadata["state"] = changes
     session.record(ObservationEvent(
         session_id=session.id, agent_id=agent_id, parent_id=parent_id, action_id=action.id, tool=name,
         content=result.content, is_error=result.is_error, metadata=result.metadata,

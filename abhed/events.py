@@ -1,5 +1,10 @@
 """ActionEvent / ObservationEvent and the append-only log that persists them (rule 7).
 
+The agent loop adds three kinds so a session can be rebuilt from its log alone (`abhed resume`):
+MessageEvent (a user prompt or a model reply, with its tool calls), CompactionEvent (older turns
+replaced by a summary) and RunEvent (a run of the loop started or ended, and how). Tool results are
+the ObservationEvents themselves; nothing is stored twice.
+
 One JSON object a line, fsync'd per event, so the log is the durable record of what the agent did:
 `abhed sessions show` prints it and `abhed resume` rebuilds a session from it. A crash can cut only
 the line being written; loading reports that torn line and skips it, and the next append starts on
@@ -61,13 +66,55 @@ class ObservationEvent(_Event):
     duration_ms: float
 
 
-Event = Annotated[ActionEvent | ObservationEvent, Field(discriminator="kind")]
+class MessageEvent(_Event):
+    """A user prompt or a model reply, as it enters the conversation.
+
+    For a reply, `content` is the model's whole text (with a text-protocol reply, the tool-call
+    markup too) and `tool_calls` the calls read from it: `{"id", "name", "arguments"}` with
+    `arguments` the raw string the model sent, so a resumed session replays exactly what it said.
+    `origin` tells a human's prompt from text Abhed itself added (a loop-guard hint, a resume note).
+    """
+
+    kind: Literal["message"] = "message"
+    role: Literal["user", "assistant"]
+    content: str
+    tool_calls: list[dict[str, Any]] = []
+    reasoning: str | None = None
+    usage: dict[str, int] | None = None
+    finish_reason: str | None = None
+    origin: str = "model"  # user | model | loop_guard | interrupt | resume
+
+
+class CompactionEvent(_Event):
+    """Older turns were replaced: the conversation is now `content` followed by the messages from
+    the event `keep_from` on (None: nothing kept). `content` is the whole replacement text, summary
+    and re-injected plan, todos and files read, so a rebuild needs nothing else."""
+
+    kind: Literal["compaction"] = "compaction"
+    content: str
+    keep_from: str | None
+    method: Literal["model", "mechanical"]
+    tokens_before: int
+    tokens_after: int
+
+
+class RunEvent(_Event):
+    """A run of the loop (one prompt worked to an end) started, or ended and how."""
+
+    kind: Literal["run"] = "run"
+    status: Literal["started", "done", "failed", "budget", "interrupted"]
+    detail: str = ""
+    prompt: str | None = None  # for "started"
+
+
+AnyEvent = ActionEvent | ObservationEvent | MessageEvent | CompactionEvent | RunEvent
+Event = Annotated[AnyEvent, Field(discriminator="kind")]
 _EVENT = TypeAdapter(Event)
 
 
 @dataclass
 class LoadedLog:
-    events: list[ActionEvent | ObservationEvent] = field(default_factory=list)
+    events: list[AnyEvent] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # lines skipped, and why
 
 
@@ -77,7 +124,7 @@ class EventLog:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def append(self, event: ActionEvent | ObservationEvent) -> None:
+    def append(self, event: AnyEvent) -> None:
         # ensure_ascii: the model can send lone surrogates ("\ud800"), which UTF-8 cannot encode
         # but an escaped JSON string can carry, so the log records exactly what was sent.
         line = json.dumps(event.model_dump(mode="json"), ensure_ascii=True).encode("ascii") + b"\n"

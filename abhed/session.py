@@ -3,6 +3,10 @@
 Layout under $ABHED_HOME/sessions/<id>/: `events.jsonl` (see events.py) and `state.json`, replaced
 atomically after every call, so two `abhed tool` invocations sharing `--session` share the read-set.
 A `lock` file serialises processes that use one session at the same time.
+
+The log is the truth and state.json a cache of it: every observation carries what its call changed
+in the state (`changes_since`), so `rebuild_state` gets the read-set, cwd, plan and todos back from
+the log even when a crash came between an event and the save of state.json.
 """
 
 from __future__ import annotations
@@ -10,18 +14,20 @@ from __future__ import annotations
 import fcntl
 import re
 import secrets
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from hashlib import sha256
 from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
 from abhed.atomic import replace_file
-from abhed.events import ActionEvent, EventLog, ObservationEvent, now
+from abhed.events import AnyEvent, EventLog, ObservationEvent, now
 
 STATE_VERSION = 1
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -43,6 +49,24 @@ class ReadRecord(BaseModel):
     at: datetime
 
 
+class Plan(BaseModel):
+    """The model's plan (spec §9): written whole by the plan tool, re-injected after compaction."""
+
+    goal: str
+    steps: list[str]
+    notes: str = ""
+    version: int = 1
+
+
+TodoStatus = Literal["pending", "in_progress", "done"]
+
+
+class TodoItem(BaseModel):
+    id: str  # stable: assigned once, never reused in the session
+    content: str
+    status: TodoStatus = "pending"
+
+
 class SessionState(BaseModel):
     schema_version: int = STATE_VERSION
     id: str
@@ -50,6 +74,49 @@ class SessionState(BaseModel):
     workspace: str
     cwd: str
     reads: dict[str, ReadRecord] = {}
+    plan: Plan | None = None
+    todos: list[TodoItem] = []
+    next_todo_id: int = 1
+
+
+@dataclass(frozen=True)
+class StateMark:
+    """The parts of the state a tool call may change, as they were before it (see changes_since)."""
+
+    reads: dict[str, ReadRecord]
+    cwd: str
+    plan: Plan | None
+    todos: list[TodoItem]
+    next_todo_id: int
+
+
+def apply_changes(state: SessionState, changes: dict[str, Any]) -> None:
+    """Replay what one call changed (the `state` metadata of its observation) onto `state`."""
+    for path, record in changes.get("reads", {}).items():
+        state.reads[path] = ReadRecord.model_validate(record)
+    for path in changes.get("forgot", []):
+        state.reads.pop(path, None)
+    if "cwd" in changes:
+        state.cwd = changes["cwd"]
+    if "plan" in changes:
+        state.plan = Plan.model_validate(changes["plan"]) if changes["plan"] is not None else None
+    if "todos" in changes:
+        state.todos = [TodoItem.model_validate(item) for item in changes["todos"]]
+    if "next_todo_id" in changes:
+        state.next_todo_id = changes["next_todo_id"]
+
+
+def rebuild_state(state: SessionState, events: Iterable[AnyEvent]) -> SessionState:
+    """`state` (state.json, possibly a call behind) brought up to date from the log.
+
+    Each change is applied in log order, so the last word on any path, the plan or the todos is
+    the log's; what only state.json knows (sessions older than these records) is kept.
+    """
+    rebuilt = state.model_copy(deep=True)
+    for event in events:
+        if isinstance(event, ObservationEvent) and isinstance(event.metadata.get("state"), dict):
+            apply_changes(rebuilt, event.metadata["state"])
+    return rebuilt
 
 
 def digest(data: bytes) -> str:
@@ -64,6 +131,9 @@ def new_session_id() -> str:
 class Session:
     dir: Path
     state: SessionState
+    # Read-only tool calls may run in parallel threads: the read-set must not change while the
+    # state is being serialised.
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     @property
     def id(self) -> str:
@@ -73,12 +143,39 @@ class Session:
     def log(self) -> EventLog:
         return EventLog(self.dir / "events.jsonl")
 
-    def record(self, event: ActionEvent | ObservationEvent) -> None:
+    def record(self, event: AnyEvent) -> None:
         self.log.append(event)
 
     def save(self) -> None:
-        data = self.state.model_dump_json(indent=1).encode("utf-8")
-        replace_file(self.dir / "state.json", data, mode=0o600)
+        with self.lock:
+            data = self.state.model_dump_json(indent=1).encode("utf-8")
+            replace_file(self.dir / "state.json", data, mode=0o600)
+
+    # -- what a call changed, for the log ----------------------------------------------------------
+
+    def mark(self) -> StateMark:
+        with self.lock:
+            state = self.state
+            return StateMark(dict(state.reads), state.cwd, state.plan, list(state.todos), state.next_todo_id)
+
+    def changes_since(self, mark: StateMark) -> dict[str, Any]:
+        """What changed since `mark`, in the form apply_changes replays; {} when nothing did."""
+        with self.lock:
+            state, changes = self.state, {}
+            reads = {p: r.model_dump(mode="json") for p, r in state.reads.items() if mark.reads.get(p) != r}
+            forgot = [p for p in mark.reads if p not in state.reads]
+            if reads:
+                changes["reads"] = reads
+            if forgot:
+                changes["forgot"] = forgot
+            if state.cwd != mark.cwd:
+                changes["cwd"] = state.cwd
+            if state.plan != mark.plan:
+                changes["plan"] = state.plan.model_dump(mode="json") if state.plan else None
+            if state.todos != mark.todos or state.next_todo_id != mark.next_todo_id:
+                changes["todos"] = [item.model_dump(mode="json") for item in state.todos]
+                changes["next_todo_id"] = state.next_todo_id
+            return changes
 
     # -- the read-set ---------------------------------------------------------------------------
 
@@ -87,18 +184,16 @@ class Session:
 
         `data` is the whole content when the caller has it; None for files over HASH_LIMIT.
         """
-        self.state.reads[str(path)] = ReadRecord(
-            size=size,
-            mtime_ns=mtime_ns,
-            sha256=digest(data) if data is not None else None,
-            at=now(),
-        )
+        record = ReadRecord(size=size, mtime_ns=mtime_ns, sha256=digest(data) if data is not None else None, at=now())
+        with self.lock:
+            self.state.reads[str(path)] = record
 
     def last_read(self, path: Path) -> ReadRecord | None:
         return self.state.reads.get(str(path))
 
     def forget(self, path: Path) -> None:
-        self.state.reads.pop(str(path), None)
+        with self.lock:
+            self.state.reads.pop(str(path), None)
 
 
 def changed_since(record: ReadRecord, data: bytes | None, size: int, mtime_ns: int) -> bool:

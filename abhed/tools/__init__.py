@@ -8,10 +8,13 @@ from abhed.tools.base import Tool
 from abhed.tools.edit import Edit
 from abhed.tools.glob import Glob
 from abhed.tools.grep import Grep
+from abhed.tools.plan import PlanTool
 from abhed.tools.read import Read
+from abhed.tools.todo import TodoTool
 from abhed.tools.write import Write
 
 TOOLS: tuple[Tool, ...] = (Read(), Write(), Edit(), Glob(), Grep())
+TOOLS = (*TOOLS, PlanTool(), TodoTool())  # §9: the model's working memory, after the tools that act
 BY_NAME: dict[str, Tool] = {tool.name: tool for tool in TOOLS}
 
 
