@@ -1,0 +1,10 @@
+"""The model layer: talking to the site's OpenAI-compatible server (vLLM). It never touches files.
+
+client.py    ModelClient: /v1/models, /v1/chat/completions (streaming SSE or not), retries, errors
+sse.py       server-sent events framing
+errors.py    ModelError, ContextOverflow, ToolsUnsupported: messages that name the endpoint and the fix
+wire.py      Msg, Reply, ToolCall, Usage: the conversation as the loop and the adapters share it
+adapters.py  tool-call formats: native, hermes and qwen3_coder text protocols
+profiles.py  model profiles (offline_models/*.toml): window, output cap, format, sampling, vllm flags
+replay.py    ReplayServer: scripted turns in vLLM's wire format (abhed demo, the tests)
+"""

@@ -1,0 +1,300 @@
+"""An OpenAI-compatible chat client for the site's own model server (vLLM), over httpx.
+
+`models()` reads /v1/models (the served ids and vLLM's `max_model_len`); `chat()` posts to
+/v1/chat/completions, streaming by default: text deltas go to a callback as they arrive, tool-call
+argument fragments are joined by `index` (the last one may come in the chunk that carries
+`finish_reason`), and `stream_options.include_usage` brings the token counts in a final chunk.
+
+Faults the server or the network cause (refused or reset connections, timeouts, 5xx and 429, a
+stream cut mid-way, an error event inside the stream) are retried with exponential backoff: a
+completion has no side effects, and no tool runs before a reply is whole. The rest raise at once.
+Every error names the endpoint and what to check (errors.py).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import httpx
+
+from abhed.model.errors import ModelError, error_text, from_status, is_overflow, overflow
+from abhed.model.sse import data_events
+from abhed.model.wire import Reply, ToolCall, Usage, call_id
+
+T = TypeVar("T")
+TextSink = Callable[[str], None]
+RetrySink = Callable[[ModelError, int, float], None]  # the error, the attempt that failed, the wait before the next
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    id: str
+    max_model_len: int | None  # vLLM's context window; None when the server does not say
+
+
+class ModelClient:
+    def __init__(self, endpoint: str, *, api_key: str | None = None, timeout_s: float = 300.0,
+                 connect_timeout_s: float = 10.0, attempts: int = 4, backoff_s: float = 1.0,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.endpoint = endpoint.rstrip("/")
+        self.timeout_s = timeout_s
+        self.attempts = max(1, attempts)
+        self.backoff_s = backoff_s
+        self.sleep = sleep
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # trust_env=False: no proxy from the environment; Abhed talks to the configured endpoint only.
+        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s), headers=headers,
+                                  trust_env=False)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ModelClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- /v1/models -------------------------------------------------------------------------------
+
+    def models(self, on_retry: RetrySink | None = None) -> list[ServedModel]:
+        body = self._retrying(self._get_models, on_retry)
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, list):
+            raise ModelError(f"{self.endpoint}/models did not answer with a model list (got {str(body)[:200]!r}). "
+                             "Is this an OpenAI-compatible server? The endpoint usually ends in /v1.")
+        return [ServedModel(str(m["id"]), _int(m.get("max_model_len"))) for m in data if isinstance(m, dict) and "id" in m]
+
+    def _get_models(self) -> Any:
+        with self._faults():
+            response = self._http.get(self.endpoint + "/models")
+            if response.status_code != 200:
+                raise self._status_error(response)
+            return _json(response, self.endpoint)
+
+    # -- /v1/chat/completions -------------------------------------------------------------------------
+
+    def chat(self, body: dict[str, Any], *, stream: bool = True, on_text: TextSink | None = None,
+             on_reasoning: TextSink | None = None, on_retry: RetrySink | None = None) -> Reply:
+        """One completion. `body` is the request without `stream`; retries as the module says."""
+        body = {**body, "stream": stream}
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        # ensure_ascii: the conversation may hold lone surrogates the model once sent; escaped, they travel.
+        payload = json.dumps(body, ensure_ascii=True).encode("ascii")
+        if stream:
+            return self._retrying(lambda: self._stream(payload, on_text, on_reasoning), on_retry)
+        return self._retrying(lambda: self._complete(payload), on_retry)
+
+    def _stream(self, payload: bytes, on_text: TextSink | None, on_reasoning: TextSink | None) -> Reply:
+        with self._faults():
+            with self._http.stream("POST", self.endpoint + "/chat/completions", content=payload,
+                                   headers={"Content-Type": "application/json"}) as response:
+                if response.status_code != 200:
+                    response.read()
+                    raise self._status_error(response)
+                reply = Assembler(self.endpoint, on_text, on_reasoning)
+                done = False
+                for data in data_events(response.iter_lines()):
+                    if data.strip() == "[DONE]":
+                        done = True
+                        break
+                    try:
+                        chunk = json.loads(data)
+                    except ValueError:
+                        raise ModelError(f"The model server at {self.endpoint} sent a malformed stream event: "
+                                         f"{data[:200]!r}.", retryable=True) from None
+                    reply.feed(chunk)
+                return reply.finish(done)
+
+    def _complete(self, payload: bytes) -> Reply:
+        with self._faults():
+            response = self._http.post(self.endpoint + "/chat/completions", content=payload,
+                                       headers={"Content-Type": "application/json"})
+            if response.status_code != 200:
+                raise self._status_error(response)
+            body = _json(response, self.endpoint)
+        if not isinstance(body, dict):
+            raise ModelError(f"The model server at {self.endpoint} answered {str(body)[:200]!r}, not a completion.")
+        if "error" in body or body.get("object") == "error":
+            raise in_band_error(body, self.endpoint)
+        choices = body.get("choices") or [{}]
+        message = choices[0].get("message") or {}
+        calls = [ToolCall(id=c.get("id") or call_id(), name=(c.get("function") or {}).get("name") or "",
+                          arguments=_arguments((c.get("function") or {}).get("arguments")))
+                 for c in message.get("tool_calls") or []]
+        return Reply(text=message.get("content") or "", tool_calls=calls, finish_reason=choices[0].get("finish_reason"),
+                     usage=_usage(body.get("usage")),
+                     reasoning=message.get("reasoning_content") or message.get("reasoning") or "")
+
+    # -- faults ---------------------------------------------------------------------------------------
+
+    def _retrying(self, attempt: Callable[[], T], on_retry: RetrySink | None) -> T:
+        delay = self.backoff_s
+        for number in range(1, self.attempts + 1):
+            try:
+                return attempt()
+            except ModelError as exc:
+                if not exc.retryable or number == self.attempts:
+                    if exc.retryable and number > 1:
+                        exc.message = f"{exc.message} (tried {number} times)"
+                        exc.args = (exc.message,)
+                    raise
+                if on_retry is not None:
+                    on_retry(exc, number, delay)
+                self.sleep(delay)
+                delay = min(delay * 2, 30.0)
+        raise AssertionError("unreachable")
+
+    def _status_error(self, response: httpx.Response) -> ModelError:
+        try:
+            body: Any = response.json()
+        except ValueError:
+            body = response.text
+        return from_status(response.status_code, error_text(body), self.endpoint)
+
+    @contextmanager
+    def _faults(self) -> Iterator[None]:
+        where = self.endpoint
+        try:
+            yield
+        except httpx.ConnectTimeout:
+            raise ModelError(f"Timed out connecting to the model server at {where}. Check that the host is up and "
+                             "reachable from this machine (firewall, VPN) and that the endpoint is right.",
+                             retryable=True) from None
+        except httpx.ConnectError as exc:
+            raise ModelError(f"Cannot connect to the model server at {where} ({_reason(exc)}). Check that vLLM is "
+                             "running and listening there, and that the endpoint is right (--endpoint, ABHED_ENDPOINT "
+                             "or model.endpoint; vLLM serves http://HOST:8000/v1 by default).", retryable=True) from None
+        except httpx.ReadTimeout:
+            raise ModelError(f"The model server at {where} sent nothing for {self.timeout_s:g} s. It may be overloaded "
+                             "or the request queued behind others; check the vLLM logs, or raise model.timeout_s.",
+                             retryable=True) from None
+        except httpx.TimeoutException as exc:
+            raise ModelError(f"Timed out talking to the model server at {where} ({type(exc).__name__}).",
+                             retryable=True) from None
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            raise ModelError(f"The connection to the model server at {where} broke mid-reply ({_reason(exc)}). The "
+                             "server may have restarted or a proxy cut the stream; check the vLLM logs.",
+                             retryable=True) from None
+        except httpx.UnsupportedProtocol:
+            raise ModelError(f"The endpoint {where!r} is not an http:// or https:// URL. Set it like "
+                             "http://HOST:8000/v1 (--endpoint, ABHED_ENDPOINT or model.endpoint).") from None
+        except httpx.HTTPError as exc:
+            raise ModelError(f"Talking to the model server at {where} failed: {_reason(exc)}.") from None
+
+
+@dataclass
+class Assembler:
+    """Joins the chunks of one streamed completion into a Reply."""
+
+    endpoint: str
+    on_text: TextSink | None = None
+    on_reasoning: TextSink | None = None
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    calls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    finish_reason: str | None = None
+    usage: Usage | None = None
+
+    def feed(self, chunk: Any) -> None:
+        if not isinstance(chunk, dict):
+            raise ModelError(f"The model server at {self.endpoint} sent {str(chunk)[:200]!r} as a stream event.",
+                             retryable=True)
+        if "error" in chunk or chunk.get("object") == "error":
+            raise in_band_error(chunk, self.endpoint)
+        if chunk.get("usage"):
+            self.usage = _usage(chunk["usage"])
+        for choice in chunk.get("choices") or []:
+            if choice.get("index", 0) == 0:
+                self._choice(choice)
+
+    def _choice(self, choice: dict[str, Any]) -> None:
+        delta = choice.get("delta") or {}
+        thought = delta.get("reasoning_content") or delta.get("reasoning")
+        if thought:
+            self.reasoning.append(thought)
+            if self.on_reasoning:
+                self.on_reasoning(thought)
+        if delta.get("content"):
+            self.text.append(delta["content"])
+            if self.on_text:
+                self.on_text(delta["content"])
+        for part in delta.get("tool_calls") or []:
+            slot = self.calls.setdefault(part.get("index", len(self.calls)), {"id": None, "name": "", "args": []})
+            slot["id"] = slot["id"] or part.get("id")
+            function = part.get("function") or {}
+            name = function.get("name") or ""
+            # Servers send the name once; some repeat it whole or send it cumulatively: never double it.
+            slot["name"] = name if name.startswith(slot["name"]) else slot["name"] + name
+            if function.get("arguments"):
+                slot["args"].append(_arguments(function["arguments"]))
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+
+    def finish(self, done: bool) -> Reply:
+        if self.finish_reason is None and not done:
+            raise ModelError(f"The reply from the model server at {self.endpoint} stopped mid-way: the stream ended "
+                             "without a finish_reason or [DONE]. The server may have restarted; check the vLLM logs.",
+                             retryable=True)
+        calls = [ToolCall(id=slot["id"] or call_id(), name=slot["name"], arguments="".join(slot["args"]))
+                 for _, slot in sorted(self.calls.items())]
+        return Reply(text="".join(self.text), tool_calls=calls, finish_reason=self.finish_reason, usage=self.usage,
+                     reasoning="".join(self.reasoning))
+
+
+def in_band_error(body: dict[str, Any], endpoint: str) -> ModelError:
+    """An error sent as a stream event or as a 200 body: vLLM reports engine failures this way."""
+    message = error_text(body)
+    if is_overflow(message):
+        return overflow(message, endpoint)
+    inner = body.get("error") if isinstance(body.get("error"), dict) else body
+    code = inner.get("code") if isinstance(inner, dict) else None
+    status = int(code) if isinstance(code, int) or (isinstance(code, str) and code.isdigit()) else None
+    retryable = status is None or status >= 500 or status == 429
+    return ModelError(f"The model server at {endpoint} reported an error mid-reply: {message}"
+                      + ("" if retryable else ". The request itself was refused; this is a bug in Abhed or the server."),
+                      retryable=retryable, status=status)
+
+
+def _json(response: httpx.Response, endpoint: str) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        raise ModelError(f"The model server at {endpoint} answered with something that is not JSON: "
+                         f"{response.text[:200]!r}. Is the endpoint an OpenAI-compatible API (ending in /v1)?",
+                         retryable=True) from None
+
+
+def _arguments(value: Any) -> str:
+    """Arguments are a JSON string on the wire; a few servers send the object itself."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _usage(raw: Any) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+    prompt, completion = _int(raw.get("prompt_tokens")), _int(raw.get("completion_tokens"))
+    if prompt is None:
+        return None
+    return Usage(prompt, completion or 0)
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _reason(exc: Exception) -> str:
+    text = str(exc) or type(exc).__name__
+    if "Connection refused" in text:
+        return "connection refused"
+    if "reset" in text.lower():
+        return "connection reset"
+    return text[:200]

@@ -1,0 +1,90 @@
+"""Why a completion failed, in words that name the endpoint and what to check.
+
+`retryable` marks faults where asking again can help (the server was down, overloaded, or cut the
+stream). A chat completion has no side effects, so any of these may be retried; the caller decides
+how often. ContextOverflow is never retried as is: the conversation must shrink first.
+"""
+
+from __future__ import annotations
+
+import re
+
+
+class ModelError(Exception):
+    def __init__(self, message: str, *, retryable: bool = False, status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+        self.status = status
+
+
+class ContextOverflow(ModelError):
+    """The prompt plus the requested output does not fit the model's context window."""
+
+    def __init__(self, message: str, *, limit: int | None, requested: int | None) -> None:
+        super().__init__(message, retryable=False, status=400)
+        self.limit = limit
+        self.requested = requested
+
+
+class ToolsUnsupported(ModelError):
+    """The server was started without a tool-call parser, so it refuses `tools` with tool_choice auto."""
+
+
+_LIMIT = re.compile(r"maximum context length is (\d+)")
+_REQUESTED = (re.compile(r"you requested (\d+) tokens"), re.compile(r"for a total of at least (\d+) tokens"),
+              re.compile(r"your request has (\d+) input tokens"), re.compile(r"prompt contains at least (\d+) input"))
+_OVERFLOW_WORDS = ("maximum context length", "context_length_exceeded", "longer than the maximum model length",
+                   "is too long and exceeds limit")
+
+
+def is_overflow(message: str) -> bool:
+    lowered = message.lower()
+    return any(word in lowered for word in _OVERFLOW_WORDS)
+
+
+def overflow(message: str, endpoint: str) -> ContextOverflow:
+    limit = _LIMIT.search(message)
+    requested = next((m for m in (p.search(message) for p in _REQUESTED) if m), None)
+    return ContextOverflow(f"The conversation no longer fits the model's context window ({endpoint}): {message}",
+                           limit=int(limit.group(1)) if limit else None,
+                           requested=int(requested.group(1)) if requested else None)
+
+
+def error_text(body: object) -> str:
+    """The message in an error body: vLLM's `{"error": {"message"}}`, its older flat
+    `{"object": "error", "message"}`, or whatever text the server sent."""
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict):
+            return str(inner.get("message") or inner.get("detail") or inner)
+        if isinstance(inner, str):
+            return inner
+        if "detail" in body:
+            return str(body["detail"])
+    return str(body)[:2000]
+
+
+def from_status(status: int, message: str, endpoint: str) -> ModelError:
+    """The error for an HTTP status and the server's message."""
+    if status in (400, 413) and is_overflow(message):
+        return overflow(message, endpoint)
+    if status == 400 and "enable-auto-tool-choice" in message:
+        return ToolsUnsupported(
+            f"The model server at {endpoint} refuses tool calls: {message}. Start vLLM with the flags of the model's "
+            "profile (`abhed models` shows them, e.g. --enable-auto-tool-choice --tool-call-parser hermes), or let "
+            "Abhed describe the tools in the prompt instead: model.tool_format = \"hermes\" (ABHED_TOOL_FORMAT).",
+            status=status)
+    if status in (401, 403):
+        return ModelError(f"The model server at {endpoint} refused the credentials (HTTP {status}: {message}). Check "
+                          "the API key: model.api_key or ABHED_API_KEY must match vLLM's --api-key.", status=status)
+    if status == 404:
+        hint = ("" if endpoint.rstrip("/").endswith("/v1") else
+                f" The endpoint usually ends in /v1: try {endpoint.rstrip('/')}/v1.")
+        return ModelError(f"Not found at {endpoint} (HTTP 404: {message}). Check the endpoint and the model name "
+                          f"(`abhed doctor` lists what the server serves).{hint}", status=status)
+    if status == 429 or status >= 500:
+        return ModelError(f"The model server at {endpoint} failed (HTTP {status}: {message}). It may be overloaded or "
+                          "restarting; check the vLLM logs.", retryable=True, status=status)
+    return ModelError(f"The model server at {endpoint} rejected the request (HTTP {status}: {message}).",
+                      status=status)

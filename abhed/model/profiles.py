@@ -1,0 +1,98 @@
+"""Model profiles: what Abhed needs to know about a model family, one TOML file each in offline_models/.
+
+A profile gives the context window and output cap, the tool-call format, sampling defaults and the
+exact `vllm serve` command that serves the family with tool calling. The profile is chosen from the
+id the server reports at /v1/models (the longest matching pattern wins, so `*deepseek-v3.1*` beats
+`*deepseek-v3*`); the operator can name one instead (model.profile, --profile). A model no profile
+matches gets the `generic` one, and the run says so.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from fnmatch import fnmatchcase
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+GENERIC = "generic"
+
+
+class Sampling(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    presence_penalty: float | None = None
+
+    def fields(self) -> dict[str, float | int]:
+        """Request fields for the values the profile sets (top_k and the rest are vLLM extensions)."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class Profile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    family: str
+    match: list[str] = []  # case-insensitive globs over the served model id
+    context_window: int = Field(ge=1024)  # used when the server does not report max_model_len
+    max_output_tokens: int = Field(ge=256)
+    tool_format: Literal["native", "hermes", "qwen3_coder"] = "native"
+    text_format: Literal["hermes", "qwen3_coder"] = "hermes"  # when the server has no tool-call parser
+    sampling: Sampling = Sampling()
+    vllm_serve: str
+    notes: str = ""
+
+    def score(self, model_id: str) -> int:
+        """How specifically this profile matches `model_id`: the longest matching pattern, 0 if none."""
+        lowered = model_id.lower()
+        return max((len(p.replace("*", "")) for p in self.match if fnmatchcase(lowered, p.lower())), default=0)
+
+
+class ProfileError(Exception):
+    """A profile file is broken or a profile name is unknown; the message says which and why."""
+
+
+def profile_files() -> list[tuple[str, str]]:
+    """(file name, text) of every profile shipped in the offline_models package."""
+    root = resources.files("offline_models")
+    return sorted((entry.name, entry.read_text(encoding="utf-8")) for entry in root.iterdir()
+                  if entry.name.endswith(".toml"))
+
+
+def parse(name: str, text: str) -> Profile:
+    try:
+        return Profile.model_validate(tomllib.loads(text))
+    except (tomllib.TOMLDecodeError, ValidationError) as exc:
+        raise ProfileError(f"The model profile {name} is invalid: {exc}") from exc
+
+
+def load(extra_dir: Path | None = None) -> dict[str, Profile]:
+    """All profiles by name: the shipped ones, then the operator's from `extra_dir` (same name wins)."""
+    files = profile_files()
+    if extra_dir is not None and extra_dir.is_dir():
+        files += sorted((p.name, p.read_text(encoding="utf-8")) for p in extra_dir.glob("*.toml"))
+    profiles: dict[str, Profile] = {}
+    for name, text in files:
+        profile = parse(name, text)
+        profiles[profile.name] = profile
+    return profiles
+
+
+def choose(model_id: str, profiles: dict[str, Profile], override: str | None = None) -> tuple[Profile, bool]:
+    """The profile for `model_id` and whether it was matched (False: the generic fallback)."""
+    if override:
+        if override not in profiles:
+            raise ProfileError(f"Unknown model profile {override!r}; the profiles are: {', '.join(sorted(profiles))} "
+                               "(`abhed models` describes them).")
+        return profiles[override], True
+    best = max(profiles.values(), key=lambda p: p.score(model_id))
+    if best.score(model_id) > 0:
+        return best, True
+    return profiles[GENERIC], False

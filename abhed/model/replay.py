@@ -1,0 +1,317 @@
+"""A model server that replays scripted turns, speaking vLLM's OpenAI wire format over real HTTP.
+
+`abhed demo` drives the real agent with it on a machine that has no model server, and the tests
+use it as their fake vLLM: the same chunk shapes (a role chunk, content and `reasoning_content`
+deltas, tool calls announced with id and name and their arguments sent in fragments, the last one
+in the chunk that carries `finish_reason`), the usage chunk with `choices: []` when
+`stream_options.include_usage` asks for it, `data: [DONE]`, chunked transfer encoding, vLLM's error
+bodies, its context-length 400 and its refusal of `tools` when started without a tool parser.
+
+A turn can also be a fault: an HTTP status with an error body, a reset connection, a stream cut
+mid-way, an error event inside the stream, a stall, a context-length refusal. When the request
+carries no `tools` (a text-protocol adapter), scripted calls are written into the text in the form
+the system prompt asked for, as a model would.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from abhed.model.adapters import Qwen3CoderAdapter, TextAdapter
+from abhed.model.wire import ToolCall
+
+TOOL_PARSER_REFUSAL = ('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set')
+
+
+@dataclass
+class Turn:
+    """One scripted reply: text, calls (tool name and arguments, a dict or a raw string sent as is),
+    optional reasoning; or a `fault` instead (see Replay.FAULTS)."""
+
+    text: str = ""
+    calls: list[tuple[str, Any]] = field(default_factory=list)
+    reasoning: str = ""
+    finish_reason: str | None = None
+    fault: str | None = None
+    usage: bool = True
+
+
+Script = Sequence[Turn] | Callable[[dict[str, Any]], Turn]
+
+
+def estimate_tokens(value: Any) -> int:
+    """The fake tokenizer: four characters of JSON a token."""
+    return len(json.dumps(value, ensure_ascii=False)) // 4 + 1
+
+
+class ReplayServer:
+    """Serves a script on 127.0.0.1 (a free port). Use as a context manager; `url` is the endpoint."""
+
+    FAULTS = ("status:CODE", "flat:CODE", "reset", "cut", "cut_clean", "error_event", "stall", "overflow", "garbage")
+
+    def __init__(self, script: Script, *, model_id: str = "replay/abhed-demo", max_model_len: int | None = 32768,
+                 tool_parser: bool = True, chunk_chars: int = 16, delay_s: float = 0.0, stall_s: float = 2.0,
+                 report_max_model_len: bool = True) -> None:
+        self.script = script
+        self.model_id = model_id
+        self.max_model_len = max_model_len
+        self.report_max_model_len = report_max_model_len
+        self.tool_parser = tool_parser
+        self.chunk_chars = chunk_chars
+        self.delay_s = delay_s
+        self.stall_s = stall_s
+        self.requests: list[dict[str, Any]] = []
+        self.handler_seconds: list[float] = []  # time spent answering each completion (the "model's time")
+        self._turn = 0
+        self._lock = threading.Lock()
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._http.daemon_threads = True
+        self._http.replay = self  # type: ignore[attr-defined]
+        self._thread = threading.Thread(target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._http.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> ReplayServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._http.shutdown()
+        self._http.server_close()
+
+    def next_turn(self, body: dict[str, Any]) -> Turn | None:
+        with self._lock:
+            self.requests.append(body)
+            if callable(self.script):
+                return self.script(body)
+            if self._turn >= len(self.script):
+                return None
+            self._turn += 1
+            return self.script[self._turn - 1]
+
+    def models_body(self) -> dict[str, Any]:
+        card: dict[str, Any] = {"id": self.model_id, "object": "model", "created": int(time.time()),
+                                "owned_by": "vllm", "root": self.model_id, "parent": None, "permission": []}
+        if self.report_max_model_len and self.max_model_len:
+            card["max_model_len"] = self.max_model_len
+        return {"object": "list", "data": [card]}
+
+
+def error_body(message: str, status: int, kind: str = "BadRequestError", flat: bool = False) -> dict[str, Any]:
+    """vLLM's error body: `{"error": {...}}`, or its older flat form."""
+    inner = {"message": message, "type": kind, "param": None, "code": status}
+    return {"object": "error", **inner} if flat else {"error": inner}
+
+
+def _text_calls(body: dict[str, Any], calls: list[ToolCall]) -> str:
+    system = next((m.get("content") or "" for m in body.get("messages", []) if m.get("role") == "system"), "")
+    adapter = Qwen3CoderAdapter([]) if "<function=" in system else TextAdapter([])
+    return "\n".join(adapter.format_call(call) for call in calls)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: ThreadingHTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        pass
+
+    @property
+    def replay(self) -> ReplayServer:
+        return self.server.replay  # type: ignore[attr-defined,no-any-return]
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.path.rstrip("/") == "/v1/models":
+            self._json(200, self.replay.models_body())
+        else:
+            self._json(404, error_body(f"Not Found: {self.path}", 404, "NotFoundError"))
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self._json(404, error_body(f"Not Found: {self.path}", 404, "NotFoundError"))
+            return
+        body = json.loads(raw)
+        started = time.perf_counter()
+        try:
+            self._complete(body)
+        finally:
+            self.replay.handler_seconds.append(time.perf_counter() - started)
+
+    # -- one completion -------------------------------------------------------------------------
+
+    def _complete(self, body: dict[str, Any]) -> None:
+        replay = self.replay
+        if body.get("tools") and body.get("tool_choice", "auto") == "auto" and not replay.tool_parser:
+            self._json(400, error_body(TOOL_PARSER_REFUSAL, 400))
+            return
+        prompt = estimate_tokens(body.get("messages", [])) + (estimate_tokens(body["tools"]) if body.get("tools") else 0)
+        wanted = body.get("max_tokens") or 0
+        if replay.max_model_len and prompt + wanted > replay.max_model_len:
+            self._json(400, error_body(_overflow_message(replay.max_model_len, prompt, wanted), 400))
+            return
+        turn = replay.next_turn(body)
+        if turn is None:
+            self._json(400, error_body(f"replay script exhausted after {len(replay.requests) - 1} requests", 400))
+            return
+        if turn.fault and self._fault(turn.fault, replay, prompt, wanted):
+            return
+        calls = [ToolCall(f"chatcmpl-tool-{uuid.uuid4().hex}", name,
+                          args if isinstance(args, str) else json.dumps(args)) for name, args in turn.calls]
+        text = turn.text
+        if calls and not body.get("tools"):
+            text = (text + "\n" + _text_calls(body, calls)).strip()
+            calls = []
+        finish = turn.finish_reason or ("tool_calls" if calls else "stop")
+        completion = estimate_tokens([text, turn.reasoning, [c.arguments for c in calls]])
+        usage = {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion}
+        if body.get("stream"):
+            self._stream(body, turn, text, calls, finish, usage)
+        else:
+            self._json(200, _completion(replay.model_id, text, turn.reasoning, calls, finish, usage))
+
+    def _fault(self, fault: str, replay: ReplayServer, prompt: int, wanted: int) -> bool:
+        """Act out a fault; True when the request is answered (or dropped) by it."""
+        kind, _, arg = fault.partition(":")
+        if kind in ("status", "flat"):
+            status = int(arg)
+            self._json(status, error_body(f"replayed fault: HTTP {status}", status,
+                                          "InternalServerError" if status >= 500 else "BadRequestError", kind == "flat"))
+        elif kind == "overflow":
+            self._json(400, error_body(_overflow_message(replay.max_model_len or 4096, prompt, wanted), 400))
+        elif kind == "reset":
+            self._reset()
+        elif kind == "stall":
+            time.sleep(replay.stall_s)
+            self._reset()
+        elif kind in ("cut", "cut_clean", "error_event", "garbage"):
+            self._start_stream()
+            self._event(_chunk(replay.model_id, {"role": "assistant", "content": ""}))
+            self._event(_chunk(replay.model_id, {"content": "Let me look"}))
+            if kind == "cut":
+                self._reset()
+                return True
+            if kind == "error_event":
+                self._event(error_body("EngineCore encountered an issue. See stack trace for the root cause.", 500,
+                                       "InternalServerError"))
+                self._send("data: [DONE]\n\n")
+            elif kind == "garbage":
+                self._send("data: {not json\n\n")
+            self._send_raw(b"0\r\n\r\n")
+        else:
+            return False
+        return True
+
+    def _stream(self, body: dict[str, Any], turn: Turn, text: str, calls: list[ToolCall], finish: str,
+                usage: dict[str, int]) -> None:
+        replay, model = self.replay, self.replay.model_id
+        self._start_stream()
+        self._event(_chunk(model, {"role": "assistant", "content": ""}))
+        for piece in _pieces(turn.reasoning, replay.chunk_chars):
+            self._event(_chunk(model, {"reasoning_content": piece}))
+        for piece in _pieces(text, replay.chunk_chars):
+            self._event(_chunk(model, {"content": piece}))
+        last: dict[str, Any] = {}
+        for index, call in enumerate(calls):
+            self._event(_chunk(model, {"tool_calls": [{"id": call.id, "type": "function", "index": index,
+                                                        "function": {"name": call.name}}]}))
+            fragments = _pieces(call.arguments, max(1, len(call.arguments) // 3 + 1))
+            final = index == len(calls) - 1
+            for number, fragment in enumerate(fragments):
+                delta = {"tool_calls": [{"index": index, "function": {"arguments": fragment}}]}
+                if final and number == len(fragments) - 1:
+                    last = delta  # vLLM sends what its parser held back with finish_reason
+                else:
+                    self._event(_chunk(model, delta))
+        self._event(_chunk(model, last, finish))
+        if turn.usage and (body.get("stream_options") or {}).get("include_usage"):
+            self._event({"id": _id(), "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+                         "choices": [], "usage": usage})
+        self._send("data: [DONE]\n\n")
+        self._send_raw(b"0\r\n\r\n")
+
+    # -- the bytes on the wire ----------------------------------------------------------------------
+
+    def _json(self, status: int, obj: Any) -> None:
+        data = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def _event(self, obj: Any) -> None:
+        self._send("data: " + json.dumps(obj, separators=(",", ":")) + "\n\n")
+        if self.replay.delay_s:
+            time.sleep(self.replay.delay_s)
+
+    def _send(self, text: str) -> None:
+        data = text.encode()
+        self._send_raw(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def _send_raw(self, data: bytes) -> None:
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def _reset(self) -> None:
+        """Drop the connection with a TCP reset, as a crashed server or a cut cable would."""
+        try:
+            self.wfile.flush()
+        except OSError:
+            pass
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
+        self.close_connection = True
+
+
+def _id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex}"
+
+
+def _chunk(model: str, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {"id": _id(), "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish,
+                         **({"stop_reason": None} if finish else {})}]}
+
+
+def _completion(model: str, text: str, reasoning: str, calls: list[ToolCall], finish: str,
+                usage: dict[str, int]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text or None, "reasoning_content": reasoning or None,
+                               "tool_calls": [{"id": c.id, "type": "function",
+                                               "function": {"name": c.name, "arguments": c.arguments}} for c in calls]}
+    return {"id": _id(), "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish,
+                         "stop_reason": None}], "usage": usage}
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)] if text else []
+
+
+def _overflow_message(limit: int, prompt: int, wanted: int) -> str:
+    return (f"This model's maximum context length is {limit} tokens. However, you requested {prompt + wanted} tokens "
+            f"({prompt} in the messages, {wanted} in the completion). Please reduce the length of the messages or "
+            "completion.")

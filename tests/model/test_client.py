@@ -1,0 +1,149 @@
+"""The model client against a real HTTP server speaking vLLM's wire format: chunks, usage, faults."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from abhed.model.client import ModelClient
+from abhed.model.errors import ContextOverflow, ModelError, ToolsUnsupported
+from abhed.model.replay import ReplayServer, Turn
+
+BODY = {"model": "replay/abhed-demo", "messages": [{"role": "user", "content": "hi"}]}
+TOOLS = [{"type": "function", "function": {"name": n, "parameters": {}}} for n in ("read", "glob")]
+WITH_TOOLS = {**BODY, "tools": TOOLS, "tool_choice": "auto"}
+
+
+def client(server: ReplayServer, **kw) -> ModelClient:
+    return ModelClient(server.url, backoff_s=0, **kw)
+
+
+def test_streamed_text_arrives_in_deltas_and_usage_comes_from_the_last_chunk():
+    with ReplayServer([Turn(text="Hello there, this is streamed text.")], chunk_chars=5) as server:
+        deltas: list[str] = []
+        reply = client(server).chat(BODY, on_text=deltas.append)
+    assert reply.text == "Hello there, this is streamed text." and len(deltas) > 3
+    assert reply.finish_reason == "stop" and reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
+    request = server.requests[0]
+    assert request["stream"] is True and request["stream_options"] == {"include_usage": True}
+
+
+def test_tool_call_fragments_are_joined_by_index_including_the_one_in_the_finish_chunk():
+    args_a = {"path": "/w/a.py", "limit": 20}
+    args_b = {"pattern": "**/*.py"}
+    with ReplayServer([Turn(text="Reading.", calls=[("read", args_a), ("glob", args_b)])]) as server:
+        reply = client(server).chat(WITH_TOOLS)
+    assert [(c.name, json.loads(c.arguments)) for c in reply.tool_calls] == [("read", args_a), ("glob", args_b)]
+    assert all(c.id.startswith("chatcmpl-tool-") for c in reply.tool_calls) and reply.finish_reason == "tool_calls"
+
+
+def test_reasoning_deltas_are_kept_apart_from_the_text():
+    with ReplayServer([Turn(text="Done.", reasoning="Thinking about it.")]) as server:
+        thoughts: list[str] = []
+        reply = client(server).chat(BODY, on_reasoning=thoughts.append)
+    assert reply.text == "Done." and reply.reasoning == "Thinking about it." and "".join(thoughts) == reply.reasoning
+
+
+def test_the_non_streaming_path_gives_the_same_reply():
+    with ReplayServer([Turn(text="Plain.", calls=[("read", {"path": "/w/x"})])]) as server:
+        reply = client(server).chat(WITH_TOOLS, stream=False)
+    assert reply.text == "Plain." and reply.tool_calls[0].name == "read" and reply.usage.prompt_tokens > 0
+    assert server.requests[0]["stream"] is False and "stream_options" not in server.requests[0]
+
+
+def test_models_lists_ids_and_the_context_window():
+    with ReplayServer([], model_id="Qwen/Qwen2.5-Coder-7B-Instruct", max_model_len=16384) as server:
+        [served] = client(server).models()
+    assert served.id == "Qwen/Qwen2.5-Coder-7B-Instruct" and served.max_model_len == 16384
+
+
+@pytest.mark.parametrize("fault", ["status:503", "status:502", "status:429", "flat:500", "reset", "cut", "cut_clean",
+                                   "error_event", "garbage"])
+def test_transient_faults_are_retried_and_the_retry_is_reported(fault):
+    with ReplayServer([Turn(fault=fault), Turn(text="recovered")]) as server:
+        retries = []
+        reply = client(server).chat(BODY, on_retry=lambda exc, n, wait: retries.append((n, exc.message)))
+    assert reply.text == "recovered" and len(retries) == 1 and server.url in retries[0][1]
+
+
+def test_a_stall_past_the_read_timeout_is_retried():
+    with ReplayServer([Turn(fault="stall"), Turn(text="late but fine")], stall_s=1.0) as server:
+        retries = []
+        reply = client(server, timeout_s=0.2).chat(BODY, on_retry=lambda e, n, w: retries.append(e.message))
+    assert reply.text == "late but fine" and "sent nothing for 0.2 s" in retries[0]
+
+
+def test_persistent_5xx_gives_up_with_the_endpoint_the_status_and_the_attempts():
+    with ReplayServer([Turn(fault="status:503")] * 3) as server:
+        with pytest.raises(ModelError) as caught:
+            client(server, attempts=3).chat(BODY)
+    message = caught.value.message
+    assert server.url in message and "HTTP 503" in message and "tried 3 times" in message and "vLLM logs" in message
+
+
+def test_connection_refused_names_the_endpoint_and_what_to_check():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    endpoint = f"http://127.0.0.1:{port}/v1"
+    waits = []
+    with pytest.raises(ModelError) as caught:
+        ModelClient(endpoint, backoff_s=0.5, attempts=3, sleep=waits.append).chat(BODY)
+    message = caught.value.message
+    assert f"Cannot connect to the model server at {endpoint} (connection refused)" in message
+    assert "--endpoint" in message and "ABHED_ENDPOINT" in message and "tried 3 times" in message
+    assert waits == [0.5, 1.0]  # exponential backoff between attempts
+
+
+def test_context_length_400_is_a_context_overflow_with_the_limit_and_is_not_retried():
+    with ReplayServer([Turn(fault="overflow")], max_model_len=4096) as server:
+        with pytest.raises(ContextOverflow) as caught:
+            client(server).chat(BODY)
+    assert caught.value.limit == 4096 and caught.value.requested is not None and len(server.requests) == 1
+
+
+def test_a_request_over_max_model_len_is_refused_like_vllm_does():
+    with ReplayServer([Turn(text="never")], max_model_len=2000) as server:
+        with pytest.raises(ContextOverflow) as caught:
+            client(server).chat({**BODY, "max_tokens": 1995})
+    assert caught.value.limit == 2000 and "maximum context length is 2000 tokens" in caught.value.message
+
+
+def test_a_server_without_a_tool_parser_is_explained():
+    with ReplayServer([Turn(text="x")], tool_parser=False) as server:
+        with pytest.raises(ToolsUnsupported) as caught:
+            client(server).chat({**BODY, "tools": [{"type": "function", "function": {"name": "read"}}],
+                                 "tool_choice": "auto"})
+    message = caught.value.message
+    assert "--enable-auto-tool-choice" in message and "abhed models" in message and 'tool_format = "hermes"' in message
+
+
+def test_client_errors_are_not_retried_and_say_what_to_check():
+    with ReplayServer([Turn(fault="status:401")]) as server:
+        with pytest.raises(ModelError) as caught:
+            client(server).chat(BODY)
+    assert "API key" in caught.value.message and "ABHED_API_KEY" in caught.value.message and not caught.value.retryable
+    assert len(server.requests) == 1
+
+
+def test_a_wrong_path_suggests_v1():
+    with ReplayServer([]) as server:
+        with pytest.raises(ModelError) as caught:
+            ModelClient(server.url.removesuffix("/v1"), backoff_s=0).models()
+    assert "HTTP 404" in caught.value.message and "try " + server.url in caught.value.message
+
+
+def test_an_endpoint_without_a_scheme_is_explained():
+    with pytest.raises(ModelError) as caught:
+        ModelClient("localhost:8000/v1", backoff_s=0).models()
+    assert "not an http:// or https:// URL" in caught.value.message
+
+
+def test_the_script_running_out_is_a_clear_non_retried_error():
+    with ReplayServer([]) as server:
+        with pytest.raises(ModelError) as caught:
+            client(server).chat(BODY)
+    assert "replay script exhausted" in caught.value.message and len(server.requests) == 1
