@@ -10,7 +10,7 @@ import click
 
 from abhed import __version__, config, dispatch
 from abhed.approval import MODES, Gate, Policy
-from abhed.events import ActionEvent, ObservationEvent
+from abhed.events import ActionEvent, CompactionEvent, MessageEvent, ObservationEvent, RunEvent
 from abhed.paths import PathPolicy
 from abhed.session import SessionError, SessionStore
 from abhed.tools import BY_NAME, TOOLS, definitions
@@ -155,3 +155,236 @@ def sessions_show(session_id: str, as_json: bool, full: bool) -> None:
             status = "error" if event.is_error else "ok"
             body = event.content if full else _preview(event.content)
             click.echo(f"{indent}    -> {status} {event.duration_ms:.0f} ms: {body}")
+        elif isinstance(event, MessageEvent):
+            who = event.role if event.origin in ("user", "model") else f"{event.role} ({event.origin})"
+            body = event.content if full else _preview(event.content)
+            calls = f" [{len(event.tool_calls)} call{'s' * (len(event.tool_calls) != 1)}]" if event.tool_calls else ""
+            click.echo(f"{indent}{stamp} [{event.agent_id}] {who}: {body}{calls}")
+        elif isinstance(event, CompactionEvent):
+            click.echo(f"{indent}{stamp} [{event.agent_id}] compacted ({event.method} summary): about "
+                       f"{event.tokens_before} -> {event.tokens_after} tokens")
+        elif isinstance(event, RunEvent):
+            detail = f": {_preview(event.detail)}" if event.detail else ""
+            click.echo(f"{indent}{stamp} [{event.agent_id}] run {event.status}{detail}")
+
+
+# -- the agent: run, chat, resume, demo, doctor, models ------------------------------------------
+
+
+def _agent_options(function):  # type: ignore[no-untyped-def]
+    """The flags every agent command shares; they override the config file and the environment."""
+    options = [
+        click.option("--workspace", type=click.Path(file_okay=False, path_type=Path), default=".",
+                     help="The workspace root (default: the current directory)."),
+        click.option("--mode", type=click.Choice(MODES), help="Approval mode (default: approval.mode, else ask)."),
+        click.option("--endpoint", help="Model server, e.g. http://gpu1:8000/v1 (default: model.endpoint)."),
+        click.option("--model", "model_name", help="Served model id (default: the first the server lists)."),
+        click.option("--profile", help="Model profile name (default: chosen from the model id; see `abhed models`)."),
+        click.option("--tool-format", type=click.Choice(["auto", "native", "hermes", "qwen3_coder"]),
+                     help="How tool calls travel (default: the profile's, falling back to text if the server "
+                          "has no tool parser)."),
+        click.option("--max-turns", type=click.IntRange(1), help="Budget: model replies per run."),
+        click.option("--max-tokens", type=click.IntRange(1000), help="Budget: prompt+completion tokens per run."),
+        click.option("--max-time", type=click.FloatRange(min=1), help="Budget: wall-clock seconds per run."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def _launch_settings(kw: dict) -> config.Settings:
+    from abhed import launch
+    try:
+        return launch.settings(endpoint=kw["endpoint"], model=kw["model_name"], profile=kw["profile"],
+                               tool_format=kw["tool_format"], mode=kw["mode"], max_turns=kw["max_turns"],
+                               max_tokens=kw["max_tokens"], max_time=kw["max_time"])
+    except launch.LaunchError as exc:
+        _fail(str(exc))
+        raise
+
+
+def _open_model(settings: config.Settings, display):  # type: ignore[no-untyped-def]
+    from abhed import launch
+    from abhed.model.errors import ModelError
+    from abhed.model.profiles import ProfileError
+    try:
+        return launch.open_model(settings, display)
+    except (ModelError, ProfileError) as exc:
+        click.echo(f"abhed: {exc}", err=True)
+        sys.exit(1)
+
+
+def _finish(outcome, session_id: str) -> None:  # type: ignore[no-untyped-def]
+    """Print a run's result: the answer on stdout, why it stopped on stderr; exit with its status."""
+    if outcome.answer:
+        click.echo(outcome.answer)
+    if outcome.status != "done":
+        click.echo(f"abhed: {outcome.detail} (session {session_id})", err=True)
+    sys.exit(outcome.exit_code)
+
+
+def _run_prompt(kw: dict, prompt: str | None, session_id: str | None, must_exist: bool) -> None:
+    from abhed import launch
+    from abhed.display import Progress
+    settings = _launch_settings(kw)
+    display = Progress()
+    model = _open_model(settings, display)
+    try:
+        with launch.agent_in_session(settings, kw["workspace"], session_id, model, display,
+                                     must_exist=must_exist) as (agent, unfinished):
+            session = agent.ctx.session.id
+            display.notice(f"session {session}; {model.describe()}; mode {agent.gate.policy.mode}")
+            if prompt is None and not unfinished:
+                _fail(f"Session {session} finished its last run; nothing to continue. Give a PROMPT to go on with it, "
+                      f"or chat: abhed chat --session {session}")
+            outcome = agent.run(prompt)
+    except launch.LaunchError as exc:
+        _fail(str(exc))
+    finally:
+        model.client.close()
+    _finish(outcome, session)
+
+
+@main.command()
+@click.argument("prompt")
+@_agent_options
+@click.option("--session", "session_id", help="Continue this session (default: a new one).")
+def run(prompt: str, session_id: str | None, **kw) -> None:  # type: ignore[no-untyped-def]
+    """Work on PROMPT without asking anyone, then print the answer.
+
+    Progress goes to stderr, the final answer to stdout. Calls that need approval are refused
+    unless the mode or the operator's allow rules permit them (see --mode). Exit status: 0 done,
+    1 failed (the model server could not be used), 2 bad invocation, 3 a budget ran out, 130 interrupted.
+    """
+    _run_prompt(kw, prompt, session_id, must_exist=False)
+
+
+@main.command()
+@click.argument("session_id")
+@click.argument("prompt", required=False)
+@_agent_options
+def resume(session_id: str, prompt: str | None, **kw) -> None:  # type: ignore[no-untyped-def]
+    """Continue session SESSION_ID from its event log: conversation, read-set, plan and todos.
+
+    Without PROMPT, finishes the run that was cut short (a crash, kill, interrupt or budget);
+    with PROMPT, works on it in the same conversation. Output and exit status as `abhed run`;
+    `abhed chat --session ID` continues it interactively instead.
+    """
+    _run_prompt(kw, prompt, session_id, must_exist=True)
+
+
+@main.command()
+@_agent_options
+@click.option("--session", "session_id", help="Continue this session (default: a new one).")
+def chat(session_id: str | None, **kw) -> None:  # type: ignore[no-untyped-def]
+    """Work with the agent interactively: streamed replies, approval prompts, a live todo list.
+
+    Ctrl-C stops the current turn and returns to the prompt; Ctrl-D (or /exit) ends the session.
+    """
+    from abhed import launch
+    from abhed.display import Chat
+    settings = _launch_settings(kw)
+    display = Chat()
+    model = _open_model(settings, display)
+    try:
+        with launch.agent_in_session(settings, kw["workspace"], session_id, model, display,
+                                     ask_human=display.ask) as (agent, unfinished):
+            _chat_loop(agent, display, unfinished)
+    except launch.LaunchError as exc:
+        _fail(str(exc))
+    finally:
+        model.client.close()
+
+
+def _chat_loop(agent, display, unfinished: bool) -> None:  # type: ignore[no-untyped-def]
+    from abhed.launch import budget
+    console = display.console
+    session = agent.ctx.session
+    console.print(f"[bold]abhed[/] session [cyan]{session.id}[/] in {agent.ctx.paths.workspace}")
+    console.print(f"[dim]{agent.model.describe()}; mode {agent.gate.policy.mode}. Ctrl-C stops a turn, Ctrl-D or "
+                  "/exit ends the session.[/]")
+    if session.state.todos:
+        display.todos(session.state.todos)
+    if unfinished:
+        console.print("[yellow]The last run of this session was cut short: press Enter to let it continue.[/]")
+    while True:
+        try:
+            text = console.input("[bold green]> [/]").strip()
+        except (EOFError, KeyboardInterrupt):
+            console.print()
+            return
+        if text in ("/exit", "/quit"):
+            return
+        if not text and not unfinished:
+            continue
+        agent.budget = budget(agent.ctx.settings)  # the budgets are per prompt
+        outcome = agent.run(text or None)
+        unfinished = False
+        if outcome.status == "done":
+            console.print()
+        else:
+            display.notice(outcome.detail + (f"\n{outcome.answer}" if outcome.answer else ""))
+
+
+@main.command()
+@click.option("--keep", is_flag=True, help="Keep the throwaway workspace afterwards (its path is printed).")
+@click.option("--fast", is_flag=True, help="Replay at once instead of at reading pace.")
+def demo(keep: bool, fast: bool) -> None:
+    """Watch the agent fix a small bug, with no model server needed.
+
+    A scripted model (a replay server on 127.0.0.1 speaking vLLM's wire format) drives the real
+    loop, tools, sandbox and event log in a throwaway workspace.
+    """
+    from abhed.demo import run_demo
+    sys.exit(run_demo(keep=keep, fast=fast))
+
+
+@main.command()
+@click.option("--endpoint", help="Model server to check (default: model.endpoint).")
+@click.option("--model", "model_name", help="Served model id to check (default: the first the server lists).")
+@click.option("--profile", help="Model profile to use (default: chosen from the model id).")
+def doctor(endpoint: str | None, model_name: str | None, profile: str | None) -> None:
+    """Check that Abhed can work here: model server, model, context, tool calling, sandbox, rg.
+
+    Each line says OK, or what is wrong and how to fix it. Exit status 0 when nothing failed.
+    """
+    from abhed import launch
+    from abhed.doctor import checks
+    try:
+        settings = launch.settings(endpoint=endpoint, model=model_name, profile=profile)
+    except launch.LaunchError as exc:
+        _fail(str(exc))
+    failed = False
+    for check in checks(settings):
+        click.echo(f"{check.status:<5} {check.name:<13} {check.message}")
+        failed = failed or check.status == "FAIL"
+    sys.exit(1 if failed else 0)
+
+
+@main.command()
+@click.argument("name", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the profiles as JSON.")
+def models(name: str | None, as_json: bool) -> None:
+    """List the model profiles (offline_models/), or show one: window, format, sampling, vllm flags."""
+    from abhed.model import profiles
+    settings = _settings()
+    try:
+        loaded = profiles.load(settings.model.profiles_dir)
+        chosen = [profiles.choose("", loaded, name)[0]] if name else sorted(loaded.values(), key=lambda p: p.name)
+    except profiles.ProfileError as exc:
+        _fail(str(exc))
+    if as_json:
+        click.echo(json.dumps([p.model_dump() for p in chosen], indent=1))
+        return
+    if name:
+        profile = chosen[0]
+        for key, value in profile.model_dump(exclude={"sampling", "notes", "vllm_serve"}).items():
+            click.echo(f"{key:<18} {value}")
+        click.echo(f"{'sampling':<18} {profile.sampling.fields()}")
+        click.echo(f"\nServe it with:\n  {profile.vllm_serve}\n\n{profile.notes}")
+        return
+    for profile in chosen:
+        fmt = profile.tool_format + (f" (text: {profile.text_format})" if profile.tool_format == "native" else "")
+        click.echo(f"{profile.name:<14} {profile.family:<20} {profile.context_window:>7} ctx {profile.max_output_tokens:>6} "
+                   f"out  {fmt}")
+        click.echo(f"{'':<14} {profile.vllm_serve}")

@@ -61,6 +61,22 @@ class ModelConfig(_Section):
     endpoint: str = "http://127.0.0.1:8000/v1"
     model: str | None = None
     api_key: str | None = None
+    profile: str | None = None  # a profile name from offline_models/ (`abhed models`); None: chosen by model id
+    # auto: the profile's format, falling back to its text protocol if the server has no tool parser
+    tool_format: Literal["auto", "native", "hermes", "qwen3_coder"] = "auto"
+    stream: bool = True  # False for servers that cannot stream
+    timeout_s: float = Field(300.0, gt=0)  # longest wait for the server's next byte
+    attempts: int = Field(4, ge=1, le=20)  # tries per request when the server or network fails
+    profiles_dir: Path | None = None  # the operator's own profiles, added to (and overriding) the shipped ones
+
+
+class AgentConfig(_Section):
+    """Budgets of one run (`abhed run`, one prompt in `abhed chat`); exhausting one stops the run, exit 3."""
+
+    max_turns: int | None = Field(150, ge=1)  # model replies
+    max_tokens: int | None = Field(None, ge=1000)  # prompt + completion tokens over all requests
+    max_seconds: float | None = Field(3600.0, gt=0)  # wall time
+    compact_at: float = Field(0.8, gt=0.1, lt=1.0)  # compact when the prompt would fill this share of the window
 
 
 class Settings(_Section):
@@ -70,6 +86,7 @@ class Settings(_Section):
     search: SearchConfig = SearchConfig()
     approval: ApprovalConfig = ApprovalConfig()
     model: ModelConfig = ModelConfig()
+    agent: AgentConfig = AgentConfig()
 
     @field_validator("home", mode="after")
     @classmethod
@@ -88,6 +105,8 @@ ENV_KEYS: dict[str, tuple[str, ...]] = {
     "ABHED_ENDPOINT": ("model", "endpoint"),
     "ABHED_MODEL": ("model", "model"),
     "ABHED_API_KEY": ("model", "api_key"),
+    "ABHED_PROFILE": ("model", "profile"),
+    "ABHED_TOOL_FORMAT": ("model", "tool_format"),
 }
 
 

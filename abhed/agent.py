@@ -1,0 +1,434 @@
+"""The agent loop: ask the model, run the calls it makes, give it the results, until it answers.
+
+    run(prompt)                                   RunEvent started, the prompt as a MessageEvent
+      until done:
+        a budget exhausted?                    -> "budget": a summary of where it stopped
+        context filling? compact                  (compaction.py; plan, todos, files read re-injected)
+        reply = the model's next reply            (context overflow: compact harder, retry once)
+        the reply as a MessageEvent
+        no calls?                              -> "done": the reply is the answer
+        each call through dispatch.call           (read-only ones in parallel; events + approval there)
+        a failing call repeated? a firmer hint    (loop guard)
+      RunEvent with the outcome
+
+Everything the loop knows lives in the Agent's fields and in the session's event log, which can
+rebuild the conversation at any point (`restore`, used by `abhed resume` and after Ctrl-C).
+
+Subagents (the task tool, issue 6) run this same loop: `spawn` builds an Agent with a fresh
+conversation (its own system prompt and ABHED.md), `agent_id` "<parent>.<n>", `parent_id` set,
+and a child Budget whose spend counts against every ancestor's limits.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from abhed import compaction, dispatch
+from abhed.approval import Gate
+from abhed.config import AgentConfig
+from abhed.conversation import Gauge, chars, fit_observation, message_event, observation_cap, rebuild
+from abhed.display import Display
+from abhed.events import AnyEvent, CompactionEvent, RunEvent, new_id
+from abhed.model.adapters import adapter_for, visible
+from abhed.model.connect import Model
+from abhed.model.errors import ContextOverflow, ModelError, ToolsUnsupported
+from abhed.model.wire import Msg, Reply, ToolCall, call_id
+from abhed.prompt import project_notes, system_prompt
+from abhed.session import rebuild_state
+from abhed.tools import TOOLS
+from abhed.tools.base import Tool, ToolContext, ToolResult
+from abhed.tools.todo import render_todos
+
+PARALLEL = frozenset({"read", "glob", "grep"})  # touch nothing but the read-set: safe to run side by side
+GUARD_AFTER = 3  # the same failing call this many times gets the loop guard's hint
+EMPTY_REPLIES = 3  # replies with neither text nor calls in a row before the run is given up
+Status = Literal["done", "failed", "budget", "interrupted"]
+EXIT_CODES: dict[str, int] = {"done": 0, "failed": 1, "budget": 3, "interrupted": 130}
+RESUME_NOTE = ("[Abhed: this session stopped before the task was finished and is resuming now. Continue where you "
+               "stopped; check the state of any file you were changing before you rely on it.]")
+
+
+@dataclass(frozen=True)
+class Limits:
+    turns: int | None = None
+    tokens: int | None = None
+    seconds: float | None = None
+
+
+class Budget:
+    """Turns, tokens and wall time of a run. Hierarchical: a child's spend is charged to every
+    ancestor too, and a child is exhausted when any ancestor is."""
+
+    def __init__(self, limits: Limits, parent: Budget | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.limits, self.parent, self.clock = limits, parent, clock
+        self.turns = self.tokens = 0
+        self.started = clock()
+
+    def child(self, limits: Limits) -> Budget:
+        return Budget(limits, self, self.clock)
+
+    def charge(self, *, turns: int = 0, tokens: int = 0) -> None:
+        self.turns += turns
+        self.tokens += tokens
+        if self.parent is not None:
+            self.parent.charge(turns=turns, tokens=tokens)
+
+    def exhausted(self) -> str | None:
+        """Why no more may be spent, or None."""
+        limits, seconds = self.limits, self.clock() - self.started
+        if limits.turns is not None and self.turns >= limits.turns:
+            return f"the turn budget is exhausted ({self.turns} of {limits.turns} model replies)"
+        if limits.tokens is not None and self.tokens >= limits.tokens:
+            return f"the token budget is exhausted ({self.tokens} of {limits.tokens} tokens)"
+        if limits.seconds is not None and seconds >= limits.seconds:
+            return f"the time budget is exhausted ({seconds:.0f} of {limits.seconds:g} seconds)"
+        return self.parent.exhausted() if self.parent is not None else None
+
+    def spent(self) -> str:
+        return f"{self.turns} replies, {self.tokens} tokens, {self.clock() - self.started:.0f} s"
+
+
+@dataclass
+class Outcome:
+    status: Status
+    answer: str  # the final answer; for a stop, where it stopped
+    detail: str = ""  # why it stopped, for the human (stderr)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.status]
+
+
+class Agent:
+    def __init__(self, ctx: ToolContext, model: Model, gate: Gate, budget: Budget, *,
+                 config: AgentConfig | None = None, display: Display | None = None, agent_id: str = "main",
+                 parent_id: str | None = None, tools: Sequence[Tool] | None = None,
+                 conversation: list[Msg] | None = None) -> None:
+        self.ctx, self.model, self.gate, self.budget = ctx, model, gate, budget
+        self.config = config or AgentConfig()
+        self.display = display or Display()
+        self.agent_id, self.parent_id = agent_id, parent_id
+        self.tools = list(tools if tools is not None else TOOLS)
+        self.definitions = [tool.definition() for tool in self.tools]
+        self.notes = project_notes(ctx.paths.workspace)
+        self.cap = observation_cap(model.context_window)
+        self.messages: list[Msg] = list(conversation or [])
+        self.gauge = Gauge()
+        self.failures: Counter[str] = Counter()
+        self.changed: list[str] = []  # files this agent wrote or edited
+        self._children = itertools.count(1)
+        self._use_format(model.tool_format)
+        self._stream, self._shown = "", 0
+
+    # -- one run ------------------------------------------------------------------------------------
+
+    def run(self, prompt: str | None) -> Outcome:
+        """Work on `prompt` until the model answers (None: carry on where an unfinished run stopped)."""
+        self._record(RunEvent(status="started", prompt=prompt, **self._ids()))
+        if prompt is not None:
+            self._add(Msg("user", prompt), origin="user")
+        else:
+            self._add(Msg("user", RESUME_NOTE), origin="resume")
+        try:
+            outcome = self._loop()
+        except KeyboardInterrupt:
+            outcome = self._interrupted()
+        self._record(RunEvent(status=outcome.status, detail=outcome.detail, **self._ids()))
+        return outcome
+
+    def _loop(self) -> Outcome:
+        empty = 0
+        while True:
+            reason = self.budget.exhausted()
+            if reason:
+                return Outcome("budget", self.where_it_stopped(reason), f"stopped: {reason}")
+            try:
+                reply = self._ask()
+            except ModelError as exc:
+                return Outcome("failed", self.where_it_stopped("the model server failed"), exc.message)
+            calls = self._unique(self.adapter.calls(reply))
+            self._add(Msg("assistant", reply.text, calls), origin="model", reply=reply)
+            self.display.reply_done(final=not calls)
+            if calls:
+                self._run_calls(calls, reply)
+                continue
+            answer = visible(reply.text).strip()
+            if answer:
+                cut = reply.finish_reason == "length"
+                return Outcome("done", answer + ("\n[this answer was cut off at the output limit]" if cut else ""))
+            empty += 1
+            if empty >= EMPTY_REPLIES:
+                return Outcome("failed", self.where_it_stopped("the model kept replying with nothing"),
+                               f"the model sent {empty} empty replies in a row")
+            self._add(Msg("user", "[Abhed: your reply was empty. Continue the task with a tool call, or give your "
+                                  "final answer.]"), origin="hint")
+
+    # -- asking the model ---------------------------------------------------------------------------
+
+    def _ask(self) -> Reply:
+        self._maybe_compact()
+        overflowed = False
+        while True:
+            self._stream, self._shown = "", 0
+            try:
+                reply = self.model.client.chat(self._body(), stream=self.model.stream, on_text=self._on_text,
+                                               on_reasoning=self.display.reasoning, on_retry=self._on_retry)
+            except ContextOverflow as exc:
+                if overflowed or not self._compact(aggressive=True):
+                    raise ModelError(f"{exc.message} Compaction could not make the conversation fit. Start a new "
+                                     "session with a shorter prompt, or serve the model with a larger "
+                                     "--max-model-len.") from None
+                overflowed = True
+                continue
+            except ToolsUnsupported:
+                if not self.model.fallback_format:
+                    raise
+                self._fall_back_to_text_protocol()
+                continue
+            spent = reply.usage.total_tokens if reply.usage else self._estimate() + len(reply.text) // 3
+            self.budget.charge(turns=1, tokens=spent)
+            return reply
+
+    def _body(self) -> dict[str, Any]:
+        conversation = [Msg("system", self.system), *self.messages]
+        room = self.model.context_window - self.gauge.estimate(conversation, self._fixed) - 64
+        return {"model": self.model.id, "messages": self.adapter.render(conversation),
+                "max_tokens": max(256, min(self.model.max_output, room)),
+                **self.model.profile.sampling.fields(), **self.adapter.request_fields()}
+
+    def _estimate(self) -> int:
+        return self.gauge.estimate([Msg("system", self.system), *self.messages], self._fixed)
+
+    def _on_text(self, delta: str) -> None:
+        self._stream += delta
+        shown = visible(self._stream)  # text protocols: the call markup is not for the human
+        if len(shown) > self._shown:
+            self.display.text(shown[self._shown:])
+            self._shown = len(shown)
+
+    def _on_retry(self, exc: ModelError, attempt: int, wait: float) -> None:
+        self.display.reply_done(final=True)  # what streamed before the fault is discarded
+        self.display.notice(f"{exc.message} Retrying in {wait:g} s (attempt {attempt + 1} of "
+                            f"{self.model.client.attempts}).")
+        self._stream, self._shown = "", 0
+
+    def _use_format(self, tool_format: str) -> None:
+        self.adapter = adapter_for(tool_format, self.definitions)
+        self._fixed = len(json.dumps(self.adapter.request_fields().get("tools", [])))
+        self.system = system_prompt(self.ctx.paths.workspace, [t.name for t in self.tools],
+                                    self.gate.policy.mode, self.adapter.system_addendum(), self.notes)
+        self.gauge.forget()
+
+    def _fall_back_to_text_protocol(self) -> None:
+        fmt = self.model.fallback_format or "hermes"
+        self.display.notice(f"the model server at {self.model.client.endpoint} has no tool-call parser, so the tools "
+                            f"are described in the prompt instead ({fmt} format). For native tool calls serve the "
+                            f"model as its profile says: {self.model.profile.vllm_serve}")
+        self.model.tool_format, self.model.fallback_format = fmt, None
+        self._use_format(fmt)
+
+    # -- compaction ---------------------------------------------------------------------------------
+
+    def _maybe_compact(self) -> None:
+        limit = self.model.context_window - self.model.max_output
+        if self._estimate() > self.config.compact_at * limit:
+            self._compact(aggressive=False)
+
+    def _compact(self, aggressive: bool) -> bool:
+        """Replace the older turns by a summary; False when there is nothing older to replace."""
+        before = self._estimate()
+        limit = self.model.context_window - self.model.max_output
+        ratio = self.gauge.chars_per_token
+        keep = int(limit * (0.1 if aggressive else 0.3))
+        start = compaction.split(self.messages, keep, lambda m: int(chars(m) / ratio))
+        old, tail = self.messages[:start], self.messages[start:]
+        if not any(m.role == "assistant" for m in old):
+            return False
+        summary, method = self._summarise(old)
+        content = compaction.block(summary, compaction.user_requests(old), self.ctx.session.state)
+        event_id = new_id()
+        self.messages = [Msg("user", content, event_id=event_id), *tail]
+        self.gauge.forget()
+        after = self._estimate()
+        self._record(CompactionEvent(id=event_id, content=content, keep_from=tail[0].event_id if tail else None,
+                                     method=method, tokens_before=before, tokens_after=after, **self._ids()))
+        self.display.notice(f"compacted the conversation to fit the context window: about {before} -> {after} "
+                            f"tokens ({method} summary; plan, todos and files read kept)")
+        return True
+
+    def _summarise(self, old: list[Msg]) -> tuple[str, Literal["model", "mechanical"]]:
+        room = int((self.model.context_window - 2600) * self.gauge.chars_per_token * 0.8)
+        body = {"model": self.model.id, "messages": compaction.summary_messages(old, max(2000, room)),
+                "max_tokens": min(2048, self.model.max_output), **self.model.profile.sampling.fields()}
+        try:
+            reply = self.model.client.chat(body, stream=self.model.stream, on_retry=self._on_retry)
+        except ModelError as exc:
+            self.display.notice(f"the model could not write the summary ({exc.message[:200]}); keeping a list of "
+                                "what was done instead")
+            return compaction.mechanical_summary(old), "mechanical"
+        if reply.usage:
+            self.budget.charge(tokens=reply.usage.total_tokens)
+        text = visible(reply.text).strip()
+        return (text, "model") if text else (compaction.mechanical_summary(old), "mechanical")
+
+    # -- running calls ------------------------------------------------------------------------------
+
+    def _run_calls(self, calls: list[ToolCall], reply: Reply) -> None:
+        hints: list[str] = []
+        index = 0
+        while index < len(calls):
+            batch = [calls[index]]
+            while (batch[0].name in PARALLEL and index + len(batch) < len(calls)
+                   and calls[index + len(batch)].name in PARALLEL):
+                batch.append(calls[index + len(batch)])
+            for call, result in zip(batch, self._run_batch(batch)):
+                hint = self._take(call, result)
+                if hint:
+                    hints.append(hint)
+            index += len(batch)
+        if reply.finish_reason == "length":
+            hints.append(f"[Abhed: your last reply was cut off at the output limit ({self.model.max_output} tokens), "
+                         "so its last call may be incomplete. Make calls smaller: write a large file in parts (write "
+                         "the start, then add the rest with edit).]")
+        if hints:
+            self._add(Msg("user", "\n".join(hints)), origin="loop_guard")
+
+    def _run_batch(self, batch: list[ToolCall]) -> list[ToolResult]:
+        for call in batch:
+            self.display.tool_started(call)
+        if len(batch) == 1:
+            return [self._call(batch[0])]
+        pool = ThreadPoolExecutor(max_workers=min(8, len(batch)), thread_name_prefix="abhed-tool")
+        try:
+            return list(pool.map(self._call, batch))
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _call(self, call: ToolCall) -> ToolResult:
+        ids = {"tool_call_id": call.id, "agent_id": self.agent_id, "parent_id": self.parent_id}
+        if call.error:
+            return dispatch.reject(self.ctx, call.name or "(unparsed)", call.arguments, call.error, **ids)
+        if call.name not in {tool.name for tool in self.tools}:
+            return dispatch.reject(self.ctx, call.name, call.arguments, f"There is no tool named `{call.name}` here. "
+                                   f"The tools are: {', '.join(t.name for t in self.tools)}. Call one of them by its "
+                                   "exact name.")
+        return dispatch.call(self.ctx, call.name, call.arguments, self.gate, **ids)
+
+    def _take(self, call: ToolCall, result: ToolResult) -> str | None:
+        """Put a result into the conversation; the loop guard's hint if this call keeps failing."""
+        self.display.tool_finished(call, result)
+        self.messages.append(Msg("tool", fit_observation(result.content, self.cap), tool_call_id=call.id,
+                                 name=call.name))
+        state = self.ctx.session.state
+        if not result.is_error:
+            if call.name == "todo" and result.metadata.get("changed"):
+                self.display.todos(state.todos)
+            elif call.name == "plan" and result.metadata.get("changed") and state.plan:
+                self.display.plan(state.plan)
+            elif call.name in ("write", "edit") and result.metadata.get("path"):
+                self.changed.append(result.metadata["path"])
+        return self._guard(call, result)
+
+    def _guard(self, call: ToolCall, result: ToolResult) -> str | None:
+        try:
+            canonical = json.dumps(json.loads(call.arguments), sort_keys=True)
+        except ValueError:
+            canonical = call.arguments
+        key = f"{call.name}\0{canonical}"
+        if not result.is_error:
+            self.failures.pop(key, None)
+            return None
+        self.failures[key] += 1
+        count = self.failures[key]
+        if count < GUARD_AFTER:
+            return None
+        self.display.notice(f"loop guard: the same failing {call.name} call, {count} times")
+        return (f"[Abhed loop guard: you have now made this exact {call.name} call {count} times and it failed every "
+                "time. Repeating it will fail again. Read the error message: change the arguments, use another tool "
+                "(for an edit, read the file again and copy the exact text), or stop and tell the user what blocks "
+                "you.]")
+
+    # -- the record ---------------------------------------------------------------------------------
+
+    def _ids(self) -> dict[str, Any]:
+        return {"session_id": self.ctx.session.id, "agent_id": self.agent_id, "parent_id": self.parent_id}
+
+    def _record(self, event: AnyEvent) -> None:
+        self.ctx.session.record(event)
+
+    def _add(self, msg: Msg, *, origin: str, reply: Reply | None = None) -> None:
+        event = message_event(msg, self.ctx.session.id, self.agent_id, self.parent_id, origin=origin,
+                              reasoning=reply.reasoning if reply else None, usage=reply.usage if reply else None,
+                              finish_reason=reply.finish_reason if reply else None)
+        msg.event_id = event.id
+        self._record(event)
+        self.messages.append(msg)
+        if reply is not None and reply.usage is not None:
+            self.gauge.measure(reply.usage, [Msg("system", self.system), *self.messages], self._fixed)
+
+    @staticmethod
+    def _unique(calls: list[ToolCall]) -> list[ToolCall]:
+        """Every call needs its own id: its result is matched to it (a server may repeat or omit ids)."""
+        seen: set[str] = set()
+        for call in calls:
+            if not call.id or call.id in seen:
+                call.id = call_id()
+            seen.add(call.id)
+        return calls
+
+    def _interrupted(self) -> Outcome:
+        """Ctrl-C: the turn ends here; the conversation is rebuilt from the log, which holds exactly
+        what happened (calls that did not finish get results saying so)."""
+        self.display.reply_done(final=True)
+        self._add(Msg("user", "[Abhed: the user interrupted this turn.]"), origin="interrupt")
+        self.messages = rebuild(self.ctx.session.log.load().events, self.agent_id, self.cap)
+        self.gauge.forget()
+        return Outcome("interrupted", "", "interrupted by the user")
+
+    def where_it_stopped(self, reason: str) -> str:
+        lines = [f"Stopped before finishing: {reason}."]
+        last = next((visible(m.content).strip() for m in reversed(self.messages)
+                     if m.role == "assistant" and visible(m.content).strip()), "")
+        if last:
+            lines.append(f"Last step: {last[:500]}")
+        todos = self.ctx.session.state.todos
+        if todos:
+            lines.append(render_todos(todos))
+        if self.changed:
+            lines.append("Files changed: " + ", ".join(dict.fromkeys(self.changed)))
+        lines.append(f"Spent: {self.budget.spent()}. Continue with: abhed resume {self.ctx.session.id}")
+        return "\n".join(lines)
+
+    # -- subagents and resume -------------------------------------------------------------------------
+
+    def spawn(self, prompt: str, *, max_turns: int | None = None, tools: Sequence[Tool] | None = None,
+              display: Display | None = None) -> Outcome:
+        """Run `prompt` in a subagent: a fresh conversation, the same session, tools and approval, a
+        child budget. Its events carry agent_id "<this id>.<n>" and parent_id this agent's id."""
+        child = Agent(self.ctx, self.model, self.gate, self.budget.child(Limits(turns=max_turns)), config=self.config,
+                      display=display, agent_id=f"{self.agent_id}.{next(self._children)}", parent_id=self.agent_id,
+                      tools=tools if tools is not None else [t for t in self.tools if t.name != "task"])
+        return child.run(prompt)
+
+    @classmethod
+    def restore(cls, ctx: ToolContext, model: Model, gate: Gate, budget: Budget, **kwargs: Any) -> tuple[Agent, bool]:
+        """An agent continuing the session's conversation from its log, and whether its last run was
+        left unfinished (a crash, a kill, an interrupt, a budget or a failure)."""
+        loaded = ctx.session.log.load()
+        agent_id = kwargs.get("agent_id", "main")
+        with ctx.session.lock:
+            ctx.session.state = rebuild_state(ctx.session.state, loaded.events)
+        ctx.session.save()
+        conversation = rebuild(loaded.events, agent_id, observation_cap(model.context_window))
+        runs = [e for e in loaded.events if isinstance(e, RunEvent) and e.agent_id == agent_id]
+        unfinished = bool(runs) and runs[-1].status != "done"
+        return cls(ctx, model, gate, budget, conversation=conversation, **kwargs), unfinished
+

@@ -1,0 +1,188 @@
+"""What the human sees while an agent works. The loop reports; a Display decides how it looks.
+
+Display: silent (subagents, tests). Progress: `abhed run`, one plain line per step on stderr, so
+stdout holds only the final answer. Chat: `abhed chat` and `abhed demo`, rich output on the
+terminal: the reply streamed as it is written, each tool call on a line, the todo list redrawn as
+a panel whenever it changes, approval prompts.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.text import Text
+
+from abhed.approval import Verdict
+from abhed.model.wire import ToolCall
+from abhed.session import Plan, TodoItem
+from abhed.tools.base import ToolResult
+from abhed.tools.plan import render_plan
+from abhed.tools.todo import render_todos
+
+PREVIEW_KEYS = ("description", "pattern", "path", "command", "goal")
+
+
+def preview(call: ToolCall, width: int = 100) -> str:
+    """A call in one short line: its most telling argument."""
+    try:
+        args = json.loads(call.arguments) if call.arguments.strip() else {}
+    except ValueError:
+        return call.arguments[:width]
+    if not isinstance(args, dict):
+        return str(args)[:width]
+    if call.name == "todo":
+        items = args.get("items") or []
+        return ", ".join(f"{i.get('id', '+')} {i.get('status') or i.get('content', '')}" for i in items
+                         if isinstance(i, dict))[:width]
+    shown = next((str(args[k]) for k in PREVIEW_KEYS if isinstance(args.get(k), str)), "")
+    if call.name == "grep" and args.get("path"):
+        shown += f"  in {args['path']}"
+    return shown.replace("\n", " ")[:width]
+
+
+def first_line(text: str, width: int = 110) -> str:
+    line = text.strip().split("\n", 1)[0]
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def outcome(call: ToolCall, result: ToolResult, width: int = 110) -> str:
+    """A result in one short line: the facts for a read or a search, else its first line."""
+    facts = result.metadata
+    if not result.is_error and call.name == "read" and "lines_shown" in facts:
+        return f"{facts['lines_shown']} of {facts.get('total_lines', '?')} lines"
+    return first_line(result.content, width)
+
+
+class Display:
+    """Reports from the loop; this base shows nothing."""
+
+    def text(self, delta: str) -> None: ...
+    def reasoning(self, delta: str) -> None: ...
+    def reply_done(self, final: bool) -> None: ...
+    def tool_started(self, call: ToolCall) -> None: ...
+    def tool_finished(self, call: ToolCall, result: ToolResult) -> None: ...
+    def todos(self, items: list[TodoItem]) -> None: ...
+    def plan(self, plan: Plan) -> None: ...
+    def notice(self, message: str) -> None: ...
+
+
+class Progress(Display):
+    """One line per step on stderr; the text of intermediate replies, never the final answer."""
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out = out or sys.stderr
+        self._text: list[str] = []
+
+    def _line(self, text: str) -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def text(self, delta: str) -> None:
+        self._text.append(delta)
+
+    def reply_done(self, final: bool) -> None:
+        said = "".join(self._text).strip()
+        self._text = []
+        if said and not final:
+            self._line("  " + said.replace("\n", "\n  "))
+
+    def tool_started(self, call: ToolCall) -> None:
+        self._line(f"-> {call.name} {preview(call)}")
+
+    def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
+        status = "error" if result.is_error else "ok"
+        self._line(f"   {status}: {outcome(call, result)}")
+
+    def todos(self, items: list[TodoItem]) -> None:
+        self._line("   " + render_todos(items).replace("\n", "\n   "))
+
+    def plan(self, plan: Plan) -> None:
+        self._line("   " + render_plan(plan).replace("\n", "\n   "))
+
+    def notice(self, message: str) -> None:
+        self._line(f"abhed: {message}")
+
+
+STYLES = {"pending": ("[ ]", "white"), "in_progress": ("[>]", "bold yellow"), "done": ("[x]", "green")}
+
+
+class Chat(Display):
+    """Rich terminal output for a person watching."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(highlight=False)
+        self._streaming = False
+        self._thinking = False
+
+    def _end_stream(self) -> None:
+        if self._streaming or self._thinking:
+            self.console.file.write("\n")
+            self.console.file.flush()
+        self._streaming = self._thinking = False
+
+    def reasoning(self, delta: str) -> None:
+        if not self._thinking:
+            self.console.print("[dim italic]thinking:[/] ", end="")
+            self._thinking = True
+        self.console.print(Text(delta, style="dim italic"), end="")
+
+    def text(self, delta: str) -> None:
+        if self._thinking and not self._streaming:
+            self._end_stream()
+        self._streaming = True
+        self.console.file.write(delta)
+        self.console.file.flush()
+
+    def reply_done(self, final: bool) -> None:
+        self._end_stream()
+
+    def tool_started(self, call: ToolCall) -> None:
+        self._end_stream()
+        width = max(20, self.console.width - len(call.name) - 4)
+        self.console.print(f"[cyan]  {escape(call.name)}[/] [dim]{escape(preview(call, width))}[/]")
+
+    def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
+        mark, style = ("x", "red") if result.is_error else ("ok", "green")
+        width = max(20, self.console.width - 8)
+        self.console.print(f"    [{style}]{mark}[/] [dim]{escape(outcome(call, result, width))}[/]")
+
+    def todos(self, items: list[TodoItem]) -> None:
+        body = Text()
+        for number, item in enumerate(items):
+            mark, style = STYLES[item.status]
+            body.append(("\n" if number else "") + f"{mark} {item.id} {item.content}", style=style)
+        done = sum(item.status == "done" for item in items)
+        self.console.print(Panel(body or Text("(empty)"), title=f"todos {done}/{len(items)}", title_align="left",
+                                 expand=False, border_style="blue"))
+
+    def plan(self, plan: Plan) -> None:
+        self.console.print(Panel(Text(render_plan(plan)), title="plan", title_align="left", expand=False,
+                                 border_style="blue"))
+
+    def notice(self, message: str) -> None:
+        self._end_stream()
+        self.console.print(f"[yellow]abhed:[/] {escape(message)}")
+
+    def ask(self, tool: str, args: Any, verdict: Verdict) -> bool:
+        """The approval prompt: what the call does, in the model's words and literally, and why it asks."""
+        self._end_stream()
+        lines = Text()
+        description = getattr(args, "description", None)
+        if description:
+            lines.append(f"{description}\n", style="bold")
+        literal = getattr(args, "command", None) or getattr(args, "path", None) or ""
+        if literal:
+            lines.append(f"{tool}: {literal}\n")
+        if tool == "edit":
+            lines.append(f"- {first_line(args.old_string, 200)}\n+ {first_line(args.new_string, 200)}\n", style="dim")
+        lines.append(f"why asked: {verdict.reason}", style="yellow")
+        title = "DESTRUCTIVE - confirm" if verdict.destructive else f"approve {tool}?"
+        self.console.print(Panel(lines, title=title, title_align="left", expand=False,
+                                 border_style="red" if verdict.destructive else "yellow"))
+        answer = self.console.input("Allow? [y/N] ").strip().lower()
+        return answer in ("y", "yes")

@@ -1,0 +1,62 @@
+"""Connecting to the model server: which model it serves, the profile for it, the window to fit.
+
+The context window is the server's `max_model_len` when it reports one (it is what the server
+enforces), else the profile's. The output cap is the profile's, never more than a quarter of the
+window, so a reply always leaves room for the conversation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from abhed.model import profiles
+from abhed.model.client import ModelClient, RetrySink
+from abhed.model.errors import ModelError
+from abhed.model.profiles import Profile
+
+
+@dataclass
+class Model:
+    client: ModelClient
+    id: str
+    profile: Profile
+    matched: bool  # False: no profile matched the id and the generic one is in use
+    context_window: int
+    max_output: int
+    tool_format: str
+    fallback_format: str | None  # the text protocol to switch to if the server refuses tools; None when pinned
+    stream: bool = True
+
+    def describe(self) -> str:
+        profile = self.profile.name if self.matched else f"{self.profile.name} (no profile matched this id)"
+        return (f"model {self.id} at {self.client.endpoint}; profile {profile}; context {self.context_window} tokens; "
+                f"tool calls {self.tool_format}")
+
+
+def connect(endpoint: str, *, api_key: str | None = None, model: str | None = None, profile: str | None = None,
+            tool_format: str = "auto", stream: bool = True, timeout_s: float = 300.0, attempts: int = 4,
+            backoff_s: float = 1.0, profiles_dir: Path | None = None,
+            on_retry: RetrySink | None = None, client_factory: Callable[..., ModelClient] = ModelClient) -> Model:
+    """Ask the server what it serves and set up the model to use; ModelError or ProfileError if impossible."""
+    client = client_factory(endpoint, api_key=api_key, timeout_s=timeout_s, attempts=attempts, backoff_s=backoff_s)
+    try:
+        served = client.models(on_retry=on_retry)
+        if not served:
+            raise ModelError(f"The model server at {client.endpoint} serves no model (its /models list is empty).")
+        chosen = next((m for m in served if m.id == model), None) if model else served[0]
+        if chosen is None:
+            ids = ", ".join(m.id for m in served)
+            raise ModelError(f"The model server at {client.endpoint} does not serve {model!r}; it serves: {ids}. Set "
+                             "--model (ABHED_MODEL, model.model) to one of them, or leave it unset to use the first.")
+        picked, matched = profiles.choose(chosen.id, profiles.load(profiles_dir), profile)
+    except BaseException:
+        client.close()
+        raise
+    window = chosen.max_model_len or picked.context_window
+    pinned = tool_format != "auto"
+    fmt = tool_format if pinned else picked.tool_format
+    return Model(client=client, id=chosen.id, profile=picked, matched=matched, context_window=window,
+                 max_output=max(256, min(picked.max_output_tokens, window // 4)), tool_format=fmt,
+                 fallback_format=None if pinned or fmt != "native" else picked.text_format, stream=stream)

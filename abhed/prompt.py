@@ -1,0 +1,68 @@
+"""The system prompt: who the agent is, how to use its tools, where it works, the project's ABHED.md."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+from abhed.tools.base import head_tail
+
+NOTES_FILE = "ABHED.md"
+NOTES_CHARS = 20_000
+MODES = {
+    "ask": "changes to files and commands outside the operator's allow rules need a human's approval",
+    "plan": "read-only: you may look and plan, but no file may change and no command may run",
+    "accept-edits": "file edits are allowed; commands outside the operator's allow rules need approval",
+    "auto": "edits and commands are allowed, except destructive ones, which always need a human",
+}
+
+
+def project_notes(workspace: Path) -> str | None:
+    """ABHED.md at the workspace root, bounded; None when there is none (or it cannot be read)."""
+    try:
+        text = (workspace / NOTES_FILE).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    text = text.strip()
+    if not text:
+        return None
+    kept, cut = head_tail(text, NOTES_CHARS)
+    return kept + (f"\n[{NOTES_FILE} is longer; {cut} characters were left out of this prompt. Read the file for "
+                   "the rest.]" if cut else "")
+
+
+def system_prompt(workspace: Path, tool_names: list[str], mode: str, addendum: str = "",
+                  notes: str | None = None, today: date | None = None) -> str:
+    has = set(tool_names).__contains__
+    rules = [
+        "Look before you change: prefer read, glob and grep to explore. They are cheaper and bounded, and read "
+        "records what you have seen, which edit and write require." + (" Do not use bash for what they do "
+                                                                       "(cat, find, grep, ls)." if has("bash") else ""),
+        "Every path you give a tool is absolute. edit replaces an exact string: copy old_string from read's output "
+        "exactly, indentation included, without the line-number prefix, with enough context to be unique.",
+    ]
+    if has("plan") and has("todo"):
+        rules.append("On work with more than one step, write a plan with the plan tool first and keep a todo list with "
+                     "the todo tool: exactly one item in_progress, marked done as soon as it is. Call them often: the "
+                     "user watches the todo list, and both are kept when older conversation is summarised away.")
+    if has("bash"):
+        rules.append("After changing code, run the project's tests or build with bash. Each bash call is a fresh "
+                     "shell: the working directory carries over, variables and activated environments do not.")
+    rules += [
+        "When a tool returns an error, read it: it says what went wrong and what to do instead. Never repeat a "
+        "failing call unchanged.",
+        "Do what was asked, no more. When the task is done, stop calling tools and answer with a short summary of "
+        "what you changed and how you checked it; if you could not finish, say what blocks you.",
+    ]
+    parts = [
+        "You are Abhed, a coding agent working in the user's project on a machine with no internet access. You act "
+        "only through the tools you are given.",
+        f"Workspace: {workspace}\nApproval mode: {mode} ({MODES.get(mode, mode)}). A refused call says why; do "
+        f"not try to get around it.\nToday: {(today or date.today()).isoformat()}",
+        "How to work:\n" + "\n".join(f"- {rule}" for rule in rules),
+    ]
+    if addendum:
+        parts.append(addendum)
+    if notes:
+        parts.append(f"# Project notes ({NOTES_FILE}, written by the project's people)\n{notes}")
+    return "\n\n".join(parts)
