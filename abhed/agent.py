@@ -42,7 +42,7 @@ from abhed.model.errors import ContextOverflow, ModelError, ToolsUnsupported
 from abhed.model.wire import Msg, Reply, ToolCall, call_id
 from abhed.prompt import project_notes, system_prompt
 from abhed.session import rebuild_state
-from abhed.tools import TOOLS
+from abhed.tools import BY_NAME, TOOLS
 from abhed.tools.base import Tool, ToolContext, ToolResult
 from abhed.tools.todo import render_todos
 
@@ -182,6 +182,9 @@ class Agent:
                 reply = self.model.client.chat(self._body(), stream=self.model.stream, on_text=self._on_text,
                                                on_reasoning=self.display.reasoning, on_retry=self._on_retry)
             except ContextOverflow as exc:
+                if exc.limit and exc.limit < self.model.context_window:  # the server knows its window best
+                    self.model.context_window = exc.limit
+                    self.model.max_output = max(256, min(self.model.max_output, exc.limit // 4))
                 if overflowed or not self._compact(aggressive=True):
                     raise ModelError(f"{exc.message} Compaction could not make the conversation fit. Start a new "
                                      "session with a shorter prompt, or serve the model with a larger "
@@ -247,7 +250,8 @@ class Agent:
         before = self._estimate()
         limit = self.model.context_window - self.model.max_output
         ratio = self.gauge.chars_per_token
-        keep = int(limit * (0.1 if aggressive else 0.3))
+        # After the server refused a request our estimate said would fit, trust the estimate less.
+        keep = int(min(0.1 * limit, 0.25 * before) if aggressive else 0.3 * limit)
         start = compaction.split(self.messages, keep, lambda m: int(chars(m) / ratio))
         old, tail = self.messages[:start], self.messages[start:]
         if not any(m.role == "assistant" for m in old):
@@ -316,10 +320,9 @@ class Agent:
         ids = {"tool_call_id": call.id, "agent_id": self.agent_id, "parent_id": self.parent_id}
         if call.error:
             return dispatch.reject(self.ctx, call.name or "(unparsed)", call.arguments, call.error, **ids)
-        if call.name not in {tool.name for tool in self.tools}:
-            return dispatch.reject(self.ctx, call.name, call.arguments, f"There is no tool named `{call.name}` here. "
-                                   f"The tools are: {', '.join(t.name for t in self.tools)}. Call one of them by its "
-                                   "exact name.")
+        if call.name in BY_NAME and call.name not in {tool.name for tool in self.tools}:  # e.g. task in a subagent
+            return dispatch.reject(self.ctx, call.name, call.arguments, f"`{call.name}` is not available to this "
+                                   f"agent. Its tools are: {', '.join(t.name for t in self.tools)}.", **ids)
         return dispatch.call(self.ctx, call.name, call.arguments, self.gate, **ids)
 
     def _take(self, call: ToolCall, result: ToolResult) -> str | None:

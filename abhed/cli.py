@@ -214,6 +214,15 @@ def _open_model(settings: config.Settings, display):  # type: ignore[no-untyped-
         sys.exit(1)
 
 
+def _locate(settings: config.Settings, workspace: Path, session_id: str | None, must_exist: bool) -> Path:
+    from abhed import launch
+    try:
+        return launch.locate(settings, workspace, session_id, must_exist)
+    except launch.LaunchError as exc:
+        _fail(str(exc))
+        raise
+
+
 def _finish(outcome, session_id: str) -> None:  # type: ignore[no-untyped-def]
     """Print a run's result: the answer on stdout, why it stopped on stderr; exit with its status."""
     if outcome.answer:
@@ -228,10 +237,10 @@ def _run_prompt(kw: dict, prompt: str | None, session_id: str | None, must_exist
     from abhed.display import Progress
     settings = _launch_settings(kw)
     display = Progress()
+    workspace = _locate(settings, kw["workspace"], session_id, must_exist)
     model = _open_model(settings, display)
     try:
-        with launch.agent_in_session(settings, kw["workspace"], session_id, model, display,
-                                     must_exist=must_exist) as (agent, unfinished):
+        with launch.agent_in_session(settings, workspace, session_id, model, display) as (agent, unfinished):
             session = agent.ctx.session.id
             display.notice(f"session {session}; {model.describe()}; mode {agent.gate.policy.mode}")
             if prompt is None and not unfinished:
@@ -285,9 +294,10 @@ def chat(session_id: str | None, **kw) -> None:  # type: ignore[no-untyped-def]
     from abhed.display import Chat
     settings = _launch_settings(kw)
     display = Chat()
+    workspace = _locate(settings, kw["workspace"], session_id, False)
     model = _open_model(settings, display)
     try:
-        with launch.agent_in_session(settings, kw["workspace"], session_id, model, display,
+        with launch.agent_in_session(settings, workspace, session_id, model, display,
                                      ask_human=display.ask) as (agent, unfinished):
             _chat_loop(agent, display, unfinished)
     except launch.LaunchError as exc:

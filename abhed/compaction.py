@@ -9,7 +9,6 @@ re-injected after the summary: the user's requests, the plan, the todo list and 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from abhed.model.adapters import visible
@@ -129,7 +128,3 @@ def _section(text: str, title: str) -> list[str]:
             entries[-1] += "\n" + line
     return [e for e in entries if e != "[none]"]
 
-
-def tokens_json(value: object) -> int:
-    """A rough token count of a JSON value (the tools array sent with each request)."""
-    return len(json.dumps(value)) // 3

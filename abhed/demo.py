@@ -127,7 +127,7 @@ def run_demo(*, keep: bool = False, fast: bool = False, console: Console | None 
             console.print("[bold]abhed demo[/]: a scripted model (replayed from 127.0.0.1, no real model involved) "
                           "drives the real loop, tools, sandbox and event log.")
             console.print(f"[dim]workspace {workspace} (a throwaway copy of a small project); mode auto[/]\n")
-            with launch.agent_in_session(settings, workspace, None, model, display, ask_human=display.ask) as (agent, _):
+            with launch.agent_in_session(settings, workspace.resolve(), None, model, display, ask_human=display.ask) as (agent, _):
                 console.print(f"[bold green]>[/] {PROMPT}")
                 outcome = agent.run(PROMPT)
                 session = agent.ctx.session.id

@@ -37,8 +37,10 @@ def preview(call: ToolCall, width: int = 100) -> str:
         return str(args)[:width]
     if call.name == "todo":
         items = args.get("items") or []
-        return ", ".join(f"{i.get('id', '+')} {i.get('status') or i.get('content', '')}" for i in items
-                         if isinstance(i, dict))[:width]
+        shown = [f"+ {i.get('content', '')}" if not i.get("id") else f"{i['id']} {i.get('status') or 'reworded'}"
+                 for i in items if isinstance(i, dict)]
+        shown += [f"- {item_id}" for item_id in args.get("remove") or []]
+        return ", ".join(shown)[:width] or "(show the list)"
     shown = next((str(args[k]) for k in PREVIEW_KEYS if isinstance(args.get(k), str)), "")
     if call.name == "grep" and args.get("path"):
         shown += f"  in {args['path']}"
@@ -184,5 +186,5 @@ class Chat(Display):
         title = "DESTRUCTIVE - confirm" if verdict.destructive else f"approve {tool}?"
         self.console.print(Panel(lines, title=title, title_align="left", expand=False,
                                  border_style="red" if verdict.destructive else "yellow"))
-        answer = self.console.input("Allow? [y/N] ").strip().lower()
+        answer = self.console.input("Allow? \\[y/N] ").strip().lower()
         return answer in ("y", "yes")

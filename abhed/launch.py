@@ -56,12 +56,9 @@ def budget(settings: config.Settings) -> Budget:
     return Budget(Limits(turns=a.max_turns, tokens=a.max_tokens, seconds=a.max_seconds))
 
 
-@contextmanager
-def agent_in_session(settings: config.Settings, workspace: Path, session_id: str | None, model: Model,
-                     display: Display, ask_human: Callable[[str, Any, Verdict], bool] | None = None,
-                     must_exist: bool = False) -> Iterator[tuple[Agent, bool]]:
-    """An Agent on the session (new, or continued from its log) holding the session's lock; and
-    whether the session's last run was left unfinished."""
+def locate(settings: config.Settings, workspace: Path, session_id: str | None, must_exist: bool = False) -> Path:
+    """The workspace to work in: an existing session's own, else `workspace`; checked before anything
+    connects or starts (LaunchError says what is wrong)."""
     store = SessionStore(settings.home)
     if session_id is not None and (store.root / session_id / "state.json").exists():
         try:
@@ -71,8 +68,17 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
     elif must_exist:
         raise LaunchError(f"No session {session_id!r} in {store.root}. List them with `abhed sessions list`.")
     if not workspace.is_dir():
-        raise LaunchError(f"The workspace {workspace} is not a directory.")
-    workspace = workspace.resolve()
+        raise LaunchError(f"The workspace {workspace} does not exist or is not a directory.")
+    return workspace.resolve()
+
+
+@contextmanager
+def agent_in_session(settings: config.Settings, workspace: Path, session_id: str | None, model: Model,
+                     display: Display, ask_human: Callable[[str, Any, Verdict], bool] | None = None
+                     ) -> Iterator[tuple[Agent, bool]]:
+    """An Agent on the session (new, or continued from its log) holding the session's lock, and
+    whether the session's last run was left unfinished. `workspace` comes from `locate`."""
+    store = SessionStore(settings.home)
     paths = PathPolicy.create(workspace, settings.allowed_roots)
     rules = settings.approval
     gate = Gate(Policy.create(rules.mode, rules.allow, rules.deny, workspace), ask_human=ask_human)

@@ -71,9 +71,10 @@ class ReplayServer:
         self.stall_s = stall_s
         self.requests: list[dict[str, Any]] = []
         self.handler_seconds: list[float] = []  # time spent answering each completion (the "model's time")
+        self.refused: list[str] = []  # context-length refusals, as vLLM words them
         self._turn = 0
         self._lock = threading.Lock()
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._http = _Server(("127.0.0.1", 0), _Handler)
         self._http.daemon_threads = True
         self._http.replay = self  # type: ignore[attr-defined]
         self._thread = threading.Thread(target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -125,6 +126,11 @@ def _text_calls(body: dict[str, Any], calls: list[ToolCall]) -> str:
     return "\n".join(adapter.format_call(call) for call in calls)
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up (or is killed) mid-request is normal here, not worth a traceback."""
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: ThreadingHTTPServer
@@ -165,7 +171,9 @@ class _Handler(BaseHTTPRequestHandler):
         prompt = estimate_tokens(body.get("messages", [])) + (estimate_tokens(body["tools"]) if body.get("tools") else 0)
         wanted = body.get("max_tokens") or 0
         if replay.max_model_len and prompt + wanted > replay.max_model_len:
-            self._json(400, error_body(_overflow_message(replay.max_model_len, prompt, wanted), 400))
+            message = _overflow_message(replay.max_model_len, prompt, wanted)
+            replay.refused.append(message)
+            self._json(400, error_body(message, 400))
             return
         turn = replay.next_turn(body)
         if turn is None:
