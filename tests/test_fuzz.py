@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from abhed.dispatch import INTERNAL
-from conftest import Tools
+from abhed_testing import Tools
 
 FILES = {
     "a.txt": b"alpha\nbeta\nalpha\n",

@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from abhed.tools.base import Tool
+from abhed.tools.bash import Bash
 from abhed.tools.edit import Edit
 from abhed.tools.glob import Glob
 from abhed.tools.grep import Grep
 from abhed.tools.read import Read
 from abhed.tools.write import Write
 
-TOOLS: tuple[Tool, ...] = (Read(), Write(), Edit(), Glob(), Grep())
+TOOLS: tuple[Tool, ...] = (Read(), Write(), Edit(), Glob(), Grep(), Bash())
 BY_NAME: dict[str, Tool] = {tool.name: tool for tool in TOOLS}
 
 
