@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from abhed.globpattern import compile_glob
+from abhed.jobs import job_command
 from abhed.shellparse import Analysis, Command, analyze
 
 MODES = ("ask", "plan", "accept-edits", "auto")
@@ -231,6 +232,8 @@ class Policy:
         return rule.spec is None or (path is not None and rule.matches_path(str(path), self.workspace))
 
     def _bash(self, line: str) -> Verdict:
+        if job_command(line) is not None:
+            return Verdict("allow", "lists or stops this session's own background jobs", "job control")
         if self.mode == "plan":
             return Verdict("deny", "plan mode allows read-only tools only; bash is not one", "mode: plan")
         analysis = analyze(line)

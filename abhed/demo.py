@@ -18,7 +18,6 @@ from rich.console import Console
 from abhed import launch
 from abhed.display import Chat
 from abhed.model.replay import ReplayServer, Turn
-from abhed.tools import BY_NAME
 
 PROMPT = "The tests in test_textstats.py fail. Find out why and fix it."
 MODULE = '''"""Text statistics for the report generator."""
@@ -77,12 +76,10 @@ def make_project(workspace: Path) -> None:
     (workspace / "ABHED.md").write_text(NOTES)
 
 
-def script(workspace: Path, has_bash: bool) -> list[Turn]:
+def script(workspace: Path) -> list[Turn]:
     """The model's side of the demo. Also the end-to-end test's script (tests/agent/test_e2e.py)."""
     module, tests = str(workspace / "textstats.py"), str(workspace / "test_textstats.py")
     run_tests = ("bash", {"command": TEST_COMMAND, "description": "Run the project's tests"})
-    check = run_tests if has_bash else ("grep", {"pattern": "def test_", "path": tests, "output_mode": "content"})
-    verify = run_tests if has_bash else ("read", {"path": module})
     return [
         Turn("I'll make a plan and a todo list first.", calls=[
             ("plan", {"goal": "Make the failing tests in test_textstats.py pass",
@@ -90,7 +87,7 @@ def script(workspace: Path, has_bash: bool) -> list[Turn]:
                                 "Run the tests again"]}),
             ("todo", {"items": [{"content": "Run the tests to see what fails", "status": "in_progress"},
                                 {"content": "Fix the cause in textstats.py"}, {"content": "Run the tests again"}]})]),
-        Turn("Running the tests.", calls=[check]),
+        Turn("Running the tests.", calls=[run_tests]),
         Turn("Two word_count tests fail. Let me read the code and the tests.",
              calls=[("read", {"path": module}), ("read", {"path": tests})]),
         Turn('word_count splits on single spaces only: "one  two" gives an empty word, newlines and tabs are not '
@@ -102,12 +99,11 @@ def script(workspace: Path, has_bash: bool) -> list[Turn]:
             ("edit", {"path": module, "old_string": '\treturn len(text.split(" "))',
                       "new_string": "\treturn len(text.split())"})]),
         Turn("Fixed. Running the tests again.", calls=[
-            ("todo", {"items": [{"id": "t2", "status": "done"}, {"id": "t3", "status": "in_progress"}]}), verify]),
+            ("todo", {"items": [{"id": "t2", "status": "done"}, {"id": "t3", "status": "in_progress"}]}), run_tests]),
         Turn("", calls=[("todo", {"items": [{"id": "t3", "status": "done"}]})]),
         Turn("Fixed `word_count` in textstats.py: it split on single spaces, so runs of whitespace, newlines and tabs "
-             'were miscounted and "" counted as one word. It now uses `text.split()`. '
-             + ("All 4 tests pass (`python3 test_textstats.py`)." if has_bash else
-                "(This build has no bash tool, so I could not run the tests; run `python3 test_textstats.py`.)")),
+             'were miscounted and "" counted as one word. It now uses `text.split()`. All 4 tests pass '
+             "(`python3 test_textstats.py`)."),
     ]
 
 
@@ -117,7 +113,7 @@ def run_demo(*, keep: bool = False, fast: bool = False, console: Console | None 
     workspace = root / "textstats"
     workspace.mkdir()
     make_project(workspace)
-    turns = script(workspace, "bash" in BY_NAME)
+    turns = script(workspace)
     display = Chat(console)
     try:
         with ReplayServer(turns, model_id="abhed/demo-replay", chunk_chars=6, delay_s=0 if fast else 0.012) as server:

@@ -57,6 +57,10 @@ def outcome(call: ToolCall, result: ToolResult, width: int = 110) -> str:
     facts = result.metadata
     if not result.is_error and call.name == "read" and "lines_shown" in facts:
         return f"{facts['lines_shown']} of {facts.get('total_lines', '?')} lines"
+    if call.name == "bash" and "exit_code" in facts:  # the end of the output says how it went
+        lines = [line for line in result.content.strip().split("\n") if line and not line.startswith("[")]
+        status = "timed out" if facts.get("timed_out") else f"exit {facts['exit_code']}"
+        return f"{status}: {lines[-1] if lines else '(no output)'}"[:width]
     return first_line(result.content, width)
 
 

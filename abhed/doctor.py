@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from types import SimpleNamespace
 from dataclasses import dataclass
 from typing import Literal
 
@@ -20,6 +21,7 @@ from abhed.model.errors import ModelError, ToolsUnsupported
 from abhed.model.profiles import ProfileError
 from abhed.ripgrep import find_rg
 from abhed.tools import BY_NAME
+from abhed.tools.bash import sandbox_config
 
 PROBE = 'Call the glob tool once with the pattern "*.md". Write nothing else.'
 
@@ -33,7 +35,7 @@ class Check:
 
 def checks(settings: Settings) -> Iterator[Check]:
     yield from _model_checks(settings)
-    yield _sandbox()
+    yield _sandbox(settings)
     yield _rg()
 
 
@@ -110,8 +112,9 @@ def _probe_with(client: ModelClient, model: Model, tool_format: str) -> Check:
     return Check("OK", "tool calling", f"the model called glob {call.arguments} ({tool_format} tool calls)")
 
 
-def _sandbox() -> Check:
-    report = sandbox.probe()
+def _sandbox(settings: Settings) -> Check:
+    # sandbox_config reads only ctx.settings: the operator's sandbox section, as bash will use it
+    report = sandbox.probe(sandbox_config(SimpleNamespace(settings=settings)))  # type: ignore[arg-type]
     if report.ok:
         return Check("OK" if report.backend != "none" else "WARN", "sandbox", report.summary)
     return Check("FAIL", "sandbox", f"{report.summary} bash cannot run until this is fixed.")

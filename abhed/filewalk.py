@@ -147,15 +147,17 @@ class Chain:
     each file's precedence. Only a hit pays for the precise evaluation.
     """
 
-    def __init__(self, files: tuple[IgnoreFile, ...]) -> None:
+    def __init__(self, files: tuple[IgnoreFile, ...], override: IgnoreFile) -> None:
         self.files = files
-        self.exact = frozenset(name for f in files for name in f._exact)
-        self.suffixes = tuple(text for f in files for text in f._suffix_tuple)
-        self.by_name = tuple(f._by_name for f in files if f._by_name is not None)
-        self.by_path = tuple((f._by_path, f._prefix) for f in files if f._by_path is not None)
+        self.override = override  # the operator's exclusions: above every ignore file
+        every = (override, *files)
+        self.exact = frozenset(name for f in every for name in f._exact)
+        self.suffixes = tuple(text for f in every for text in f._suffix_tuple)
+        self.by_name = tuple(f._by_name for f in every if f._by_name is not None)
+        self.by_path = tuple((f._by_path, f._prefix) for f in every if f._by_path is not None)
 
     def extend(self, more: list[IgnoreFile]) -> Chain:
-        return Chain(self.files + tuple(more)) if more else self
+        return Chain(self.files + tuple(more), self.override) if more else self
 
     def maybe(self, path: str, name: str) -> bool:
         # Each rule regex ends in `/` or `(?:/|$)`, so testing with a slash appended is a
@@ -173,6 +175,8 @@ class Chain:
     def ignored(self, path: str, name: str, is_dir: bool) -> bool:
         if not self.maybe(path, name):
             return False
+        if self.override.verdict(path, name, is_dir):
+            return True
         for rules in reversed(self.files):  # deepest first: a nearer .gitignore overrides a farther one
             verdict = rules.verdict(path, name, is_dir)
             if verdict is not None:
@@ -185,8 +189,7 @@ class Rules:
 
     def __init__(self, root: str, excludes: Iterable[str]) -> None:
         self.root = root
-        self.excludes = Chain((IgnoreFile(root, excludes),))
-        self.inherited = Chain(tuple(self._parents(root)))
+        self.inherited = Chain(tuple(self._parents(root)), IgnoreFile(root, excludes))
 
     @staticmethod
     def _parents(root: str) -> list[IgnoreFile]:
@@ -212,9 +215,6 @@ class Rules:
             rules = IgnoreFile.load(os.path.join(directory, ".gitignore"), directory)
             found.append(rules) if rules else None
         return found
-
-    def ignored(self, path: str, name: str, is_dir: bool, chain: Chain) -> bool:
-        return self.excludes.ignored(path, name, is_dir) or chain.ignored(path, name, is_dir)
 
 
 @dataclass
@@ -250,7 +250,7 @@ def walk(root: Path, excludes: Iterable[str], keep: Callable[[str], bool] | None
             is_dir = entry.is_dir(follow_symlinks=False)
             if not is_dir and not entry.is_file(follow_symlinks=False):
                 continue  # symlinks, sockets, fifos, devices
-            if rules.ignored(entry.path, entry.name, is_dir, chain):
+            if chain.ignored(entry.path, entry.name, is_dir):
                 (listing.hidden_dirs if is_dir else listing.hidden_files).append(entry.path)
             elif is_dir:
                 stack.append((entry.path, chain))

@@ -87,6 +87,9 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
             for problem in session.log.load().problems:
                 display.notice(f"warning: {problem}")
             ctx = ToolContext(session, settings, paths)
-            yield Agent.restore(ctx, model, gate, budget(settings), config=settings.agent, display=display)
+            try:
+                yield Agent.restore(ctx, model, gate, budget(settings), config=settings.agent, display=display)
+            finally:
+                ctx.close()  # the bash tool's sandbox and background jobs end with the session's process
     except SessionError as exc:
         raise LaunchError(str(exc)) from None

@@ -202,7 +202,7 @@ def _word(node: Node) -> str | None:
                 continue
             if child.type != "string_content":
                 return None
-            parts.append(_unescape_double(_text(child)))
+            parts.append(_unescape(_text(child), '"\\$`\n'))
         return "".join(parts)
     if kind == "concatenation":
         parts = [_word(child) for child in node.children]
@@ -210,22 +210,12 @@ def _word(node: Node) -> str | None:
     return None  # expansions, substitutions, arithmetic: run-time values
 
 
-def _unescape(text: str) -> str:
+def _unescape(text: str, escapable: str | None = None) -> str:
+    """Remove the backslashes the shell removes: before any character unquoted, and inside double
+    quotes only before the characters in `escapable`."""
     out, i = [], 0
     while i < len(text):
-        if text[i] == "\\" and i + 1 < len(text):
-            out.append(text[i + 1])
-            i += 2
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
-
-
-def _unescape_double(text: str) -> str:
-    out, i = [], 0
-    while i < len(text):
-        if text[i] == "\\" and i + 1 < len(text) and text[i + 1] in '"\\$`\n':
+        if text[i] == "\\" and i + 1 < len(text) and (escapable is None or text[i + 1] in escapable):
             out.append(text[i + 1])
             i += 2
         else:

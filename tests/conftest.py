@@ -3,22 +3,12 @@ exactly as the agent does (through dispatch, so every call is also persisted as 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from abhed import config, dispatch
-from abhed.approval import Gate, Policy
-from abhed.paths import PathPolicy
-from abhed.session import SessionStore
-from abhed.tools.base import ToolContext, ToolResult
-
-REPO = Path(__file__).resolve().parent.parent
+from abhed_testing import Tools
 
 
 @pytest.fixture
@@ -26,7 +16,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "abhed-home"
     monkeypatch.setenv("ABHED_HOME", str(path))
     monkeypatch.setenv("ABHED_CONFIG", str(tmp_path / "no-such-config.toml"))
-    for name in ("ABHED_ALLOWED_ROOTS", "ABHED_CREATE_PARENTS", "ABHED_NEW_FILE_MODE"):
+    for name in ("ABHED_ALLOWED_ROOTS", "ABHED_CREATE_PARENTS", "ABHED_NEW_FILE_MODE", "ABHED_MODE",
+                 "ABHED_GREP_BACKEND", "ABHED_SANDBOX"):
         monkeypatch.delenv(name, raising=False)
     return path
 
@@ -38,59 +29,20 @@ def ws(tmp_path: Path) -> Path:
     return path.resolve()
 
 
-class Tools:
-    """Calls tools in one session, as the agent loop would."""
-
-    def __init__(self, ws: Path, home: Path, files: dict[str, Any] | None = None, roots: list[Path] | None = None,
-                 gate: Gate | None = None):
-        flags: dict[str, Any] = {"files": files or {}}
-        if roots is not None:
-            flags["allowed_roots"] = [str(r) for r in roots]
-        self.settings = config.load(flags, env={"ABHED_HOME": str(home), "ABHED_CONFIG": "/nonexistent"})
-        self.session = SessionStore(home).create(ws)
-        self.ctx = ToolContext(self.session, self.settings, PathPolicy.create(ws, self.settings.allowed_roots))
-        self.ws = ws
-        # By default a person at the keyboard running each call by hand, edits allowed: the
-        # approval layer has tests of its own (test_approval.py).
-        self.gate = gate or Gate(Policy.create("accept-edits", [], [], ws), invoked_by_human=True)
-
-    def __call__(self, name: str, raw: str | None = None, **args: Any) -> ToolResult:
-        return dispatch.call(self.ctx, name, raw if raw is not None else json.dumps(args), self.gate)
-
-    def ok(self, name: str, **args: Any) -> str:
-        result = self(name, **args)
-        assert not result.is_error, result.content
-        return result.content
-
-    def err(self, name: str, **args: Any) -> str:
-        result = self(name, **args)
-        assert result.is_error, result.content
-        return result.content
-
-
 @pytest.fixture
-def tools(ws: Path, home: Path) -> Tools:
-    return Tools(ws, home)
+def tools(ws: Path, home: Path):
+    made = Tools(ws, home)
+    yield made
+    made.ctx.close()  # stops the sandbox and any background job, as a session's end does
 
 
 @pytest.fixture
 def make_tools(ws: Path, home: Path):
+    made: list[Tools] = []
+
     def make(**files: Any) -> Tools:
-        return Tools(ws, home, files)
-    return make
-
-
-def abhed(*args: str, input: str | None = None, env: dict[str, str] | None = None, cwd: Path | None = None,
-          obey_permissions: bool = False) -> subprocess.CompletedProcess[str]:
-    """Run the real `abhed` command line in a child process.
-
-    `obey_permissions`: drop root's power to bypass file permissions (CAP_DAC_OVERRIDE and
-    CAP_DAC_READ_SEARCH), so a permission-denied case is real even when the tests run as root.
-    """
-    cmd = [sys.executable, "-m", "abhed", *args]
-    if obey_permissions and os.geteuid() == 0:
-        cmd = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *cmd]
-    return subprocess.run(cmd, input=input, capture_output=True, text=True, env={**os.environ, **(env or {})},
-                          cwd=cwd, timeout=120)
-
-
+        made.append(Tools(ws, home, files))
+        return made[-1]
+    yield make
+    for t in made:
+        t.ctx.close()

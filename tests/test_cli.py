@@ -8,7 +8,7 @@ import subprocess
 
 from abhed import __version__
 from abhed.tools import TOOLS
-from conftest import abhed
+from abhed_testing import abhed
 
 
 def test_version_from_the_module_and_the_console_script():

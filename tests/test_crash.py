@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from conftest import REPO, abhed
+from abhed_testing import REPO, abhed
 
 CHILD = r"""
 import sys, time

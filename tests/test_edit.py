@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, abhed
+from abhed_testing import REPO, abhed
 
 SOURCE = "def add(a, b):\n\treturn a - b\n\n\ndef sub(a, b):\n\treturn a - b\n"
 

@@ -7,7 +7,7 @@ import os
 
 from abhed.events import ActionEvent, EventLog, ObservationEvent
 from abhed.session import SessionStore
-from conftest import abhed
+from abhed_testing import abhed
 
 
 def test_every_call_is_an_action_and_an_observation(tools, ws):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 import shutil
 import tempfile
 from pathlib import Path
@@ -11,7 +12,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from abhed.dispatch import INTERNAL
-from conftest import Tools
+from abhed_testing import Tools
 
 FILES = {
     "a.txt": b"alpha\nbeta\nalpha\n",
@@ -70,6 +71,20 @@ def arguments(tool: str, ws: str):
     return st.one_of(well_typed(tool, ws), well_typed(tool, ws), well_typed(tool, ws), ill_typed(ws))
 
 
+@contextmanager
+def fresh_workspace(tmp_path_factory):
+    """A new workspace holding FILES and a session on it, for one hypothesis example."""
+    base = Path(tempfile.mkdtemp(dir=tmp_path_factory.getbasetemp()))
+    try:
+        ws = (base / "ws").resolve()
+        for name, content in FILES.items():
+            (ws / name).parent.mkdir(parents=True, exist_ok=True)
+            (ws / name).write_bytes(content)
+        yield ws, Tools(ws, base / "home")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def snapshot(ws: Path) -> dict[str, bytes]:
     return {str(p.relative_to(ws)): p.read_bytes() for p in ws.rglob("*") if p.is_file()}
 
@@ -98,13 +113,7 @@ def expected_after(tool: str, args: dict, before: dict[str, bytes], ws: Path, re
 @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), tool=st.sampled_from(["read", "write", "edit"]), pre_read=st.sets(st.sampled_from(sorted(FILES))))
 def test_any_input_gives_an_observation_and_loses_no_data(tmp_path_factory, data, tool, pre_read):
-    base = Path(tempfile.mkdtemp(dir=tmp_path_factory.getbasetemp()))
-    try:
-        ws = (base / "ws").resolve()
-        for name, content in FILES.items():
-            (ws / name).parent.mkdir(parents=True, exist_ok=True)
-            (ws / name).write_bytes(content)
-        tools = Tools(ws, base / "home")
+    with fresh_workspace(tmp_path_factory) as (ws, tools):
         for name in pre_read:
             tools("read", path=str(ws / name))
         before = snapshot(ws)
@@ -119,8 +128,6 @@ def test_any_input_gives_an_observation_and_loses_no_data(tmp_path_factory, data
         else:
             assert after == expected_after(tool, json.loads(raw), before, ws, result.content), result.content
         assert not any(".abhed-tmp-" in name for name in after)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 TEXT_FILES = ["a.txt", "crlf.txt", "bom.txt", "latin.txt", "sub/deep.py", "empty.txt"]
@@ -131,13 +138,7 @@ TEXT_FILES = ["a.txt", "crlf.txt", "bom.txt", "latin.txt", "sub/deep.py", "empty
        new=texts, tool=st.sampled_from(["edit", "edit", "write"]))
 def test_plausible_edits_change_exactly_what_they_say(tmp_path_factory, data, name, replace_all, new, tool):
     """Slices of the real file as old_string, so most edits apply: the result must be exact."""
-    base = Path(tempfile.mkdtemp(dir=tmp_path_factory.getbasetemp()))
-    try:
-        ws = (base / "ws").resolve()
-        for fname, content in FILES.items():
-            (ws / fname).parent.mkdir(parents=True, exist_ok=True)
-            (ws / fname).write_bytes(content)
-        tools = Tools(ws, base / "home")
+    with fresh_workspace(tmp_path_factory) as (ws, tools):
         tools("read", path=str(ws / name))
         text = FILES[name].decode("utf-8", "surrogateescape")
         lo = data.draw(st.integers(0, len(text)))
@@ -153,5 +154,3 @@ def test_plausible_edits_change_exactly_what_they_say(tmp_path_factory, data, na
             assert after == before, result.content
         else:
             assert after == expected_after(tool, args, before, ws, result.content), result.content
-    finally:
-        shutil.rmtree(base, ignore_errors=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from abhed.ripgrep import find_rg
-from conftest import Tools, abhed
+from abhed_testing import Tools, abhed
 
 BACKENDS = ["python", "rg"]
 

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from abhed.ripgrep import find_rg
-from conftest import Tools
+from abhed_testing import Tools
 
 CORPUS = {
     "src/app.py": "import os\nimport sys\n\ndef main(argv):\n    value = os.environ.get('HOME')\n"

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from abhed.paths import PathError, PathPolicy
-from conftest import Tools
+from abhed_testing import Tools
 
 
 def test_relative_path_is_rejected_with_its_absolute_form(tools, ws):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from abhed.session import digest
-from conftest import abhed
+from abhed_testing import abhed
 
 
 def test_output_is_cat_n_style(tools, ws):

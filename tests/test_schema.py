@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from abhed.tools import BY_NAME, definitions
-from conftest import REPO
+from abhed_testing import REPO
 
 SPEC = REPO / "docs" / "tool-contracts.txt"
 SHARED = REPO.parent / "shared" / "spec" / "tool-contracts.txt"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, abhed
+from abhed_testing import REPO, abhed
 
 
 def test_creates_a_new_file_and_reports_bytes_and_lines(tools, ws):

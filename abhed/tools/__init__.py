@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from abhed.tools.base import Tool
+from abhed.tools.bash import Bash
 from abhed.tools.edit import Edit
 from abhed.tools.glob import Glob
 from abhed.tools.grep import Grep
@@ -13,8 +14,8 @@ from abhed.tools.read import Read
 from abhed.tools.todo import TodoTool
 from abhed.tools.write import Write
 
-TOOLS: tuple[Tool, ...] = (Read(), Write(), Edit(), Glob(), Grep())
-TOOLS = (*TOOLS, PlanTool(), TodoTool())  # §9: the model's working memory, after the tools that act
+# plan and todo (§9), the model's working memory, come after the tools that act.
+TOOLS: tuple[Tool, ...] = (Read(), Write(), Edit(), Glob(), Grep(), Bash(), PlanTool(), TodoTool())
 BY_NAME: dict[str, Tool] = {tool.name: tool for tool in TOOLS}
 
 

@@ -10,13 +10,16 @@ import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from abhed.config import Settings
 from abhed.paths import PathPolicy
 from abhed.session import Session
+
+if TYPE_CHECKING:
+    from abhed.tools.bash import Shell
 
 LINE_CHARS = 2000  # spec §2: longer lines are cut individually
 LINE_CUT_NOTE = "[...line truncated]"
@@ -47,11 +50,23 @@ def fail(content: str, **metadata: Any) -> ToolResult:
 
 @dataclass
 class ToolContext:
-    """Everything a tool may use: the session (read-set, cwd), the operator's settings, the paths."""
+    """Everything a tool may use: the session (read-set, cwd), the operator's settings, the paths,
+    and what lives as long as this process serves the session (the bash tool's sandbox and jobs).
+
+    `one_shot`: the process ends after this call (`abhed tool`), so nothing may be left running.
+    Call `close()` when the session's process is done with it.
+    """
 
     session: Session
     settings: Settings
     paths: PathPolicy
+    one_shot: bool = False
+    shell: Shell | None = None
+
+    def close(self) -> None:
+        if self.shell is not None:
+            self.shell.close()
+            self.shell = None
 
     @property
     def cwd(self) -> Path:

@@ -14,12 +14,7 @@ from abhed import demo
 from abhed.events import ActionEvent, MessageEvent, ObservationEvent, RunEvent
 from abhed.model.replay import ReplayServer
 from abhed.session import SessionStore
-from abhed.tools import BY_NAME
 from agent_helpers import REPO
-
-HAS_BASH = "bash" in BY_NAME
-# TODO(bash): until the bash tool is merged into this branch, the script checks the fix with grep/read
-# instead of running the tests; with bash present the same test runs them (see demo.script).
 
 
 def run_abhed(*args: str, home) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
@@ -30,7 +25,7 @@ def run_abhed(*args: str, home) -> subprocess.CompletedProcess[str]:  # type: ig
 
 def test_a_scripted_session_fixes_the_bug(ws, home):
     demo.make_project(ws)
-    turns = demo.script(ws, HAS_BASH)
+    turns = demo.script(ws)
     with ReplayServer(turns) as server:
         proc = run_abhed("run", demo.PROMPT, "--workspace", str(ws), "--endpoint", server.url, "--mode", "auto",
                          home=home)
@@ -49,17 +44,16 @@ def test_a_scripted_session_fixes_the_bug(ws, home):
     events = session.log.load().events
     actions = [e for e in events if isinstance(e, ActionEvent)]
     observations = {e.action_id: e for e in events if isinstance(e, ObservationEvent)}
-    check_tool = "bash" if HAS_BASH else "grep"
-    verify_tool = "bash" if HAS_BASH else "read"
-    assert [a.tool for a in actions] == ["plan", "todo", check_tool, "read", "read", "todo", "edit", "edit", "todo",
-                                         verify_tool, "todo"]
+    assert [a.tool for a in actions] == ["plan", "todo", "bash", "read", "read", "todo", "edit", "edit", "todo",
+                                         "bash", "todo"]
     results = [observations[a.id] for a in actions]
     failed_edit, good_edit = results[6], results[7]
     assert failed_edit.is_error and "indentation differs (tabs vs spaces)" in failed_edit.content
     assert not good_edit.is_error and good_edit.content.startswith("Edited ")
     assert sum(r.is_error for r in results) == 1
-    if HAS_BASH:
-        assert "passed" in results[9].content and "exit code 0" in results[9].content.lower()
+    before, after = results[2].content, results[9].content  # the tests, run in the sandbox
+    assert "2 passed, 2 failed" in before and "exit code 1" in before
+    assert "4 passed, 0 failed" in after and "exit code 0" in after
 
     # the model saw the error text before it retried
     retry_request = server.requests[4]["messages"]  # the request that got the retried edit

@@ -100,7 +100,7 @@ def test_plan_and_todos_persist_and_are_rebuilt_from_the_log(tools, home):
 
 def test_plan_and_todo_are_allowed_in_plan_mode(ws, home):
     from abhed.approval import Gate, Policy
-    from conftest import Tools
+    from abhed_testing import Tools
     tools = Tools(ws, home, gate=Gate(Policy.create("plan", [], [], ws)))
     tools.ok("plan", goal="g", steps=["a"])
     tools.ok("todo", items=[{"content": "A"}])

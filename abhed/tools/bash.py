@@ -1,0 +1,193 @@
+"""bash (spec §7): one command in the session sandbox; cwd persists, shell state does not."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import sandbox
+from pydantic import Field, field_validator
+
+from abhed.errors import ToolError
+from abhed.interactive import interactive_reason
+from abhed.jobs import JobCommand, job_command
+from abhed.paths import is_within
+from abhed.shellparse import analyze
+from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, ok
+
+OUTPUT_CHARS = 30_000  # combined stdout+stderr kept, head and tail (spec §7)
+DEFAULT_TIMEOUT_MS = 120_000
+MAX_TIMEOUT_MS = 600_000
+
+DESCRIPTION = """\
+Run a shell command in the session sandbox. Use for builds, tests, git, and package managers. Prefer \
+read/glob/grep for file inspection — they are cheaper and safer.
+
+How it behaves:
+- Each call is a fresh bash: the working directory carries over to the next call (a `cd` sticks), but \
+environment variables, functions and aliases do NOT. Put `export X=1 && cmd` or `source env.sh && cmd` in \
+the same call.
+- stdin is /dev/null and there is no terminal: editors, pagers, REPLs without a script, `git rebase -i`, \
+`git add -p`, `ssh` without a command are refused with the non-interactive form to use.
+- Output is stdout and stderr together, at most 30000 characters (the start and the end are kept). The \
+exit code is always reported; a non-zero exit is a normal result, not a tool failure.
+- timeout_ms: default 120000, max 600000; on timeout everything the command started is killed.
+- background=true starts the command detached and returns a handle such as job-1 and the absolute path of \
+its log: read or grep that path to see the output so far. Stop it with the command `kill %job-1`; list \
+jobs with `jobs`. Background jobs end when the session ends.
+- The sandbox has no network unless the operator allows it. Destructive commands need a human's \
+confirmation."""
+
+
+class BashInput(ToolInput):
+    command: str
+    description: str = Field(description="Short human-readable description shown in the approval prompt.")
+    timeout_ms: int | None = Field(None, ge=1, le=MAX_TIMEOUT_MS, description="Default 120000, max 600000.")
+    background: bool | None = Field(None, description="Run detached; returns a handle. Use for servers and long "
+                                                      "builds.")
+
+    @field_validator("command", "description")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty (description: say in a few words what the command does; it is "
+                             "what the human sees when asked to approve)")
+        return value
+
+
+def sandbox_config(ctx: ToolContext) -> sandbox.SandboxConfig:
+    cfg = ctx.settings.sandbox
+    limits = sandbox.Limits(processes=cfg.max_processes, file_size_bytes=cfg.max_file_bytes)
+    return sandbox.SandboxConfig(backend=cfg.backend, bwrap_path=cfg.bwrap_path, allow_network=cfg.allow_network,
+                                 env_passthrough=tuple(cfg.env_passthrough), ro_binds=tuple(cfg.ro_binds),
+                                 rw_binds=tuple(cfg.rw_binds), protected_paths=tuple(cfg.protected_paths),
+                                 limits=limits)
+
+
+@dataclass
+class Shell:
+    """The sandbox of one session's process, and the background jobs started in it."""
+
+    box: sandbox.Sandbox
+    log_dir: Path
+    jobs: dict[str, sandbox.BackgroundJob] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, ctx: ToolContext) -> Shell:
+        try:
+            box = sandbox.Sandbox(sandbox_config(ctx), ctx.paths.workspace)
+        except sandbox.SandboxError as exc:
+            raise ToolError(f"The command did not run: the sandbox is not usable. {exc}") from None
+        return cls(box, ctx.paths.workspace / ".abhed" / "jobs" / ctx.session.id)
+
+    def next_log(self) -> tuple[str, Path]:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        ignore = self.log_dir.parent.parent / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("# Abhed's own files (background job logs): not part of the project.\n*\n")
+        n = 1
+        while (self.log_dir / f"job-{n}.log").exists():
+            n += 1
+        return f"job-{n}", self.log_dir / f"job-{n}.log"
+
+    def close(self) -> None:
+        self.box.close()  # stops every job still running
+
+
+class Bash(Tool):
+    name = "bash"
+    description = DESCRIPTION
+    Input = BashInput
+    read_only = False
+    example = {"command": "pytest -x tests/", "description": "Run the test suite"}
+
+    def run(self, args: BashInput, ctx: ToolContext) -> ToolResult:
+        control = job_command(args.command)
+        if control is not None:
+            return self._job_control(control, ctx)
+        reason = interactive_reason(analyze(args.command))
+        if reason:
+            raise ToolError(f"Not run: {reason}", reason="interactive")
+        if ctx.shell is None:
+            ctx.shell = Shell.open(ctx)
+        cwd = self._cwd(ctx)
+        if args.background:
+            return self._background(args, ctx, cwd)
+        timeout_ms = args.timeout_ms or DEFAULT_TIMEOUT_MS
+        try:
+            result = ctx.shell.box.run(args.command, cwd=cwd, timeout_s=timeout_ms / 1000,
+                                       output_limit_chars=OUTPUT_CHARS)
+        except sandbox.SandboxError as exc:
+            raise ToolError(f"The command did not run: {exc}") from None
+        return self._report(result, ctx, cwd, timeout_ms)
+
+    @staticmethod
+    def _cwd(ctx: ToolContext) -> Path:
+        """The session's working directory, if it still exists inside the workspace."""
+        cwd = Path(ctx.session.state.cwd)
+        if cwd.is_dir() and is_within(cwd.resolve(), ctx.paths.workspace):
+            return cwd
+        ctx.session.state.cwd = str(ctx.paths.workspace)
+        return ctx.paths.workspace
+
+    @staticmethod
+    def _report(result: sandbox.Result, ctx: ToolContext, cwd: Path, timeout_ms: int) -> ToolResult:
+        lines = [result.output.rstrip("\n") or "[no output]"]
+        if result.warning:
+            lines.insert(0, f"[{result.warning}]")
+        if result.timed_out:
+            lines.append(f"[timed out after {timeout_ms} ms: the command and everything it started were killed; the "
+                         "output so far is above. Use background=true for servers and long builds, or a larger "
+                         f"timeout_ms (at most {MAX_TIMEOUT_MS}).]")
+        else:
+            lines.append(f"[exit code {result.exit_code}]")
+        new_cwd = result.final_cwd
+        if new_cwd is not None and Path(new_cwd) != cwd:
+            ctx.session.state.cwd = str(new_cwd)
+            lines.append(f"[working directory is now {new_cwd}]")
+        return ok("\n".join(lines), exit_code=result.exit_code, timed_out=result.timed_out,
+                  sandboxed=result.sandboxed, backend=result.backend, cwd=ctx.session.state.cwd,
+                  omitted_chars=result.omitted_chars, duration_ms=round(result.duration_s * 1000, 1))
+
+    def _background(self, args: BashInput, ctx: ToolContext, cwd: Path) -> ToolResult:
+        if ctx.one_shot:
+            raise ToolError("background=true needs a running agent session (abhed run or abhed chat): this process "
+                            "ends after one call, and a background job never outlives its session. Run the command "
+                            "in the foreground, with a timeout_ms long enough for it.")
+        shell = ctx.shell
+        assert shell is not None
+        handle, log = shell.next_log()
+        try:
+            job = shell.box.start_background(args.command, cwd=cwd, log_path=log)
+        except sandbox.SandboxError as exc:
+            raise ToolError(f"The background job did not start: {exc}") from None
+        shell.jobs[handle] = job
+        warning = f"[{sandbox.UNSANDBOXED_WARNING}]\n" if not job.sandboxed else ""
+        return ok(f"{warning}Started background job {handle}: {args.command}\n"
+                  f"Output: {log} (read or grep it; it grows while the job runs)\n"
+                  f"Stop it with the bash command `kill %{handle}`; list jobs with `jobs`. It is stopped when the "
+                  "session ends.", job=handle, log=str(log), sandboxed=job.sandboxed)
+
+    def _job_control(self, control: JobCommand, ctx: ToolContext) -> ToolResult:
+        jobs = ctx.shell.jobs if ctx.shell is not None else {}
+        if control.verb == "jobs":
+            if not jobs:
+                return ok("[no background jobs in this session]", jobs=0)
+            return ok("\n".join(self._describe(h, j.poll()) for h, j in jobs.items()), jobs=len(jobs))
+        unknown = [h for h in control.job_ids if h not in jobs]
+        if unknown:
+            known = ", ".join(jobs) or "none"
+            raise ToolError(f"No background job {', '.join(unknown)} in this session (jobs: {known}). List them with "
+                            "the command `jobs`.")
+        return ok("\n".join(self._describe(h, jobs[h].stop()) for h in control.job_ids), stopped=list(control.job_ids))
+
+    @staticmethod
+    def _describe(handle: str, status: sandbox.JobStatus) -> str:
+        if status.running:
+            state = "running"
+        elif status.stopped:
+            state = "stopped"
+        else:
+            state = f"exited with code {status.exit_code}"
+        return f"{handle}: {state}; log {status.log_path} ({status.log_bytes} bytes)"

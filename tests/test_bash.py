@@ -1,0 +1,144 @@
+"""bash (spec §7): every semantic bullet, run through the real bwrap sandbox."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from abhed_testing import abhed
+
+
+def sh(tools, command, **extra):
+    return tools("bash", command=command, description="test step", **extra)
+
+
+def test_cwd_persists_but_env_and_functions_do_not(tools, ws):
+    (ws / "sub").mkdir()
+    first = sh(tools, "cd sub && export FOO=bar && greet() { echo hi; }")
+    assert first.content.endswith(f"[exit code 0]\n[working directory is now {ws / 'sub'}]")
+    second = sh(tools, 'pwd; echo "FOO=[$FOO]"; greet')
+    assert second.content.startswith(f"{ws / 'sub'}\nFOO=[]\n")
+    assert "greet: command not found" in second.content and "[exit code 127]" in second.content
+    assert tools.session.state.cwd == str(ws / "sub")
+
+
+def test_cd_out_of_the_workspace_does_not_stick(tools, ws):
+    out = sh(tools, "cd / && pwd").content
+    assert out.startswith("/\n") and "working directory is now" not in out
+    assert sh(tools, "pwd").content.startswith(f"{ws}\n")
+
+
+def test_exit_code_is_always_reported_and_nonzero_is_not_a_tool_error(tools):
+    result = sh(tools, "echo failing >&2; exit 3")
+    assert not result.is_error and result.content == "failing\n[exit code 3]"
+    assert result.metadata["exit_code"] == 3
+
+
+def test_stdout_and_stderr_are_combined_in_order(tools):
+    assert sh(tools, "echo one; echo two >&2; echo three").content == "one\ntwo\nthree\n[exit code 0]"
+
+
+def test_empty_output_is_never_an_empty_string(tools):
+    assert sh(tools, "true").content == "[no output]\n[exit code 0]"
+
+
+def test_output_over_30k_keeps_head_and_tail_with_a_note(tools):
+    out = sh(tools, "seq 1 20000").content
+    assert out.startswith("1\n2\n3\n") and out.endswith("19999\n20000\n[exit code 0]")
+    assert "omitted from the middle of the output" in out and len(out) < 31_000
+
+
+def test_stdin_is_dev_null(tools):
+    assert sh(tools, 'read line; echo "got [$line]"; cat').content == "got []\n[exit code 0]"
+
+
+def test_timeout_kills_the_process_group_and_keeps_partial_output(tools, ws):
+    result = sh(tools, f"echo started; (sleep 60; touch {ws}/survivor) & sleep 60", timeout_ms=1500)
+    assert result.content.startswith("started\n")
+    assert "[timed out after 1500 ms: the command and everything it started were killed" in result.content
+    assert result.metadata["timed_out"] is True
+    time.sleep(0.5)
+    assert not (ws / "survivor").exists()
+
+
+@pytest.mark.parametrize("value, fact", [(600_001, "less than or equal to 600000"), (0, "greater than or equal to 1")])
+def test_timeout_bounds(tools, value, fact):
+    assert fact in tools.err("bash", command="true", description="x", timeout_ms=value)
+
+
+def test_description_is_required_and_not_blank(tools):
+    assert "`description` is required" in tools.err("bash", command="ls")
+    assert "approve" in tools.err("bash", command="ls", description="   ")
+
+
+@pytest.mark.parametrize("command, fact", [
+    ("vim notes.txt", "edit or write tools"), ("nano x", "interactive editor"), ("less log", "read tool"),
+    ("git rebase -i HEAD~3", "GIT_SEQUENCE_EDITOR"), ("git add -p", "Name whole files"),
+    ("git commit", "git commit -m"), ("python", "python script.py"), ("python3", "python -c"),
+    ("node", "node script.js"), ("ssh host", "remote command"), ("top", "top -b -n 1"), ("psql", "script file"),
+    ("cd x && vim y", "interactive editor"), ("sudo vim /etc/hosts", "interactive editor"),
+])
+def test_interactive_commands_are_refused_with_the_non_interactive_form(tools, command, fact):
+    err = tools.err("bash", command=command, description="interactive")
+    assert err.startswith("Not run: ") and fact in err
+
+
+@pytest.mark.parametrize("command", ["python script.py", "python -c 'print(1)'", "git commit -m msg",
+                                     "git commit --amend --no-edit", "ssh host uptime", "git add src/a.py"])
+def test_non_interactive_forms_are_not_refused(tools, command):
+    result = tools("bash", command=command, description="fine")
+    assert not result.content.startswith("Not run:"), result.content
+
+
+def test_background_job_log_read_and_stop(tools, ws):
+    started = sh(tools, "echo ready; sleep 60", background=True)
+    assert started.content.startswith("Started background job job-1: echo ready; sleep 60")
+    log = started.metadata["log"]
+    assert log == str(ws / ".abhed" / "jobs" / tools.session.id / "job-1.log")
+    for _ in range(50):
+        if os.path.exists(log) and os.path.getsize(log):
+            break
+        time.sleep(0.1)
+    assert tools.ok("read", path=log).startswith("     1\tready")
+    assert tools.ok("bash", command="jobs", description="list").startswith("job-1: running; log ")
+    stopped = tools.ok("bash", command="kill %job-1", description="stop")
+    assert stopped.startswith("job-1: stopped; log ")
+    assert "No background job job-9" in tools.err("bash", command="kill %job-9", description="stop")
+    assert (ws / ".abhed" / ".gitignore").read_text().endswith("*\n")
+
+
+def test_background_jobs_end_with_the_session(tools, ws):
+    sh(tools, f"sleep 1.5; touch {ws}/late", background=True)
+    tools.ctx.close()
+    time.sleep(2.5)
+    assert not (ws / "late").exists()
+
+
+def test_background_refused_in_a_one_shot_process(ws, home):
+    proc = abhed("tool", "bash", json.dumps({"command": "sleep 1", "description": "bg", "background": True}),
+                 "--workspace", str(ws))
+    assert "background=true needs a running agent session" in proc.stdout
+
+
+def test_the_command_runs_confined(tools, tmp_path):
+    out = sh(tools, f"touch {tmp_path}/outside; cat /etc/shadow; ls /root").content
+    assert "Read-only file system" in out or "Permission denied" in out or "No such file" in out
+    assert not (tmp_path / "outside").exists()
+
+
+def test_unconfined_backend_says_so_on_every_observation(make_tools):
+    tools = make_tools()
+    tools.settings.sandbox.backend = "none"
+    assert sh(tools, "echo x").content.startswith("[ran WITHOUT a sandbox")
+
+
+def test_destructive_needs_confirm_through_the_cli(ws, home):
+    (ws / "build").mkdir()
+    args = json.dumps({"command": "rm -rf build", "description": "clean"})
+    refused = abhed("tool", "bash", args, "--workspace", str(ws))
+    assert "destructive: rm with recursive or force flags" in refused.stdout and (ws / "build").exists()
+    confirmed = abhed("tool", "bash", args, "--workspace", str(ws), "--confirm")
+    assert confirmed.stdout.endswith("[exit code 0]\n") and not (ws / "build").exists()
