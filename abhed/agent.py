@@ -132,7 +132,7 @@ class Agent:
 
     def run(self, prompt: str | None) -> Outcome:
         """Work on `prompt` until the model answers (None: carry on where an unfinished run stopped)."""
-        self._record(RunEvent(status="started", prompt=prompt, **self._ids()))
+        self._record(RunEvent(status="started", prompt=prompt, **self._ids()), sync=False)  # the prompt's fsync
         if prompt is not None:
             self._add(Msg("user", prompt), origin="user")
         else:
@@ -142,6 +142,7 @@ class Agent:
         except KeyboardInterrupt:
             outcome = self._interrupted()
         self._record(RunEvent(status=outcome.status, detail=outcome.detail, **self._ids()))
+        self.ctx.session.save()  # state.json, a cache of the log, once a run (dispatch.call's durable=False)
         return outcome
 
     def _loop(self) -> Outcome:
@@ -201,14 +202,14 @@ class Agent:
             return reply
 
     def _body(self) -> dict[str, Any]:
-        conversation = [Msg("system", self.system), *self.messages]
+        conversation = [self._system, *self.messages]
         room = self.model.context_window - self.gauge.estimate(conversation, self._fixed) - 64
-        return {"model": self.model.id, "messages": self.adapter.render(conversation),
+        return {"model": self.model.id, "messages": self.adapter.encode(conversation),
                 "max_tokens": max(256, min(self.model.max_output, room)),
                 **self.model.profile.sampling.fields(), **self.adapter.request_fields()}
 
     def _estimate(self) -> int:
-        return self.gauge.estimate([Msg("system", self.system), *self.messages], self._fixed)
+        return self.gauge.estimate([self._system, *self.messages], self._fixed)
 
     def _on_text(self, delta: str) -> None:
         self._stream += delta
@@ -228,6 +229,7 @@ class Agent:
         self._fixed = len(json.dumps(self.adapter.request_fields().get("tools", [])))
         self.system = system_prompt(self.ctx.paths.workspace, [t.name for t in self.tools],
                                     self.gate.policy.mode, self.adapter.system_addendum(), self.notes)
+        self._system = Msg("system", self.system)  # one object, so its encoding is reused turn after turn
         self.gauge.forget()
 
     def _fall_back_to_text_protocol(self) -> None:
@@ -303,7 +305,9 @@ class Agent:
                          "so its last call may be incomplete. Make calls smaller: write a large file in parts (write "
                          "the start, then add the rest with edit).]")
         if hints:
-            self._add(Msg("user", "\n".join(hints)), origin="loop_guard")
+            self._add(Msg("user", "\n".join(hints)), origin="loop_guard")  # synced: the results with it
+        else:
+            self.ctx.session.log.sync()  # the results are durable before the model sees them
 
     def _run_batch(self, batch: list[ToolCall]) -> list[ToolResult]:
         for call in batch:
@@ -317,7 +321,7 @@ class Agent:
             pool.shutdown(wait=False, cancel_futures=True)
 
     def _call(self, call: ToolCall) -> ToolResult:
-        ids = {"tool_call_id": call.id, "agent_id": self.agent_id, "parent_id": self.parent_id}
+        ids = {"tool_call_id": call.id, "agent_id": self.agent_id, "parent_id": self.parent_id, "durable": False}
         if call.error:
             return dispatch.reject(self.ctx, call.name or "(unparsed)", call.arguments, call.error, **ids)
         if call.name in BY_NAME and call.name not in {tool.name for tool in self.tools}:  # e.g. task in a subagent
@@ -364,18 +368,18 @@ class Agent:
     def _ids(self) -> dict[str, Any]:
         return {"session_id": self.ctx.session.id, "agent_id": self.agent_id, "parent_id": self.parent_id}
 
-    def _record(self, event: AnyEvent) -> None:
-        self.ctx.session.record(event)
+    def _record(self, event: AnyEvent, *, sync: bool = True) -> None:
+        self.ctx.session.record(event, sync=sync)
 
     def _add(self, msg: Msg, *, origin: str, reply: Reply | None = None) -> None:
         event = message_event(msg, self.ctx.session.id, self.agent_id, self.parent_id, origin=origin,
                               reasoning=reply.reasoning if reply else None, usage=reply.usage if reply else None,
                               finish_reason=reply.finish_reason if reply else None)
         msg.event_id = event.id
-        self._record(event)
+        self._record(event, sync=not msg.tool_calls)  # a reply's calls follow at once: their fsync covers it
         self.messages.append(msg)
         if reply is not None and reply.usage is not None:
-            self.gauge.measure(reply.usage, [Msg("system", self.system), *self.messages], self._fixed)
+            self.gauge.measure(reply.usage, [self._system, *self.messages], self._fixed)
 
     @staticmethod
     def _unique(calls: list[ToolCall]) -> list[ToolCall]:

@@ -87,22 +87,28 @@ def _run(tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
 
 
 def call(ctx: ToolContext, name: str, arguments: Any, gate: Gate, *, tool_call_id: str | None = None,
-         agent_id: str = "main", parent_id: str | None = None) -> ToolResult:
-    """Run one call and persist it as an ActionEvent and an ObservationEvent."""
+         agent_id: str = "main", parent_id: str | None = None, durable: bool = True) -> ToolResult:
+    """Run one call and persist it as an ActionEvent and an ObservationEvent.
+
+    The ActionEvent is always fsync'd before the tool runs, so a crash mid-call is known. With
+    `durable=False` (the agent loop) the observation waits for the next synced event or the
+    caller's `log.sync()`, and state.json is not saved: the caller saves it, and until then the
+    log, which records every state change, is ahead of it (session.rebuild_state).
+    """
     return _persisted(ctx, name, arguments, lambda: execute(ctx, name, arguments, gate), tool_call_id, agent_id,
-                      parent_id)
+                      parent_id, durable)
 
 
 def reject(ctx: ToolContext, name: str, arguments: Any, message: str, *, tool_call_id: str | None = None,
-           agent_id: str = "main", parent_id: str | None = None) -> ToolResult:
+           agent_id: str = "main", parent_id: str | None = None, durable: bool = True) -> ToolResult:
     """A call the model wrote but that cannot be run as written (its markup did not parse): persisted
     like any call, answered with `message`, which says how to write it."""
     return _persisted(ctx, name, arguments, lambda: fail(message, error_kind=MALFORMED), tool_call_id, agent_id,
-                      parent_id)
+                      parent_id, durable)
 
 
 def _persisted(ctx: ToolContext, name: str, arguments: Any, run: Callable[[], ToolResult], tool_call_id: str | None,
-               agent_id: str, parent_id: str | None) -> ToolResult:
+               agent_id: str, parent_id: str | None, durable: bool) -> ToolResult:
     session = ctx.session
     value, _ = parse_arguments(arguments)
     action = ActionEvent(session_id=session.id, agent_id=agent_id, parent_id=parent_id, tool=name,
@@ -118,6 +124,7 @@ def _persisted(ctx: ToolContext, name: str, arguments: Any, run: Callable[[], To
     session.record(ObservationEvent(
         session_id=session.id, agent_id=agent_id, parent_id=parent_id, action_id=action.id, tool=name,
         content=result.content, is_error=result.is_error, metadata=result.metadata,
-        duration_ms=round((time.perf_counter() - started) * 1000, 3)))
-    session.save()
+        duration_ms=round((time.perf_counter() - started) * 1000, 3)), sync=durable)
+    if durable:
+        session.save()
     return result

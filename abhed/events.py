@@ -124,7 +124,10 @@ class EventLog:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def append(self, event: AnyEvent) -> None:
+    def append(self, event: AnyEvent, *, sync: bool = True) -> None:
+        """Append one event. `sync=False` leaves it to the next synced append (or `sync()`) to make
+        it durable: fsync flushes everything written to the file, so an event followed at once by a
+        synced one (a reply by the call it makes) costs no fsync of its own."""
         # ensure_ascii: the model can send lone surrogates ("\ud800"), which UTF-8 cannot encode
         # but an escaped JSON string can carry, so the log records exactly what was sent.
         line = json.dumps(event.model_dump(mode="json"), ensure_ascii=True).encode("ascii") + b"\n"
@@ -133,6 +136,15 @@ class EventLog:
             if _ends_torn(fd):
                 line = b"\n" + line  # keep a torn line on its own so this event stays parseable
             os.write(fd, line)
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def sync(self) -> None:
+        """Make every event appended so far durable."""
+        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
             os.fsync(fd)
         finally:
             os.close(fd)

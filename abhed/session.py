@@ -143,8 +143,8 @@ class Session:
     def log(self) -> EventLog:
         return EventLog(self.dir / "events.jsonl")
 
-    def record(self, event: AnyEvent) -> None:
-        self.log.append(event)
+    def record(self, event: AnyEvent, *, sync: bool = True) -> None:
+        self.log.append(event, sync=sync)
 
     def save(self) -> None:
         with self.lock:

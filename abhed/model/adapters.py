@@ -20,7 +20,7 @@ import json
 import re
 from typing import Any
 
-from abhed.model.wire import Msg, Reply, ToolCall, call_id
+from abhed.model.wire import Encoded, Msg, Reply, ToolCall, call_id
 
 FORMATS = ("native", "hermes", "qwen3_coder")
 MARKERS = ("<tool_call>", "<function=")
@@ -41,6 +41,7 @@ class Adapter:
     def __init__(self, tools: list[dict[str, Any]]) -> None:
         self.tools = tools
         self.schemas = {t["function"]["name"]: t["function"].get("parameters", {}) for t in tools}
+        self._encoded: dict[int, tuple[Msg, str]] = {}
 
     def request_fields(self) -> dict[str, Any]:
         return {"tools": self.tools, "tool_choice": "auto"} if self.tools else {}
@@ -56,16 +57,40 @@ class Adapter:
     def render(self, messages: list[Msg]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for msg in messages:
-            if msg.role == "assistant" and msg.tool_calls:
-                out.append({"role": "assistant", "content": visible(msg.content) or None,
-                            "tool_calls": [{"id": c.id, "type": "function",
-                                            "function": {"name": c.name, "arguments": object_json(c.arguments)}}
-                                           for c in msg.tool_calls]})
-            elif msg.role == "tool":
-                out.append({"role": "tool", "tool_call_id": msg.tool_call_id, "content": msg.content})
+            if msg.tool_calls or msg.role == "tool":
+                out.append(self._wire(msg))
             else:
                 _add(out, msg.role, msg.content)
         return out
+
+    def encode(self, messages: list[Msg]) -> Encoded:
+        """`render` as JSON texts, each message's text kept from the request before (messages do not
+        change once in the conversation), so a turn encodes only what is new."""
+        out, cache = Encoded(), {}
+        previous: dict[str, Any] | None = None  # the last message when it may absorb the next (see _add)
+        for msg in messages:
+            plain = not msg.tool_calls and msg.role in ("user", "assistant")
+            if plain and previous is not None and previous["role"] == msg.role:
+                previous = {"role": msg.role, "content": f"{previous['content']}\n\n{msg.content}"}
+                out[-1] = _dumps(previous)
+                continue
+            hit = self._encoded.get(id(msg))
+            text = hit[1] if hit is not None and hit[0] is msg else _dumps(self._wire(msg))
+            cache[id(msg)] = (msg, text)  # holding msg keeps its id from being reused by another
+            out.append(text)
+            previous = {"role": msg.role, "content": msg.content} if plain else None
+        self._encoded = cache
+        return out
+
+    def _wire(self, msg: Msg) -> dict[str, Any]:
+        if msg.role == "assistant" and msg.tool_calls:
+            return {"role": "assistant", "content": visible(msg.content) or None,
+                    "tool_calls": [{"id": c.id, "type": "function",
+                                    "function": {"name": c.name, "arguments": object_json(c.arguments)}}
+                                   for c in msg.tool_calls]}
+        if msg.role == "tool":
+            return {"role": "tool", "tool_call_id": msg.tool_call_id, "content": msg.content}
+        return {"role": msg.role, "content": msg.content}
 
 
 class TextAdapter(Adapter):
@@ -91,6 +116,9 @@ class TextAdapter(Adapter):
 
     def calls(self, reply: Reply) -> list[ToolCall]:
         return reply.tool_calls or parse_text_calls(reply.text, self.schemas)
+
+    def encode(self, messages: list[Msg]) -> Encoded:
+        return Encoded(_dumps(message) for message in self.render(messages))  # results are grouped: no reuse
 
     def render(self, messages: list[Msg]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -166,6 +194,10 @@ def _add(out: list[dict[str, Any]], role: str, content: str) -> None:
         out[-1] = {"role": role, "content": f"{out[-1]['content']}\n\n{content}"}
     else:
         out.append({"role": role, "content": content})
+
+
+def _dumps(message: dict[str, Any]) -> str:
+    return json.dumps(message, ensure_ascii=True)  # lone surrogates from the model travel escaped
 
 
 def parsed_object(arguments: str) -> dict[str, Any] | None:

@@ -24,7 +24,7 @@ import httpx
 
 from abhed.model.errors import ModelError, error_text, from_status, is_overflow, overflow
 from abhed.model.sse import data_events
-from abhed.model.wire import Reply, ToolCall, Usage, call_id
+from abhed.model.wire import Encoded, Reply, ToolCall, Usage, call_id
 
 T = TypeVar("T")
 TextSink = Callable[[str], None]
@@ -85,8 +85,7 @@ class ModelClient:
         body = {**body, "stream": stream}
         if stream:
             body["stream_options"] = {"include_usage": True}
-        # ensure_ascii: the conversation may hold lone surrogates the model once sent; escaped, they travel.
-        payload = json.dumps(body, ensure_ascii=True).encode("ascii")
+        payload = _payload(body)
         if stream:
             return self._retrying(lambda: self._stream(payload, on_text, on_reasoning), on_retry)
         return self._retrying(lambda: self._complete(payload), on_retry)
@@ -246,6 +245,17 @@ class Assembler:
                  for _, slot in sorted(self.calls.items())]
         return Reply(text="".join(self.text), tool_calls=calls, finish_reason=self.finish_reason, usage=self.usage,
                      reasoning="".join(self.reasoning))
+
+
+def _payload(body: dict[str, Any]) -> bytes:
+    """The request as bytes; messages already encoded (wire.Encoded) are spliced in as they are."""
+    messages = body.get("messages")
+    # ensure_ascii: the conversation may hold lone surrogates the model once sent; escaped, they travel.
+    if not isinstance(messages, Encoded):
+        return json.dumps(body, ensure_ascii=True).encode("ascii")
+    rest = json.dumps({k: v for k, v in body.items() if k != "messages"}, ensure_ascii=True)
+    spliced = '"messages":[' + ",".join(messages) + "]"
+    return (rest[:-1] + ("," if rest != "{}" else "") + spliced + "}").encode("ascii")
 
 
 def in_band_error(body: dict[str, Any], endpoint: str) -> ModelError:

@@ -154,8 +154,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._json(404, error_body(f"Not Found: {self.path}", 404, "NotFoundError"))
             return
+        started = time.perf_counter()  # from here on it is the "model's" time, parsing the request included
         body = json.loads(raw)
-        started = time.perf_counter()
         try:
             self._complete(body)
         finally:

@@ -55,3 +55,8 @@ class Msg:
     tool_call_id: str | None = None  # tool
     name: str | None = None  # tool: which tool answered
     event_id: str | None = None  # the event this message came from (compaction keeps from one)
+
+
+class Encoded(list[str]):
+    """Messages already encoded as JSON texts, one a message, for the client to splice into the
+    request as they are: a long conversation is not encoded again whole for every turn."""

@@ -125,3 +125,21 @@ def test_a_server_without_parser_round_trips_calls_written_in_the_text(fmt):
 def test_unknown_format_is_refused_with_the_choices():
     with pytest.raises(ValueError, match="native, hermes, qwen3_coder"):
         adapter_for("pythonic", [])
+
+
+def test_encode_matches_render_and_reuses_earlier_encodings():
+    from abhed.model.client import _payload
+    adapter = adapter_for("native", definitions())
+    conversation = [Msg("system", "sys"), Msg("user", "a"), Msg("user", "b \ud800"),
+                    Msg("assistant", "x", [ToolCall("c1", "read", '{"path": "/x"}')]),
+                    Msg("tool", "out", tool_call_id="c1"), Msg("assistant", "done"), Msg("assistant", "more")]
+    for end in range(1, len(conversation) + 1):
+        part = conversation[:end]
+        assert [json.loads(text) for text in adapter.encode(part)] == adapter.render(part)
+    first = adapter.encode(conversation)
+    again = adapter.encode(conversation)
+    assert all(first[i] is again[i] for i in (0, 2, 3))  # the same text objects: nothing re-encoded (1 is merged)
+    body = {"model": "m", "messages": first, "max_tokens": 5}
+    assert json.loads(_payload(body)) == {"model": "m", "messages": adapter.render(conversation), "max_tokens": 5}
+    text = adapter_for("hermes", definitions())
+    assert [json.loads(t) for t in text.encode(conversation)] == text.render(conversation)
