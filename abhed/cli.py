@@ -216,6 +216,9 @@ def _open_model(settings: config.Settings, display):  # type: ignore[no-untyped-
     except (ModelError, ProfileError) as exc:
         click.echo(f"abhed: {exc}", err=True)
         sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("abhed: interrupted while connecting to the model server", err=True)
+        sys.exit(130)
 
 
 def _locate(settings: config.Settings, workspace: Path, session_id: str | None, must_exist: bool) -> Path:
@@ -324,9 +327,12 @@ def _chat_loop(agent, display, unfinished: bool) -> None:  # type: ignore[no-unt
     while True:
         try:
             text = console.input("[bold green]> [/]").strip()
-        except (EOFError, KeyboardInterrupt):
+        except EOFError:
             console.print()
             return
+        except KeyboardInterrupt:  # no turn to stop: the session goes on
+            console.print("\n[dim](Ctrl-D or /exit ends the session)[/]")
+            continue
         if text in ("/exit", "/quit"):
             return
         if not text and not unfinished:

@@ -175,3 +175,12 @@ def test_doctor_when_the_model_answers_in_text(home):
     assert "WARN  model         org/unknown-model: no profile matches" in proc.stdout
     assert "FAIL  tool calling  the model answered in text instead of calling glob" in proc.stdout
     assert proc.returncode == 1
+
+
+def test_chat_approval_prompt_shows_the_bash_commands_description(ws, home):
+    bash = {"command": "echo ready > status.txt", "description": "Record that the build is ready"}
+    with ReplayServer([Turn(calls=[("bash", bash)]), Turn(text="Recorded.")]) as server:
+        proc = abhed("chat", "--endpoint", server.url, "--workspace", str(ws), home=home, input="record it\ny\n")
+    assert proc.returncode == 0, proc.stderr
+    assert "Record that the build is ready" in proc.stdout and "bash: echo ready > status.txt" in proc.stdout
+    assert (ws / "status.txt").read_text() == "ready\n"

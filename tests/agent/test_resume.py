@@ -167,3 +167,15 @@ def test_resume_of_a_finished_session_without_prompt_is_refused(ws, home):
     missing = _abhed("resume", "no-such-session", home=home)
     _, err = missing.communicate(timeout=120)
     assert missing.returncode == 2 and "No session 'no-such-session'" in err
+
+
+def test_a_log_from_before_the_agent_loads_and_resumes(ws, home):
+    """Sessions written by `abhed tool` (only actions and observations) still load and continue."""
+    session = SessionStore(home).create(ws)
+    session.record(ActionEvent(session_id=session.id, tool="read", input={"path": str(ws)}))
+    loaded = session.log.load()
+    assert not loaded.problems and rebuild(loaded.events, "main", 10_000) == []
+    with ReplayServer([Turn(text="Hello.")]) as server:
+        agent = make_agent(ws, home, server, session_id=session.id)
+        restored, unfinished = Agent.restore(agent.ctx, agent.model, agent.gate, agent.budget)
+        assert not unfinished and restored.run("hi").answer == "Hello."
