@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -71,13 +72,15 @@ class Budget:
         self.limits, self.parent, self.clock = limits, parent, clock
         self.turns = self.tokens = 0
         self.started = clock()
+        self._lock = threading.Lock()  # subagents running side by side charge one parent
 
     def child(self, limits: Limits) -> Budget:
         return Budget(limits, self, self.clock)
 
     def charge(self, *, turns: int = 0, tokens: int = 0) -> None:
-        self.turns += turns
-        self.tokens += tokens
+        with self._lock:
+            self.turns += turns
+            self.tokens += tokens
         if self.parent is not None:
             self.parent.charge(turns=turns, tokens=tokens)
 
@@ -186,6 +189,7 @@ class Agent:
                 if exc.limit and exc.limit < self.model.context_window:  # the server knows its window best
                     self.model.context_window = exc.limit
                     self.model.max_output = max(256, min(self.model.max_output, exc.limit // 4))
+                    self.cap = observation_cap(exc.limit)
                 if overflowed or not self._compact(aggressive=True):
                     raise ModelError(f"{exc.message} Compaction could not make the conversation fit. Start a new "
                                      "session with a shorter prompt, or serve the model with a larger "
