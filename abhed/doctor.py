@@ -92,7 +92,7 @@ def _probe_with(client: ModelClient, model: Model, tool_format: str) -> Check:
     adapter = adapter_for(tool_format, [BY_NAME["glob"].definition()])
     messages = [{"role": "system", "content": ("You are a test harness. " + adapter.system_addendum()).strip()},
                 {"role": "user", "content": PROBE}]
-    body = {"model": model.id, "messages": messages, "max_tokens": 512, "temperature": 0,
+    body = {"model": model.id, "messages": messages, "max_tokens": 1024, "temperature": 0,
             **adapter.request_fields()}
     reply = client.chat(body, stream=model.stream)
     calls = adapter.calls(reply)
