@@ -272,10 +272,13 @@ class FileReader:
         try:
             n = os.readv(fd, [self.view])
             while n == len(self.buf):
-                # Possibly more: double the buffer and continue reading after what we have.
+                # Possibly more: grow to the file's size (plus one byte, so that a full buffer
+                # keeps meaning "maybe more") and continue reading after what we have.
+                size = max(2 * len(self.buf), os.fstat(fd).st_size + 1)
+                bigger = bytearray(size)
+                bigger[:n] = self.view[:n]
                 self.view.release()
-                self.buf.extend(bytes(len(self.buf)))
-                self.view = memoryview(self.buf)
+                self.buf, self.view = bigger, memoryview(bigger)
                 got = os.readv(fd, [self.view[n:]])
                 if got == 0:
                     break
@@ -344,7 +347,47 @@ def walk(root, keep=None):
 
 def search_paths(matcher, paths, output_mode="files_with_matches", before=0, after=0,
                  max_count=None):
-    """Search each path; yields a FileResult per file (binary and unreadable ones included)."""
+    """Search each path; yields a FileResult per file (binary and unreadable ones included).
+
+    Equivalent to calling search_file on each path with one shared FileReader, but with the
+    per-file fast path (read, binary sniff, literal rejection) inlined: over the Linux tree that
+    overhead was a fifth of the total time.
+    """
     reader = FileReader()
+    pf = matcher.prefilter
+    nd = pf.needles if pf is not None else None
+    single = nd.literals[0] if nd is not None and len(nd.literals) == 1 and \
+        len(nd.literals[0]) != 2 else None
+    finders = nd.finders if nd is not None and nd.literals and single is None else None
+    o_open, o_readv, o_close, rdonly = os.open, os.readv, os.close, os.O_RDONLY
     for path in paths:
-        yield search_file(matcher, path, output_mode, before, after, max_count, reader)
+        try:
+            fd = o_open(path, rdonly)
+            try:
+                n = o_readv(fd, [reader.view])
+            finally:
+                o_close(fd)
+        except OSError as e:
+            yield FileResult(str(path), error=f"cannot read {path}: {e.strerror or e}")
+            continue
+        buf = reader.buf
+        if n == len(buf):
+            # The buffer was too small: let the general path grow it and read the whole file.
+            yield search_file(matcher, path, output_mode, before, after, max_count, reader)
+            continue
+        if buf.find(b"\x00", 0, BINARY_SNIFF if n > BINARY_SNIFF else n) >= 0:
+            yield FileResult(str(path), binary=True)
+            continue
+        if single is not None:
+            if buf.find(single, 0, n) < 0:
+                yield FileResult(str(path))
+                continue
+        elif finders is not None:
+            for find in finders:
+                if find(buf, 0, n) >= 0:
+                    break
+            else:
+                yield FileResult(str(path))
+                continue
+        yield search_bytes(matcher, reader.bytes(n), output_mode, before, after, max_count,
+                           str(path))
