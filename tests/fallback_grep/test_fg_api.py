@@ -141,3 +141,11 @@ def test_pattern_is_safe_to_share_between_threads():
     for t in threads:
         t.join()
     assert results == [want] * 4
+
+
+def test_escape_round_trips():
+    samples = ["a.b*c", "(x)[y]{z}", "^$|\\", "tab\tnew\nline", "nul\x00", "ünï ∆", "-_~"]
+    for text in samples:
+        assert fg.fullmatch(fg.escape(text), text) is not None, text
+    assert fg.escape(b"a+b") == b"a\\+b"
+    assert fg.escape("x_1") == "x_1"
