@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass, field
 
 from . import dfa as dfa_mod
+from . import syntax as sx
 from . import pikevm
 from .prefilter import LINE_SRE_MAX
 from .regex import DOTALL, IGNORECASE, LINES, MULTILINE, Pattern
@@ -67,6 +68,7 @@ class Matcher:
             flags |= LINES
         self.multiline = multiline
         self.pattern = Pattern(pattern, flags)
+        self.can_match_newline = _can_match_newline(self.pattern.tree)
         self.prefilter = self.pattern.prefilter
 
     # ---- line mode -----------------------------------------------------------------------------
@@ -139,6 +141,16 @@ class Matcher:
             pos = e if e > s else e + 1
 
 
+def _can_match_newline(tree):
+    for node in sx.walk(tree):
+        if node.op == sx.ANY_BYTE:
+            return True
+        ranges = sx.node_ranges(node)
+        if ranges is not None and any(lo <= 10 <= hi for lo, hi in ranges):
+            return True
+    return False
+
+
 def _line_text(data, start, end):
     return data[start:end].decode("utf-8", "replace")
 
@@ -169,10 +181,21 @@ def search_bytes(matcher, data, output_mode="files_with_matches", before=0, afte
 
 
 def _multiline_line_spans(matcher, data, res, output_mode, max_count):
-    """Multiline: each match covers whole lines; returns merged (line_start, line_end) spans."""
+    """Multiline: each match covers whole lines; returns merged (line_start, line_end) spans.
+
+    Counting follows `rg -U -c`: a pattern that can match a newline counts matches; one that
+    cannot (so every match sits inside one line) counts matching lines, as without -U.
+    """
     spans = []
+    per_line = not matcher.can_match_newline
+    counted_line = -1
     for s, e in matcher.iter_regions(data):
         res.matched = True
+        if per_line:
+            line_start = data.rfind(b"\n", 0, s) + 1
+            if line_start == counted_line:
+                continue
+            counted_line = line_start
         res.count += 1
         if output_mode == "files_with_matches":
             return []

@@ -117,7 +117,7 @@ PATTERNS = ["PM_RESUME", "pm_res", "[A-Z]+_RESUME", "ERR_SYS|PME_TURN_OFF|LINK",
             "^$", "o+", "[^a-z]+", "(?i)resume", "(?i)k", "é+", "a.c", "x*", "^(foo|bar)+$",
             "[[:upper:]]{2,}", "\\p{Greek}+", "\\pL{3}", "ab|abc", "(?m)^b", "\\Afoo", "foo\\z",
             "[0-9]{2}", ".", "ſ", "\\x{212a}"]
-MULTILINE = ["foo\\nbar", "o.b", "(?s)a.*?c", "^bar", "o$\\n^b", "a(?:\\n|x)"]
+MULTILINE = ["foo\\nbar", "o.b", "(?s)a.*?c", "^bar", "o$\\n^b", "a(?:\\n|x)", "\\Afoo", "bar\\z", "\\n\\n", "x*", "^$", "o", "[a-c]+", "\\s+", "[^a]"]
 WORDS = ["foo", "bar", "baz", "PM_RESUME", "pm_resume", "ERR_SYS", "LINK_REQ", "é", "αβγ",
          "K", "k", "\u212a", "ſ", "s", "abc", "a", "c", "x", "12", "", " ", "ab"]
 
