@@ -6,7 +6,7 @@ Layers, each usable alone:
                    bytes buffer.
   search_bytes     one buffer -> FileResult for an output mode (content / files_with_matches /
                    count), with before/after context lines.
-  search_file      reads a file with one read(), skips binaries (NUL in the first 8 KiB, as
+  search_file      reads a file with one read() into a reused buffer, skips binaries (NUL in the first 8 KiB, as
                    ripgrep does), reports unreadable files instead of raising.
   walk / search_paths
                    deterministic directory walk with a caller-supplied filter, then per-file
@@ -41,7 +41,8 @@ class Line:
 class FileResult:
     path: str
     matched: bool = False
-    count: int = 0                 # matching lines (multiline mode: matches, as `rg -U -c`)
+    count: int = 0                 # matching lines; multiline mode counts like `rg -U -c`:
+    #                                matches if the pattern can match \n, else matching lines
     lines: list = field(default_factory=list)   # content mode: Line objects in file order
     binary: bool = False           # skipped: looks binary (NUL byte in the first 8 KiB)
     error: str = None              # unreadable: why (the file was skipped)
@@ -55,7 +56,8 @@ class Matcher:
     includes the newline, and ^ $ \\A \\z hold at line boundaries.  With multiline, `.` also
     matches newline and a match may span lines; ^ and $ still match at every line boundary (rg
     -U --multiline-dotall) while \\A and \\z mean the start and end of the file.
-    Raises fallback_grep.error (with a teaching message) if RE2 rejects the pattern.
+    Raises fallback_grep.error (with a teaching message) if RE2 rejects the pattern, or if it
+    holds a literal newline without multiline (as rg does).  Safe to share between threads.
     """
 
     def __init__(self, pattern, case_insensitive=False, multiline=False):
