@@ -11,7 +11,7 @@ script runs `apt-get install -y linux-source-6.1` (as root) and unpacks
 
 What is timed, per pattern and output mode (files_with_matches = -l, count = -c):
   fallback  fallback_grep in this one process: walk the tree, read each file, search it
-            (files whose first 8 KiB hold a NUL are skipped as binary, like rg).
+            (files whose first 64 KiB hold a NUL are skipped as binary, like rg).
   rg        rg -j1 -uu (one thread; -uu = do not read .gitignore files and include hidden files,
             so it searches the same files as the other two; binary files skipped by default).
   grep      GNU grep -r -I (-I skips binary files), -E for ERE, -P only for \\p{Greek} (ERE has

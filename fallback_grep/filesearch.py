@@ -6,8 +6,8 @@ Layers, each usable alone:
                    bytes buffer.
   search_bytes     one buffer -> FileResult for an output mode (content / files_with_matches /
                    count), with before/after context lines.
-  search_file      reads a file with one read() into a reused buffer, skips binaries (NUL in the first 8 KiB, as
-                   ripgrep does), reports unreadable files instead of raising.
+  search_file      reads a file with one read() into a reused buffer, skips binaries the way
+                   ripgrep does (see BINARY_SNIFF), reports unreadable files instead of raising.
   walk / search_paths
                    deterministic directory walk with a caller-supplied filter, then per-file
                    results.
@@ -26,7 +26,9 @@ from .prefilter import LINE_SRE_MAX
 from .regex import DOTALL, IGNORECASE, LINES, MULTILINE, Pattern
 
 OUTPUT_MODES = ("content", "files_with_matches", "count")
-BINARY_SNIFF = 8192
+# ripgrep (15.x, recursive search) reads 64 KiB first and skips the file if that holds a NUL; a
+# later NUL stops the search there (rg -n / -l report what came before it, rg -c skips the file).
+BINARY_SNIFF = 1 << 16
 READ_CHUNK = 1 << 20
 
 
@@ -44,7 +46,9 @@ class FileResult:
     count: int = 0                 # matching lines; multiline mode counts like `rg -U -c`:
     #                                matches if the pattern can match \n, else matching lines
     lines: list = field(default_factory=list)   # content mode: Line objects in file order
-    binary: bool = False           # skipped: looks binary (NUL byte in the first 8 KiB)
+    binary: bool = False           # skipped: looks binary (a NUL in the first 64 KiB, or
+    #                                count mode and a NUL anywhere), as rg does
+    stopped_at: int = None         # a later NUL: only the lines before it were searched
     error: str = None              # unreadable: why (the file was skipped)
     truncated: bool = False        # stopped after max_count matching lines
 
@@ -260,7 +264,22 @@ def _with_context(data, spans, before, after):
 
 
 def is_binary(head):
+    """Does this start of a file mark it as binary (ripgrep's rule)?"""
     return b"\x00" in head[:BINARY_SNIFF]
+
+
+def _searchable_length(buf, n, output_mode):
+    """How much of buf[:n] to search: -1 = binary (skip), else a length (maybe cut at a NUL)."""
+    if buf.find(b"\x00", 0, BINARY_SNIFF if n > BINARY_SNIFF else n) >= 0:
+        return -1
+    if n <= BINARY_SNIFF:
+        return n
+    nul = buf.find(b"\x00", BINARY_SNIFF, n)
+    if nul < 0:
+        return n
+    if output_mode == "count":
+        return -1
+    return buf.rfind(b"\n", 0, nul) + 1
 
 
 def read_file(path):
@@ -329,13 +348,22 @@ def search_file(matcher, path, output_mode="files_with_matches", before=0, after
         n = reader.read(path)
     except OSError as e:
         return FileResult(spath, error=f"cannot read {path}: {e.strerror or e}")
+    return _search_read(matcher, reader, n, spath, output_mode, before, after, max_count)
+
+
+def _search_read(matcher, reader, n, spath, output_mode, before, after, max_count):
+    """Search a file already read into reader.buf[:n]."""
     buf = reader.buf
-    if buf.find(b"\x00", 0, min(n, BINARY_SNIFF)) >= 0:
+    m = _searchable_length(buf, n, output_mode)
+    if m < 0:
         return FileResult(spath, binary=True)
+    stopped = None if m == n else buf.find(b"\x00", m, n)
     pf = matcher.prefilter
-    if pf is not None and pf.quick_reject(buf, n):
-        return FileResult(spath)
-    return search_bytes(matcher, reader.bytes(n), output_mode, before, after, max_count, spath)
+    if pf is not None and pf.quick_reject(buf, m):
+        return FileResult(spath, stopped_at=stopped)
+    res = search_bytes(matcher, reader.bytes(m), output_mode, before, after, max_count, spath)
+    res.stopped_at = stopped
+    return res
 
 
 def walk(root, keep=None):
@@ -400,8 +428,10 @@ def search_paths(matcher, paths, output_mode="files_with_matches", before=0, aft
             # The buffer was too small: let the general path grow it and read the whole file.
             yield search_file(matcher, path, output_mode, before, after, max_count, reader)
             continue
-        if buf.find(b"\x00", 0, BINARY_SNIFF if n > BINARY_SNIFF else n) >= 0:
-            yield FileResult(str(path), binary=True)
+        if n > BINARY_SNIFF or buf.find(b"\x00", 0, n) >= 0:
+            # Big or binary files: the general path knows the NUL rules.
+            yield _search_read(matcher, reader, n, str(path), output_mode, before, after,
+                               max_count)
             continue
         if single is not None:
             if buf.find(single, 0, n) < 0:
