@@ -291,15 +291,18 @@ def needles_for(tree):
     if tree.op == sx.CAPTURE:
         return needles_for(tree.subs[0])
     if tree.op == sx.ALTERNATE:
-        lits = []
+        # Every match contains a required literal of the alternative it came from, so the
+        # union of those literals is a valid needle set (`foo|bar\\d+` -> foo, bar).
+        lits, whole = [], True
         for alt in tree.subs:
-            runs = _runs(_flatten(alt))
-            if len(runs) != 1 or any(u[0] != "lit" for u in runs[0]) or \
-                    len(runs[0]) != len(_flatten(alt)):
+            nd = needles_for(alt)
+            if nd is None or not nd.literals:
                 return None
-            lits.append(b"".join(u[1] for u in runs[0]))
+            lits.extend(nd.literals)
+            whole = whole and nd.whole
+        lits = list(dict.fromkeys(lits))
         if 0 < len(lits) <= 16 and all(lits):
-            return Needles(lits, whole=True)
+            return Needles(lits, whole=whole)
         return None
     items = _flatten(tree)
     best_lit, best_fold = b"", None
