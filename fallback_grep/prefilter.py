@@ -94,6 +94,9 @@ def _char_literal(ranges):
     return None
 
 
+_SRE_ASSERT = {sx.BOL: "(?m:^)", sx.EOL: "(?m:$)", sx.WORD: "\\b", sx.NOT_WORD: "\\B"}
+
+
 def finite(node, allow_assertions):
     """Translate node into a Finite, or None if it is unbounded, too big or not translatable."""
     op = node.op
@@ -114,7 +117,7 @@ def finite(node, allow_assertions):
     if op == sx.CAPTURE:
         return finite(node.subs[0], allow_assertions)
     if op == sx.ASSERT:
-        src = {sx.BOL: "(?m:^)", sx.EOL: "(?m:$)", sx.WORD: "\\b", sx.NOT_WORD: "\\B"}.get(node.kind)
+        src = _SRE_ASSERT.get(node.kind)
         if src is None or not allow_assertions:
             return None
         return Finite(src, 1, 0, 0, None)
@@ -234,10 +237,14 @@ def _unit(node):
         return ("lit", chr(cps[0]).encode("utf-8", "surrogatepass"))
     ascii_cps = [c for c in cps if c < 128]
     lowered = {chr(c).lower() for c in ascii_cps}
-    if len(lowered) != 1 or not ascii_cps or {ord(ch) for ch in lowered} | {ord(ch.upper()) for ch in lowered} != set(ascii_cps):
+    # The ASCII members must be exactly one letter in both cases (what bytes.lower() merges).
+    if len(lowered) != 1 or not ascii_cps:
+        return None
+    low = next(iter(lowered))
+    if {ord(low), ord(low.upper())} != set(ascii_cps):
         return None
     variants = tuple(chr(c).encode("utf-8") for c in cps if c >= 128)
-    return ("fold", lowered.pop().encode(), variants)
+    return ("fold", low.encode(), variants)
 
 
 def _runs(items):
@@ -323,7 +330,8 @@ def needles_for(tree):
                 best_fold = (folded, variants)
     whole = len(items) == sum(1 for _ in items) and len(_runs(items)) == 1 and \
         all(_unit(it) is not None and _unit(it)[0] == "lit" for it in items)
-    if len(best_lit) >= 3 or (best_lit and (best_fold is None or len(best_fold[0]) <= len(best_lit))):
+    fold_len = 0 if best_fold is None else len(best_fold[0])
+    if len(best_lit) >= 3 or (best_lit and fold_len <= len(best_lit)):
         return Needles([best_lit], whole=whole)
     if best_fold is not None and len(best_fold[0]) >= 3:
         return Needles(folded=best_fold[0], variants=best_fold[1])
