@@ -12,7 +12,8 @@ Regex API (shaped like `re`, RE2 semantics):
            that says what is wrong, where, and what to write instead.
 
 File search for a grep tool: fallback_grep.filesearch (Matcher, search_paths, search_file,
-search_bytes, walk, FileResult, Line).  Command line: python -m fallback_grep --help.
+search_bytes, walk, FileResult, Line); the same pattern for rg: fallback_grep.translate.rust_pattern.
+Command line: python -m fallback_grep --help.
 
 Pipeline (after Go's regexp/syntax + regexp): parser.py -> syntax.py tree -> prog.py byte
 program -> dfa.py (lazy DFA) / pikevm.py (captures), with prefilter.py in front and lines.py

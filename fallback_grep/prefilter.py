@@ -113,7 +113,7 @@ def finite(node, allow_assertions):
     if op == sx.NO_MATCH:
         return Finite("(?!)", 1, 0, 0, None)
     if op == sx.ANY_BYTE:
-        return Finite("[\\x00-\\xff]", 1, 1, 0, None)
+        return Finite(_byte_class(list(node.ranges or [(0, 255)])), 1, 1, 0, None)
     if op == sx.CAPTURE:
         return finite(node.subs[0], allow_assertions)
     if op == sx.ASSERT:

