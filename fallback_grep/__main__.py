@@ -162,7 +162,7 @@ def main(argv=None, out=None, err=None):
                     _print_content(res, show_path, args.context, printed_group, out)
                     printed_group = True
     if binary:
-        err.write(f"fallback_grep: skipped {binary} binary file(s) (NUL byte in the first 8 KiB)\n")
+        err.write(f"fallback_grep: skipped {binary} binary file(s) (NUL byte in the first 64 KiB)\n")
     if errors:
         return 2
     return 0 if matched else 1

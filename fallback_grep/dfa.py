@@ -86,6 +86,8 @@ class DFA:
         self.lb_mask = self._relevant_lookbehind(prog.uses_look)
         self.classes = self._byte_classes(prog)
         self.flushes = 0
+        self.scanned = 0          # input bytes consumed since the last flush (all calls)
+        self._mark = 0            # where the current call started, or the last flush inside it
         self.reset()
 
     @staticmethod
@@ -220,10 +222,27 @@ class DFA:
         anchor_end: only a match ending exactly at endpos counts.  earliest: return as soon as
         any match end is seen (enough to know *that* a match exists, used by grep).
         """
+        self._mark = pos
+        result, stop = self._forward(data, pos, endpos, anchor_end, earliest)
+        self.scanned += abs(stop - self._mark)
+        return result
+
+    def _room(self, i):
+        """The cache is full at input position i: may we flush it (True), or is it thrashing?
+
+        Thrashing means fewer than MIN_BYTES_PER_STATE input bytes per state built since the
+        last flush, counted across calls (grep verifies many short lines with one DFA).
+        """
+        if self.scanned + abs(i - self._mark) < MIN_BYTES_PER_STATE * MAX_STATES:
+            return False
+        self.scanned = 0
+        self._mark = i
+        return True
+
+    def _forward(self, data, pos, endpos, anchor_end, earliest):
         trans = self.trans
         off = self.start(data, pos)
         last = None
-        budget_start = pos
         n = len(data)
         i = pos
         while i < endpos:
@@ -234,9 +253,8 @@ class DFA:
                 continue
             if code == UNKNOWN:
                 if len(self.states) >= MAX_STATES:
-                    if i - budget_start < MIN_BYTES_PER_STATE * MAX_STATES:
-                        return GAVE_UP
-                    budget_start = i
+                    if not self._room(i):
+                        return GAVE_UP, i
                     off = self._flush(data, i, off)
                     trans = self.trans
                 code = self._step(off, data[i])
@@ -246,15 +264,15 @@ class DFA:
             if st.matched and not anchor_end:
                 last = i
                 if earliest:
-                    return i
+                    return i, i
             if st.dead:
-                return last
+                return last, i
             i += 1
         # Past the last byte: one more closure to see whether a match ends at endpos.
         final = data[endpos] if endpos < n else END
         if self._final_match(off, final):
-            return endpos
-        return last
+            return endpos, i
+        return last, i
 
     def _final_match(self, off, final):
         """Does a match end right before `final` (the byte after the range, or END)?"""
@@ -267,6 +285,12 @@ class DFA:
 
     def search_reverse(self, data, pos, end):
         """Smallest s >= pos such that the (reverse, anchored, longest) program matches data[s:end]."""
+        self._mark = end
+        result, stop = self._backward(data, pos, end)
+        self.scanned += abs(stop - self._mark)
+        return result
+
+    def _backward(self, data, pos, end):
         trans = self.trans
         # Reversed text: the byte after `end` plays the role of the previous byte.
         if end == len(data):
@@ -276,7 +300,6 @@ class DFA:
         off = self._state((self.prog.start,), lb & self.lb_mask, False)
         last = None
         i = end - 1
-        budget_start = end
         while i >= pos:
             code = trans[off + data[i]]
             if code >= 0:
@@ -285,9 +308,8 @@ class DFA:
                 continue
             if code == UNKNOWN:
                 if len(self.states) >= MAX_STATES:
-                    if budget_start - i < MIN_BYTES_PER_STATE * MAX_STATES:
-                        return GAVE_UP
-                    budget_start = i
+                    if not self._room(i):
+                        return GAVE_UP, i
                     off = self._flush(data, i, off)
                     trans = self.trans
                 code = self._step(off, data[i])
@@ -297,9 +319,9 @@ class DFA:
             if st.matched:
                 last = i + 1
             if st.dead:
-                return last
+                return last, i
             i -= 1
         final = data[pos - 1] if pos > 0 else END
         if self._final_match(off, final):
-            return pos
-        return last
+            return pos, i
+        return last, i

@@ -4,7 +4,7 @@ line-by-line search (without --multiline).
 ripgrep matches each line on its own: a match never contains the line terminator, and every
 anchor (^ $ \\A \\z) holds at line boundaries.  Searching the whole buffer with the rewritten tree
 gives the same set of matching lines, and lets prefilters and the DFA run over the buffer once:
-  * \\n is removed from every class ([^a], \\s, (?s:.) ...), so no match can cross a line end;
+  * \\n is removed from every class ([^a], \\s, (?s:.), \\C ...), so no match can cross a line end;
   * ^ and \\A become BOL, $ and \\z become EOL;
   * a pattern that can only match by consuming \\n (a literal \\n) is rejected, as ripgrep does.
 """
@@ -30,6 +30,9 @@ def _rewrite(node, pattern):
     if op == sx.CLASS:
         ranges = cc.subtract(node.ranges, _NL)
         return sx.char_class(ranges)
+    if op == sx.ANY_BYTE:
+        # \C: any byte but the line terminator (its .ranges are byte ranges).
+        return sx.Node(sx.ANY_BYTE, ranges=((0, 9), (11, 255)))
     if op == sx.ASSERT:
         kind = {sx.BOT: sx.BOL, sx.EOT: sx.EOL}.get(node.kind, node.kind)
         return sx.Node(sx.ASSERT, kind=kind)

@@ -271,7 +271,7 @@ class _Parser:
         op_text = t[start:j]
         if j < len(t) and t[j] == "+":
             raise self.nope("possessive quantifier", start, op_text + "+")
-        if not items or self._is_flag_only(items):
+        if not items:
             raise self.fail(
                 "missing repeat argument", f"repetition operator `{op_text}` has nothing to repeat",
                 start, f"put the thing to repeat before `{op_text}`, or escape it (`\\{c}`) to match "
@@ -302,10 +302,6 @@ class _Parser:
         self.i = j
         self.last_repeat_start, self.last_repeat_end = start, j
         return True
-
-    @staticmethod
-    def _is_flag_only(items):
-        return False
 
     def parse_braces(self, start):
         """{n}, {n,}, {n,m} -> (lo, hi, end) or None when RE2 treats `{` as a literal."""
@@ -396,7 +392,10 @@ class _Parser:
         self.i = start + 2
 
     def class_escape(self, start, in_class):
-        """Escape at start -> (ranges, negated, end) for a class or (None, rune, end) for a char."""
+        """Escape at start -> (ranges, negated, end) for a class or (None, rune, end) for a char.
+
+        char_escape reports where the escape ends through self.i_after_escape (escapes have
+        different lengths: \\n, \\x41, \\x{1F600}, \\123)."""
         t = self.t
         c = t[start + 1]
         if c in "dswDSW":

@@ -1,22 +1,25 @@
-"""Literal prefilters: find where a match could be at C speed before any Python-level automaton runs.
+"""Prefilters: find where a match could be at C speed before any Python-level automaton runs.
 
-Two products, both Python `re` patterns over bytes (so the scanning loop is sre's C code):
+Everything here is a *necessary condition* found with C-speed primitives, plus, where it can be
+proven cheap, an sre (Python `re`) pattern that decides a whole line at once:
 
-* exact: the whole pattern translated, when it is a *finite* language (no unbounded repetition)
-  with few paths.  Python's backtracking engine explores each path through a finite regex at most
-  once per start position, so its work per start position is bounded by paths * length, a
-  constant of the pattern: total time stays linear in the input.  We only translate constructs
-  whose sre meaning equals RE2's on bytes: code point classes become UTF-8 byte tries, `\\b` and
-  `\\B` are ASCII in sre's bytes mode as in RE2, and `^`/`$` appear only in their multi-line form
-  (sre's `(?m:^)`/`(?m:$)` are exactly RE2's BOL/EOL).  Text anchors (\\A, \\z) are not translated
-  because sre anchors them at `pos`/`endpos`, not at the real text bounds.
-
-* factor: a finite piece of the pattern that every match must contain (a "required literal" in
-  the broad sense: `[A-Z]+_RESUME` needs `[A-Z]_RESUME`).  A hit only proposes a candidate
-  region that the DFA then verifies.  Factors contain no assertions, whose sre meaning at `pos`
-  can differ.
-
-Pure literals (one byte string) are also exposed, because `bytes.find` beats sre on them.
+* needles: plain literals every match contains, found with bytes.find (~2.5 GB/s); a
+  case-folded literal found in bytes.lower() (ASCII only, so non-ASCII fold variants such as
+  U+017F for `s` switch the file to the sre path); literal alternations (one find per literal).
+* class needles: a run of ASCII classes (\\s\\w{5}\\s) becomes a plain needle after
+  bytes.translate maps every byte to its class.
+* exact: the whole pattern as sre when it is a *finite* language with few paths.  A backtracking
+  engine explores each path through a finite regex at most once per start position, so the work
+  per start position is at most paths * length, a constant of the pattern: total time stays
+  linear.  Only constructs whose sre meaning equals RE2's on bytes are translated: code point
+  classes become UTF-8 byte tries, \\b and \\B are ASCII in sre's bytes mode as in RE2, and
+  ^/$ appear only as (?m:^)/(?m:$), exactly RE2's BOL/EOL.  Text anchors (\\A, \\z) are not
+  translated because sre anchors them at pos/endpos, not at the real text bounds.
+* factor: a finite piece every match must contain (`[A-Z]+_RESUME` needs `[A-Z]_RESUME`),
+  scanned with sre when nothing faster exists; a hit only proposes a candidate line.
+* line_regex: an sre verifier for short candidate lines (see line_regex()).
+* needs_non_ascii: a pattern like \\p{Greek} cannot match a text for which bytes.isascii()
+  holds (most source files), checked at ~12 GB/s.
 """
 import re
 
@@ -91,6 +94,9 @@ def _char_literal(ranges):
     return None
 
 
+_SRE_ASSERT = {sx.BOL: "(?m:^)", sx.EOL: "(?m:$)", sx.WORD: "\\b", sx.NOT_WORD: "\\B"}
+
+
 def finite(node, allow_assertions):
     """Translate node into a Finite, or None if it is unbounded, too big or not translatable."""
     op = node.op
@@ -107,11 +113,11 @@ def finite(node, allow_assertions):
     if op == sx.NO_MATCH:
         return Finite("(?!)", 1, 0, 0, None)
     if op == sx.ANY_BYTE:
-        return Finite("[\\x00-\\xff]", 1, 1, 0, None)
+        return Finite(_byte_class(list(node.ranges or [(0, 255)])), 1, 1, 0, None)
     if op == sx.CAPTURE:
         return finite(node.subs[0], allow_assertions)
     if op == sx.ASSERT:
-        src = {sx.BOL: "(?m:^)", sx.EOL: "(?m:$)", sx.WORD: "\\b", sx.NOT_WORD: "\\B"}.get(node.kind)
+        src = _SRE_ASSERT.get(node.kind)
         if src is None or not allow_assertions:
             return None
         return Finite(src, 1, 0, 0, None)
@@ -231,10 +237,14 @@ def _unit(node):
         return ("lit", chr(cps[0]).encode("utf-8", "surrogatepass"))
     ascii_cps = [c for c in cps if c < 128]
     lowered = {chr(c).lower() for c in ascii_cps}
-    if len(lowered) != 1 or not ascii_cps or {ord(ch) for ch in lowered} | {ord(ch.upper()) for ch in lowered} != set(ascii_cps):
+    # The ASCII members must be exactly one letter in both cases (what bytes.lower() merges).
+    if len(lowered) != 1 or not ascii_cps:
+        return None
+    low = next(iter(lowered))
+    if {ord(low), ord(low.upper())} != set(ascii_cps):
         return None
     variants = tuple(chr(c).encode("utf-8") for c in cps if c >= 128)
-    return ("fold", lowered.pop().encode(), variants)
+    return ("fold", low.encode(), variants)
 
 
 def _runs(items):
@@ -267,21 +277,39 @@ class Needles:
         self.folded = folded
         self.variants = tuple(sorted(set(variants)))
         self.whole = whole        # a literal hit is itself a complete match
+        # bytes.find is slow for 2-byte needles (~1.1 GB/s here: its skip table barely skips),
+        # while sre's literal search runs memchr on the first byte (~2.4 GB/s).
+        self.finders = tuple(_finder(lit) for lit in self.literals)
+
+
+def _finder(lit):
+    """find(haystack, pos, endpos) -> index or -1, fastest for this needle length."""
+    if len(lit) == 2:
+        search = re.compile(re.escape(lit)).search
+
+        def find(hay, pos, endpos):
+            m = search(hay, pos, endpos)
+            return -1 if m is None else m.start()
+        return find
+    return lambda hay, pos, endpos: hay.find(lit, pos, endpos)
 
 
 def needles_for(tree):
     if tree.op == sx.CAPTURE:
         return needles_for(tree.subs[0])
     if tree.op == sx.ALTERNATE:
-        lits = []
+        # Every match contains a required literal of the alternative it came from, so the
+        # union of those literals is a valid needle set (`foo|bar\\d+` -> foo, bar).
+        lits, whole = [], True
         for alt in tree.subs:
-            runs = _runs(_flatten(alt))
-            if len(runs) != 1 or any(u[0] != "lit" for u in runs[0]) or \
-                    len(runs[0]) != len(_flatten(alt)):
+            nd = needles_for(alt)
+            if nd is None or not nd.literals:
                 return None
-            lits.append(b"".join(u[1] for u in runs[0]))
+            lits.extend(nd.literals)
+            whole = whole and nd.whole
+        lits = list(dict.fromkeys(lits))
         if 0 < len(lits) <= 16 and all(lits):
-            return Needles(lits, whole=True)
+            return Needles(lits, whole=whole)
         return None
     items = _flatten(tree)
     best_lit, best_fold = b"", None
@@ -302,7 +330,8 @@ def needles_for(tree):
                 best_fold = (folded, variants)
     whole = len(items) == sum(1 for _ in items) and len(_runs(items)) == 1 and \
         all(_unit(it) is not None and _unit(it)[0] == "lit" for it in items)
-    if len(best_lit) >= 3 or (best_lit and (best_fold is None or len(best_fold[0]) <= len(best_lit))):
+    fold_len = 0 if best_fold is None else len(best_fold[0])
+    if len(best_lit) >= 3 or (best_lit and fold_len <= len(best_lit)):
         return Needles([best_lit], whole=whole)
     if best_fold is not None and len(best_fold[0]) >= 3:
         return Needles(folded=best_fold[0], variants=best_fold[1])
@@ -414,13 +443,14 @@ class Scanner:
             return -1
         if self.mode == "literals":
             best = -1
-            lits = self.pf.needles.literals
+            nd = self.pf.needles
+            lits = nd.literals
             for k, lit in enumerate(lits):
                 at = self.next_at[k]
                 if at == -1 or at >= pos:
                     pass
                 else:
-                    at = self.data.find(lit, pos, endpos)
+                    at = nd.finders[k](self.data, pos, endpos)
                     self.next_at[k] = at
                 if at >= 0 and at + len(lit) <= endpos and (best < 0 or at < best):
                     best = at
@@ -455,8 +485,8 @@ class Prefilter:
         it. Only the plain-literal needles can answer without a copy."""
         nd = self.needles
         if nd is not None and nd.literals:
-            for lit in nd.literals:
-                if buf.find(lit, 0, n) >= 0:
+            for find in nd.finders:
+                if find(buf, 0, n) >= 0:
                     return False
             return True
         return False
@@ -476,7 +506,9 @@ class Prefilter:
             return False
         if nd is not None and nd.literals:
             return any(data.find(lit, pos, endpos) >= 0 for lit in nd.literals)
-        if self.regex is not None:
+        if self.regex is not None and not self.exact:
+            # (An exact regex may hold \\b or (?m:^), which sre evaluates as if the text began
+            # at pos; only line starts make that safe, and an API call may start anywhere.)
             return self.regex.search(data, pos, endpos) is not None
         return True
 

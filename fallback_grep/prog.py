@@ -163,7 +163,7 @@ class _Compiler:
             self.p.uses_look |= bit
             return self.emit(ASSERT, bit, out=nxt)
         if op == sx.ANY_BYTE:
-            return self.emit(BYTE, _mask([(0, 255)]), out=nxt)
+            return self.emit(BYTE, _mask(node.ranges or [(0, 255)]), out=nxt)
         if op == sx.EMPTY:
             return nxt
         if op == sx.NO_MATCH:

@@ -118,7 +118,8 @@ class Pattern:
 
     def _find(self, data, pos, endpos, anchored, anchor_end):
         """Capture slots (byte offsets) of the leftmost match in data[pos:endpos], or None."""
-        if not anchored and self.prefilter is not None and not self.prefilter.may_match(data, pos, endpos):
+        pf = self.prefilter
+        if not anchored and pf is not None and not pf.may_match(data, pos, endpos):
             return None
         if self.longest and not anchored:
             # A forward DFA cannot tell which thread started leftmost; the VM can.

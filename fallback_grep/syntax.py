@@ -11,7 +11,7 @@ NO_MATCH = "no_match"      # matches nothing (e.g. an empty class [^\x00-\x{10FF
 EMPTY = "empty"            # matches the empty string
 LITERAL = "literal"        # one code point: .rune
 CLASS = "class"            # a set of code points: .ranges, sorted disjoint (lo, hi) pairs
-ANY_BYTE = "any_byte"      # \C: any single byte
+ANY_BYTE = "any_byte"      # \C: any single byte (.ranges: byte ranges, empty = all 256)
 ASSERT = "assert"          # an empty-width assertion: .kind, one of the constants below
 CAPTURE = "capture"        # .index (1-based), .name or None, .subs[0]
 REPEAT = "repeat"          # .min, .max (-1 = unbounded), .greedy, .subs[0]

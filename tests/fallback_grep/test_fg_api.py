@@ -141,3 +141,28 @@ def test_pattern_is_safe_to_share_between_threads():
     for t in threads:
         t.join()
     assert results == [want] * 4
+
+
+def test_escape_round_trips():
+    samples = ["a.b*c", "(x)[y]{z}", "^$|\\", "tab\tnew\nline", "nul\x00", "ünï ∆", "-_~"]
+    for text in samples:
+        assert fg.fullmatch(fg.escape(text), text) is not None, text
+    assert fg.escape(b"a+b") == b"a\\+b"
+    assert fg.escape("x_1") == "x_1"
+
+
+def test_dfa_cache_flushes_across_many_short_searches(monkeypatch):
+    """grep verifies many short lines with one DFA: once the cache is full it must be flushed
+    (the thrash check counts the bytes of all calls since the last flush), not given up on for
+    every later line because each single line is short."""
+    monkeypatch.setattr(dfa, "MAX_STATES", 7)
+    p = fg.compile("(?:abc|xyz|klm)d")
+    d = p._dfa("fwd")
+    phases = [b"abcabcabcd  abcab", b"xyzxyzxyzd  xyzxy", b"klmklmklmd  klmkl"]
+    results = []
+    for phase in phases:
+        for _ in range(300):
+            results.append(d.search(phase, 0, len(phase)))
+    assert dfa.GAVE_UP not in results
+    assert results == [10] * 900
+    assert d.flushes >= 1

