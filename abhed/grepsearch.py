@@ -2,7 +2,7 @@
 
 The grep tool chooses the files (filewalk) and formats the answer; a backend only searches the
 files it is given and reports, per file, what matched. Both backends see the pattern as our RE2
-parser resolved it, skip the same binary files (a NUL byte in the first 8 KiB) and count lines
+parser resolved it, skip the same binary files (a NUL byte in the first 64 KiB, ripgrep's window) and count lines
 the same way, so the tool's output does not depend on which one ran (tests/test_grep_parity.py).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from fallback_grep.filesearch import Matcher, is_binary, read_file, search_bytes
+from fallback_grep.filesearch import BINARY_SNIFF, Matcher, is_binary, read_file, search_bytes
 
 OUTPUT_MODES = ("content", "files_with_matches", "count")
 
@@ -50,9 +50,8 @@ def python_search(files: list[str], query: Query) -> Iterator[FileHits]:
             yield FileHits(path, error=exc.strerror or str(exc))
             continue
         if is_binary(data):
-            # As rg searches a binary file it was given by name: NUL bytes count as line ends.
-            if search_bytes(matcher, data.replace(b"\0", b"\n"), "files_with_matches").matched:
-                yield FileHits(path, binary=True)
+            if search_bytes(matcher, data, "files_with_matches").matched:
+                yield FileHits(path, binary=True)  # reported as a count, never as lines
             continue
         found = search_bytes(matcher, data, query.mode, query.context, query.context, query.per_file)
         if found.matched:
@@ -62,6 +61,6 @@ def python_search(files: list[str], query: Query) -> Iterator[FileHits]:
 def head_is_binary(path: str) -> bool:
     try:
         with open(path, "rb") as handle:
-            return is_binary(handle.read(8192))
+            return is_binary(handle.read(BINARY_SNIFF))
     except OSError:
         return False

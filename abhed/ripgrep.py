@@ -2,9 +2,9 @@
 what it prints.
 
 rg's regex dialect is not RE2's (it rejects `\\Q..\\E` and `\\C`, accepts `a*+`, and its `\\w`
-and `\\b` are Unicode where RE2's are ASCII), so rg never sees the model's pattern: it gets the
-syntax tree our parser built, printed back with every class spelled out as code point ranges and
-every flag already applied. Whatever RE2 means, rg then means too.
+and `\\b` are Unicode where RE2's are ASCII), so rg never sees the model's pattern: it gets
+fallback_grep's parse of it printed back for rust (`fallback_grep.translate.rust_pattern`), with
+folding and RE2's class meanings already applied. Whatever RE2 means, rg then means too.
 
 rg is given the file list (never walks itself), so both backends search the same files.
 """
@@ -19,12 +19,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from fallback_grep import syntax as sx
+from fallback_grep.translate import rust_pattern
 
 from abhed.grepsearch import FileHits, Query, head_is_binary
 
 MAX_ARGS_BYTES = 256 * 1024  # file names per rg run, well under the kernel's argument limit
-SURROGATES = (0xD800, 0xDFFF)  # not Unicode scalar values: rust's regex refuses them in classes
 
 
 def find_rg(workspace: Path | None = None) -> Path | None:
@@ -48,57 +47,6 @@ def find_rg(workspace: Path | None = None) -> Path | None:
     return None
 
 
-# -- the pattern, printed for rust's regex ------------------------------------------------------
-
-
-def _char(cp: int) -> str:
-    return chr(cp) if chr(cp).isalnum() and cp < 128 else f"\\x{{{cp:X}}}"
-
-
-def _ranges(ranges: tuple[tuple[int, int], ...]) -> str:
-    parts = []
-    for lo, hi in ranges:
-        for a, b in ((lo, min(hi, SURROGATES[0] - 1)), (max(lo, SURROGATES[1] + 1), hi)):
-            if a <= b:
-                parts.append(_char(a) if a == b else f"{_char(a)}-{_char(b)}")
-    return "[" + "".join(parts) + "]" if parts else NEVER
-
-
-NEVER = r"(?-u:\b\B)"  # an assertion that cannot hold: matches nothing
-ASSERTIONS = {sx.BOL: "(?m:^)", sx.EOL: "(?m:$)", sx.BOT: r"\A", sx.EOT: r"\z", sx.WORD: r"(?-u:\b)",
-              sx.NOT_WORD: r"(?-u:\B)"}
-
-
-def to_rust(node: sx.Node) -> str:
-    """The tree as a rust regex with the same meaning (flags and folding already applied)."""
-    op = node.op
-    if op == sx.LITERAL:
-        return _char(node.rune)
-    if op == sx.CLASS:
-        return _ranges(node.ranges)
-    if op == sx.ANY_BYTE:
-        return r"(?s-u:.)"
-    if op == sx.ASSERT:
-        return ASSERTIONS[node.kind]
-    if op == sx.EMPTY:
-        return "(?:)"
-    if op == sx.NO_MATCH:
-        return NEVER
-    if op == sx.CAPTURE:
-        return "(?:" + to_rust(node.subs[0]) + ")"
-    if op == sx.REPEAT:
-        top = "" if node.max < 0 else str(node.max)
-        bounds = {(0, ""): "*", (1, ""): "+", (0, "1"): "?"}.get((node.min, top), f"{{{node.min},{top}}}")
-        if bounds.startswith("{") and top == str(node.min):
-            bounds = f"{{{node.min}}}"
-        return "(?:" + to_rust(node.subs[0]) + ")" + bounds + ("" if node.greedy else "?")
-    if op == sx.CONCAT:
-        return "".join(to_rust(s) for s in node.subs)
-    if op == sx.ALTERNATE:
-        return "(?:" + "|".join(to_rust(s) for s in node.subs) + ")"
-    raise ValueError(f"unknown syntax node {op!r}")
-
-
 # -- running rg ---------------------------------------------------------------------------------
 
 
@@ -117,7 +65,10 @@ def _batches(files: list[str], root: str) -> Iterator[list[str]]:
 
 
 def _argv(rg: Path, query: Query, regex: str) -> list[str]:
-    argv = [str(rg), "--no-config", "--color=never", "--encoding=none", "--with-filename", "-e", regex]
+    # --text: NUL is an ordinary byte in every mode (rg's own binary handling differs between -l,
+    # -c and --json for files named on the command line); which files count as binary is decided
+    # afterwards by the same test the fallback uses.
+    argv = [str(rg), "--no-config", "--color=never", "--encoding=none", "--text", "--with-filename", "-e", regex]
     if query.multiline:
         argv.append("--multiline")
     if query.mode == "files_with_matches":
@@ -134,7 +85,7 @@ def _argv(rg: Path, query: Query, regex: str) -> list[str]:
 
 
 def rg_search(rg: Path, root: str, files: list[str], query: Query) -> Iterator[FileHits]:
-    regex = to_rust(query.matcher().pattern.tree)
+    regex = rust_pattern(query.pattern, query.case_insensitive, query.multiline)
     for batch in _batches(files, root):
         proc = subprocess.run([*_argv(rg, query, regex), "--", *batch], cwd=root, capture_output=True,
                               env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}, stdin=subprocess.DEVNULL)

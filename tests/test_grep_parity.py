@@ -19,6 +19,8 @@ CORPUS = {
     "docs/crlf.txt": "first line\r\nsecond line\r\nthird\r\n",
     "docs/latin1.txt": b"caf\xe9 au lait\nplain ascii\n",
     "data/blob.bin": b"header\x00\x01\x02needle\x03",
+    "data/late_nul.dat": b"needle early\n" + b"padding line\n" * 1500 + b"\x00needle late\n",
+    "data/very_late_nul.dat": b"needle early\n" + b"padding line\n" * 6000 + b"\x00needle late\n",
     "data/wide.txt": "w" * 3000 + " needle " + "w" * 10 + "\n" + "short needle\n",
     "empty.txt": "",
     "no_newline.txt": "last line without newline needle",
