@@ -67,6 +67,10 @@ class IgnoreFile:
     against the entry's name alone: exact names by a dict lookup, `*.ext` by one `endswith` over
     a tuple, the rest by a regex on the short name. Only patterns with a slash look at the path
     below `base`. Every rule keeps its line position, and the last matching rule decides.
+
+    A rule matches an entry's whole path, never a prefix of it: what lies inside an ignored
+    directory is skipped because the walk never enters it, so a search started inside one (a
+    path the model asked for) still sees its contents, as ripgrep does.
     """
 
     def __init__(self, base: str, lines: Iterable[str]) -> None:
@@ -91,6 +95,8 @@ class IgnoreFile:
             if include is None or regex is None:
                 continue
             regex = regex.replace("(?P<ps_d>/)", "/")
+            if line.rstrip().endswith("/**"):
+                regex += ".*"  # pathspec leaves "everything below" to a prefix match; we match whole paths
             group = f"(?P<{'i' if include else 'w'}{position}>"  # i: ignore, w: whitelist (`!` negation)
             if regex.startswith(ANY_DEPTH):
                 by_name.append(group + "^" + regex[len(ANY_DEPTH):] + ")")
@@ -107,12 +113,6 @@ class IgnoreFile:
         except OSError:
             return None
         return rules if rules.has_rules else None
-
-    def could_match(self, name: str) -> bool:
-        """Cheap test: False means no name-based rule can match `name` (path rules aside)."""
-        return (name in self._exact or (bool(self._suffix_tuple) and name.endswith(self._suffix_tuple))
-                or (self._by_name is not None and self._by_name.match(name) is not None)
-                or (self._by_name is not None and self._by_name.match(name + "/") is not None))
 
     @property
     def has_rules(self) -> bool:
@@ -133,7 +133,7 @@ class IgnoreFile:
                     best, verdict = position, include
         suffix = "/" if is_dir else ""
         for regex, subject in ((self._by_name, name), (self._by_path, path[self._prefix:])):
-            match = regex.match(subject + suffix) if regex is not None else None
+            match = regex.fullmatch(subject + suffix) if regex is not None else None
             if match is not None and int(match.lastgroup[1:]) > best:
                 best, verdict = int(match.lastgroup[1:]), match.lastgroup[0] == "i"
         return verdict
@@ -165,10 +165,10 @@ class Chain:
         if name in self.exact or (self.suffixes and name.endswith(self.suffixes)):
             return True
         for regex in self.by_name:
-            if regex.match(name + "/"):
+            if regex.fullmatch(name + "/"):
                 return True
         for regex, prefix in self.by_path:
-            if regex.match(path[prefix:] + "/"):
+            if regex.fullmatch(path[prefix:] + "/"):
                 return True
         return False
 

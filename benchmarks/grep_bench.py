@@ -14,6 +14,7 @@ What is timed, per pattern and output mode (files_with_matches = -l, count = -c)
             (files whose first 64 KiB hold a NUL are skipped as binary, like rg).
   rg        rg -j1 -uu (one thread; -uu = do not read .gitignore files and include hidden files,
             so it searches the same files as the other two; binary files skipped by default).
+  glob      abhed's glob tool against `rg --files` with the same ignore rules (--only-glob alone).
   grep      GNU grep -r -I (-I skips binary files), -E for ERE, -P only for \\p{Greek} (ERE has
             no Unicode classes), -i for (?i). Run with LC_ALL=C.UTF-8: the machine's own locale,
             and the one a user would have; it makes grep UTF-8 aware like the other two (in the C
@@ -86,6 +87,43 @@ def ensure_corpus():
     CORPUS.mkdir(parents=True, exist_ok=True)
     with tarfile.open(TARBALL) as tf:
         tf.extractall(CORPUS, filter="data")
+
+
+DEBIAN_IGNORE = ("/*", "!/debian/")  # Debian's packaging adds these: they hide the whole tree from git
+
+
+def upstream_gitignore(tree):
+    """Make the top .gitignore the upstream one: Debian's package ignores everything at the top,
+    which would leave ignore-aware tools (abhed's glob, rg --files) nothing to list."""
+    path = tree / ".gitignore"
+    lines = path.read_text().splitlines()
+    kept = [line for line in lines if line not in DEBIAN_IGNORE]
+    if kept != lines:
+        path.unlink()  # the file may be a hard link into another copy of the tree
+        path.write_text("\n".join(kept) + "\n")
+
+
+def bench_glob(root, repeat):
+    """abhed's glob tool (walk + ignore rules + stat + sort by mtime) vs rg --files."""
+    import json
+    import tempfile
+
+    sys.path.insert(0, str(HERE.parent / "tests"))
+    from abhed_testing import Tools
+
+    upstream_gitignore(root)
+    tools = Tools(root, Path(tempfile.mkdtemp()))
+    rg = find_rg()
+    excludes = [arg for name in tools.settings.search.exclude for arg in ("-g", f"!{name}")]
+    listing = [rg, "--files", "--hidden", "--no-require-git", "--no-ignore-dot", "--no-ignore-global", *excludes]
+    print(f"\nglob over {root} (ignore rules on; abhed also stats every match and sorts by mtime)")
+    print(f"{'pattern':<18} {'abhed glob':>11} {'rg --files -j1':>15} {'ratio':>6} {'rg --files':>11} {'ratio':>6}")
+    for pattern in ("**/*", "**/*.c", "drivers/**/*.h", "*.txt"):
+        ours, _ = best_of(repeat, lambda: tools("glob", raw=json.dumps({"pattern": pattern})))
+        single, _ = best_of(repeat, lambda: subprocess.run([*listing, "-j1"], cwd=root, capture_output=True))
+        multi, _ = best_of(repeat, lambda: subprocess.run(listing, cwd=root, capture_output=True))
+        print(f"{pattern:<18} {ours * 1000:>9.0f}ms {single * 1000:>13.0f}ms {ours / single:>5.2f}x "
+              f"{multi * 1000:>9.0f}ms {ours / multi:>5.2f}x")
 
 
 SLOW_CELL = 20.0   # seconds: a cell this slow is not repeated (its noise is small anyway)
@@ -249,12 +287,18 @@ def main():
     ap.add_argument("--repeat", type=int, default=1, help="runs per cell, best is kept")
     ap.add_argument("--modes", default="files_with_matches,count")
     ap.add_argument("--only-linearity", action="store_true")
+    ap.add_argument("--only-glob", action="store_true", help="only the glob tool vs rg --files")
     ap.add_argument("--sizes", default="25000,50000,100000,200000,400000")
     args = ap.parse_args()
+    if args.only_glob:
+        ensure_corpus()
+        bench_glob(TREE / args.subdir if args.subdir else TREE, max(args.repeat, 3))
+        return
     if not args.only_linearity:
         ensure_corpus()
         root = TREE / args.subdir if args.subdir else TREE
         bench_tree(root, args.repeat, args.modes.split(","))
+        bench_glob(root, max(args.repeat, 3))
     bench_linearity([int(s) for s in args.sizes.split(",")])
 
 

