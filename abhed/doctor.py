@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from types import SimpleNamespace
 from dataclasses import dataclass
 from typing import Literal
 
@@ -113,8 +112,7 @@ def _probe_with(client: ModelClient, model: Model, tool_format: str) -> Check:
 
 
 def _sandbox(settings: Settings) -> Check:
-    # sandbox_config reads only ctx.settings: the operator's sandbox section, as bash will use it
-    report = sandbox.probe(sandbox_config(SimpleNamespace(settings=settings)))  # type: ignore[arg-type]
+    report = sandbox.probe(sandbox_config(settings))
     if report.ok:
         return Check("OK" if report.backend != "none" else "WARN", "sandbox", report.summary)
     return Check("FAIL", "sandbox", f"{report.summary} bash cannot run until this is fixed.")

@@ -9,6 +9,7 @@ from pathlib import Path
 import sandbox
 from pydantic import Field, field_validator
 
+from abhed.config import Settings
 from abhed.errors import ToolError
 from abhed.interactive import interactive_reason
 from abhed.jobs import JobCommand, job_command
@@ -56,8 +57,9 @@ class BashInput(ToolInput):
         return value
 
 
-def sandbox_config(ctx: ToolContext) -> sandbox.SandboxConfig:
-    cfg = ctx.settings.sandbox
+def sandbox_config(settings: Settings) -> sandbox.SandboxConfig:
+    """The operator's [sandbox] settings as the sandbox package takes them (bash and doctor use it)."""
+    cfg = settings.sandbox
     limits = sandbox.Limits(processes=cfg.max_processes, file_size_bytes=cfg.max_file_bytes)
     return sandbox.SandboxConfig(backend=cfg.backend, bwrap_path=cfg.bwrap_path, allow_network=cfg.allow_network,
                                  env_passthrough=tuple(cfg.env_passthrough), ro_binds=tuple(cfg.ro_binds),
@@ -76,7 +78,7 @@ class Shell:
     @classmethod
     def open(cls, ctx: ToolContext) -> Shell:
         try:
-            box = sandbox.Sandbox(sandbox_config(ctx), ctx.paths.workspace)
+            box = sandbox.Sandbox(sandbox_config(ctx.settings), ctx.paths.workspace)
         except sandbox.SandboxError as exc:
             raise ToolError(f"The command did not run: the sandbox is not usable. {exc}") from None
         return cls(box, ctx.paths.workspace / ".abhed" / "jobs" / ctx.session.id)
