@@ -36,7 +36,7 @@ GIB = 1 << 30
 def call(ctx: ToolContext, name: str, args: str):
     """One call as a person running `abhed tool` by hand would make it (edits allowed)."""
     gate = Gate(Policy.create("accept-edits", [], [], ctx.paths.workspace), invoked_by_human=True)
-    return call(ctx, name, args, gate)
+    return dispatch.call(ctx, name, args, gate)
 
 
 def context(ws: Path, home: Path) -> ToolContext:
