@@ -10,7 +10,7 @@ import click
 
 from abhed import __version__, config, dispatch
 from abhed.approval import MODES, Gate, Policy
-from abhed.events import ActionEvent, CompactionEvent, MessageEvent, ObservationEvent, RunEvent
+from abhed.events import ActionEvent, AnyEvent, CompactionEvent, MessageEvent, ObservationEvent
 from abhed.paths import PathPolicy
 from abhed.session import SessionError, SessionStore
 from abhed.tools import BY_NAME, TOOLS, definitions
@@ -146,30 +146,68 @@ def sessions_show(session_id: str, as_json: bool, full: bool) -> None:
     loaded = session.log.load()
     for problem in loaded.problems:
         click.echo(f"warning: {problem}", err=True)
-    for event in loaded.events:
-        if as_json:
+    if as_json:
+        for event in loaded.events:
             click.echo(event.model_dump_json())
-            continue
-        indent = "  " * (event.parent_id is not None)
-        stamp = event.at.strftime("%Y-%m-%d %H:%M:%S")
-        if isinstance(event, ActionEvent):
-            args = json.dumps(event.input, ensure_ascii=False)
-            click.echo(f"{indent}{stamp} [{event.agent_id}] {event.tool} {_preview(args)}")
-        elif isinstance(event, ObservationEvent):
-            status = "error" if event.is_error else "ok"
-            body = event.content if full else _preview(event.content)
-            click.echo(f"{indent}    -> {status} {event.duration_ms:.0f} ms: {body}")
-        elif isinstance(event, MessageEvent):
-            who = event.role if event.origin in ("user", "model") else f"{event.role} ({event.origin})"
-            body = event.content if full else _preview(event.content)
-            calls = f" [{len(event.tool_calls)} call{'s' * (len(event.tool_calls) != 1)}]" if event.tool_calls else ""
-            click.echo(f"{indent}{stamp} [{event.agent_id}] {who}: {body}{calls}")
-        elif isinstance(event, CompactionEvent):
-            click.echo(f"{indent}{stamp} [{event.agent_id}] compacted ({event.method} summary): about "
-                       f"{event.tokens_before} -> {event.tokens_after} tokens")
-        elif isinstance(event, RunEvent):
-            detail = f": {_preview(event.detail)}" if event.detail else ""
-            click.echo(f"{indent}{stamp} [{event.agent_id}] run {event.status}{detail}")
+        return
+    for event, depth in tree(loaded.events):
+        click.echo(_shown_event(event, "  " * depth, full))
+
+
+def tree(events: list[AnyEvent]) -> list[tuple[AnyEvent, int]]:
+    """The events as (event, depth) in the order to show them: each subagent's events right after
+    the task call that started it, one level deeper, rather than interleaved in log order with its
+    siblings'. A subagent no task result names (its run was cut short) comes where it started."""
+    own: dict[str, list[tuple[int, AnyEvent]]] = {}
+    for index, event in enumerate(events):
+        own.setdefault(event.agent_id, []).append((index, event))
+    started_by = {e.action_id: e.metadata["agent_id"] for e in events if isinstance(e, ObservationEvent)
+                  and e.tool == "task" and isinstance(e.metadata.get("agent_id"), str)
+                  and e.metadata["agent_id"] in own}
+    linked = set(started_by.values())
+    parents = {agent: entries[0][1].parent_id for agent, entries in own.items()}
+    loose: dict[str | None, list[str]] = {}  # agents no task result names, by parent (None: top level)
+    for agent, parent in parents.items():
+        if agent not in linked and (parent is None or parent not in own):
+            loose.setdefault(None, []).append(agent)
+        elif agent not in linked:
+            loose.setdefault(parent, []).append(agent)
+    out: list[tuple[AnyEvent, int]] = []
+
+    def walk(agents: list[str], depth: int) -> None:
+        entries: list[tuple[int, AnyEvent | str]] = [(i, e) for agent in agents for i, e in own[agent]]
+        entries += [(own[child][0][0], child) for agent in agents for child in loose.get(agent, [])]
+        for _, item in sorted(entries, key=lambda entry: entry[0]):
+            if isinstance(item, str):  # a subagent no task result names, where it started
+                walk([item], depth + 1)
+                continue
+            out.append((item, depth))
+            if isinstance(item, ActionEvent) and item.id in started_by:
+                walk([started_by[item.id]], depth + 1)
+
+    walk(loose.get(None, []), 0)
+    return out
+
+
+def _shown_event(event: AnyEvent, indent: str, full: bool) -> str:
+    stamp = event.at.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(event, ActionEvent):
+        args = json.dumps(event.input, ensure_ascii=False)
+        return f"{indent}{stamp} [{event.agent_id}] {event.tool} {_preview(args)}"
+    if isinstance(event, ObservationEvent):
+        status = "error" if event.is_error else "ok"
+        body = event.content if full else _preview(event.content)
+        return f"{indent}    -> {status} {event.duration_ms:.0f} ms: {body}"
+    if isinstance(event, MessageEvent):
+        who = event.role if event.origin in ("user", "model") else f"{event.role} ({event.origin})"
+        body = event.content if full else _preview(event.content)
+        calls = f" [{len(event.tool_calls)} call{'s' * (len(event.tool_calls) != 1)}]" if event.tool_calls else ""
+        return f"{indent}{stamp} [{event.agent_id}] {who}: {body}{calls}"
+    if isinstance(event, CompactionEvent):
+        return (f"{indent}{stamp} [{event.agent_id}] compacted ({event.method} summary): about "
+                f"{event.tokens_before} -> {event.tokens_after} tokens")
+    detail = f": {_preview(event.detail)}" if event.detail else ""
+    return f"{indent}{stamp} [{event.agent_id}] run {event.status}{detail}"
 
 
 # -- the agent: run, chat, resume, demo, doctor, models ------------------------------------------
