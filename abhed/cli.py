@@ -446,3 +446,100 @@ def models(name: str | None, as_json: bool) -> None:
         click.echo(f"{profile.name:<14} {profile.family:<20} {profile.context_window:>7} ctx {profile.max_output_tokens:>6} "
                    f"out  {fmt}")
         click.echo(f"{'':<14} {profile.vllm_serve}")
+
+
+@main.command()
+@click.option("--endpoint", help="Model server to test (default: model.endpoint).")
+@click.option("--model", "model_name", help="Served model id to test (default: the first the server lists).")
+@click.option("--profile", help="Model profile to use (default: chosen from the model id).")
+@click.option("--tool-format", type=click.Choice(["auto", "native", "hermes", "qwen3_coder"]),
+              help="How tool calls travel (default: the profile's, falling back to text without a tool parser).")
+@click.option("--only", help="Categories to run, comma-separated: adapter, scenarios, recovery (default: all).")
+@click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True,
+              help="Run each test this many times (a sampled model does not answer the same way twice).")
+@click.option("--threshold", "thresholds", multiple=True, metavar="CATEGORY=SCORE",
+              help="Override a category's pass threshold, e.g. --threshold scenarios=1.0.")
+@click.option("--json", "json_path", metavar="FILE", help="Write the JSON report to FILE (- for stdout; the table "
+              "then goes to stderr).")
+@click.option("--save", is_flag=True, help="Save the JSON report beside the model's profile (offline_models/, or "
+              "model.profiles_dir for the operator's own profiles).")
+@click.option("--save-to", type=click.Path(file_okay=False, path_type=Path), help="Save the JSON report in this "
+              "directory instead.")
+@click.option("--keep", is_flag=True, help="Keep the throwaway workspaces and sessions (their path is printed).")
+@click.option("--verbose", is_flag=True, help="Show every tool call of every test on stderr.")
+def conformance(endpoint: str | None, model_name: str | None, profile: str | None, tool_format: str | None,
+                only: str | None, repeat: int, thresholds: tuple[str, ...], json_path: str | None, save: bool,
+                save_to: Path | None, keep: bool, verbose: bool) -> None:
+    """Decide whether a model may serve traffic: the conformance suite against a real endpoint.
+
+    Layer 1 (adapter): one call of each of the nine tools must parse and validate. Layer 2
+    (scenarios, recovery): real tasks in throwaway workspaces, judged by their outcome on disk;
+    the recovery tasks provoke errors and measure how often the model's next call is fixed by the
+    error text alone. Prints a table (and --json, a JSON report). Exit status: 0 the model passes,
+    1 it does not (or the model server failed), 2 bad invocation.
+    """
+    import shutil
+    import tempfile
+
+    from abhed import launch
+    from abhed.conformance import report as reports
+    from abhed.conformance import suite
+    from abhed.display import Progress
+
+    categories = tuple(c.strip() for c in only.split(",") if c.strip()) if only else reports.CATEGORIES
+    unknown = [c for c in categories + tuple(t.partition("=")[0] for t in thresholds) if c not in reports.CATEGORIES]
+    if unknown:
+        _fail(f"Unknown category {unknown[0]!r}: the categories are {', '.join(reports.CATEGORIES)}.")
+    limits: dict[str, float] = {}
+    for item in thresholds:
+        name, _, value = item.partition("=")
+        try:
+            limits[name] = float(value)
+        except ValueError:
+            _fail(f"--threshold {item!r}: write CATEGORY=SCORE with SCORE a number from 0 to 1, e.g. scenarios=1.0.")
+        if not 0 <= limits[name] <= 1:
+            _fail(f"--threshold {item!r}: SCORE must be between 0 and 1.")
+    try:
+        settings = launch.settings(endpoint=endpoint, model=model_name, profile=profile, tool_format=tool_format)
+    except launch.LaunchError as exc:
+        _fail(str(exc))
+    out = sys.stderr if json_path == "-" else sys.stdout
+    model = _open_model(settings, Progress())
+    root = Path(tempfile.mkdtemp(prefix="abhed-conformance-")).resolve()
+
+    def progress(test) -> None:  # type: ignore[no-untyped-def]
+        click.echo(f"{test.category:<10} {test.name:<18} {'PASS' if test.passed else 'FAIL'}  "
+                   f"({test.turns} replies, {test.tool_errors} tool errors)", err=True)
+
+    options = suite.Options(categories=categories, repeat=repeat, thresholds=limits, on_test=progress)
+    if verbose:
+        options.display = lambda name: Progress()
+    try:
+        click.echo(f"abhed conformance: {model.describe()}; workspaces in {root}", err=True)
+        report = suite.run(settings, model, root, options)
+    except KeyboardInterrupt:
+        click.echo("abhed: conformance interrupted; no verdict", err=True)
+        sys.exit(130)
+    finally:
+        model.client.close()
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+    click.echo(reports.table(report), file=out)
+    if keep:
+        click.echo(f"Workspaces and sessions kept in {root} (ABHED_HOME={root / 'home'} abhed sessions show ID).",
+                   err=True)
+    text = report.model_dump_json(indent=1)
+    if json_path == "-":
+        click.echo(text)
+    elif json_path:
+        Path(json_path).write_text(text + "\n")
+    for directory in ([save_to] if save_to else []) + ([reports.profile_dir(report.profile,
+                                                                            settings.model.profiles_dir)]
+                                                       if save else []):
+        try:
+            click.echo(f"Saved the report to {reports.save(report, directory)}", err=True)
+        except OSError as exc:
+            click.echo(f"abhed: cannot save the report in {directory}: {exc.strerror or exc}. Use --save-to DIR, or "
+                       "--json FILE.", err=True)
+            sys.exit(1)
+    sys.exit(0 if report.passed else 1)
