@@ -440,6 +440,10 @@ def models(name: str | None, as_json: bool) -> None:
             click.echo(f"{key:<18} {value}")
         click.echo(f"{'sampling':<18} {profile.sampling.fields()}")
         click.echo(f"\nServe it with:\n  {profile.vllm_serve}\n\n{profile.notes}")
+        from abhed.conformance.report import one_line, saved
+        reports = saved(profile.name, settings.model.profiles_dir)
+        if reports:
+            click.echo("\nConformance (abhed conformance --save):\n" + "\n".join(f"  {one_line(r)}" for r in reports))
         return
     for profile in chosen:
         fmt = profile.tool_format + (f" (text: {profile.text_format})" if profile.tool_format == "native" else "")

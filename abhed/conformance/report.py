@@ -146,3 +146,20 @@ def save(report: Report, directory: Path) -> Path:
     path = directory / file_name(report)
     replace_file(path, (report.model_dump_json(indent=1) + "\n").encode("utf-8"), mode=0o644)
     return path
+
+
+def saved(name: str, operator_dir: Path | None) -> list[Report]:
+    """The reports saved beside the profile `name`, oldest first (unreadable ones are skipped)."""
+    found = []
+    for path in sorted(profile_dir(name, operator_dir).glob(f"{name}.*.conformance.json")):
+        try:
+            found.append(Report.model_validate_json(path.read_bytes()))
+        except (OSError, ValueError):
+            continue
+    return sorted(found, key=lambda r: r.started_at)
+
+
+def one_line(report: Report) -> str:
+    rate = "n/a" if report.recovery_rate is None else f"{report.recovery_rate:.2f}"
+    return (f"{'PASS' if report.passed else 'FAIL'} {report.started_at:%Y-%m-%d} {report.model} ({report.tool_format}; "
+            + ", ".join(f"{c.name} {c.passed}/{c.total}" for c in report.categories) + f"; recovery rate {rate})")

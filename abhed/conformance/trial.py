@@ -28,6 +28,7 @@ from abhed.session import SessionState, SessionStore
 from abhed.tools.base import ToolContext
 
 HARNESS = "conformance"  # agent id of the calls the suite makes itself (reads done "for" the model)
+TRIAL_SECONDS = 900.0  # a test that runs this long has lost its way: its budget stops it
 NOT_MISTAKES = frozenset({dispatch.NOT_APPROVED})  # refusals by policy are not the model's errors to fix
 
 
@@ -158,8 +159,8 @@ class Trial:
             assert not result.is_error, result.content
 
     def run(self, prompt: str, max_turns: int) -> Result:
-        agent = Agent(self.ctx, self.model, self.gate, Budget(Limits(turns=max_turns)), config=self.settings.agent,
-                      display=self.display)
+        agent = Agent(self.ctx, self.model, self.gate, Budget(Limits(turns=max_turns, seconds=TRIAL_SECONDS)),
+                      config=self.settings.agent, display=self.display)
         started = time.monotonic()
         try:
             outcome = agent.run(prompt)

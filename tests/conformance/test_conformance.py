@@ -157,6 +157,9 @@ def test_save_puts_the_report_beside_the_operators_profile(home, tmp_path):
     assert proc.returncode == 0, proc.stderr
     saved = profiles / "house.ours--house-coder-7b.conformance.json"
     assert json.loads(saved.read_text())["profile"] == "house"
+    shown = abhed("models", "house", env={"ABHED_CONFIG": str(cfg)})
+    assert "Conformance (abhed conformance --save):" in shown.stdout
+    assert "  PASS " in shown.stdout and "ours/house-coder-7b (native; adapter 9/9; recovery rate n/a)" in shown.stdout
 
 
 def test_keep_leaves_the_workspaces_and_sessions_to_inspect(home, tmp_path):
