@@ -58,7 +58,7 @@ NOUNS = (r"files?|functions?|methods?|class(?:es)?|modules?|tests?|bugs?|errors?
          r"diffs?|folders?|ones?|things?|parts?|sections?|stuff|cases?|values?|outputs?|results?|configs?|settings?|"
          r"packages?|features?|implementations?|quer(?:y|ies)|regex(?:es)?|patterns?|helpers?|fields?|types?|"
          r"structs?|interfaces?|tables?|handlers?|routes?|hooks?|exceptions?|warnings?|logs?|messages?|ideas?|"
-         r"suggestions?|solutions?|plans?")
+         r"suggestions?|solutions?|plans?|failures?")
 # Words after which "that X" / "those X" is a demonstrative (a preposition or a verb acting on X).
 _BEFORE_DEMONSTRATIVE = (
     r"in|of|to|for|from|on|at|with|into|about|by|under|inside|within|through|after|before|near|"
@@ -110,6 +110,7 @@ RULES: tuple[Rule, ...] = (
                  \s+(?:earlier|before|previously)\b
             | \b(?:do|did|same\s+thing|same\s+way|again|repeat)\b[^.\n]{0,20}?\b(?:as|like)\s+(?:before|earlier|
                  last\s+time)\b
+            | \bthe\s+same\s+as\s+(?:before|earlier|last\s+time)\b(?!\s+(?:the|a|an|we|you|it|\w+ing)\b)
             | \b(?:as|like|since)\s+last\s+time\b
             | \b(?:failed|broke|crashed|errored|went\s+wrong)\s+(?:before|earlier|previously)\b""",
           "it points at an earlier part of your conversation"),
@@ -126,8 +127,10 @@ RULES: tuple[Rule, ...] = (
     _rule("conversation",
           r"""\b(?:our|this|the\s+(?:previous|earlier|last))\s+(?:conversation|discussion|chat|exchange)\b
             | \b(?:earlier|previously|before)\s+in\s+(?:this|our|the)\s+(?:conversation|discussion|chat|session)\b
-            | \bthe\s+user(?:'s)?\s+(?:asked|said|mentioned|described|question|instructions|(?:original|earlier|
-                 first)\s+(?:message|prompt|question))\b
+            | \b(?:what|as|like)\s+the\s+user\s+(?:asked|said|mentioned|described|reported|wanted|requested)\b
+            | \bthe\s+(?:\w+\s+){0,2}?the\s+user\s+(?:reported|mentioned|described|pasted|shared)\b
+            | \bthe\s+user\s+(?:asked|said|mentioned|reported)\s+(?:earlier|before|previously|above)\b
+            | \bthe\s+user's\s+(?:question|instructions|(?:original|earlier|first)\s+(?:message|prompt|question))\b
             | \b(?:the|my|our|your)\s+(?:original|earlier|previous|initial)\s+(?:task|question|prompt|instructions|
                  message|answer|reply|response|suggestion)\b""",
           "the subagent has no conversation to look back on"),

@@ -46,6 +46,15 @@ VAGUE = [
     ("The bug I told you about is in the parser; fix it.", "I told you"),
     ("Check the output above and report anything odd.", "output above"),
     ("Update the README like we discussed", "like we discussed"),
+    ("Explain that function.", "Explain that function"),
+    ("Do it as I described.", "as I described"),
+    ("Implement it.", "Implement it."),
+    ("Apply the fix from before to /work/app/b.py.", "from before"),
+    ("Update the docs to match the new behaviour we agreed on.", "we agreed on"),
+    ("Look into the error the user reported.", "the error the user reported"),
+    ("Make the output the same as before.", "the same as before"),
+    ("Check if the changes above are covered by tests.", "changes above"),
+    ("Add retries to the client, as the user wanted.", "as the user wanted"),
 ]
 
 CLEAR = [
@@ -91,6 +100,22 @@ CLEAR = [
     "Count the lines of code per directory in /work/app, excluding tests.",
     "Write a function that parses ISO dates into /work/app/dates.py; this function must reject invalid months.",
     "Investigate why the test test_parse_dates in /work/app/tests/test_dates.py fails; that test uses a fixture.",
+    "Read the files listed below and summarise each: /work/app/x.py, /work/app/y.py",
+    "Find the previous implementation of parse in the git history of /work/app.",
+    "Tell me whether this test is flaky: tests/test_net.py::test_retry",
+    "Check the code above line 50 in /work/app/a.py",
+    "As mentioned in the README, the build uses make; run make check in /work/app and report.",
+    "We need to support Python 3.8; find uses of the walrus operator in /work/app/src.",
+    "Summarise the discussion in /work/app/docs/adr/0003.md.",
+    "Find functions in /work/app that were changed in the last commit.",
+    "Earlier versions of the API returned XML; find remaining XML code under /work/app.",
+    "Report which of these modules import requests: /work/app/a.py, /work/app/b.py.",
+    "Make sure the code you write passes the tests in /work/app/tests.",
+    "Find where the app handles the case that the user asked to be forgotten (GDPR) in /work/app.",
+    "Find out what we changed in /work/app/setup.py in the last 3 commits (git log -p).",
+    "Check that the page shows the same as before the redesign for anonymous visitors in /work/app/web.",
+    "In /work/app/app.py, rename the class Foo to Bar; then update the tests that use that class.",
+    "Find where the server logs the request the user sent in /work/app/server.py.",
 ]
 
 
