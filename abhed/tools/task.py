@@ -101,7 +101,7 @@ DESCRIPTION = (
     "name, quote the errors it needs, and say what to report.\n"
     "agent_type (default general): " + "; ".join(f"{p.name} = {p.summary}" for p in PROFILES.values()) + ".\n"
     "Several task calls in one reply run at the same time. Subagents spend from your budget; max_turns caps one "
-    "subagent's replies. A subagent cannot start subagents of its own.")
+    "subagent's replies. Unless the operator allows nesting, a subagent cannot start subagents of its own.")
 
 
 def _check(args: TaskInput) -> Profile:
