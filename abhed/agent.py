@@ -14,9 +14,13 @@
 Everything the loop knows lives in the Agent's fields and in the session's event log, which can
 rebuild the conversation at any point (`restore`, used by `abhed resume` and after Ctrl-C).
 
-Subagents (the task tool, issue 6) run this same loop: `spawn` builds an Agent with a fresh
-conversation (its own system prompt and ABHED.md), `agent_id` "<parent>.<n>", `parent_id` set,
-and a child Budget whose spend counts against every ancestor's limits.
+Subagents (the task tool, tools/task.py) run this same loop: `spawn` builds an Agent with a fresh
+conversation (its own system prompt with its profile's role, and ABHED.md), `agent_id`
+"<parent>.<n>", `parent_id` set, a branch of the session (the same log, a read-set of its own:
+session.Session.branch) and a child Budget whose spend counts against every ancestor's limits.
+The task calls of one reply run side by side, at most `max_parallel_subagents` at once; each
+subagent reports on a display of its own, and the budget above them all is the one that stops
+them (an ancestor's limit reached, or the user's Ctrl-C).
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Literal
 
 from abhed import compaction, dispatch
@@ -45,9 +50,11 @@ from abhed.prompt import project_notes, system_prompt
 from abhed.session import rebuild_state
 from abhed.tools import BY_NAME, TOOLS
 from abhed.tools.base import Tool, ToolContext, ToolResult
+from abhed.tools.task import BudgetLimitReached
 from abhed.tools.todo import render_todos
 
 PARALLEL = frozenset({"read", "glob", "grep"})  # touch nothing but the read-set: safe to run side by side
+SPAWN = "task"  # task calls of one reply run side by side too, each subagent in a session branch of its own
 GUARD_AFTER = 3  # the same failing call this many times gets the loop guard's hint
 EMPTY_REPLIES = 3  # replies with neither text nor calls in a row before the run is given up
 Status = Literal["done", "failed", "budget", "interrupted"]
@@ -72,20 +79,42 @@ class Budget:
         self.limits, self.parent, self.clock = limits, parent, clock
         self.turns = self.tokens = 0
         self.started = clock()
-        self._lock = threading.Lock()  # subagents running side by side charge one parent
+        # One lock for the whole tree: subagents running side by side charge the same ancestors, and
+        # take_turn checks and charges every level in one step.
+        self._lock: threading.Lock = parent._lock if parent is not None else threading.Lock()
+        self._stopped: str | None = None
 
     def child(self, limits: Limits) -> Budget:
         return Budget(limits, self, self.clock)
 
     def charge(self, *, turns: int = 0, tokens: int = 0) -> None:
         with self._lock:
-            self.turns += turns
-            self.tokens += tokens
-        if self.parent is not None:
-            self.parent.charge(turns=turns, tokens=tokens)
+            self._add(turns, tokens)
+
+    def take_turn(self) -> str | None:
+        """Charge one model reply here and above, unless a budget is exhausted: then why, and
+        nothing is charged. Atomic, so subagents side by side never overshoot a turn limit."""
+        with self._lock:
+            reason = self.exhausted()
+            if reason is None:
+                self._add(1, 0)
+            return reason
+
+    def _add(self, turns: int, tokens: int) -> None:
+        budget: Budget | None = self
+        while budget is not None:
+            budget.turns += turns
+            budget.tokens += tokens
+            budget = budget.parent
+
+    def stop(self, reason: str) -> None:
+        """Spend nothing more here or in any budget below (the subagents drawing on it)."""
+        self._stopped = reason
 
     def exhausted(self) -> str | None:
         """Why no more may be spent, or None."""
+        if self._stopped:
+            return self._stopped
         limits, seconds = self.limits, self.clock() - self.started
         if limits.turns is not None and self.turns >= limits.turns:
             return f"the turn budget is exhausted ({self.turns} of {limits.turns} model replies)"
@@ -104,6 +133,11 @@ class Outcome:
     status: Status
     answer: str  # the final answer; for a stop, where it stopped
     detail: str = ""  # why it stopped, for the human (stderr)
+    agent_id: str = "main"
+    turns: int = 0  # model replies in this run, its subagents' included
+    tool_calls: int = 0  # calls this agent made in this run
+    changed: list[str] = field(default_factory=list)  # files it wrote or edited in this run
+    ancestor_budget: bool = False  # status "budget" because a budget above its own ran out (spawn sets it)
 
     @property
     def exit_code(self) -> int:
@@ -114,11 +148,12 @@ class Agent:
     def __init__(self, ctx: ToolContext, model: Model, gate: Gate, budget: Budget, *,
                  config: AgentConfig | None = None, display: Display | None = None, agent_id: str = "main",
                  parent_id: str | None = None, tools: Sequence[Tool] | None = None,
-                 conversation: list[Msg] | None = None) -> None:
+                 conversation: list[Msg] | None = None, role: str | None = None) -> None:
         self.ctx, self.model, self.gate, self.budget = ctx, model, gate, budget
         self.config = config or AgentConfig()
         self.display = display or Display()
         self.agent_id, self.parent_id = agent_id, parent_id
+        self.role = role  # a subagent's profile, added to its system prompt
         self.tools = list(tools if tools is not None else TOOLS)
         self.definitions = [tool.definition() for tool in self.tools]
         self.notes = project_notes(ctx.paths.workspace)
@@ -127,6 +162,7 @@ class Agent:
         self.gauge = Gauge()
         self.failures: Counter[str] = Counter()
         self.changed: list[str] = []  # files this agent wrote or edited
+        self.tool_calls = 0
         self._children = itertools.count(1)
         self._use_format(model.tool_format)
         self._stream, self._shown = "", 0
@@ -136,6 +172,7 @@ class Agent:
     def run(self, prompt: str | None) -> Outcome:
         """Work on `prompt` until the model answers (None: carry on where an unfinished run stopped)."""
         self._record(RunEvent(status="started", prompt=prompt, **self._ids()), sync=False)  # the prompt's fsync
+        turns, calls, changed = self.budget.turns, self.tool_calls, len(self.changed)
         if prompt is not None:
             self._add(Msg("user", prompt), origin="user")
         else:
@@ -146,12 +183,14 @@ class Agent:
             outcome = self._interrupted()
         self._record(RunEvent(status=outcome.status, detail=outcome.detail, **self._ids()))
         self.ctx.session.save()  # state.json, a cache of the log, once a run (dispatch.call's durable=False)
+        outcome.agent_id, outcome.turns = self.agent_id, self.budget.turns - turns
+        outcome.tool_calls, outcome.changed = self.tool_calls - calls, list(dict.fromkeys(self.changed[changed:]))
         return outcome
 
     def _loop(self) -> Outcome:
         empty = 0
         while True:
-            reason = self.budget.exhausted()
+            reason = self.budget.take_turn()
             if reason:
                 return Outcome("budget", self.where_it_stopped(reason), f"stopped: {reason}")
             try:
@@ -202,7 +241,7 @@ class Agent:
                 self._fall_back_to_text_protocol()
                 continue
             spent = reply.usage.total_tokens if reply.usage else self._estimate() + len(reply.text) // 3
-            self.budget.charge(turns=1, tokens=spent)
+            self.budget.charge(tokens=spent)  # the turn was taken before asking (_loop)
             return reply
 
     def _body(self) -> dict[str, Any]:
@@ -231,8 +270,9 @@ class Agent:
     def _use_format(self, tool_format: str) -> None:
         self.adapter = adapter_for(tool_format, self.definitions)
         self._fixed = len(json.dumps(self.adapter.request_fields().get("tools", [])))
+        addendum = "\n\n".join(part for part in (self.role, self.adapter.system_addendum()) if part)
         self.system = system_prompt(self.ctx.paths.workspace, [t.name for t in self.tools],
-                                    self.gate.policy.mode, self.adapter.system_addendum(), self.notes)
+                                    self.gate.policy.mode, addendum, self.notes)
         self._system = Msg("system", self.system)  # one object, so its encoding is reused turn after turn
         self.gauge.forget()
 
@@ -296,10 +336,11 @@ class Agent:
         index = 0
         while index < len(calls):
             batch = [calls[index]]
-            while (batch[0].name in PARALLEL and index + len(batch) < len(calls)
-                   and calls[index + len(batch)].name in PARALLEL):
+            side_by_side = PARALLEL if batch[0].name in PARALLEL else {SPAWN} if batch[0].name == SPAWN else set()
+            while index + len(batch) < len(calls) and calls[index + len(batch)].name in side_by_side:
                 batch.append(calls[index + len(batch)])
-            for call, result in zip(batch, self._run_batch(batch)):
+            run = self._run_tasks if batch[0].name == SPAWN else self._run_batch
+            for call, result in zip(batch, run(batch)):
                 hint = self._take(call, result)
                 if hint:
                     hints.append(hint)
@@ -324,18 +365,53 @@ class Agent:
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def _call(self, call: ToolCall) -> ToolResult:
+    def _run_tasks(self, batch: list[ToolCall]) -> list[ToolResult]:
+        """Task calls of one reply, side by side (at most max_parallel_subagents at once). Their
+        subagents draw on one budget below this agent's, so stopping it stops them all."""
+        for call in batch:
+            self.display.tool_started(call)
+        group = self.budget.child(Limits())
+        ctx = replace(self.ctx, spawn=partial(self._spawn_task, under=group))
+        pool = ThreadPoolExecutor(max_workers=min(self.config.max_parallel_subagents, len(batch)),
+                                  thread_name_prefix="abhed-task")
+        futures = [pool.submit(self._call, call, ctx) for call in batch]
+        try:
+            return [future.result() for future in futures]
+        except BaseException:  # Ctrl-C: every subagent stops before its next step
+            group.stop("the agent that started this subagent was interrupted")
+            running = sum(not future.done() for future in futures)
+            if running:
+                self.display.notice(f"stopping {running} subagent{'s' * (running != 1)} at their next step (Ctrl-C "
+                                    "again to stop waiting)")
+            try:
+                pool.shutdown(wait=True, cancel_futures=True)  # nothing of theirs runs after the interrupt
+            except KeyboardInterrupt:
+                pass
+            raise
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _call(self, call: ToolCall, ctx: ToolContext | None = None) -> ToolResult:
+        ctx = ctx or self.ctx
         ids = {"tool_call_id": call.id, "agent_id": self.agent_id, "parent_id": self.parent_id, "durable": False}
         if call.error:
-            return dispatch.reject(self.ctx, call.name or "(unparsed)", call.arguments, call.error, **ids)
+            return dispatch.reject(ctx, call.name or "(unparsed)", call.arguments, call.error, **ids)
         if call.name in BY_NAME and call.name not in {tool.name for tool in self.tools}:  # e.g. task in a subagent
-            return dispatch.reject(self.ctx, call.name, call.arguments, f"`{call.name}` is not available to this "
-                                   f"agent. Its tools are: {', '.join(t.name for t in self.tools)}.", **ids)
-        return dispatch.call(self.ctx, call.name, call.arguments, self.gate, **ids)
+            return dispatch.reject(ctx, call.name, call.arguments, self._unavailable(call.name), **ids)
+        return dispatch.call(ctx, call.name, call.arguments, self.gate, **ids)
+
+    def _unavailable(self, name: str) -> str:
+        mine = ", ".join(t.name for t in self.tools)
+        if name == SPAWN and self.parent_id is not None:
+            return (f"`task` is not available to a subagent: subagents cannot start subagents of their own "
+                    f"(agent.max_subagent_depth is {self.config.max_subagent_depth}). Do the work with your own "
+                    f"tools: {mine}.")
+        return f"`{name}` is not available to this agent. Its tools are: {mine}."
 
     def _take(self, call: ToolCall, result: ToolResult) -> str | None:
         """Put a result into the conversation; the loop guard's hint if this call keeps failing."""
         self.display.tool_finished(call, result)
+        self.tool_calls += 1
         self.messages.append(Msg("tool", fit_observation(result.content, self.cap), tool_call_id=call.id,
                                  name=call.name))
         state = self.ctx.session.state
@@ -346,6 +422,8 @@ class Agent:
                 self.display.plan(state.plan)
             elif call.name in ("write", "edit") and result.metadata.get("path"):
                 self.changed.append(result.metadata["path"])
+        if call.name == SPAWN:
+            self.changed.extend(result.metadata.get("changed") or [])  # what its subagent changed
         return self._guard(call, result)
 
     def _guard(self, call: ToolCall, result: ToolResult) -> str | None:
@@ -415,19 +493,46 @@ class Agent:
             lines.append(render_todos(todos))
         if self.changed:
             lines.append("Files changed: " + ", ".join(dict.fromkeys(self.changed)))
-        lines.append(f"Spent: {self.budget.spent()}. Continue with: abhed resume {self.ctx.session.id}")
+        resume = f". Continue with: abhed resume {self.ctx.session.id}" if self.parent_id is None else ""
+        lines.append(f"Spent: {self.budget.spent()}{resume}")
         return "\n".join(lines)
 
     # -- subagents and resume -------------------------------------------------------------------------
 
     def spawn(self, prompt: str, *, max_turns: int | None = None, tools: Sequence[Tool] | None = None,
-              display: Display | None = None) -> Outcome:
-        """Run `prompt` in a subagent: a fresh conversation, the same session, tools and approval, a
-        child budget. Its events carry agent_id "<this id>.<n>" and parent_id this agent's id."""
-        child = Agent(self.ctx, self.model, self.gate, self.budget.child(Limits(turns=max_turns)), config=self.config,
-                      display=display, agent_id=f"{self.agent_id}.{next(self._children)}", parent_id=self.agent_id,
-                      tools=tools if tools is not None else [t for t in self.tools if t.name != "task"])
-        return child.run(prompt)
+              display: Display | None = None, role: str | None = None, label: str | None = None,
+              under: Budget | None = None) -> Outcome:
+        """Run `prompt` in a subagent: a fresh conversation, a branch of the session (the same log, a
+        read-set and cwd of its own), the same tools (without task) and approval, a budget drawn
+        from `under` (default: this agent's). Its events carry agent_id "<this id>.<n>" and
+        parent_id this agent's id; a sandbox it had to open for itself is closed when it ends."""
+        under = under or self.budget
+        agent_id = f"{self.agent_id}.{next(self._children)}"
+        display = display or self.display.subagent(agent_id, label or prompt)
+        ctx = replace(self.ctx, session=self.ctx.session.branch(), spawn=None)
+        child = Agent(ctx, self.model, self.gate.labelled(agent_id, label), under.child(Limits(turns=max_turns)),
+                      config=self.config, display=display, agent_id=agent_id, parent_id=self.agent_id,
+                      tools=tools if tools is not None else [t for t in self.tools if t.name != SPAWN], role=role)
+        try:
+            outcome = child.run(prompt)
+        finally:
+            if ctx.shell is not None and ctx.shell is not self.ctx.shell:
+                ctx.close()
+        outcome.ancestor_budget = outcome.status == "budget" and under.exhausted() is not None
+        return outcome
+
+    def _spawn_task(self, prompt: str, *, max_turns: int | None, tools: Sequence[str] | None, role: str,
+                    label: str, under: Budget) -> Outcome:
+        """The task tool's `Spawn` (tools/task.py): a subagent with the profile's tools, never more
+        than this agent's own, and task only while nesting is allowed."""
+        reason = under.exhausted()
+        if reason:
+            raise BudgetLimitReached(reason)
+        nested = self.agent_id.count(".") + 1 < self.config.max_subagent_depth
+        mine = [t for t in self.tools if t.name != SPAWN or nested]
+        chosen = mine if tools is None else [t for t in mine if t.name in tools]
+        return self.spawn(prompt, max_turns=max_turns or self.config.subagent_max_turns, tools=chosen, role=role,
+                          label=label, under=under)
 
     @classmethod
     def restore(cls, ctx: ToolContext, model: Model, gate: Gate, budget: Budget, **kwargs: Any) -> tuple[Agent, bool]:
@@ -435,8 +540,9 @@ class Agent:
         left unfinished (a crash, a kill, an interrupt, a budget or a failure)."""
         loaded = ctx.session.log.load()
         agent_id = kwargs.get("agent_id", "main")
+        own = [e for e in loaded.events if e.agent_id == agent_id]  # a subagent's reads and cwd were its own
         with ctx.session.lock:
-            ctx.session.state = rebuild_state(ctx.session.state, loaded.events)
+            ctx.session.state = rebuild_state(ctx.session.state, own)
         ctx.session.save()
         conversation = rebuild(loaded.events, agent_id, observation_cap(model.context_window))
         runs = [e for e in loaded.events if isinstance(e, RunEvent) and e.agent_id == agent_id]

@@ -18,8 +18,9 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -286,6 +287,19 @@ class Gate:
     ask_human: Callable[[str, Any, Verdict], bool] | None = None
     invoked_by_human: bool = False
     confirmed: bool = False
+    # One question at a time: subagents running side by side share the human (and the terminal).
+    asking: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def labelled(self, agent_id: str, label: str | None) -> Gate:
+        """This gate for a subagent: the same policy, human and lock; its questions say who asks."""
+        ask = self.ask_human
+        if ask is None:
+            return self
+        who = f"subagent {agent_id}" + (f" ({label})" if label else "")
+
+        def ask_for_subagent(tool: str, args: Any, verdict: Verdict) -> bool:
+            return ask(tool, args, replace(verdict, reason=f"{verdict.reason} [asked by {who}]"))
+        return replace(self, ask_human=ask_for_subagent)
 
     def review(self, tool: str, args: Any) -> Verdict:
         verdict = self.policy.check(tool, args)
@@ -297,7 +311,9 @@ class Gate:
         if self.invoked_by_human and not verdict.destructive:
             return Verdict("allow", "run by hand by the human", verdict.rule)
         if self.ask_human is not None:
-            if self.ask_human(tool, args, verdict):
+            with self.asking:
+                approved = self.ask_human(tool, args, verdict)
+            if approved:
                 return Verdict("allow", f"approved by the human; {verdict.reason}", verdict.rule, verdict.destructive)
             return Verdict("deny", "the human declined it", verdict.rule, verdict.destructive)
         return verdict

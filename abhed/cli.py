@@ -10,7 +10,7 @@ import click
 
 from abhed import __version__, config, dispatch
 from abhed.approval import MODES, Gate, Policy
-from abhed.events import ActionEvent, CompactionEvent, MessageEvent, ObservationEvent, RunEvent
+from abhed.events import ActionEvent, AnyEvent, CompactionEvent, MessageEvent, ObservationEvent
 from abhed.paths import PathPolicy
 from abhed.session import SessionError, SessionStore
 from abhed.tools import BY_NAME, TOOLS, definitions
@@ -146,30 +146,68 @@ def sessions_show(session_id: str, as_json: bool, full: bool) -> None:
     loaded = session.log.load()
     for problem in loaded.problems:
         click.echo(f"warning: {problem}", err=True)
-    for event in loaded.events:
-        if as_json:
+    if as_json:
+        for event in loaded.events:
             click.echo(event.model_dump_json())
-            continue
-        indent = "  " * (event.parent_id is not None)
-        stamp = event.at.strftime("%Y-%m-%d %H:%M:%S")
-        if isinstance(event, ActionEvent):
-            args = json.dumps(event.input, ensure_ascii=False)
-            click.echo(f"{indent}{stamp} [{event.agent_id}] {event.tool} {_preview(args)}")
-        elif isinstance(event, ObservationEvent):
-            status = "error" if event.is_error else "ok"
-            body = event.content if full else _preview(event.content)
-            click.echo(f"{indent}    -> {status} {event.duration_ms:.0f} ms: {body}")
-        elif isinstance(event, MessageEvent):
-            who = event.role if event.origin in ("user", "model") else f"{event.role} ({event.origin})"
-            body = event.content if full else _preview(event.content)
-            calls = f" [{len(event.tool_calls)} call{'s' * (len(event.tool_calls) != 1)}]" if event.tool_calls else ""
-            click.echo(f"{indent}{stamp} [{event.agent_id}] {who}: {body}{calls}")
-        elif isinstance(event, CompactionEvent):
-            click.echo(f"{indent}{stamp} [{event.agent_id}] compacted ({event.method} summary): about "
-                       f"{event.tokens_before} -> {event.tokens_after} tokens")
-        elif isinstance(event, RunEvent):
-            detail = f": {_preview(event.detail)}" if event.detail else ""
-            click.echo(f"{indent}{stamp} [{event.agent_id}] run {event.status}{detail}")
+        return
+    for event, depth in tree(loaded.events):
+        click.echo(_shown_event(event, "  " * depth, full))
+
+
+def tree(events: list[AnyEvent]) -> list[tuple[AnyEvent, int]]:
+    """The events as (event, depth) in the order to show them: each subagent's events right after
+    the task call that started it, one level deeper, rather than interleaved in log order with its
+    siblings'. A subagent no task result names (its run was cut short) comes where it started."""
+    own: dict[str, list[tuple[int, AnyEvent]]] = {}
+    for index, event in enumerate(events):
+        own.setdefault(event.agent_id, []).append((index, event))
+    started_by = {e.action_id: e.metadata["agent_id"] for e in events if isinstance(e, ObservationEvent)
+                  and e.tool == "task" and isinstance(e.metadata.get("agent_id"), str)
+                  and e.metadata["agent_id"] in own}
+    linked = set(started_by.values())
+    parents = {agent: entries[0][1].parent_id for agent, entries in own.items()}
+    loose: dict[str | None, list[str]] = {}  # agents no task result names, by parent (None: top level)
+    for agent, parent in parents.items():
+        if agent not in linked and (parent is None or parent not in own):
+            loose.setdefault(None, []).append(agent)
+        elif agent not in linked:
+            loose.setdefault(parent, []).append(agent)
+    out: list[tuple[AnyEvent, int]] = []
+
+    def walk(agents: list[str], depth: int) -> None:
+        entries: list[tuple[int, AnyEvent | str]] = [(i, e) for agent in agents for i, e in own[agent]]
+        entries += [(own[child][0][0], child) for agent in agents for child in loose.get(agent, [])]
+        for _, item in sorted(entries, key=lambda entry: entry[0]):
+            if isinstance(item, str):  # a subagent no task result names, where it started
+                walk([item], depth + 1)
+                continue
+            out.append((item, depth))
+            if isinstance(item, ActionEvent) and item.id in started_by:
+                walk([started_by[item.id]], depth + 1)
+
+    walk(loose.get(None, []), 0)
+    return out
+
+
+def _shown_event(event: AnyEvent, indent: str, full: bool) -> str:
+    stamp = event.at.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(event, ActionEvent):
+        args = json.dumps(event.input, ensure_ascii=False)
+        return f"{indent}{stamp} [{event.agent_id}] {event.tool} {_preview(args)}"
+    if isinstance(event, ObservationEvent):
+        status = "error" if event.is_error else "ok"
+        body = event.content if full else _preview(event.content)
+        return f"{indent}    -> {status} {event.duration_ms:.0f} ms: {body}"
+    if isinstance(event, MessageEvent):
+        who = event.role if event.origin in ("user", "model") else f"{event.role} ({event.origin})"
+        body = event.content if full else _preview(event.content)
+        calls = f" [{len(event.tool_calls)} call{'s' * (len(event.tool_calls) != 1)}]" if event.tool_calls else ""
+        return f"{indent}{stamp} [{event.agent_id}] {who}: {body}{calls}"
+    if isinstance(event, CompactionEvent):
+        return (f"{indent}{stamp} [{event.agent_id}] compacted ({event.method} summary): about "
+                f"{event.tokens_before} -> {event.tokens_after} tokens")
+    detail = f": {_preview(event.detail)}" if event.detail else ""
+    return f"{indent}{stamp} [{event.agent_id}] run {event.status}{detail}"
 
 
 # -- the agent: run, chat, resume, demo, doctor, models ------------------------------------------
@@ -402,9 +440,110 @@ def models(name: str | None, as_json: bool) -> None:
             click.echo(f"{key:<18} {value}")
         click.echo(f"{'sampling':<18} {profile.sampling.fields()}")
         click.echo(f"\nServe it with:\n  {profile.vllm_serve}\n\n{profile.notes}")
+        from abhed.conformance.report import one_line, saved
+        reports = saved(profile.name, settings.model.profiles_dir)
+        if reports:
+            click.echo("\nConformance (abhed conformance --save):\n" + "\n".join(f"  {one_line(r)}" for r in reports))
         return
     for profile in chosen:
         fmt = profile.tool_format + (f" (text: {profile.text_format})" if profile.tool_format == "native" else "")
         click.echo(f"{profile.name:<14} {profile.family:<20} {profile.context_window:>7} ctx {profile.max_output_tokens:>6} "
                    f"out  {fmt}")
         click.echo(f"{'':<14} {profile.vllm_serve}")
+
+
+@main.command()
+@click.option("--endpoint", help="Model server to test (default: model.endpoint).")
+@click.option("--model", "model_name", help="Served model id to test (default: the first the server lists).")
+@click.option("--profile", help="Model profile to use (default: chosen from the model id).")
+@click.option("--tool-format", type=click.Choice(["auto", "native", "hermes", "qwen3_coder"]),
+              help="How tool calls travel (default: the profile's, falling back to text without a tool parser).")
+@click.option("--only", help="Categories to run, comma-separated: adapter, scenarios, recovery (default: all).")
+@click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True,
+              help="Run each test this many times (a sampled model does not answer the same way twice).")
+@click.option("--threshold", "thresholds", multiple=True, metavar="CATEGORY=SCORE",
+              help="Override a category's pass threshold, e.g. --threshold scenarios=1.0.")
+@click.option("--json", "json_path", metavar="FILE", help="Write the JSON report to FILE (- for stdout; the table "
+              "then goes to stderr).")
+@click.option("--save", is_flag=True, help="Save the JSON report beside the model's profile (offline_models/, or "
+              "model.profiles_dir for the operator's own profiles).")
+@click.option("--save-to", type=click.Path(file_okay=False, path_type=Path), help="Save the JSON report in this "
+              "directory instead.")
+@click.option("--keep", is_flag=True, help="Keep the throwaway workspaces and sessions (their path is printed).")
+@click.option("--verbose", is_flag=True, help="Show every tool call of every test on stderr.")
+def conformance(endpoint: str | None, model_name: str | None, profile: str | None, tool_format: str | None,
+                only: str | None, repeat: int, thresholds: tuple[str, ...], json_path: str | None, save: bool,
+                save_to: Path | None, keep: bool, verbose: bool) -> None:
+    """Decide whether a model may serve traffic: the conformance suite against a real endpoint.
+
+    Layer 1 (adapter): one call of each of the nine tools must parse and validate. Layer 2
+    (scenarios, recovery): real tasks in throwaway workspaces, judged by their outcome on disk;
+    the recovery tasks provoke errors and measure how often the model's next call is fixed by the
+    error text alone. Prints a table (and --json, a JSON report). Exit status: 0 the model passes,
+    1 it does not (or the model server failed), 2 bad invocation.
+    """
+    import shutil
+    import tempfile
+
+    from abhed import launch
+    from abhed.conformance import report as reports
+    from abhed.conformance import suite
+    from abhed.display import Progress
+
+    categories = tuple(c.strip() for c in only.split(",") if c.strip()) if only else reports.CATEGORIES
+    unknown = [c for c in categories + tuple(t.partition("=")[0] for t in thresholds) if c not in reports.CATEGORIES]
+    if unknown:
+        _fail(f"Unknown category {unknown[0]!r}: the categories are {', '.join(reports.CATEGORIES)}.")
+    limits: dict[str, float] = {}
+    for item in thresholds:
+        name, _, value = item.partition("=")
+        try:
+            limits[name] = float(value)
+        except ValueError:
+            _fail(f"--threshold {item!r}: write CATEGORY=SCORE with SCORE a number from 0 to 1, e.g. scenarios=1.0.")
+        if not 0 <= limits[name] <= 1:
+            _fail(f"--threshold {item!r}: SCORE must be between 0 and 1.")
+    try:
+        settings = launch.settings(endpoint=endpoint, model=model_name, profile=profile, tool_format=tool_format)
+    except launch.LaunchError as exc:
+        _fail(str(exc))
+    out = sys.stderr if json_path == "-" else sys.stdout
+    model = _open_model(settings, Progress())
+    root = Path(tempfile.mkdtemp(prefix="abhed-conformance-")).resolve()
+
+    def progress(test) -> None:  # type: ignore[no-untyped-def]
+        click.echo(f"{test.category:<10} {test.name:<18} {'PASS' if test.passed else 'FAIL'}  "
+                   f"({test.turns} replies, {test.tool_errors} tool errors)", err=True)
+
+    options = suite.Options(categories=categories, repeat=repeat, thresholds=limits, on_test=progress)
+    if verbose:
+        options.display = lambda name: Progress()
+    try:
+        click.echo(f"abhed conformance: {model.describe()}; workspaces in {root}", err=True)
+        report = suite.run(settings, model, root, options)
+    except KeyboardInterrupt:
+        click.echo("abhed: conformance interrupted; no verdict", err=True)
+        sys.exit(130)
+    finally:
+        model.client.close()
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+    click.echo(reports.table(report), file=out)
+    if keep:
+        click.echo(f"Workspaces and sessions kept in {root} (ABHED_HOME={root / 'home'} abhed sessions show ID).",
+                   err=True)
+    text = report.model_dump_json(indent=1)
+    if json_path == "-":
+        click.echo(text)
+    elif json_path:
+        Path(json_path).write_text(text + "\n")
+    for directory in ([save_to] if save_to else []) + ([reports.profile_dir(report.profile,
+                                                                            settings.model.profiles_dir)]
+                                                       if save else []):
+        try:
+            click.echo(f"Saved the report to {reports.save(report, directory)}", err=True)
+        except OSError as exc:
+            click.echo(f"abhed: cannot save the report in {directory}: {exc.strerror or exc}. Use --save-to DIR, or "
+                       "--json FILE.", err=True)
+            sys.exit(1)
+    sys.exit(0 if report.passed else 1)

@@ -92,6 +92,10 @@ class AgentConfig(_Section):
     max_tokens: int | None = Field(None, ge=1000)  # prompt + completion tokens over all requests
     max_seconds: float | None = Field(3600.0, gt=0)  # wall time
     compact_at: float = Field(0.8, gt=0.1, lt=1.0)  # compact when the prompt would fill this share of the window
+    # Subagents (the task tool, spec §8): their spend counts against these budgets too.
+    max_parallel_subagents: int = Field(20, ge=1, le=100)  # task calls of one reply running at once
+    max_subagent_depth: int = Field(1, ge=1, le=5)  # 1: subagents cannot start subagents (nesting off)
+    subagent_max_turns: int = Field(50, ge=1)  # a subagent's replies when its task call gives no max_turns
 
 
 class Settings(_Section):

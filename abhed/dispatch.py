@@ -12,6 +12,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 from pydantic import ValidationError
@@ -27,6 +28,9 @@ from abhed.tools.base import Tool, ToolContext, ToolResult, cap_text, explain_in
 UNKNOWN_TOOL, BAD_JSON, INVALID_INPUT, NOT_APPROVED, TOOL_ERROR, INTERNAL = (
     "unknown_tool", "bad_json", "invalid_input", "not_approved", "tool_error", "internal")
 MALFORMED = "malformed_call"  # the model's tool-call markup itself did not parse (text protocols)
+# Tools that check the read-set and then replace a file: one at a time per session (Session.writes),
+# so agents running side by side cannot both pass the check and overwrite each other.
+READ_SET_WRITERS = frozenset({"write", "edit"})
 
 
 def parse_arguments(arguments: Any) -> tuple[Any, str | None]:
@@ -74,7 +78,8 @@ def execute(ctx: ToolContext, name: str, arguments: Any, gate: Gate) -> ToolResu
 def _run(tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
     name = tool.name
     try:
-        return tool.run(args, ctx)
+        with ctx.session.writes if name in READ_SET_WRITERS else nullcontext():
+            return tool.run(args, ctx)
     except ToolError as exc:
         return fail(exc.message, error_kind=TOOL_ERROR, **exc.metadata)
     except Exception as exc:  # a bug in Abhed: the model must still get an instruction, not a traceback

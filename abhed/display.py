@@ -1,15 +1,19 @@
 """What the human sees while an agent works. The loop reports; a Display decides how it looks.
 
-Display: silent (subagents, tests). Progress: `abhed run`, one plain line per step on stderr, so
+Display: silent (tests). Progress: `abhed run`, one plain line per step on stderr, so
 stdout holds only the final answer. Chat: `abhed chat` and `abhed demo`, rich output on the
 terminal: the reply streamed as it is written, each tool call on a line, the todo list redrawn as
 a panel whenever it changes, approval prompts.
+
+A subagent reports on `display.subagent(...)`: its tool calls and notices only, indented and
+labelled with its id, one whole line at a time, since subagents run side by side in threads.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import threading
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -76,17 +80,31 @@ class Display:
     def plan(self, plan: Plan) -> None: ...
     def notice(self, message: str) -> None: ...
 
+    def subagent(self, agent_id: str, label: str) -> Display:
+        """The display a subagent reports on (its steps, never its streamed text); silent here."""
+        return Display()
+
+
+def _tag(agent_id: str, label: str) -> str:
+    label = " ".join(label.split())
+    return f"[{agent_id} {label[:40] + '...' if len(label) > 40 else label}]"
+
 
 class Progress(Display):
     """One line per step on stderr; the text of intermediate replies, never the final answer."""
 
-    def __init__(self, out: TextIO | None = None) -> None:
+    def __init__(self, out: TextIO | None = None, lock: threading.Lock | None = None) -> None:
         self.out = out or sys.stderr
         self._text: list[str] = []
+        self._lock = lock or threading.Lock()  # one line at a time: subagents write from their threads
 
     def _line(self, text: str) -> None:
-        self.out.write(text + "\n")
-        self.out.flush()
+        with self._lock:
+            self.out.write(text + "\n")
+            self.out.flush()
+
+    def subagent(self, agent_id: str, label: str) -> Display:
+        return _ProgressOf(self, agent_id, label)
 
     def text(self, delta: str) -> None:
         self._text.append(delta)
@@ -112,6 +130,27 @@ class Progress(Display):
 
     def notice(self, message: str) -> None:
         self._line(f"abhed: {message}")
+
+
+class _ProgressOf(Display):
+    """A subagent's steps in `abhed run`'s output, indented under the task call that started it."""
+
+    def __init__(self, parent: Progress, agent_id: str, label: str) -> None:
+        self.parent, self.tag = parent, _tag(agent_id, label)
+        self.indent = "   " * agent_id.count(".")
+
+    def tool_started(self, call: ToolCall) -> None:
+        self.parent._line(f"{self.indent}{self.tag} -> {call.name} {preview(call)}")
+
+    def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
+        status = "error" if result.is_error else "ok"
+        self.parent._line(f"{self.indent}{self.tag}    {status}: {outcome(call, result)}")
+
+    def notice(self, message: str) -> None:
+        self.parent._line(f"{self.indent}{self.tag} abhed: {message}")
+
+    def subagent(self, agent_id: str, label: str) -> Display:
+        return _ProgressOf(self.parent, agent_id, label)
 
 
 STYLES = {"pending": ("[ ]", "white"), "in_progress": ("[>]", "bold yellow"), "done": ("[x]", "green")}
@@ -174,6 +213,9 @@ class Chat(Display):
         self._end_stream()
         self.console.print(f"[yellow]abhed:[/] {escape(message)}")
 
+    def subagent(self, agent_id: str, label: str) -> Display:
+        return _ChatOf(self.console, agent_id, label)
+
     def ask(self, tool: str, args: Any, verdict: Verdict) -> bool:
         """The approval prompt: what the call does, in the model's words and literally, and why it asks."""
         self._end_stream()
@@ -192,3 +234,29 @@ class Chat(Display):
                                  border_style="red" if verdict.destructive else "yellow"))
         answer = self.console.input("Allow? \\[y/N] ").strip().lower()
         return answer in ("y", "yes")
+
+
+class _ChatOf(Display):
+    """A subagent's steps in the chat, dimmed and indented under the task call that started it.
+    Rich prints each line whole under its console lock, so threads do not mix their lines."""
+
+    def __init__(self, console: Console, agent_id: str, label: str) -> None:
+        self.console, self.agent_id, self.tag = console, agent_id, _tag(agent_id, label)
+        self.indent = "  " * (agent_id.count(".") + 1)
+
+    def tool_started(self, call: ToolCall) -> None:
+        width = max(20, self.console.width - len(self.indent) - len(self.tag) - len(call.name) - 4)
+        self.console.print(f"{self.indent}[dim]{escape(self.tag)}[/] [cyan]{escape(call.name)}[/] "
+                           f"[dim]{escape(preview(call, width))}[/]")
+
+    def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
+        mark, style = ("x", "red") if result.is_error else ("ok", "green")
+        width = max(20, self.console.width - len(self.indent) - len(self.tag) - 8)
+        self.console.print(f"{self.indent}[dim]{escape(self.tag)}[/]   [{style}]{mark}[/] "
+                           f"[dim]{escape(outcome(call, result, width))}[/]")
+
+    def notice(self, message: str) -> None:
+        self.console.print(f"{self.indent}[dim]{escape(self.tag)}[/] [yellow]abhed:[/] {escape(message)}")
+
+    def subagent(self, agent_id: str, label: str) -> Display:
+        return _ChatOf(self.console, agent_id, label)

@@ -48,6 +48,11 @@ def system_prompt(workspace: Path, tool_names: list[str], mode: str, addendum: s
     if has("bash"):
         rules.append("After changing code, run the project's tests or build with bash. Each bash call is a fresh "
                      "shell: the working directory carries over, variables and activated environments do not.")
+    if has("task"):
+        rules.append("Hand broad searches and self-contained side tasks to a subagent with task, so their detail does "
+                     "not fill your context; several task calls in one reply run at the same time. A subagent sees "
+                     "none of this conversation: its prompt must say everything (absolute paths, names, the exact "
+                     "error, what to report).")
     rules += [
         "When a tool returns an error, read it: it says what went wrong and what to do instead. Never repeat a "
         "failing call unchanged.",

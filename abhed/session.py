@@ -134,6 +134,10 @@ class Session:
     # Read-only tool calls may run in parallel threads: the read-set must not change while the
     # state is being serialised.
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+    # write and edit hold this from their read-set check to their rename, so two agents of the
+    # session (subagents run side by side) cannot both pass the check and overwrite each other.
+    # Shared by every branch of the session.
+    writes: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def id(self) -> str:
@@ -150,6 +154,19 @@ class Session:
         with self.lock:
             data = self.state.model_dump_json(indent=1).encode("utf-8")
             replace_file(self.dir / "state.json", data, mode=0o600)
+
+    def branch(self) -> Session:
+        """A subagent's view of this session: the same log and write lock, a state of its own.
+
+        The subagent has seen nothing, so its read-set starts empty: an edit of a file it never
+        read is refused, and a file another agent changed after it read it is caught by the hash
+        check. Its cwd starts as this one's; its cd, plan and todos stay its own. The state is
+        never saved (state.json is the top-level agent's), but every change it makes is in its
+        observations in the log, marked with its agent id.
+        """
+        state = SessionState(id=self.state.id, created_at=self.state.created_at, workspace=self.state.workspace,
+                             cwd=self.state.cwd)
+        return Branch(self.dir, state, writes=self.writes)
 
     # -- what a call changed, for the log ----------------------------------------------------------
 
@@ -194,6 +211,13 @@ class Session:
     def forget(self, path: Path) -> None:
         with self.lock:
             self.state.reads.pop(str(path), None)
+
+
+class Branch(Session):
+    """A subagent's session (Session.branch): its state lives only as long as the subagent."""
+
+    def save(self) -> None:
+        pass
 
 
 def changed_since(record: ReadRecord, data: bytes | None, size: int, mtime_ns: int) -> bool:

@@ -11,11 +11,12 @@ from abhed.tools.glob import Glob
 from abhed.tools.grep import Grep
 from abhed.tools.plan import PlanTool
 from abhed.tools.read import Read
+from abhed.tools.task import Task
 from abhed.tools.todo import TodoTool
 from abhed.tools.write import Write
 
 # plan and todo (§9), the model's working memory, come after the tools that act.
-TOOLS: tuple[Tool, ...] = (Read(), Write(), Edit(), Glob(), Grep(), Bash(), PlanTool(), TodoTool())
+TOOLS: tuple[Tool, ...] = (Read(), Write(), Edit(), Glob(), Grep(), Bash(), Task(), PlanTool(), TodoTool())
 BY_NAME: dict[str, Tool] = {tool.name: tool for tool in TOOLS}
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -55,6 +56,10 @@ class ToolContext:
 
     `one_shot`: the process ends after this call (`abhed tool`), so nothing may be left running.
     Call `close()` when the session's process is done with it.
+
+    `spawn`: how the task tool starts a subagent (tools/task.py: `Spawn`). Only the context an
+    agent hands to its own task calls carries it (dataclasses.replace), so a subagent runs under
+    the agent that asked for it; None where no agent is running (`abhed tool`).
     """
 
     session: Session
@@ -62,6 +67,7 @@ class ToolContext:
     paths: PathPolicy
     one_shot: bool = False
     shell: Shell | None = None
+    spawn: Callable[..., Any] | None = None
 
     def close(self) -> None:
         if self.shell is not None:

@@ -1,0 +1,188 @@
+"""The conformance suite against three fake models on the replay server: a competent one passes, one
+that writes malformed calls fails the adapter layer, one that never recovers from errors fails
+recovery. The fakes read their prompts and results (fake_models.py), so the suite is judged on
+what really happens: a tool error message that stops teaching makes even the competent one fail."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from abhed import config
+from abhed.conformance import suite
+from abhed.conformance.report import Report
+from abhed.errors import ToolError
+from abhed.model.connect import connect
+from abhed.model.replay import ReplayServer
+from abhed.tools.edit import Edit
+from abhed_testing import abhed
+from fake_models import Competent, Malformed, Stubborn
+
+MODEL = "Qwen/Qwen2.5-Coder-32B-Instruct"
+
+
+def conformance(policy, home: Path, tmp_path: Path, *, tool_parser: bool = True, model_id: str = MODEL,
+                **options) -> Report:  # type: ignore[no-untyped-def]
+    settings = config.load({}, env={"ABHED_HOME": str(home), "ABHED_CONFIG": "/nonexistent"})
+    with ReplayServer(policy, tool_parser=tool_parser, model_id=model_id) as server:
+        model = connect(server.url, backoff_s=0)
+        try:
+            return suite.run(settings, model, tmp_path / "suite", suite.Options(**options))
+        finally:
+            model.client.close()
+
+
+def by_name(report: Report) -> dict[str, object]:
+    return {f"{t.category}/{t.name}": t for t in report.tests}
+
+
+def categories(report: Report) -> dict[str, tuple[int, int, bool]]:
+    return {c.name: (c.passed, c.total, c.ok) for c in report.categories}
+
+
+def test_a_competent_model_passes_every_category(home, tmp_path):
+    report = conformance(Competent(), home, tmp_path)
+    assert report.passed, [(t.name, t.detail) for t in report.tests if not t.passed]
+    assert categories(report) == {"adapter": (9, 9, True), "scenarios": (5, 5, True), "recovery": (4, 4, True)}
+    assert report.recovery_rate == 1.0 and report.tool_format == "native" and report.profile == "qwen2.5-coder"
+    tests = by_name(report)
+    # every recovery task provoked its error, and the next call fixed it
+    for name in ("whitespace", "relative_path", "lookahead", "several_matches"):
+        test = tests[f"recovery/{name}"]
+        assert (test.recoverable, test.recovered) == (1, 1) and test.detail == "1 of 1 errors fixed by the next call"
+    assert tests["scenarios/delegate"].turns == 5  # the parent's three replies and its explore subagent's two
+    assert [t.name for t in report.tests if t.category == "adapter"] == [
+        "read", "write", "edit", "glob", "grep", "bash", "task", "plan", "todo"]
+
+
+@pytest.mark.parametrize("model_id,fmt", [(MODEL, "hermes"), ("Qwen/Qwen3-Coder-30B-A3B-Instruct", "qwen3_coder")])
+def test_a_competent_model_passes_through_a_text_protocol_too(home, tmp_path, model_id, fmt):
+    report = conformance(Competent(), home, tmp_path, tool_parser=False, model_id=model_id)
+    assert report.passed and report.tool_format == fmt
+
+
+def test_a_model_that_writes_malformed_calls_fails_the_adapter_layer(home, tmp_path):
+    report = conformance(Malformed(), home, tmp_path, categories=("adapter",))
+    assert not report.passed and categories(report) == {"adapter": (4, 9, False)}
+    tests = by_name(report)
+    assert {name.split("/")[1] for name, t in tests.items() if t.passed} == {"write", "glob", "grep", "todo"}
+    assert tests["adapter/read"].detail.startswith("read was malformed (invalid_input): Invalid arguments for `read`: "
+                                                   "- `limit`")
+    assert tests["adapter/edit"].detail.startswith("edit was malformed (bad_json)")
+    assert "`command` is required" in tests["adapter/bash"].detail
+    assert "`description` is required" in tests["adapter/task"].detail
+    assert "`steps`" in tests["adapter/plan"].detail
+
+
+def test_a_model_whose_text_protocol_markup_is_broken_fails_every_adapter_test(home, tmp_path):
+    report = conformance(Malformed(), home, tmp_path, tool_parser=False, categories=("adapter",))
+    assert categories(report) == {"adapter": (0, 9, False)} and report.tool_format == "hermes"
+    assert all("(malformed_call): The JSON in your <tool_call> block does not parse" in t.detail
+               for t in report.tests)
+
+
+def test_a_model_that_never_recovers_fails_recovery(home, tmp_path):
+    report = conformance(Stubborn(), home, tmp_path)
+    assert not report.passed and report.recovery_rate == 0.0
+    assert categories(report) == {"adapter": (9, 9, True), "scenarios": (5, 5, True), "recovery": (0, 4, False)}
+    whitespace = by_name(report)["recovery/whitespace"]
+    assert whitespace.tool_errors == 3 and whitespace.recovered == 0  # the same call three times, then the guard
+    assert whitespace.detail == ("0 of 3 errors fixed by the next call; settings.py line 3 is '\\t\\tself.timeout = "
+                                 "30', expected '\\t\\tself.timeout = 60'")
+
+
+def test_an_error_message_that_stops_teaching_fails_even_the_competent_model(home, tmp_path, monkeypatch):
+    def unhelpful(self, path, text, positions):  # type: ignore[no-untyped-def]
+        return ToolError("old_string is not unique; nothing was changed.")  # no count, no line numbers
+
+    monkeypatch.setattr(Edit, "_several", unhelpful)
+    report = conformance(Competent(), home, tmp_path, categories=("recovery",))
+    several = by_name(report)["recovery/several_matches"]
+    assert not several.passed and several.recovered == 0
+    assert report.recovery_rate == 0.75 and categories(report)["recovery"] == (3, 4, True)
+
+
+def test_thresholds_decide_and_can_be_raised(home, tmp_path, monkeypatch):
+    monkeypatch.setattr(Edit, "_several", lambda self, path, text, positions: ToolError("not unique"))
+    strict = conformance(Competent(), home, tmp_path, categories=("recovery",), thresholds={"recovery": 0.9})
+    assert not strict.passed and strict.categories[0].threshold == 0.9
+
+
+def test_repeat_runs_every_test_again(home, tmp_path):
+    report = conformance(Competent(), home, tmp_path, categories=("adapter",), repeat=2)
+    assert len(report.tests) == 18 and categories(report) == {"adapter": (18, 18, True)}
+
+
+# -- the command line -----------------------------------------------------------------------------------
+
+
+def test_the_command_prints_the_table_writes_json_and_exits_0_for_a_passing_model(home, tmp_path):
+    out = tmp_path / "report.json"
+    with ReplayServer(Competent(), model_id=MODEL) as server:
+        proc = abhed("conformance", "--endpoint", server.url, "--json", str(out), "--save-to", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "PASS: the model may serve traffic" in proc.stdout
+    assert "recovery   whitespace         PASS" in proc.stdout and "adapter        9/9   1.00   1.00  PASS" in proc.stdout
+    assert "adapter    read               PASS  (1 replies, 0 tool errors)" in proc.stderr  # progress as it goes
+    report = json.loads(out.read_text())
+    assert report["passed"] is True and report["recovery_rate"] == 1.0 and len(report["tests"]) == 18
+    assert set(report["tests"][0]) >= {"category", "name", "passed", "turns", "tool_calls", "tool_errors"}
+    saved = tmp_path / "qwen2.5-coder.Qwen--Qwen2.5-Coder-32B-Instruct.conformance.json"
+    assert json.loads(saved.read_text())["model"] == MODEL and f"Saved the report to {saved}" in proc.stderr
+    root = Path(proc.stderr.split("workspaces in ")[1].split("\n")[0])
+    assert root.name.startswith("abhed-conformance-") and not root.exists()  # thrown away without --keep
+
+
+def test_the_command_exits_1_for_a_model_that_fails(home, tmp_path):
+    with ReplayServer(Stubborn(), model_id=MODEL) as server:
+        proc = abhed("conformance", "--endpoint", server.url, "--only", "recovery", "--json", "-")
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)
+    assert report["passed"] is False and [c["name"] for c in report["categories"]] == ["recovery"]
+    assert "FAIL: the model must not serve traffic until it passes" in proc.stderr  # the table, beside the JSON
+
+
+def test_save_puts_the_report_beside_the_operators_profile(home, tmp_path):
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "house.toml").write_text('name = "house"\nfamily = "ours"\nmatch = ["*house*"]\ncontext_window = 32768\n'
+                                         'max_output_tokens = 4096\nvllm_serve = "vllm serve ours/house-coder"\n')
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'[model]\nprofiles_dir = "{profiles}"\n')
+    with ReplayServer(Competent(), model_id="ours/house-coder-7b") as server:
+        proc = abhed("conformance", "--endpoint", server.url, "--only", "adapter", "--save",
+                     env={"ABHED_CONFIG": str(cfg)})
+    assert proc.returncode == 0, proc.stderr
+    saved = profiles / "house.ours--house-coder-7b.conformance.json"
+    assert json.loads(saved.read_text())["profile"] == "house"
+    shown = abhed("models", "house", env={"ABHED_CONFIG": str(cfg)})
+    assert "Conformance (abhed conformance --save):" in shown.stdout
+    assert "  PASS " in shown.stdout and "ours/house-coder-7b (native; adapter 9/9; recovery rate n/a)" in shown.stdout
+
+
+def test_keep_leaves_the_workspaces_and_sessions_to_inspect(home, tmp_path):
+    with ReplayServer(Competent(), model_id=MODEL) as server:
+        proc = abhed("conformance", "--endpoint", server.url, "--only", "adapter", "--keep", "--json", "-")
+    kept = Path(proc.stderr.split("Workspaces and sessions kept in ")[1].split(" ")[0])
+    session = json.loads(proc.stdout)["tests"][0]["session"]
+    shown = abhed("sessions", "show", session, env={"ABHED_HOME": str(kept / "home")})
+    assert shown.returncode == 0 and "read" in shown.stdout and (kept / "00-read-1" / "ws" / "notes.txt").is_file()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--only", "adapters"], "Unknown category 'adapters': the categories are adapter, scenarios, recovery."),
+    (["--threshold", "recovery=high"], "--threshold 'recovery=high': write CATEGORY=SCORE"),
+    (["--threshold", "recovery=1.5"], "SCORE must be between 0 and 1"),
+])
+def test_bad_invocations_exit_2(home, args, message):
+    proc = abhed("conformance", "--endpoint", "http://127.0.0.1:9/v1", *args)
+    assert proc.returncode == 2 and message in proc.stderr
+
+
+def test_an_unreachable_server_exits_1_with_the_reason(home, tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("[model]\nattempts = 1\n")
+    proc = abhed("conformance", "--endpoint", "http://127.0.0.1:9/v1", env={"ABHED_CONFIG": str(cfg)})
+    assert proc.returncode == 1 and "Cannot connect to the model server at http://127.0.0.1:9/v1" in proc.stderr
