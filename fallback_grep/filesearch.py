@@ -322,7 +322,9 @@ class FileReader:
                 bigger = bytearray(size)
                 bigger[:n] = self.view[:n]
                 self.view.release()
-                self.buf, self.view = bigger, memoryview(bigger)
+                # Two statements, not a tuple assignment: Nuitka 4.3.3 fails to compile the latter.
+                self.buf = bigger
+                self.view = memoryview(bigger)
                 got = os.readv(fd, [self.view[n:]])
                 if got == 0:
                     break

@@ -9,6 +9,7 @@ from pathlib import Path
 import sandbox
 from pydantic import Field, field_validator
 
+from abhed import frozen
 from abhed.config import Settings
 from abhed.errors import ToolError
 from abhed.interactive import interactive_reason
@@ -78,7 +79,7 @@ class Shell:
     @classmethod
     def open(cls, ctx: ToolContext) -> Shell:
         try:
-            box = sandbox.Sandbox(sandbox_config(ctx.settings), ctx.paths.workspace)
+            box = sandbox.Sandbox(sandbox_config(ctx.settings), ctx.paths.workspace, environ=frozen.host_environ())
         except sandbox.SandboxError as exc:
             raise ToolError(f"The command did not run: the sandbox is not usable. {exc}") from None
         return cls(box, ctx.paths.workspace / ".abhed" / "jobs" / ctx.session.id)

@@ -1,0 +1,217 @@
+"""Smoke tests of dist/abhed itself, the one-file binary build.sh makes (not the source tree).
+
+Every call runs the binary with a PATH that holds no python, no bwrap and no rg, so whatever it
+needs must be inside it. scripts/test builds the binary first; run alone, these tests use the
+binary at $ABHED_BINARY or dist/abhed and are skipped, saying so, when there is none (never under
+CI, where a missing binary is a failure).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from abhed import __version__
+from abhed.model.replay import ReplayServer, Turn
+
+REPO = Path(__file__).resolve().parents[2]
+BINARY = Path(os.environ.get("ABHED_BINARY", REPO / "dist" / "abhed"))
+
+
+@pytest.fixture(scope="session")
+def binary() -> Path:
+    if not BINARY.is_file():
+        if os.environ.get("CI"):
+            pytest.fail(f"{BINARY} is missing: CI must build it (scripts/test runs ./build.sh first)")
+        pytest.skip(f"{BINARY} is not built: run ./build.sh (scripts/test does)")
+    return BINARY
+
+
+@pytest.fixture(scope="session")
+def bare_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A PATH with a few basic tools and none of python, bwrap or rg."""
+    bin_dir = tmp_path_factory.mktemp("bare-bin")
+    for tool in ("sh", "env", "cat", "ls"):
+        os.symlink(shutil.which(tool), bin_dir / tool)
+    return str(bin_dir)
+
+
+@pytest.fixture(scope="session")
+def cache_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache dir for the whole run, so the binary unpacks once, as it would for a user."""
+    return tmp_path_factory.mktemp("xdg-cache")
+
+
+class Binary:
+    def __init__(self, path: Path, bare_path: str, cache_home: Path, home: Path) -> None:
+        self.path, self.home = path, home
+        self.env = {"PATH": bare_path, "HOME": str(home), "XDG_CACHE_HOME": str(cache_home), "LANG": "C.UTF-8",
+                    "ABHED_HOME": str(home / "abhed"), "ABHED_CONFIG": "/nonexistent"}
+
+    def __call__(self, *args: str, input: str | None = None, cwd: Path | None = None, env: dict | None = None,
+                 user: str | None = None, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+        cmd = [str(self.path), *args]
+        if user:
+            cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", *cmd]
+        return subprocess.run(cmd, input=input, capture_output=True, text=True, cwd=cwd or self.home,
+                              env={**self.env, **(env or {})}, timeout=timeout)
+
+    def tool(self, name: str, ws: Path, *extra: str, **arguments: object) -> dict:
+        proc = self("tool", name, json.dumps(arguments), "--workspace", str(ws), "--json", *extra)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+
+@pytest.fixture
+def run(binary: Path, bare_path: str, cache_home: Path, tmp_path: Path) -> Binary:
+    home = tmp_path / "home"
+    home.mkdir()
+    return Binary(binary, bare_path, cache_home, home)
+
+
+def test_the_path_really_lacks_python_bwrap_and_rg(bare_path):
+    for name in ("python", "python3", "bwrap", "rg"):
+        assert shutil.which(name, path=bare_path) is None
+
+
+def test_version(run):
+    proc = run("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"abhed, version {__version__}", proc.stderr
+
+
+def test_tools_json_lists_the_nine_tools(run):
+    proc = run("tools", "--json")
+    names = [entry["function"]["name"] for entry in json.loads(proc.stdout)]
+    assert names == ["read", "write", "edit", "glob", "grep", "bash", "task", "plan", "todo"]
+
+
+def test_write_read_edit(run, ws):
+    path = ws / "notes.txt"
+    assert not run.tool("write", ws, path=str(path), content="alpha\nbeta\n")["is_error"]
+    read = run.tool("read", ws, path=str(path))
+    assert read["content"].startswith("     1\talpha\n     2\tbeta")
+    edited = run.tool("edit", ws, path=str(path), old_string="beta", new_string="gamma")
+    assert not edited["is_error"], edited["content"]
+    assert path.read_text() == "alpha\ngamma\n"
+    missing = run.tool("read", ws, path=str(ws / "nottes.txt"))
+    assert missing["is_error"] and str(path) in missing["content"]  # the nearest name is suggested
+
+
+@pytest.mark.parametrize("backend", ["rg", "python"])
+def test_grep_on_both_backends(run, ws, backend):
+    (ws / "a.py").write_text("def handler():\n    return 1\n")
+    (ws / "b.txt").write_text("no match here\n")
+    arguments = {"pattern": r"def \w+\(", "path": str(ws), "output_mode": "content"}
+    proc = run("tool", "grep", json.dumps(arguments), "--workspace", str(ws), env={"ABHED_GREP_BACKEND": backend})
+    assert proc.returncode == 0, proc.stderr
+    assert f"{ws / 'a.py'}:1:def handler():" in proc.stdout, proc.stdout
+    assert "b.txt" not in proc.stdout
+
+
+def test_the_rg_it_runs_is_the_one_inside_it(run, cache_home):
+    proc = run("doctor", "--endpoint", "http://127.0.0.1:9/v1")
+    line = next(line for line in proc.stdout.splitlines() if re.search(r"\brg\b", line) and "OK" in line)
+    assert str(cache_home / "abhed" / __version__) in line and line.rstrip().endswith("/abhed/bin/rg"), proc.stdout
+
+
+def test_bash_runs_in_the_bundled_sandbox(run, ws):
+    result = run.tool("bash", ws, "--mode", "auto", command="echo made > out.txt && cat /proc/1/comm && env")
+    assert not result["is_error"], result["content"]
+    assert (ws / "out.txt").read_text() == "made\n"
+    assert "NUITKA" not in result["content"] and "_MEI" not in result["content"]  # no bootloader traces
+
+
+def test_doctor_against_the_fake_model_server(run, ws):
+    turns = [Turn(calls=[("glob", {"pattern": "*"})]), Turn(text="done")]
+    with ReplayServer(turns * 2, model_id="Qwen/Qwen2.5-Coder-7B-Instruct") as server:
+        proc = run("doctor", "--endpoint", server.url, cwd=ws)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for check in ("endpoint", "model", "sandbox", "rg"):
+        assert re.search(rf"OK\s+{check}\b", proc.stdout), proc.stdout
+
+
+def test_a_scripted_agent_session(run, ws):
+    (ws / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    turns = [Turn(text="Reading.", calls=[("read", {"path": str(ws / "calc.py")})]),
+             Turn(calls=[("edit", {"path": str(ws / "calc.py"), "old_string": "a - b", "new_string": "a + b"})]),
+             Turn(calls=[("bash", {"command": "grep -c 'a + b' calc.py"})]),
+             Turn(text="Fixed: add now adds.")]
+    with ReplayServer(turns, model_id="Qwen/Qwen2.5-Coder-7B-Instruct") as server:
+        proc = run("run", "fix add", "--endpoint", server.url, "--workspace", str(ws), "--mode", "auto", cwd=ws)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "Fixed: add now adds.\n"
+    assert (ws / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    sessions = run("sessions", "list", "--json")
+    assert len(json.loads(sessions.stdout)) == 1
+
+
+def test_demo(run):
+    proc = run("demo", "--fast")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_models_reads_the_profiles_inside_it(run):
+    proc = run("models", "--json")
+    assert proc.returncode == 0 and len(json.loads(proc.stdout)) >= 7, proc.stderr
+
+
+def test_unpacks_once_into_the_versioned_cache_dir(run, cache_home):
+    run("--version")
+    folder = cache_home / "abhed" / __version__
+    stamp = {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
+    assert stamp, f"nothing unpacked into {folder}"
+    assert run("--version").returncode == 0
+    assert {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()} == stamp
+
+
+def test_an_unprivileged_user_runs_it(binary, bare_path, tmp_path):
+    """Own home, own cache, a sandboxed bash call: nothing needs root."""
+    user = "abhed-smoke"
+    if subprocess.run(["id", user], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", user], check=True)
+    home = tmp_path / "user-home"
+    ws = home / "ws"
+    ws.mkdir(parents=True)
+    shutil.chown(home, user, user)
+    shutil.chown(ws, user, user)
+    tmp_path.chmod(0o755)
+    run = Binary(binary, bare_path, home / ".cache", home)
+    run.env.pop("XDG_CACHE_HOME")
+    proc = run("tool", "bash", json.dumps({"command": "id -u; touch made"}), "--workspace", str(ws), "--mode", "auto",
+               "--json", user=user)
+    assert proc.returncode == 0, proc.stderr
+    assert not json.loads(proc.stdout)["is_error"], proc.stdout
+    assert (ws / "made").stat().st_uid != 0
+    assert (home / ".cache" / "abhed" / __version__).is_dir()
+
+
+def test_the_glibc_it_needs_is_the_documented_one(run, cache_home):
+    """docs/binary.md states the oldest glibc the binary runs on; read it off every ELF file in it:
+    the bootstrap and everything it unpacks (Python's extension modules, bwrap, libcap, rg)."""
+    documented = re.search(r"glibc (\d+\.\d+) or newer", (REPO / "docs" / "binary.md").read_text())
+    assert documented, "docs/binary.md must say 'glibc X.Y or newer'"
+    assert run("--version").returncode == 0
+    unpacked = [p for p in (cache_home / "abhed" / __version__).rglob("*") if p.is_file() and is_elf(p)]
+    assert len(unpacked) > 5
+    needed = max(glibc_versions(p) for p in [run.path, *unpacked])
+    assert ".".join(map(str, needed)) == documented.group(1), \
+        f"the binary needs glibc {needed}; docs/binary.md says {documented.group(1)}: update the doc"
+
+
+def is_elf(path: Path) -> bool:
+    with path.open("rb") as f:
+        return f.read(4) == b"\x7fELF"
+
+
+def glibc_versions(path: Path) -> tuple[int, ...]:
+    """The newest GLIBC_x.y symbol version the ELF file asks for ((0,) when none: static, like rg)."""
+    dynamic = subprocess.run(["objdump", "-T", str(path)], capture_output=True, text=True).stdout
+    found = [tuple(map(int, v.split("."))) for v in re.findall(r"GLIBC_(\d+(?:\.\d+)+)", dynamic)]
+    return max(found, default=(0,))
