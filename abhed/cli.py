@@ -397,6 +397,34 @@ def demo(keep: bool, fast: bool) -> None:
     sys.exit(run_demo(keep=keep, fast=fast))
 
 
+@main.group()
+def bundle() -> None:
+    """Check a USB bundle (made by `python -m bundle.make`) before installing it."""
+
+
+@bundle.command("verify")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--pubkey", type=click.Path(dir_okay=False, path_type=Path),
+              help="The site's public key (minisign format), distributed separately from the bundle.")
+@click.option("--key-id", help="Trust the bundle's own abhed.pub only if its key ID is this (got out of band).")
+@click.option("--prefix", type=click.Path(file_okay=False, path_type=Path),
+              help="Where a previous install pinned its key (default: this abhed's prefix, else install.sh's).")
+def bundle_verify(directory: Path, pubkey: Path | None, key_id: str | None, prefix: Path | None) -> None:
+    """Verify a bundle as its install.sh would.
+
+    Checks the signature over DIRECTORY/SHA256SUMS, that no file is unlisted or missing, and every
+    checksum. Exit 0 when verified, 1 naming the file that failed and what to do.
+    """
+    from bundle import verify  # the bundle package imports nothing from abhed; only this command needs it
+
+    try:
+        result = verify.verify(directory, pubkey, key_id, verify.pinned_key(prefix, sys.argv[0]))
+    except verify.VerificationError as exc:
+        click.echo(f"abhed: {exc}", err=True)
+        sys.exit(1)
+    click.echo(f"abhed: {result.summary()}")
+
+
 @main.command()
 @click.option("--endpoint", help="Model server to check (default: model.endpoint).")
 @click.option("--model", "model_name", help="Served model id to check (default: the first the server lists).")
