@@ -6,6 +6,7 @@
 #   ./install.sh [--prefix DIR] [--pubkey FILE | --key-id ID] [--verify-only]
 #
 # Messages match `abhed bundle verify` (bundle/verify.py): keep the two in step.
+if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi  # run as `sh install.sh`: bash is needed
 set -euo pipefail
 umask 022
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import email.parser
 import importlib.metadata
+import os
 import re
 import sys
 import uuid
@@ -98,6 +99,13 @@ def _embedded_components(wheels: list[Wheel]) -> list[dict]:
     return found
 
 
+def _timestamp() -> str:
+    # SOURCE_DATE_EPOCH, when set, makes a rebuilt bundle's SBOM carry the build's date, not today's.
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    moment = datetime.fromtimestamp(int(epoch), timezone.utc) if epoch else datetime.now(timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def build(version: str, binary_sha256: str, wheelhouse: Path) -> dict:
     wheels = [read_wheel(p) for p in sorted(wheelhouse.glob("*.whl"))]
     embedded = _embedded_components(wheels)
@@ -108,7 +116,7 @@ def build(version: str, binary_sha256: str, wheelhouse: Path) -> dict:
         "serialNumber": f"urn:uuid:{uuid.uuid4()}",
         "version": 1,
         "metadata": {
-            "timestamp": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "timestamp": _timestamp(),
             "tools": {"components": [{"type": "application", "name": "abhed bundle.make", "version": version}]},
             "component": {"type": "application", "bom-ref": binary_ref, "name": "abhed", "version": version,
                           "hashes": [{"alg": "SHA-256", "content": binary_sha256}],

@@ -169,3 +169,8 @@ def test_an_ordinary_user_installs_into_their_home(signed_bundle, keys, unprivil
         assert again.returncode == 0 and f"pinned by a previous install at {home}/.local/share/abhed" in again.stdout
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_run_with_sh_it_re_executes_itself_with_bash(fresh, keys, tmp_path):
+    proc = run(["sh", str(fresh / "install.sh"), "--verify-only", "--pubkey", str(keys[1])])
+    assert proc.returncode == 0 and "verified" in proc.stdout, proc.stderr

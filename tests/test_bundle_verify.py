@@ -70,8 +70,11 @@ TAMPERING: list[tuple[str, Callable[[Path], None], list[str]]] = [
      ["offline_models/extra.toml: in the bundle but not listed in SHA256SUMS"]),
     ("a missing file", lambda b: (b / "offline_models" / "generic.toml").unlink(),
      ["offline_models/generic.toml: listed in SHA256SUMS but missing from the bundle"]),
+    ("a hidden file", lambda b: (b / ".autorun").write_text("x\n"),
+     [".autorun: in the bundle but not listed in SHA256SUMS"]),
     ("a symlink", lambda b: (b / "wheelhouse" / "link.whl").symlink_to("/etc/passwd"),
      ["wheelhouse/link.whl: not a regular file"]),
+    ("a symlinked directory", lambda b: (b / "more").symlink_to("/etc"), ["more: not a regular file"]),
 ]
 
 
