@@ -57,6 +57,10 @@ cleanup() {
     rm -rf "$tmp"
     [ -z "$staged_bin" ] || rm -f "$staged_bin"
     [ -z "$staged_share" ] || rm -rf "$staged_share"
+    # Interrupted between the two renames: put the previous share/abhed back.
+    if [ -n "$old_share" ] && [ -e "$old_share" ] && [ ! -e "$prefix/share/abhed" ]; then
+        mv "$old_share" "$prefix/share/abhed"
+    fi
 }
 trap cleanup EXIT
 

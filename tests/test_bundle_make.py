@@ -100,6 +100,8 @@ def _check_sbom(bom: dict, bundle: Path) -> None:
     for dist, project, exe in sbom.EMBEDDED:
         assert embedded[project]["version"] == importlib.metadata.version(dist)
         assert {"name": "abhed:executable", "value": exe} in embedded[project]["properties"]
+        assert embedded[project]["hashes"][0]["content"] == sbom.executable_sha256(dist, exe)
+        assert len(embedded[project]["hashes"][0]["content"]) == 64
     refs = {c["bom-ref"] for c in bom["components"]} | {bom["metadata"]["component"]["bom-ref"]}
     assert all(r in refs for d in bom["dependencies"] for r in [d["ref"], *d["dependsOn"]])
 

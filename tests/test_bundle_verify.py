@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Callable
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bundle import minisign
-from bundle_testing import (abhed_verify, fresh, flip_byte, install_sh, keys, need, resign_blob,  # noqa: F401
+from bundle_testing import (abhed_verify, copy_bundle, fresh, flip_byte, install_sh, keys, need, resign_blob,  # noqa: F401
                             signed_bundle, tool_path)
 
 DO_NOT_INSTALL = "Do not install it"
@@ -164,3 +167,40 @@ def test_abhed_verify_of_a_directory_that_is_not_a_bundle(tmp_path):
     empty.mkdir()
     proc = abhed_verify(empty, "--key-id", "0123456789ABCDEF", prefix=tmp_path)
     assert proc.returncode == 1 and "abhed.pub: missing from the bundle" in proc.stderr
+
+
+def test_pinned_key_is_found_beside_the_running_abhed(tmp_path):
+    from bundle import verify
+    prefix = tmp_path / "opt"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "abhed").write_text("")
+    assert verify.pinned_key(tmp_path / "given", str(prefix / "bin" / "abhed")) == tmp_path / "given/share/abhed/abhed.pub"
+    (prefix / "share" / "abhed").mkdir(parents=True)
+    (prefix / "share" / "abhed" / "abhed.pub").write_text("key")
+    assert verify.pinned_key(None, str(prefix / "bin" / "abhed")) == prefix / "share/abhed/abhed.pub"
+
+
+_garbage_lines = st.lists(st.one_of(
+    st.sampled_from(["untrusted comment: x", "trusted comment: timestamp:1", "RUQ=", "RWQ", "====", "", "\r",
+                     "RUQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="]),
+    st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)),
+    max_size=6)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=_garbage_lines, which=st.sampled_from(["SHA256SUMS.minisig", "abhed.pub"]))
+def test_fuzz_garbage_signature_or_key_files_are_refused_with_a_message(lines, which, signed_bundle, keys,
+                                                                         tmp_path):
+    """Both verifiers, on a bundle whose signature or key file is garbage: exit 1, one clear message, no traceback."""
+    need("minisign")
+    work = Path(tempfile.mkdtemp(dir=tmp_path))
+    bundle = copy_bundle(signed_bundle, work)
+    (bundle / which).write_text("\n".join(lines))
+    trust = ["--key-id", keys[2].id_text]  # trusting the bundle's own key, so a garbage abhed.pub is parsed
+    for proc in (abhed_verify(bundle, *trust, prefix=work / "p"),
+                 install_sh(bundle, "--prefix", str(work / "p"), *trust)):
+        assert proc.returncode == 1, proc.stdout
+        last = proc.stderr.strip().splitlines()[-1]
+        assert last.startswith(("abhed: ", "install.sh: ")) and "Traceback" not in proc.stderr
+        assert which.split(".")[0] in last or "abhed.pub" in last or "SHA256SUMS" in last
+    assert not (work / "p").exists()
