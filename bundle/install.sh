@@ -72,26 +72,29 @@ key_id_of() {
     printf '%s' "${out^^}"
 }
 
-# Decode base64 text $1 into file $2, which must hold $3 bytes, else die with message $4.
+# Decode base64 text $1 (line $6 of file $4, a minisign $5) into file $2, which must hold $3 bytes;
+# else die, ending the message with $7.
 decode() {
-    printf '%s' "$1" | base64 -d > "$2" 2>/dev/null || die "$4: line 2 is not base64."
+    printf '%s' "$1" | base64 -d > "$2" 2>/dev/null || die "$4: not a minisign $5: line $6 is not base64. $7"
     local size
     size=$(wc -c < "$2" | tr -d ' ')
-    [ "$size" = "$3" ] || die "$4: line 2 holds $size bytes, a ${5:-key} holds $3."
+    [ "$size" = "$3" ] || die "$4: not a minisign $5: line $6 holds $size bytes, not $3. $7"
 }
 
 # A minisign public key file $1 (or its bare base64 line) -> $tmp/key.bin (2 + 8 + 32 bytes).
+# $2 names it in messages, $3 says what it is, $4 is the advice when it is not a key.
 read_pubkey() {
-    local file=$1 label=$2 first line
-    [ -r "$file" ] && [ -f "$file" ] || die "$file: cannot read the $label."
+    local file=$1 name=$2 label=$3 advice=$4 first line number
+    [ -r "$file" ] && [ -f "$file" ] || die "$name: cannot read the $label."
     first=$(head -n 1 "$file" | tr -d '\r')
     case $first in
-        "untrusted comment: "*) line=$(sed -n 2p "$file" | tr -d '\r') ;;
-        *) line=$first ;;
+        "untrusted comment: "*) line=$(sed -n 2p "$file" | tr -d '\r') number=2 ;;
+        *) line=$first number=1 ;;
     esac
-    decode "$line" "$tmp/key.bin" 42 "$file: not a minisign public key" "public key"
-    [ "$(head -c 2 "$tmp/key.bin")" = Ed ] || die "$file: not a minisign public key: the algorithm is not Ed25519."
+    decode "$line" "$tmp/key.bin" 42 "$name" "public key" "$number" "$advice"
+    [ "$(head -c 2 "$tmp/key.bin")" = Ed ] || die "$name: not a minisign public key: algorithm is not Ed25519. $advice"
 }
+KEY_ADVICE="Give the site's public key file as written by bundle.keygen or minisign -G."
 
 # Which key to trust, and why (same rules as bundle/verify.py: a bundle never vouches for itself).
 want=""
@@ -101,14 +104,14 @@ if [ -n "$key_id" ]; then
     want=${want^^}
 fi
 if [ -n "$pubkey" ]; then
-    read_pubkey "$pubkey" "public key given with --pubkey"
+    read_pubkey "$pubkey" "$pubkey" "public key given with --pubkey" "$KEY_ADVICE"
     why="--pubkey $pubkey"
 elif [ -f "$pinned" ]; then
-    read_pubkey "$pinned" "key pinned by a previous install"
+    read_pubkey "$pinned" "$pinned" "key pinned by a previous install" "$KEY_ADVICE"
     why="pinned by a previous install at $pinned"
 else
     [ -f "$bundle/abhed.pub" ] || die "abhed.pub: missing from the bundle $bundle. $DAMAGED"
-    read_pubkey "$bundle/abhed.pub" "bundle's public key"
+    read_pubkey "$bundle/abhed.pub" abhed.pub "bundle's public key" "$DAMAGED"
     bundle_id=$(key_id_of "$tmp/key.bin" 2)
     if [ -z "$want" ]; then
         die "no trusted key: the bundle is signed by key ID $bundle_id, but a bundle cannot vouch for itself. \
@@ -129,18 +132,17 @@ cp "$tmp/key.bin" "$tmp/trusted.bin"
 # The signature file: algorithm "ED" (prehashed), key ID, signature; trusted comment; global signature.
 sums=$bundle/SHA256SUMS sig=$bundle/SHA256SUMS.minisig
 for f in "$sums" "$sig"; do [ -f "$f" ] || die "${f##*/}: missing from the bundle $bundle. $DAMAGED"; done
-[ "$(wc -l < "$sig" | tr -d ' ')" -ge 4 ] || die "SHA256SUMS.minisig: not a minisign signature: it has fewer \
+lines=$(sed -n '$=' "$sig")  # counts a last line without a newline, as bundle/minisign.py does
+[ "${lines:-0}" -ge 4 ] || die "SHA256SUMS.minisig: not a minisign signature: it has fewer \
 than 4 lines (is the file truncated?). $DAMAGED"
 [[ $(head -n 1 "$sig") == "untrusted comment: "* ]] || die "SHA256SUMS.minisig: not a minisign signature: the \
 first line should begin with 'untrusted comment:'. $DAMAGED"
-decode "$(sed -n 2p "$sig" | tr -d '\r')" "$tmp/sig.bin" 74 "SHA256SUMS.minisig: not a minisign signature" \
-    signature
+decode "$(sed -n 2p "$sig" | tr -d '\r')" "$tmp/sig.bin" 74 SHA256SUMS.minisig signature 2 "$DAMAGED"
 comment=$(sed -n 3p "$sig" | tr -d '\r')
 [[ $comment == "trusted comment: "* ]] || die "SHA256SUMS.minisig: not a minisign signature: line 3 should \
 begin with 'trusted comment:'. $DAMAGED"
 comment=${comment#trusted comment: }
-decode "$(sed -n 4p "$sig" | tr -d '\r')" "$tmp/global.bin" 64 \
-    "SHA256SUMS.minisig: not a minisign signature's global signature" "global signature"
+decode "$(sed -n 4p "$sig" | tr -d '\r')" "$tmp/global.bin" 64 SHA256SUMS.minisig signature 4 "$DAMAGED"
 sig_id=$(key_id_of "$tmp/sig.bin" 2)
 if [ "$sig_id" != "$trusted_id" ]; then
     die "SHA256SUMS: signed by key ID $sig_id, but the trusted key is $trusted_id ($why). If the site changed \

@@ -99,20 +99,19 @@ def _lines(text: str, name: str, what: str, count: int) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     if len(lines) < count:
-        raise FormatError(f"{name}: not a minisign {what}: it has {len(lines)} line(s), a {what} has {count} "
-                          f"(is the file truncated?).")
+        raise FormatError(f"{name}: not a minisign {what}: it has fewer than {count} lines (is the file truncated?).")
     if not lines[0].startswith(UNTRUSTED):
         raise FormatError(f"{name}: not a minisign {what}: the first line should begin with {UNTRUSTED.strip()!r}.")
     return lines
 
 
-def _b64(line: str, name: str, what: str, size: int) -> bytes:
+def _b64(line: str, name: str, what: str, size: int, number: int = 2) -> bytes:
     try:
         blob = base64.b64decode(line.strip(), validate=True)
     except (binascii.Error, ValueError):
-        raise FormatError(f"{name}: not a minisign {what}: line 2 is not base64.") from None
+        raise FormatError(f"{name}: not a minisign {what}: line {number} is not base64.") from None
     if len(blob) != size:
-        raise FormatError(f"{name}: not a minisign {what}: line 2 holds {len(blob)} bytes, a {what} holds {size}.")
+        raise FormatError(f"{name}: not a minisign {what}: line {number} holds {len(blob)} bytes, not {size}.")
     return blob
 
 
@@ -130,8 +129,8 @@ def loads_public(data: bytes | str, name: str = "public key") -> PublicKey:
     text = _text(data, name, what)
     lines = text.replace("\r\n", "\n").split("\n")
     # Accept the bare base64 line too (what `minisign -P` takes), as operators paste it that way.
-    line = lines[1] if lines[0].startswith(UNTRUSTED) and len(lines) > 1 else lines[0]
-    blob = _b64(line, name, what, 42)
+    number = 2 if lines[0].startswith(UNTRUSTED) else 1
+    blob = _b64(lines[number - 1] if len(lines) >= number else "", name, what, 42, number)
     if blob[:2] != PUBKEY_ALG:
         raise FormatError(f"{name}: not a minisign {what}: algorithm {blob[:2]!r}, expected {PUBKEY_ALG!r} (Ed25519).")
     return PublicKey(blob[2:10], blob[10:])
@@ -163,7 +162,7 @@ def loads_signature(data: bytes | str, name: str = "signature") -> Signature:
         raise FormatError(f"{name}: not a minisign {what}: unknown algorithm {blob[:2]!r}.")
     if not lines[2].startswith(TRUSTED):
         raise FormatError(f"{name}: not a minisign {what}: line 3 should begin with {TRUSTED.strip()!r}.")
-    global_sig = _b64(lines[3], name, what + "'s global signature", 64)
+    global_sig = _b64(lines[3], name, what, 64, 4)
     return Signature(blob[:2], blob[2:10], blob[10:], lines[2][len(TRUSTED):], global_sig,
                      lines[0][len(UNTRUSTED):])
 
