@@ -207,3 +207,13 @@ def test_fuzz_garbage_signature_or_key_files_are_refused_with_a_message(lines, w
         messages.append(last.split(": ", 1)[1])
     assert messages[0] == messages[1]  # the two verifiers say the same thing
     assert not (work / "p").exists()
+
+
+@pytest.mark.parametrize("what,change,facts", TAMPERING, ids=[t[0] for t in TAMPERING])
+def test_all_verifiers_give_the_same_message(what, change, facts, fresh, keys, paths, tmp_path):
+    change(fresh)
+    said = set()
+    for verifier in VERIFIERS:
+        proc = verify_with(verifier, fresh, paths, tmp_path / "p", "--pubkey", str(keys[1]))
+        said.add(proc.stderr.strip().splitlines()[-1].split(": ", 1)[1])
+    assert len(said) == 1, said
