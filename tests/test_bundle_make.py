@@ -166,3 +166,12 @@ def test_a_real_wheelhouse_sbom_and_a_pip_install_without_an_index(real_bundle: 
     verified = run([str(venv / "bin" / "abhed"), "bundle", "verify", str(real_bundle), "--pubkey", str(keys[1]),
                     "--prefix", str(tmp_path / "p")])
     assert verified.returncode == 0 and f"signed by key ID {keys[2].id_text}" in verified.stdout
+
+
+def test_the_bundle_package_imports_nothing_from_abhed():
+    import ast
+    for module in (ROOT / "bundle").glob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not [n for n in names if n == "abhed" or n.startswith("abhed.")], module.name
