@@ -4,6 +4,7 @@
 # Needs bash and coreutils only: no python, no network, no root.
 #
 #   ./install.sh [--prefix DIR] [--pubkey FILE | --key-id ID] [--verify-only]
+#   ./install.sh --uninstall [--prefix DIR]
 #
 # Messages match `abhed bundle verify` (bundle/verify.py): keep the two in step.
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi  # run as `sh install.sh`: bash is needed
@@ -21,17 +22,19 @@ die() { printf 'install.sh: %s\n' "$*" >&2; exit 1; }
 usage() {
     cat <<EOF
 Usage: ./install.sh [--prefix DIR] [--pubkey FILE | --key-id ID] [--verify-only]
+       ./install.sh --uninstall [--prefix DIR]
 
 Verifies this Abhed @VERSION@ bundle, then installs PREFIX/bin/abhed and PREFIX/share/abhed/.
   --prefix DIR    where to install (default: /usr/local as root, else ~/.local)
   --pubkey FILE   the site's public key, distributed separately from the bundle
   --key-id ID     trust the bundle's own abhed.pub only if its key ID is ID (got out of band)
   --verify-only   verify, print the result, install nothing
+  --uninstall     remove PREFIX/bin/abhed and PREFIX/share/abhed (sessions and settings stay)
 Without --pubkey, a key pinned by a previous install (PREFIX/share/abhed/abhed.pub) is trusted.
 EOF
 }
 
-prefix="" pubkey="" key_id="" verify_only=0
+prefix="" pubkey="" key_id="" verify_only=0 uninstall=0
 while [ $# -gt 0 ]; do
     case $1 in
         --prefix) [ $# -ge 2 ] || die "--prefix needs a directory."; prefix=$2; shift 2 ;;
@@ -41,6 +44,7 @@ while [ $# -gt 0 ]; do
         --key-id) [ $# -ge 2 ] || die "--key-id needs an ID (16 hex digits)."; key_id=$2; shift 2 ;;
         --key-id=*) key_id=${1#*=}; shift ;;
         --verify-only) verify_only=1; shift ;;
+        --uninstall) uninstall=1; shift ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; die "unknown argument '$1'." ;;
     esac
@@ -50,6 +54,16 @@ if [ -z "$prefix" ]; then
 fi
 case $prefix in /*) ;; *) prefix=$PWD/$prefix ;; esac
 pinned=$prefix/share/abhed/abhed.pub
+
+if [ "$uninstall" = 1 ]; then
+    # Only what install.sh put there; the pinned key marks a prefix as ours.
+    [ -f "$pinned" ] || die "no Abhed installed by install.sh in $prefix ($pinned is missing). Give the prefix \
+it was installed into with --prefix DIR."
+    rm -f "$prefix/bin/abhed" && rm -rf "$prefix/share/abhed" \
+        || die "cannot remove Abhed from $prefix: run as a user who can write there (root for /usr/local)."
+    echo "install.sh: removed $prefix/bin/abhed and $prefix/share/abhed/ (sessions in ~/.local/share/abhed stay)."
+    exit 0
+fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/abhed-install.XXXXXX")
 staged_bin="" staged_share="" old_share=""

@@ -174,3 +174,15 @@ def test_an_ordinary_user_installs_into_their_home(signed_bundle, keys, unprivil
 def test_run_with_sh_it_re_executes_itself_with_bash(fresh, keys, tmp_path):
     proc = run(["sh", str(fresh / "install.sh"), "--verify-only", "--pubkey", str(keys[1])])
     assert proc.returncode == 0 and "verified" in proc.stdout, proc.stderr
+
+
+def test_uninstall_removes_what_install_put_there(fresh, keys, tmp_path):
+    prefix = tmp_path / "prefix"
+    nothing = install_sh(fresh, "--uninstall", "--prefix", str(prefix))
+    assert nothing.returncode == 1 and f"no Abhed installed by install.sh in {prefix}" in nothing.stderr
+    assert install_sh(fresh, "--prefix", str(prefix), "--pubkey", str(keys[1])).returncode == 0
+    (prefix / "bin" / "other-tool").write_text("keep me\n")
+    gone = install_sh(fresh, "--uninstall", "--prefix", str(prefix))
+    assert gone.returncode == 0 and f"removed {prefix}/bin/abhed" in gone.stdout
+    assert not (prefix / "bin" / "abhed").exists() and not (prefix / "share" / "abhed").exists()
+    assert (prefix / "bin" / "other-tool").read_text() == "keep me\n"
