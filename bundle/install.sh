@@ -269,10 +269,10 @@ for rel in "${order[@]}"; do
     [ "$(sha256_of "$target")" = "${digest[$rel]}" ] || die "$rel: checksum mismatch after copying (the bundle \
 changed while installing, or the disk is failing). Nothing was replaced. $DAMAGED"
 done
-# Pin the key this install trusted, so the next bundle must be signed by it (or by a --pubkey given then).
-if [ -n "$pubkey" ]; then cp "$pubkey" "$staged_share/abhed.pub"
-elif [ -f "$pinned" ]; then cp "$pinned" "$staged_share/abhed.pub"
-else cp "$bundle/abhed.pub" "$staged_share/abhed.pub"; fi
+# Pin the key this install trusted (the very bytes it verified with, in minisign's format), so the next
+# bundle must be signed by it, or by a key the operator then gives with --pubkey.
+{ printf 'untrusted comment: minisign public key %s\n' "$trusted_id"; base64 -w 0 < "$tmp/trusted.bin"; echo; } \
+    > "$staged_share/abhed.pub"
 chmod 755 "$staged_bin"
 if [ -e "$prefix/share/abhed" ]; then
     old_share=$prefix/share/.abhed.old.$$

@@ -186,3 +186,12 @@ def test_uninstall_removes_what_install_put_there(fresh, keys, tmp_path):
     assert gone.returncode == 0 and f"removed {prefix}/bin/abhed" in gone.stdout
     assert not (prefix / "bin" / "abhed").exists() and not (prefix / "share" / "abhed").exists()
     assert (prefix / "bin" / "other-tool").read_text() == "keep me\n"
+
+
+def test_a_bare_base64_pubkey_is_accepted_and_pinned_in_minisign_format(fresh, keys, tmp_path):
+    bare = tmp_path / "bare.pub"
+    bare.write_text(keys[1].read_text().split("\n")[1] + "\n")  # what `minisign -P` takes
+    prefix = tmp_path / "prefix"
+    proc = install_sh(fresh, "--prefix", str(prefix), "--pubkey", str(bare))
+    assert proc.returncode == 0, proc.stderr
+    assert (prefix / "share" / "abhed" / "abhed.pub").read_text() == keys[1].read_text()
