@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from abhed.paths import PathPolicy
 from abhed.session import SessionError, SessionStore
 from abhed.tools import BY_NAME, TOOLS, definitions
 from abhed.tools.base import ToolContext
+from bundle.verify import VerificationError, pinned_key, verify as verify_bundle
 
 
 def _settings() -> config.Settings:
@@ -395,6 +397,34 @@ def demo(keep: bool, fast: bool) -> None:
     """
     from abhed.demo import run_demo
     sys.exit(run_demo(keep=keep, fast=fast))
+
+
+@main.group()
+def bundle() -> None:
+    """Check a USB bundle (made by `python -m bundle.make`) before installing it."""
+
+
+@bundle.command("verify")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--pubkey", type=click.Path(dir_okay=False, path_type=Path),
+              help="The site's public key (minisign format), distributed separately from the bundle.")
+@click.option("--key-id", help="Trust the bundle's own abhed.pub only if its key ID is this (got out of band).")
+@click.option("--prefix", type=click.Path(file_okay=False, path_type=Path),
+              help="Where a previous install pinned its key (default: this abhed's prefix, else install.sh's).")
+def bundle_verify(directory: Path, pubkey: Path | None, key_id: str | None, prefix: Path | None) -> None:
+    """Verify a bundle as its install.sh would.
+
+    Checks the signature over DIRECTORY/SHA256SUMS, that no file is unlisted or missing, and every
+    checksum. Exit 0 when verified, 1 naming the file that failed and what to do.
+    """
+    # Where this abhed is installed: the onefile binary's path when frozen (Nuitka's bootstrap says), else argv[0].
+    program = os.environ.get("NUITKA_ONEFILE_BINARY") or sys.argv[0]
+    try:
+        result = verify_bundle(directory, pubkey, key_id, pinned_key(prefix, program))
+    except VerificationError as exc:
+        click.echo(f"abhed: {exc}", err=True)
+        sys.exit(1)
+    click.echo(f"abhed: {result.summary()}")
 
 
 @main.command()
