@@ -22,19 +22,27 @@ mkdir -p dist
 
 if [ "$builder" = pyinstaller ]; then
     "$python" -m PyInstaller --noconfirm --clean --distpath dist --workpath build/pyinstaller packaging/abhed.spec
-    echo "built dist/abhed (PyInstaller, abhed $version)"
+    echo "built dist/abhed (PyInstaller, abhed $version) in $((SECONDS / 60)) min $((SECONDS % 60)) s"
     exit 0
 fi
 
-# Nuitka's one-file bootstrap stops when the cache folder cannot be written (a read-only or
-# missing HOME); our patch makes it unpack into a private temp folder instead, removed at exit.
-# Nuitka is pinned (pyproject's build extra), so the patch applies to the exact source it was made for.
+# Our patch to Nuitka's one-file bootstrap (packaging/nuitka-onefile-cache-fallback.patch; about
+# 100 lines of C, applied to the pinned Nuitka in .venv, which it was made for):
+# - when the cache folder cannot be written (a read-only or missing HOME), unpack into a private
+#   temp folder, removed at exit, instead of stopping;
+# - after a complete unpack, a stamp naming this binary lets later starts skip re-reading the
+#   payload (Nuitka decompresses and checksums all of it at every start: half a second).
 nuitka_dir=$("$python" -c 'import nuitka, os; print(os.path.dirname(nuitka.__file__))')
-if ! grep -q abhed_fallback_temp "$nuitka_dir/build/static_src/OnefileBootstrap.c"; then
-    patch --quiet --forward -p0 -d "$nuitka_dir" < packaging/nuitka-onefile-cache-fallback.patch
+patch_file=packaging/nuitka-onefile-cache-fallback.patch
+if ! patch --dry-run --reverse --force --quiet -p0 -d "$nuitka_dir" < "$patch_file" > /dev/null 2>&1; then
+    patch --forward --quiet -p0 -d "$nuitka_dir" < "$patch_file" || {
+        echo "build.sh: $patch_file does not apply to $nuitka_dir (another Nuitka, or an older version of the" \
+             "patch is applied): .venv/bin/pip install --force-reinstall nuitka==<the pinned version>, then re-run." >&2
+        exit 1
+    }
 fi
 
-# ccache: Nuitka uses it when it is on PATH; keep its cache where CI can keep it between runs.
+# ccache: Nuitka uses it when it is on PATH.
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 # Unpacked once per version into the user's cache dir and reused, so start-up does not unpack
 # every time. {VERSION} is the product version: a new release never reuses an old unpack.
@@ -55,6 +63,7 @@ spec='{CACHE_DIR}/abhed/{VERSION}'
     --include-package=abhed \
     --include-package=fallback_grep \
     --include-package=sandbox \
+    --include-package=bundle \
     --include-package=offline_models \
     --include-package-data=offline_models \
     --nofollow-import-to=httpx._main \
@@ -72,4 +81,4 @@ spec='{CACHE_DIR}/abhed/{VERSION}'
     --python-flag=-m \
     abhed
 mv -f build/nuitka/abhed dist/abhed
-echo "built dist/abhed (Nuitka, abhed $version, $(du -m dist/abhed | cut -f1) MB)"
+echo "built dist/abhed (Nuitka, abhed $version, $(du -m dist/abhed | cut -f1) MB) in $((SECONDS / 60)) min $((SECONDS % 60)) s"

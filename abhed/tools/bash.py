@@ -62,7 +62,7 @@ def sandbox_config(settings: Settings) -> sandbox.SandboxConfig:
     """The operator's [sandbox] settings as the sandbox package takes them (bash and doctor use it)."""
     cfg = settings.sandbox
     limits = sandbox.Limits(processes=cfg.max_processes, file_size_bytes=cfg.max_file_bytes)
-    return sandbox.SandboxConfig(backend=cfg.backend, bwrap_path=cfg.bwrap_path, allow_network=cfg.allow_network,
+    return sandbox.SandboxConfig(backend=cfg.backend, bwrap_path=cfg.bwrap_path or frozen.bundled("bwrap"), allow_network=cfg.allow_network,
                                  env_passthrough=tuple(cfg.env_passthrough), ro_binds=tuple(cfg.ro_binds),
                                  rw_binds=tuple(cfg.rw_binds), protected_paths=tuple(cfg.protected_paths),
                                  limits=limits)

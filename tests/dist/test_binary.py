@@ -59,12 +59,13 @@ class Binary:
                  user: str | None = None, timeout: int = 300) -> subprocess.CompletedProcess[str]:
         cmd = [str(self.path), *args]
         if user:
-            cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", *cmd]
+            cmd = [shutil.which("setpriv"), f"--reuid={user}", f"--regid={user}", "--init-groups", *cmd]
         return subprocess.run(cmd, input=input, capture_output=True, text=True, cwd=cwd or self.home,
                               env={**self.env, **(env or {})}, timeout=timeout)
 
     def tool(self, name: str, ws: Path, *extra: str, **arguments: object) -> dict:
-        proc = self("tool", name, json.dumps(arguments), "--workspace", str(ws), "--json", *extra)
+        proc = self("tool", name, json.dumps(arguments), "--workspace", str(ws), "--session", "smoke", "--json",
+                    *extra)
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)
 
@@ -111,18 +112,19 @@ def test_grep_on_both_backends(run, ws, backend):
     arguments = {"pattern": r"def \w+\(", "path": str(ws), "output_mode": "content"}
     proc = run("tool", "grep", json.dumps(arguments), "--workspace", str(ws), env={"ABHED_GREP_BACKEND": backend})
     assert proc.returncode == 0, proc.stderr
-    assert f"{ws / 'a.py'}:1:def handler():" in proc.stdout, proc.stdout
+    assert f"{ws / 'a.py'}\n1:def handler():" in proc.stdout, proc.stdout
     assert "b.txt" not in proc.stdout
 
 
 def test_the_rg_it_runs_is_the_one_inside_it(run, cache_home):
     proc = run("doctor", "--endpoint", "http://127.0.0.1:9/v1")
     line = next(line for line in proc.stdout.splitlines() if re.search(r"\brg\b", line) and "OK" in line)
-    assert str(cache_home / "abhed" / __version__) in line and line.rstrip().endswith("/abhed/bin/rg"), proc.stdout
+    assert str(cache_home / "abhed" / __version__) in line and line.rstrip().endswith(f"/abhed/{__version__}/rg"), proc.stdout
 
 
 def test_bash_runs_in_the_bundled_sandbox(run, ws):
-    result = run.tool("bash", ws, "--mode", "auto", command="echo made > out.txt && cat /proc/1/comm && env")
+    result = run.tool("bash", ws, "--mode", "auto", command="echo made > out.txt && env",
+                      description="write a file and show the environment")
     assert not result["is_error"], result["content"]
     assert (ws / "out.txt").read_text() == "made\n"
     assert "NUITKA" not in result["content"] and "_MEI" not in result["content"]  # no bootloader traces
@@ -141,7 +143,7 @@ def test_a_scripted_agent_session(run, ws):
     (ws / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     turns = [Turn(text="Reading.", calls=[("read", {"path": str(ws / "calc.py")})]),
              Turn(calls=[("edit", {"path": str(ws / "calc.py"), "old_string": "a - b", "new_string": "a + b"})]),
-             Turn(calls=[("bash", {"command": "grep -c 'a + b' calc.py"})]),
+             Turn(calls=[("bash", {"command": "grep -c 'a + b' calc.py", "description": "check the fix"})]),
              Turn(text="Fixed: add now adds.")]
     with ReplayServer(turns, model_id="Qwen/Qwen2.5-Coder-7B-Instruct") as server:
         proc = run("run", "fix add", "--endpoint", server.url, "--workspace", str(ws), "--mode", "auto", cwd=ws)
@@ -173,9 +175,7 @@ def test_unpacks_once_into_the_versioned_cache_dir(run, cache_home):
 
 def test_an_unprivileged_user_runs_it(binary, bare_path, tmp_path):
     """Own home, own cache, a sandboxed bash call: nothing needs root."""
-    user = "abhed-smoke"
-    if subprocess.run(["id", user], capture_output=True).returncode != 0:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", user], check=True)
+    user = ensure_user("abhed-smoke")
     home = tmp_path / "user-home"
     ws = home / "ws"
     ws.mkdir(parents=True)
@@ -184,7 +184,7 @@ def test_an_unprivileged_user_runs_it(binary, bare_path, tmp_path):
     tmp_path.chmod(0o755)
     run = Binary(binary, bare_path, home / ".cache", home)
     run.env.pop("XDG_CACHE_HOME")
-    proc = run("tool", "bash", json.dumps({"command": "id -u; touch made"}), "--workspace", str(ws), "--mode", "auto",
+    proc = run("tool", "bash", json.dumps({"command": "id -u; touch made", "description": "make a file"}), "--workspace", str(ws), "--mode", "auto",
                "--json", user=user)
     assert proc.returncode == 0, proc.stderr
     assert not json.loads(proc.stdout)["is_error"], proc.stdout
@@ -215,3 +215,78 @@ def glibc_versions(path: Path) -> tuple[int, ...]:
     dynamic = subprocess.run(["objdump", "-T", str(path)], capture_output=True, text=True).stdout
     found = [tuple(map(int, v.split("."))) for v in re.findall(r"GLIBC_(\d+(?:\.\d+)+)", dynamic)]
     return max(found, default=(0,))
+
+
+def test_a_read_only_home_falls_back_to_a_private_temp_dir(binary, bare_path, tmp_path):
+    """An unprivileged user whose cache dir cannot be written: the binary unpacks into a folder of
+    its own under TMPDIR, works, and leaves nothing behind."""
+    user = ensure_user("abhed-smoke")
+    home, tmpdir = tmp_path / "ro-home", tmp_path / "tmp"
+    home.mkdir(mode=0o555)
+    tmpdir.mkdir(mode=0o777)
+    tmp_path.chmod(0o755)
+    run = Binary(binary, bare_path, home / ".cache", home)
+    run.env.pop("XDG_CACHE_HOME")
+    proc = run("--version", env={"TMPDIR": str(tmpdir)}, user=user)
+    assert proc.returncode == 0 and __version__ in proc.stdout, proc.stderr
+    assert not (home / ".cache").exists()
+    assert list(tmpdir.iterdir()) == []  # the private unpack folder is gone
+
+
+def test_a_replaced_binary_is_unpacked_again(binary, bare_path, tmp_path):
+    """The start-up stamp names the binary (size, mtime, inode): a copy elsewhere, or a new
+    binary of the same version, takes the full path and rewrites what differs."""
+    copy = tmp_path / "abhed"
+    shutil.copy2(binary, copy)
+    run = Binary(copy, bare_path, tmp_path / "cache", tmp_path)
+    assert run("--version").returncode == 0
+    folder = tmp_path / "cache" / "abhed" / __version__
+    stamp = (folder / ".abhed-unpacked").read_text()
+    victim = folder / "rg"
+    victim.write_bytes(b"damaged")
+    os.utime(copy)  # as a re-install would leave it
+    assert run("--version").returncode == 0
+    assert (folder / ".abhed-unpacked").read_text() != stamp
+    assert victim.stat().st_size > 1_000_000  # the damaged file was restored from the payload
+
+
+def test_the_bundle_of_this_binary_verifies_installs_and_refuses_a_changed_byte(run, binary, tmp_path):
+    keys = tmp_path / "keys"
+    made = subprocess.run([sys.executable, "-m", "bundle.keygen", "--out", str(keys)], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    key_id = re.search(r"[0-9A-F]{16}", (keys / "abhed.pub").read_text().splitlines()[0]).group(0)
+    out = tmp_path / "out"
+    made = subprocess.run([sys.executable, "-m", "bundle.make", "--binary", str(binary), "--secret-key",
+                           str(keys / "abhed.key"), "--out", str(out)], capture_output=True, text=True, cwd=REPO,
+                          timeout=900)
+    assert made.returncode == 0, made.stderr
+    bundle = Path(made.stdout.strip())
+
+    verified = run("bundle", "verify", str(bundle), "--key-id", key_id)
+    assert verified.returncode == 0 and "verified" in verified.stdout and key_id in verified.stdout, verified.stderr
+    prefix = tmp_path / "prefix"
+    system_path = {**run.env, "PATH": "/usr/bin:/bin"}
+    installed = subprocess.run(["bash", str(bundle / "install.sh"), "--prefix", str(prefix), "--key-id", key_id],
+                               capture_output=True, text=True, env=system_path)
+    assert installed.returncode == 0, installed.stderr
+    again = run.__class__(prefix / "bin" / "abhed", run.env["PATH"], Path(run.env["XDG_CACHE_HOME"]), run.home)
+    assert again("--version").stdout.strip() == f"abhed, version {__version__}"
+
+    tampered = tmp_path / "tampered" / bundle.name
+    shutil.copytree(bundle, tampered, symlinks=True)
+    data = bytearray((tampered / "abhed").read_bytes())
+    data[len(data) // 2] ^= 0x01
+    (tampered / "abhed").write_bytes(data)
+    refused = run("bundle", "verify", str(tampered), "--key-id", key_id)
+    assert refused.returncode == 1 and "abhed" in refused.stdout + refused.stderr
+    other = tmp_path / "other-prefix"
+    refused = subprocess.run(["bash", str(tampered / "install.sh"), "--prefix", str(other), "--key-id", key_id],
+                             capture_output=True, text=True, env=system_path)
+    assert refused.returncode != 0 and "abhed" in refused.stderr and "checksum" in refused.stderr, refused.stderr
+    assert not other.exists() or not any(other.rglob("abhed"))
+
+
+def ensure_user(name: str) -> str:
+    if subprocess.run(["id", name], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+    return name
