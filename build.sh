@@ -3,6 +3,7 @@
 #
 #   ./build.sh                 Nuitka --onefile (the product)
 #   ./build.sh --pyinstaller   the same with PyInstaller (fallback when Nuitka cannot build)
+#   ABHED_DIST=DIR ./build.sh  write DIR/abhed instead of dist/abhed
 #
 # Needs a C compiler (gcc) and patchelf; uses ccache when present. scripts/setup-build installs
 # what is missing. The binary's only run-time dependency is glibc (docs/binary.md says which).
@@ -18,11 +19,12 @@ esac
 scripts/setup-build "$builder"
 python=.venv/bin/python
 version=$("$python" -c 'import abhed; print(abhed.__version__)')
-mkdir -p dist
+dist=${ABHED_DIST:-dist}
+mkdir -p "$dist"
 
 if [ "$builder" = pyinstaller ]; then
-    "$python" -m PyInstaller --noconfirm --clean --distpath dist --workpath build/pyinstaller packaging/abhed.spec
-    echo "built dist/abhed (PyInstaller, abhed $version) in $((SECONDS / 60)) min $((SECONDS % 60)) s"
+    "$python" -m PyInstaller --noconfirm --clean --distpath "$dist" --workpath build/pyinstaller packaging/abhed.spec
+    echo "built $dist/abhed (PyInstaller, abhed $version) in $((SECONDS / 60)) min $((SECONDS % 60)) s"
     exit 0
 fi
 
@@ -50,8 +52,9 @@ spec='{CACHE_DIR}/abhed/{VERSION}'
 # Left out: what only optional or development paths import. httpx's own command line (httpx._main,
 # which pulls in pygments' 300 lexers; httpx works without it), and the optional accelerators the
 # development venv happens to have: google-re2 (pathspec's faster backend), zstandard (httpx's
-# zstd decoding) and attrs (rich.pretty). Each is imported inside try/except ImportError, so the
-# binary behaves as a plain `pip install abhed` does.
+# zstd decoding) and attrs (rich.pretty). Each is imported inside try/except, so the binary behaves
+# as a plain `pip install abhed` does -- provided a left-out module raises ModuleNotFoundError as a
+# missing one would (pathspec catches only that), hence --no-deployment-flag=excluded-module-usage.
 "$python" -m nuitka \
     --onefile \
     --onefile-tempdir-spec="$spec" \
@@ -71,6 +74,7 @@ spec='{CACHE_DIR}/abhed/{VERSION}'
     --nofollow-import-to=re2 \
     --nofollow-import-to=zstandard \
     --nofollow-import-to=attr \
+    --no-deployment-flag=excluded-module-usage \
     --noinclude-pytest-mode=nofollow \
     --noinclude-setuptools-mode=nofollow \
     --noinclude-unittest-mode=nofollow \
@@ -80,5 +84,5 @@ spec='{CACHE_DIR}/abhed/{VERSION}'
     --quiet \
     --python-flag=-m \
     abhed
-mv -f build/nuitka/abhed dist/abhed
-echo "built dist/abhed (Nuitka, abhed $version, $(du -m dist/abhed | cut -f1) MB) in $((SECONDS / 60)) min $((SECONDS % 60)) s"
+mv -f build/nuitka/abhed "$dist/abhed"
+echo "built $dist/abhed (Nuitka, abhed $version, $(du -m "$dist/abhed" | cut -f1) MB) in $((SECONDS / 60)) min $((SECONDS % 60)) s"

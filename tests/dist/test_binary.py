@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -173,8 +174,9 @@ def test_unpacks_once_into_the_versioned_cache_dir(run, cache_home):
     assert {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()} == stamp
 
 
-def test_an_unprivileged_user_runs_it(binary, bare_path, tmp_path):
+def test_an_unprivileged_user_runs_it(binary, bare_path, shared_tmp):
     """Own home, own cache, a sandboxed bash call: nothing needs root."""
+    tmp_path = shared_tmp
     user = ensure_user("abhed-smoke")
     home = tmp_path / "user-home"
     ws = home / "ws"
@@ -217,13 +219,15 @@ def glibc_versions(path: Path) -> tuple[int, ...]:
     return max(found, default=(0,))
 
 
-def test_a_read_only_home_falls_back_to_a_private_temp_dir(binary, bare_path, tmp_path):
+def test_a_read_only_home_falls_back_to_a_private_temp_dir(binary, bare_path, shared_tmp):
     """An unprivileged user whose cache dir cannot be written: the binary unpacks into a folder of
     its own under TMPDIR, works, and leaves nothing behind."""
+    tmp_path = shared_tmp
     user = ensure_user("abhed-smoke")
     home, tmpdir = tmp_path / "ro-home", tmp_path / "tmp"
     home.mkdir(mode=0o555)
-    tmpdir.mkdir(mode=0o777)
+    tmpdir.mkdir()
+    tmpdir.chmod(0o1777)  # as /tmp is
     tmp_path.chmod(0o755)
     run = Binary(binary, bare_path, home / ".cache", home)
     run.env.pop("XDG_CACHE_HOME")
@@ -284,6 +288,15 @@ def test_the_bundle_of_this_binary_verifies_installs_and_refuses_a_changed_byte(
                              capture_output=True, text=True, env=system_path)
     assert refused.returncode != 0 and "abhed" in refused.stderr and "checksum" in refused.stderr, refused.stderr
     assert not other.exists() or not any(other.rglob("abhed"))
+
+
+@pytest.fixture
+def shared_tmp():
+    """A temp dir another user can reach (pytest's own lies under a 0700 folder of root's)."""
+    path = Path(tempfile.mkdtemp(prefix="abhed-smoke-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def ensure_user(name: str) -> str:
