@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -16,7 +15,6 @@ from abhed.paths import PathPolicy
 from abhed.session import SessionError, SessionStore
 from abhed.tools import BY_NAME, TOOLS, definitions
 from abhed.tools.base import ToolContext
-from bundle.verify import VerificationError, pinned_key, verify as verify_bundle
 
 
 def _settings() -> config.Settings:
@@ -417,10 +415,11 @@ def bundle_verify(directory: Path, pubkey: Path | None, key_id: str | None, pref
     Checks the signature over DIRECTORY/SHA256SUMS, that no file is unlisted or missing, and every
     checksum. Exit 0 when verified, 1 naming the file that failed and what to do.
     """
-    # Where this abhed is installed: the onefile binary's path when frozen (Nuitka's bootstrap says), else argv[0].
-    program = os.environ.get("NUITKA_ONEFILE_BINARY") or sys.argv[0]
+    from abhed.frozen import launched_as
+    from bundle.verify import VerificationError, pinned_key, verify as verify_bundle
+
     try:
-        result = verify_bundle(directory, pubkey, key_id, pinned_key(prefix, program))
+        result = verify_bundle(directory, pubkey, key_id, pinned_key(prefix, launched_as()))
     except VerificationError as exc:
         click.echo(f"abhed: {exc}", err=True)
         sys.exit(1)

@@ -37,6 +37,20 @@ def bundled(name: str) -> Path | None:
     return None if folder is None else folder / name
 
 
+def launched_as() -> str:
+    """The path the user started Abhed by: the one-file binary itself, not its unpacked copy.
+
+    Nuitka's bootstrap says where the binary lies (NUITKA_ONEFILE_DIRECTORY); PyInstaller's
+    sys.executable is the binary; from source, argv[0].
+    """
+    folder = os.environ.get("NUITKA_ONEFILE_DIRECTORY")
+    if folder and extraction_dir() is not None:
+        return os.path.join(folder, os.path.basename(sys.argv[0]))
+    if getattr(sys, "frozen", False):
+        return sys.executable
+    return sys.argv[0]
+
+
 def host_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment Abhed was started with, as the user had it before the bootloader ran.
 

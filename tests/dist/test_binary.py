@@ -275,6 +275,8 @@ def test_the_bundle_of_this_binary_verifies_installs_and_refuses_a_changed_byte(
     assert installed.returncode == 0, installed.stderr
     again = run.__class__(prefix / "bin" / "abhed", run.env["PATH"], Path(run.env["XDG_CACHE_HOME"]), run.home)
     assert again("--version").stdout.strip() == f"abhed, version {__version__}"
+    pinned = again("bundle", "verify", str(bundle))  # the installed binary finds the key install.sh pinned
+    assert pinned.returncode == 0 and key_id in pinned.stdout, pinned.stderr
 
     tampered = tmp_path / "tampered" / bundle.name
     shutil.copytree(bundle, tampered, symlinks=True)
