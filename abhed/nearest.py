@@ -65,26 +65,23 @@ def _key(line: str) -> str:
 
 def _keyed(raw: str) -> tuple[str, list[int], list[int]]:
     """_key(raw), plus for each key character the raw span [start, end) it stands for."""
+    mapped = [(c, i) for i, ch in enumerate(raw) for c in ch.translate(_TYPOGRAPHIC).translate(_QUOTES)]
     chars: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
-    i = 0
-    while i < len(raw):
-        if raw[i].isspace():
-            j = i
-            while j < len(raw) and raw[j].isspace():
-                j += 1
-            if chars and j < len(raw):
-                chars.append(" ")
-                starts.append(i)
-                ends.append(j)
-            i = j
+    gap = -1  # where a whitespace run after some text began
+    for c, i in mapped:
+        if c.isspace():
+            gap = i if chars and gap < 0 else gap
             continue
-        for c in raw[i].translate(_TYPOGRAPHIC).translate(_QUOTES):
-            chars.append(c)
-            starts.append(i)
-            ends.append(i + 1)
-        i += 1
+        if gap >= 0:
+            chars.append(" ")
+            starts.append(gap)
+            ends.append(i)
+            gap = -1
+        chars.append(c)
+        starts.append(i)
+        ends.append(i + 1)
     return "".join(chars), starts, ends
 
 
@@ -93,7 +90,7 @@ def _raw_part(raw: str, key: str, at_end: bool) -> str:
     if len(raw) > MAX_MAPPED_LINE:
         return raw
     full, starts, ends = _keyed(raw)
-    if not key or len(full) == len(key):
+    if not key or len(full) <= len(key):
         return raw if key else ""
     return raw[starts[len(full) - len(key)] :] if at_end else raw[: ends[len(key) - 1]]
 
@@ -252,7 +249,8 @@ def _part_of_line(line: str, index: int, want: str, needle: str) -> Near:
     if len(line) <= MAX_MAPPED_LINE:
         full, starts, ends = _keyed(line)
         at = full.find(want)
-        part = line[starts[at] : ends[at + len(want) - 1]]
+        if at >= 0:
+            part = line[starts[at] : ends[at + len(want) - 1]]
     return Near(index + 1, index + 1, part, fuzz.ratio(needle, part))
 
 

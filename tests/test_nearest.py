@@ -278,3 +278,31 @@ def test_corpus_of_realistic_mistakes_on_the_stdlib(tmp_path: Path):
     print(f"\nnearest-match corpus: {good}/{total} = {rate:.1%} named the right lines and difference ({by_kind})")
     assert total >= FILES * CASES_PER_FILE * 0.9
     assert rate >= GOAL, "\n".join(failures[:10])
+
+
+# -- any input -----------------------------------------------------------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+CHARS = st.sampled_from(list("ab \t\r\n'\"`x()") + ["\u2019", "\u201c", "\u00a0", "\u200b", "\u2026", "é"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(CHARS, max_size=12), min_size=1, max_size=8), st.text(CHARS, min_size=1, max_size=30))
+def test_any_text_and_old_string_give_a_place_inside_the_file_or_none(file_lines, needle):
+    text = "\n".join(file_lines)
+    file_lines = text.split("\n")
+    near = nearest.nearest(text, needle)
+    if near is not None:
+        assert 1 <= near.first_line <= near.last_line <= len(file_lines)
+        assert 0 <= near.score <= 100
+        window = "\n".join(file_lines[near.first_line - 1 : near.last_line])
+        assert near.text in window
+        assert all(isinstance(d, str) and d for d in nearest.differences(needle, near))
+    assert all(isinstance(h, str) for h in nearest.whole_file_hints(text, needle))
+
+
+@given(st.text(CHARS, max_size=40))
+def test_the_mapped_key_is_the_key(raw):
+    full, starts, ends = nearest._keyed(raw)
+    assert full == nearest._key(raw) and len(starts) == len(ends) == len(full)

@@ -6,14 +6,24 @@ FG_RANDOM_CASES sets the number of cases per seed (default 300: a few seconds).
 
 One family is tolerated, and tested below for what it is: a repeat whose body can match empty and
 holds a repeat of the other greediness, e.g. `(?:(?:(?:ab)*)*?)*`. Such patterns are compared like
-the rest; a disagreement on one is reported, not failed. There RE2 itself gives
-different answers for the same sub-pattern depending on what precedes it: `(?:(?:(?:ab)*)*?)*` on
-"ab" matches (0, 0), `x?(?:(?:(?:ab)*)*?)*` and `((?:(?:(?:ab)*)*?)*)` match (0, 2), `c*(?:...)`
-again (0, 0). RE2's parser and simplifier leave such a tree alone (they squash `**`, `*?`-chains
-and friends only when both operators have the same flags); the split comes from how RE2 flattens
-its compiled program into instruction lists, where a loop head reached from two lists is expanded
-twice. fallback_grep follows the plain leftmost-first (Perl/Pike VM) priority order, which is what
-RE2 answers when nothing precedes the repeat.
+the rest; a disagreement on one is reported, not failed.
+
+Why RE2 cannot be matched there by a tree rule: its parser and simplifier squash `**`, `*?`-chains
+and friends only when both operators have the same flags, so they leave this tree alone, and RE2
+itself gives different answers for the same sub-pattern W = `(?:(?:(?:ab)*)*?)*` on "ab": (0, 0)
+for W alone and for `c*W`, (0, 2) for `x?W` and `(W)`, with its DFA as with BitState. The split
+comes from Prog::Flatten (re2/prog.cc). RE2 compiles a nullable `x*` as `(x+)?`, then cuts the
+program into instruction lists, one per "root", each expanded in priority order with its own
+visited set. Roots are the start, every successor of a byte/capture/assertion instruction, and the
+loop heads MarkDominator adds; it runs once per root in descending instruction order, skipping the
+start, over a snapshot of the roots. With `x?W` the outer loop's entry is a root that is not the
+start, so MarkDominator makes the outer loop's back edge (the Alt of its `+`) a root too; that
+list, expanded with a fresh visited set, reaches the lazy inner loop's `a` thread before the empty
+match, so RE2 prefers (0, 2). With W at the start, the lazy loop's own Alt becomes the root instead
+and the empty match keeps priority. Matching that would mean
+reproducing RE2's instruction numbering and flattening in fallback_grep's compiler; fallback_grep
+follows the plain leftmost-first (Perl/Pike VM) priority order, which is what RE2 answers for W
+alone.
 """
 
 from __future__ import annotations
