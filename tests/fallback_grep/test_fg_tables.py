@@ -100,3 +100,73 @@ def test_prefilter_fold_variants_in_long_buffers(ascii_letter: str, variant: str
     hits = search_bytes(Matcher(f"(?i){word}"), data, "content")
     assert [line.number for line in hits.lines] == [5001]
     assert not search_bytes(Matcher(word), data, "content").lines  # case-sensitive: no match
+
+
+# -- the range-set algebra, against plain sets -----------------------------------------------------
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+from fallback_grep import charclass, unicode_tables  # noqa: E402
+
+SMALL = 40
+RANGES = st.lists(st.tuples(st.integers(0, SMALL), st.integers(0, 6)).map(lambda t: (t[0], t[0] + t[1])), max_size=6)
+
+
+def as_set(ranges) -> set[int]:
+    return {c for lo, hi in ranges for c in range(lo, hi + 1)}
+
+
+def is_normal(ranges) -> bool:
+    """Sorted, disjoint and not adjacent (adjacent ranges are merged)."""
+    return all(lo <= hi for lo, hi in ranges) and all(a[1] + 1 < b[0] for a, b in zip(ranges, ranges[1:]))
+
+
+@given(RANGES)
+def test_normalize_keeps_the_members_and_merges_touching_ranges(ranges):
+    out = charclass.normalize(ranges)
+    assert as_set(out) == as_set(ranges) and is_normal(out)
+
+
+def test_normalize_merges_adjacent_and_contained_ranges():
+    assert charclass.normalize([(5, 6), (1, 4), (2, 3), (8, 9)]) == [(1, 6), (8, 9)]
+    assert charclass.normalize([(1, 10), (2, 3)]) == [(1, 10)]
+
+
+@given(RANGES)
+def test_negate_is_the_complement_up_to_the_last_rune(ranges):
+    out = charclass.negate(ranges)
+    assert is_normal(out) and out[-1][1] == charclass.MAX_RUNE if not ranges or max(h for _, h in ranges) < charclass.MAX_RUNE else True
+    assert as_set([(lo, min(hi, SMALL + 10)) for lo, hi in out if lo <= SMALL + 10]) == set(range(SMALL + 11)) - as_set(ranges)
+    assert charclass.negate([(0, charclass.MAX_RUNE)]) == []
+
+
+@given(RANGES, RANGES)
+def test_intersect_and_subtract_are_set_operations(a, b):
+    inter, diff = charclass.intersect(a, b), charclass.subtract(a, b)
+    assert as_set(inter) == as_set(a) & as_set(b) and is_normal(inter)
+    assert as_set(diff) == as_set(a) - as_set(b)
+
+
+def test_intersect_of_unsorted_overlapping_inputs():
+    assert charclass.intersect([(10, 20), (1, 3)], [(2, 12), (15, 30)]) == [(2, 3), (10, 12), (15, 20)]
+
+
+def test_unicode_class_pairs_follow_the_table():
+    flat = unicode_tables.CATEGORIES["Lu"]
+    assert charclass.unicode_class("Lu") == [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
+    assert charclass.unicode_class("Any") == [(0, charclass.MAX_RUNE)] and charclass.unicode_class("Nope") is None
+    assert not fg.search("\\pL", "1[!\u20ac\u0663") and not fg.search("\\p{Greek}", "az")
+
+
+@pytest.mark.parametrize("pattern,members", [
+    ("(?i)[a-k]", "aAkK\u212a"),   # k, the range's last code point, folds to K and the Kelvin sign
+    ("(?i)[k-m]", "kK\u212alLmM"),  # k, the range's first code point
+    ("(?i)[r-t]", "sS\u017ftT"),
+    ("(?i)[\u212a]", "kK\u212a"),
+])
+def test_case_folded_classes_hold_every_orbit(pattern, members):
+    compiled = fg.compile(pattern)
+    assert all(compiled.fullmatch(c) for c in members)
+    lo, hi = ord(pattern[5]), ord(pattern[-2])
+    by_hand = {f for c in range(lo, hi + 1) for f in charclass.fold_orbit(c)} | set(range(lo, hi + 1))
+    assert charclass.add_fold([(lo, hi)]) == charclass.normalize([(c, c) for c in by_hand])
