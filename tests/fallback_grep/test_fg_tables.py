@@ -170,3 +170,10 @@ def test_case_folded_classes_hold_every_orbit(pattern, members):
     lo, hi = ord(pattern[5]), ord(pattern[-2])
     by_hand = {f for c in range(lo, hi + 1) for f in charclass.fold_orbit(c)} | set(range(lo, hi + 1))
     assert charclass.add_fold([(lo, hi)]) == charclass.normalize([(c, c) for c in by_hand])
+
+
+def test_case_folding_a_class_that_reaches_past_the_last_folding_code_point():
+    """The orbit index is walked to its end without running past it (Adlam folds near U+1E943)."""
+    compiled = fg.compile("(?i)[\\x{1E900}-\\x{10FFFF}]")
+    assert compiled.fullmatch("\U0001E922") and compiled.fullmatch("\U0001E900") and not compiled.fullmatch("a")
+    assert fg.compile("(?i)[\\x{1E921}-\\x{1E921}]").fullmatch("\U0001E943")
