@@ -177,3 +177,40 @@ def test_case_folding_a_class_that_reaches_past_the_last_folding_code_point():
     compiled = fg.compile("(?i)[\\x{1E900}-\\x{10FFFF}]")
     assert compiled.fullmatch("\U0001E922") and compiled.fullmatch("\U0001E900") and not compiled.fullmatch("a")
     assert fg.compile("(?i)[\\x{1E921}-\\x{1E921}]").fullmatch("\U0001E943")
+
+
+# -- the prefilter's plan: which needle a pattern gets -----------------------------------------------
+# A weaker needle gives the same answers, only slower, so functional tests cannot see it; these pin
+# the plan itself for a few patterns whose best needle is clear.
+
+from fallback_grep import parser as fg_parser, prefilter  # noqa: E402
+
+
+def plan(pattern: str):
+    tree = fg_parser.parse(pattern).tree
+    needles, built = prefilter.needles_for(tree), prefilter.build(tree)
+    return ((needles.literals, needles.folded, tuple(needles.variants), needles.whole) if needles else None,
+            built and (built.needs_non_ascii, built.class_needle and built.class_needle.needle))
+
+
+@pytest.mark.parametrize("pattern,needles,extra", [
+    ("foobar", ((b"foobar",), None, (), True), (False, None)),            # the whole pattern is the literal
+    ("foo|bar", ((b"foo", b"bar"), None, (), True), (False, None)),       # one needle per alternative
+    ("ab\\d+cde", ((b"cde",), None, (), False), (False, None)),          # the longest literal stretch
+    ("foo.*barbaz", ((b"barbaz",), None, (), False), (False, None)),
+    ("(?i)strasse", ((), b"strasse", ("\u017f".encode(),), False), (False, None)),  # folded, with ſ
+    ("x(?i:kelvin)", ((), b"xkelvin", ("\u212a".encode(),), False), (False, None)),
+    ("\\d+é", (("é".encode(),), None, (), False), (True, None)),         # needs a non-ASCII text
+    ("[a-c][0-9][a-c][0-9]", None, (False, b"\x01\x02\x01\x02")),         # a run of classes
+    ("(?i)ab", None, (False, None)),                                     # too short for a folded needle
+])
+def test_the_prefilter_plan(pattern, needles, extra):
+    assert plan(pattern) == (needles, extra)
+
+
+def test_the_scanner_lowers_ascii_texts_and_searches_texts_with_a_fold_variant():
+    built = prefilter.build(fg_parser.parse("(?i)strasse").tree)
+    assert prefilter.Scanner(built, b"x STRASSE y").mode == "folded"
+    assert prefilter.Scanner(built, "x \u017fTRASSE y".encode()).mode != "folded"
+    assert prefilter.Scanner(prefilter.build(fg_parser.parse("foobar").tree), b"a foobar").mode == "literals"
+    assert prefilter.Scanner(prefilter.build(fg_parser.parse("\\d+é").tree), b"ascii only").mode == "reject"
