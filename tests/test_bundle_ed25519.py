@@ -1,9 +1,12 @@
-"""Pure-Python Ed25519 against RFC 8032's test vectors and, both ways, against the openssl CLI."""
+"""bundle.ed25519 (pyca cryptography underneath) against RFC 8032's test vectors and, both ways, against the
+openssl CLI; and the rule that no other command loads `cryptography`."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +31,7 @@ RFC8032 = [
      hashlib.sha512(b"abc").hexdigest(),
      "dc2a4459e7369633a52b1bf277839a00201009a3efbf3ecb69bea2186c26b58909351fc9ac90b3ecfdfbc7c66431e0303dca179c138ac17ad9bef1177331a704"),
 ]
+ORDER = 2**252 + 27742317777372353535851937790883648493  # L, the order of the base point
 SPKI_PREFIX = bytes.fromhex("302a300506032b6570032100")  # DER SubjectPublicKeyInfo for a raw Ed25519 key
 PKCS8_PREFIX = bytes.fromhex("302e020100300506032b657004220420")  # DER PrivateKeyInfo for a raw Ed25519 seed
 
@@ -56,7 +60,7 @@ def test_malformed_inputs_are_false_not_exceptions():
     assert not ed25519.verify(public[:31], message, signature)
     assert not ed25519.verify(public, message, signature[:63])
     assert not ed25519.verify(b"\xff" * 32, message, signature)  # y >= p: not a point
-    big_s = signature[:32] + (ed25519.L + int.from_bytes(signature[32:], "little")).to_bytes(32, "little")
+    big_s = signature[:32] + (ORDER + int.from_bytes(signature[32:], "little")).to_bytes(32, "little")
     assert not ed25519.verify(public, message, big_s)  # S >= L is refused (malleability)
     with pytest.raises(ValueError):
         ed25519.sign(b"short", message)
@@ -99,3 +103,18 @@ def test_we_verify_an_openssl_signature(tmp_path: Path):
     signature = (tmp_path / "sig").read_bytes()
     assert ed25519.verify(ed25519.public_key(seed), message, signature)
     assert signature == ed25519.sign(seed, message)  # Ed25519 is deterministic: the same bytes
+
+
+def _imported(*args: str, cwd: Path) -> set[str]:
+    """The top-level modules a real `abhed ...` child process imported (python -X importtime)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "abhed", *args], capture_output=True, text=True,
+                          cwd=cwd, env={**os.environ, "ABHED_HOME": str(cwd / "home"), "ABHED_CONFIG": "/nonexistent"})
+    return {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines() if "|" in line}
+
+
+def test_only_the_bundle_commands_load_cryptography(tmp_path: Path):
+    (tmp_path / "f.txt").write_text("hi\n")
+    assert "cryptography" not in _imported("--version", cwd=tmp_path)
+    assert "cryptography" not in _imported("tool", "read", '{"path": "%s"}' % (tmp_path / "f.txt"),
+                                           "--workspace", str(tmp_path), cwd=tmp_path)
+    assert "cryptography" in _imported("bundle", "verify", str(tmp_path / "none"), cwd=tmp_path)  # the probe works
