@@ -26,7 +26,7 @@ from sandbox.hostview import scan_host
 from sandbox.limits import CgroupJanitor, PidsCgroup, apply_rlimits, effective_rlimits, find_pids_cgroup_parent, runs_as_host_root
 from sandbox.output import OutputCollector
 from sandbox.protect import protection_mounts
-from sandbox.seccomp import tty_injection_filter
+from sandbox.seccomp import syscall_filter
 from sandbox.shell import SANDBOX_HOME, find_shell, sandbox_env, wrapper_script
 
 # How long bwrap may take to build a sandbox before we call it broken (it takes ms).
@@ -163,7 +163,7 @@ class BwrapLauncher:
         self.ro_binds, self.rw_binds = ro_binds, rw_binds
         self.bwrap = locate_bwrap(config.bwrap_path, writable_roots=(workspace, *(Path(os.path.realpath(p)) for p in rw_binds)))
         self.version = bwrap_version(self.bwrap)
-        self.seccomp = tty_injection_filter()
+        self.seccomp = syscall_filter()
         as_root = runs_as_host_root()
         self.view = scan_host(config.hidden_paths, as_root=as_root)
         self.shell = find_shell()

@@ -598,3 +598,72 @@ def test_no_mounts_sysctls_or_nested_namespaces(runner, workspace):
     result = runner.run(command, workspace=workspace)
     assert "SUCCEEDED" not in result.output, result.output
     assert Path("/proc/sys/fs/file-max").read_text() == before
+
+
+# -- Set-uid/set-gid files and the kernel keyring (issue 12, item 4) ---------------------------
+
+SETID_ATTEMPTS = """
+import ctypes, errno, os, stat, sys
+libc = ctypes.CDLL(None, use_errno=True)
+machine = os.uname().machine
+FCHMODAT2 = 452
+OPENAT2 = 437
+IO_URING_SETUP = 425
+KEYCTL, ADD_KEY, REQUEST_KEY = {'x86_64': (250, 248, 249), 'aarch64': (219, 217, 218), 'riscv64': (219, 217, 218)}[machine]
+src = open('/usr/bin/id', 'rb').read()
+def fresh(name):
+    with open(name, 'wb') as f:
+        f.write(src)
+    os.chmod(name, 0o755)
+    return name
+def attempt(label, fn):
+    try:
+        rc = fn()
+        print(label, 'rc', rc, errno.errorcode.get(ctypes.get_errno()))
+    except OSError as e:
+        print(label, errno.errorcode.get(e.errno))
+attempt('chmod', lambda: os.chmod(fresh('s-chmod'), 0o4755))
+attempt('chmod-setgid', lambda: os.chmod(fresh('s-chmod-g'), 0o2755))
+attempt('fchmod', lambda: os.fchmod(os.open(fresh('s-fchmod'), os.O_RDONLY), 0o4755))
+attempt('fchmodat', lambda: libc.fchmodat(-100, fresh('s-fchmodat').encode(), 0o6755, 0))
+attempt('fchmodat2', lambda: libc.syscall(FCHMODAT2, -100, fresh('s-fchmodat2').encode(), 0o4755, 0))
+attempt('open', lambda: os.open('s-open', os.O_CREAT | os.O_WRONLY, 0o4755))
+attempt('openat', lambda: libc.syscall({'x86_64': 257, 'aarch64': 56, 'riscv64': 56}[machine], -100, b's-openat', 0o101, 0o6755))
+if machine == 'x86_64':
+    attempt('creat', lambda: libc.syscall(85, b's-creat', 0o4755))
+    attempt('mknod', lambda: libc.syscall(133, b's-mknod', stat.S_IFREG | 0o4755, 0))
+attempt('mknodat', lambda: os.mknod('s-mknodat', stat.S_IFREG | 0o6755))
+how = ctypes.create_string_buffer(24)
+ctypes.memmove(how, (0o101).to_bytes(8, 'little') + (0o4755).to_bytes(8, 'little'), 16)
+attempt('openat2', lambda: libc.syscall(OPENAT2, -100, b's-openat2', how, 24))
+params = ctypes.create_string_buffer(120)
+attempt('io_uring_setup', lambda: libc.syscall(IO_URING_SETUP, 4, params))
+attempt('keyctl-session', lambda: libc.syscall(KEYCTL, 0, ctypes.c_long(-3), 1))
+attempt('add_key', lambda: libc.syscall(ADD_KEY, b'user', sys.argv[1].encode(), b'secret', 6, ctypes.c_long(-3)))
+attempt('request_key', lambda: libc.syscall(REQUEST_KEY, b'user', sys.argv[1].encode(), None, ctypes.c_long(-3)))
+os.system('cp -p s-chmod s-cp-p; install -m 4755 /usr/bin/id s-install; chmod u+s s-fchmod; chmod 6755 s-chmod-g; mkdir -m 2755 s-dir; chmod g+s s-dir; echo shell-done')
+"""
+
+
+def setid_files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.lstat().st_mode & 0o6000)
+
+
+@needs_python
+def test_no_setuid_or_setgid_file_reaches_the_host(runner, workspace):
+    """`cp /usr/bin/python3 x && chmod 4755 x` and every other way to set the bits, tried for real."""
+    (workspace / "setid.py").write_text(SETID_ATTEMPTS)
+    chown_to(workspace, runner)
+    key = f"abhed-escape-{uuid.uuid4().hex[:8]}"
+    result = runner.run(f"{PY} setid.py {key}", workspace=workspace)
+    assert "shell-done" in result.output, result.output
+    assert setid_files(workspace) == [], result.output  # judged on the host
+    for label in ("chmod", "chmod-setgid", "fchmod", "fchmodat", "fchmodat2", "open", "openat", "mknodat"):
+        assert f"{label} EPERM" in result.output or f"{label} rc -1 EPERM" in result.output, (label, result.output)
+    if os.uname().machine == "x86_64":
+        assert "creat rc -1 EPERM" in result.output and "mknod rc -1 EPERM" in result.output
+    for label in ("openat2", "io_uring_setup", "keyctl-session", "add_key", "request_key"):
+        assert f"{label} rc -1 ENOSYS" in result.output, (label, result.output)
+    # The files themselves were created (only the bits were refused): the check is exact, not a blanket deny.
+    assert (workspace / "s-chmod").exists() and (workspace / "s-dir").is_dir()
+    assert key not in Path("/proc/keys").read_text()  # no key landed in any keyring we can see
