@@ -23,8 +23,9 @@ GiB = 1024**3
 #   .git/hooks/   hooks run on the HOST the next time anyone runs git there.
 #   .git/config   core.hooksPath, core.fsmonitor, filter drivers, aliases: host code execution.
 #   .git/modules/ submodule git dirs, each with its own hooks/ and config.
+#   .git/info/    attributes (filter/diff drivers by name), exclude, sparse-checkout, grafts.
 #   .abhed/       Abhed's own per-project configuration (approval rules live there).
-DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (".git/hooks/", ".git/config", ".git/modules/", ".abhed/")
+DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (".git/hooks/", ".git/config", ".git/modules/", ".git/info/", ".abhed/")
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

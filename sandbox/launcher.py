@@ -104,16 +104,48 @@ class Spawned:
         self.exit_pidfd = self.ctl_r = -1
 
 
+# The control pipe carries "R" and, at exit, "\0C" + a path (at most PATH_MAX bytes). The
+# command can write anything into it; we keep its first and last bytes and count the rest,
+# so a flood (``head -c 1500M /dev/zero >&200``) costs CPU time, never memory.
+CONTROL_HEAD_BYTES = 16
+CONTROL_TAIL_BYTES = 8192
+
+
+class ControlBuffer:
+    """The control pipe's bytes, bounded: the head, the tail, and how many were dropped between."""
+
+    def __init__(self) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def feed(self, data: bytes) -> None:
+        room = CONTROL_HEAD_BYTES - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        self.tail += data
+        excess = len(self.tail) - CONTROL_TAIL_BYTES
+        if excess > 0:
+            del self.tail[:excess]
+            self.dropped += excess
+
+    def value(self) -> bytes:
+        return bytes(self.head + self.tail)
+
+
 @dataclass(frozen=True)
 class Collected:
     control: bytes
     timed_out: bool
     exit_code: int | None  # None when timed out
+    control_dropped: int = 0  # bytes the command wrote on the control pipe beyond the bound
+    notes: tuple[str, ...] = ()  # why the launcher stopped the command early, if it did
 
 
 def collect(spawned: Spawned, out_r: int, collector: OutputCollector, deadline: float) -> Collected:
     """Read output and control data until the command is over; kill it at ``deadline``."""
-    control = bytearray()
+    control = ControlBuffer()
     timed_out = exited = False
     drain_until: float | None = None
     with selectors.DefaultSelector() as sel:
@@ -146,9 +178,9 @@ def collect(spawned: Spawned, out_r: int, collector: OutputCollector, deadline: 
                 elif key.data == "out":
                     collector.feed(data)
                 else:
-                    control += data
+                    control.feed(data)
     code = spawned.finish()
-    return Collected(bytes(control), timed_out, None if timed_out else code)
+    return Collected(control.value(), timed_out, None if timed_out else code, control.dropped)
 
 
 class BwrapLauncher:
@@ -175,6 +207,7 @@ class BwrapLauncher:
         self.resolv_conf = _resolv_conf_target() if config.allow_network else None
         self._names = count()
         self._janitor = CgroupJanitor()
+        self.extra_protected: tuple[str, ...] = ()  # the session's nested repositories (sandbox.gitguard)
 
     def close(self) -> None:
         self._janitor.close()
@@ -195,7 +228,7 @@ class BwrapLauncher:
         ]
 
     def spawn(self, command: str, *, cwd: Path, out_fd: int, report_cwd: bool) -> Spawned:
-        protected = protection_mounts(self.workspace, self.config.protected_paths)
+        protected = protection_mounts(self.workspace, self.config.protected_paths + self.extra_protected)
         cgroup = None
         if self.cgroup_parent is not None:
             self._janitor.sweep()

@@ -22,9 +22,10 @@ from pathlib import Path
 from sandbox import microvm
 from sandbox.config import SandboxConfig
 from sandbox.errors import PathError, SandboxError
+from sandbox.gitguard import GitGuard
 from sandbox.launcher import SETUP_TIMEOUT_S, BwrapLauncher, NoneLauncher, Spawned, collect
 from sandbox.output import OutputCollector
-from sandbox.shell import parse_control
+from sandbox.shell import BASH_CTL_FD, parse_control
 
 UNSANDBOXED_WARNING = "ran WITHOUT a sandbox (the operator chose backend 'none')"
 
@@ -49,6 +50,9 @@ class Result:
     backend        "bwrap" or "none".
     final_cwd      the shell's working directory when the command ended, when reported and
                    inside the workspace; else None (keep the previous cwd).
+    notes          what the sandbox did about the command, one sentence each, to show with
+                   the output: a git repository it created was quarantined, it flooded the
+                   control pipe, it was stopped at the memory or disk limit.
     """
 
     exit_code: int | None
@@ -60,6 +64,7 @@ class Result:
     duration_s: float
     backend: str
     final_cwd: Path | None
+    notes: tuple[str, ...] = ()
 
     @property
     def sandboxed(self) -> bool:
@@ -153,8 +158,12 @@ class Sandbox:
         self.config = config
         self.workspace = check_workspace(workspace)
         environ = os.environ if environ is None else environ
+        self._guard: GitGuard | None = None
         if config.backend == "bwrap":
             self._launcher: BwrapLauncher | NoneLauncher = BwrapLauncher(config, self.workspace, environ)
+            # The repositories present now are the operator's: protect them; any other is quarantined.
+            self._guard = GitGuard.start(self.workspace)
+            self._launcher.extra_protected = self._guard.nested_protected_entries()
         elif config.backend == "none":
             self._launcher = NoneLauncher(config, self.workspace, environ)
         else:
@@ -215,6 +224,13 @@ class Sandbox:
         began, reported_cwd = parse_control(collected.control)
         if not began:
             raise self._launcher.setup_failure(captured.head + captured.tail)
+        notes = list(collected.notes)
+        if collected.control_dropped:
+            notes.append(
+                f"the command wrote {collected.control_dropped} bytes into the sandbox's control pipe (fd "
+                f"{BASH_CTL_FD}); they were dropped. Do not write to that file descriptor."
+            )
+        notes += self.check_git()
         return Result(
             exit_code=collected.exit_code,
             timed_out=collected.timed_out,
@@ -225,6 +241,7 @@ class Sandbox:
             duration_s=duration,
             backend=self.backend,
             final_cwd=self._checked_final_cwd(reported_cwd),
+            notes=tuple(notes),
         )
 
     def start_background(self, command: str, *, cwd: Path | str, log_path: Path | str) -> BackgroundJob:
@@ -256,6 +273,17 @@ class Sandbox:
         self._check_open()
         return job
 
+    def check_git(self) -> list[str]:
+        """Quarantine git repositories the sandbox created (see sandbox.gitguard); what was done.
+
+        Runs after every foreground command and at close; call it too before handing the
+        workspace to anything that may run git while background jobs still run.
+        """
+        if self._guard is None:
+            return []
+        with self._lock:
+            return self._guard.check()
+
     def jobs(self) -> tuple[BackgroundJob, ...]:
         with self._lock:
             return tuple(self._jobs.values())
@@ -267,8 +295,11 @@ class Sandbox:
                 raise KeyError(f"No background job {job_id!r} in this session (known: {known}).")
             return self._jobs[job_id]
 
-    def close(self) -> None:
-        """Stop every background job. Further calls to run/start_background are refused."""
+    def close(self) -> list[str]:
+        """Stop every background job, then check for git repositories they created (notes returned).
+
+        Further calls to run/start_background are refused. Idempotent.
+        """
         with self._lock:
             self._closed = True
             jobs = list(self._jobs.values())
@@ -276,6 +307,7 @@ class Sandbox:
             job.stop()
         self._spawner.shutdown(wait=True)
         self._launcher.close()
+        return self.check_git()
 
     def __enter__(self) -> Sandbox:
         return self

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 from sbx_helpers import DriverError, chown_to, host_pids_with, unique_marker, wait_until
 
+import sandbox
+
 PY = "/usr/bin/python3"  # the host's system Python, visible inside the sandbox through /usr
 needs_python = pytest.mark.skipif(not os.access(PY, os.X_OK), reason=f"needs {PY} on the host to script the attempt inside the sandbox")
 needs_git = pytest.mark.skipif(shutil.which("git", path="/usr/bin:/bin") is None, reason="needs git in /usr/bin")
@@ -667,3 +669,121 @@ def test_no_setuid_or_setgid_file_reaches_the_host(runner, workspace):
     # The files themselves were created (only the bits were refused): the check is exact, not a blanket deny.
     assert (workspace / "s-chmod").exists() and (workspace / "s-dir").is_dir()
     assert key not in Path("/proc/keys").read_text()  # no key landed in any keyring we can see
+
+
+# -- Host git runs nothing the session wrote (issue 12, item 3) --------------------------------
+
+
+def host_git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """git on the host as the operator would run it, trusting every directory (the worst case)."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd), "GIT_CONFIG_NOSYSTEM": "1", "GIT_PAGER": "cat"}
+    return subprocess.run(["git", "-c", "safe.directory=*", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def marker(tmp_path) -> Path:
+    """A file only the payload creates, in a host directory the sandbox cannot see."""
+    path = tmp_path / f"pwned-{uuid.uuid4().hex[:8]}"
+    tmp_path.chmod(0o777)  # host git as root writes it; an unprivileged operator could too
+    yield path
+
+
+def payload(marker: Path) -> str:
+    return f"touch {marker}; false"
+
+
+@needs_git
+def test_git_init_of_a_nested_repo_with_fsmonitor_runs_nothing_on_the_host(runner, workspace, marker):
+    make_repo(workspace, runner)
+    command = (
+        f"git init -q sub && git -C sub config core.fsmonitor '{payload(marker)}' && "
+        f"git -C sub config core.hooksPath /tmp && echo made; "
+        f"mkdir -p deep/er && cd deep/er && git init -q --bare b.git && git -C b.git config core.fsmonitor '{payload(marker)}'; echo end"
+    )
+    result = runner.run(command, workspace=workspace)
+    assert "made" in result.output and "end" in result.output, result.output
+    for where in (workspace / "sub", workspace / "deep" / "er" / "b.git", workspace / "deep" / "er", workspace):
+        for args in (("status",), ("log", "-1"), ("diff",)):
+            host_git(where, *args)
+    assert not marker.exists()
+    notes = "\n".join(result.notes)
+    assert f"{workspace}/sub/.git was renamed to {workspace}/sub/.git.abhed-quarantined-" in notes, notes
+    assert f"{workspace}/deep/er/b.git/HEAD was renamed" in notes, notes
+
+
+@needs_git
+def test_a_git_file_pointing_at_a_hostile_gitdir_runs_nothing_on_the_host(runner, workspace, marker):
+    command = (
+        f"git init -q --bare evil && git -C evil config core.fsmonitor '{payload(marker)}' && "
+        "mkdir -p sub && echo \"gitdir: $PWD/evil\" > sub/.git && mkdir -p lnk && ln -s ../evil lnk/.git && echo made"
+    )
+    result = runner.run(command, workspace=workspace)
+    assert "made" in result.output, result.output
+    for where in (workspace / "sub", workspace / "lnk", workspace / "evil"):
+        host_git(where, "status")
+    assert not marker.exists()
+    assert not (workspace / "sub" / ".git").exists() and not os.path.lexists(workspace / "lnk" / ".git")
+
+
+@needs_git
+def test_commondir_pointing_at_a_copied_repo_runs_nothing_on_the_host(runner, workspace, marker):
+    make_repo(workspace, runner)
+    command = (
+        f"cp -r .git copy && git --git-dir=copy config core.fsmonitor '{payload(marker)}' && "
+        "echo \"$PWD/copy\" > .git/commondir && echo made; "
+        "mkdir -p .git/worktrees/w && echo ../.. > .git/worktrees/w/commondir && echo ref: refs/heads/master > .git/worktrees/w/HEAD; echo end"
+    )
+    result = runner.run(command, workspace=workspace)
+    assert "made" in result.output, result.output
+    for where in (workspace, workspace / "copy", workspace / ".git" / "worktrees" / "w"):
+        host_git(where, "status")
+    assert not marker.exists()
+    assert not (workspace / ".git" / "commondir").exists()
+    assert host_git(workspace, "log", "--oneline").stdout.count("\n") == 1  # the operator's repo still works
+
+
+@needs_git
+def test_an_existing_nested_repo_and_git_info_stay_protected(runner, workspace, marker):
+    make_repo(workspace, runner)
+    nested = workspace / "vendor" / "lib"
+    nested.mkdir(parents=True)
+    make_repo(nested, runner)
+    config = (nested / ".git" / "config").read_text()
+    attacks = [
+        f"git -C vendor/lib config core.fsmonitor '{payload(marker)}'",
+        "echo 'echo pwned' > vendor/lib/.git/hooks/post-checkout",
+        "echo '* filter=evil' > vendor/lib/.git/info/attributes",
+        "echo '* filter=evil' > .git/info/attributes",
+        "mv vendor/lib/.git vendor/lib/old",
+        "echo ../../../copy > vendor/lib/.git/commondir",
+    ]
+    command = "; ".join(f"{attack} && echo 'SUCCEEDED: {attack}'" for attack in attacks)
+    result = runner.run(command + "; echo end", workspace=workspace)
+    assert "SUCCEEDED" not in "\n".join(line for line in result.output.splitlines() if "commondir" not in line), result.output
+    assert (nested / ".git" / "config").read_text() == config
+    assert not (nested / ".git" / "hooks" / "post-checkout").exists()
+    assert not (workspace / ".git" / "info" / "attributes").exists()
+    assert not (nested / ".git" / "commondir").exists()  # written, then quarantined
+    host_git(nested, "status")
+    host_git(workspace, "status")
+    assert not marker.exists()
+    assert host_git(nested, "log", "--oneline").returncode == 0  # the nested repo is intact
+
+
+@needs_git
+def test_a_repo_created_by_a_background_job_is_quarantined_at_close(root_runner, marker):
+    workspace = root_runner.new_workspace()
+    box = sandbox.Sandbox(sandbox.SandboxConfig(), workspace)
+    try:
+        log = workspace.parent / f"{workspace.name}.log"
+        box.start_background(
+            f"sleep 0.3; git init -q later && git -C later config core.fsmonitor '{payload(marker)}'; sleep 100",
+            cwd=workspace,
+            log_path=log,
+        )
+        assert wait_until(lambda: (workspace / "later" / ".git" / "config").exists() and "fsmonitor" in (workspace / "later" / ".git" / "config").read_text())
+    finally:
+        notes = box.close()
+    host_git(workspace / "later", "status")
+    assert not marker.exists()
+    assert any("later/.git was renamed" in n for n in notes), notes
