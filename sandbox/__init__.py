@@ -140,6 +140,7 @@ from sandbox.config import DEFAULT_PROTECTED_PATHS, Limits, SandboxConfig
 from sandbox.errors import (
     BackendUnavailable,
     ConfigError,
+    DiskReserveReached,
     PathError,
     SandboxError,
     SandboxSetupError,
@@ -154,6 +155,7 @@ __all__ = [
     "BackendUnavailable",
     "BackgroundJob",
     "ConfigError",
+    "DiskReserveReached",
     "JobStatus",
     "Limits",
     "PathError",

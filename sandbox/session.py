@@ -21,7 +21,7 @@ from pathlib import Path
 
 from sandbox import microvm
 from sandbox.config import SandboxConfig
-from sandbox.errors import PathError, SandboxError
+from sandbox.errors import DiskReserveReached, PathError, SandboxError
 from sandbox.gitguard import GitGuard
 from sandbox.launcher import SETUP_TIMEOUT_S, BwrapLauncher, NoneLauncher, Spawned, collect
 from sandbox.output import OutputCollector
@@ -207,6 +207,7 @@ class Sandbox:
         _check_timeout(timeout_s)
         collector = OutputCollector(output_limit_chars)
         started = time.monotonic()
+        self._check_disk_reserve()
         out_r, out_w = os.pipe()
         try:
             spawned = self._launcher.spawn(command, cwd=real_cwd, out_fd=out_w, report_cwd=True)
@@ -216,7 +217,7 @@ class Sandbox:
         finally:
             os.close(out_w)
         try:
-            collected = collect(spawned, out_r, collector, started + timeout_s)
+            collected = collect(spawned, out_r, collector, started + timeout_s, watch=self._disk_watch())
         finally:
             os.close(out_r)
         duration = time.monotonic() - started
@@ -229,6 +230,12 @@ class Sandbox:
             notes.append(
                 f"the command wrote {collected.control_dropped} bytes into the sandbox's control pipe (fd "
                 f"{BASH_CTL_FD}); they were dropped. Do not write to that file descriptor."
+            )
+        if collected.oom_kills:
+            notes.append(
+                f"the command reached its memory limit of {self.config.limits.memory_bytes} bytes (limits.memory_bytes): "
+                f"the kernel killed {collected.oom_kills} of its processes. Use less memory at once (fewer parallel jobs, "
+                "smaller inputs), or ask the operator to raise limits.memory_bytes."
             )
         notes += self.check_git()
         return Result(
@@ -272,6 +279,28 @@ class Sandbox:
         job.stop()  # close() ran while this job was starting: it must not outlive the session
         self._check_open()
         return job
+
+    def _disk_watch(self):
+        if self.config.limits.disk_reserve_bytes is None:
+            return None
+        return self._disk_reserve_breach
+
+    def _disk_reserve_breach(self) -> str | None:
+        """Why the command must stop (the workspace's filesystem is below the reserve), else None."""
+        reserve = self.config.limits.disk_reserve_bytes
+        free = free_bytes(self.workspace)
+        if reserve is None or free is None or free >= reserve:
+            return None
+        return (
+            f"the command was stopped: the workspace's filesystem ({self.workspace}) had {free} bytes free, below the "
+            f"reserve of {reserve} bytes (limits.disk_reserve_bytes). Delete what the command wrote that is not "
+            "needed (du -sh * shows where the space went) or write less; the operator can lower the reserve."
+        )
+
+    def _check_disk_reserve(self) -> None:
+        breach = self._disk_reserve_breach()
+        if breach is not None:
+            raise DiskReserveReached(breach.replace("the command was stopped", "the command did not run", 1))
 
     def check_git(self) -> list[str]:
         """Quarantine git repositories the sandbox created (see sandbox.gitguard); what was done.
@@ -353,6 +382,15 @@ def check_workspace(workspace: Path | str) -> Path:
                 "read-only. Use a project directory instead, e.g. /srv/projects/myapp or ~/src/myapp."
             )
     return real
+
+
+def free_bytes(path: Path) -> int | None:
+    """Bytes an unprivileged writer can still use on ``path``'s filesystem (None if unknown)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 def _check_timeout(timeout_s: float) -> None:

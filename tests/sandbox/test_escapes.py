@@ -787,3 +787,30 @@ def test_a_repo_created_by_a_background_job_is_quarantined_at_close(root_runner,
     host_git(workspace / "later", "status")
     assert not marker.exists()
     assert any("later/.git was renamed" in n for n in notes), notes
+
+
+# -- Every channel to Abhed is bounded (issue 12, item 6) ---------------------------------------
+
+FLOOD = """
+import resource
+cfg = config_from({})
+with sandbox.Sandbox(cfg, WORKSPACE) as sb:
+    sb.run('true', cwd=WORKSPACE, timeout_s=60)  # warm up: what a normal command costs
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    r = sb.run('head -c 1500M /dev/zero >&200; head -c 300M /dev/zero; echo done', cwd=WORKSPACE, timeout_s=600,
+               output_limit_chars=30000)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+answer = {'before_kib': before, 'after_kib': after, 'notes': list(r.notes), 'exit_code': r.exit_code,
+          'tail': r.tail[-20:], 'omitted': r.omitted_chars}
+"""
+
+
+@pytest.mark.slow
+def test_flooding_the_control_pipe_and_the_output_does_not_grow_abhed(runner, workspace):
+    answer = runner.exec(FLOOD.replace("WORKSPACE", repr(str(workspace))), timeout_s=900)
+    grown_mib = (answer["after_kib"] - answer["before_kib"]) / 1024
+    assert grown_mib < 64, answer  # 1.8 GB went through; the process's peak barely moved
+    assert answer["exit_code"] == 0 and answer["tail"].endswith("done\n"), answer
+    assert answer["omitted"] > 300 * 1024**2 - 30000  # the output flood was dropped too, and counted
+    dropped = [n for n in answer["notes"] if "bytes into the sandbox's control pipe (fd 200); they were dropped" in n]
+    assert dropped and int(dropped[0].split("wrote ")[1].split()[0]) > 1500 * 1024**2 - 9000, answer
