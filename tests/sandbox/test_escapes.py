@@ -814,3 +814,78 @@ def test_flooding_the_control_pipe_and_the_output_does_not_grow_abhed(runner, wo
     assert answer["omitted"] > 300 * 1024**2 - 30000  # the output flood was dropped too, and counted
     dropped = [n for n in answer["notes"] if "bytes into the sandbox's control pipe (fd 200); they were dropped" in n]
     assert dropped and int(dropped[0].split("wrote ")[1].split()[0]) > 1500 * 1024**2 - 9000, answer
+
+
+# -- Limits: memory, disk, and rlimits the command cannot raise (issue 12, items 7 and 9) --------
+
+MiB = 1024**2
+
+
+def test_rlimits_are_hard_limits_the_command_cannot_raise(runner, workspace):
+    limits = {"file_size_bytes": 1 * MiB, "open_files": 300}
+    command = (
+        "ulimit -H -f unlimited && echo RAISED-hard; ulimit -S -n 4096 && echo RAISED-nofile; "
+        "ulimit -S -f unlimited; echo soft=$(ulimit -S -f) hard=$(ulimit -H -f); "
+        "head -c 3M /dev/zero > big; echo end"
+    )
+    result = runner.run(command, workspace=workspace, config={"limits": limits})
+    assert "RAISED" not in result.output, result.output
+    assert "soft=1024 hard=1024" in result.output  # bash counts in 1024-byte blocks
+    assert (workspace / "big").stat().st_size == 1 * MiB  # judged on the host: the file stopped at the limit
+
+
+@needs_python
+def test_memory_cap_stops_a_big_allocation(runner, workspace):
+    grab = f"{PY} -c 'b = bytearray(400 * 1024 * 1024); print(\"ALLOC\" + \"ATED\", len(b))'"
+    result = runner.run(f"{grab}; echo rc=$?", workspace=workspace, config={"limits": {"memory_bytes": 128 * MiB}})
+    assert "ALLOCATED" not in result.output, result.output
+    assert "rc=137" in result.output or "MemoryError" in result.output, result.output
+    if "rc=137" in result.output:  # a memory cgroup enforced it: the observation says so
+        assert any("reached its memory limit of 134217728 bytes (limits.memory_bytes)" in n for n in result.notes), result.notes
+
+
+@needs_python
+def test_memory_cap_counts_every_process_of_the_command_under_a_cgroup(root_runner):
+    workspace = root_runner.new_workspace()
+    box = sandbox.Sandbox(sandbox.SandboxConfig(limits=sandbox.Limits(memory_bytes=128 * MiB)), workspace)
+    with box:
+        if not any("memory" in p.controllers for p in box._launcher.cgroup_parents):
+            pytest.skip("no memory cgroup on this host: the cap is RLIMIT_DATA, per process (documented)")
+        grab = f"{PY} -c 'import time; b = bytearray(60 * 1024 * 1024); time.sleep(2); print(\"HE\" + \"LD\")'"
+        result = box.run(f"{grab} & {grab} & {grab} & wait", cwd=workspace, timeout_s=120)
+    assert result.output.count("HELD") < 3, result.output
+    assert any("killed" in n and "limits.memory_bytes" in n for n in result.notes), result.notes
+    assert any("memory limit: 134217728 bytes per command (memory cgroup" in line for line in box.describe())
+
+
+@pytest.fixture
+def small_fs(runner):
+    """A 64 MiB filesystem holding the runner's workspace (mounting needs host root)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small filesystem for the workspace needs root")
+    workspace = runner.new_workspace()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=0755", "tmpfs", str(workspace)], check=True)
+    try:
+        os.chown(workspace, runner.uid, runner.gid)
+        yield workspace
+    finally:
+        subprocess.run(["umount", "-l", str(workspace)], check=False)
+
+
+def test_a_command_filling_the_disk_is_stopped_at_the_reserve(runner, small_fs):
+    config = {"limits": {"disk_reserve_bytes": 32 * MiB}}
+    command = "for i in $(seq 60); do head -c 1M /dev/zero > f$i; sleep 0.02; done; echo FINISHED"
+    result = runner.run(command, workspace=small_fs, config=config)
+    assert "FINISHED" not in result.output, result.output
+    assert result.exit_code == 137
+    free = os.statvfs(small_fs).f_bavail * os.statvfs(small_fs).f_frsize
+    assert free > 24 * MiB  # stopped within a few MiB of the reserve, far from full (judged on the host)
+    note = "\n".join(result.notes)
+    assert f"the command was stopped: the workspace's filesystem ({small_fs}) had" in note
+    assert f"below the reserve of {32 * MiB} bytes (limits.disk_reserve_bytes)" in note and "du -sh" in note
+    # Still below the reserve: the next command is refused before it runs, and says why.
+    with pytest.raises(Exception) as err:
+        runner.run("touch ran", workspace=small_fs, config=config)
+    assert "DiskReserveReached" in (type(err.value).__name__ + getattr(err.value, "error_type", ""))
+    assert "the command did not run: the workspace's filesystem" in str(err.value)
+    assert not (small_fs / "ran").exists()
