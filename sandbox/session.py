@@ -28,6 +28,8 @@ from sandbox.output import OutputCollector
 from sandbox.shell import BASH_CTL_FD, parse_control
 
 UNSANDBOXED_WARNING = "ran WITHOUT a sandbox (the operator chose backend 'none')"
+# How often background jobs are checked against the disk reserve.
+JOB_WATCH_S = 0.1
 
 # The system: a workspace may neither contain nor lie inside these (binding it read-write
 # would make the system writable)...
@@ -95,8 +97,9 @@ class JobStatus:
     running     still running.
     exit_code   its exit status once it ended by itself (128+N for signal N); None while
                 running or when stopped.
-    stopped     ended by ``stop()`` or by the session closing.
+    stopped     ended by ``stop()``, by the session closing, or by the sandbox (see ``note``).
     log_bytes   current size of the log file.
+    note        why the sandbox stopped it (the disk reserve was reached), else None.
     """
 
     job_id: str
@@ -105,6 +108,7 @@ class JobStatus:
     stopped: bool
     log_path: Path
     log_bytes: int
+    note: str | None = None
 
 
 class BackgroundJob:
@@ -119,6 +123,7 @@ class BackgroundJob:
         self.started_at = time.time()
         self._spawned = spawned
         self._stopped = False
+        self._note: str | None = None
         self._lock = threading.Lock()
 
     @property
@@ -131,13 +136,18 @@ class BackgroundJob:
                 self._spawned.finish()  # also kills whatever the job left behind
             return self._status()
 
-    def stop(self) -> JobStatus:
-        """Kill the job and everything it started (idempotent)."""
+    def stop(self, note: str | None = None) -> JobStatus:
+        """Kill the job and everything it started (idempotent); ``note`` says why, when the sandbox did it."""
         with self._lock:
             if self._spawned.returncode is None:
                 self._stopped = True
+                self._note = note
                 self._spawned.finish()
             return self._status()
+
+    @property
+    def running(self) -> bool:
+        return self._spawned.returncode is None
 
     def _status(self) -> JobStatus:
         try:
@@ -146,7 +156,7 @@ class BackgroundJob:
             size = 0
         running = self._spawned.returncode is None
         exit_code = None if running or self._stopped else self._spawned.returncode
-        return JobStatus(self.id, running, exit_code, self._stopped, self.log_path, size)
+        return JobStatus(self.id, running, exit_code, self._stopped, self.log_path, size, self._note)
 
 
 class Sandbox:
@@ -176,6 +186,8 @@ class Sandbox:
         # --die-with-parent (PR_SET_PDEATHSIG) fires when the *thread* that started bwrap
         # exits, so a job started from a short-lived worker thread would die with it.
         self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="abhed-sandbox-spawner")
+        self._disk_watcher: threading.Thread | None = None
+        self._closing = threading.Event()
 
     @property
     def backend(self) -> str:
@@ -275,6 +287,7 @@ class Sandbox:
             job = BackgroundJob(f"job-{next(self._job_numbers)}", command, real_cwd, Path(log_path), self.backend, spawned)
             if not self._closed:
                 self._jobs[job.id] = job
+                self._watch_jobs_disk()
                 return job
         job.stop()  # close() ran while this job was starting: it must not outlive the session
         self._check_open()
@@ -301,6 +314,22 @@ class Sandbox:
         breach = self._disk_reserve_breach()
         if breach is not None:
             raise DiskReserveReached(breach.replace("the command was stopped", "the command did not run", 1))
+
+    def _watch_jobs_disk(self) -> None:
+        """Start (once, with the lock held) the thread that stops jobs at the disk reserve."""
+        if self._disk_watcher is None and self.config.limits.disk_reserve_bytes is not None:
+            self._disk_watcher = threading.Thread(target=self._disk_watch_loop, name="abhed-sandbox-disk", daemon=True)
+            self._disk_watcher.start()
+
+    def _disk_watch_loop(self) -> None:
+        while not self._closing.wait(JOB_WATCH_S):
+            running = [job for job in self.jobs() if job.running]
+            if not running:
+                continue
+            breach = self._disk_reserve_breach()
+            if breach is not None:
+                for job in running:
+                    job.stop(note=breach.replace("the command was stopped", f"background job {job.id} was stopped", 1))
 
     def check_git(self) -> list[str]:
         """Quarantine git repositories the sandbox created (see sandbox.gitguard); what was done.
@@ -332,6 +361,9 @@ class Sandbox:
         with self._lock:
             self._closed = True
             jobs = list(self._jobs.values())
+        self._closing.set()
+        if self._disk_watcher is not None:
+            self._disk_watcher.join()
         for job in jobs:
             job.stop()
         self._spawner.shutdown(wait=True)

@@ -196,4 +196,5 @@ class Bash(Tool):
             state = "stopped"
         else:
             state = f"exited with code {status.exit_code}"
-        return f"{handle}: {state}; log {status.log_path} ({status.log_bytes} bytes)"
+        line = f"{handle}: {state}; log {status.log_path} ({status.log_bytes} bytes)"
+        return f"{line}\n[sandbox: {status.note}]" if status.note else line

@@ -889,3 +889,24 @@ def test_a_command_filling_the_disk_is_stopped_at_the_reserve(runner, small_fs):
     assert "DiskReserveReached" in (type(err.value).__name__ + getattr(err.value, "error_type", ""))
     assert "the command did not run: the workspace's filesystem" in str(err.value)
     assert not (small_fs / "ran").exists()
+
+
+def test_a_background_job_filling_the_disk_is_stopped_at_the_reserve(root_runner):
+    workspace = root_runner.new_workspace()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(workspace)], check=True)
+    try:
+        box = sandbox.Sandbox(sandbox.SandboxConfig(limits=sandbox.Limits(disk_reserve_bytes=32 * MiB)), workspace)
+        with box:
+            job = box.start_background(
+                "for i in $(seq 60); do head -c 1M /dev/zero > f$i; sleep 0.05; done; echo FINISHED",
+                cwd=workspace,
+                log_path=workspace.parent / f"{workspace.name}.log",
+            )
+            assert wait_until(lambda: not job.poll().running, timeout_s=120)
+            status = job.poll()
+        assert status.stopped and status.exit_code is None
+        assert f"background job {job.id} was stopped: the workspace's filesystem ({workspace}) had" in status.note
+        assert os.statvfs(workspace).f_bavail * os.statvfs(workspace).f_frsize > 20 * MiB  # judged on the host
+        assert "FINISHED" not in (workspace.parent / f"{workspace.name}.log").read_text()
+    finally:
+        subprocess.run(["umount", "-l", str(workspace)], check=False)
