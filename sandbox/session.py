@@ -368,7 +368,10 @@ class Sandbox:
             job.stop()
         self._spawner.shutdown(wait=True)
         self._launcher.close()
-        return self.check_git()
+        notes = self.check_git()
+        if self._guard is not None:
+            self._guard.close()
+        return notes
 
     def __enter__(self) -> Sandbox:
         return self
