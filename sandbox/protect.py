@@ -19,9 +19,11 @@ component, without following symlinks:
 - a component is a symlink        -> refuse to run (fail closed): protecting whatever it
   points to would leave the symlink itself replaceable. The operator must fix it.
 
-Not covered (documented residual risk): ``.git/commondir`` cannot be pre-created (git treats
-an empty or unreadable one as fatal), nested repositories elsewhere in the workspace, and
-``.git/rebase-merge/`` todo lists; see the package docstring.
+What mounts cannot do -- stop the command from *creating* a repository (a nested ``.git``,
+a bare one, a ``commondir``, which cannot be pre-created: git treats an empty or unreadable
+one as fatal) -- sandbox.gitguard does after each command; it also supplies the entries for
+the repositories present at the start. ``.git/rebase-merge/`` todo lists stay a residual
+risk (docs/security.md).
 """
 
 from __future__ import annotations
