@@ -101,7 +101,7 @@ class GitGuard:
         """Protected-path entries for the repositories found at the start, beyond the workspace's own .git."""
         entries: list[str] = []
         for rel in sorted(self.baseline_git_dirs):
-            if rel in ("", ".git"):
+            if rel == ".git":  # the workspace's own: DEFAULT_PROTECTED_PATHS covers the rest
                 if rel in self.baseline_commondirs:
                     entries.append(_join(rel, "commondir"))
                 continue
@@ -240,6 +240,8 @@ class GitGuard:
                 continue
             if mask & _IN_IGNORED:
                 del self._wd_rel[wd]
+                if rel == "":
+                    return False  # the workspace itself went away (or was unmounted): look again
             elif mask & _CHANGED:
                 dirty.add(rel)
         self.unreadable = {rel for rel in self.unreadable if rel not in self._listings}

@@ -240,3 +240,99 @@ def test_close_releases_the_inotify_descriptor(tmp_path):
     assert guard.mode == "walk"
     with pytest.raises(OSError):
         os.fstat(fd)
+
+
+def test_a_workspace_that_is_itself_a_bare_repository_is_protected_at_its_root(tmp_path, mode):
+    fake_repo(tmp_path, bare=True)
+    guard = start(tmp_path, mode)
+    assert guard.baseline_git_dirs == {""}
+    assert guard.nested_protected_entries() == ("config", "hooks/", "info/", "modules/")
+
+
+def test_the_default_is_inotify():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as ws:
+        guard = GitGuard.start(Path(ws))
+        assert guard.mode == "inotify"
+        guard.close()
+
+
+def test_a_workspace_that_disappears_is_reported_not_crashed_on(tmp_path, mode):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    guard = start(ws, mode)
+    ws.rmdir()
+    notes = guard.check()
+    assert notes == [
+        f"the directory {ws} cannot be read by Abhed, so it could not be checked for git repositories the sandbox "
+        "created; make it readable (chmod u+rx) or remove it before running git there."
+    ]
+
+
+def test_open_beneath_never_follows_a_symlink_or_opens_a_file(tmp_path):
+    from sandbox.gitguard import _open_beneath
+
+    (tmp_path / "real" / "x").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    (tmp_path / "file").write_text("")
+    fd = _open_beneath(tmp_path, "real/x")
+    os.close(fd)
+    for rel in ("link/x", "link", "file", "real/x/missing"):
+        with pytest.raises(OSError):
+            os.close(_open_beneath(tmp_path, rel))
+
+
+def count_listings(monkeypatch) -> list[str]:
+    from sandbox import gitguard
+
+    calls: list[str] = []
+    real = gitguard._list
+
+    def counting(fd, signature):
+        calls.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real(fd, signature)
+
+    monkeypatch.setattr(gitguard, "_list", counting)
+    return calls
+
+
+def test_a_check_lists_only_what_changed(tmp_path, mode, monkeypatch):
+    from sandbox import gitguard
+
+    monkeypatch.setattr(gitguard, "RECENT_NS", 0)  # trust every ctime at once (no waiting in a test)
+    for name in ("a/b", "c/d", "e"):
+        (tmp_path / name).mkdir(parents=True)
+    guard = start(tmp_path, mode)
+    guard.check()
+    calls = count_listings(monkeypatch)
+    assert guard.check() == [] and calls == []  # nothing changed: nothing listed
+    (tmp_path / "c" / "d" / "new").mkdir()
+    guard.check()
+    assert sorted(calls) == [str(tmp_path / "c" / "d"), str(tmp_path / "c" / "d" / "new")]
+
+
+def test_the_walk_does_not_trust_a_directory_changed_just_now(tmp_path, monkeypatch):
+    from sandbox import gitguard
+
+    monkeypatch.setattr(gitguard, "RECENT_NS", 10**18)  # everything counts as changed just now
+    (tmp_path / "a").mkdir()
+    guard = start(tmp_path, "walk")
+    calls = count_listings(monkeypatch)
+    guard.check()
+    assert sorted(calls) == [str(tmp_path), str(tmp_path / "a")]
+
+
+def test_after_an_overflow_the_guard_watches_afresh(tmp_path, monkeypatch):
+    from sandbox import gitguard
+
+    (tmp_path / "gone").mkdir()
+    guard = start(tmp_path, "inotify")
+    old = guard._notify
+    (tmp_path / "gone").rmdir()
+    monkeypatch.setattr(old, "read", lambda: [(-1, gitguard._IN_Q_OVERFLOW)])
+    guard.check()
+    assert guard._notify is not old and old.fd == -1  # the old instance closed, a new one made
+    assert sorted(guard._wd_rel.values()) == [""]  # no watch left for the directory that is gone
+    fake_repo(tmp_path / "later")
+    assert len(guard.check()) == 1

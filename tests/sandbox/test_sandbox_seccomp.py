@@ -147,3 +147,55 @@ def test_unknown_architecture_fails_closed():
     with pytest.raises(BackendUnavailable) as err:
         syscall_filter("sparc64")
     assert "no seccomp filter for machine type 'sparc64'" in str(err.value)
+
+
+# Syscall numbers from the kernel's tables (asm/unistd_64.h, unistd_32.h, asm-generic/unistd.h,
+# arm's unistd.h), written out so a wrong number in the module fails here.
+TABLES = {
+    "x86_64": {X86_64: {"chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "creat": 85, "open": 2, "openat": 257,
+                        "mknod": 133, "mknodat": 259, "keyctl": 250, "add_key": 248, "request_key": 249, "openat2": 437,
+                        "io_uring_setup": 425},
+               I386: {"chmod": 15, "fchmod": 94, "fchmodat": 306, "fchmodat2": 452, "creat": 8, "open": 5, "openat": 295,
+                      "mknod": 14, "mknodat": 297, "keyctl": 288, "add_key": 286, "request_key": 287, "openat2": 437,
+                      "io_uring_setup": 425}},
+    "aarch64": {AARCH64: {"fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "openat": 56, "mknodat": 33, "keyctl": 219,
+                          "add_key": 217, "request_key": 218, "openat2": 437, "io_uring_setup": 425},
+                ARM: {"chmod": 15, "fchmod": 94, "fchmodat": 333, "fchmodat2": 452, "creat": 8, "open": 5, "openat": 322,
+                      "mknod": 14, "mknodat": 324, "keyctl": 311, "add_key": 309, "request_key": 310, "openat2": 437,
+                      "io_uring_setup": 425}},
+    "riscv64": {RISCV64: {"fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "openat": 56, "mknodat": 33, "keyctl": 219,
+                          "add_key": 217, "request_key": 218, "openat2": 437, "io_uring_setup": 425}},
+}  # fmt: skip
+MODE_INDEX = {"chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2, "creat": 1, "open": 2, "openat": 3, "mknod": 1, "mknodat": 2}
+CASES = [(machine, arch, name, nr) for machine, arches in TABLES.items() for arch, table in arches.items() for name, nr in table.items()]
+
+
+@pytest.mark.parametrize(("machine", "arch", "name", "nr"), CASES)
+def test_every_syscall_of_every_abi(machine, arch, name, nr):
+    program = syscall_filter(machine)
+    if name in MODE_INDEX:
+        setid = [0] * 6
+        setid[MODE_INDEX[name]] = 0o4755
+        plain = [0] * 6
+        plain[MODE_INDEX[name]] = 0o755
+        assert run_bpf(program, nr, arch, tuple(setid)) == DENY, (machine, name)
+        assert run_bpf(program, nr, arch, tuple(plain)) == ALLOW, (machine, name)
+    else:
+        assert run_bpf(program, nr, arch, (0, 0, 0)) == ENOSYS, (machine, name)
+    assert run_bpf(program, nr + 1000, arch, (0, 0o4755, 0o4755, 0o4755)) == ALLOW  # a neighbour number passes
+
+
+@pytest.mark.parametrize("machine", ["aarch64", "riscv64"])
+def test_only_x86_64_refuses_numbers_with_the_x32_bit(machine):
+    arch = AARCH64 if machine == "aarch64" else RISCV64
+    assert run_bpf(syscall_filter(machine), 0x40000000 | 63, arch, (0, 0, 0)) == ALLOW
+
+
+def test_non_jump_instructions_are_canonical():
+    """Loads and returns carry jt = jf = 0, as every BPF assembler writes them."""
+    for machine in TABLES:
+        program = syscall_filter(machine)
+        for offset in range(0, len(program), 8):
+            code, jt, jf, _k = struct.unpack("=HBBI", program[offset : offset + 8])
+            if code in (0x20, 0x06):
+                assert (jt, jf) == (0, 0), (machine, offset // 8)
