@@ -199,3 +199,16 @@ def test_non_jump_instructions_are_canonical():
             code, jt, jf, _k = struct.unpack("=HBBI", program[offset : offset + 8])
             if code in (0x20, 0x06):
                 assert (jt, jf) == (0, 0), (machine, offset // 8)
+
+
+def test_a_jump_too_far_for_classic_bpf_is_refused_at_assembly():
+    from sandbox import seccomp
+
+    far = [("ld", 0), ("jeq", 1, "end", None)] + [("ret", 0)] * 300 + [("label", "end"), ("ret", 0)]
+    with pytest.raises(AssertionError, match="jump out of range"):
+        seccomp._encode(far)
+    back = [("label", "top"), ("ld", 0), ("jeq", 1, None, "top")]  # classic BPF jumps only forward
+    with pytest.raises(AssertionError, match="jump out of range"):
+        seccomp._encode(back)
+    near = [("ld", 0), ("jeq", 1, "end", None)] + [("ret", 0)] * 255 + [("label", "end"), ("ret", 0)]
+    assert len(seccomp._encode(near)) == 8 * 258
