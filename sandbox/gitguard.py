@@ -162,7 +162,7 @@ class GitGuard:
             self._notify.close()
             self._notify = _Inotify.open()
             self._wd_rel = {}
-        old = self._listings if self._notify is None else {}
+        old = self._listings  # reused only where the walk's ctime cache vouches for it (_cache_ok)
         self._listings, self._interesting, self.unreadable = {}, set(), set()
         try:
             root = os.open(self.workspace, _DIR_FLAGS)

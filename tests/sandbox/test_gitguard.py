@@ -336,3 +336,38 @@ def test_after_an_overflow_the_guard_watches_afresh(tmp_path, monkeypatch):
     assert sorted(guard._wd_rel.values()) == [""]  # no watch left for the directory that is gone
     fake_repo(tmp_path / "later")
     assert len(guard.check()) == 1
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_directory_that_fails_to_list_leaks_no_descriptor(tmp_path, mode, monkeypatch):
+    from sandbox import gitguard
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    guard = start(tmp_path, mode)
+    real = gitguard._list
+
+    def failing(fd, signature):
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("/a"):
+            raise PermissionError(13, "Permission denied")
+        return real(fd, signature)
+
+    monkeypatch.setattr(gitguard, "_list", failing)
+    monkeypatch.setattr(gitguard, "RECENT_NS", 10**18)
+    before = open_fds()
+    (tmp_path / "a" / "new").mkdir()
+    notes = guard.check()
+    guard._full_walk_needed = True
+    notes += guard.check()
+    assert open_fds() == before
+    assert any(f"the directory {tmp_path}/a cannot be read by Abhed" in n for n in notes), notes
+
+
+def test_events_for_directories_no_longer_watched_are_ignored(tmp_path, monkeypatch):
+    from sandbox import gitguard
+
+    guard = start(tmp_path, "inotify")
+    monkeypatch.setattr(guard._notify, "read", lambda: [(9999, gitguard._IN_CREATE), (9998, gitguard._IN_IGNORED)])
+    assert guard.check() == []

@@ -189,6 +189,7 @@ def test_every_syscall_of_every_abi(machine, arch, name, nr):
 def test_only_x86_64_refuses_numbers_with_the_x32_bit(machine):
     arch = AARCH64 if machine == "aarch64" else RISCV64
     assert run_bpf(syscall_filter(machine), 0x40000000 | 63, arch, (0, 0, 0)) == ALLOW
+    assert run_bpf(syscall_filter("aarch64"), 0x40000000 | 3, ARM, (0, 0, 0)) == ALLOW
 
 
 def test_non_jump_instructions_are_canonical():
