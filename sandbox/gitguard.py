@@ -244,7 +244,8 @@ class GitGuard:
                     return False  # the workspace itself went away (or was unmounted): look again
             elif mask & _CHANGED:
                 dirty.add(rel)
-        self.unreadable = {rel for rel in self.unreadable if rel not in self._listings}
+        if self.unreadable:
+            return False  # try again from the top until everything could be listed (fail closed)
         for rel in sorted(dirty, key=lambda r: r.count("/")):
             old = self._listings.get(rel)
             if old is None:
@@ -255,7 +256,11 @@ class GitGuard:
                 continue  # gone: its parent's event drops it
             try:
                 st = os.fstat(fd)
-                listing = _list(fd, (st.st_dev, st.st_ino, st.st_ctime_ns))
+                try:
+                    listing = _list(fd, (st.st_dev, st.st_ino, st.st_ctime_ns))
+                except OSError:
+                    self.unreadable.add(rel)
+                    continue
                 self._set(rel, listing)
                 for name in old.subdirs - listing.subdirs:
                     self._drop_tree(_join(rel, name))

@@ -79,7 +79,9 @@ def test_a_new_repository_is_quarantined_with_its_head(tmp_path, mode):
     fake_repo(tmp_path)
     guard = start(tmp_path, mode)
     fake_repo(tmp_path / "a" / "b")
+    before = len(os.listdir("/proc/self/fd"))
     notes = guard.check()
+    assert len(os.listdir("/proc/self/fd")) == before  # every directory opened for the renames is closed
     moved = tmp_path / "a" / "b" / f".git{QUARANTINE_SUFFIX}-2"
     assert notes == [
         f"the sandbox created a git repository (its HEAD is renamed too): {tmp_path}/a/b/.git was renamed to {moved} so "
