@@ -373,3 +373,34 @@ def test_events_for_directories_no_longer_watched_are_ignored(tmp_path, monkeypa
     guard = start(tmp_path, "inotify")
     monkeypatch.setattr(guard._notify, "read", lambda: [(9999, gitguard._IN_CREATE), (9998, gitguard._IN_IGNORED)])
     assert guard.check() == []
+
+
+class FailingLibc:
+    """Stands in for libc's inotify_add_watch failing with one errno."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+    def inotify_add_watch(self, fd, path, mask):
+        import ctypes
+
+        ctypes.set_errno(self.code)
+        return -1
+
+
+def test_running_out_of_watches_drops_to_walking_and_other_errors_are_reported(tmp_path):
+    import errno
+
+    from sandbox import gitguard
+
+    notify = gitguard._Inotify.open()
+    try:
+        notify._libc = FailingLibc(errno.ENOSPC)  # fs.inotify.max_user_watches reached
+        assert notify.watch(0) is None
+        notify._libc = FailingLibc(errno.ENOMEM)
+        assert notify.watch(0) is None
+        notify._libc = FailingLibc(errno.EACCES)
+        with pytest.raises(PermissionError):
+            notify.watch(0)
+    finally:
+        notify.close()
