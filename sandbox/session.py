@@ -272,6 +272,7 @@ class Sandbox:
         """
         self._check_open()
         real_cwd = self.resolve_cwd(cwd)
+        self._check_disk_reserve()
         log = _create_log(log_path)
         try:
             spawn = partial(self._launcher.spawn, command, cwd=real_cwd, out_fd=log, report_cwd=False)

@@ -908,5 +908,9 @@ def test_a_background_job_filling_the_disk_is_stopped_at_the_reserve(root_runner
         assert f"background job {job.id} was stopped: the workspace's filesystem ({workspace}) had" in status.note
         assert os.statvfs(workspace).f_bavail * os.statvfs(workspace).f_frsize > 20 * MiB  # judged on the host
         assert "FINISHED" not in (workspace.parent / f"{workspace.name}.log").read_text()
+        with sandbox.Sandbox(sandbox.SandboxConfig(limits=sandbox.Limits(disk_reserve_bytes=32 * MiB)), workspace) as box:
+            with pytest.raises(sandbox.DiskReserveReached, match="the command did not run: the workspace's filesystem"):
+                box.start_background("touch ran", cwd=workspace, log_path=workspace.parent / f"{workspace.name}-2.log")
+        assert not (workspace / "ran").exists()
     finally:
         subprocess.run(["umount", "-l", str(workspace)], check=False)
