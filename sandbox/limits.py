@@ -1,4 +1,8 @@
-"""Resource limits: rlimits on the sandbox's first process, plus a pids cgroup for host root.
+"""Resource limits: rlimits on the sandbox's first process, plus per-command cgroups.
+
+Cgroups: a pids cgroup for host root (below), and a memory cgroup whenever one can be
+created (host root, or a delegated cgroup v2 subtree) for ``Limits.memory_bytes``; without
+one, the memory cap is RLIMIT_DATA per process instead.
 
 How limits reach the command: bwrap reports the host pid of the sandbox's pid 1 on its
 ``--info-fd`` and then waits on ``--block-fd``. The launcher sets the rlimits on that process
@@ -105,7 +109,7 @@ class CgroupParent:
         if "memory" in self.controllers and limits.memory_bytes is not None:
             if self.version == 2:
                 out.append(("memory.max", str(limits.memory_bytes)))
-                if (self.path / "memory.swap.max").exists() or _has_swap_control(self.path):
+                if (self.path / "memory.swap.max").exists():
                     out.append(("memory.swap.max", "0"))  # the cap is on memory, not memory + swap
             else:
                 out.append(("memory.limit_in_bytes", str(limits.memory_bytes)))
@@ -131,10 +135,6 @@ class CgroupParent:
                     child.rmdir()
                 except OSError:
                     pass
-
-
-def _has_swap_control(parent: Path) -> bool:
-    return any(parent.glob("*/memory.swap.max"))
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ class CgroupJanitor:
 def find_cgroup_parent(controller: str) -> CgroupParent:
     """Locate (or create) ``abhed-sandbox/`` at the top of a hierarchy offering ``controller``.
 
-    Raises OSError-derived BackendUnavailable with what was tried when there is none we can write to.
+    Raises CgroupUnavailable, listing what was tried, when there is none we can write to.
     """
     reasons: list[str] = []
     for mount_point, version, controllers in _cgroup_mounts():
