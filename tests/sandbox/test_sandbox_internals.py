@@ -11,7 +11,7 @@ import pytest
 from sandbox import Limits, SandboxSetupError
 from sandbox.bwrap import BwrapPlan, bwrap_argv
 from sandbox.hostview import Mount, _not_world_readable, scan_host
-from sandbox.limits import effective_rlimits, runs_as_host_root
+from sandbox.limits import Cgroup, CgroupParent, effective_rlimits, runs_as_host_root
 from sandbox.output import OutputCollector
 from sandbox.protect import protection_mounts
 from sandbox.shell import find_shell, parse_control, wrapper_script
@@ -227,3 +227,36 @@ def test_every_flag_comes_from_the_plan():
         assert expected in text, expected
     assert "--share-net" not in argv
     assert "--share-net" in bwrap_argv(plan.__class__(**{**plan.__dict__, "allow_network": True}))
+
+
+# -- cgroup settings (the memory cap and the pids limit) -------------------------------------------
+
+
+
+def test_cgroup_settings_per_version_and_controller(tmp_path):
+    limits = Limits(processes=77, memory_bytes=128 * 1024**2)
+    assert CgroupParent(tmp_path, 1, ("pids",)).settings(limits) == [("pids.max", "77")]
+    assert CgroupParent(tmp_path, 1, ("memory",)).settings(limits) == [("memory.limit_in_bytes", str(128 * 1024**2))]
+    assert CgroupParent(tmp_path, 2, ("pids", "memory")).settings(limits) == [("pids.max", "77"), ("memory.max", str(128 * 1024**2))]
+    (tmp_path / "memory.swap.max").write_text("max\n")
+    assert CgroupParent(tmp_path, 2, ("memory",)).settings(limits) == [("memory.max", str(128 * 1024**2)), ("memory.swap.max", "0")]
+    assert CgroupParent(tmp_path, 2, ("pids", "memory")).settings(Limits(processes=None, memory_bytes=None)) == []
+
+
+def test_oom_kills_are_read_from_the_right_file(tmp_path):
+    (tmp_path / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 2\noom_kill 2\n")
+    (tmp_path / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 5\n")
+    assert Cgroup(tmp_path, 2, ("memory",)).oom_kills() == 2
+    assert Cgroup(tmp_path, 1, ("memory",)).oom_kills() == 5
+    assert Cgroup(tmp_path, 1, ("pids",)).oom_kills() == 0
+    assert Cgroup(tmp_path / "gone", 2, ("memory",)).oom_kills() == 0
+
+
+def test_create_child_writes_the_settings_and_cleans_up_on_failure(tmp_path):
+    parent = CgroupParent(tmp_path, 1, ("pids",))
+    child = parent.create_child("run-1-0", Limits(processes=9))
+    assert (tmp_path / "run-1-0" / "pids.max").read_text() == "9"
+    assert child.path == tmp_path / "run-1-0" and child.controllers == ("pids",)
+    (tmp_path / "run-1-1").mkdir()
+    with pytest.raises(FileExistsError):
+        parent.create_child("run-1-1", Limits(processes=9))
