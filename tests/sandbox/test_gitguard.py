@@ -242,6 +242,7 @@ def test_close_releases_the_inotify_descriptor(tmp_path):
     assert guard.mode == "walk"
     with pytest.raises(OSError):
         os.fstat(fd)
+    guard.close()  # idempotent: Sandbox.close may run twice
 
 
 def test_a_workspace_that_is_itself_a_bare_repository_is_protected_at_its_root(tmp_path, mode):
