@@ -260,3 +260,28 @@ def test_create_child_writes_the_settings_and_cleans_up_on_failure(tmp_path):
     (tmp_path / "run-1-1").mkdir()
     with pytest.raises(FileExistsError):
         parent.create_child("run-1-1", Limits(processes=9))
+
+
+class StubbornCgroup:
+    """A cgroup the kernel refuses to remove ``busy`` times (processes, zombies, still in it)."""
+
+    def __init__(self, busy: int) -> None:
+        self.busy = busy
+
+    def try_remove(self) -> bool:
+        self.busy -= 1
+        return self.busy < 0
+
+
+def test_the_janitor_retries_busy_cgroups_until_they_go():
+    from sandbox.limits import CgroupJanitor
+
+    janitor = CgroupJanitor()
+    quick, slow = StubbornCgroup(0), StubbornCgroup(2)
+    janitor.retire(quick)
+    janitor.retire(slow)
+    assert janitor._pending == [slow]  # the quick one went at once
+    janitor.sweep()
+    assert janitor._pending == [slow]
+    janitor.sweep()
+    assert janitor._pending == []
