@@ -282,16 +282,20 @@ def _enable(directory: Path, controllers: tuple[str, ...]) -> None:
             control.write_text(f"+{controller}")
 
 
-def _cgroup_mounts() -> list[tuple[str, int, tuple[str, ...]]]:
-    """(mount point, version, v1 controllers) of cgroup hierarchies, v1 first."""
+def _cgroup_mounts(mountinfo: str | None = None) -> list[tuple[str, int, tuple[str, ...]]]:
+    """(mount point, version, v1 controllers) of cgroup hierarchies, v1 first.
+
+    ``mountinfo``: the text of /proc/self/mountinfo (read when None).
+    """
     v1: list[tuple[str, int, tuple[str, ...]]] = []
     v2: list[tuple[str, int, tuple[str, ...]]] = []
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
-            lines = f.readlines()
-    except OSError:
-        return []
-    for line in lines:
+    if mountinfo is None:
+        try:
+            with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+                mountinfo = f.read()
+        except OSError:
+            return []
+    for line in mountinfo.splitlines():
         left, _, right = line.partition(" - ")
         fields, tail = left.split(), right.split()
         if len(fields) < 5 or len(tail) < 3:

@@ -285,3 +285,24 @@ def test_the_janitor_retries_busy_cgroups_until_they_go():
     assert janitor._pending == [slow]
     janitor.sweep()
     assert janitor._pending == []
+
+
+def test_cgroup_hierarchies_are_found_in_mountinfo():
+    from sandbox.limits import _cgroup_mounts
+
+    mountinfo = "\n".join([
+        "25 1 0:23 / /sys/fs/cgroup rw,relatime - tmpfs cgroup rw,mode=755",  # a tmpfs *named* cgroup
+        "26 25 0:24 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids",
+        "27 25 0:25 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory",
+        "28 25 0:26 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu,cpuacct",  # nothing we use
+        "29 25 0:27 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw,nsdelegate",
+        "30 25 0:28 / /mnt/my\\040cgroup rw - cgroup cgroup rw,memory,pids",
+        "31 1 0:29 / /proc rw - proc proc rw",
+        "broken line",
+    ])  # fmt: skip
+    assert _cgroup_mounts(mountinfo) == [
+        ("/sys/fs/cgroup/pids", 1, ("pids",)),
+        ("/sys/fs/cgroup/memory", 1, ("memory",)),
+        ("/mnt/my cgroup", 1, ("pids", "memory")),
+        ("/sys/fs/cgroup/unified", 2, ()),
+    ]
