@@ -306,3 +306,22 @@ def test_cgroup_hierarchies_are_found_in_mountinfo():
         ("/mnt/my cgroup", 1, ("pids", "memory")),
         ("/sys/fs/cgroup/unified", 2, ()),
     ]
+
+
+def test_cgroup_edge_cases(tmp_path):
+    (tmp_path / "memory.events").write_text("low 0\nhigh 0\n")  # a kernel without oom_kill counters
+    assert Cgroup(tmp_path, 2, ("memory",)).oom_kills() == 0
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "cgroup.procs").write_text("1\n")  # not empty: rmdir fails as with live processes
+    assert Cgroup(busy).try_remove() is False and busy.exists()
+    (busy / "cgroup.procs").unlink()
+    assert Cgroup(busy).try_remove() is True and not busy.exists()
+    assert Cgroup(busy).try_remove() is True  # already gone counts as removed
+
+
+def test_no_memory_limit_means_no_memory_cgroup():
+    from sandbox.limits import find_cgroup_parents
+
+    parents, fallback = find_cgroup_parents(Limits(processes=None, memory_bytes=None), as_root=True)
+    assert parents == () and fallback is None
