@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from sandbox.config import DEFAULT_PROTECTED_PATHS
+
 from abhed.approval import Rule
 
 
@@ -54,9 +56,11 @@ class SandboxSettings(_Section):
     env_passthrough: list[str] = []
     ro_binds: list[Path] = []
     rw_binds: list[Path] = []
-    protected_paths: list[str] = [".git/hooks/", ".git/config", ".git/modules/", ".abhed/"]
+    protected_paths: list[str] = list(DEFAULT_PROTECTED_PATHS)
     max_processes: int | None = Field(1024, ge=1)
     max_file_bytes: int | None = Field(2 * 1024**3, ge=0)
+    max_memory_bytes: int | None = Field(4 * 1024**3, ge=64 * 1024**2)  # per command; see sandbox.Limits
+    disk_reserve_bytes: int | None = Field(1024**3, ge=0)  # free space kept on the workspace's filesystem
 
 
 class ApprovalConfig(_Section):

@@ -13,6 +13,11 @@ changes on the machine hit all three alike:
 Prints the median (and p90) per call, and the overhead of bwrap over none -- the cost of
 the sandbox itself -- side by side with the ratio. Goal: median overhead under 10 ms.
 Timing lives here only; the test suites never assert durations.
+
+``--tree N`` first fills the workspace with N files (10 per directory, in a git repository)
+so the per-call cost of the git guard (sandbox.gitguard: the scan for repositories the
+command created) is part of the bwrap figures, and times that scan on its own beside
+``find -name .git`` over the same tree (what a naive full scan would cost).
 """
 
 from __future__ import annotations
@@ -67,16 +72,55 @@ def _once(path: str, command: str, workspace: Path, none: sandbox.Sandbox, bwrap
         raise SystemExit(f"{path}: {command!r} failed ({result.exit_code}): {result.output}")
 
 
+def make_tree(root: Path, files: int) -> None:
+    """``files`` small files, 10 per directory, 10 directories per directory, under a git repository."""
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    for n in range(files):
+        directory = root.joinpath(*[f"d{(n // 10 // 10**level) % 10}" for level in range(max(1, len(str(max(files // 10, 1)))))][::-1])
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / f"f{n}.txt").write_text("x\n")
+
+
+def guard_bench(root: Path, files: int, runs: int) -> None:
+    from sandbox.gitguard import GitGuard
+
+    dirs = sum(1 for _ in os.walk(root))
+    started = time.perf_counter()
+    guard = GitGuard.start(root)
+    first = (time.perf_counter() - started) * 1000
+    time.sleep(GitGuardRecent)  # let every directory's ctime age past the "recent" window
+    guard.check()  # the first check after start still lists what was recent
+    checks, finds = [], []
+    for _ in range(runs):
+        started = time.perf_counter()
+        guard.check()
+        checks.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        subprocess.run(["find", str(root), "-name", ".git"], capture_output=True, check=True)
+        finds.append((time.perf_counter() - started) * 1000)
+    check, find = statistics.median(checks), statistics.median(finds)
+    print(f"git guard on {files} files in {dirs} directories: first scan {first:.1f} ms; per call (nothing changed) "
+          f"median {check:.2f} ms, p90 {percentile(checks, 0.9):.2f} ms; `find -name .git` median {find:.2f} ms "
+          f"(guard/find ratio {check / find:.2f})")
+
+
+GitGuardRecent = 0.3
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--command", action="append", help="command to time (repeatable); default: a trivial and a small one")
     parser.add_argument("--no-process-limit", action="store_true", help="limits.processes=None (as root: no pids cgroup)")
+    parser.add_argument("--tree", type=int, default=0, metavar="FILES", help="fill the workspace with FILES files first")
     args = parser.parse_args()
     limits = sandbox.Limits(processes=None) if args.no_process_limit else sandbox.Limits()
     config = sandbox.SandboxConfig(limits=limits)
     workspace = Path(tempfile.mkdtemp(prefix="abhed-bench-"))
     (workspace / "sub").mkdir()
+    if args.tree:
+        make_tree(workspace, args.tree)
+        guard_bench(workspace, args.tree, runs=min(args.runs, 30))
     report = sandbox.probe(config, workspace)
     print(f"Sandbox benchmark: uid {os.getuid()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; {args.runs} runs per path")
     for line in report.details:

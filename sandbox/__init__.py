@@ -13,15 +13,24 @@ What a sandboxed command can do (bwrap backend, the default)
 - Nothing else: no ``/root``, ``/home``, host ``/tmp``, ``/var``, ``/run`` (docker.sock, dbus),
   ``/sys``; no network (own loopback only) unless ``allow_network``; no capabilities,
   ``no_new_privs`` (setuid binaries gain nothing), no nested user namespaces, no controlling
-  terminal and no TIOCSTI/TIOCLINUX (seccomp); a clean environment
+  terminal and no TIOCSTI/TIOCLINUX, no set-uid/set-gid bits on any file it creates or
+  changes, no kernel keyring (seccomp, see sandbox/seccomp.py); a clean environment
   (PATH, HOME, TMPDIR, LANG=C.UTF-8, TERM=dumb, PAGER=cat, GIT_PAGER=cat, GIT_EDITOR=true,
   GIT_TERMINAL_PROMPT=0, plus ``env_passthrough``).
 - Protected workspace paths (default ``.git/hooks/``, ``.git/config``, ``.git/modules/``,
-  ``.abhed/``) are read-only, cannot be created when missing, and ``.git`` cannot be renamed
-  or replaced (see sandbox/protect.py).
-- Limits: processes (per sandbox; as host root also a pids cgroup), file size, open files,
-  core dumps (see ``Limits``). Everything the command started dies when it ends, times out,
-  or when Abhed dies (pid namespace + ``--die-with-parent``).
+  ``.git/info/``, ``.abhed/``; plus config, hooks/, info/, modules/ and commondir of every
+  other repository present at the start) are read-only, cannot be created when missing,
+  and ``.git`` cannot be renamed or replaced (see sandbox/protect.py).
+- Git repositories the command creates (nested ``.git``, ``.git`` files and symlinks, bare
+  repositories, a new ``commondir``) are quarantined after every command and at close, so
+  git on the host runs nothing the session wrote (see sandbox/gitguard.py).
+- Limits: processes (per sandbox; as host root also a pids cgroup), memory (a memory
+  cgroup when one can be made, else RLIMIT_DATA), file size, open files, core dumps, a
+  disk reserve on the workspace's filesystem (see ``Limits``); rlimits are hard limits.
+  Everything the command started dies when it ends, times out, or when Abhed dies (pid
+  namespace + ``--die-with-parent``).
+- Every channel back to Abhed is bounded: output (head + tail), the control pipe (16 +
+  8192 bytes kept, the rest dropped and noted), background logs (RLIMIT_FSIZE).
 - Fail closed: if bwrap is missing, refused, or cannot build the sandbox, the command does
   not run and an error says what to fix; it never falls back to running unconfined.
 
@@ -39,7 +48,8 @@ ro_binds=(), rw_binds=(), hidden_paths=(), protected_paths=DEFAULT_PROTECTED_PAT
 limits=Limits(), tmp_size_bytes=1 GiB)`` -- frozen, validated (``ConfigError``).
 
 ``Limits(processes=1024, file_size_bytes=2 GiB, open_files=4096, address_space_bytes=None,
-cpu_seconds=None, core_dump_bytes=0)`` -- ``None`` keeps the inherited limit.
+cpu_seconds=None, core_dump_bytes=0, memory_bytes=4 GiB, disk_reserve_bytes=1 GiB)`` --
+``None`` keeps the inherited limit (no reserve for ``disk_reserve_bytes``).
 
 ``Sandbox(config, workspace, *, environ=None)`` -- one per session; inspects the host once.
 
@@ -48,12 +58,15 @@ cpu_seconds=None, core_dump_bytes=0)`` -- ``None`` keeps the inherited limit.
 - ``.start_background(command, *, cwd, log_path) -> BackgroundJob`` -- output to ``log_path``,
   a new file (absolute, created exclusively, never through a symlink). Returns once started.
 - ``.resolve_cwd(path) -> Path`` -- real path inside the workspace, else ``PathError``.
-- ``.jobs()``, ``.job(id)``, ``.describe() -> list[str]``, ``.close()`` (stops every job;
-  also a context manager).
+- ``.jobs()``, ``.job(id)``, ``.describe() -> list[str]``, ``.check_git() -> list[str]``
+  (quarantine repositories the sandbox created; runs after every command anyway),
+  ``.close() -> list[str]`` (stops every job, then check_git; also a context manager).
 
 ``Result``: ``exit_code`` (int; 128+N for signal N; None only if ``timed_out``),
 ``timed_out``, ``head``, ``tail``, ``omitted_chars``, ``omitted_lines``, ``duration_s``,
-``backend``, ``final_cwd``; properties ``output`` (head + "[... N characters (M lines)
+``backend``, ``final_cwd``, ``notes`` (what the sandbox did about the command: a repository
+quarantined, the control pipe flooded, the memory limit or disk reserve reached -- show them
+with the output); properties ``output`` (head + "[... N characters (M lines)
 omitted from the middle of the output ...]" + tail), ``truncated``, ``sandboxed``,
 ``warning`` (``UNSANDBOXED_WARNING`` for backend none, else None).
 
@@ -72,7 +85,7 @@ each call is a fresh shell. The command can forge the report, so re-check with
 ``started_at``, ``sandboxed``; ``.poll() -> JobStatus``, ``.stop() -> JobStatus``
 (idempotent; kills the job and everything it started). ``JobStatus``: ``job_id``,
 ``running``, ``exit_code`` (once it ended by itself), ``stopped``, ``log_path``,
-``log_bytes``. A log grows at most to ``limits.file_size_bytes`` (the writer gets SIGXFSZ).
+``log_bytes``, ``note`` (why the sandbox stopped it: the disk reserve). A log grows at most to ``limits.file_size_bytes`` (the writer gets SIGXFSZ).
 Jobs end when stopped, when the Sandbox closes, or when this process dies.
 
 Module functions: ``run(command, *, workspace, cwd, timeout_s, config,
@@ -80,7 +93,8 @@ output_limit_chars=None)`` (one-shot Sandbox), ``start_background(command, *, sa
 log_path)``, ``poll(job)``, ``stop(job)``, ``probe(config=None, workspace=None) ->
 ProbeReport(ok, backend, summary, details)`` (never raises for an unusable backend).
 
-Errors (all ``SandboxError``): ``ConfigError``, ``PathError``, ``BackendUnavailable``
+Errors (all ``SandboxError``): ``ConfigError``, ``PathError``, ``DiskReserveReached`` (the
+workspace's filesystem is below the reserve; nothing ran), ``BackendUnavailable``
 (incl. ``UserNamespacesUnavailable``: says which sysctl/AppArmor setting to change, or to
 choose backend 'none' knowingly), ``SandboxSetupError`` (bwrap's message in ``.detail``).
 A non-zero exit is never an error.
@@ -114,14 +128,13 @@ Not covered (residual risks; the host side must keep them in mind)
   inside the sandbox, but host tools (Abhed's own read/write/edit, the operator's editor)
   must resolve paths and refuse those leading out of the workspace.
 - Anything the operator later runs from the workspace runs model-written content: build
-  files, scripts, ``.envrc``, editor settings, nested git repositories' hooks,
-  ``.git/rebase-merge`` todo lists. ``.git/commondir`` cannot be protected without breaking
-  git (git treats an empty or unreadable one as fatal); it is absent in normal repositories,
-  and its appearance means someone is redirecting git.
+  files, scripts, ``.envrc``, editor settings, ``.git/rebase-merge`` todo lists. Git itself
+  is covered (protection mounts + quarantine), except while a background job still runs:
+  a repository it creates is quarantined at the next command or at close.
 - ``allow_network`` also exposes host abstract Unix sockets; Unix sockets that host
   programs create inside the workspace or the binds are reachable in any case.
-- No memory limit by default (``Limits.address_space_bytes`` breaks JVMs/Go/Node); the host
-  OOM killer is the bound. /tmp is size-capped.
+- Without a memory cgroup the memory cap is RLIMIT_DATA per process, not per command.
+  The disk reserve is polled every 50 ms. /tmp is size-capped (and counts as memory).
 - Secrets under /etc are found when the Sandbox is created; a secret added later is hidden
   from the next session on.
 - Host root: the sandbox's root is still host uid 0, so it can read root-owned files that
@@ -140,6 +153,7 @@ from sandbox.config import DEFAULT_PROTECTED_PATHS, Limits, SandboxConfig
 from sandbox.errors import (
     BackendUnavailable,
     ConfigError,
+    DiskReserveReached,
     PathError,
     SandboxError,
     SandboxSetupError,
@@ -154,6 +168,7 @@ __all__ = [
     "BackendUnavailable",
     "BackgroundJob",
     "ConfigError",
+    "DiskReserveReached",
     "JobStatus",
     "Limits",
     "PathError",

@@ -77,8 +77,11 @@ def bwrap_argv(plan: BwrapPlan) -> list[str]:
     argv += ["--info-fd", str(plan.info_fd)]
     # ...while the sandbox waits on this fd, so nothing runs before the limits are in place.
     argv += ["--block-fd", str(plan.block_fd)]
-    # Seccomp filter refusing the TIOCSTI/TIOCLINUX ioctls. (bwrap always sets no_new_privs,
-    # so setuid binaries cannot raise privileges; the escape suite checks both.)
+    # Seccomp filter (sandbox.seccomp): refuses the TIOCSTI/TIOCLINUX ioctls, any set-uid/
+    # set-gid bit in chmod/fchmod/fchmodat/fchmodat2/open/openat/creat/mknod/mknodat modes
+    # (the workspace is not nosuid on the host), openat2 and io_uring (they would bypass the
+    # mode check), the keyring syscalls and the x32 ABI. bwrap always sets no_new_privs, so
+    # setuid binaries cannot raise privileges inside; the escape suite checks all of these.
     argv += ["--seccomp", str(plan.seccomp_fd)]
 
     # -- Environment ------------------------------------------------------------------------

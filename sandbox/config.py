@@ -23,8 +23,9 @@ GiB = 1024**3
 #   .git/hooks/   hooks run on the HOST the next time anyone runs git there.
 #   .git/config   core.hooksPath, core.fsmonitor, filter drivers, aliases: host code execution.
 #   .git/modules/ submodule git dirs, each with its own hooks/ and config.
+#   .git/info/    attributes (filter/diff drivers by name), exclude, sparse-checkout, grafts.
 #   .abhed/       Abhed's own per-project configuration (approval rules live there).
-DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (".git/hooks/", ".git/config", ".git/modules/", ".abhed/")
+DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (".git/hooks/", ".git/config", ".git/modules/", ".git/info/", ".abhed/")
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -52,6 +53,16 @@ class Limits:
     cpu_seconds       RLIMIT_CPU per process; off by default (the wall-clock timeout covers
                       foreground commands; servers in background mode should not be CPU-killed).
     core_dump_bytes   RLIMIT_CORE; 0 so crashes do not drop core files into the workspace.
+    memory_bytes      memory of the whole command (every process, and the files it keeps in
+                      its private /tmp): memory.max of a per-command memory cgroup (cgroup v2,
+                      or memory.limit_in_bytes on v1) when Abhed can create one (as host root,
+                      or in a delegated cgroup v2 subtree); the kernel then kills a process
+                      of the command and the Result says so. Otherwise RLIMIT_DATA per
+                      process (heap and private writable mappings, not reserved-only address
+                      space, so JVMs/Go/Node still start): allocations past it fail.
+    disk_reserve_bytes  free space to keep on the workspace's filesystem: a command that
+                      brings it below this is stopped (checked every ``DISK_CHECK_S``) and the
+                      Result says so; a command is refused from the start when it already is.
     """
 
     processes: int | None = 1024
@@ -60,9 +71,12 @@ class Limits:
     address_space_bytes: int | None = None
     cpu_seconds: int | None = None
     core_dump_bytes: int | None = 0
+    memory_bytes: int | None = 4 * GiB
+    disk_reserve_bytes: int | None = 1 * GiB
 
     def __post_init__(self) -> None:
-        for name in ("processes", "file_size_bytes", "open_files", "address_space_bytes", "cpu_seconds", "core_dump_bytes"):
+        for name in ("processes", "file_size_bytes", "open_files", "address_space_bytes", "cpu_seconds", "core_dump_bytes",
+                     "memory_bytes", "disk_reserve_bytes"):
             value = getattr(self, name)
             if value is None:
                 continue
@@ -71,6 +85,11 @@ class Limits:
         if self.open_files is not None and self.open_files < 256:
             raise ConfigError(
                 f"limits.open_files must be at least 256 (the launcher keeps its control pipe at fd 200), got {self.open_files}."
+            )
+        if self.memory_bytes is not None and self.memory_bytes < 64 * 1024**2:
+            raise ConfigError(
+                f"limits.memory_bytes must be at least 64 MiB (the shell and the sandbox's setup need memory too), "
+                f"got {self.memory_bytes}; use None for no memory limit."
             )
         if self.processes == 0:
             raise ConfigError("limits.processes must be at least 1 (the command itself is a process); use None for no limit.")

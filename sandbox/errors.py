@@ -11,6 +11,8 @@ Hierarchy (all are ``SandboxError``):
 - ``BackendUnavailable``: the chosen backend cannot run on this host (bwrap missing, microvm
   not built, host root without a pids cgroup, ...); nothing was run.
   - ``UserNamespacesUnavailable``: the kernel refuses unprivileged user namespaces.
+- ``DiskReserveReached``: the workspace's filesystem is below ``limits.disk_reserve_bytes``;
+  nothing was run.
 - ``SandboxSetupError``: bwrap failed to build the sandbox for this one command; the
   command did NOT run (fail closed: it never falls back to running unconfined).
 """
@@ -36,6 +38,10 @@ class BackendUnavailable(SandboxError):
 
 class UserNamespacesUnavailable(BackendUnavailable):
     """bwrap could not create a user namespace (disabled by sysctl, AppArmor or nesting limits)."""
+
+
+class DiskReserveReached(SandboxError):
+    """The workspace's filesystem has less free space than the configured reserve."""
 
 
 class SandboxSetupError(SandboxError):

@@ -8,13 +8,14 @@ it knows how to kill everything the command started and how to release what it h
 from __future__ import annotations
 
 import json
+import math
 import os
 import select
 import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import count
 from pathlib import Path
@@ -23,10 +24,10 @@ from sandbox.bwrap import BwrapPlan, bwrap_argv, bwrap_version, locate_bwrap, se
 from sandbox.config import SandboxConfig
 from sandbox.errors import ConfigError, SandboxSetupError
 from sandbox.hostview import scan_host
-from sandbox.limits import CgroupJanitor, PidsCgroup, apply_rlimits, effective_rlimits, find_pids_cgroup_parent, runs_as_host_root
+from sandbox.limits import Cgroup, CgroupJanitor, apply_rlimits, effective_rlimits, find_cgroup_parents, runs_as_host_root
 from sandbox.output import OutputCollector
 from sandbox.protect import protection_mounts
-from sandbox.seccomp import tty_injection_filter
+from sandbox.seccomp import syscall_filter
 from sandbox.shell import SANDBOX_HOME, find_shell, sandbox_env, wrapper_script
 
 # How long bwrap may take to build a sandbox before we call it broken (it takes ms).
@@ -38,6 +39,8 @@ DRAIN_S = 1.0
 # How long to wait for the kernel to empty a killed sandbox's pid namespace (it is
 # synchronous and instant in practice; the bound only guards against a stuck process).
 TEARDOWN_S = 10.0
+# How often a running command's watch (the disk reserve) is checked.
+WATCH_S = 0.05
 
 
 @dataclass
@@ -48,9 +51,10 @@ class Spawned:
     ctl_r: int  # our end of the control pipe (shell.wrapper_script)
     exit_pidfd: int  # becomes readable when popen's process exits
     init_pidfd: int | None = None  # bwrap: the sandbox's pid 1; killing it ends the sandbox
-    cgroup: PidsCgroup | None = None
-    janitor: CgroupJanitor | None = None  # removes ``cgroup`` once the kernel allows it
+    cgroups: tuple[Cgroup, ...] = ()
+    janitor: CgroupJanitor | None = None  # removes ``cgroups`` once the kernel allows it
     returncode: int | None = field(default=None)
+    oom_kills: int = 0  # processes the memory cgroup's OOM killer ended (known after finish)
 
     def has_exited(self) -> bool:
         ready, _, _ = _select([self.exit_pidfd], 0)
@@ -96,12 +100,44 @@ class Spawned:
         else:
             # none backend: SIGKILL is asynchronous; wait until the process group is empty.
             _wait_until_group_gone(self.popen.pid, TEARDOWN_S)
-        if self.cgroup is not None and self.janitor is not None:
-            self.janitor.retire(self.cgroup)
-            self.cgroup = None
+        self.oom_kills = sum(c.oom_kills() for c in self.cgroups)
+        if self.janitor is not None:
+            for cgroup in self.cgroups:
+                self.janitor.retire(cgroup)
+        self.cgroups = ()
         for fd in (self.exit_pidfd, self.ctl_r):
             _close(fd)
         self.exit_pidfd = self.ctl_r = -1
+
+
+# The control pipe carries "R" and, at exit, "\0C" + a path (at most PATH_MAX bytes). The
+# command can write anything into it; we keep its first and last bytes and count the rest,
+# so a flood (``head -c 1500M /dev/zero >&200``) costs CPU time, never memory.
+CONTROL_HEAD_BYTES = 16
+CONTROL_TAIL_BYTES = 8192
+
+
+class ControlBuffer:
+    """The control pipe's bytes, bounded: the head, the tail, and how many were dropped between."""
+
+    def __init__(self) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def feed(self, data: bytes) -> None:
+        room = CONTROL_HEAD_BYTES - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        self.tail += data
+        excess = len(self.tail) - CONTROL_TAIL_BYTES
+        if excess > 0:
+            del self.tail[:excess]
+            self.dropped += excess
+
+    def value(self) -> bytes:
+        return bytes(self.head + self.tail)
 
 
 @dataclass(frozen=True)
@@ -109,13 +145,24 @@ class Collected:
     control: bytes
     timed_out: bool
     exit_code: int | None  # None when timed out
+    control_dropped: int = 0  # bytes the command wrote on the control pipe beyond the bound
+    notes: tuple[str, ...] = ()  # why the launcher stopped the command early, if it did
+    oom_kills: int = 0  # processes the memory cgroup's OOM killer ended
 
 
-def collect(spawned: Spawned, out_r: int, collector: OutputCollector, deadline: float) -> Collected:
-    """Read output and control data until the command is over; kill it at ``deadline``."""
-    control = bytearray()
+def collect(
+    spawned: Spawned, out_r: int, collector: OutputCollector, deadline: float, watch: Callable[[], str | None] | None = None
+) -> Collected:
+    """Read output and control data until the command is over; kill it at ``deadline``.
+
+    ``watch`` is called every ``WATCH_S`` while the command runs; when it returns a reason,
+    the command is killed and the reason becomes a note (the disk reserve uses this).
+    """
+    control = ControlBuffer()
+    notes: list[str] = []
     timed_out = exited = False
     drain_until: float | None = None
+    next_watch = time.monotonic() + WATCH_S if watch is not None else math.inf
     with selectors.DefaultSelector() as sel:
         sel.register(out_r, selectors.EVENT_READ, "out")
         sel.register(spawned.ctl_r, selectors.EVENT_READ, "ctl")
@@ -131,7 +178,13 @@ def collect(spawned: Spawned, out_r: int, collector: OutputCollector, deadline: 
                 drain_until = now + DRAIN_S
             if drain_until is not None and now >= drain_until:
                 break  # a process we cannot see still holds the pipe (none backend): stop reading
-            wait = (drain_until if drain_until is not None else deadline) - now
+            if watch is not None and not exited and now >= next_watch:
+                next_watch = now + WATCH_S
+                reason = watch()
+                if reason is not None and not notes:
+                    notes.append(reason)
+                    spawned.kill()
+            wait = min(drain_until if drain_until is not None else deadline, next_watch) - now
             for key, _ in sel.select(max(0.0, wait)):
                 if key.data == "exit":
                     exited = True
@@ -146,9 +199,9 @@ def collect(spawned: Spawned, out_r: int, collector: OutputCollector, deadline: 
                 elif key.data == "out":
                     collector.feed(data)
                 else:
-                    control += data
+                    control.feed(data)
     code = spawned.finish()
-    return Collected(bytes(control), timed_out, None if timed_out else code)
+    return Collected(control.value(), timed_out, None if timed_out else code, control.dropped, tuple(notes), spawned.oom_kills)
 
 
 class BwrapLauncher:
@@ -163,43 +216,64 @@ class BwrapLauncher:
         self.ro_binds, self.rw_binds = ro_binds, rw_binds
         self.bwrap = locate_bwrap(config.bwrap_path, writable_roots=(workspace, *(Path(os.path.realpath(p)) for p in rw_binds)))
         self.version = bwrap_version(self.bwrap)
-        self.seccomp = tty_injection_filter()
+        self.seccomp = syscall_filter()
         as_root = runs_as_host_root()
         self.view = scan_host(config.hidden_paths, as_root=as_root)
         self.shell = find_shell()
         self.env = sandbox_env(config, home=SANDBOX_HOME, tmpdir="/tmp", environ=environ)
-        self.rlimits = effective_rlimits(config.limits)
-        self.cgroup_parent = None
-        if config.limits.processes is not None and as_root:
-            self.cgroup_parent = find_pids_cgroup_parent()
+        # As root a pids cgroup is required (fail closed); a memory cgroup when one can be made,
+        # else the memory cap falls back to RLIMIT_DATA (sandbox.limits).
+        self.cgroup_parents, self.memory_fallback = find_cgroup_parents(config.limits, as_root=as_root)
+        memory_cgroup = any("memory" in p.controllers for p in self.cgroup_parents)
+        self.rlimits = effective_rlimits(config.limits, include_memory=not memory_cgroup)
         self.resolv_conf = _resolv_conf_target() if config.allow_network else None
         self._names = count()
         self._janitor = CgroupJanitor()
+        self.extra_protected: tuple[str, ...] = ()  # the session's nested repositories (sandbox.gitguard)
 
     def close(self) -> None:
         self._janitor.close()
 
     def describe(self) -> list[str]:
+        limits = self.config.limits
         limit = "none (limits.processes=None)"
-        if self.config.limits.processes is not None:
-            limit = f"{self.config.limits.processes} (RLIMIT_NPROC per sandbox user namespace"
-            if self.cgroup_parent is not None:
-                limit += f", plus pids cgroup v{self.cgroup_parent.version} at {self.cgroup_parent.path} as host root"
+        if limits.processes is not None:
+            limit = f"{limits.processes} (RLIMIT_NPROC per sandbox user namespace"
+            for parent in self.cgroup_parents:
+                if "pids" in parent.controllers:
+                    limit += f", plus pids cgroup v{parent.version} at {parent.path} as host root"
             limit += ")"
+        memory = "none (limits.memory_bytes=None)"
+        if limits.memory_bytes is not None:
+            memory = f"{limits.memory_bytes} bytes per command (RLIMIT_DATA per process: {self.memory_fallback})"
+            for parent in self.cgroup_parents:
+                if "memory" in parent.controllers:
+                    memory = f"{limits.memory_bytes} bytes per command (memory cgroup v{parent.version} at {parent.path})"
         return [
             f"bwrap: {self.bwrap} (bubblewrap {'.'.join(map(str, self.version))})",
             f"shell: {self.shell.path}",
             f"network: {'host network shared (allow_network)' if self.config.allow_network else 'none (own loopback only)'}",
             f"process limit: {limit}",
+            f"memory limit: {memory}",
             f"hidden host paths: {len(self.view.hidden)} (readable here but not world-readable under /etc, plus hidden_paths)",
         ]
 
     def spawn(self, command: str, *, cwd: Path, out_fd: int, report_cwd: bool) -> Spawned:
-        protected = protection_mounts(self.workspace, self.config.protected_paths)
-        cgroup = None
-        if self.cgroup_parent is not None:
+        protected = protection_mounts(self.workspace, self.config.protected_paths + self.extra_protected)
+        cgroups: list[Cgroup] = []
+        if self.cgroup_parents:
             self._janitor.sweep()
-            cgroup = self.cgroup_parent.create_child(f"run-{os.getpid()}-{next(self._names)}", self.config.limits.processes)
+            name = f"run-{os.getpid()}-{next(self._names)}"
+            try:
+                for parent in self.cgroup_parents:
+                    cgroups.append(parent.create_child(name, self.config.limits))
+            except OSError as exc:
+                for cgroup in cgroups:
+                    self._janitor.retire(cgroup)
+                raise SandboxSetupError(
+                    f"Could not create the command's cgroup under {parent.path} ({exc.strerror or exc}); the command "
+                    "did not run. Run 'abhed doctor'; if cgroups are not writable, run Abhed as an unprivileged user."
+                ) from exc
         ours: list[int] = []
         theirs: list[int] = []
         try:
@@ -243,13 +317,13 @@ class BwrapLauncher:
         except BaseException:
             for fd in ours:
                 _close(fd)
-            if cgroup is not None:
+            for cgroup in cgroups:
                 self._janitor.retire(cgroup)
             raise
         finally:
             for fd in theirs:
                 _close(fd)
-        spawned = Spawned(popen, ctl_r, os.pidfd_open(popen.pid), cgroup=cgroup, janitor=self._janitor)
+        spawned = Spawned(popen, ctl_r, os.pidfd_open(popen.pid), cgroups=tuple(cgroups), janitor=self._janitor)
         try:
             limited = self._limit_sandbox(spawned, info_r)
         except BaseException:
@@ -290,8 +364,10 @@ class BwrapLauncher:
         spawned.init_pidfd = pidfd
         try:
             apply_rlimits(child, self.rlimits)
-            if spawned.cgroup is not None:
-                spawned.cgroup.add(child)
+            for cgroup in spawned.cgroups:
+                cgroup.add(child)
+        except ProcessLookupError:
+            return False  # bwrap's child died meanwhile (a failed setup): nothing runs, bwrap says why
         except OSError as exc:
             raise SandboxSetupError(
                 f"Could not apply the resource limits to the sandbox ({exc}); the command did not run. "

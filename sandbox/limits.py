@@ -1,4 +1,8 @@
-"""Resource limits: rlimits on the sandbox's first process, plus a pids cgroup for host root.
+"""Resource limits: rlimits on the sandbox's first process, plus per-command cgroups.
+
+Cgroups: a pids cgroup for host root (below), and a memory cgroup whenever one can be
+created (host root, or a delegated cgroup v2 subtree) for ``Limits.memory_bytes``; without
+one, the memory cap is RLIMIT_DATA per process instead.
 
 How limits reach the command: bwrap reports the host pid of the sandbox's pid 1 on its
 ``--info-fd`` and then waits on ``--block-fd``. The launcher sets the rlimits on that process
@@ -33,6 +37,7 @@ from sandbox.errors import BackendUnavailable
 
 _RLIMITS: tuple[tuple[str, int], ...] = (
     ("processes", resource.RLIMIT_NPROC),
+    ("memory_bytes", resource.RLIMIT_DATA),  # only when no memory cgroup enforces it
     ("file_size_bytes", resource.RLIMIT_FSIZE),
     ("open_files", resource.RLIMIT_NOFILE),
     ("address_space_bytes", resource.RLIMIT_AS),
@@ -43,12 +48,19 @@ _RLIMITS: tuple[tuple[str, int], ...] = (
 CGROUP_DIR_NAME = "abhed-sandbox"
 
 
-def effective_rlimits(limits: Limits, *, include_processes: bool = True) -> tuple[tuple[int, int], ...]:
-    """(resource, value) pairs to set as both soft and hard limit, capped at our hard limits."""
+def effective_rlimits(limits: Limits, *, include_processes: bool = True, include_memory: bool = True) -> tuple[tuple[int, int], ...]:
+    """(resource, value) pairs to set as both soft and hard limit, capped at our hard limits.
+
+    Both: a soft limit alone could be raised back by the command itself (``ulimit -f
+    unlimited``); the hard one can only be lowered, and nobody in the sandbox has
+    CAP_SYS_RESOURCE to raise it.
+    """
     pairs = []
     for name, res in _RLIMITS:
         value = getattr(limits, name)
         if value is None or (res == resource.RLIMIT_NPROC and not include_processes):
+            continue
+        if res == resource.RLIMIT_DATA and not include_memory:
             continue
         _soft, hard = resource.getrlimit(res)
         if hard != resource.RLIM_INFINITY:
@@ -78,21 +90,41 @@ def runs_as_host_root() -> bool:
 
 
 @dataclass(frozen=True)
-class PidsCgroupParent:
-    """The directory under which each sandboxed command gets its own pids cgroup."""
+class CgroupParent:
+    """The directory under which each sandboxed command gets its own cgroup, in one hierarchy.
+
+    cgroup v1 has one hierarchy per controller (pids and memory are separate parents);
+    v2 has one hierarchy serving both.
+    """
 
     path: Path
     version: int  # 1 or 2
+    controllers: tuple[str, ...]  # which of "pids", "memory" this parent's children limit
 
-    def create_child(self, name: str, max_pids: int) -> PidsCgroup:
+    def settings(self, limits: Limits) -> list[tuple[str, str]]:
+        """(control file, value) pairs a child gets for ``limits``."""
+        out: list[tuple[str, str]] = []
+        if "pids" in self.controllers and limits.processes is not None:
+            out.append(("pids.max", str(limits.processes)))
+        if "memory" in self.controllers and limits.memory_bytes is not None:
+            if self.version == 2:
+                out.append(("memory.max", str(limits.memory_bytes)))
+                if (self.path / "memory.swap.max").exists():
+                    out.append(("memory.swap.max", "0"))  # the cap is on memory, not memory + swap
+            else:
+                out.append(("memory.limit_in_bytes", str(limits.memory_bytes)))
+        return out
+
+    def create_child(self, name: str, limits: Limits) -> Cgroup:
         child = self.path / name
         child.mkdir(mode=0o755)
         try:
-            (child / "pids.max").write_text(str(max_pids))
+            for control, value in self.settings(limits):
+                (child / control).write_text(value)
         except OSError:
             child.rmdir()
             raise
-        return PidsCgroup(child)
+        return Cgroup(child, self.version, self.controllers)
 
     def remove_stale_children(self) -> None:
         """Drop empty cgroups left by Abhed processes that died without cleaning up."""
@@ -106,11 +138,28 @@ class PidsCgroupParent:
 
 
 @dataclass(frozen=True)
-class PidsCgroup:
+class Cgroup:
     path: Path
+    version: int = 1
+    controllers: tuple[str, ...] = ("pids",)
 
     def add(self, pid: int) -> None:
         (self.path / "cgroup.procs").write_text(str(pid))
+
+    def oom_kills(self) -> int:
+        """How many processes the kernel killed here for exceeding the memory limit."""
+        if "memory" not in self.controllers:
+            return 0
+        name = "memory.events" if self.version == 2 else "memory.oom_control"
+        try:
+            text = (self.path / name).read_text()
+        except OSError:
+            return 0
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value)
+        return 0
 
     def try_remove(self) -> bool:
         """rmdir if the kernel lets us (EBUSY while any process, zombies included, remains)."""
@@ -134,10 +183,10 @@ class CgroupJanitor:
     """
 
     def __init__(self) -> None:
-        self._pending: list[PidsCgroup] = []
+        self._pending: list[Cgroup] = []
         self._lock = threading.Lock()
 
-    def retire(self, cgroup: PidsCgroup) -> None:
+    def retire(self, cgroup: Cgroup) -> None:
         if not cgroup.try_remove():
             with self._lock:
                 self._pending.append(cgroup)
@@ -156,68 +205,107 @@ class CgroupJanitor:
             time.sleep(0.01)
 
 
-def find_pids_cgroup_parent() -> PidsCgroupParent:
-    """Locate (or create) ``abhed-sandbox/`` at the top of a pids-capable cgroup hierarchy.
+def find_cgroup_parent(controller: str) -> CgroupParent:
+    """Locate (or create) ``abhed-sandbox/`` at the top of a hierarchy offering ``controller``.
 
-    Raises BackendUnavailable with what was tried when there is none we can write to.
+    Raises CgroupUnavailable, listing what was tried, when there is none we can write to.
     """
     reasons: list[str] = []
-    for mount_point, version in _cgroup_mounts():
+    for mount_point, version, controllers in _cgroup_mounts():
+        if controller not in controllers and version == 1:
+            continue
         top = Path(mount_point)
         try:
             if version == 2:
-                if "pids" not in (top / "cgroup.controllers").read_text().split():
-                    reasons.append(f"{top}: the pids controller is not available in this cgroup v2 hierarchy")
+                available = (top / "cgroup.controllers").read_text().split()
+                if controller not in available:
+                    reasons.append(f"{top}: the {controller} controller is not available in this cgroup v2 hierarchy")
                     continue
-                _enable_pids(top)
+                controllers = tuple(c for c in ("pids", "memory") if c in available)
+                _enable(top, controllers)
             parent = top / CGROUP_DIR_NAME
             parent.mkdir(mode=0o755, exist_ok=True)
             if version == 2:
-                _enable_pids(parent)
+                _enable(parent, controllers)
             if not os.access(parent, os.W_OK):
                 raise PermissionError(errno.EACCES, "not writable", str(parent))
-            result = PidsCgroupParent(parent, version)
+            result = CgroupParent(parent, version, tuple(c for c in ("pids", "memory") if c in controllers))
             result.remove_stale_children()
             return result
         except OSError as exc:
             reasons.append(f"{top}: {exc.strerror or exc}")
     if not reasons:
-        reasons.append("no cgroup v1 'pids' or cgroup v2 hierarchy is mounted (see /proc/self/mountinfo)")
-    raise BackendUnavailable(
-        "bwrap backend not available on this host: Abhed runs as host root, and the kernel does not apply "
-        "the process limit (RLIMIT_NPROC) to uid 0, so a fork bomb in the sandbox would only stop at the "
-        "host's pid_max. A pids cgroup would bound it, but none could be used: "
-        + "; ".join(reasons)
-        + ". Fix one of: run Abhed as an unprivileged user (recommended); mount a writable cgroup "
-        "hierarchy with the pids controller; or set limits.processes to None to run without a process "
-        "limit, knowingly."
-    )
+        reasons.append(f"no cgroup v1 '{controller}' or cgroup v2 hierarchy is mounted (see /proc/self/mountinfo)")
+    raise CgroupUnavailable("; ".join(reasons))
 
 
-def _enable_pids(directory: Path) -> None:
+class CgroupUnavailable(BackendUnavailable):
+    """No cgroup hierarchy with the controller could be used; the message lists what was tried."""
+
+
+def find_cgroup_parents(limits: Limits, *, as_root: bool) -> tuple[tuple[CgroupParent, ...], str | None]:
+    """The cgroup parents to use for ``limits``, and why memory falls back to RLIMIT_DATA (or None).
+
+    As host root a pids cgroup is required whenever processes are limited (fail closed,
+    see the module docstring). A memory cgroup is used when one can be made, by anyone.
+    """
+    parents: list[CgroupParent] = []
+    if limits.processes is not None and as_root:
+        try:
+            parents.append(find_cgroup_parent("pids"))
+        except CgroupUnavailable as exc:
+            raise BackendUnavailable(
+                "bwrap backend not available on this host: Abhed runs as host root, and the kernel does not apply "
+                "the process limit (RLIMIT_NPROC) to uid 0, so a fork bomb in the sandbox would only stop at the "
+                f"host's pid_max. A pids cgroup would bound it, but none could be used: {exc}. Fix one of: run "
+                "Abhed as an unprivileged user (recommended); mount a writable cgroup hierarchy with the pids "
+                "controller; or set limits.processes to None to run without a process limit, knowingly."
+            ) from None
+    fallback = None
+    if limits.memory_bytes is not None:
+        if any("memory" in p.controllers for p in parents):
+            return tuple(parents), None
+        try:
+            memory = find_cgroup_parent("memory")
+        except CgroupUnavailable as exc:
+            fallback = f"no memory cgroup could be created ({exc})"
+        else:
+            parents = [p for p in parents if p.path != memory.path] + [memory]
+    return tuple(parents), fallback
+
+
+def _enable(directory: Path, controllers: tuple[str, ...]) -> None:
     control = directory / "cgroup.subtree_control"
-    if "pids" not in control.read_text().split():
-        control.write_text("+pids")
+    enabled = control.read_text().split()
+    for controller in controllers:
+        if controller not in enabled:
+            control.write_text(f"+{controller}")
 
 
-def _cgroup_mounts() -> list[tuple[str, int]]:
-    """(mount point, version) of cgroup hierarchies that can hold pids cgroups, v1 pids first."""
-    v1: list[tuple[str, int]] = []
-    v2: list[tuple[str, int]] = []
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
-            lines = f.readlines()
-    except OSError:
-        return []
-    for line in lines:
+def _cgroup_mounts(mountinfo: str | None = None) -> list[tuple[str, int, tuple[str, ...]]]:
+    """(mount point, version, v1 controllers) of cgroup hierarchies, v1 first.
+
+    ``mountinfo``: the text of /proc/self/mountinfo (read when None).
+    """
+    v1: list[tuple[str, int, tuple[str, ...]]] = []
+    v2: list[tuple[str, int, tuple[str, ...]]] = []
+    if mountinfo is None:
+        try:
+            with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+                mountinfo = f.read()
+        except OSError:
+            return []
+    for line in mountinfo.splitlines():
         left, _, right = line.partition(" - ")
         fields, tail = left.split(), right.split()
         if len(fields) < 5 or len(tail) < 3:
             continue
         mount_point = fields[4].replace("\\040", " ")
         fstype, super_options = tail[0], tail[2].split(",")
-        if fstype == "cgroup" and "pids" in super_options:
-            v1.append((mount_point, 1))
+        if fstype == "cgroup":
+            controllers = tuple(c for c in ("pids", "memory") if c in super_options)
+            if controllers:
+                v1.append((mount_point, 1, controllers))
         elif fstype == "cgroup2":
-            v2.append((mount_point, 2))
+            v2.append((mount_point, 2, ()))
     return v1 + v2

@@ -19,9 +19,11 @@ component, without following symlinks:
 - a component is a symlink        -> refuse to run (fail closed): protecting whatever it
   points to would leave the symlink itself replaceable. The operator must fix it.
 
-Not covered (documented residual risk): ``.git/commondir`` cannot be pre-created (git treats
-an empty or unreadable one as fatal), nested repositories elsewhere in the workspace, and
-``.git/rebase-merge/`` todo lists; see the package docstring.
+What mounts cannot do -- stop the command from *creating* a repository (a nested ``.git``,
+a bare one, a ``commondir``, which cannot be pre-created: git treats an empty or unreadable
+one as fatal) -- sandbox.gitguard does after each command; it also supplies the entries for
+the repositories present at the start. ``.git/rebase-merge/`` todo lists stay a residual
+risk (docs/security.md).
 """
 
 from __future__ import annotations
@@ -32,6 +34,34 @@ from pathlib import Path
 
 from sandbox.errors import SandboxSetupError
 from sandbox.hostview import Mount
+
+
+# Inside ANY git directory named .git, these entries run code or redirect git on the host.
+GIT_DIR_SENSITIVE: tuple[str, ...] = ("config", "hooks", "commondir", "info", "modules")
+
+
+def protected_reason(relative: str) -> str | None:
+    """Why a workspace-relative path must not change without a human's confirmation, else None.
+
+    The rule every tool applies (the sandbox enforces it with mounts and sandbox.gitguard;
+    the file tools ask this function): inside any ``.git`` directory, its ``config``,
+    ``hooks/``, ``commondir``, ``info/`` and ``modules/``; any entry named ``.git`` (creating,
+    replacing or rewriting a repository or a ``gitdir:`` pointer); anything under ``.abhed/``
+    at the workspace root. Name-based: a bare repository elsewhere is recognised by
+    sandbox.gitguard only.
+    """
+    parts = [p for p in relative.replace("\\", "/").split("/") if p not in ("", ".")]
+    if parts[:1] == [".abhed"]:
+        return ".abhed/ holds Abhed's own per-project configuration (approval rules)"
+    for index, part in enumerate(parts):
+        if part != ".git":
+            continue
+        if index == len(parts) - 1:
+            where = "/".join(parts[:index]) or "the workspace root"
+            return f"a .git entry in {where} is a git repository or a pointer to one: host git would run its hooks and settings"
+        if parts[index + 1] in GIT_DIR_SENSITIVE:
+            return f".git/{parts[index + 1]} decides what host git runs (hooks, core.fsmonitor, filters, a redirected repository)"
+    return None
 
 
 def protection_mounts(workspace: Path, entries: tuple[str, ...]) -> tuple[Mount, ...]:

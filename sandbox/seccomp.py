@@ -1,19 +1,33 @@
-"""A tiny seccomp filter, assembled by hand: ioctl(TIOCSTI) and ioctl(TIOCLINUX) fail with EPERM.
+"""The sandbox's seccomp filter, assembled by hand (classic BPF; no libseccomp needed).
 
-Why: TIOCSTI pushes characters into a terminal's input queue, i.e. it types commands into
-whatever shell owns that terminal; TIOCLINUX can do the same through the console selection.
-bwrap's --new-session already leaves the command without a controlling terminal and the
-launcher gives it no terminal fd, so there is no terminal to reach; this filter is the
-second wall, in case a terminal fd ever leaks in.
+What it refuses, and why:
+
+- ``ioctl(TIOCSTI)`` and ``ioctl(TIOCLINUX)`` (EPERM): they push characters into a
+  terminal's input queue, i.e. type commands into whatever shell owns that terminal.
+  bwrap's --new-session already leaves the command without a controlling terminal and the
+  launcher gives it no terminal fd; this is the second wall.
+- Any mode carrying set-uid or set-gid bits (EPERM) in ``chmod``, ``fchmod``,
+  ``fchmodat``, ``fchmodat2``, ``open``/``openat``/``creat`` (the mode of a new file) and
+  ``mknod``/``mknodat``. Inside the sandbox every mount is nosuid, but the workspace is an
+  ordinary directory on the host: ``cp /usr/bin/python3 x && chmod 4755 x`` run by a
+  sandbox started as root would leave a set-uid-root binary there for any local user.
+  ``openat2`` (its mode sits in a struct the filter cannot read) and ``io_uring_setup``
+  (io_uring can open files without a syscall the filter sees) fail with ENOSYS, so
+  programs fall back to ``openat``. Set-uid/set-gid can then not be set through any
+  syscall: the kernel clears those bits on write/truncate/chown, never sets them.
+- ``keyctl``, ``add_key``, ``request_key`` (ENOSYS): the kernel keyring is not
+  namespaced; the session keyring Abhed inherited would be readable and writable.
+- On x86_64, the whole x32 ABI (ENOSYS): it duplicates the 64-bit syscalls under other
+  numbers; nothing real uses it, and refusing it keeps the filter short and exact.
 
 bwrap's ``--seccomp FD`` takes a compiled classic-BPF program: an array of
 ``struct sock_filter { u16 code; u8 jt; u8 jf; u32 k; }`` run over
 ``struct seccomp_data { int nr; u32 arch; u64 ip; u64 args[6]; }``.
 
 The program checks the architecture first (a 32-bit process on a 64-bit kernel uses other
-syscall numbers) and compares only the low 32 bits of the request: the kernel truncates
-ioctl's ``cmd`` to ``unsigned int``, so a request with junk in the high bits still means
-TIOCSTI and must still be refused.
+syscall numbers) and looks only at the low 32 bits of an argument: the kernel truncates
+ioctl's ``cmd`` and every ``mode_t`` to 32 bits, so junk in the high bits changes nothing
+and must change nothing here either.
 """
 
 from __future__ import annotations
@@ -27,61 +41,109 @@ from sandbox.errors import BackendUnavailable
 
 TIOCSTI = 0x5412
 TIOCLINUX = 0x541C
+SETID_BITS = 0o6000  # S_ISUID | S_ISGID
 
 # Classic BPF opcodes (linux/filter.h) and seccomp return values (linux/seccomp.h).
 _LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS: load a 32-bit word of seccomp_data
-_JEQ_K = 0x15  # BPF_JMP | BPF_JEQ | BPF_K: compare the accumulator with k
+_JEQ_K = 0x15  # BPF_JMP | BPF_JEQ | BPF_K: jump if accumulator == k
+_JGE_K = 0x35  # BPF_JMP | BPF_JGE | BPF_K: jump if accumulator >= k
+_JSET_K = 0x45  # BPF_JMP | BPF_JSET | BPF_K: jump if accumulator & k
 _RET_K = 0x06  # BPF_RET | BPF_K: return k
-_RET_ALLOW = 0x7FFF0000
-_RET_EPERM = 0x00050000 | errno.EPERM  # SECCOMP_RET_ERRNO | EPERM
+RET_ALLOW = 0x7FFF0000
+RET_EPERM = 0x00050000 | errno.EPERM  # SECCOMP_RET_ERRNO | EPERM
+RET_ENOSYS = 0x00050000 | errno.ENOSYS
 
 _OFF_NR = 0
 _OFF_ARCH = 4
-# args[1] (the ioctl request) starts at 16 + 8; its low 32 bits come first on little-endian.
-_OFF_REQUEST_LOW = 24 if sys.byteorder == "little" else 28
+_LOW = 0 if sys.byteorder == "little" else 4
 
-# Per host machine: (AUDIT_ARCH value, ioctl syscall numbers under that arch). The x32 ABI
-# shares AUDIT_ARCH_X86_64 and sets bit 30 in the syscall number.
-_ARCHES: dict[str, tuple[tuple[int, tuple[int, ...]], ...]] = {
-    "x86_64": ((0xC000003E, (16, 0x40000000 | 514)), (0x40000003, (54,))),  # x86_64 (+x32), i386
-    "aarch64": ((0xC00000B7, (29,)), (0x40000028, (54,))),  # aarch64, arm (EABI)
-    "riscv64": ((0xC00000F3, (29,)),),
+
+def _arg_low(index: int) -> int:
+    """Offset of the low 32 bits of args[index] in seccomp_data."""
+    return 16 + 8 * index + _LOW
+
+
+# What each filtered syscall gets: "ioctl" (request checked), ("mode", i) (args[i] checked
+# for set-id bits), "enosys" (refused outright).
+_RULES: dict[str, object] = {
+    "ioctl": "ioctl",
+    "chmod": ("mode", 1),
+    "fchmod": ("mode", 1),
+    "fchmodat": ("mode", 2),
+    "fchmodat2": ("mode", 2),
+    "creat": ("mode", 1),
+    "open": ("mode", 2),
+    "openat": ("mode", 3),
+    "mknod": ("mode", 1),
+    "mknodat": ("mode", 2),
+    "openat2": "enosys",
+    "io_uring_setup": "enosys",
+    "keyctl": "enosys",
+    "add_key": "enosys",
+    "request_key": "enosys",
+}
+
+# Syscall numbers per ABI (asm/unistd_*.h; the generic table serves aarch64 and riscv64,
+# which have no chmod/open/creat/mknod). 425, 437 and 452 are shared by every ABI.
+_COMMON = {"io_uring_setup": 425, "openat2": 437, "fchmodat2": 452}
+_X86_64 = {"ioctl": 16, "open": 2, "creat": 85, "chmod": 90, "fchmod": 91, "mknod": 133, "openat": 257, "mknodat": 259,
+           "fchmodat": 268, "add_key": 248, "request_key": 249, "keyctl": 250, **_COMMON}  # fmt: skip
+_I386 = {"ioctl": 54, "open": 5, "creat": 8, "mknod": 14, "chmod": 15, "fchmod": 94, "openat": 295, "mknodat": 297,
+         "fchmodat": 306, "add_key": 286, "request_key": 287, "keyctl": 288, **_COMMON}  # fmt: skip
+_GENERIC = {"ioctl": 29, "mknodat": 33, "fchmod": 52, "fchmodat": 53, "openat": 56, "add_key": 217, "request_key": 218,
+            "keyctl": 219, **_COMMON}  # fmt: skip
+_ARM = {"ioctl": 54, "open": 5, "creat": 8, "mknod": 14, "chmod": 15, "fchmod": 94, "openat": 322, "mknodat": 324,
+        "fchmodat": 333, "add_key": 309, "request_key": 310, "keyctl": 311, **_COMMON}  # fmt: skip
+
+X32_SYSCALL_BIT = 0x40000000
+
+# Per host machine: (AUDIT_ARCH value, syscall table, refuse numbers >= X32_SYSCALL_BIT).
+_ARCHES: dict[str, tuple[tuple[int, dict[str, int], bool], ...]] = {
+    "x86_64": ((0xC000003E, _X86_64, True), (0x40000003, _I386, False)),  # x86_64 (x32 refused), i386
+    "aarch64": ((0xC00000B7, _GENERIC, False), (0x40000028, _ARM, False)),  # aarch64, arm (EABI)
+    "riscv64": ((0xC00000F3, _GENERIC, False),),
 }
 
 
-def tty_injection_filter(machine: str | None = None) -> bytes:
+def syscall_filter(machine: str | None = None) -> bytes:
     """The compiled filter for this host's architecture, ready to hand to ``bwrap --seccomp``."""
     machine = machine or platform.machine()
     arches = _ARCHES.get(machine)
     if arches is None:
         raise BackendUnavailable(
             f"bwrap backend not available on this host: no seccomp filter for machine type {machine!r} "
-            f"(known: {', '.join(sorted(_ARCHES))}). Add its AUDIT_ARCH value and ioctl syscall number "
+            f"(known: {', '.join(sorted(_ARCHES))}). Add its AUDIT_ARCH value and syscall numbers "
             "to sandbox/seccomp.py, or run on a supported architecture."
         )
-    return _assemble(arches)
+    return _encode(_program(arches))
 
 
-def _assemble(arches: tuple[tuple[int, tuple[int, ...]], ...]) -> bytes:
-    # Symbolic program; jump targets are labels, resolved to relative offsets below.
+def _program(arches: tuple[tuple[int, dict[str, int], bool], ...]) -> list[tuple]:
+    # Symbolic program; jump targets are labels, resolved to relative offsets by _encode.
     prog: list[tuple] = [("ld", _OFF_ARCH)]
-    for index, (audit_arch, ioctl_nrs) in enumerate(arches):
+    for index, (audit_arch, table, refuse_x32) in enumerate(arches):
         next_arch = f"arch{index + 1}"
         prog.append(("jeq", audit_arch, None, next_arch))
         prog.append(("ld", _OFF_NR))
-        for nr in ioctl_nrs:
-            prog.append(("jeq", nr, "request", None))
-        prog.append(("ret", _RET_ALLOW))
+        if refuse_x32:
+            prog.append(("jge", X32_SYSCALL_BIT, "enosys", None))
+        for name, nr in sorted(table.items(), key=lambda item: item[1]):
+            prog.append(("jeq", nr, _label(_RULES[name]), None))
+        prog.append(("ret", RET_ALLOW))
         prog.append(("label", next_arch))  # the accumulator still holds the arch here
-    prog.append(("ret", _RET_ALLOW))  # an architecture this host cannot run: nothing to filter
-    prog.append(("label", "request"))
-    prog.append(("ld", _OFF_REQUEST_LOW))
-    prog.append(("jeq", TIOCSTI, "deny", None))
-    prog.append(("jeq", TIOCLINUX, "deny", None))
-    prog.append(("ret", _RET_ALLOW))
-    prog.append(("label", "deny"))
-    prog.append(("ret", _RET_EPERM))
-    return _encode(prog)
+    prog.append(("ret", RET_ALLOW))  # an architecture this host cannot run: nothing to filter
+    prog += [("label", "ioctl"), ("ld", _arg_low(1)), ("jeq", TIOCSTI, "eperm", None), ("jeq", TIOCLINUX, "eperm", None), ("ret", RET_ALLOW)]
+    for index in sorted({rule[1] for rule in _RULES.values() if isinstance(rule, tuple)}):
+        prog += [("label", f"mode{index}"), ("ld", _arg_low(index)), ("jset", SETID_BITS, "eperm", None), ("ret", RET_ALLOW)]
+    prog += [("label", "eperm"), ("ret", RET_EPERM), ("label", "enosys"), ("ret", RET_ENOSYS)]
+    return prog
+
+
+def _label(rule: object) -> str:
+    return f"mode{rule[1]}" if isinstance(rule, tuple) else str(rule)
+
+
+_JUMPS = {"jeq": _JEQ_K, "jge": _JGE_K, "jset": _JSET_K}
 
 
 def _encode(prog: list[tuple]) -> bytes:
@@ -102,12 +164,12 @@ def _encode(prog: list[tuple]) -> bytes:
             out += struct.pack("=HBBI", _LD_W_ABS, 0, 0, op[1])
         elif kind == "ret":
             out += struct.pack("=HBBI", _RET_K, 0, 0, op[1])
-        else:  # jeq: None means "fall through to the next instruction"
+        else:  # a conditional jump: None means "fall through to the next instruction"
             _, k, if_true, if_false = op
             jt = labels[if_true] - position - 1 if if_true else 0
             jf = labels[if_false] - position - 1 if if_false else 0
             if not (0 <= jt <= 255 and 0 <= jf <= 255):
                 raise AssertionError("seccomp program jump out of range")  # cannot happen at this size
-            out += struct.pack("=HBBI", _JEQ_K, jt, jf, k)
+            out += struct.pack("=HBBI", _JUMPS[kind], jt, jf, k)
         position += 1
     return bytes(out)

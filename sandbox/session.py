@@ -21,12 +21,15 @@ from pathlib import Path
 
 from sandbox import microvm
 from sandbox.config import SandboxConfig
-from sandbox.errors import PathError, SandboxError
+from sandbox.errors import DiskReserveReached, PathError, SandboxError
+from sandbox.gitguard import GitGuard
 from sandbox.launcher import SETUP_TIMEOUT_S, BwrapLauncher, NoneLauncher, Spawned, collect
 from sandbox.output import OutputCollector
-from sandbox.shell import parse_control
+from sandbox.shell import BASH_CTL_FD, parse_control
 
 UNSANDBOXED_WARNING = "ran WITHOUT a sandbox (the operator chose backend 'none')"
+# How often background jobs are checked against the disk reserve.
+JOB_WATCH_S = 0.1
 
 # The system: a workspace may neither contain nor lie inside these (binding it read-write
 # would make the system writable)...
@@ -49,6 +52,9 @@ class Result:
     backend        "bwrap" or "none".
     final_cwd      the shell's working directory when the command ended, when reported and
                    inside the workspace; else None (keep the previous cwd).
+    notes          what the sandbox did about the command, one sentence each, to show with
+                   the output: a git repository it created was quarantined, it flooded the
+                   control pipe, it was stopped at the memory or disk limit.
     """
 
     exit_code: int | None
@@ -60,6 +66,7 @@ class Result:
     duration_s: float
     backend: str
     final_cwd: Path | None
+    notes: tuple[str, ...] = ()
 
     @property
     def sandboxed(self) -> bool:
@@ -90,8 +97,9 @@ class JobStatus:
     running     still running.
     exit_code   its exit status once it ended by itself (128+N for signal N); None while
                 running or when stopped.
-    stopped     ended by ``stop()`` or by the session closing.
+    stopped     ended by ``stop()``, by the session closing, or by the sandbox (see ``note``).
     log_bytes   current size of the log file.
+    note        why the sandbox stopped it (the disk reserve was reached), else None.
     """
 
     job_id: str
@@ -100,6 +108,7 @@ class JobStatus:
     stopped: bool
     log_path: Path
     log_bytes: int
+    note: str | None = None
 
 
 class BackgroundJob:
@@ -114,6 +123,7 @@ class BackgroundJob:
         self.started_at = time.time()
         self._spawned = spawned
         self._stopped = False
+        self._note: str | None = None
         self._lock = threading.Lock()
 
     @property
@@ -126,13 +136,18 @@ class BackgroundJob:
                 self._spawned.finish()  # also kills whatever the job left behind
             return self._status()
 
-    def stop(self) -> JobStatus:
-        """Kill the job and everything it started (idempotent)."""
+    def stop(self, note: str | None = None) -> JobStatus:
+        """Kill the job and everything it started (idempotent); ``note`` says why, when the sandbox did it."""
         with self._lock:
             if self._spawned.returncode is None:
                 self._stopped = True
+                self._note = note
                 self._spawned.finish()
             return self._status()
+
+    @property
+    def running(self) -> bool:
+        return self._spawned.returncode is None
 
     def _status(self) -> JobStatus:
         try:
@@ -141,7 +156,7 @@ class BackgroundJob:
             size = 0
         running = self._spawned.returncode is None
         exit_code = None if running or self._stopped else self._spawned.returncode
-        return JobStatus(self.id, running, exit_code, self._stopped, self.log_path, size)
+        return JobStatus(self.id, running, exit_code, self._stopped, self.log_path, size, self._note)
 
 
 class Sandbox:
@@ -153,8 +168,12 @@ class Sandbox:
         self.config = config
         self.workspace = check_workspace(workspace)
         environ = os.environ if environ is None else environ
+        self._guard: GitGuard | None = None
         if config.backend == "bwrap":
             self._launcher: BwrapLauncher | NoneLauncher = BwrapLauncher(config, self.workspace, environ)
+            # The repositories present now are the operator's: protect them; any other is quarantined.
+            self._guard = GitGuard.start(self.workspace)
+            self._launcher.extra_protected = self._guard.nested_protected_entries()
         elif config.backend == "none":
             self._launcher = NoneLauncher(config, self.workspace, environ)
         else:
@@ -167,6 +186,8 @@ class Sandbox:
         # --die-with-parent (PR_SET_PDEATHSIG) fires when the *thread* that started bwrap
         # exits, so a job started from a short-lived worker thread would die with it.
         self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="abhed-sandbox-spawner")
+        self._disk_watcher: threading.Thread | None = None
+        self._closing = threading.Event()
 
     @property
     def backend(self) -> str:
@@ -198,6 +219,7 @@ class Sandbox:
         _check_timeout(timeout_s)
         collector = OutputCollector(output_limit_chars)
         started = time.monotonic()
+        self._check_disk_reserve()
         out_r, out_w = os.pipe()
         try:
             spawned = self._launcher.spawn(command, cwd=real_cwd, out_fd=out_w, report_cwd=True)
@@ -207,7 +229,7 @@ class Sandbox:
         finally:
             os.close(out_w)
         try:
-            collected = collect(spawned, out_r, collector, started + timeout_s)
+            collected = collect(spawned, out_r, collector, started + timeout_s, watch=self._disk_watch())
         finally:
             os.close(out_r)
         duration = time.monotonic() - started
@@ -215,6 +237,19 @@ class Sandbox:
         began, reported_cwd = parse_control(collected.control)
         if not began:
             raise self._launcher.setup_failure(captured.head + captured.tail)
+        notes = list(collected.notes)
+        if collected.control_dropped:
+            notes.append(
+                f"the command wrote {collected.control_dropped} bytes into the sandbox's control pipe (fd "
+                f"{BASH_CTL_FD}); they were dropped. Do not write to that file descriptor."
+            )
+        if collected.oom_kills:
+            notes.append(
+                f"the command reached its memory limit of {self.config.limits.memory_bytes} bytes (limits.memory_bytes): "
+                f"the kernel killed {collected.oom_kills} of its processes. Use less memory at once (fewer parallel jobs, "
+                "smaller inputs), or ask the operator to raise limits.memory_bytes."
+            )
+        notes += self.check_git()
         return Result(
             exit_code=collected.exit_code,
             timed_out=collected.timed_out,
@@ -225,6 +260,7 @@ class Sandbox:
             duration_s=duration,
             backend=self.backend,
             final_cwd=self._checked_final_cwd(reported_cwd),
+            notes=tuple(notes),
         )
 
     def start_background(self, command: str, *, cwd: Path | str, log_path: Path | str) -> BackgroundJob:
@@ -236,6 +272,7 @@ class Sandbox:
         """
         self._check_open()
         real_cwd = self.resolve_cwd(cwd)
+        self._check_disk_reserve()
         log = _create_log(log_path)
         try:
             spawn = partial(self._launcher.spawn, command, cwd=real_cwd, out_fd=log, report_cwd=False)
@@ -251,10 +288,60 @@ class Sandbox:
             job = BackgroundJob(f"job-{next(self._job_numbers)}", command, real_cwd, Path(log_path), self.backend, spawned)
             if not self._closed:
                 self._jobs[job.id] = job
+                self._watch_jobs_disk()
                 return job
         job.stop()  # close() ran while this job was starting: it must not outlive the session
         self._check_open()
         return job
+
+    def _disk_watch(self):
+        if self.config.limits.disk_reserve_bytes is None:
+            return None
+        return self._disk_reserve_breach
+
+    def _disk_reserve_breach(self) -> str | None:
+        """Why the command must stop (the workspace's filesystem is below the reserve), else None."""
+        reserve = self.config.limits.disk_reserve_bytes
+        free = free_bytes(self.workspace)
+        if reserve is None or free is None or free >= reserve:
+            return None
+        return (
+            f"the command was stopped: the workspace's filesystem ({self.workspace}) had {free} bytes free, below the "
+            f"reserve of {reserve} bytes (limits.disk_reserve_bytes). Delete what the command wrote that is not "
+            "needed (du -sh * shows where the space went) or write less; the operator can lower the reserve."
+        )
+
+    def _check_disk_reserve(self) -> None:
+        breach = self._disk_reserve_breach()
+        if breach is not None:
+            raise DiskReserveReached(breach.replace("the command was stopped", "the command did not run", 1))
+
+    def _watch_jobs_disk(self) -> None:
+        """Start (once, with the lock held) the thread that stops jobs at the disk reserve."""
+        if self._disk_watcher is None and self.config.limits.disk_reserve_bytes is not None:
+            self._disk_watcher = threading.Thread(target=self._disk_watch_loop, name="abhed-sandbox-disk", daemon=True)
+            self._disk_watcher.start()
+
+    def _disk_watch_loop(self) -> None:
+        while not self._closing.wait(JOB_WATCH_S):
+            running = [job for job in self.jobs() if job.running]
+            if not running:
+                continue
+            breach = self._disk_reserve_breach()
+            if breach is not None:
+                for job in running:
+                    job.stop(note=breach.replace("the command was stopped", f"background job {job.id} was stopped", 1))
+
+    def check_git(self) -> list[str]:
+        """Quarantine git repositories the sandbox created (see sandbox.gitguard); what was done.
+
+        Runs after every foreground command and at close; call it too before handing the
+        workspace to anything that may run git while background jobs still run.
+        """
+        if self._guard is None:
+            return []
+        with self._lock:
+            return self._guard.check()
 
     def jobs(self) -> tuple[BackgroundJob, ...]:
         with self._lock:
@@ -267,15 +354,25 @@ class Sandbox:
                 raise KeyError(f"No background job {job_id!r} in this session (known: {known}).")
             return self._jobs[job_id]
 
-    def close(self) -> None:
-        """Stop every background job. Further calls to run/start_background are refused."""
+    def close(self) -> list[str]:
+        """Stop every background job, then check for git repositories they created (notes returned).
+
+        Further calls to run/start_background are refused. Idempotent.
+        """
         with self._lock:
             self._closed = True
             jobs = list(self._jobs.values())
+        self._closing.set()
+        if self._disk_watcher is not None:
+            self._disk_watcher.join()
         for job in jobs:
             job.stop()
         self._spawner.shutdown(wait=True)
         self._launcher.close()
+        notes = self.check_git()
+        if self._guard is not None:
+            self._guard.close()
+        return notes
 
     def __enter__(self) -> Sandbox:
         return self
@@ -321,6 +418,15 @@ def check_workspace(workspace: Path | str) -> Path:
                 "read-only. Use a project directory instead, e.g. /srv/projects/myapp or ~/src/myapp."
             )
     return real
+
+
+def free_bytes(path: Path) -> int | None:
+    """Bytes an unprivileged writer can still use on ``path``'s filesystem (None if unknown)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 def _check_timeout(timeout_s: float) -> None:

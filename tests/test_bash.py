@@ -142,3 +142,24 @@ def test_destructive_needs_confirm_through_the_cli(ws, home):
     assert "destructive: rm with recursive or force flags" in refused.stdout and (ws / "build").exists()
     confirmed = abhed("tool", "bash", args, "--workspace", str(ws), "--confirm")
     assert confirmed.stdout.endswith("[exit code 0]\n") and not (ws / "build").exists()
+
+
+def test_a_repository_made_by_a_command_is_quarantined_and_the_observation_says_so(tools, ws, tmp_path):
+    marker = tmp_path / "pwned"
+    out = sh(tools, f"git init -q sub && git -C sub config core.fsmonitor 'touch {marker}; false' && echo made").content
+    assert "made" in out
+    assert f"[sandbox: the sandbox created a git repository (its HEAD is renamed too): {ws}/sub/.git was renamed to" in out
+    import subprocess
+    subprocess.run(["git", "-c", "safe.directory=*", "status"], cwd=ws / "sub", capture_output=True,
+                   env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1"})
+    assert not marker.exists()  # host git in the directory ran nothing the command wrote
+
+
+def test_memory_and_disk_settings_reach_the_sandbox(make_tools):
+    from abhed.tools.bash import sandbox_config
+    tools = make_tools()
+    tools.settings.sandbox.max_memory_bytes = 256 * 1024**2
+    tools.settings.sandbox.disk_reserve_bytes = None
+    limits = sandbox_config(tools.settings).limits
+    assert limits.memory_bytes == 256 * 1024**2 and limits.disk_reserve_bytes is None
+    assert sandbox_config(tools.settings).protected_paths[:4] == (".git/hooks/", ".git/config", ".git/modules/", ".git/info/")

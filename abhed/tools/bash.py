@@ -61,7 +61,8 @@ class BashInput(ToolInput):
 def sandbox_config(settings: Settings) -> sandbox.SandboxConfig:
     """The operator's [sandbox] settings as the sandbox package takes them (bash and doctor use it)."""
     cfg = settings.sandbox
-    limits = sandbox.Limits(processes=cfg.max_processes, file_size_bytes=cfg.max_file_bytes)
+    limits = sandbox.Limits(processes=cfg.max_processes, file_size_bytes=cfg.max_file_bytes,
+                            memory_bytes=cfg.max_memory_bytes, disk_reserve_bytes=cfg.disk_reserve_bytes)
     return sandbox.SandboxConfig(backend=cfg.backend, bwrap_path=cfg.bwrap_path or frozen.bundled("bwrap"), allow_network=cfg.allow_network,
                                  env_passthrough=tuple(cfg.env_passthrough), ro_binds=tuple(cfg.ro_binds),
                                  rw_binds=tuple(cfg.rw_binds), protected_paths=tuple(cfg.protected_paths),
@@ -94,8 +95,9 @@ class Shell:
             n += 1
         return f"job-{n}", self.log_dir / f"job-{n}.log"
 
-    def close(self) -> None:
-        self.box.close()  # stops every job still running
+    def close(self) -> list[str]:
+        """Stop every job still running, then quarantine repositories they created; what was done."""
+        return self.box.close()
 
 
 class Bash(Tool):
@@ -145,6 +147,7 @@ class Bash(Tool):
                          f"timeout_ms (at most {MAX_TIMEOUT_MS}).]")
         else:
             lines.append(f"[exit code {result.exit_code}]")
+        lines += [f"[sandbox: {note}]" for note in result.notes]
         new_cwd = result.final_cwd
         if new_cwd is not None and Path(new_cwd) != cwd:
             ctx.session.state.cwd = str(new_cwd)
@@ -193,4 +196,5 @@ class Bash(Tool):
             state = "stopped"
         else:
             state = f"exited with code {status.exit_code}"
-        return f"{handle}: {state}; log {status.log_path} ({status.log_bytes} bytes)"
+        line = f"{handle}: {state}; log {status.log_path} ({status.log_bytes} bytes)"
+        return f"{line}\n[sandbox: {status.note}]" if status.note else line

@@ -32,6 +32,7 @@ def result_dict(result):
         "final_cwd": None if result.final_cwd is None else str(result.final_cwd),
         "backend": result.backend,
         "sandboxed": result.sandboxed,
+        "notes": list(result.notes),
     }
 
 

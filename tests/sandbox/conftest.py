@@ -135,7 +135,9 @@ class DroppedRunner(Runner):
         answer = json.loads(out.stdout)
         if not answer["ok"]:
             raise DriverError(answer)
-        return Outcome(**{k: answer["result"][k] for k in Outcome.__dataclass_fields__})
+        fields = {k: answer["result"][k] for k in Outcome.__dataclass_fields__}
+        fields["notes"] = tuple(fields["notes"])
+        return Outcome(**fields)
 
 
 def _ensure_test_user() -> pwd.struct_passwd:

@@ -20,6 +20,7 @@ class Outcome:
     final_cwd: str | None
     backend: str
     sandboxed: bool
+    notes: tuple[str, ...] = ()
 
 
 def config_from(data: dict | None) -> sandbox.SandboxConfig:
@@ -38,6 +39,7 @@ def outcome_of(result: sandbox.Result) -> Outcome:
         None if result.final_cwd is None else str(result.final_cwd),
         result.backend,
         result.sandboxed,
+        tuple(result.notes),
     )
 
 

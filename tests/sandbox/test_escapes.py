@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 from sbx_helpers import DriverError, chown_to, host_pids_with, unique_marker, wait_until
 
+import sandbox
+
 PY = "/usr/bin/python3"  # the host's system Python, visible inside the sandbox through /usr
 needs_python = pytest.mark.skipif(not os.access(PY, os.X_OK), reason=f"needs {PY} on the host to script the attempt inside the sandbox")
 needs_git = pytest.mark.skipif(shutil.which("git", path="/usr/bin:/bin") is None, reason="needs git in /usr/bin")
@@ -598,3 +600,331 @@ def test_no_mounts_sysctls_or_nested_namespaces(runner, workspace):
     result = runner.run(command, workspace=workspace)
     assert "SUCCEEDED" not in result.output, result.output
     assert Path("/proc/sys/fs/file-max").read_text() == before
+
+
+# -- Set-uid/set-gid files and the kernel keyring (issue 12, item 4) ---------------------------
+
+SETID_ATTEMPTS = """
+import ctypes, errno, os, stat, sys
+libc = ctypes.CDLL(None, use_errno=True)
+machine = os.uname().machine
+FCHMODAT2 = 452
+OPENAT2 = 437
+IO_URING_SETUP = 425
+KEYCTL, ADD_KEY, REQUEST_KEY = {'x86_64': (250, 248, 249), 'aarch64': (219, 217, 218), 'riscv64': (219, 217, 218)}[machine]
+src = open('/usr/bin/id', 'rb').read()
+def fresh(name):
+    with open(name, 'wb') as f:
+        f.write(src)
+    os.chmod(name, 0o755)
+    return name
+def attempt(label, fn):
+    try:
+        rc = fn()
+        print(label, 'rc', rc, errno.errorcode.get(ctypes.get_errno()))
+    except OSError as e:
+        print(label, errno.errorcode.get(e.errno))
+attempt('chmod', lambda: os.chmod(fresh('s-chmod'), 0o4755))
+attempt('chmod-setgid', lambda: os.chmod(fresh('s-chmod-g'), 0o2755))
+attempt('fchmod', lambda: os.fchmod(os.open(fresh('s-fchmod'), os.O_RDONLY), 0o4755))
+attempt('fchmodat', lambda: libc.fchmodat(-100, fresh('s-fchmodat').encode(), 0o6755, 0))
+attempt('fchmodat2', lambda: libc.syscall(FCHMODAT2, -100, fresh('s-fchmodat2').encode(), 0o4755, 0))
+attempt('open', lambda: os.open('s-open', os.O_CREAT | os.O_WRONLY, 0o4755))
+attempt('openat', lambda: libc.syscall({'x86_64': 257, 'aarch64': 56, 'riscv64': 56}[machine], -100, b's-openat', 0o101, 0o6755))
+if machine == 'x86_64':
+    attempt('creat', lambda: libc.syscall(85, b's-creat', 0o4755))
+    attempt('mknod', lambda: libc.syscall(133, b's-mknod', stat.S_IFREG | 0o4755, 0))
+attempt('mknodat', lambda: os.mknod('s-mknodat', stat.S_IFREG | 0o6755))
+how = ctypes.create_string_buffer(24)
+ctypes.memmove(how, (0o101).to_bytes(8, 'little') + (0o4755).to_bytes(8, 'little'), 16)
+attempt('openat2', lambda: libc.syscall(OPENAT2, -100, b's-openat2', how, 24))
+params = ctypes.create_string_buffer(120)
+attempt('io_uring_setup', lambda: libc.syscall(IO_URING_SETUP, 4, params))
+attempt('keyctl-session', lambda: libc.syscall(KEYCTL, 0, ctypes.c_long(-3), 1))
+attempt('add_key', lambda: libc.syscall(ADD_KEY, b'user', sys.argv[1].encode(), b'secret', 6, ctypes.c_long(-3)))
+attempt('request_key', lambda: libc.syscall(REQUEST_KEY, b'user', sys.argv[1].encode(), None, ctypes.c_long(-3)))
+os.system('cp -p s-chmod s-cp-p; install -m 4755 /usr/bin/id s-install; chmod u+s s-fchmod; chmod 6755 s-chmod-g; mkdir -m 2755 s-dir; chmod g+s s-dir; echo shell-done')
+"""
+
+
+def setid_files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.lstat().st_mode & 0o6000)
+
+
+@needs_python
+def test_no_setuid_or_setgid_file_reaches_the_host(runner, workspace):
+    """`cp /usr/bin/python3 x && chmod 4755 x` and every other way to set the bits, tried for real."""
+    (workspace / "setid.py").write_text(SETID_ATTEMPTS)
+    chown_to(workspace, runner)
+    key = f"abhed-escape-{uuid.uuid4().hex[:8]}"
+    result = runner.run(f"{PY} setid.py {key}", workspace=workspace)
+    assert "shell-done" in result.output, result.output
+    assert setid_files(workspace) == [], result.output  # judged on the host
+    for label in ("chmod", "chmod-setgid", "fchmod", "fchmodat", "fchmodat2", "open", "openat", "mknodat"):
+        assert f"{label} EPERM" in result.output or f"{label} rc -1 EPERM" in result.output, (label, result.output)
+    if os.uname().machine == "x86_64":
+        assert "creat rc -1 EPERM" in result.output and "mknod rc -1 EPERM" in result.output
+    for label in ("openat2", "io_uring_setup", "keyctl-session", "add_key", "request_key"):
+        assert f"{label} rc -1 ENOSYS" in result.output, (label, result.output)
+    # The files themselves were created (only the bits were refused): the check is exact, not a blanket deny.
+    assert (workspace / "s-chmod").exists() and (workspace / "s-dir").is_dir()
+    assert key not in Path("/proc/keys").read_text()  # no key landed in any keyring we can see
+
+
+# -- Host git runs nothing the session wrote (issue 12, item 3) --------------------------------
+
+
+def host_git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """git on the host as the operator would run it, trusting every directory (the worst case)."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd), "GIT_CONFIG_NOSYSTEM": "1", "GIT_PAGER": "cat"}
+    return subprocess.run(["git", "-c", "safe.directory=*", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def marker(tmp_path) -> Path:
+    """A file only the payload creates, in a host directory the sandbox cannot see."""
+    path = tmp_path / f"pwned-{uuid.uuid4().hex[:8]}"
+    tmp_path.chmod(0o777)  # host git as root writes it; an unprivileged operator could too
+    yield path
+
+
+def payload(marker: Path) -> str:
+    return f"touch {marker}; false"
+
+
+@needs_git
+def test_git_init_of_a_nested_repo_with_fsmonitor_runs_nothing_on_the_host(runner, workspace, marker):
+    make_repo(workspace, runner)
+    command = (
+        f"git init -q sub && git -C sub config core.fsmonitor '{payload(marker)}' && "
+        f"git -C sub config core.hooksPath /tmp && echo made; "
+        f"mkdir -p deep/er && cd deep/er && git init -q --bare b.git && git -C b.git config core.fsmonitor '{payload(marker)}'; echo end"
+    )
+    result = runner.run(command, workspace=workspace)
+    assert "made" in result.output and "end" in result.output, result.output
+    for where in (workspace / "sub", workspace / "deep" / "er" / "b.git", workspace / "deep" / "er", workspace):
+        for args in (("status",), ("log", "-1"), ("diff",)):
+            host_git(where, *args)
+    assert not marker.exists()
+    notes = "\n".join(result.notes)
+    assert f"{workspace}/sub/.git was renamed to {workspace}/sub/.git.abhed-quarantined-" in notes, notes
+    assert f"{workspace}/deep/er/b.git/HEAD was renamed" in notes, notes
+
+
+@needs_git
+def test_a_git_file_pointing_at_a_hostile_gitdir_runs_nothing_on_the_host(runner, workspace, marker):
+    command = (
+        f"git init -q --bare evil && git -C evil config core.fsmonitor '{payload(marker)}' && "
+        "mkdir -p sub && echo \"gitdir: $PWD/evil\" > sub/.git && mkdir -p lnk && ln -s ../evil lnk/.git && echo made"
+    )
+    result = runner.run(command, workspace=workspace)
+    assert "made" in result.output, result.output
+    for where in (workspace / "sub", workspace / "lnk", workspace / "evil"):
+        host_git(where, "status")
+    assert not marker.exists()
+    assert not (workspace / "sub" / ".git").exists() and not os.path.lexists(workspace / "lnk" / ".git")
+
+
+@needs_git
+def test_commondir_pointing_at_a_copied_repo_runs_nothing_on_the_host(runner, workspace, marker):
+    make_repo(workspace, runner)
+    command = (
+        f"cp -r .git copy && git --git-dir=copy config core.fsmonitor '{payload(marker)}' && "
+        "echo \"$PWD/copy\" > .git/commondir && echo made; "
+        "mkdir -p .git/worktrees/w && echo ../.. > .git/worktrees/w/commondir && echo ref: refs/heads/master > .git/worktrees/w/HEAD; echo end"
+    )
+    result = runner.run(command, workspace=workspace)
+    assert "made" in result.output, result.output
+    for where in (workspace, workspace / "copy", workspace / ".git" / "worktrees" / "w"):
+        host_git(where, "status")
+    assert not marker.exists()
+    assert not (workspace / ".git" / "commondir").exists()
+    assert host_git(workspace, "log", "--oneline").stdout.count("\n") == 1  # the operator's repo still works
+
+
+@needs_git
+def test_an_existing_nested_repo_and_git_info_stay_protected(runner, workspace, marker):
+    make_repo(workspace, runner)
+    nested = workspace / "vendor" / "lib"
+    nested.mkdir(parents=True)
+    make_repo(nested, runner)
+    config = (nested / ".git" / "config").read_text()
+    attacks = [
+        f"git -C vendor/lib config core.fsmonitor '{payload(marker)}'",
+        "echo 'echo pwned' > vendor/lib/.git/hooks/post-checkout",
+        "echo '* filter=evil' > vendor/lib/.git/info/attributes",
+        "echo '* filter=evil' > .git/info/attributes",
+        "mv vendor/lib/.git vendor/lib/old",
+        "echo ../../../copy > vendor/lib/.git/commondir",
+    ]
+    command = "; ".join(f"{attack} && echo 'SUCCEEDED: {attack}'" for attack in attacks)
+    result = runner.run(command + "; echo end", workspace=workspace)
+    assert "SUCCEEDED" not in "\n".join(line for line in result.output.splitlines() if "commondir" not in line), result.output
+    assert (nested / ".git" / "config").read_text() == config
+    assert not (nested / ".git" / "hooks" / "post-checkout").exists()
+    assert not (workspace / ".git" / "info" / "attributes").exists()
+    assert not (nested / ".git" / "commondir").exists()  # written, then quarantined
+    host_git(nested, "status")
+    host_git(workspace, "status")
+    assert not marker.exists()
+    assert host_git(nested, "log", "--oneline").returncode == 0  # the nested repo is intact
+
+
+@needs_git
+def test_a_repo_created_by_a_background_job_is_quarantined_at_close(root_runner, marker):
+    workspace = root_runner.new_workspace()
+    box = sandbox.Sandbox(sandbox.SandboxConfig(), workspace)
+    try:
+        log = workspace.parent / f"{workspace.name}.log"
+        box.start_background(
+            f"sleep 0.3; git init -q later && git -C later config core.fsmonitor '{payload(marker)}'; sleep 100",
+            cwd=workspace,
+            log_path=log,
+        )
+        assert wait_until(lambda: (workspace / "later" / ".git" / "config").exists() and "fsmonitor" in (workspace / "later" / ".git" / "config").read_text())
+    finally:
+        notes = box.close()
+    host_git(workspace / "later", "status")
+    assert not marker.exists()
+    assert any("later/.git was renamed" in n for n in notes), notes
+
+
+# -- Every channel to Abhed is bounded (issue 12, item 6) ---------------------------------------
+
+FLOOD = """
+import resource
+cfg = config_from({})
+with sandbox.Sandbox(cfg, WORKSPACE) as sb:
+    sb.run('true', cwd=WORKSPACE, timeout_s=60)  # warm up: what a normal command costs
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    r = sb.run('head -c 1500M /dev/zero >&200; head -c 300M /dev/zero; echo done', cwd=WORKSPACE, timeout_s=600,
+               output_limit_chars=30000)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+answer = {'before_kib': before, 'after_kib': after, 'notes': list(r.notes), 'exit_code': r.exit_code,
+          'tail': r.tail[-20:], 'omitted': r.omitted_chars}
+"""
+
+
+@pytest.mark.slow
+def test_flooding_the_control_pipe_and_the_output_does_not_grow_abhed(runner, workspace):
+    answer = runner.exec(FLOOD.replace("WORKSPACE", repr(str(workspace))), timeout_s=900)
+    grown_mib = (answer["after_kib"] - answer["before_kib"]) / 1024
+    assert grown_mib < 64, answer  # 1.8 GB went through; the process's peak barely moved
+    assert answer["exit_code"] == 0 and answer["tail"].endswith("done\n"), answer
+    assert answer["omitted"] > 300 * 1024**2 - 30000  # the output flood was dropped too, and counted
+    dropped = [n for n in answer["notes"] if "bytes into the sandbox's control pipe (fd 200); they were dropped" in n]
+    assert dropped and int(dropped[0].split("wrote ")[1].split()[0]) > 1500 * 1024**2 - 9000, answer
+
+
+# -- Limits: memory, disk, and rlimits the command cannot raise (issue 12, items 7 and 9) --------
+
+MiB = 1024**2
+
+
+def test_rlimits_are_hard_limits_the_command_cannot_raise(runner, workspace):
+    limits = {"file_size_bytes": 1 * MiB, "open_files": 300}
+    command = (
+        "ulimit -H -f unlimited && echo RAISED-hard; ulimit -S -n 4096 && echo RAISED-nofile; "
+        "ulimit -S -f unlimited; echo soft=$(ulimit -S -f) hard=$(ulimit -H -f); "
+        "head -c 3M /dev/zero > big; echo end"
+    )
+    result = runner.run(command, workspace=workspace, config={"limits": limits})
+    assert "RAISED" not in result.output, result.output
+    assert "soft=1024 hard=1024" in result.output  # bash counts in 1024-byte blocks
+    assert (workspace / "big").stat().st_size == 1 * MiB  # judged on the host: the file stopped at the limit
+
+
+@needs_python
+def test_memory_cap_stops_a_big_allocation(runner, workspace):
+    grab = f"{PY} -c 'b = bytearray(400 * 1024 * 1024); print(\"ALLOC\" + \"ATED\", len(b))'"
+    result = runner.run(f"{grab}; echo rc=$?", workspace=workspace, config={"limits": {"memory_bytes": 128 * MiB}})
+    assert "ALLOCATED" not in result.output, result.output
+    assert "rc=137" in result.output or "MemoryError" in result.output, result.output
+    if "rc=137" in result.output:  # a memory cgroup enforced it: the observation says so
+        assert any("reached its memory limit of 134217728 bytes (limits.memory_bytes)" in n for n in result.notes), result.notes
+
+
+def memory_controller_mounted() -> bool:
+    """A cgroup v1 memory hierarchy, or a v2 one offering the memory controller, is mounted."""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        fstype, options = right.split()[0], right.split()[2].split(",")
+        mount_point = left.split()[4]
+        if fstype == "cgroup" and "memory" in options:
+            return True
+        if fstype == "cgroup2" and "memory" in Path(mount_point, "cgroup.controllers").read_text().split():
+            return True
+    return False
+
+
+@needs_python
+def test_memory_cap_counts_every_process_of_the_command_under_a_cgroup(root_runner):
+    workspace = root_runner.new_workspace()
+    box = sandbox.Sandbox(sandbox.SandboxConfig(limits=sandbox.Limits(memory_bytes=128 * MiB)), workspace)
+    with box:
+        if not any("memory" in p.controllers for p in box._launcher.cgroup_parents):
+            assert not memory_controller_mounted(), "as root with a memory controller mounted, a memory cgroup must be used"
+            pytest.skip("no memory cgroup on this host: the cap is RLIMIT_DATA, per process (documented)")
+        grab = f"{PY} -c 'import time; b = bytearray(60 * 1024 * 1024); time.sleep(2); print(\"HE\" + \"LD\")'"
+        result = box.run(f"{grab} & {grab} & {grab} & wait", cwd=workspace, timeout_s=120)
+    assert result.output.count("HELD") < 3, result.output
+    assert any("killed" in n and "limits.memory_bytes" in n for n in result.notes), result.notes
+    assert any("memory limit: 134217728 bytes per command (memory cgroup" in line for line in box.describe())
+
+
+@pytest.fixture
+def small_fs(runner):
+    """A 64 MiB filesystem holding the runner's workspace (mounting needs host root)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small filesystem for the workspace needs root")
+    workspace = runner.new_workspace()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=0755", "tmpfs", str(workspace)], check=True)
+    try:
+        os.chown(workspace, runner.uid, runner.gid)
+        yield workspace
+    finally:
+        subprocess.run(["umount", "-l", str(workspace)], check=False)
+
+
+def test_a_command_filling_the_disk_is_stopped_at_the_reserve(runner, small_fs):
+    config = {"limits": {"disk_reserve_bytes": 32 * MiB}}
+    command = "for i in $(seq 60); do head -c 1M /dev/zero > f$i; sleep 0.02; done; echo FINISHED"
+    result = runner.run(command, workspace=small_fs, config=config)
+    assert "FINISHED" not in result.output, result.output
+    assert result.exit_code == 137
+    free = os.statvfs(small_fs).f_bavail * os.statvfs(small_fs).f_frsize
+    assert free > 24 * MiB  # stopped within a few MiB of the reserve, far from full (judged on the host)
+    note = "\n".join(result.notes)
+    assert f"the command was stopped: the workspace's filesystem ({small_fs}) had" in note
+    assert f"below the reserve of {32 * MiB} bytes (limits.disk_reserve_bytes)" in note and "du -sh" in note
+    # Still below the reserve: the next command is refused before it runs, and says why.
+    with pytest.raises(Exception) as err:
+        runner.run("touch ran", workspace=small_fs, config=config)
+    assert "DiskReserveReached" in (type(err.value).__name__ + getattr(err.value, "error_type", ""))
+    assert "the command did not run: the workspace's filesystem" in str(err.value)
+    assert not (small_fs / "ran").exists()
+
+
+def test_a_background_job_filling_the_disk_is_stopped_at_the_reserve(root_runner):
+    workspace = root_runner.new_workspace()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(workspace)], check=True)
+    try:
+        box = sandbox.Sandbox(sandbox.SandboxConfig(limits=sandbox.Limits(disk_reserve_bytes=32 * MiB)), workspace)
+        with box:
+            job = box.start_background(
+                "for i in $(seq 60); do head -c 1M /dev/zero > f$i; sleep 0.05; done; echo FINISHED",
+                cwd=workspace,
+                log_path=workspace.parent / f"{workspace.name}.log",
+            )
+            assert wait_until(lambda: not job.poll().running, timeout_s=120)
+            status = job.poll()
+        assert status.stopped and status.exit_code is None
+        assert f"background job {job.id} was stopped: the workspace's filesystem ({workspace}) had" in status.note
+        assert os.statvfs(workspace).f_bavail * os.statvfs(workspace).f_frsize > 20 * MiB  # judged on the host
+        assert "FINISHED" not in (workspace.parent / f"{workspace.name}.log").read_text()
+        with sandbox.Sandbox(sandbox.SandboxConfig(limits=sandbox.Limits(disk_reserve_bytes=32 * MiB)), workspace) as box:
+            with pytest.raises(sandbox.DiskReserveReached, match="the command did not run: the workspace's filesystem"):
+                box.start_background("touch ran", cwd=workspace, log_path=workspace.parent / f"{workspace.name}-2.log")
+        assert not (workspace / "ran").exists()
+    finally:
+        subprocess.run(["umount", "-l", str(workspace)], check=False)

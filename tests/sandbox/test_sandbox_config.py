@@ -13,10 +13,11 @@ def test_defaults_are_the_secure_choice():
     config = SandboxConfig()
     assert config.backend == "bwrap" and config.bwrap_path is None and config.allow_network is False
     assert config.env_passthrough == () and config.ro_binds == () and config.rw_binds == ()
-    assert config.protected_paths == DEFAULT_PROTECTED_PATHS == (".git/hooks/", ".git/config", ".git/modules/", ".abhed/")
+    assert config.protected_paths == DEFAULT_PROTECTED_PATHS == (".git/hooks/", ".git/config", ".git/modules/", ".git/info/", ".abhed/")
     limits = config.limits
     assert limits.processes == 1024 and limits.file_size_bytes == 2 * 1024**3 and limits.open_files == 4096
     assert limits.core_dump_bytes == 0 and limits.address_space_bytes is None and limits.cpu_seconds is None
+    assert limits.memory_bytes == 4 * 1024**3 and limits.disk_reserve_bytes == 1024**3
 
 
 def test_lists_and_strings_from_a_config_file_are_normalised():
@@ -70,6 +71,9 @@ def test_invalid_configuration_is_explained(kwargs, message):
         ({"file_size_bytes": 1.5}, "limits.file_size_bytes must be a non-negative integer or None"),
         ({"open_files": 64}, "limits.open_files must be at least 256 (the launcher keeps its control pipe at fd 200)"),
         ({"cpu_seconds": True}, "limits.cpu_seconds must be a non-negative integer or None"),
+        ({"memory_bytes": 1024}, "limits.memory_bytes must be at least 64 MiB (the shell and the sandbox's setup need memory too), got 1024; use None"),
+        ({"memory_bytes": -1}, "limits.memory_bytes must be a non-negative integer or None"),
+        ({"disk_reserve_bytes": "1G"}, "limits.disk_reserve_bytes must be a non-negative integer or None"),
     ],
 )
 def test_invalid_limits_are_explained(kwargs, message):

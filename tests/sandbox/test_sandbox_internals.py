@@ -11,7 +11,7 @@ import pytest
 from sandbox import Limits, SandboxSetupError
 from sandbox.bwrap import BwrapPlan, bwrap_argv
 from sandbox.hostview import Mount, _not_world_readable, scan_host
-from sandbox.limits import effective_rlimits, runs_as_host_root
+from sandbox.limits import Cgroup, CgroupParent, effective_rlimits, runs_as_host_root
 from sandbox.output import OutputCollector
 from sandbox.protect import protection_mounts
 from sandbox.shell import find_shell, parse_control, wrapper_script
@@ -227,3 +227,101 @@ def test_every_flag_comes_from_the_plan():
         assert expected in text, expected
     assert "--share-net" not in argv
     assert "--share-net" in bwrap_argv(plan.__class__(**{**plan.__dict__, "allow_network": True}))
+
+
+# -- cgroup settings (the memory cap and the pids limit) -------------------------------------------
+
+
+
+def test_cgroup_settings_per_version_and_controller(tmp_path):
+    limits = Limits(processes=77, memory_bytes=128 * 1024**2)
+    assert CgroupParent(tmp_path, 1, ("pids",)).settings(limits) == [("pids.max", "77")]
+    assert CgroupParent(tmp_path, 1, ("memory",)).settings(limits) == [("memory.limit_in_bytes", str(128 * 1024**2))]
+    assert CgroupParent(tmp_path, 2, ("pids", "memory")).settings(limits) == [("pids.max", "77"), ("memory.max", str(128 * 1024**2))]
+    (tmp_path / "memory.swap.max").write_text("max\n")
+    assert CgroupParent(tmp_path, 2, ("memory",)).settings(limits) == [("memory.max", str(128 * 1024**2)), ("memory.swap.max", "0")]
+    assert CgroupParent(tmp_path, 2, ("pids", "memory")).settings(Limits(processes=None, memory_bytes=None)) == []
+
+
+def test_oom_kills_are_read_from_the_right_file(tmp_path):
+    (tmp_path / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 2\noom_kill 2\n")
+    (tmp_path / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 5\n")
+    assert Cgroup(tmp_path, 2, ("memory",)).oom_kills() == 2
+    assert Cgroup(tmp_path, 1, ("memory",)).oom_kills() == 5
+    assert Cgroup(tmp_path, 1, ("pids",)).oom_kills() == 0
+    assert Cgroup(tmp_path / "gone", 2, ("memory",)).oom_kills() == 0
+
+
+def test_create_child_writes_the_settings_and_cleans_up_on_failure(tmp_path):
+    parent = CgroupParent(tmp_path, 1, ("pids",))
+    child = parent.create_child("run-1-0", Limits(processes=9))
+    assert (tmp_path / "run-1-0" / "pids.max").read_text() == "9"
+    assert child.path == tmp_path / "run-1-0" and child.controllers == ("pids",)
+    (tmp_path / "run-1-1").mkdir()
+    with pytest.raises(FileExistsError):
+        parent.create_child("run-1-1", Limits(processes=9))
+
+
+class StubbornCgroup:
+    """A cgroup the kernel refuses to remove ``busy`` times (processes, zombies, still in it)."""
+
+    def __init__(self, busy: int) -> None:
+        self.busy = busy
+
+    def try_remove(self) -> bool:
+        self.busy -= 1
+        return self.busy < 0
+
+
+def test_the_janitor_retries_busy_cgroups_until_they_go():
+    from sandbox.limits import CgroupJanitor
+
+    janitor = CgroupJanitor()
+    quick, slow = StubbornCgroup(0), StubbornCgroup(2)
+    janitor.retire(quick)
+    janitor.retire(slow)
+    assert janitor._pending == [slow]  # the quick one went at once
+    janitor.sweep()
+    assert janitor._pending == [slow]
+    janitor.sweep()
+    assert janitor._pending == []
+
+
+def test_cgroup_hierarchies_are_found_in_mountinfo():
+    from sandbox.limits import _cgroup_mounts
+
+    mountinfo = "\n".join([
+        "25 1 0:23 / /sys/fs/cgroup rw,relatime - tmpfs cgroup rw,mode=755",  # a tmpfs *named* cgroup
+        "26 25 0:24 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids",
+        "27 25 0:25 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory",
+        "28 25 0:26 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu,cpuacct",  # nothing we use
+        "29 25 0:27 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw,nsdelegate",
+        "30 25 0:28 / /mnt/my\\040cgroup rw - cgroup cgroup rw,memory,pids",
+        "31 1 0:29 / /proc rw - proc proc rw",
+        "broken line",
+    ])  # fmt: skip
+    assert _cgroup_mounts(mountinfo) == [
+        ("/sys/fs/cgroup/pids", 1, ("pids",)),
+        ("/sys/fs/cgroup/memory", 1, ("memory",)),
+        ("/mnt/my cgroup", 1, ("pids", "memory")),
+        ("/sys/fs/cgroup/unified", 2, ()),
+    ]
+
+
+def test_cgroup_edge_cases(tmp_path):
+    (tmp_path / "memory.events").write_text("low 0\nhigh 0\n")  # a kernel without oom_kill counters
+    assert Cgroup(tmp_path, 2, ("memory",)).oom_kills() == 0
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "cgroup.procs").write_text("1\n")  # not empty: rmdir fails as with live processes
+    assert Cgroup(busy).try_remove() is False and busy.exists()
+    (busy / "cgroup.procs").unlink()
+    assert Cgroup(busy).try_remove() is True and not busy.exists()
+    assert Cgroup(busy).try_remove() is True  # already gone counts as removed
+
+
+def test_no_memory_limit_means_no_memory_cgroup():
+    from sandbox.limits import find_cgroup_parents
+
+    parents, fallback = find_cgroup_parents(Limits(processes=None, memory_bytes=None), as_root=True)
+    assert parents == () and fallback is None

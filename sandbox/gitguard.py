@@ -1,0 +1,388 @@
+"""Git repositories the session creates in the workspace are neutralised before git on the host sees them.
+
+The rule: after any sequence of sandboxed commands, running ``git`` on the host anywhere in
+the workspace runs nothing the session wrote. Mounts (sandbox.protect) keep the existing
+repositories' ``config``, ``hooks/``, ``info/``, ``modules/`` and ``commondir`` read-only;
+what they cannot do is stop the command from *creating* a repository: ``git init sub`` with
+``core.fsmonitor`` in ``sub/.git/config``, a ``.git`` file pointing anywhere, a bare
+repository (``HEAD`` + ``objects/`` + ``refs/``) that git discovers as the current directory,
+or a ``commondir`` that redirects an existing repository to a copied one with a hostile
+config. So the guard looks at the workspace after every command:
+
+- at session start it records every git directory there (they are the operator's; their
+  sensitive files get protection mounts, see ``nested_protected_entries``);
+- after each command, a new git directory is *quarantined*: a ``.git`` (directory, file or
+  symlink) is renamed to ``.git.abhed-quarantined-N``; any other new git directory (bare
+  shape, or a ``worktrees/x``-style one with ``commondir``) has its ``HEAD`` renamed, which
+  makes git stop recognising it; a ``commondir`` new in a recorded git directory is renamed.
+  The observation says what was moved and how to undo it after review.
+
+Cost: the first scan lists every directory (0.6 s for 100,000 files in 11,000 directories
+on a loaded 2-core machine) and puts an inotify watch on each. inotify reports changes made
+through any mount of the same inode, so also those made inside the sandbox. A later check
+reads the events and re-lists only the directories that gained or lost entries (and walks
+directories that appeared): nothing changed costs well under a millisecond. When the
+kernel's event queue overflowed, or watches cannot be added (``fs.inotify.max_user_watches``),
+the guard falls back to a full walk that re-lists only directories whose (device, inode,
+ctime) changed -- creating, removing or renaming an entry changes its directory's ctime,
+and ctime cannot be set from user space -- and opens and fstats every other directory
+(about 20 microseconds each). Directories changed within the last ``RECENT_NS`` are never
+trusted from that cache (a change in the same clock tick keeps the old ctime). Walks open
+each directory relative to its parent with O_NOFOLLOW, so a background job swapping a
+directory for a symlink cannot send the walk (or a rename) outside the workspace.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import struct
+import time
+from dataclasses import dataclass
+from itertools import count
+from pathlib import Path
+
+# Entry names that make a directory a git directory, or a .git pointer.
+_WATCHED = frozenset({".git", "HEAD", "objects", "refs", "commondir"})
+RECENT_NS = 200_000_000  # 0.2 s: well above any filesystem timestamp granularity
+QUARANTINE_SUFFIX = ".abhed-quarantined"
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class _Listing:
+    signature: tuple[int, int, int]  # (st_dev, st_ino, st_ctime_ns) when listed
+    subdirs: frozenset[str]
+    watched: tuple[tuple[str, bool], ...]  # watched names present, and whether each is a real directory
+
+
+def is_git_dir(watched: dict[str, bool]) -> bool:
+    """git's own test (setup.c is_git_directory): HEAD, and objects/ + refs/ or a commondir."""
+    return "HEAD" in watched and ("commondir" in watched or (watched.get("objects", False) and watched.get("refs", False)))
+
+
+class GitGuard:
+    """Tracks the git directories in one workspace; see the module docstring."""
+
+    def __init__(self, workspace: Path, *, use_inotify: bool = True) -> None:
+        self.workspace = workspace
+        self._listings: dict[str, _Listing] = {}
+        self._interesting: set[str] = set()  # directories with a watched name in them
+        self._numbers = count(1)
+        self.unreadable: set[str] = set()  # directories the last walk could not list
+        self._notify = _Inotify.open() if use_inotify else None
+        self._wd_rel: dict[int, str] = {}
+        self._full_walk_needed = True
+        self.baseline_git_dirs: frozenset[str] = frozenset()  # workspace-relative ("" is the workspace itself)
+        self.baseline_pointers: frozenset[str] = frozenset()  # relative paths of .git files and symlinks
+        self.baseline_commondirs: frozenset[str] = frozenset()  # git dirs that had a commondir at the start
+
+    @classmethod
+    def start(cls, workspace: Path, *, use_inotify: bool = True) -> GitGuard:
+        guard = cls(workspace, use_inotify=use_inotify)
+        guard._refresh()
+        git_dirs, pointers, commondirs = guard._state()
+        guard.baseline_git_dirs = frozenset(git_dirs)
+        guard.baseline_pointers = frozenset(pointers)
+        guard.baseline_commondirs = frozenset(commondirs)
+        return guard
+
+    @property
+    def mode(self) -> str:
+        return "inotify" if self._notify is not None else "walk"
+
+    def close(self) -> None:
+        if self._notify is not None:
+            self._notify.close()
+            self._notify = None
+
+    def nested_protected_entries(self) -> tuple[str, ...]:
+        """Protected-path entries for the repositories found at the start, beyond the workspace's own .git."""
+        entries: list[str] = []
+        for rel in sorted(self.baseline_git_dirs):
+            if rel == ".git":  # the workspace's own: DEFAULT_PROTECTED_PATHS covers the rest
+                if rel in self.baseline_commondirs:
+                    entries.append(_join(rel, "commondir"))
+                continue
+            entries += [_join(rel, "config"), _join(rel, "hooks/"), _join(rel, "info/"), _join(rel, "modules/")]
+            if rel in self.baseline_commondirs:
+                entries.append(_join(rel, "commondir"))
+        entries += sorted(p for p in self.baseline_pointers if p != ".git")
+        return tuple(entries)
+
+    def check(self) -> list[str]:
+        """Quarantine what appeared since the start; one sentence per action, for the observation."""
+        self._refresh()
+        git_dirs, pointers, commondirs = self._state()
+        notes: list[str] = []
+        for rel in sorted(pointers - self.baseline_pointers):
+            notes.append(self._quarantine(rel, "a .git file or symlink (it points git at another repository)"))
+        for rel in sorted(git_dirs - self.baseline_git_dirs):
+            # HEAD first: a renamed .git directory is still a git directory to a git run inside it.
+            note = self._quarantine(_join(rel, "HEAD"), f"a git directory at {self.workspace / rel}")
+            if rel.rsplit("/", 1)[-1] == ".git":
+                note = self._quarantine(rel, "a git repository (its HEAD is renamed too)")
+            notes.append(note)
+        for rel in sorted((commondirs & self.baseline_git_dirs) - self.baseline_commondirs):
+            notes.append(self._quarantine(_join(rel, "commondir"), "a commondir (it redirects an existing repository)"))
+        if any(notes):
+            self._refresh()  # take in our own renames
+        for rel in sorted(self.unreadable):
+            notes.append(
+                f"the directory {self.workspace / rel} cannot be read by Abhed, so it could not be checked for git "
+                "repositories the sandbox created; make it readable (chmod u+rx) or remove it before running git there."
+            )
+        return [n for n in notes if n]
+
+    def _state(self) -> tuple[set[str], set[str], set[str]]:
+        git_dirs: set[str] = set()
+        pointers: set[str] = set()
+        commondirs: set[str] = set()
+        for rel in self._interesting:
+            watched = dict(self._listings[rel].watched)
+            if is_git_dir(watched):
+                git_dirs.add(rel)
+                if "commondir" in watched:
+                    commondirs.add(rel)
+            if ".git" in watched and not watched[".git"]:
+                pointers.add(_join(rel, ".git"))
+        return git_dirs, pointers, commondirs
+
+    # -- keeping the listings current ---------------------------------------------------------
+
+    def _refresh(self) -> None:
+        if self._notify is not None and not self._full_walk_needed:
+            if self._apply_events():
+                return
+        self._full_walk()
+
+    def _full_walk(self) -> None:
+        if self._notify is not None:
+            self._notify.close()
+            self._notify = _Inotify.open()
+            self._wd_rel = {}
+        old = self._listings  # reused only where the walk's ctime cache vouches for it (_cache_ok)
+        self._listings, self._interesting, self.unreadable = {}, set(), set()
+        try:
+            root = os.open(self.workspace, _DIR_FLAGS)
+        except OSError:
+            self.unreadable.add("")
+            return
+        self._walk(root, "", old)
+        self._full_walk_needed = False
+        if self._notify is None:  # keep only listings old enough to trust their ctime next time
+            now = time.time_ns()
+            self._cache_ok = {rel for rel, listing in self._listings.items() if listing.signature[2] < now - RECENT_NS}
+
+    def _walk(self, root_fd: int, root_rel: str, cache: dict[str, _Listing]) -> None:
+        """List root_fd's tree (closing every fd), watching each directory when inotify is on."""
+        cache_ok = getattr(self, "_cache_ok", set())
+        stack: list[tuple[int, str]] = [(root_fd, root_rel)]
+        while stack:
+            fd, rel = stack.pop()
+            try:
+                if self._notify is not None:
+                    wd = self._notify.watch(fd)
+                    if wd is None:  # no more watches (fs.inotify.max_user_watches): walk from now on
+                        self._notify.close()
+                        self._notify = None
+                        self._wd_rel = {}
+                    else:
+                        self._wd_rel[wd] = rel
+                cached = cache.get(rel)
+                st = os.fstat(fd)
+                signature = (st.st_dev, st.st_ino, st.st_ctime_ns)
+                if cached is not None and cached.signature == signature and rel in cache_ok:
+                    listing = cached
+                else:
+                    listing = _list(fd, signature)
+            except OSError:
+                self.unreadable.add(rel)
+                os.close(fd)
+                continue
+            self._set(rel, listing)
+            for name in listing.subdirs:
+                try:
+                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except PermissionError:
+                    self.unreadable.add(_join(rel, name))
+                    continue
+                except OSError:
+                    continue  # gone, or swapped for a non-directory since it was listed
+                stack.append((child, _join(rel, name)))
+            os.close(fd)
+
+    def _set(self, rel: str, listing: _Listing) -> None:
+        self._listings[rel] = listing
+        if listing.watched:
+            self._interesting.add(rel)
+        else:
+            self._interesting.discard(rel)
+
+    def _drop_tree(self, rel: str) -> None:
+        prefix = f"{rel}/"
+        for key in [k for k in self._listings if k == rel or k.startswith(prefix)]:
+            del self._listings[key]
+            self._interesting.discard(key)
+        for wd in [w for w, r in self._wd_rel.items() if r == rel or r.startswith(prefix)]:
+            del self._wd_rel[wd]
+
+    def _apply_events(self) -> bool:
+        """Bring the listings up to date from inotify events; False when a full walk is needed."""
+        assert self._notify is not None
+        dirty: set[str] = set()
+        for wd, mask in self._notify.read():
+            if mask & _IN_Q_OVERFLOW:
+                return False
+            rel = self._wd_rel.get(wd)
+            if rel is None:
+                continue
+            if mask & _IN_IGNORED:
+                del self._wd_rel[wd]
+                if rel == "":
+                    return False  # the workspace itself went away (or was unmounted): look again
+            elif mask & _CHANGED:
+                dirty.add(rel)
+        if self.unreadable:
+            return False  # try again from the top until everything could be listed (fail closed)
+        for rel in sorted(dirty, key=lambda r: r.count("/")):
+            old = self._listings.get(rel)
+            if old is None:
+                continue  # dropped with an ancestor, or never listed
+            try:
+                fd = _open_beneath(self.workspace, rel)
+            except OSError:
+                continue  # gone: its parent's event drops it
+            try:
+                st = os.fstat(fd)
+                try:
+                    listing = _list(fd, (st.st_dev, st.st_ino, st.st_ctime_ns))
+                except OSError:
+                    self.unreadable.add(rel)
+                    continue
+                self._set(rel, listing)
+                for name in old.subdirs - listing.subdirs:
+                    self._drop_tree(_join(rel, name))
+                for name in sorted(listing.subdirs - old.subdirs):
+                    try:
+                        child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                    except OSError:
+                        continue
+                    self._walk(child, _join(rel, name), {})
+            finally:
+                os.close(fd)
+        return self._notify is not None
+
+    # -- quarantine --------------------------------------------------------------------------
+
+    def _quarantine(self, rel: str, what: str) -> str:
+        parent_rel, _, name = rel.rpartition("/")
+        try:
+            parent = _open_beneath(self.workspace, parent_rel)
+        except OSError as exc:
+            return f"could not open {self.workspace / parent_rel} to quarantine {what} at {self.workspace / rel}: {exc.strerror}"
+        try:
+            while True:
+                target = f"{name}{QUARANTINE_SUFFIX}-{next(self._numbers)}"
+                try:
+                    os.stat(target, dir_fd=parent, follow_symlinks=False)
+                except FileNotFoundError:
+                    break
+            try:
+                os.rename(name, target, src_dir_fd=parent, dst_dir_fd=parent)
+            except FileNotFoundError:
+                return ""  # already gone
+            except OSError as exc:
+                return (
+                    f"the sandbox created {what}, and moving {self.workspace / rel} aside failed ({exc.strerror}): "
+                    "do not run git on the host in that directory until a human has removed it."
+                )
+        finally:
+            os.close(parent)
+        return (
+            f"the sandbox created {what}: {self.workspace / rel} was renamed to {self.workspace / parent_rel / target} "
+            "so that git on the host cannot run hooks or settings the sandbox wrote. Repositories cannot be created "
+            "from the sandbox; if one is needed, a human can review it and rename it back."
+        )
+
+
+def _list(fd: int, signature: tuple[int, int, int]) -> _Listing:
+    subdirs: list[str] = []
+    watched: list[tuple[str, bool]] = []
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            is_dir = entry.is_dir(follow_symlinks=False)
+            if is_dir:
+                subdirs.append(entry.name)
+            if entry.name in _WATCHED:
+                watched.append((entry.name, is_dir))
+    return _Listing(signature, frozenset(subdirs), tuple(sorted(watched)))
+
+
+def _join(rel: str, name: str) -> str:
+    return f"{rel}/{name}" if rel else name
+
+
+def _open_beneath(workspace: Path, rel: str) -> int:
+    """An fd of workspace/rel, opened component by component without following a symlink."""
+    fd = os.open(workspace, _DIR_FLAGS)
+    for part in [p for p in rel.split("/") if p]:
+        try:
+            child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+        finally:
+            os.close(fd)
+        fd = child
+    return fd
+
+
+# -- inotify, through libc (linux/inotify.h) ---------------------------------------------------------
+
+_IN_MOVED_FROM, _IN_MOVED_TO, _IN_CREATE, _IN_DELETE = 0x40, 0x80, 0x100, 0x200
+_IN_Q_OVERFLOW, _IN_IGNORED, _IN_ONLYDIR = 0x4000, 0x8000, 0x01000000
+_CHANGED = _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE
+_EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (then len bytes of name)
+
+
+class _Inotify:
+    """One inotify instance watching directories for entries created, deleted or moved."""
+
+    def __init__(self, fd: int, libc: ctypes.CDLL) -> None:
+        self.fd = fd
+        self._libc = libc
+
+    @classmethod
+    def open(cls) -> _Inotify | None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        except (OSError, AttributeError):
+            return None
+        return cls(fd, libc) if fd >= 0 else None
+
+    def watch(self, dir_fd: int) -> int | None:
+        """Watch the directory open as ``dir_fd`` (by its inode: no path is resolved again)."""
+        wd = self._libc.inotify_add_watch(self.fd, f"/proc/self/fd/{dir_fd}".encode(), _CHANGED | _IN_ONLYDIR)
+        if wd >= 0:
+            return wd
+        if ctypes.get_errno() in (errno.ENOSPC, errno.ENOMEM):
+            return None
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+
+    def read(self) -> list[tuple[int, int]]:
+        events: list[tuple[int, int]] = []
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return events
+            offset = 0
+            while offset + _EVENT.size <= len(data):
+                wd, mask, _cookie, length = _EVENT.unpack_from(data, offset)
+                events.append((wd, mask))
+                offset += _EVENT.size + length
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
