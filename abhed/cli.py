@@ -13,6 +13,7 @@ from abhed.approval import MODES, Gate, Policy
 from abhed.events import ActionEvent, AnyEvent, CompactionEvent, MessageEvent, ObservationEvent
 from abhed.paths import PathPolicy
 from abhed.session import SessionError, SessionStore
+from abhed.terminal import printable
 from abhed.tools import BY_NAME, TOOLS, definitions
 from abhed.tools.base import ToolContext
 
@@ -25,7 +26,7 @@ def _settings() -> config.Settings:
 
 
 def _fail(message: str) -> None:
-    click.echo(f"abhed: {message}", err=True)
+    click.echo(f"abhed: {printable(message)}", err=True)
     sys.exit(2)
 
 
@@ -64,14 +65,17 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
     which also needs --confirm; the mode and the operator's deny rules still apply.
     Exit status 0 whenever the tool ran (error observation or not); 2 for a bad invocation.
     """
+    settings = _settings()
+    limits = settings.agent
     if arguments == "-":
-        arguments = sys.stdin.read()
+        arguments = _stdin_arguments(limits.max_argument_bytes)
     if name not in BY_NAME:
         _fail(dispatch.unknown_tool(name).content)
-    _, bad_json = dispatch.parse_arguments(arguments)
+    _, bad_json = dispatch.parse_arguments(arguments, limits.max_argument_bytes, limits.max_argument_depth)
     if bad_json:
-        _fail(f"ARGUMENTS is not valid JSON: {bad_json}.")
-    settings = _settings()
+        what = "is refused" if dispatch.bounds_error(arguments, limits.max_argument_bytes,
+                                                       limits.max_argument_depth) else "is not valid JSON"
+        _fail(f"ARGUMENTS {what}: {bad_json}.")
     if not workspace.is_dir():
         _fail(f"The workspace {workspace.resolve()} is not a directory.")
     workspace = workspace.resolve()
@@ -90,11 +94,23 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
                 ctx.close()
     except SessionError as exc:
         _fail(str(exc))
-    if as_json:
-        click.echo(json.dumps({"tool": name, "is_error": result.is_error, "content": result.content},
-                              ensure_ascii=False))
+    if as_json:  # ensure_ascii: exact, and no control character or lone surrogate reaches the terminal raw
+        click.echo(json.dumps({"tool": name, "is_error": result.is_error, "content": result.content}))
     else:
-        click.echo(result.content)
+        click.echo(printable(result.content))
+
+
+def _stdin_arguments(limit: int) -> str:
+    data = sys.stdin.buffer.read(limit + 1)  # one byte more than the limit is enough to know it is over
+    if len(data) > limit:
+        _fail(f"ARGUMENTS on stdin is too large: over the limit of {limit:,} bytes for one call "
+              "(agent.max_argument_bytes). Split the work into smaller calls.")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        _fail(f"ARGUMENTS on stdin is not valid UTF-8 (byte {exc.start}: {data[exc.start:exc.start + 1]!r}). "
+              "Send JSON text; escape other characters as \\uXXXX.")
+        raise
 
 
 @main.group()
@@ -124,7 +140,8 @@ def sessions_list(as_json: bool) -> None:
         click.echo(f"[no sessions in {store.root}]")
     else:
         for row in rows:
-            click.echo(f"{row['id']:<28} {row['created_at']:<26} {row['events']:>6} events  {row['workspace']}")
+            click.echo(printable(f"{row['id']:<28} {row['created_at']:<26} {row['events']:>6} events  "
+                                 f"{row['workspace']}"))
 
 
 def _preview(text: str, width: int = 100) -> str:
@@ -145,13 +162,13 @@ def sessions_show(session_id: str, as_json: bool, full: bool) -> None:
         _fail(str(exc))
     loaded = session.log.load()
     for problem in loaded.problems:
-        click.echo(f"warning: {problem}", err=True)
-    if as_json:
+        click.echo(f"warning: {printable(problem)}", err=True)
+    if as_json:  # ensure_ascii: a lone surrogate the model sent stays an escape, as in the log
         for event in loaded.events:
-            click.echo(event.model_dump_json())
+            click.echo(json.dumps(event.model_dump(mode="json"), ensure_ascii=True))
         return
     for event, depth in tree(loaded.events):
-        click.echo(_shown_event(event, "  " * depth, full))
+        click.echo(printable(_shown_event(event, "  " * depth, full)))
 
 
 def tree(events: list[AnyEvent]) -> list[tuple[AnyEvent, int]]:
@@ -271,9 +288,9 @@ def _locate(settings: config.Settings, workspace: Path, session_id: str | None, 
 def _finish(outcome, session_id: str) -> None:  # type: ignore[no-untyped-def]
     """Print a run's result: the answer on stdout, why it stopped on stderr; exit with its status."""
     if outcome.answer:
-        click.echo(outcome.answer)
+        click.echo(printable(outcome.answer))
     if outcome.status != "done":
-        click.echo(f"abhed: {outcome.detail} (session {session_id})", err=True)
+        click.echo(printable(f"abhed: {outcome.detail} (session {session_id})"), err=True)
     sys.exit(outcome.exit_code)
 
 

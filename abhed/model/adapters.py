@@ -224,11 +224,33 @@ def visible(text: str) -> str:
     markup, holding back a tail that may be the start of one."""
     cut = min((text.find(m) for m in MARKERS if m in text), default=len(text))
     shown = text[:cut]
+    if cut < len(text):  # a marker: all before it is final
+        return shown
     for marker in MARKERS:
         for size in range(len(marker) - 1, 0, -1):
             if shown.endswith(marker[:size]):
                 return shown[:-size]
     return shown
+
+
+class VisibleStream:
+    """`visible` for a reply that arrives in pieces, in time linear in its length: text already
+    shown never holds the start of a marker (visible holds such a tail back), so only the held-back
+    tail and the new piece need looking at, never the whole reply again."""
+
+    def __init__(self) -> None:
+        self._held = ""
+        self._ended = False  # a marker was seen: nothing after it is for the human
+
+    def feed(self, delta: str) -> str:
+        """The text that became visible with `delta`."""
+        if self._ended:
+            return ""
+        text = self._held + delta
+        shown = visible(text)
+        self._ended = any(marker in text for marker in MARKERS)
+        self._held = "" if self._ended else text[len(shown):]
+        return shown
 
 
 def parse_text_calls(text: str, schemas: dict[str, dict[str, Any]]) -> list[ToolCall]:
