@@ -10,7 +10,7 @@ import click
 
 from abhed import __version__, config, dispatch
 from abhed.approval import MODES, Gate, Policy
-from abhed.events import ActionEvent, AnyEvent, CompactionEvent, MessageEvent, ObservationEvent
+from abhed.events import ActionEvent, AnyEvent, CompactionEvent, MessageEvent, ObservationEvent, to_json
 from abhed.paths import PathPolicy
 from abhed.session import SessionError, SessionStore
 from abhed.terminal import printable
@@ -165,7 +165,7 @@ def sessions_show(session_id: str, as_json: bool, full: bool) -> None:
         click.echo(f"warning: {printable(problem)}", err=True)
     if as_json:  # ensure_ascii: a lone surrogate the model sent stays an escape, as in the log
         for event in loaded.events:
-            click.echo(json.dumps(event.model_dump(mode="json"), ensure_ascii=True))
+            click.echo(to_json(event))
         return
     for event, depth in tree(loaded.events):
         click.echo(printable(_shown_event(event, "  " * depth, full)))

@@ -103,12 +103,19 @@ def parse_arguments(arguments: Any, max_bytes: int = MAX_BYTES,
         return arguments, f"{exc.msg} at line {exc.lineno} column {exc.colno} (character {exc.pos})"
 
 
+_UNENCODABLE = re.compile("[\0\ud800-\udfff]")
+
+
 def nul_error(value: Any, where: str = "") -> str | None:
-    """Where a string in the arguments holds a NUL character, or None. No path, command or pattern
-    can hold one (the OS stops at it), so it is refused before the tool runs."""
+    """Where a string in the arguments holds a NUL character or a lone surrogate, or None. No path,
+    command or pattern can hold a NUL (the OS stops at it), and UTF-8 cannot encode a lone surrogate
+    (valid in JSON as `\\ud800`, it is half of a character): both are refused before the tool runs."""
     if isinstance(value, str):
-        index = value.find("\0")
-        return None if index < 0 else f"`{where or '(arguments)'}` holds a NUL character (\\u0000) at index {index}"
+        found = _UNENCODABLE.search(value)
+        if found is None:
+            return None
+        what = "a NUL character" if found.group() == "\0" else "a lone surrogate, half of a character,"
+        return f"`{where or '(arguments)'}` holds {what} (\\u{ord(found.group()):04x}) at index {found.start()}"
     if isinstance(value, dict):
         items: Any = value.items()
     elif isinstance(value, list):
@@ -147,8 +154,9 @@ def execute(ctx: ToolContext, name: str, arguments: Any, gate: Gate) -> ToolResu
                     f"{example}", error_kind=BAD_JSON)
     nul = nul_error(value)
     if nul:
-        return fail(f"Invalid arguments for `{name}`: {nul}. Paths, commands and patterns cannot contain NUL; "
-                    "remove it. To put NUL bytes in a file, use bash with printf '\\0'.", error_kind=INVALID_INPUT)
+        return fail(f"Invalid arguments for `{name}`: {nul}. Arguments cannot contain NUL or lone surrogates (paths "
+                    "and commands cannot hold them, nor can UTF-8 text); remove it or send the whole character. "
+                    "To put NUL bytes in a file, use bash with printf '\\0'.", error_kind=INVALID_INPUT)
     try:
         args = tool.Input.model_validate(value)
     except ValidationError as exc:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic_core import to_jsonable_python
 
 SCHEMA_VERSION = 1
 
@@ -128,9 +129,7 @@ class EventLog:
         """Append one event. `sync=False` leaves it to the next synced append (or `sync()`) to make
         it durable: fsync flushes everything written to the file, so an event followed at once by a
         synced one (a reply by the call it makes) costs no fsync of its own."""
-        # ensure_ascii: the model can send lone surrogates ("\ud800"), which UTF-8 cannot encode
-        # but an escaped JSON string can carry, so the log records exactly what was sent.
-        line = json.dumps(event.model_dump(mode="json"), ensure_ascii=True).encode("ascii") + b"\n"
+        line = to_json(event).encode("ascii") + b"\n"
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             if _ends_torn(fd):
@@ -162,13 +161,20 @@ class EventLog:
                 continue
             try:
                 loaded.events.append(_EVENT.validate_python(json.loads(raw)))
-            except (ValidationError, ValueError) as exc:
+            except (ValidationError, ValueError, RecursionError) as exc:  # Recursion: nested too deep to parse
                 torn = number - 1 == last  # the final line had no newline: cut by a crash mid-write
                 what = "torn final line (cut by a crash mid-write)" if torn else "unreadable line"
                 loaded.problems.append(
                     f"{self.path}:{number}: {what}, {len(raw)} bytes, skipped ({_first_error(exc)})"
                 )
         return loaded
+
+
+def to_json(event: AnyEvent) -> str:
+    """One event as one line of ASCII JSON. The model can send lone surrogates ("\\ud800"), in values
+    and in keys, which UTF-8 cannot encode but an escaped JSON string carries: so the log records
+    exactly what was sent. (pydantic's own JSON mode refuses such a key, hence json.dumps here.)"""
+    return json.dumps(event.model_dump(), default=to_jsonable_python, ensure_ascii=True)
 
 
 def _ends_torn(fd: int) -> bool:
