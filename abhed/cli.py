@@ -84,7 +84,7 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
     gate = Gate(Policy.create(mode or rules.mode, rules.allow, rules.deny, workspace), invoked_by_human=True,
                 confirmed=confirm)
     try:
-        with SessionStore(settings.home).use(session_id, workspace) as session:
+        with SessionStore(settings.home).use(session_id, workspace, wait_s=limits.session_wait_s) as session:
             if session_id is None:
                 click.echo(f"abhed: session {session.id} (pass --session {session.id} to continue it)", err=True)
             ctx = ToolContext(session, settings, paths, one_shot=True)

@@ -83,7 +83,7 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
     rules = settings.approval
     gate = Gate(Policy.create(rules.mode, rules.allow, rules.deny, workspace), ask_human=ask_human)
     try:
-        with store.use(session_id, workspace) as session:
+        with store.use(session_id, workspace, wait_s=settings.agent.session_wait_s) as session:
             for problem in session.log.load().problems:
                 display.notice(f"warning: {problem}")
             ctx = ToolContext(session, settings, paths)
