@@ -31,7 +31,7 @@ def test_events_carry_schema_version_ids_and_agent_lineage(tools, ws):
     tools("read", path=str(ws))
     raw = [json.loads(line) for line in tools.session.log.path.read_text().splitlines()]
     for event in raw:
-        assert event["schema_version"] == 1 and len(event["id"]) == 32
+        assert event["schema_version"] == 2 and len(event["id"]) == 32
         assert event["agent_id"] == "main" and event["parent_id"] is None and event["at"].endswith("Z")
 
 
