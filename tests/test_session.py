@@ -166,3 +166,146 @@ def test_use_waits_in_process_with_the_callback(home, ws, monkeypatch):
         assert session.id == "cb"
     assert len(told) == 1  # a free session: no word, no wait
     assert (home / "sessions" / "cb" / "lock").read_text().startswith(f"{os.getpid()} abhed ")
+
+
+# -- the state and what a call changed (fast, in-process) ---------------------------------------------
+
+def _record(size: int = 1, mtime: int = 1, sha: str | None = "a" * 64):
+    from abhed.session import ReadRecord
+    from abhed.events import now
+    return ReadRecord(size=size, mtime_ns=mtime, sha256=sha, at=now())
+
+
+def test_changed_since_trusts_the_hash_when_both_sides_have_one_else_size_and_mtime():
+    from abhed.session import changed_since, digest
+    record = _record(3, 100, digest(b"abc"))
+    assert not changed_since(record, b"abc", 3, 100)
+    assert not changed_since(record, b"abc", 3, 999)  # touched, same content
+    assert changed_since(record, b"abd", 3, 100)  # same size and mtime, other content
+    assert not changed_since(record, None, 3, 100)  # over the hash limit: size and mtime
+    assert changed_since(record, None, 3, 101) and changed_since(record, None, 4, 100)
+    unhashed = _record(3, 100, None)
+    assert not changed_since(unhashed, b"xyz", 3, 100) and changed_since(unhashed, b"xyz", 3, 101)
+    assert changed_since(unhashed, b"xyz", 2, 100)
+    assert session_module.HASH_LIMIT == 64 * 1024 * 1024
+
+
+def test_changes_since_names_exactly_what_a_call_changed_and_apply_replays_it(home, ws):
+    from abhed.session import Plan, TodoItem, apply_changes
+    session = SessionStore(home).create(ws, "c")
+    session.remember(ws / "kept", b"k", 1, 1)
+    session.remember(ws / "gone", b"g", 1, 1)
+    mark = session.mark()
+    assert session.changes_since(mark) == {}
+    session.remember(ws / "new", b"n", 1, 2)
+    session.forget(ws / "gone")
+    session.state.cwd = str(ws / "sub")
+    session.state.plan = Plan(goal="g", steps=["s"])
+    session.state.todos = [TodoItem(id="1", content="t")]
+    session.state.next_todo_id = 2
+    changes = session.changes_since(mark)
+    assert set(changes) == {"reads", "forgot", "cwd", "plan", "todos", "next_todo_id"}
+    assert list(changes["reads"]) == [str(ws / "new")] and changes["forgot"] == [str(ws / "gone")]
+    assert changes["cwd"] == str(ws / "sub") and changes["plan"]["goal"] == "g" and changes["next_todo_id"] == 2
+    replayed = SessionState(id="c", created_at=session.state.created_at, workspace=str(ws), cwd=str(ws))
+    replayed.reads[str(ws / "gone")] = session.state.reads[str(ws / "kept")]
+    apply_changes(replayed, changes)
+    assert set(replayed.reads) == {str(ws / "new")} and replayed.cwd == str(ws / "sub")
+    assert replayed.plan == session.state.plan and replayed.todos == session.state.todos
+    assert replayed.next_todo_id == 2
+    mark = session.mark()
+    session.state.plan = None
+    assert session.changes_since(mark) == {"plan": None}
+    apply_changes(replayed, {"plan": None})
+    assert replayed.plan is None
+    mark = session.mark()
+    session.state.next_todo_id = 3  # a counter alone changes: the todos go with it
+    assert session.changes_since(mark) == {"todos": [{"id": "1", "content": "t", "status": "pending"}],
+                                           "next_todo_id": 3}
+
+
+def test_rebuild_state_applies_the_logs_changes_in_order_and_keeps_the_rest(home, ws):
+    from abhed.events import ActionEvent, MessageEvent, ObservationEvent
+    from abhed.session import rebuild_state
+    state = SessionState(id="r", created_at=session_module.now(), workspace=str(ws), cwd=str(ws))
+    state.reads["/old"] = _record()
+
+    def obs(changes):
+        return ObservationEvent(session_id="r", action_id="a", tool="t", content="", is_error=False, duration_ms=0,
+                                metadata={"state": changes})
+    events = [obs({"cwd": "/one"}), MessageEvent(session_id="r", role="user", content="x"),
+              ActionEvent(session_id="r", tool="t", input={}), obs({"cwd": "/two"}),
+              ObservationEvent(session_id="r", action_id="a", tool="t", content="", is_error=False, duration_ms=0,
+                               metadata={"state": "not a dict"})]
+    rebuilt = rebuild_state(state, events)
+    assert rebuilt.cwd == "/two" and "/old" in rebuilt.reads
+    assert state.cwd == str(ws)  # the original is untouched
+
+
+def test_a_branch_shares_the_log_and_write_lock_but_not_the_state_and_never_saves(home, ws):
+    session = SessionStore(home).create(ws, "b")
+    session.remember(ws / "f", b"x", 1, 1)
+    session.state.cwd = str(ws / "sub")
+    branch = session.branch()
+    assert branch.dir == session.dir and branch.writes is session.writes and branch.id == "b"
+    assert branch.state.reads == {} and branch.state.cwd == str(ws / "sub")
+    assert branch.state.workspace == str(ws) and branch.state.created_at == session.state.created_at
+    branch.state.cwd = "/elsewhere"
+    branch.save()
+    assert SessionStore(home).open("b").state.cwd == str(ws)  # state.json is the top-level agent's
+    assert branch.last_read(ws / "f") is None and session.last_read(ws / "f") is not None
+    assert session.last_read(ws / "f").sha256 == session_module.digest(b"x")
+
+
+def test_remember_records_size_mtime_and_hash_or_none_over_the_limit(home, ws):
+    session = SessionStore(home).create(ws, "m")
+    session.remember(ws / "a", b"abc", 3, 77)
+    session.remember(ws / "big", None, 10, 88)
+    a, big = session.last_read(ws / "a"), session.last_read(ws / "big")
+    assert (a.size, a.mtime_ns, a.sha256) == (3, 77, session_module.digest(b"abc"))
+    assert (big.size, big.mtime_ns, big.sha256) == (10, 88, None)
+    session.forget(ws / "a")
+    session.forget(ws / "never")
+    assert session.last_read(ws / "a") is None and session.last_read(ws / "big") is not None
+
+
+def test_open_of_an_unreadable_or_missing_state_says_which_file(home, ws):
+    store = SessionStore(home)
+    with pytest.raises(SessionError) as missing:
+        store.open("none")
+    assert str(missing.value) == f"No session 'none' in {home / 'sessions'}. List them with `abhed sessions list`."
+    session = store.create(ws, "bad")
+    (session.dir / "state.json").write_text("{not json")
+    with pytest.raises(SessionError) as bad:
+        store.open("bad")
+    assert str(bad.value).startswith(f"The state of session 'bad' ({session.dir / 'state.json'}) is unreadable: ")
+    (session.dir / "state.json").write_text(json.dumps({"id": "bad"}))
+    with pytest.raises(SessionError, match="is unreadable"):
+        store.open("bad")
+
+
+def test_ids_lists_sessions_with_a_state_only_and_create_makes_a_private_dir(home, ws):
+    store = SessionStore(home)
+    assert store.ids() == []
+    session = store.create(ws)
+    assert re_session_id(session.id)
+    assert (session.dir.stat().st_mode & 0o777) == 0o700
+    state = json.loads((session.dir / "state.json").read_text())
+    assert state["workspace"] == state["cwd"] == str(ws) and state["schema_version"] == 1
+    (store.root / "stray").mkdir()
+    assert store.ids() == [session.id]
+    with store.use(None, ws) as fresh:
+        assert fresh.id != session.id and (fresh.dir / "state.json").exists()
+    with store.use(session.id, ws) as again:
+        assert again.state.created_at == session.state.created_at
+
+
+def re_session_id(value: str) -> bool:
+    import re
+    return re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{6}", value) is not None
+
+
+def test_save_holds_the_lock_and_writes_indented_json(home, ws):
+    session = SessionStore(home).create(ws, "j")
+    text = (session.dir / "state.json").read_text()
+    assert text.startswith('{\n "schema_version": 1,\n "id": "j"')
