@@ -427,7 +427,7 @@ class Agent:
     def _guard(self, call: ToolCall, result: ToolResult) -> str | None:
         try:
             canonical = json.dumps(json.loads(call.arguments), sort_keys=True)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to parse (dispatch refused it)
             canonical = call.arguments
         key = f"{call.name}\0{canonical}"
         if not result.is_error:

@@ -205,7 +205,7 @@ def parsed_object(arguments: str) -> dict[str, Any] | None:
         return {}
     try:
         value = json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep to parse (dispatch refuses it)
         return None
     return value if isinstance(value, dict) else None
 
@@ -272,7 +272,9 @@ def _parse_body(body: str, schemas: dict[str, dict[str, Any]]) -> ToolCall:
         body = fenced.group(1)
     try:
         value = json.loads(body)
-    except ValueError as exc:
+        args = value.get("arguments", value.get("parameters", {})) if isinstance(value, dict) else None
+        arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep to parse
         named = _NAME.search(body)
         return ToolCall(call_id(), named.group(1) if named else "", body, error=(
             f"The JSON in your <tool_call> block does not parse ({_json_error(exc)}); nothing was run. Write one JSON "
@@ -281,8 +283,7 @@ def _parse_body(body: str, schemas: dict[str, dict[str, Any]]) -> ToolCall:
         return ToolCall(call_id(), "", body, error=(
             "Your <tool_call> block needs a JSON object with \"name\" (a string) and \"arguments\" (an object); "
             f"nothing was run. For example:\n{HERMES_EXAMPLE}"))
-    args = value.get("arguments", value.get("parameters", {}))
-    return ToolCall(call_id(), value["name"], args if isinstance(args, str) else json.dumps(args, ensure_ascii=False))
+    return ToolCall(call_id(), value["name"], arguments)
 
 
 def _parse_xml(body: str, schemas: dict[str, dict[str, Any]]) -> ToolCall:
@@ -315,12 +316,14 @@ def _typed(value: str, prop: dict[str, Any]) -> Any:
     if kind in ("array", "object"):
         try:
             return json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             return value
     return value
 
 
-def _json_error(exc: ValueError) -> str:
+def _json_error(exc: Exception) -> str:
     if isinstance(exc, json.JSONDecodeError):
         return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    if isinstance(exc, RecursionError):
+        return "it is nested too deeply"
     return str(exc)

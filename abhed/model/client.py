@@ -36,6 +36,10 @@ from abhed.model.sse import data_events
 from abhed.model.wire import Encoded, Reply, ToolCall, Usage, call_id
 
 T = TypeVar("T")
+# What one streamed call's arguments may grow to in memory, whatever agent.max_argument_bytes says
+# (dispatch's bound, checked later): a server streaming gigabytes of arguments must not take the
+# process with it. Beyond this the fragments are counted, not kept, and the call comes back refused.
+WIRE_ARGUMENT_LIMIT = 16 * 1024 * 1024
 TextSink = Callable[[str], None]
 RetrySink = Callable[[ModelError, int, float], None]  # the error, the attempt that failed, the wait before the next
 
@@ -251,14 +255,18 @@ class Assembler:
             if self.on_text:
                 self.on_text(delta["content"])
         for part in delta.get("tool_calls") or []:
-            slot = self.calls.setdefault(part.get("index", len(self.calls)), {"id": None, "name": "", "args": []})
+            slot = self.calls.setdefault(part.get("index", len(self.calls)),
+                                         {"id": None, "name": "", "args": [], "size": 0})
             slot["id"] = slot["id"] or part.get("id")
             function = part.get("function") or {}
             name = function.get("name") or ""
             # Servers send the name once; some repeat it whole or send it cumulatively: never double it.
             slot["name"] = name if name.startswith(slot["name"]) else slot["name"] + name
             if function.get("arguments"):
-                slot["args"].append(_arguments(function["arguments"]))
+                fragment = _arguments(function["arguments"])
+                slot["size"] += len(fragment)
+                if slot["size"] <= WIRE_ARGUMENT_LIMIT:
+                    slot["args"].append(fragment)
         if choice.get("finish_reason"):
             self.finish_reason = choice["finish_reason"]
 
@@ -267,10 +275,19 @@ class Assembler:
             raise ModelError(f"The reply from the model server at {self.endpoint} stopped mid-way: the stream ended "
                              "without a finish_reason or [DONE]. The server may have restarted; check the vLLM logs.",
                              retryable=True)
-        calls = [ToolCall(id=slot["id"] or call_id(), name=slot["name"], arguments="".join(slot["args"]))
-                 for _, slot in sorted(self.calls.items())]
+        calls = [_call(slot) for _, slot in sorted(self.calls.items())]
         return Reply(text="".join(self.text), tool_calls=calls, finish_reason=self.finish_reason, usage=self.usage,
                      reasoning="".join(self.reasoning))
+
+
+def _call(slot: dict[str, Any]) -> ToolCall:
+    arguments = "".join(slot["args"])
+    if slot["size"] <= WIRE_ARGUMENT_LIMIT:
+        return ToolCall(id=slot["id"] or call_id(), name=slot["name"], arguments=arguments)
+    return ToolCall(id=slot["id"] or call_id(), name=slot["name"], arguments=arguments[:2000], error=(
+        f"The arguments of your `{slot['name']}` call were {slot['size']:,} characters, over the "
+        f"{WIRE_ARGUMENT_LIMIT:,} Abhed reads of one call; nothing was run. Send smaller calls: write a large file "
+        "in parts (write the start, then add the rest with edit)."))
 
 
 def _payload(body: dict[str, Any]) -> bytes:

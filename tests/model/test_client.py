@@ -258,3 +258,19 @@ def test_a_malformed_stream_event_says_what_to_check():
     assert f"The model server at {server.url} sent a malformed stream event: '{{not json'." in message
     assert "`data: {json}` lines ending with `data: [DONE]`" in message and "(ending in /v1)" in message
     assert "no proxy between here and it rewrites or buffers the stream" in message
+
+
+def test_streamed_arguments_past_the_wire_limit_are_counted_not_kept(monkeypatch):
+    """A server streaming more arguments than any call may have: memory stays bounded, and the call
+    comes back refused with a message the model can act on."""
+    from abhed.model import client as client_module
+    monkeypatch.setattr(client_module, "WIRE_ARGUMENT_LIMIT", 1000)
+    huge = json.dumps({"path": "/w/a", "content": "x" * 5000})
+    with ReplayServer([Turn(calls=[("write", huge), ("read", {"path": "/w/b"})])]) as server:
+        reply = client(server).chat(WITH_TOOLS)
+    refused, fine = reply.tool_calls
+    assert refused.name == "write" and len(refused.arguments) <= 1000 and refused.error == (
+        f"The arguments of your `write` call were {len(huge):,} characters, over the 1,000 Abhed reads of one call; "
+        "nothing was run. Send smaller calls: write a large file in parts (write the start, then add the rest with "
+        "edit).")
+    assert fine.error is None and json.loads(fine.arguments) == {"path": "/w/b"}
