@@ -151,3 +151,30 @@ def test_sessions_show_prints_payloads_from_blobs(ws, home):
 def test_to_json_without_a_store_is_the_plain_event():
     event = MessageEvent(session_id="s", role="user", content="\x00x" + "y" * BLOB_MIN)
     assert json.loads(to_json(event))["content"] == event.content
+
+
+def test_a_nul_led_string_between_the_quick_check_and_the_threshold_is_escaped_too(tmp_path):
+    log = EventLog(tmp_path / "events.jsonl", blob_min=100)
+    text = "\x00" + "x" * 30  # 31 characters: may reach 100 bytes as far as the length says; 31 bytes in fact
+    wide = "😀" * 25  # 25 characters, 100 bytes: a blob
+    log.append(ActionEvent(session_id="s", tool="t", input={"text": text, "wide": wide}))
+    stored = _lines(log)[0]["input"]
+    assert stored["text"] == "\x00" + text and stored["wide"].startswith("\x00blob:") and stored["wide"].endswith(":100")
+    assert log.load().events[0].input == {"text": text, "wide": wide}
+
+
+def test_one_damaged_blob_named_twice_is_read_and_reported_once(tmp_path):
+    from hashlib import sha256
+    log = EventLog(tmp_path / "events.jsonl", blob_min=64)
+    payload = "p" * 100
+    log.append(ActionEvent(session_id="s", tool="t", input={"a": payload, "b": payload}))
+    (log.blobs / sha256(payload.encode()).hexdigest()).write_text("tampered")
+    loaded = log.load()
+    assert len(loaded.problems) == 1 and loaded.events[0].input["a"] == loaded.events[0].input["b"]
+
+
+def test_the_log_and_its_blobs_are_private(tmp_path):
+    log = EventLog(tmp_path / "events.jsonl", blob_min=64)
+    log.append(ActionEvent(session_id="s", tool="t", input="q" * 100))
+    assert log.path.stat().st_mode & 0o777 == 0o600 and log.blobs.stat().st_mode & 0o777 == 0o700
+    assert all(p.stat().st_mode & 0o777 == 0o600 for p in log.blobs.iterdir())

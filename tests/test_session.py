@@ -309,3 +309,16 @@ def test_save_holds_the_lock_and_writes_indented_json(home, ws):
     session = SessionStore(home).create(ws, "j")
     text = (session.dir / "state.json").read_text()
     assert text.startswith('{\n "schema_version": 1,\n "id": "j"')
+
+
+def test_state_defaults_and_todo_statuses():
+    from abhed.session import Plan, TodoItem
+    from pydantic import ValidationError
+    assert Plan(goal="g", steps=[]).version == 1 and Plan(goal="g", steps=[]).notes == ""
+    state = SessionState(id="x", created_at=session_module.now(), workspace="/w", cwd="/w")
+    assert state.next_todo_id == 1 and state.schema_version == 1 and state.reads == {} and state.todos == []
+    assert [TodoItem(id="1", content="c", status=s).status for s in ("pending", "in_progress", "done")] == \
+        ["pending", "in_progress", "done"]
+    assert TodoItem(id="1", content="c").status == "pending"
+    with pytest.raises(ValidationError):
+        TodoItem(id="1", content="c", status="finished")
