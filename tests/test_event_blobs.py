@@ -178,3 +178,7 @@ def test_the_log_and_its_blobs_are_private(tmp_path):
     log.append(ActionEvent(session_id="s", tool="t", input="q" * 100))
     assert log.path.stat().st_mode & 0o777 == 0o600 and log.blobs.stat().st_mode & 0o777 == 0o700
     assert all(p.stat().st_mode & 0o777 == 0o600 for p in log.blobs.iterdir())
+
+
+def test_the_documented_threshold():
+    assert BLOB_MIN == 16 * 1024  # README: "payloads of 16 KiB or more"
