@@ -196,3 +196,20 @@ def test_parse_arguments_reports_bounds_without_parsing():
     assert value == "[" * 50 + "]" * 50 and "nested more than 32" in why
     assert parse_arguments("") == ({}, None) and parse_arguments({"a": 1}) == ({"a": 1}, None)
     assert parse_arguments("{oops")[1] == "Expecting property name enclosed in double quotes at line 1 column 2 (character 1)"
+
+
+CLI_NASTY = ["[" * 3000, '{"path": ' + "[" * 900 + "]" * 900 + "}", '{"path": "\\u0000"}', '{"path": "\\ud800"}',
+             '{"\\udcff": "x"}', '{"pattern": "\\u001b[6n", "path": "\\u202e"}', '{"goal": "\\ud83d", "steps": []}',
+             '"\\ud800"', "[]", "1e999999", '{"items": [' + "{" * 40 + "}" * 40 + "]}", "\udcff"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["plan", "bash"])  # one that echoes values back, one that runs (the rest: in-process fuzz)
+def test_cli_tool_never_crashes_on_nasty_arguments(ws, home, name):
+    for arguments in CLI_NASTY:
+        proc = abhed("tool", name, arguments, "--workspace", str(ws), "--session", "fuzz")
+        assert proc.returncode in (0, 2), (arguments[:80], proc.stderr[-500:])
+        assert "Traceback" not in proc.stderr and "Internal error" not in proc.stdout, (arguments[:80], proc.stderr)
+        assert "\x1b" not in proc.stdout + proc.stderr and "\u202e" not in proc.stdout
+    shown = abhed("sessions", "show", "fuzz", "--full")
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr
