@@ -101,6 +101,8 @@ def parse_arguments(arguments: Any, max_bytes: int = MAX_BYTES,
         return json.loads(arguments), None
     except json.JSONDecodeError as exc:
         return arguments, f"{exc.msg} at line {exc.lineno} column {exc.colno} (character {exc.pos})"
+    except ValueError as exc:  # valid JSON Python will not hold, e.g. an integer of 5,000 digits
+        return arguments, str(exc).split(";")[0]
 
 
 _UNENCODABLE = re.compile("[\0\ud800-\udfff]")

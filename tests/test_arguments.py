@@ -191,6 +191,13 @@ def test_fuzz_no_argument_text_crashes_dispatch_the_log_or_the_display(tmp_path_
     printable(result.content).encode("utf-8")
 
 
+def test_an_integer_too_long_for_python_is_bad_json_not_a_crash(tools):
+    result = tools("read", '{"path": "/x", "offset": ' + "1" * 5000 + "}")
+    assert result.is_error and result.metadata["error_kind"] == dispatch.BAD_JSON
+    assert "Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits" in result.content
+    assert "Send one JSON object" in result.content and not tools.session.log.load().problems
+
+
 def test_parse_arguments_reports_bounds_without_parsing():
     value, why = parse_arguments("[" * 50 + "]" * 50)
     assert value == "[" * 50 + "]" * 50 and "nested more than 32" in why
