@@ -268,8 +268,8 @@ def _open_model(settings: config.Settings, display):  # type: ignore[no-untyped-
     from abhed.model.profiles import ProfileError
     try:
         return launch.open_model(settings, display)
-    except (ModelError, ProfileError) as exc:
-        click.echo(f"abhed: {exc}", err=True)
+    except (ModelError, ProfileError) as exc:  # may quote the server's own words
+        click.echo(printable(f"abhed: {exc}"), err=True)
         sys.exit(1)
     except KeyboardInterrupt:
         click.echo("abhed: interrupted while connecting to the model server", err=True)
@@ -460,7 +460,7 @@ def doctor(endpoint: str | None, model_name: str | None, profile: str | None) ->
         _fail(str(exc))
     failed = False
     for check in checks(settings):
-        click.echo(f"{check.status:<5} {check.name:<13} {check.message}")
+        click.echo(printable(f"{check.status:<5} {check.name:<13} {check.message}"))  # the server's words too
         failed = failed or check.status == "FAIL"
     sys.exit(1 if failed else 0)
 
@@ -565,7 +565,7 @@ def conformance(endpoint: str | None, model_name: str | None, profile: str | Non
     if verbose:
         options.display = lambda name: Progress()
     try:
-        click.echo(f"abhed conformance: {model.describe()}; workspaces in {root}", err=True)
+        click.echo(printable(f"abhed conformance: {model.describe()}; workspaces in {root}"), err=True)
         report = suite.run(settings, model, root, options)
     except KeyboardInterrupt:
         click.echo("abhed: conformance interrupted; no verdict", err=True)
@@ -574,7 +574,7 @@ def conformance(endpoint: str | None, model_name: str | None, profile: str | Non
         model.client.close()
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
-    click.echo(reports.table(report), file=out)
+    click.echo(printable(reports.table(report)), file=out)
     if keep:
         click.echo(f"Workspaces and sessions kept in {root} (ABHED_HOME={root / 'home'} abhed sessions show ID).",
                    err=True)

@@ -124,3 +124,14 @@ def test_a_commands_output_cannot_make_the_terminal_answer_back(ws, home):
     assert "a\\x1b[6nb\\x1b]0;pwned\\x07c" in proc.stdout
     as_json = abhed("tool", "bash", json.dumps(command), "--workspace", str(ws), "--mode", "auto", "--json")
     assert "\x1b" not in as_json.stdout and "a\x1b[6nb" in json.loads(as_json.stdout)["content"]
+
+
+def test_a_hostile_servers_words_are_escaped_by_abhed_run_and_doctor(ws, home):
+    """The model server names its models and words its errors: neither reaches the terminal raw."""
+    from abhed.model.replay import ReplayServer, Turn
+    with ReplayServer([Turn(fault="status:400")], model_id="m\x1b]0;owned\x07") as server:
+        run = abhed("run", "hi", "--endpoint", server.url, "--workspace", str(ws))
+        doctor = abhed("doctor", "--endpoint", server.url)
+    for proc in (run, doctor):
+        assert "\x1b" not in proc.stdout + proc.stderr and "\x07" not in proc.stdout + proc.stderr
+    assert "m\\x1b]0;owned\\x07" in run.stderr + doctor.stdout + doctor.stderr
