@@ -296,6 +296,7 @@ def test_ids_lists_sessions_with_a_state_only_and_create_makes_a_private_dir(hom
     assert store.ids() == [session.id]
     with store.use(None, ws) as fresh:
         assert fresh.id != session.id and (fresh.dir / "state.json").exists()
+        assert (fresh.dir.stat().st_mode & 0o777) == 0o700
     with store.use(session.id, ws) as again:
         assert again.state.created_at == session.state.created_at
 
