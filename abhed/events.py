@@ -52,7 +52,8 @@ def now() -> datetime:
 
 
 class _Event(BaseModel):
-    model_config = ConfigDict(extra="ignore")  # a newer Abhed may add fields; older ones still load
+    # A newer Abhed may add fields; older ones still load (tested). pydantic's default, said out loud.
+    model_config = ConfigDict(extra="ignore")  # pragma: no mutate (equivalent: the default)
 
     schema_version: int = SCHEMA_VERSION
     id: str = Field(default_factory=new_id)
