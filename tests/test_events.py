@@ -158,3 +158,12 @@ def test_sync_false_leaves_the_fsync_to_the_next_synced_append_or_sync(tmp_path,
 def test_events_get_fresh_ids_and_utc_times():
     first, second = ActionEvent(session_id="s", tool="t", input={}), ActionEvent(session_id="s", tool="t", input={})
     assert first.id != second.id and len(first.id) == 32 and first.at.utcoffset().total_seconds() == 0
+
+
+def test_append_and_sync_leave_no_file_descriptor_open(tmp_path):
+    log = EventLog(tmp_path / "events.jsonl", blob_min=64)
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        log.append(ActionEvent(session_id="s", tool="t", input="b" * 100), sync=False)
+        log.sync()
+    assert len(os.listdir("/proc/self/fd")) == before
