@@ -282,6 +282,6 @@ def _ends_torn(fd: int) -> bool:
 
 def _first_error(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
-        err = exc.errors(include_url=False)[0]
+        err = exc.errors(include_url=False)[0]  # pragma: no mutate (the url is not shown either way)
         return f"{'.'.join(str(p) for p in err['loc']) or 'line'}: {err['msg']}"
     return str(exc)
