@@ -42,7 +42,7 @@ from abhed.config import AgentConfig
 from abhed.conversation import Gauge, chars, fit_observation, message_event, observation_cap, rebuild
 from abhed.display import Display
 from abhed.events import AnyEvent, CompactionEvent, RunEvent, new_id
-from abhed.model.adapters import adapter_for, visible
+from abhed.model.adapters import VisibleStream, adapter_for, visible
 from abhed.model.connect import Model
 from abhed.model.errors import ContextOverflow, ModelError, ToolsUnsupported
 from abhed.model.wire import Msg, Reply, ToolCall, call_id
@@ -165,7 +165,7 @@ class Agent:
         self.tool_calls = 0
         self._children = itertools.count(1)
         self._use_format(model.tool_format)
-        self._stream, self._shown = "", 0
+        self._shown = VisibleStream()
 
     # -- one run ------------------------------------------------------------------------------------
 
@@ -220,7 +220,7 @@ class Agent:
         self._maybe_compact()
         overflowed = False
         while True:
-            self._stream, self._shown = "", 0
+            self._shown = VisibleStream()
             try:
                 reply = self.model.client.chat(self._body(), stream=self.model.stream, on_text=self._on_text,
                                                on_reasoning=self.display.reasoning, on_retry=self._on_retry)
@@ -255,17 +255,15 @@ class Agent:
         return self.gauge.estimate([self._system, *self.messages], self._fixed)
 
     def _on_text(self, delta: str) -> None:
-        self._stream += delta
-        shown = visible(self._stream)  # text protocols: the call markup is not for the human
-        if len(shown) > self._shown:
-            self.display.text(shown[self._shown:])
-            self._shown = len(shown)
+        shown = self._shown.feed(delta)  # text protocols: the call markup is not for the human
+        if shown:
+            self.display.text(shown)
 
     def _on_retry(self, exc: ModelError, attempt: int, wait: float) -> None:
         self.display.reply_done(final=True)  # what streamed before the fault is discarded
         self.display.notice(f"{exc.message} Retrying in {wait:g} s (attempt {attempt + 1} of "
                             f"{self.model.client.attempts}).")
-        self._stream, self._shown = "", 0
+        self._shown = VisibleStream()
 
     def _use_format(self, tool_format: str) -> None:
         self.adapter = adapter_for(tool_format, self.definitions)
@@ -429,7 +427,7 @@ class Agent:
     def _guard(self, call: ToolCall, result: ToolResult) -> str | None:
         try:
             canonical = json.dumps(json.loads(call.arguments), sort_keys=True)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to parse (dispatch refused it)
             canonical = call.arguments
         key = f"{call.name}\0{canonical}"
         if not result.is_error:

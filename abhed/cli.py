@@ -10,9 +10,10 @@ import click
 
 from abhed import __version__, config, dispatch
 from abhed.approval import MODES, Gate, Policy
-from abhed.events import ActionEvent, AnyEvent, CompactionEvent, MessageEvent, ObservationEvent
+from abhed.events import ActionEvent, AnyEvent, CompactionEvent, MessageEvent, ObservationEvent, to_json
 from abhed.paths import PathPolicy
 from abhed.session import SessionError, SessionStore
+from abhed.terminal import printable
 from abhed.tools import BY_NAME, TOOLS, definitions
 from abhed.tools.base import ToolContext
 
@@ -25,7 +26,7 @@ def _settings() -> config.Settings:
 
 
 def _fail(message: str) -> None:
-    click.echo(f"abhed: {message}", err=True)
+    click.echo(f"abhed: {printable(message)}", err=True)
     sys.exit(2)
 
 
@@ -64,14 +65,17 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
     which also needs --confirm; the mode and the operator's deny rules still apply.
     Exit status 0 whenever the tool ran (error observation or not); 2 for a bad invocation.
     """
+    settings = _settings()
+    limits = settings.agent
     if arguments == "-":
-        arguments = sys.stdin.read()
+        arguments = _stdin_arguments(limits.max_argument_bytes)
     if name not in BY_NAME:
         _fail(dispatch.unknown_tool(name).content)
-    _, bad_json = dispatch.parse_arguments(arguments)
+    _, bad_json = dispatch.parse_arguments(arguments, limits.max_argument_bytes, limits.max_argument_depth)
     if bad_json:
-        _fail(f"ARGUMENTS is not valid JSON: {bad_json}.")
-    settings = _settings()
+        what = "is refused" if dispatch.bounds_error(arguments, limits.max_argument_bytes,
+                                                       limits.max_argument_depth) else "is not valid JSON"
+        _fail(f"ARGUMENTS {what}: {bad_json}.")
     if not workspace.is_dir():
         _fail(f"The workspace {workspace.resolve()} is not a directory.")
     workspace = workspace.resolve()
@@ -80,7 +84,7 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
     gate = Gate(Policy.create(mode or rules.mode, rules.allow, rules.deny, workspace), invoked_by_human=True,
                 confirmed=confirm)
     try:
-        with SessionStore(settings.home).use(session_id, workspace) as session:
+        with SessionStore(settings.home).use(session_id, workspace, wait_s=limits.session_wait_s) as session:
             if session_id is None:
                 click.echo(f"abhed: session {session.id} (pass --session {session.id} to continue it)", err=True)
             ctx = ToolContext(session, settings, paths, one_shot=True)
@@ -90,11 +94,23 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
                 ctx.close()
     except SessionError as exc:
         _fail(str(exc))
-    if as_json:
-        click.echo(json.dumps({"tool": name, "is_error": result.is_error, "content": result.content},
-                              ensure_ascii=False))
+    if as_json:  # ensure_ascii: exact, and no control character or lone surrogate reaches the terminal raw
+        click.echo(json.dumps({"tool": name, "is_error": result.is_error, "content": result.content}))
     else:
-        click.echo(result.content)
+        click.echo(printable(result.content))
+
+
+def _stdin_arguments(limit: int) -> str:
+    data = sys.stdin.buffer.read(limit + 1)  # one byte more than the limit is enough to know it is over
+    if len(data) > limit:
+        _fail(f"ARGUMENTS on stdin is too large: over the limit of {limit:,} bytes for one call "
+              "(agent.max_argument_bytes). Split the work into smaller calls.")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        _fail(f"ARGUMENTS on stdin is not valid UTF-8 (byte {exc.start}: {data[exc.start:exc.start + 1]!r}). "
+              "Send JSON text; escape other characters as \\uXXXX.")
+        raise
 
 
 @main.group()
@@ -124,7 +140,8 @@ def sessions_list(as_json: bool) -> None:
         click.echo(f"[no sessions in {store.root}]")
     else:
         for row in rows:
-            click.echo(f"{row['id']:<28} {row['created_at']:<26} {row['events']:>6} events  {row['workspace']}")
+            click.echo(printable(f"{row['id']:<28} {row['created_at']:<26} {row['events']:>6} events  "
+                                 f"{row['workspace']}"))
 
 
 def _preview(text: str, width: int = 100) -> str:
@@ -145,13 +162,13 @@ def sessions_show(session_id: str, as_json: bool, full: bool) -> None:
         _fail(str(exc))
     loaded = session.log.load()
     for problem in loaded.problems:
-        click.echo(f"warning: {problem}", err=True)
-    if as_json:
+        click.echo(f"warning: {printable(problem)}", err=True)
+    if as_json:  # ensure_ascii: a lone surrogate the model sent stays an escape, as in the log
         for event in loaded.events:
-            click.echo(event.model_dump_json())
+            click.echo(to_json(event))
         return
     for event, depth in tree(loaded.events):
-        click.echo(_shown_event(event, "  " * depth, full))
+        click.echo(printable(_shown_event(event, "  " * depth, full)))
 
 
 def tree(events: list[AnyEvent]) -> list[tuple[AnyEvent, int]]:
@@ -251,8 +268,8 @@ def _open_model(settings: config.Settings, display):  # type: ignore[no-untyped-
     from abhed.model.profiles import ProfileError
     try:
         return launch.open_model(settings, display)
-    except (ModelError, ProfileError) as exc:
-        click.echo(f"abhed: {exc}", err=True)
+    except (ModelError, ProfileError) as exc:  # may quote the server's own words
+        click.echo(printable(f"abhed: {exc}"), err=True)
         sys.exit(1)
     except KeyboardInterrupt:
         click.echo("abhed: interrupted while connecting to the model server", err=True)
@@ -271,9 +288,9 @@ def _locate(settings: config.Settings, workspace: Path, session_id: str | None, 
 def _finish(outcome, session_id: str) -> None:  # type: ignore[no-untyped-def]
     """Print a run's result: the answer on stdout, why it stopped on stderr; exit with its status."""
     if outcome.answer:
-        click.echo(outcome.answer)
+        click.echo(printable(outcome.answer))
     if outcome.status != "done":
-        click.echo(f"abhed: {outcome.detail} (session {session_id})", err=True)
+        click.echo(printable(f"abhed: {outcome.detail} (session {session_id})"), err=True)
     sys.exit(outcome.exit_code)
 
 
@@ -443,7 +460,7 @@ def doctor(endpoint: str | None, model_name: str | None, profile: str | None) ->
         _fail(str(exc))
     failed = False
     for check in checks(settings):
-        click.echo(f"{check.status:<5} {check.name:<13} {check.message}")
+        click.echo(printable(f"{check.status:<5} {check.name:<13} {check.message}"))  # the server's words too
         failed = failed or check.status == "FAIL"
     sys.exit(1 if failed else 0)
 
@@ -548,7 +565,7 @@ def conformance(endpoint: str | None, model_name: str | None, profile: str | Non
     if verbose:
         options.display = lambda name: Progress()
     try:
-        click.echo(f"abhed conformance: {model.describe()}; workspaces in {root}", err=True)
+        click.echo(printable(f"abhed conformance: {model.describe()}; workspaces in {root}"), err=True)
         report = suite.run(settings, model, root, options)
     except KeyboardInterrupt:
         click.echo("abhed: conformance interrupted; no verdict", err=True)
@@ -557,7 +574,7 @@ def conformance(endpoint: str | None, model_name: str | None, profile: str | Non
         model.client.close()
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
-    click.echo(reports.table(report), file=out)
+    click.echo(printable(reports.table(report)), file=out)
     if keep:
         click.echo(f"Workspaces and sessions kept in {root} (ABHED_HOME={root / 'home'} abhed sessions show ID).",
                    err=True)

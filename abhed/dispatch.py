@@ -8,11 +8,13 @@ what to do next. Nothing here raises to the caller except a KeyboardInterrupt.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 import traceback
 from collections.abc import Callable
 from contextlib import nullcontext
+from hashlib import sha256
 from typing import Any
 
 from pydantic import ValidationError
@@ -28,13 +30,69 @@ from abhed.tools.base import Tool, ToolContext, ToolResult, cap_text, explain_in
 UNKNOWN_TOOL, BAD_JSON, INVALID_INPUT, NOT_APPROVED, TOOL_ERROR, INTERNAL = (
     "unknown_tool", "bad_json", "invalid_input", "not_approved", "tool_error", "internal")
 MALFORMED = "malformed_call"  # the model's tool-call markup itself did not parse (text protocols)
+TOO_LARGE = "too_large"  # the arguments are over the size or nesting bound: refused before parsing
 # Tools that check the read-set and then replace a file: one at a time per session (Session.writes),
 # so agents running side by side cannot both pass the check and overwrite each other.
 READ_SET_WRITERS = frozenset({"write", "edit"})
 
 
-def parse_arguments(arguments: Any) -> tuple[Any, str | None]:
-    """The arguments as a Python value, or the reason they are not valid JSON."""
+# Defaults of agent.max_argument_bytes / max_argument_depth (config.py), for callers without settings.
+MAX_BYTES, MAX_DEPTH = 4 * 1024 * 1024, 32
+# JSON strings (their brackets do not nest) and the brackets that do: enough to measure nesting
+# without parsing, so a 100,000-deep `[[[[...` never reaches json.loads' recursion.
+_STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
+KEPT_IN_LOG = 4096  # characters of refused arguments the ActionEvent keeps (with their size and hash)
+
+
+def bounds_error(arguments: Any, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> str | None:
+    """Why the arguments are too large or too deeply nested to parse, or None when within bounds.
+
+    Checked on the raw text, before json.loads: size by UTF-8 bytes (counted without encoding
+    when every character fits in one), nesting by counting brackets outside strings.
+    """
+    if not isinstance(arguments, str):
+        arguments = _to_json(arguments)
+        if arguments is None:
+            return f"they are nested more than {max_depth} levels deep"
+    size = len(arguments)
+    if size > max_bytes // 4 and not arguments.isascii():
+        size = len(arguments.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        return (f"they are {size:,} bytes, over the limit of {max_bytes:,} bytes for one call "
+                "(agent.max_argument_bytes)")
+    depth = 0
+    for match in _STRING_OR_BRACKET.finditer(arguments):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > max_depth:
+                return f"they are nested more than {max_depth} levels deep (agent.max_argument_depth)"
+        elif token in "]}":
+            depth -= 1
+    return None
+
+
+def _to_json(value: Any) -> str | None:
+    """An object some server sent in place of the JSON string, as JSON; None if too deep to encode."""
+    try:
+        return json.dumps(value)
+    except (RecursionError, ValueError, TypeError):
+        return None
+
+
+def too_large(name: str, why: str) -> str:
+    return (f"The arguments for `{name}` were not read: {why}. Send smaller, flatter arguments: split a large "
+            "file into several calls (write the start, then add the rest with edit), and pass plain values, "
+            "not deeply nested structures.")
+
+
+def parse_arguments(arguments: Any, max_bytes: int = MAX_BYTES,
+                    max_depth: int = MAX_DEPTH) -> tuple[Any, str | None]:
+    """The arguments as a Python value, or the reason they are not valid JSON. Arguments over the
+    bounds (bounds_error) are not parsed: the value is the raw text, the reason that."""
+    why = bounds_error(arguments, max_bytes, max_depth)
+    if why:
+        return arguments, why
     if not isinstance(arguments, str):
         return arguments, None
     if not arguments.strip():
@@ -43,6 +101,36 @@ def parse_arguments(arguments: Any) -> tuple[Any, str | None]:
         return json.loads(arguments), None
     except json.JSONDecodeError as exc:
         return arguments, f"{exc.msg} at line {exc.lineno} column {exc.colno} (character {exc.pos})"
+    except ValueError as exc:  # valid JSON Python will not hold, e.g. an integer of 5,000 digits
+        return arguments, str(exc).split(";")[0]
+
+
+_UNENCODABLE = re.compile("[\0\ud800-\udfff]")
+
+
+def nul_error(value: Any, where: str = "") -> str | None:
+    """Where a string in the arguments holds a NUL character or a lone surrogate, or None. No path,
+    command or pattern can hold a NUL (the OS stops at it), and UTF-8 cannot encode a lone surrogate
+    (valid in JSON as `\\ud800`, it is half of a character): both are refused before the tool runs."""
+    if isinstance(value, str):
+        found = _UNENCODABLE.search(value)
+        if found is None:
+            return None
+        what = "a NUL character" if found.group() == "\0" else "a lone surrogate, half of a character,"
+        return f"`{where or '(arguments)'}` holds {what} (\\u{ord(found.group()):04x}) at index {found.start()}"
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        path = f"{where}.{key}" if where else str(key)
+        found = nul_error(key, f"the name of {path}") if isinstance(key, str) else None
+        found = found or nul_error(item, path)
+        if found:
+            return found
+    return None
 
 
 def unknown_tool(name: str) -> ToolResult:
@@ -57,11 +145,20 @@ def execute(ctx: ToolContext, name: str, arguments: Any, gate: Gate) -> ToolResu
     tool = BY_NAME.get(name)
     if tool is None:
         return unknown_tool(name)
-    value, bad_json = parse_arguments(arguments)
+    limits = ctx.settings.agent
+    why = bounds_error(arguments, limits.max_argument_bytes, limits.max_argument_depth)
+    if why:
+        return fail(too_large(name, why), error_kind=TOO_LARGE)
+    value, bad_json = parse_arguments(arguments, limits.max_argument_bytes, limits.max_argument_depth)
     if bad_json:
         example = json.dumps(tool.example).replace("WORKSPACE", str(ctx.paths.workspace))
         return fail(f"The arguments for `{name}` are not valid JSON: {bad_json}. Send one JSON object, e.g. "
                     f"{example}", error_kind=BAD_JSON)
+    nul = nul_error(value)
+    if nul:
+        return fail(f"Invalid arguments for `{name}`: {nul}. Arguments cannot contain NUL or lone surrogates (paths "
+                    "and commands cannot hold them, nor can UTF-8 text); remove it or send the whole character. "
+                    "To put NUL bytes in a file, use bash with printf '\\0'.", error_kind=INVALID_INPUT)
     try:
         args = tool.Input.model_validate(value)
     except ValidationError as exc:
@@ -115,7 +212,7 @@ def reject(ctx: ToolContext, name: str, arguments: Any, message: str, *, tool_ca
 def _persisted(ctx: ToolContext, name: str, arguments: Any, run: Callable[[], ToolResult], tool_call_id: str | None,
                agent_id: str, parent_id: str | None, durable: bool) -> ToolResult:
     session = ctx.session
-    value, _ = parse_arguments(arguments)
+    value = _logged_input(arguments, ctx.settings.agent.max_argument_bytes, ctx.settings.agent.max_argument_depth)
     action = ActionEvent(session_id=session.id, agent_id=agent_id, parent_id=parent_id, tool=name,
                          tool_call_id=tool_call_id, input=value)
     session.record(action)
@@ -133,3 +230,13 @@ def _persisted(ctx: ToolContext, name: str, arguments: Any, run: Callable[[], To
     if durable:
         session.save()
     return result
+
+
+def _logged_input(arguments: Any, max_bytes: int, max_depth: int) -> Any:
+    """What the ActionEvent keeps of the arguments: their parsed value, or the raw text when it is not
+    JSON; for arguments over the bounds, their start, size and hash (auditable, never unbounded)."""
+    if bounds_error(arguments, max_bytes, max_depth) is None:
+        return parse_arguments(arguments, max_bytes, max_depth)[0]
+    raw = arguments if isinstance(arguments, str) else repr(arguments)[: KEPT_IN_LOG * 2]
+    data = raw.encode("utf-8", "surrogatepass")
+    return {"refused_arguments": raw[:KEPT_IN_LOG], "bytes": len(data), "sha256": sha256(data).hexdigest()}

@@ -24,18 +24,26 @@ from rich.text import Text
 from abhed.approval import Verdict
 from abhed.model.wire import ToolCall
 from abhed.session import Plan, TodoItem
+from abhed.terminal import printable
 from abhed.tools.base import ToolResult
 from abhed.tools.plan import render_plan
 from abhed.tools.todo import render_todos
 
 PREVIEW_KEYS = ("description", "pattern", "path", "command", "goal")
+PREVIEW_PARSE_LIMIT = 1024 * 1024
 
 
 def preview(call: ToolCall, width: int = 100) -> str:
-    """A call in one short line: its most telling argument."""
+    """A call in one short line: its most telling argument, safe to print (terminal.printable)."""
+    return printable(_preview(call, width))
+
+
+def _preview(call: ToolCall, width: int) -> str:
+    if len(call.arguments) > PREVIEW_PARSE_LIMIT:  # dispatch refuses it; no need to parse megabytes to say so
+        return call.arguments[:width]
     try:
         args = json.loads(call.arguments) if call.arguments.strip() else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested too deep to parse (dispatch says so)
         return call.arguments[:width]
     if not isinstance(args, dict):
         return str(args)[:width]
@@ -57,7 +65,11 @@ def first_line(text: str, width: int = 110) -> str:
 
 
 def outcome(call: ToolCall, result: ToolResult, width: int = 110) -> str:
-    """A result in one short line: the facts for a read or a search, else its first line."""
+    """A result in one short line: the facts for a read or a search, else its first line; safe to print."""
+    return printable(_outcome(call, result, width))
+
+
+def _outcome(call: ToolCall, result: ToolResult, width: int) -> str:
     facts = result.metadata
     if not result.is_error and call.name == "read" and "lines_shown" in facts:
         return f"{facts['lines_shown']} of {facts.get('total_lines', '?')} lines"
@@ -86,7 +98,7 @@ class Display:
 
 
 def _tag(agent_id: str, label: str) -> str:
-    label = " ".join(label.split())
+    label = printable(" ".join(label.split()))
     return f"[{agent_id} {label[:40] + '...' if len(label) > 40 else label}]"
 
 
@@ -100,7 +112,7 @@ class Progress(Display):
 
     def _line(self, text: str) -> None:
         with self._lock:
-            self.out.write(text + "\n")
+            self.out.write(printable(text) + "\n")
             self.out.flush()
 
     def subagent(self, agent_id: str, label: str) -> Display:
@@ -174,13 +186,13 @@ class Chat(Display):
         if not self._thinking:
             self.console.print("[dim italic]thinking:[/] ", end="")
             self._thinking = True
-        self.console.print(Text(delta, style="dim italic"), end="")
+        self.console.print(Text(printable(delta), style="dim italic"), end="")
 
     def text(self, delta: str) -> None:
         if self._thinking and not self._streaming:
             self._end_stream()
         self._streaming = True
-        self.console.file.write(delta)
+        self.console.file.write(printable(delta))
         self.console.file.flush()
 
     def reply_done(self, final: bool) -> None:
@@ -200,18 +212,18 @@ class Chat(Display):
         body = Text()
         for number, item in enumerate(items):
             mark, style = STYLES[item.status]
-            body.append(("\n" if number else "") + f"{mark} {item.id} {item.content}", style=style)
+            body.append(("\n" if number else "") + printable(f"{mark} {item.id} {item.content}"), style=style)
         done = sum(item.status == "done" for item in items)
         self.console.print(Panel(body or Text("(empty)"), title=f"todos {done}/{len(items)}", title_align="left",
                                  expand=False, border_style="blue"))
 
     def plan(self, plan: Plan) -> None:
-        self.console.print(Panel(Text(render_plan(plan)), title="plan", title_align="left", expand=False,
+        self.console.print(Panel(Text(printable(render_plan(plan))), title="plan", title_align="left", expand=False,
                                  border_style="blue"))
 
     def notice(self, message: str) -> None:
         self._end_stream()
-        self.console.print(f"[yellow]abhed:[/] {escape(message)}")
+        self.console.print(f"[yellow]abhed:[/] {escape(printable(message))}")
 
     def subagent(self, agent_id: str, label: str) -> Display:
         return _ChatOf(self.console, agent_id, label)
@@ -222,13 +234,14 @@ class Chat(Display):
         lines = Text()
         description = getattr(args, "description", None)
         if description:
-            lines.append(f"{description}\n", style="bold")
+            lines.append(f"{printable(description)}\n", style="bold")
         literal = getattr(args, "command", None) or getattr(args, "path", None) or ""
-        if literal:
-            lines.append(f"{tool}: {literal}\n")
+        if literal:  # whole and literal: a `# \x1b[1A...` tail cannot redraw the line to hide what runs
+            lines.append(f"{tool}: {printable(str(literal))}\n")
         if tool == "edit":
-            lines.append(f"- {first_line(args.old_string, 200)}\n+ {first_line(args.new_string, 200)}\n", style="dim")
-        lines.append(f"why asked: {verdict.reason}", style="yellow")
+            lines.append(printable(f"- {first_line(args.old_string, 200)}\n+ {first_line(args.new_string, 200)}")
+                         + "\n", style="dim")
+        lines.append(f"why asked: {printable(verdict.reason)}", style="yellow")
         title = "DESTRUCTIVE - confirm" if verdict.destructive else f"approve {tool}?"
         self.console.print(Panel(lines, title=title, title_align="left", expand=False,
                                  border_style="red" if verdict.destructive else "yellow"))
@@ -256,7 +269,8 @@ class _ChatOf(Display):
                            f"[dim]{escape(outcome(call, result, width))}[/]")
 
     def notice(self, message: str) -> None:
-        self.console.print(f"{self.indent}[dim]{escape(self.tag)}[/] [yellow]abhed:[/] {escape(message)}")
+        self.console.print(f"{self.indent}[dim]{escape(printable(self.tag))}[/] [yellow]abhed:[/] "
+                           f"{escape(printable(message))}")
 
     def subagent(self, agent_id: str, label: str) -> Display:
         return _ChatOf(self.console, agent_id, label)

@@ -9,21 +9,38 @@ One JSON object a line, fsync'd per event, so the log is the durable record of w
 `abhed sessions show` prints it and `abhed resume` rebuilds a session from it. A crash can cut only
 the line being written; loading reports that torn line and skips it, and the next append starts on
 a fresh line so the torn bytes never corrupt a later event.
+
+Large payloads (a file the model writes, a long output) would make the log grow by their size at
+every call. Any string of BLOB_MIN bytes or more is stored once, content-addressed, in `blobs/<sha256>`
+beside the log (made durable before the line that names it), and the line holds a reference:
+"\0blob:<sha256>:<bytes>". Every call stays auditable, each line stays small, and the same content
+written twice is stored once. Loading puts the payloads back, checking their hash. Lines of
+schema_version 1 (before blobs) are read as they are; in later ones a string the model sent that
+itself starts with NUL is stored with one NUL more, so it can never pass for a reference.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from hashlib import sha256
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic_core import to_jsonable_python
 
-SCHEMA_VERSION = 1
+from abhed.atomic import replace_file
+
+SCHEMA_VERSION = 2  # 2: payloads of BLOB_MIN bytes or more live in blobs/ (see the module doc)
+BLOB_MIN = 16 * 1024
+BLOB_REF = "\0blob:"
+_REF = re.compile(r"\0blob:([0-9a-f]{64}):(\d+)")
 
 
 def new_id() -> str:
@@ -35,7 +52,8 @@ def now() -> datetime:
 
 
 class _Event(BaseModel):
-    model_config = ConfigDict(extra="ignore")  # a newer Abhed may add fields; older ones still load
+    # A newer Abhed may add fields; older ones still load (tested). pydantic's default, said out loud.
+    model_config = ConfigDict(extra="ignore")  # pragma: no mutate (equivalent: the default)
 
     schema_version: int = SCHEMA_VERSION
     id: str = Field(default_factory=new_id)
@@ -119,18 +137,19 @@ class LoadedLog:
 
 
 class EventLog:
-    """The append-only JSONL file of one session."""
+    """The append-only JSONL file of one session, and the blobs beside it."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, blob_min: int = BLOB_MIN) -> None:
         self.path = path
+        self.blobs = path.parent / "blobs"
+        self.blob_min = blob_min
 
     def append(self, event: AnyEvent, *, sync: bool = True) -> None:
         """Append one event. `sync=False` leaves it to the next synced append (or `sync()`) to make
         it durable: fsync flushes everything written to the file, so an event followed at once by a
-        synced one (a reply by the call it makes) costs no fsync of its own."""
-        # ensure_ascii: the model can send lone surrogates ("\ud800"), which UTF-8 cannot encode
-        # but an escaped JSON string can carry, so the log records exactly what was sent.
-        line = json.dumps(event.model_dump(mode="json"), ensure_ascii=True).encode("ascii") + b"\n"
+        synced one (a reply by the call it makes) costs no fsync of its own. Blobs are always
+        durable before the line that names them is written."""
+        line = to_json(event, self._stored).encode("ascii") + b"\n"
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             if _ends_torn(fd):
@@ -143,11 +162,27 @@ class EventLog:
 
     def sync(self) -> None:
         """Make every event appended so far durable."""
-        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)  # pragma: no mutate (O_RDONLY is 0: & is |)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def _stored(self, text: str) -> str:
+        """A string as the line holds it: a reference to its blob when large, else itself."""
+        # A shortcut (pragma: equivalent mutants): fewer than blob_min / 4 characters cannot reach
+        # blob_min bytes in UTF-8, so there is no need to encode them to know.
+        if len(text) * 4 < self.blob_min:  # pragma: no mutate
+            return "\0" + text if text.startswith("\0") else text  # pragma: no mutate (a shortcut of the below)
+        data = text.encode("utf-8", "surrogatepass")
+        if len(data) < self.blob_min:
+            return "\0" + text if text.startswith("\0") else text
+        name = sha256(data).hexdigest()
+        target = self.blobs / name
+        if not target.exists():  # content-addressed: the same payload is stored once
+            self.blobs.mkdir(mode=0o700, exist_ok=True)
+            replace_file(target, data, mode=0o600)
+        return f"{BLOB_REF}{name}:{len(data)}"
 
     def load(self) -> LoadedLog:
         loaded = LoadedLog()
@@ -157,18 +192,87 @@ class EventLog:
             return loaded
         lines = data.split(b"\n")
         last = len(lines) - 1
+        payloads = _Payloads(self.blobs)
         for number, raw in enumerate(lines, start=1):
             if not raw.strip():
                 continue
             try:
-                loaded.events.append(_EVENT.validate_python(json.loads(raw)))
-            except (ValidationError, ValueError) as exc:
+                value = json.loads(raw)
+                if isinstance(value, dict) and isinstance(value.get("schema_version"), int) \
+                        and value["schema_version"] >= 2:
+                    value = _restored(value, payloads)
+                    loaded.problems.extend(f"{self.path}:{number}: {problem}" for problem in payloads.take_problems())
+                loaded.events.append(_EVENT.validate_python(value))
+            except (ValidationError, ValueError, RecursionError) as exc:  # Recursion: nested too deep to parse
                 torn = number - 1 == last  # the final line had no newline: cut by a crash mid-write
                 what = "torn final line (cut by a crash mid-write)" if torn else "unreadable line"
                 loaded.problems.append(
                     f"{self.path}:{number}: {what}, {len(raw)} bytes, skipped ({_first_error(exc)})"
                 )
         return loaded
+
+
+def to_json(event: AnyEvent, stored: Callable[[str], str] | None = None) -> str:
+    """One event as one line of ASCII JSON, each string value passed through `stored` (the log's
+    blobs). The model can send lone surrogates ("\\ud800"), in values and in keys, which UTF-8
+    cannot encode but an escaped JSON string carries: so the log records exactly what was sent.
+    (pydantic's own JSON mode refuses such a key, hence json.dumps here.)"""
+    value = event.model_dump()
+    return json.dumps(_map_strings(value, stored) if stored else value, default=to_jsonable_python,
+                      ensure_ascii=True)
+
+
+def _map_strings(value: Any, change: Callable[[str], str]) -> Any:
+    """`value` with every string value (not key) replaced by change(it)."""
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, dict):
+        return {key: _map_strings(item, change) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_map_strings(item, change) for item in value]
+    return value
+
+
+class _Payloads:
+    """The blobs a log's lines refer to, read (and checked against their name) once per load."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.read: dict[str, str] = {}
+        self.problems: list[str] = []
+
+    def text(self, stored: str) -> str:
+        if not stored.startswith("\0"):
+            return stored
+        ref = _REF.fullmatch(stored)
+        if ref is None:
+            return stored[1:]  # a string of the model's own that started with NUL
+        name, size = ref.group(1), int(ref.group(2))
+        if name not in self.read:
+            self.read[name] = self._load(name, size)
+        return self.read[name]
+
+    def _load(self, name: str, size: int) -> str:
+        path = self.directory / name
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            self.problems.append(f"payload {path} ({size} bytes) cannot be read ({exc.strerror or exc}); shown as a "
+                                 "placeholder")
+            return f"[payload of {size} bytes missing: {path}]"
+        if sha256(data).hexdigest() != name:
+            self.problems.append(f"payload {path} does not match its hash (changed or damaged on disk); shown as a "
+                                 "placeholder")
+            return f"[payload of {size} bytes damaged: {path}]"
+        return data.decode("utf-8", "surrogatepass")
+
+    def take_problems(self) -> list[str]:
+        problems, self.problems = self.problems, []
+        return problems
+
+
+def _restored(value: dict[str, Any], payloads: _Payloads) -> dict[str, Any]:
+    return _map_strings(value, payloads.text)
 
 
 def _ends_torn(fd: int) -> bool:
@@ -178,6 +282,6 @@ def _ends_torn(fd: int) -> bool:
 
 def _first_error(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
-        err = exc.errors(include_url=False)[0]
+        err = exc.errors(include_url=False)[0]  # pragma: no mutate (the url is not shown either way)
         return f"{'.'.join(str(p) for p in err['loc']) or 'line'}: {err['msg']}"
     return str(exc)

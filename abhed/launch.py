@@ -47,7 +47,8 @@ def open_model(settings: config.Settings, display: Display) -> Model:
     """Connect to the configured model server (ModelError, ProfileError when it cannot be used)."""
     m = settings.model
     return connect(m.endpoint, api_key=m.api_key, model=m.model, profile=m.profile, tool_format=m.tool_format,
-                   stream=m.stream, timeout_s=m.timeout_s, attempts=m.attempts, profiles_dir=m.profiles_dir,
+                   stream=m.stream, timeout_s=m.timeout_s, attempts=m.attempts, stall_s=m.stall_s,
+                   max_request_s=m.max_request_s, profiles_dir=m.profiles_dir,
                    on_retry=lambda exc, n, wait: display.notice(f"{exc.message} Retrying in {wait:g} s."))
 
 
@@ -83,7 +84,7 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
     rules = settings.approval
     gate = Gate(Policy.create(rules.mode, rules.allow, rules.deny, workspace), ask_human=ask_human)
     try:
-        with store.use(session_id, workspace) as session:
+        with store.use(session_id, workspace, wait_s=settings.agent.session_wait_s) as session:
             for problem in session.log.load().problems:
                 display.notice(f"warning: {problem}")
             ctx = ToolContext(session, settings, paths)

@@ -12,11 +12,13 @@ the log even when a crash came between an event and the save of state.json.
 from __future__ import annotations
 
 import fcntl
+import os
 import re
 import secrets
+import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,12 +30,16 @@ from pydantic import BaseModel, ValidationError
 
 from abhed.atomic import replace_file
 from abhed.events import AnyEvent, EventLog, ObservationEvent, now
+from abhed.terminal import printable
 
 STATE_VERSION = 1
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 # Files larger than this are fingerprinted by size and timestamps only: hashing a 1 GB log to read
 # 2000 lines of it would cost more than the read.
 HASH_LIMIT = 64 * 1024 * 1024
+WAIT_S = 60.0  # default of agent.session_wait_s: how long to wait for a session another process holds
+TELL_AFTER_S = 1.0  # a wait longer than this is announced, with who holds the session
+POLL_S = 0.1
 
 
 class SessionError(Exception):
@@ -79,7 +85,7 @@ class SessionState(BaseModel):
     next_todo_id: int = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True)  # pragma: no mutate (equivalent: nothing assigns to a mark)
 class StateMark:
     """The parts of the state a tool call may change, as they were before it (see changes_since)."""
 
@@ -133,11 +139,11 @@ class Session:
     state: SessionState
     # Read-only tool calls may run in parallel threads: the read-set must not change while the
     # state is being serialised.
-    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)  # pragma: no mutate
     # write and edit hold this from their read-set check to their rename, so two agents of the
     # session (subagents run side by side) cannot both pass the check and overwrite each other.
     # Shared by every branch of the session.
-    writes: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    writes: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # pragma: no mutate
 
     @property
     def id(self) -> str:
@@ -268,17 +274,19 @@ class SessionStore:
         return session
 
     @contextmanager
-    def use(self, session_id: str | None, workspace: Path) -> Iterator[Session]:
+    def use(self, session_id: str | None, workspace: Path, *, wait_s: float = WAIT_S,
+            on_wait: Callable[[str], None] | None = None) -> Iterator[Session]:
         """Open (or create) a session and hold its lock, so concurrent processes take turns.
 
         The state is loaded after the lock is taken: a process that waited sees what the one
-        before it saved.
+        before it saved. A wait longer than a second is announced on `on_wait` (default: stderr)
+        naming the process that holds the session; after `wait_s` seconds, SessionError.
         """
         session_id = session_id or new_session_id()
         directory = self._dir(session_id)
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(directory / "lock", "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        with open(directory / "lock", "a+") as handle:
+            _take(handle, session_id, wait_s, on_wait or _tell_stderr)
             if (directory / "state.json").exists():
                 yield self.open(session_id)
             else:
@@ -288,3 +296,38 @@ class SessionStore:
         if not self.root.is_dir():
             return []
         return sorted(p.name for p in self.root.iterdir() if (p / "state.json").is_file())
+
+
+def _take(handle: Any, session_id: str, wait_s: float, on_wait: Callable[[str], None]) -> None:
+    """Lock the session's lock file, waiting at most `wait_s`; then write who holds it into it."""
+    started, told = time.monotonic(), False
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            waited = time.monotonic() - started
+            if waited >= wait_s:  # pragma: no mutate (>= or > on a float clock: equivalent)
+                raise SessionError(
+                    f"Session {session_id!r} is still in use by {_holder(handle)} after {waited:.0f} s of waiting. "
+                    "Let that finish (or stop it), then try again; or use another session (leave out --session "
+                    "for a new one). agent.session_wait_s sets how long to wait.") from None
+            if not told and waited >= TELL_AFTER_S:
+                on_wait(f"waiting for session {session_id}: it is in use by {_holder(handle)}; giving up after "
+                        f"{wait_s:g} s (agent.session_wait_s)")
+                told = True
+            time.sleep(POLL_S)
+    handle.truncate(0)
+    handle.write(f"{os.getpid()} abhed {' '.join(sys.argv[1:])}"[:240] + "\n")  # pragma: no mutate (the cap's size)
+    handle.flush()
+
+
+def _holder(handle: Any) -> str:
+    """Who holds the lock, as its holder wrote it: "process 1234 (abhed run ...)"."""
+    written = os.pread(handle.fileno(), 512, 0).decode("utf-8", "replace").strip()  # pragma: no mutate (a read size)
+    pid, _, command = written.partition(" ")
+    return f"process {pid} ({command})" if pid.isdigit() else "another process"
+
+
+def _tell_stderr(message: str) -> None:
+    print(f"abhed: {printable(message)}", file=sys.stderr, flush=True)

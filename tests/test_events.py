@@ -31,7 +31,7 @@ def test_events_carry_schema_version_ids_and_agent_lineage(tools, ws):
     tools("read", path=str(ws))
     raw = [json.loads(line) for line in tools.session.log.path.read_text().splitlines()]
     for event in raw:
-        assert event["schema_version"] == 1 and len(event["id"]) == 32
+        assert event["schema_version"] == 2 and len(event["id"]) == 32
         assert event["agent_id"] == "main" and event["parent_id"] is None and event["at"].endswith("Z")
 
 
@@ -116,3 +116,54 @@ def test_unknown_session_and_bad_session_ids_are_instructions(home):
     assert proc.returncode == 2 and "No session 'nope'" in proc.stderr and "abhed sessions list" in proc.stderr
     proc = abhed("tool", "read", "{}", "--session", "../escape", env=env)
     assert proc.returncode == 2 and "Invalid session id '../escape'" in proc.stderr
+
+
+def test_lines_from_a_newer_abhed_with_fields_this_one_does_not_know_still_load(tmp_path):
+    log = EventLog(tmp_path / "events.jsonl")
+    log.append(ActionEvent(session_id="s", tool="read", input={}))
+    line = json.loads(log.path.read_text())
+    line["added_later"] = {"x": 1}
+    log.path.write_text(json.dumps(line) + "\n")
+    loaded = log.load()
+    assert not loaded.problems and loaded.events[0].tool == "read"
+
+
+def test_lines_that_are_not_events_are_reported_with_the_reason(tmp_path):
+    log = EventLog(tmp_path / "events.jsonl")
+    log.path.write_text('[1, 2]\n{"kind": "action"}\n"text"\n{"schema_version": "2", "kind": "message", '
+                        '"session_id": "s", "role": "user", "content": "\\u0000x"}\n')
+    loaded = log.load()
+    assert [e.content for e in loaded.events] == ["\x00x"]  # a version that is not a number: read as it is
+    assert len(loaded.problems) == 3
+    assert loaded.problems[0] == f"{log.path}:1: unreadable line, 6 bytes, skipped (line: Input should be a valid " \
+                                 "dictionary or object to extract fields from)"
+    assert loaded.problems[1].startswith(f"{log.path}:2: unreadable line, 18 bytes, skipped (action.session_id: Field "
+                                         "required)")
+
+
+def test_sync_false_leaves_the_fsync_to_the_next_synced_append_or_sync(tmp_path, monkeypatch):
+    log = EventLog(tmp_path / "events.jsonl")
+    synced: list[str] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real(fd))[1])
+    log.append(ActionEvent(session_id="s", tool="t", input={}), sync=False)
+    assert synced == []
+    log.sync()
+    assert synced == [str(log.path)]
+    log.append(ActionEvent(session_id="s", tool="t", input={}))
+    assert synced == [str(log.path)] * 2
+    assert len(log.load().events) == 2
+
+
+def test_events_get_fresh_ids_and_utc_times():
+    first, second = ActionEvent(session_id="s", tool="t", input={}), ActionEvent(session_id="s", tool="t", input={})
+    assert first.id != second.id and len(first.id) == 32 and first.at.utcoffset().total_seconds() == 0
+
+
+def test_append_and_sync_leave_no_file_descriptor_open(tmp_path):
+    log = EventLog(tmp_path / "events.jsonl", blob_min=64)
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        log.append(ActionEvent(session_id="s", tool="t", input="b" * 100), sync=False)
+        log.sync()
+    assert len(os.listdir("/proc/self/fd")) == before

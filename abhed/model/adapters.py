@@ -205,7 +205,7 @@ def parsed_object(arguments: str) -> dict[str, Any] | None:
         return {}
     try:
         value = json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep to parse (dispatch refuses it)
         return None
     return value if isinstance(value, dict) else None
 
@@ -224,11 +224,33 @@ def visible(text: str) -> str:
     markup, holding back a tail that may be the start of one."""
     cut = min((text.find(m) for m in MARKERS if m in text), default=len(text))
     shown = text[:cut]
+    if cut < len(text):  # a marker: all before it is final
+        return shown
     for marker in MARKERS:
         for size in range(len(marker) - 1, 0, -1):
             if shown.endswith(marker[:size]):
                 return shown[:-size]
     return shown
+
+
+class VisibleStream:
+    """`visible` for a reply that arrives in pieces, in time linear in its length: text already
+    shown never holds the start of a marker (visible holds such a tail back), so only the held-back
+    tail and the new piece need looking at, never the whole reply again."""
+
+    def __init__(self) -> None:
+        self._held = ""
+        self._ended = False  # a marker was seen: nothing after it is for the human
+
+    def feed(self, delta: str) -> str:
+        """The text that became visible with `delta`."""
+        if self._ended:
+            return ""
+        text = self._held + delta
+        shown = visible(text)
+        self._ended = any(marker in text for marker in MARKERS)
+        self._held = "" if self._ended else text[len(shown):]
+        return shown
 
 
 def parse_text_calls(text: str, schemas: dict[str, dict[str, Any]]) -> list[ToolCall]:
@@ -250,7 +272,9 @@ def _parse_body(body: str, schemas: dict[str, dict[str, Any]]) -> ToolCall:
         body = fenced.group(1)
     try:
         value = json.loads(body)
-    except ValueError as exc:
+        args = value.get("arguments", value.get("parameters", {})) if isinstance(value, dict) else None
+        arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep to parse
         named = _NAME.search(body)
         return ToolCall(call_id(), named.group(1) if named else "", body, error=(
             f"The JSON in your <tool_call> block does not parse ({_json_error(exc)}); nothing was run. Write one JSON "
@@ -259,8 +283,7 @@ def _parse_body(body: str, schemas: dict[str, dict[str, Any]]) -> ToolCall:
         return ToolCall(call_id(), "", body, error=(
             "Your <tool_call> block needs a JSON object with \"name\" (a string) and \"arguments\" (an object); "
             f"nothing was run. For example:\n{HERMES_EXAMPLE}"))
-    args = value.get("arguments", value.get("parameters", {}))
-    return ToolCall(call_id(), value["name"], args if isinstance(args, str) else json.dumps(args, ensure_ascii=False))
+    return ToolCall(call_id(), value["name"], arguments)
 
 
 def _parse_xml(body: str, schemas: dict[str, dict[str, Any]]) -> ToolCall:
@@ -293,12 +316,14 @@ def _typed(value: str, prop: dict[str, Any]) -> Any:
     if kind in ("array", "object"):
         try:
             return json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             return value
     return value
 
 
-def _json_error(exc: ValueError) -> str:
+def _json_error(exc: Exception) -> str:
     if isinstance(exc, json.JSONDecodeError):
         return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    if isinstance(exc, RecursionError):
+        return "it is nested too deeply"
     return str(exc)

@@ -9,11 +9,20 @@ Faults the server or the network cause (refused or reset connections, timeouts, 
 stream cut mid-way, an error event inside the stream) are retried with exponential backoff: a
 completion has no side effects, and no tool runs before a reply is whole. The rest raise at once.
 Every error names the endpoint and what to check (errors.py).
+
+Two waits are told apart. Before a reply begins, the server may be busy for long (a queue, the
+prefill of a long prompt): `timeout_s` bounds that wait, and a non-streamed reply, which sends
+nothing until it is whole. Once a streamed reply has begun, tokens come every few hundredths of a
+second, so silence for `stall_s` means the server stalled: a watchdog closes the connection and the
+request is retried. A slow long answer that keeps streaming is never cut. `max_request_s` bounds all
+the tries of one failing request, waits included: no retry starts that would end past it.
 """
 
 from __future__ import annotations
 
 import json
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,6 +36,10 @@ from abhed.model.sse import data_events
 from abhed.model.wire import Encoded, Reply, ToolCall, Usage, call_id
 
 T = TypeVar("T")
+# What one streamed call's arguments may grow to in memory, whatever agent.max_argument_bytes says
+# (dispatch's bound, checked later): a server streaming gigabytes of arguments must not take the
+# process with it. Beyond this the fragments are counted, not kept, and the call comes back refused.
+WIRE_ARGUMENT_LIMIT = 16 * 1024 * 1024
 TextSink = Callable[[str], None]
 RetrySink = Callable[[ModelError, int, float], None]  # the error, the attempt that failed, the wait before the next
 
@@ -39,13 +52,17 @@ class ServedModel:
 
 class ModelClient:
     def __init__(self, endpoint: str, *, api_key: str | None = None, timeout_s: float = 300.0,
-                 connect_timeout_s: float = 10.0, attempts: int = 4, backoff_s: float = 1.0,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 connect_timeout_s: float = 10.0, attempts: int = 4, backoff_s: float = 1.0, stall_s: float = 60.0,
+                 max_request_s: float = 900.0, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.endpoint = endpoint.rstrip("/")
         self.timeout_s = timeout_s
         self.attempts = max(1, attempts)
         self.backoff_s = backoff_s
+        self.stall_s = stall_s
+        self.max_request_s = max_request_s
         self.sleep = sleep
+        self.clock = clock
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         # trust_env=False: no proxy from the environment; Abhed talks to the configured endpoint only.
         self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s), headers=headers,
@@ -99,17 +116,23 @@ class ModelClient:
                     raise self._status_error(response)
                 reply = Assembler(self.endpoint, on_text, on_reasoning)
                 done = False
-                for data in data_events(response.iter_lines()):
-                    if data.strip() == "[DONE]":
-                        done = True
-                        break
+                with Watchdog(response, self.stall_s) as watchdog:
                     try:
-                        chunk = json.loads(data)
-                    except ValueError:
-                        raise ModelError(f"The model server at {self.endpoint} sent a malformed stream event: "
-                                         f"{data[:200]!r}.", retryable=True) from None
-                    reply.feed(chunk)
+                        for data in data_events(watchdog.lines(response.iter_lines())):
+                            if data.strip() == "[DONE]":
+                                done = True
+                                break
+                            reply.feed(_event(data, self.endpoint))
+                    except httpx.HTTPError:
+                        if watchdog.stalled:
+                            raise self._stalled() from None
+                        raise
                 return reply.finish(done)
+
+    def _stalled(self) -> ModelError:
+        return ModelError(f"The model server at {self.endpoint} stalled: its reply had begun, then nothing came for "
+                          f"{self.stall_s:g} s. The server may be hung or overloaded; check the vLLM logs (and GPU "
+                          "health), or raise model.stall_s if it is merely slow between tokens.", retryable=True)
 
     def _complete(self, payload: bytes) -> Reply:
         with self._faults():
@@ -135,13 +158,20 @@ class ModelClient:
 
     def _retrying(self, attempt: Callable[[], T], on_retry: RetrySink | None) -> T:
         delay = self.backoff_s
+        started = self.clock()
         for number in range(1, self.attempts + 1):
             try:
                 return attempt()
             except ModelError as exc:
-                if not exc.retryable or number == self.attempts:
-                    if exc.retryable and number > 1:
-                        exc.message = f"{exc.message} (tried {number} times)"
+                spent = self.clock() - started
+                out_of_time = spent + delay >= self.max_request_s  # the next try could not even start in time
+                if not exc.retryable or number == self.attempts or out_of_time:
+                    if exc.retryable and (number > 1 or out_of_time):
+                        exc.message = f"{exc.message} (tried {number} time{'s' * (number != 1)} in {spent:.0f} s"
+                        if out_of_time and number < self.attempts:
+                            exc.message += (f"; gave up: model.max_request_s bounds one request to "
+                                            f"{self.max_request_s:g} s")
+                        exc.message += ")"
                         exc.args = (exc.message,)
                     raise
                 if on_retry is not None:
@@ -225,14 +255,18 @@ class Assembler:
             if self.on_text:
                 self.on_text(delta["content"])
         for part in delta.get("tool_calls") or []:
-            slot = self.calls.setdefault(part.get("index", len(self.calls)), {"id": None, "name": "", "args": []})
+            slot = self.calls.setdefault(part.get("index", len(self.calls)),
+                                         {"id": None, "name": "", "args": [], "size": 0})
             slot["id"] = slot["id"] or part.get("id")
             function = part.get("function") or {}
             name = function.get("name") or ""
             # Servers send the name once; some repeat it whole or send it cumulatively: never double it.
             slot["name"] = name if name.startswith(slot["name"]) else slot["name"] + name
             if function.get("arguments"):
-                slot["args"].append(_arguments(function["arguments"]))
+                fragment = _arguments(function["arguments"])
+                slot["size"] += len(fragment)
+                if slot["size"] <= WIRE_ARGUMENT_LIMIT:
+                    slot["args"].append(fragment)
         if choice.get("finish_reason"):
             self.finish_reason = choice["finish_reason"]
 
@@ -241,10 +275,19 @@ class Assembler:
             raise ModelError(f"The reply from the model server at {self.endpoint} stopped mid-way: the stream ended "
                              "without a finish_reason or [DONE]. The server may have restarted; check the vLLM logs.",
                              retryable=True)
-        calls = [ToolCall(id=slot["id"] or call_id(), name=slot["name"], arguments="".join(slot["args"]))
-                 for _, slot in sorted(self.calls.items())]
+        calls = [_call(slot) for _, slot in sorted(self.calls.items())]
         return Reply(text="".join(self.text), tool_calls=calls, finish_reason=self.finish_reason, usage=self.usage,
                      reasoning="".join(self.reasoning))
+
+
+def _call(slot: dict[str, Any]) -> ToolCall:
+    arguments = "".join(slot["args"])
+    if slot["size"] <= WIRE_ARGUMENT_LIMIT:
+        return ToolCall(id=slot["id"] or call_id(), name=slot["name"], arguments=arguments)
+    return ToolCall(id=slot["id"] or call_id(), name=slot["name"], arguments=arguments[:2000], error=(
+        f"The arguments of your `{slot['name']}` call were {slot['size']:,} characters, over the "
+        f"{WIRE_ARGUMENT_LIMIT:,} Abhed reads of one call; nothing was run. Send smaller calls: write a large file "
+        "in parts (write the start, then add the rest with edit)."))
 
 
 def _payload(body: dict[str, Any]) -> bytes:
@@ -270,6 +313,64 @@ def in_band_error(body: dict[str, Any], endpoint: str) -> ModelError:
     return ModelError(f"The model server at {endpoint} reported an error mid-reply: {message}"
                       + ("" if retryable else ". The request itself was refused; this is a bug in Abhed or the server."),
                       retryable=retryable, status=status)
+
+
+class Watchdog:
+    """Closes a streamed response's connection when no line arrived for `stall_s` after the first.
+
+    Armed by the first line, not by the headers: the wait for the first token is timeout_s's (a
+    queue, a prefill). httpx's read timeout is fixed for a whole body, hence a thread of its own;
+    it shuts the socket down (which wakes a blocked read, where close() would not), so the read
+    fails at once and `stalled` says why.
+    """
+
+    def __init__(self, response: httpx.Response, stall_s: float) -> None:
+        self.response, self.stall_s = response, stall_s
+        self.stalled = False
+        self._last: float | None = None  # when the last line came; None until the first
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="abhed-stall-watchdog", daemon=True)
+
+    def __enter__(self) -> Watchdog:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def lines(self, lines: Iterator[str]) -> Iterator[str]:
+        for line in lines:
+            self._last = time.monotonic()
+            yield line
+
+    def _watch(self) -> None:
+        while not self._done.wait(self.stall_s / 4 if self._last is not None else min(1.0, self.stall_s / 4)):
+            last = self._last
+            if last is not None and time.monotonic() - last >= self.stall_s:
+                self.stalled = True
+                self._shut()
+                return
+
+    def _shut(self) -> None:
+        stream = self.response.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is None:
+            return
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already closed: the read has ended anyway
+
+
+def _event(data: str, endpoint: str) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        raise ModelError(f"The model server at {endpoint} sent a malformed stream event: {data[:200]!r}. A chat "
+                         "completion stream is `data: {json}` lines ending with `data: [DONE]`: check that the "
+                         "endpoint is the server's OpenAI-compatible API (ending in /v1) and that no proxy between "
+                         "here and it rewrites or buffers the stream (text/event-stream).", retryable=True) from None
 
 
 def _json(response: httpx.Response, endpoint: str) -> Any:

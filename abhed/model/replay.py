@@ -56,7 +56,10 @@ def estimate_tokens(value: Any) -> int:
 class ReplayServer:
     """Serves a script on 127.0.0.1 (a free port). Use as a context manager; `url` is the endpoint."""
 
-    FAULTS = ("status:CODE", "flat:CODE", "reset", "cut", "cut_clean", "error_event", "stall", "overflow", "garbage")
+    # stall: nothing at all for stall_s, then a reset. stall_mid: the reply begins, then nothing for stall_s,
+    # then a reset. late_start: the headers, nothing for stall_s, then the reply (a long queue or prefill).
+    FAULTS = ("status:CODE", "flat:CODE", "reset", "cut", "cut_clean", "error_event", "stall", "stall_mid",
+              "late_start", "overflow", "garbage")
 
     def __init__(self, script: Script, *, model_id: str = "replay/abhed-demo", max_model_len: int | None = 32768,
                  tool_parser: bool = True, chunk_chars: int = 16, delay_s: float = 0.0, stall_s: float = 2.0,
@@ -181,6 +184,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if turn.fault and self._fault(turn.fault, replay, prompt, wanted):
             return
+        late = turn.fault == "late_start"
         calls = [ToolCall(f"chatcmpl-tool-{uuid.uuid4().hex}", name,
                           args if isinstance(args, str) else json.dumps(args)) for name, args in turn.calls]
         text = turn.text
@@ -191,7 +195,7 @@ class _Handler(BaseHTTPRequestHandler):
         completion = estimate_tokens([text, turn.reasoning, [c.arguments for c in calls]])
         usage = {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion}
         if body.get("stream"):
-            self._stream(body, turn, text, calls, finish, usage)
+            self._stream(body, turn, text, calls, finish, usage, late)
         else:
             self._json(200, _completion(replay.model_id, text, turn.reasoning, calls, finish, usage))
 
@@ -209,10 +213,14 @@ class _Handler(BaseHTTPRequestHandler):
         elif kind == "stall":
             time.sleep(replay.stall_s)
             self._reset()
-        elif kind in ("cut", "cut_clean", "error_event", "garbage"):
+        elif kind in ("cut", "cut_clean", "error_event", "garbage", "stall_mid"):
             self._start_stream()
             self._event(_chunk(replay.model_id, {"role": "assistant", "content": ""}))
             self._event(_chunk(replay.model_id, {"content": "Let me look"}))
+            if kind == "stall_mid":
+                time.sleep(replay.stall_s)
+                self._reset()
+                return True
             if kind == "cut":
                 self._reset()
                 return True
@@ -228,9 +236,12 @@ class _Handler(BaseHTTPRequestHandler):
         return True
 
     def _stream(self, body: dict[str, Any], turn: Turn, text: str, calls: list[ToolCall], finish: str,
-                usage: dict[str, int]) -> None:
+                usage: dict[str, int], late: bool = False) -> None:
         replay, model = self.replay, self.replay.model_id
         self._start_stream()
+        if late:
+            self.wfile.flush()
+            time.sleep(replay.stall_s)
         self._event(_chunk(model, {"role": "assistant", "content": ""}))
         for piece in _pieces(turn.reasoning, replay.chunk_chars):
             self._event(_chunk(model, {"reasoning_content": piece}))

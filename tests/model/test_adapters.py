@@ -143,3 +143,36 @@ def test_encode_matches_render_and_reuses_earlier_encodings():
     assert json.loads(_payload(body)) == {"model": "m", "messages": adapter.render(conversation), "max_tokens": 5}
     text = adapter_for("hermes", definitions())
     assert [json.loads(t) for t in text.encode(conversation)] == text.render(conversation)
+
+
+def test_visible_stream_shows_what_visible_shows_however_the_reply_is_cut():
+    import random
+    from abhed.model.adapters import VisibleStream, visible
+    rng = random.Random(14)
+    alphabet = ["a", "<", "t", "<tool_call>", "<function=", "<f", "<fun", "ool_c", "x\n", "<tool_"]
+    for _ in range(5000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        cuts = sorted(rng.sample(range(len(text) + 1), min(len(text) + 1, rng.randint(0, 5))))
+        stream, shown, so_far = VisibleStream(), "", ""
+        for start, end in zip([0, *cuts], [*cuts, len(text)]):
+            so_far += text[start:end]
+            shown += stream.feed(text[start:end])
+            assert shown == visible(so_far), (text, cuts)
+
+
+def test_visible_stream_looks_only_at_the_new_piece_and_a_short_tail(monkeypatch):
+    """Linear in the reply: each chunk costs the chunk plus a held-back tail shorter than a marker,
+    never the text so far (Agent._on_text joined and filtered the whole reply at every chunk)."""
+    from abhed.model import adapters
+    seen: list[int] = []
+    real = adapters.visible
+    monkeypatch.setattr(adapters, "visible", lambda text: (seen.append(len(text)), real(text))[1])
+    stream = adapters.VisibleStream()
+    shown = "".join(stream.feed(piece) for piece in ["word <", "tool", " more ", "<", "x"] * 2000)
+    assert max(seen) <= len(" more ") + len("<tool_call>") and len(shown) > 20000
+    assert stream.feed("<tool_call>{") == "" and stream.feed("after the call") == ""
+
+
+def test_visible_keeps_text_before_a_marker_whole():
+    from abhed.model.adapters import visible
+    assert visible("a <f<function=x>") == "a <f" and visible("see <t") == "see " and visible("done") == "done"

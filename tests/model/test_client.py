@@ -147,3 +147,130 @@ def test_the_script_running_out_is_a_clear_non_retried_error():
         with pytest.raises(ModelError) as caught:
             client(server).chat(BODY)
     assert "replay script exhausted" in caught.value.message and len(server.requests) == 1
+
+
+# -- stalls, slow answers and the bound on one failing request (issue 14 item 9) ---------------------
+
+def test_a_stream_that_stops_midway_is_detected_as_a_stall_and_retried():
+    """A real server sends the start of a reply, then nothing: after stall_s the client gives up on
+    that try (long before timeout_s) and retries."""
+    with ReplayServer([Turn(fault="stall_mid"), Turn(text="second try")], stall_s=30.0) as server:
+        retries: list[str] = []
+        reply = client(server, timeout_s=120, stall_s=0.5).chat(BODY, on_retry=lambda e, n, w: retries.append(e.message))
+    assert reply.text == "second try" and len(retries) == 1
+    assert retries[0] == (f"The model server at {server.url} stalled: its reply had begun, then nothing came for 0.5 s. "
+                          "The server may be hung or overloaded; check the vLLM logs (and GPU health), or raise "
+                          "model.stall_s if it is merely slow between tokens.")
+
+
+def test_a_stall_on_every_try_gives_up_naming_the_stall_and_the_tries():
+    with ReplayServer([Turn(fault="stall_mid")] * 2, stall_s=30.0) as server:
+        with pytest.raises(ModelError) as caught:
+            client(server, timeout_s=120, stall_s=0.3, attempts=2).chat(BODY)
+    assert "stalled: its reply had begun, then nothing came for 0.3 s" in caught.value.message
+    assert "(tried 2 times in " in caught.value.message and len(server.requests) == 2
+
+
+def test_a_slow_long_answer_is_not_a_stall():
+    """Chunks every 0.1 s for well over stall_s in total: streaming steadily is never cut."""
+    text = "a slow but steady answer " * 4
+    with ReplayServer([Turn(text=text)], chunk_chars=4, delay_s=0.1) as server:
+        retries: list[str] = []
+        reply = client(server, stall_s=1.0).chat(BODY, on_retry=lambda e, n, w: retries.append(e.message))
+    assert reply.text == text and retries == []  # 27 chunks, about 2.7 s in all
+
+
+def test_a_late_first_token_waits_for_timeout_s_not_stall_s():
+    """Headers at once, then nothing for longer than stall_s before the reply begins (a queue, a
+    prefill): that is timeout_s's to bound, not a stall."""
+    with ReplayServer([Turn(fault="late_start", text="after a long prefill")], stall_s=1.5) as server:
+        retries: list[str] = []
+        reply = client(server, timeout_s=60, stall_s=0.3).chat(BODY, on_retry=lambda e, n, w: retries.append(e.message))
+    assert reply.text == "after a long prefill" and retries == []
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.waits: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.now += seconds
+
+
+def test_max_request_s_bounds_all_the_tries_of_one_failing_request():
+    fake = FakeTime()
+    tries = []
+
+    def failing() -> None:
+        tries.append(fake.now)
+        fake.now += 100  # each try burns 100 s (a read timeout, say)
+        raise ModelError("The model server at X sent nothing for 100 s.", retryable=True)
+    mc = ModelClient("http://127.0.0.1:9/v1", attempts=10, backoff_s=5, max_request_s=300, sleep=fake.sleep,
+                     clock=fake.clock)
+    with pytest.raises(ModelError) as caught:
+        mc._retrying(failing, None)
+    # tries at 0, 105, 215: after the third 315 s are spent, no fourth begins
+    assert tries == [0, 105, 215] and fake.waits == [5, 10]
+    assert caught.value.message == ("The model server at X sent nothing for 100 s. (tried 3 times in 315 s; gave up: "
+                                    "model.max_request_s bounds one request to 300 s)")
+
+
+def test_a_retry_that_could_not_start_in_time_is_not_attempted():
+    fake = FakeTime()
+    tries = []
+
+    def failing() -> None:
+        tries.append(fake.now)
+        fake.now += 8
+        raise ModelError("down", retryable=True)
+    mc = ModelClient("http://127.0.0.1:9/v1", attempts=5, backoff_s=2, max_request_s=10, sleep=fake.sleep,
+                     clock=fake.clock)
+    with pytest.raises(ModelError) as caught:
+        mc._retrying(failing, None)
+    assert tries == [0] and fake.waits == []  # 8 s spent + 2 s wait reaches 10 s: no second try
+    assert caught.value.message == "down (tried 1 time in 8 s; gave up: model.max_request_s bounds one request to 10 s)"
+    ok = ModelClient("http://127.0.0.1:9/v1", attempts=2, max_request_s=10, sleep=fake.sleep, clock=fake.clock)
+    assert ok._retrying(lambda: "fine", None) == "fine"
+
+
+def test_the_stall_settings_reach_the_client_from_the_config():
+    from abhed import config
+    from abhed.model.connect import connect
+    settings = config.load({"model": {"stall_s": 7, "max_request_s": 70}}, env={"ABHED_CONFIG": "/nonexistent"})
+    assert (settings.model.stall_s, settings.model.max_request_s) == (7, 70)
+    assert (config.ModelConfig().stall_s, config.ModelConfig().max_request_s) == (60.0, 900.0)
+    with ReplayServer([]) as server:
+        model = connect(server.url, stall_s=7, max_request_s=70)
+        assert (model.client.stall_s, model.client.max_request_s) == (7, 70)
+        model.client.close()
+
+
+def test_a_malformed_stream_event_says_what_to_check():
+    with ReplayServer([Turn(fault="garbage")] * 2) as server:
+        with pytest.raises(ModelError) as caught:
+            client(server, attempts=2).chat(BODY)
+    message = caught.value.message
+    assert f"The model server at {server.url} sent a malformed stream event: '{{not json'." in message
+    assert "`data: {json}` lines ending with `data: [DONE]`" in message and "(ending in /v1)" in message
+    assert "no proxy between here and it rewrites or buffers the stream" in message
+
+
+def test_streamed_arguments_past_the_wire_limit_are_counted_not_kept(monkeypatch):
+    """A server streaming more arguments than any call may have: memory stays bounded, and the call
+    comes back refused with a message the model can act on."""
+    from abhed.model import client as client_module
+    monkeypatch.setattr(client_module, "WIRE_ARGUMENT_LIMIT", 1000)
+    huge = json.dumps({"path": "/w/a", "content": "x" * 5000})
+    with ReplayServer([Turn(calls=[("write", huge), ("read", {"path": "/w/b"})])]) as server:
+        reply = client(server).chat(WITH_TOOLS)
+    refused, fine = reply.tool_calls
+    assert refused.name == "write" and len(refused.arguments) <= 1000 and refused.error == (
+        f"The arguments of your `write` call were {len(huge):,} characters, over the 1,000 Abhed reads of one call; "
+        "nothing was run. Send smaller calls: write a large file in parts (write the start, then add the rest with "
+        "edit).")
+    assert fine.error is None and json.loads(fine.arguments) == {"path": "/w/b"}

@@ -1,0 +1,222 @@
+"""No tool-call arguments can crash Abhed (issue 14 items 2-4): size and nesting are bounded before
+parsing, a NUL in any string is a clear error, lone surrogates travel through the log, the terminal and
+`abhed sessions show`. Each refusal is an observation the model can act on, recorded in a log that loads."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from abhed import dispatch
+from abhed.dispatch import INTERNAL, INVALID_INPUT, TOO_LARGE, bounds_error, nul_error, parse_arguments
+from abhed.events import ActionEvent
+from abhed_testing import Tools, abhed
+
+DEEP = '{"path": ' + "[" * 900 + "]" * 900 + "}"
+
+
+def _action(tools: Tools) -> ActionEvent:
+    return [e for e in tools.session.log.load().events if isinstance(e, ActionEvent)][-1]
+
+
+def test_arguments_nested_900_deep_are_refused_before_parsing(tools):
+    result = tools("read", DEEP)
+    assert result.is_error and result.metadata["error_kind"] == TOO_LARGE
+    assert result.content.startswith("The arguments for `read` were not read: they are nested more than 32 levels "
+                                     "deep (agent.max_argument_depth). Send smaller, flatter arguments")
+    logged = _action(tools).input  # the log keeps a bounded record, and loads
+    assert logged["refused_arguments"] == DEEP[: dispatch.KEPT_IN_LOG] and logged["bytes"] == len(DEEP)
+    assert len(logged["sha256"]) == 64 and not tools.session.log.load().problems
+
+
+def test_nesting_inside_strings_does_not_count_and_the_bound_is_exact():
+    assert bounds_error(json.dumps({"content": "[[[{{{" * 1000 + '"\\'})) is None
+    assert bounds_error("[" * 32 + "]" * 32) is None
+    assert "nested more than 32 levels" in bounds_error("[" * 33 + "]" * 33)
+    assert bounds_error("[" * 5 + "]" * 5, max_depth=5) is None and bounds_error("[" * 6, max_depth=5)
+    assert bounds_error({"a": [[[]]]}, max_depth=4) is None and bounds_error({"a": [[[[]]]]}, max_depth=4)
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    assert "nested more than" in bounds_error(deep)  # an object a server sent: too deep even to encode
+
+
+def test_arguments_over_the_size_limit_are_refused_and_the_limit_is_configurable(tools):
+    tools.settings.agent.max_argument_bytes = 4096
+    # 2,100 characters but over 4,200 bytes: bytes count, not characters
+    raw = json.dumps({"path": str(tools.ws / "big.txt"), "content": "é" * 2100}, ensure_ascii=False)
+    size = len(raw.encode())
+    assert len(raw) < 4096 < size
+    result = tools("write", raw)
+    assert result.is_error and result.metadata["error_kind"] == TOO_LARGE
+    assert f"they are {size:,} bytes, over the limit of 4,096 bytes for one call (agent.max_argument_bytes)" \
+        in result.content and "write the start, then add the rest with edit" in result.content
+    assert not (tools.ws / "big.txt").exists()
+    logged = _action(tools).input
+    assert logged["bytes"] == size and logged["refused_arguments"] == raw[: dispatch.KEPT_IN_LOG]
+    assert not tools("write", path=str(tools.ws / "ok.txt"), content="é" * 600).is_error
+
+
+def test_the_size_limit_is_a_setting(tmp_path):
+    from abhed import config
+    settings = config.load({"agent": {"max_argument_bytes": 2048, "max_argument_depth": 8}},
+                           env={"ABHED_CONFIG": "/nonexistent"})
+    assert (settings.agent.max_argument_bytes, settings.agent.max_argument_depth) == (2048, 8)
+    assert (config.AgentConfig().max_argument_bytes, config.AgentConfig().max_argument_depth) == \
+        (dispatch.MAX_BYTES, dispatch.MAX_DEPTH)
+
+
+@pytest.mark.parametrize(("args", "where"), [
+    ({"command": "\x00", "description": "x"}, "`command` holds a NUL character (\\u0000) at index 0"),
+    ({"command": "ls", "description": "a\x00b"}, "`description` holds a NUL character (\\u0000) at index 1"),
+])
+def test_a_nul_in_a_string_argument_is_a_clear_error(tools, args, where):
+    result = tools("bash", **args)
+    assert result.is_error and result.metadata["error_kind"] == INVALID_INPUT
+    assert result.content == (f"Invalid arguments for `bash`: {where}. Arguments cannot contain NUL or lone "
+                              "surrogates (paths and commands cannot hold them, nor can UTF-8 text); remove it or "
+                              "send the whole character. To put NUL bytes in a file, use bash with printf '\\0'.")
+
+
+def test_nul_is_found_anywhere_in_the_arguments():
+    assert nul_error({"items": [{"content": "ok"}, {"content": "b\x00"}]}) == \
+        "`items.1.content` holds a NUL character (\\u0000) at index 1"
+    assert nul_error({"a\x00": 1}) == "`the name of a\x00` holds a NUL character (\\u0000) at index 1"
+    assert nul_error({"a": ["x", 1, None, {"b": "y"}]}) is None and nul_error("\x00") is not None
+    assert nul_error("😀 é \ufffd") is None and "(\\udfff) at index 2" in nul_error("ab\udfff")
+
+
+def test_nul_in_a_path_of_read_write_edit_grep_glob(tools):
+    for name, args in [("read", {"path": "/etc/pass\x00wd"}), ("write", {"path": str(tools.ws / "a\x00"), "content": ""}),
+                       ("edit", {"path": "\x00", "old_string": "a", "new_string": "b"}),
+                       ("grep", {"pattern": "a\x00"}), ("glob", {"pattern": "*\x00"})]:
+        result = tools(name, **args)
+        assert result.is_error and "holds a NUL character" in result.content, (name, result.content)
+    assert list(tools.ws.iterdir()) == []
+
+
+def test_lone_surrogates_are_refused_clearly_and_logged_exactly(tools):
+    """`\\ud800` is valid JSON but half a character: no path, command or file can hold it."""
+    result = tools("write", json.dumps({"path": str(tools.ws / "s\ud800.txt"), "content": "a"}))
+    assert result.is_error and result.metadata["error_kind"] == INVALID_INPUT
+    assert "`path` holds a lone surrogate, half of a character, (\\ud800) at index" in result.content
+    result = tools("plan", goal="g", steps=["ok", "x\udcff"])
+    assert "`steps.1` holds a lone surrogate, half of a character, (\\udcff) at index 1" in result.content
+    assert list(tools.ws.iterdir()) == []
+    loaded = tools.session.log.load()
+    assert not loaded.problems and _action(tools).input == {"goal": "g", "steps": ["ok", "x\udcff"]}
+
+
+def test_cli_a_nul_in_a_command_is_an_observation_not_a_traceback(ws, home):
+    proc = abhed("tool", "bash", '{"command":"\\u0000","description":"x"}', "--workspace", str(ws))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    assert proc.stdout.startswith("Invalid arguments for `bash`: `command` holds a NUL character")
+
+
+def test_cli_lone_surrogate_echoed_by_validation_then_sessions_show(ws, home):
+    proc = abhed("tool", "plan", '{"goal":"x","steps":"\\ud800"}', "--workspace", str(ws), "--session", "sur")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "\\ud800" in proc.stdout
+    shown = abhed("sessions", "show", "sur")
+    assert shown.returncode == 0 and "\\ud800" in shown.stdout and "Traceback" not in shown.stderr, shown.stderr
+    full = abhed("sessions", "show", "sur", "--full")
+    assert full.returncode == 0 and "\\ud800" in full.stdout
+    as_json = abhed("sessions", "show", "sur", "--json")
+    events = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert as_json.returncode == 0 and events[0]["input"] == {"goal": "x", "steps": "\ud800"}
+    assert abhed("sessions", "list").returncode == 0
+
+
+def test_cli_bounds_on_argv_and_stdin(ws, home, tmp_path):
+    deep = abhed("tool", "read", "[" * 100000, "--workspace", str(ws))
+    assert deep.returncode == 2 and "Traceback" not in deep.stderr
+    assert "ARGUMENTS is refused: they are nested more than 32 levels deep" in deep.stderr
+    config = tmp_path / "config.toml"
+    config.write_text("[agent]\nmax_argument_bytes = 2048\n")
+    env = {"ABHED_CONFIG": str(config)}
+    big = abhed("tool", "write", "-", "--workspace", str(ws), input="x" * 5000, env=env)
+    assert big.returncode == 2 and "ARGUMENTS on stdin is too large: over the limit of 2,048 bytes" in big.stderr
+    argv = abhed("tool", "write", json.dumps({"path": str(ws / "a"), "content": "x" * 3000}), "--workspace", str(ws),
+                 env=env)
+    assert argv.returncode == 2 and "they are 3,0" in argv.stderr and "over the limit of 2,048 bytes" in argv.stderr
+    assert not (ws / "a").exists()
+
+
+def test_cli_stdin_that_is_not_utf8_is_a_clear_error(ws, home):
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-m", "abhed", "tool", "read", "-", "--workspace", str(ws)],
+                          input=b'{"path": "\xff"}', capture_output=True, env=os.environ)
+    assert proc.returncode == 2 and b"Traceback" not in proc.stderr
+    assert b"ARGUMENTS on stdin is not valid UTF-8 (byte 10: b'\\xff')" in proc.stderr
+
+
+# -- fuzz: no argument text crashes dispatch, the log or its display --------------------------------
+
+_strings = st.text(st.characters(codec=None, exclude_categories=()), max_size=12) | st.sampled_from(
+    ["\x00", "\ud800", "\udcff", "\x1b[6n", "[" * 40, "{" * 40, '"', "\\", "\u202e"])
+_values = st.recursive(st.none() | st.booleans() | st.integers() | _strings,
+                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_strings, inner, max_size=3),
+                       max_leaves=8)
+
+
+def _texts():
+    nested = st.integers(1, 3000).map(lambda n: "[" * n + "]" * n)
+    objects = st.integers(1, 3000).map(lambda n: '{"a":' * n + "1" + "}" * n)
+    return (_values.map(json.dumps) | _values.map(lambda v: json.dumps(v, ensure_ascii=False)) | nested | objects
+            | st.text(max_size=60))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(name=st.sampled_from(["read", "write", "edit", "glob", "grep", "plan", "todo"]), text=_texts())
+def test_fuzz_no_argument_text_crashes_dispatch_the_log_or_the_display(tmp_path_factory, name, text):
+    from abhed.cli import _shown_event, tree
+    from abhed.display import preview
+    from abhed.model.wire import ToolCall
+    from abhed.terminal import printable
+    ws = tmp_path_factory.mktemp("ws")
+    tools = Tools(ws, tmp_path_factory.mktemp("home"))
+    result = tools(name, text)
+    assert result.metadata.get("error_kind") != INTERNAL, result.content
+    loaded = tools.session.log.load()
+    assert not loaded.problems and len(loaded.events) == 2
+    for event, depth in tree(loaded.events):
+        printable(_shown_event(event, "", True)).encode("utf-8")
+    printable(preview(ToolCall("1", name, text))).encode("utf-8")
+    printable(result.content).encode("utf-8")
+
+
+def test_an_integer_too_long_for_python_is_bad_json_not_a_crash(tools):
+    result = tools("read", '{"path": "/x", "offset": ' + "1" * 5000 + "}")
+    assert result.is_error and result.metadata["error_kind"] == dispatch.BAD_JSON
+    assert "Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits" in result.content
+    assert "Send one JSON object" in result.content and not tools.session.log.load().problems
+
+
+def test_parse_arguments_reports_bounds_without_parsing():
+    value, why = parse_arguments("[" * 50 + "]" * 50)
+    assert value == "[" * 50 + "]" * 50 and "nested more than 32" in why
+    assert parse_arguments("") == ({}, None) and parse_arguments({"a": 1}) == ({"a": 1}, None)
+    assert parse_arguments("{oops")[1] == "Expecting property name enclosed in double quotes at line 1 column 2 (character 1)"
+
+
+CLI_NASTY = ["[" * 3000, '{"path": ' + "[" * 900 + "]" * 900 + "}", '{"path": "\\u0000"}', '{"path": "\\ud800"}',
+             '{"\\udcff": "x"}', '{"pattern": "\\u001b[6n", "path": "\\u202e"}', '{"goal": "\\ud83d", "steps": []}',
+             '"\\ud800"', "[]", "1e999999", '{"items": [' + "{" * 40 + "}" * 40 + "]}", "\udcff"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["plan", "bash"])  # one that echoes values back, one that runs (the rest: in-process fuzz)
+def test_cli_tool_never_crashes_on_nasty_arguments(ws, home, name):
+    for arguments in CLI_NASTY:
+        proc = abhed("tool", name, arguments, "--workspace", str(ws), "--session", "fuzz")
+        assert proc.returncode in (0, 2), (arguments[:80], proc.stderr[-500:])
+        assert "Traceback" not in proc.stderr and "Internal error" not in proc.stdout, (arguments[:80], proc.stderr)
+        assert "\x1b" not in proc.stdout + proc.stderr and "\u202e" not in proc.stdout
+    shown = abhed("sessions", "show", "fuzz", "--full")
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr
