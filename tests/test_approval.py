@@ -93,10 +93,10 @@ ISSUE_13 = [
     ("taskset -c 0 rm -rf x", DESTRUCTIVE), ("flock /tmp/l rm -rf x", DESTRUCTIVE), ("unshare -r rm -rf x", DESTRUCTIVE),
     ("nice -n 5 ionice -c 3 rm -rf x", DESTRUCTIVE), ("rm --r x", DESTRUCTIVE), ("rm --recur x", DESTRUCTIVE),
     ("rm --rec --forc x", DESTRUCTIVE), ("f=-rf; rm $f x", DESTRUCTIVE), ("find . -exec /bin/rm -rf {} +", DESTRUCTIVE),
-    ("find . -exec shred -u {} +", DESTRUCTIVE), ("find . -execdir rm {} ;", DESTRUCTIVE),
+    ("find . -exec shred -u {} +", DESTRUCTIVE), ("find . -execdir rm {} \\;", DESTRUCTIVE),
     ("find . -exec sh -c 'rm -rf \"$1\"' _ {} \\;", DESTRUCTIVE),
     # git
-    ("git -C . reset --hard", DESTRUCTIVE), ("git -c a=b reset --hard", DESTRUCTIVE), ("git reset --ha", DESTRUCTIVE),
+    ("git -C . reset --hard", DESTRUCTIVE), ("git -c a=b reset --hard", DESTRUCTIVE), ("git -c a.b=c reset --hard", DESTRUCTIVE), ("git reset --ha", DESTRUCTIVE),
     ("git -C . clean -fdx", DESTRUCTIVE), ("git checkout -- .", DESTRUCTIVE), ("git checkout .", DESTRUCTIVE),
     ("git restore .", DESTRUCTIVE), ("git stash drop", DESTRUCTIVE), ("git stash clear", DESTRUCTIVE),
     ("git rm -r src", DESTRUCTIVE), ("git push origin :main", DESTRUCTIVE), ("git push --mirror", DESTRUCTIVE),
