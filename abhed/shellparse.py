@@ -512,11 +512,33 @@ def _judge(command: Command, analysis: Analysis, depth: int) -> None:
             _shell(command, argv, via, analysis, depth)
         if name == "git":
             _git(argv, analysis)
-        if name in ("su", "runuser", "sg", "script", "flock", "watch", "parallel", "ssh", "pkexec", "entr",
+        if name == "ssh":
+            _ssh(argv, analysis, depth)
+        if name in ("su", "runuser", "sg", "script", "flock", "watch", "parallel", "pkexec", "entr",
                     "tsp", "ts", "daemonize", "start-stop-daemon", "systemd-run", "capsh"):
             opts = wrappers.options(argv[1:])
-            if name in ("watch", "parallel", "ssh") or opts.has("c", "command", "shell"):
+            if name in ("watch", "parallel") or opts.has("c", "command", "shell"):
                 analysis.opaque.append(f"`{name}` runs a command given as one string through a shell")
+
+
+SSH_VALUE_LETTERS = "BbcDEeFIiJLlmOopQRSWw"
+
+
+def _ssh(argv: list[str | None], analysis: Analysis, depth: int) -> None:
+    """`ssh host cmd args`: the remote shell runs the words joined by spaces -- judge that script too
+    (the other machine's files matter as much as these)."""
+    i = 1
+    while i < len(argv) and argv[i] is not None and argv[i].startswith("-") and argv[i] != "--":  # type: ignore
+        arg = argv[i]
+        i += 2 if len(arg) == 2 and arg[1] in SSH_VALUE_LETTERS else 1  # type: ignore[index]
+    i += 1 if i < len(argv) and argv[i] == "--" else 0
+    remote = argv[i + 1:]
+    if not remote:
+        return  # an interactive login: the interactive check refuses it
+    if None in remote or depth >= MAX_NESTING:
+        analysis.opaque.append("`ssh` with a remote command that is not plain words")
+        return
+    _analyze_into(" ".join(remote), analysis, depth + 1, via="ssh")  # type: ignore[arg-type]
 
 
 def _git(argv: list[str | None], analysis: Analysis) -> None:

@@ -8,6 +8,7 @@ mode ask under the broadest allow rule, `bash(*)`. Judged by what changed on dis
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -16,7 +17,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from abhed.approval import Policy
+from abhed.approval import Gate, Policy, refusal
+from abhed_testing import abhed
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
 
@@ -136,3 +138,28 @@ def test_redirects_on_compound_statements_are_seen_in_ask_mode(tmp_path, command
     assert _harm(root, before) == ["overwrote notes.txt"]
     verdict = Policy.create("ask", ["bash(echo:*)", "bash(:)"], [], root).check("bash", SimpleNamespace(command=command))
     assert verdict.decision == "ask" and "redirects output into a file" in verdict.reason, verdict
+
+
+@pytest.mark.parametrize("command", ["$(echo touch) P", "eval 'touch P'", "x=touch; $x P"])
+def test_abhed_tool_bash_needs_confirm_for_opaque_commands_too(ws, home, command):
+    """The human typing `abhed tool bash` approves what they can read; what the check cannot see
+    through needs --confirm, like a destructive command."""
+    args = json.dumps({"command": command, "description": "hidden"})
+    refused = abhed("tool", "bash", args, "--workspace", str(ws))
+    assert "cannot be checked in advance" in refused.stdout and "--confirm" in refused.stdout, refused.stdout
+    assert not (ws / "P").exists()
+    confirmed = abhed("tool", "bash", args, "--workspace", str(ws), "--confirm")
+    assert confirmed.stdout.endswith("[exit code 0]\n") and (ws / "P").exists(), confirmed.stdout
+
+
+def test_the_gate_asks_for_opaque_commands_even_when_a_human_typed_them(tmp_path):
+    policy = Policy.create("auto", ["bash(*)"], [], tmp_path)
+    hidden = SimpleNamespace(command="$(echo rm) -rf x")
+    assert Gate(policy, invoked_by_human=True).review("bash", hidden).decision == "ask"
+    confirmed = Gate(policy, invoked_by_human=True, confirmed=True).review("bash", hidden)
+    assert confirmed.decision == "allow" and confirmed.opaque and "--confirm" in confirmed.reason
+    asked = []
+    prompt = Gate(policy, ask_human=lambda tool, args, verdict: asked.append(verdict) or True)
+    assert prompt.review("bash", hidden).decision == "allow" and asked[0].opaque
+    text = refusal("bash", policy.check("bash", hidden), hidden)
+    assert "cannot be checked in advance" in text and "--confirm" in text and "plain word" in text
