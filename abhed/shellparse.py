@@ -298,6 +298,7 @@ class _Walker:
     def __init__(self, analysis: Analysis, depth: int, via: str) -> None:
         self.analysis, self.depth, self.via = analysis, depth, via
         self.functions: dict[str, set[str]] = {}
+        self.extras: list[Node] = []  # words the grammar put inside a redirect: `rm >/dev/null -rf x`
 
     def opaque(self, why: str) -> None:
         self.analysis.opaque.append(why)
@@ -308,7 +309,13 @@ class _Walker:
             return
         if kind == "redirected_statement":
             own = [r for c in node.children if c.type in REDIRECTS for r in self.redirect(c)]
+            extras, self.extras = self.extras, []
             body = [c for c in node.children if c.type not in REDIRECTS and c.is_named]
+            if extras and [c.type for c in body] == ["command"]:
+                self.command(body[0], redirects + own, extras)
+                return
+            if extras:
+                self.opaque(f"words after a redirection of a compound statement ({_text(node)[:40]!r})")
             for child in body:
                 self.visit(child, redirects + own)
             if not body:
@@ -372,11 +379,14 @@ class _Walker:
                 if child.is_named:
                     self.value(child)
             return [Redirect("<<<", None)]
-        operator, target = "", None
+        operator, target, seen = "", None, False
         for child in node.children:
             if not child.is_named:
                 operator += child.type
+            elif child.type != "file_descriptor" and seen:
+                self.extras.append(child)  # bash passes these to the command as arguments
             elif child.type != "file_descriptor":
+                seen = True
                 w = word(child)
                 if w.static:
                     target = w.value
@@ -438,8 +448,9 @@ class _Walker:
             if start in reach and start not in self.analysis.recursive_functions:
                 self.analysis.recursive_functions.append(start)
 
-    def command(self, node: Node, redirects: list[Redirect]) -> None:
+    def command(self, node: Node, redirects: list[Redirect], extras: list[Node] | None = None) -> None:
         command = Command([], redirects=list(redirects), text=_text(node), via=self.via)
+        outer, self.extras = self.extras, []
         after_dashes = False
         for child in node.children:
             kind = child.type
@@ -465,6 +476,9 @@ class _Walker:
                 self.opaque(f"the construct {kind} ({_text(child)[:40]!r}) is not one this check understands")
         if not command.argv and node.type != "command":
             command.argv.append(_text(node.children[0]))
+        for child in (extras or []) + self.extras:
+            self._argument(command, child, False, "--" in command.argv)
+        self.extras = outer
         self._record(command)
 
     def _argument(self, command: Command, node: Node, is_name: bool, after_dashes: bool) -> None:

@@ -99,8 +99,11 @@ class _Scanner:
             if not quoted and not closing:
                 if c in "<>" and self._at(1) == "(":
                     self._flag("a process substitution <(...) or >(...)")
-                if c == "<" and self._at(1) == "<" and self._at(2) != "<":
-                    self._heredoc_start()
+                if c == "<" and self._at(1) == "<":
+                    if self._at(2) == "<":
+                        self.i += 3  # a here-string: its word is scanned like any other
+                    else:
+                        self._heredoc_start()
                     continue
                 if c == "#" and self._word_starts_here():
                     self.result.comments.add(self.i)

@@ -109,7 +109,8 @@ ISSUE_13 = [
     ("while false; do :; done > /dev/sda", DESTRUCTIVE), ("if :; then echo x; fi > notes.txt", PLAIN),
     ("export LD_PRELOAD=/tmp/x.so", OPAQUE), ("declare -x LD_PRELOAD=/tmp/x.so", OPAQUE),
     ("export PROMPT_COMMAND='touch P'", OPAQUE), ("declare -a x='(a[$(touch P)])'", OPAQUE),
-    ("cat <<EOF && rm -rf x\nhi\nEOF", DESTRUCTIVE),
+    ("cat <<EOF && rm -rf x\nhi\nEOF", DESTRUCTIVE), ("rm >/dev/null -rf x", DESTRUCTIVE),
+    ("rm 2>&1 -rf x", DESTRUCTIVE), ("{ echo; } > f -rf", OPAQUE),
     # devices and data tools
     ("echo x > /dev//sda", DESTRUCTIVE), ("echo x > /dev/s[d]a", OPAQUE), ("d=/dev/sda; echo x > $d", OPAQUE),
     ("echo x > /dev/nvme0n1", DESTRUCTIVE), ("echo x > /dev/mapper/root", DESTRUCTIVE),

@@ -94,7 +94,8 @@ BYPASSES = [
     "git config core.pager 'touch P'",
     # redirects not seen
     "cat <<EOF > .git/hooks/pre-commit\ntouch P\nEOF", "{ echo x; } >> .git/config",
-    "for i in 1; do echo x; done > .git/hooks/post-checkout", "cat <<EOF && rm -rf x\nhi\nEOF",
+    "for i in 1; do echo x; done > .git/hooks/post-checkout", "cat <<EOF && rm -rf x\nhi\nEOF", "rm >/dev/null -rf x",
+    "rm 2>&1 -rf x",
     # data tools
     "truncate -s 0 notes.txt", "tar -cf a.tar --remove-files x",
     # protected paths without a redirect
