@@ -193,9 +193,10 @@ def word(node: Node) -> Word:
     kind = node.type
     if kind in ("word", "number"):
         raw = _text(node)
-        if kind == "word" and (GLOB.search(raw) or BRACES.search(raw)):
-            first = GLOB.search(raw)
-            return Word(GLOB_WORD, None, _unescape(raw[: first.start()]) if first else "")
+        if kind == "word" and BRACES.search(raw):
+            return Word(GLOB_WORD, None, "")  # brace expansion: `-{r,f}` is two options
+        if kind == "word" and GLOB.search(raw):
+            return Word(GLOB_WORD, None, _unescape(raw[: GLOB.search(raw).start()]))  # type: ignore[union-attr]
         return Word(STATIC, _unescape(raw))
     if kind == "raw_string":
         return Word(STATIC, _text(node)[1:-1])
@@ -217,7 +218,9 @@ def word(node: Node) -> Word:
         raw = "".join(_text(c) if c.type == "word" else "x" for c in node.children)
         if any(p.kind == DYNAMIC for p in parts):
             return Word(DYNAMIC, None)
-        if any(p.kind == GLOB_WORD for p in parts) or BRACES.search(raw):
+        if BRACES.search(raw):
+            return Word(GLOB_WORD, None, "")
+        if any(p.kind == GLOB_WORD for p in parts):
             start = ""
             for part in parts:
                 if part.kind != STATIC:
@@ -328,6 +331,10 @@ class _Walker:
         elif kind == "variable_assignments":
             for child in node.children:
                 self.visit(child, redirects)
+        elif kind == "compound_statement" and node.children and node.children[0].type == "((":
+            self.opaque(f"arithmetic {_text(node)[:40]!r}: bash evaluates it, subscripts and all, at run time")
+        elif kind == "for_statement" and node.children and node.children[0].type == "select":
+            self.opaque(EVALUATING["select"])
         elif kind in CONTAINERS:
             self.container(node, redirects)
         elif kind == "test_command":
@@ -352,7 +359,7 @@ class _Walker:
                 in_patterns = False
             if not child.is_named or (kind == "for_statement" and child.type == "variable_name"):
                 continue
-            if child.type in ARGUMENTS and (in_patterns or kind in ("for_statement", "case_statement")):
+            if in_patterns or (child.type in ARGUMENTS and kind in ("for_statement", "case_statement")):
                 self.value(child)  # a loop's words, the case subject, a pattern: values, not programs
             else:
                 self.visit(child, redirects)
@@ -605,7 +612,7 @@ def _set(args: list[str | None]) -> str | None:
         arg = args[i]
         if arg in ("--", "-"):
             return None  # positional parameters: only ever used through run-time expansions
-        if arg in ("-o", "+o"):
+        if arg is not None and arg[:1] in ("-", "+") and arg.endswith("o") and set(arg[1:]) <= SAFE_SET_LETTERS | {"o"}:
             if i + 1 < len(args) and args[i + 1] not in SAFE_SET_OPTIONS:
                 return f"`set -o {args[i + 1]}` changes how bash runs the rest of the line"
             i += 2
