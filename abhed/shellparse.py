@@ -580,7 +580,7 @@ def _env(argv: list[str | None], analysis: Analysis) -> None:
         if re.fullmatch(r"-[A-Za-z]*S.*|--s(p(l(i(t(-(s(t(r(i(ng?)?)?)?)?)?)?)?)?)?)?(=.*)?", arg):
             analysis.opaque.append("`env -S` splits a string into a command line at run time")
         name = arg.split("=", 1)[0]
-        if "=" in arg and IDENTIFIER.fullmatch(name) and _runs_code(name):
+        if "=" in arg and not arg.startswith("-") and _runs_code(name):  # BASH_FUNC_f%% too: an imported function
             analysis.opaque.append(f"`env {arg[:40]}` sets {name}, which makes programs or the shell run code")
 
 

@@ -109,7 +109,7 @@ ISSUE_13 = [
     ("while false; do :; done > /dev/sda", DESTRUCTIVE), ("if :; then echo x; fi > notes.txt", PLAIN),
     ("export LD_PRELOAD=/tmp/x.so", OPAQUE), ("declare -x LD_PRELOAD=/tmp/x.so", OPAQUE),
     ("export PROMPT_COMMAND='touch P'", OPAQUE), ("declare -a x='(a[$(touch P)])'", OPAQUE),
-    ("cat <<EOF && rm -rf x\nhi\nEOF", DESTRUCTIVE), ("rm >/dev/null -rf x", DESTRUCTIVE),
+    ("cat <<EOF && rm -rf x\nhi\nEOF", DESTRUCTIVE), ("env 'BASH_FUNC_ls%%=() { touch P; }' bash -c ls", OPAQUE), ("rm >/dev/null -rf x", DESTRUCTIVE),
     ("rm 2>&1 -rf x", DESTRUCTIVE), ("{ echo; } > f -rf", OPAQUE),
     # devices and data tools
     ("echo x > /dev//sda", DESTRUCTIVE), ("echo x > /dev/s[d]a", OPAQUE), ("d=/dev/sda; echo x > $d", OPAQUE),
@@ -201,3 +201,26 @@ def test_refusals_say_which_rule_and_what_to_configure(tmp_path):
 def test_malformed_rules_are_rejected_with_the_form(text):
     with pytest.raises(ValueError, match="tool or tool\\(spec\\)"):
         Rule.parse(text)
+
+
+def test_a_globstar_rule_never_matches_outside_the_workspace(tmp_path):
+    policy = Policy.create("ask", ["edit(**)", "write(**/x)"], [], tmp_path)
+    for tool, path in (("edit", tmp_path / ".." / "x"), ("edit", tmp_path.parent / "x"),
+                       ("write", tmp_path / "a" / ".." / ".." / "x"), ("write", tmp_path.parent / "y" / "x")):
+        assert policy.check(tool, SimpleNamespace(path=str(path))).decision == "ask", path
+    assert policy.check("edit", SimpleNamespace(path=str(tmp_path / "a" / "b"))).decision == "allow"
+    assert policy.check("write", SimpleNamespace(path=str(tmp_path / "a" / "x"))).decision == "allow"
+
+
+def test_deny_rules_see_through_wrappers(tmp_path):
+    policy = Policy.create("auto", ["bash(*)"], ["bash(curl:*)"], tmp_path)
+    for line in ("sudo curl x", "timeout 5 curl x", "env A=1 curl x", "bash -c 'curl x'"):
+        assert policy.check("bash", SimpleNamespace(command=line)).decision == "deny", line
+
+
+def test_refusal_suggests_a_rule_for_the_first_program_only_when_it_is_a_plain_word(tmp_path):
+    policy = Policy.create("ask", [], [], tmp_path)
+    for line, rule in (("make -j4", "bash(make:*)"), ("A=1 make", "bash(make:*)"), ("> out", "bash(CMD:*)"),
+                       ("'a b' x", "bash(CMD:*)"), ("x" * 200, "bash(CMD:*)")):
+        args = SimpleNamespace(command=line)
+        assert f'approval.allow = ["{rule}"]' in refusal("bash", policy.check("bash", args), args), line

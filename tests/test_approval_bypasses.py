@@ -82,7 +82,7 @@ BYPASSES = [
     "env -S 'touch P'", "env --split-string='touch P'", "BASH_ENV='$(touch P)' bash -c :",
     "env BASH_ENV='$(touch P)' bash -c :", "bash <<< 'touch P'", "echo 'touch P' | sh",
     "echo x | xargs -I{} sh -c 'rm -rf {}'", "set -- rm -rf x; command \"$@\"", "x=rm; $x -rf x",
-    "git -c alias.x='!touch P' x",
+    "git -c alias.x='!touch P' x", "env 'BASH_FUNC_ls%%=() { touch P; }' bash -c ls",
     # wrapper and option spellings
     "timeout --signal KILL 5 rm -rf x", "setpriv --reuid 0 rm -rf x", "taskset -c 0 rm -rf x", "flock ./l rm -rf x",
     "nice -n 5 ionice -c 3 rm -rf x", "chrt -o 0 rm -rf x", "rm --r x", "rm --recur x", "rm --rec --forc x",

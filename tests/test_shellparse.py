@@ -304,3 +304,45 @@ def test_redirects_to_devices_and_protected_paths_are_destructive_but_inputs_and
     for redirect in (Redirect("<", "/dev/sda"), Redirect(">&", "1"), Redirect(">&", "-"), Redirect(">", "/dev/null"),
                      Redirect(">", None), Redirect("<<", None), Redirect(">", "-")):
         assert destructive(Command([], redirects=[redirect])) is None, redirect
+
+
+# -- every entry of every table matters --------------------------------------------------------
+
+from abhed.approval import HARMLESS_DEVICES, READERS, WIPERS  # noqa: E402
+from abhed.shellparse import CODE_VARIABLES, EVALUATING, SHELLS  # noqa: E402
+
+
+@pytest.mark.parametrize("shell", sorted(SHELLS))
+def test_every_shell_runs_its_script_and_reads_stdin(shell):
+    assert "rm with recursive" in destructive(analyze(f"{shell} -c 'rm -rf x'").commands[-1])
+    assert "reads the code it runs from stdin" in _opaque(f"echo x | {shell}")
+
+
+@pytest.mark.parametrize("name", sorted(WIPERS))
+def test_every_wiper_is_destructive(name):
+    assert f"{name} destroys" in destructive(Command([name, "x"]))
+
+
+@pytest.mark.parametrize("name", sorted(wrappers.WRAPPERS - {"find"}))
+def test_every_wrapper_is_seen_through(name):
+    assert "rm with recursive" in destructive(Command([name, "rm", "-rf", "x"]))
+
+
+@pytest.mark.parametrize("name", sorted(CODE_VARIABLES) + ["LD_AUDIT", "GIT_EDITOR", "BASH_FUNC_x%%", "DYLD_X"])
+def test_every_code_variable_is_opaque(name):
+    assert f"sets {name}" in " ".join(analyze(f"env {name}=x ls").opaque)
+
+
+@pytest.mark.parametrize("name", sorted(EVALUATING))
+def test_every_evaluating_builtin_is_opaque(name):
+    assert analyze(f"{name} x").opaque or name == "select"
+
+
+@pytest.mark.parametrize("name", sorted(READERS))
+def test_readers_may_name_protected_paths_and_devices(name):
+    assert destructive(Command([name, ".git/hooks/pre-commit", "/dev/sda"])) is None
+
+
+@pytest.mark.parametrize("path", sorted(HARMLESS_DEVICES))
+def test_harmless_devices_are_not_disks(path):
+    assert not is_device(path) and destructive(Command(["cp", "x", path])) is None
