@@ -113,7 +113,7 @@ def _analyze_into(line: str, analysis: Analysis, depth: int, via: str) -> None:
         return
     source = line.encode("utf-8")
     root = _parser().parse(source).root_node
-    problem = _too_large(root)
+    problem, comment_bytes = _shape(root)
     if problem:
         analysis.opaque.append(problem)
         return
@@ -121,7 +121,7 @@ def _analyze_into(line: str, analysis: Analysis, depth: int, via: str) -> None:
         analysis.opaque.append(f"the shell grammar could not parse it{_error_place(root)}")
     second = scan(line)
     analysis.opaque.extend(second.evaluating)
-    comments = {len(source[: n.start_byte].decode("utf-8")) for n in _nodes(root) if n.type == "comment"}
+    comments = {len(source[:start].decode("utf-8")) for start in comment_bytes}
     if comments != second.comments:
         analysis.opaque.append("the shell grammar and bash disagree about where a comment starts")
     _Walker(analysis, depth, via).visit(root, [])
@@ -147,18 +147,25 @@ def _nodes(root: Node):
         stack.extend(node.children)
 
 
-def _too_large(root: Node) -> str | None:
-    """Checked without recursion: the walk below recurses at most MAX_DEPTH deep."""
-    stack, count = [(root, 0)], 0
-    while stack:
-        node, level = stack.pop()
-        count += 1
-        if level > MAX_DEPTH:
-            return f"the line nests more than {MAX_DEPTH} levels deep"
-        if count > MAX_NODES:
-            return f"the line has more than {MAX_NODES} syntax nodes"
-        stack.extend((child, level + 1) for child in node.children)
-    return None
+def _shape(root: Node) -> tuple[str | None, list[int]]:
+    """Too large or too deep (checked without recursion: the walk below recurses at most MAX_DEPTH
+    deep), and where the grammar's comments start (byte offsets)."""
+    if root.descendant_count > MAX_NODES:
+        return f"the line has more than {MAX_NODES} syntax nodes", []
+    comments: list[int] = []
+    cursor, level = root.walk(), 0
+    while True:
+        if cursor.node.type == "comment":  # type: ignore[union-attr]
+            comments.append(cursor.node.start_byte)  # type: ignore[union-attr]
+        if cursor.goto_first_child():
+            level += 1
+            if level > MAX_DEPTH:
+                return f"the line nests more than {MAX_DEPTH} levels deep", []
+            continue
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent():
+                return None, comments
+            level -= 1
 
 
 def _error_place(root: Node) -> str:

@@ -204,18 +204,16 @@ class _Scanner:
 
     def _heredoc_line(self, body: str) -> None:
         """An unquoted here-document line expands like double-quoted text (but " is literal)."""
-        j = 0
-        while j < len(body):
-            c = body[j]
-            if c == "\\":
-                j += 2
-                continue
-            if c == "`":
+        for match in _HEREDOC_SPECIAL.finditer(body):
+            found = match.group(0)
+            if found.startswith("\\"):
+                continue  # escaped: literal
+            if found == "`":
                 self._flag("a backtick command substitution in a here-document")
-            if c == "$" and j + 1 < len(body):
-                nxt = body[j + 1]
-                if nxt in "([":
-                    self._flag("a command substitution or arithmetic in a here-document")
-                if nxt == "{" and not re.match(r"\{[A-Za-z_][A-Za-z0-9_]*\}", body[j + 1:]):
-                    self._flag("a ${...} expansion in a here-document that is not a plain variable")
-            j += 1
+            if found in ("$(", "$["):
+                self._flag("a command substitution or arithmetic in a here-document")
+            if not re.match(r"\{[A-Za-z_][A-Za-z0-9_]*\}", body[match.start() + 1:]):
+                self._flag("a ${...} expansion in a here-document that is not a plain variable")
+
+
+_HEREDOC_SPECIAL = re.compile(r"\\.|`|\$[(\[{]")
