@@ -224,3 +224,9 @@ def test_refusal_suggests_a_rule_for_the_first_program_only_when_it_is_a_plain_w
                        ("'a b' x", "bash(CMD:*)"), ("x" * 200, "bash(CMD:*)")):
         args = SimpleNamespace(command=line)
         assert f'approval.allow = ["{rule}"]' in refusal("bash", policy.check("bash", args), args), line
+
+
+@pytest.mark.parametrize("tool", ["read", "glob", "grep", "plan", "todo", "task"])
+def test_read_only_tools_are_allowed_in_every_mode(tmp_path, tool):
+    for mode in MODES:
+        assert Policy.create(mode, [], [], tmp_path).check(tool, SimpleNamespace()).decision == "allow"

@@ -308,41 +308,77 @@ def test_redirects_to_devices_and_protected_paths_are_destructive_but_inputs_and
 
 # -- every entry of every table matters --------------------------------------------------------
 
-from abhed.approval import HARMLESS_DEVICES, READERS, WIPERS  # noqa: E402
-from abhed.shellparse import CODE_VARIABLES, EVALUATING, SHELLS  # noqa: E402
+# Written out, not imported: a test that reads the module's own table cannot notice an entry dropped.
+ALL_SHELLS = [
+    'ash', 'bash', 'busybox-sh', 'dash', 'ksh', 'mksh', 'posh', 'rbash', 'sh', 'yash', 'zsh'
+]
+ALL_WIPERS = [
+    'badblocks', 'blkdiscard', 'cfdisk', 'cgdisk', 'cryptsetup', 'dc3dd', 'dcfldd', 'dd', 'ddrescue', 'debugfs',
+    'fallocate', 'fdisk', 'gdisk', 'halt', 'hdparm', 'lvremove', 'mdadm', 'mkdosfs', 'mke2fs', 'mkexfatfs',
+    'mkfatfs', 'mkisofs', 'mkntfs', 'mkreiserfs', 'mkswap', 'nvme', 'parted', 'poweroff', 'pvremove', 'reboot',
+    'sfdisk', 'sg_format', 'sgdisk', 'shred', 'shutdown', 'srm', 'truncate', 'vgremove', 'wipe', 'wipefs', 'zpool'
+]
+ALL_WRAPPERS = [
+    'builtin', 'busybox', 'bwrap', 'caffeinate', 'capsh', 'catchsegv', 'cgexec', 'chpst', 'chroot', 'chrt',
+    'command', 'coproc', 'daemonize', 'doas', 'eatmydata', 'entr', 'env', 'exec', 'fakeroot', 'faketime',
+    'firejail', 'flock', 'ionice', 'linux32', 'linux64', 'ltrace', 'nice', 'nohup', 'nsenter', 'numactl',
+    'parallel', 'pkexec', 'prlimit', 'proot', 'proxychains', 'proxychains4', 'rlwrap', 'runuser', 'script',
+    'setarch', 'setpriv', 'setsid', 'sg', 'softlimit', 'start-stop-daemon', 'stdbuf', 'strace', 'su', 'sudo',
+    'systemd-run', 'taskset', 'time', 'timeout', 'torsocks', 'ts', 'tsp', 'unbuffer', 'unshare', 'valgrind',
+    'watch', 'xargs'
+]
+ALL_CODE_VARIABLES = [
+    'BASHOPTS', 'BASH_ENV', 'BROWSER', 'CDPATH', 'EDITOR', 'ENV', 'GCONV_PATH', 'GLOBIGNORE', 'HOME', 'HOSTALIASES',
+    'IFS', 'LESSCLOSE', 'LESSOPEN', 'MANPAGER', 'NODE_OPTIONS', 'PAGER', 'PATH', 'PERL5LIB', 'PERL5OPT',
+    'PROMPT_COMMAND', 'PS0', 'PS1', 'PS2', 'PS3', 'PS4', 'PYTHONHOME', 'PYTHONPATH', 'PYTHONSTARTUP', 'RUBYOPT',
+    'SHELL', 'SHELLOPTS', 'SSH_ASKPASS', 'SUDO_ASKPASS', 'TERMINFO', 'VISUAL', 'XDG_CONFIG_HOME', 'ZDOTDIR'
+]
+ALL_EVALUATING = [
+    '.', 'alias', 'bind', 'compgen', 'complete', 'compopt', 'coproc', 'enable', 'eval', 'fc', 'history', 'let',
+    'select', 'source', 'trap'
+]
+ALL_READERS = [
+    '[', '[[', 'basename', 'blkid', 'cat', 'cmp', 'diff', 'dirname', 'du', 'echo', 'egrep', 'fgrep', 'file', 'grep',
+    'head', 'hexdump', 'less', 'ls', 'lsblk', 'md5sum', 'more', 'od', 'printf', 'readlink', 'realpath', 'rg',
+    'sha1sum', 'sha256sum', 'sha512sum', 'stat', 'tail', 'test', 'tree', 'type', 'wc', 'which', 'xxd'
+]
+ALL_HARMLESS_DEVICES = [
+    '/dev/full', '/dev/null', '/dev/random', '/dev/stderr', '/dev/stdin', '/dev/stdout', '/dev/tty', '/dev/urandom',
+    '/dev/zero'
+]
 
 
-@pytest.mark.parametrize("shell", sorted(SHELLS))
+@pytest.mark.parametrize("shell", ALL_SHELLS)
 def test_every_shell_runs_its_script_and_reads_stdin(shell):
     assert "rm with recursive" in destructive(analyze(f"{shell} -c 'rm -rf x'").commands[-1])
     assert "reads the code it runs from stdin" in _opaque(f"echo x | {shell}")
 
 
-@pytest.mark.parametrize("name", sorted(WIPERS))
+@pytest.mark.parametrize("name", ALL_WIPERS)
 def test_every_wiper_is_destructive(name):
     assert f"{name} destroys" in destructive(Command([name, "x"]))
 
 
-@pytest.mark.parametrize("name", sorted(wrappers.WRAPPERS - {"find"}))
+@pytest.mark.parametrize("name", ALL_WRAPPERS)
 def test_every_wrapper_is_seen_through(name):
     assert "rm with recursive" in destructive(Command([name, "rm", "-rf", "x"]))
 
 
-@pytest.mark.parametrize("name", sorted(CODE_VARIABLES) + ["LD_AUDIT", "GIT_EDITOR", "BASH_FUNC_x%%", "DYLD_X"])
+@pytest.mark.parametrize("name", ALL_CODE_VARIABLES + ["LD_AUDIT", "GIT_EDITOR", "BASH_FUNC_x%%", "DYLD_X"])
 def test_every_code_variable_is_opaque(name):
     assert f"sets {name}" in " ".join(analyze(f"env {name}=x ls").opaque)
 
 
-@pytest.mark.parametrize("name", sorted(EVALUATING))
+@pytest.mark.parametrize("name", ALL_EVALUATING)
 def test_every_evaluating_builtin_is_opaque(name):
     assert analyze(f"{name} x").opaque or name == "select"
 
 
-@pytest.mark.parametrize("name", sorted(READERS))
+@pytest.mark.parametrize("name", ALL_READERS)
 def test_readers_may_name_protected_paths_and_devices(name):
     assert destructive(Command([name, ".git/hooks/pre-commit", "/dev/sda"])) is None
 
 
-@pytest.mark.parametrize("path", sorted(HARMLESS_DEVICES))
+@pytest.mark.parametrize("path", ALL_HARMLESS_DEVICES)
 def test_harmless_devices_are_not_disks(path):
     assert not is_device(path) and destructive(Command(["cp", "x", path])) is None
