@@ -49,6 +49,7 @@ HARMLESS_DEVICES = frozenset({"/dev/null", "/dev/zero", "/dev/full", "/dev/rando
                               "/dev/stdout", "/dev/stderr", "/dev/tty"})
 HARMLESS_DEVICE_DIRS = ("/dev/fd/", "/dev/pts/", "/dev/shm/")
 INPUTS = ("<", "<<", "<<<", "<&", "<<-")
+FIND_WRITES = wrappers.FIND_ACTIONS | {"-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}
 # Programs that destroy data whatever their options.
 WIPERS = frozenset({
     "dd", "dcfldd", "dc3dd", "ddrescue", "shred", "wipe", "srm", "wipefs", "blkdiscard", "mkswap", "fdisk", "sfdisk",
@@ -165,13 +166,16 @@ def _named_paths(argv: list[str | None], directories: tuple[str, ...]) -> str | 
     name = wrappers.program(argv)
     if name is None or name in READERS:
         return None
+    # git looks after its own directory (its writes are judged by _git); cd only moves; a find
+    # that runs nothing and writes nothing only reads.
+    own_business = name in ("git", "cd", "pushd") or (name == "find" and not set(argv) & FIND_WRITES)
     for arg in argv[1:]:
         for value in (arg, arg.split("=", 1)[1] if arg and "=" in arg else None):
             if not value:
                 continue
             if is_device(value):
                 return f"{name} names the block device {value}"
-            if protected(value, directories):
+            if protected(value, directories) and not own_business:
                 return f"{name} names the protected path {value}"
     return None
 

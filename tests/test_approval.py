@@ -124,7 +124,9 @@ ISSUE_13 = [
     ("cp evil .git/hooks/pre-commit", DESTRUCTIVE), ("cd .git && echo x > hooks/pre-commit", DESTRUCTIVE),
     ("echo x > .git//hooks/pre-commit", DESTRUCTIVE), ("ln -sf ../../evil .git/hooks/pre-commit", DESTRUCTIVE),
     ("mv evil .git/config", DESTRUCTIVE), ("cp -r evil/. .git", DESTRUCTIVE), ("echo x > ./.abhed/config.toml", DESTRUCTIVE),
-    ("cd src && echo x > ../.git/hooks/pre-push", DESTRUCTIVE),
+    ("cd src && echo x > ../.git/hooks/pre-push", DESTRUCTIVE), ("find .git/hooks -exec cp evil {} \\;", DESTRUCTIVE),
+    ("find .git/hooks -fprint .git/hooks/x", DESTRUCTIVE), ("find . -path ./.git -prune -o -name '*.py'", PLAIN),
+    ("cd .git && ls", LISTED), ("git --git-dir=.git log", PLAIN), ("ls -la .git/hooks", LISTED),
     # crashes and slowness (size and depth limits: opaque, never a crash)
     ("echo \ud800", OPAQUE), ("echo a\0b", OPAQUE), (" && ".join(["true"] * 989), OPAQUE),
     ("echo " + "$(" * 248 + "x" + ")" * 248, OPAQUE), ("echo " + "x" * 1_000_000, OPAQUE),
