@@ -232,3 +232,13 @@ def test_refusal_suggests_a_rule_for_the_first_program_only_when_it_is_a_plain_w
 def test_read_only_tools_are_allowed_in_every_mode(tmp_path, tool):
     for mode in MODES:
         assert Policy.create(mode, [], [], tmp_path).check(tool, SimpleNamespace()).decision == "allow"
+
+
+def test_the_job_command_check_is_bounded_and_exact():
+    from abhed.jobs import MAX_JOB_LINE, JobCommand, job_command
+    assert job_command("kill %job-1 %job-2") == JobCommand("kill", ("job-1", "job-2"))
+    assert job_command("  jobs -l  # list") == JobCommand("jobs")
+    assert job_command("jobs" + " " * MAX_JOB_LINE) is None  # long lines are never job commands
+    assert job_command("echo " + "x" * 1_000_000) is None and job_command("kill " + "x" * 1_000_000) is None
+    for line in ("killall x", "kill %job-1; rm -rf x", "jobs && rm -rf x", "kill 1234", "jobsx"):
+        assert job_command(line) is None, line
