@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from abhed.approval import Gate, Policy, Rule, refusal
+from abhed.shellparse import Command
 
 ALLOW = ["bash(npm test)", "bash(git status:*)", "bash(ls:*)", "bash(cat:*)", "bash(tail:*)", "bash(grep:*)",
          "bash(pytest:*)"]
@@ -242,3 +243,17 @@ def test_the_job_command_check_is_bounded_and_exact():
     assert job_command("echo " + "x" * 1_000_000) is None and job_command("kill " + "x" * 1_000_000) is None
     for line in ("killall x", "kill %job-1; rm -rf x", "jobs && rm -rf x", "kill 1234", "jobsx"):
         assert job_command(line) is None, line
+
+
+@pytest.mark.parametrize("line", ["true", "false", ":", "echo hi", "printf x", "pwd", "cd src", "test -f x", "[ -d y ]",
+                                  "[[ -e z ]]"])
+def test_harmless_builtins_need_no_rule(tmp_path, line):
+    verdict = Policy.create("ask", [], [], tmp_path).check("bash", SimpleNamespace(command=line))
+    assert verdict.decision == "allow" and "harmless shell builtins" in verdict.reason, verdict
+
+
+def test_rules_for_other_tools_never_cover_bash(tmp_path):
+    policy = Policy.create("ask", ["edit", "write(**)"], ["read"], tmp_path)
+    for line in ("make", "ls"):
+        assert policy.check("bash", SimpleNamespace(command=line)).decision == "ask"
+    assert not Rule.parse("edit").matches_command(Command(["ls"]))
