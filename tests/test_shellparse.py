@@ -130,7 +130,7 @@ def test_parse_errors_say_where():
     ("read 'a[1]'", "'a[1]'"), ("read -a 'a[1]'", "'a[1]'"), ("printf -v 'a[1]' x", "'a[1]'"),
     ("mapfile -C cb x", "`mapfile -C`"), ("readarray -t 'a[0]'", "'a[0]'"), ("getopts ab 'a[0]'", "'a[0]'"),
     ("wait -p 'a[0]' 1", "'a[0]'"), ("test -v x", "`test -v`"), ("[ -R x ]", "`-R`"), ("[[ x -lt 1 ]]", "`-lt`"),
-    ("(( x++ ))", "arithmetic"), ("for ((i=0;i<1;i++)); do :; done", "arithmetic"), ("echo $((1))", "arithmetic"),
+    ("(( x++ ))", "arithmetic"), ("for ((i=0;i<1;i++)); do :; done", "arithmetic"), ("echo $((1))", "bash evaluates it, subscripts and all"),
     ("f() { :; }", "the function f"), ("function g { :; }", "the function g"), ("a[1]=x", "has a subscript"),
     ("PS4='$(x)' bash -xc :", "sets PS4"), ("LD_PRELOAD=x ls", "sets LD_PRELOAD"), ("GIT_SSH=x git ls", "sets GIT_SSH"),
     ("env PAGER=x git log", "sets PAGER"), ("env -S 'x y'", "`env -S`"), ("env -vS'x y'", "`env -S`"),
