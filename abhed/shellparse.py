@@ -480,12 +480,10 @@ class _Walker:
                 inner = child.children[0] if child.children else child
                 self._argument(command, inner, is_name=True, after_dashes=False)
             elif kind in ARGUMENTS or kind == "variable_name":
-                if node.type != "command" and not command.argv:
-                    command.argv.append(_text(node.children[0]))  # `export`, `declare`, `unset`...
                 self._argument(command, child, False, after_dashes)
                 after_dashes = after_dashes or command.argv[-1] == "--"
             elif not child.is_named and node.type != "command" and not command.argv:
-                command.argv.append(kind)
+                command.argv.append(kind)  # `export`, `declare`, `unset`...
             elif child.is_named or kind == "$":
                 self.opaque(f"the construct {kind} ({_text(child)[:40]!r}) is not one this check understands")
         if not command.argv and node.type != "command":

@@ -257,3 +257,10 @@ def test_rules_for_other_tools_never_cover_bash(tmp_path):
     for line in ("make", "ls"):
         assert policy.check("bash", SimpleNamespace(command=line)).decision == "ask"
     assert not Rule.parse("edit").matches_command(Command(["ls"]))
+
+
+def test_the_any_bash_rule_allows_what_is_understood_and_not_destructive(tmp_path):
+    policy = Policy.create("ask", ["bash(*)"], [], tmp_path)
+    assert policy.check("bash", SimpleNamespace(command="make -j4 && ./run")).decision == "allow"
+    assert policy.check("bash", SimpleNamespace(command="rm -rf x")).destructive
+    assert policy.check("bash", SimpleNamespace(command="eval x")).opaque

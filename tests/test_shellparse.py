@@ -130,7 +130,8 @@ def test_parse_errors_say_where():
     ("read 'a[1]'", "'a[1]'"), ("read -a 'a[1]'", "'a[1]'"), ("printf -v 'a[1]' x", "'a[1]'"),
     ("mapfile -C cb x", "`mapfile -C`"), ("readarray -t 'a[0]'", "'a[0]'"), ("getopts ab 'a[0]'", "'a[0]'"),
     ("wait -p 'a[0]' 1", "'a[0]'"), ("test -v x", "`test -v`"), ("[ -R x ]", "`-R`"), ("[[ x -lt 1 ]]", "`-lt`"),
-    ("(( x++ ))", "arithmetic"), ("for ((i=0;i<1;i++)); do :; done", "arithmetic"), ("echo $((1))", "bash evaluates it, subscripts and all"),
+    ("(( x++ ))", "arithmetic"), ("for ((i=0;i<1;i++)); do :; done", "arithmetic"), ("echo $((1))", "bash evaluates it, subscripts and all"), ("x=$((a[1]))", "bash evaluates it"),
+    ("cat <<< $((1))", "bash evaluates it"),
     ("f() { :; }", "the function f"), ("function g { :; }", "the function g"), ("a[1]=x", "has a subscript"),
     ("PS4='$(x)' bash -xc :", "sets PS4"), ("LD_PRELOAD=x ls", "sets LD_PRELOAD"), ("GIT_SSH=x git ls", "sets GIT_SSH"),
     ("env PAGER=x git log", "sets PAGER"), ("env -S 'x y'", "`env -S`"), ("env -vS'x y'", "`env -S`"),
@@ -154,7 +155,7 @@ def test_evaluating_constructs_are_opaque_and_say_why(line, fact):
     "while :; do break; done", "if [ -f x ]; then :; elif :; then :; else :; fi", "! ls", "X=1 ls", "x=$y",
     "ls | grep x |& cat", "cat <<< \"$x\"", "bash -euxc 'ls'", "bash -o pipefail -c ls", "ssh h", "ssh -p 2 h ls",
     "git -C d status", "git --no-pager log", "command -v ls", "hash -r", "a=(x y)", "cd /tmp && ls",
-    "echo > /dev/null 2>&1 >&- <&0",
+    "echo > /dev/null 2>&1 >&- <&0", "cat <<EOF\nplain $x text\nEOF", "cat <<-EOF > out\n\tx\n\tEOF\nls",
 ])
 def test_plain_shell_is_understood(line):
     _understood(line)
