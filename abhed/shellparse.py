@@ -59,6 +59,9 @@ IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SAFE_SET_LETTERS = frozenset("euxvnfC")
 SAFE_SET_OPTIONS = frozenset({"errexit", "nounset", "pipefail", "xtrace", "verbose", "noclobber", "noglob",
                               "noexec"})
+# Programs that can run a command given as one string (with -c/--command, or always).
+STRING_RUNNERS = frozenset({"su", "runuser", "sg", "script", "flock", "watch", "parallel", "pkexec", "entr", "tsp",
+                            "ts", "daemonize", "start-stop-daemon", "systemd-run", "capsh"})
 ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 GLOB = re.compile(r"(?<!\\)(?:\\\\)*[*?[]")
 BRACES = re.compile(r"(?<!\\)\{[^{}]*(,|\.\.)[^{}]*\}")
@@ -540,8 +543,7 @@ def _judge(command: Command, analysis: Analysis, depth: int) -> None:
             _git(argv, analysis)
         if name == "ssh":
             _ssh(argv, analysis, depth)
-        if name in ("su", "runuser", "sg", "script", "flock", "watch", "parallel", "pkexec", "entr",
-                    "tsp", "ts", "daemonize", "start-stop-daemon", "systemd-run", "capsh"):
+        if name in STRING_RUNNERS:
             opts = wrappers.options(argv[1:])
             if name in ("watch", "parallel") or opts.has("c", "command", "shell"):
                 analysis.opaque.append(f"`{name}` runs a command given as one string through a shell")

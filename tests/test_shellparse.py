@@ -383,3 +383,16 @@ def test_readers_may_name_protected_paths_and_devices(name):
 @pytest.mark.parametrize("path", ALL_HARMLESS_DEVICES)
 def test_harmless_devices_are_not_disks(path):
     assert not is_device(path) and destructive(Command(["cp", "x", path])) is None
+
+
+@pytest.mark.parametrize("name", ["su", "runuser", "sg", "script", "flock", "pkexec", "entr", "tsp", "ts", "daemonize",
+                                  "start-stop-daemon", "systemd-run", "capsh", "watch", "parallel"])
+def test_programs_that_run_a_string_through_a_shell_are_opaque(name):
+    assert f"`{name}` runs a command given as one string" in _opaque(f"{name} -c 'touch P'")
+    if name not in ("watch", "parallel"):
+        assert not any("one string" in why for why in analyze(f"{name} --version").opaque)
+
+
+@pytest.mark.parametrize("line", ["ssh -v", "ssh", "ssh -p 22", "ssh --", "ssh -- h"])
+def test_ssh_without_a_remote_command_is_an_interactive_login_not_a_crash(line):
+    assert [c.argv for c in analyze(line).commands] == [line.split()]
