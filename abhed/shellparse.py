@@ -688,9 +688,8 @@ def _shell(command: Command, argv: list[str | None], via: tuple[str, ...], analy
         arg = argv[i]
         if arg is None:
             break
-        if arg == "--" or arg == "-":
+        if arg == "--" or arg == "-":  # bash reads a lone - as --
             i += 1
-            stdin_flag = stdin_flag or arg == "-"
             break
         if arg in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
             plain = plain and arg == "-o" and i + 1 < len(argv) and argv[i + 1] in SAFE_SET_OPTIONS

@@ -264,3 +264,18 @@ def test_the_any_bash_rule_allows_what_is_understood_and_not_destructive(tmp_pat
     assert policy.check("bash", SimpleNamespace(command="make -j4 && ./run")).decision == "allow"
     assert policy.check("bash", SimpleNamespace(command="rm -rf x")).destructive
     assert policy.check("bash", SimpleNamespace(command="eval x")).opaque
+
+
+def test_a_subagents_questions_say_who_asks_and_share_the_human(tmp_path):
+    policy = Policy.create("ask", [], ["bash(curl:*)"], tmp_path)
+    asked = []
+    gate = Gate(policy, ask_human=lambda tool, args, verdict: asked.append(verdict.reason) or False)
+    assert Gate(policy).labelled("a1", "x") == Gate(policy)  # nobody to ask: the same gate
+    sub = gate.labelled("a7", "tests")
+    assert sub.policy is gate.policy and sub.asking is gate.asking
+    assert sub.review("bash", SimpleNamespace(command="make")).decision == "deny"
+    gate.labelled("a8", None).review("bash", SimpleNamespace(command="make"))
+    assert asked[0].endswith("[asked by subagent a7 (tests)]") and asked[1].endswith("[asked by subagent a8]")
+    denied = SimpleNamespace(command="curl x")
+    text = refusal("bash", policy.check("bash", denied), denied)
+    assert text.startswith("Not run: bash was refused (") and "deny bash(curl:*)" in text and "ask the user" in text

@@ -140,7 +140,7 @@ def test_parse_errors_say_where():
     ("git -c x.y=z status", "`git -c`"), ("git --config-env=a=B log", "`git --config-env"),
     ("git --exec-path=/x log", "`git --exec-path"), ("su -c ls", "`su` runs a command given as one string"),
     ("watch ls", "`watch`"), ("flock l -c ls", "`flock`"), ("select x in a; do :; done", "`select`"),
-    ("ssh h $x", "not plain words"), ("echo $\"t\"", "not one this check understands"),
+    ("ssh h $x", "not plain words"), ("printf -v", "None"), ("read -a", "None"), ("echo $\"t\"", "not one this check understands"),
     ("{ echo; } > f -rf", "words after a redirection"),
 ])
 def test_evaluating_constructs_are_opaque_and_say_why(line, fact):
@@ -155,7 +155,7 @@ def test_evaluating_constructs_are_opaque_and_say_why(line, fact):
     "while :; do break; done", "if [ -f x ]; then :; elif :; then :; else :; fi", "! ls", "X=1 ls", "x=$y",
     "ls | grep x |& cat", "cat <<< \"$x\"", "bash -euxc 'ls'", "bash -o pipefail -c ls", "ssh h", "ssh -p 2 h ls",
     "git -C d status", "git --no-pager log", "command -v ls", "hash -r", "a=(x y)", "cd /tmp && ls",
-    "echo > /dev/null 2>&1 >&- <&0", "cat <<EOF\nplain $x text\nEOF", "cat <<-EOF > out\n\tx\n\tEOF\nls",
+    "echo > /dev/null 2>&1 >&- <&0", "bash script.sh", "sh -e ./x.sh arg", "bash - x.sh", "bash -- x.sh -c", "cat <<EOF\nplain $x text\nEOF", "cat <<-EOF > out\n\tx\n\tEOF\nls",
 ])
 def test_plain_shell_is_understood(line):
     _understood(line)
@@ -167,6 +167,8 @@ def test_nested_scripts_and_redirects_are_listed():
     assert analysis.commands[0].runs_script and analysis.commands[1].via == "bash -c"
     assert analysis.commands[0].redirects[0].target == "out"
     assert not analyze("bash -l -c ls").commands[0].runs_script
+    assert analyze("bash -o pipefail -c ls").commands[0].runs_script
+    assert not analyze("bash -o pipefail -o posix -c ls").commands[0].runs_script
     assert not analyze("bash -O extglob -c ls").commands[0].runs_script
     assert not analyze("bash --norc -c ls").commands[0].runs_script
     assert not analyze("X=1 bash -c ls").commands[0].runs_script
