@@ -236,7 +236,7 @@ def test_devices_are_every_dev_path_but_a_few(path, want):
     (".git/hooks/pre-commit", (), True), (".git//hooks/x", (), True), ("./.git/config", (), True), (".git", (), True),
     ("a/.git/", (), True), (".abhed/x", (), True), ("/ws/.git/hooks", (), True), ("hooks/pre-commit", (".git",), True),
     ("../.git/config", ("src",), True), (".github/x", (), False), (".git/HEAD", (), False), ("hooks/x", (), False),
-    ("x/.gitignore", (), False), ("/abs/hooks/x", (".git",), False), ("config", ("a/.git",), True),
+    ("x/.gitignore", (), False), ("src/config", (), False), ("hooks", (), False), (".gitconfig", (), False), ("/abs/hooks/x", (".git",), False), ("config", ("a/.git",), True),
 ])
 def test_protected_paths_are_read_lexically_and_from_every_cd(path, dirs, want):
     assert protected(path, dirs) is want
@@ -292,7 +292,8 @@ def test_destructive_reasons(argv, fact):
     ["git", "config", "--get", "a.b"], ["git", "config", "a.b"], ["git", "config", "-l"], ["git"], ["git", "-C", "x"],
     ["git", "status"], ["cat", "/dev/sda"], ["ls", ".git/hooks"], ["grep", "-r", "x", ".git/config"],
     ["rsync", "-a", "--dry-run", "a", "b"], ["tar", "-xf", "a.tar"], ["find", ".", "-name", "x"], ["cp", "a", "b"],
-    ["echo", "/dev/sda"], ["tee", "/dev/null"], [], [None],
+    ["echo", "/dev/sda"], ["tee", "/dev/null"], [], [None], ["pushd", ".git"], ["cd", ".git/hooks"],
+    ["git", "--git-dir=.git", "log"], ["find", ".git", "-name", "x"],
 ])
 def test_not_destructive(argv):
     assert destructive(Command(argv)) is None, argv
