@@ -191,8 +191,8 @@ def _program(argv: list[str | None], via: tuple[str, ...]) -> str | None:
             return "rm with recursive or force flags"
         if None in args:
             return "rm with arguments only known at run time (they may be -rf)"
-        if via and via[-1] in ("find", "xargs"):
-            return f"{via[-1]} rm deletes every file it is given"
+        if via and via[-1] == "find":  # (through xargs, rm gets run-time arguments: caught above)
+            return "find rm deletes every file it finds"
     if name in WIPERS or name.startswith(("mkfs", "fsck")):
         return f"{name} destroys filesystems or data"
     if name == "rsync" and (opts.has("", "delete", "del", "remove-source-files")
@@ -230,7 +230,7 @@ def _git(args: list[str | None]) -> str | None:
 
 def _git_push(opts: wrappers.Options, rest: list[str | None]) -> str | None:
     if (opts.has("fd", "force", "force-with-lease", "force-if-includes", "mirror", "delete", "prune")
-            or any(a is None or a.startswith(("+", ":")) for a in opts.operands[1:])):
+            or any(a is None or a.startswith(("+", ":")) for a in opts.operands)):
         return "git push that rewrites or deletes remote history"
     return None
 

@@ -110,7 +110,7 @@ ISSUE_13 = [
     ("while false; do :; done > /dev/sda", DESTRUCTIVE), ("if :; then echo x; fi > notes.txt", PLAIN),
     ("export LD_PRELOAD=/tmp/x.so", OPAQUE), ("declare -x LD_PRELOAD=/tmp/x.so", OPAQUE),
     ("export PROMPT_COMMAND='touch P'", OPAQUE), ("declare -a x='(a[$(touch P)])'", OPAQUE),
-    ("cat <<EOF && rm -rf x\nhi\nEOF", DESTRUCTIVE), ("env 'BASH_FUNC_ls%%=() { touch P; }' bash -c ls", OPAQUE), ("rm >/dev/null -rf x", DESTRUCTIVE),
+    ("cat <<EOF && rm -rf x\nhi\nEOF", DESTRUCTIVE), ("> .git/hooks/pre-commit", DESTRUCTIVE), ("> /dev/sda", DESTRUCTIVE), ("env 'BASH_FUNC_ls%%=() { touch P; }' bash -c ls", OPAQUE), ("rm >/dev/null -rf x", DESTRUCTIVE),
     ("rm 2>&1 -rf x", DESTRUCTIVE), ("{ echo; } > f -rf", OPAQUE),
     # devices and data tools
     ("echo x > /dev//sda", DESTRUCTIVE), ("echo x > /dev/s[d]a", OPAQUE), ("d=/dev/sda; echo x > $d", OPAQUE),
@@ -279,3 +279,22 @@ def test_a_subagents_questions_say_who_asks_and_share_the_human(tmp_path):
     denied = SimpleNamespace(command="curl x")
     text = refusal("bash", policy.check("bash", denied), denied)
     assert text.startswith("Not run: bash was refused (") and "deny bash(curl:*)" in text and "ask the user" in text
+
+
+def test_unknown_modes_are_refused_with_the_list(tmp_path):
+    with pytest.raises(ValueError, match="Unknown approval mode 'yolo': use one of ask, plan, accept-edits, auto"):
+        Policy.create("yolo", [], [], tmp_path)
+
+
+def test_job_commands_are_answered_without_a_rule_in_every_mode_but_plan_too(tmp_path):
+    for mode in MODES:
+        verdict = Policy.create(mode, [], [], tmp_path).check("bash", SimpleNamespace(command="kill %job-3"))
+        assert verdict.decision == "allow" and verdict.rule == "job control", (mode, verdict)
+
+
+def test_opaque_refusals_say_how_to_write_it_plainly(tmp_path):
+    policy = Policy.create("auto", [], [], tmp_path)
+    for line, plain in (("eval make", True), ("rm -rf x", False)):
+        args = SimpleNamespace(command=line)
+        text = refusal("bash", policy.check("bash", args), args)
+        assert "--confirm" in text and ("every command name and argument is a plain word" in text) is plain, text

@@ -250,7 +250,7 @@ def test_normalise_collapses_slashes_and_dots():
 
 @pytest.mark.parametrize("argv, fact", [
     (["rm", "--no-preserve-root", "/"], "rm with"), (["rm", "-R", "x"], "rm with"), (["rm", "x", None], "run time"),
-    (["xargs", "rm"], "run time"), (["find", ".", "-exec", "rm", "{}", "+"], "find rm deletes"),
+    (["xargs", "rm"], "run time"), (["find", ".", "-exec", "rm", "{}", "+"], "find rm deletes every file it finds"),
     (["mkfs.ext4", "/dev/x"], "mkfs.ext4 destroys"), (["fsck", "-y", "x"], "fsck destroys"), (["nvme", "format"], "nvme"),
     (["shred", "x"], "shred"), (["dd", "if=x", "of=y"], "dd"), (["rsync", "--delete-excluded", "a", "b"], "rsync --delete"),
     (["rsync", "--remove-source-files", "a", "b"], "rsync --delete"), (["tar", "--delete", "-f", "a", "x"], "tar that"),
@@ -275,7 +275,9 @@ def test_normalise_collapses_slashes_and_dots():
     (["git", "config", "set", "a.b", "c"], "writes"), (["git", "config", "--add", "a.b", "c"], "writes"),
     (["git", "-C", "x", "--no-pager", "-p", "reset", "--hard"], "reset"), (["git", "--namespace", "n", "clean", "-f"], "clean"),
     (["sudo", "-u", "x", "git", "reset", "--hard"], "reset"), (["git", "push", "origin", None], "rewrites"),
-    (["reboot"], "reboot"),
+    (["reboot"], "reboot"), (["git", "--attr-source", "x", "reset", "--hard"], "reset"),
+    (["git", "--list-cmds", "x", "clean", "-f"], "clean"), (["git", "--super-prefix", "x", "rm", "y"], "git rm"),
+    (["git", "--exec-path", "x", "reset", "--hard"], "reset"), (["git", "--work-tree", "x", "clean", "-f"], "clean"),
 ])
 def test_destructive_reasons(argv, fact):
     reason = destructive(Command(argv))
