@@ -29,7 +29,7 @@ def _understood(line: str) -> None:
 @pytest.mark.parametrize("body, value", [
     ("rm\\0", "rm"), ("\\x72m", "rm"), ("\\162m", "rm"), ("\\u0072m", "rm"), ("\\U00000072m", "rm"), ("a\\tb", "a\tb"),
     ("\\n\\r\\a\\b\\f\\v", "\n\r\a\b\f\v"), ("\\e\\E", "\x1b\x1b"), ("\\\\\\'\\\"\\?", "\\'\"?"), ("\\cA", "\x01"),
-    ("\\x", "\\x"), ("\\q", "\\q"), ("a\\", "a\\"), ("\\0012", "\x012"), ("\\12", "\n"), ("\\x4a5", "J5"), ("r\\x00m", "r"),
+    ("\\x", "\\x"), ("\\q", "\\q"), ("a\\", "a\\"), ("\\0012", "\x012"), ("\\12", "\n"), ("\\x4a5", "J5"), ("r\\x00m", "r"), ("\\c", "\\c"), ("a\\c", "a\\c"),
 ])
 def test_ansi_c_strings_decode_as_bash_does(body, value):
     assert ansi_c(body) == value
@@ -140,7 +140,7 @@ def test_parse_errors_say_where():
     ("git -c x.y=z status", "`git -c`"), ("git --config-env=a=B log", "`git --config-env"),
     ("git --exec-path=/x log", "`git --exec-path"), ("su -c ls", "`su` runs a command given as one string"),
     ("watch ls", "`watch`"), ("flock l -c ls", "`flock`"), ("select x in a; do :; done", "`select`"),
-    ("ssh h $x", "not plain words"), ("printf -v", "None"), ("read -a", "None"), ("echo $\"t\"", "not one this check understands"),
+    ("ssh h $x", "not plain words"), ("cat <(ls)", "process substitution '<(ls)' runs a command"), ("printf -v", "None"), ("read -a", "None"), ("echo $\"t\"", "not one this check understands"),
     ("{ echo; } > f -rf", "words after a redirection"),
 ])
 def test_evaluating_constructs_are_opaque_and_say_why(line, fact):
