@@ -16,6 +16,7 @@ Rules (operator config, `approval.allow` / `approval.deny`):
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import shlex
 import threading
@@ -26,7 +27,8 @@ from typing import Any, Literal
 
 from abhed.globpattern import compile_glob
 from abhed.jobs import job_command
-from abhed.shellparse import Analysis, Command, analyze
+from abhed import wrappers
+from abhed.shellparse import Analysis, Command, Redirect, analyze, normalise
 
 MODES = ("ask", "plan", "accept-edits", "auto")
 READ_ONLY_TOOLS = frozenset({"read", "glob", "grep", "plan", "todo"})
@@ -34,18 +36,27 @@ FILE_TOOLS = frozenset({"write", "edit"})
 Mode = Literal["ask", "plan", "accept-edits", "auto"]
 Decision = Literal["allow", "ask", "deny"]
 
-# Commands that only run their arguments as another command: look through them.
-WRAPPERS = {
-    "sudo": {"-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U"}, "doas": {"-u", "-C"}, "env": {"-u", "-C", "-S"},
-    "command": set(), "builtin": set(), "exec": {"-a"}, "nice": {"-n"}, "nohup": set(), "time": {"-f", "-o"},
-    "timeout": {"-s", "-k"}, "stdbuf": {"-i", "-o", "-e"}, "ionice": {"-c", "-n", "-p"}, "setsid": set(),
-    "chrt": set(), "busybox": set(), "unbuffer": set(), "xargs": {"-I", "-n", "-P", "-d", "-L", "-s", "-E", "-a"},
-}
-PROTECTED_PARTS = (".git/hooks", ".git/config", ".abhed")
+PROTECTED = ((".git", "hooks"), (".git", "config"), (".abhed",))
 # Commands with no effect beyond the shell itself: they need no rule (redirections are still checked).
 HARMLESS = frozenset({"true", "false", ":", "echo", "printf", "pwd", "cd", "test", "[", "[["})
-DEVICE = re.compile(r"^/dev/(sd|hd|vd|xvd|nvme|mmcblk|disk|dm-|md|loop)")
-HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
+# Programs that only read the paths they are given: naming a device or a protected path is fine.
+READERS = frozenset({"cat", "head", "tail", "less", "more", "ls", "wc", "grep", "egrep", "fgrep", "rg", "stat", "file",
+                     "diff", "cmp", "md5sum", "sha1sum", "sha256sum", "sha512sum", "od", "xxd", "hexdump", "readlink",
+                     "realpath", "test", "[", "[[", "echo", "printf", "du", "tree", "which", "type", "basename",
+                     "dirname", "lsblk", "blkid"})
+# Devices that are not disks: writing them destroys nothing. Every other /dev path counts as a disk.
+HARMLESS_DEVICES = frozenset({"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/stdin",
+                              "/dev/stdout", "/dev/stderr", "/dev/tty"})
+HARMLESS_DEVICE_DIRS = ("/dev/fd/", "/dev/pts/", "/dev/shm/")
+INPUTS = ("<", "<<", "<<<", "<&", "<<-")
+FIND_WRITES = wrappers.FIND_ACTIONS | {"-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}
+# Programs that destroy data whatever their options.
+WIPERS = frozenset({
+    "dd", "dcfldd", "dc3dd", "ddrescue", "shred", "wipe", "srm", "wipefs", "blkdiscard", "mkswap", "fdisk", "sfdisk",
+    "cfdisk", "gdisk", "sgdisk", "cgdisk", "parted", "mke2fs", "mkdosfs", "mkntfs", "mkexfatfs", "mkfatfs", "mkreiserfs",
+    "mkisofs", "hdparm", "nvme", "sg_format", "cryptsetup", "lvremove", "vgremove", "pvremove", "mdadm", "zpool",
+    "truncate", "fallocate", "badblocks", "debugfs", "reboot", "shutdown", "poweroff", "halt",
+})
 
 
 @dataclass(frozen=True)
@@ -54,6 +65,7 @@ class Verdict:
     reason: str  # why, in words the model and the human both read
     rule: str = ""  # the rule or check that decided
     destructive: bool = False
+    opaque: bool = False  # the analysis could not see what would run: a human must look, as for destructive
 
 
 @dataclass(frozen=True)
@@ -97,100 +109,173 @@ class Rule:
 
 
 def unwrap(command: Command) -> tuple[list[str | None], list[str]]:
-    """The argv that really runs, looking through sudo/env/xargs/...; and the wrappers passed."""
-    argv, passed = list(command.argv), []
-    while argv and argv[0] is not None and os.path.basename(argv[0]) in WRAPPERS:
-        name = os.path.basename(argv[0])
-        takes_value = WRAPPERS[name]
-        passed.append(name)
-        i = 1
-        while i < len(argv):
-            arg = argv[i]
-            if arg is None or not (arg.startswith("-") or (name == "env" and "=" in arg)):
-                break
-            i += 2 if arg in takes_value else 1
-        if name == "timeout" and i < len(argv):
-            i += 1  # the duration
-        argv = argv[i:]
-    return argv, passed
+    """The argv that most likely runs, looking through sudo/env/xargs/...; and the wrappers passed.
+
+    A guess for messages and the interactive check; the security checks judge every candidate.
+    """
+    return wrappers.primary(command.argv)
 
 
-def _short_flags(args: list[str | None]) -> set[str]:
-    flags: set[str] = set()
-    for arg in args:
-        if arg and arg.startswith("-") and not arg.startswith("--"):
-            flags.update(arg[1:])
-    return flags
+def destructive(command: Command, directories: tuple[str, ...] = ()) -> str | None:
+    """Why this command needs a human's confirmation in every mode, or None.
 
-
-def _long(args: list[str | None]) -> set[str]:
-    return {a.split("=", 1)[0] for a in args if a and a.startswith("--")}
-
-
-def destructive(command: Command) -> str | None:
-    """Why this command needs a human's confirmation in every mode, or None."""
-    argv, wrappers = unwrap(command)
+    Judged on the normalised command: every command a wrapper may run (wrappers.candidates), options
+    read generically with GNU abbreviations, git's global options skipped; and any redirection or
+    argument that names a block device or a protected path, whatever the statement.
+    """
     for redirect in command.redirects:
-        if redirect.target and DEVICE.match(redirect.target) and redirect.operator not in ("<", "<<", "<<<"):
-            return f"writes to the block device {redirect.target}"
-    if not argv or argv[0] is None:
-        return None
-    name, args = os.path.basename(argv[0]), argv[1:]
-    short, long = _short_flags(args), _long(args)
-    if name == "rm":
-        if "xargs" in wrappers:
-            return "xargs rm deletes every file named on its input"
-        if short & {"r", "R", "f"} or long & {"--recursive", "--force"}:
-            return "rm with recursive or force flags"
-    if name == "dd":
-        return "dd overwrites files and devices byte for byte"
-    if name.startswith("mkfs") or name in ("wipefs", "shred", "fdisk", "sfdisk", "parted", "mkswap"):
-        return f"{name} destroys filesystems or data"
-    if name in ("chmod", "chown", "chgrp") and ("R" in short or "--recursive" in long):
-        targets = [a for a in args if a is None or not a.startswith("-")]
-        if any(t is None or t.rstrip("/") in ("", "~", "/*", "~/*") or t.startswith("$HOME") for t in targets[1:]):
-            return f"{name} -R on / or the home directory"
-    if name in ("tee", "cp", "mv", "install") and any(a and DEVICE.match(a) for a in args):
-        return f"{name} writes to a block device"
-    if name == "find" and ("-delete" in args or any(a in ("-exec", "-execdir") and "rm" in args for a in args)):
-        return "find that deletes what it finds"
-    if name == "git" and args:
-        return _git(args[0], args[1:])
-    return None
-
-
-def _git(sub: str | None, args: list[str | None]) -> str | None:
-    short, long = _short_flags(args), _long(args)
-    if sub == "push" and ("f" in short or long & {"--force", "--force-with-lease", "--force-if-includes", "--mirror",
-                                                  "--delete"}
-                          or any(a and a.startswith("+") for a in args)):
-        return "git push that rewrites or deletes remote history"
-    if sub == "reset" and "--hard" in long:
-        return "git reset --hard discards uncommitted work"
-    if sub == "clean" and ("f" in short or "--force" in long):
-        return "git clean -f deletes untracked files"
-    return None
-
-
-def _protected_write(command: Command) -> str | None:
-    for redirect in command.redirects:
-        target = redirect.target
-        if redirect.operator in ("<", "<<", "<<<") or target is None:
+        if redirect.operator in INPUTS or redirect.target is None or _duplicates(redirect):
             continue
-        if any(part in target for part in PROTECTED_PARTS):
-            return f"writes the protected path {target}"
+        if is_device(redirect.target):
+            return f"writes to the block device {redirect.target}"
+        if protected(redirect.target, directories):
+            return f"writes the protected path {redirect.target}"
+    for argv, via in wrappers.candidates(command.argv):
+        reason = _program(argv, via) or _named_paths(argv, directories)
+        if reason:
+            return reason
     return None
 
 
-def _writes_files(command: Command) -> bool:
-    """Output redirected into a file (anything but /dev/null and descriptor duplication)."""
-    for redirect in command.redirects:
-        if redirect.operator in ("<", "<<", "<<<"):
-            continue  # input
-        duplicate = redirect.operator in (">&", "<&") and (redirect.target or "").lstrip("-").isdigit()
-        if not duplicate and redirect.target != "-" and redirect.target not in HARMLESS_TARGETS:
+def _duplicates(redirect: Redirect) -> bool:
+    """`2>&1`, `>&-`: descriptors, not files."""
+    return "&" in redirect.operator and (redirect.target or "-").lstrip("-").isdigit() or redirect.target == "-"
+
+
+def is_device(path: str) -> bool:
+    path = normalise(path)
+    return path.startswith("/dev/") and path not in HARMLESS_DEVICES and not path.startswith(HARMLESS_DEVICE_DIRS)
+
+
+def protected(path: str, directories: tuple[str, ...] = ()) -> bool:
+    """Whether a path is (or is inside) one the agent must not write unconfirmed: git hooks and
+    config, the .git directory itself, Abhed's own state. Relative paths are also read from every
+    directory a `cd` of the line may have entered."""
+    paths = [path] + [posixpath.join(d, path) for d in directories if not path.startswith("/")]
+    for candidate in paths:
+        parts = [p for p in normalise(candidate).split("/") if p not in ("", ".")]
+        if parts and parts[-1] == ".git":
             return True
+        for i in range(len(parts)):
+            if any(tuple(parts[i:i + len(p)]) == p for p in PROTECTED):
+                return True
     return False
+
+
+def _named_paths(argv: list[str | None], directories: tuple[str, ...]) -> str | None:
+    name = wrappers.program(argv)
+    if name is None or name in READERS:
+        return None
+    # git looks after its own directory (its writes are judged by _git); cd only moves; a find
+    # that runs nothing and writes nothing only reads.
+    own_business = name in ("git", "cd", "pushd") or (name == "find" and not set(argv) & FIND_WRITES)
+    for arg in argv[1:]:
+        for value in (arg, arg.split("=", 1)[1] if arg and "=" in arg else None):
+            if not value:
+                continue
+            if is_device(value):
+                return f"{name} names the block device {value}"
+            if protected(value, directories) and not own_business:
+                return f"{name} names the protected path {value}"
+    return None
+
+
+def _program(argv: list[str | None], via: tuple[str, ...]) -> str | None:
+    name = wrappers.program(argv)
+    if name is None:
+        return None
+    args = argv[1:]
+    opts = wrappers.options(args)
+    if name == "rm":
+        if opts.has("rRf", "recursive", "force", "no-preserve-root"):
+            return "rm with recursive or force flags"
+        if None in args:
+            return "rm with arguments only known at run time (they may be -rf)"
+        if via and via[-1] == "find":  # (through xargs, rm gets run-time arguments: caught above)
+            return "find rm deletes every file it finds"
+    if name in WIPERS or name.startswith(("mkfs", "fsck")):
+        return f"{name} destroys filesystems or data"
+    if name == "rsync" and (opts.has("", "delete", "del", "remove-source-files")
+                            or any(given.startswith("delete") for given in opts.long)):
+        return "rsync --delete removes files at the destination"
+    if name == "tar" and opts.has("", "remove-files", "delete", "recursive-unlink"):
+        return "tar that deletes files"
+    if name == "find" and "-delete" in args:
+        return "find that deletes what it finds"
+    if name in ("chmod", "chown", "chgrp") and opts.has("R", "recursive"):
+        if any(t is None or t.rstrip("/") in ("", "~", "/*", "~/*") or t.startswith("$HOME")
+               for t in opts.operands[1:]):
+            return f"{name} -R on / or the home directory"
+    if name == "git":
+        return _git(args)
+    return None
+
+
+# git's global options that take a value as the next word
+_GIT_VALUE_OPTIONS = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env",
+                                "--super-prefix", "--exec-path", "--list-cmds", "--attr-source"})
+
+
+def _git(args: list[str | None]) -> str | None:
+    i = 0
+    while i < len(args) and args[i] is not None and args[i].startswith("-"):  # type: ignore[union-attr]
+        i += 2 if args[i] in _GIT_VALUE_OPTIONS else 1
+    if i >= len(args):
+        return None
+    sub, rest = args[i], args[i + 1:]
+    opts = wrappers.options(rest)
+    check = _GIT_CHECKS.get(sub or "")
+    return check(opts, rest) if check else None
+
+
+def _git_push(opts: wrappers.Options, rest: list[str | None]) -> str | None:
+    if (opts.has("fd", "force", "force-with-lease", "force-if-includes", "mirror", "delete", "prune")
+            or any(a is None or a.startswith(("+", ":")) for a in opts.operands)):
+        return "git push that rewrites or deletes remote history"
+    return None
+
+
+def _git_checkout(opts: wrappers.Options, rest: list[str | None]) -> str | None:
+    paths = "--" in rest or opts.has("fpB", "force", "ours", "theirs", "merge", "patch", "pathspec-from-file")
+    operands = [a for a in opts.operands if a is not None]
+    if paths or len(operands) > 1 or any(a == "." or "/" in a or "*" in a for a in operands) or None in opts.operands:
+        return "git checkout that overwrites files in the working tree"
+    return None
+
+
+def _git_config(opts: wrappers.Options, rest: list[str | None]) -> str | None:
+    reads = opts.has("l", "get", "get-all", "get-regexp", "get-urlmatch", "list", "show-origin", "show-scope")
+    writes = opts.has("e", "add", "replace-all", "unset", "unset-all", "rename-section", "remove-section", "edit")
+    operands = [a for a in opts.operands]
+    if writes or (not reads and (len(operands) >= 2 or list(operands[:1]) in (["set"], ["unset"], ["edit"]))):
+        return "git config that writes the configuration (which can name commands git runs)"
+    return None
+
+
+_GIT_CHECKS = {
+    "push": _git_push,
+    "checkout": _git_checkout,
+    "config": _git_config,
+    "reset": lambda o, r: "git reset --hard discards uncommitted work" if o.has("", "hard", "merge") else None,
+    "clean": lambda o, r: "git clean -f deletes untracked files" if o.has("f", "force") else None,
+    "restore": lambda o, r: None if o.has("S", "staged") and not o.has("W", "worktree")
+    else "git restore overwrites files in the working tree",
+    "switch": lambda o, r: "git switch that discards changes" if o.has("fC", "force", "discard-changes",
+                                                                          "force-create") else None,
+    "stash": lambda o, r: "git stash drop/clear deletes stashed work" if list(o.operands[:1]) in (["drop"], ["clear"])
+    else None,
+    "rm": lambda o, r: None if o.has("", "cached") else "git rm deletes files from the working tree",
+    "branch": lambda o, r: "git branch that deletes or overwrites a branch" if (
+        o.has("DMC") or (o.has("d", "delete") and o.has("f", "force"))) else None,
+    "reflog": lambda o, r: "git reflog expire/delete drops history" if list(o.operands[:1]) in (["expire"], ["delete"])
+    else None,
+    "gc": lambda o, r: "git gc --prune drops unreachable commits" if o.has("", "prune") else None,
+    "filter-branch": lambda o, r: "git filter-branch rewrites history",
+    "filter-repo": lambda o, r: "git filter-repo rewrites history",
+    "update-ref": lambda o, r: "git update-ref -d deletes a ref" if o.has("d", "delete") else None,
+    "worktree": lambda o, r: "git worktree remove --force deletes a working tree" if (
+        list(o.operands[:1]) == ["remove"] and o.has("f", "force")) else None,
+}
 
 
 # -- the policy -------------------------------------------------------------------------------
@@ -239,7 +324,8 @@ class Policy:
             return Verdict("deny", "plan mode allows read-only tools only; bash is not one", "mode: plan")
         analysis = analyze(line)
         for command in analysis.commands:
-            rule = next((r for r in self.deny if r.matches_command(command)), None)
+            rule = next((r for r in self.deny for argv, _ in wrappers.candidates(command.argv)
+                         if r.matches_command(replace(command, argv=argv))), None)
             if rule is not None:
                 return Verdict("deny", f"`{command.text}` is forbidden by the operator's rule deny {rule}",
                                f"deny: {rule}")
@@ -248,9 +334,11 @@ class Policy:
             return Verdict("ask", f"destructive: {danger}; it needs a human's confirmation in every mode",
                            f"destructive: {danger}", destructive=True)
         if analysis.opaque:
-            return Verdict("ask", f"cannot be checked in advance: {analysis.opaque[0]}", "opaque")
+            return Verdict("ask", f"cannot be checked in advance: {analysis.opaque[0]}; it needs a human's "
+                           "confirmation in every mode", "opaque", opaque=True)
         if self.mode == "auto":
-            return Verdict("allow", "mode auto allows everything but destructive commands", "mode: auto")
+            return Verdict("allow", "mode auto allows everything the check fully understands and finds not "
+                           "destructive", "mode: auto")
         for command in analysis.commands:
             if command.assignments or _writes_files(command):
                 what = "sets environment variables" if command.assignments else "redirects output into a file"
@@ -268,10 +356,16 @@ class Policy:
         if analysis.recursive_functions:
             return f"the function {analysis.recursive_functions[0]} calls itself (a fork bomb)"
         for command in analysis.commands:
-            reason = destructive(command) or _protected_write(command)
+            reason = destructive(command, tuple(analysis.directories))
             if reason:
-                return f"{reason} (`{command.text}`)"
+                return f"{reason} (`{command.text[:200]}`)"
         return None
+
+
+def _writes_files(command: Command) -> bool:
+    """Output redirected into a file (anything but harmless devices and descriptor duplication)."""
+    return any(r.operator not in INPUTS and not _duplicates(r) and not (r.target and r.target in HARMLESS_DEVICES)
+               for r in command.redirects)
 
 
 @dataclass
@@ -306,16 +400,15 @@ class Gate:
         if verdict.decision != "ask":
             return verdict
         if self.confirmed:
-            return Verdict("allow", f"confirmed by the human (--confirm); {verdict.reason}", verdict.rule,
-                           verdict.destructive)
-        if self.invoked_by_human and not verdict.destructive:
+            return replace(verdict, decision="allow", reason=f"confirmed by the human (--confirm); {verdict.reason}")
+        if self.invoked_by_human and not (verdict.destructive or verdict.opaque):
             return Verdict("allow", "run by hand by the human", verdict.rule)
         if self.ask_human is not None:
             with self.asking:
                 approved = self.ask_human(tool, args, verdict)
             if approved:
-                return Verdict("allow", f"approved by the human; {verdict.reason}", verdict.rule, verdict.destructive)
-            return Verdict("deny", "the human declined it", verdict.rule, verdict.destructive)
+                return replace(verdict, decision="allow", reason=f"approved by the human; {verdict.reason}")
+            return replace(verdict, decision="deny", reason="the human declined it")
         return verdict
 
 
@@ -324,24 +417,24 @@ def refusal(tool: str, verdict: Verdict, args: Any) -> str:
     if verdict.decision == "deny":
         return (f"Not run: {tool} was refused ({verdict.reason}). The operator's configuration decides this; do "
                 "something else, or ask the user.")
-    if verdict.destructive:
+    if verdict.destructive or verdict.opaque:
         how = ("A human must confirm it: in `abhed tool` rerun with --confirm; in `abhed chat` answer the "
                "prompt. No mode or allow rule skips this.")
+        if verdict.opaque:
+            how += (" Or write it so every command name and argument is a plain word, without $(...), eval, "
+                    "variables in commands, or functions.")
     elif tool == "bash":
-        command = getattr(args, "command", "")
-        first = shlex.split(command)[0] if command.strip() and _splittable(command) else "CMD"
         how = (f"No human is attached to approve it (non-interactive). The operator can allow it with "
-               f"approval.allow = [\"bash({first}:*)\"] in the config, or run with --mode auto; a human can pass "
-               "--confirm.")
+               f"approval.allow = [\"bash({_first_word(str(getattr(args, 'command', '')))}:*)\"] in the config, or run "
+               "with --mode auto; a human can pass --confirm.")
     else:
         how = ("No human is attached to approve it (non-interactive). The operator can allow it with approval.allow "
                f"= [\"{tool}\"] in the config, or run with --mode accept-edits; a human can pass --confirm.")
     return f"Not run: this {tool} call needs approval ({verdict.reason}). {how}"
 
 
-def _splittable(command: str) -> bool:
-    try:
-        shlex.split(command)
-    except ValueError:
-        return False
-    return True
+def _first_word(command: str) -> str:
+    """The program of the line's first command, for the suggested rule (bounded: the analysis is)."""
+    commands = analyze(command).commands
+    first = next((c.argv[0] for c in commands if c.argv), None)
+    return first if first and re.fullmatch(r"[\w./+-]{1,100}", first) else "CMD"

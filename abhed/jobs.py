@@ -18,6 +18,7 @@ import shlex
 from dataclasses import dataclass
 
 JOB_ID = re.compile(r"%?(job-\d+)")
+MAX_JOB_LINE = 1000
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,8 @@ class JobCommand:
 
 def job_command(line: str) -> JobCommand | None:
     """The job-control form this line is, or None if it is an ordinary command."""
+    if len(line) > MAX_JOB_LINE or not line.lstrip().startswith(("jobs", "kill")):
+        return None  # cheap first: shlex is slow on long words, and these forms are short
     try:
         words = shlex.split(line, comments=True)
     except ValueError:

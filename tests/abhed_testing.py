@@ -32,9 +32,10 @@ class Tools:
         self.session = SessionStore(home).create(ws)
         self.ctx = ToolContext(self.session, self.settings, PathPolicy.create(ws, self.settings.allowed_roots))
         self.ws = ws
-        # By default a person at the keyboard running each call by hand, edits allowed: the
-        # approval layer has tests of its own (test_approval.py).
-        self.gate = gate or Gate(Policy.create("accept-edits", [], [], ws), invoked_by_human=True)
+        # By default a person at the keyboard running each call by hand, edits allowed, confirming
+        # what the approval check cannot see through (--confirm): the approval layer has tests of
+        # its own (test_approval*.py).
+        self.gate = gate or Gate(Policy.create("accept-edits", [], [], ws), invoked_by_human=True, confirmed=True)
 
     def __call__(self, name: str, raw: str | None = None, **args: Any) -> ToolResult:
         return dispatch.call(self.ctx, name, raw if raw is not None else json.dumps(args), self.gate)
