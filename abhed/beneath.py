@@ -106,7 +106,13 @@ def _walk(rootfd: int, parts: list[str], flags: int, mode: int) -> int:
 
 def open_at(rootfd: int, root: Path, path: Path, flags: int, mode: int = 0o600, *, force_walk: bool = False) -> int:
     """A descriptor for `path` (below `root`, whose descriptor is `rootfd`), never via a symlink."""
-    parts = _parts(root, path)
+    return open_rel(rootfd, _parts(root, path), flags, mode, force_walk=force_walk)
+
+
+def open_rel(rootfd: int, parts: list[str], flags: int, mode: int = 0o600, *, force_walk: bool = False) -> int:
+    """A descriptor for the path `parts` (components, no "..") below the directory `rootfd`, never via a symlink."""
+    if ".." in parts:
+        raise OSError(errno.EXDEV, "'..' leads out", "/".join(parts))
     if not parts:
         return os.open(".", flags | os.O_CLOEXEC, mode, dir_fd=rootfd)
     if not force_walk and openat2_available():

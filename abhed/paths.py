@@ -75,7 +75,12 @@ class PathPolicy:
                 f"`{field}` must be an absolute path: got {raw!r}. "
                 f"Relative to the working directory {base} that is {guess}; send that instead."
             )
-        real = _real(Path(raw))
+        try:
+            real = _real(Path(raw))
+        except OSError as exc:  # a symlink on the path changed while it was followed
+            raise PathError(f"`{field}` {raw} could not be resolved: a component of it changed while Abhed followed "
+                            f"it ({exc.strerror}). Retry once; if a command is rearranging these files, wait for "
+                            "it to finish.") from None
         for root in self.roots:
             if is_within(real, root):
                 return real

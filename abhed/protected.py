@@ -75,4 +75,8 @@ def confirmation_needed(raw: object, base: Path) -> str | None:
     if not isinstance(raw, str) or not raw or "\x00" in raw:
         return None  # the tool rejects it with its own message
     named = lexical(raw, base)
-    return reason(named) or reason(Path(os.path.realpath(named)))
+    try:
+        real = Path(os.path.realpath(named))
+    except OSError:  # a component changed while it was resolved: fail closed
+        return f"changes {named}, whose path changed while it was being checked"
+    return reason(named) or reason(real)

@@ -6,7 +6,8 @@ and `\\b` are Unicode where RE2's are ASCII), so rg never sees the model's patte
 fallback_grep's parse of it printed back for rust (`fallback_grep.translate.rust_pattern`), with
 folding and RE2's class meanings already applied. Whatever RE2 means, rg then means too.
 
-rg is given the file list (never walks itself), so both backends search the same files.
+rg is given the file list (never walks itself), so both backends search the same files; it gets
+them as descriptors this process opened and checked (rg_search), never as names it could be raced on.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from pathlib import Path
 from fallback_grep.translate import rust_pattern
 
 from abhed import frozen
-from abhed.grepsearch import FileHits, Query, head_is_binary
+from abhed.grepsearch import FileHits, Opener, Query, head_is_binary, open_plain, why_unreadable
 
-MAX_ARGS_BYTES = 256 * 1024  # file names per rg run, well under the kernel's argument limit
+FD_BATCH = 512  # files (open descriptors) per rg run: well under RLIMIT_NOFILE and the argument limit
+FD_DIR = "/proc/self/fd"
 
 
 def find_rg(workspace: Path | None = None) -> Path | None:
@@ -55,18 +57,20 @@ def find_rg(workspace: Path | None = None) -> Path | None:
 # -- running rg ---------------------------------------------------------------------------------
 
 
-def _batches(files: list[str], root: str) -> Iterator[list[str]]:
-    batch, size = [], 0
-    for path in files:
-        rel = os.path.relpath(path, root)
-        rel = rel if not rel.startswith("-") else "./" + rel
-        if batch and size + len(rel) + 1 > MAX_ARGS_BYTES:
-            yield batch
-            batch, size = [], 0
-        batch.append(rel)
-        size += len(rel) + 1
-    if batch:
-        yield batch
+def _batches(files: list[str]) -> Iterator[list[str]]:
+    for start in range(0, len(files), FD_BATCH):
+        yield files[start:start + FD_BATCH]
+
+
+def _open_batch(batch: list[str], opener: Opener) -> tuple[dict[str, str], list[FileHits]]:
+    """Open every file of `batch` through `opener`: {"/proc/self/fd/N": path}, and the files that failed."""
+    names, failed = {}, []
+    for path in batch:
+        try:
+            names[f"{FD_DIR}/{opener(path)}"] = path
+        except OSError as exc:
+            failed.append(FileHits(path, error=why_unreadable(exc)))
+    return names, failed
 
 
 def _argv(rg: Path, query: Query, regex: str) -> list[str]:
@@ -89,28 +93,50 @@ def _argv(rg: Path, query: Query, regex: str) -> list[str]:
     return argv
 
 
-def rg_search(rg: Path, root: str, files: list[str], query: Query) -> Iterator[FileHits]:
+def rg_search(rg: Path, root: str, files: list[str], query: Query, opener: Opener = open_plain) -> Iterator[FileHits]:
+    """Search `files` with rg. rg never opens a path by name: each file is opened here (through
+    `opener`, which the grep tool makes refuse any symlink) and rg reads the descriptor it
+    inherits, as /proc/self/fd/N, so what it searches is exactly what was checked."""
     regex = rust_pattern(query.pattern, query.case_insensitive, query.multiline)
-    for batch in _batches(files, root):
-        proc = subprocess.run([*_argv(rg, query, regex), "--", *batch], cwd=root, capture_output=True,
-                              env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}, stdin=subprocess.DEVNULL)
-        unreadable = list(_file_errors(proc.stderr, root))
-        if proc.returncode not in (0, 1) and not unreadable:
-            raise RuntimeError(f"rg failed (exit {proc.returncode}): {proc.stderr.decode('utf-8', 'replace')[:500]}")
-        parse = _parse_json if query.mode == "content" else _parse_listing
-        yield from parse(proc.stdout, root, query)
-        yield from unreadable
+    for batch in _batches(files):
+        names, failed = _open_batch(batch, opener)
+        fds = [int(name.rsplit("/", 1)[1]) for name in names]
+        try:
+            if names:
+                yield from _run(rg, regex, root, names, fds, query)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        yield from failed
 
 
-def _file_errors(stderr: bytes, root: str) -> Iterator[FileHits]:
+def _run(rg: Path, regex: str, root: str, names: dict[str, str], fds: list[int], query: Query) -> Iterator[FileHits]:
+    proc = subprocess.run([*_argv(rg, query, regex), "--", *names], cwd=root, capture_output=True, pass_fds=fds,
+                          env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}, stdin=subprocess.DEVNULL)
+    unreadable = list(_file_errors(proc.stderr, names))
+    if proc.returncode not in (0, 1) and not unreadable:
+        raise RuntimeError(f"rg failed (exit {proc.returncode}): {proc.stderr.decode('utf-8', 'replace')[:500]}")
+    fd_of = dict(zip(names, fds))
+    parse = _parse_json if query.mode == "content" else _parse_listing
+    for hits, name in parse(proc.stdout, query):
+        path = names.get(name)
+        if path is None:
+            continue  # not a file we gave it (cannot happen: rg reports only what it was given)
+        hits.path = path
+        yield FileHits(path, binary=True) if head_is_binary(fd_of[name]) else hits
+    yield from unreadable
+
+
+def _file_errors(stderr: bytes, names: dict[str, str]) -> Iterator[FileHits]:
     """rg reports a file it cannot read as `rg: PATH: REASON (os error N)` and goes on."""
     for line in stderr.decode("utf-8", "surrogateescape").splitlines():
         if line.startswith("rg: ") and ": " in line[4:]:
-            path, _, reason = line[4:].rpartition(": ")
-            yield FileHits(os.path.join(root, path), error=reason.split(" (os error")[0])
+            name, _, reason = line[4:].rpartition(": ")
+            if name in names:
+                yield FileHits(names[name], error=reason.split(" (os error")[0])
 
 
-def _parse_listing(out: bytes, root: str, query: Query) -> Iterator[FileHits]:
+def _parse_listing(out: bytes, query: Query) -> Iterator[tuple[FileHits, str]]:
     """`--files-with-matches --null`: path\\0 ...; `--count --null`: path\\0count\\n ..."""
     if query.mode == "files_with_matches":
         entries = [(p, 1) for p in out.split(b"\0") if p]
@@ -121,8 +147,8 @@ def _parse_listing(out: bytes, root: str, query: Query) -> Iterator[FileHits]:
                 path, _, count = line.rpartition(b"\0")
                 entries.append((path, int(count)))
     for raw, count in entries:
-        path = os.path.join(root, os.fsdecode(raw))
-        yield FileHits(path, binary=True) if head_is_binary(path) else FileHits(path, count)
+        name = os.fsdecode(raw)
+        yield FileHits(name, count), name
 
 
 def _bytes(field: dict) -> bytes:
@@ -132,13 +158,13 @@ def _bytes(field: dict) -> bytes:
     return base64.b64decode(field["bytes"])
 
 
-def _parse_json(out: bytes, root: str, query: Query) -> Iterator[FileHits]:
+def _parse_json(out: bytes, query: Query) -> Iterator[tuple[FileHits, str]]:
     hits: FileHits | None = None
     for line in out.splitlines():
         event = json.loads(line)
         kind, data = event["type"], event.get("data", {})
         if kind == "begin":
-            hits = FileHits(os.path.join(root, os.fsdecode(_bytes(data["path"]))))
+            hits = FileHits(os.fsdecode(_bytes(data["path"])))
         elif kind in ("match", "context") and hits is not None:
             text = _bytes(data["lines"]).decode("utf-8", "replace")
             parts = text.split("\n")
@@ -150,5 +176,5 @@ def _parse_json(out: bytes, root: str, query: Query) -> Iterator[FileHits]:
                 hits.count += len(parts) if not query.multiline else 1
         elif kind == "end" and hits is not None:
             if hits.count:
-                yield FileHits(hits.path, binary=True) if head_is_binary(hits.path) else hits
+                yield hits, hits.path
             hits = None

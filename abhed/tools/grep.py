@@ -14,9 +14,9 @@ from pydantic import Field
 from abhed import filewalk, ripgrep
 from abhed.errors import ToolError
 from abhed.globpattern import GlobError, expand_braces
-from abhed.grepsearch import FileHits, Query, python_search
+from abhed.grepsearch import FileHits, Query, check_regular, python_search
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, cut_line, more_items, ok
-from abhed.tools.glob import hidden_note, search_root
+from abhed.tools.glob import hidden_note, search_root, walk_checked
 
 MAX_MATCHES = 100  # content mode: matching lines shown in all (spec §6)
 MAX_FILE_LINES = 50  # content mode: lines shown per file, context included (spec §6)
@@ -109,7 +109,7 @@ class Grep(Tool):
         root = search_root(args.path, ctx, self.name)
         keep = glob_filter(args.glob, root)
         prefix = str(root) + "/"
-        listing = filewalk.walk(root, ctx.settings.search.exclude, keep and (lambda rel: keep(prefix + rel)))
+        listing = walk_checked(root, ctx, keep and (lambda rel: keep(prefix + rel)))
         notes: list[str] = []
         files = self._small_enough(listing.files, ctx, notes)
         hidden = hidden_note(root, listing.hidden_dirs, len(listing.hidden_files))
@@ -143,9 +143,11 @@ class Grep(Tool):
             raise ToolError("The operator requires the rg backend (search.backend = \"rg\"), but no rg executable "
                             "was found beside Abhed or on PATH. Ask the operator to install it or set the backend "
                             "to \"auto\".")
+        def opener(path: str) -> int:
+            return check_regular(ctx.paths.open(Path(path), os.O_RDONLY | os.O_NONBLOCK))
         if rg is None:
-            return "fallback_grep", python_search
-        return "rg", lambda files, query: ripgrep.rg_search(rg, str(cwd), files, query)
+            return "fallback_grep", lambda files, query: python_search(files, query, opener)
+        return "rg", lambda files, query: ripgrep.rg_search(rg, str(cwd), files, query, opener)
 
     # -- what to show --------------------------------------------------------------------------
 
