@@ -3,7 +3,8 @@
 Host git obeys what lies in a repository's `.git/config` (core.fsmonitor, core.hooksPath...),
 `.git/hooks/`, `.git/commondir` and `.git/info/`; Abhed obeys `.abhed/`. A session that wrote
 them could run commands on the host the next time anyone types `git status`. The list is the
-sandbox's (sandbox.config.DEFAULT_PROTECTED_PATHS, which bash enforces with read-only mounts);
+sandbox's (sandbox.config.DEFAULT_PROTECTED_PATHS, which bash enforces with read-only mounts),
+plus `REDIRECTS`;
 here it applies to every `.git` directory at any depth (nested repositories included), and
 creating or replacing anything named `.git` (a directory, or a worktree's `gitdir:` file) is
 guarded too.
@@ -21,11 +22,16 @@ from pathlib import Path
 from sandbox.config import DEFAULT_PROTECTED_PATHS
 
 GIT = ".git"
+# Files in a .git directory that send git to another repository's config and hooks. The sandbox
+# cannot guard these with a mount (git treats an empty placeholder as fatal) and quarantines them
+# instead, so they are not in its mount list; the file tools guard them here.
+REDIRECTS = ("commondir",)
 
 
 def _entries() -> list[tuple[tuple[str, ...], bool]]:
     """(components, is_directory) of each protected entry."""
-    return [(tuple(e.strip("/").split("/")), e.endswith("/")) for e in DEFAULT_PROTECTED_PATHS]
+    entries = [(tuple(e.strip("/").split("/")), e.endswith("/")) for e in DEFAULT_PROTECTED_PATHS]
+    return entries + [((GIT, name), False) for name in REDIRECTS]
 
 
 def _matches(parts: tuple[str, ...], entry: tuple[str, ...], is_dir: bool) -> bool:
