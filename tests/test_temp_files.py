@@ -1,0 +1,68 @@
+"""Issue 14 item 5: temporary files left by a writer killed with -9 are cleaned on the next write
+in that directory, and glob and grep never show them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from abhed import atomic
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _leftover(directory, name: str, pid: int, age: float = 0) -> str:
+    temp = f".{name}{atomic.TEMP_MARK}{pid}-0123abcd"
+    (directory / temp).write_text("half-writ")
+    if age:
+        os.utime(directory / temp, (time.time() - age, time.time() - age))
+    return temp
+
+
+def test_a_dead_writers_temp_file_is_removed_by_the_next_write_there(tools, ws):
+    dead = _leftover(ws, "big.txt", _dead_pid())
+    live = _leftover(ws, "other.txt", os.getppid())  # a live writer: left alone
+    tools.ok("write", path=str(ws / "new.txt"), content="x\n")
+    names = os.listdir(ws)
+    assert dead not in names and live in names
+
+
+def test_a_very_old_temp_file_is_removed_even_if_its_pid_was_reused(tools, ws):
+    old = _leftover(ws, "big.txt", os.getppid(), age=atomic.STALE_SECONDS + 60)
+    tools.ok("write", path=str(ws / "new.txt"), content="x\n")
+    assert old not in os.listdir(ws)
+
+
+def test_names_that_only_look_like_temp_files_are_kept(tools, ws):
+    keep = [f"notes{atomic.TEMP_MARK}1-0123abcd", f".x{atomic.TEMP_MARK}abc-0123abcd", f".x{atomic.TEMP_MARK}1-XYZ"]
+    for name in keep:
+        (ws / name).write_text("mine\n")
+    tools.ok("write", path=str(ws / "new.txt"), content="x\n")
+    assert set(keep) <= set(os.listdir(ws))
+    assert not any(atomic.is_temp(n) for n in keep)
+
+
+def test_glob_and_grep_never_list_temp_files(tools, ws):
+    (ws / "big.txt").write_text("needle\n")
+    temp = _leftover(ws, "big.txt", os.getpid())
+    (ws / temp).write_text("needle\n")
+    listed = tools.ok("glob", pattern="**/*")
+    assert temp not in listed and str(ws / "big.txt") in listed
+    assert tools.ok("glob", pattern=".*").count(atomic.TEMP_MARK) == 0
+    for backend in ("rg", "python"):
+        tools.settings.search.backend = backend
+        found = tools.ok("grep", pattern="needle", output_mode="content")
+        assert temp not in found and found.count("needle") == 1, found
+
+
+def test_the_session_store_cleans_its_own(tools, home):
+    directory = tools.session.dir
+    dead = _leftover(directory, "state.json", _dead_pid())
+    tools.session.save()
+    assert dead not in os.listdir(directory)
