@@ -12,8 +12,6 @@ them as descriptors this process opened and checked (rg_search), never as names 
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 import subprocess
 import sys
@@ -23,10 +21,15 @@ from pathlib import Path
 from fallback_grep.translate import rust_pattern
 
 from abhed import frozen
+from abhed.tools.base import LINE_CHARS
 from abhed.grepsearch import FileHits, Opener, Query, head_is_binary, open_plain, why_unreadable
 
 FD_BATCH = 512  # files (open descriptors) per rg run: well under RLIMIT_NOFILE and the argument limit
 FD_DIR = "/proc/self/fd"
+# Content mode: rg prints at most this many bytes of a line (then PREVIEW_MARK); 4 bytes per
+# character at most, so still more than the LINE_CHARS characters the grep tool shows.
+MAX_COLUMNS = 4 * LINE_CHARS + 4
+PREVIEW_MARK = b" [... omitted end of long line]"
 
 
 def find_rg(workspace: Path | None = None) -> Path | None:
@@ -77,7 +80,10 @@ def _argv(rg: Path, query: Query, regex: str) -> list[str]:
     # --text: NUL is an ordinary byte in every mode (rg's own binary handling differs between -l,
     # -c and --json for files named on the command line); which files count as binary is decided
     # afterwards by the same test the fallback uses.
-    argv = [str(rg), "--no-config", "--color=never", "--encoding=none", "--text", "--with-filename", "-e", regex]
+    # --mmap: rg reads files through a mapping of the file, not a buffer that grows to the longest
+    # line (1.2 GB for a 200 MB line without it; the mapping's pages are the page cache's).
+    argv = [str(rg), "--no-config", "--color=never", "--encoding=none", "--text", "--with-filename", "--mmap",
+            "-e", regex]
     if query.multiline:
         argv.append("--multiline")
     if query.mode == "files_with_matches":
@@ -85,7 +91,9 @@ def _argv(rg: Path, query: Query, regex: str) -> list[str]:
     elif query.mode == "count":
         argv += ["--count", "--null"]
     else:
-        argv += ["--json"]
+        # The plain printer, not --json: with --max-columns it prints only the head of a long line
+        # (the JSON printer prints every line whole: a 200 MB line became 200 MB+ of JSON to hold).
+        argv += ["--null", "--line-number", "--max-columns", str(MAX_COLUMNS), "--max-columns-preview"]
         if query.context:
             argv += ["--context", str(query.context)]
         if query.per_file is not None:
@@ -117,7 +125,7 @@ def _run(rg: Path, regex: str, root: str, names: dict[str, str], fds: list[int],
     if proc.returncode not in (0, 1) and not unreadable:
         raise RuntimeError(f"rg failed (exit {proc.returncode}): {proc.stderr.decode('utf-8', 'replace')[:500]}")
     fd_of = dict(zip(names, fds))
-    parse = _parse_json if query.mode == "content" else _parse_listing
+    parse = _parse_lines if query.mode == "content" else _parse_listing
     for hits, name in parse(proc.stdout, query):
         path = names.get(name)
         if path is None:
@@ -151,30 +159,21 @@ def _parse_listing(out: bytes, query: Query) -> Iterator[tuple[FileHits, str]]:
         yield FileHits(name, count), name
 
 
-def _bytes(field: dict) -> bytes:
-    """rg's JSON carries valid UTF-8 as "text" and anything else base64-encoded as "bytes"."""
-    if "text" in field:
-        return field["text"].encode("utf-8", "surrogateescape")
-    return base64.b64decode(field["bytes"])
-
-
-def _parse_json(out: bytes, query: Query) -> Iterator[tuple[FileHits, str]]:
-    hits: FileHits | None = None
-    for line in out.splitlines():
-        event = json.loads(line)
-        kind, data = event["type"], event.get("data", {})
-        if kind == "begin":
-            hits = FileHits(os.fsdecode(_bytes(data["path"])))
-        elif kind in ("match", "context") and hits is not None:
-            text = _bytes(data["lines"]).decode("utf-8", "replace")
-            parts = text.split("\n")
-            if parts and parts[-1] == "":
-                parts.pop()
-            for offset, part in enumerate(parts):
-                hits.lines.append((data["line_number"] + offset, part, kind == "match"))
-            if kind == "match":
-                hits.count += len(parts) if not query.multiline else 1
-        elif kind == "end" and hits is not None:
-            if hits.count:
-                yield hits, hits.path
-            hits = None
+def _parse_lines(out: bytes, query: Query) -> Iterator[tuple[FileHits, str]]:
+    """`--null --line-number`: `path\\0N:text` for a matching line, `path\\0N-text` for context, `--`
+    between context groups. A line longer than MAX_COLUMNS bytes arrives as its head and PREVIEW_MARK."""
+    found: dict[str, FileHits] = {}
+    for line in out.split(b"\n"):
+        name, nul, rest = line.partition(b"\0")
+        if not nul:
+            continue  # "--" between context groups, or the final empty piece
+        digits = len(rest) - len(rest.lstrip(b"0123456789"))
+        number, kind, text = int(rest[:digits]), rest[digits:digits + 1], rest[digits + 1:]
+        if text.endswith(PREVIEW_MARK) and len(text) - len(PREVIEW_MARK) == MAX_COLUMNS:
+            text = text[:MAX_COLUMNS]  # at least LINE_CHARS + 1 characters: the tool cuts it and says so
+        hits = found.setdefault(os.fsdecode(name), FileHits(os.fsdecode(name)))
+        hits.lines.append((number, text.decode("utf-8", "replace"), kind == b":"))
+        hits.count += kind == b":"
+    for name, hits in found.items():
+        if hits.count:
+            yield hits, name
