@@ -93,12 +93,12 @@ class PathPolicy:
                 return root
         raise PathError(self._outside_message(str(real), real, "path"))
 
-    def open(self, real: Path, flags: int, mode: int = 0o600) -> int:
+    def open(self, real: Path, flags: int) -> int:
         """A descriptor for `real`, opened below its root without following any symlink.
 
         Raises OSError; those of `beneath.ESCAPES` mean a symlink was met (see `swapped_error`).
         """
-        return beneath.open_beneath(self.root_of(real), real, flags, mode)
+        return beneath.open_beneath(self.root_of(real), real, flags)
 
     def open_dir(self, real: Path) -> int:
         """A read descriptor of the directory `real`, opened like `open`: the handle writers use."""

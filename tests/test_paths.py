@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -181,3 +182,12 @@ def test_a_path_changing_while_resolved_is_a_clear_error(ws, monkeypatch):
     monkeypatch.setattr(paths.os.path, "realpath", racing)
     with pytest.raises(PathError, match="could not be resolved: a component of it changed while Abhed followed it"):
         PathPolicy(ws, (ws,)).resolve(str(ws / "f"))
+
+
+def test_open_dir_opens_directories_only_and_the_policy_is_immutable(ws):
+    (ws / "f").write_text("x\n")
+    policy = PathPolicy.create(ws)
+    with pytest.raises(NotADirectoryError):
+        policy.open_dir(ws / "f")
+    with pytest.raises(AttributeError):
+        policy.roots = (Path("/"),)  # frozen: what was checked at start-up stays what is enforced
