@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from abhed import atomic
 
 
@@ -15,6 +17,15 @@ def _dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
     return proc.pid
+
+
+@pytest.fixture
+def live_pid():
+    """A live process of our own standing for a writer still at work (never a process we did not start)."""
+    proc = subprocess.Popen(["sleep", "600"])
+    yield proc.pid
+    proc.kill()
+    proc.wait()
 
 
 def _leftover(directory, name: str, pid: int, age: float = 0) -> str:
@@ -25,16 +36,16 @@ def _leftover(directory, name: str, pid: int, age: float = 0) -> str:
     return temp
 
 
-def test_a_dead_writers_temp_file_is_removed_by_the_next_write_there(tools, ws):
+def test_a_dead_writers_temp_file_is_removed_by_the_next_write_there(tools, ws, live_pid):
     dead = _leftover(ws, "big.txt", _dead_pid())
-    live = _leftover(ws, "other.txt", os.getppid())  # a live writer: left alone
+    live = _leftover(ws, "other.txt", live_pid)  # a live writer: left alone
     tools.ok("write", path=str(ws / "new.txt"), content="x\n")
     names = os.listdir(ws)
     assert dead not in names and live in names
 
 
-def test_a_very_old_temp_file_is_removed_even_if_its_pid_was_reused(tools, ws):
-    old = _leftover(ws, "big.txt", os.getppid(), age=atomic.STALE_SECONDS + 60)
+def test_a_very_old_temp_file_is_removed_even_if_its_pid_was_reused(tools, ws, live_pid):
+    old = _leftover(ws, "big.txt", live_pid, age=atomic.STALE_SECONDS + 60)
     tools.ok("write", path=str(ws / "new.txt"), content="x\n")
     assert old not in os.listdir(ws)
 
@@ -48,9 +59,9 @@ def test_names_that_only_look_like_temp_files_are_kept(tools, ws):
     assert not any(atomic.is_temp(n) for n in keep)
 
 
-def test_glob_and_grep_never_list_temp_files(tools, ws):
+def test_glob_and_grep_never_list_temp_files(tools, ws, live_pid):
     (ws / "big.txt").write_text("needle\n")
-    temp = _leftover(ws, "big.txt", os.getpid())
+    temp = _leftover(ws, "big.txt", live_pid)
     (ws / temp).write_text("needle\n")
     listed = tools.ok("glob", pattern="**/*")
     assert temp not in listed and str(ws / "big.txt") in listed
