@@ -125,16 +125,16 @@ def sniff_file(handle) -> Kind:
 
 def load(fd: int, st: os.stat_result, path: Path, max_bytes: int, action: str) -> bytes:
     """The whole content of an open text file, for tools that must rewrite it."""
-    if st.st_size > max_bytes:
-        raise ToolError(
-            f"{path} is {human_size(st.st_size)}, over the {human_size(max_bytes)} limit for {action} a file "
-            "in memory. Change it with bash (e.g. sed -i or a small script), or ask the operator to raise "
-            "files.edit_max_bytes."
-        )
     try:
-        data = beneath.read_fd(fd, max_bytes + 1)
+        data = beneath.read_fd(fd, max_bytes + 1) if st.st_size <= max_bytes else b""
     except OSError as exc:
         raise explain_oserror(exc, path, action) from None
+    if st.st_size > max_bytes or len(data) > max_bytes:  # len: it grew after the stat
+        raise ToolError(
+            f"{path} is {human_size(max(st.st_size, len(data)))}, over the {human_size(max_bytes)} limit for {action} "
+            "a file in memory. Change it with bash (e.g. sed -i or a small script), or ask the operator to raise "
+            "files.edit_max_bytes."
+        )
     kind = sniff(data[:SNIFF_BYTES])
     if kind.family != "text":
         raise refuse_non_text(path, kind, len(data))
