@@ -13,6 +13,7 @@ them as descriptors this process opened and checked (rg_search), never as names 
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,7 +25,9 @@ from abhed import frozen
 from abhed.tools.base import LINE_CHARS
 from abhed.grepsearch import FileHits, Opener, Query, head_is_binary, open_plain, why_unreadable
 
-FD_BATCH = 512  # files (open descriptors) per rg run: well under RLIMIT_NOFILE and the argument limit
+# Files (open descriptors) per rg run: each run costs a process start, so as many as the descriptor
+# limit leaves room for (a quarter of it; never more than 8192, far below the argument-size limit).
+FD_BATCH = max(64, min(8192, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 4))
 FD_DIR = "/proc/self/fd"
 # Content mode: rg prints at most this many bytes of a line (then PREVIEW_MARK); 4 bytes per
 # character at most, so still more than the LINE_CHARS characters the grep tool shows.
