@@ -204,3 +204,9 @@ def test_disk_full_leaves_the_original_intact_and_says_so(tmp_path, home):
     assert f"The original {mnt / 'f.txt'} is unchanged" in proc.stdout and "df -h" in proc.stdout
     assert "AFTER: original" in proc.stdout
     assert ".abhed-tmp-" not in proc.stdout  # the temporary file was removed
+
+
+@pytest.mark.parametrize("content, lines", [("a\nb", 2), ("a\nb\n", 2), ("", 0), ("\n", 1), ("a", 1)])
+def test_the_line_count_counts_a_last_line_without_newline(tools, ws, content, lines):
+    out = tools.ok("write", path=str(ws / "n.txt"), content=content)
+    assert out.startswith(f"Created {ws / 'n.txt'}: wrote {len(content)} bytes, {lines} lines.")
