@@ -24,6 +24,7 @@ def live_pid():
     """A live process of our own standing for a writer still at work (never a process we did not start)."""
     proc = subprocess.Popen(["sleep", "600"])
     yield proc.pid
+    assert proc.poll() is None, "the cleanup signalled a live writer"
     proc.kill()
     proc.wait()
 
@@ -85,3 +86,20 @@ def test_a_live_writers_temp_file_is_kept_for_one_day(tools, ws, live_pid):
     tools.ok("write", path=str(ws / "new.txt"), content="x\n")
     names = os.listdir(ws)
     assert young in names and old not in names
+
+
+def test_another_users_writer_counts_as_alive(tmp_path, monkeypatch):
+    """kill(pid, 0) on another user's process fails with EPERM: it exists, so its file is kept.
+    (Running as root, no real process gives EPERM, hence the stand-in for os.kill.)"""
+    temp = _leftover(tmp_path, "a.txt", 424242)
+
+    def not_yours(pid, sig):
+        assert sig == 0
+        raise PermissionError(1, "Operation not permitted")
+    monkeypatch.setattr(os, "kill", not_yours)
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert atomic.clean_stale(fd) == []
+    finally:
+        os.close(fd)
+    assert temp in os.listdir(tmp_path)
