@@ -277,3 +277,10 @@ def test_a_file_that_grows_past_the_limit_while_read_is_refused_not_cut(make_too
     finally:
         os.close(fd)
     assert "over the 1.0 KiB limit for editing" in str(err.value)
+
+
+def test_edit_of_a_file_in_a_missing_directory_creates_nothing(make_tools, ws):
+    err = make_tools(create_parents=True).err("edit", path=str(ws / "missing" / "f.txt"), old_string="a",
+                                              new_string="b")
+    assert f"File not found: {ws / 'missing' / 'f.txt'}." in err and "To create a new file, use write" in err
+    assert not (ws / "missing").exists()

@@ -82,7 +82,7 @@ def test_the_session_store_cleans_its_own(tools, home):
 
 def test_a_live_writers_temp_file_is_kept_for_one_day(tools, ws, live_pid):
     young = _leftover(ws, "a.txt", live_pid, age=86400 - 60)
-    old = _leftover(ws, "b.txt", live_pid, age=86400 + 60)
+    old = _leftover(ws, "b.txt", live_pid, age=86400 + 10)
     tools.ok("write", path=str(ws / "new.txt"), content="x\n")
     names = os.listdir(ws)
     assert young in names and old not in names

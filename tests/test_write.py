@@ -210,3 +210,21 @@ def test_disk_full_leaves_the_original_intact_and_says_so(tmp_path, home):
 def test_the_line_count_counts_a_last_line_without_newline(tools, ws, content, lines):
     out = tools.ok("write", path=str(ws / "n.txt"), content=content)
     assert out.startswith(f"Created {ws / 'n.txt'}: wrote {len(content)} bytes, {lines} lines.")
+
+
+def test_a_file_deeper_up_the_path_is_named(make_tools, ws):
+    (ws / "file").write_text("x")
+    err = make_tools(create_parents=True).err("write", path=str(ws / "file" / "a" / "f.txt"), content="x")
+    assert err.startswith(f"Cannot create {ws / 'file' / 'a' / 'f.txt'}: {ws / 'file'} is a file, not a directory.")
+    assert (ws / "file").read_text() == "x"
+
+
+def test_overwriting_crlf_with_lf_says_so(tools, ws):
+    path = ws / "dos.txt"
+    path.write_bytes(b"a\r\nb\r\n")
+    tools.ok("read", path=str(path))
+    out = tools.ok("write", path=str(path), content="a\nb\n")
+    assert "Note: the file used CRLF (\\r\\n) line endings; the new content uses LF (\\n)." in out
+    path.write_bytes(b"a\r\nb\r\n")
+    tools.ok("read", path=str(path))
+    assert "CRLF" not in tools.ok("write", path=str(path), content="a\r\nc\r\n")

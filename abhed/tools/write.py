@@ -65,11 +65,12 @@ def open_parent(path: Path, ctx: ToolContext, *, may_create: bool) -> tuple[int,
     except FileNotFoundError:
         if not may_create:
             raise
+    except NotADirectoryError:
+        blocker = next((p for p in path.parents if os.path.lexists(p) and not os.path.isdir(p)), path.parent)
+        raise ToolError(f"Cannot create {path}: {blocker} is a file, not a directory. Choose another path.") from None
     except OSError as exc:
         raise textfile.open_failed(exc, path.parent, ctx.paths.workspace, "writing") from None
     missing, existing = _missing_dirs(path)
-    if os.path.lexists(existing) and not os.path.isdir(existing):
-        raise ToolError(f"Cannot create {path}: {existing} is a file, not a directory. Choose another path.")
     if not ctx.settings.files.create_parents:
         raise ToolError(
             f"The parent directory {path.parent} does not exist, and creating directories is disabled by the operator "
