@@ -228,3 +228,23 @@ def test_overwriting_crlf_with_lf_says_so(tools, ws):
     path.write_bytes(b"a\r\nb\r\n")
     tools.ok("read", path=str(path))
     assert "CRLF" not in tools.ok("write", path=str(path), content="a\r\nc\r\n")
+
+
+def test_losing_the_race_at_the_rename_is_the_changed_since_read_error(tools, ws):
+    """The hash re-check right before the rename (another writer came in between) answers like a stale read."""
+    from abhed.errors import ToolError
+    from abhed.tools.write import replace
+    path = ws / "f.txt"
+    path.write_text("theirs\n")
+    tools.ok("read", path=str(path))
+    record = tools.session.last_read(path)
+    dirfd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(ToolError) as err:
+            replace(dirfd, path, b"mine\n", mode=0o644, owner=None, expect="0" * 64, record=record, tool="write",
+                    action="writing")
+    finally:
+        os.close(dirfd)
+    assert err.value.message.startswith(f"{path} changed on disk since you read it (read at {record.at:%H:%M:%S} UTC)")
+    assert "Nothing was written. Read it again, then retry." in err.value.message
+    assert path.read_text() == "theirs\n"
