@@ -49,7 +49,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def clean_stale(dirfd: int, now: float | None = None) -> list[str]:
+def clean_stale(dirfd: int) -> list[str]:
     """Remove temporary files whose writer is gone (killed mid-write); return their names."""
     removed = []
     with os.scandir(dirfd) as entries:
@@ -62,7 +62,7 @@ def clean_stale(dirfd: int, now: float | None = None) -> list[str]:
             st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
         except FileNotFoundError:
             continue
-        old = (time.time() if now is None else now) - st.st_mtime > STALE_SECONDS
+        old = time.time() - st.st_mtime > STALE_SECONDS
         if int(match.group(1)) != os.getpid() and (old or not _alive(int(match.group(1)))):
             try:
                 os.unlink(name, dir_fd=dirfd)

@@ -103,3 +103,15 @@ def test_another_users_writer_counts_as_alive(tmp_path, monkeypatch):
     finally:
         os.close(fd)
     assert temp in os.listdir(tmp_path)
+
+
+def test_a_temp_named_symlink_of_a_dead_writer_is_removed_not_followed(tools, ws, tmp_path):
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("keep\n")
+    link = ws / f".a.txt{atomic.TEMP_MARK}{_dead_pid()}-0123abcd"
+    link.symlink_to(tmp_path / "missing")  # dangling: following it would find nothing to judge
+    other = ws / f".b.txt{atomic.TEMP_MARK}{_dead_pid()}-0123abcd"
+    other.symlink_to(target)
+    tools.ok("write", path=str(ws / "new.txt"), content="x\n")
+    assert not os.path.lexists(link) and not os.path.lexists(other)
+    assert target.read_text() == "keep\n"

@@ -248,3 +248,30 @@ def test_losing_the_race_at_the_rename_is_the_changed_since_read_error(tools, ws
     assert err.value.message.startswith(f"{path} changed on disk since you read it (read at {record.at:%H:%M:%S} UTC)")
     assert "Nothing was written. Read it again, then retry." in err.value.message
     assert path.read_text() == "theirs\n"
+
+
+def test_invalid_arguments_show_a_valid_write(tools, ws):
+    err = tools.err("write", path=str(ws / "f.txt"))
+    assert "`content` is required" in err
+    assert f'e.g. {{"path": "{ws}/notes.txt", "content": "first line\\nsecond line\\n"}}' in err
+
+
+def test_unchanged_content_reports_zero_bytes_written(tools, ws):
+    path = ws / "f.txt"
+    path.write_text("same\n")
+    tools.ok("read", path=str(path))
+    result = tools("write", path=str(path), content="same\n")
+    assert result.metadata["bytes_written"] == 0 and result.metadata["action"] == "unchanged"
+
+
+def test_a_file_over_the_hash_limit_is_judged_by_size_and_mtime(tools, ws, monkeypatch):
+    """Over HASH_LIMIT write keeps no content to hash: size and mtime decide, and the rename goes
+    ahead under the lock (a stand-in limit of 16 bytes keeps the file small)."""
+    from abhed.tools import write as write_tool
+    monkeypatch.setattr(write_tool, "HASH_LIMIT", 16)
+    path = ws / "big.txt"
+    path.write_text("x" * 100 + "\n")
+    tools.ok("read", path=str(path))
+    out = tools.ok("write", path=str(path), content="small\n")
+    assert out.startswith(f"Overwrote {path}: wrote 6 bytes, 1 lines (was 101 bytes).")
+    assert path.read_text() == "small\n"
