@@ -115,3 +115,14 @@ def test_a_temp_named_symlink_of_a_dead_writer_is_removed_not_followed(tools, ws
     tools.ok("write", path=str(ws / "new.txt"), content="x\n")
     assert not os.path.lexists(link) and not os.path.lexists(other)
     assert target.read_text() == "keep\n"
+
+
+def test_clean_stale_names_what_it_removed(tmp_path, live_pid):
+    dead = _leftover(tmp_path, "a.txt", _dead_pid())
+    _leftover(tmp_path, "b.txt", live_pid)
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert atomic.clean_stale(fd) == [dead]
+        assert atomic.clean_stale(fd) == []
+    finally:
+        os.close(fd)
