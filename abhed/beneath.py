@@ -91,17 +91,27 @@ def _walk(rootfd: int, parts: list[str], flags: int, mode: int) -> int:
     fd = os.dup(rootfd)
     try:
         for part in parts[:-1]:
-            try:
-                nxt = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-            except NotADirectoryError:
-                if stat.S_ISLNK(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode):
-                    raise OSError(errno.ELOOP, "a path component is a symbolic link", part) from None
-                raise
+            nxt = _open_one(fd, part, os.O_PATH | os.O_DIRECTORY, 0)
             os.close(fd)
             fd = nxt
-        return os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=fd)
+        return _open_one(fd, parts[-1], flags, mode)
     finally:
         os.close(fd)
+
+
+def open_entry(dirfd: int, name: str, flags: int, mode: int = 0o600) -> int:
+    """Open the entry `name` of the directory `dirfd`, never following it if it is a symlink
+    (OSError ELOOP, also when O_DIRECTORY would have said ENOTDIR)."""
+    return _open_one(dirfd, name, flags, mode)
+
+
+def _open_one(dirfd: int, name: str, flags: int, mode: int) -> int:
+    try:
+        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dirfd)
+    except NotADirectoryError:  # O_DIRECTORY on a symlink says ENOTDIR: name the real reason
+        if stat.S_ISLNK(os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_mode):
+            raise OSError(errno.ELOOP, "a path component is a symbolic link", name) from None
+        raise
 
 
 def open_at(rootfd: int, root: Path, path: Path, flags: int, mode: int = 0o600, *, force_walk: bool = False) -> int:

@@ -132,3 +132,22 @@ def test_a_symlink_swapped_in_after_the_check_is_refused_by_write(tools, ws, tmp
     err = tools.err("write", path=str(ws / "d" / "new.txt"), content="x\n")
     assert f"Refused writing {ws / 'd'}: a component of the path is a symbolic link now" in err
     assert list(outside.iterdir()) == []
+
+
+def test_a_directory_swapped_for_a_symlink_right_after_mkdir_is_not_followed(ws, home, tmp_path, monkeypatch):
+    """write creates missing parents one by one and opens each with O_NOFOLLOW from its parent: a
+    racer replacing a just-made directory with a link to outside gets the write refused."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    real_mkdir = os.mkdir
+
+    def mkdir_then_swap(name, mode=0o777, *, dir_fd=None):
+        real_mkdir(name, mode, dir_fd=dir_fd)
+        if name == "new" and dir_fd is not None:  # the racer strikes at the workspace's new directory only
+            os.rmdir(name, dir_fd=dir_fd)
+            os.symlink(outside, name, dir_fd=dir_fd)
+    monkeypatch.setattr(os, "mkdir", mkdir_then_swap)
+    tools = Tools(ws, home, {"create_parents": True})
+    err = tools.err("write", path=str(ws / "new" / "f.txt"), content="x\n")
+    assert f"Refused creating {ws / 'new' / 'f.txt'}: a component of the path is a symbolic link now" in err
+    assert list(outside.iterdir()) == []

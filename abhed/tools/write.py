@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from abhed import filelock, protected, textfile
+from abhed import beneath, filelock, protected, textfile
 from abhed.atomic import Conflict, replace_at
 from abhed.errors import ToolError, explain_oserror
 from abhed.filetype import SNIFF_BYTES, sniff
@@ -88,7 +88,7 @@ def open_parent(path: Path, ctx: ToolContext, *, may_create: bool) -> tuple[int,
                 os.mkdir(directory.name, 0o755, dir_fd=fd)
             except FileExistsError:
                 pass  # made meanwhile by someone else: opened below like any directory
-            below = os.open(directory.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            below = beneath.open_entry(fd, directory.name, os.O_RDONLY | os.O_DIRECTORY)
             os.close(fd)
             fd = below
     except OSError as exc:
