@@ -108,3 +108,51 @@ def test_changed_since_over_the_hash_limit_uses_size_and_mtime():
     assert not changed_since(seen, None, 100, 5)
     assert changed_since(seen, None, 100, 6)  # same size, touched: may have changed
     assert changed_since(seen, None, 101, 5)
+
+
+def _fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def test_the_re_check_never_follows_a_symlink_swapped_in_for_the_target(tmp_path):
+    import errno
+    import hashlib
+    (tmp_path / "elsewhere.txt").write_text("seen\n")
+    (tmp_path / "f.txt").symlink_to(tmp_path / "elsewhere.txt")
+    dirfd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(OSError) as err:
+            atomic.replace_at(dirfd, "f.txt", b"mine\n", mode=0o644, expect=hashlib.sha256(b"seen\n").hexdigest())
+    finally:
+        os.close(dirfd)
+    assert err.value.errno == errno.ELOOP
+    assert (tmp_path / "f.txt").is_symlink() and (tmp_path / "elsewhere.txt").read_text() == "seen\n"
+    assert sorted(os.listdir(tmp_path)) == ["elsewhere.txt", "f.txt"]
+
+
+def test_no_descriptor_is_left_open(tmp_path):
+    import hashlib
+    (tmp_path / "f.txt").write_bytes(b"old\n")
+    dirfd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        before = _fds()
+        atomic.replace_at(dirfd, "f.txt", b"new\n", mode=0o644, expect=hashlib.sha256(b"old\n").hexdigest())
+        assert _fds() == before
+    finally:
+        os.close(dirfd)
+
+
+def test_the_temporary_file_is_private_while_it_is_written(tmp_path, monkeypatch):
+    seen = []
+    real = atomic._write_all
+
+    def spy(fd, data):
+        seen.append(stat.S_IMODE(os.fstat(fd).st_mode))
+        return real(fd, data)
+    monkeypatch.setattr(atomic, "_write_all", spy)
+    old = os.umask(0)
+    try:
+        atomic.replace_file(tmp_path / "f.txt", b"secret\n", mode=0o644)
+    finally:
+        os.umask(old)
+    assert seen == [0o600] and stat.S_IMODE((tmp_path / "f.txt").stat().st_mode) == 0o644
