@@ -14,7 +14,6 @@ is removed the next time any writer touches that directory; listings never show 
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import re
@@ -131,9 +130,7 @@ def replace_at(dirfd: int, name: str, data: bytes, *, mode: int, owner: tuple[in
 def replace_file(target: Path, data: bytes, *, mode: int, owner: tuple[int, int] | None = None) -> None:
     """`replace_at` for a path Abhed owns (its session store, reports): not under the model's control."""
     dirfd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        if not target.name or target.name in (".", ".."):
-            raise OSError(errno.EISDIR, "not a file name", str(target))
+    try:  # a name like ".." is refused by the rename itself (EISDIR/ENOTEMPTY)
         replace_at(dirfd, target.name, data, mode=mode, owner=owner)
     finally:
         os.close(dirfd)

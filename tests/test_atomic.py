@@ -156,3 +156,13 @@ def test_the_temporary_file_is_private_while_it_is_written(tmp_path, monkeypatch
     finally:
         os.umask(old)
     assert seen == [0o600] and stat.S_IMODE((tmp_path / "f.txt").stat().st_mode) == 0o644
+
+
+def test_replace_file_closes_what_it_opens_and_refuses_a_directory_name(tmp_path):
+    (tmp_path / "d").mkdir()
+    before = _fds()
+    atomic.replace_file(tmp_path / "f.txt", b"x\n", mode=0o644)
+    with pytest.raises(OSError):
+        atomic.replace_file(tmp_path / "d" / "..", b"x\n", mode=0o644)
+    assert _fds() == before
+    assert sorted(os.listdir(tmp_path)) == ["d", "f.txt"] and os.listdir(tmp_path / "d") == []

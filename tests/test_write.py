@@ -275,3 +275,13 @@ def test_a_file_over_the_hash_limit_is_judged_by_size_and_mtime(tools, ws, monke
     out = tools.ok("write", path=str(path), content="small\n")
     assert out.startswith(f"Overwrote {path}: wrote 6 bytes, 1 lines (was 100000 bytes).")
     assert path.read_text() == "small\n"
+
+
+def test_a_second_write_needs_no_new_read(tools, ws):
+    """After a write the model knows the file as written: writing again is not "changed since read"."""
+    path = ws / "f.txt"
+    path.write_text("v1\n")
+    tools.ok("read", path=str(path))
+    tools.ok("write", path=str(path), content="v2\n")
+    tools.ok("write", path=str(path), content="v3 longer\n")
+    assert path.read_text() == "v3 longer\n"
