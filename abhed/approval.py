@@ -28,6 +28,7 @@ from typing import Any, Literal
 from abhed.globpattern import compile_glob
 from abhed.jobs import job_command
 from abhed import wrappers
+from abhed.protected import confirmation_needed
 from abhed.shellparse import Analysis, Command, Redirect, analyze, normalise
 
 MODES = ("ask", "plan", "accept-edits", "auto")
@@ -305,6 +306,10 @@ class Policy:
         if tool in FILE_TOOLS:
             if self.mode == "plan":
                 return Verdict("deny", "plan mode allows read-only tools only", "mode: plan")
+            guarded = confirmation_needed(getattr(args, "path", None), self.workspace)
+            if guarded:
+                return Verdict("ask", f"{tool} {guarded}; it needs a human's confirmation in every mode",
+                               "protected path", destructive=True)
             if self.mode in ("accept-edits", "auto"):
                 return Verdict("allow", f"mode {self.mode} allows file edits", f"mode: {self.mode}")
             rule = next((r for r in self.allow if r.tool == tool and self._tool_rule_hits(r, args)), None)

@@ -1,29 +1,74 @@
 """Atomic file replacement: the target is the old content or the new, never a mix (spec §3).
 
 The data goes to a temporary file in the target's own directory (so the final rename cannot cross a
-filesystem), is fsync'd, gets the intended mode (and, best effort, the old owner), and is renamed
-over the target; the directory is fsync'd so the rename itself survives a power cut.
+filesystem), gets the intended owner and mode, is fsync'd, and is renamed over the target; the
+directory is fsync'd so the rename itself survives a power cut.
+
+Everything happens relative to a descriptor of the directory (`replace_at`): the temporary file is
+created there with O_EXCL|O_NOFOLLOW and renamed there, so a directory swapped for a symlink after
+the caller checked it cannot redirect the write elsewhere.
+
+A temporary file is named `.NAME.abhed-tmp-PID-RANDOM`. One left by a killed writer (its PID gone)
+is removed the next time any writer touches that directory; listings never show them (`is_temp`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import secrets
+import time
 from pathlib import Path
 
 TEMP_MARK = ".abhed-tmp-"
+TEMP_NAME = re.compile(r"\..+\.abhed-tmp-(\d+)-[0-9a-f]{8}")
+STALE_SECONDS = 24 * 3600  # a temp file this old is stale even if its PID was reused
 
 
-def _temp_name(target: Path) -> Path:
-    return target.with_name(f".{target.name}{TEMP_MARK}{secrets.token_hex(4)}")
+class Conflict(Exception):
+    """The target changed between the caller's read and the rename; nothing was written."""
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+def is_temp(name: str) -> bool:
+    return TEMP_MARK in name and TEMP_NAME.fullmatch(name) is not None
+
+
+def temp_name(name: str) -> str:
+    return f".{name}{TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def _alive(pid: int) -> bool:
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+def clean_stale(dirfd: int) -> list[str]:
+    """Remove temporary files whose writer is gone (killed mid-write); return their names."""
+    removed = []
+    with os.scandir(dirfd) as entries:
+        names = [e.name for e in entries if TEMP_MARK in e.name]
+    for name in names:
+        match = TEMP_NAME.fullmatch(name)
+        if match is None:
+            continue
+        try:
+            st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        old = time.time() - st.st_mtime > STALE_SECONDS
+        if int(match.group(1)) != os.getpid() and (old or not _alive(int(match.group(1)))):
+            try:
+                os.unlink(name, dir_fd=dirfd)
+                removed.append(name)
+            except FileNotFoundError:
+                pass
+    return removed
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -32,32 +77,60 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def replace_file(target: Path, data: bytes, *, mode: int, owner: tuple[int, int] | None = None) -> None:
-    """Atomically make `target` hold exactly `data`, with permission bits `mode`.
+def current_digest(dirfd: int, name: str) -> str | None:
+    """sha256 of what `name` holds now (None: it does not exist), read without following a symlink."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dirfd)
+    except FileNotFoundError:
+        return None
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest()
+    finally:
+        os.close(fd)
+
+
+def replace_at(dirfd: int, name: str, data: bytes, *, mode: int, owner: tuple[int, int] | None = None,
+               expect: str | None | bool = False) -> None:
+    """Atomically make the entry `name` of the directory `dirfd` hold exactly `data`, with `mode`.
 
     `owner` (uid, gid) is restored when the process may do so (root rewriting a user's file must not
-    hand it to root); otherwise the rename leaves the writer as owner, as any editor would.
-    On failure the temporary file is removed and the exception propagates; `target` is untouched.
+    hand it to root); it is set before the mode, because a chown clears set-gid. `expect`: the
+    sha256 the target must still have right before the rename (None: it must not exist; False:
+    no check); otherwise `Conflict` is raised and nothing changes. On any failure the temporary file
+    is removed and the exception propagates; the target is untouched.
     """
-    temp = _temp_name(target)
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    clean_stale(dirfd)
+    temp = temp_name(name)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dirfd)
     try:
         try:
             _write_all(fd, data)
-            os.fsync(fd)
-            os.fchmod(fd, mode)
             if owner is not None:
                 try:
                     os.fchown(fd, *owner)
                 except PermissionError:
                     pass
+            os.fchmod(fd, mode & 0o7777)
+            os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(temp, target)
+        if expect is not False and current_digest(dirfd, name) != expect:
+            raise Conflict(name)
+        os.replace(temp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
     except BaseException:
         try:
-            os.unlink(temp)
+            os.unlink(temp, dir_fd=dirfd)
         except FileNotFoundError:
             pass
         raise
-    _fsync_dir(target.parent)
+    os.fsync(dirfd)
+
+
+def replace_file(target: Path, data: bytes, *, mode: int, owner: tuple[int, int] | None = None) -> None:
+    """`replace_at` for a path Abhed owns (its session store, reports): not under the model's control."""
+    dirfd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:  # a name like ".." is refused by the rename itself (EISDIR/ENOTEMPTY)
+        replace_at(dirfd, target.name, data, mode=mode, owner=owner)
+    finally:
+        os.close(dirfd)

@@ -79,6 +79,10 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
     if not workspace.is_dir():
         _fail(f"The workspace {workspace.resolve()} is not a directory.")
     workspace = workspace.resolve()
+    try:
+        config.refuse_workspace_control(settings, workspace)
+    except config.ConfigError as exc:
+        _fail(str(exc))
     paths = PathPolicy.create(workspace, settings.allowed_roots)
     rules = settings.approval
     gate = Gate(Policy.create(mode or rules.mode, rules.allow, rules.deny, workspace), invoked_by_human=True,

@@ -7,6 +7,7 @@ workspace must not be able to widen its own permissions, so no project-level con
 from __future__ import annotations
 
 import os
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -175,13 +176,54 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _unsafe(path: Path, st: os.stat_result) -> str | None:
+    """Why a config file (or its directory) with this stat could be changed by someone else, or None."""
+    if st.st_uid not in (os.geteuid(), 0):
+        return f"{path} is owned by uid {st.st_uid}, not by you (uid {os.geteuid()}) or root"
+    if st.st_mode & 0o022:
+        who = " and ".join(w for w, bit in (("its group", 0o020), ("every user", 0o002)) if st.st_mode & bit)
+        return f"{path} is writable by {who} (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def check_ownership(path: Path, st: os.stat_result) -> None:
+    """Refuse a config file anyone but the operator (or root) could have written, as ssh does: its
+    settings decide the approval mode and the sandbox, so whoever can write it owns the session."""
+    parent = os.stat(path.parent)
+    # In a sticky directory (/tmp) others may create files but not replace or remove ours.
+    problems = [_unsafe(path, st), None if parent.st_mode & stat.S_ISVTX else _unsafe(path.parent, parent)]
+    problems = [p for p in problems if p]
+    if problems:
+        raise ConfigError(
+            f"Refusing to load the config file {path}: {'; '.join(problems)}. Whoever can write it decides what "
+            f"Abhed may do. Make it yours and private: chown $(id -u) {path} && chmod go-w {path} {path.parent}, "
+            "or point ABHED_CONFIG at a file only you can write.")
+
+
 def _read_file(path: Path) -> dict[str, Any]:
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        with open(path, "rb") as handle:
+            check_ownership(path, os.fstat(handle.fileno()))
+            return tomllib.loads(handle.read().decode("utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"Cannot read the config file {path}: {exc}. Fix or remove it.") from exc
+
+
+def refuse_workspace_control(settings: Settings, workspace: Path, env: dict[str, str] | None = None) -> None:
+    """Refuse to run when the model could write what governs it: the config file or the session store
+    (ABHED_HOME) inside the workspace or an allowed root, where the file tools and bash can write."""
+    env = dict(os.environ) if env is None else env
+    writable = [Path(os.path.realpath(r)) for r in [workspace, *settings.allowed_roots]]
+    for what, path in (("config file", config_path(env)), ("session store (ABHED_HOME)", settings.home)):
+        real = Path(os.path.realpath(path))
+        inside = next((r for r in writable if real == r or r in real.parents), None)
+        if inside is not None:
+            raise ConfigError(
+                f"The {what} {path} lies inside {inside}, where the model can write files: it could change its "
+                "own approval mode and rules. Keep it outside the workspace and the allowed roots (the defaults "
+                "are ~/.config/abhed/config.toml and ~/.local/share/abhed), then start again.")
 
 
 def load(flags: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> Settings:

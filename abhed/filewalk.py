@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
+
+from abhed import atomic, beneath
 
 ANY_DEPTH = "^(?:.+/)?"  # how pathspec starts a pattern without a slash: it matches a name at any depth
 GLOB_CHARS = frozenset("*?[\\")
@@ -106,11 +109,19 @@ class IgnoreFile:
         self._by_name, self._by_path = _combine(by_name), _combine(by_path)
 
     @classmethod
-    def load(cls, path: str, base: str) -> IgnoreFile | None:
+    def load(cls, path: str, base: str, dirfd: int | None = None, parts: list[str] | None = None) -> IgnoreFile | None:
+        """The rules of the ignore file `path`; with `dirfd`, read as `parts` below that directory
+        through no symlink (a .gitignore swapped for a link is not followed)."""
         try:
-            with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+            if dirfd is None:
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            else:
+                fd = beneath.open_rel(dirfd, parts or [], os.O_RDONLY | os.O_NONBLOCK)
+            with open(fd, encoding="utf-8", errors="surrogateescape") as handle:
+                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                    return None
                 rules = cls(base, handle.read().splitlines())
-        except OSError:
+        except (OSError, ValueError):
             return None
         return rules if rules.has_rules else None
 
@@ -205,14 +216,16 @@ class Rules:
             found.append(rules) if rules else None
         return found
 
-    def here(self, directory: str, names: set[str]) -> list[IgnoreFile]:
-        """The ignore files a directory itself contributes (`names`: what it contains)."""
+    def here(self, directory: str, names: set[str], dirfd: int | None = None) -> list[IgnoreFile]:
+        """The ignore files a directory itself contributes (`names`: what it contains; `dirfd`: its
+        descriptor, through which they are read without following a symlink)."""
         found = []
         if directory == self.root and ".git" in names:
-            info = IgnoreFile.load(os.path.join(directory, ".git", "info", "exclude"), directory)
+            info = IgnoreFile.load(os.path.join(directory, ".git", "info", "exclude"), directory, dirfd,
+                                   [".git", "info", "exclude"])
             found.append(info) if info else None
         if ".gitignore" in names:
-            rules = IgnoreFile.load(os.path.join(directory, ".gitignore"), directory)
+            rules = IgnoreFile.load(os.path.join(directory, ".gitignore"), directory, dirfd, [".gitignore"])
             found.append(rules) if rules else None
         return found
 
@@ -223,37 +236,73 @@ class Listing:
     hidden_dirs: list[str] = field(default_factory=list)  # directories skipped by the rules
     hidden_files: list[str] = field(default_factory=list)  # files skipped by the rules
     unreadable: list[str] = field(default_factory=list)  # directories that could not be listed
+    mtimes: dict[str, int] = field(default_factory=dict)  # walk(stamp=...): modification times, ns
 
 
-def walk(root: Path, excludes: Iterable[str], keep: Callable[[str], bool] | None = None) -> Listing:
+def walk(root: Path, excludes: Iterable[str], keep: Callable[[str], bool] | None = None,
+         open_root: Callable[[Path], int] | None = None, stamp: Callable[[str], bool] | None = None) -> Listing:
     """Every regular file below `root` that the rules let through (and that `keep` accepts).
 
     `keep` gets the path relative to `root`. The order is the walk's, not sorted: every caller
-    sorts by what it reports (path, or modification time).
+    sorts by what it reports (path, or modification time). Every directory is listed through a
+    descriptor opened below `root`'s (from `open_root`, e.g. PathPolicy.open_dir) through no
+    symlink, so a directory swapped for a link mid-walk is not listed. Abhed's own temporary
+    files (atomic.is_temp) are never listed. `stamp`: the files (relative path) whose
+    modification time to record in `Listing.mtimes`, read through the same descriptors.
     """
     top = str(root)
     rules = Rules(top, excludes)
     listing = Listing()
+    rootfd = open_root(root) if open_root else os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        _walk(rootfd, top, rules, listing, keep, stamp)
+    finally:
+        os.close(rootfd)
+    return listing
+
+
+def _walk(rootfd: int, top: str, rules: Rules, listing: Listing, keep: Callable[[str], bool] | None,
+          stamp: Callable[[str], bool] | None) -> None:
     stack: list[tuple[str, Chain]] = [(top, rules.inherited)]
     cut = len(top) + 1
     while stack:
         directory, chain = stack.pop()
         try:
-            with os.scandir(directory) as scan:
-                entries = list(scan)
+            fd = os.dup(rootfd) if directory == top else beneath.open_rel(
+                rootfd, directory[cut:].split("/"), os.O_RDONLY | os.O_DIRECTORY)
         except OSError:
             listing.unreadable.append(directory)
             continue
-        chain = chain.extend(rules.here(directory, {e.name for e in entries if e.name in (".git", ".gitignore")}))
-        for entry in entries:
-            # follow_symlinks=False: a symlink is neither, so it is skipped, as ripgrep does by default
-            is_dir = entry.is_dir(follow_symlinks=False)
-            if not is_dir and not entry.is_file(follow_symlinks=False):
-                continue  # symlinks, sockets, fifos, devices
-            if chain.ignored(entry.path, entry.name, is_dir):
-                (listing.hidden_dirs if is_dir else listing.hidden_files).append(entry.path)
-            elif is_dir:
-                stack.append((entry.path, chain))
-            elif keep is None or keep(entry.path[cut:]):
-                listing.files.append(entry.path)
-    return listing
+        try:
+            with os.scandir(fd) as scan:
+                entries = list(scan)
+            chain = chain.extend(rules.here(directory, {e.name for e in entries if e.name in (".git", ".gitignore")},
+                                            fd))
+            prefix = directory + "/"
+            for entry in entries:
+                # follow_symlinks=False: a symlink is neither, so it is skipped, as ripgrep does by default
+                is_dir = entry.is_dir(follow_symlinks=False)
+                if not is_dir and not entry.is_file(follow_symlinks=False):
+                    continue  # symlinks, sockets, fifos, devices
+                path = prefix + entry.name
+                if not is_dir and atomic.is_temp(entry.name):
+                    continue  # a write in progress, or one a kill interrupted: not a file of the project
+                if chain.ignored(path, entry.name, is_dir):
+                    (listing.hidden_dirs if is_dir else listing.hidden_files).append(path)
+                elif is_dir:
+                    stack.append((path, chain))
+                elif keep is None or keep(path[cut:]):
+                    listing.files.append(path)
+                    if stamp is not None and stamp(path[cut:]):
+                        listing.mtimes[path] = _mtime(entry)
+        except OSError:
+            listing.unreadable.append(directory)
+        finally:
+            os.close(fd)
+
+
+def _mtime(entry: os.DirEntry) -> int:
+    try:
+        return entry.stat(follow_symlinks=False).st_mtime_ns
+    except OSError:
+        return 0  # vanished since the listing: sorts last, still listed as found

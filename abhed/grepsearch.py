@@ -8,12 +8,18 @@ the same way, so the tool's output does not depend on which one ran (tests/test_
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import errno
+import os
+import stat
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from fallback_grep.filesearch import BINARY_SNIFF, Matcher, is_binary, read_file, search_bytes
+from fallback_grep.filesearch import BINARY_SNIFF, Matcher, is_binary, search_bytes
+
+from abhed import beneath
 
 OUTPUT_MODES = ("content", "files_with_matches", "count")
+Opener = Callable[[str], int]  # path -> a read descriptor of that regular file (raises OSError)
 
 
 @dataclass(frozen=True)
@@ -41,13 +47,38 @@ class FileHits:
     error: str | None = None  # unreadable: why
 
 
-def python_search(files: list[str], query: Query) -> Iterator[FileHits]:
+def open_plain(path: str) -> int:
+    """A read descriptor of the regular file `path` (the default opener: tests, benchmarks)."""
+    return check_regular(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))
+
+
+def check_regular(fd: int) -> int:
+    """`fd` if it is a regular file; else it is closed and OSError raised (a FIFO or device
+    swapped in after the listing must not be read)."""
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file any more")
+    return fd
+
+
+def why_unreadable(exc: OSError) -> str:
+    if exc.errno in beneath.ESCAPES:
+        return "a component of its path became a symbolic link during the search; links are not followed"
+    return exc.strerror or str(exc)
+
+
+def python_search(files: list[str], query: Query, opener: Opener = open_plain) -> Iterator[FileHits]:
+    """Search each file, read through `opener` (PathPolicy-checked descriptors in the grep tool)."""
     matcher = query.matcher()
     for path in files:
         try:
-            data = read_file(path)
+            fd = opener(path)
+            try:
+                data = beneath.read_fd(fd)
+            finally:
+                os.close(fd)
         except OSError as exc:
-            yield FileHits(path, error=exc.strerror or str(exc))
+            yield FileHits(path, error=why_unreadable(exc))
             continue
         if is_binary(data):
             if search_bytes(matcher, data, "files_with_matches").matched:
@@ -58,9 +89,8 @@ def python_search(files: list[str], query: Query) -> Iterator[FileHits]:
             yield FileHits(path, found.count, [(ln.number, ln.text, ln.is_match) for ln in found.lines])
 
 
-def head_is_binary(path: str) -> bool:
+def head_is_binary(fd: int) -> bool:
     try:
-        with open(path, "rb") as handle:
-            return is_binary(handle.read(BINARY_SNIFF))
+        return is_binary(os.pread(fd, BINARY_SNIFF, 0))
     except OSError:
         return False

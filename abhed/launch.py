@@ -79,6 +79,10 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
                      ) -> Iterator[tuple[Agent, bool]]:
     """An Agent on the session (new, or continued from its log) holding the session's lock, and
     whether the session's last run was left unfinished. `workspace` comes from `locate`."""
+    try:
+        config.refuse_workspace_control(settings, workspace)
+    except config.ConfigError as exc:
+        raise LaunchError(str(exc)) from None
     store = SessionStore(settings.home)
     paths = PathPolicy.create(workspace, settings.allowed_roots)
     rules = settings.approval

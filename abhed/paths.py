@@ -4,6 +4,11 @@ Every path a tool receives passes through `PathPolicy.resolve` before anything t
 relative paths are refused with the absolute form they would have had, `..` and symlinks are
 resolved before the policy check (so a symlink inside the workspace that points outside counts as
 outside), and the result must lie under one of the allowed roots.
+
+The check is made on names, and names can change after it (a sandboxed command can swap a
+directory for a symlink at any moment). So tools never open the checked name directly: `open` and
+`open_dir` open it again below its root's descriptor, refusing any symlink on the way
+(abhed.beneath), and what they read or write is what was checked.
 """
 
 from __future__ import annotations
@@ -12,11 +17,21 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from abhed import beneath
 from abhed.errors import ToolError
 
 
 class PathError(ToolError):
     """A path the model gave cannot be used; the message says which form would work."""
+
+
+def swapped_error(path: Path, action: str) -> ToolError:
+    """A symlink appeared on the path between the check and the open (or the path leads out)."""
+    return ToolError(
+        f"Refused {action} {path}: a component of the path is a symbolic link now (it changed after Abhed checked "
+        "it, or links outside the allowed roots), and the file tools never follow a link there. Nothing was "
+        "read or written. If a command is rearranging these files, wait for it to finish; give the real path of "
+        "the file, not a link to it.", reason="symlink")
 
 
 def _real(path: Path) -> Path:
@@ -60,11 +75,34 @@ class PathPolicy:
                 f"`{field}` must be an absolute path: got {raw!r}. "
                 f"Relative to the working directory {base} that is {guess}; send that instead."
             )
-        real = _real(Path(raw))
+        try:
+            real = _real(Path(raw))
+        except OSError as exc:  # a symlink on the path changed while it was followed
+            raise PathError(f"`{field}` {raw} could not be resolved: a component of it changed while Abhed followed "
+                            f"it ({exc.strerror}). Retry once; if a command is rearranging these files, wait for "
+                            "it to finish.") from None
         for root in self.roots:
             if is_within(real, root):
                 return real
         raise PathError(self._outside_message(raw, real, field))
+
+    def root_of(self, real: Path) -> Path:
+        """The allowed root `real` (a path `resolve` returned) lies under."""
+        for root in self.roots:
+            if is_within(real, root):
+                return root
+        raise PathError(self._outside_message(str(real), real, "path"))
+
+    def open(self, real: Path, flags: int) -> int:
+        """A descriptor for `real`, opened below its root without following any symlink.
+
+        Raises OSError; those of `beneath.ESCAPES` mean a symlink was met (see `swapped_error`).
+        """
+        return beneath.open_beneath(self.root_of(real), real, flags)
+
+    def open_dir(self, real: Path) -> int:
+        """A read descriptor of the directory `real`, opened like `open`: the handle writers use."""
+        return self.open(real, os.O_RDONLY | os.O_DIRECTORY)
 
     def _outside_message(self, raw: str, real: Path, field: str) -> str:
         roots = ", ".join(str(r) for r in self.roots)

@@ -9,8 +9,10 @@ import os
 import stat
 from pathlib import Path
 
+from abhed import beneath
 from abhed.errors import ToolError, explain_oserror
 from abhed.filetype import SNIFF_BYTES, Kind, sniff
+from abhed.paths import PathPolicy, swapped_error
 from abhed.suggest import glob_hint, similar_paths
 
 BOM = b"\xef\xbb\xbf"
@@ -34,14 +36,8 @@ def not_found(path: Path, workspace: Path) -> ToolError:
     return ToolError(f"File not found: {path}. {advice}", suggestions=[str(h) for h in hints])
 
 
-def stat_existing(path: Path, workspace: Path, action: str) -> os.stat_result:
-    """stat() of an existing regular file, or the instruction for why it can't be used."""
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        raise not_found(path, workspace) from None
-    except OSError as exc:
-        raise explain_oserror(exc, path, action) from None
+def check_regular(path: Path, st: os.stat_result) -> None:
+    """The instruction for why a file that is not a regular file cannot be used, if it is not."""
     if stat.S_ISDIR(st.st_mode):
         raise ToolError(
             f"{path} is a directory, not a file. Use glob with path {path} (e.g. pattern \"*\") to list "
@@ -52,7 +48,45 @@ def stat_existing(path: Path, workspace: Path, action: str) -> os.stat_result:
             f"{path} is not a regular file (it is a {_special_kind(st.st_mode)}); reading it could block "
             "or never end. Only regular files can be used with the file tools."
         )
-    return st
+
+
+def open_failed(exc: OSError, path: Path, workspace: Path, action: str) -> ToolError:
+    if isinstance(exc, FileNotFoundError):
+        return not_found(path, workspace)
+    if exc.errno in beneath.ESCAPES:
+        return swapped_error(path, action)
+    return explain_oserror(exc, path, action)
+
+
+def open_existing(paths: PathPolicy, path: Path, action: str) -> tuple[int, os.stat_result]:
+    """A read descriptor of the existing regular file `path` (opened below its root, through no
+    symlink) and its stat, or the instruction for why it can't be used. The caller closes it."""
+    try:
+        fd = paths.open(path, os.O_RDONLY | os.O_NONBLOCK)  # O_NONBLOCK: a FIFO must not hang the open
+    except OSError as exc:
+        raise open_failed(exc, path, paths.workspace, action) from None
+    try:
+        st = os.fstat(fd)
+        check_regular(path, st)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def open_entry(dirfd: int, name: str, path: Path, workspace: Path, action: str) -> tuple[int, os.stat_result]:
+    """`open_existing` for the entry `name` of the directory `dirfd` (writers hold the directory)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirfd)
+    except OSError as exc:
+        raise open_failed(exc, path, workspace, action) from None
+    try:
+        st = os.fstat(fd)
+        check_regular(path, st)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
 
 
 def _special_kind(mode: int) -> str:
@@ -89,22 +123,19 @@ def sniff_file(handle) -> Kind:
     return sniff(head)
 
 
-def load(path: Path, workspace: Path, max_bytes: int, action: str) -> tuple[bytes, os.stat_result]:
-    """The whole content of an existing text file, for tools that must rewrite it."""
-    st = stat_existing(path, workspace, action)
-    if st.st_size > max_bytes:
-        raise ToolError(
-            f"{path} is {human_size(st.st_size)}, over the {human_size(max_bytes)} limit for {action} a file "
-            "in memory. Change it with bash (e.g. sed -i or a small script), or ask the operator to raise "
-            "files.edit_max_bytes."
-        )
+def load(fd: int, st: os.stat_result, path: Path, max_bytes: int, action: str) -> bytes:
+    """The whole content of an open text file, for tools that must rewrite it."""
     try:
-        with open(path, "rb") as handle:
-            st = os.fstat(handle.fileno())
-            data = handle.read()
+        data = beneath.read_fd(fd, max_bytes + 1) if st.st_size <= max_bytes else b""
     except OSError as exc:
         raise explain_oserror(exc, path, action) from None
+    if st.st_size > max_bytes or len(data) > max_bytes:  # len: it grew after the stat
+        raise ToolError(
+            f"{path} is {human_size(max(st.st_size, len(data)))}, over the {human_size(max_bytes)} limit for {action} "
+            "a file in memory. Change it with bash (e.g. sed -i or a small script), or ask the operator to raise "
+            "files.edit_max_bytes."
+        )
     kind = sniff(data[:SNIFF_BYTES])
     if kind.family != "text":
         raise refuse_non_text(path, kind, len(data))
-    return data, st
+    return data

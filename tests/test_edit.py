@@ -259,3 +259,28 @@ def test_disk_full_leaves_the_original_intact(tmp_path, home):
     assert f"No space left on the device while editing {mnt / 'f.txt'}" in proc.stdout
     assert f"The original {mnt / 'f.txt'} is unchanged" in proc.stdout
     assert "AFTER: 0 non-a bytes, 40000 in all" in proc.stdout
+
+
+def test_a_file_that_grows_past_the_limit_while_read_is_refused_not_cut(make_tools, ws):
+    """The size check uses what was read, not only the stat: a file growing meanwhile is never cut."""
+    import os
+
+    from abhed import textfile
+    path = ws / "grows.txt"
+    path.write_text("x\n" * 100)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        path.write_text("x\n" * 1000)  # grew after the stat
+        with pytest.raises(Exception) as err:
+            textfile.load(fd, st, path, 1024, "editing")
+    finally:
+        os.close(fd)
+    assert "over the 1.0 KiB limit for editing" in str(err.value)
+
+
+def test_edit_of_a_file_in_a_missing_directory_creates_nothing(make_tools, ws):
+    err = make_tools(create_parents=True).err("edit", path=str(ws / "missing" / "f.txt"), old_string="a",
+                                              new_string="b")
+    assert f"File not found: {ws / 'missing' / 'f.txt'}." in err and "To create a new file, use write" in err
+    assert not (ws / "missing").exists()

@@ -204,3 +204,84 @@ def test_disk_full_leaves_the_original_intact_and_says_so(tmp_path, home):
     assert f"The original {mnt / 'f.txt'} is unchanged" in proc.stdout and "df -h" in proc.stdout
     assert "AFTER: original" in proc.stdout
     assert ".abhed-tmp-" not in proc.stdout  # the temporary file was removed
+
+
+@pytest.mark.parametrize("content, lines", [("a\nb", 2), ("a\nb\n", 2), ("", 0), ("\n", 1), ("a", 1)])
+def test_the_line_count_counts_a_last_line_without_newline(tools, ws, content, lines):
+    out = tools.ok("write", path=str(ws / "n.txt"), content=content)
+    assert out.startswith(f"Created {ws / 'n.txt'}: wrote {len(content)} bytes, {lines} lines.")
+
+
+def test_a_file_deeper_up_the_path_is_named(make_tools, ws):
+    (ws / "file").write_text("x")
+    err = make_tools(create_parents=True).err("write", path=str(ws / "file" / "a" / "f.txt"), content="x")
+    assert err.startswith(f"Cannot create {ws / 'file' / 'a' / 'f.txt'}: {ws / 'file'} is a file, not a directory.")
+    assert (ws / "file").read_text() == "x"
+
+
+def test_overwriting_crlf_with_lf_says_so(tools, ws):
+    path = ws / "dos.txt"
+    path.write_bytes(b"a\r\nb\r\n")
+    tools.ok("read", path=str(path))
+    out = tools.ok("write", path=str(path), content="a\nb\n")
+    assert "Note: the file used CRLF (\\r\\n) line endings; the new content uses LF (\\n)." in out
+    path.write_bytes(b"a\r\nb\r\n")
+    tools.ok("read", path=str(path))
+    assert "CRLF" not in tools.ok("write", path=str(path), content="a\r\nc\r\n")
+
+
+def test_losing_the_race_at_the_rename_is_the_changed_since_read_error(tools, ws):
+    """The hash re-check right before the rename (another writer came in between) answers like a stale read."""
+    from abhed.errors import ToolError
+    from abhed.tools.write import replace
+    path = ws / "f.txt"
+    path.write_text("theirs\n")
+    tools.ok("read", path=str(path))
+    record = tools.session.last_read(path)
+    dirfd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(ToolError) as err:
+            replace(dirfd, path, b"mine\n", mode=0o644, owner=None, expect="0" * 64, record=record, tool="write",
+                    action="writing")
+    finally:
+        os.close(dirfd)
+    assert err.value.message.startswith(f"{path} changed on disk since you read it (read at {record.at:%H:%M:%S} UTC)")
+    assert "Nothing was written. Read it again, then retry." in err.value.message
+    assert path.read_text() == "theirs\n"
+
+
+def test_invalid_arguments_show_a_valid_write(tools, ws):
+    err = tools.err("write", path=str(ws / "f.txt"))
+    assert "`content` is required" in err
+    assert f'e.g. {{"path": "{ws}/notes.txt", "content": "first line\\nsecond line\\n"}}' in err
+
+
+def test_unchanged_content_reports_zero_bytes_written(tools, ws):
+    path = ws / "f.txt"
+    path.write_text("same\n")
+    tools.ok("read", path=str(path))
+    result = tools("write", path=str(path), content="same\n")
+    assert result.metadata["bytes_written"] == 0 and result.metadata["action"] == "unchanged"
+
+
+def test_a_file_over_the_hash_limit_is_judged_by_size_and_mtime(tools, ws, monkeypatch):
+    """Over HASH_LIMIT write keeps no content to hash: size and mtime decide, and the rename goes
+    ahead under the lock (a stand-in limit of 16 bytes keeps the file small)."""
+    from abhed.tools import write as write_tool
+    monkeypatch.setattr(write_tool, "HASH_LIMIT", 16)
+    path = ws / "big.txt"
+    path.write_text("x\n" * 50_000)  # larger than the head write sniffs, too
+    tools.ok("read", path=str(path))
+    out = tools.ok("write", path=str(path), content="small\n")
+    assert out.startswith(f"Overwrote {path}: wrote 6 bytes, 1 lines (was 100000 bytes).")
+    assert path.read_text() == "small\n"
+
+
+def test_a_second_write_needs_no_new_read(tools, ws):
+    """After a write the model knows the file as written: writing again is not "changed since read"."""
+    path = ws / "f.txt"
+    path.write_text("v1\n")
+    tools.ok("read", path=str(path))
+    tools.ok("write", path=str(path), content="v2\n")
+    tools.ok("write", path=str(path), content="v3 longer\n")
+    assert path.read_text() == "v3 longer\n"

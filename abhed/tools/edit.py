@@ -8,12 +8,11 @@ from pathlib import Path
 from pydantic import Field
 
 from abhed import nearest, textfile
-from abhed.atomic import replace_file
-from abhed.errors import ToolError, explain_oserror
-from abhed.session import changed_since
+from abhed.errors import ToolError
+from abhed.session import changed_since, digest
 from abhed.suggest import glob_hint
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, cut_line, ok
-from abhed.tools.write import create, encode, not_read_error
+from abhed.tools.write import create, encode, exists_in, held, not_read_error, refuse_protected, replace
 
 CONTEXT_LINES = 3  # around each changed region in the reply
 REGION_LINES = 40  # a changed region longer than this is shown cut, with a note
@@ -93,12 +92,28 @@ class Edit(Tool):
         if old == new:
             raise ToolError("old_string and new_string are identical, so the edit would change nothing. Put the "
                             "changed text in new_string.", reason="identical")
-        if not os.path.lexists(path):
+        refuse_protected(args.path, path, ctx)
+        try:
+            with held(path, ctx, may_create=old == "") as (dirfd, made):
+                return self._edit(path, args, ctx, dirfd, made)
+        except FileNotFoundError:  # the directory is missing too
+            raise self._missing(path, ctx) from None
+
+    def _missing(self, path: Path, ctx: ToolContext) -> ToolError:
+        return ToolError(f"{textfile.not_found(path, ctx.paths.workspace).message} To create a new file, use "
+                         "write (or edit with an empty old_string).", reason="missing")
+
+    def _edit(self, path: Path, args: EditInput, ctx: ToolContext, dirfd: int, made: list[str]) -> ToolResult:
+        old, new = args.old_string, args.new_string
+        if not exists_in(dirfd, path.name):
             if old == "":
-                return create(path, encode(new, "new_string"), ctx)
-            raise ToolError(f"{textfile.not_found(path, ctx.paths.workspace).message} To create a new file, use "
-                            "write (or edit with an empty old_string).", reason="missing")
-        data, st = textfile.load(path, ctx.paths.workspace, ctx.settings.files.edit_max_bytes, "editing")
+                return create(path, encode(new, "new_string"), ctx, dirfd, made, self.name)
+            raise self._missing(path, ctx)
+        fd, st = textfile.open_entry(dirfd, path.name, path, ctx.paths.workspace, "editing")
+        try:
+            data = textfile.load(fd, st, path, ctx.settings.files.edit_max_bytes, "editing")
+        finally:
+            os.close(fd)
         text = data.decode("utf-8", "surrogateescape")
         if old == "":
             raise ToolError(
@@ -119,18 +134,15 @@ class Edit(Tool):
             raise self._no_match(path, text, old, new)
         if len(positions) > 1 and not args.replace_all:
             raise self._several(path, text, positions)
-        return self._apply(path, text, st, old, new, bool(args.replace_all), changed, ctx)
+        return self._apply(path, text, st, old, new, bool(args.replace_all), changed, ctx, dirfd, digest(data))
 
     def _apply(self, path: Path, text: str, st: os.stat_result, old: str, new: str, replace_all: bool,
-               changed: bool, ctx: ToolContext) -> ToolResult:
+               changed: bool, ctx: ToolContext, dirfd: int, expect: str) -> ToolResult:
         spots = find_all(text, old, len(old)) if replace_all else find_all(text, old, 1)[:1]
         result = text.replace(old, new) if replace_all else text.replace(old, new, 1)
         data = encode(result, "new_string")
-        try:
-            replace_file(path, data, mode=st.st_mode & 0o7777, owner=(st.st_uid, st.st_gid))
-            new_st = path.stat()
-        except OSError as exc:
-            raise explain_oserror(exc, path, "editing", unchanged=True) from None
+        new_st = replace(dirfd, path, data, mode=st.st_mode, owner=(st.st_uid, st.st_gid), expect=expect,
+                         record=ctx.session.last_read(path), tool=self.name, action="editing")
         ctx.session.remember(path, data, new_st.st_size, new_st.st_mtime_ns)
         return ok(self._report(path, result, spots, old, new, changed), path=str(path), action="edited",
                   replacements=len(spots),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from abhed import filewalk
+from abhed import filewalk, textfile
 from abhed.errors import ToolError
 from abhed.globpattern import compile_glob, literal_prefix
 from abhed.suggest import similar_paths
@@ -35,6 +35,14 @@ def search_root(raw: str | None, ctx: ToolContext, tool: str) -> Path:
     maybe = f" Did you mean {' or '.join(map(str, hints))}?" if hints else ""
     raise ToolError(f"Directory not found: {root}.{maybe} Omit path to search the whole workspace "
                     f"{ctx.paths.workspace}.")
+
+
+def walk_checked(root: Path, ctx: ToolContext, keep=None, stamp=None) -> filewalk.Listing:
+    """filewalk.walk through descriptors opened below the allowed root (no symlink followed)."""
+    try:
+        return filewalk.walk(root, ctx.settings.search.exclude, keep, open_root=ctx.paths.open_dir, stamp=stamp)
+    except OSError as exc:
+        raise textfile.open_failed(exc, root, ctx.paths.workspace, "searching") from None
 
 
 def hidden_note(root: Path, hidden_dirs: list[str], hidden_files: int, files_label: str = "file") -> str:
@@ -71,9 +79,9 @@ class Glob(Tool):
     def run(self, args: GlobInput, ctx: ToolContext) -> ToolResult:
         root = search_root(args.path, ctx, self.name)
         regex, expanded = compile_glob(args.pattern, str(root))
-        listing = filewalk.walk(root, ctx.settings.search.exclude)
+        listing = walk_checked(root, ctx, stamp=regex.fullmatch)
         cut = len(str(root)) + 1
-        found = [p for p in listing.files if regex.fullmatch(p[cut:])]
+        found = [p for p in listing.files if p in listing.mtimes]
         hidden_matches = sum(1 for p in listing.hidden_files if regex.fullmatch(p[cut:]))
         holding = [d for d in listing.hidden_dirs if any(could_hold(d[cut:], p) for p in expanded)]
         note = hidden_note(root, holding, hidden_matches, "matching file")
@@ -81,7 +89,7 @@ class Glob(Tool):
             return ok("\n".join(filter(None, [f"[no files matched: {args.pattern}]",
                                               self._deeper_hint(args.pattern, listing.files, cut, root), note])),
                       matches=0, path=str(root))
-        newest = sorted(((self._mtime(p), p) for p in found), key=lambda item: (-item[0], item[1]))
+        newest = sorted(((listing.mtimes[p], p) for p in found), key=lambda item: (-item[0], item[1]))
         lines = [p for _, p in newest[:MAX_RESULTS]]
         if len(newest) > MAX_RESULTS:
             lines.append(f"[truncated: showing {MAX_RESULTS} of {len(newest)} files, newest first. Narrow the "
@@ -92,13 +100,6 @@ class Glob(Tool):
             lines.append(f"[{len(listing.unreadable)} directories could not be read (permission denied), e.g. "
                          f"{listing.unreadable[0]}]")
         return ok("\n".join(lines), matches=len(newest), path=str(root))
-
-    @staticmethod
-    def _mtime(path: str) -> int:
-        try:
-            return os.stat(path, follow_symlinks=False).st_mtime_ns
-        except OSError:
-            return 0  # vanished since the walk: sorts last, still listed as found
 
     @staticmethod
     def _deeper_hint(pattern: str, files: list[str], cut: int, root: Path) -> str:

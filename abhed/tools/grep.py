@@ -13,10 +13,11 @@ from pydantic import Field
 
 from abhed import filewalk, ripgrep
 from abhed.errors import ToolError
+from abhed.textfile import human_size
 from abhed.globpattern import GlobError, expand_braces
-from abhed.grepsearch import FileHits, Query, python_search
+from abhed.grepsearch import FileHits, Query, check_regular, python_search
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, cut_line, more_items, ok
-from abhed.tools.glob import hidden_note, search_root
+from abhed.tools.glob import hidden_note, search_root, walk_checked
 
 MAX_MATCHES = 100  # content mode: matching lines shown in all (spec §6)
 MAX_FILE_LINES = 50  # content mode: lines shown per file, context included (spec §6)
@@ -76,7 +77,7 @@ class Grep(Tool):
             query.matcher()
         except fallback_grep.error as exc:
             raise ToolError(str(exc), pattern=args.pattern) from None
-        root, files, notes = self._files(args, ctx)
+        root, files, notes, skipped = self._files(args, ctx)
         backend, search = self._searcher(ctx, root if root.is_dir() else root.parent)
         # Content mode first learns which files match (cheap), then fetches lines from as few as it needs.
         first = query if mode != "content" else replace(query, mode="files_with_matches")
@@ -85,8 +86,7 @@ class Grep(Tool):
         notes += self._problem_notes(hits)
         facts = {"backend": backend, "files_searched": len(files), "files_matched": len(found), "mode": mode}
         if not found:
-            head = f"[no matches for {args.pattern} in {root}" + (f" (glob {args.glob})" if args.glob else "") + "]"
-            return ok("\n".join([head, *notes]), **facts)
+            return ok("\n".join([self._nothing(args, root, files, hits, skipped), *notes]), **facts)
         if mode == "files_with_matches":
             body = [h.path for h in found[:MAX_FILES]]
             body += [self._cut_note(len(found), "files")] if len(found) > MAX_FILES else []
@@ -100,23 +100,25 @@ class Grep(Tool):
 
     # -- which files ---------------------------------------------------------------------------
 
-    def _files(self, args: GrepInput, ctx: ToolContext) -> tuple[Path, list[str], list[str]]:
+    def _files(self, args: GrepInput, ctx: ToolContext) -> tuple[Path, list[str], list[str], int]:
+        """The search root, the files to search, notes, and how many files were left out for size."""
         root = ctx.resolve(args.path) if args.path else ctx.paths.workspace
         if root.is_file():
             keep = glob_filter(args.glob, root.parent)
             files = [str(root)] if keep is None or keep(str(root)) else []
-            return root, self._small_enough(files, ctx, notes := []), notes
+            kept = self._small_enough(files, ctx, notes := [])
+            return root, kept, notes, len(files) - len(kept)
         root = search_root(args.path, ctx, self.name)
         keep = glob_filter(args.glob, root)
         prefix = str(root) + "/"
-        listing = filewalk.walk(root, ctx.settings.search.exclude, keep and (lambda rel: keep(prefix + rel)))
+        listing = walk_checked(root, ctx, keep and (lambda rel: keep(prefix + rel)))
         notes: list[str] = []
         files = self._small_enough(listing.files, ctx, notes)
         hidden = hidden_note(root, listing.hidden_dirs, len(listing.hidden_files))
         notes += [hidden] if hidden else []
         if listing.unreadable:
             notes.append(f"[{len(listing.unreadable)} directories could not be read, e.g. {listing.unreadable[0]}]")
-        return root, files, notes
+        return root, files, notes, len(listing.files) - len(files)
 
     @staticmethod
     def _small_enough(files: list[str], ctx: ToolContext, notes: list[str]) -> list[str]:
@@ -124,13 +126,16 @@ class Grep(Tool):
         kept, big = [], []
         for path in files:
             try:
-                (big if os.stat(path).st_size > limit else kept).append(path)
+                size = os.stat(path).st_size
+                big.append((path, size)) if size > limit else kept.append(path)
             except OSError:
                 kept.append(path)  # the backend reports why it cannot be read
         if big:
-            shown = ", ".join(sorted(big)[:SHOWN_EXAMPLES])
-            notes.append(f"[{len(big)} file(s) over {limit // (1024 * 1024)} MiB not searched: {shown}"
-                         f"{more_items(SHOWN_EXAMPLES, len(big), 'files')}. Search them with bash (rg or grep).]")
+            shown = ", ".join(f"{p} ({human_size(size)})" for p, size in sorted(big)[:SHOWN_EXAMPLES])
+            notes.append(f"[{len(big)} file(s) NOT searched, over grep's limit of {human_size(limit)} per file "
+                         f"(search.max_file_bytes): {shown}{more_items(SHOWN_EXAMPLES, len(big), 'files')}. Search "
+                         "them with bash, showing only the head of long lines: rg -n --max-columns 300 "
+                         "--max-columns-preview 'PATTERN' FILE (or grep -c 'PATTERN' FILE to count).]")
         return kept
 
     @staticmethod
@@ -143,11 +148,25 @@ class Grep(Tool):
             raise ToolError("The operator requires the rg backend (search.backend = \"rg\"), but no rg executable "
                             "was found beside Abhed or on PATH. Ask the operator to install it or set the backend "
                             "to \"auto\".")
+        def opener(path: str) -> int:
+            return check_regular(ctx.paths.open(Path(path), os.O_RDONLY | os.O_NONBLOCK))
         if rg is None:
-            return "fallback_grep", python_search
-        return "rg", lambda files, query: ripgrep.rg_search(rg, str(cwd), files, query)
+            return "fallback_grep", lambda files, query: python_search(files, query, opener)
+        return "rg", lambda files, query: ripgrep.rg_search(rg, str(cwd), files, query, opener)
 
     # -- what to show --------------------------------------------------------------------------
+
+    @staticmethod
+    def _nothing(args: GrepInput, root: Path, files: list[str], hits: list[FileHits], skipped: int) -> str:
+        """The head of an answer without matches: never a plain "no matches" when files went unsearched."""
+        where = f"{root}" + (f" (glob {args.glob})" if args.glob else "")
+        unread = sum(1 for h in hits if h.error)
+        if root.is_file() and skipped:
+            return f"[{root} was NOT searched (see below): this is not a \"no match\", no line of it was looked at.]"
+        if unread or skipped:
+            return (f"[no matches for {args.pattern} in the {len(files) - unread} file(s) searched in {where}; some "
+                    "files were NOT searched (see below)]")
+        return f"[no matches for {args.pattern} in {where}]"
 
     @staticmethod
     def _cut_note(total: int, what: str) -> str:

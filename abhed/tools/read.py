@@ -132,11 +132,10 @@ class Read(Tool):
 
     def run(self, args: ReadInput, ctx: ToolContext) -> ToolResult:
         path = ctx.resolve(args.path)
-        textfile.stat_existing(path, ctx.paths.workspace, "reading")
+        fd, st = textfile.open_existing(ctx.paths, path, "reading")
         offset, limit = args.offset or 1, args.limit or DEFAULT_LIMIT
         try:
-            with open(path, "rb") as handle:
-                st = os.fstat(handle.fileno())
+            with open(fd, "rb") as handle:
                 kind = textfile.sniff_file(handle)
                 if kind.family != "text":
                     raise textfile.refuse_non_text(path, kind, st.st_size)

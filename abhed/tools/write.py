@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import Field
 
-from abhed import textfile
-from abhed.atomic import replace_file
+from abhed import beneath, filelock, protected, textfile
+from abhed.atomic import Conflict, replace_at
 from abhed.errors import ToolError, explain_oserror
 from abhed.filetype import SNIFF_BYTES, sniff
-from abhed.session import HASH_LIMIT, changed_since
+from abhed.session import HASH_LIMIT, ReadRecord, changed_since, digest
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, ok
 
 
@@ -43,35 +45,108 @@ def not_read_error(path: Path, tool: str) -> ToolError:
     )
 
 
-def ensure_parent(path: Path, ctx: ToolContext) -> list[str]:
-    """Make sure the directory for a new file exists; return the directories created."""
-    parent = path.parent
-    if parent.is_dir():
-        return []
-    blocker = next((p for p in [parent, *parent.parents] if p.exists() and not p.is_dir()), None)
-    if blocker is not None:
-        raise ToolError(f"Cannot create {path}: {blocker} is a file, not a directory. Choose another path.")
+def _missing_dirs(path: Path) -> tuple[list[Path], Path]:
+    """The missing ancestors of `path` (shallowest first) and the deepest existing one."""
+    missing, existing = [], path.parent
+    while not os.path.lexists(existing):
+        missing.append(existing)
+        existing = existing.parent
+    return missing[::-1], existing
+
+
+def open_parent(path: Path, ctx: ToolContext, *, may_create: bool) -> tuple[int, list[str]]:
+    """A descriptor of the directory that holds `path`, opened below its root through no symlink,
+    and the directories created to get it (only when `may_create`: a new file is being written).
+
+    Raises FileNotFoundError when the directory is missing and may not be created.
+    """
+    try:
+        return ctx.paths.open_dir(path.parent), []
+    except FileNotFoundError:
+        if not may_create:
+            raise
+    except NotADirectoryError:
+        blocker = next((p for p in path.parents if os.path.lexists(p) and not os.path.isdir(p)), path.parent)
+        raise ToolError(f"Cannot create {path}: {blocker} is a file, not a directory. Choose another path.") from None
+    except OSError as exc:
+        raise textfile.open_failed(exc, path.parent, ctx.paths.workspace, "writing") from None
+    missing, existing = _missing_dirs(path)
     if not ctx.settings.files.create_parents:
         raise ToolError(
-            f"The parent directory {parent} does not exist, and creating directories is disabled by the operator "
-            f"(files.create_parents = false). Create it first with bash (mkdir -p {parent}), or write into an "
+            f"The parent directory {path.parent} does not exist, and creating directories is disabled by the operator "
+            f"(files.create_parents = false). Create it first with bash (mkdir -p {path.parent}), or write into an "
             "existing directory.",
             reason="parent_missing",
         )
-    missing = [p for p in [parent, *parent.parents] if not p.exists()][::-1]
-    for directory in missing:
-        ctx.resolve(str(directory))  # each new directory must itself be inside the roots
-        os.mkdir(directory, 0o755)
-    return [str(d) for d in missing]
-
-
-def create(path: Path, data: bytes, ctx: ToolContext) -> ToolResult:
     try:
-        made = ensure_parent(path, ctx)
-        replace_file(path, data, mode=ctx.settings.files.new_file_mode)
-        st = path.stat()
+        fd = ctx.paths.open_dir(existing)
     except OSError as exc:
-        raise explain_oserror(exc, path, "creating") from None
+        raise textfile.open_failed(exc, existing, ctx.paths.workspace, "creating") from None
+    try:
+        for directory in missing:
+            try:
+                os.mkdir(directory.name, 0o755, dir_fd=fd)
+            except FileExistsError:
+                pass  # made meanwhile by someone else: opened below like any directory
+            below = beneath.open_entry(fd, directory.name, os.O_RDONLY | os.O_DIRECTORY)
+            os.close(fd)
+            fd = below
+    except OSError as exc:
+        os.close(fd)
+        raise textfile.open_failed(exc, path, ctx.paths.workspace, "creating") from None
+    return fd, [str(d) for d in missing]
+
+
+@contextmanager
+def held(path: Path, ctx: ToolContext, *, may_create: bool) -> Iterator[tuple[int, list[str]]]:
+    """The parent directory's descriptor (see `open_parent`), with `path`'s cross-process write
+    lock held: no other Abhed process changes this file until the block ends."""
+    dirfd, made = open_parent(path, ctx, may_create=may_create)
+    try:
+        with filelock.locked(ctx.settings.home, dirfd, path.name):
+            yield dirfd, made
+    finally:
+        os.close(dirfd)
+
+
+def exists_in(dirfd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def refuse_protected(raw: str, path: Path, ctx: ToolContext) -> None:
+    why = protected.through_link(raw, path, ctx.cwd)
+    if why:
+        raise ToolError(why, reason="protected")
+
+
+def changed_error(path: Path, record: ReadRecord | None, tool: str) -> ToolError:
+    when = f" (read at {record.at:%H:%M:%S} UTC)" if record is not None else ""
+    return ToolError(
+        f"{path} changed on disk since you read it{when}: another process wrote it while this {tool} was being "
+        f"prepared, and {tool} would discard that change. Nothing was written. Read it again, then retry.",
+        reason="changed")
+
+
+def replace(dirfd: int, path: Path, data: bytes, *, mode: int, owner: tuple[int, int] | None, expect: str | None | bool,
+            record: ReadRecord | None, tool: str, action: str) -> os.stat_result:
+    """Write through the directory descriptor; a lost race becomes the "changed since you read it" error."""
+    try:
+        replace_at(dirfd, path.name, data, mode=mode, owner=owner, expect=expect)
+        return os.stat(path.name, dir_fd=dirfd, follow_symlinks=False)
+    except Conflict:
+        raise changed_error(path, record, tool) from None
+    except OSError as exc:
+        raise explain_oserror(exc, path, action, unchanged=action != "creating") from None
+
+
+def create(path: Path, data: bytes, ctx: ToolContext, dirfd: int, made: list[str], tool: str) -> ToolResult:
+    """Create `path` (absent: checked under the lock), in the directory `dirfd`."""
+    st = replace(dirfd, path, data, mode=ctx.settings.files.new_file_mode, owner=None, expect=None, record=None,
+                 tool=tool, action="creating")
     ctx.session.remember(path, data if len(data) <= HASH_LIMIT else None, st.st_size, st.st_mtime_ns)
     dirs = f" Created the directories {', '.join(made)}." if made else ""
     return ok(f"Created {path}: wrote {len(data)} bytes, {count_lines(data)} lines.{dirs}", path=str(path),
@@ -88,16 +163,18 @@ class Write(Tool):
 
     def run(self, args: WriteInput, ctx: ToolContext) -> ToolResult:
         path = ctx.resolve(args.path)
+        refuse_protected(args.path, path, ctx)
         data = encode(args.content, "content")
-        if not os.path.lexists(path):
-            return create(path, data, ctx)
-        return self._overwrite(path, data, ctx)
+        with held(path, ctx, may_create=True) as (dirfd, made):
+            if not exists_in(dirfd, path.name):
+                return create(path, data, ctx, dirfd, made, self.name)
+            return self._overwrite(path, data, ctx, dirfd)
 
-    def _overwrite(self, path: Path, data: bytes, ctx: ToolContext) -> ToolResult:
-        st = textfile.stat_existing(path, ctx.paths.workspace, "writing")
+    def _overwrite(self, path: Path, data: bytes, ctx: ToolContext, dirfd: int) -> ToolResult:
+        fd, st = textfile.open_entry(dirfd, path.name, path, ctx.paths.workspace, "writing")
         record = ctx.session.last_read(path)
         try:
-            with open(path, "rb") as handle:
+            with open(fd, "rb") as handle:
                 old = handle.read() if st.st_size <= HASH_LIMIT else handle.read(SNIFF_BYTES)
         except OSError as exc:
             raise explain_oserror(exc, path, "writing") from None
@@ -123,11 +200,10 @@ class Write(Tool):
         if whole == data:
             return ok(f"Unchanged: {path} already has exactly this content ({len(data)} bytes); nothing was written.",
                       path=str(path), action="unchanged", bytes_written=0)
-        try:
-            replace_file(path, data, mode=st.st_mode & 0o7777, owner=(st.st_uid, st.st_gid))
-            new_st = path.stat()
-        except OSError as exc:
-            raise explain_oserror(exc, path, "writing", unchanged=True) from None
+        # Over HASH_LIMIT there is no hash to re-check: the lock (and the size/mtime check) must do.
+        expect = digest(whole) if whole is not None else False
+        new_st = replace(dirfd, path, data, mode=st.st_mode, owner=(st.st_uid, st.st_gid), expect=expect,
+                         record=record, tool=self.name, action="writing")
         ctx.session.remember(path, data if len(data) <= HASH_LIMIT else None, new_st.st_size, new_st.st_mtime_ns)
         text = f"Overwrote {path}: wrote {len(data)} bytes, {count_lines(data)} lines (was {st.st_size} bytes)."
         return ok(" ".join([text, *notes]), path=str(path), action="overwritten", bytes_written=len(data),
