@@ -93,32 +93,8 @@ echo "building with Nuitka $("$python" -m nuitka --version 2>/dev/null | head -n
     --python-flag=-m \
     abhed
 
-# verify BINARY: its bwrap and rg must run where it unpacks them. Nuitka rewrote their rpath (and
-# libcap's) with patchelf, and a patchelf that corrupts them still "succeeds": bwrap then dies at
-# load (SIGSEGV), and every sandboxed bash call of that binary would be refused. So the build fails
-# here instead, and dist/ keeps no broken binary.
-verify() {
-    local binary=$1 cache=$PWD/build/verify-cache output status tool
-    rm -rf "$cache"
-    output=$(env -i PATH=/usr/bin:/bin HOME="$cache" XDG_CACHE_HOME="$cache" "$binary" --version 2>&1) || {
-        echo "build.sh: the built binary $binary does not start (exit $?): $output" >&2
-        return 1
-    }
-    for tool in bwrap rg; do
-        status=0
-        output=$(env -i PATH=/usr/bin:/bin "$cache/abhed/$version/$tool" --version 2>&1) || status=$?
-        if [ "$status" != 0 ]; then
-            echo "build.sh: the built binary is broken: its $tool does not run from the folder it unpacks" \
-                 "into ($cache/abhed/$version/$tool --version: exit $status; $output)." \
-                 "Nuitka rewrote it with $(command -v patchelf) ($(patchelf --version 2>&1)); the pinned one is" \
-                 "pyproject's build extra (scripts/setup-build installs it; docs/binary.md says why that version)." \
-                 "$binary was not copied to $dist/; the unpacked files are left in $cache to inspect." >&2
-            return 1
-        fi
-        echo "  $tool inside the binary runs: ${output%%$'\n'*}"
-    done
-    rm -rf "$cache"
-}
-verify build/nuitka/abhed
+# Its bwrap and rg must run from the folder it unpacks into (patchelf rewrote them): else the
+# build fails here and dist/ keeps no broken binary.
+scripts/verify-binary build/nuitka/abhed "$version"
 mv -f build/nuitka/abhed "$dist/abhed"
 echo "built $dist/abhed (Nuitka, abhed $version, $(du -m "$dist/abhed" | cut -f1) MB) in $((SECONDS / 60)) min $((SECONDS % 60)) s"
