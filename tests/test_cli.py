@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 from abhed import __version__
 from abhed.tools import TOOLS
@@ -13,8 +15,9 @@ from abhed_testing import abhed
 
 def test_version_from_the_module_and_the_console_script():
     assert __version__ in abhed("--version").stdout
-    script = shutil.which("abhed")
-    if script:  # installed by scripts/setup into the venv that runs the tests
+    # Beside the venv's python, where scripts/setup installs it: the caller's PATH need not hold it.
+    script = shutil.which("abhed", path=str(Path(sys.executable).parent))
+    if script:
         assert __version__ in subprocess.run([script, "--version"], capture_output=True, text=True).stdout
 
 
