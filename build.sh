@@ -53,6 +53,8 @@ fi
 
 # ccache: Nuitka uses it when it is on PATH.
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+# Paths under the checkout are hashed relative to it, so a fresh clone elsewhere (CI) hits the cache.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 # Unpacked once per version into the user's cache dir and reused, so start-up does not unpack
 # every time. {VERSION} is the product version: a new release never reuses an old unpack.
 spec='{CACHE_DIR}/abhed/{VERSION}'
@@ -62,6 +64,9 @@ spec='{CACHE_DIR}/abhed/{VERSION}'
 # zstd decoding) and attrs (rich.pretty). Each is imported inside try/except, so the binary behaves
 # as a plain `pip install abhed` does -- provided a left-out module raises ModuleNotFoundError as a
 # missing one would (pathspec catches only that), hence --no-deployment-flag=excluded-module-usage.
+# Also left out: the XML parsers, which nothing in Abhed imports (only platform.mac_ver's plistlib
+# reaches them); they would bring the system's libexpat, whose Debian 12 build needs glibc 2.36
+# (arc4random_buf) and so would raise the binary's glibc floor above 2.35.
 echo "building with Nuitka $("$python" -m nuitka --version 2>/dev/null | head -n 1) and $(patchelf --version) ($(command -v patchelf))"
 "$python" -m nuitka \
     --onefile \
@@ -82,6 +87,9 @@ echo "building with Nuitka $("$python" -m nuitka --version 2>/dev/null | head -n
     --nofollow-import-to=re2 \
     --nofollow-import-to=zstandard \
     --nofollow-import-to=attr \
+    --nofollow-import-to=xml \
+    --nofollow-import-to=plistlib \
+    --nofollow-import-to=xmlrpc \
     --no-deployment-flag=excluded-module-usage \
     --noinclude-pytest-mode=nofollow \
     --noinclude-setuptools-mode=nofollow \
