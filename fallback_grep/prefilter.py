@@ -390,8 +390,6 @@ def class_needle(tree, min_len=3):
             run = list(sets) if sets else []
             continue
         run.extend(sets)
-    while best and not _compatible(best):
-        best = best[:-1]
     return ClassNeedle(best) if len(best) >= min_len else None
 
 

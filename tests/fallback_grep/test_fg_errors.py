@@ -55,6 +55,8 @@ UNSUPPORTED = [
 
 INVALID = [
     ("(abc", "missing )", 0, "`)`"),
+    ("ab(c", "missing )", 2, "`)`"),          # the caret is under the group left open,
+    ("a(b(c)d", "missing )", 1, "`)`"),       # not under the start of the pattern
     ("abc)", "unexpected )", 3, "\\)"),
     ("[abc", "missing ]", 0, "`]`"),
     ("[z-a]", "class range", 1, "low-high"),
@@ -185,3 +187,18 @@ def test_error_is_a_value_error_with_attributes():
     e = fg.error("what", "pat", 1, "construct", "hint")
     assert isinstance(e, ValueError) and e.pattern == "pat" and e.pos == 1
     assert e.construct == "construct" and pyre.search("fix: hint", str(e))
+
+
+def test_an_unclosed_named_backreference_is_shown_whole():
+    # \k<name without its `>`: the message still quotes what was written, up to the end.
+    with pytest.raises(fg.error) as info:
+        fg.compile("a\\k<name")
+    assert info.value.construct == "backreference"
+    assert "`\\k<name` is not supported" in str(info.value), str(info.value)
+
+
+def test_perl_classes_do_not_fold_without_the_i_flag():
+    # \w is ASCII; only (?i) adds the fold variants of its letters (\u017f for s, \u212a for k).
+    assert fg.compile("\\w").search("\u017f") is None
+    assert fg.compile("\\w").search("\u212a") is None
+    assert fg.compile("(?i)\\w").search("\u017f")
