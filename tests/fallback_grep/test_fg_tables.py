@@ -237,3 +237,9 @@ def test_a_unit_is_at_most_four_code_points_even_when_its_only_ascii_member_fold
 ])
 def test_the_line_regex_bounds_leading_and_trailing_runs(pattern, source):
     assert prefilter.line_regex(fg_parser.parse(pattern).tree).pattern == source
+
+
+def test_a_finite_pattern_gets_no_line_regex_even_with_a_zero_count_repeat():
+    # x{0} is a repeat with max 0, not an unbounded one: the exact prefilter covers the pattern.
+    assert prefilter.line_regex(fg_parser.parse("ax{0}b").tree) is None
+    assert prefilter.line_regex(fg_parser.parse("ax{0}b\\d+").tree) is not None
