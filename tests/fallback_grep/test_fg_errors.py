@@ -66,6 +66,7 @@ INVALID = [
     ("a{2}{3}", "bad repetition", 1, "group"),
     ("a{1001}", "repeat size", 1, "at most 1000"),
     ("a{2,1}", "repeat size", 1, "min <= max"),
+    ("a{1,0}", "repeat size", 1, "min <= max"),      # a maximum of 0 is still a maximum
     ("(a{500}){3}", "repeat size", 8, "reduce the counts"),
     ("((a{10}){10}){11}", "repeat size", 13, "reduce the counts"),
     ("\\8", "backreference", 0, "literally"),
@@ -202,3 +203,8 @@ def test_perl_classes_do_not_fold_without_the_i_flag():
     assert fg.compile("\\w").search("\u017f") is None
     assert fg.compile("\\w").search("\u212a") is None
     assert fg.compile("(?i)\\w").search("\u017f")
+
+
+def test_the_tab_escape_is_a_tab():
+    assert fg.compile("\\t").search("a\tb").span() == (1, 2)
+    assert fg.compile("\\t").search("a\nb") is None

@@ -243,3 +243,13 @@ def test_a_finite_pattern_gets_no_line_regex_even_with_a_zero_count_repeat():
     # x{0} is a repeat with max 0, not an unbounded one: the exact prefilter covers the pattern.
     assert prefilter.line_regex(fg_parser.parse("ax{0}b").tree) is None
     assert prefilter.line_regex(fg_parser.parse("ax{0}b\\d+").tree) is not None
+
+
+def test_a_finite_translation_adds_the_lengths_of_a_concatenation():
+    head, tail = fg_parser.parse("(?:ab|cd)").tree, fg_parser.parse("xyz").tree
+    both = prefilter.finite(fg_parser.parse("(?:ab|cd)xyz").tree, False)
+    assert both.length == prefilter.finite(head, False).length + prefilter.finite(tail, False).length
+
+
+def test_the_needles_of_an_alternation_are_listed_once_each():
+    assert prefilter.needles_for(fg_parser.parse("(?:foo|bar)|(?:baz|foo)").tree).literals == (b"foo", b"bar", b"baz")
