@@ -208,3 +208,17 @@ def test_perl_classes_do_not_fold_without_the_i_flag():
 def test_the_tab_escape_is_a_tab():
     assert fg.compile("\\t").search("a\tb").span() == (1, 2)
     assert fg.compile("\\t").search("a\nb") is None
+
+
+@pytest.mark.parametrize("depth", [999, 1000])
+def test_deeply_nested_groups_compile_and_match(depth):
+    # The prefilter planners recursed once per level and raised RecursionError at 999 levels.
+    m = fg.compile("(" * depth + "a" + ")" * depth).search("xa")
+    assert m.span() == (1, 2) and len(m.groups()) == depth
+
+
+def test_groups_nested_past_the_limit_are_rejected_with_the_limit():
+    with pytest.raises(fg.error) as info:
+        fg.compile("(" * 1001 + "a" + ")" * 1001)
+    assert info.value.construct == "nesting" and info.value.pos == 1000
+    assert "1000" in str(info.value) and "simplify the pattern" in str(info.value)
