@@ -25,6 +25,7 @@ import re
 
 from . import syntax as sx
 from . import utf8
+from .prog import _deep_recursion, _depth
 
 MAX_PATHS = 2000        # alternatives a finite translation may contain
 MAX_LENGTH = 1000       # longest byte length of a finite translation
@@ -390,8 +391,6 @@ def class_needle(tree, min_len=3):
             run = list(sets) if sets else []
             continue
         run.extend(sets)
-    while best and not _compatible(best):
-        best = best[:-1]
     return ClassNeedle(best) if len(best) >= min_len else None
 
 
@@ -601,6 +600,13 @@ def needs_non_ascii(node):
 def build(tree, exact_ok=False):
     """Prefilter for a tree. exact_ok: the tree is in grep line mode (anchors are BOL/EOL and no
     class contains \\n), so a finite translation can stand in for the whole matcher."""
+    # The planners recurse once per nesting level, like the compiler: 999 nested groups (legal
+    # in RE2) would otherwise exhaust Python's recursion limit.
+    with _deep_recursion(_depth(tree)):
+        return _build(tree, exact_ok)
+
+
+def _build(tree, exact_ok):
     needles = needles_for(tree)
     pf = None
     if exact_ok:

@@ -55,6 +55,8 @@ UNSUPPORTED = [
 
 INVALID = [
     ("(abc", "missing )", 0, "`)`"),
+    ("ab(c", "missing )", 2, "`)`"),          # the caret is under the group left open,
+    ("a(b(c)d", "missing )", 1, "`)`"),       # not under the start of the pattern
     ("abc)", "unexpected )", 3, "\\)"),
     ("[abc", "missing ]", 0, "`]`"),
     ("[z-a]", "class range", 1, "low-high"),
@@ -64,6 +66,7 @@ INVALID = [
     ("a{2}{3}", "bad repetition", 1, "group"),
     ("a{1001}", "repeat size", 1, "at most 1000"),
     ("a{2,1}", "repeat size", 1, "min <= max"),
+    ("a{1,0}", "repeat size", 1, "min <= max"),      # a maximum of 0 is still a maximum
     ("(a{500}){3}", "repeat size", 8, "reduce the counts"),
     ("((a{10}){10}){11}", "repeat size", 13, "reduce the counts"),
     ("\\8", "backreference", 0, "literally"),
@@ -185,3 +188,37 @@ def test_error_is_a_value_error_with_attributes():
     e = fg.error("what", "pat", 1, "construct", "hint")
     assert isinstance(e, ValueError) and e.pattern == "pat" and e.pos == 1
     assert e.construct == "construct" and pyre.search("fix: hint", str(e))
+
+
+def test_an_unclosed_named_backreference_is_shown_whole():
+    # \k<name without its `>`: the message still quotes what was written, up to the end.
+    with pytest.raises(fg.error) as info:
+        fg.compile("a\\k<name")
+    assert info.value.construct == "backreference"
+    assert "`\\k<name` is not supported" in str(info.value), str(info.value)
+
+
+def test_perl_classes_do_not_fold_without_the_i_flag():
+    # \w is ASCII; only (?i) adds the fold variants of its letters (\u017f for s, \u212a for k).
+    assert fg.compile("\\w").search("\u017f") is None
+    assert fg.compile("\\w").search("\u212a") is None
+    assert fg.compile("(?i)\\w").search("\u017f")
+
+
+def test_the_tab_escape_is_a_tab():
+    assert fg.compile("\\t").search("a\tb").span() == (1, 2)
+    assert fg.compile("\\t").search("a\nb") is None
+
+
+@pytest.mark.parametrize("depth", [999, 1000])
+def test_deeply_nested_groups_compile_and_match(depth):
+    # The prefilter planners recursed once per level and raised RecursionError at 999 levels.
+    m = fg.compile("(" * depth + "a" + ")" * depth).search("xa")
+    assert m.span() == (1, 2) and len(m.groups()) == depth
+
+
+def test_groups_nested_past_the_limit_are_rejected_with_the_limit():
+    with pytest.raises(fg.error) as info:
+        fg.compile("(" * 1001 + "a" + ")" * 1001)
+    assert info.value.construct == "nesting" and info.value.pos == 1000
+    assert "1000" in str(info.value) and "simplify the pattern" in str(info.value)

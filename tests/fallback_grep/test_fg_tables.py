@@ -214,3 +214,43 @@ def test_the_scanner_lowers_ascii_texts_and_searches_texts_with_a_fold_variant()
     assert prefilter.Scanner(built, "x \u017fTRASSE y".encode()).mode != "folded"
     assert prefilter.Scanner(prefilter.build(fg_parser.parse("foobar").tree), b"a foobar").mode == "literals"
     assert prefilter.Scanner(prefilter.build(fg_parser.parse("\\d+é").tree), b"ascii only").mode == "reject"
+
+
+def test_a_finite_translation_multiplies_the_paths_of_a_concatenation():
+    # Ten two-way alternations make 1024 alternatives, eleven make 2048: past MAX_PATHS, no translation.
+    ten = prefilter.finite(fg_parser.parse("(?:ab|cd)" * 10).tree, False)
+    assert ten is not None and ten.paths == 1024
+    assert prefilter.finite(fg_parser.parse("(?:ab|cd)" * 11).tree, False) is None
+
+
+def test_a_unit_is_at_most_four_code_points_even_when_its_only_ascii_member_folds_to_itself():
+    # [\x7f-\x83] has one ASCII member (DEL, its own case pair) and four non-ASCII ones.
+    assert prefilter._unit(fg_parser.parse("[\\x7f-\\x83]").tree) is None
+    assert prefilter._unit(fg_parser.parse("(?i)k").tree) == ("fold", b"k", ("\u212a".encode(),))
+
+
+@pytest.mark.parametrize("pattern,source", [
+    ("\\d+x", b"(?:[0-9]){1}x"),         # a leading C{m,} becomes C{m}
+    ("\\d+\\w", b"(?:[0-9]){1}[0-9A-Z_a-z]"),  # even when what follows overlaps C
+    ("x\\d+", b"x(?:[0-9]){1}"),         # so does a trailing one
+    ("x\\d+y", b"x(?:[0-9]){1,}y"),      # in the middle it stays unbounded
+])
+def test_the_line_regex_bounds_leading_and_trailing_runs(pattern, source):
+    assert prefilter.line_regex(fg_parser.parse(pattern).tree).pattern == source
+
+
+def test_a_finite_pattern_gets_no_line_regex_even_with_a_zero_count_repeat():
+    # x{0} is a repeat with max 0, not an unbounded one: the exact prefilter covers the pattern.
+    assert prefilter.line_regex(fg_parser.parse("ax{0}b").tree) is None
+    assert prefilter.line_regex(fg_parser.parse("ax{0}b\\d+").tree) is not None
+
+
+def test_a_finite_translation_adds_the_lengths_of_a_concatenation():
+    # Five characters deep (two from the alternation, three literal), each at most one char's length.
+    one = prefilter.finite(fg_parser.parse("x").tree, False).length
+    assert one == 4  # the longest UTF-8 encoding of a character
+    assert prefilter.finite(fg_parser.parse("(?:ab|cd)xyz").tree, False).length == 5 * one
+
+
+def test_the_needles_of_an_alternation_are_listed_once_each():
+    assert prefilter.needles_for(fg_parser.parse("(?:foo|bar)|(?:baz|foo)").tree).literals == (b"foo", b"bar", b"baz")
