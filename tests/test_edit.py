@@ -284,3 +284,16 @@ def test_edit_of_a_file_in_a_missing_directory_creates_nothing(make_tools, ws):
                                               new_string="b")
     assert f"File not found: {ws / 'missing' / 'f.txt'}." in err and "To create a new file, use write" in err
     assert not (ws / "missing").exists()
+
+
+def test_very_many_matches_are_counted_up_to_a_bound_and_replace_all_still_changes_every_one(tools, ws):
+    """The ambiguity scan stops at 10 000 positions (bounded work and output); it says "at least", and
+    replace_all is not bounded by it: every occurrence changes."""
+    path = ws / "many.txt"
+    path.write_text("x\n" * 12_000)
+    tools.ok("read", path=str(path))
+    err = tools.err("edit", path=str(path), old_string="x", new_string="y")
+    assert "old_string matches at least 10000 times" in err and "(at lines 1, 2, 3," in err
+    assert "50 and 9950 more)" in err and path.read_text() == "x\n" * 12_000
+    tools.ok("edit", path=str(path), old_string="x", new_string="y", replace_all=True)
+    assert path.read_text() == "y\n" * 12_000

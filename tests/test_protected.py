@@ -68,7 +68,7 @@ def test_a_git_file_of_a_worktree_cannot_be_rewritten_unattended(ws, home):
     (ws / ".git").write_text("gitdir: /real/repo/.git/worktrees/w\n")
     tools = unattended(ws, home, "auto")
     err = tools.err("write", path=str(ws / ".git"), content="gitdir: /tmp/evil\n")
-    assert "repository marker host git obeys" in err
+    assert "a .git entry in the workspace root is a git repository or a pointer to one" in err
     assert (ws / ".git").read_text() == "gitdir: /real/repo/.git/worktrees/w\n"
 
 
@@ -78,7 +78,7 @@ def test_edit_of_git_config_needs_a_human(repo, home):
     before = (repo / ".git" / "config").read_text()
     err = tools.err("edit", path=str(repo / ".git" / "config"), old_string="[core]",
                     new_string="[core]\n\tfsmonitor = touch /tmp/pwned")
-    assert "needs approval" in err and "protected path .git/config" in err
+    assert "needs approval" in err and "a protected path: .git/config decides what host git runs" in err
     assert (repo / ".git" / "config").read_text() == before
 
 
@@ -94,8 +94,8 @@ def test_a_symlink_into_a_protected_path_is_judged_where_it_leads(repo, home):
     a path that leads into a protected one unless it was named directly (the swap-after-approval race)."""
     (repo / "innocent.txt").symlink_to(repo / ".git" / "config")
     before = (repo / ".git" / "config").read_text()
-    err = Tools(repo, home).err("write", path=str(repo / "innocent.txt"), content="[core]\n\tfsmonitor = x\n")
-    assert f"changes {repo / '.git' / 'config'}, inside the protected path .git/config" in err
+    err = unattended(repo, home, "auto").err("write", path=str(repo / "innocent.txt"), content="[core]\n\tfsmonitor = x\n")
+    assert f"changes {repo / '.git' / 'config'}, a protected path: .git/config decides" in err
     assert "needs approval" in err
     confirmed = Tools(repo, home, gate=Gate(Policy.create("auto", [], [], repo), confirmed=True))
     confirmed.ok("read", path=str(repo / "innocent.txt"))
@@ -113,9 +113,9 @@ def test_a_symlink_outside_the_workspace_pointing_into_a_protected_path_is_resol
     (other / "hooks").symlink_to(repo / ".git" / "hooks")
     tools = Tools(repo, home, roots=[repo, other], gate=Gate(Policy.create("auto", [], [], repo)))
     err = tools.err("write", path=str(other / "hooks" / "post-checkout"), content="#!/bin/sh\ntouch /tmp/p\n")
-    assert "protected path .git/hooks/" in err
+    assert "a protected path: .git/hooks decides" in err
     assert not (repo / ".git" / "hooks" / "post-checkout").exists()
-    assert protected.through_link(str(other / "hooks" / "x"), repo / ".git" / "hooks" / "x", repo) is not None
+    assert protected.through_link(str(other / "hooks" / "x"), repo / ".git" / "hooks" / "x", repo, repo) is not None
 
 
 def test_host_git_runs_nothing_the_session_wrote(repo, home, tmp_path):
@@ -147,15 +147,76 @@ def test_host_git_runs_nothing_the_session_wrote(repo, home, tmp_path):
 
 def test_protection_reasons_name_the_entry(tmp_path):
     (tmp_path / ".git").mkdir()
-    assert "protected path .git/config" in protected.reason(tmp_path / ".git" / "config")
-    assert protected.reason(tmp_path / ".git" / "configs") is None
-    assert protected.reason(tmp_path / ".git" / "HEAD") is None
-    assert protected.reason(tmp_path / "a.git" / "config") is None
-    assert protected.reason(tmp_path / "src" / "config") is None
-    assert protected.reason(tmp_path / "src" / "hooks" / "x") is None
-    assert "protected path .abhed/" in protected.reason(tmp_path / ".abhed")
-    assert "protected path .git/commondir" in protected.reason(tmp_path / "sub" / ".git" / "commondir")
-    assert "creates the repository directory" in protected.reason(tmp_path / "sub" / ".git" / "HEAD")
+    assert ".git/config decides" in protected.reason(tmp_path / ".git" / "config", tmp_path)
+    assert protected.reason(tmp_path / ".git" / "configs", tmp_path) is None
+    assert protected.reason(tmp_path / ".git" / "HEAD", tmp_path) is None
+    assert protected.reason(tmp_path / "a.git" / "config", tmp_path) is None
+    assert protected.reason(tmp_path / "src" / "config", tmp_path) is None
+    assert protected.reason(tmp_path / "src" / "hooks" / "x", tmp_path) is None
+    assert ".abhed/ holds Abhed's own" in protected.reason(tmp_path / ".abhed", tmp_path)
+    assert ".git/commondir decides" in protected.reason(tmp_path / "sub" / ".git" / "commondir", tmp_path)
+    assert "creates the repository directory" in protected.reason(tmp_path / "sub" / ".git" / "HEAD", tmp_path)
     assert protected.confirmation_needed(None, tmp_path) is None
     assert protected.confirmation_needed(str(tmp_path / "x\x00"), tmp_path) is None
     assert protected.confirmation_needed("src/../.git/config", tmp_path) is not None
+
+
+def _operator(ws: Path, home: Path, *entries: str) -> Tools:
+    """A human confirming every call: only the operator's entries stand in the way."""
+    tools = Tools(ws, home)
+    tools.settings.sandbox.protected_paths.extend(entries)
+    return tools
+
+
+def test_operator_entries_are_read_only_for_write_and_edit_too(ws, home):
+    """Bash sees `sandbox.protected_paths` entries read-only; the file tools refuse them outright, even
+    confirmed, and say which entry and what to do. Judged by the files on disk."""
+    (ws / "secrets").mkdir()
+    (ws / "secrets" / "key").write_text("k\n")
+    (ws / "deploy.sh").write_text("echo ok\n")
+    tools = _operator(ws, home, "secrets/", "deploy.sh")
+    tools.ok("read", path=str(ws / "deploy.sh"))
+    tools.ok("read", path=str(ws / "secrets" / "key"))
+    err = tools.err("edit", path=str(ws / "deploy.sh"), old_string="ok", new_string="pwned")
+    assert f"{ws / 'deploy.sh'} is inside deploy.sh, which the operator listed in sandbox.protected_paths" in err
+    assert "It was not changed" in err and "ask the operator to remove 'deploy.sh'" in err
+    err = tools.err("write", path=str(ws / "secrets" / "key"), content="x\n")
+    assert "inside secrets/, which the operator listed" in err
+    err = tools.err("write", path=str(ws / "secrets" / "new" / "file"), content="x\n")
+    assert "inside secrets/" in err
+    assert (ws / "deploy.sh").read_text() == "echo ok\n" and (ws / "secrets" / "key").read_text() == "k\n"
+    assert not (ws / "secrets" / "new").exists()
+    tools.ok("write", path=str(ws / "secrets2.txt"), content="a prefix is not the entry\n")
+    (ws / "sub").mkdir()
+    tools.ok("write", path=str(ws / "sub" / "deploy.sh"), content="another directory's file\n")
+
+
+def test_operator_entries_are_judged_where_a_symlink_leads(ws, home):
+    (ws / "secrets").mkdir()
+    (ws / "secrets" / "key").write_text("k\n")
+    (ws / "innocent").symlink_to(ws / "secrets" / "key")
+    (ws / "alias").symlink_to(ws / "secrets")
+    tools = _operator(ws, home, "secrets")
+    tools.ok("read", path=str(ws / "innocent"))
+    assert "inside secrets, which the operator listed" in tools.err("write", path=str(ws / "innocent"), content="x\n")
+    assert "inside secrets" in tools.err("write", path=str(ws / "alias" / "new"), content="x\n")
+    assert (ws / "secrets" / "key").read_text() == "k\n" and not (ws / "secrets" / "new").exists()
+
+
+def test_default_entries_still_ask_instead_of_refusing(repo, home):
+    """Listing a default entry again does not turn its confirmation into a refusal."""
+    tools = _operator(repo, home, ".git/hooks/")
+    tools.ok("write", path=str(repo / ".git" / "hooks" / "pre-commit"), content="#!/bin/sh\n")
+
+
+def test_the_name_rule_is_the_sandboxs(tmp_path):
+    """One rule for every tool: sandbox.protect.protected_reason decides, applied to the path relative to the
+    workspace; the file tools add only the creation of a missing .git directory."""
+    assert ".git/modules decides" in protected.reason(tmp_path / "a" / ".git" / "modules" / "x" / "config", tmp_path)
+    assert ".git/info decides" in protected.reason(tmp_path / ".git" / "info" / "exclude", tmp_path)
+    assert ".abhed/ holds" in protected.reason(tmp_path / ".abhed" / "rules.toml", tmp_path)
+    assert protected.reason(tmp_path / "vendor" / ".abhed" / "x", tmp_path) is None  # only the root's is Abhed's
+    outside = tmp_path.parent / "elsewhere"
+    assert ".git/hooks decides" in protected.reason(outside / ".git" / "hooks" / "x", tmp_path)
+    assert protected.operator_entry("a", tmp_path / "a", tmp_path, tmp_path, [".git/config"]) is None
+    assert protected.operator_entry(str(outside / "s"), outside / "s", tmp_path, tmp_path, ["s"]) is None

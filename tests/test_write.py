@@ -143,7 +143,7 @@ def test_switching_crlf_to_lf_is_reported_not_silent(tools, ws):
 
 def test_lone_surrogate_in_content_is_an_instruction(tools, ws):
     err = tools.err("write", path=str(ws / "s.txt"), raw='{"path": "%s", "content": "a\\ud800b"}' % (ws / "s.txt"))
-    assert "lone surrogate" in err and "character 1" in err
+    assert "lone surrogate" in err and "index 1" in err and "remove it or send the whole character" in err
     assert not (ws / "s.txt").exists()
 
 

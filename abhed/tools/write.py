@@ -118,7 +118,9 @@ def exists_in(dirfd: int, name: str) -> bool:
 
 
 def refuse_protected(raw: str, path: Path, ctx: ToolContext) -> None:
-    why = protected.through_link(raw, path, ctx.cwd)
+    workspace = ctx.paths.workspace
+    why = (protected.operator_entry(raw, path, ctx.cwd, workspace, ctx.settings.sandbox.protected_paths)
+           or protected.through_link(raw, path, ctx.cwd, workspace))
     if why:
         raise ToolError(why, reason="protected")
 
