@@ -401,3 +401,9 @@ def test_programs_that_run_a_string_through_a_shell_are_opaque(name):
 @pytest.mark.parametrize("line", ["ssh -v", "ssh", "ssh -p 22", "ssh --", "ssh -- h"])
 def test_ssh_without_a_remote_command_is_an_interactive_login_not_a_crash(line):
     assert [c.argv for c in analyze(line).commands] == [line.split()]
+
+
+@pytest.mark.parametrize("line", ["env LANG=C ls -l", "env -i LANG=C ls", "env -u HOME ls", "env -- ls"])
+def test_env_with_plain_settings_is_understood(line):
+    # Only settings that make something run code (BASH_ENV, LD_PRELOAD, ...) are opaque; the rest is seen through.
+    _understood(line)
