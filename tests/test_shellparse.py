@@ -455,3 +455,12 @@ def test_quoting_ends_where_bash_ends_it(line, comment):
     # quote again and `#` starts a comment, so nothing here is evaluated.
     found = scan(line)
     assert found.evaluating == [] and found.comments == {comment}
+
+
+@pytest.mark.parametrize("line, why", [
+    ("echo $(id)", "command substitution"), ("echo a`id`", "backtick"), ('echo "it\'s" $(id)', "command substitution"),
+    ("echo 'a' b $[1]", "arithmetic"), ("cat <(id)", "process substitution"), ("echo ${!x}", "substring offsets"),
+])
+def test_the_scan_alone_finds_evaluation(line, why):
+    # The second reading must stand on its own, not lean on the grammar: it is there for where they differ.
+    assert why in " ".join(scan(line).evaluating)
