@@ -460,6 +460,7 @@ def test_quoting_ends_where_bash_ends_it(line, comment):
 @pytest.mark.parametrize("line, why", [
     ("echo $(id)", "command substitution"), ("echo a`id`", "backtick"), ('echo "it\'s" $(id)', "command substitution"),
     ("echo 'a' b $[1]", "arithmetic"), ("cat <(id)", "process substitution"), ("echo ${!x}", "substring offsets"),
+    ("echo $'a\\'' $(id) 'b'", "command substitution"),
 ])
 def test_the_scan_alone_finds_evaluation(line, why):
     # The second reading must stand on its own, not lean on the grammar: it is there for where they differ.
