@@ -465,3 +465,7 @@ def test_quoting_ends_where_bash_ends_it(line, comment):
 def test_the_scan_alone_finds_evaluation(line, why):
     # The second reading must stand on its own, not lean on the grammar: it is there for where they differ.
     assert why in " ".join(scan(line).evaluating)
+
+
+def test_primary_takes_everything_after_dashes_as_the_command():
+    assert wrappers.primary(["nohup", "--", "-odd-name", "x"]) == (["-odd-name", "x"], ["nohup"])
