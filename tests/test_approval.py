@@ -307,3 +307,10 @@ def test_deny_rules_for_file_tools_win_in_auto_mode(tmp_path, tool):
     verdict = policy.check(tool, SimpleNamespace(path=str(tmp_path / "secrets" / "k.pem")))
     assert verdict.decision == "deny" and f"deny {tool}(secrets/**)" in verdict.reason
     assert policy.check(tool, SimpleNamespace(path=str(tmp_path / "src" / "a.py"))).decision == "allow"
+
+
+def test_a_human_who_approves_at_the_prompt_lets_it_run_and_the_reason_says_so(tmp_path):
+    policy = Policy.create("ask", [], [], tmp_path)
+    gate = Gate(policy, ask_human=lambda tool, args, verdict: True)
+    verdict = gate.review("bash", SimpleNamespace(command="rm -rf build"))
+    assert verdict.decision == "allow" and verdict.reason.startswith("approved by the human; ") and verdict.destructive

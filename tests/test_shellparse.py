@@ -469,3 +469,11 @@ def test_the_scan_alone_finds_evaluation(line, why):
 
 def test_primary_takes_everything_after_dashes_as_the_command():
     assert wrappers.primary(["nohup", "--", "-odd-name", "x"]) == (["-odd-name", "x"], ["nohup"])
+
+
+@pytest.mark.parametrize("line, why", [("echo ${%x}", "not a plain variable"), ("echo ${ x}", "not a plain variable"),
+                                       ("echo 'never closed $(id)", "")])
+def test_the_scan_ends_on_odd_input_without_a_crash(line, why):
+    # An unclosed single quote quotes the rest of the line (bash would wait for more input; the grammar errs).
+    found = scan(line).evaluating
+    assert why in " ".join(found) if why else found == []
