@@ -477,3 +477,10 @@ def test_the_scan_ends_on_odd_input_without_a_crash(line, why):
     # An unclosed single quote quotes the rest of the line (bash would wait for more input; the grammar errs).
     found = scan(line).evaluating
     assert why in " ".join(found) if why else found == []
+
+
+@pytest.mark.parametrize("line, flagged", [
+    ("echo ${x:-${y} #$(id)}", True), ("cat << 'EOF'\n$(id)\nEOF\n", False), ("cat <<-EOF\n\tEOF\n'$(id)'\n", False),
+])
+def test_here_documents_and_braces_end_exactly_where_bash_ends_them(line, flagged):
+    assert bool(scan(line).evaluating) is flagged, scan(line)
