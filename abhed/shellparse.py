@@ -139,7 +139,7 @@ def _unreadable(line: str) -> str | None:
         line.encode("utf-8")
     except UnicodeEncodeError as error:
         return f"the line contains {line[error.start]!r} at column {error.start + 1}, which is not valid Unicode text"
-    return None
+    return None  # pragma: no mutate  (falling off the end returns None too)
 
 
 def _nodes(root: Node):
@@ -610,7 +610,7 @@ def _builtin(argv: list[str | None]) -> str | None:
         return _names(name, args)
     if name in ("test", "[") and any(a in ("-v", "-R") for a in args):
         return f"`{name} -v` evaluates a variable name, subscripts and all"
-    return None
+    return None  # pragma: no mutate  (falling off the end returns None too)
 
 
 def _set(args: list[str | None]) -> str | None:
@@ -627,7 +627,7 @@ def _set(args: list[str | None]) -> str | None:
         if arg is None or not arg[:1] in ("-", "+") or not set(arg[1:]) <= SAFE_SET_LETTERS:
             return f"`set {arg}` changes how bash runs the rest of the line"
         i += 1
-    return None
+    return None  # pragma: no mutate  (falling off the end returns None too)
 
 
 def _declare(name: str, args: list[str | None]) -> str | None:
@@ -643,7 +643,7 @@ def _declare(name: str, args: list[str | None]) -> str | None:
             return f"`{name} {arg[:40]}` names {target!r}, which bash evaluates (a subscript or a computed name)"
         if _runs_code(target):
             return f"`{name} {arg[:40]}` sets {target}, which makes programs or the shell run code"
-    return None
+    return None  # pragma: no mutate  (falling off the end returns None too)
 
 
 _NAME_VALUES = {"read": "dinNptu", "mapfile": "dnOsuc", "readarray": "dnOsuc", "wait": "", "printf": "",
@@ -677,7 +677,7 @@ def _names(name: str, args: list[str | None]) -> str | None:
     for target in names:
         if target is None or not IDENTIFIER.fullmatch(target) or _runs_code(target):
             return f"`{name}` assigns to {target!r}, a name bash evaluates (subscripts run command substitutions)"
-    return None
+    return None  # pragma: no mutate  (falling off the end returns None too)
 
 
 def _shell(command: Command, argv: list[str | None], via: tuple[str, ...], analysis: Analysis, depth: int) -> None:

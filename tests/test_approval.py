@@ -298,3 +298,19 @@ def test_opaque_refusals_say_how_to_write_it_plainly(tmp_path):
         args = SimpleNamespace(command=line)
         text = refusal("bash", policy.check("bash", args), args)
         assert "--confirm" in text and ("every command name and argument is a plain word" in text) is plain, text
+
+
+@pytest.mark.parametrize("tool", ["write", "edit", "read", "grep"])
+def test_deny_rules_for_file_tools_win_in_auto_mode(tmp_path, tool):
+    # The operator's deny covers every tool, not only bash: even auto mode and a matching allow do not lift it.
+    policy = Policy.create("auto", [tool], [f"{tool}(secrets/**)"], tmp_path)
+    verdict = policy.check(tool, SimpleNamespace(path=str(tmp_path / "secrets" / "k.pem")))
+    assert verdict.decision == "deny" and f"deny {tool}(secrets/**)" in verdict.reason
+    assert policy.check(tool, SimpleNamespace(path=str(tmp_path / "src" / "a.py"))).decision == "allow"
+
+
+def test_a_human_who_approves_at_the_prompt_lets_it_run_and_the_reason_says_so(tmp_path):
+    policy = Policy.create("ask", [], [], tmp_path)
+    gate = Gate(policy, ask_human=lambda tool, args, verdict: True)
+    verdict = gate.review("bash", SimpleNamespace(command="rm -rf build"))
+    assert verdict.decision == "allow" and verdict.reason.startswith("approved by the human; ") and verdict.destructive

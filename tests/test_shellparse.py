@@ -401,3 +401,86 @@ def test_programs_that_run_a_string_through_a_shell_are_opaque(name):
 @pytest.mark.parametrize("line", ["ssh -v", "ssh", "ssh -p 22", "ssh --", "ssh -- h"])
 def test_ssh_without_a_remote_command_is_an_interactive_login_not_a_crash(line):
     assert [c.argv for c in analyze(line).commands] == [line.split()]
+
+
+@pytest.mark.parametrize("line", ["env LANG=C ls -l", "env -i LANG=C ls", "env -u HOME ls", "env -- ls"])
+def test_env_with_plain_settings_is_understood(line):
+    # Only settings that make something run code (BASH_ENV, LD_PRELOAD, ...) are opaque; the rest is seen through.
+    _understood(line)
+
+
+# Every option that takes a value, per wrapper: `primary` must skip the value, or the interactive-program
+# check (and every message) names the value as the program. Written out here, not read from the module.
+VALUE_OPTIONS = {
+    "sudo": "-u -g -h -p -C -D -r -t -U --user --group --host --prompt --chdir --role --type --other-user --close-from",
+    "doas": "-u -C", "env": "-u -C -S --unset --chdir --split-string", "exec": "-a", "nice": "-n --adjustment",
+    "time": "-f -o --format --output", "timeout": "-s -k --signal --kill-after", "stdbuf": "-i -o -e",
+    "ionice": "-c -n -p", "xargs": "-I -n -P -d -L -s -E -a", "flock": "-w -E --timeout --conflict-exit-code",
+}
+
+
+@pytest.mark.parametrize("name, option", [(n, o) for n, opts in VALUE_OPTIONS.items() for o in opts.split()])
+def test_primary_skips_each_wrappers_option_values(name, option):
+    duration = ["5"] if name == "timeout" else []
+    assert wrappers.primary([name, option, "VALUE", *duration, "vim", "x"]) == (["vim", "x"], [name])
+
+
+def test_primary_passes_a_chain_of_wrappers_and_stops_at_find():
+    assert wrappers.primary(["sudo", "--", "env", "A=1", "B=2", "nice", "vim"]) == (["vim"], ["sudo", "env", "nice"])
+    assert wrappers.primary(["nohup", "find", ".", "-exec", "rm", "{}", ";"]) == (["find", ".", "-exec", "rm", "{}", ";"], ["nohup"])
+    assert wrappers.primary(["timeout"]) == ([], ["timeout"])
+    assert wrappers.primary(["sudo", "-E", "vim"]) == (["vim"], ["sudo"])
+
+
+@pytest.mark.parametrize("op", [":-", ":=", ":?", ":+", "-", "=", "?", "+", "##", "#", "%%", "%", "//", "/", "^^", "^",
+                                ",,", ","])
+def test_each_plain_parameter_operator_is_understood(op):
+    # Defaults, pattern removal, substitution and case changes expand their word like the rest of the line:
+    # nothing is evaluated, so the scan reports nothing (the word itself is still only known at run time).
+    line = f"echo ${{x{op}a}} \"${{x{op}}}\""
+    assert scan(line).evaluating == [], line
+    assert all("only known at run time" in why for why in analyze(line).opaque), line
+
+
+def test_a_nested_parameter_word_ends_at_its_own_brace():
+    # `#` inside ${x:-...} is part of the word, not a comment: the $(id) after it runs when x is unset.
+    line = "echo ${x:-${y:-a} #$(id)}"
+    assert "command substitution" in " ".join(scan(line).evaluating)
+    assert scan(line).comments == set()
+
+
+@pytest.mark.parametrize("line, comment", [("echo ${x:-a} #$(id)", 13), ('echo "a" \'$(id)\' #`id`', 17)])
+def test_quoting_ends_where_bash_ends_it(line, comment):
+    # After `${x:-a}` and after a closing double quote the scanner is back at the top level: single quotes
+    # quote again and `#` starts a comment, so nothing here is evaluated.
+    found = scan(line)
+    assert found.evaluating == [] and found.comments == {comment}
+
+
+@pytest.mark.parametrize("line, why", [
+    ("echo $(id)", "command substitution"), ("echo a`id`", "backtick"), ('echo "it\'s" $(id)', "command substitution"),
+    ("echo 'a' b $[1]", "arithmetic"), ("cat <(id)", "process substitution"), ("echo ${!x}", "substring offsets"),
+    ("echo $'a\\'' $(id) 'b'", "command substitution"),
+])
+def test_the_scan_alone_finds_evaluation(line, why):
+    # The second reading must stand on its own, not lean on the grammar: it is there for where they differ.
+    assert why in " ".join(scan(line).evaluating)
+
+
+def test_primary_takes_everything_after_dashes_as_the_command():
+    assert wrappers.primary(["nohup", "--", "-odd-name", "x"]) == (["-odd-name", "x"], ["nohup"])
+
+
+@pytest.mark.parametrize("line, why", [("echo ${%x}", "not a plain variable"), ("echo ${ x}", "not a plain variable"),
+                                       ("echo 'never closed $(id)", "")])
+def test_the_scan_ends_on_odd_input_without_a_crash(line, why):
+    # An unclosed single quote quotes the rest of the line (bash would wait for more input; the grammar errs).
+    found = scan(line).evaluating
+    assert why in " ".join(found) if why else found == []
+
+
+@pytest.mark.parametrize("line, flagged", [
+    ("echo ${x:-${y} #$(id)}", True), ("cat << 'EOF'\n$(id)\nEOF\n", False), ("cat <<-EOF\n\tEOF\n'$(id)'\n", False),
+])
+def test_here_documents_and_braces_end_exactly_where_bash_ends_them(line, flagged):
+    assert bool(scan(line).evaluating) is flagged, scan(line)
