@@ -50,7 +50,7 @@ QUARANTINE_SUFFIX = ".abhed-quarantined"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True)  # pragma: no mutate (equivalent: nothing assigns to a listing; frozen documents it)
 class _Listing:
     signature: tuple[int, int, int]  # (st_dev, st_ino, st_ctime_ns) when listed
     subdirs: frozenset[str]
@@ -252,6 +252,11 @@ class GitGuard:
                 continue  # dropped with an ancestor, or never listed
             try:
                 fd = _open_beneath(self.workspace, rel)
+            except PermissionError:
+                # Made unreadable after it changed (chmod is no event): what it holds now is
+                # unknown, so it is reported, and the next check walks from the top (fail closed).
+                self.unreadable.add(rel)
+                continue
             except OSError:
                 continue  # gone: its parent's event drops it
             try:
@@ -339,7 +344,8 @@ def _open_beneath(workspace: Path, rel: str) -> int:
 # -- inotify, through libc (linux/inotify.h) ---------------------------------------------------------
 
 _IN_MOVED_FROM, _IN_MOVED_TO, _IN_CREATE, _IN_DELETE = 0x40, 0x80, 0x100, 0x200
-_IN_Q_OVERFLOW, _IN_IGNORED, _IN_ONLYDIR = 0x4000, 0x8000, 0x01000000
+_IN_Q_OVERFLOW, _IN_ONLYDIR = 0x4000, 0x01000000
+_IN_IGNORED = 0x8000  # pragma: no mutate (0x8001 is equivalent: bit 0x1, IN_ACCESS, is never watched)
 _CHANGED = _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (then len bytes of name)
 
