@@ -239,7 +239,7 @@ class GitGuard:
             if rel is None:
                 continue
             if mask & _IN_IGNORED:
-                del self._wd_rel[wd]
+                del self._wd_rel[wd]  # pragma: no mutate (equivalent: the parent's event makes _drop_tree drop it too)
                 if rel == "":
                     return False  # the workspace itself went away (or was unmounted): look again
             elif mask & _CHANGED:
@@ -272,6 +272,9 @@ class GitGuard:
                 for name in sorted(listing.subdirs - old.subdirs):
                     try:
                         child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                    except PermissionError:  # made and chmod'ed 000 before this check: report it
+                        self.unreadable.add(_join(rel, name))
+                        continue
                     except OSError:
                         continue
                     self._walk(child, _join(rel, name), {})
@@ -344,7 +347,8 @@ def _open_beneath(workspace: Path, rel: str) -> int:
 # -- inotify, through libc (linux/inotify.h) ---------------------------------------------------------
 
 _IN_MOVED_FROM, _IN_MOVED_TO, _IN_CREATE, _IN_DELETE = 0x40, 0x80, 0x100, 0x200
-_IN_Q_OVERFLOW, _IN_ONLYDIR = 0x4000, 0x01000000
+_IN_Q_OVERFLOW = 0x4000
+_IN_ONLYDIR = 0x01000000  # pragma: no mutate (+1 adds IN_ACCESS to the mask: extra events, all ignored)
 _IN_IGNORED = 0x8000  # pragma: no mutate (0x8001 is equivalent: bit 0x1, IN_ACCESS, is never watched)
 _CHANGED = _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (then len bytes of name)
@@ -364,7 +368,7 @@ class _Inotify:
             fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
         except (OSError, AttributeError):
             return None
-        return cls(fd, libc) if fd >= 0 else None
+        return cls(fd, libc) if fd >= 0 else None  # pragma: no mutate (> 0: fd 0 only when stdin is closed)
 
     def watch(self, dir_fd: int) -> int | None:
         """Watch the directory open as ``dir_fd`` (by its inode: no path is resolved again)."""

@@ -465,3 +465,39 @@ def test_a_failed_quarantine_says_so_and_claims_no_rename(tmp_path, mode, monkey
         "until a human has removed it."
     ]
     assert (tmp_path / "sub" / ".git").is_file()
+
+
+def test_a_new_subdirectory_that_cannot_be_opened_is_reported(tmp_path, mode, monkeypatch):
+    # A non-root guard gets EACCES for a directory the sandbox made and chmod'ed 000 before the
+    # check. As root every directory opens, so that refusal is injected here (the test above
+    # runs the real chmod when not root).
+    guard = start(tmp_path, mode)
+    fake_repo(tmp_path / "locked")
+    real_open = os.open
+
+    def refuse_locked(path, flags, mode=0o777, *, dir_fd=None):
+        if path == "locked" and dir_fd is not None:
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(path, flags, mode, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "open", refuse_locked)
+    assert guard.check() == [
+        f"the directory {tmp_path}/locked cannot be read by Abhed, so it could not be checked for git repositories the "
+        "sandbox created; make it readable (chmod u+rx) or remove it before running git there."
+    ]
+    monkeypatch.setattr(os, "open", real_open)  # readable again: the next check finds the repository
+    notes = guard.check()
+    assert len(notes) == 1 and "a git repository" in notes[0] and not (tmp_path / "locked" / ".git").exists()
+
+
+def test_an_entry_gone_before_its_quarantine_is_not_claimed_renamed(tmp_path, mode, monkeypatch):
+    guard = start(tmp_path, mode)
+    (tmp_path / ".git").write_text("gitdir: /elsewhere\n")
+
+    def vanish(src, dst, *, src_dir_fd=None, dst_dir_fd=None):  # the sandbox removed it meanwhile
+        os.unlink(src, dir_fd=src_dir_fd)
+        raise FileNotFoundError(2, "No such file or directory", src)
+
+    monkeypatch.setattr(os, "rename", vanish)
+    assert guard.check() == []
+    assert not (tmp_path / ".git").exists()

@@ -217,3 +217,9 @@ def test_janitor_close_waits_for_busy_cgroups_and_gives_up_at_the_deadline():
     janitor.retire(stuck)
     janitor.close(wait_s=0)  # one sweep, then gives up
     assert janitor._pending == [stuck] and stuck.busy == 10**9 - 2
+
+
+def test_a_pids_parent_that_also_limits_memory_is_not_doubled_by_another_memory_hierarchy(tmp_path):
+    mountinfo = v1_mount(tmp_path / "memory", "memory") + v1_mount(tmp_path / "both", "pids,memory")
+    parents, fallback = find_cgroup_parents(Limits(processes=50, memory_bytes=1 << 30), as_root=True, mountinfo=mountinfo)
+    assert parents == (CgroupParent(tmp_path / "both" / CGROUP_DIR_NAME, 1, ("pids", "memory")),) and fallback is None
