@@ -12,7 +12,7 @@ from typing import Literal
 
 from sandbox.errors import ConfigError
 
-Backend = Literal["bwrap", "none", "microvm"]
+Backend = Literal["bwrap", "none", "microvm"]  # pragma: no mutate (annotations only; BACKENDS is what is checked)
 BACKENDS: tuple[str, ...] = ("bwrap", "none", "microvm")
 
 GiB = 1024**3

@@ -50,7 +50,7 @@ QUARANTINE_SUFFIX = ".abhed-quarantined"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True)  # pragma: no mutate (equivalent: nothing assigns to a listing; frozen documents it)
 class _Listing:
     signature: tuple[int, int, int]  # (st_dev, st_ino, st_ctime_ns) when listed
     subdirs: frozenset[str]
@@ -239,7 +239,7 @@ class GitGuard:
             if rel is None:
                 continue
             if mask & _IN_IGNORED:
-                del self._wd_rel[wd]
+                del self._wd_rel[wd]  # pragma: no mutate (equivalent: the parent's event makes _drop_tree drop it too)
                 if rel == "":
                     return False  # the workspace itself went away (or was unmounted): look again
             elif mask & _CHANGED:
@@ -252,6 +252,11 @@ class GitGuard:
                 continue  # dropped with an ancestor, or never listed
             try:
                 fd = _open_beneath(self.workspace, rel)
+            except PermissionError:
+                # Made unreadable after it changed (chmod is no event): what it holds now is
+                # unknown, so it is reported, and the next check walks from the top (fail closed).
+                self.unreadable.add(rel)
+                continue
             except OSError:
                 continue  # gone: its parent's event drops it
             try:
@@ -267,6 +272,9 @@ class GitGuard:
                 for name in sorted(listing.subdirs - old.subdirs):
                     try:
                         child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                    except PermissionError:  # made and chmod'ed 000 before this check: report it
+                        self.unreadable.add(_join(rel, name))
+                        continue
                     except OSError:
                         continue
                     self._walk(child, _join(rel, name), {})
@@ -339,7 +347,9 @@ def _open_beneath(workspace: Path, rel: str) -> int:
 # -- inotify, through libc (linux/inotify.h) ---------------------------------------------------------
 
 _IN_MOVED_FROM, _IN_MOVED_TO, _IN_CREATE, _IN_DELETE = 0x40, 0x80, 0x100, 0x200
-_IN_Q_OVERFLOW, _IN_IGNORED, _IN_ONLYDIR = 0x4000, 0x8000, 0x01000000
+_IN_Q_OVERFLOW = 0x4000
+_IN_ONLYDIR = 0x01000000  # pragma: no mutate (+1 adds IN_ACCESS to the mask: extra events, all ignored)
+_IN_IGNORED = 0x8000  # pragma: no mutate (0x8001 is equivalent: bit 0x1, IN_ACCESS, is never watched)
 _CHANGED = _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (then len bytes of name)
 
@@ -358,7 +368,7 @@ class _Inotify:
             fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
         except (OSError, AttributeError):
             return None
-        return cls(fd, libc) if fd >= 0 else None
+        return cls(fd, libc) if fd >= 0 else None  # pragma: no mutate (> 0: fd 0 only when stdin is closed)
 
     def watch(self, dir_fd: int) -> int | None:
         """Watch the directory open as ``dir_fd`` (by its inode: no path is resolved again)."""

@@ -205,13 +205,14 @@ class CgroupJanitor:
             time.sleep(0.01)
 
 
-def find_cgroup_parent(controller: str) -> CgroupParent:
+def find_cgroup_parent(controller: str, mountinfo: str | None = None) -> CgroupParent:
     """Locate (or create) ``abhed-sandbox/`` at the top of a hierarchy offering ``controller``.
 
     Raises CgroupUnavailable, listing what was tried, when there is none we can write to.
+    ``mountinfo``: as for _cgroup_mounts (tests point it at a fake hierarchy in a temp dir).
     """
     reasons: list[str] = []
-    for mount_point, version, controllers in _cgroup_mounts():
+    for mount_point, version, controllers in _cgroup_mounts(mountinfo):
         if controller not in controllers and version == 1:
             continue
         top = Path(mount_point)
@@ -243,7 +244,7 @@ class CgroupUnavailable(BackendUnavailable):
     """No cgroup hierarchy with the controller could be used; the message lists what was tried."""
 
 
-def find_cgroup_parents(limits: Limits, *, as_root: bool) -> tuple[tuple[CgroupParent, ...], str | None]:
+def find_cgroup_parents(limits: Limits, *, as_root: bool, mountinfo: str | None = None) -> tuple[tuple[CgroupParent, ...], str | None]:
     """The cgroup parents to use for ``limits``, and why memory falls back to RLIMIT_DATA (or None).
 
     As host root a pids cgroup is required whenever processes are limited (fail closed,
@@ -252,7 +253,7 @@ def find_cgroup_parents(limits: Limits, *, as_root: bool) -> tuple[tuple[CgroupP
     parents: list[CgroupParent] = []
     if limits.processes is not None and as_root:
         try:
-            parents.append(find_cgroup_parent("pids"))
+            parents.append(find_cgroup_parent("pids", mountinfo))
         except CgroupUnavailable as exc:
             raise BackendUnavailable(
                 "bwrap backend not available on this host: Abhed runs as host root, and the kernel does not apply "
@@ -266,7 +267,7 @@ def find_cgroup_parents(limits: Limits, *, as_root: bool) -> tuple[tuple[CgroupP
         if any("memory" in p.controllers for p in parents):
             return tuple(parents), None
         try:
-            memory = find_cgroup_parent("memory")
+            memory = find_cgroup_parent("memory", mountinfo)
         except CgroupUnavailable as exc:
             fallback = f"no memory cgroup could be created ({exc})"
         else:

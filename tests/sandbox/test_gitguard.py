@@ -405,3 +405,99 @@ def test_running_out_of_watches_drops_to_walking_and_other_errors_are_reported(t
             notify.watch(0)
     finally:
         notify.close()
+
+
+def test_a_deleted_tree_leaves_no_listing_behind(tmp_path, mode):
+    (tmp_path / "d" / "e" / "f").mkdir(parents=True)
+    guard = start(tmp_path, mode)
+    shutil.rmtree(tmp_path / "d")
+    assert guard.check() == []
+    assert sorted(guard._listings) == [""]  # forgotten, not kept (a long session must not grow without bound)
+
+
+def test_a_deleted_subdirectory_costs_no_full_walk(tmp_path, monkeypatch):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    guard = start(tmp_path, "inotify")
+    walks: list[int] = []
+    real = guard._full_walk
+    monkeypatch.setattr(guard, "_full_walk", lambda: walks.append(1) or real())
+    shutil.rmtree(tmp_path / "a" / "b")  # its watch ends (IN_IGNORED); the workspace's stays
+    assert guard.check() == [] and walks == []
+    fake_repo(tmp_path / "a")
+    assert len(guard.check()) == 1 and walks == []
+
+
+def test_a_directory_made_unreadable_after_it_changed_is_reported_then_walked(tmp_path, monkeypatch):
+    from sandbox import gitguard
+
+    (tmp_path / "sub").mkdir()
+    guard = start(tmp_path, "inotify")
+    fake_repo(tmp_path / "sub")  # an event on sub/ ...
+    real = gitguard._open_beneath
+
+    def locked(workspace, rel):  # ... then chmod 000 sub/ (no event), as a non-root sandbox can
+        if rel == "sub":
+            raise PermissionError(13, "Permission denied")
+        return real(workspace, rel)
+
+    monkeypatch.setattr(gitguard, "_open_beneath", locked)
+    assert guard.check() == [
+        f"the directory {tmp_path}/sub cannot be read by Abhed, so it could not be checked for git repositories the "
+        "sandbox created; make it readable (chmod u+rx) or remove it before running git there."
+    ]
+    monkeypatch.setattr(gitguard, "_open_beneath", real)  # readable again: the next check walks it
+    notes = guard.check()
+    assert len(notes) == 1 and "a git repository" in notes[0] and not (tmp_path / "sub" / ".git").exists()
+
+
+def test_a_failed_quarantine_says_so_and_claims_no_rename(tmp_path, mode, monkeypatch):
+    guard = start(tmp_path, mode)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / ".git").write_text("gitdir: /elsewhere\n")
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "rename", refuse)
+    assert guard.check() == [
+        "the sandbox created a .git file or symlink (it points git at another repository), and moving "
+        f"{tmp_path}/sub/.git aside failed (Permission denied): do not run git on the host in that directory "
+        "until a human has removed it."
+    ]
+    assert (tmp_path / "sub" / ".git").is_file()
+
+
+def test_a_new_subdirectory_that_cannot_be_opened_is_reported(tmp_path, mode, monkeypatch):
+    # A non-root guard gets EACCES for a directory the sandbox made and chmod'ed 000 before the
+    # check. As root every directory opens, so that refusal is injected here (the test above
+    # runs the real chmod when not root).
+    guard = start(tmp_path, mode)
+    fake_repo(tmp_path / "locked")
+    real_open = os.open
+
+    def refuse_locked(path, flags, mode=0o777, *, dir_fd=None):
+        if path == "locked" and dir_fd is not None:
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(path, flags, mode, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "open", refuse_locked)
+    assert guard.check() == [
+        f"the directory {tmp_path}/locked cannot be read by Abhed, so it could not be checked for git repositories the "
+        "sandbox created; make it readable (chmod u+rx) or remove it before running git there."
+    ]
+    monkeypatch.setattr(os, "open", real_open)  # readable again: the next check finds the repository
+    notes = guard.check()
+    assert len(notes) == 1 and "a git repository" in notes[0] and not (tmp_path / "locked" / ".git").exists()
+
+
+def test_an_entry_gone_before_its_quarantine_is_not_claimed_renamed(tmp_path, mode, monkeypatch):
+    guard = start(tmp_path, mode)
+    (tmp_path / ".git").write_text("gitdir: /elsewhere\n")
+
+    def vanish(src, dst, *, src_dir_fd=None, dst_dir_fd=None):  # the sandbox removed it meanwhile
+        os.unlink(src, dir_fd=src_dir_fd)
+        raise FileNotFoundError(2, "No such file or directory", src)
+
+    monkeypatch.setattr(os, "rename", vanish)
+    assert guard.check() == []
+    assert not (tmp_path / ".git").exists()

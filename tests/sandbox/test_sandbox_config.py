@@ -85,3 +85,39 @@ def test_invalid_limits_are_explained(kwargs, message):
 def test_limits_can_be_switched_off_explicitly():
     limits = Limits(processes=None, file_size_bytes=None, open_files=None, core_dump_bytes=None)
     assert SandboxConfig(limits=limits).limits.processes is None
+
+
+# Written out here, not taken from the module: dropping a name there must fail a test.
+OWNED = ("HOME", "TMPDIR", "TERM", "PAGER", "GIT_PAGER", "GIT_EDITOR", "GIT_TERMINAL_PROMPT", "PWD", "OLDPWD")
+STARTUP = ("BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "BASH_XTRACEFD", "BASH_FUNC_x")
+
+
+@pytest.mark.parametrize("name", OWNED)
+def test_every_variable_the_sandbox_sets_itself_is_refused(name):
+    with pytest.raises(ConfigError) as caught:
+        SandboxConfig(env_passthrough=[name])
+    assert str(caught.value) == (
+        f"env_passthrough cannot include {name}: the sandbox sets it itself so commands behave "
+        "non-interactively and inside the sandbox. Remove it from env_passthrough."
+    )
+
+
+@pytest.mark.parametrize("name", STARTUP)
+def test_every_variable_the_shell_acts_on_at_startup_is_refused(name):
+    with pytest.raises(ConfigError) as caught:
+        SandboxConfig(env_passthrough=[name])
+    assert str(caught.value) == (
+        f"env_passthrough cannot include {name}: the shell acts on it at startup, before the sandbox "
+        "launcher applies its own setup. Remove it from env_passthrough."
+    )
+
+
+def test_limits_accept_their_minimum_exactly():
+    assert Limits(open_files=256, memory_bytes=64 * 1024**2, processes=1).open_files == 256
+    with pytest.raises(ConfigError, match="limits.open_files must be at least 256 .* got 255"):
+        Limits(open_files=255)
+    with pytest.raises(ConfigError, match=f"limits.memory_bytes must be at least 64 MiB .* got {64 * 1024**2 - 1}"):
+        Limits(memory_bytes=64 * 1024**2 - 1)
+    assert SandboxConfig(tmp_size_bytes=1024**2).tmp_size_bytes == 1024**2
+    with pytest.raises(ConfigError, match=f"at least 1 MiB, got {1024**2 - 1}"):
+        SandboxConfig(tmp_size_bytes=1024**2 - 1)
