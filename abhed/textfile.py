@@ -65,13 +65,7 @@ def open_existing(paths: PathPolicy, path: Path, action: str) -> tuple[int, os.s
         fd = paths.open(path, os.O_RDONLY | os.O_NONBLOCK)  # O_NONBLOCK: a FIFO must not hang the open
     except OSError as exc:
         raise open_failed(exc, path, paths.workspace, action) from None
-    try:
-        st = os.fstat(fd)
-        check_regular(path, st)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, st
+    return _regular(fd, path)
 
 
 def open_entry(dirfd: int, name: str, path: Path, workspace: Path, action: str) -> tuple[int, os.stat_result]:
@@ -80,6 +74,11 @@ def open_entry(dirfd: int, name: str, path: Path, workspace: Path, action: str) 
         fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirfd)
     except OSError as exc:
         raise open_failed(exc, path, workspace, action) from None
+    return _regular(fd, path)
+
+
+def _regular(fd: int, path: Path) -> tuple[int, os.stat_result]:
+    """`fd` and its stat when it is a regular file; else it is closed and the instruction raised."""
     try:
         st = os.fstat(fd)
         check_regular(path, st)
