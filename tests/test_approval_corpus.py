@@ -25,7 +25,9 @@ pytestmark = pytest.mark.slow
 COMPLETIONS = Path("/usr/share/bash-completion")
 GIT_CORE = Path("/usr/lib/git-core")
 
-_START = r"(?:^|[;&|(!{]|\bthen|\bdo|\belse)\s*"
+# Operators start a command anywhere; reserved words (`!`, `{`, then, do, else) only as words of
+# their own: inside a word (`0{.`, `!.`, `-then.`) they are literals.
+_START = r"(?:^|[;&|(]|(?:^|(?<=[\s;&|(]))(?:[!{]|then|do|else)(?=\s))\s*"
 EVALUATING = re.compile(r"""
   \$\( | ` | \$\[ | [<>]\( | \(\(                                           # substitutions, arithmetic
 | \$\{[!] | \$\{\#?\w+\[(?![@*]\]) | \$\{\w+@ | \$\{\w+:[^-=?+]             # indirection, subscripts, @P, offsets
@@ -90,10 +92,10 @@ def _inputs(files: list[Path]):
 
 
 def test_the_oracle_sees_the_issue_constructs_and_not_quoted_ones():
-    for text in ("echo $(id)", "[[ x -eq 0 ]]", "f(){ :; }", "trap 'x' EXIT", "echo 'x' | sh", "a[1]=2",
+    for text in ("{ . ./env; }", "! . ./env", "if x; then . ./env; fi", "echo $(id)", "[[ x -eq 0 ]]", "f(){ :; }", "trap 'x' EXIT", "echo 'x' | sh", "a[1]=2",
                  "declare -i x=1", "echo ${!x}", "echo ${x@P}", "bash -lc 'x'", "(( i++ ))", ". ./env"):
         assert evaluating(text), text
-    for text in ("echo '$(id)'", "ls # $(id)", "grep -v x", "echo \"it's\"", "echo \\`id\\`"):
+    for text in ("echo '$(id)'", "ls # $(id)", "grep -v x", "echo \"it's\"", "echo \\`id\\`", "0{.", "!.", "-then.", "x{eval"):
         assert not evaluating(text), text
 
 
