@@ -96,13 +96,8 @@ def test_swapper_loop_never_leaks(swapped, home, monkeypatch, walk):
     tools.ctx.close()
 
 
-def test_a_symlink_swapped_in_after_the_check_is_refused_by_read(tools, ws, tmp_path, monkeypatch):
-    """The deterministic form of the race: the check sees a directory, the open meets a symlink."""
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "f.txt").write_text(f"{SECRET}\n")
-    (ws / "d").mkdir()
-    (ws / "d" / "f.txt").write_text("inside\n")
+def swap_after_check(tools, ws, outside, monkeypatch):
+    """Every path check passes on the real `ws/d`, which is then replaced by a symlink to `outside`."""
     real_resolve = tools.ctx.paths.resolve
 
     def resolve_then_swap(raw, **kw):
@@ -111,6 +106,16 @@ def test_a_symlink_swapped_in_after_the_check_is_refused_by_read(tools, ws, tmp_
         (ws / "d").symlink_to(outside)
         return checked
     monkeypatch.setattr(type(tools.ctx.paths), "resolve", lambda self, raw, **kw: resolve_then_swap(raw, **kw))
+
+
+def test_a_symlink_swapped_in_after_the_check_is_refused_by_read(tools, ws, tmp_path, monkeypatch):
+    """The deterministic form of the race: the check sees a directory, the open meets a symlink."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f.txt").write_text(f"{SECRET}\n")
+    (ws / "d").mkdir()
+    (ws / "d" / "f.txt").write_text("inside\n")
+    swap_after_check(tools, ws, outside, monkeypatch)
     err = tools.err("read", path=str(ws / "d" / "f.txt"))
     assert SECRET not in err
     assert f"Refused reading {ws / 'd' / 'f.txt'}: a component of the path is a symbolic link now" in err
@@ -121,14 +126,7 @@ def test_a_symlink_swapped_in_after_the_check_is_refused_by_write(tools, ws, tmp
     outside = tmp_path / "outside"
     outside.mkdir()
     (ws / "d").mkdir()
-    real_resolve = tools.ctx.paths.resolve
-
-    def resolve_then_swap(raw, **kw):
-        checked = real_resolve(raw, **kw)
-        os.rename(ws / "d", ws / "d-moved")
-        (ws / "d").symlink_to(outside)
-        return checked
-    monkeypatch.setattr(type(tools.ctx.paths), "resolve", lambda self, raw, **kw: resolve_then_swap(raw, **kw))
+    swap_after_check(tools, ws, outside, monkeypatch)
     err = tools.err("write", path=str(ws / "d" / "new.txt"), content="x\n")
     assert f"Refused writing {ws / 'd'}: a component of the path is a symbolic link now" in err
     assert list(outside.iterdir()) == []
