@@ -30,6 +30,7 @@ from abhed.jobs import job_command
 from abhed import wrappers
 from abhed.protected import confirmation_needed
 from abhed.shellparse import Analysis, Command, Redirect, analyze, normalise
+from sandbox.protect import protected_reason
 
 MODES = ("ask", "plan", "accept-edits", "auto")
 READ_ONLY_TOOLS = frozenset({"read", "glob", "grep", "plan", "todo"})
@@ -37,7 +38,8 @@ FILE_TOOLS = frozenset({"write", "edit"})
 Mode = Literal["ask", "plan", "accept-edits", "auto"]  # pragma: no mutate  (a type hint: nothing reads it at run time)
 Decision = Literal["allow", "ask", "deny"]  # pragma: no mutate  (a type hint: nothing reads it at run time)
 
-PROTECTED = ((".git", "hooks"), (".git", "config"), (".abhed",))
+# How many path components sandbox.protect.protected_reason looks at together (tests/test_protected_agreement.py pins it).
+RULE_REACH = 3
 # Commands with no effect beyond the shell itself: they need no rule (redirections are still checked).
 HARMLESS = frozenset({"true", "false", ":", "echo", "printf", "pwd", "cd", "test", "[", "[["})
 # Programs that only read the paths they are given: naming a device or a protected path is fine.
@@ -149,18 +151,25 @@ def is_device(path: str) -> bool:
 
 
 def protected(path: str, directories: tuple[str, ...] = ()) -> bool:
-    """Whether a path is (or is inside) one the agent must not write unconfirmed: git hooks and
-    config, the .git directory itself, Abhed's own state. Relative paths are also read from every
-    directory a `cd` of the line may have entered."""
+    """Whether a path is (or is inside) one the agent must not write unconfirmed, by the one rule the
+    file tools and the sandbox apply (sandbox.protect.protected_reason): a repository's config, hooks,
+    commondir, info and modules, any `.git` entry, Abhed's own `.abhed/`. Relative paths are also read
+    from every directory a `cd` of the line may have entered. Where the workspace root lies in a path
+    named on a command line is not known here, so every tail of the path is judged as if the root
+    were just above it (`.abhed` then counts at any depth: stricter, never looser, than the rule)."""
     paths = [path] + [posixpath.join(d, path) for d in directories if not path.startswith("/")]
     for candidate in paths:
         parts = [p for p in normalise(candidate).split("/") if p not in ("", ".")]
-        if parts and parts[-1] == ".git":
+        if any(_window_protected(parts[i:i + RULE_REACH], i + RULE_REACH < len(parts)) for i in range(len(parts))):
             return True
-        for i in range(len(parts)):
-            if any(tuple(parts[i:i + len(p)]) == p for p in PROTECTED):
-                return True
     return False
+
+
+def _window_protected(window: list[str], more: bool) -> bool:
+    """The rule on a few components of a path: judging each tail whole would be quadratic (a 64 KiB
+    line may hold 30,000 components), and the rule looks only at a component and the one after it
+    and whether the path ends there. A NUL, which no real name holds, stands for the rest."""
+    return protected_reason("/".join(window + ["\0"] if more else window)) is not None
 
 
 def _named_paths(argv: list[str | None], directories: tuple[str, ...]) -> str | None:
