@@ -54,7 +54,7 @@ class Spawned:
     cgroups: tuple[Cgroup, ...] = ()
     janitor: CgroupJanitor | None = None  # removes ``cgroups`` once the kernel allows it
     returncode: int | None = field(default=None)
-    oom_kills: int = 0  # processes the memory cgroup's OOM killer ended (known after finish)
+    oom_kills: int = 0  # processes the memory cgroup's OOM killer ended (known after finish)  # pragma: no mutate  (_release sets it before anything reads it)
 
     def has_exited(self) -> bool:
         ready, _, _ = _select([self.exit_pidfd], 0)
@@ -69,7 +69,7 @@ class Spawned:
         """
         if self.init_pidfd is not None:
             try:
-                signal.pidfd_send_signal(self.init_pidfd, signal.SIGKILL)
+                signal.pidfd_send_signal(self.init_pidfd, signal.SIGKILL)  # pragma: no mutate  (belt and braces: killing bwrap below kills pid 1 too, --die-with-parent)
             except ProcessLookupError:
                 pass
         if self.popen.returncode is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import resource
+import time
 from pathlib import Path
 
 import pytest
@@ -325,3 +326,64 @@ def test_no_memory_limit_means_no_memory_cgroup():
 
     parents, fallback = find_cgroup_parents(Limits(processes=None, memory_bytes=None), as_root=True)
     assert parents == () and fallback is None
+
+
+# -- launcher: ending a command ------------------------------------------------------------------
+
+
+def _spawn_none(tmp_path, command: str):
+    from sandbox import SandboxConfig
+    from sandbox.launcher import NoneLauncher
+
+    out_r, out_w = os.pipe()
+    launcher = NoneLauncher(SandboxConfig(backend="none"), tmp_path, os.environ)
+    try:
+        spawned = launcher.spawn(command, cwd=tmp_path, out_fd=out_w, report_cwd=False)
+    finally:
+        os.close(out_w)
+    return spawned, out_r
+
+
+def _wait_exit(spawned) -> None:
+    import select
+
+    select.select([spawned.exit_pidfd], [], [])  # the pidfd turns readable when the shell exits
+
+
+def test_a_reaped_command_is_never_signalled_again(tmp_path, monkeypatch):
+    """After finish() the pid (and process group id) may belong to a new process: kill() must not touch it."""
+    import sandbox.launcher as launcher
+
+    spawned, out_r = _spawn_none(tmp_path, "exit 3")
+    os.close(out_r)
+    _wait_exit(spawned)
+    assert spawned.finish() == 3
+    signalled = []
+    monkeypatch.setattr(launcher.os, "killpg", lambda pgid, sig: signalled.append((pgid, sig)))
+    spawned.kill()
+    assert spawned.finish() == 3  # idempotent, no second wait
+    assert signalled == []
+
+
+def test_finish_kills_what_the_command_left_in_its_process_group(tmp_path):
+    """Judged on the host: the background sleeper is gone once finish() returns."""
+    marker = tmp_path / "pid"
+    spawned, out_r = _spawn_none(tmp_path, f"sleep 300 & echo $! > {marker}; sleep 300")
+    for _ in range(500):
+        if marker.exists() and marker.read_text().strip():
+            break
+        time.sleep(0.01)
+    pid = int(marker.read_text())
+    assert spawned.finish() == 128 + 9
+    os.close(out_r)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert spawned.exit_pidfd == -1 and spawned.ctl_r == -1  # released
+
+
+def test_exit_statuses_and_signals_map_like_a_shell(tmp_path):
+    for command, expected in (("exit 0", 0), ("exit 7", 7), ("kill -TERM $$", 128 + 15)):
+        spawned, out_r = _spawn_none(tmp_path, command)
+        _wait_exit(spawned)
+        assert spawned.finish() == expected, command
+        os.close(out_r)

@@ -11,6 +11,7 @@ import pytest
 from sbx_helpers import DriverError, host_pids_with, unique_marker
 
 import sandbox
+import sandbox.session as session_module
 from sandbox.bwrap import setup_failure
 
 
@@ -373,6 +374,49 @@ def test_unusable_workspaces_are_refused(bad):
     with pytest.raises(sandbox.PathError) as err:
         sandbox.Sandbox(sandbox.SandboxConfig(backend="none"), bad)
     assert "workspace" in str(err.value)
+
+
+def _real_dirs(places):
+    return [p for p in places if os.path.isdir(p) and os.path.realpath(p) == p]
+
+
+@pytest.mark.parametrize("place", _real_dirs(session_module._NEVER_CONTAINED))
+def test_every_system_and_private_directory_is_refused_as_a_workspace(place):
+    """Each entry counts (on merged-/usr hosts /bin, /sbin, /lib* resolve into /usr and are caught there)."""
+    with pytest.raises(sandbox.PathError) as err:
+        sandbox.Sandbox(sandbox.SandboxConfig(backend="none"), place)
+    assert str(err.value) == (
+        f"workspace {place} is not allowed: it is or contains {place}, which a sandboxed command must never be able to "
+        "write. Use a project directory instead, e.g. /srv/projects/myapp or ~/src/myapp."
+    )
+
+
+@pytest.mark.parametrize(
+    "inside", [d for d in ("/proc/sys", "/sys/kernel", "/dev/pts", "/run/lock", "/usr/share", "/etc/ssl") if os.path.isdir(d)]
+)
+def test_a_workspace_inside_a_system_directory_is_refused(inside):
+    with pytest.raises(sandbox.PathError) as err:
+        sandbox.Sandbox(sandbox.SandboxConfig(backend="none"), inside)
+    place = "/" + inside.split("/")[1]
+    assert f"workspace {inside} is not allowed: it lies inside the system directory {place}, which must stay read-only" in str(err.value)
+
+
+def test_a_workspace_containing_the_home_directory_is_refused(tmp_path, monkeypatch):
+    home = tmp_path / "home-of-operator"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    with pytest.raises(sandbox.PathError, match=f"it is or contains {home}, which"):
+        sandbox.Sandbox(sandbox.SandboxConfig(backend="none"), home)
+    ok = home / "project"
+    ok.mkdir()
+    sandbox.Sandbox(sandbox.SandboxConfig(backend="none"), ok).close()  # below home is fine
+
+
+def test_a_relative_or_missing_workspace_says_what_to_use():
+    with pytest.raises(sandbox.PathError, match="workspace must be an absolute path, got 'rel/dir'; for example /"):
+        sandbox.Sandbox(sandbox.SandboxConfig(backend="none"), "rel/dir")
+    with pytest.raises(sandbox.PathError, match="workspace /nonexistent-abhed does not exist or is not a directory"):
+        sandbox.Sandbox(sandbox.SandboxConfig(backend="none"), "/nonexistent-abhed")
 
 
 def test_timeout_must_be_positive(root_runner):
