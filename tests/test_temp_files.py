@@ -126,3 +126,48 @@ def test_clean_stale_names_what_it_removed(tmp_path, live_pid):
         assert atomic.clean_stale(fd) == []
     finally:
         os.close(fd)
+
+
+def _python_for_nobody() -> str | None:
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3", os.path.realpath(sys.executable)):
+        try:
+            probe = subprocess.run([candidate, "-S", "-c", "import sys; sys.exit(sys.version_info < (3, 11))"],
+                                   user=65534, group=65534, extra_groups=[], cwd="/", capture_output=True, timeout=60)
+        except OSError:
+            continue
+        if probe.returncode == 0:
+            return candidate
+    return None
+
+
+def test_an_unprivileged_cleaner_keeps_the_temp_file_of_another_users_live_writer():
+    """Cleaning as a user: kill(pid, 0) on another user's process fails with EPERM, and that process is
+    alive (its temp file is kept). PID 1 stands for the other user's writer; a dead PID's file goes."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run the cleaner as another user")
+    python = _python_for_nobody()
+    if python is None:
+        pytest.skip("no Python >= 3.11 that user nobody can run")
+    base = Path(tempfile.mkdtemp(prefix="abhed-clean-"))
+    try:
+        base.chmod(0o755)
+        shutil.copy(atomic.__file__, base / "atomic.py")  # atomic.py needs only the standard library
+        directory = base / "dir"
+        directory.mkdir()
+        others = _leftover(directory, "f.txt", 1)
+        dead = _leftover(directory, "g.txt", _dead_pid())
+        for path in (directory, directory / others, directory / dead):
+            os.chown(path, 65534, 65534)
+        code = ("import os, atomic; fd = os.open('dir', os.O_RDONLY | os.O_DIRECTORY); "
+                "print(atomic.clean_stale(fd))")
+        out = subprocess.run([python, "-S", "-c", code], user=65534, group=65534, extra_groups=[], cwd=base,
+                             capture_output=True, text=True, timeout=60, env={"PYTHONPATH": str(base)})
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == repr([dead])
+        assert sorted(os.listdir(directory)) == [others]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
