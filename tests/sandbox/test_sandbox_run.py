@@ -448,6 +448,18 @@ def test_per_command_pids_cgroups_are_removed(root_runner):
         assert list(parent.path.glob(f"run-{os.getpid()}-*")) == []
 
 
+@pytest.mark.parametrize("backend", ["bwrap", "none"])
+def test_no_descriptor_outlives_its_command(root_runner, backend):
+    """Pipes, pidfds (the sandbox's pid 1 too) are closed when each command ends, however it ended."""
+    workspace = root_runner.new_workspace()
+    with sandbox.Sandbox(sandbox.SandboxConfig(backend=backend), workspace) as sb:
+        sb.run("true", cwd=workspace, timeout_s=60)  # whatever is opened once per session
+        before = sorted(os.listdir("/proc/self/fd"))
+        for command, timeout in (("true", 60), ("exit 3", 60), ("sleep 60 & echo started", 60), ("sleep 60", 0.3)):
+            sb.run(command, cwd=workspace, timeout_s=timeout)
+        assert sorted(os.listdir("/proc/self/fd")) == before
+
+
 def test_module_level_run(root_runner):
     workspace = root_runner.new_workspace()
     result = sandbox.run("echo hi", workspace=workspace, cwd=workspace, timeout_s=60, config=sandbox.SandboxConfig())
