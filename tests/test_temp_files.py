@@ -171,3 +171,24 @@ def test_an_unprivileged_cleaner_keeps_the_temp_file_of_another_users_live_write
         assert sorted(os.listdir(directory)) == [others]
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_temp_file_that_vanishes_while_the_cleaner_looks_is_skipped(tmp_path, monkeypatch):
+    """Two cleaners race: the other one removes a leftover between our listing and our stat. Ours
+    goes on with the rest (reproduced for real: the file is deleted right before the stat)."""
+    first = _leftover(tmp_path, "a.txt", _dead_pid())
+    second = _leftover(tmp_path, "b.txt", _dead_pid())
+    real_stat = os.stat
+
+    def stat_after_the_other_cleaner(name, *args, **kwargs):
+        if name == first:
+            os.unlink(tmp_path / first)
+        return real_stat(name, *args, **kwargs)
+
+    monkeypatch.setattr(atomic.os, "stat", stat_after_the_other_cleaner)
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert atomic.clean_stale(fd) == [second]
+    finally:
+        os.close(fd)
+    assert os.listdir(tmp_path) == []

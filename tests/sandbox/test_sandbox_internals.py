@@ -387,3 +387,37 @@ def test_exit_statuses_and_signals_map_like_a_shell(tmp_path):
         _wait_exit(spawned)
         assert spawned.finish() == expected, command
         os.close(out_r)
+
+
+# -- launcher: the control pipe is bounded ---------------------------------------------------------
+
+
+def test_the_control_buffer_keeps_a_short_message_whole():
+    from sandbox.launcher import ControlBuffer
+
+    buffer = ControlBuffer()
+    message = b"R\0C/some/workspace/dir"
+    for i in range(len(message)):  # one byte per read, as a slow pipe delivers it
+        buffer.feed(message[i : i + 1])
+    assert buffer.value() == message and buffer.dropped == 0
+
+
+def test_the_control_buffer_keeps_head_and_tail_and_counts_what_it_dropped():
+    from sandbox.launcher import CONTROL_HEAD_BYTES, CONTROL_TAIL_BYTES, ControlBuffer
+
+    assert (CONTROL_HEAD_BYTES, CONTROL_TAIL_BYTES) == (16, 8192)
+    data = bytes(range(256)) * 100  # 25,600 bytes
+    buffer = ControlBuffer()
+    for i in range(0, len(data), 1000):
+        buffer.feed(data[i : i + 1000])
+    assert buffer.value() == data[:16] + data[-8192:]
+    assert buffer.dropped == len(data) - 16 - 8192
+
+
+# -- output: the decoder's last bytes ---------------------------------------------------------------
+
+
+def test_a_truncated_character_at_the_very_end_is_shown_not_dropped():
+    assert collect([b"ok \xe2\x82"], None).head == "ok \ufffd"
+    out = collect([b"x" * 10, b"\xe2\x82"], 4)
+    assert (out.head, out.tail, out.omitted_chars) == ("xx", "x\ufffd", 7)

@@ -362,6 +362,20 @@ def test_cwd_must_be_inside_the_workspace(runner, workspace):
     assert "cwd /usr is outside the workspace" in str(err.value)
 
 
+def test_cwd_that_is_a_file_or_missing_is_refused(root_runner):
+    workspace = root_runner.new_workspace()
+    (workspace / "notes.txt").write_text("x")
+    with sandbox.Sandbox(sandbox.SandboxConfig(backend="none"), workspace) as sb:
+        for bad in (workspace / "notes.txt", workspace / "missing"):
+            with pytest.raises(sandbox.PathError) as err:
+                sb.run("true", cwd=bad, timeout_s=60)
+            assert str(err.value) == (
+                f"cwd {bad} does not exist or is not a directory; use {workspace} or an existing directory below it."
+            )
+        with pytest.raises(sandbox.PathError, match="cwd must be an absolute path, got 'sub'; for example "):
+            sb.run("true", cwd="sub", timeout_s=60)
+
+
 def test_cwd_escaping_through_a_symlink_is_refused(root_runner):
     workspace = root_runner.new_workspace()
     (workspace / "link").symlink_to("/etc")
