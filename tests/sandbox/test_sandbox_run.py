@@ -215,6 +215,21 @@ def test_none_backend_kills_the_process_group_on_timeout_and_at_the_end(runner, 
         assert host_pids_with(marker) == []
 
 
+def test_none_backend_stops_reading_when_an_escaped_process_holds_the_output(root_runner):
+    """A process that left the process group (setsid) keeps the output pipe open for its whole life;
+    run() stops reading after the command ended (DRAIN_S) instead of waiting for it. The escaped
+    process is the operator's problem with backend none (docs): we end it ourselves here."""
+    workspace = root_runner.new_workspace()
+    marker = unique_marker()
+    try:
+        result = root_runner.run(f"setsid sleep {marker} & echo left", workspace=workspace, config={"backend": "none"})
+        assert (result.output, result.exit_code, result.timed_out) == ("left\n", 0, False)
+        assert host_pids_with(marker) != []  # still running: nothing closed its end of the pipe
+    finally:
+        for pid in host_pids_with(marker):
+            os.kill(pid, 9)
+
+
 def test_microvm_backend_is_not_available_yet(root_runner):
     workspace = root_runner.new_workspace()
     with pytest.raises(sandbox.BackendUnavailable) as err:
