@@ -190,3 +190,27 @@ def test_unknown_job_id_says_which_exist(root_runner):
         with pytest.raises(KeyError, match="known: job-1"):
             sb.job("job-9")
         assert sb.job("job-1").id == "job-1"
+
+
+def test_a_job_starting_while_the_session_closes_is_stopped_and_refused(root_runner):
+    """close() runs on another thread while a background job is being spawned: the job must not
+    outlive the session, and the caller learns the session is closed (judged on the host)."""
+    import threading
+
+    workspace = root_runner.new_workspace()
+    marker = unique_marker()
+    sb = sandbox.Sandbox(sandbox.SandboxConfig(), workspace)
+    real_spawn = sb._launcher.spawn
+
+    def spawn_then_close(*args, **kwargs):
+        spawned = real_spawn(*args, **kwargs)
+        closer = threading.Thread(target=sb.close)
+        closer.start()
+        assert wait_until(lambda: sb._closed)  # close() has begun; it waits for this spawn to return
+        return spawned
+
+    sb._launcher.spawn = spawn_then_close
+    with pytest.raises(sandbox.SandboxError, match="This sandbox session is closed"):
+        sb.start_background(f"sleep {marker}", cwd=workspace, log_path=workspace / "job.log")
+    assert wait_until(lambda: host_pids_with(marker) == [])
+    assert sb.jobs() == ()

@@ -421,3 +421,8 @@ def test_a_truncated_character_at_the_very_end_is_shown_not_dropped():
     assert collect([b"ok \xe2\x82"], None).head == "ok \ufffd"
     out = collect([b"x" * 10, b"\xe2\x82"], 4)
     assert (out.head, out.tail, out.omitted_chars) == ("xx", "x\ufffd", 7)
+
+
+def test_output_fed_one_byte_at_a_time_splits_exactly_at_the_limit():
+    out = collect([bytes([c]) for c in b"abcdefgh\n"], 4)
+    assert (out.head, out.tail, out.omitted_chars, out.omitted_lines) == ("ab", "h\n", 5, 0)
