@@ -60,7 +60,7 @@ class OutputCollector:
             self._head.append(text[:room])
             self._head_len += min(room, len(text))
             text = text[room:]
-            if not text:
+            if not text:  # pragma: no mutate  (going on appends an empty string to the tail)
                 return
         self._tail.append(text)
         self._tail_len += len(text)

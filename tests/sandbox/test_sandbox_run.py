@@ -489,6 +489,12 @@ def test_no_descriptor_outlives_its_command(root_runner, backend):
         assert sorted(os.listdir("/proc/self/fd")) == before
 
 
+def test_without_a_disk_reserve_nothing_watches_the_command(runner, workspace):
+    """limits.disk_reserve_bytes = None: no reserve, no watch (the collector must not call one)."""
+    result = runner.run("echo hi; sleep 0.2; echo bye", workspace=workspace, config={"limits": {"disk_reserve_bytes": None}})
+    assert (result.output, result.exit_code, result.notes) == ("hi\nbye\n", 0, ())
+
+
 def test_module_level_run(root_runner):
     workspace = root_runner.new_workspace()
     result = sandbox.run("echo hi", workspace=workspace, cwd=workspace, timeout_s=60, config=sandbox.SandboxConfig())
