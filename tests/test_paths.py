@@ -191,3 +191,11 @@ def test_open_dir_opens_directories_only_and_the_policy_is_immutable(ws):
         policy.open_dir(ws / "f")
     with pytest.raises(AttributeError):
         policy.roots = (Path("/"),)  # frozen: what was checked at start-up stays what is enforced
+
+
+@pytest.mark.parametrize("raw", ["", "   ", "\t\n"])
+def test_the_policy_itself_refuses_an_empty_path_with_an_example(ws, raw):
+    """The tools' argument checks may catch it first; the boundary must not rely on them."""
+    with pytest.raises(PathError) as err:
+        PathPolicy.create(ws).resolve(raw, field="file_path")
+    assert str(err.value) == f"`file_path` is empty. Give an absolute path, e.g. {ws / 'README.md'}."

@@ -214,3 +214,26 @@ def test_a_job_starting_while_the_session_closes_is_stopped_and_refused(root_run
         sb.start_background(f"sleep {marker}", cwd=workspace, log_path=workspace / "job.log")
     assert wait_until(lambda: host_pids_with(marker) == [])
     assert sb.jobs() == ()
+
+
+def test_the_disk_watch_leaves_jobs_alone_above_the_reserve_and_runs_once_per_session(root_runner):
+    import threading
+    import time
+
+    from sandbox.session import JOB_WATCH_S
+
+    workspace = root_runner.new_workspace()
+    markers = [unique_marker(), unique_marker()]
+    with sandbox.Sandbox(sandbox.SandboxConfig(), workspace) as sb:
+        jobs = [sb.start_background(f"sleep {m}", cwd=workspace, log_path=workspace / f"{m}.log") for m in markers]
+        time.sleep(JOB_WATCH_S * 5)  # the watch has looked several times
+        for job in jobs:
+            status = job.poll()
+            assert (status.running, status.stopped, status.note) == (True, False, None)
+        watchers = [t for t in threading.enumerate() if t.name == "abhed-sandbox-disk"]
+        assert len(watchers) == 1
+    assert wait_until(lambda: all(host_pids_with(m) == [] for m in markers))
+    no_reserve = sandbox.SandboxConfig(limits=sandbox.Limits(disk_reserve_bytes=None))
+    with sandbox.Sandbox(no_reserve, workspace) as sb:
+        job = sb.start_background("sleep 60", cwd=workspace, log_path=workspace / "plain.log")
+        assert sb._disk_watcher is None and job.poll().running

@@ -509,6 +509,25 @@ def test_probe_reports_a_working_sandbox(runner):
     assert any(line.startswith("process limit: ") for line in details)
 
 
+def test_describe_names_each_cgroup_for_what_it_limits(root_runner):
+    workspace = root_runner.new_workspace()
+    with sandbox.Sandbox(sandbox.SandboxConfig(), workspace) as sb:
+        lines = sb.describe()
+        parents = sb._launcher.cgroup_parents
+    process = next(line for line in lines if line.startswith("process limit: "))
+    memory = next(line for line in lines if line.startswith("memory limit: "))
+    pids = [p for p in parents if "pids" in p.controllers]
+    mem = [p for p in parents if "memory" in p.controllers]
+    expected = "process limit: 1024 (RLIMIT_NPROC per sandbox user namespace"
+    expected += "".join(f", plus pids cgroup v{p.version} at {p.path} as host root" for p in pids) + ")"
+    assert process == expected
+    if mem:
+        assert memory == f"memory limit: 4294967296 bytes per command (memory cgroup v{mem[0].version} at {mem[0].path})"
+    else:
+        assert memory.startswith("memory limit: 4294967296 bytes per command (RLIMIT_DATA per process: ")
+    assert lines[:2] == ["backend: bwrap", f"workspace: {workspace}"]
+
+
 def test_probe_of_none_and_microvm():
     none = sandbox.probe(sandbox.SandboxConfig(backend="none"))
     assert none.ok and "ran WITHOUT a sandbox" in none.summary
