@@ -199,3 +199,9 @@ def test_the_policy_itself_refuses_an_empty_path_with_an_example(ws, raw):
     with pytest.raises(PathError) as err:
         PathPolicy.create(ws).resolve(raw, field="file_path")
     assert str(err.value) == f"`file_path` is empty. Give an absolute path, e.g. {ws / 'README.md'}."
+
+
+def test_the_policy_itself_refuses_a_nul_byte(ws):
+    with pytest.raises(PathError) as err:
+        PathPolicy.create(ws).resolve(f"{ws}/a\x00b")
+    assert str(err.value) == "`path` contains a NUL byte, which no file name can hold. Send the path without it."

@@ -285,3 +285,17 @@ def test_a_second_write_needs_no_new_read(tools, ws):
     tools.ok("write", path=str(path), content="v2\n")
     tools.ok("write", path=str(path), content="v3 longer\n")
     assert path.read_text() == "v3 longer\n"
+
+
+def test_no_descriptor_is_left_open_by_creating_overwriting_or_failing(make_tools, ws):
+    """Every directory descriptor opened on the way down (one per created level) is closed."""
+    tools = make_tools(create_parents=True)
+    (ws / "file").write_text("x")
+    tools.ok("write", path=str(ws / "warm.txt"), content="x")  # whatever is opened once per process
+    before = sorted(os.listdir("/proc/self/fd"))
+    tools.ok("write", path=str(ws / "a" / "b" / "c" / "d" / "f.txt"), content="deep\n")
+    tools.ok("read", path=str(ws / "a" / "b" / "c" / "d" / "f.txt"))
+    tools.ok("write", path=str(ws / "a" / "b" / "c" / "d" / "f.txt"), content="deeper\n")
+    tools.err("write", path=str(ws / "file" / "x" / "f.txt"), content="x")
+    tools.err("write", path=str(ws / "a"), content="x")
+    assert sorted(os.listdir("/proc/self/fd")) == before
