@@ -149,3 +149,20 @@ def test_a_directory_swapped_for_a_symlink_right_after_mkdir_is_not_followed(ws,
     err = tools.err("write", path=str(ws / "new" / "f.txt"), content="x\n")
     assert f"Refused creating {ws / 'new' / 'f.txt'}: a component of the path is a symbolic link now" in err
     assert list(outside.iterdir()) == []
+
+
+def test_a_dangling_symlink_planted_at_a_new_files_name_is_refused_not_followed(tools, ws, tmp_path, monkeypatch):
+    """The check sees no file; before the create, a racer plants `new.txt -> outside/x` (dangling).
+    The write must see the link itself (lstat), refuse it, and create nothing outside."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    real_resolve = tools.ctx.paths.resolve
+
+    def resolve_then_plant(raw, **kw):
+        checked = real_resolve(raw, **kw)
+        (ws / "new.txt").symlink_to(outside / "x")
+        return checked
+    monkeypatch.setattr(type(tools.ctx.paths), "resolve", lambda self, raw, **kw: resolve_then_plant(raw, **kw))
+    err = tools.err("write", path=str(ws / "new.txt"), content="x\n")
+    assert f"Refused writing {ws / 'new.txt'}: a component of the path is a symbolic link now" in err
+    assert list(outside.iterdir()) == [] and (ws / "new.txt").is_symlink()
