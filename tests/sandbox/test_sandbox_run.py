@@ -495,6 +495,28 @@ def test_without_a_disk_reserve_nothing_watches_the_command(runner, workspace):
     assert (result.output, result.exit_code, result.notes) == ("hi\nbye\n", 0, ())
 
 
+def test_a_cgroup_that_cannot_be_made_stops_the_command_and_removes_the_ones_made(root_runner, tmp_path):
+    """As root: the pids cgroup is made, the next one fails. Nothing runs, and the pids cgroup made
+    for the command is removed again (judged in the real cgroup hierarchy)."""
+    from sandbox.limits import CgroupParent
+
+    workspace = root_runner.new_workspace()
+    sb = sandbox.Sandbox(sandbox.SandboxConfig(), workspace)
+    real = sb._launcher.cgroup_parents
+    if not real:
+        pytest.skip("no cgroup in use (not host root)")
+    broken = CgroupParent(tmp_path / "no-such-hierarchy", 1, ("memory",))
+    sb._launcher.cgroup_parents = (real[0], broken)
+    try:
+        with pytest.raises(sandbox.SandboxSetupError) as err:
+            sb.run("touch ran", cwd=workspace, timeout_s=60)
+        assert str(err.value).startswith(f"Could not create the command's cgroup under {broken.path} (No such file or directory); the command did not run.")
+        assert not (workspace / "ran").exists()
+    finally:
+        sb.close()
+    assert list(real[0].path.glob(f"run-{os.getpid()}-*")) == []
+
+
 def test_module_level_run(root_runner):
     workspace = root_runner.new_workspace()
     result = sandbox.run("echo hi", workspace=workspace, cwd=workspace, timeout_s=60, config=sandbox.SandboxConfig())
