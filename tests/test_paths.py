@@ -205,3 +205,11 @@ def test_the_policy_itself_refuses_a_nul_byte(ws):
     with pytest.raises(PathError) as err:
         PathPolicy.create(ws).resolve(f"{ws}/a\x00b")
     assert str(err.value) == "`path` contains a NUL byte, which no file name can hold. Send the path without it."
+
+
+@pytest.mark.parametrize("raw, guess", [("~/notes.txt", "~/notes.txt"), ("~", "~"), ("~root/a/../b", "~root/b")])
+def test_the_tilde_message_guesses_the_whole_expanded_path(ws, raw, guess):
+    with pytest.raises(PathError) as err:
+        PathPolicy.create(ws).resolve(raw)
+    expected = os.path.normpath(os.path.expanduser(guess))
+    assert str(err.value) == f"`path` must be an absolute path; `~` is not expanded: got {raw!r}. Did you mean {expected}?"
