@@ -449,7 +449,7 @@ def _pipe(read_list: list[int], write_list: list[int]) -> tuple[int, int]:
 
 
 def _close(fd: int) -> None:
-    if fd >= 0:
+    if fd >= 0:  # pragma: no mutate  (closing -1 fails with EBADF, which is ignored below anyway)
         try:
             os.close(fd)
         except OSError:

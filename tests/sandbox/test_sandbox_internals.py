@@ -426,3 +426,45 @@ def test_a_truncated_character_at_the_very_end_is_shown_not_dropped():
 def test_output_fed_one_byte_at_a_time_splits_exactly_at_the_limit():
     out = collect([bytes([c]) for c in b"abcdefgh\n"], 4)
     assert (out.head, out.tail, out.omitted_chars, out.omitted_lines) == ("ab", "h\n", 5, 0)
+
+
+# -- launcher: what bwrap reports on --info-fd, and whose child that is -----------------------------
+
+
+@pytest.mark.parametrize(
+    "info, pid",
+    [(b'{"child-pid": 4242}', 4242), (b'{\n    "child-pid": 17,\n    "cgroup-namespace": 1\n}', 17), (b"", None),
+     (b"not json", None), (b"[4242]", None), (b'{"child-pid": 0}', None), (b'{"child-pid": -5}', None),
+     (b'{"child-pid": "4242"}', None), (b'{"pid": 4242}', None), (b"\xff\xfe", None)],
+)  # fmt: skip
+def test_the_child_pid_is_read_only_from_a_well_formed_report(info, pid):
+    from sandbox.launcher import _child_pid
+
+    assert _child_pid(info) == pid
+
+
+def test_the_parent_pid_comes_from_proc_even_with_a_strange_command_name(tmp_path):
+    import subprocess
+    import sys
+
+    from sandbox.launcher import _parent_pid
+
+    assert _parent_pid(os.getpid()) == os.getppid()
+    odd = tmp_path / "a) R 1 (b"  # a command name with ") " inside: the parser must take the last ")"
+    odd.symlink_to(sys.executable)
+    child = subprocess.Popen([str(odd), "-c", "import time; time.sleep(60)"])
+    try:
+        assert _parent_pid(child.pid) == os.getpid()
+    finally:
+        child.kill()
+        child.wait()
+    assert _parent_pid(child.pid) is None  # reaped: no /proc entry
+
+
+def test_a_missing_bind_is_refused_with_its_kind(tmp_path):
+    from sandbox import ConfigError, Sandbox, SandboxConfig
+
+    for kind in ("ro_binds", "rw_binds"):
+        with pytest.raises(ConfigError) as err:
+            Sandbox(SandboxConfig(**{kind: (tmp_path / "gone",)}), tmp_path)
+        assert str(err.value) == f"{kind} entry {tmp_path / 'gone'} does not exist on this host; create it or remove it from {kind}."
