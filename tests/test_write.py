@@ -299,3 +299,20 @@ def test_no_descriptor_is_left_open_by_creating_overwriting_or_failing(make_tool
     tools.err("write", path=str(ws / "file" / "x" / "f.txt"), content="x")
     tools.err("write", path=str(ws / "a"), content="x")
     assert sorted(os.listdir("/proc/self/fd")) == before
+
+
+@pytest.mark.parametrize("size, hashed", [(15, True), (16, True), (17, False)])
+def test_what_write_remembers_is_hashed_up_to_the_limit_inclusive(tools, ws, monkeypatch, size, hashed):
+    """Created or overwritten, content of exactly HASH_LIMIT bytes is remembered by its hash; one byte
+    more, by size and mtime only (a stand-in limit of 16 bytes)."""
+    from abhed.tools import write as write_tool
+    monkeypatch.setattr(write_tool, "HASH_LIMIT", 16)
+    for name in ("new.txt", "old.txt"):
+        path = ws / name
+        if name == "old.txt":
+            path.write_text("0123456789abcdefXYZ")  # over the limit: read whole is not needed
+            tools.ok("read", path=str(path))
+        tools.ok("write", path=str(path), content="x" * size)
+        record = tools.session.last_read(path)
+        assert (record.sha256 is not None) == hashed, name
+        assert record.size == size
