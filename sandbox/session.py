@@ -401,10 +401,8 @@ def check_workspace(workspace: Path | str) -> Path:
     real = Path(os.path.realpath(path))
     if not real.is_dir():
         raise PathError(f"workspace {path} does not exist or is not a directory; create it or choose another.")
-    never = list(_NEVER_CONTAINED)
-    home = os.path.expanduser("~")
-    if home.startswith("/") and home != "/":
-        never.append(home)
+    # The operator's home too (a home of "/" or an unexpanded "~" adds nothing: "/" is refused anyway).
+    never = [*_NEVER_CONTAINED, os.path.expanduser("~")]
     for place in never:
         if real == Path(place) or real in Path(place).parents:
             raise PathError(

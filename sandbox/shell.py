@@ -34,7 +34,7 @@ SANDBOX_HOME = "/tmp/home"  # inside the private /tmp: writable, gone after the 
 BASH_CTL_FD = 200  # where the wrapper keeps the control pipe (Limits.open_files must exceed it)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True)  # pragma: no mutate  (nothing assigns to a Shell; frozen documents it)
 class Shell:
     path: str
     is_bash: bool

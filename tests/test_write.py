@@ -316,3 +316,14 @@ def test_what_write_remembers_is_hashed_up_to_the_limit_inclusive(tools, ws, mon
         record = tools.session.last_read(path)
         assert (record.sha256 is not None) == hashed, name
         assert record.size == size
+
+
+def test_a_file_larger_than_the_sniffed_head_is_compared_whole(tools, ws):
+    """Under HASH_LIMIT the whole old content is read and hashed, not only the head sniffed for the
+    file type: a file of SNIFF_BYTES + 100 bytes, read and unchanged, is overwritten."""
+    from abhed.filetype import SNIFF_BYTES
+    path = ws / "long.txt"
+    path.write_text("y" * (SNIFF_BYTES + 99) + "\n")
+    tools.ok("read", path=str(path))
+    out = tools.ok("write", path=str(path), content="short\n")
+    assert out.startswith(f"Overwrote {path}: wrote 6 bytes, 1 lines (was {SNIFF_BYTES + 100} bytes).")

@@ -517,6 +517,14 @@ def test_a_cgroup_that_cannot_be_made_stops_the_command_and_removes_the_ones_mad
     assert list(real[0].path.glob(f"run-{os.getpid()}-*")) == []
 
 
+@pytest.mark.parametrize("backend", ["bwrap", "none"])
+def test_the_command_sees_itself_run_as_bash_with_no_startup_files(runner, workspace, backend):
+    """$0 is "bash", as in a plain `bash -c`; the shell runs with --noprofile --norc."""
+    result = runner.run('echo "$0"; shopt -q login_shell && echo login; echo "$-"', workspace=workspace, config={"backend": backend})
+    zero, flags = result.output.split("\n")[0], result.output.split("\n")[-2]
+    assert zero == "bash" and "login" not in result.output and "i" not in flags
+
+
 def test_module_level_run(root_runner):
     workspace = root_runner.new_workspace()
     result = sandbox.run("echo hi", workspace=workspace, cwd=workspace, timeout_s=60, config=sandbox.SandboxConfig())
