@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from sbx_helpers import DriverError, host_pids_with, unique_marker
+from sbx_helpers import DriverError, host_pids_with, unique_marker, wait_until
 
 import sandbox
 import sandbox.session as session_module
@@ -314,7 +314,29 @@ def test_the_command_never_runs_without_its_limits(root_runner, monkeypatch):
         monkeypatch.setattr(launcher, "_parent_pid", lambda pid: -1)
         with pytest.raises(sandbox.SandboxSetupError, match="could not be set up, so the command did not run"):
             sb.run("touch ran-2", cwd=workspace, timeout_s=60)
-    assert not (workspace / "ran-1").exists() and not (workspace / "ran-2").exists()
+        monkeypatch.undo()
+        # bwrap's report names no pid (garbled, or bwrap failed first): nothing to limit, nothing runs.
+        monkeypatch.setattr(launcher, "_child_pid", lambda info: None)
+        with pytest.raises(sandbox.SandboxSetupError, match="could not be set up, so the command did not run"):
+            sb.run("touch ran-3", cwd=workspace, timeout_s=60)
+    assert not any((workspace / f"ran-{n}").exists() for n in (1, 2, 3))
+
+
+def test_the_none_backend_never_runs_a_command_without_its_rlimits(root_runner, monkeypatch):
+    """The unconfined shell waits for a go that never comes: it is killed, not left to read EOF and run."""
+    from sandbox import launcher
+
+    workspace = root_runner.new_workspace()
+    marker = unique_marker()
+    with sandbox.Sandbox(sandbox.SandboxConfig(backend="none"), workspace) as sb:
+        monkeypatch.setattr(launcher, "apply_rlimits", lambda pid, limits: (_ for _ in ()).throw(PermissionError(1, "denied")))
+        with pytest.raises(sandbox.SandboxSetupError, match=r"Could not apply the resource limits \(\[Errno 1\] denied\); the command did not run."):
+            sb.run(f"touch ran; sleep {marker}", cwd=workspace, timeout_s=60)
+    # A shell left alive would read EOF on its go pipe and run the command within milliseconds.
+    ran = wait_until(lambda: (workspace / "ran").exists() or host_pids_with(marker) != [], timeout_s=2)
+    for pid in host_pids_with(marker):
+        os.kill(pid, 9)
+    assert not ran
 
 
 @pytest.mark.parametrize(
@@ -523,6 +545,19 @@ def test_the_command_sees_itself_run_as_bash_with_no_startup_files(runner, works
     result = runner.run('echo "$0"; shopt -q login_shell && echo login; echo "$-"', workspace=workspace, config={"backend": backend})
     zero, flags = result.output.split("\n")[0], result.output.split("\n")[-2]
     assert zero == "bash" and "login" not in result.output and "i" not in flags
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "none"])
+def test_a_host_without_bash_runs_commands_with_sh_and_the_same_wrapper(root_runner, backend):
+    """find_shell falls back to /bin/sh: its wrapper reports the start and the final cwd the same way."""
+    from sandbox.shell import Shell
+
+    workspace = root_runner.new_workspace()
+    (workspace / "sub").mkdir()
+    with sandbox.Sandbox(sandbox.SandboxConfig(backend=backend), workspace) as sb:
+        sb._launcher.shell = Shell("/bin/sh", False)
+        result = sb.run('echo "$0"; cd sub; exit 4', cwd=workspace, timeout_s=60)
+    assert (result.output, result.exit_code, result.final_cwd) == ("sh\n", 4, workspace / "sub")
 
 
 def test_module_level_run(root_runner):
