@@ -327,3 +327,32 @@ def test_a_file_larger_than_the_sniffed_head_is_compared_whole(tools, ws):
     tools.ok("read", path=str(path))
     out = tools.ok("write", path=str(path), content="short\n")
     assert out.startswith(f"Overwrote {path}: wrote 6 bytes, 1 lines (was {SNIFF_BYTES + 100} bytes).")
+
+
+def test_an_outside_writer_between_the_check_and_the_rename_is_not_overwritten(tools, ws, monkeypatch):
+    """bash or an editor (no Abhed lock) rewrites the file after write compared it: the hash of what
+    was compared is re-checked right before the rename, so their change survives."""
+    from abhed.tools import write as write_tool
+    path = ws / "f.txt"
+    path.write_text("original\n")
+    tools.ok("read", path=str(path))
+    real_replace = write_tool.replace
+
+    def outside_writer_first(dirfd, target, *args, **kwargs):
+        target.write_text("theirs\n")
+        return real_replace(dirfd, target, *args, **kwargs)
+    monkeypatch.setattr(write_tool, "replace", outside_writer_first)
+    err = tools.err("write", path=str(path), content="mine\n")
+    assert f"{path} changed on disk since you read it" in err and "Nothing was written" in err
+    assert path.read_text() == "theirs\n"
+
+
+def test_old_content_of_exactly_the_hash_limit_is_compared_whole(tools, ws, monkeypatch):
+    """At HASH_LIMIT bytes the old content is still read whole: writing it back is "Unchanged"."""
+    from abhed.tools import write as write_tool
+    monkeypatch.setattr(write_tool, "HASH_LIMIT", 16)
+    path = ws / "f.txt"
+    path.write_text("0123456789abcde\n")  # 16 bytes
+    tools.ok("read", path=str(path))
+    out = tools.ok("write", path=str(path), content="0123456789abcde\n")
+    assert out.startswith(f"Unchanged: {path} already has exactly this content (16 bytes)")

@@ -468,3 +468,12 @@ def test_a_missing_bind_is_refused_with_its_kind(tmp_path):
         with pytest.raises(ConfigError) as err:
             Sandbox(SandboxConfig(**{kind: (tmp_path / "gone",)}), tmp_path)
         assert str(err.value) == f"{kind} entry {tmp_path / 'gone'} does not exist on this host; create it or remove it from {kind}."
+
+
+def test_without_bash_the_shell_is_sh(monkeypatch):
+    import sandbox.shell as shell
+
+    monkeypatch.setattr(shell.os, "access", lambda path, mode: path not in ("/bin/bash", "/usr/bin/bash"))
+    assert find_shell() == shell.Shell("/bin/sh", False)
+    monkeypatch.setattr(shell.os, "access", lambda path, mode: path == "/usr/bin/bash")
+    assert find_shell() == shell.Shell("/usr/bin/bash", True)
