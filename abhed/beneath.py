@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 SYS_OPENAT2 = 437  # the same number on every architecture (asm-generic, Linux 5.6)
-RESOLVE_NO_XDEV, RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS, RESOLVE_BENEATH = 0x01, 0x02, 0x04, 0x08
+RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS, RESOLVE_BENEATH = 0x02, 0x04, 0x08  # linux/openat2.h
 RESOLVE = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS
 ESCAPES = (errno.ELOOP, errno.EXDEV)  # what a refused symlink (or an escape) looks like
 

@@ -166,3 +166,24 @@ def test_replace_file_closes_what_it_opens_and_refuses_a_directory_name(tmp_path
         atomic.replace_file(tmp_path / "d" / "..", b"x\n", mode=0o644)
     assert _fds() == before
     assert sorted(os.listdir(tmp_path)) == ["d", "f.txt"] and os.listdir(tmp_path / "d") == []
+
+
+def test_replace_file_holds_its_directory_close_on_exec_and_as_a_directory(tmp_path, monkeypatch):
+    """The directory descriptor must not leak into a command started meanwhile (FD_CLOEXEC), and
+    must be a directory (O_DIRECTORY): checked on the real descriptor replace_at receives."""
+    import fcntl
+
+    seen = []
+    real = atomic.replace_at
+
+    def inspect(dirfd, name, data, **kwargs):
+        flags = fcntl.fcntl(dirfd, fcntl.F_GETFD)
+        seen.append((bool(flags & fcntl.FD_CLOEXEC), stat.S_ISDIR(os.fstat(dirfd).st_mode)))
+        return real(dirfd, name, data, **kwargs)
+    monkeypatch.setattr(atomic, "replace_at", inspect)
+    atomic.replace_file(tmp_path / "f.txt", b"x", mode=0o600)
+    assert seen == [(True, True)]
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(NotADirectoryError):
+        atomic.replace_file(tmp_path / "file" / "f.txt", b"x", mode=0o600)
+    assert seen == [(True, True)]  # refused at the open, before any write
