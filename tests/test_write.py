@@ -356,3 +356,31 @@ def test_old_content_of_exactly_the_hash_limit_is_compared_whole(tools, ws, monk
     tools.ok("read", path=str(path))
     out = tools.ok("write", path=str(path), content="0123456789abcde\n")
     assert out.startswith(f"Unchanged: {path} already has exactly this content (16 bytes)")
+
+
+def test_a_read_error_on_the_old_content_is_explained_and_nothing_is_written(tools, ws, monkeypatch):
+    """The disk fails while write reads what it would replace (EIO injected into the real handle)."""
+    import builtins
+    import errno
+
+    from abhed.tools import write as write_tool
+    path = ws / "f.txt"
+    path.write_text("old\n")
+    tools.ok("read", path=str(path))
+
+    class FailingRead:
+        def __init__(self, handle):
+            self.handle = handle
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.handle.close()
+
+        def read(self, *args):
+            raise OSError(errno.EIO, "Input/output error")
+    monkeypatch.setattr(write_tool, "open", lambda fd, mode: FailingRead(builtins.open(fd, mode)), raising=False)
+    err = tools.err("write", path=str(path), content="new\n")
+    assert err.startswith(f"Input/output error (errno {errno.EIO}) while writing {path}.")
+    assert path.read_text() == "old\n"
