@@ -560,6 +560,24 @@ def test_a_host_without_bash_runs_commands_with_sh_and_the_same_wrapper(root_run
     assert (result.output, result.exit_code, result.final_cwd) == ("sh\n", 4, workspace / "sub")
 
 
+@pytest.mark.parametrize("bash", [True, False])
+def test_the_none_backend_waits_for_its_rlimits_before_running(root_runner, monkeypatch, bash):
+    """The unconfined shell reads a go byte first: even when setting the rlimits is slow (delayed
+    here), the command never runs before them."""
+    import time
+
+    from sandbox import launcher
+    from sandbox.shell import Shell
+
+    real = launcher.apply_rlimits
+    monkeypatch.setattr(launcher, "apply_rlimits", lambda pid, limits: (time.sleep(0.3), real(pid, limits)))
+    workspace = root_runner.new_workspace()
+    with sandbox.Sandbox(sandbox.SandboxConfig(backend="none"), workspace) as sb:
+        sb._launcher.shell = Shell("/bin/bash", True) if bash else Shell("/bin/sh", False)
+        result = sb.run("ulimit -f", cwd=workspace, timeout_s=60)
+    assert result.output.strip().isdigit(), result.output  # 2 GiB in the shell's units, not "unlimited"
+
+
 def test_module_level_run(root_runner):
     workspace = root_runner.new_workspace()
     result = sandbox.run("echo hi", workspace=workspace, cwd=workspace, timeout_s=60, config=sandbox.SandboxConfig())
