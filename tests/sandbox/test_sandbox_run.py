@@ -222,7 +222,8 @@ def test_none_backend_stops_reading_when_an_escaped_process_holds_the_output(roo
     workspace = root_runner.new_workspace()
     marker = unique_marker()
     try:
-        result = root_runner.run(f"setsid sleep {marker} & echo left", workspace=workspace, config={"backend": "none"})
+        escape = f"setsid sh -c 'echo > ready; exec sleep {marker}' & while [ ! -e ready ]; do sleep 0.01; done; echo left"
+        result = root_runner.run(escape, workspace=workspace, config={"backend": "none"})
         assert (result.output, result.exit_code, result.timed_out) == ("left\n", 0, False)
         assert host_pids_with(marker) != []  # still running: nothing closed its end of the pipe
     finally:
