@@ -213,3 +213,45 @@ def test_the_tilde_message_guesses_the_whole_expanded_path(ws, raw, guess):
         PathPolicy.create(ws).resolve(raw)
     expected = os.path.normpath(os.path.expanduser(guess))
     assert str(err.value) == f"`path` must be an absolute path; `~` is not expanded: got {raw!r}. Did you mean {expected}?"
+
+
+@pytest.mark.parametrize("errno_name, works", [("ENOSYS", False), ("EPERM", False), ("EINVAL", False), ("EXDEV", True)])
+def test_the_openat2_probe_reads_the_kernels_answer(monkeypatch, errno_name, works):
+    """No syscall (old kernel), refused by a seccomp filter, or an unknown struct: walk instead. Any
+    other error means openat2 exists (the probe's own path was merely refused)."""
+    import errno
+
+    monkeypatch.setattr(beneath, "_openat2_works", None)
+
+    def refuse(dirfd, rel, flags, mode):
+        raise OSError(getattr(errno, errno_name), errno_name)
+    monkeypatch.setattr(beneath, "_openat2", refuse)
+    assert beneath.openat2_available() is works
+    monkeypatch.setattr(beneath, "_openat2", lambda *a: pytest.fail("probed twice"))
+    assert beneath.openat2_available() is works  # probed once, remembered
+
+
+def test_without_a_usable_libc_there_is_no_openat2_and_files_still_open_beneath(ws, monkeypatch):
+    monkeypatch.setattr(beneath, "_openat2_works", None)
+    monkeypatch.setattr(beneath, "_libc", None)
+    assert beneath.openat2_available() is False
+    (ws / "d").mkdir()
+    (ws / "d" / "f.txt").write_text("x")
+    fd = beneath.open_beneath(ws, ws / "d" / "f.txt", os.O_RDONLY)
+    try:
+        assert os.read(fd, 10) == b"x"
+    finally:
+        os.close(fd)
+
+
+def test_the_real_probe_uses_a_directory_path_descriptor(monkeypatch):
+    seen = []
+    real = beneath._openat2
+
+    def record(dirfd, rel, flags, mode):
+        seen.append((rel, flags & (os.O_PATH | os.O_DIRECTORY) == os.O_PATH | os.O_DIRECTORY, mode))
+        return real(dirfd, rel, flags, mode)
+    monkeypatch.setattr(beneath, "_openat2_works", None)
+    monkeypatch.setattr(beneath, "_openat2", record)
+    beneath.openat2_available()
+    assert seen == [(".", True, 0)]

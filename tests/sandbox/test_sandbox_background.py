@@ -237,3 +237,18 @@ def test_the_disk_watch_leaves_jobs_alone_above_the_reserve_and_runs_once_per_se
     with sandbox.Sandbox(no_reserve, workspace) as sb:
         job = sb.start_background("sleep 60", cwd=workspace, log_path=workspace / "plain.log")
         assert sb._disk_watcher is None and job.poll().running
+
+
+@pytest.mark.parametrize("bash", [True, False])
+def test_a_background_job_does_not_hold_the_control_pipe(root_runner, bash):
+    """Only the start is reported for a job: the wrapper closes its control descriptor before the
+    command runs, so the job cannot write into Abhed's pipe (its descriptors, listed by itself)."""
+    from sandbox.shell import BASH_CTL_FD, Shell
+
+    workspace = root_runner.new_workspace()
+    with sandbox.Sandbox(sandbox.SandboxConfig(), workspace) as sb:
+        sb._launcher.shell = Shell("/bin/bash", True) if bash else Shell("/bin/sh", False)
+        job = sb.start_background("ls /proc/self/fd", cwd=workspace, log_path=workspace / "fds.log")
+        assert wait_until(lambda: not job.poll().running)
+    fds = (workspace / "fds.log").read_text().split()
+    assert fds and str(BASH_CTL_FD if bash else 9) not in fds, fds

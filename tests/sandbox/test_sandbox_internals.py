@@ -184,6 +184,11 @@ def test_control_channel_parsing():
     assert parse_control(b"R\0C/work/ws/sub\n") == (True, "/work/ws/sub")
     assert parse_control(b"R\0Cjunk\0C/work/ws\n") == (True, "/work/ws")  # the last record wins
     assert parse_control(b"R\0Crelative\n") == (True, None)
+    assert parse_control(b"R/work/ws/forged\n") == (True, None)  # a path without the record marker
+    assert parse_control(b"R\0C/work/ws") == (True, "/work/ws")  # no newline: nothing is cut
+    assert parse_control(b"R\0C/work/ws\n\n") == (True, "/work/ws\n")  # only the last newline is pwd's
+    assert parse_control(b"R\0C/work/\0ws\n") == (True, None)
+    assert parse_control(b"X\0C/work/ws\n") == (False, None)
 
 
 def test_wrapper_moves_the_control_fd_and_evals_the_command():
