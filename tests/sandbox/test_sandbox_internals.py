@@ -412,11 +412,12 @@ def test_the_control_buffer_keeps_head_and_tail_and_counts_what_it_dropped():
 
     assert (CONTROL_HEAD_BYTES, CONTROL_TAIL_BYTES) == (16, 8192)
     data = bytes(range(256)) * 100  # 25,600 bytes
-    buffer = ControlBuffer()
-    for i in range(0, len(data), 1000):
-        buffer.feed(data[i : i + 1000])
-    assert buffer.value() == data[:16] + data[-8192:]
-    assert buffer.dropped == len(data) - 16 - 8192
+    for step in (1000, 1):  # in large reads, and one byte per read
+        buffer = ControlBuffer()
+        for i in range(0, len(data), step):
+            buffer.feed(data[i : i + step])
+        assert buffer.value() == data[:16] + data[-8192:]
+        assert buffer.dropped == len(data) - 16 - 8192
 
 
 # -- output: the decoder's last bytes ---------------------------------------------------------------
