@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from abhed.config import Settings
-from abhed.paths import PathPolicy
-from abhed.session import Session
+from abhed.session.config import Settings
+from abhed.files.paths import PathPolicy
+from abhed.session.store import Session
 
 if TYPE_CHECKING:
     from abhed.tools.bash import Shell

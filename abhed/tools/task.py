@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from pydantic import Field
 
-from abhed.errors import ToolError
-from abhed.selfcontained import refusal, vague_reference
+from abhed.common.errors import ToolError
+from abhed.tools.selfcontained import refusal, vague_reference
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, fail, head_tail, ok
 
 if TYPE_CHECKING:
-    from abhed.agent import Outcome
+    from abhed.agent.loop import Outcome
 
 # The spec's target is a summary of 1-2k tokens: 8000 characters is about 2000 tokens of prose.
 SUMMARY_CHARS = 8000

@@ -20,9 +20,9 @@ from typing import Any
 from pydantic import ValidationError
 from rapidfuzz import process
 
-from abhed.approval import Gate, refusal
-from abhed.errors import ToolError
-from abhed.events import ActionEvent, ObservationEvent
+from abhed.gate.approval import Gate, refusal
+from abhed.common.errors import ToolError
+from abhed.session.events import ActionEvent, ObservationEvent
 from abhed.tools import BY_NAME
 from abhed.tools.base import Tool, ToolContext, ToolResult, cap_text, explain_invalid, fail
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sandbox.config import DEFAULT_PROTECTED_PATHS
 
-from abhed.approval import Rule
+from abhed.gate.approval import Rule
 
 
 class ConfigError(Exception):

@@ -21,10 +21,10 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
-from abhed.approval import Verdict
+from abhed.gate.approval import Verdict
 from abhed.model.wire import ToolCall
-from abhed.session import Plan, TodoItem
-from abhed.terminal import printable
+from abhed.session.store import Plan, TodoItem
+from abhed.common.terminal import printable
 from abhed.tools.base import ToolResult
 from abhed.tools.plan import render_plan
 from abhed.tools.todo import render_todos
