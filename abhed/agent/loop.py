@@ -40,7 +40,7 @@ from abhed.agent import compaction, dispatch
 from abhed.gate.approval import Gate
 from abhed.session.config import AgentConfig
 from abhed.agent.conversation import Gauge, chars, fit_observation, message_event, observation_cap, rebuild
-from abhed.cli.display import Display
+from abhed.agent.display import Display
 from abhed.session.events import AnyEvent, CompactionEvent, RunEvent, new_id
 from abhed.model.adapters import VisibleStream, adapter_for, visible
 from abhed.model.connect import Model

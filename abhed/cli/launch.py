@@ -13,7 +13,7 @@ from typing import Any
 from abhed.session import config
 from abhed.agent.loop import Agent, Budget, Limits
 from abhed.gate.approval import Gate, Policy, Verdict
-from abhed.cli.display import Display
+from abhed.agent.display import Display
 from abhed.model.connect import Model, connect
 from abhed.files.paths import PathPolicy
 from abhed.session.store import SessionError, SessionStore

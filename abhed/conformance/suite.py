@@ -13,7 +13,7 @@ from abhed.conformance import adapter
 from abhed.conformance.report import CATEGORIES, Report, TestReport, grade
 from abhed.conformance.scenarios import RECOVERY, SCENARIOS, Scenario
 from abhed.conformance.trial import Result, Trial
-from abhed.cli.display import Display
+from abhed.agent.display import Display
 from abhed.model.connect import Model
 
 

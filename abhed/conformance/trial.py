@@ -20,7 +20,7 @@ from abhed.agent import dispatch
 from abhed.agent.loop import Agent, Budget, Limits, Outcome
 from abhed.gate.approval import Gate, Policy
 from abhed.session.config import Settings
-from abhed.cli.display import Display
+from abhed.agent.display import Display
 from abhed.session.events import ActionEvent, AnyEvent, MessageEvent, ObservationEvent
 from abhed.model.connect import Model
 from abhed.files.paths import PathPolicy

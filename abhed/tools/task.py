@@ -12,16 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from pydantic import Field
 
 from abhed.common.errors import ToolError
 from abhed.tools.selfcontained import refusal, vague_reference
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, fail, head_tail, ok
-
-if TYPE_CHECKING:
-    from abhed.agent.loop import Outcome
 
 # The spec's target is a summary of 1-2k tokens: 8000 characters is about 2000 tokens of prose.
 SUMMARY_CHARS = 8000
@@ -34,6 +31,28 @@ class BudgetLimitReached(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class Outcome(Protocol):
+    """How a subagent's run ended, as the task tool reads it. The agent's own Outcome
+    (agent/loop.py) has this shape; tools name only what they need, and never import the agent."""
+
+    @property
+    def status(self) -> str: ...  # "done", "budget", "interrupted" or "failed"
+    @property
+    def answer(self) -> str: ...  # its final answer; for a stop, where it stopped
+    @property
+    def detail(self) -> str: ...  # why it stopped
+    @property
+    def agent_id(self) -> str: ...
+    @property
+    def turns(self) -> int: ...
+    @property
+    def tool_calls(self) -> int: ...
+    @property
+    def changed(self) -> list[str]: ...  # files it wrote or edited
+    @property
+    def ancestor_budget(self) -> bool: ...  # status "budget" because a budget above its own ran out
 
 
 class Spawn(Protocol):

@@ -13,7 +13,7 @@ from abhed.session import config
 from abhed.agent.loop import Agent, Budget, Limits
 from abhed.gate.approval import Gate, Policy
 from abhed.session.config import AgentConfig
-from abhed.cli.display import Display
+from abhed.agent.display import Display
 from abhed.model.connect import connect
 from abhed.model.replay import ReplayServer, Turn
 from abhed.files.paths import PathPolicy

@@ -10,7 +10,8 @@ from rich.console import Console
 
 from abhed.agent.loop import Agent, Budget, Limits
 from abhed.gate.approval import Gate, Policy, Verdict
-from abhed.cli.display import Chat, Display, Progress
+from abhed.agent.display import Display
+from abhed.cli.display import Chat, Progress
 from abhed.model.replay import ReplayServer, Turn
 from abhed.model.wire import ToolCall
 from abhed.session.store import SessionStore
