@@ -1,6 +1,6 @@
 """task (spec §8): hand a self-contained subtask to a subagent and get back only its summary.
 
-The subagent is the same loop (agent.py) with a fresh conversation: its own system prompt with
+The subagent is the same loop (agent/loop.py) with a fresh conversation: its own system prompt with
 its profile's role, the project's ABHED.md, and the prompt given here; none of the parent's turns.
 This module decides what the subagent is (its profile's tools and role), refuses prompts that are
 not self-contained (selfcontained.py), and turns the subagent's outcome into a bounded result.
