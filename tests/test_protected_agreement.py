@@ -1,8 +1,8 @@
 """One rule for protected paths: bash's approval, the file tools' approval and the sandbox agree.
 
 sandbox.protect.protected_reason is the rule. The sandbox derives its mounts from it (checked in
-tests/sandbox/test_protect_rule.py), the file tools ask abhed.protected, and bash's approval asks
-abhed.approval.protected. If any of them kept a list of its own, the generated paths below would
+tests/sandbox/test_protect_rule.py), the file tools ask abhed.gate.protected, and bash's approval asks
+abhed.gate.approval.protected. If any of them kept a list of its own, the generated paths below would
 find the first path on which they disagree.
 """
 
@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from abhed import approval
-from abhed.approval import Policy
-from abhed.protected import confirmation_needed
+from abhed.gate import approval
+from abhed.gate.approval import Policy
+from abhed.gate.protected import confirmation_needed
 from sandbox.protect import GIT_DIR_SENSITIVE, protected_reason
 
 NAMES = [".git", ".abhed", *GIT_DIR_SENSITIVE, "HEAD", "objects", "refs", "src", "sub", "x.git", ".gitignore", "..", "."]

@@ -232,7 +232,7 @@ def test_overwriting_crlf_with_lf_says_so(tools, ws):
 
 def test_losing_the_race_at_the_rename_is_the_changed_since_read_error(tools, ws):
     """The hash re-check right before the rename (another writer came in between) answers like a stale read."""
-    from abhed.errors import ToolError
+    from abhed.common.errors import ToolError
     from abhed.tools.write import replace
     path = ws / "f.txt"
     path.write_text("theirs\n")
@@ -321,7 +321,7 @@ def test_what_write_remembers_is_hashed_up_to_the_limit_inclusive(tools, ws, mon
 def test_a_file_larger_than_the_sniffed_head_is_compared_whole(tools, ws):
     """Under HASH_LIMIT the whole old content is read and hashed, not only the head sniffed for the
     file type: a file of SNIFF_BYTES + 100 bytes, read and unchanged, is overwritten."""
-    from abhed.filetype import SNIFF_BYTES
+    from abhed.files.filetype import SNIFF_BYTES
     path = ws / "long.txt"
     path.write_text("y" * (SNIFF_BYTES + 99) + "\n")
     tools.ok("read", path=str(path))
