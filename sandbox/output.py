@@ -61,13 +61,13 @@ class OutputCollector:
             self._head_len += min(room, len(text))
             text = text[room:]
             if not text:  # pragma: no mutate  (going on appends an empty string to the tail)
-                return
+                return  # pragma: no mutate  (as above)
         self._tail.append(text)
         self._tail_len += len(text)
         while self._tail_len > self._tail_cap:
             excess = self._tail_len - self._tail_cap
             first = self._tail[0]
-            dropped = first if len(first) <= excess else first[:excess]
+            dropped = first[:excess]
             if len(first) <= excess:
                 self._tail.popleft()
             else:

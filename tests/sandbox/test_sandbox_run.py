@@ -231,6 +231,20 @@ def test_none_backend_stops_reading_when_an_escaped_process_holds_the_output(roo
             os.kill(pid, 9)
 
 
+def test_output_written_after_a_timeout_kill_is_still_collected_while_the_pipe_drains(root_runner):
+    """With backend none a process that left the group survives the kill and may still write: what
+    it writes within DRAIN_S of the timeout is kept (bwrap kills everything, so there it is EOF)."""
+    workspace = root_runner.new_workspace()
+    marker = unique_marker()
+    late = f"setsid sh -c 'sleep 0.3; echo late; sleep {marker}' & echo early; sleep 60"
+    try:
+        result = root_runner.run(late, workspace=workspace, timeout_s=0.2, config={"backend": "none"})
+    finally:
+        for pid in host_pids_with(marker):
+            os.kill(pid, 9)
+    assert result.timed_out and result.output == "early\nlate\n"
+
+
 def test_microvm_backend_is_not_available_yet(root_runner):
     workspace = root_runner.new_workspace()
     with pytest.raises(sandbox.BackendUnavailable) as err:
