@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-MountKind = Literal["ro-bind", "bind", "symlink", "null-file", "hidden-dir", "empty-dir"]
+MountKind = Literal["ro-bind", "bind", "symlink", "null-file", "hidden-dir", "empty-dir"]  # pragma: no mutate  (a type: nothing reads it at run time)
 
 
 class Mount(NamedTuple):

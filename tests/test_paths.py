@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -255,3 +256,42 @@ def test_the_real_probe_uses_a_directory_path_descriptor(monkeypatch):
     monkeypatch.setattr(beneath, "_openat2", record)
     beneath.openat2_available()
     assert seen == [(".", True, 0)]
+
+
+def test_the_fallback_walk_opens_below_the_root_and_refuses_symlinks(ws, tmp_path):
+    (ws / "d").mkdir()
+    (ws / "d" / "f.txt").write_text("walked")
+    (ws / "link").symlink_to(ws / "d")
+    before = sorted(os.listdir("/proc/self/fd"))
+    fd = beneath.open_beneath(ws, ws / "d" / "f.txt", os.O_RDONLY, force_walk=True)
+    try:
+        assert os.read(fd, 100) == b"walked"
+    finally:
+        os.close(fd)
+    with pytest.raises(OSError) as err:
+        beneath.open_beneath(ws, ws / "link" / "f.txt", os.O_RDONLY, force_walk=True)
+    assert err.value.errno in beneath.ESCAPES
+    assert sorted(os.listdir("/proc/self/fd")) == before  # every intermediate descriptor closed
+
+
+def test_a_path_outside_the_root_is_named_in_the_error(ws, tmp_path):
+    outside = tmp_path / "elsewhere" / "f.txt"
+    with pytest.raises(OSError) as err:
+        beneath.open_beneath(ws, outside, os.O_RDONLY)
+    assert (err.value.errno, err.value.strerror, err.value.filename) == (
+        errno.EXDEV, f"{outside} is not below {ws}", str(outside))
+
+
+def test_the_root_itself_opens_as_the_root(ws):
+    fd = beneath.open_beneath(ws, ws, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert os.path.samestat(os.fstat(fd), os.stat(ws))
+    finally:
+        os.close(fd)
+
+
+def test_the_probe_leaves_no_descriptor_open(monkeypatch):
+    monkeypatch.setattr(beneath, "_openat2_works", None)
+    before = sorted(os.listdir("/proc/self/fd"))
+    beneath.openat2_available()
+    assert sorted(os.listdir("/proc/self/fd")) == before

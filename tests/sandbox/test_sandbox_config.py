@@ -121,3 +121,12 @@ def test_limits_accept_their_minimum_exactly():
     assert SandboxConfig(tmp_size_bytes=1024**2).tmp_size_bytes == 1024**2
     with pytest.raises(ConfigError, match=f"at least 1 MiB, got {1024**2 - 1}"):
         SandboxConfig(tmp_size_bytes=1024**2 - 1)
+
+
+@pytest.mark.parametrize("name", ["processes", "file_size_bytes", "open_files", "address_space_bytes", "cpu_seconds",
+                                  "core_dump_bytes", "memory_bytes", "disk_reserve_bytes"])
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "10"])
+def test_every_limit_refuses_what_is_not_a_non_negative_integer(name, bad):
+    with pytest.raises(ConfigError) as err:
+        Limits(**{name: bad})
+    assert str(err.value) == f"limits.{name} must be a non-negative integer or None (no limit), got {bad!r}."
