@@ -175,20 +175,23 @@ def test_an_unprivileged_cleaner_keeps_the_temp_file_of_another_users_live_write
 
 def test_a_temp_file_that_vanishes_while_the_cleaner_looks_is_skipped(tmp_path, monkeypatch):
     """Two cleaners race: the other one removes a leftover between our listing and our stat. Ours
-    goes on with the rest (reproduced for real: the file is deleted right before the stat)."""
-    first = _leftover(tmp_path, "a.txt", _dead_pid())
-    second = _leftover(tmp_path, "b.txt", _dead_pid())
+    skips it without error (reproduced for real: the file is deleted right before the stat), and
+    a later pass removes the rest as usual."""
+    gone = _leftover(tmp_path, "a.txt", _dead_pid())
     real_stat = os.stat
 
     def stat_after_the_other_cleaner(name, *args, **kwargs):
-        if name == first:
-            os.unlink(tmp_path / first)
+        if name == gone:
+            os.unlink(tmp_path / gone)
         return real_stat(name, *args, **kwargs)
 
     monkeypatch.setattr(atomic.os, "stat", stat_after_the_other_cleaner)
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        assert atomic.clean_stale(fd) == [second]
+        assert atomic.clean_stale(fd) == []
+        monkeypatch.undo()
+        rest = _leftover(tmp_path, "b.txt", _dead_pid())
+        assert atomic.clean_stale(fd) == [rest]
     finally:
         os.close(fd)
     assert os.listdir(tmp_path) == []
