@@ -384,3 +384,22 @@ def test_a_read_error_on_the_old_content_is_explained_and_nothing_is_written(too
     err = tools.err("write", path=str(path), content="new\n")
     assert err.startswith(f"Input/output error (errno {errno.EIO}) while writing {path}.")
     assert path.read_text() == "old\n"
+
+
+def test_a_file_over_the_hash_limit_is_not_read_whole(tools, ws, monkeypatch):
+    """Over HASH_LIMIT only the head is read (to sniff the type): the old content never sits in memory
+    (Python's allocations traced; a stand-in limit of 16 bytes, a 4 MB file)."""
+    import tracemalloc
+
+    from abhed.tools import write as write_tool
+    monkeypatch.setattr(write_tool, "HASH_LIMIT", 16)
+    path = ws / "big.txt"
+    path.write_bytes(b"x" * (4 << 20))
+    tools.ok("read", path=str(path), limit=1)
+    tracemalloc.start()
+    try:
+        tools.ok("write", path=str(path), content="small\n")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak
