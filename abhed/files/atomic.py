@@ -41,11 +41,11 @@ def temp_name(name: str) -> str:
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-        return True
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True  # another user's process (we may not signal it): alive
+        pass  # another user's process (we may not signal it): alive
+    return True
 
 
 def clean_stale(dirfd: int) -> list[str]:
