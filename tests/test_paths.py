@@ -282,12 +282,24 @@ def test_a_path_outside_the_root_is_named_in_the_error(ws, tmp_path):
         errno.EXDEV, f"{outside} is not below {ws}", str(outside))
 
 
-def test_the_root_itself_opens_as_the_root(ws):
+def test_the_root_itself_opens_as_the_root_close_on_exec(ws):
+    import fcntl
+
     fd = beneath.open_beneath(ws, ws, os.O_RDONLY | os.O_DIRECTORY)
     try:
         assert os.path.samestat(os.fstat(fd), os.stat(ws))
+        assert fcntl.fcntl(fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC
     finally:
         os.close(fd)
+
+
+def test_force_walk_never_uses_openat2(ws, monkeypatch):
+    """The walk is the fallback for kernels without openat2; forcing it must really walk."""
+    (ws / "d").mkdir()
+    (ws / "d" / "f.txt").write_text("x")
+    monkeypatch.setattr(beneath, "_openat2", lambda *a: pytest.fail("openat2 used despite force_walk"))
+    fd = beneath.open_beneath(ws, ws / "d" / "f.txt", os.O_RDONLY, force_walk=True)
+    os.close(fd)
 
 
 def test_the_probe_leaves_no_descriptor_open(monkeypatch):
