@@ -347,7 +347,7 @@ def _open_beneath(workspace: Path, rel: str) -> int:
 # -- inotify, through libc (linux/inotify.h) ---------------------------------------------------------
 
 _IN_MOVED_FROM, _IN_MOVED_TO, _IN_CREATE, _IN_DELETE = 0x40, 0x80, 0x100, 0x200
-_IN_Q_OVERFLOW = 0x4000
+_IN_Q_OVERFLOW = 0x4000  # pragma: no mutate (0x4001 is equivalent: bit 0x1, IN_ACCESS, is never watched)
 _IN_ONLYDIR = 0x01000000  # pragma: no mutate (+1 adds IN_ACCESS to the mask: extra events, all ignored)
 _IN_IGNORED = 0x8000  # pragma: no mutate (0x8001 is equivalent: bit 0x1, IN_ACCESS, is never watched)
 _CHANGED = _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE
@@ -373,7 +373,7 @@ class _Inotify:
     def watch(self, dir_fd: int) -> int | None:
         """Watch the directory open as ``dir_fd`` (by its inode: no path is resolved again)."""
         wd = self._libc.inotify_add_watch(self.fd, f"/proc/self/fd/{dir_fd}".encode(), _CHANGED | _IN_ONLYDIR)
-        if wd >= 0:
+        if wd >= 0:  # pragma: no mutate (> 0 is equivalent: inotify numbers watches from 1)
             return wd
         if ctypes.get_errno() in (errno.ENOSPC, errno.ENOMEM):
             return None

