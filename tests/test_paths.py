@@ -307,3 +307,24 @@ def test_the_probe_leaves_no_descriptor_open(monkeypatch):
     before = sorted(os.listdir("/proc/self/fd"))
     beneath.openat2_available()
     assert sorted(os.listdir("/proc/self/fd")) == before
+
+
+def test_with_openat2_available_the_walk_is_not_used(ws, monkeypatch):
+    if not beneath.openat2_available():
+        pytest.skip("this kernel has no openat2")
+    (ws / "f.txt").write_text("x")
+    monkeypatch.setattr(beneath, "_walk", lambda *a: pytest.fail("walked although openat2 is available"))
+    os.close(beneath.open_beneath(ws, ws / "f.txt", os.O_RDONLY))
+
+
+def test_read_fd_reads_up_to_the_limit_from_the_current_offset(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"0123456789")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert beneath.read_fd(fd, 1) == b"0"
+        assert beneath.read_fd(fd, 0) == b""
+        assert beneath.read_fd(fd, 4) == b"1234"
+        assert beneath.read_fd(fd) == b"56789"
+    finally:
+        os.close(fd)

@@ -535,3 +535,22 @@ def test_unbounded_output_is_kept_whole_with_nothing_omitted():
     text = "x" * 100_000 + "\n"
     out = collect([text[i : i + 4096].encode() for i in range(0, len(text), 4096)], None)
     assert (out.head, out.tail, out.omitted_chars, out.omitted_lines) == (text, "", 0, 0)
+
+
+def test_secrets_are_found_by_the_read_bit_for_others_alone(tmp_path):
+    """A file others may execute but not read, or a directory they may enter but not list, is a secret."""
+    from sandbox.hostview import _not_world_readable
+
+    cases = {"readable": 0o644, "exec-only": 0o751, "private": 0o600, "group": 0o640}
+    for name, mode in cases.items():
+        (tmp_path / name).write_text("s")
+        (tmp_path / name).chmod(mode)
+    for name, mode in {"open-dir": 0o755, "enter-only": 0o711, "list-only": 0o754, "closed": 0o700}.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name).chmod(mode)
+    (tmp_path / "open-dir" / "inner-secret").write_text("s")
+    (tmp_path / "open-dir" / "inner-secret").chmod(0o600)
+    found = {(m.kind, m.path.name) for m in _not_world_readable(str(tmp_path))}
+    assert found == {("null-file", "exec-only"), ("null-file", "private"), ("null-file", "group"),
+                     ("hidden-dir", "enter-only"), ("hidden-dir", "list-only"), ("hidden-dir", "closed"),
+                     ("null-file", "inner-secret")}
