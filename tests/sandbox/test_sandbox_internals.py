@@ -132,7 +132,9 @@ def test_secret_scan_finds_what_others_cannot_read(tmp_path):
     (tmp_path / "open-dir" / "key").write_text("x")
     (tmp_path / "open-dir" / "key").chmod(0o600)
     (tmp_path / "link").symlink_to("secret")
-    found = {(m.kind, m.path.name) for m in _not_world_readable(str(tmp_path))}
+    mounts = _not_world_readable(str(tmp_path))
+    assert [str(m.path) for m in mounts] == sorted(str(m.path) for m in mounts)  # a stable bwrap argv
+    found = {(m.kind, m.path.name) for m in mounts}
     assert found == {("null-file", "secret"), ("hidden-dir", "private-dir"), ("null-file", "key")}
 
 
@@ -550,7 +552,9 @@ def test_secrets_are_found_by_the_read_bit_for_others_alone(tmp_path):
         (tmp_path / name).chmod(mode)
     (tmp_path / "open-dir" / "inner-secret").write_text("s")
     (tmp_path / "open-dir" / "inner-secret").chmod(0o600)
-    found = {(m.kind, m.path.name) for m in _not_world_readable(str(tmp_path))}
+    mounts = _not_world_readable(str(tmp_path))
+    assert [str(m.path) for m in mounts] == sorted(str(m.path) for m in mounts)  # a stable bwrap argv
+    found = {(m.kind, m.path.name) for m in mounts}
     assert found == {("null-file", "exec-only"), ("null-file", "private"), ("null-file", "group"),
                      ("hidden-dir", "enter-only"), ("hidden-dir", "list-only"), ("hidden-dir", "closed"),
                      ("null-file", "inner-secret")}
