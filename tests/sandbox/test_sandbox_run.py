@@ -597,6 +597,23 @@ def test_the_none_backend_waits_for_its_rlimits_before_running(root_runner, monk
     assert result.output.strip().isdigit(), result.output  # 2 GiB in the shell's units, not "unlimited"
 
 
+def test_a_bwrap_that_cannot_be_started_leaves_no_descriptor_and_no_cgroup(root_runner, tmp_path):
+    """The binary vanished after the session began: the spawn fails, and every pipe end and cgroup
+    made for the command is released (judged in /proc/self/fd and the real cgroup hierarchy)."""
+    workspace = root_runner.new_workspace()
+    with sandbox.Sandbox(sandbox.SandboxConfig(), workspace) as sb:
+        sb.run("true", cwd=workspace, timeout_s=60)
+        before = sorted(os.listdir("/proc/self/fd"))
+        sb._launcher.bwrap = tmp_path / "gone" / "bwrap"
+        with pytest.raises(FileNotFoundError):
+            sb.run("touch ran", cwd=workspace, timeout_s=60)
+        assert sorted(os.listdir("/proc/self/fd")) == before
+        parents = sb._launcher.cgroup_parents
+    for parent in parents:
+        assert list(parent.path.glob(f"run-{os.getpid()}-*")) == []
+    assert not (workspace / "ran").exists()
+
+
 def test_module_level_run(root_runner):
     workspace = root_runner.new_workspace()
     result = sandbox.run("echo hi", workspace=workspace, cwd=workspace, timeout_s=60, config=sandbox.SandboxConfig())
