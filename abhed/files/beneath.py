@@ -124,7 +124,7 @@ def open_rel(rootfd: int, parts: list[str], flags: int, mode: int = 0o600, *, fo
     if ".." in parts:
         raise OSError(errno.EXDEV, "'..' leads out", "/".join(parts))
     if not parts:
-        return os.open(".", flags | os.O_CLOEXEC, mode, dir_fd=rootfd)
+        return os.open(".", flags | os.O_CLOEXEC, mode, dir_fd=rootfd)  # pragma: no mutate  (os.open sets O_CLOEXEC anyway, PEP 446)
     if not force_walk and openat2_available():
         return _openat2(rootfd, "/".join(parts), flags, mode)
     return _walk(rootfd, parts, flags, mode)
