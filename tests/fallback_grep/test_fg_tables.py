@@ -254,3 +254,17 @@ def test_a_finite_translation_adds_the_lengths_of_a_concatenation():
 
 def test_the_needles_of_an_alternation_are_listed_once_each():
     assert prefilter.needles_for(fg_parser.parse("(?:foo|bar)|(?:baz|foo)").tree).literals == (b"foo", b"bar", b"baz")
+
+
+def test_the_unicode_tables_load_only_for_a_pattern_that_needs_them():
+    """Compiling the generated tables is most of a cold `python -m fallback_grep` start: a plain pattern
+    must not import them; (?i) and \\p{..} do."""
+    import subprocess
+    import sys
+    probe = ("import sys; from fallback_grep.filesearch import Matcher; Matcher({!r}); "
+             "print('fallback_grep.unicode_tables' in sys.modules)")
+    loaded = {p: subprocess.run([sys.executable, "-c", probe.format(p)], capture_output=True, text=True,
+                                check=True).stdout.strip()
+              for p in ("PM_RESUME", "[A-Z]+_RESUME", "\\wAh", "(?i)PM_RESUME", "\\p{Greek}")}
+    assert loaded == {"PM_RESUME": "False", "[A-Z]+_RESUME": "False", "\\wAh": "False",
+                      "(?i)PM_RESUME": "True", "\\p{Greek}": "True"}
