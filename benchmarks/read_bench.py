@@ -12,7 +12,7 @@ What is timed (best of --repeat, page cache warm after one untimed pass over the
   deep read    read at offset N/2 with the index: a jump to the nearest mark.
   head + wc    `head -n 2000 F` and `wc -l F`, two processes, what a person would run for the
                same two facts; wc counts newlines with SIMD code.
-  count only   abhed.lines.count_newlines over the file in 4 MB chunks, and bytes.count for
+  count only   abhed.files.lines.count_newlines over the file in 4 MB chunks, and bytes.count for
                contrast (the method it replaces for long lines).
 Times are wall clock and CPU time of this process (children for head + wc): on a shared machine
 read the CPU column and the ratios. The script never asserts times.
@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from abhed.lines import CHUNK, count_newlines  # noqa: E402
+from abhed.files.lines import CHUNK, count_newlines  # noqa: E402
 
 LINE = b"2026-12-03T09:13:33.123 INFO worker[1234]: processed request id=abcdef0123456789 status=200 in 12ms\n"
 

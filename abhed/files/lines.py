@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+LINE_CHARS = 2000  # spec §2: longer lines are cut individually (the read and grep tools, and rg's limit)
 CHUNK = 4 << 20  # large enough that per-chunk overhead vanishes beside the counting itself
 SAMPLE = 1 << 16  # bytes sampled to choose a counting method
 LONG_LINES = 64  # average line length (bytes) from which counting by memchr beats bytes.count
