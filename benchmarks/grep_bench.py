@@ -19,9 +19,13 @@ What is timed, per pattern and output mode (files_with_matches = -l, count = -c)
             no Unicode classes), -i for (?i). Run with LC_ALL=C.UTF-8: the machine's own locale,
             and the one a user would have; it makes grep UTF-8 aware like the other two (in the C
             locale grep is faster but would treat \\w and . bytewise).
+  cli       `python -m fallback_grep --hidden --output-mode count` on drivers/ (--subdir), a fresh
+            interpreter per run as a user of the fallback pays it, against rg -j1 and grep (--only-cli).
 Each tool runs once per cell after one warm-up pass over the whole tree (page cache), or
---repeat times taking the best (cells slower than 20 s run once). Times are wall clock on a shared machine: read them as
-ratios. The script never asserts times.
+--repeat times taking the best (cells slower than 20 s run once). Every cell shows wall clock and
+CPU time (this process for fallback_grep, the child for rg and grep) and both ratios: on a shared
+machine the wall clock includes waiting for a core, so read the CPU ratio. The script never
+asserts times.
 
 It also checks that the three tools report the same set of matching files and explains the
 known reasons when they do not, and shows that pathological patterns run in linear time.
