@@ -16,7 +16,7 @@ import re
 import sys
 
 from .errors import error
-from .filesearch import OUTPUT_MODES, Matcher, search_file, walk
+from .filesearch import OUTPUT_MODES, Matcher, search_paths, walk
 
 
 def glob_regex(glob):
@@ -84,6 +84,8 @@ def make_filter(root, globs, hidden):
             return False
         if is_dir:
             return name != ".git"
+        if not includes and not excludes:
+            return True  # no glob: no relative path to compute (relpath costs more than a search)
         rel = os.path.relpath(path, root).replace(os.sep, "/")
         if excludes and any(r.match(rel) for r in excludes):
             return False
@@ -145,8 +147,8 @@ def main(argv=None, out=None, err=None):
             errors += 1
             continue
         keep = make_filter(root, args.glob, args.hidden)
-        for path in walk(root, keep):
-            res = search_file(matcher, path, args.output_mode, args.context, args.context)
+        # search_paths: one reused read buffer and the per-file literal rejection, as the grep tool.
+        for res in search_paths(matcher, walk(root, keep), args.output_mode, args.context, args.context):
             if res.error:
                 err.write(f"fallback_grep: {res.error}\n")
                 errors += 1

@@ -4,7 +4,6 @@ A range set is a list of inclusive (lo, hi) pairs; `normalize` sorts and merges 
 """
 from bisect import bisect_right
 
-from . import unicode_tables as ut
 from .syntax import MAX_RUNE
 
 PERL = {
@@ -81,6 +80,7 @@ def unicode_class(name):
     """Ranges for a \\p{name} class, or None if RE2 does not know the name (names are case-sensitive)."""
     if name == "Any":
         return [(0, MAX_RUNE)]
+    ut = _tables()
     flat = ut.CATEGORIES.get(name)
     if flat is None:
         flat = ut.SCRIPTS.get(name)
@@ -92,7 +92,7 @@ class _FoldIndex:
 
     def __init__(self):
         orbit_of = {}
-        for orbit in ut.FOLD_ORBITS:
+        for orbit in _tables().FOLD_ORBITS:
             for cp in orbit:
                 orbit_of[cp] = orbit
         self.orbit_of = orbit_of
@@ -108,16 +108,31 @@ class _FoldIndex:
             i += 1
 
 
-_FOLD = _FoldIndex()
+def _tables():
+    """The generated Unicode tables, imported on first use: a pattern with no (?i) and no \\p{..}
+    never needs them, and compiling them is most of a cold start (`python -m fallback_grep`)."""
+    from . import unicode_tables
+    return unicode_tables
+
+
+_FOLD = None
+
+
+def _fold():
+    global _FOLD
+    if _FOLD is None:  # a race only builds the same read-only index twice
+        _FOLD = _FoldIndex()
+    return _FOLD
 
 
 def fold_orbit(cp):
-    return _FOLD.orbit_of.get(cp, (cp,))
+    return _fold().orbit_of.get(cp, (cp,))
 
 
 def add_fold(ranges):
     """Close a range set under simple case folding, as RE2 does for (?i)."""
     out = list(ranges)
+    fold = _fold()
     for lo, hi in ranges:
-        _FOLD.add_folded(lo, hi, out)
+        fold.add_folded(lo, hi, out)
     return normalize(out)

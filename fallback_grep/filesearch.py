@@ -414,6 +414,7 @@ def search_paths(matcher, paths, output_mode="files_with_matches", before=0, aft
     single = nd.literals[0] if nd is not None and len(nd.literals) == 1 and \
         len(nd.literals[0]) != 2 else None
     finders = nd.finders if nd is not None and nd.literals and single is None else None
+    folded = nd if nd is not None and not nd.literals and nd.folded is not None else None
     o_open, o_readv, o_close, rdonly = os.open, os.readv, os.close, os.O_RDONLY
     for path in paths:
         try:
@@ -446,5 +447,14 @@ def search_paths(matcher, paths, output_mode="files_with_matches", before=0, aft
             else:
                 yield FileResult(str(path))
                 continue
+        elif folded is not None:
+            # (?i)literal: reject from the lowered copy here rather than through search_bytes'
+            # scanner, whose set-up per file cost as much as the search itself.
+            data = reader.bytes(n)
+            if not folded.may_occur(data):
+                yield FileResult(str(path))
+                continue
+            yield search_bytes(matcher, data, output_mode, before, after, max_count, str(path))
+            continue
         yield search_bytes(matcher, reader.bytes(n), output_mode, before, after, max_count,
                            str(path))

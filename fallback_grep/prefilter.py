@@ -282,6 +282,13 @@ class Needles:
         # while sre's literal search runs memchr on the first byte (~2.4 GB/s).
         self.finders = tuple(_finder(lit) for lit in self.literals)
 
+    def may_occur(self, data):
+        """For a folded needle: False if no match can be in data (bytes) at all. A text holding a
+        non-ASCII fold variant (U+017F for s) cannot be decided by ASCII lowering: True."""
+        if not data.isascii() and any(v in data for v in self.variants):
+            return True
+        return self.folded in data.lower()
+
 
 def _finder(lit):
     """find(haystack, pos, endpos) -> index or -1, fastest for this needle length."""
@@ -480,14 +487,16 @@ class Prefilter:
     class_needle = None        # set by build(): ClassNeedle when there is no plain literal
 
     def quick_reject(self, buf, n):
-        """True if buf[:n] certainly holds no match; works on a reused bytearray without copying
-        it. Only the plain-literal needles can answer without a copy."""
+        """True if buf[:n] certainly holds no match; works on a reused bytearray. Plain-literal
+        needles answer without a copy; a folded one lowers a copy."""
         nd = self.needles
         if nd is not None and nd.literals:
             for find in nd.finders:
                 if find(buf, 0, n) >= 0:
                     return False
             return True
+        if nd is not None and nd.folded is not None:
+            return not nd.may_occur(bytes(buf[:n]))
         return False
 
     def scanner(self, data):

@@ -115,3 +115,34 @@ def test_brace_expansion_and_translation():
     regex, _ = compile_glob("**/a/*.py", "/r")
     assert regex.fullmatch("a/x.py") and regex.fullmatch("q/w/a/x.py") and not regex.fullmatch("a/b/x.py")
     assert not compile_glob("*.py", "/r")[0].fullmatch("sub/x.py")
+
+
+PRUNING_TREE = ["top.c", "a.txt", "a/x.c", "a/b/y.c", "a/b/c/z.h", "b/x.c", "b/x/w.c", "ab.c", "a[/]b.c",
+                "a/b.c", "src/app/m.ts", "src/app/deep/n.ts", "src/lib/o.ts", ".hidden/p.c", "q/a*b/r.c"]
+
+
+@pytest.mark.parametrize("pattern", [
+    "*.c", "*.txt", "a/*.c", "a/**/*.h", "{a,b}/x.c", "{a,b}/**/*.c", "[ab]/*.c", "?/x.c", "**/x.c",
+    "a/b/c/z.h", "a[.-0]b.c", "a[/]b.c", "src/app/**", "src/*/*.ts", "src/**/*.ts", "**", "q/a\\*b/*.c",
+    ".hidden/*.c", "a/b/*", "*/*/*.c"])
+def test_pruned_walk_finds_exactly_what_a_full_walk_finds(tools, ws, pattern):
+    """The glob walk skips directories that cannot hold a match; it must find every file a walk of the
+    whole tree filtered by the same regex finds (a class like [.-0] spans "/", so it prunes nothing)."""
+    make(ws, *PRUNING_TREE)
+    regex, _ = compile_glob(pattern, str(ws))
+    every = {str(ws / name) for name in PRUNING_TREE if regex.fullmatch(name)}
+    out = tools.ok("glob", pattern=pattern)
+    found = set() if out.startswith("[no files matched") else set(out.split("\n"))
+    assert found == every
+
+
+def test_the_walk_enters_only_directories_that_can_hold_a_match():
+    from abhed.tools.glob import pruner
+    assert pruner(["**/*.c"]) is None and pruner(["*.c", "**"]) is None
+    top = pruner(["*.txt"])
+    assert not top("a") and not top(".git")
+    drivers = pruner(["drivers/**/*.h"])
+    assert drivers("drivers") and drivers("drivers/net/x") and not drivers("fs") and not drivers("driversx")
+    two = pruner(["src/*/*.ts", "lib/*.py"])
+    assert two("src") and two("src/app") and not two("src/app/deep") and two("lib") and not two("lib/x")
+    assert pruner(["a[.-0]b.c"])("a/b")  # a class may span "/": depth is not bounded

@@ -150,6 +150,17 @@ class IgnoreFile:
         return verdict
 
 
+_RULE_GROUP = re.compile(r"\(\?P<[iw]\d+>")  # the named groups _combine wraps each rule in
+
+
+def _union(sources: list[str]) -> re.Pattern[str] | None:
+    """A regex whose fullmatch holds where any of `sources`' does (their rule groups made
+    anonymous, since two files may number their rules alike): a yes/no test, not the verdict."""
+    if not sources:
+        return None
+    return re.compile("|".join(f"(?:{_RULE_GROUP.sub('(?:', src)})" for src in sources))
+
+
 class Chain:
     """The ignore files in force in one directory, outermost first, with a quick negative test.
 
@@ -164,8 +175,13 @@ class Chain:
         every = (override, *files)
         self.exact = frozenset(name for f in every for name in f._exact)
         self.suffixes = tuple(text for f in every for text in f._suffix_tuple)
-        self.by_name = tuple(f._by_name for f in every if f._by_name is not None)
-        self.by_path = tuple((f._by_path, f._prefix) for f in every if f._by_path is not None)
+        # One regex for the name rules of every file in the chain: one match per entry, not one
+        # per ignore file (a deep tree has several in force).
+        self.by_name = _union([f._by_name.pattern for f in every if f._by_name is not None])
+        # Path rules are relative to their file's directory: anchored there, one regex tests the
+        # absolute path against all of them.
+        self.by_path = _union([re.escape(f.base.rstrip("/") + "/") + f._by_path.pattern.removeprefix("^")
+                               for f in every if f._by_path is not None])
 
     def extend(self, more: list[IgnoreFile]) -> Chain:
         return Chain(self.files + tuple(more), self.override) if more else self
@@ -175,13 +191,9 @@ class Chain:
         # superset test for the entry as a file and as a directory: one match instead of two.
         if name in self.exact or (self.suffixes and name.endswith(self.suffixes)):
             return True
-        for regex in self.by_name:
-            if regex.fullmatch(name + "/"):
-                return True
-        for regex, prefix in self.by_path:
-            if regex.fullmatch(path[prefix:] + "/"):
-                return True
-        return False
+        if self.by_name is not None and self.by_name.fullmatch(name + "/"):
+            return True
+        return self.by_path is not None and self.by_path.fullmatch(path + "/") is not None
 
     def ignored(self, path: str, name: str, is_dir: bool) -> bool:
         if not self.maybe(path, name):
@@ -240,7 +252,8 @@ class Listing:
 
 
 def walk(root: Path, excludes: Iterable[str], keep: Callable[[str], bool] | None = None,
-         open_root: Callable[[Path], int] | None = None, stamp: Callable[[str], bool] | None = None) -> Listing:
+         open_root: Callable[[Path], int] | None = None, stamp: Callable[[str], bool] | None = None,
+         descend: Callable[[str], bool] | None = None) -> Listing:
     """Every regular file below `root` that the rules let through (and that `keep` accepts).
 
     `keep` gets the path relative to `root`. The order is the walk's, not sorted: every caller
@@ -249,22 +262,25 @@ def walk(root: Path, excludes: Iterable[str], keep: Callable[[str], bool] | None
     symlink, so a directory swapped for a link mid-walk is not listed. Abhed's own temporary
     files (atomic.is_temp) are never listed. `stamp`: the files (relative path) whose
     modification time to record in `Listing.mtimes`, read through the same descriptors.
+    `descend`: whether a directory (relative path) can hold a wanted file; False prunes it, which
+    must then hold nothing `keep` or `stamp` wants, nor any hidden entry the caller reports.
     """
     top = str(root)
     rules = Rules(top, excludes)
     listing = Listing()
     rootfd = open_root(root) if open_root else os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        _walk(rootfd, top, rules, listing, keep, stamp)
+        _walk(rootfd, top, rules, listing, keep, stamp, descend)
     finally:
         os.close(rootfd)
     return listing
 
 
 def _walk(rootfd: int, top: str, rules: Rules, listing: Listing, keep: Callable[[str], bool] | None,
-          stamp: Callable[[str], bool] | None) -> None:
+          stamp: Callable[[str], bool] | None, descend: Callable[[str], bool] | None) -> None:
     stack: list[tuple[str, Chain]] = [(top, rules.inherited)]
     cut = len(top) + 1
+    files, mtimes = listing.files, listing.mtimes
     while stack:
         directory, chain = stack.pop()
         try:
@@ -279,30 +295,30 @@ def _walk(rootfd: int, top: str, rules: Rules, listing: Listing, keep: Callable[
             chain = chain.extend(rules.here(directory, {e.name for e in entries if e.name in (".git", ".gitignore")},
                                             fd))
             prefix = directory + "/"
+            maybe = chain.maybe
             for entry in entries:
                 # follow_symlinks=False: a symlink is neither, so it is skipped, as ripgrep does by default
+                name = entry.name
                 is_dir = entry.is_dir(follow_symlinks=False)
                 if not is_dir and not entry.is_file(follow_symlinks=False):
                     continue  # symlinks, sockets, fifos, devices
-                path = prefix + entry.name
-                if not is_dir and atomic.is_temp(entry.name):
+                path = prefix + name
+                if not is_dir and atomic.TEMP_MARK in name and atomic.is_temp(name):
                     continue  # a write in progress, or one a kill interrupted: not a file of the project
-                if chain.ignored(path, entry.name, is_dir):
+                # maybe() first: nearly every entry matches no rule, and says so without a call to ignored()
+                if maybe(path, name) and chain.ignored(path, name, is_dir):
                     (listing.hidden_dirs if is_dir else listing.hidden_files).append(path)
                 elif is_dir:
-                    stack.append((path, chain))
+                    if descend is None or descend(path[cut:]):
+                        stack.append((path, chain))
                 elif keep is None or keep(path[cut:]):
-                    listing.files.append(path)
+                    files.append(path)
                     if stamp is not None and stamp(path[cut:]):
-                        listing.mtimes[path] = _mtime(entry)
+                        try:
+                            mtimes[path] = entry.stat(follow_symlinks=False).st_mtime_ns
+                        except OSError:
+                            mtimes[path] = 0  # vanished since the listing: sorts last, still listed as found
         except OSError:
             listing.unreadable.append(directory)
         finally:
             os.close(fd)
-
-
-def _mtime(entry: os.DirEntry) -> int:
-    try:
-        return entry.stat(follow_symlinks=False).st_mtime_ns
-    except OSError:
-        return 0  # vanished since the listing: sorts last, still listed as found

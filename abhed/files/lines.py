@@ -4,9 +4,10 @@
 hands out the lines of a window with each line's bytes capped, and counts what remains. Memory
 stays at one chunk plus the window, so a 1 GB log costs the same few megabytes as a small file.
 
-Counting 1 GB of newlines still takes about half a second, so a full pass over a large file also
-records a `LineIndex` (where each chunk starts and how many lines precede it, plus the total). The
-next read of the same unchanged file jumps to the nearest mark and needs no count at all.
+Counting goes at memory speed where it can (see `count_newlines`), and chunks are read into one
+reused buffer (a fresh 4 MB object per chunk costs a thousand page faults). A full pass over a large
+file also records a `LineIndex` (where each chunk starts and how many lines precede it, plus the
+total), so the next read of the same unchanged file jumps to the nearest mark and counts nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +22,26 @@ from typing import BinaryIO
 
 LINE_CHARS = 2000  # spec §2: longer lines are cut individually (the read and grep tools, and rg's limit)
 CHUNK = 4 << 20  # large enough that per-chunk overhead vanishes beside the counting itself
+SAMPLE = 1 << 16  # bytes sampled to choose a counting method
+LONG_LINES = 64  # average line length (bytes) from which counting by memchr beats bytes.count
 MAX_INDEXES = 32  # line indexes kept in the cache; the least recently written go first
+
+
+def count_newlines(buf: bytes | bytearray, start: int = 0) -> int:
+    """The number of b"\\n" in buf[start:], at memory speed when lines are long.
+
+    bytes.count tests every byte (~0.3 ns a byte here), while bytes.replace finds each newline with
+    memchr (SIMD) and copies the stretches between them: ~0.13 ns a byte with 100-byte lines but
+    ~9 ns a newline, so it wins from ~40-byte lines on. A sample of the buffer picks the method.
+    """
+    end = len(buf)
+    if end - start <= 4 * SAMPLE:
+        return buf.count(b"\n", start)
+    sampled = buf.count(b"\n", start, start + SAMPLE)
+    if sampled * LONG_LINES > SAMPLE:
+        return sampled + buf.count(b"\n", start + SAMPLE)
+    rest = buf[start + SAMPLE :] if start + SAMPLE else buf
+    return sampled + len(rest) - len(rest.replace(b"\n", b""))
 
 
 class LineScanner:
@@ -34,6 +54,7 @@ class LineScanner:
         else:
             self._file, self._buf, self._eof = source, b"", False
         self._chunk = chunk or CHUNK
+        self._scratch: bytearray | None = None  # the reused read buffer
         self._pos = 0
         self._in_line = False  # bytes of the current line consumed, its newline not yet seen
         self._newlines = 0  # newlines passed since the start position
@@ -46,7 +67,12 @@ class LineScanner:
             return False
         if self._marks is not None:
             self._marks.append((self._file.tell(), self._newlines))
-        self._buf = self._file.read(self._chunk)
+        if self._scratch is None:
+            self._scratch = bytearray(self._chunk)
+        got = self._file.readinto(self._scratch)
+        # A short read (the end of the file) keeps only what was read; what take() hands out are
+        # copies, so reusing the buffer for the next chunk changes nothing already returned.
+        self._buf = self._scratch if got == self._chunk else self._scratch[:got]
         self._pos = 0
         if not self._buf:
             self._eof = True
@@ -69,7 +95,7 @@ class LineScanner:
             if not self._available():
                 return skipped + self._finish_partial()
             buf, pos = self._buf, self._pos
-            newlines = buf.count(b"\n", pos)
+            newlines = count_newlines(buf, pos)
             if newlines < n - skipped:
                 skipped += newlines
                 self._newlines += newlines
@@ -111,7 +137,7 @@ class LineScanner:
         """How many lines remain from here to the end of the file."""
         total = 0
         while self._available():
-            newlines = self._buf.count(b"\n", self._pos)
+            newlines = count_newlines(self._buf, self._pos)
             total += newlines
             self._newlines += newlines
             self._in_line = self._buf[-1:] != b"\n"

@@ -37,10 +37,11 @@ def search_root(raw: str | None, ctx: ToolContext, tool: str) -> Path:
                     f"{ctx.paths.workspace}.")
 
 
-def walk_checked(root: Path, ctx: ToolContext, keep=None, stamp=None) -> filewalk.Listing:
+def walk_checked(root: Path, ctx: ToolContext, keep=None, stamp=None, descend=None) -> filewalk.Listing:
     """filewalk.walk through descriptors opened below the allowed root (no symlink followed)."""
     try:
-        return filewalk.walk(root, ctx.settings.search.exclude, keep, open_root=ctx.paths.open_dir, stamp=stamp)
+        return filewalk.walk(root, ctx.settings.search.exclude, keep, open_root=ctx.paths.open_dir, stamp=stamp,
+                             descend=descend)
     except OSError as exc:
         raise textfile.open_failed(exc, root, ctx.paths.workspace, "searching") from None
 
@@ -66,7 +67,16 @@ def could_hold(directory: str, pattern: str) -> bool:
     inside = directory + "/"
     if not (inside.startswith(prefix) or prefix.startswith(inside)):
         return False
-    return "**" in pattern or directory.count("/") + 1 < pattern.count("/") + 1
+    # Only `**` crosses directories; so can a bracket class whose range spans "/" ([.-0]).
+    return "**" in pattern or "[" in pattern or directory.count("/") + 1 < pattern.count("/") + 1
+
+
+def pruner(patterns: list[str]):
+    """The walk's `descend` test for brace-expanded glob patterns: enter a directory only if a file
+    below it could match one of them (None: every directory could, `**/...` at the top)."""
+    if any(literal_prefix(p) == "" and "**" in p for p in patterns):
+        return None
+    return lambda directory: any(could_hold(directory, p) for p in patterns)
 
 
 class Glob(Tool):
@@ -79,7 +89,7 @@ class Glob(Tool):
     def run(self, args: GlobInput, ctx: ToolContext) -> ToolResult:
         root = search_root(args.path, ctx, self.name)
         regex, expanded = compile_glob(args.pattern, str(root))
-        listing = walk_checked(root, ctx, stamp=regex.fullmatch)
+        listing = walk_checked(root, ctx, stamp=regex.fullmatch, descend=pruner(expanded))
         cut = len(str(root)) + 1
         found = [p for p in listing.files if p in listing.mtimes]
         hidden_matches = sum(1 for p in listing.hidden_files if regex.fullmatch(p[cut:]))
@@ -87,10 +97,14 @@ class Glob(Tool):
         note = hidden_note(root, holding, hidden_matches, "matching file")
         if not found:
             return ok("\n".join(filter(None, [f"[no files matched: {args.pattern}]",
-                                              self._deeper_hint(args.pattern, listing.files, cut, root), note])),
+                                              self._deeper_hint(args.pattern, ctx, root), note])),
                       matches=0, path=str(root))
-        newest = sorted(((listing.mtimes[p], p) for p in found), key=lambda item: (-item[0], item[1]))
-        lines = [p for _, p in newest[:MAX_RESULTS]]
+        # Newest first, ties by path: two C-level sorts (the second is stable, reverse included)
+        # instead of a key tuple per file.
+        found.sort()
+        found.sort(key=listing.mtimes.__getitem__, reverse=True)
+        newest = found
+        lines = newest[:MAX_RESULTS]
         if len(newest) > MAX_RESULTS:
             lines.append(f"[truncated: showing {MAX_RESULTS} of {len(newest)} files, newest first. Narrow the "
                          "pattern (e.g. src/**/*.ts instead of **/*) or set path to a subdirectory.]")
@@ -102,12 +116,15 @@ class Glob(Tool):
         return ok("\n".join(lines), matches=len(newest), path=str(root))
 
     @staticmethod
-    def _deeper_hint(pattern: str, files: list[str], cut: int, root: Path) -> str:
-        """A pattern without a slash matches only at the top; say if `**/` would have found files."""
+    def _deeper_hint(pattern: str, ctx: ToolContext, root: Path) -> str:
+        """A pattern without a slash matches only at the top; say if `**/` would have found files.
+
+        The walk for the pattern itself stayed at the top, so this (rare) case walks the tree."""
         if "/" in pattern or pattern.startswith("**"):
             return ""
         regex, _ = compile_glob("**/" + pattern, str(root))
-        deeper = sum(1 for p in files if regex.fullmatch(p[cut:]))
+        cut = len(str(root)) + 1
+        deeper = sum(1 for p in walk_checked(root, ctx).files if regex.fullmatch(p[cut:]))
         if not deeper:
             return ""
         return (f"[{pattern} matches only files directly in {root}; **/{pattern} would match {deeper} "

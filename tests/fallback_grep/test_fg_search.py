@@ -272,3 +272,38 @@ def test_rg_with_translated_generated_patterns_agrees(corpus):
         assert ours == _rg_rows(_rg(["-n", "-e", rx], corpus), "n"), (pattern, rx)
 
     check()
+
+
+def test_case_folded_literal_files_are_rejected_and_found_like_search_bytes(tmp_path):
+    """search_paths rejects (?i)literal files from a lowered copy before any scanner: every file a
+    full search_bytes finds must still be found, the fold variant ſ (U+017F, needs the slow path) and
+    files past the 64 KiB fast path (read through the growing buffer) included."""
+    filler = b"nothing to see here\n" * 4000
+    files = {
+        "upper.txt": b"x STRASSE y\n", "mixed.txt": b"a\nStrAsSe\n", "long_s.txt": "\u017ftrasse\n".encode(),
+        "long_s_only_elsewhere.txt": "\u017f\nstrase\n".encode(), "none.txt": b"strase str asse\n",
+        "big_hit.txt": filler + b"the STRASSE at the end\n", "big_none.txt": filler,
+        "big_long_s.txt": filler + "tra\u017f\u017fe STRA\u017fSE\n".encode(), "empty.txt": b"",
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    m = Matcher("(?i)strasse")
+    assert m.prefilter.needles.folded == b"strasse"
+    got = {os.path.basename(r.path): r.count for r in search_paths(m, walk(str(tmp_path)), "count")}
+    want = {name: search_bytes(m, data, "count").count for name, data in files.items()}
+    assert got == want
+    assert {n for n, c in got.items() if c} == {"upper.txt", "mixed.txt", "long_s.txt", "big_hit.txt",
+                                               "big_long_s.txt"}
+
+
+def test_a_folded_needle_decides_from_a_reused_buffer_and_its_length():
+    """may_occur sees only data[:n] of a reused buffer (stale bytes after n must not count), and a
+    non-ASCII fold variant anywhere makes it answer 'maybe'."""
+    from fallback_grep import prefilter
+    pf = Matcher("(?i)strasse").prefilter
+    buf = bytearray(b"no match in here" + b" STRASSE stale tail")
+    assert pf.quick_reject(buf, 16) and not pf.quick_reject(buf, len(buf))
+    assert not pf.quick_reject(bytearray("x \u017f y".encode()), 6)  # ſ: lowering cannot decide
+    assert pf.needles.may_occur(b"StrassE") and not pf.needles.may_occur(b"strase")
+    assert pf.needles.may_occur("\u017f".encode()) and not pf.needles.may_occur("\u00e9".encode())
+    assert not prefilter.Prefilter(None, False, None).quick_reject(buf, 5)  # no needle: cannot reject

@@ -254,3 +254,36 @@ def test_a_finite_translation_adds_the_lengths_of_a_concatenation():
 
 def test_the_needles_of_an_alternation_are_listed_once_each():
     assert prefilter.needles_for(fg_parser.parse("(?:foo|bar)|(?:baz|foo)").tree).literals == (b"foo", b"bar", b"baz")
+
+
+def test_the_unicode_tables_load_only_for_a_pattern_that_needs_them():
+    """Compiling the generated tables is most of a cold `python -m fallback_grep` start: a plain pattern
+    must not import them; (?i) and \\p{..} do."""
+    import subprocess
+    import sys
+    probe = ("import sys; from fallback_grep.filesearch import Matcher; Matcher({!r}); "
+             "print('fallback_grep.unicode_tables' in sys.modules)")
+    loaded = {p: subprocess.run([sys.executable, "-c", probe.format(p)], capture_output=True, text=True,
+                                check=True).stdout.strip()
+              for p in ("PM_RESUME", "[A-Z]+_RESUME", "\\wAh", "(?i)PM_RESUME", "\\p{Greek}")}
+    assert loaded == {"PM_RESUME": "False", "[A-Z]+_RESUME": "False", "\\wAh": "False",
+                      "(?i)PM_RESUME": "True", "\\p{Greek}": "True"}
+
+
+def test_a_finite_repeat_is_refused_past_the_path_and_length_bounds():
+    """x{m,n} translates to sre only while its paths (sum of paths**k) and byte length stay bounded."""
+    def fin(p):
+        return prefilter.finite(fg_parser.parse(p).tree, False)
+    assert fin("(?:ab|cd){1,9}").paths == 2 ** 10 - 2          # 1022 <= MAX_PATHS
+    assert fin("(?:ab|cd){1,10}") is None                      # 2046 > MAX_PATHS
+    assert fin("a{250}").length == prefilter.MAX_LENGTH        # 250 chars of at most 4 bytes
+    assert fin("a{251}") is None
+
+
+def test_a_whole_literal_hit_needs_no_verification_and_a_partial_one_does():
+    scanner = prefilter.Scanner(prefilter.build(fg_parser.parse("foobar").tree), b"a foobar")
+    assert scanner.mode == "literals" and scanner.hit_is_match
+    partial = prefilter.Scanner(prefilter.build(fg_parser.parse("foo\\d+").tree), b"a foo1")
+    assert partial.mode == "literals" and not partial.hit_is_match
+    exact = prefilter.Scanner(prefilter.build(fg_parser.parse("[ab]c?").tree, exact_ok=True), b"abc")
+    assert exact.mode == "regex" and exact.hit_is_match
