@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from abhed.config import Settings
+from abhed.images import ImageLimits
 from abhed.paths import PathPolicy
 from abhed.session import Session
 
@@ -39,6 +40,9 @@ class ToolResult(BaseModel):
     content: str
     is_error: bool = False
     metadata: dict[str, Any] = {}
+    # Images that go with the text, for a model that takes them: {"url": a data URL, "label": the
+    # text line that names it}. The adapter puts them on the wire (model/adapters.py).
+    images: list[dict[str, str]] = []
 
 
 def ok(content: str, **metadata: Any) -> ToolResult:
@@ -57,6 +61,9 @@ class ToolContext:
     `one_shot`: the process ends after this call (`abhed tool`), so nothing may be left running.
     Call `close()` when the session's process is done with it.
 
+    `vision`: set by the agent from its model's profile (and the operator's override); read shows
+    images only when it is set.
+
     `spawn`: how the task tool starts a subagent (tools/task.py: `Spawn`). Only the context an
     agent hands to its own task calls carries it (dataclasses.replace), so a subagent runs under
     the agent that asked for it; None where no agent is running (`abhed tool`).
@@ -68,6 +75,7 @@ class ToolContext:
     one_shot: bool = False
     shell: Shell | None = None
     spawn: Callable[..., Any] | None = None
+    vision: ImageLimits | None = None  # what images the model takes; None: text only (read refuses images)
 
     def close(self) -> None:
         if self.shell is not None:
