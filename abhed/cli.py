@@ -373,6 +373,7 @@ def chat(session_id: str | None, **kw) -> None:  # type: ignore[no-untyped-def]
 
 
 def _chat_loop(agent, display, unfinished: bool) -> None:  # type: ignore[no-untyped-def]
+    from abhed.attachments import attach
     from abhed.launch import budget
     console = display.console
     session = agent.ctx.session
@@ -397,7 +398,10 @@ def _chat_loop(agent, display, unfinished: bool) -> None:  # type: ignore[no-unt
         if not text and not unfinished:
             continue
         agent.budget = budget(agent.ctx.settings)  # the budgets are per prompt
-        outcome = agent.run(text or None)
+        attached = attach(text, agent.ctx.vision)  # images and PDFs named by path (typed or dropped)
+        for line in attached.lines:
+            console.print(printable(line), style="dim", markup=False)
+        outcome = agent.run(attached.prompt or None, images=attached.images)
         unfinished = False
         if outcome.status == "done":
             console.print()

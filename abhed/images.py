@@ -56,23 +56,25 @@ class Prepared:
         """The text line that goes with the image."""
         w, h = self.original
         sw, sh = self.sent
-        size = f"{w}x{h}" + (f", sent as {sw}x{sh}" if self.reduced else ", sent at full size")
+        sent = f"sent as {sw}x{sh}" if self.reduced else "sent at full size"
         extra = "".join(f"; {note}" for note in self.notes)
-        return f"[image: {path}, {self.format}, {size} {self.sent_format}, {len(self.url):,} bytes{extra}]"
+        return (f"[image: {path}, {self.format} {w}x{h}, {sent} as {self.sent_format} ({len(self.url):,} bytes of "
+                f"data){extra}]")
 
 
 class ImageError(Exception):
     """The image cannot be shown; the message says why in words fit for the model."""
 
 
-def prepare(data: bytes, limits: ImageLimits, max_bytes: int | None = None) -> Prepared:
-    """`data` (a PNG, JPEG, GIF or WebP file) as a data URL within `limits`, decoded in a bounded
-    child. `max_bytes` bounds this one image (default: the request's whole budget)."""
+def prepare(data: bytes, limits: ImageLimits, max_bytes: int | None = None,
+            bounds: isolate.Bounds = isolate.Bounds()) -> Prepared:
+    """`data` (a PNG, JPEG, GIF or WebP file) as a data URL within `limits`, decoded in a child
+    within `bounds`. `max_bytes` bounds this one image (default: the request's whole budget)."""
     if len(data) > MAX_FILE_BYTES:
         raise ImageError(f"it is {len(data):,} bytes, over the {MAX_FILE_BYTES:,}-byte limit for an image Abhed "
                          "decodes")
     try:
-        return isolate.run(_prepare, data, limits.max_pixels, max_bytes or limits.max_bytes)
+        return isolate.run(_prepare, data, limits.max_pixels, max_bytes or limits.max_bytes, bounds=bounds)
     except isolate.Exceeded as exc:
         raise ImageError(f"decoding it was stopped: {exc.what}. It may be built to exhaust whoever opens it")
     except Image.UnidentifiedImageError:

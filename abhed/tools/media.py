@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import BinaryIO
 
-from abhed import images, pdf
+from abhed import images, isolate, pdf
 from abhed.errors import ToolError
 from abhed.filetype import Kind
 from abhed.textfile import human_size
@@ -25,6 +25,11 @@ def _whole(handle: BinaryIO, path: Path, st: os.stat_result, limit: int, what: s
                         "Ask the user for a smaller copy, or work on it with bash.")
     handle.seek(0)
     return handle.read(limit + 1)[:limit]
+
+
+def bounds(ctx: ToolContext) -> isolate.Bounds:
+    files = ctx.settings.files
+    return isolate.Bounds(seconds=files.parse_max_seconds, memory=files.parse_max_memory)
 
 
 def image_part(prepared: images.Prepared, label: str) -> dict[str, str]:
@@ -42,7 +47,7 @@ def read_image(ctx: ToolContext, path: Path, handle: BinaryIO, st: os.stat_resul
                         file_type=kind.name)
     data = _whole(handle, path, st, images.MAX_FILE_BYTES, kind.name)
     try:
-        prepared = images.prepare(data, vision)
+        prepared = images.prepare(data, vision, bounds=bounds(ctx))
     except images.ImageError as exc:
         raise ToolError(f"{path} is a {kind.name}, {human_size(st.st_size)}, but it cannot be shown: {exc}. Nothing "
                         "was sent. If the user needs it seen, ask them for a smaller or re-saved copy.",
@@ -59,7 +64,7 @@ def read_pdf(ctx: ToolContext, path: Path, handle: BinaryIO, st: os.stat_result,
              budget: int) -> ToolResult:
     data = _whole(handle, path, st, ctx.settings.files.edit_max_bytes, "PDF document")
     try:
-        doc = pdf.read_pages(data, offset, limit, budget, ctx.vision)
+        doc = pdf.read_pages(data, offset, limit, budget, ctx.vision, bounds(ctx))
     except pdf.PdfError as exc:
         raise ToolError(_pdf_advice(path, str(exc)), file_type="PDF document") from None
     if doc.total and offset > doc.total:
@@ -67,7 +72,7 @@ def read_pdf(ctx: ToolContext, path: Path, handle: BinaryIO, st: os.stat_result,
                         f"limit count pages). Use an offset from 1 to {doc.total}, or omit offset to read from the "
                         "start.", total_pages=doc.total)
     ctx.session.remember(path, None, st.st_size, st.st_mtime_ns)
-    text, parts, shown = _render_pdf(ctx, path, doc, budget)
+    text, parts, shown = render_pdf(ctx.vision, path, doc, budget)
     facts = {"path": str(path), "size": st.st_size, "file_type": "PDF document", "total_pages": doc.total}
     if not doc.pages:
         return ok(f"[PDF: {path}, {human_size(st.st_size)}, has no pages]", **facts, pages_shown=0)
@@ -77,7 +82,7 @@ def read_pdf(ctx: ToolContext, path: Path, handle: BinaryIO, st: os.stat_result,
     return result
 
 
-def _render_pdf(ctx: ToolContext, path: Path, doc: pdf.Document, budget: int
+def render_pdf(vision: images.ImageLimits | None, path: Path, doc: pdf.Document, budget: int
                 ) -> tuple[str, list[dict[str, str]], int]:
     """The observation's text, the images shown with it, and how many pages it shows."""
     out = [f"[PDF: {path}, {doc.total} page{'s' * (doc.total != 1)}]"]
@@ -91,7 +96,7 @@ def _render_pdf(ctx: ToolContext, path: Path, doc: pdf.Document, budget: int
         if body:
             block.append(body)
         else:
-            block.append(_textless(ctx, page))
+            block.append(_textless(vision, page))
         for prepared in page.images:
             line = prepared.line(f"{path} page {page.number}")
             block.append(line)
@@ -117,11 +122,11 @@ def _render_pdf(ctx: ToolContext, path: Path, doc: pdf.Document, budget: int
     return "\n".join(out), parts, shown
 
 
-def _textless(ctx: ToolContext, page: pdf.Page) -> str:
+def _textless(vision: images.ImageLimits | None, page: pdf.Page) -> str:
     note = "[no extractable text on this page: it is probably scanned, or only drawings"
     if page.images:
         note += f"; its {len(page.images)} embedded image{'s' * (len(page.images) != 1)} (the scan) sent below"
-    elif ctx.vision is None:
+    elif vision is None:
         note += "; this model takes text only, so its image cannot be shown. Ask the user what it says if it matters"
     else:
         note += "; it has no embedded image Abhed could send"
