@@ -16,6 +16,7 @@ module import), so the child never imports under a lock another thread held.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import pickle
 import resource
@@ -71,6 +72,9 @@ def _child(fd: int, function: Callable[..., Any], args: tuple[Any, ...], bounds:
     code = 0
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+        faulthandler.disable()
+        quiet = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(quiet, 2)  # nothing a parser says (warnings, a crash report) reaches the user's terminal
         cpu = max(1, int(bounds.seconds + 1))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         ceiling = _address_space() + bounds.memory

@@ -1,0 +1,74 @@
+"""isolate.run: a parser of hostile input runs in a child bounded in time and memory, and leaves
+nothing behind (checked on the host: no child process survives)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from abhed import isolate
+
+SHORT = isolate.Bounds(seconds=1, memory=256 * 1024 * 1024)
+
+
+def _children() -> list[int]:
+    with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as handle:
+        return [int(pid) for pid in handle.read().split()]
+
+
+def _add(a, b):
+    return a + b
+
+
+def _fail():
+    raise ValueError("the parser's own complaint")
+
+
+def _spin():
+    while True:
+        pass
+
+
+def _hog():
+    hoard = []
+    while True:
+        hoard.append(bytearray(64 * 1024 * 1024))
+
+
+def _crash():
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def _sleep():
+    import time
+    time.sleep(60)
+
+
+def test_the_result_comes_back():
+    assert isolate.run(_add, 2, 3) == 5
+    assert isolate.run(_add, b"x" * 5_000_000, b"y") == b"x" * 5_000_000 + b"y"  # more than a pipe's buffer
+
+
+def test_the_function_s_own_exception_is_raised_here():
+    with pytest.raises(ValueError, match="the parser's own complaint"):
+        isolate.run(_fail)
+
+
+@pytest.mark.parametrize("function", [_spin, _sleep])
+def test_a_child_that_never_ends_is_stopped_at_the_bound_and_reaped(function):
+    before = _children()
+    with pytest.raises(isolate.Exceeded, match="it took more than 1 seconds"):
+        isolate.run(function, bounds=SHORT)
+    assert _children() == before
+
+
+def test_a_child_that_eats_memory_is_stopped_at_the_bound():
+    with pytest.raises(isolate.Exceeded, match="it needed more than 256 MiB of memory"):
+        isolate.run(_hog, bounds=SHORT)
+
+
+def test_a_child_that_crashes_is_reported():
+    with pytest.raises(isolate.Exceeded, match=r"the parser crashed \(SIGSEGV\)"):
+        isolate.run(_crash, bounds=SHORT)
