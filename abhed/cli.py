@@ -400,7 +400,7 @@ def _chat_loop(agent, display, unfinished: bool) -> None:  # type: ignore[no-unt
         agent.budget = budget(agent.ctx.settings)  # the budgets are per prompt
         attached = attach(text, agent.ctx.vision)  # images and PDFs named by path (typed or dropped)
         for line in attached.lines:
-            console.print(printable(line), style="dim", markup=False)
+            console.print(printable(line), style="dim", markup=False, soft_wrap=True)
         outcome = agent.run(attached.prompt or None, images=attached.images)
         unfinished = False
         if outcome.status == "done":

@@ -124,3 +124,68 @@ def test_a_chat_attachment_goes_with_the_prompt(ws, home, tmp_path):
     text, picture = user["content"]
     assert text == {"type": "text", "text": f"what is this? '{outside}'\n\n{attached.lines[0]}"}
     assert decoded(picture["image_url"]["url"]).size == (120, 80)
+
+
+# -- abhed doctor and abhed chat, as the human runs them ------------------------------------------
+
+from test_cli_agent import abhed as run_abhed  # noqa: E402
+
+
+def _doctor_images(home, **server) -> str:
+    with ReplayServer(lambda body: Turn(calls=[("glob", {"pattern": "*.md"})]), **server) as replay:
+        proc = run_abhed("doctor", "--endpoint", replay.url, home=home)
+    return next(line for line in proc.stdout.splitlines() if line[6:19].strip() == "images")
+
+
+def test_doctor_confirms_a_vision_model_and_where_its_images_go(home):
+    line = _doctor_images(home, model_id="Qwen/Qwen3-VL-30B-A3B-Instruct", images=8)
+    assert line == ("OK    images        the server took 8 image(s) in one request; a tool result's images go in tool "
+                    "messages; each downscaled to 1,048,576 pixels")
+
+
+def test_doctor_names_the_setting_when_the_server_takes_fewer_images(home):
+    line = _doctor_images(home, model_id="Qwen/Qwen3-VL-30B-A3B-Instruct", images=2)
+    assert line.startswith("FAIL  images        the profile says the model takes 8 image(s) a request, but the server "
+                           "refused 8 (At most 2 image(s) may be provided in one prompt.")
+    assert line.endswith("""Serve it with --limit-mm-per-prompt '{"image": 8}', or set model.max_images = 2.""")
+
+
+def test_doctor_names_the_setting_when_tool_messages_take_no_images(home):
+    line = _doctor_images(home, model_id="Qwen/Qwen3-VL-30B-A3B-Instruct", images=8, tool_images=False)
+    assert line.startswith("FAIL  images        the server refuses images in a tool message (")
+    assert line.endswith('where this profile sends them: set model.image_placement = "user".')
+
+
+def test_doctor_warns_when_a_text_only_profile_s_server_takes_images(home):
+    line = _doctor_images(home, model_id="Qwen/Qwen2.5-Coder-7B-Instruct", images=4)
+    assert line.startswith("WARN  images        the profile says text only, but the server took a 16x16 PNG")
+    assert 'set model.images = "on"' in line
+
+
+def test_doctor_fails_when_a_vision_profile_s_server_takes_no_images(home):
+    line = _doctor_images(home, model_id="google/gemma-3-27b-it", images=0)
+    assert "FAIL  images        the profile says the model takes 4 image(s) a request" in line
+    assert "At most 0 image(s) may be provided in one prompt." in line
+    assert 'set model.images = "off" if the model takes text only' in line
+
+
+def test_the_operator_turns_images_off_for_a_vision_profile(ws, home, tmp_path):
+    (ws / "shot.png").write_bytes(image("PNG", 60, 40))
+    with ReplayServer(_read_then_answer(ws / "shot.png"), images=0, model_id="google/gemma-3-27b-it") as server:
+        proc = run_abhed("run", "look at shot.png", "--endpoint", server.url, "--workspace", str(ws), home=home,
+                         env={"ABHED_IMAGES": "off"})
+    assert proc.returncode == 0, proc.stderr
+    assert "text only" in proc.stderr and server.refused == []
+    assert "takes text only, so Abhed cannot show the image" in tool_messages(server.requests[1])[0]["content"]
+
+
+def test_chat_shows_an_attachment_line_and_sends_the_image(ws, home, tmp_path):
+    dropped = tmp_path / "Bug Report.png"
+    dropped.write_bytes(image("PNG", 90, 60))
+    with ReplayServer([Turn(text="A dialog box.")], images=4, model_id="Qwen/Qwen2.5-VL-7B-Instruct") as server:
+        proc = run_abhed("chat", "--endpoint", server.url, "--workspace", str(ws), home=home,
+                         input=f"what is in {str(dropped).replace(' ', chr(92) + ' ')} ?\n")
+    assert proc.returncode == 0, proc.stderr
+    assert f"[attached image: {dropped}, PNG 90x60, sent at full size as PNG" in proc.stdout
+    user = server.requests[0]["messages"][1]
+    assert user["content"][1]["type"] == "image_url" and decoded(user["content"][1]["image_url"]["url"]).size == (90, 60)
