@@ -53,7 +53,7 @@ def candidates(text: str) -> list[Path]:
         words = text.split()
     seen: list[Path] = []
     for word in words:
-        for form in (word, word.rstrip(",.;:!?)")):
+        for form in (word, word.rstrip(",.;:!?)>]"), word.lstrip("(<[").rstrip(",.;:!?)>]")):
             path = _as_path(form)
             if path is not None and path not in seen and _kind(path) is not None:
                 seen.append(path)
