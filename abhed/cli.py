@@ -501,6 +501,8 @@ def models(name: str | None, as_json: bool) -> None:
         return
     for profile in chosen:
         fmt = profile.tool_format + (f" (text: {profile.text_format})" if profile.tool_format == "native" else "")
+        if profile.vision:
+            fmt += f"  images: {profile.vision.max_images} a request, in {profile.vision.placement} messages"
         click.echo(f"{profile.name:<14} {profile.family:<20} {profile.context_window:>7} ctx {profile.max_output_tokens:>6} "
                    f"out  {fmt}")
         click.echo(f"{'':<14} {profile.vllm_serve}")
