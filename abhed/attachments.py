@@ -84,12 +84,18 @@ def _kind(path: Path) -> str | None:
 
 def _one(path: Path, vision: images.ImageLimits | None, found: Attached) -> tuple[str, str]:
     """The block added to the prompt for `path`, and the line shown to the human."""
+    kind = _kind(path)
+    limit = pdf.MAX_FILE_BYTES if kind == "pdf" else images.MAX_FILE_BYTES
     try:
+        size = path.stat().st_size
+        if size > limit:
+            note = f"[not attached: {path} is {human_size(size)}, over the {human_size(limit)} Abhed opens]"
+            return note, note
         data = path.read_bytes()
     except OSError as exc:
         note = f"[not attached: {path}: {exc.strerror or exc}]"
         return note, note
-    if _kind(path) == "pdf":
+    if kind == "pdf":
         return _pdf(path, data, vision, found)
     if vision is None:
         note = (f"[not attached: {path} is an image ({human_size(len(data))}) and this model takes text only; "

@@ -24,6 +24,7 @@ from abhed import images, isolate
 # pypdf's own ceilings on what one stream may inflate to (default 75 MB), lowered to what a page
 # of text needs: a compression bomb stops there, inside the child's memory bound.
 STREAM_LIMIT = 32 * 1024 * 1024
+MAX_FILE_BYTES = 128 * 1024 * 1024  # the largest PDF opened at all (datasheets with photos run to tens of MB)
 
 
 @dataclass

@@ -79,3 +79,13 @@ def test_a_prompt_without_paths_is_unchanged():
     for text in ("fix the bug in /etc", "it's broken", "relative/path.png", ""):
         attached = attach(text, VISION)
         assert (attached.prompt, attached.images, attached.lines) == (text, [], [])
+
+
+def test_a_file_too_large_to_open_is_named_not_read(tmp_path, monkeypatch):
+    import abhed.images
+    big = tmp_path / "huge.png"
+    big.write_bytes(image("PNG", 10, 10) + b"\0" * 2048)
+    monkeypatch.setattr(abhed.images, "MAX_FILE_BYTES", 1024)
+    attached = attach(str(big), VISION)
+    assert attached.lines == [f"[not attached: {big} is 2.1 KiB, over the 1.0 KiB Abhed opens]"]
+    assert attached.images == []

@@ -62,7 +62,7 @@ def read_image(ctx: ToolContext, path: Path, handle: BinaryIO, st: os.stat_resul
 
 def read_pdf(ctx: ToolContext, path: Path, handle: BinaryIO, st: os.stat_result, offset: int, limit: int,
              budget: int) -> ToolResult:
-    data = _whole(handle, path, st, ctx.settings.files.edit_max_bytes, "PDF document")
+    data = _whole(handle, path, st, pdf.MAX_FILE_BYTES, "PDF document")
     try:
         doc = pdf.read_pages(data, offset, limit, budget, ctx.vision, bounds(ctx))
     except pdf.PdfError as exc:
