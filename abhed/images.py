@@ -166,5 +166,5 @@ def _encode(frame: Image.Image, photo: bool) -> tuple[bytes, str]:
     if photo and frame.mode != "RGBA":
         frame.save(out, "JPEG", quality=85, optimize=True)
         return out.getvalue(), "JPEG"
-    frame.save(out, "PNG", optimize=True)
+    frame.save(out, "PNG")  # optimize=True would cost seconds for a few per cent
     return out.getvalue(), "PNG"
