@@ -206,3 +206,33 @@ def test_a_truncated_pdf_gets_an_instruction(tools, ws):
 def test_the_tool_description_says_offset_and_limit_are_pages_for_a_pdf():
     from abhed.tools import BY_NAME
     assert "for a PDF, offset and limit count pages, not lines" in BY_NAME["read"].description
+
+
+def test_a_pdf_stream_that_inflates_to_gigabytes_is_cut_inside_the_bounds(make_tools, ws):
+    import zlib
+    from media_testing import pdf_of
+    bomb = zlib.compress(b"\0" * (512 * 1024 * 1024), 9)  # 512 MiB of nothing in about 500 KB
+    data = pdf_of([b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+                   b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 10 10] /Contents 4 0 R >>",
+                   b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(bomb) + bomb + b"\nendstream"])
+    (ws / "bomb.pdf").write_bytes(data)
+    tools = make_tools(parse_max_memory=256 * 1024 * 1024)
+    result = tools("read", path=str(ws / "bomb.pdf"))
+    # pypdf stops inflating at pdf.STREAM_LIMIT (32 MiB), inside the child's memory bound: no text
+    assert not result.is_error and "--- page 1 of 1 ---\n[no extractable text on this page" in result.content
+
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+MAGIC = [b"%PDF-1.7\n", b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF89a", b"RIFF\x10\x00\x00\x00WEBP"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(head=st.sampled_from(MAGIC), body=st.binary(max_size=2000))
+def test_garbage_behind_a_media_header_gets_an_instruction_never_a_traceback(seeing, ws, head, body):
+    (ws / "fuzz.bin").write_bytes(head + body)
+    result = seeing("read", path=str(ws / "fuzz.bin"))
+    assert result.metadata.get("error_kind") != "internal", result.content
+    assert "Traceback" not in result.content
+    if result.is_error:
+        assert str(ws / "fuzz.bin") in result.content
