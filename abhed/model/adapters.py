@@ -112,23 +112,25 @@ class Adapter:
         """The message with its images, and the parts that go in the user message after the tool
         results instead (placement "user")."""
         wire = self._wire(msg)
-        text, parts = self.image_parts(msg, sent)
-        if not parts:
+        text, labelled = self.image_parts(msg, sent)
+        if not labelled:
             wire["content"] = text
             return wire, []
         if msg.role == "tool" and self.vision is not None and self.vision.placement == "user":
             wire["content"] = text + "\n[the image is in the user message after the tool results]"
-            labels = [{"type": "text", "text": f"Image from the {msg.name or 'tool'} result above:"}]
-            return wire, labels + parts
-        wire["content"] = [{"type": "text", "text": text}, *parts]
+            named: list[dict[str, Any]] = []  # each image after its line: several results may send images
+            for label, part in labelled:
+                named += [{"type": "text", "text": f"From the {msg.name or 'tool'} result above: {label}"}, part]
+            return wire, named
+        wire["content"] = [{"type": "text", "text": text}, *(part for _, part in labelled)]
         return wire, []
 
-    def image_parts(self, msg: Msg, sent: set[tuple[int, int]]) -> tuple[str, list[dict[str, Any]]]:
-        """The message's text, with a note for each image left out, and the parts of those sent."""
+    def image_parts(self, msg: Msg, sent: set[tuple[int, int]]) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
+        """The message's text, with a note for each image left out, and (label, part) of those sent."""
         text, parts = msg.content, []
         for index, image in enumerate(msg.images):
             if (id(msg), index) in sent:
-                parts.append({"type": "image_url", "image_url": {"url": image["url"]}})
+                parts.append((image.get("label", ""), {"type": "image_url", "image_url": {"url": image["url"]}}))
             elif self.vision is None:
                 text += (f"\n[image not sent: {image.get('label', '')}. This model takes text only; Abhed cannot "
                          "show it images]")
@@ -186,7 +188,8 @@ class TextAdapter(Adapter):
         sent = self.images_sent(messages)
         out: list[dict[str, Any]] = []
         for msg in messages:
-            text, parts = self.image_parts(msg, sent) if msg.images else (msg.content, [])
+            text, labelled = self.image_parts(msg, sent) if msg.images else (msg.content, [])
+            parts = [part for _, part in labelled]
             if msg.role == "assistant":
                 if msg.tool_calls and not any(marker in text for marker in MARKERS):
                     text = "\n".join([text, *(self.format_call(c) for c in msg.tool_calls)]).strip()

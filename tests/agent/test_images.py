@@ -48,7 +48,7 @@ def test_where_tool_messages_take_no_images_they_follow_in_a_user_message(ws, ho
     assert messages[3]["content"].startswith(label)
     assert messages[3]["content"].endswith("\n[the image is in the user message after the tool results]")
     intro, picture = messages[4]["content"]
-    assert intro == {"type": "text", "text": "Image from the read result above:"}
+    assert intro == {"type": "text", "text": f"From the read result above: {messages[3]['content'].split(chr(10))[0]}"}
     assert picture["type"] == "image_url" and decoded(picture["image_url"]["url"]).size == (300, 200)
     assert server.refused == []
 

@@ -44,7 +44,7 @@ def test_placement_user_puts_the_images_after_the_reply_s_last_result_and_merges
                            Msg("user", "[Abhed: a hint]")])
     assert [m["role"] for m in wire] == ["user", "assistant", "tool", "tool", "user"]
     assert wire[2]["content"] == "[image: /w/0.png]\n[the image is in the user message after the tool results]"
-    assert wire[4]["content"] == [{"type": "text", "text": "Image from the read result above:"}, _part(),
+    assert wire[4]["content"] == [{"type": "text", "text": "From the read result above: [image: /w/0.png]"}, _part(),
                                   {"type": "text", "text": "\n\n"}, {"type": "text", "text": "[Abhed: a hint]"}]
 
 
