@@ -72,3 +72,17 @@ def test_a_child_that_eats_memory_is_stopped_at_the_bound():
 def test_a_child_that_crashes_is_reported():
     with pytest.raises(isolate.Exceeded, match=r"the parser crashed \(SIGSEGV\)"):
         isolate.run(_crash, bounds=SHORT)
+
+
+def _fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("function", [_add, _fail, _spin])
+def test_no_descriptor_is_left_open_whatever_the_child_did(function):
+    before = _fds()
+    try:
+        isolate.run(function, *((1, 2) if function is _add else ()), bounds=SHORT)
+    except (ValueError, isolate.Exceeded):
+        pass
+    assert _fds() == before
