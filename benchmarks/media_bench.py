@@ -17,7 +17,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from abhed import images, isolate, pdf  # noqa: E402
+from abhed.common import isolate  # noqa: E402
+from abhed.files import images, pdf  # noqa: E402
 from media_testing import image, scanned_pdf, text_pdf  # noqa: E402
 
 LIMITS = images.ImageLimits()

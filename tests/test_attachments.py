@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from abhed.attachments import MAX_ATTACHMENTS, attach, candidates
-from abhed.images import ImageLimits
-from abhed.textfile import human_size
+from abhed.cli.attachments import MAX_ATTACHMENTS, attach, candidates
+from abhed.files.images import ImageLimits
+from abhed.files.textfile import human_size
 from media_testing import decoded, image, text_pdf
 
 VISION = ImageLimits(max_images=2, max_pixels=100_000, max_bytes=4 * 1024 * 1024)
@@ -82,10 +82,10 @@ def test_a_prompt_without_paths_is_unchanged():
 
 
 def test_a_file_too_large_to_open_is_named_not_read(tmp_path, monkeypatch):
-    import abhed.images
+    import abhed.files.images
     big = tmp_path / "huge.png"
     big.write_bytes(image("PNG", 10, 10) + b"\0" * 2048)
-    monkeypatch.setattr(abhed.images, "MAX_FILE_BYTES", 1024)
+    monkeypatch.setattr(abhed.files.images, "MAX_FILE_BYTES", 1024)
     attached = attach(str(big), VISION)
     assert attached.lines == [f"[not attached: {big} is 2.1 KiB, over the 1.0 KiB Abhed opens]"]
     assert attached.images == []

@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from abhed import isolate
+from abhed.common import isolate
 
 SHORT = isolate.Bounds(seconds=1, memory=256 * 1024 * 1024)
 

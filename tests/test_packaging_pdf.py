@@ -47,7 +47,7 @@ class PatchedXmp(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         exec(compile(source, self.origin, "exec"), module.__dict__)
 
 sys.meta_path[:0] = [NoXml(), PatchedXmp()]
-from abhed import pdf
+from abhed.files import pdf
 doc = pdf.read_pages(open(sys.argv[2], "rb").read(), 1, 10, 10_000, None)
 print(json.dumps([page.text for page in doc.pages]))
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from abhed.images import ImageLimits
+from abhed.files.images import ImageLimits
 from media_testing import (FORMATS, cyclic_pdf, decoded, encrypted_pdf, image, png_bomb, scanned_pdf, text_pdf,
                            time_bomb_pdf)
 

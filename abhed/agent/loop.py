@@ -182,7 +182,7 @@ class Agent:
 
     def run(self, prompt: str | None, images: list[dict[str, str]] | None = None) -> Outcome:
         """Work on `prompt` until the model answers (None: carry on where an unfinished run stopped).
-        `images`: the user's attachments ({"url", "label"}, attachments.py), sent with the prompt."""
+        `images`: the user's attachments ({"url", "label"}, cli/attachments.py), sent with the prompt."""
         self._record(RunEvent(status="started", prompt=prompt, **self._ids()), sync=False)  # the prompt's fsync
         turns, calls, changed = self.budget.turns, self.tool_calls, len(self.changed)
         if prompt is not None:

@@ -12,10 +12,11 @@ import os
 from pathlib import Path
 from typing import BinaryIO
 
-from abhed import images, isolate, pdf
-from abhed.errors import ToolError
-from abhed.filetype import Kind
-from abhed.textfile import human_size
+from abhed.common import isolate
+from abhed.files import images, pdf
+from abhed.common.errors import ToolError
+from abhed.files.filetype import Kind
+from abhed.files.textfile import human_size
 from abhed.tools.base import LINE_CHARS, ToolContext, ToolResult, cut_line, ok
 
 

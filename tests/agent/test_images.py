@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import base64
 
-from abhed.agent import Agent, Budget, Limits
-from abhed.attachments import attach
+from abhed.agent.loop import Agent, Budget, Limits
+from abhed.cli.attachments import attach
 from abhed.model.replay import ReplayServer, Turn
 from agent_helpers import make_agent, tool_messages
 from media_testing import decoded, image, scanned_pdf

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from abhed import images, pdf
-from abhed.filetype import SNIFF_BYTES, sniff
-from abhed.textfile import human_size
+from abhed.files import images, pdf
+from abhed.files.filetype import SNIFF_BYTES, sniff
+from abhed.files.textfile import human_size
 from abhed.tools.media import render_pdf
 
 MAX_ATTACHMENTS = 4

@@ -1,4 +1,4 @@
-"""The text of a PDF, page by page (pypdf), parsed in a bounded child (isolate.py).
+"""The text of a PDF, page by page (pypdf), parsed in a bounded child (common/isolate.py).
 
 A page with no extractable text is usually a scan: its text is a picture. For a model that takes
 images, such a page is offered as the images embedded in it (a scanned page is one embedded image,
@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 import pypdf
 from pypdf.errors import FileNotDecryptedError, PdfReadError, PyPdfError
 
-from abhed import images, isolate
+from abhed.common import isolate
+from abhed.files import images
 
 # pypdf's own ceilings on what one stream may inflate to (default 75 MB), lowered to what a page
 # of text needs: a compression bomb stops there, inside the child's memory bound.

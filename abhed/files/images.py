@@ -1,7 +1,7 @@
 """Images for a model that takes them: decoded, downscaled to the model's limit, encoded as a data URL.
 
 What the read tool (and a chat attachment) sends is never the file's bytes as they are: the image
-is decoded by Pillow in a bounded child (isolate.py), checked against a pixel ceiling before any
+is decoded by Pillow in a bounded child (common/isolate.py), checked against a pixel ceiling before any
 pixel is decoded (a "decompression bomb" declares its size in its header), reduced to at most the
 profile's pixel count, and re-encoded (PNG, or JPEG for photographs) so that it fits the bytes one
 request may carry. Only PNG, JPEG, GIF and WebP are opened, by Pillow's decoders for exactly those
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from PIL import GifImagePlugin, Image, JpegImagePlugin, PngImagePlugin, WebPImagePlugin  # noqa: F401 (decoders)
 
-from abhed import isolate
+from abhed.common import isolate
 
 FORMATS = {"PNG image": "PNG", "JPEG image": "JPEG", "GIF image": "GIF", "WebP image": "WEBP"}
 # The largest image decoded at all: 8000x5000. Pillow's own guard (MAX_IMAGE_PIXELS, about 89
@@ -102,7 +102,7 @@ def _prepare(data: bytes, max_pixels: int, max_bytes: int) -> Prepared:
 
 def prepared(image: Image.Image, source: str, data: bytes | None, max_pixels: int, max_bytes: int) -> Prepared:
     """An open image (from a file, or embedded in a PDF page) made ready for the wire. `data`: the
-    file's bytes when they may be sent unchanged. Runs in a bounded child (isolate.py)."""
+    file's bytes when they may be sent unchanged. Runs in a bounded child (common/isolate.py)."""
     original = image.size
     pixels = original[0] * original[1]
     if pixels > MAX_SOURCE_PIXELS:
