@@ -14,8 +14,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from PIL import Image
-
 import sandbox
 from abhed.session.config import Settings
 from abhed.model.adapters import adapter_for
@@ -121,6 +119,7 @@ def _probe_with(client: ModelClient, model: Model, tool_format: str) -> Check:
 
 def _tiny_png(rgb: tuple[int, int, int]) -> str:
     """A 16x16 PNG of one colour as a data URL: the smallest image every vision encoder takes."""
+    from PIL import Image
     out = io.BytesIO()
     Image.new("RGB", (16, 16), rgb).save(out, "PNG")
     return "data:image/png;base64," + base64.b64encode(out.getvalue()).decode("ascii")

@@ -14,10 +14,13 @@ import base64
 import io
 import warnings
 from dataclasses import dataclass, field
-
-from PIL import GifImagePlugin, Image, JpegImagePlugin, PngImagePlugin, WebPImagePlugin  # noqa: F401 (decoders)
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from abhed.common import isolate
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 FORMATS = {"PNG image": "PNG", "JPEG image": "JPEG", "GIF image": "GIF", "WebP image": "WEBP"}
 # The largest image decoded at all: 8000x5000. Pillow's own guard (MAX_IMAGE_PIXELS, about 89
@@ -25,7 +28,14 @@ FORMATS = {"PNG image": "PNG", "JPEG image": "JPEG", "GIF image": "GIF", "WebP i
 # within the child's memory bound (4 bytes a pixel) whatever Pillow's default becomes.
 MAX_SOURCE_PIXELS = 40_000_000
 MAX_FILE_BYTES = 64 * 1024 * 1024
-Image.MAX_IMAGE_PIXELS = MAX_SOURCE_PIXELS
+
+
+def pillow() -> ModuleType:
+    """PIL.Image with the four decoders, imported when first needed: no command pays for Pillow at
+    start-up, and the parent imports it before it forks, so the child imports nothing."""
+    from PIL import GifImagePlugin, Image, JpegImagePlugin, PngImagePlugin, WebPImagePlugin  # noqa: F401, F811
+    Image.MAX_IMAGE_PIXELS = MAX_SOURCE_PIXELS
+    return Image
 
 
 @dataclass(frozen=True)
@@ -73,11 +83,12 @@ def prepare(data: bytes, limits: ImageLimits, max_bytes: int | None = None,
     if len(data) > MAX_FILE_BYTES:
         raise ImageError(f"it is {len(data):,} bytes, over the {MAX_FILE_BYTES:,}-byte limit for an image Abhed "
                          "decodes")
+    pil = pillow()
     try:
         return isolate.run(_prepare, data, limits.max_pixels, max_bytes or limits.max_bytes, bounds=bounds)
     except isolate.Exceeded as exc:
         raise ImageError(f"decoding it was stopped: {exc.what}. It may be built to exhaust whoever opens it")
-    except Image.UnidentifiedImageError:
+    except pil.UnidentifiedImageError:
         raise ImageError("Pillow cannot decode it as a PNG, JPEG, GIF or WebP image: the file is damaged, or not "
                          "what its first bytes say") from None
     except (OSError, ValueError, SyntaxError, EOFError) as exc:  # Pillow's words for a broken file
@@ -92,9 +103,10 @@ def _too_large(pixels: str) -> ImageError:
 
 def _prepare(data: bytes, max_pixels: int, max_bytes: int) -> Prepared:
     warnings.simplefilter("ignore")  # in the child: Pillow's warnings must not reach the user's terminal
+    pil = pillow()
     try:
-        opened = Image.open(io.BytesIO(data), formats=tuple(FORMATS.values()))
-    except Image.DecompressionBombError:  # Pillow's own guard, at twice its limit: the header said so
+        opened = pil.open(io.BytesIO(data), formats=tuple(FORMATS.values()))
+    except pil.DecompressionBombError:  # Pillow's own guard, at twice its limit: the header said so
         raise _too_large(f"more than {2 * MAX_SOURCE_PIXELS / 1e6:.0f} megapixels") from None
     with opened as image:
         return prepared(image, image.format or "?", data, max_pixels, max_bytes)
@@ -103,6 +115,7 @@ def _prepare(data: bytes, max_pixels: int, max_bytes: int) -> Prepared:
 def prepared(image: Image.Image, source: str, data: bytes | None, max_pixels: int, max_bytes: int) -> Prepared:
     """An open image (from a file, or embedded in a PDF page) made ready for the wire. `data`: the
     file's bytes when they may be sent unchanged. Runs in a bounded child (common/isolate.py)."""
+    lanczos = pillow().Resampling.LANCZOS
     original = image.size
     pixels = original[0] * original[1]
     if pixels > MAX_SOURCE_PIXELS:
@@ -116,7 +129,7 @@ def prepared(image: Image.Image, source: str, data: bytes | None, max_pixels: in
         image.draft("RGB", target)  # decode at a reduced scale: less memory and time
     frame = image.convert("RGBA" if _has_alpha(image) else "RGB")
     if frame.size != target:
-        frame = frame.resize(target, Image.Resampling.LANCZOS)
+        frame = frame.resize(target, lanczos)
     photo = source == "JPEG"
     if data is not None and source in ("PNG", "JPEG") and target == original and _wire_size(data) <= max_bytes:
         encoded, fmt = data, source  # already fine as it is: no second encoding loss
@@ -128,7 +141,7 @@ def prepared(image: Image.Image, source: str, data: bytes | None, max_pixels: in
             photo = True  # a photograph kept as PNG: JPEG is far smaller
         else:
             frame = frame.resize((max(1, frame.width * 7 // 10), max(1, frame.height * 7 // 10)),
-                                 Image.Resampling.LANCZOS)
+                                 lanczos)
             squeezed = True
         encoded, fmt = _encode(frame, photo)
     if _wire_size(encoded) > max_bytes:

@@ -16,11 +16,13 @@ import logging
 import warnings
 from dataclasses import dataclass, field
 
-import pypdf
-from pypdf.errors import FileNotDecryptedError, PdfReadError, PyPdfError
+from typing import TYPE_CHECKING
 
 from abhed.common import isolate
 from abhed.files import images
+
+if TYPE_CHECKING:
+    import pypdf
 
 # pypdf's own ceilings on what one stream may inflate to (default 75 MB), lowered to what a page
 # of text needs: a compression bomb stops there, inside the child's memory bound.
@@ -50,6 +52,11 @@ def read_pages(data: bytes, first: int, limit: int, budget: int, vision: images.
                bounds: isolate.Bounds = isolate.Bounds()) -> Document:
     """Pages `first`.. (1-based) until `limit` pages or about `budget` characters of text; the
     images of textless pages when `vision` is given (at most vision.max_images)."""
+    # Imported here, not at start-up (pypdf brings xml.dom); and before the fork, so the child imports nothing.
+    import pypdf  # noqa: F401, F811
+    from pypdf.errors import FileNotDecryptedError, PyPdfError
+    if vision is not None:
+        images.pillow()
     try:
         return isolate.run(_read, data, first, limit, budget, vision, bounds=bounds)
     except isolate.Exceeded as exc:
@@ -66,6 +73,8 @@ def read_pages(data: bytes, first: int, limit: int, budget: int, vision: images.
 
 
 def _read(data: bytes, first: int, limit: int, budget: int, vision: images.ImageLimits | None) -> Document:
+    import pypdf  # noqa: F811 (imported by read_pages before the fork)
+    from pypdf.errors import FileNotDecryptedError
     warnings.simplefilter("ignore")  # in the child: pypdf's and Pillow's complaints must not reach the terminal
     logging.getLogger("pypdf").setLevel(logging.CRITICAL)
     pypdf.overwrite_configuration(zlib_maximum_output_length=STREAM_LIMIT, lzw_maximum_output_length=STREAM_LIMIT,
@@ -92,6 +101,7 @@ def _read(data: bytes, first: int, limit: int, budget: int, vision: images.Image
 
 def _page_images(page: pypdf.PageObject, found: Page, vision: images.ImageLimits, room: int) -> int:
     """Attach the images embedded in `page`, up to `room` of them; how many were attached."""
+    from pypdf.errors import PdfReadError, PyPdfError
     try:
         embedded = list(page.images)
     except (PyPdfError, ValueError, KeyError, TypeError, OSError, NotImplementedError) as exc:

@@ -33,8 +33,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-
-from PIL import Image
 from abhed.model.adapters import Qwen3CoderAdapter, TextAdapter
 from abhed.model.wire import ToolCall
 
@@ -167,6 +165,7 @@ def image_refusal(messages: list[Any], limit: int, in_tools: bool) -> str | None
 def _data_url_problem(url: Any) -> str | None:
     if not isinstance(url, str) or not url.startswith("data:image/") or ";base64," not in url:
         return f"Invalid image url {str(url)[:60]!r}: expected data:image/<format>;base64,<data>."
+    from PIL import Image  # only when a request carries an image: the demo does not pay for Pillow
     try:
         with Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1], validate=True))) as image:
             image.load()
