@@ -86,3 +86,14 @@ def test_no_descriptor_is_left_open_whatever_the_child_did(function):
     except (ValueError, isolate.Exceeded):
         pass
     assert _fds() == before
+
+
+def _huge():
+    return b"x" * (isolate.RESULT_LIMIT + 1)
+
+
+def test_a_result_over_the_limit_is_refused_not_read_whole():
+    before = _children()
+    with pytest.raises(isolate.Exceeded, match=r"^its result was larger than 64 MiB$"):
+        isolate.run(_huge, bounds=isolate.Bounds(seconds=60, memory=512 * 1024 * 1024))
+    assert _children() == before

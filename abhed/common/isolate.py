@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 RESULT_LIMIT = 64 * 1024 * 1024  # the most bytes a child may send back
+TOO_LARGE = b"\0too large"  # what _collect answers for a result over RESULT_LIMIT (never a pickle's first bytes)
 
 
 class Exceeded(Exception):
@@ -60,6 +61,8 @@ def run(function: Callable[..., T], *args: Any, bounds: Bounds = Bounds()) -> T:
         status = _reap(pid)
     if data is None:
         raise Exceeded(f"it took more than {bounds.seconds:g} seconds")
+    if data is TOO_LARGE:
+        raise Exceeded(f"its result was larger than {RESULT_LIMIT // (1024 * 1024)} MiB")
     if not data:
         raise Exceeded(_death(status, bounds))
     ok, value = pickle.loads(data)
@@ -118,7 +121,7 @@ def _collect(fd: int, deadline: float) -> bytes | None:
             return b"".join(chunks)
         size += len(chunk)
         if size > RESULT_LIMIT:
-            return b""
+            return TOO_LARGE
         chunks.append(chunk)
 
 
