@@ -97,3 +97,31 @@ def test_a_result_over_the_limit_is_refused_not_read_whole():
     with pytest.raises(isolate.Exceeded, match=r"^its result was larger than 64 MiB$"):
         isolate.run(_huge, bounds=isolate.Bounds(seconds=60, memory=512 * 1024 * 1024))
     assert _children() == before
+
+
+class _Unpicklable(Exception):
+    def __init__(self) -> None:
+        super().__init__("holds a lambda")
+        self.callback = lambda: None
+
+    def __reduce__(self):
+        raise TypeError("cannot pickle")
+
+
+def _raise_unpicklable():
+    raise _Unpicklable()
+
+
+def _noisy():
+    os.write(2, b"a parser's complaint\n")
+    return "done"
+
+
+def test_an_exception_that_cannot_cross_the_pipe_still_comes_back_in_words():
+    with pytest.raises(RuntimeError, match=r"^_Unpicklable: holds a lambda$"):
+        isolate.run(_raise_unpicklable)
+
+
+def test_nothing_the_parser_writes_to_stderr_reaches_the_terminal(capfd):
+    assert isolate.run(_noisy) == "done"
+    assert capfd.readouterr().err == ""
