@@ -44,7 +44,7 @@ def message_event(msg: Msg, session_id: str, agent_id: str, parent_id: str | Non
                   finish_reason: str | None = None) -> MessageEvent:
     assert msg.role in ("user", "assistant")
     return MessageEvent(session_id=session_id, agent_id=agent_id, parent_id=parent_id, role=msg.role,  # type: ignore[arg-type]
-                        content=msg.content, origin=origin, reasoning=reasoning or None,
+                        content=msg.content, origin=origin, reasoning=reasoning or None, images=msg.images,
                         tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in msg.tool_calls],
                         usage={"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
                         if usage else None, finish_reason=finish_reason)
@@ -71,7 +71,7 @@ def rebuild(events: Iterable[AnyEvent], agent_id: str, cap: int) -> list[Msg]:
         if isinstance(event, MessageEvent):
             close()
             made = [ToolCall(c["id"], c["name"], c["arguments"]) for c in event.tool_calls]
-            messages.append(Msg(event.role, event.content, made, event_id=event.id))
+            messages.append(Msg(event.role, event.content, made, event_id=event.id, images=event.images))
             if event.role == "assistant":
                 calls.extend(made)
         elif isinstance(event, ActionEvent):
@@ -82,7 +82,7 @@ def rebuild(events: Iterable[AnyEvent], agent_id: str, cap: int) -> list[Msg]:
             call_id = actions.get(event.action_id)
             if call_id is not None and call_id not in results and any(c.id == call_id for c in calls):
                 results[call_id] = Msg("tool", fit_observation(event.content, cap), tool_call_id=call_id,
-                                       name=event.tool)
+                                       name=event.tool, images=event.images)
         elif isinstance(event, CompactionEvent):
             close()
             kept = next((i for i, m in enumerate(messages) if event.keep_from and m.event_id == event.keep_from), None)
@@ -91,8 +91,14 @@ def rebuild(events: Iterable[AnyEvent], agent_id: str, cap: int) -> list[Msg]:
     return messages
 
 
+# What an image costs in the window, in characters at the gauge's 3 a token: vision encoders spend
+# from a few hundred to about 1600 tokens on an image at the profiles' pixel limits.
+IMAGE_CHARS = 4800
+
+
 def chars(msg: Msg) -> int:
-    return len(msg.content) + sum(len(c.name) + len(c.arguments) + 16 for c in msg.tool_calls) + 8
+    return (len(msg.content) + sum(len(c.name) + len(c.arguments) + 16 for c in msg.tool_calls) + 8
+            + IMAGE_CHARS * len(msg.images))
 
 
 class Gauge:

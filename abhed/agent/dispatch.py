@@ -225,7 +225,7 @@ def _persisted(ctx: ToolContext, name: str, arguments: Any, run: Callable[[], To
         result.metadata["state"] = changes
     session.record(ObservationEvent(
         session_id=session.id, agent_id=agent_id, parent_id=parent_id, action_id=action.id, tool=name,
-        content=result.content, is_error=result.is_error, metadata=result.metadata,
+        content=result.content, is_error=result.is_error, metadata=result.metadata, images=result.images,
         duration_ms=round((time.perf_counter() - started) * 1000, 3)), sync=durable)
     if durable:
         session.save()

@@ -42,9 +42,11 @@ from abhed.session.config import AgentConfig
 from abhed.agent.conversation import Gauge, chars, fit_observation, message_event, observation_cap, rebuild
 from abhed.agent.display import Display
 from abhed.session.events import AnyEvent, CompactionEvent, RunEvent, new_id
+from abhed.files.images import ImageLimits
 from abhed.model.adapters import VisibleStream, adapter_for, visible
 from abhed.model.connect import Model
 from abhed.model.errors import ContextOverflow, ModelError, ToolsUnsupported
+from abhed.model.profiles import Vision
 from abhed.model.wire import Msg, Reply, ToolCall, call_id
 from abhed.agent.prompt import project_notes, system_prompt
 from abhed.session.store import rebuild_state
@@ -144,12 +146,21 @@ class Outcome:
         return EXIT_CODES[self.status]
 
 
+def image_limits(vision: Vision | None) -> ImageLimits | None:
+    """The model's image limits as the tools take them."""
+    if vision is None:
+        return None
+    return ImageLimits(max_images=vision.max_images, max_pixels=vision.max_pixels, max_bytes=vision.max_bytes)
+
+
 class Agent:
     def __init__(self, ctx: ToolContext, model: Model, gate: Gate, budget: Budget, *,
                  config: AgentConfig | None = None, display: Display | None = None, agent_id: str = "main",
                  parent_id: str | None = None, tools: Sequence[Tool] | None = None,
                  conversation: list[Msg] | None = None, role: str | None = None) -> None:
         self.ctx, self.model, self.gate, self.budget = ctx, model, gate, budget
+        # The tools see what the model can see: read shows images only to a model that takes them.
+        ctx.vision = image_limits(model.vision)
         self.config = config or AgentConfig()
         self.display = display or Display()
         self.agent_id, self.parent_id = agent_id, parent_id
@@ -169,12 +180,13 @@ class Agent:
 
     # -- one run ------------------------------------------------------------------------------------
 
-    def run(self, prompt: str | None) -> Outcome:
-        """Work on `prompt` until the model answers (None: carry on where an unfinished run stopped)."""
+    def run(self, prompt: str | None, images: list[dict[str, str]] | None = None) -> Outcome:
+        """Work on `prompt` until the model answers (None: carry on where an unfinished run stopped).
+        `images`: the user's attachments ({"url", "label"}, cli/attachments.py), sent with the prompt."""
         self._record(RunEvent(status="started", prompt=prompt, **self._ids()), sync=False)  # the prompt's fsync
         turns, calls, changed = self.budget.turns, self.tool_calls, len(self.changed)
         if prompt is not None:
-            self._add(Msg("user", prompt), origin="user")
+            self._add(Msg("user", prompt, images=list(images or [])), origin="user")
         else:
             self._add(Msg("user", RESUME_NOTE), origin="resume")
         try:
@@ -266,7 +278,7 @@ class Agent:
         self._shown = VisibleStream()
 
     def _use_format(self, tool_format: str) -> None:
-        self.adapter = adapter_for(tool_format, self.definitions)
+        self.adapter = adapter_for(tool_format, self.definitions, self.model.vision)
         self._fixed = len(json.dumps(self.adapter.request_fields().get("tools", [])))
         addendum = "\n\n".join(part for part in (self.role, self.adapter.system_addendum()) if part)
         self.system = system_prompt(self.ctx.paths.workspace, [t.name for t in self.tools],
@@ -411,7 +423,7 @@ class Agent:
         self.display.tool_finished(call, result)
         self.tool_calls += 1
         self.messages.append(Msg("tool", fit_observation(result.content, self.cap), tool_call_id=call.id,
-                                 name=call.name))
+                                 name=call.name, images=result.images))
         state = self.ctx.session.state
         if not result.is_error:
             if call.name == "todo" and result.metadata.get("changed"):

@@ -375,6 +375,7 @@ def chat(session_id: str | None, **kw) -> None:  # type: ignore[no-untyped-def]
 
 
 def _chat_loop(agent, display, unfinished: bool) -> None:  # type: ignore[no-untyped-def]
+    from abhed.cli.attachments import attach
     from abhed.cli.launch import budget
     console = display.console
     session = agent.ctx.session
@@ -399,7 +400,10 @@ def _chat_loop(agent, display, unfinished: bool) -> None:  # type: ignore[no-unt
         if not text and not unfinished:
             continue
         agent.budget = budget(agent.ctx.settings)  # the budgets are per prompt
-        outcome = agent.run(text or None)
+        attached = attach(text, agent.ctx.vision)  # images and PDFs named by path (typed or dropped)
+        for line in attached.lines:
+            console.print(printable(line), style="dim", markup=False, soft_wrap=True)
+        outcome = agent.run(attached.prompt or None, images=attached.images)
         unfinished = False
         if outcome.status == "done":
             console.print()
@@ -499,6 +503,8 @@ def models(name: str | None, as_json: bool) -> None:
         return
     for profile in chosen:
         fmt = profile.tool_format + (f" (text: {profile.text_format})" if profile.tool_format == "native" else "")
+        if profile.vision:
+            fmt += f"  images: {profile.vision.max_images} a request, in {profile.vision.placement} messages"
         click.echo(f"{profile.name:<14} {profile.family:<20} {profile.context_window:>7} ctx {profile.max_output_tokens:>6} "
                    f"out  {fmt}")
         click.echo(f"{'':<14} {profile.vllm_serve}")

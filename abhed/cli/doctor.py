@@ -6,10 +6,13 @@ and rg checks run regardless.
 
 from __future__ import annotations
 
+import base64
+import io
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import sandbox
 from abhed.session.config import Settings
@@ -23,6 +26,7 @@ from abhed.tools import BY_NAME
 from abhed.tools.bash import sandbox_config
 
 PROBE = 'Call the glob tool once with the pattern "*.md". Write nothing else.'
+IMAGE_PROBE = "What colour are these images? Answer in one word."
 
 
 @dataclass(frozen=True)
@@ -42,10 +46,11 @@ def _model_checks(settings: Settings) -> Iterator[Check]:
     m = settings.model
     try:
         model = connect(m.endpoint, api_key=m.api_key, model=m.model, profile=m.profile, tool_format=m.tool_format,
-                        stream=m.stream, timeout_s=min(m.timeout_s, 60.0), attempts=1, profiles_dir=m.profiles_dir)
+                        stream=m.stream, timeout_s=min(m.timeout_s, 60.0), attempts=1, profiles_dir=m.profiles_dir,
+                        images=m.images, image_limits=m.vision_overrides())
     except (ModelError, ProfileError) as exc:
         yield Check("FAIL", "endpoint", str(exc))
-        for name in ("model", "context", "tool calling"):
+        for name in ("model", "context", "tool calling", "images"):
             yield Check("SKIP", name, "needs a reachable model server")
         return
     try:
@@ -63,6 +68,7 @@ def _model_checks(settings: Settings) -> Iterator[Check]:
             yield Check("WARN", "context", f"the server does not report max_model_len; assuming the profile's "
                                            f"{model.context_window} tokens. If it serves less, requests will fail.")
         yield _probe(model)
+        yield _images(model)
     finally:
         model.client.close()
 
@@ -109,6 +115,73 @@ def _probe_with(client: ModelClient, model: Model, tool_format: str) -> Check:
         return Check("WARN", "tool calling", f"a call came back but not the one asked for: {call.name} "
                                              f"{call.arguments[:120]}. Weak models need a stronger one.")
     return Check("OK", "tool calling", f"the model called glob {call.arguments} ({tool_format} tool calls)")
+
+
+def _tiny_png(rgb: tuple[int, int, int]) -> str:
+    """A 16x16 PNG of one colour as a data URL: the smallest image every vision encoder takes."""
+    from PIL import Image
+    out = io.BytesIO()
+    Image.new("RGB", (16, 16), rgb).save(out, "PNG")
+    return "data:image/png;base64," + base64.b64encode(out.getvalue()).decode("ascii")
+
+
+def _image_request(model: Model, messages: list[dict[str, Any]]) -> str | None:
+    """None when the server took the request, else its refusal."""
+    try:
+        model.client.chat({"model": model.id, "messages": messages, "max_tokens": 8, "temperature": 0},
+                          stream=model.stream)
+    except ModelError as exc:
+        if exc.status is None or exc.status >= 500:
+            raise
+        return exc.server_said or exc.message
+    return None
+
+
+def _images(model: Model) -> Check:
+    """Does the server take images as the profile (and the operator) say: how many, and where?"""
+    vision = model.vision
+    count = vision.max_images if vision else 1
+    parts = [{"type": "image_url", "image_url": {"url": _tiny_png((200, 30, 30))}} for _ in range(count)]
+    user = [{"role": "user", "content": [{"type": "text", "text": IMAGE_PROBE}, *parts]}]
+    try:
+        refused = _image_request(model, user)
+        if vision is None:
+            if refused:
+                return Check("OK", "images", "text only, as the profile says (the server refused a 16x16 PNG). read "
+                                             "describes images instead of showing them.")
+            return Check("WARN", "images", "the profile says text only, but the server took a 16x16 PNG: if the model "
+                                           "sees images, set model.images = \"on\" (with model.max_images) so read "
+                                           "shows them.")
+        if refused:
+            allowed = re.search(r"At most (\d+) image", refused)
+            fix = (f"set model.max_images = {allowed.group(1)}" if allowed and allowed.group(1) != "0" else
+                   "set model.images = \"off\" if the model takes text only")
+            return Check("FAIL", "images", f"the profile says the model takes {count} image(s) a request, but the "
+                                           f"server refused {count} ({refused}). Serve it with --limit-mm-per-prompt "
+                                           f"'{{\"image\": {count}}}', or {fix}.")
+        placement = vision.placement
+        in_tool = _image_request(model, _tool_image_messages())
+        if in_tool and placement == "tool":
+            return Check("FAIL", "images", f"the server refuses images in a tool message ({in_tool}), where this profile "
+                                           "sends them: set model.image_placement = \"user\".")
+        where = ("in tool messages" if placement == "tool" else "in a user message after the tool results")
+        also = (" (tool messages take them too)" if in_tool is None and placement == "user" else
+                " (tool messages refuse them, so this is the form to use)" if in_tool else "")
+        return Check("OK", "images", f"the server took {count} image(s) in one request; a tool result's images go "
+                                     f"{where}{also}; each downscaled to {vision.max_pixels:,} pixels")
+    except ModelError as exc:
+        if vision is None:
+            return Check("OK", "images", f"text only, as the profile says (the server failed a 16x16 PNG: {exc})")
+        return Check("FAIL", "images", f"the image probe failed: {exc}")
+
+
+def _tool_image_messages() -> list[dict[str, Any]]:
+    call = {"id": "probe0001", "type": "function", "function": {"name": "read", "arguments": '{"path": "/probe.png"}'}}
+    return [{"role": "user", "content": "Read /probe.png."},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "probe0001", "content": [
+                {"type": "text", "text": "[image: /probe.png, PNG, 16x16]"},
+                {"type": "image_url", "image_url": {"url": _tiny_png((30, 30, 200))}}]}]
 
 
 def _sandbox(settings: Settings) -> Check:

@@ -20,6 +20,7 @@ import json
 import re
 from typing import Any
 
+from abhed.model.profiles import Vision
 from abhed.model.wire import Encoded, Msg, Reply, ToolCall, call_id
 
 FORMATS = ("native", "hermes", "qwen3_coder")
@@ -34,12 +35,22 @@ _NAME = re.compile(r'"name"\s*:\s*"([^"]+)"')
 
 
 class Adapter:
-    """One tool-call format: what the request carries, how history is written, how calls are read."""
+    """One tool-call format: what the request carries, how history is written, how calls are read.
+
+    Images (Msg.images) travel as OpenAI `image_url` content parts with data URLs, the form vLLM's
+    chat API takes. With `vision.placement` "tool" they are parts of the tool message itself; with
+    "user" (for servers and chat templates that take only text in a tool message) the tool message
+    says where they are and they follow, after the reply's last tool result, in a user message.
+    A request carries at most `vision.max_images` images and `vision.max_bytes` of them: the newest
+    are sent, and each one left out is named in the text with the way to see it again. Without
+    `vision` (a text-only model) no image is sent, only those notes.
+    """
 
     name = "native"
 
-    def __init__(self, tools: list[dict[str, Any]]) -> None:
+    def __init__(self, tools: list[dict[str, Any]], vision: Vision | None = None) -> None:
         self.tools = tools
+        self.vision = vision
         self.schemas = {t["function"]["name"]: t["function"].get("parameters", {}) for t in tools}
         self._encoded: dict[int, tuple[Msg, str]] = {}
 
@@ -55,30 +66,35 @@ class Adapter:
         return parse_text_calls(reply.text, self.schemas)
 
     def render(self, messages: list[Msg]) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        for msg in messages:
-            if msg.tool_calls or msg.role == "tool":
-                out.append(self._wire(msg))
-            else:
-                _add(out, msg.role, msg.content)
-        return out
+        return [json.loads(text) for text in self.encode(messages)]
 
     def encode(self, messages: list[Msg]) -> Encoded:
-        """`render` as JSON texts, each message's text kept from the request before (messages do not
-        change once in the conversation), so a turn encodes only what is new."""
+        """The messages as JSON texts, each message's text kept from the request before (messages do
+        not change once in the conversation), so a turn encodes only what is new."""
+        sent = self.images_sent(messages)
         out, cache = Encoded(), {}
         previous: dict[str, Any] | None = None  # the last message when it may absorb the next (see _add)
+        waiting: list[dict[str, Any]] = []  # image parts for the user message after the tool results
         for msg in messages:
+            if waiting and msg.role != "tool":
+                previous = _put(out, {"role": "user", "content": waiting}, previous)
+                waiting = []
+            if msg.images:  # never cached: which images a request carries changes as newer ones come
+                wire, later = self._with_images(msg, sent)
+                waiting += later
+                previous = _put(out, wire, previous)
+                continue
             plain = not msg.tool_calls and msg.role in ("user", "assistant")
             if plain and previous is not None and previous["role"] == msg.role:
-                previous = {"role": msg.role, "content": f"{previous['content']}\n\n{msg.content}"}
-                out[-1] = _dumps(previous)
+                previous = _put(out, {"role": msg.role, "content": msg.content}, previous)
                 continue
             hit = self._encoded.get(id(msg))
             text = hit[1] if hit is not None and hit[0] is msg else _dumps(self._wire(msg))
             cache[id(msg)] = (msg, text)  # holding msg keeps its id from being reused by another
             out.append(text)
             previous = {"role": msg.role, "content": msg.content} if plain else None
+        if waiting:
+            _put(out, {"role": "user", "content": waiting}, previous)
         self._encoded = cache
         return out
 
@@ -91,6 +107,53 @@ class Adapter:
         if msg.role == "tool":
             return {"role": "tool", "tool_call_id": msg.tool_call_id, "content": msg.content}
         return {"role": msg.role, "content": msg.content}
+
+    def _with_images(self, msg: Msg, sent: set[tuple[int, int]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The message with its images, and the parts that go in the user message after the tool
+        results instead (placement "user")."""
+        wire = self._wire(msg)
+        text, labelled = self.image_parts(msg, sent)
+        if not labelled:
+            wire["content"] = text
+            return wire, []
+        if msg.role == "tool" and self.vision is not None and self.vision.placement == "user":
+            wire["content"] = text + "\n[the image is in the user message after the tool results]"
+            named: list[dict[str, Any]] = []  # each image after its line: several results may send images
+            for label, part in labelled:
+                named += [{"type": "text", "text": f"From the {msg.name or 'tool'} result above: {label}"}, part]
+            return wire, named
+        wire["content"] = [{"type": "text", "text": text}, *(part for _, part in labelled)]
+        return wire, []
+
+    def image_parts(self, msg: Msg, sent: set[tuple[int, int]]) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
+        """The message's text, with a note for each image left out, and (label, part) of those sent."""
+        text, parts = msg.content, []
+        for index, image in enumerate(msg.images):
+            if (id(msg), index) in sent:
+                parts.append((image.get("label", ""), {"type": "image_url", "image_url": {"url": image["url"]}}))
+            elif self.vision is None:
+                text += (f"\n[image not sent: {image.get('label', '')}. This model takes text only; Abhed cannot "
+                         "show it images]")
+            else:
+                text += (f"\n[image no longer sent: {image.get('label', '')}. A request carries at most "
+                         f"{self.vision.max_images} images ({self.vision.max_bytes:,} bytes of them), the newest; "
+                         "read the file again to see it]")
+        return text, parts
+
+    def images_sent(self, messages: list[Msg]) -> set[tuple[int, int]]:
+        """(id(msg), index) of the images this request carries: the newest, within the limits."""
+        if self.vision is None:
+            return set()
+        chosen: set[tuple[int, int]] = set()
+        size = 0
+        for msg in reversed(messages):
+            for index in reversed(range(len(msg.images))):
+                url = msg.images[index].get("url", "")
+                if len(chosen) >= self.vision.max_images or size + len(url) > self.vision.max_bytes:
+                    return chosen
+                chosen.add((id(msg), index))
+                size += len(url)
+        return chosen
 
 
 class TextAdapter(Adapter):
@@ -121,17 +184,20 @@ class TextAdapter(Adapter):
         return Encoded(_dumps(message) for message in self.render(messages))  # results are grouped: no reuse
 
     def render(self, messages: list[Msg]) -> list[dict[str, Any]]:
+        """Tool results are user messages here, so their images are parts of that message."""
+        sent = self.images_sent(messages)
         out: list[dict[str, Any]] = []
         for msg in messages:
+            text, labelled = self.image_parts(msg, sent) if msg.images else (msg.content, [])
+            parts = [part for _, part in labelled]
             if msg.role == "assistant":
-                text = msg.content
                 if msg.tool_calls and not any(marker in text for marker in MARKERS):
                     text = "\n".join([text, *(self.format_call(c) for c in msg.tool_calls)]).strip()
                 _add(out, "assistant", text)
             elif msg.role == "tool":
-                _add(out, "user", f"<tool_response>\n{msg.content}\n</tool_response>")
+                _add(out, "user", f"<tool_response>\n{text}\n</tool_response>", parts)
             else:
-                _add(out, msg.role, msg.content)
+                _add(out, msg.role, text, parts)
         return out
 
 
@@ -178,22 +244,45 @@ _AFTER_CALLS = ("You may make several calls in one reply; they run in order. Aft
 ADAPTERS: dict[str, type[Adapter]] = {"native": Adapter, "hermes": TextAdapter, "qwen3_coder": Qwen3CoderAdapter}
 
 
-def adapter_for(tool_format: str, tools: list[dict[str, Any]]) -> Adapter:
+def adapter_for(tool_format: str, tools: list[dict[str, Any]], vision: Vision | None = None) -> Adapter:
     if tool_format not in ADAPTERS:
         raise ValueError(f"Unknown tool format {tool_format!r}: use one of {', '.join(FORMATS)}.")
-    return ADAPTERS[tool_format](tools)
+    return ADAPTERS[tool_format](tools, vision)
 
 
 # -- shared helpers ------------------------------------------------------------------------------
 
 
-def _add(out: list[dict[str, Any]], role: str, content: str) -> None:
+def _add(out: list[dict[str, Any]], role: str, content: str, parts: list[dict[str, Any]] | None = None) -> None:
     """Append a message, merging it into the previous one of the same role: chat templates that
-    insist on alternating user/assistant turns then never see two in a row."""
+    insist on alternating user/assistant turns then never see two in a row. `parts`: images after
+    the text (the content becomes a list of parts)."""
+    message: dict[str, Any] = {"role": role, "content": [{"type": "text", "text": content}, *parts] if parts else content}
     if out and out[-1]["role"] == role and role in ("user", "assistant") and "tool_calls" not in out[-1]:
-        out[-1] = {"role": role, "content": f"{out[-1]['content']}\n\n{content}"}
+        out[-1] = {"role": role, "content": _joined(out[-1]["content"], message["content"])}
     else:
-        out.append({"role": role, "content": content})
+        out.append(message)
+
+
+def _put(out: Encoded, wire: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Append `wire` to the encoded messages, merged into `previous` (the last one, when it may
+    absorb the next) if it has the same role; what may absorb the one after."""
+    if previous is not None and previous["role"] == wire["role"] and "tool_calls" not in wire:
+        merged = {"role": wire["role"], "content": _joined(previous["content"], wire["content"])}
+        out[-1] = _dumps(merged)
+        return merged
+    out.append(_dumps(wire))
+    plain = wire["role"] in ("user", "assistant") and "tool_calls" not in wire
+    return wire if plain else None
+
+
+def _joined(first: str | list[dict[str, Any]], second: str | list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """Two messages' contents as one: text joined by a blank line; a list of parts if either is one."""
+    if isinstance(first, str) and isinstance(second, str):
+        return f"{first}\n\n{second}"
+    head = [{"type": "text", "text": first}] if isinstance(first, str) else list(first)
+    tail = [{"type": "text", "text": second}] if isinstance(second, str) else list(second)
+    return [*head, {"type": "text", "text": "\n\n"}, *tail]
 
 
 def _dumps(message: dict[str, Any]) -> str:

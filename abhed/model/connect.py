@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from abhed.model import profiles
 from abhed.model.client import ModelClient, RetrySink
 from abhed.model.errors import ModelError
-from abhed.model.profiles import Profile
+from abhed.model.profiles import Profile, Vision
 
 
 @dataclass
@@ -28,17 +29,19 @@ class Model:
     tool_format: str
     fallback_format: str | None  # the text protocol to switch to if the server refuses tools; None when pinned
     stream: bool = True
+    vision: Vision | None = None  # what images it takes (profile and operator); None: text only
 
     def describe(self) -> str:
         profile = self.profile.name if self.matched else f"{self.profile.name} (no profile matched this id)"
+        images = (f"images up to {self.vision.max_images} a request" if self.vision else "text only")
         return (f"model {self.id} at {self.client.endpoint}; profile {profile}; context {self.context_window} tokens; "
-                f"tool calls {self.tool_format}")
+                f"tool calls {self.tool_format}; {images}")
 
 
 def connect(endpoint: str, *, api_key: str | None = None, model: str | None = None, profile: str | None = None,
             tool_format: str = "auto", stream: bool = True, timeout_s: float = 300.0, attempts: int = 4,
             backoff_s: float = 1.0, stall_s: float = 60.0, max_request_s: float = 900.0,
-            profiles_dir: Path | None = None,
+            profiles_dir: Path | None = None, images: str = "auto", image_limits: dict[str, Any] | None = None,
             on_retry: RetrySink | None = None, client_factory: Callable[..., ModelClient] = ModelClient) -> Model:
     """Ask the server what it serves and set up the model to use; ModelError or ProfileError if impossible."""
     client = client_factory(endpoint, api_key=api_key, timeout_s=timeout_s, attempts=attempts, backoff_s=backoff_s,
@@ -61,4 +64,5 @@ def connect(endpoint: str, *, api_key: str | None = None, model: str | None = No
     fmt = tool_format if pinned else picked.tool_format
     return Model(client=client, id=chosen.id, profile=picked, matched=matched, context_window=window,
                  max_output=max(256, min(picked.max_output_tokens, window // 4)), tool_format=fmt,
-                 fallback_format=None if pinned or fmt != "native" else picked.text_format, stream=stream)
+                 fallback_format=None if pinned or fmt != "native" else picked.text_format, stream=stream,
+                 vision=profiles.vision_for(picked, images, image_limits))

@@ -11,11 +11,13 @@ import re
 
 
 class ModelError(Exception):
-    def __init__(self, message: str, *, retryable: bool = False, status: int | None = None) -> None:
+    def __init__(self, message: str, *, retryable: bool = False, status: int | None = None,
+                 server_said: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.retryable = retryable
         self.status = status
+        self.server_said = server_said  # the server's own words, when it answered with an error
 
 
 class ContextOverflow(ModelError):
@@ -65,6 +67,12 @@ def error_text(body: object) -> str:
     return str(body)[:2000]
 
 
+def _about_images(message: str) -> bool:
+    lowered = message.lower()
+    return "image(s) may be provided" in lowered or ("image" in lowered and ("tool message" in lowered or
+                                                                             "multimodal" in lowered))
+
+
 def from_status(status: int, message: str, endpoint: str) -> ModelError:
     """The error for an HTTP status and the server's message."""
     if status in (400, 413) and is_overflow(message):
@@ -75,6 +83,13 @@ def from_status(status: int, message: str, endpoint: str) -> ModelError:
             "profile (`abhed models` shows them, e.g. --enable-auto-tool-choice --tool-call-parser hermes), or let "
             "Abhed describe the tools in the prompt instead: model.tool_format = \"hermes\" (ABHED_TOOL_FORMAT).",
             status=status)
+    if status == 400 and _about_images(message):
+        return ModelError(
+            f"The model server at {endpoint} refused the images in the request (HTTP 400: {message}). Abhed sent them "
+            "because the model's profile (or model.images) says it takes images. Match the server: model.max_images "
+            "to its --limit-mm-per-prompt, model.image_placement = \"user\" if it takes no images in tool messages, "
+            "or model.images = \"off\" for a text-only model; `abhed doctor` checks all three.", status=status,
+            server_said=message)
     if status in (401, 403):
         return ModelError(f"The model server at {endpoint} refused the credentials (HTTP {status}: {message}). Check "
                           "the API key: model.api_key or ABHED_API_KEY must match vLLM's --api-key.", status=status)

@@ -13,7 +13,7 @@ import tomllib
 from fnmatch import fnmatchcase
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -35,6 +35,22 @@ class Sampling(BaseModel):
         return {k: v for k, v in self.model_dump().items() if v is not None}
 
 
+class Vision(BaseModel):
+    """What a model that takes images takes: the [vision] table of its profile.
+
+    `placement`: where the images of a tool result go. "tool": as parts of the tool message;
+    "user": in a user message after the tool results, for servers and chat templates that refuse
+    (or silently drop) anything but text in a tool message. `abhed doctor` tries both.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_images: int = Field(4, ge=1, le=64)  # per request: vLLM's --limit-mm-per-prompt '{"image": N}'
+    max_pixels: int = Field(1024 * 1024, ge=32 * 32)  # each image is downscaled to at most this many
+    max_bytes: int = Field(8 * 1024 * 1024, ge=64 * 1024)  # of image data (base64) in one request
+    placement: Literal["tool", "user"] = "user"
+
+
 class Profile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -46,6 +62,7 @@ class Profile(BaseModel):
     tool_format: Literal["native", "hermes", "qwen3_coder"] = "native"
     text_format: Literal["hermes", "qwen3_coder"] = "hermes"  # when the server has no tool-call parser
     sampling: Sampling = Sampling()
+    vision: Vision | None = None  # None: the model takes text only
     vllm_serve: str
     notes: str = ""
 
@@ -83,6 +100,17 @@ def load(extra_dir: Path | None = None) -> dict[str, Profile]:
         profile = parse(name, text)
         profiles[profile.name] = profile
     return profiles
+
+
+def vision_for(profile: Profile, images: str = "auto", overrides: dict[str, Any] | None = None) -> Vision | None:
+    """What images the model takes: the profile's [vision], as the operator's model.images says
+    ("auto": the profile's; "on": the profile's, or the defaults when it has none; "off": none),
+    with the operator's limits (model.max_images, ...) over the profile's."""
+    if images == "off" or (images == "auto" and profile.vision is None):
+        return None
+    base = profile.vision or Vision()
+    given = {key: value for key, value in (overrides or {}).items() if value is not None}
+    return base.model_copy(update=Vision.model_validate({**base.model_dump(), **given}).model_dump())
 
 
 def choose(model_id: str, profiles: dict[str, Profile], override: str | None = None) -> tuple[Profile, bool]:

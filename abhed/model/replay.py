@@ -11,10 +11,18 @@ A turn can also be a fault: an HTTP status with an error body, a reset connectio
 mid-way, an error event inside the stream, a stall, a context-length refusal. When the request
 carries no `tools` (a text-protocol adapter), scripted calls are written into the text in the form
 the system prompt asked for, as a model would.
+
+Images are checked as vLLM checks them: `image_url` parts whose url is a base64 data URL of an
+image (decoded here with Pillow), at most `images` of them in one request (0: a text-only model,
+which vLLM answers with "At most 0 image(s) may be provided in one prompt."). `tool_images=False`
+plays a server whose chat template takes only text in a tool message (vLLM with Mistral's own
+tokenizer): a tool message with an image part is refused.
 """
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import socket
 import struct
@@ -25,7 +33,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-
 from abhed.model.adapters import Qwen3CoderAdapter, TextAdapter
 from abhed.model.wire import ToolCall
 
@@ -63,7 +70,7 @@ class ReplayServer:
 
     def __init__(self, script: Script, *, model_id: str = "replay/abhed-demo", max_model_len: int | None = 32768,
                  tool_parser: bool = True, chunk_chars: int = 16, delay_s: float = 0.0, stall_s: float = 2.0,
-                 report_max_model_len: bool = True) -> None:
+                 report_max_model_len: bool = True, images: int = 0, tool_images: bool = True) -> None:
         self.script = script
         self.model_id = model_id
         self.max_model_len = max_model_len
@@ -72,6 +79,8 @@ class ReplayServer:
         self.chunk_chars = chunk_chars
         self.delay_s = delay_s
         self.stall_s = stall_s
+        self.images = images
+        self.tool_images = tool_images
         self.requests: list[dict[str, Any]] = []
         self.handler_seconds: list[float] = []  # time spent answering each completion (the "model's time")
         self.refused: list[str] = []  # context-length refusals, as vLLM words them
@@ -123,6 +132,48 @@ def error_body(message: str, status: int, kind: str = "BadRequestError", flat: b
     return {"object": "error", **inner} if flat else {"error": inner}
 
 
+TOOL_IMAGE_REFUSAL = "Tool message content must be a string: this chat template takes no images in tool messages."
+
+
+def image_refusal(messages: list[Any], limit: int, in_tools: bool) -> str | None:
+    """What vLLM would answer to the image parts of `messages`, or None when it takes them."""
+    count = 0
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            continue
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") not in ("text", "image_url"):
+                return f"Unsupported chat content part: {str(part)[:100]}"
+            if part["type"] == "text":
+                if not isinstance(part.get("text"), str):
+                    return "A text content part needs a string `text`."
+                continue
+            url = (part.get("image_url") or {}).get("url") if isinstance(part.get("image_url"), dict) else None
+            problem = _data_url_problem(url)
+            if problem:
+                return problem
+            if message.get("role") == "tool" and not in_tools:
+                return TOOL_IMAGE_REFUSAL
+            count += 1
+    if count > limit:
+        more = " Set `--limit-mm-per-prompt` to increase this limit." if limit else ""
+        return f"At most {limit} image(s) may be provided in one prompt.{more}"
+    return None
+
+
+def _data_url_problem(url: Any) -> str | None:
+    if not isinstance(url, str) or not url.startswith("data:image/") or ";base64," not in url:
+        return f"Invalid image url {str(url)[:60]!r}: expected data:image/<format>;base64,<data>."
+    from PIL import Image  # only when a request carries an image: the demo does not pay for Pillow
+    try:
+        with Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1], validate=True))) as image:
+            image.load()
+    except (ValueError, OSError) as exc:
+        return f"Failed to load the image: {exc}"
+    return None
+
+
 def _text_calls(body: dict[str, Any], calls: list[ToolCall]) -> str:
     system = next((m.get("content") or "" for m in body.get("messages", []) if m.get("role") == "system"), "")
     adapter = Qwen3CoderAdapter([]) if "<function=" in system else TextAdapter([])
@@ -170,6 +221,11 @@ class _Handler(BaseHTTPRequestHandler):
         replay = self.replay
         if body.get("tools") and body.get("tool_choice", "auto") == "auto" and not replay.tool_parser:
             self._json(400, error_body(TOOL_PARSER_REFUSAL, 400))
+            return
+        refused = image_refusal(body.get("messages", []), replay.images, replay.tool_images)
+        if refused:
+            replay.refused.append(refused)
+            self._json(400, error_body(refused, 400))
             return
         prompt = estimate_tokens(body.get("messages", [])) + (estimate_tokens(body["tools"]) if body.get("tools") else 0)
         wanted = body.get("max_tokens") or 0

@@ -55,6 +55,9 @@ class Msg:
     tool_call_id: str | None = None  # tool
     name: str | None = None  # tool: which tool answered
     event_id: str | None = None  # the event this message came from (compaction keeps from one)
+    # Images beside the text (a read image, a user's attachment): {"url": data URL, "label": the line
+    # naming it}. The adapter decides where they go on the wire and drops what a request cannot carry.
+    images: list[dict[str, str]] = field(default_factory=list)
 
 
 class Encoded(list[str]):

@@ -32,6 +32,9 @@ class FilesConfig(_Section):
     new_file_mode: int = Field(0o644, ge=0, le=0o7777)
     max_output_chars: int = Field(100_000, ge=1000)  # safety net on any one observation
     edit_max_bytes: int = Field(32 * 1024 * 1024, ge=1024)  # edit/write hold the file in memory
+    # read parses images and PDFs in a child process bounded in time and memory (common/isolate.py).
+    parse_max_seconds: float = Field(20.0, gt=0, le=600)
+    parse_max_memory: int = Field(768 * 1024 * 1024, ge=64 * 1024 * 1024)
 
     @field_validator("new_file_mode", mode="before")
     @classmethod
@@ -90,6 +93,18 @@ class ModelConfig(_Section):
     stall_s: float = Field(60.0, gt=0)  # longest silence once a streamed reply has begun: a stalled server
     max_request_s: float = Field(900.0, gt=0)  # all the tries of one failing request, waits included
     profiles_dir: Path | None = None  # the operator's own profiles, added to (and overriding) the shipped ones
+    # Images (read of PNG/JPEG/GIF/WebP, scanned PDF pages, chat attachments). auto: as the profile's
+    # [vision] table says; on: the model takes images (the profile's limits, else the defaults); off: text only.
+    images: Literal["auto", "on", "off"] = "auto"
+    max_images: int | None = Field(None, ge=1, le=64)  # per request; match vLLM's --limit-mm-per-prompt
+    image_max_pixels: int | None = Field(None, ge=32 * 32)  # each image is downscaled to at most this
+    image_max_bytes: int | None = Field(None, ge=64 * 1024)  # image data (base64) in one request
+    image_placement: Literal["tool", "user"] | None = None  # where a tool result's images go (profiles.Vision)
+
+    def vision_overrides(self) -> dict[str, Any]:
+        """The operator's image limits, named as a profile's [vision] table names them."""
+        return {"max_images": self.max_images, "max_pixels": self.image_max_pixels,
+                "max_bytes": self.image_max_bytes, "placement": self.image_placement}
 
 
 class AgentConfig(_Section):
@@ -139,6 +154,7 @@ ENV_KEYS: dict[str, tuple[str, ...]] = {
     "ABHED_API_KEY": ("model", "api_key"),
     "ABHED_PROFILE": ("model", "profile"),
     "ABHED_TOOL_FORMAT": ("model", "tool_format"),
+    "ABHED_IMAGES": ("model", "images"),
 }
 
 

@@ -82,6 +82,7 @@ class ObservationEvent(_Event):
     is_error: bool
     metadata: dict[str, Any] = {}
     duration_ms: float
+    images: list[dict[str, str]] = []  # {"url": data URL, "label"}: what the model was shown beside the text
 
 
 class MessageEvent(_Event):
@@ -97,6 +98,7 @@ class MessageEvent(_Event):
     role: Literal["user", "assistant"]
     content: str
     tool_calls: list[dict[str, Any]] = []
+    images: list[dict[str, str]] = []  # a user's attachments: {"url": data URL, "label"}
     reasoning: str | None = None
     usage: dict[str, int] | None = None
     finish_reason: str | None = None

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Protocol
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from abhed.session.config import Settings
+from abhed.files.images import ImageLimits
 from abhed.files.lines import LINE_CHARS  # noqa: F401  (tools import it from here, beside LINE_CUT_NOTE)
 from abhed.files.paths import PathPolicy
 from abhed.session.store import Session
@@ -36,6 +37,9 @@ class ToolResult(BaseModel):
     content: str
     is_error: bool = False
     metadata: dict[str, Any] = {}
+    # Images that go with the text, for a model that takes them: {"url": a data URL, "label": the
+    # text line that names it}. The adapter puts them on the wire (model/adapters.py).
+    images: list[dict[str, str]] = []
 
 
 def ok(content: str, **metadata: Any) -> ToolResult:
@@ -62,6 +66,9 @@ class ToolContext:
     `one_shot`: the process ends after this call (`abhed tool`), so nothing may be left running.
     Call `close()` when the session's process is done with it.
 
+    `vision`: set by the agent from its model's profile (and the operator's override); read shows
+    images only when it is set.
+
     `spawn`: how the task tool starts a subagent (tools/task.py: `Spawn`). Only the context an
     agent hands to its own task calls carries it (dataclasses.replace), so a subagent runs under
     the agent that asked for it; None where no agent is running (`abhed tool`).
@@ -73,6 +80,7 @@ class ToolContext:
     one_shot: bool = False
     shell: Closable | None = None  # tools/bash.py: Shell
     spawn: Callable[..., Any] | None = None
+    vision: ImageLimits | None = None  # what images the model takes; None: text only (read refuses images)
 
     def close(self) -> None:
         if self.shell is not None:

@@ -12,6 +12,7 @@ from abhed.files import textfile
 from abhed.common.errors import ToolError, explain_oserror
 from abhed.files.lines import LineIndex, LineIndexCache, LineScanner
 from abhed.session.store import HASH_LIMIT
+from abhed.tools import media
 from abhed.tools.base import LINE_CHARS, LINE_CUT_NOTE, Tool, ToolContext, ToolInput, ToolResult, ok
 
 DEFAULT_LIMIT = 2000
@@ -125,7 +126,9 @@ def render(window: Window) -> str:
 class Read(Tool):
     name = "read"
     description = ("Read a file from the filesystem. Returns numbered lines. Prefer this over `cat` via bash "
-                   "— output is bounded, numbered, and the read is tracked for edit safety.")
+                   "— output is bounded, numbered, and the read is tracked for edit safety. A PDF is returned "
+                   "as its text page by page: for a PDF, offset and limit count pages, not lines. An image "
+                   "(PNG, JPEG, GIF, WebP) is shown to you when this model can see images.")
     Input = ReadInput
     read_only = True
     example = {"path": "WORKSPACE/src/main.py", "offset": 1, "limit": 200}
@@ -137,9 +140,14 @@ class Read(Tool):
         try:
             with open(fd, "rb") as handle:
                 kind = textfile.sniff_file(handle)
+                budget = ctx.settings.files.max_output_chars - NOTES_RESERVE
+                if kind.family == "pdf":
+                    return media.read_pdf(ctx, path, handle, st, args.offset or 1, args.limit or DEFAULT_LIMIT,
+                                          budget)
+                if kind.family == "image" and ctx.vision is not None:
+                    return media.read_image(ctx, path, handle, st, kind)
                 if kind.family != "text":
                     raise textfile.refuse_non_text(path, kind, st.st_size)
-                budget = ctx.settings.files.max_output_chars - NOTES_RESERVE
                 cache = LineIndexCache(ctx.settings.home / "cache" / "line-index")
                 window, data = scan_file(handle, path, st, offset, limit, budget, cache)
         except OSError as exc:

@@ -129,8 +129,8 @@ def test_models_lists_profiles_and_shows_one(home):
     listing = abhed("models", home=home)
     assert listing.returncode == 0
     names = [line.split()[0] for line in listing.stdout.splitlines() if line and not line.startswith(" ")]
-    assert names == ["deepseek-v3", "deepseek-v3.1", "devstral", "generic", "gpt-oss", "llama-3", "qwen2.5-coder",
-                     "qwen3-coder"]
+    assert names == ["deepseek-v3", "deepseek-v3.1", "devstral", "gemma-3", "generic", "gpt-oss", "llama-3", "llama-4",
+                     "mistral-small", "qwen2.5-coder", "qwen2.5-vl", "qwen3-coder", "qwen3-vl"]
     one = abhed("models", "qwen3-coder", home=home)
     assert "--tool-call-parser qwen3_coder" in one.stdout and "262144" in one.stdout and "temperature" in one.stdout
     as_json = json.loads(abhed("models", "--json", home=home).stdout)
@@ -148,7 +148,8 @@ def test_doctor_reports_each_check(home):
     assert lines["model"].startswith("OK") and "profile qwen2.5-coder" in lines["model"]
     assert lines["context"].startswith("OK") and "32768 tokens" in lines["context"]
     assert lines["tool calling"].startswith("OK") and "called glob" in lines["tool calling"]
-    assert set(lines) == {"endpoint", "model", "context", "tool calling", "sandbox", "rg"}
+    assert lines["images"].startswith("OK") and "text only, as the profile says" in lines["images"]
+    assert set(lines) == {"endpoint", "model", "context", "tool calling", "images", "sandbox", "rg"}
     assert proc.returncode == (1 if lines["sandbox"].startswith("FAIL") else 0)
 
 
@@ -166,7 +167,7 @@ def test_doctor_with_no_server(home):
     proc = abhed("doctor", "--endpoint", "http://127.0.0.1:9/v1", home=home)
     assert proc.returncode == 1
     assert proc.stdout.startswith("FAIL  endpoint      Cannot connect to the model server at http://127.0.0.1:9/v1")
-    assert proc.stdout.count("SKIP") == 3 and "rg" in proc.stdout
+    assert proc.stdout.count("SKIP") == 4 and "rg" in proc.stdout
 
 
 def test_doctor_when_the_model_answers_in_text(home):

@@ -155,6 +155,28 @@ def test_a_scripted_agent_session(run, ws):
     assert len(json.loads(sessions.stdout)) == 1
 
 
+def test_it_reads_pdfs_and_shows_images_to_a_vision_model(run, ws):
+    """Pillow (C extensions and their libraries) and pypdf (with no xml inside) work in the binary."""
+    import base64
+    import io
+    from PIL import Image
+    sys.path.insert(0, str(REPO / "tests"))
+    from media_testing import image, text_pdf
+    (ws / "spec.pdf").write_bytes(text_pdf(["Register map", "Timing"]))
+    (ws / "shot.png").write_bytes(image("PNG", 1600, 1200))
+    (ws / "photo.webp").write_bytes(image("WEBP", 300, 200))
+    pdf = run.tool("read", ws, path=str(ws / "spec.pdf"))
+    assert not pdf["is_error"] and "--- page 2 of 2 ---\nTiming" in pdf["content"], pdf["content"]
+    turns = [Turn(calls=[("read", {"path": str(ws / "shot.png")}), ("read", {"path": str(ws / "photo.webp")})]),
+             Turn(text="Two pictures.")]
+    with ReplayServer(turns, model_id="Qwen/Qwen3-VL-8B-Instruct", images=8) as server:
+        proc = run("run", "look", "--endpoint", server.url, "--workspace", str(ws), cwd=ws)
+    assert proc.returncode == 0, proc.stderr
+    sent = [m["content"][1]["image_url"]["url"] for m in server.requests[1]["messages"] if m["role"] == "tool"]
+    sizes = [Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).size for url in sent]
+    assert sizes[1] == (300, 200) and sizes[0][0] * sizes[0][1] <= 1048576 and server.refused == []
+
+
 def test_demo(run):
     proc = run("demo", "--fast")
     assert proc.returncode == 0, proc.stdout + proc.stderr

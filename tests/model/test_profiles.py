@@ -22,8 +22,37 @@ FAMILIES = {
     "deepseek-ai/DeepSeek-V3-0324": "deepseek-v3",
     "deepseek-ai/DeepSeek-V3.1": "deepseek-v3.1",
     "mistralai/Devstral-Small-2507": "devstral",
-    "mistralai/Mistral-Small-3.2-24B-Instruct-2506": "devstral",
+    "mistralai/Mistral-Small-3.2-24B-Instruct-2506": "mistral-small",  # the vision model: a profile of its own
+    "mistralai/Mistral-Small-24B-Instruct-2501": "devstral",  # Mistral Small 3.0 takes text only
+    "mistralai/Mistral-Large-Instruct-2411": "devstral",
+    "Qwen/Qwen2.5-VL-72B-Instruct-AWQ": "qwen2.5-vl",
+    "Qwen/Qwen3-VL-235B-A22B-Instruct": "qwen3-vl",
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": "llama-4",
+    "google/gemma-3-27b-it": "gemma-3",
 }
+
+
+VISION = {"qwen2.5-vl": "user", "qwen3-vl": "tool", "mistral-small": "user", "llama-4": "user", "gemma-3": "user"}
+
+
+def test_vision_profiles_say_how_many_images_where_and_serve_with_that_limit():
+    loaded = profiles.load()
+    assert {name for name, p in loaded.items() if p.vision} == set(VISION)
+    for name, placement in VISION.items():
+        vision = loaded[name].vision
+        assert vision.placement == placement
+        assert f'--limit-mm-per-prompt \'{{"image": {vision.max_images}' in loaded[name].vllm_serve
+
+
+def test_the_operator_turns_images_on_or_off_and_overrides_the_limits():
+    loaded = profiles.load()
+    assert profiles.vision_for(loaded["qwen2.5-coder"]) is None
+    assert profiles.vision_for(loaded["qwen2.5-coder"], "on") == profiles.Vision()  # the defaults
+    assert profiles.vision_for(loaded["qwen3-vl"], "off") is None
+    mine = profiles.vision_for(loaded["qwen3-vl"], "auto", {"max_images": 2, "max_pixels": None, "placement": "user"})
+    assert (mine.max_images, mine.max_pixels, mine.placement) == (2, 1048576, "user")
+    with pytest.raises(ValueError):
+        profiles.vision_for(loaded["qwen3-vl"], "auto", {"max_images": 0})
 
 
 @pytest.mark.parametrize("model_id,name", sorted(FAMILIES.items()))

@@ -1,0 +1,127 @@
+"""isolate.run: a parser of hostile input runs in a child bounded in time and memory, and leaves
+nothing behind (checked on the host: no child process survives)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from abhed.common import isolate
+
+SHORT = isolate.Bounds(seconds=1, memory=256 * 1024 * 1024)
+
+
+def _children() -> list[int]:
+    with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as handle:
+        return [int(pid) for pid in handle.read().split()]
+
+
+def _add(a, b):
+    return a + b
+
+
+def _fail():
+    raise ValueError("the parser's own complaint")
+
+
+def _spin():
+    while True:
+        pass
+
+
+def _hog():
+    hoard = []
+    while True:
+        hoard.append(bytearray(64 * 1024 * 1024))
+
+
+def _crash():
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def _sleep():
+    import time
+    time.sleep(60)
+
+
+def test_the_result_comes_back():
+    assert isolate.run(_add, 2, 3) == 5
+    assert isolate.run(_add, b"x" * 5_000_000, b"y") == b"x" * 5_000_000 + b"y"  # more than a pipe's buffer
+
+
+def test_the_function_s_own_exception_is_raised_here():
+    with pytest.raises(ValueError, match="the parser's own complaint"):
+        isolate.run(_fail)
+
+
+@pytest.mark.parametrize("function", [_spin, _sleep])
+def test_a_child_that_never_ends_is_stopped_at_the_bound_and_reaped(function):
+    before = _children()
+    with pytest.raises(isolate.Exceeded, match=r"^it took more than 1 seconds$"):  # wall clock, not CPU
+        isolate.run(function, bounds=SHORT)
+    assert _children() == before
+
+
+def test_a_child_that_eats_memory_is_stopped_at_the_bound():
+    with pytest.raises(isolate.Exceeded, match="it needed more than 256 MiB of memory"):
+        isolate.run(_hog, bounds=isolate.Bounds(seconds=60, memory=256 * 1024 * 1024))  # time is not the bound hit
+
+
+def test_a_child_that_crashes_is_reported():
+    with pytest.raises(isolate.Exceeded, match=r"the parser crashed \(SIGSEGV\)"):
+        isolate.run(_crash, bounds=SHORT)
+
+
+def _fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("function", [_add, _fail, _spin])
+def test_no_descriptor_is_left_open_whatever_the_child_did(function):
+    before = _fds()
+    try:
+        isolate.run(function, *((1, 2) if function is _add else ()), bounds=SHORT)
+    except (ValueError, isolate.Exceeded):
+        pass
+    assert _fds() == before
+
+
+def _huge():
+    return b"x" * (isolate.RESULT_LIMIT + 1)
+
+
+def test_a_result_over_the_limit_is_refused_not_read_whole():
+    before = _children()
+    with pytest.raises(isolate.Exceeded, match=r"^its result was larger than 64 MiB$"):
+        isolate.run(_huge, bounds=isolate.Bounds(seconds=60, memory=512 * 1024 * 1024))
+    assert _children() == before
+
+
+class _Unpicklable(Exception):
+    def __init__(self) -> None:
+        super().__init__("holds a lambda")
+        self.callback = lambda: None
+
+    def __reduce__(self):
+        raise TypeError("cannot pickle")
+
+
+def _raise_unpicklable():
+    raise _Unpicklable()
+
+
+def _noisy():
+    os.write(2, b"a parser's complaint\n")
+    return "done"
+
+
+def test_an_exception_that_cannot_cross_the_pipe_still_comes_back_in_words():
+    with pytest.raises(RuntimeError, match=r"^_Unpicklable: holds a lambda$"):
+        isolate.run(_raise_unpicklable)
+
+
+def test_nothing_the_parser_writes_to_stderr_reaches_the_terminal(capfd):
+    assert isolate.run(_noisy) == "done"
+    assert capfd.readouterr().err == ""
