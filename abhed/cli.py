@@ -8,9 +8,10 @@ from pathlib import Path
 
 import click
 
-from abhed import __version__, config, dispatch
+from abhed import __version__, checkpoint, config, dispatch
 from abhed.approval import MODES, Gate, Policy
-from abhed.events import ActionEvent, AnyEvent, CompactionEvent, MessageEvent, ObservationEvent, to_json
+from abhed.events import ActionEvent, AnyEvent, CheckpointEvent, CompactionEvent, MessageEvent, ObservationEvent, \
+    to_json
 from abhed.paths import PathPolicy
 from abhed.session import SessionError, SessionStore
 from abhed.terminal import printable
@@ -91,7 +92,8 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
         with SessionStore(settings.home).use(session_id, workspace, wait_s=limits.session_wait_s) as session:
             if session_id is None:
                 click.echo(f"abhed: session {session.id} (pass --session {session.id} to continue it)", err=True)
-            ctx = ToolContext(session, settings, paths, one_shot=True)
+            ctx = ToolContext(session, settings, paths, one_shot=True,
+                              checkpoints=checkpoint.from_settings(settings, workspace))
             try:
                 result = dispatch.call(ctx, name, arguments, gate)
             finally:
@@ -227,8 +229,87 @@ def _shown_event(event: AnyEvent, indent: str, full: bool) -> str:
     if isinstance(event, CompactionEvent):
         return (f"{indent}{stamp} [{event.agent_id}] compacted ({event.method} summary): about "
                 f"{event.tokens_before} -> {event.tokens_after} tokens")
+    if isinstance(event, CheckpointEvent):
+        what = f"undo to before checkpoint {event.undo_to}" if event.undo_to else f"before {event.tool}"
+        missed = f"; {event.not_covered_count} files not covered" if event.not_covered_count else ""
+        return f"{indent}{stamp} [{event.agent_id}] checkpoint {event.number} ({what}){missed}"
     detail = f": {_preview(event.detail)}" if event.detail else ""
     return f"{indent}{stamp} [{event.agent_id}] run {event.status}{detail}"
+
+
+# -- checkpoints and undo (abhed/checkpoint.py, abhed/undo.py) -----------------------------------
+
+
+def _checkpointed_session(settings: config.Settings, session_id: str | None) -> tuple[str, checkpoint.Checkpoints]:
+    """The session to list or undo (default: the newest in the current directory) and its checkpoints."""
+    from abhed.undo import latest_session
+    store = SessionStore(settings.home)
+    if session_id is None:
+        session_id = latest_session(store, Path.cwd().resolve())
+        if session_id is None:
+            _fail(f"No session works in {Path.cwd().resolve()}: name one (abhed sessions list shows them).")
+    try:
+        workspace = Path(store.open(session_id).state.workspace)  # type: ignore[arg-type]
+    except SessionError as exc:
+        _fail(str(exc))
+    found = checkpoint.from_settings(settings, workspace)
+    if found is None:
+        why = "there is no git binary (abhed doctor)" if settings.checkpoints.enabled else \
+            "checkpoints.enabled is false"
+        _fail(f"Checkpoints are off: {why}.")
+    return session_id, found  # type: ignore[return-value]
+
+
+@main.command("checkpoints")
+@click.argument("session_id", required=False)
+def checkpoints_list(session_id: str | None) -> None:
+    """List a session's checkpoints (default: the newest session in this directory): number, time,
+    the call that followed, and the files that call changed."""
+    from abhed.undo import rows, table
+    settings = _settings()
+    session_id, found = _checkpointed_session(settings, session_id)
+    session = SessionStore(settings.home).open(session_id)
+    try:
+        click.echo(printable(table(rows(found, session), session_id)))
+    except checkpoint.CheckpointError as exc:
+        _fail(str(exc))
+
+
+@main.command("undo")
+@click.argument("session_id", required=False)
+@click.option("--to", "number", type=click.IntRange(1), help="Restore the state from before checkpoint N's call "
+              "(default: the last checkpoint, i.e. undo the last change).")
+@click.option("--yes", is_flag=True, help="Do not ask; undo at once.")
+@click.option("--force", is_flag=True, help="Also overwrite files someone else changed since (they are listed).")
+def undo_command(session_id: str | None, number: int | None, yes: bool, force: bool) -> None:
+    """Take the workspace back to before a call: every file that call and later ones modified, created
+    or deleted. Shows what it will change and asks first. The undo is itself a checkpoint, so it can
+    be undone. Exit status 0 done (or nothing to do), 1 refused or cancelled, 2 bad invocation."""
+    from abhed import undo
+    settings = _settings()
+    session_id, found = _checkpointed_session(settings, session_id)
+
+    def confirm(plan: str) -> bool:
+        click.echo(printable(plan))
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            click.echo("abhed: not undone: there is no terminal to answer on; pass --yes to undo without asking.",
+                       err=True)
+            return False
+        return click.confirm("Undo?", default=False)
+
+    try:
+        with SessionStore(settings.home).use(session_id, Path(found.shadow.workspace),
+                                             wait_s=settings.agent.session_wait_s) as session:
+            report = undo.undo(found, session, number, force=force, confirm=confirm)
+    except checkpoint.UndoRefused as exc:
+        click.echo(f"abhed: {printable(str(exc))}", err=True)
+        sys.exit(1)
+    except (checkpoint.CheckpointError, SessionError) as exc:
+        _fail(str(exc))
+    click.echo(printable(report))
+    sys.exit(1 if report.startswith("Undo cancelled") else 0)
 
 
 # -- the agent: run, chat, resume, demo, doctor, models ------------------------------------------

@@ -125,7 +125,23 @@ class RunEvent(_Event):
     prompt: str | None = None  # for "started"
 
 
-AnyEvent = ActionEvent | ObservationEvent | MessageEvent | CompactionEvent | RunEvent
+class CheckpointEvent(_Event):
+    """The workspace was snapshotted before a call that may change it (abhed/checkpoint.py).
+
+    `number` counts the session's checkpoints from 1 in call order; `abhed undo --to N` restores
+    the state this one holds. `not_covered` names files the snapshot left out, and why."""
+
+    kind: Literal["checkpoint"] = "checkpoint"
+    number: int
+    commit: str
+    action_id: str | None  # the call that followed (None: an undo, which is checkpointed too)
+    tool: str
+    not_covered: list[str] = []
+    not_covered_count: int = 0
+    undo_to: int | None = None  # for an undo: the checkpoint whose state it restored
+
+
+AnyEvent = ActionEvent | ObservationEvent | MessageEvent | CompactionEvent | RunEvent | CheckpointEvent
 Event = Annotated[AnyEvent, Field(discriminator="kind")]
 _EVENT = TypeAdapter(Event)
 

@@ -13,6 +13,7 @@ from typing import Any
 from abhed import config
 from abhed.agent import Agent, Budget, Limits
 from abhed.approval import Gate, Policy, Verdict
+from abhed.checkpoint import from_settings
 from abhed.display import Display
 from abhed.model.connect import Model, connect
 from abhed.paths import PathPolicy
@@ -91,7 +92,7 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
         with store.use(session_id, workspace, wait_s=settings.agent.session_wait_s) as session:
             for problem in session.log.load().problems:
                 display.notice(f"warning: {problem}")
-            ctx = ToolContext(session, settings, paths)
+            ctx = ToolContext(session, settings, paths, checkpoints=from_settings(settings, workspace))
             try:
                 yield Agent.restore(ctx, model, gate, budget(settings), config=settings.agent, display=display)
             finally:

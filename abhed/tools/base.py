@@ -20,6 +20,7 @@ from abhed.paths import PathPolicy
 from abhed.session import Session
 
 if TYPE_CHECKING:
+    from abhed.checkpoint import Checkpoints
     from abhed.tools.bash import Shell
 
 LINE_CHARS = 2000  # spec §2: longer lines are cut individually
@@ -57,6 +58,8 @@ class ToolContext:
     `one_shot`: the process ends after this call (`abhed tool`), so nothing may be left running.
     Call `close()` when the session's process is done with it.
 
+    `checkpoints`: where dispatch snapshots the workspace before a call that may change it.
+
     `spawn`: how the task tool starts a subagent (tools/task.py: `Spawn`). Only the context an
     agent hands to its own task calls carries it (dataclasses.replace), so a subagent runs under
     the agent that asked for it; None where no agent is running (`abhed tool`).
@@ -68,6 +71,7 @@ class ToolContext:
     one_shot: bool = False
     shell: Shell | None = None
     spawn: Callable[..., Any] | None = None
+    checkpoints: Checkpoints | None = None  # snapshots before every change (None: off, or no git)
 
     def close(self) -> None:
         if self.shell is not None:
