@@ -188,8 +188,12 @@ class Shadow:
     @contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the shadow repository, across processes and threads; clear what a killed holder left."""
-        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise CheckpointError(f"cannot use the shadow repository {self.dir}: {exc.strerror or exc}. Make "
+                                  f"{self.dir.parent} a writable directory") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             self._ensure()
@@ -283,7 +287,7 @@ class Shadow:
             capture = self.capture()
             number = self._last_number(session_id) + (1 if kind == "before" else 0)
             number = meta.get("number", number) if kind == "after" else number
-            meta = {**meta, "kind": kind, "number": number, "at": _now()}
+            meta = {**meta, "kind": kind, "number": number, "at": stamp()}
             return self.commit(session_id, capture, meta), capture
 
     def _last_number(self, session_id: str) -> int:
@@ -325,6 +329,8 @@ class Shadow:
         now = self.capture()
         changes = self.diff(now.tree, target.tree)
         outside = self._outside_changes(chain[chain.index(target):], now)
+        # A path undo would recreate that exists (a file not covered: ignored, excluded, too large).
+        outside |= {c.path for c in changes if c.status == "A" and os.path.lexists(self.workspace / c.path)}
         touched = {c.path for c in changes}
         return UndoPlan(target, now, changes, sorted(touched & outside))
 
@@ -363,7 +369,9 @@ class Shadow:
     def apply(self, plan: UndoPlan) -> None:
         """Make the workspace the plan's target (lock held; the index is the plan's `now`)."""
         try:
-            self.git("read-tree", "-m", "-u", plan.now.tree, plan.to.tree)
+            # --reset: the index was just brought up to the workspace (plan.now), but entries git calls
+            # racily clean would fail -m's up-to-date check though their content is what `now` holds.
+            self.git("read-tree", "--reset", "-u", plan.now.tree, plan.to.tree)
         except CheckpointError as exc:
             raise CheckpointError(f"Undo stopped before changing anything: {exc}. A file changed while the undo was "
                                   "being prepared, or a file not covered by checkpoints is in the way; run the undo "
@@ -392,7 +400,7 @@ class Shadow:
         self._save_modes(current)
 
 
-def _now() -> str:
+def stamp() -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S")
 
 

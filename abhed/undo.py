@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from abhed.checkpoint import Capture, Change, Checkpoints, CheckpointError, Shadow, UndoPlan, UndoRefused, listed, _now
+from abhed.checkpoint import Capture, Change, Checkpoints, CheckpointError, Shadow, UndoPlan, UndoRefused, listed, stamp
 from abhed.events import ActionEvent, CheckpointEvent, MessageEvent, new_id
 from abhed.session import Session, SessionError, SessionStore
 
@@ -125,12 +125,12 @@ def _apply(shadow: Shadow, session: Session, plan: UndoPlan, now: Capture) -> st
     call = f"undo-{new_id()}"
     number = _last(shadow, session.id) + 1
     before = shadow.commit(session.id, now, {"kind": "before", "number": number, "call": call, "tool": "undo",
-                                             "to": plan.to.number, "agent_id": "human", "at": _now()})
+                                             "to": plan.to.number, "agent_id": "human", "at": stamp()})
     session.record(CheckpointEvent(session_id=session.id, agent_id="human", number=number, commit=before.commit,
                                    action_id=None, tool="undo", undo_to=plan.to.number))
     shadow.apply(plan)
     shadow.commit(session.id, shadow.capture(), {"kind": "after", "number": number, "call": call, "tool": "undo",
-                                                   "at": _now()})
+                                                   "at": stamp()})
     session.record(MessageEvent(
         session_id=session.id, role="user", origin="undo",
         content=(f"[Abhed: the user undid the changes since checkpoint {plan.to.number}: the workspace is back to its "
