@@ -176,7 +176,8 @@ class Shadow:
     def _excludes(self) -> str:
         """The operator's exclusions, then the project's own .git/info/exclude (its .gitignore files git
         reads itself, from the work tree)."""
-        lines = ["# checkpoints.exclude (the operator's)", *self.exclude]
+        lines = ["# Abhed's own temporary files (atomic.py): half-written, renamed away at once",
+                 ".*.abhed-tmp-*", "# checkpoints.exclude (the operator's)", *self.exclude]
         project = self.workspace / ".git" / "info" / "exclude"
         try:
             if project.is_file() and not project.is_symlink():
@@ -211,7 +212,19 @@ class Shadow:
     # -- taking a snapshot ----------------------------------------------------------------------
 
     def capture(self) -> Capture:
-        """Bring the index up to the workspace and write its tree (call with the lock held)."""
+        """Bring the index up to the workspace and write its tree (call with the lock held).
+
+        A file can vanish between the listing and the update (a command still running, another
+        session): then the whole capture is tried again, a few times, before giving up."""
+        for attempt in range(3):
+            try:
+                return self._capture()
+            except CheckpointError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _capture(self) -> Capture:
         listed = self.git("ls-files", "-z", "-t", "-m", "-o", "-d", "--exclude-standard").split(b"\0")
         paths: set[str] = set()
         not_covered: list[str] = []
@@ -285,16 +298,19 @@ class Shadow:
         """Capture and commit in one hold of the lock. A "before" gets the session's next number."""
         with self.locked():
             capture = self.capture()
-            number = self._last_number(session_id) + (1 if kind == "before" else 0)
-            number = meta.get("number", number) if kind == "after" else number
-            meta = {**meta, "kind": kind, "number": number, "at": stamp()}
+            last = self.last_number(session_id)
+            number = last + 1 if kind == "before" else meta["number"]
+            meta = {**meta, "kind": kind, "number": number, "last": max(last, number), "at": stamp()}
             return self.commit(session_id, capture, meta), capture
 
-    def _last_number(self, session_id: str) -> int:
+    def last_number(self, session_id: str) -> int:
+        """The highest checkpoint number the session has (lock held): the tip's `last`. An "after"
+        may be the tip while a later-numbered call still runs (subagents), hence not its `number`."""
         data = self.git("cat-file", "commit", _ref(session_id), check=False)
         if not data:
             return 0
-        return int(_meta(data.split(b"\n\n", 1)[1]).get("number", 0))
+        meta = _meta(data.split(b"\n\n", 1)[1])
+        return int(meta.get("last", meta.get("number", 0)))
 
     # -- reading a session's chain ----------------------------------------------------------------
 

@@ -114,23 +114,24 @@ def undo(checkpoints: Checkpoints, session: Session, number: int | None, *, forc
 
 
 def _last(shadow: Shadow, session_id: str) -> int:
-    befores = [s.number for s in shadow.chain_locked(session_id) if s.kind == "before"]
-    if not befores:
+    last = shadow.last_number(session_id)
+    if not last:
         raise CheckpointError(f"Session {session_id} has no checkpoints, so there is nothing to undo (checkpoints "
                               "are taken before each call that may change the workspace).")
-    return befores[-1]
+    return last
 
 
 def _apply(shadow: Shadow, session: Session, plan: UndoPlan, now: Capture) -> str:
     call = f"undo-{new_id()}"
     number = _last(shadow, session.id) + 1
-    before = shadow.commit(session.id, now, {"kind": "before", "number": number, "call": call, "tool": "undo",
+    before = shadow.commit(session.id, now, {"kind": "before", "number": number, "last": number, "call": call,
+                                             "tool": "undo",
                                              "to": plan.to.number, "agent_id": "human", "at": stamp()})
     session.record(CheckpointEvent(session_id=session.id, agent_id="human", number=number, commit=before.commit,
                                    action_id=None, tool="undo", undo_to=plan.to.number))
     shadow.apply(plan)
-    shadow.commit(session.id, shadow.capture(), {"kind": "after", "number": number, "call": call, "tool": "undo",
-                                                   "at": stamp()})
+    shadow.commit(session.id, shadow.capture(), {"kind": "after", "number": number, "last": number, "call": call,
+                                                  "tool": "undo", "at": stamp()})
     session.record(MessageEvent(
         session_id=session.id, role="user", origin="undo",
         content=(f"[Abhed: the user undid the changes since checkpoint {plan.to.number}: the workspace is back to its "
