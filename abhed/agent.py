@@ -171,7 +171,8 @@ class Agent:
 
     def run(self, prompt: str | None) -> Outcome:
         """Work on `prompt` until the model answers (None: carry on where an unfinished run stopped)."""
-        self._record(RunEvent(status="started", prompt=prompt, **self._ids()), sync=False)  # the prompt's fsync
+        self._record(RunEvent(status="started", prompt=prompt, model=self.model.id, **self._ids()),
+                     sync=False)  # the prompt's fsync
         turns, calls, changed = self.budget.turns, self.tool_calls, len(self.changed)
         if prompt is not None:
             self._add(Msg("user", prompt), origin="user")

@@ -177,6 +177,38 @@ def sessions_show(session_id: str, as_json: bool, full: bool) -> None:
         click.echo(printable(_shown_event(event, "  " * depth, full)))
 
 
+@sessions.command("verify")
+@click.argument("session_id")
+def sessions_verify(session_id: str) -> None:
+    """Check that a session's event log is as it was written: recompute its hash chain and name the
+    first event changed, removed, reordered or cut; a line torn by a crash is told apart.
+    Exit status 0 intact, 1 tampered, 2 bad invocation."""
+    from abhed.audit import verify
+    try:
+        session = SessionStore(_settings().home).open(session_id)
+    except SessionError as exc:
+        _fail(str(exc))
+    verdict = verify(session.log.path)
+    click.echo(printable(verdict.summary(session.log.path)))
+    sys.exit(0 if verdict.ok else 1)
+
+
+@sessions.command("export")
+@click.argument("session_id")
+@click.option("--format", "fmt", type=click.Choice(["jsonl"]), default="jsonl", show_default=True)
+def sessions_export(session_id: str, fmt: str) -> None:
+    """Print a session as audit records, one JSON object a line: who (user, host), when, which model,
+    every call with its approval decision and who approved it, every checkpoint and undo, and
+    whether the log's hash chain is intact."""
+    from abhed.audit import export_lines
+    try:
+        session = SessionStore(_settings().home).open(session_id)
+    except SessionError as exc:
+        _fail(str(exc))
+    for line in export_lines(session):
+        click.echo(line)
+
+
 def tree(events: list[AnyEvent]) -> list[tuple[AnyEvent, int]]:
     """The events as (event, depth) in the order to show them: each subagent's events right after
     the task call that started it, one level deeper, rather than interleaved in log order with its
