@@ -449,6 +449,11 @@ class Agent:
     def _ids(self) -> dict[str, Any]:
         return {"session_id": self.ctx.session.id, "agent_id": self.agent_id, "parent_id": self.parent_id}
 
+    def tell(self, text: str, origin: str) -> None:
+        """Add a note from Abhed (not the model, not the human's prompt) to the conversation and the
+        log, e.g. that the human undid changes (chat's /undo)."""
+        self._add(Msg("user", text), origin=origin)
+
     def _record(self, event: AnyEvent, *, sync: bool = True) -> None:
         self.ctx.session.record(event, sync=sync)
 

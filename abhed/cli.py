@@ -425,12 +425,32 @@ def _run_prompt(kw: dict, prompt: str | None, session_id: str | None, must_exist
             if prompt is None and not unfinished:
                 _fail(f"Session {session} finished its last run; nothing to continue. Give a PROMPT to go on with it, "
                       f"or chat: abhed chat --session {session}")
+            checkpoints = agent.ctx.checkpoints
+            first = _last_checkpoint(checkpoints, session) + 1
             outcome = agent.run(prompt)
+            _tell_range(display, first, _last_checkpoint(checkpoints, session), session)
     except launch.LaunchError as exc:
         _fail(str(exc))
     finally:
         model.client.close()
     _finish(outcome, session)
+
+
+def _last_checkpoint(checkpoints: checkpoint.Checkpoints | None, session_id: str) -> int:
+    if checkpoints is None:
+        return 0
+    try:
+        with checkpoints.shadow.locked():
+            return checkpoints.shadow.last_number(session_id)
+    except checkpoint.CheckpointError:
+        return 0
+
+
+def _tell_range(display, first: int, last: int, session_id: str) -> None:  # type: ignore[no-untyped-def]
+    from abhed.undo import run_range
+    text = run_range(first, last, session_id)
+    if text:
+        display.notice(text)
 
 
 @main.command()
@@ -507,6 +527,9 @@ def _chat_loop(agent, display, unfinished: bool) -> None:  # type: ignore[no-unt
             continue
         if text in ("/exit", "/quit"):
             return
+        if text == "/undo" or text.startswith("/undo "):
+            _chat_undo(agent, console, text.split()[1:])
+            continue
         if not text and not unfinished:
             continue
         agent.budget = budget(agent.ctx.settings)  # the budgets are per prompt
@@ -516,6 +539,31 @@ def _chat_loop(agent, display, unfinished: bool) -> None:  # type: ignore[no-unt
             console.print()
         else:
             display.notice(outcome.detail + (f"\n{outcome.answer}" if outcome.answer else ""))
+
+
+def _chat_undo(agent, console, words: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """/undo [N] [--force]: abhed undo in the chat's own session (the smallest slash-command hook)."""
+    from rich.markup import escape
+
+    from abhed import undo
+    checkpoints = agent.ctx.checkpoints
+    numbers = [w for w in words if w.isdigit()]
+    if checkpoints is None or [w for w in words if not w.isdigit() and w != "--force"] or len(numbers) > 1:
+        console.print("[yellow]abhed:[/] " + ("checkpoints are off (abhed doctor says why)" if checkpoints is None
+                                              else "use /undo (the last call), /undo N (back to before checkpoint N), "
+                                                   "and --force to overwrite changes made outside the agent"))
+        return
+
+    def confirm(plan: str) -> bool:
+        console.print(escape(printable(plan)))
+        return console.input("Undo? \\[y/N] ").strip().lower() in ("y", "yes")
+    try:
+        report = undo.undo(checkpoints, agent.ctx.session, int(numbers[0]) if numbers else None,
+                           force="--force" in words, confirm=confirm,
+                           tell=lambda note: agent.tell(note, "undo"))
+    except checkpoint.CheckpointError as exc:
+        report = str(exc)
+    console.print(escape(printable(report)))
 
 
 @main.command()

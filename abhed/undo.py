@@ -86,9 +86,11 @@ def describe(plan: UndoPlan, workspace: str) -> str:
 
 
 def undo(checkpoints: Checkpoints, session: Session, number: int | None, *, force: bool,
-         confirm: Callable[[str], bool]) -> str:
+         confirm: Callable[[str], bool], tell: Callable[[str], None] | None = None) -> str:
     """Undo to before checkpoint `number` (default: the last one); the report of what was done.
 
+    `tell` puts the note for the model into the conversation (a running chat's agent); by default
+    it goes into the log, where the next run or resume reads it.
     Raises CheckpointError (UndoRefused when others' changes are in the way) with what to do.
     """
     shadow = checkpoints.shadow
@@ -110,7 +112,7 @@ def undo(checkpoints: Checkpoints, session: Session, number: int | None, *, forc
         if now.tree != plan.now.tree:
             raise CheckpointError("The workspace changed while the undo waited for your answer; nothing was changed. "
                                   "Run the undo again to see the new plan.")
-        return _apply(shadow, session, plan, now)
+        return _apply(shadow, session, plan, now, tell)
 
 
 def _last(shadow: Shadow, session_id: str) -> int:
@@ -121,7 +123,8 @@ def _last(shadow: Shadow, session_id: str) -> int:
     return last
 
 
-def _apply(shadow: Shadow, session: Session, plan: UndoPlan, now: Capture) -> str:
+def _apply(shadow: Shadow, session: Session, plan: UndoPlan, now: Capture,
+           tell: Callable[[str], None] | None) -> str:
     call = f"undo-{new_id()}"
     number = _last(shadow, session.id) + 1
     before = shadow.commit(session.id, now, {"kind": "before", "number": number, "last": number, "call": call,
@@ -132,11 +135,13 @@ def _apply(shadow: Shadow, session: Session, plan: UndoPlan, now: Capture) -> st
     shadow.apply(plan)
     shadow.commit(session.id, shadow.capture(), {"kind": "after", "number": number, "last": number, "call": call,
                                                   "tool": "undo", "at": stamp()})
-    session.record(MessageEvent(
-        session_id=session.id, role="user", origin="undo",
-        content=(f"[Abhed: the user undid the changes since checkpoint {plan.to.number}: the workspace is back to its "
-                 f"state before that call ({_summary(plan.changes)}). Files you read or wrote since "
-                 "may differ now: read them again before editing.]")))
+    note = (f"[Abhed: the user undid the changes since checkpoint {plan.to.number}: the workspace is back to its "
+            f"state before that call ({_summary(plan.changes)}). Files you read or wrote since may differ now: read "
+            "them again before editing.]")
+    if tell is not None:
+        tell(note)
+    else:
+        session.record(MessageEvent(session_id=session.id, role="user", origin="undo", content=note))
     return (f"Undone: the workspace is as it was before checkpoint {plan.to.number} ({_summary(plan.changes)}). This "
             f"undo is checkpoint {number}: `abhed undo --to {number} {session.id}` takes it back.")
 
@@ -148,6 +153,14 @@ def _summary(changes: list[Change]) -> str:
         if n:
             parts.append(f"{n} {word}")
     return ", ".join(parts)
+
+
+def run_range(first: int, last: int, session_id: str) -> str | None:
+    """What `abhed run` prints at its end: the checkpoints its calls took, and how to undo them all."""
+    if last < first:
+        return None
+    span = f"checkpoint {first}" if first == last else f"checkpoints {first}-{last}"
+    return f"{span} (undo this run: abhed undo --to {first} {session_id})"
 
 
 def latest_session(store: SessionStore, workspace: Path) -> str | None:
