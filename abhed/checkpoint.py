@@ -5,8 +5,8 @@ A shadow git repository outside the workspace, in the session store
 GIT_DIR, index and refs, with the workspace as work tree. The project's own `.git` (its index, refs,
 stash, config, hooks) is never read or written; git itself skips every entry named `.git`.
 
-Why git, and only plumbing: `ls-files -m -o -d` finds what changed since the last snapshot from
-the index's stat cache, so a snapshot of an unchanged tree costs one directory walk and hashes
+Why git, and only plumbing: `diff-files` and `ls-files -o` find what changed since the last
+snapshot from the index's stat cache, so a snapshot of an unchanged tree costs one directory walk and hashes
 nothing; objects are content-addressed, so every snapshot of every session of a workspace shares
 one object store. Without a `git` binary checkpoints are off and `abhed doctor` says so (see
 available()).
@@ -129,6 +129,7 @@ class Shadow:
         self.git_binary = git
         self.exclude = exclude
         self.max_file_bytes = max_file_bytes
+        self._roots: dict[tuple[str, str], str] = {}  # (files tree, modes blob) -> the commit's root tree
 
     # -- running git ----------------------------------------------------------------------------
 
@@ -225,13 +226,16 @@ class Shadow:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _capture(self) -> Capture:
-        listed = self.git("ls-files", "-z", "-t", "-m", "-o", "-d", "--exclude-standard").split(b"\0")
+        # Tracked files whose stat differs from the index (diff-files reads them in parallel, far
+        # faster than ls-files -m), then untracked ones the ignore rules let through.
+        listed = self.git("diff-files", "-z", "--name-only", "--no-renames").split(b"\0")
+        listed += self.git("ls-files", "-z", "-o", "--exclude-standard").split(b"\0")
         paths: set[str] = set()
         not_covered: list[str] = []
         for entry in listed:
             if not entry:
                 continue
-            path = os.fsdecode(entry[2:])
+            path = os.fsdecode(entry)
             if path.endswith("/"):
                 not_covered.append(f"{path} (a nested git repository: commit or copy it yourself)")
             else:
@@ -283,14 +287,18 @@ class Shadow:
                                                           "modes": modes["modes"]}).encode(), mode=0o600)
         return blob
 
-    def commit(self, session_id: str, capture: Capture, meta: dict[str, Any]) -> Snapshot:
-        """Add `capture` to the session's chain (call with the lock held)."""
+    def commit(self, session_id: str, capture: Capture, meta: dict[str, Any], parent: str | None = None) -> Snapshot:
+        """Add `capture` to the session's chain (call with the lock held); `parent`: its tip, if known."""
         ref = _ref(session_id)
-        parent = self.git("rev-parse", "--verify", "--quiet", ref, check=False).decode().strip()
-        root = self.git("mktree", data=f"040000 tree {capture.tree}\tfiles\n100644 blob {capture.modes_blob}\tmodes\n"
-                        .encode()).decode().strip()
+        if parent is None:
+            parent = self.tip(session_id)[0]
+        key = (capture.tree, capture.modes_blob)
+        if key not in self._roots:  # an unchanged workspace has the same root: one git call saved
+            self._roots[key] = self.git("mktree", data=f"040000 tree {capture.tree}\tfiles\n100644 blob "
+                                        f"{capture.modes_blob}\tmodes\n".encode()).decode().strip()
         message = json.dumps(meta, sort_keys=True).encode()
-        commit = self.git("commit-tree", root, *(["-p", parent] if parent else []), data=message).decode().strip()
+        commit = self.git("commit-tree", self._roots[key], *(["-p", parent] if parent else []),
+                          data=message).decode().strip()
         self.git("update-ref", ref, commit, *([parent] if parent else []))
         return Snapshot(commit, capture.tree, meta["kind"], meta["number"], meta)
 
@@ -298,19 +306,23 @@ class Shadow:
         """Capture and commit in one hold of the lock. A "before" gets the session's next number."""
         with self.locked():
             capture = self.capture()
-            last = self.last_number(session_id)
+            parent, tip = self.tip(session_id)
+            last = _last(tip)
             number = last + 1 if kind == "before" else meta["number"]
             meta = {**meta, "kind": kind, "number": number, "last": max(last, number), "at": stamp()}
-            return self.commit(session_id, capture, meta), capture
+            return self.commit(session_id, capture, meta, parent), capture
+
+    def tip(self, session_id: str) -> tuple[str, dict[str, Any]]:
+        """The session's newest snapshot and what its message says; ("", {}) before the first."""
+        out = self.git("cat-file", "--batch", data=_ref(session_id).encode() + b"\n")
+        head, _, body = out.partition(b"\n")
+        if head.endswith(b" missing"):
+            return "", {}
+        return head.split(b" ")[0].decode(), _meta(body.split(b"\n\n", 1)[1] if b"\n\n" in body else b"")
 
     def last_number(self, session_id: str) -> int:
-        """The highest checkpoint number the session has (lock held): the tip's `last`. An "after"
-        may be the tip while a later-numbered call still runs (subagents), hence not its `number`."""
-        data = self.git("cat-file", "commit", _ref(session_id), check=False)
-        if not data:
-            return 0
-        meta = _meta(data.split(b"\n\n", 1)[1])
-        return int(meta.get("last", meta.get("number", 0)))
+        """The highest checkpoint number the session has (lock held)."""
+        return _last(self.tip(session_id)[1])
 
     # -- reading a session's chain ----------------------------------------------------------------
 
@@ -414,6 +426,12 @@ class Shadow:
             else:
                 current["modes"].pop(change.path, None)
         self._save_modes(current)
+
+
+def _last(meta: dict[str, Any]) -> int:
+    """The highest number a session had when this snapshot was taken: its `last`. An "after" may be
+    the tip while a later-numbered call still runs (subagents), hence not its `number`."""
+    return int(meta.get("last", meta.get("number", 0)))
 
 
 def stamp() -> str:
