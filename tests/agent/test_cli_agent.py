@@ -148,7 +148,7 @@ def test_doctor_reports_each_check(home):
     assert lines["model"].startswith("OK") and "profile qwen2.5-coder" in lines["model"]
     assert lines["context"].startswith("OK") and "32768 tokens" in lines["context"]
     assert lines["tool calling"].startswith("OK") and "called glob" in lines["tool calling"]
-    assert set(lines) == {"endpoint", "model", "context", "tool calling", "sandbox", "rg"}
+    assert set(lines) == {"endpoint", "model", "context", "tool calling", "sandbox", "rg", "checkpoints"}
     assert proc.returncode == (1 if lines["sandbox"].startswith("FAIL") else 0)
 
 
