@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from abhed.checkpoint import Shadow  # noqa: E402
+from abhed.session.checkpoint import Shadow  # noqa: E402
 
 
 def make_repo(root: Path, dirs: int = 100, per_dir: int = 100) -> Path:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from abhed import checkpoint
-from abhed.audit import approved_by, export, verify
-from abhed.events import ActionEvent, EventLog, MessageEvent, RunEvent
+from abhed.session import checkpoint
+from abhed.session.audit import approved_by, export, verify
+from abhed.session.events import ActionEvent, EventLog, MessageEvent, RunEvent
 from abhed_testing import Tools, abhed
 
 
@@ -205,7 +205,7 @@ def test_undo_is_in_the_export(ws: Path, home: Path) -> None:
     t = Tools(ws, home)
     t.ctx.checkpoints = checkpoint.Checkpoints(checkpoint.Shadow(home, ws))
     t.ok("write", path=str(ws / "a.txt"), content="a")
-    from abhed.undo import undo
+    from abhed.session.undo import undo
     undo(t.ctx.checkpoints, t.session, None, force=False, confirm=lambda plan: True)
     kinds = [(r["type"], r.get("number"), r.get("restored_to_before")) for r in export(t.session)
              if r["type"] in ("checkpoint", "undo")]

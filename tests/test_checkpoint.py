@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from abhed import checkpoint, dispatch
-from abhed.approval import read_only_command
-from abhed.checkpoint import Shadow
-from abhed.events import CheckpointEvent
-from abhed.undo import undo
+from abhed.agent import dispatch
+from abhed.session import checkpoint
+from abhed.gate.approval import read_only_command
+from abhed.session.checkpoint import Shadow
+from abhed.session.events import CheckpointEvent
+from abhed.session.undo import undo
 from abhed_testing import Tools, abhed
 
 
@@ -328,7 +329,7 @@ def test_the_project_repository_is_untouched_when_dirty_and_in_a_worktree(ws: Pa
 WRITER = """
 import sys, time
 from pathlib import Path
-from abhed.checkpoint import Shadow
+from abhed.session.checkpoint import Shadow
 home, ws, session, count = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 s = Shadow(home, ws)
 for i in range(count):
@@ -375,7 +376,7 @@ def test_subagents_of_one_session_checkpoint_side_by_side_with_distinct_numbers(
 KILLED = """
 import sys
 from pathlib import Path
-from abhed.checkpoint import Shadow
+from abhed.session.checkpoint import Shadow
 home, ws = Path(sys.argv[1]), Path(sys.argv[2])
 s = Shadow(home, ws)
 i = 0
@@ -419,8 +420,8 @@ def test_kill_9_during_a_checkpoint_leaves_a_usable_store(ws: Path, home: Path) 
 
 
 def test_without_git_checkpoints_are_off_and_doctor_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from abhed import config
-    from abhed.doctor import checkpoints_check
+    from abhed.session import config
+    from abhed.cli.doctor import checkpoints_check
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing on it
     settings = config.load({}, env={"ABHED_HOME": str(tmp_path / "h"), "ABHED_CONFIG": "/nonexistent"})
     assert checkpoint.from_settings(settings, tmp_path) is None

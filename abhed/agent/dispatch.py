@@ -1,0 +1,282 @@
+"""One tool call, start to finish: ActionEvent -> validate -> approval -> tool -> ObservationEvent (rule 7).
+
+Everything the model can get wrong (bad JSON, an unknown tool, arguments that fail the schema) and
+everything a tool can hit (a ToolError, an OS error, a bug) ends as an error observation that says
+what to do next. Nothing here raises to the caller except a KeyboardInterrupt.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from contextlib import nullcontext
+from hashlib import sha256
+from typing import Any
+
+from pydantic import ValidationError
+from rapidfuzz import process
+
+from abhed.gate.approval import Gate, read_only_command, refusal
+from abhed.common.errors import ToolError
+from abhed.session.checkpoint import CheckpointError
+from abhed.session.events import ActionEvent, CheckpointEvent, ObservationEvent
+from abhed.tools import BY_NAME
+from abhed.tools.base import Tool, ToolContext, ToolResult, cap_text, explain_invalid, fail
+
+# error_kind values a caller may act on (the CLI exits 2 on the first two: a bad invocation).
+UNKNOWN_TOOL, BAD_JSON, INVALID_INPUT, NOT_APPROVED, TOOL_ERROR, INTERNAL = (
+    "unknown_tool", "bad_json", "invalid_input", "not_approved", "tool_error", "internal")
+MALFORMED = "malformed_call"  # the model's tool-call markup itself did not parse (text protocols)
+TOO_LARGE = "too_large"  # the arguments are over the size or nesting bound: refused before parsing
+CHECKPOINT_FAILED = "checkpoint_failed"  # the snapshot before a change failed: the call did not run
+# Tools that check the read-set and then replace a file: one at a time per session (Session.writes),
+# so agents running side by side cannot both pass the check and overwrite each other.
+READ_SET_WRITERS = frozenset({"write", "edit"})
+
+
+# Defaults of agent.max_argument_bytes / max_argument_depth (session/config.py), for callers without settings.
+MAX_BYTES, MAX_DEPTH = 4 * 1024 * 1024, 32
+# JSON strings (their brackets do not nest) and the brackets that do: enough to measure nesting
+# without parsing, so a 100,000-deep `[[[[...` never reaches json.loads' recursion.
+_STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
+KEPT_IN_LOG = 4096  # characters of refused arguments the ActionEvent keeps (with their size and hash)
+
+
+def bounds_error(arguments: Any, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> str | None:
+    """Why the arguments are too large or too deeply nested to parse, or None when within bounds.
+
+    Checked on the raw text, before json.loads: size by UTF-8 bytes (counted without encoding
+    when every character fits in one), nesting by counting brackets outside strings.
+    """
+    if not isinstance(arguments, str):
+        arguments = _to_json(arguments)
+        if arguments is None:
+            return f"they are nested more than {max_depth} levels deep"
+    size = len(arguments)
+    if size > max_bytes // 4 and not arguments.isascii():
+        size = len(arguments.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        return (f"they are {size:,} bytes, over the limit of {max_bytes:,} bytes for one call "
+                "(agent.max_argument_bytes)")
+    depth = 0
+    for match in _STRING_OR_BRACKET.finditer(arguments):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > max_depth:
+                return f"they are nested more than {max_depth} levels deep (agent.max_argument_depth)"
+        elif token in "]}":
+            depth -= 1
+    return None
+
+
+def _to_json(value: Any) -> str | None:
+    """An object some server sent in place of the JSON string, as JSON; None if too deep to encode."""
+    try:
+        return json.dumps(value)
+    except (RecursionError, ValueError, TypeError):
+        return None
+
+
+def too_large(name: str, why: str) -> str:
+    return (f"The arguments for `{name}` were not read: {why}. Send smaller, flatter arguments: split a large "
+            "file into several calls (write the start, then add the rest with edit), and pass plain values, "
+            "not deeply nested structures.")
+
+
+def parse_arguments(arguments: Any, max_bytes: int = MAX_BYTES,
+                    max_depth: int = MAX_DEPTH) -> tuple[Any, str | None]:
+    """The arguments as a Python value, or the reason they are not valid JSON. Arguments over the
+    bounds (bounds_error) are not parsed: the value is the raw text, the reason that."""
+    why = bounds_error(arguments, max_bytes, max_depth)
+    if why:
+        return arguments, why
+    if not isinstance(arguments, str):
+        return arguments, None
+    if not arguments.strip():
+        return {}, None  # some servers send "" for a call with no arguments
+    try:
+        return json.loads(arguments), None
+    except json.JSONDecodeError as exc:
+        return arguments, f"{exc.msg} at line {exc.lineno} column {exc.colno} (character {exc.pos})"
+    except ValueError as exc:  # valid JSON Python will not hold, e.g. an integer of 5,000 digits
+        return arguments, str(exc).split(";")[0]
+
+
+_UNENCODABLE = re.compile("[\0\ud800-\udfff]")
+
+
+def nul_error(value: Any, where: str = "") -> str | None:
+    """Where a string in the arguments holds a NUL character or a lone surrogate, or None. No path,
+    command or pattern can hold a NUL (the OS stops at it), and UTF-8 cannot encode a lone surrogate
+    (valid in JSON as `\\ud800`, it is half of a character): both are refused before the tool runs."""
+    if isinstance(value, str):
+        found = _UNENCODABLE.search(value)
+        if found is None:
+            return None
+        what = "a NUL character" if found.group() == "\0" else "a lone surrogate, half of a character,"
+        return f"`{where or '(arguments)'}` holds {what} (\\u{ord(found.group()):04x}) at index {found.start()}"
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        path = f"{where}.{key}" if where else str(key)
+        found = nul_error(key, f"the name of {path}") if isinstance(key, str) else None
+        found = found or nul_error(item, path)
+        if found:
+            return found
+    return None
+
+
+def unknown_tool(name: str) -> ToolResult:
+    known = ", ".join(BY_NAME)
+    close = process.extractOne(name, list(BY_NAME), score_cutoff=60)
+    hint = f" Did you mean `{close[0]}`?" if close else ""
+    return fail(f"There is no tool named `{name}`.{hint} The tools are: {known}. Call one of them by its exact name.",
+                error_kind=UNKNOWN_TOOL)
+
+
+def execute(ctx: ToolContext, name: str, arguments: Any, gate: Gate, action: ActionEvent | None = None) -> ToolResult:
+    tool = BY_NAME.get(name)
+    if tool is None:
+        return unknown_tool(name)
+    limits = ctx.settings.agent
+    why = bounds_error(arguments, limits.max_argument_bytes, limits.max_argument_depth)
+    if why:
+        return fail(too_large(name, why), error_kind=TOO_LARGE)
+    value, bad_json = parse_arguments(arguments, limits.max_argument_bytes, limits.max_argument_depth)
+    if bad_json:
+        example = json.dumps(tool.example).replace("WORKSPACE", str(ctx.paths.workspace))
+        return fail(f"The arguments for `{name}` are not valid JSON: {bad_json}. Send one JSON object, e.g. "
+                    f"{example}", error_kind=BAD_JSON)
+    nul = nul_error(value)
+    if nul:
+        return fail(f"Invalid arguments for `{name}`: {nul}. Arguments cannot contain NUL or lone surrogates (paths "
+                    "and commands cannot hold them, nor can UTF-8 text); remove it or send the whole character. "
+                    "To put NUL bytes in a file, use bash with printf '\\0'.", error_kind=INVALID_INPUT)
+    try:
+        args = tool.Input.model_validate(value)
+    except ValidationError as exc:
+        return fail(explain_invalid(tool, exc, ctx.paths.workspace), error_kind=INVALID_INPUT)
+    verdict = gate.review(name, args)
+    approval = {"decision": verdict.decision, "rule": verdict.rule, "reason": verdict.reason}
+    if verdict.decision != "allow":
+        return fail(refusal(name, verdict, args), error_kind=NOT_APPROVED, approval=approval)
+    result = _checkpointed(ctx, name, args, action, lambda: _run(tool, args, ctx))
+    result.metadata["approval"] = approval
+    return result
+
+
+def changes_workspace(name: str, args: Any) -> bool:
+    """Whether a call may change the workspace, so a checkpoint must come first: write, edit, and
+    every bash line not provably read-only (approval.read_only_command)."""
+    if name == "bash":
+        return not read_only_command(str(getattr(args, "command", "")))
+    return name in READ_SET_WRITERS
+
+
+def _checkpointed(ctx: ToolContext, name: str, args: Any, action: ActionEvent | None,
+                  run: Callable[[], ToolResult]) -> ToolResult:
+    """Run the call between a "before" snapshot (a numbered checkpoint, logged) and an "after" one.
+    Fails closed: when the snapshot before a change cannot be taken, the change does not run."""
+    checkpoints = ctx.checkpoints
+    if checkpoints is None or action is None or not changes_workspace(name, args):
+        return run()
+    session = ctx.session
+    try:
+        before, capture = checkpoints.before(session.id, action.id, name, action.agent_id)
+    except CheckpointError as exc:
+        return fail(f"Not run: the checkpoint that lets this change be undone could not be taken ({exc}). Nothing was "
+                    "changed. Tell the user; the operator can fix the cause, or turn checkpoints off "
+                    "(checkpoints.enabled = false).", error_kind=CHECKPOINT_FAILED)
+    session.record(CheckpointEvent(session_id=session.id, agent_id=action.agent_id, parent_id=action.parent_id,
+                                   number=before.number, commit=before.commit, action_id=action.id, tool=name,
+                                   not_covered=capture.not_covered[:50], not_covered_count=len(capture.not_covered)))
+    result = run()
+    facts: dict[str, Any] = {"number": before.number, "before": before.commit}
+    try:
+        facts["after"] = checkpoints.after(session.id, before).commit
+    except CheckpointError as exc:
+        facts["after_error"] = str(exc)
+    if capture.not_covered:
+        facts["not_covered"] = len(capture.not_covered)
+    result.metadata["checkpoint"] = facts
+    return result
+
+
+def _run(tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
+    name = tool.name
+    try:
+        with ctx.session.writes if name in READ_SET_WRITERS else nullcontext():
+            return tool.run(args, ctx)
+    except ToolError as exc:
+        return fail(exc.message, error_kind=TOOL_ERROR, **exc.metadata)
+    except Exception as exc:  # a bug in Abhed: the model must still get an instruction, not a traceback
+        trace = traceback.format_exc()
+        print(trace, file=sys.stderr)
+        return fail(
+            f"Internal error in `{name}` ({type(exc).__name__}: {str(exc)[:200]}). This is a bug in Abhed, not in "
+            "your call; no file was left half-written (writes are atomic). Try another way, or tell the user.",
+            error_kind=INTERNAL, traceback=trace)
+
+
+def call(ctx: ToolContext, name: str, arguments: Any, gate: Gate, *, tool_call_id: str | None = None,
+         agent_id: str = "main", parent_id: str | None = None, durable: bool = True) -> ToolResult:
+    """Run one call and persist it as an ActionEvent and an ObservationEvent.
+
+    The ActionEvent is always fsync'd before the tool runs, so a crash mid-call is known. With
+    `durable=False` (the agent loop) the observation waits for the next synced event or the
+    caller's `log.sync()`, and state.json is not saved: the caller saves it, and until then the
+    log, which records every state change, is ahead of it (session.rebuild_state).
+    """
+    return _persisted(ctx, name, arguments, lambda action: execute(ctx, name, arguments, gate, action), tool_call_id,
+                      agent_id, parent_id, durable)
+
+
+def reject(ctx: ToolContext, name: str, arguments: Any, message: str, *, tool_call_id: str | None = None,
+           agent_id: str = "main", parent_id: str | None = None, durable: bool = True) -> ToolResult:
+    """A call the model wrote but that cannot be run as written (its markup did not parse): persisted
+    like any call, answered with `message`, which says how to write it."""
+    return _persisted(ctx, name, arguments, lambda _: fail(message, error_kind=MALFORMED), tool_call_id, agent_id,
+                      parent_id, durable)
+
+
+def _persisted(ctx: ToolContext, name: str, arguments: Any, run: Callable[[ActionEvent], ToolResult],
+               tool_call_id: str | None,
+               agent_id: str, parent_id: str | None, durable: bool) -> ToolResult:
+    session = ctx.session
+    value = _logged_input(arguments, ctx.settings.agent.max_argument_bytes, ctx.settings.agent.max_argument_depth)
+    action = ActionEvent(session_id=session.id, agent_id=agent_id, parent_id=parent_id, tool=name,
+                         tool_call_id=tool_call_id, input=value)
+    session.record(action)
+    mark = session.mark()
+    started = time.perf_counter()
+    result = run(action)
+    result.content = cap_text(result.content, ctx.settings.files.max_output_chars)
+    changes = session.changes_since(mark)
+    if changes:  # the log alone can rebuild the state (session.rebuild_state)
+        result.metadata["state"] = changes
+    session.record(ObservationEvent(
+        session_id=session.id, agent_id=agent_id, parent_id=parent_id, action_id=action.id, tool=name,
+        content=result.content, is_error=result.is_error, metadata=result.metadata,
+        duration_ms=round((time.perf_counter() - started) * 1000, 3)), sync=durable)
+    if durable:
+        session.save()
+    return result
+
+
+def _logged_input(arguments: Any, max_bytes: int, max_depth: int) -> Any:
+    """What the ActionEvent keeps of the arguments: their parsed value, or the raw text when it is not
+    JSON; for arguments over the bounds, their start, size and hash (auditable, never unbounded)."""
+    if bounds_error(arguments, max_bytes, max_depth) is None:
+        return parse_arguments(arguments, max_bytes, max_depth)[0]
+    raw = arguments if isinstance(arguments, str) else repr(arguments)[: KEPT_IN_LOG * 2]
+    data = raw.encode("utf-8", "surrogatepass")
+    return {"refused_arguments": raw[:KEPT_IN_LOG], "bytes": len(data), "sha256": sha256(data).hexdigest()}

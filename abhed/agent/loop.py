@@ -1,0 +1,555 @@
+"""The agent loop: ask the model, run the calls it makes, give it the results, until it answers.
+
+    run(prompt)                                   RunEvent started, the prompt as a MessageEvent
+      until done:
+        a budget exhausted?                    -> "budget": a summary of where it stopped
+        context filling? compact                  (compaction.py; plan, todos, files read re-injected)
+        reply = the model's next reply            (context overflow: compact harder, retry once)
+        the reply as a MessageEvent
+        no calls?                              -> "done": the reply is the answer
+        each call through dispatch.call           (read-only ones in parallel; events + approval there)
+        a failing call repeated? a firmer hint    (loop guard)
+      RunEvent with the outcome
+
+Everything the loop knows lives in the Agent's fields and in the session's event log, which can
+rebuild the conversation at any point (`restore`, used by `abhed resume` and after Ctrl-C).
+
+Subagents (the task tool, tools/task.py) run this same loop: `spawn` builds an Agent with a fresh
+conversation (its own system prompt with its profile's role, and ABHED.md), `agent_id`
+"<parent>.<n>", `parent_id` set, a branch of the session (the same log, a read-set of its own:
+session.Session.branch) and a child Budget whose spend counts against every ancestor's limits.
+The task calls of one reply run side by side, at most `max_parallel_subagents` at once; each
+subagent reports on a display of its own, and the budget above them all is the one that stops
+them (an ancestor's limit reached, or the user's Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any, Literal
+
+from abhed.agent import compaction, dispatch
+from abhed.gate.approval import Gate
+from abhed.session.config import AgentConfig
+from abhed.agent.conversation import Gauge, chars, fit_observation, message_event, observation_cap, rebuild
+from abhed.agent.display import Display
+from abhed.session.events import AnyEvent, CompactionEvent, RunEvent, new_id
+from abhed.model.adapters import VisibleStream, adapter_for, visible
+from abhed.model.connect import Model
+from abhed.model.errors import ContextOverflow, ModelError, ToolsUnsupported
+from abhed.model.wire import Msg, Reply, ToolCall, call_id
+from abhed.agent.prompt import project_notes, system_prompt
+from abhed.session.store import rebuild_state
+from abhed.tools import BY_NAME, TOOLS
+from abhed.tools.base import Tool, ToolContext, ToolResult
+from abhed.tools.task import BudgetLimitReached
+from abhed.tools.todo import render_todos
+
+PARALLEL = frozenset({"read", "glob", "grep"})  # touch nothing but the read-set: safe to run side by side
+SPAWN = "task"  # task calls of one reply run side by side too, each subagent in a session branch of its own
+GUARD_AFTER = 3  # the same failing call this many times gets the loop guard's hint
+EMPTY_REPLIES = 3  # replies with neither text nor calls in a row before the run is given up
+Status = Literal["done", "failed", "budget", "interrupted"]
+EXIT_CODES: dict[str, int] = {"done": 0, "failed": 1, "budget": 3, "interrupted": 130}
+RESUME_NOTE = ("[Abhed: this session stopped before the task was finished and is resuming now. Continue where you "
+               "stopped; check the state of any file you were changing before you rely on it.]")
+
+
+@dataclass(frozen=True)
+class Limits:
+    turns: int | None = None
+    tokens: int | None = None
+    seconds: float | None = None
+
+
+class Budget:
+    """Turns, tokens and wall time of a run. Hierarchical: a child's spend is charged to every
+    ancestor too, and a child is exhausted when any ancestor is."""
+
+    def __init__(self, limits: Limits, parent: Budget | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.limits, self.parent, self.clock = limits, parent, clock
+        self.turns = self.tokens = 0
+        self.started = clock()
+        # One lock for the whole tree: subagents running side by side charge the same ancestors, and
+        # take_turn checks and charges every level in one step.
+        self._lock: threading.Lock = parent._lock if parent is not None else threading.Lock()
+        self._stopped: str | None = None
+
+    def child(self, limits: Limits) -> Budget:
+        return Budget(limits, self, self.clock)
+
+    def charge(self, *, turns: int = 0, tokens: int = 0) -> None:
+        with self._lock:
+            self._add(turns, tokens)
+
+    def take_turn(self) -> str | None:
+        """Charge one model reply here and above, unless a budget is exhausted: then why, and
+        nothing is charged. Atomic, so subagents side by side never overshoot a turn limit."""
+        with self._lock:
+            reason = self.exhausted()
+            if reason is None:
+                self._add(1, 0)
+            return reason
+
+    def _add(self, turns: int, tokens: int) -> None:
+        budget: Budget | None = self
+        while budget is not None:
+            budget.turns += turns
+            budget.tokens += tokens
+            budget = budget.parent
+
+    def stop(self, reason: str) -> None:
+        """Spend nothing more here or in any budget below (the subagents drawing on it)."""
+        self._stopped = reason
+
+    def exhausted(self) -> str | None:
+        """Why no more may be spent, or None."""
+        if self._stopped:
+            return self._stopped
+        limits, seconds = self.limits, self.clock() - self.started
+        if limits.turns is not None and self.turns >= limits.turns:
+            return f"the turn budget is exhausted ({self.turns} of {limits.turns} model replies)"
+        if limits.tokens is not None and self.tokens >= limits.tokens:
+            return f"the token budget is exhausted ({self.tokens} of {limits.tokens} tokens)"
+        if limits.seconds is not None and seconds >= limits.seconds:
+            return f"the time budget is exhausted ({seconds:.0f} of {limits.seconds:g} seconds)"
+        return self.parent.exhausted() if self.parent is not None else None
+
+    def spent(self) -> str:
+        return f"{self.turns} replies, {self.tokens} tokens, {self.clock() - self.started:.0f} s"
+
+
+@dataclass
+class Outcome:
+    status: Status
+    answer: str  # the final answer; for a stop, where it stopped
+    detail: str = ""  # why it stopped, for the human (stderr)
+    agent_id: str = "main"
+    turns: int = 0  # model replies in this run, its subagents' included
+    tool_calls: int = 0  # calls this agent made in this run
+    changed: list[str] = field(default_factory=list)  # files it wrote or edited in this run
+    ancestor_budget: bool = False  # status "budget" because a budget above its own ran out (spawn sets it)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.status]
+
+
+class Agent:
+    def __init__(self, ctx: ToolContext, model: Model, gate: Gate, budget: Budget, *,
+                 config: AgentConfig | None = None, display: Display | None = None, agent_id: str = "main",
+                 parent_id: str | None = None, tools: Sequence[Tool] | None = None,
+                 conversation: list[Msg] | None = None, role: str | None = None) -> None:
+        self.ctx, self.model, self.gate, self.budget = ctx, model, gate, budget
+        self.config = config or AgentConfig()
+        self.display = display or Display()
+        self.agent_id, self.parent_id = agent_id, parent_id
+        self.role = role  # a subagent's profile, added to its system prompt
+        self.tools = list(tools if tools is not None else TOOLS)
+        self.definitions = [tool.definition() for tool in self.tools]
+        self.notes = project_notes(ctx.paths.workspace)
+        self.cap = observation_cap(model.context_window)
+        self.messages: list[Msg] = list(conversation or [])
+        self.gauge = Gauge()
+        self.failures: Counter[str] = Counter()
+        self.changed: list[str] = []  # files this agent wrote or edited
+        self.tool_calls = 0
+        self._children = itertools.count(1)
+        self._use_format(model.tool_format)
+        self._shown = VisibleStream()
+
+    # -- one run ------------------------------------------------------------------------------------
+
+    def run(self, prompt: str | None) -> Outcome:
+        """Work on `prompt` until the model answers (None: carry on where an unfinished run stopped)."""
+        self._record(RunEvent(status="started", prompt=prompt, model=self.model.id, **self._ids()),
+                     sync=False)  # the prompt's fsync
+        turns, calls, changed = self.budget.turns, self.tool_calls, len(self.changed)
+        if prompt is not None:
+            self._add(Msg("user", prompt), origin="user")
+        else:
+            self._add(Msg("user", RESUME_NOTE), origin="resume")
+        try:
+            outcome = self._loop()
+        except KeyboardInterrupt:
+            outcome = self._interrupted()
+        self._record(RunEvent(status=outcome.status, detail=outcome.detail, **self._ids()))
+        self.ctx.session.save()  # state.json, a cache of the log, once a run (dispatch.call's durable=False)
+        outcome.agent_id, outcome.turns = self.agent_id, self.budget.turns - turns
+        outcome.tool_calls, outcome.changed = self.tool_calls - calls, list(dict.fromkeys(self.changed[changed:]))
+        return outcome
+
+    def _loop(self) -> Outcome:
+        empty = 0
+        while True:
+            reason = self.budget.take_turn()
+            if reason:
+                return Outcome("budget", self.where_it_stopped(reason), f"stopped: {reason}")
+            try:
+                reply = self._ask()
+            except ModelError as exc:
+                return Outcome("failed", self.where_it_stopped("the model server failed"), exc.message)
+            calls = self._unique(self.adapter.calls(reply))
+            self._add(Msg("assistant", reply.text, calls), origin="model", reply=reply)
+            self.display.reply_done(final=not calls)
+            if calls:
+                self._run_calls(calls, reply)
+                continue
+            answer = visible(reply.text).strip()
+            if answer:
+                cut = reply.finish_reason == "length"
+                return Outcome("done", answer + ("\n[this answer was cut off at the output limit]" if cut else ""))
+            empty += 1
+            if empty >= EMPTY_REPLIES:
+                return Outcome("failed", self.where_it_stopped("the model kept replying with nothing"),
+                               f"the model sent {empty} empty replies in a row")
+            self._add(Msg("user", "[Abhed: your reply was empty. Continue the task with a tool call, or give your "
+                                  "final answer.]"), origin="hint")
+
+    # -- asking the model ---------------------------------------------------------------------------
+
+    def _ask(self) -> Reply:
+        self._maybe_compact()
+        overflowed = False
+        while True:
+            self._shown = VisibleStream()
+            try:
+                reply = self.model.client.chat(self._body(), stream=self.model.stream, on_text=self._on_text,
+                                               on_reasoning=self.display.reasoning, on_retry=self._on_retry)
+            except ContextOverflow as exc:
+                if exc.limit and exc.limit < self.model.context_window:  # the server knows its window best
+                    self.model.context_window = exc.limit
+                    self.model.max_output = max(256, min(self.model.max_output, exc.limit // 4))
+                    self.cap = observation_cap(exc.limit)
+                if overflowed or not self._compact(aggressive=True):
+                    raise ModelError(f"{exc.message} Compaction could not make the conversation fit. Start a new "
+                                     "session with a shorter prompt, or serve the model with a larger "
+                                     "--max-model-len.") from None
+                overflowed = True
+                continue
+            except ToolsUnsupported:
+                if not self.model.fallback_format:
+                    raise
+                self._fall_back_to_text_protocol()
+                continue
+            spent = reply.usage.total_tokens if reply.usage else self._estimate() + len(reply.text) // 3
+            self.budget.charge(tokens=spent)  # the turn was taken before asking (_loop)
+            return reply
+
+    def _body(self) -> dict[str, Any]:
+        conversation = [self._system, *self.messages]
+        room = self.model.context_window - self.gauge.estimate(conversation, self._fixed) - 64
+        return {"model": self.model.id, "messages": self.adapter.encode(conversation),
+                "max_tokens": max(256, min(self.model.max_output, room)),
+                **self.model.profile.sampling.fields(), **self.adapter.request_fields()}
+
+    def _estimate(self) -> int:
+        return self.gauge.estimate([self._system, *self.messages], self._fixed)
+
+    def _on_text(self, delta: str) -> None:
+        shown = self._shown.feed(delta)  # text protocols: the call markup is not for the human
+        if shown:
+            self.display.text(shown)
+
+    def _on_retry(self, exc: ModelError, attempt: int, wait: float) -> None:
+        self.display.reply_done(final=True)  # what streamed before the fault is discarded
+        self.display.notice(f"{exc.message} Retrying in {wait:g} s (attempt {attempt + 1} of "
+                            f"{self.model.client.attempts}).")
+        self._shown = VisibleStream()
+
+    def _use_format(self, tool_format: str) -> None:
+        self.adapter = adapter_for(tool_format, self.definitions)
+        self._fixed = len(json.dumps(self.adapter.request_fields().get("tools", [])))
+        addendum = "\n\n".join(part for part in (self.role, self.adapter.system_addendum()) if part)
+        self.system = system_prompt(self.ctx.paths.workspace, [t.name for t in self.tools],
+                                    self.gate.policy.mode, addendum, self.notes)
+        self._system = Msg("system", self.system)  # one object, so its encoding is reused turn after turn
+        self.gauge.forget()
+
+    def _fall_back_to_text_protocol(self) -> None:
+        fmt = self.model.fallback_format or "hermes"
+        self.display.notice(f"the model server at {self.model.client.endpoint} has no tool-call parser, so the tools "
+                            f"are described in the prompt instead ({fmt} format). For native tool calls serve the "
+                            f"model as its profile says: {self.model.profile.vllm_serve}")
+        self.model.tool_format, self.model.fallback_format = fmt, None
+        self._use_format(fmt)
+
+    # -- compaction ---------------------------------------------------------------------------------
+
+    def _maybe_compact(self) -> None:
+        limit = self.model.context_window - self.model.max_output
+        if self._estimate() > self.config.compact_at * limit:
+            self._compact(aggressive=False)
+
+    def _compact(self, aggressive: bool) -> bool:
+        """Replace the older turns by a summary; False when there is nothing older to replace."""
+        before = self._estimate()
+        limit = self.model.context_window - self.model.max_output
+        ratio = self.gauge.chars_per_token
+        # After the server refused a request our estimate said would fit, trust the estimate less.
+        keep = int(min(0.1 * limit, 0.25 * before) if aggressive else 0.3 * limit)
+        start = compaction.split(self.messages, keep, lambda m: int(chars(m) / ratio))
+        old, tail = self.messages[:start], self.messages[start:]
+        if not any(m.role == "assistant" for m in old):
+            return False
+        summary, method = self._summarise(old)
+        content = compaction.block(summary, compaction.user_requests(old), self.ctx.session.state)
+        event_id = new_id()
+        self.messages = [Msg("user", content, event_id=event_id), *tail]
+        self.gauge.forget()
+        after = self._estimate()
+        self._record(CompactionEvent(id=event_id, content=content, keep_from=tail[0].event_id if tail else None,
+                                     method=method, tokens_before=before, tokens_after=after, **self._ids()))
+        self.display.notice(f"compacted the conversation to fit the context window: about {before} -> {after} "
+                            f"tokens ({method} summary; plan, todos and files read kept)")
+        return True
+
+    def _summarise(self, old: list[Msg]) -> tuple[str, Literal["model", "mechanical"]]:
+        room = int((self.model.context_window - 2600) * self.gauge.chars_per_token * 0.8)
+        body = {"model": self.model.id, "messages": compaction.summary_messages(old, max(2000, room)),
+                "max_tokens": min(2048, self.model.max_output), **self.model.profile.sampling.fields()}
+        try:
+            reply = self.model.client.chat(body, stream=self.model.stream, on_retry=self._on_retry)
+        except ModelError as exc:
+            self.display.notice(f"the model could not write the summary ({exc.message[:200]}); keeping a list of "
+                                "what was done instead")
+            return compaction.mechanical_summary(old), "mechanical"
+        if reply.usage:
+            self.budget.charge(tokens=reply.usage.total_tokens)
+        text = visible(reply.text).strip()
+        return (text, "model") if text else (compaction.mechanical_summary(old), "mechanical")
+
+    # -- running calls ------------------------------------------------------------------------------
+
+    def _run_calls(self, calls: list[ToolCall], reply: Reply) -> None:
+        hints: list[str] = []
+        index = 0
+        while index < len(calls):
+            batch = [calls[index]]
+            side_by_side = PARALLEL if batch[0].name in PARALLEL else {SPAWN} if batch[0].name == SPAWN else set()
+            while index + len(batch) < len(calls) and calls[index + len(batch)].name in side_by_side:
+                batch.append(calls[index + len(batch)])
+            run = self._run_tasks if batch[0].name == SPAWN else self._run_batch
+            for call, result in zip(batch, run(batch)):
+                hint = self._take(call, result)
+                if hint:
+                    hints.append(hint)
+            index += len(batch)
+        if reply.finish_reason == "length":
+            hints.append(f"[Abhed: your last reply was cut off at the output limit ({self.model.max_output} tokens), "
+                         "so its last call may be incomplete. Make calls smaller: write a large file in parts (write "
+                         "the start, then add the rest with edit).]")
+        if hints:
+            self._add(Msg("user", "\n".join(hints)), origin="loop_guard")  # synced: the results with it
+        else:
+            self.ctx.session.log.sync()  # the results are durable before the model sees them
+
+    def _run_batch(self, batch: list[ToolCall]) -> list[ToolResult]:
+        for call in batch:
+            self.display.tool_started(call)
+        if len(batch) == 1:
+            return [self._call(batch[0])]
+        pool = ThreadPoolExecutor(max_workers=min(8, len(batch)), thread_name_prefix="abhed-tool")
+        try:
+            return list(pool.map(self._call, batch))
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _run_tasks(self, batch: list[ToolCall]) -> list[ToolResult]:
+        """Task calls of one reply, side by side (at most max_parallel_subagents at once). Their
+        subagents draw on one budget below this agent's, so stopping it stops them all."""
+        for call in batch:
+            self.display.tool_started(call)
+        group = self.budget.child(Limits())
+        ctx = replace(self.ctx, spawn=partial(self._spawn_task, under=group))
+        pool = ThreadPoolExecutor(max_workers=min(self.config.max_parallel_subagents, len(batch)),
+                                  thread_name_prefix="abhed-task")
+        futures = [pool.submit(self._call, call, ctx) for call in batch]
+        try:
+            return [future.result() for future in futures]
+        except BaseException:  # Ctrl-C: every subagent stops before its next step
+            group.stop("the agent that started this subagent was interrupted")
+            running = sum(not future.done() for future in futures)
+            if running:
+                self.display.notice(f"stopping {running} subagent{'s' * (running != 1)} at their next step (Ctrl-C "
+                                    "again to stop waiting)")
+            try:
+                pool.shutdown(wait=True, cancel_futures=True)  # nothing of theirs runs after the interrupt
+            except KeyboardInterrupt:
+                pass
+            raise
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _call(self, call: ToolCall, ctx: ToolContext | None = None) -> ToolResult:
+        ctx = ctx or self.ctx
+        ids = {"tool_call_id": call.id, "agent_id": self.agent_id, "parent_id": self.parent_id, "durable": False}
+        if call.error:
+            return dispatch.reject(ctx, call.name or "(unparsed)", call.arguments, call.error, **ids)
+        if call.name in BY_NAME and call.name not in {tool.name for tool in self.tools}:  # e.g. task in a subagent
+            return dispatch.reject(ctx, call.name, call.arguments, self._unavailable(call.name), **ids)
+        return dispatch.call(ctx, call.name, call.arguments, self.gate, **ids)
+
+    def _unavailable(self, name: str) -> str:
+        mine = ", ".join(t.name for t in self.tools)
+        if name == SPAWN and self.parent_id is not None:
+            return (f"`task` is not available to a subagent: subagents cannot start subagents of their own "
+                    f"(agent.max_subagent_depth is {self.config.max_subagent_depth}). Do the work with your own "
+                    f"tools: {mine}.")
+        return f"`{name}` is not available to this agent. Its tools are: {mine}."
+
+    def _take(self, call: ToolCall, result: ToolResult) -> str | None:
+        """Put a result into the conversation; the loop guard's hint if this call keeps failing."""
+        self.display.tool_finished(call, result)
+        self.tool_calls += 1
+        self.messages.append(Msg("tool", fit_observation(result.content, self.cap), tool_call_id=call.id,
+                                 name=call.name))
+        state = self.ctx.session.state
+        if not result.is_error:
+            if call.name == "todo" and result.metadata.get("changed"):
+                self.display.todos(state.todos)
+            elif call.name == "plan" and result.metadata.get("changed") and state.plan:
+                self.display.plan(state.plan)
+            elif call.name in ("write", "edit") and result.metadata.get("path"):
+                self.changed.append(result.metadata["path"])
+        if call.name == SPAWN:
+            self.changed.extend(result.metadata.get("changed") or [])  # what its subagent changed
+        return self._guard(call, result)
+
+    def _guard(self, call: ToolCall, result: ToolResult) -> str | None:
+        try:
+            canonical = json.dumps(json.loads(call.arguments), sort_keys=True)
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to parse (dispatch refused it)
+            canonical = call.arguments
+        key = f"{call.name}\0{canonical}"
+        if not result.is_error:
+            self.failures.pop(key, None)
+            return None
+        self.failures[key] += 1
+        count = self.failures[key]
+        if count < GUARD_AFTER:
+            return None
+        self.display.notice(f"loop guard: the same failing {call.name} call, {count} times")
+        return (f"[Abhed loop guard: you have now made this exact {call.name} call {count} times and it failed every "
+                "time. Repeating it will fail again. Read the error message: change the arguments, use another tool "
+                "(for an edit, read the file again and copy the exact text), or stop and tell the user what blocks "
+                "you.]")
+
+    # -- the record ---------------------------------------------------------------------------------
+
+    def _ids(self) -> dict[str, Any]:
+        return {"session_id": self.ctx.session.id, "agent_id": self.agent_id, "parent_id": self.parent_id}
+
+    def tell(self, text: str, origin: str) -> None:
+        """Add a note from Abhed (not the model, not the human's prompt) to the conversation and the
+        log, e.g. that the human undid changes (chat's /undo)."""
+        self._add(Msg("user", text), origin=origin)
+
+    def _record(self, event: AnyEvent, *, sync: bool = True) -> None:
+        self.ctx.session.record(event, sync=sync)
+
+    def _add(self, msg: Msg, *, origin: str, reply: Reply | None = None) -> None:
+        event = message_event(msg, self.ctx.session.id, self.agent_id, self.parent_id, origin=origin,
+                              reasoning=reply.reasoning if reply else None, usage=reply.usage if reply else None,
+                              finish_reason=reply.finish_reason if reply else None)
+        msg.event_id = event.id
+        self._record(event, sync=not msg.tool_calls)  # a reply's calls follow at once: their fsync covers it
+        self.messages.append(msg)
+        if reply is not None and reply.usage is not None:
+            self.gauge.measure(reply.usage, [self._system, *self.messages], self._fixed)
+
+    @staticmethod
+    def _unique(calls: list[ToolCall]) -> list[ToolCall]:
+        """Every call needs its own id: its result is matched to it (a server may repeat or omit ids)."""
+        seen: set[str] = set()
+        for call in calls:
+            if not call.id or call.id in seen:
+                call.id = call_id()
+            seen.add(call.id)
+        return calls
+
+    def _interrupted(self) -> Outcome:
+        """Ctrl-C: the turn ends here; the conversation is rebuilt from the log, which holds exactly
+        what happened (calls that did not finish get results saying so)."""
+        self.display.reply_done(final=True)
+        self._add(Msg("user", "[Abhed: the user interrupted this turn.]"), origin="interrupt")
+        self.messages = rebuild(self.ctx.session.log.load().events, self.agent_id, self.cap)
+        self.gauge.forget()
+        return Outcome("interrupted", "", "interrupted by the user")
+
+    def where_it_stopped(self, reason: str) -> str:
+        lines = [f"Stopped before finishing: {reason}."]
+        last = next((visible(m.content).strip() for m in reversed(self.messages)
+                     if m.role == "assistant" and visible(m.content).strip()), "")
+        if last:
+            lines.append(f"Last step: {last[:500]}")
+        todos = self.ctx.session.state.todos
+        if todos:
+            lines.append(render_todos(todos))
+        if self.changed:
+            lines.append("Files changed: " + ", ".join(dict.fromkeys(self.changed)))
+        resume = f". Continue with: abhed resume {self.ctx.session.id}" if self.parent_id is None else ""
+        lines.append(f"Spent: {self.budget.spent()}{resume}")
+        return "\n".join(lines)
+
+    # -- subagents and resume -------------------------------------------------------------------------
+
+    def spawn(self, prompt: str, *, max_turns: int | None = None, tools: Sequence[Tool] | None = None,
+              display: Display | None = None, role: str | None = None, label: str | None = None,
+              under: Budget | None = None) -> Outcome:
+        """Run `prompt` in a subagent: a fresh conversation, a branch of the session (the same log, a
+        read-set and cwd of its own), the same tools (without task) and approval, a budget drawn
+        from `under` (default: this agent's). Its events carry agent_id "<this id>.<n>" and
+        parent_id this agent's id; a sandbox it had to open for itself is closed when it ends."""
+        under = under or self.budget
+        agent_id = f"{self.agent_id}.{next(self._children)}"
+        display = display or self.display.subagent(agent_id, label or prompt)
+        ctx = replace(self.ctx, session=self.ctx.session.branch(), spawn=None)
+        child = Agent(ctx, self.model, self.gate.labelled(agent_id, label), under.child(Limits(turns=max_turns)),
+                      config=self.config, display=display, agent_id=agent_id, parent_id=self.agent_id,
+                      tools=tools if tools is not None else [t for t in self.tools if t.name != SPAWN], role=role)
+        try:
+            outcome = child.run(prompt)
+        finally:
+            if ctx.shell is not None and ctx.shell is not self.ctx.shell:
+                ctx.close()
+        outcome.ancestor_budget = outcome.status == "budget" and under.exhausted() is not None
+        return outcome
+
+    def _spawn_task(self, prompt: str, *, max_turns: int | None, tools: Sequence[str] | None, role: str,
+                    label: str, under: Budget) -> Outcome:
+        """The task tool's `Spawn` (tools/task.py): a subagent with the profile's tools, never more
+        than this agent's own, and task only while nesting is allowed."""
+        reason = under.exhausted()
+        if reason:
+            raise BudgetLimitReached(reason)
+        nested = self.agent_id.count(".") + 1 < self.config.max_subagent_depth
+        mine = [t for t in self.tools if t.name != SPAWN or nested]
+        chosen = mine if tools is None else [t for t in mine if t.name in tools]
+        return self.spawn(prompt, max_turns=max_turns or self.config.subagent_max_turns, tools=chosen, role=role,
+                          label=label, under=under)
+
+    @classmethod
+    def restore(cls, ctx: ToolContext, model: Model, gate: Gate, budget: Budget, **kwargs: Any) -> tuple[Agent, bool]:
+        """An agent continuing the session's conversation from its log, and whether its last run was
+        left unfinished (a crash, a kill, an interrupt, a budget or a failure)."""
+        loaded = ctx.session.log.load()
+        agent_id = kwargs.get("agent_id", "main")
+        own = [e for e in loaded.events if e.agent_id == agent_id]  # a subagent's reads and cwd were its own
+        with ctx.session.lock:
+            ctx.session.state = rebuild_state(ctx.session.state, own)
+        ctx.session.save()
+        conversation = rebuild(loaded.events, agent_id, observation_cap(model.context_window))
+        runs = [e for e in loaded.events if isinstance(e, RunEvent) and e.agent_id == agent_id]
+        unfinished = bool(runs) and runs[-1].status != "done"
+        return cls(ctx, model, gate, budget, conversation=conversation, **kwargs), unfinished
+

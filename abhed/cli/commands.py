@@ -1,0 +1,762 @@
+"""The `abhed` command line. Thin: it builds a context and hands work to the modules that own it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from abhed import __version__
+from abhed.session import checkpoint, config
+from abhed.agent import dispatch
+from abhed.gate.approval import MODES, Gate, Policy
+from abhed.session.events import ActionEvent, AnyEvent, CheckpointEvent, CompactionEvent, MessageEvent, \
+    ObservationEvent, to_json
+from abhed.files.paths import PathPolicy
+from abhed.session.store import SessionError, SessionStore
+from abhed.common.terminal import printable
+from abhed.tools import BY_NAME, TOOLS, definitions
+from abhed.tools.base import ToolContext
+
+
+def _settings() -> config.Settings:
+    try:
+        return config.load()
+    except config.ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _fail(message: str) -> None:
+    click.echo(f"abhed: {printable(message)}", err=True)
+    sys.exit(2)
+
+
+@click.group()
+@click.version_option(__version__, prog_name="abhed")
+def main() -> None:
+    """Abhed: an offline coding agent for air-gapped networks."""
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the OpenAI `tools` array sent to the model.")
+def tools(as_json: bool) -> None:
+    """List the native tools."""
+    if as_json:
+        click.echo(json.dumps(definitions(), indent=2, ensure_ascii=False))
+        return
+    for tool in TOOLS:
+        kind = "read-only" if tool.read_only else "changes files"
+        click.echo(f"{tool.name:<8} {kind:<14} {tool.description.split('. ')[0]}.")
+
+
+@main.command()
+@click.argument("name")
+@click.argument("arguments")
+@click.option("--workspace", type=click.Path(file_okay=False, path_type=Path), default=".",
+              help="The workspace root (default: the current directory).")
+@click.option("--session", "session_id", help="Session id; calls sharing one share the read-set. New id: fresh.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"tool", "is_error", "content"} instead of the text.')
+@click.option("--mode", type=click.Choice(MODES), help="Approval mode (default: approval.mode in the config, else ask).")
+@click.option("--confirm", is_flag=True, help="You, the human running this, confirm it even if it is destructive.")
+def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_json: bool, mode: str | None,
+         confirm: bool) -> None:
+    """Run one tool call exactly as the agent would. ARGUMENTS is a JSON object, or - to read it from stdin.
+
+    Typing the call approves it, as answering the prompt would, except for a destructive command,
+    which also needs --confirm; the mode and the operator's deny rules still apply.
+    Exit status 0 whenever the tool ran (error observation or not); 2 for a bad invocation.
+    """
+    settings = _settings()
+    limits = settings.agent
+    if arguments == "-":
+        arguments = _stdin_arguments(limits.max_argument_bytes)
+    if name not in BY_NAME:
+        _fail(dispatch.unknown_tool(name).content)
+    _, bad_json = dispatch.parse_arguments(arguments, limits.max_argument_bytes, limits.max_argument_depth)
+    if bad_json:
+        what = "is refused" if dispatch.bounds_error(arguments, limits.max_argument_bytes,
+                                                       limits.max_argument_depth) else "is not valid JSON"
+        _fail(f"ARGUMENTS {what}: {bad_json}.")
+    if not workspace.is_dir():
+        _fail(f"The workspace {workspace.resolve()} is not a directory.")
+    workspace = workspace.resolve()
+    try:
+        config.refuse_workspace_control(settings, workspace)
+    except config.ConfigError as exc:
+        _fail(str(exc))
+    paths = PathPolicy.create(workspace, settings.allowed_roots)
+    rules = settings.approval
+    gate = Gate(Policy.create(mode or rules.mode, rules.allow, rules.deny, workspace), invoked_by_human=True,
+                confirmed=confirm)
+    try:
+        with SessionStore(settings.home).use(session_id, workspace, wait_s=limits.session_wait_s) as session:
+            if session_id is None:
+                click.echo(f"abhed: session {session.id} (pass --session {session.id} to continue it)", err=True)
+            ctx = ToolContext(session, settings, paths, one_shot=True,
+                              checkpoints=checkpoint.from_settings(settings, workspace))
+            try:
+                result = dispatch.call(ctx, name, arguments, gate)
+            finally:
+                ctx.close()
+    except SessionError as exc:
+        _fail(str(exc))
+    if as_json:  # ensure_ascii: exact, and no control character or lone surrogate reaches the terminal raw
+        click.echo(json.dumps({"tool": name, "is_error": result.is_error, "content": result.content}))
+    else:
+        click.echo(printable(result.content))
+
+
+def _stdin_arguments(limit: int) -> str:
+    data = sys.stdin.buffer.read(limit + 1)  # one byte more than the limit is enough to know it is over
+    if len(data) > limit:
+        _fail(f"ARGUMENTS on stdin is too large: over the limit of {limit:,} bytes for one call "
+              "(agent.max_argument_bytes). Split the work into smaller calls.")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        _fail(f"ARGUMENTS on stdin is not valid UTF-8 (byte {exc.start}: {data[exc.start:exc.start + 1]!r}). "
+              "Send JSON text; escape other characters as \\uXXXX.")
+        raise
+
+
+@main.group()
+def sessions() -> None:
+    """Inspect stored sessions."""
+
+
+@sessions.command("list")
+@click.option("--json", "as_json", is_flag=True)
+def sessions_list(as_json: bool) -> None:
+    """List sessions, oldest first."""
+    store = SessionStore(_settings().home)
+    rows = []
+    for session_id in store.ids():
+        try:
+            session = store.open(session_id)
+        except SessionError as exc:
+            click.echo(f"warning: {exc}", err=True)
+            continue
+        state, events = session.state, len(session.log.load().events)
+        rows.append({"id": state.id, "created_at": state.created_at.isoformat(timespec="seconds"),
+                     "events": events, "workspace": state.workspace})
+    rows.sort(key=lambda row: row["created_at"])
+    if as_json:
+        click.echo(json.dumps(rows, indent=1))
+    elif not rows:
+        click.echo(f"[no sessions in {store.root}]")
+    else:
+        for row in rows:
+            click.echo(printable(f"{row['id']:<28} {row['created_at']:<26} {row['events']:>6} events  "
+                                 f"{row['workspace']}"))
+
+
+def _preview(text: str, width: int = 100) -> str:
+    first = text.split("\n", 1)[0]
+    more = " ..." if "\n" in text or len(first) > width else ""
+    return first[:width] + more
+
+
+@sessions.command("show")
+@click.argument("session_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the events as JSON lines.")
+@click.option("--full", is_flag=True, help="Print each observation's whole text, not its first line.")
+def sessions_show(session_id: str, as_json: bool, full: bool) -> None:
+    """Print the events of one session in order."""
+    try:
+        session = SessionStore(_settings().home).open(session_id)
+    except SessionError as exc:
+        _fail(str(exc))
+    loaded = session.log.load()
+    for problem in loaded.problems:
+        click.echo(f"warning: {printable(problem)}", err=True)
+    if as_json:  # ensure_ascii: a lone surrogate the model sent stays an escape, as in the log
+        for event in loaded.events:
+            click.echo(to_json(event))
+        return
+    for event, depth in tree(loaded.events):
+        click.echo(printable(_shown_event(event, "  " * depth, full)))
+
+
+@sessions.command("verify")
+@click.argument("session_id")
+def sessions_verify(session_id: str) -> None:
+    """Check that a session's event log is as it was written: recompute its hash chain and name the
+    first event changed, removed, reordered or cut; a line torn by a crash is told apart.
+    Exit status 0 intact, 1 tampered, 2 bad invocation."""
+    from abhed.session.audit import verify
+    try:
+        session = SessionStore(_settings().home).open(session_id)
+    except SessionError as exc:
+        _fail(str(exc))
+    verdict = verify(session.log.path)
+    click.echo(printable(verdict.summary(session.log.path)))
+    sys.exit(0 if verdict.ok else 1)
+
+
+@sessions.command("export")
+@click.argument("session_id")
+@click.option("--format", "fmt", type=click.Choice(["jsonl"]), default="jsonl", show_default=True)
+def sessions_export(session_id: str, fmt: str) -> None:
+    """Print a session as audit records, one JSON object a line: who (user, host), when, which model,
+    every call with its approval decision and who approved it, every checkpoint and undo, and
+    whether the log's hash chain is intact."""
+    from abhed.session.audit import export_lines
+    try:
+        session = SessionStore(_settings().home).open(session_id)
+    except SessionError as exc:
+        _fail(str(exc))
+    for line in export_lines(session):
+        click.echo(line)
+
+
+def tree(events: list[AnyEvent]) -> list[tuple[AnyEvent, int]]:
+    """The events as (event, depth) in the order to show them: each subagent's events right after
+    the task call that started it, one level deeper, rather than interleaved in log order with its
+    siblings'. A subagent no task result names (its run was cut short) comes where it started."""
+    own: dict[str, list[tuple[int, AnyEvent]]] = {}
+    for index, event in enumerate(events):
+        own.setdefault(event.agent_id, []).append((index, event))
+    started_by = {e.action_id: e.metadata["agent_id"] for e in events if isinstance(e, ObservationEvent)
+                  and e.tool == "task" and isinstance(e.metadata.get("agent_id"), str)
+                  and e.metadata["agent_id"] in own}
+    linked = set(started_by.values())
+    parents = {agent: entries[0][1].parent_id for agent, entries in own.items()}
+    loose: dict[str | None, list[str]] = {}  # agents no task result names, by parent (None: top level)
+    for agent, parent in parents.items():
+        if agent not in linked and (parent is None or parent not in own):
+            loose.setdefault(None, []).append(agent)
+        elif agent not in linked:
+            loose.setdefault(parent, []).append(agent)
+    out: list[tuple[AnyEvent, int]] = []
+
+    def walk(agents: list[str], depth: int) -> None:
+        entries: list[tuple[int, AnyEvent | str]] = [(i, e) for agent in agents for i, e in own[agent]]
+        entries += [(own[child][0][0], child) for agent in agents for child in loose.get(agent, [])]
+        for _, item in sorted(entries, key=lambda entry: entry[0]):
+            if isinstance(item, str):  # a subagent no task result names, where it started
+                walk([item], depth + 1)
+                continue
+            out.append((item, depth))
+            if isinstance(item, ActionEvent) and item.id in started_by:
+                walk([started_by[item.id]], depth + 1)
+
+    walk(loose.get(None, []), 0)
+    return out
+
+
+def _shown_event(event: AnyEvent, indent: str, full: bool) -> str:
+    stamp = event.at.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(event, ActionEvent):
+        args = json.dumps(event.input, ensure_ascii=False)
+        return f"{indent}{stamp} [{event.agent_id}] {event.tool} {_preview(args)}"
+    if isinstance(event, ObservationEvent):
+        status = "error" if event.is_error else "ok"
+        body = event.content if full else _preview(event.content)
+        return f"{indent}    -> {status} {event.duration_ms:.0f} ms: {body}"
+    if isinstance(event, MessageEvent):
+        who = event.role if event.origin in ("user", "model") else f"{event.role} ({event.origin})"
+        body = event.content if full else _preview(event.content)
+        calls = f" [{len(event.tool_calls)} call{'s' * (len(event.tool_calls) != 1)}]" if event.tool_calls else ""
+        return f"{indent}{stamp} [{event.agent_id}] {who}: {body}{calls}"
+    if isinstance(event, CompactionEvent):
+        return (f"{indent}{stamp} [{event.agent_id}] compacted ({event.method} summary): about "
+                f"{event.tokens_before} -> {event.tokens_after} tokens")
+    if isinstance(event, CheckpointEvent):
+        what = f"undo to before checkpoint {event.undo_to}" if event.undo_to else f"before {event.tool}"
+        missed = f"; {event.not_covered_count} files not covered" if event.not_covered_count else ""
+        return f"{indent}{stamp} [{event.agent_id}] checkpoint {event.number} ({what}){missed}"
+    detail = f": {_preview(event.detail)}" if event.detail else ""
+    return f"{indent}{stamp} [{event.agent_id}] run {event.status}{detail}"
+
+
+# -- checkpoints and undo (abhed/session/checkpoint.py, abhed/session/undo.py) ---------------------
+
+
+def _checkpointed_session(settings: config.Settings, session_id: str | None) -> tuple[str, checkpoint.Checkpoints]:
+    """The session to list or undo (default: the newest in the current directory) and its checkpoints."""
+    from abhed.session.undo import latest_session
+    store = SessionStore(settings.home)
+    if session_id is None:
+        session_id = latest_session(store, Path.cwd().resolve())
+        if session_id is None:
+            _fail(f"No session works in {Path.cwd().resolve()}: name one (abhed sessions list shows them).")
+    try:
+        workspace = Path(store.open(session_id).state.workspace)  # type: ignore[arg-type]
+    except SessionError as exc:
+        _fail(str(exc))
+    found = checkpoint.from_settings(settings, workspace)
+    if found is None:
+        why = "there is no git binary (abhed doctor)" if settings.checkpoints.enabled else \
+            "checkpoints.enabled is false"
+        _fail(f"Checkpoints are off: {why}.")
+    return session_id, found  # type: ignore[return-value]
+
+
+@main.command("checkpoints")
+@click.argument("session_id", required=False)
+def checkpoints_list(session_id: str | None) -> None:
+    """List a session's checkpoints (default: the newest session in this directory): number, time,
+    the call that followed, and the files that call changed."""
+    from abhed.session.undo import rows, table
+    settings = _settings()
+    session_id, found = _checkpointed_session(settings, session_id)
+    session = SessionStore(settings.home).open(session_id)
+    try:
+        click.echo(printable(table(rows(found, session), session_id)))
+    except checkpoint.CheckpointError as exc:
+        _fail(str(exc))
+
+
+@main.command("undo")
+@click.argument("session_id", required=False)
+@click.option("--to", "number", type=click.IntRange(1), help="Restore the state from before checkpoint N's call "
+              "(default: the last checkpoint, i.e. undo the last change).")
+@click.option("--yes", is_flag=True, help="Do not ask; undo at once.")
+@click.option("--force", is_flag=True, help="Also overwrite files someone else changed since (they are listed).")
+def undo_command(session_id: str | None, number: int | None, yes: bool, force: bool) -> None:
+    """Take the workspace back to before a call: every file that call and later ones modified, created
+    or deleted. Shows what it will change and asks first. The undo is itself a checkpoint, so it can
+    be undone. Exit status 0 done (or nothing to do), 1 refused or cancelled, 2 bad invocation."""
+    from abhed.session import undo
+    settings = _settings()
+    session_id, found = _checkpointed_session(settings, session_id)
+
+    def confirm(plan: str) -> bool:
+        click.echo(printable(plan))
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            click.echo("abhed: not undone: there is no terminal to answer on; pass --yes to undo without asking.",
+                       err=True)
+            return False
+        return click.confirm("Undo?", default=False)
+
+    try:
+        with SessionStore(settings.home).use(session_id, Path(found.shadow.workspace),
+                                             wait_s=settings.agent.session_wait_s) as session:
+            report = undo.undo(found, session, number, force=force, confirm=confirm)
+    except checkpoint.UndoRefused as exc:
+        click.echo(f"abhed: {printable(str(exc))}", err=True)
+        sys.exit(1)
+    except (checkpoint.CheckpointError, SessionError) as exc:
+        _fail(str(exc))
+    click.echo(printable(report))
+    sys.exit(1 if report.startswith("Undo cancelled") else 0)
+
+
+# -- the agent: run, chat, resume, demo, doctor, models ------------------------------------------
+
+
+def _agent_options(function):  # type: ignore[no-untyped-def]
+    """The flags every agent command shares; they override the config file and the environment."""
+    options = [
+        click.option("--workspace", type=click.Path(file_okay=False, path_type=Path), default=".",
+                     help="The workspace root (default: the current directory)."),
+        click.option("--mode", type=click.Choice(MODES), help="Approval mode (default: approval.mode, else ask)."),
+        click.option("--endpoint", help="Model server, e.g. http://gpu1:8000/v1 (default: model.endpoint)."),
+        click.option("--model", "model_name", help="Served model id (default: the first the server lists)."),
+        click.option("--profile", help="Model profile name (default: chosen from the model id; see `abhed models`)."),
+        click.option("--tool-format", type=click.Choice(["auto", "native", "hermes", "qwen3_coder"]),
+                     help="How tool calls travel (default: the profile's, falling back to text if the server "
+                          "has no tool parser)."),
+        click.option("--max-turns", type=click.IntRange(1), help="Budget: model replies per run."),
+        click.option("--max-tokens", type=click.IntRange(1000), help="Budget: prompt+completion tokens per run."),
+        click.option("--max-time", type=click.FloatRange(min=1), help="Budget: wall-clock seconds per run."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def _launch_settings(kw: dict) -> config.Settings:
+    from abhed.cli import launch
+    try:
+        return launch.settings(endpoint=kw["endpoint"], model=kw["model_name"], profile=kw["profile"],
+                               tool_format=kw["tool_format"], mode=kw["mode"], max_turns=kw["max_turns"],
+                               max_tokens=kw["max_tokens"], max_time=kw["max_time"])
+    except launch.LaunchError as exc:
+        _fail(str(exc))
+        raise
+
+
+def _open_model(settings: config.Settings, display):  # type: ignore[no-untyped-def]
+    from abhed.cli import launch
+    from abhed.model.errors import ModelError
+    from abhed.model.profiles import ProfileError
+    try:
+        return launch.open_model(settings, display)
+    except (ModelError, ProfileError) as exc:  # may quote the server's own words
+        click.echo(printable(f"abhed: {exc}"), err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("abhed: interrupted while connecting to the model server", err=True)
+        sys.exit(130)
+
+
+def _locate(settings: config.Settings, workspace: Path, session_id: str | None, must_exist: bool) -> Path:
+    from abhed.cli import launch
+    try:
+        return launch.locate(settings, workspace, session_id, must_exist)
+    except launch.LaunchError as exc:
+        _fail(str(exc))
+        raise
+
+
+def _finish(outcome, session_id: str) -> None:  # type: ignore[no-untyped-def]
+    """Print a run's result: the answer on stdout, why it stopped on stderr; exit with its status."""
+    if outcome.answer:
+        click.echo(printable(outcome.answer))
+    if outcome.status != "done":
+        click.echo(printable(f"abhed: {outcome.detail} (session {session_id})"), err=True)
+    sys.exit(outcome.exit_code)
+
+
+def _run_prompt(kw: dict, prompt: str | None, session_id: str | None, must_exist: bool) -> None:
+    from abhed.cli import launch
+    from abhed.cli.display import Progress
+    settings = _launch_settings(kw)
+    display = Progress()
+    workspace = _locate(settings, kw["workspace"], session_id, must_exist)
+    model = _open_model(settings, display)
+    try:
+        with launch.agent_in_session(settings, workspace, session_id, model, display) as (agent, unfinished):
+            session = agent.ctx.session.id
+            display.notice(f"session {session}; {model.describe()}; mode {agent.gate.policy.mode}")
+            if prompt is None and not unfinished:
+                _fail(f"Session {session} finished its last run; nothing to continue. Give a PROMPT to go on with it, "
+                      f"or chat: abhed chat --session {session}")
+            checkpoints = agent.ctx.checkpoints
+            first = _last_checkpoint(checkpoints, session) + 1
+            outcome = agent.run(prompt)
+            _tell_range(display, first, _last_checkpoint(checkpoints, session), session)
+    except launch.LaunchError as exc:
+        _fail(str(exc))
+    finally:
+        model.client.close()
+    _finish(outcome, session)
+
+
+def _last_checkpoint(checkpoints: checkpoint.Checkpoints | None, session_id: str) -> int:
+    if checkpoints is None:
+        return 0
+    try:
+        with checkpoints.shadow.locked():
+            return checkpoints.shadow.last_number(session_id)
+    except checkpoint.CheckpointError:
+        return 0
+
+
+def _tell_range(display, first: int, last: int, session_id: str) -> None:  # type: ignore[no-untyped-def]
+    from abhed.session.undo import run_range
+    text = run_range(first, last, session_id)
+    if text:
+        display.notice(text)
+
+
+@main.command()
+@click.argument("prompt")
+@_agent_options
+@click.option("--session", "session_id", help="Continue this session (default: a new one).")
+def run(prompt: str, session_id: str | None, **kw) -> None:  # type: ignore[no-untyped-def]
+    """Work on PROMPT without asking anyone, then print the answer.
+
+    Progress goes to stderr, the final answer to stdout. Calls that need approval are refused
+    unless the mode or the operator's allow rules permit them (see --mode). Exit status: 0 done,
+    1 failed (the model server could not be used), 2 bad invocation, 3 a budget ran out, 130 interrupted.
+    """
+    _run_prompt(kw, prompt, session_id, must_exist=False)
+
+
+@main.command()
+@click.argument("session_id")
+@click.argument("prompt", required=False)
+@_agent_options
+def resume(session_id: str, prompt: str | None, **kw) -> None:  # type: ignore[no-untyped-def]
+    """Continue session SESSION_ID from its event log: conversation, read-set, plan and todos.
+
+    Without PROMPT, finishes the run that was cut short (a crash, kill, interrupt or budget);
+    with PROMPT, works on it in the same conversation. Output and exit status as `abhed run`;
+    `abhed chat --session ID` continues it interactively instead.
+    """
+    _run_prompt(kw, prompt, session_id, must_exist=True)
+
+
+@main.command()
+@_agent_options
+@click.option("--session", "session_id", help="Continue this session (default: a new one).")
+def chat(session_id: str | None, **kw) -> None:  # type: ignore[no-untyped-def]
+    """Work with the agent interactively: streamed replies, approval prompts, a live todo list.
+
+    Ctrl-C stops the current turn and returns to the prompt; Ctrl-D (or /exit) ends the session.
+    """
+    from abhed.cli import launch
+    from abhed.cli.display import Chat
+    settings = _launch_settings(kw)
+    display = Chat()
+    workspace = _locate(settings, kw["workspace"], session_id, False)
+    model = _open_model(settings, display)
+    try:
+        with launch.agent_in_session(settings, workspace, session_id, model, display,
+                                     ask_human=display.ask) as (agent, unfinished):
+            _chat_loop(agent, display, unfinished)
+    except launch.LaunchError as exc:
+        _fail(str(exc))
+    finally:
+        model.client.close()
+
+
+def _chat_loop(agent, display, unfinished: bool) -> None:  # type: ignore[no-untyped-def]
+    from abhed.cli.launch import budget
+    console = display.console
+    session = agent.ctx.session
+    console.print(f"[bold]abhed[/] session [cyan]{session.id}[/] in {agent.ctx.paths.workspace}")
+    console.print(f"[dim]{agent.model.describe()}; mode {agent.gate.policy.mode}. Ctrl-C stops a turn, Ctrl-D or "
+                  "/exit ends the session.[/]")
+    if session.state.todos:
+        display.todos(session.state.todos)
+    if unfinished:
+        console.print("[yellow]The last run of this session was cut short: press Enter to let it continue.[/]")
+    while True:
+        try:
+            text = console.input("[bold green]> [/]").strip()
+        except EOFError:
+            console.print()
+            return
+        except KeyboardInterrupt:  # no turn to stop: the session goes on
+            console.print("\n[dim](Ctrl-D or /exit ends the session)[/]")
+            continue
+        if text in ("/exit", "/quit"):
+            return
+        if text == "/undo" or text.startswith("/undo "):
+            _chat_undo(agent, console, text.split()[1:])
+            continue
+        if not text and not unfinished:
+            continue
+        agent.budget = budget(agent.ctx.settings)  # the budgets are per prompt
+        outcome = agent.run(text or None)
+        unfinished = False
+        if outcome.status == "done":
+            console.print()
+        else:
+            display.notice(outcome.detail + (f"\n{outcome.answer}" if outcome.answer else ""))
+
+
+def _chat_undo(agent, console, words: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """/undo [N] [--force]: abhed undo in the chat's own session (the smallest slash-command hook)."""
+    from rich.markup import escape
+
+    from abhed.session import undo
+    checkpoints = agent.ctx.checkpoints
+    numbers = [w for w in words if w.isdigit()]
+    if checkpoints is None or [w for w in words if not w.isdigit() and w != "--force"] or len(numbers) > 1:
+        console.print("[yellow]abhed:[/] " + ("checkpoints are off (abhed doctor says why)" if checkpoints is None
+                                              else "use /undo (the last call), /undo N (back to before checkpoint N), "
+                                                   "and --force to overwrite changes made outside the agent"))
+        return
+
+    def confirm(plan: str) -> bool:
+        console.print(escape(printable(plan)))
+        return console.input("Undo? \\[y/N] ").strip().lower() in ("y", "yes")
+    try:
+        report = undo.undo(checkpoints, agent.ctx.session, int(numbers[0]) if numbers else None,
+                           force="--force" in words, confirm=confirm,
+                           tell=lambda note: agent.tell(note, "undo"))
+    except checkpoint.CheckpointError as exc:
+        report = str(exc)
+    console.print(escape(printable(report)))
+
+
+@main.command()
+@click.option("--keep", is_flag=True, help="Keep the throwaway workspace afterwards (its path is printed).")
+@click.option("--fast", is_flag=True, help="Replay at once instead of at reading pace.")
+def demo(keep: bool, fast: bool) -> None:
+    """Watch the agent fix a small bug, with no model server needed.
+
+    A scripted model (a replay server on 127.0.0.1 speaking vLLM's wire format) drives the real
+    loop, tools, sandbox and event log in a throwaway workspace.
+    """
+    from abhed.cli.demo import run_demo
+    sys.exit(run_demo(keep=keep, fast=fast))
+
+
+@main.group()
+def bundle() -> None:
+    """Check a USB bundle (made by `python -m bundle.make`) before installing it."""
+
+
+@bundle.command("verify")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--pubkey", type=click.Path(dir_okay=False, path_type=Path),
+              help="The site's public key (minisign format), distributed separately from the bundle.")
+@click.option("--key-id", help="Trust the bundle's own abhed.pub only if its key ID is this (got out of band).")
+@click.option("--prefix", type=click.Path(file_okay=False, path_type=Path),
+              help="Where a previous install pinned its key (default: this abhed's prefix, else install.sh's).")
+def bundle_verify(directory: Path, pubkey: Path | None, key_id: str | None, prefix: Path | None) -> None:
+    """Verify a bundle as its install.sh would.
+
+    Checks the signature over DIRECTORY/SHA256SUMS, that no file is unlisted or missing, and every
+    checksum. Exit 0 when verified, 1 naming the file that failed and what to do.
+    """
+    from abhed.common.frozen import launched_as
+    from bundle.verify import VerificationError, pinned_key, verify as verify_bundle
+
+    try:
+        result = verify_bundle(directory, pubkey, key_id, pinned_key(prefix, launched_as()))
+    except VerificationError as exc:
+        click.echo(f"abhed: {exc}", err=True)
+        sys.exit(1)
+    click.echo(f"abhed: {result.summary()}")
+
+
+@main.command()
+@click.option("--endpoint", help="Model server to check (default: model.endpoint).")
+@click.option("--model", "model_name", help="Served model id to check (default: the first the server lists).")
+@click.option("--profile", help="Model profile to use (default: chosen from the model id).")
+def doctor(endpoint: str | None, model_name: str | None, profile: str | None) -> None:
+    """Check that Abhed can work here: model server, model, context, tool calling, sandbox, rg.
+
+    Each line says OK, or what is wrong and how to fix it. Exit status 0 when nothing failed.
+    """
+    from abhed.cli import launch
+    from abhed.cli.doctor import checks
+    try:
+        settings = launch.settings(endpoint=endpoint, model=model_name, profile=profile)
+    except launch.LaunchError as exc:
+        _fail(str(exc))
+    failed = False
+    for check in checks(settings):
+        click.echo(printable(f"{check.status:<5} {check.name:<13} {check.message}"))  # the server's words too
+        failed = failed or check.status == "FAIL"
+    sys.exit(1 if failed else 0)
+
+
+@main.command()
+@click.argument("name", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the profiles as JSON.")
+def models(name: str | None, as_json: bool) -> None:
+    """List the model profiles (offline_models/), or show one: window, format, sampling, vllm flags."""
+    from abhed.model import profiles
+    settings = _settings()
+    try:
+        loaded = profiles.load(settings.model.profiles_dir)
+        chosen = [profiles.choose("", loaded, name)[0]] if name else sorted(loaded.values(), key=lambda p: p.name)
+    except profiles.ProfileError as exc:
+        _fail(str(exc))
+    if as_json:
+        click.echo(json.dumps([p.model_dump() for p in chosen], indent=1))
+        return
+    if name:
+        profile = chosen[0]
+        for key, value in profile.model_dump(exclude={"sampling", "notes", "vllm_serve"}).items():
+            click.echo(f"{key:<18} {value}")
+        click.echo(f"{'sampling':<18} {profile.sampling.fields()}")
+        click.echo(f"\nServe it with:\n  {profile.vllm_serve}\n\n{profile.notes}")
+        from abhed.conformance.report import one_line, saved
+        reports = saved(profile.name, settings.model.profiles_dir)
+        if reports:
+            click.echo("\nConformance (abhed conformance --save):\n" + "\n".join(f"  {one_line(r)}" for r in reports))
+        return
+    for profile in chosen:
+        fmt = profile.tool_format + (f" (text: {profile.text_format})" if profile.tool_format == "native" else "")
+        click.echo(f"{profile.name:<14} {profile.family:<20} {profile.context_window:>7} ctx {profile.max_output_tokens:>6} "
+                   f"out  {fmt}")
+        click.echo(f"{'':<14} {profile.vllm_serve}")
+
+
+@main.command()
+@click.option("--endpoint", help="Model server to test (default: model.endpoint).")
+@click.option("--model", "model_name", help="Served model id to test (default: the first the server lists).")
+@click.option("--profile", help="Model profile to use (default: chosen from the model id).")
+@click.option("--tool-format", type=click.Choice(["auto", "native", "hermes", "qwen3_coder"]),
+              help="How tool calls travel (default: the profile's, falling back to text without a tool parser).")
+@click.option("--only", help="Categories to run, comma-separated: adapter, scenarios, recovery (default: all).")
+@click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True,
+              help="Run each test this many times (a sampled model does not answer the same way twice).")
+@click.option("--threshold", "thresholds", multiple=True, metavar="CATEGORY=SCORE",
+              help="Override a category's pass threshold, e.g. --threshold scenarios=1.0.")
+@click.option("--json", "json_path", metavar="FILE", help="Write the JSON report to FILE (- for stdout; the table "
+              "then goes to stderr).")
+@click.option("--save", is_flag=True, help="Save the JSON report beside the model's profile (offline_models/, or "
+              "model.profiles_dir for the operator's own profiles).")
+@click.option("--save-to", type=click.Path(file_okay=False, path_type=Path), help="Save the JSON report in this "
+              "directory instead.")
+@click.option("--keep", is_flag=True, help="Keep the throwaway workspaces and sessions (their path is printed).")
+@click.option("--verbose", is_flag=True, help="Show every tool call of every test on stderr.")
+def conformance(endpoint: str | None, model_name: str | None, profile: str | None, tool_format: str | None,
+                only: str | None, repeat: int, thresholds: tuple[str, ...], json_path: str | None, save: bool,
+                save_to: Path | None, keep: bool, verbose: bool) -> None:
+    """Decide whether a model may serve traffic: the conformance suite against a real endpoint.
+
+    Layer 1 (adapter): one call of each of the nine tools must parse and validate. Layer 2
+    (scenarios, recovery): real tasks in throwaway workspaces, judged by their outcome on disk;
+    the recovery tasks provoke errors and measure how often the model's next call is fixed by the
+    error text alone. Prints a table (and --json, a JSON report). Exit status: 0 the model passes,
+    1 it does not (or the model server failed), 2 bad invocation.
+    """
+    import shutil
+    import tempfile
+
+    from abhed.cli import launch
+    from abhed.conformance import report as reports
+    from abhed.conformance import suite
+    from abhed.cli.display import Progress
+
+    categories = tuple(c.strip() for c in only.split(",") if c.strip()) if only else reports.CATEGORIES
+    unknown = [c for c in categories + tuple(t.partition("=")[0] for t in thresholds) if c not in reports.CATEGORIES]
+    if unknown:
+        _fail(f"Unknown category {unknown[0]!r}: the categories are {', '.join(reports.CATEGORIES)}.")
+    limits: dict[str, float] = {}
+    for item in thresholds:
+        name, _, value = item.partition("=")
+        try:
+            limits[name] = float(value)
+        except ValueError:
+            _fail(f"--threshold {item!r}: write CATEGORY=SCORE with SCORE a number from 0 to 1, e.g. scenarios=1.0.")
+        if not 0 <= limits[name] <= 1:
+            _fail(f"--threshold {item!r}: SCORE must be between 0 and 1.")
+    try:
+        settings = launch.settings(endpoint=endpoint, model=model_name, profile=profile, tool_format=tool_format)
+    except launch.LaunchError as exc:
+        _fail(str(exc))
+    out = sys.stderr if json_path == "-" else sys.stdout
+    model = _open_model(settings, Progress())
+    root = Path(tempfile.mkdtemp(prefix="abhed-conformance-")).resolve()
+
+    def progress(test) -> None:  # type: ignore[no-untyped-def]
+        click.echo(f"{test.category:<10} {test.name:<18} {'PASS' if test.passed else 'FAIL'}  "
+                   f"({test.turns} replies, {test.tool_errors} tool errors)", err=True)
+
+    options = suite.Options(categories=categories, repeat=repeat, thresholds=limits, on_test=progress)
+    if verbose:
+        options.display = lambda name: Progress()
+    try:
+        click.echo(printable(f"abhed conformance: {model.describe()}; workspaces in {root}"), err=True)
+        report = suite.run(settings, model, root, options)
+    except KeyboardInterrupt:
+        click.echo("abhed: conformance interrupted; no verdict", err=True)
+        sys.exit(130)
+    finally:
+        model.client.close()
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+    click.echo(printable(reports.table(report)), file=out)
+    if keep:
+        click.echo(f"Workspaces and sessions kept in {root} (ABHED_HOME={root / 'home'} abhed sessions show ID).",
+                   err=True)
+    text = report.model_dump_json(indent=1)
+    if json_path == "-":
+        click.echo(text)
+    elif json_path:
+        Path(json_path).write_text(text + "\n")
+    for directory in ([save_to] if save_to else []) + ([reports.profile_dir(report.profile,
+                                                                            settings.model.profiles_dir)]
+                                                       if save else []):
+        try:
+            click.echo(f"Saved the report to {reports.save(report, directory)}", err=True)
+        except OSError as exc:
+            click.echo(f"abhed: cannot save the report in {directory}: {exc.strerror or exc}. Use --save-to DIR, or "
+                       "--json FILE.", err=True)
+            sys.exit(1)
+    sys.exit(0 if report.passed else 1)

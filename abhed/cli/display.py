@@ -1,0 +1,277 @@
+"""What the human sees while an agent works. The loop reports through agent/display.py's Display;
+the terminal implementations here decide how it looks.
+
+Progress: `abhed run`, one plain line per step on stderr, so
+stdout holds only the final answer. Chat: `abhed chat` and `abhed demo`, rich output on the
+terminal: the reply streamed as it is written, each tool call on a line, the todo list redrawn as
+a panel whenever it changes, approval prompts.
+
+A subagent reports on `display.subagent(...)`: its tool calls and notices only, indented and
+labelled with its id, one whole line at a time, since subagents run side by side in threads.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.text import Text
+
+from abhed.gate.approval import Verdict
+from abhed.model.wire import ToolCall
+from abhed.session.store import Plan, TodoItem
+from abhed.common.terminal import printable
+from abhed.agent.display import Display
+from abhed.tools.base import ToolResult
+from abhed.tools.plan import render_plan
+from abhed.tools.todo import render_todos
+
+PREVIEW_KEYS = ("description", "pattern", "path", "command", "goal")
+PREVIEW_PARSE_LIMIT = 1024 * 1024
+
+
+def preview(call: ToolCall, width: int = 100) -> str:
+    """A call in one short line: its most telling argument, safe to print (terminal.printable)."""
+    return printable(_preview(call, width))
+
+
+def _preview(call: ToolCall, width: int) -> str:
+    if len(call.arguments) > PREVIEW_PARSE_LIMIT:  # dispatch refuses it; no need to parse megabytes to say so
+        return call.arguments[:width]
+    try:
+        args = json.loads(call.arguments) if call.arguments.strip() else {}
+    except (ValueError, RecursionError):  # RecursionError: JSON nested too deep to parse (dispatch says so)
+        return call.arguments[:width]
+    if not isinstance(args, dict):
+        return str(args)[:width]
+    if call.name == "todo":
+        items = args.get("items") or []
+        shown = [f"+ {i.get('content', '')}" if not i.get("id") else f"{i['id']} {i.get('status') or 'reworded'}"
+                 for i in items if isinstance(i, dict)]
+        shown += [f"- {item_id}" for item_id in args.get("remove") or []]
+        return ", ".join(shown)[:width] or "(show the list)"
+    shown = next((str(args[k]) for k in PREVIEW_KEYS if isinstance(args.get(k), str)), "")
+    if call.name == "grep" and args.get("path"):
+        shown += f"  in {args['path']}"
+    return shown.replace("\n", " ")[:width]
+
+
+def checkpoint_note(result: ToolResult) -> str | None:
+    """The line under a checkpointed call in the chat: its number and how to take it back."""
+    facts = result.metadata.get("checkpoint")
+    if not isinstance(facts, dict):
+        return None
+    missed = f"; {facts['not_covered']} files not covered" if facts.get("not_covered") else ""
+    failed = "; the snapshot after it failed" if facts.get("after_error") else ""
+    return f"checkpoint {facts.get('number')}{missed}{failed} (/undo takes this call back)"
+
+
+def first_line(text: str, width: int = 110) -> str:
+    line = text.strip().split("\n", 1)[0]
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def outcome(call: ToolCall, result: ToolResult, width: int = 110) -> str:
+    """A result in one short line: the facts for a read or a search, else its first line; safe to print."""
+    return printable(_outcome(call, result, width))
+
+
+def _outcome(call: ToolCall, result: ToolResult, width: int) -> str:
+    facts = result.metadata
+    if not result.is_error and call.name == "read" and "lines_shown" in facts:
+        return f"{facts['lines_shown']} of {facts.get('total_lines', '?')} lines"
+    if call.name == "bash" and "exit_code" in facts:  # the end of the output says how it went
+        lines = [line for line in result.content.strip().split("\n") if line and not line.startswith("[")]
+        status = "timed out" if facts.get("timed_out") else f"exit {facts['exit_code']}"
+        return f"{status}: {lines[-1] if lines else '(no output)'}"[:width]
+    return first_line(result.content, width)
+
+
+def _tag(agent_id: str, label: str) -> str:
+    label = printable(" ".join(label.split()))
+    return f"[{agent_id} {label[:40] + '...' if len(label) > 40 else label}]"
+
+
+class Progress(Display):
+    """One line per step on stderr; the text of intermediate replies, never the final answer."""
+
+    def __init__(self, out: TextIO | None = None, lock: threading.Lock | None = None) -> None:
+        self.out = out or sys.stderr
+        self._text: list[str] = []
+        self._lock = lock or threading.Lock()  # one line at a time: subagents write from their threads
+
+    def _line(self, text: str) -> None:
+        with self._lock:
+            self.out.write(printable(text) + "\n")
+            self.out.flush()
+
+    def subagent(self, agent_id: str, label: str) -> Display:
+        return _ProgressOf(self, agent_id, label)
+
+    def text(self, delta: str) -> None:
+        self._text.append(delta)
+
+    def reply_done(self, final: bool) -> None:
+        said = "".join(self._text).strip()
+        self._text = []
+        if said and not final:
+            self._line("  " + said.replace("\n", "\n  "))
+
+    def tool_started(self, call: ToolCall) -> None:
+        self._line(f"-> {call.name} {preview(call)}")
+
+    def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
+        status = "error" if result.is_error else "ok"
+        self._line(f"   {status}: {outcome(call, result)}")
+
+    def todos(self, items: list[TodoItem]) -> None:
+        self._line("   " + render_todos(items).replace("\n", "\n   "))
+
+    def plan(self, plan: Plan) -> None:
+        self._line("   " + render_plan(plan).replace("\n", "\n   "))
+
+    def notice(self, message: str) -> None:
+        self._line(f"abhed: {message}")
+
+
+class _ProgressOf(Display):
+    """A subagent's steps in `abhed run`'s output, indented under the task call that started it."""
+
+    def __init__(self, parent: Progress, agent_id: str, label: str) -> None:
+        self.parent, self.tag = parent, _tag(agent_id, label)
+        self.indent = "   " * agent_id.count(".")
+
+    def tool_started(self, call: ToolCall) -> None:
+        self.parent._line(f"{self.indent}{self.tag} -> {call.name} {preview(call)}")
+
+    def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
+        status = "error" if result.is_error else "ok"
+        self.parent._line(f"{self.indent}{self.tag}    {status}: {outcome(call, result)}")
+
+    def notice(self, message: str) -> None:
+        self.parent._line(f"{self.indent}{self.tag} abhed: {message}")
+
+    def subagent(self, agent_id: str, label: str) -> Display:
+        return _ProgressOf(self.parent, agent_id, label)
+
+
+STYLES = {"pending": ("[ ]", "white"), "in_progress": ("[>]", "bold yellow"), "done": ("[x]", "green")}
+
+
+class Chat(Display):
+    """Rich terminal output for a person watching."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(highlight=False)
+        self._streaming = False
+        self._thinking = False
+
+    def _end_stream(self) -> None:
+        if self._streaming or self._thinking:
+            self.console.file.write("\n")
+            self.console.file.flush()
+        self._streaming = self._thinking = False
+
+    def reasoning(self, delta: str) -> None:
+        if not self._thinking:
+            self.console.print("[dim italic]thinking:[/] ", end="")
+            self._thinking = True
+        self.console.print(Text(printable(delta), style="dim italic"), end="")
+
+    def text(self, delta: str) -> None:
+        if self._thinking and not self._streaming:
+            self._end_stream()
+        self._streaming = True
+        self.console.file.write(printable(delta))
+        self.console.file.flush()
+
+    def reply_done(self, final: bool) -> None:
+        self._end_stream()
+
+    def tool_started(self, call: ToolCall) -> None:
+        self._end_stream()
+        width = max(20, self.console.width - len(call.name) - 4)
+        self.console.print(f"[cyan]  {escape(call.name)}[/] [dim]{escape(preview(call, width))}[/]")
+
+    def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
+        mark, style = ("x", "red") if result.is_error else ("ok", "green")
+        width = max(20, self.console.width - 8)
+        self.console.print(f"    [{style}]{mark}[/] [dim]{escape(outcome(call, result, width))}[/]")
+        note = checkpoint_note(result)
+        if note:
+            self.console.print(f"    [dim]{escape(note)}[/]")
+
+    def todos(self, items: list[TodoItem]) -> None:
+        body = Text()
+        for number, item in enumerate(items):
+            mark, style = STYLES[item.status]
+            body.append(("\n" if number else "") + printable(f"{mark} {item.id} {item.content}"), style=style)
+        done = sum(item.status == "done" for item in items)
+        self.console.print(Panel(body or Text("(empty)"), title=f"todos {done}/{len(items)}", title_align="left",
+                                 expand=False, border_style="blue"))
+
+    def plan(self, plan: Plan) -> None:
+        self.console.print(Panel(Text(printable(render_plan(plan))), title="plan", title_align="left", expand=False,
+                                 border_style="blue"))
+
+    def notice(self, message: str) -> None:
+        self._end_stream()
+        self.console.print(f"[yellow]abhed:[/] {escape(printable(message))}")
+
+    def subagent(self, agent_id: str, label: str) -> Display:
+        return _ChatOf(self.console, agent_id, label)
+
+    def ask(self, tool: str, args: Any, verdict: Verdict) -> bool:
+        """The approval prompt: what the call does, in the model's words and literally, and why it asks."""
+        self._end_stream()
+        lines = Text()
+        description = getattr(args, "description", None)
+        if description:
+            lines.append(f"{printable(description)}\n", style="bold")
+        literal = getattr(args, "command", None) or getattr(args, "path", None) or ""
+        if literal:  # whole and literal: a `# \x1b[1A...` tail cannot redraw the line to hide what runs
+            lines.append(f"{tool}: {printable(str(literal))}\n")
+        if tool == "edit":
+            lines.append(printable(f"- {first_line(args.old_string, 200)}\n+ {first_line(args.new_string, 200)}")
+                         + "\n", style="dim")
+        lines.append(f"why asked: {printable(verdict.reason)}", style="yellow")
+        title = "DESTRUCTIVE - confirm" if verdict.destructive else f"approve {tool}?"
+        self.console.print(Panel(lines, title=title, title_align="left", expand=False,
+                                 border_style="red" if verdict.destructive else "yellow"))
+        answer = self.console.input("Allow? \\[y/N] ").strip().lower()
+        return answer in ("y", "yes")
+
+
+class _ChatOf(Display):
+    """A subagent's steps in the chat, dimmed and indented under the task call that started it.
+    Rich prints each line whole under its console lock, so threads do not mix their lines."""
+
+    def __init__(self, console: Console, agent_id: str, label: str) -> None:
+        self.console, self.agent_id, self.tag = console, agent_id, _tag(agent_id, label)
+        self.indent = "  " * (agent_id.count(".") + 1)
+
+    def tool_started(self, call: ToolCall) -> None:
+        width = max(20, self.console.width - len(self.indent) - len(self.tag) - len(call.name) - 4)
+        self.console.print(f"{self.indent}[dim]{escape(self.tag)}[/] [cyan]{escape(call.name)}[/] "
+                           f"[dim]{escape(preview(call, width))}[/]")
+
+    def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
+        mark, style = ("x", "red") if result.is_error else ("ok", "green")
+        width = max(20, self.console.width - len(self.indent) - len(self.tag) - 8)
+        self.console.print(f"{self.indent}[dim]{escape(self.tag)}[/]   [{style}]{mark}[/] "
+                           f"[dim]{escape(outcome(call, result, width))}[/]")
+        note = checkpoint_note(result)
+        if note:
+            self.console.print(f"{self.indent}[dim]{escape(self.tag)}   {escape(note)}[/]")
+
+    def notice(self, message: str) -> None:
+        self.console.print(f"{self.indent}[dim]{escape(printable(self.tag))}[/] [yellow]abhed:[/] "
+                           f"{escape(printable(message))}")
+
+    def subagent(self, agent_id: str, label: str) -> Display:
+        return _ChatOf(self.console, agent_id, label)

@@ -1,0 +1,308 @@
+"""The files a search sees: the ignore rules of ripgrep, applied the same way by every backend.
+
+glob and both grep backends list files through these rules, so the answer never depends on
+whether `rg` is installed. The rules, in falling precedence:
+
+1. the operator's exclusions (default: node_modules, .git, target, dist, __pycache__), at any depth,
+   as ripgrep's `--glob '!name'` overrides;
+2. `.gitignore` files, a deeper one overriding a shallower one, negation (`!keep.me`) included, read
+   in the search root, below it, and in its parents (as `rg --no-require-git` does);
+3. `.git/info/exclude` of the repository the root lies in.
+
+The path a search is started at is never itself excluded: asking for it is how the model includes
+an ignored directory. Symbolic links are not followed, as ripgrep does not by default.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
+
+from abhed.files import atomic, beneath
+
+ANY_DEPTH = "^(?:.+/)?"  # how pathspec starts a pattern without a slash: it matches a name at any depth
+GLOB_CHARS = frozenset("*?[\\")
+
+
+def _combine(alternatives: list[str]) -> re.Pattern[str] | None:
+    """One regex for many rules, each a named group "(?P<i12>^...)".
+
+    Git's rule is "the last matching pattern decides": try them in reverse and take the first
+    hit. The shared `^` is hoisted out of the groups so the regex engine can reject a subject by
+    its first character instead of entering every alternative.
+    """
+    if not alternatives:
+        return None
+    hoisted = [a.replace(">^", ">", 1) for a in reversed(alternatives)]
+    return re.compile("^(?:" + "|".join(hoisted) + ")")
+
+
+def _simple(line: str) -> tuple[str, str, bool, bool] | None:
+    """("exact"|"suffix", text, include, dir_only) for the common pattern shapes, else None.
+
+    `name`, `name/`, `*.ext`, `**/name`: no regex needed, a set lookup or an endswith does it.
+    """
+    include = not line.startswith("!")
+    body = line[1:] if not include else line
+    if body.startswith("**/"):
+        body = body[3:]
+    dir_only = body.endswith("/")
+    body = body.rstrip("/") if dir_only else body
+    if not body or body != body.strip() or "/" in body or body.startswith("#"):
+        return None
+    if not GLOB_CHARS.intersection(body):
+        return "exact", body, include, dir_only
+    if body.startswith("*") and not GLOB_CHARS.intersection(body[1:]) and body[1:]:
+        return "suffix", body[1:], include, dir_only
+    return None
+
+
+class IgnoreFile:
+    """The rules of one gitignore-format file, relative to the directory `base`.
+
+    Most patterns (`*.o`, `node_modules`, `build/`) name a file at any depth, so they are matched
+    against the entry's name alone: exact names by a dict lookup, `*.ext` by one `endswith` over
+    a tuple, the rest by a regex on the short name. Only patterns with a slash look at the path
+    below `base`. Every rule keeps its line position, and the last matching rule decides.
+
+    A rule matches an entry's whole path, never a prefix of it: what lies inside an ignored
+    directory is skipped because the walk never enters it, so a search started inside one (a
+    path the model asked for) still sees its contents, as ripgrep does.
+    """
+
+    def __init__(self, base: str, lines: Iterable[str]) -> None:
+        self.base = base
+        self._prefix = len(base) + 1 if base != "/" else 1
+        self._exact: dict[str, list[tuple[int, bool, bool]]] = {}
+        self._suffixes: list[tuple[str, int, bool, bool]] = []
+        by_name, by_path = [], []
+        for position, line in enumerate(lines):
+            simple = _simple(line)
+            if simple is not None:
+                kind, text, include, dir_only = simple
+                if kind == "exact":
+                    self._exact.setdefault(text, []).append((position, include, dir_only))
+                else:
+                    self._suffixes.append((text, position, include, dir_only))
+                continue
+            try:
+                regex, include = GitIgnoreSpecPattern.pattern_to_regex(line)
+            except ValueError:
+                continue  # git skips a malformed line too
+            if include is None or regex is None:
+                continue
+            regex = regex.replace("(?P<ps_d>/)", "/")
+            if line.rstrip().endswith("/**"):
+                regex += ".*"  # pathspec leaves "everything below" to a prefix match; we match whole paths
+            group = f"(?P<{'i' if include else 'w'}{position}>"  # i: ignore, w: whitelist (`!` negation)
+            if regex.startswith(ANY_DEPTH):
+                by_name.append(group + "^" + regex[len(ANY_DEPTH):] + ")")
+            else:
+                by_path.append(group + regex + ")")
+        self._suffix_tuple = tuple(text for text, *_ in self._suffixes)
+        self._by_name, self._by_path = _combine(by_name), _combine(by_path)
+
+    @classmethod
+    def load(cls, path: str, base: str, dirfd: int | None = None, parts: list[str] | None = None) -> IgnoreFile | None:
+        """The rules of the ignore file `path`; with `dirfd`, read as `parts` below that directory
+        through no symlink (a .gitignore swapped for a link is not followed)."""
+        try:
+            if dirfd is None:
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            else:
+                fd = beneath.open_rel(dirfd, parts or [], os.O_RDONLY | os.O_NONBLOCK)
+            with open(fd, encoding="utf-8", errors="surrogateescape") as handle:
+                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                    return None
+                rules = cls(base, handle.read().splitlines())
+        except (OSError, ValueError):
+            return None
+        return rules if rules.has_rules else None
+
+    @property
+    def has_rules(self) -> bool:
+        return bool(self._exact or self._suffixes or self._by_name or self._by_path)
+
+    def verdict(self, path: str, name: str, is_dir: bool) -> bool | None:
+        """True: ignored; False: explicitly kept (negation); None: these rules say nothing.
+
+        `path` is absolute and lies below `base`; `name` is its last component.
+        """
+        best, verdict = -1, None
+        for position, include, dir_only in self._exact.get(name, ()):
+            if position > best and (is_dir or not dir_only):
+                best, verdict = position, include
+        if self._suffix_tuple and name.endswith(self._suffix_tuple):
+            for text, position, include, dir_only in self._suffixes:
+                if position > best and name.endswith(text) and (is_dir or not dir_only):
+                    best, verdict = position, include
+        suffix = "/" if is_dir else ""
+        for regex, subject in ((self._by_name, name), (self._by_path, path[self._prefix:])):
+            match = regex.fullmatch(subject + suffix) if regex is not None else None
+            if match is not None and int(match.lastgroup[1:]) > best:
+                best, verdict = int(match.lastgroup[1:]), match.lastgroup[0] == "i"
+        return verdict
+
+
+class Chain:
+    """The ignore files in force in one directory, outermost first, with a quick negative test.
+
+    Nearly every entry of a tree matches no rule at all; the union of all exact names and
+    suffixes in the chain, plus the few regexes, answers "no rule can apply" without evaluating
+    each file's precedence. Only a hit pays for the precise evaluation.
+    """
+
+    def __init__(self, files: tuple[IgnoreFile, ...], override: IgnoreFile) -> None:
+        self.files = files
+        self.override = override  # the operator's exclusions: above every ignore file
+        every = (override, *files)
+        self.exact = frozenset(name for f in every for name in f._exact)
+        self.suffixes = tuple(text for f in every for text in f._suffix_tuple)
+        self.by_name = tuple(f._by_name for f in every if f._by_name is not None)
+        self.by_path = tuple((f._by_path, f._prefix) for f in every if f._by_path is not None)
+
+    def extend(self, more: list[IgnoreFile]) -> Chain:
+        return Chain(self.files + tuple(more), self.override) if more else self
+
+    def maybe(self, path: str, name: str) -> bool:
+        # Each rule regex ends in `/` or `(?:/|$)`, so testing with a slash appended is a
+        # superset test for the entry as a file and as a directory: one match instead of two.
+        if name in self.exact or (self.suffixes and name.endswith(self.suffixes)):
+            return True
+        for regex in self.by_name:
+            if regex.fullmatch(name + "/"):
+                return True
+        for regex, prefix in self.by_path:
+            if regex.fullmatch(path[prefix:] + "/"):
+                return True
+        return False
+
+    def ignored(self, path: str, name: str, is_dir: bool) -> bool:
+        if not self.maybe(path, name):
+            return False
+        if self.override.verdict(path, name, is_dir):
+            return True
+        for rules in reversed(self.files):  # deepest first: a nearer .gitignore overrides a farther one
+            verdict = rules.verdict(path, name, is_dir)
+            if verdict is not None:
+                return verdict
+        return False
+
+
+class Rules:
+    """Everything that decides whether a path below `root` is seen."""
+
+    def __init__(self, root: str, excludes: Iterable[str]) -> None:
+        self.root = root
+        self.inherited = Chain(tuple(self._parents(root)), IgnoreFile(root, excludes))
+
+    @staticmethod
+    def _parents(root: str) -> list[IgnoreFile]:
+        """Ignore files that apply from above the root: parents' .gitignore and .git/info/exclude."""
+        found: list[IgnoreFile] = []
+        parts = Path(root).parts
+        for depth in range(1, len(parts)):
+            directory = os.path.join(*parts[:depth]) if depth > 1 else "/"
+            if os.path.isdir(os.path.join(directory, ".git")):
+                info = IgnoreFile.load(os.path.join(directory, ".git", "info", "exclude"), directory)
+                found.append(info) if info else None
+            rules = IgnoreFile.load(os.path.join(directory, ".gitignore"), directory)
+            found.append(rules) if rules else None
+        return found
+
+    def here(self, directory: str, names: set[str], dirfd: int | None = None) -> list[IgnoreFile]:
+        """The ignore files a directory itself contributes (`names`: what it contains; `dirfd`: its
+        descriptor, through which they are read without following a symlink)."""
+        found = []
+        if directory == self.root and ".git" in names:
+            info = IgnoreFile.load(os.path.join(directory, ".git", "info", "exclude"), directory, dirfd,
+                                   [".git", "info", "exclude"])
+            found.append(info) if info else None
+        if ".gitignore" in names:
+            rules = IgnoreFile.load(os.path.join(directory, ".gitignore"), directory, dirfd, [".gitignore"])
+            found.append(rules) if rules else None
+        return found
+
+
+@dataclass
+class Listing:
+    files: list[str] = field(default_factory=list)  # absolute paths, in walk order
+    hidden_dirs: list[str] = field(default_factory=list)  # directories skipped by the rules
+    hidden_files: list[str] = field(default_factory=list)  # files skipped by the rules
+    unreadable: list[str] = field(default_factory=list)  # directories that could not be listed
+    mtimes: dict[str, int] = field(default_factory=dict)  # walk(stamp=...): modification times, ns
+
+
+def walk(root: Path, excludes: Iterable[str], keep: Callable[[str], bool] | None = None,
+         open_root: Callable[[Path], int] | None = None, stamp: Callable[[str], bool] | None = None) -> Listing:
+    """Every regular file below `root` that the rules let through (and that `keep` accepts).
+
+    `keep` gets the path relative to `root`. The order is the walk's, not sorted: every caller
+    sorts by what it reports (path, or modification time). Every directory is listed through a
+    descriptor opened below `root`'s (from `open_root`, e.g. PathPolicy.open_dir) through no
+    symlink, so a directory swapped for a link mid-walk is not listed. Abhed's own temporary
+    files (atomic.is_temp) are never listed. `stamp`: the files (relative path) whose
+    modification time to record in `Listing.mtimes`, read through the same descriptors.
+    """
+    top = str(root)
+    rules = Rules(top, excludes)
+    listing = Listing()
+    rootfd = open_root(root) if open_root else os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        _walk(rootfd, top, rules, listing, keep, stamp)
+    finally:
+        os.close(rootfd)
+    return listing
+
+
+def _walk(rootfd: int, top: str, rules: Rules, listing: Listing, keep: Callable[[str], bool] | None,
+          stamp: Callable[[str], bool] | None) -> None:
+    stack: list[tuple[str, Chain]] = [(top, rules.inherited)]
+    cut = len(top) + 1
+    while stack:
+        directory, chain = stack.pop()
+        try:
+            fd = os.dup(rootfd) if directory == top else beneath.open_rel(
+                rootfd, directory[cut:].split("/"), os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            listing.unreadable.append(directory)
+            continue
+        try:
+            with os.scandir(fd) as scan:
+                entries = list(scan)
+            chain = chain.extend(rules.here(directory, {e.name for e in entries if e.name in (".git", ".gitignore")},
+                                            fd))
+            prefix = directory + "/"
+            for entry in entries:
+                # follow_symlinks=False: a symlink is neither, so it is skipped, as ripgrep does by default
+                is_dir = entry.is_dir(follow_symlinks=False)
+                if not is_dir and not entry.is_file(follow_symlinks=False):
+                    continue  # symlinks, sockets, fifos, devices
+                path = prefix + entry.name
+                if not is_dir and atomic.is_temp(entry.name):
+                    continue  # a write in progress, or one a kill interrupted: not a file of the project
+                if chain.ignored(path, entry.name, is_dir):
+                    (listing.hidden_dirs if is_dir else listing.hidden_files).append(path)
+                elif is_dir:
+                    stack.append((path, chain))
+                elif keep is None or keep(path[cut:]):
+                    listing.files.append(path)
+                    if stamp is not None and stamp(path[cut:]):
+                        listing.mtimes[path] = _mtime(entry)
+        except OSError:
+            listing.unreadable.append(directory)
+        finally:
+            os.close(fd)
+
+
+def _mtime(entry: os.DirEntry) -> int:
+    try:
+        return entry.stat(follow_symlinks=False).st_mtime_ns
+    except OSError:
+        return 0  # vanished since the listing: sorts last, still listed as found

