@@ -11,7 +11,7 @@ import pytest
 
 from abhed.session import checkpoint
 from abhed.session.audit import approved_by, export, verify
-from abhed.session.events import ActionEvent, EventLog, MessageEvent, RunEvent
+from abhed.session.events import ActionEvent, EventLog, MessageEvent, RunEvent, who
 from abhed_testing import Tools, abhed
 
 
@@ -19,7 +19,9 @@ from abhed_testing import Tools, abhed
 def logged(ws: Path, home: Path) -> Tools:
     """A session with eight events: a run's start and end, a prompt, a reply, two calls."""
     t = Tools(ws, home)
-    t.session.record(RunEvent(session_id=t.session.id, status="started", prompt="go", model="m1"))
+    user, host = who()
+    t.session.record(RunEvent(session_id=t.session.id, status="started", prompt="go", model="m1", user=user,
+                              host=host))
     t.session.record(MessageEvent(session_id=t.session.id, role="user", content="go", origin="user"))
     t.session.record(MessageEvent(session_id=t.session.id, role="assistant", content="writing a.txt"))
     t.ok("write", path=str(ws / "a.txt"), content="a\n")
@@ -211,3 +213,12 @@ def test_undo_is_in_the_export(ws: Path, home: Path) -> None:
              if r["type"] in ("checkpoint", "undo")]
     assert kinds == [("checkpoint", 1, None), ("undo", 2, 1)]
     assert verify(t.session.log.path).ok
+
+
+def test_calls_from_before_user_and_host_were_recorded_are_not_credited_to_the_reader(ws: Path, home: Path) -> None:
+    t = Tools(ws, home)
+    old = {"schema_version": 2, "id": "a1", "session_id": t.session.id, "agent_id": "main",
+           "at": "2026-01-01T00:00:00Z", "kind": "action", "tool": "read", "input": {"path": "/x"}}
+    t.session.log.path.write_text(json.dumps(old) + "\n")
+    call = [r for r in export(t.session) if r["type"] == "call"][0]
+    assert call["user"] is None and call["host"] is None and call["outcome"].startswith("no result recorded")

@@ -23,7 +23,7 @@ from rapidfuzz import process
 from abhed.gate.approval import Gate, read_only_command, refusal
 from abhed.common.errors import ToolError
 from abhed.session.checkpoint import CheckpointError
-from abhed.session.events import ActionEvent, CheckpointEvent, ObservationEvent
+from abhed.session.events import ActionEvent, CheckpointEvent, ObservationEvent, who
 from abhed.tools import BY_NAME
 from abhed.tools.base import Tool, ToolContext, ToolResult, cap_text, explain_invalid, fail
 
@@ -253,8 +253,9 @@ def _persisted(ctx: ToolContext, name: str, arguments: Any, run: Callable[[Actio
                agent_id: str, parent_id: str | None, durable: bool) -> ToolResult:
     session = ctx.session
     value = _logged_input(arguments, ctx.settings.agent.max_argument_bytes, ctx.settings.agent.max_argument_depth)
+    user, host = who()
     action = ActionEvent(session_id=session.id, agent_id=agent_id, parent_id=parent_id, tool=name,
-                         tool_call_id=tool_call_id, input=value)
+                         tool_call_id=tool_call_id, input=value, user=user, host=host)
     session.record(action)
     mark = session.mark()
     started = time.perf_counter()

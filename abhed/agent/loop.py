@@ -41,7 +41,7 @@ from abhed.gate.approval import Gate
 from abhed.session.config import AgentConfig
 from abhed.agent.conversation import Gauge, chars, fit_observation, message_event, observation_cap, rebuild
 from abhed.agent.display import Display
-from abhed.session.events import AnyEvent, CompactionEvent, RunEvent, new_id
+from abhed.session.events import AnyEvent, CompactionEvent, RunEvent, new_id, who
 from abhed.model.adapters import VisibleStream, adapter_for, visible
 from abhed.model.connect import Model
 from abhed.model.errors import ContextOverflow, ModelError, ToolsUnsupported
@@ -171,8 +171,9 @@ class Agent:
 
     def run(self, prompt: str | None) -> Outcome:
         """Work on `prompt` until the model answers (None: carry on where an unfinished run stopped)."""
-        self._record(RunEvent(status="started", prompt=prompt, model=self.model.id, **self._ids()),
-                     sync=False)  # the prompt's fsync
+        user, host = who()
+        self._record(RunEvent(status="started", prompt=prompt, model=self.model.id, user=user, host=host,
+                              **self._ids()), sync=False)  # the prompt's fsync
         turns, calls, changed = self.budget.turns, self.tool_calls, len(self.changed)
         if prompt is not None:
             self._add(Msg("user", prompt), origin="user")

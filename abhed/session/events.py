@@ -90,8 +90,10 @@ class ActionEvent(_Event):
     tool: str
     tool_call_id: str | None = None
     input: Any  # the parsed arguments, or the raw string when they were not valid JSON
-    user: str | None = Field(default_factory=lambda: who()[0])  # who made the call (who ran Abhed), where
-    host: str | None = Field(default_factory=lambda: who()[1])
+    # Who made the call (who ran Abhed) and where: set when the call is made (dispatch), None in
+    # lines from before these fields (a default here would credit old calls to today's reader).
+    user: str | None = None
+    host: str | None = None
 
 
 class ObservationEvent(_Event):
@@ -146,8 +148,8 @@ class RunEvent(_Event):
     detail: str = ""
     prompt: str | None = None  # for "started"
     # for "started", the audit record's who and which model (abhed sessions export)
-    user: str | None = Field(default_factory=lambda: who()[0])
-    host: str | None = Field(default_factory=lambda: who()[1])
+    user: str | None = None
+    host: str | None = None
     model: str | None = None
 
 
