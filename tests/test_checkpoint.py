@@ -203,6 +203,16 @@ def test_the_checkpoint_event_names_files_not_covered(ws: Path, home: Path) -> N
         (1, "write", ["big.bin (2,000 bytes, over checkpoints.max_file_bytes)"])]
 
 
+def test_a_session_store_inside_the_workspace_is_not_snapshotted(ws: Path) -> None:
+    (ws / "a.txt").write_text("a")
+    home = ws / "my store"  # e.g. the workspace is the user's home directory
+    s = shadow(home, ws)
+    first, _ = s.snapshot("s", "before", {"call": "1", "tool": "bash"})
+    second, _ = s.snapshot("s", "before", {"call": "2", "tool": "bash"})
+    assert s.git("ls-tree", "-r", "--name-only", second.tree).decode().split() == ["a.txt"]
+    assert first.tree == second.tree
+
+
 # -- which calls are checkpointed ----------------------------------------------------------------
 
 

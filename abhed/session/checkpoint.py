@@ -179,6 +179,10 @@ class Shadow:
         reads itself, from the work tree)."""
         lines = ["# Abhed's own temporary files (atomic.py): half-written, renamed away at once",
                  ".*.abhed-tmp-*", "# checkpoints.exclude (the operator's)", *self.exclude]
+        home = self.dir.parent.parent
+        if home.is_relative_to(self.workspace) and home != self.workspace:
+            # the session store inside the workspace: snapshots must not take in the snapshots
+            lines += ["# the session store itself", "/" + _escaped(str(home.relative_to(self.workspace))) + "/"]
         project = self.workspace / ".git" / "info" / "exclude"
         try:
             if project.is_file() and not project.is_symlink():
@@ -436,6 +440,11 @@ def _last(meta: dict[str, Any]) -> int:
 
 def stamp() -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _escaped(path: str) -> str:
+    """A literal path as a gitignore pattern: its special characters escaped."""
+    return "".join("\\" + c if c in "\\*?[]!# " else c for c in path)
 
 
 def _ref(session_id: str) -> str:
