@@ -222,3 +222,55 @@ def test_calls_from_before_user_and_host_were_recorded_are_not_credited_to_the_r
     t.session.log.path.write_text(json.dumps(old) + "\n")
     call = [r for r in export(t.session) if r["type"] == "call"][0]
     assert call["user"] is None and call["host"] is None and call["outcome"].startswith("no result recorded")
+
+
+def test_a_missing_log_is_not_taken_for_an_intact_one(tmp_path: Path) -> None:
+    verdict = verify(tmp_path / "events.jsonl")
+    assert not verdict.ok and verdict.problem == f"the log {tmp_path / 'events.jsonl'} does not exist"
+
+
+def test_two_deleted_lines_are_named_as_a_range(logged: Tools) -> None:
+    old = lines(logged)
+    rewrite(logged, old[:3] + old[5:])
+    verdict = verify(logged.session.log.path)
+    assert verdict.problem == "events 4 to 5 were removed: line 4 holds event 6 right after event 3"
+
+
+def test_an_unreadable_last_line_with_its_newline_is_a_change_not_a_crash(logged: Tools) -> None:
+    old = lines(logged)
+    rewrite(logged, old[:-1] + [old[-1][:-5]])  # cut inside, but the newline kept: no crash does that
+    verdict = verify(logged.session.log.path)
+    assert verdict.problem == "line 8 is unreadable and no event follows it: it was changed"
+
+
+def test_a_duplicated_line_is_named(logged: Tools) -> None:
+    old = lines(logged)
+    rewrite(logged, old + [old[-1]])
+    verdict = verify(logged.session.log.path)
+    assert verdict.problem == ("line 9 holds event 8 after event 8: the lines were reordered or the event's number "
+                               "was changed")
+
+
+def test_a_changed_link_on_the_first_line_is_named(logged: Tools) -> None:
+    old = lines(logged)
+    first = json.loads(old[0])
+    rewrite(logged, [json.dumps({**first, "prev": "0" * 64}).encode()] + old[1:])
+    verdict = verify(logged.session.log.path)
+    assert verdict.problem == "the line before it was changed: event 1 (line 1) links to a line with another hash"
+
+
+def test_without_events_head_a_cut_cannot_be_seen_and_verify_says_so(logged: Tools) -> None:
+    head = logged.session.log.path.parent / "events.head"
+    head.unlink()
+    verdict = verify(logged.session.log.path)
+    assert verdict.ok and verdict.notes == [f"{head} is missing: a cut at the end of the log cannot be detected"]
+    head.write_text("{not json")
+    assert verify(logged.session.log.path).problem == f"{head} is unreadable: it was changed"
+
+
+def test_the_only_event_of_a_log_changed_is_caught_by_the_head(ws: Path, home: Path) -> None:
+    t = Tools(ws, home)
+    t.session.record(RunEvent(session_id=t.session.id, status="done"))
+    path = t.session.log.path
+    path.write_bytes(path.read_bytes().replace(b'"done"', b'"fail"'))
+    assert verify(path).problem == "event 1 (line 1) was changed: its hash is not the one recorded when it was written"
