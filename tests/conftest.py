@@ -25,7 +25,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ABHED_HOME", str(path))
     monkeypatch.setenv("ABHED_CONFIG", str(tmp_path / "no-such-config.toml"))
     for name in ("ABHED_ALLOWED_ROOTS", "ABHED_CREATE_PARENTS", "ABHED_NEW_FILE_MODE", "ABHED_MODE",
-                 "ABHED_GREP_BACKEND", "ABHED_SANDBOX"):
+                 "ABHED_GREP_BACKEND", "ABHED_SANDBOX", "ABHED_CHECKPOINTS"):
         monkeypatch.delenv(name, raising=False)
     return path
 

@@ -20,9 +20,10 @@ from typing import Any
 from pydantic import ValidationError
 from rapidfuzz import process
 
-from abhed.gate.approval import Gate, refusal
+from abhed.gate.approval import Gate, read_only_command, refusal
 from abhed.common.errors import ToolError
-from abhed.session.events import ActionEvent, ObservationEvent
+from abhed.session.checkpoint import CheckpointError
+from abhed.session.events import ActionEvent, CheckpointEvent, ObservationEvent, who
 from abhed.tools import BY_NAME
 from abhed.tools.base import Tool, ToolContext, ToolResult, cap_text, explain_invalid, fail
 
@@ -31,6 +32,7 @@ UNKNOWN_TOOL, BAD_JSON, INVALID_INPUT, NOT_APPROVED, TOOL_ERROR, INTERNAL = (
     "unknown_tool", "bad_json", "invalid_input", "not_approved", "tool_error", "internal")
 MALFORMED = "malformed_call"  # the model's tool-call markup itself did not parse (text protocols)
 TOO_LARGE = "too_large"  # the arguments are over the size or nesting bound: refused before parsing
+CHECKPOINT_FAILED = "checkpoint_failed"  # the snapshot before a change failed: the call did not run
 # Tools that check the read-set and then replace a file: one at a time per session (Session.writes),
 # so agents running side by side cannot both pass the check and overwrite each other.
 READ_SET_WRITERS = frozenset({"write", "edit"})
@@ -141,7 +143,7 @@ def unknown_tool(name: str) -> ToolResult:
                 error_kind=UNKNOWN_TOOL)
 
 
-def execute(ctx: ToolContext, name: str, arguments: Any, gate: Gate) -> ToolResult:
+def execute(ctx: ToolContext, name: str, arguments: Any, gate: Gate, action: ActionEvent | None = None) -> ToolResult:
     tool = BY_NAME.get(name)
     if tool is None:
         return unknown_tool(name)
@@ -167,8 +169,45 @@ def execute(ctx: ToolContext, name: str, arguments: Any, gate: Gate) -> ToolResu
     approval = {"decision": verdict.decision, "rule": verdict.rule, "reason": verdict.reason}
     if verdict.decision != "allow":
         return fail(refusal(name, verdict, args), error_kind=NOT_APPROVED, approval=approval)
-    result = _run(tool, args, ctx)
+    result = _checkpointed(ctx, name, args, action, lambda: _run(tool, args, ctx))
     result.metadata["approval"] = approval
+    return result
+
+
+def changes_workspace(name: str, args: Any) -> bool:
+    """Whether a call may change the workspace, so a checkpoint must come first: write, edit, and
+    every bash line not provably read-only (approval.read_only_command)."""
+    if name == "bash":
+        return not read_only_command(str(getattr(args, "command", "")))
+    return name in READ_SET_WRITERS
+
+
+def _checkpointed(ctx: ToolContext, name: str, args: Any, action: ActionEvent | None,
+                  run: Callable[[], ToolResult]) -> ToolResult:
+    """Run the call between a "before" snapshot (a numbered checkpoint, logged) and an "after" one.
+    Fails closed: when the snapshot before a change cannot be taken, the change does not run."""
+    checkpoints = ctx.checkpoints
+    if checkpoints is None or action is None or not changes_workspace(name, args):
+        return run()
+    session = ctx.session
+    try:
+        before, capture = checkpoints.before(session.id, action.id, name, action.agent_id)
+    except CheckpointError as exc:
+        return fail(f"Not run: the checkpoint that lets this change be undone could not be taken ({exc}). Nothing was "
+                    "changed. Tell the user; the operator can fix the cause, or turn checkpoints off "
+                    "(checkpoints.enabled = false).", error_kind=CHECKPOINT_FAILED)
+    session.record(CheckpointEvent(session_id=session.id, agent_id=action.agent_id, parent_id=action.parent_id,
+                                   number=before.number, commit=before.commit, action_id=action.id, tool=name,
+                                   not_covered=capture.not_covered[:50], not_covered_count=len(capture.not_covered)))
+    result = run()
+    facts: dict[str, Any] = {"number": before.number, "before": before.commit}
+    try:
+        facts["after"] = checkpoints.after(session.id, before).commit
+    except CheckpointError as exc:
+        facts["after_error"] = str(exc)
+    if capture.not_covered:
+        facts["not_covered"] = len(capture.not_covered)
+    result.metadata["checkpoint"] = facts
     return result
 
 
@@ -197,28 +236,30 @@ def call(ctx: ToolContext, name: str, arguments: Any, gate: Gate, *, tool_call_i
     caller's `log.sync()`, and state.json is not saved: the caller saves it, and until then the
     log, which records every state change, is ahead of it (session.rebuild_state).
     """
-    return _persisted(ctx, name, arguments, lambda: execute(ctx, name, arguments, gate), tool_call_id, agent_id,
-                      parent_id, durable)
+    return _persisted(ctx, name, arguments, lambda action: execute(ctx, name, arguments, gate, action), tool_call_id,
+                      agent_id, parent_id, durable)
 
 
 def reject(ctx: ToolContext, name: str, arguments: Any, message: str, *, tool_call_id: str | None = None,
            agent_id: str = "main", parent_id: str | None = None, durable: bool = True) -> ToolResult:
     """A call the model wrote but that cannot be run as written (its markup did not parse): persisted
     like any call, answered with `message`, which says how to write it."""
-    return _persisted(ctx, name, arguments, lambda: fail(message, error_kind=MALFORMED), tool_call_id, agent_id,
+    return _persisted(ctx, name, arguments, lambda _: fail(message, error_kind=MALFORMED), tool_call_id, agent_id,
                       parent_id, durable)
 
 
-def _persisted(ctx: ToolContext, name: str, arguments: Any, run: Callable[[], ToolResult], tool_call_id: str | None,
+def _persisted(ctx: ToolContext, name: str, arguments: Any, run: Callable[[ActionEvent], ToolResult],
+               tool_call_id: str | None,
                agent_id: str, parent_id: str | None, durable: bool) -> ToolResult:
     session = ctx.session
     value = _logged_input(arguments, ctx.settings.agent.max_argument_bytes, ctx.settings.agent.max_argument_depth)
+    user, host = who()
     action = ActionEvent(session_id=session.id, agent_id=agent_id, parent_id=parent_id, tool=name,
-                         tool_call_id=tool_call_id, input=value)
+                         tool_call_id=tool_call_id, input=value, user=user, host=host)
     session.record(action)
     mark = session.mark()
     started = time.perf_counter()
-    result = run()
+    result = run(action)
     result.content = cap_text(result.content, ctx.settings.files.max_output_chars)
     changes = session.changes_since(mark)
     if changes:  # the log alone can rebuild the state (session.rebuild_state)

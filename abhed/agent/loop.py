@@ -41,7 +41,7 @@ from abhed.gate.approval import Gate
 from abhed.session.config import AgentConfig
 from abhed.agent.conversation import Gauge, chars, fit_observation, message_event, observation_cap, rebuild
 from abhed.agent.display import Display
-from abhed.session.events import AnyEvent, CompactionEvent, RunEvent, new_id
+from abhed.session.events import AnyEvent, CompactionEvent, RunEvent, new_id, who
 from abhed.files.images import ImageLimits
 from abhed.model.adapters import VisibleStream, adapter_for, visible
 from abhed.model.connect import Model
@@ -183,7 +183,9 @@ class Agent:
     def run(self, prompt: str | None, images: list[dict[str, str]] | None = None) -> Outcome:
         """Work on `prompt` until the model answers (None: carry on where an unfinished run stopped).
         `images`: the user's attachments ({"url", "label"}, cli/attachments.py), sent with the prompt."""
-        self._record(RunEvent(status="started", prompt=prompt, **self._ids()), sync=False)  # the prompt's fsync
+        user, host = who()
+        self._record(RunEvent(status="started", prompt=prompt, model=self.model.id, user=user, host=host,
+                              **self._ids()), sync=False)  # the prompt's fsync
         turns, calls, changed = self.budget.turns, self.tool_calls, len(self.changed)
         if prompt is not None:
             self._add(Msg("user", prompt, images=list(images or [])), origin="user")
@@ -459,6 +461,11 @@ class Agent:
 
     def _ids(self) -> dict[str, Any]:
         return {"session_id": self.ctx.session.id, "agent_id": self.agent_id, "parent_id": self.parent_id}
+
+    def tell(self, text: str, origin: str) -> None:
+        """Add a note from Abhed (not the model, not the human's prompt) to the conversation and the
+        log, e.g. that the human undid changes (chat's /undo)."""
+        self._add(Msg("user", text), origin=origin)
 
     def _record(self, event: AnyEvent, *, sync: bool = True) -> None:
         self.ctx.session.record(event, sync=sync)

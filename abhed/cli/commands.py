@@ -9,10 +9,11 @@ from pathlib import Path
 import click
 
 from abhed import __version__
-from abhed.session import config
+from abhed.session import checkpoint, config
 from abhed.agent import dispatch
 from abhed.gate.approval import MODES, Gate, Policy
-from abhed.session.events import ActionEvent, AnyEvent, CompactionEvent, MessageEvent, ObservationEvent, to_json
+from abhed.session.events import ActionEvent, AnyEvent, CheckpointEvent, CompactionEvent, MessageEvent, \
+    ObservationEvent, to_json
 from abhed.files.paths import PathPolicy
 from abhed.session.store import SessionError, SessionStore
 from abhed.common.terminal import printable
@@ -93,7 +94,8 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
         with SessionStore(settings.home).use(session_id, workspace, wait_s=limits.session_wait_s) as session:
             if session_id is None:
                 click.echo(f"abhed: session {session.id} (pass --session {session.id} to continue it)", err=True)
-            ctx = ToolContext(session, settings, paths, one_shot=True)
+            ctx = ToolContext(session, settings, paths, one_shot=True,
+                              checkpoints=checkpoint.from_settings(settings, workspace))
             try:
                 result = dispatch.call(ctx, name, arguments, gate)
             finally:
@@ -177,6 +179,38 @@ def sessions_show(session_id: str, as_json: bool, full: bool) -> None:
         click.echo(printable(_shown_event(event, "  " * depth, full)))
 
 
+@sessions.command("verify")
+@click.argument("session_id")
+def sessions_verify(session_id: str) -> None:
+    """Check that a session's event log is as it was written: recompute its hash chain and name the
+    first event changed, removed, reordered or cut; a line torn by a crash is told apart.
+    Exit status 0 intact, 1 tampered, 2 bad invocation."""
+    from abhed.session.audit import verify
+    try:
+        session = SessionStore(_settings().home).open(session_id)
+    except SessionError as exc:
+        _fail(str(exc))
+    verdict = verify(session.log.path)
+    click.echo(printable(verdict.summary(session.log.path)))
+    sys.exit(0 if verdict.ok else 1)
+
+
+@sessions.command("export")
+@click.argument("session_id")
+@click.option("--format", "fmt", type=click.Choice(["jsonl"]), default="jsonl", show_default=True)
+def sessions_export(session_id: str, fmt: str) -> None:
+    """Print a session as audit records, one JSON object a line: who (user, host), when, which model,
+    every call with its approval decision and who approved it, every checkpoint and undo, and
+    whether the log's hash chain is intact."""
+    from abhed.session.audit import export_lines
+    try:
+        session = SessionStore(_settings().home).open(session_id)
+    except SessionError as exc:
+        _fail(str(exc))
+    for line in export_lines(session):
+        click.echo(line)
+
+
 def tree(events: list[AnyEvent]) -> list[tuple[AnyEvent, int]]:
     """The events as (event, depth) in the order to show them: each subagent's events right after
     the task call that started it, one level deeper, rather than interleaved in log order with its
@@ -229,8 +263,87 @@ def _shown_event(event: AnyEvent, indent: str, full: bool) -> str:
     if isinstance(event, CompactionEvent):
         return (f"{indent}{stamp} [{event.agent_id}] compacted ({event.method} summary): about "
                 f"{event.tokens_before} -> {event.tokens_after} tokens")
+    if isinstance(event, CheckpointEvent):
+        what = f"undo to before checkpoint {event.undo_to}" if event.undo_to else f"before {event.tool}"
+        missed = f"; {event.not_covered_count} files not covered" if event.not_covered_count else ""
+        return f"{indent}{stamp} [{event.agent_id}] checkpoint {event.number} ({what}){missed}"
     detail = f": {_preview(event.detail)}" if event.detail else ""
     return f"{indent}{stamp} [{event.agent_id}] run {event.status}{detail}"
+
+
+# -- checkpoints and undo (abhed/session/checkpoint.py, abhed/session/undo.py) ---------------------
+
+
+def _checkpointed_session(settings: config.Settings, session_id: str | None) -> tuple[str, checkpoint.Checkpoints]:
+    """The session to list or undo (default: the newest in the current directory) and its checkpoints."""
+    from abhed.session.undo import latest_session
+    store = SessionStore(settings.home)
+    if session_id is None:
+        session_id = latest_session(store, Path.cwd().resolve())
+        if session_id is None:
+            _fail(f"No session works in {Path.cwd().resolve()}: name one (abhed sessions list shows them).")
+    try:
+        workspace = Path(store.open(session_id).state.workspace)  # type: ignore[arg-type]
+    except SessionError as exc:
+        _fail(str(exc))
+    found = checkpoint.from_settings(settings, workspace)
+    if found is None:
+        why = "there is no git binary (abhed doctor)" if settings.checkpoints.enabled else \
+            "checkpoints.enabled is false"
+        _fail(f"Checkpoints are off: {why}.")
+    return session_id, found  # type: ignore[return-value]
+
+
+@main.command("checkpoints")
+@click.argument("session_id", required=False)
+def checkpoints_list(session_id: str | None) -> None:
+    """List a session's checkpoints (default: the newest session in this directory): number, time,
+    the call that followed, and the files that call changed."""
+    from abhed.session.undo import rows, table
+    settings = _settings()
+    session_id, found = _checkpointed_session(settings, session_id)
+    session = SessionStore(settings.home).open(session_id)
+    try:
+        click.echo(printable(table(rows(found, session), session_id)))
+    except checkpoint.CheckpointError as exc:
+        _fail(str(exc))
+
+
+@main.command("undo")
+@click.argument("session_id", required=False)
+@click.option("--to", "number", type=click.IntRange(1), help="Restore the state from before checkpoint N's call "
+              "(default: the last checkpoint, i.e. undo the last change).")
+@click.option("--yes", is_flag=True, help="Do not ask; undo at once.")
+@click.option("--force", is_flag=True, help="Also overwrite files someone else changed since (they are listed).")
+def undo_command(session_id: str | None, number: int | None, yes: bool, force: bool) -> None:
+    """Take the workspace back to before a call: every file that call and later ones modified, created
+    or deleted. Shows what it will change and asks first. The undo is itself a checkpoint, so it can
+    be undone. Exit status 0 done (or nothing to do), 1 refused or cancelled, 2 bad invocation."""
+    from abhed.session import undo
+    settings = _settings()
+    session_id, found = _checkpointed_session(settings, session_id)
+
+    def confirm(plan: str) -> bool:
+        click.echo(printable(plan))
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            click.echo("abhed: not undone: there is no terminal to answer on; pass --yes to undo without asking.",
+                       err=True)
+            return False
+        return click.confirm("Undo?", default=False)
+
+    try:
+        with SessionStore(settings.home).use(session_id, Path(found.shadow.workspace),
+                                             wait_s=settings.agent.session_wait_s) as session:
+            report = undo.undo(found, session, number, force=force, confirm=confirm)
+    except checkpoint.UndoRefused as exc:
+        click.echo(f"abhed: {printable(str(exc))}", err=True)
+        sys.exit(1)
+    except (checkpoint.CheckpointError, SessionError) as exc:
+        _fail(str(exc))
+    click.echo(printable(report))
+    sys.exit(1 if report.startswith("Undo cancelled") else 0)
 
 
 # -- the agent: run, chat, resume, demo, doctor, models ------------------------------------------
@@ -314,12 +427,32 @@ def _run_prompt(kw: dict, prompt: str | None, session_id: str | None, must_exist
             if prompt is None and not unfinished:
                 _fail(f"Session {session} finished its last run; nothing to continue. Give a PROMPT to go on with it, "
                       f"or chat: abhed chat --session {session}")
+            checkpoints = agent.ctx.checkpoints
+            first = _last_checkpoint(checkpoints, session) + 1
             outcome = agent.run(prompt)
+            _tell_range(display, first, _last_checkpoint(checkpoints, session), session)
     except launch.LaunchError as exc:
         _fail(str(exc))
     finally:
         model.client.close()
     _finish(outcome, session)
+
+
+def _last_checkpoint(checkpoints: checkpoint.Checkpoints | None, session_id: str) -> int:
+    if checkpoints is None:
+        return 0
+    try:
+        with checkpoints.shadow.locked():
+            return checkpoints.shadow.last_number(session_id)
+    except checkpoint.CheckpointError:
+        return 0
+
+
+def _tell_range(display, first: int, last: int, session_id: str) -> None:  # type: ignore[no-untyped-def]
+    from abhed.session.undo import run_range
+    text = run_range(first, last, session_id)
+    if text:
+        display.notice(text)
 
 
 @main.command()
@@ -397,6 +530,9 @@ def _chat_loop(agent, display, unfinished: bool) -> None:  # type: ignore[no-unt
             continue
         if text in ("/exit", "/quit"):
             return
+        if text == "/undo" or text.startswith("/undo "):
+            _chat_undo(agent, console, text.split()[1:])
+            continue
         if not text and not unfinished:
             continue
         agent.budget = budget(agent.ctx.settings)  # the budgets are per prompt
@@ -409,6 +545,31 @@ def _chat_loop(agent, display, unfinished: bool) -> None:  # type: ignore[no-unt
             console.print()
         else:
             display.notice(outcome.detail + (f"\n{outcome.answer}" if outcome.answer else ""))
+
+
+def _chat_undo(agent, console, words: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """/undo [N] [--force]: abhed undo in the chat's own session (the smallest slash-command hook)."""
+    from rich.markup import escape
+
+    from abhed.session import undo
+    checkpoints = agent.ctx.checkpoints
+    numbers = [w for w in words if w.isdigit()]
+    if checkpoints is None or [w for w in words if not w.isdigit() and w != "--force"] or len(numbers) > 1:
+        console.print("[yellow]abhed:[/] " + ("checkpoints are off (abhed doctor says why)" if checkpoints is None
+                                              else "use /undo (the last call), /undo N (back to before checkpoint N), "
+                                                   "and --force to overwrite changes made outside the agent"))
+        return
+
+    def confirm(plan: str) -> bool:
+        console.print(escape(printable(plan)))
+        return console.input("Undo? \\[y/N] ").strip().lower() in ("y", "yes")
+    try:
+        report = undo.undo(checkpoints, agent.ctx.session, int(numbers[0]) if numbers else None,
+                           force="--force" in words, confirm=confirm,
+                           tell=lambda note: agent.tell(note, "undo"))
+    except checkpoint.CheckpointError as exc:
+        report = str(exc)
+    console.print(escape(printable(report)))
 
 
 @main.command()

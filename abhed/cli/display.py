@@ -61,6 +61,16 @@ def _preview(call: ToolCall, width: int) -> str:
     return shown.replace("\n", " ")[:width]
 
 
+def checkpoint_note(result: ToolResult) -> str | None:
+    """The line under a checkpointed call in the chat: its number and how to take it back."""
+    facts = result.metadata.get("checkpoint")
+    if not isinstance(facts, dict):
+        return None
+    missed = f"; {facts['not_covered']} files not covered" if facts.get("not_covered") else ""
+    failed = "; the snapshot after it failed" if facts.get("after_error") else ""
+    return f"checkpoint {facts.get('number')}{missed}{failed} (/undo takes this call back)"
+
+
 def first_line(text: str, width: int = 110) -> str:
     line = text.strip().split("\n", 1)[0]
     return line if len(line) <= width else line[: width - 3] + "..."
@@ -192,6 +202,9 @@ class Chat(Display):
         mark, style = ("x", "red") if result.is_error else ("ok", "green")
         width = max(20, self.console.width - 8)
         self.console.print(f"    [{style}]{mark}[/] [dim]{escape(outcome(call, result, width))}[/]")
+        note = checkpoint_note(result)
+        if note:
+            self.console.print(f"    [dim]{escape(note)}[/]")
 
     def todos(self, items: list[TodoItem]) -> None:
         body = Text()
@@ -252,6 +265,9 @@ class _ChatOf(Display):
         width = max(20, self.console.width - len(self.indent) - len(self.tag) - 8)
         self.console.print(f"{self.indent}[dim]{escape(self.tag)}[/]   [{style}]{mark}[/] "
                            f"[dim]{escape(outcome(call, result, width))}[/]")
+        note = checkpoint_note(result)
+        if note:
+            self.console.print(f"{self.indent}[dim]{escape(self.tag)}   {escape(note)}[/]")
 
     def notice(self, message: str) -> None:
         self.console.print(f"{self.indent}[dim]{escape(printable(self.tag))}[/] [yellow]abhed:[/] "

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import sandbox
+from abhed.session import checkpoint
 from abhed.session.config import Settings
 from abhed.model.adapters import adapter_for
 from abhed.model.client import ModelClient
@@ -40,6 +41,7 @@ def checks(settings: Settings) -> Iterator[Check]:
     yield from _model_checks(settings)
     yield _sandbox(settings)
     yield _rg()
+    yield checkpoints_check(settings)
 
 
 def _model_checks(settings: Settings) -> Iterator[Check]:
@@ -189,6 +191,17 @@ def _sandbox(settings: Settings) -> Check:
     if report.ok:
         return Check("OK" if report.backend != "none" else "WARN", "sandbox", report.summary)
     return Check("FAIL", "sandbox", f"{report.summary} bash cannot run until this is fixed.")
+
+
+def checkpoints_check(settings: Settings) -> Check:
+    if not settings.checkpoints.enabled:
+        return Check("WARN", "checkpoints", "off (checkpoints.enabled = false): changes cannot be undone with "
+                                            "`abhed undo`.")
+    git = checkpoint.available()
+    if git is None:
+        return Check("WARN", "checkpoints", "off: there is no git binary on PATH, so changes cannot be undone with "
+                                            "`abhed undo`. Install git (e.g. apt-get install git) to turn them on.")
+    return Check("OK", "checkpoints", f"on ({git}); snapshots under {settings.home / 'checkpoints'}")
 
 
 def _rg() -> Check:

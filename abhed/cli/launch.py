@@ -14,6 +14,7 @@ from abhed.session import config
 from abhed.agent.loop import Agent, Budget, Limits
 from abhed.gate.approval import Gate, Policy, Verdict
 from abhed.agent.display import Display
+from abhed.session.checkpoint import from_settings
 from abhed.model.connect import Model, connect
 from abhed.files.paths import PathPolicy
 from abhed.session.store import SessionError, SessionStore
@@ -91,7 +92,7 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
         with store.use(session_id, workspace, wait_s=settings.agent.session_wait_s) as session:
             for problem in session.log.load().problems:
                 display.notice(f"warning: {problem}")
-            ctx = ToolContext(session, settings, paths)
+            ctx = ToolContext(session, settings, paths, checkpoints=from_settings(settings, workspace))
             try:
                 yield Agent.restore(ctx, model, gate, budget(settings), config=settings.agent, display=display)
             finally:

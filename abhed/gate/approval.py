@@ -376,6 +376,32 @@ class Policy:
         return None  # pragma: no mutate  (falling off the end returns None too)
 
 
+# Programs that only read files and print, and have no option that writes a file or runs a program
+# (not rg: --pre runs one; not xxd, tree, sort: they can write a file; not less: LESSOPEN runs one).
+VIEWERS = frozenset({"cat", "head", "tail", "ls", "wc", "grep", "egrep", "fgrep", "stat", "diff", "cmp", "md5sum",
+                     "sha1sum", "sha256sum", "sha512sum", "od", "hexdump", "readlink", "realpath", "du", "which",
+                     "basename", "dirname", "find"}) | HARMLESS
+
+
+def read_only_command(line: str) -> bool:
+    """Whether a bash line provably changes no file: every command it may run (through wrappers
+    too) is a viewer, nothing is redirected into a file, and the analysis saw everything. Anything
+    else may change the workspace, so it is checkpointed first (abhed/session/checkpoint.py)."""
+    analysis = analyze(line)
+    if analysis.opaque or analysis.recursive_functions or not analysis.commands:
+        return False
+    for command in analysis.commands:
+        if command.assignments or _writes_files(command):
+            return False
+        if command.runs_script:
+            continue  # its script's commands are listed and judged too
+        for argv, _ in wrappers.candidates(command.argv):
+            name = wrappers.program(argv)
+            if name not in VIEWERS or (name == "find" and set(argv) & FIND_WRITES):
+                return False
+    return True
+
+
 def _writes_files(command: Command) -> bool:
     """Output redirected into a file (anything but harmless devices and descriptor duplication)."""
     return any(r.operator not in INPUTS and not _duplicates(r) and not (r.target and r.target in HARMLESS_DEVICES)

@@ -51,6 +51,15 @@ class SearchConfig(_Section):
     max_file_bytes: int = Field(256 * 1024 * 1024, ge=1)  # grep leaves larger files to bash, and says so
 
 
+class CheckpointsConfig(_Section):
+    """Snapshots of the workspace before every call that may change it (abhed/session/checkpoint.py)."""
+
+    enabled: bool = True  # needs a git binary; without one they are off and `abhed doctor` says so
+    # Regenerable trees not worth a copy, besides the project's own ignore rules (gitignore syntax).
+    exclude: list[str] = ["node_modules", "target", "dist", "__pycache__", ".abhed"]
+    max_file_bytes: int = Field(50 * 1024 * 1024, ge=0)  # larger files are not covered, and each checkpoint says so
+
+
 class SandboxSettings(_Section):
     """How bash commands are confined (see the sandbox package). Defaults are the secure choice."""
 
@@ -129,6 +138,7 @@ class Settings(_Section):
     allowed_roots: list[Path] = []  # empty: the workspace only
     files: FilesConfig = FilesConfig()
     search: SearchConfig = SearchConfig()
+    checkpoints: CheckpointsConfig = CheckpointsConfig()
     approval: ApprovalConfig = ApprovalConfig()
     sandbox: SandboxSettings = SandboxSettings()
     model: ModelConfig = ModelConfig()
@@ -148,6 +158,7 @@ ENV_KEYS: dict[str, tuple[str, ...]] = {
     "ABHED_NEW_FILE_MODE": ("files", "new_file_mode"),
     "ABHED_MODE": ("approval", "mode"),
     "ABHED_GREP_BACKEND": ("search", "backend"),
+    "ABHED_CHECKPOINTS": ("checkpoints", "enabled"),
     "ABHED_SANDBOX": ("sandbox", "backend"),
     "ABHED_ENDPOINT": ("model", "endpoint"),
     "ABHED_MODEL": ("model", "model"),

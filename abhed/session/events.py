@@ -21,12 +21,17 @@ itself starts with NUL is stored with one NUL more, so it can never pass for a r
 
 from __future__ import annotations
 
+import fcntl
+import getpass
 import json
 import os
 import re
+import socket
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from hashlib import sha256
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,6 +46,16 @@ SCHEMA_VERSION = 2  # 2: payloads of BLOB_MIN bytes or more live in blobs/ (see 
 BLOB_MIN = 16 * 1024
 BLOB_REF = "\0blob:"
 _REF = re.compile(r"\0blob:([0-9a-f]{64}):(\d+)")
+
+
+@lru_cache(maxsize=1)
+def who() -> tuple[str, str]:
+    """The user and host this process records its calls and runs under (the audit's "who")."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f"uid {os.getuid()}"
+    return user, socket.gethostname()
 
 
 def new_id() -> str:
@@ -61,6 +76,11 @@ class _Event(BaseModel):
     agent_id: str = "main"
     parent_id: str | None = None  # the agent that spawned this one; None for the top-level agent
     at: datetime = Field(default_factory=now)
+    # The hash chain (abhed/session/audit.py): this event's place in the session's log, counting every
+    # readable line from 1, and the sha256 of the line before it ("" for the first). Set by
+    # EventLog.append; None in logs written before the chain existed.
+    seq: int | None = None
+    prev: str | None = None
 
 
 class ActionEvent(_Event):
@@ -70,6 +90,10 @@ class ActionEvent(_Event):
     tool: str
     tool_call_id: str | None = None
     input: Any  # the parsed arguments, or the raw string when they were not valid JSON
+    # Who made the call (who ran Abhed) and where: set when the call is made (dispatch), None in
+    # lines from before these fields (a default here would credit old calls to today's reader).
+    user: str | None = None
+    host: str | None = None
 
 
 class ObservationEvent(_Event):
@@ -125,9 +149,29 @@ class RunEvent(_Event):
     status: Literal["started", "done", "failed", "budget", "interrupted"]
     detail: str = ""
     prompt: str | None = None  # for "started"
+    # for "started", the audit record's who and which model (abhed sessions export)
+    user: str | None = None
+    host: str | None = None
+    model: str | None = None
 
 
-AnyEvent = ActionEvent | ObservationEvent | MessageEvent | CompactionEvent | RunEvent
+class CheckpointEvent(_Event):
+    """The workspace was snapshotted before a call that may change it (abhed/session/checkpoint.py).
+
+    `number` counts the session's checkpoints from 1 in call order; `abhed undo --to N` restores
+    the state this one holds. `not_covered` names files the snapshot left out, and why."""
+
+    kind: Literal["checkpoint"] = "checkpoint"
+    number: int
+    commit: str
+    action_id: str | None  # the call that followed (None: an undo, which is checkpointed too)
+    tool: str
+    not_covered: list[str] = []
+    not_covered_count: int = 0
+    undo_to: int | None = None  # for an undo: the checkpoint whose state it restored
+
+
+AnyEvent = ActionEvent | ObservationEvent | MessageEvent | CompactionEvent | RunEvent | CheckpointEvent
 Event = Annotated[AnyEvent, Field(discriminator="kind")]
 _EVENT = TypeAdapter(Event)
 
@@ -151,22 +195,38 @@ class EventLog:
         it durable: fsync flushes everything written to the file, so an event followed at once by a
         synced one (a reply by the call it makes) costs no fsync of its own. Blobs are always
         durable before the line that names them is written."""
-        line = to_json(event, self._stored).encode("ascii") + b"\n"
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            if _ends_torn(fd):
-                line = b"\n" + line  # keep a torn line on its own so this event stays parseable
-            os.write(fd, line)
+            fcntl.flock(fd, fcntl.LOCK_EX)  # the link to the last line and the write are one step (subagents)
+            torn = _ends_torn(fd)
+            event.seq, event.prev = _tail(self.path, fd)
+            event.seq += 1
+            body = to_json(event, self._stored).encode("ascii")
+            os.write(fd, (b"\n" if torn else b"") + body + b"\n")  # a torn line stays on its own
+            _TAILS[self.path] = (os.fstat(fd).st_ino, os.fstat(fd).st_size, event.seq, line_hash(body))
             if sync:
                 os.fsync(fd)
+                self._anchor(fd)
         finally:
-            os.close(fd)
+            os.close(fd)  # releases the lock
+
+    def _anchor(self, fd: int) -> None:
+        """Note the last durable event's number and hash beside the log (`events.head`): a log cut
+        at the end (lines removed, not torn by a crash) then no longer reaches it. Written after the
+        fsync, never fsync'd itself: after a crash it is at worst older than the log, still true."""
+        seq, last = _tail(self.path, fd)
+        data = json.dumps({"seq": seq, "hash": last}).encode()
+        temp = self.path.parent / f".events.head.{os.getpid()}.{threading.get_ident()}"
+        temp.write_bytes(data)
+        os.replace(temp, self.path.parent / "events.head")
 
     def sync(self) -> None:
         """Make every event appended so far durable."""
         fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)  # pragma: no mutate (O_RDONLY is 0: & is |)
         try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
             os.fsync(fd)
+            self._anchor(fd)
         finally:
             os.close(fd)
 
@@ -275,6 +335,42 @@ class _Payloads:
 
 def _restored(value: dict[str, Any], payloads: _Payloads) -> dict[str, Any]:
     return _map_strings(value, payloads.text)
+
+
+# The chain's end per log, so an append reads only what was added since: (inode, size, seq, hash).
+_TAILS: dict[Path, tuple[int, int, int, str]] = {}
+
+
+def line_hash(line: bytes) -> str:
+    """The hash the next event's `prev` holds: sha256 of the line's bytes, without its newline."""
+    return sha256(line).hexdigest()
+
+
+def _tail(path: Path, fd: int) -> tuple[int, str]:
+    """The number and hash of the log's last readable line: what the next event links to.
+
+    Lines that are not JSON objects (a line torn by a crash) are not in the chain. Reads from where
+    this process last saw the log end, or from the start (a log another process grew or replaced)."""
+    st = os.fstat(fd)
+    inode, size, seq, last = _TAILS.get(path, (st.st_ino, 0, 0, ""))
+    if inode != st.st_ino or size > st.st_size:
+        size, seq, last = 0, 0, ""
+    if size == st.st_size:
+        return seq, last
+    data = os.pread(fd, st.st_size - size, size)
+    end = data.rfind(b"\n") + 1  # a torn line at the end is not read (nor linked to)
+    for line in data[:end].split(b"\n"):
+        if line.strip() and _is_object(line):
+            seq, last = seq + 1, line_hash(line)
+    _TAILS[path] = (st.st_ino, size + end, seq, last)
+    return seq, last
+
+
+def _is_object(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _ends_torn(fd: int) -> bool:

@@ -21,6 +21,7 @@ from abhed.files.lines import LINE_CHARS  # noqa: F401  (tools import it from he
 from abhed.files.paths import PathPolicy
 from abhed.session.store import Session
 
+from abhed.session.checkpoint import Checkpoints
 LINE_CUT_NOTE = "[...line truncated]"
 
 
@@ -68,6 +69,7 @@ class ToolContext:
 
     `vision`: set by the agent from its model's profile (and the operator's override); read shows
     images only when it is set.
+    `checkpoints`: where dispatch snapshots the workspace before a call that may change it.
 
     `spawn`: how the task tool starts a subagent (tools/task.py: `Spawn`). Only the context an
     agent hands to its own task calls carries it (dataclasses.replace), so a subagent runs under
@@ -81,6 +83,7 @@ class ToolContext:
     shell: Closable | None = None  # tools/bash.py: Shell
     spawn: Callable[..., Any] | None = None
     vision: ImageLimits | None = None  # what images the model takes; None: text only (read refuses images)
+    checkpoints: Checkpoints | None = None  # snapshots before every change (None: off, or no git)
 
     def close(self) -> None:
         if self.shell is not None:

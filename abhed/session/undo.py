@@ -1,0 +1,176 @@
+"""`abhed checkpoints` and `abhed undo`: a session's checkpoints listed, and the workspace taken back.
+
+Undo restores the workspace to its state before checkpoint N's call: files modified, created and
+deleted by that call and every later one, whichever tool did it. It works out the plan first and
+shows it; paths the plan would touch that someone other than the session's agent changed since
+(checkpoint.Shadow._outside_changes) are never overwritten unless forced. The undo is itself a
+checkpoint, so `abhed undo` right after an undo takes it back. The session's log gets the
+checkpoint and a note for the model, which must not believe files are as it left them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from abhed.session.checkpoint import Capture, Change, Checkpoints, CheckpointError, Shadow, UndoPlan, UndoRefused, listed, stamp
+from abhed.session.events import ActionEvent, CheckpointEvent, MessageEvent, new_id
+from abhed.session.store import Session, SessionError, SessionStore
+
+WHAT = {"M": "restore", "A": "recreate", "D": "delete"}  # a plan's statuses: what undo does to the path
+
+
+@dataclass
+class Row:
+    number: int
+    at: str
+    agent_id: str
+    call: str  # the call that followed, in a few words
+    changed: list[Change] | None  # None: the call never ended (killed), so what it changed is unknown
+
+
+def rows(checkpoints: Checkpoints, session: Session) -> list[Row]:
+    """The session's checkpoints, each with its call (from the log) and what that call changed."""
+    actions = {e.id: e for e in session.log.load().events if isinstance(e, ActionEvent)}
+    out = []
+    for entry in checkpoints.listing(session.id):
+        meta = entry.snapshot.meta
+        action = actions.get(str(meta.get("call")))
+        if meta.get("tool") == "undo":
+            call = f"undo to before checkpoint {meta.get('to')}"
+        elif action is not None:
+            call = f"{action.tool} {_gist(action.input)}"
+        else:
+            call = str(meta.get("tool", "?"))
+        at = action.at.strftime("%Y-%m-%d %H:%M:%S") if action else str(meta.get("at", ""))
+        out.append(Row(entry.snapshot.number, at, str(meta.get("agent_id", "main")), call, entry.changed))
+    return out
+
+
+def _gist(value: object) -> str:
+    if isinstance(value, dict):
+        for key in ("command", "path"):
+            if isinstance(value.get(key), str):
+                return value[key]
+    return json.dumps(value, ensure_ascii=False)
+
+
+def table(found: list[Row], session_id: str) -> str:
+    if not found:
+        return (f"[session {session_id} has no checkpoints: none of its calls changed the workspace, or checkpoints "
+                "were off]")
+    lines = []
+    for row in found:
+        if row.changed is None:
+            changed = "? (the call never finished)"
+        else:
+            names = ", ".join(f"{c.status} {c.path}" for c in row.changed[:3])
+            changed = f"{len(row.changed)}" + (f" ({names}{', ...' if len(row.changed) > 3 else ''})" if names else "")
+        call = " ".join(row.call.split())
+        call = call if len(call) <= 60 else call[:57] + "..."
+        lines.append(f"{row.number:>4}  {row.at:<19}  {row.agent_id:<8} {call:<60}  {changed}")
+    first, last = found[0].number, found[-1].number
+    lines.append(f"Undo the last call: abhed undo {session_id}; back to before checkpoint N: abhed undo --to N "
+                 f"{session_id} (N from {first} to {last}).")
+    return "\n".join(lines)
+
+
+def describe(plan: UndoPlan, workspace: str) -> str:
+    """The plan in words, for the human to confirm."""
+    count = len(plan.changes)
+    head = f"Undo to before checkpoint {plan.to.number} changes {count} file{'s' * (count != 1)} in {workspace}:"
+    body = listed([f"{WHAT.get(c.status, c.status)} {c.path}" for c in plan.changes])
+    return f"{head}\n{body}\nFiles not covered by checkpoints (ignored, excluded or too large) are left as they are."
+
+
+def undo(checkpoints: Checkpoints, session: Session, number: int | None, *, force: bool,
+         confirm: Callable[[str], bool], tell: Callable[[str], None] | None = None) -> str:
+    """Undo to before checkpoint `number` (default: the last one); the report of what was done.
+
+    `tell` puts the note for the model into the conversation (a running chat's agent); by default
+    it goes into the log, where the next run or resume reads it.
+    Raises CheckpointError (UndoRefused when others' changes are in the way) with what to do.
+    """
+    shadow = checkpoints.shadow
+    with shadow.locked():
+        number = number or _last(shadow, session.id)
+        plan = shadow.plan_undo(session.id, number)
+    if not plan.changes:
+        return f"Nothing to undo: the workspace already is as it was before checkpoint {number}."
+    if plan.outside and not force:
+        raise UndoRefused(
+            f"Undo refused: {len(plan.outside)} of the files it would change were changed by someone other than "
+            f"this session's agent (you, or another session) since checkpoint {number}:\n{listed(plan.outside)}\n"
+            "Nothing was changed. To keep those changes, copy them elsewhere first; then rerun with --force to "
+            "overwrite them.", plan.outside)
+    if not confirm(describe(plan, str(shadow.workspace))):
+        return "Undo cancelled; nothing was changed."
+    with shadow.locked():
+        now = shadow.capture()
+        if now.tree != plan.now.tree:
+            raise CheckpointError("The workspace changed while the undo waited for your answer; nothing was changed. "
+                                  "Run the undo again to see the new plan.")
+        return _apply(shadow, session, plan, now, tell)
+
+
+def _last(shadow: Shadow, session_id: str) -> int:
+    last = shadow.last_number(session_id)
+    if not last:
+        raise CheckpointError(f"Session {session_id} has no checkpoints, so there is nothing to undo (checkpoints "
+                              "are taken before each call that may change the workspace).")
+    return last
+
+
+def _apply(shadow: Shadow, session: Session, plan: UndoPlan, now: Capture,
+           tell: Callable[[str], None] | None) -> str:
+    call = f"undo-{new_id()}"
+    number = _last(shadow, session.id) + 1
+    before = shadow.commit(session.id, now, {"kind": "before", "number": number, "last": number, "call": call,
+                                             "tool": "undo",
+                                             "to": plan.to.number, "agent_id": "human", "at": stamp()})
+    session.record(CheckpointEvent(session_id=session.id, agent_id="human", number=number, commit=before.commit,
+                                   action_id=None, tool="undo", undo_to=plan.to.number))
+    shadow.apply(plan)
+    shadow.commit(session.id, shadow.capture(), {"kind": "after", "number": number, "last": number, "call": call,
+                                                  "tool": "undo", "at": stamp()})
+    note = (f"[Abhed: the user undid the changes since checkpoint {plan.to.number}: the workspace is back to its "
+            f"state before that call ({_summary(plan.changes)}). Files you read or wrote since may differ now: read "
+            "them again before editing.]")
+    if tell is not None:
+        tell(note)
+    else:
+        session.record(MessageEvent(session_id=session.id, role="user", origin="undo", content=note))
+    return (f"Undone: the workspace is as it was before checkpoint {plan.to.number} ({_summary(plan.changes)}). This "
+            f"undo is checkpoint {number}: `abhed undo --to {number} {session.id}` takes it back.")
+
+
+def _summary(changes: list[Change]) -> str:
+    parts = []
+    for status, word in (("M", "restored"), ("A", "recreated"), ("D", "deleted")):
+        n = sum(c.status == status for c in changes)
+        if n:
+            parts.append(f"{n} {word}")
+    return ", ".join(parts)
+
+
+def run_range(first: int, last: int, session_id: str) -> str | None:
+    """What `abhed run` prints at its end: the checkpoints its calls took, and how to undo them all."""
+    if last < first:
+        return None
+    span = f"checkpoint {first}" if first == last else f"checkpoints {first}-{last}"
+    return f"{span} (undo this run: abhed undo --to {first} {session_id})"
+
+
+def latest_session(store: SessionStore, workspace: Path) -> str | None:
+    """The id of the newest session working in `workspace` (what SESSION defaults to)."""
+    found = []
+    for session_id in store.ids():
+        try:
+            state = store.open(session_id).state
+        except SessionError:
+            continue
+        if state.workspace == str(workspace):
+            found.append((state.created_at, session_id))
+    return max(found)[1] if found else None

@@ -1,0 +1,441 @@
+"""Checkpoints and undo (issue 16): real git, real files, the real `abhed` command line.
+
+Judged by what is on disk afterwards (bytes, modes, the project's own .git), never by what a
+command printed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from abhed.agent import dispatch
+from abhed.session import checkpoint
+from abhed.gate.approval import read_only_command
+from abhed.session.checkpoint import Shadow
+from abhed.session.events import CheckpointEvent
+from abhed.session.undo import undo
+from abhed_testing import Tools, abhed
+
+
+def tree_state(root: Path, skip: tuple[str, ...] = (".abhed", ".git")) -> dict[str, tuple[str, int, bytes]]:
+    """Every entry below root: kind, exact permission bits, content (or link target)."""
+    found = {}
+    for directory, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in skip)
+        for name in dirs + files:
+            path = Path(directory, name)
+            st = path.lstat()
+            rel = str(path.relative_to(root))
+            if stat.S_ISLNK(st.st_mode):
+                found[rel] = ("link", 0, os.readlink(path).encode())
+            elif stat.S_ISDIR(st.st_mode):
+                found[rel] = ("dir", 0, b"")  # git keeps no directory modes
+            else:
+                found[rel] = ("file", stat.S_IMODE(st.st_mode), path.read_bytes())
+    return found
+
+
+def dir_digest(root: Path) -> str:
+    """A hash over every file of a directory (names, modes, bytes): to show it was not touched."""
+    h = hashlib.sha256()
+    for directory, dirs, files in sorted(os.walk(root)):
+        dirs.sort()
+        for name in sorted(files):
+            path = Path(directory, name)
+            h.update(str(path.relative_to(root)).encode() + oct(path.lstat().st_mode).encode())
+            h.update(os.readlink(path).encode() if path.is_symlink() else path.read_bytes())
+    return h.hexdigest()
+
+
+def populate(ws: Path) -> None:
+    (ws / "src").mkdir()
+    (ws / "src" / "lib").mkdir()
+    (ws / "src" / "lib" / "a.py").write_bytes(b"def a():\n    return 1\n")
+    (ws / "src" / "lib" / "data.bin").write_bytes(bytes(range(256)) * 4 + b"\r\n\0tail")
+    (ws / "src" / "secret.txt").write_text("keep me private\n")
+    (ws / "src" / "secret.txt").chmod(0o600)
+    (ws / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    (ws / "run.sh").chmod(0o755)
+    (ws / "notes.md").write_text("line 1\r\nline 2\r\n")
+    (ws / "link").symlink_to("src/lib/a.py")
+
+
+def shadow(home: Path, ws: Path, **kw) -> Shadow:
+    return Shadow(home, ws, **kw)
+
+
+# -- the scripted session of the issue: bash deletes a directory, rewrites a file, creates others --
+
+
+def test_undo_restores_what_a_bash_command_did_byte_for_byte(ws: Path, home: Path) -> None:
+    populate(ws)
+    before = tree_state(ws)
+    script = ("rm -r src/lib && printf 'rewritten' > notes.md && chmod 640 notes.md && mkdir out && "
+              "echo made > out/new.txt && echo more > extra.txt && ln -sf notes.md link")
+    run = abhed("tool", "bash", json.dumps({"command": script, "description": "reshape"}), "--session", "s1",
+                "--workspace", str(ws), "--confirm")
+    assert run.returncode == 0, run.stderr
+    assert not (ws / "src" / "lib").exists() and (ws / "extra.txt").exists()  # the command really ran
+    after = tree_state(ws)
+
+    listing = abhed("checkpoints", "s1")
+    assert listing.returncode == 0, listing.stderr
+    assert "   1  " in listing.stdout and "bash rm -r src/lib" in listing.stdout
+    assert "abhed undo --to N s1" in listing.stdout
+
+    done = abhed("undo", "s1", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "restore notes.md" in done.stdout and "recreate src/lib/a.py" in done.stdout
+    assert "delete extra.txt" in done.stdout and "delete out/new.txt" in done.stdout
+    assert tree_state(ws) == before  # content, modes (0600, 0755), the symlink: all as they were
+
+    again = abhed("undo", "s1", "--yes")  # the undo is itself a checkpoint: taking it back redoes the command
+    assert again.returncode == 0, again.stderr
+    assert "checkpoint 2" in again.stdout
+    assert tree_state(ws) == after
+
+
+def test_undo_to_an_earlier_checkpoint_reverts_every_later_call(ws: Path, home: Path) -> None:
+    (ws / "a.txt").write_text("one\n")
+    base = tree_state(ws)
+    for n, command in enumerate(["echo two > a.txt", "echo three > b.txt", "rm a.txt"], start=1):
+        run = abhed("tool", "bash", json.dumps({"command": command, "description": f"step {n}"}), "--session", "s",
+                    "--workspace", str(ws), "--mode", "auto")
+        assert run.returncode == 0 and "Not run" not in run.stdout, run.stdout + run.stderr
+    middle = abhed("undo", "s", "--to", "2", "--yes")
+    assert middle.returncode == 0, middle.stderr
+    assert (ws / "a.txt").read_text() == "two\n" and not (ws / "b.txt").exists()
+    first = abhed("undo", "s", "--to", "1", "--yes")
+    assert first.returncode == 0, first.stderr
+    assert tree_state(ws) == base
+
+
+def test_undo_asks_first_and_a_no_changes_nothing(ws: Path, home: Path) -> None:
+    (ws / "a.txt").write_text("one\n")
+    abhed("tool", "write", json.dumps({"path": str(ws / "b.txt"), "content": "new\n"}), "--session", "s",
+          "--workspace", str(ws))
+    asked = abhed("undo", "s", input="")  # no terminal to answer on
+    assert asked.returncode == 1
+    assert "delete b.txt" in asked.stdout and "pass --yes" in asked.stderr
+    assert (ws / "b.txt").read_text() == "new\n"
+
+
+def test_undo_without_checkpoints_and_of_a_missing_number_say_what_to_do(ws: Path, home: Path) -> None:
+    abhed("tool", "read", json.dumps({"path": str(ws)}), "--session", "s", "--workspace", str(ws))
+    none = abhed("undo", "s", "--yes")
+    assert none.returncode == 2 and "Session s has no checkpoints" in none.stderr
+    abhed("tool", "write", json.dumps({"path": str(ws / "b.txt"), "content": "x"}), "--session", "s",
+          "--workspace", str(ws))
+    missing = abhed("undo", "s", "--to", "7", "--yes")
+    assert missing.returncode == 2
+    assert "no checkpoint 7 in session s (it has 1 to 1)" in missing.stderr and "abhed checkpoints s" in missing.stderr
+    nobody = abhed("undo", "--yes", cwd=ws.parent)
+    assert nobody.returncode == 2 and f"No session works in {ws.parent}" in nobody.stderr
+
+
+# -- the human's changes are never overwritten silently ------------------------------------------
+
+
+def test_undo_refuses_to_overwrite_what_the_human_changed_since_and_lists_it(ws: Path, home: Path) -> None:
+    (ws / "a.txt").write_text("agent's start\n")
+    abhed("tool", "bash", json.dumps({"command": "echo agent > a.txt; echo agent > b.txt", "description": "x"}),
+          "--session", "s", "--workspace", str(ws), "--mode", "auto")
+    (ws / "a.txt").write_text("the human's work\n")  # after the agent's call
+    refused = abhed("undo", "s", "--yes")
+    assert refused.returncode == 1
+    assert "1 of the files it would change were changed by someone other than" in refused.stderr
+    assert "  a.txt" in refused.stderr and "--force" in refused.stderr and "b.txt" not in refused.stderr
+    assert (ws / "a.txt").read_text() == "the human's work\n" and (ws / "b.txt").exists()  # nothing changed
+    forced = abhed("undo", "s", "--yes", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert (ws / "a.txt").read_text() == "agent's start\n" and not (ws / "b.txt").exists()
+
+
+def test_a_human_change_between_two_calls_is_protected_too(ws: Path, home: Path) -> None:
+    (ws / "a.txt").write_text("1\n")
+    call = ["--session", "s", "--workspace", str(ws), "--mode", "auto"]
+    abhed("tool", "bash", json.dumps({"command": "echo agent > b.txt", "description": "x"}), *call)
+    (ws / "a.txt").write_text("human\n")
+    abhed("tool", "bash", json.dumps({"command": "echo agent > c.txt", "description": "x"}), *call)
+    refused = abhed("undo", "s", "--to", "1", "--yes")
+    assert refused.returncode == 1 and "  a.txt" in refused.stderr
+    ok = abhed("undo", "s", "--to", "2", "--yes")  # the human's change came before checkpoint 2: not in the way
+    assert ok.returncode == 0, ok.stderr
+    assert (ws / "a.txt").read_text() == "human\n" and not (ws / "c.txt").exists() and (ws / "b.txt").exists()
+
+
+# -- what is and is not covered -------------------------------------------------------------------
+
+
+def test_ignored_excluded_large_files_and_nested_repositories_are_left_out_and_named(ws: Path, home: Path) -> None:
+    (ws / ".gitignore").write_text("*.log\n")
+    (ws / "debug.log").write_text("ignored\n")
+    (ws / "node_modules").mkdir()
+    (ws / "node_modules" / "dep.js").write_text("x")
+    (ws / "big.bin").write_bytes(b"\0" * 2000)
+    (ws / "small.txt").write_text("s")
+    subprocess.run(["git", "init", "-q", str(ws / "vendor")], check=True)
+    (ws / "vendor" / "v.c").write_text("v")
+    s = shadow(home, ws, exclude=("node_modules",), max_file_bytes=1000)
+    snap, capture = s.snapshot("s", "before", {"call": "c", "tool": "bash"})
+    files = s.git("ls-tree", "-r", "--name-only", snap.tree).decode().split()
+    assert files == [".gitignore", "small.txt"]
+    assert capture.not_covered == ["vendor/ (a nested git repository: commit or copy it yourself)",
+                                   "big.bin (2,000 bytes, over checkpoints.max_file_bytes)"]
+
+
+def test_the_checkpoint_event_names_files_not_covered(ws: Path, home: Path) -> None:
+    (ws / "big.bin").write_bytes(b"\0" * 2000)
+    t = Tools(ws, home)
+    t.ctx.checkpoints = checkpoint.Checkpoints(shadow(home, ws, max_file_bytes=1000))
+    result = t("write", path=str(ws / "a.txt"), content="x")
+    assert result.metadata["checkpoint"]["number"] == 1 and result.metadata["checkpoint"]["not_covered"] == 1
+    events = [e for e in t.session.log.load().events if isinstance(e, CheckpointEvent)]
+    assert [(e.number, e.tool, e.not_covered) for e in events] == [
+        (1, "write", ["big.bin (2,000 bytes, over checkpoints.max_file_bytes)"])]
+
+
+def test_a_session_store_inside_the_workspace_is_not_snapshotted(ws: Path) -> None:
+    (ws / "a.txt").write_text("a")
+    home = ws / "my store"  # e.g. the workspace is the user's home directory
+    s = shadow(home, ws)
+    first, _ = s.snapshot("s", "before", {"call": "1", "tool": "bash"})
+    second, _ = s.snapshot("s", "before", {"call": "2", "tool": "bash"})
+    assert s.git("ls-tree", "-r", "--name-only", second.tree).decode().split() == ["a.txt"]
+    assert first.tree == second.tree
+
+
+# -- which calls are checkpointed ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("line", ["ls -la", "cat a | grep x", "cd src && ls", "find . -name '*.py'", "wc -l a b",
+                                  "cat a > /dev/null 2>&1", "bash -c 'cat x'"])
+def test_read_only_command_lines_are_not_checkpointed(line: str) -> None:
+    assert read_only_command(line)
+
+
+@pytest.mark.parametrize("line", ["echo hi > f", "rm x", "python3 -c 'import shutil; shutil.rmtree(\"src\")'",
+                                  "find . -delete", "find . -exec rm {} ;", "xargs rm", "ls; touch a", "$CMD",
+                                  "echo $(rm -rf x)", "cat <(rm x)", "bash -c 'rm x'", "rg --pre ./x y", "git status",
+                                  "sort -o out in", "X=1 ls", "tree -o out", ""])
+def test_every_other_command_line_is_checkpointed(line: str) -> None:
+    assert not read_only_command(line)
+
+
+def test_a_read_only_call_takes_no_checkpoint_and_a_change_takes_one(ws: Path, home: Path) -> None:
+    (ws / "a.txt").write_text("a\n")
+    t = Tools(ws, home)
+    t.ctx.checkpoints = checkpoint.Checkpoints(shadow(home, ws))
+    t.ok("read", path=str(ws / "a.txt"))
+    t.ok("glob", pattern="*")
+    assert not [e for e in t.session.log.load().events if isinstance(e, CheckpointEvent)]
+    t.ok("edit", path=str(ws / "a.txt"), old_string="a", new_string="b")
+    t.ok("write", path=str(ws / "c.txt"), content="c")
+    numbers = [e.number for e in t.session.log.load().events if isinstance(e, CheckpointEvent)]
+    assert numbers == [1, 2]
+
+
+def test_when_the_checkpoint_cannot_be_taken_the_change_does_not_run(ws: Path, home: Path) -> None:
+    t = Tools(ws, home)
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "checkpoints").write_text("not a directory")  # the shadow repository cannot be created
+    t.ctx.checkpoints = checkpoint.Checkpoints(shadow(home, ws))
+    result = t("write", path=str(ws / "a.txt"), content="x")
+    assert result.is_error and result.metadata["error_kind"] == dispatch.CHECKPOINT_FAILED
+    assert "Not run: the checkpoint that lets this change be undone could not be taken" in result.content
+    assert "checkpoints.enabled = false" in result.content
+    assert not (ws / "a.txt").exists()
+
+
+# -- a hostile workspace: the shadow repository's git runs nothing from it --------------------------
+
+
+def test_workspace_filters_hooks_fsmonitor_and_attributes_run_nothing_and_change_no_byte(ws: Path, home: Path,
+                                                                                           tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    evil = f"touch {marks}/ran-$$"
+    with open(ws / ".git" / "config", "a") as config:
+        config.write(f'[filter "evil"]\n\tclean = {evil}\n\tsmudge = {evil}\n\trequired = true\n'
+                     f'[core]\n\tfsmonitor = {evil}\n\thooksPath = {ws}/.githooks\n'
+                     f'[diff "evil"]\n\ttextconv = {evil}\n')
+    hooks = ws / ".githooks"
+    hooks.mkdir()
+    for hook in ("pre-commit", "post-commit", "post-checkout", "post-index-change", "reference-transaction"):
+        for where in (hooks, ws / ".git" / "hooks"):
+            (where / hook).write_text(f"#!/bin/sh\n{evil}\n")
+            (where / hook).chmod(0o755)
+    (ws / ".gitattributes").write_text("* filter=evil diff=evil text eol=crlf ident working-tree-encoding=UTF-16\n")
+    (ws / "crlf.txt").write_bytes(b"$Id$\nunix\nwindows\r\n")
+    # what the human's own git setup could add: a global config and attributes under HOME
+    fake_home = tmp_path / "userhome"
+    (fake_home / ".config" / "git").mkdir(parents=True)
+    (fake_home / ".gitconfig").write_text(f'[filter "evil"]\n\tclean = {evil}\n[core]\n\tfsmonitor = {evil}\n')
+    (fake_home / ".config" / "git" / "attributes").write_text("* filter=evil\n")
+    project_git = dir_digest(ws / ".git")
+    before = tree_state(ws, skip=(".abhed", ".git"))
+
+    env = {"HOME": str(fake_home), "GIT_CONFIG_PARAMETERS": f"'core.fsmonitor'='{evil}'",
+           "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.hooksPath", "GIT_CONFIG_VALUE_0": str(hooks),
+           "GIT_EXTERNAL_DIFF": evil}
+    script = "rm crlf.txt .gitattributes && echo x > new.txt"
+    run = abhed("tool", "bash", json.dumps({"command": script, "description": "x"}), "--session", "s",
+                "--workspace", str(ws), "--confirm", env=env)
+    assert run.returncode == 0, run.stderr
+    listing = abhed("checkpoints", "s", env=env)
+    assert listing.returncode == 0, listing.stderr
+    done = abhed("undo", "s", "--yes", env=env)
+    assert done.returncode == 0, done.stderr
+
+    assert list(marks.iterdir()) == []  # no filter, hook or fsmonitor ran
+    assert tree_state(ws, skip=(".abhed", ".git")) == before  # CRLF, $Id$: byte for byte
+    assert dir_digest(ws / ".git") == project_git  # the project's index, refs, config: untouched
+
+
+def test_the_project_repository_is_untouched_when_dirty_and_in_a_worktree(ws: Path, home: Path,
+                                                                          tmp_path: Path) -> None:
+    main = tmp_path / "main"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(main)], check=True)
+    (main / "a.txt").write_text("committed\n")
+    subprocess.run(git + ["-C", str(main), "add", "a.txt"], check=True)
+    subprocess.run(git + ["-C", str(main), "commit", "-qm", "one"], check=True)
+    (main / "a.txt").write_text("staged\n")
+    subprocess.run(git + ["-C", str(main), "add", "a.txt"], check=True)
+    (main / "a.txt").write_text("dirty, unstaged\n")
+    (main / "b.txt").write_text("stashed\n")
+    subprocess.run(git + ["-C", str(main), "stash", "push", "-q", "-u", "--", "b.txt"], check=True)
+    tree = tmp_path / "wt"
+    subprocess.run(git + ["-C", str(main), "worktree", "add", "-q", str(tree)], check=True)
+    (tree / "a.txt").write_text("worktree dirty\n")
+    for workspace in (main, tree):
+        status = subprocess.run(["git", "-C", str(workspace), "status", "--porcelain"], capture_output=True,
+                                text=True, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"}).stdout
+        project = dir_digest(main / ".git")
+        before = tree_state(workspace, skip=(".abhed", ".git"))
+        # write, not bash: the sandbox adds mount points under .git (its business, tested in tests/sandbox)
+        for name in ("a.txt", "n.txt"):
+            run = abhed("tool", "write", json.dumps({"path": str(workspace / name), "content": "agent\n"}),
+                        "--session", workspace.name, "--workspace", str(workspace), "--mode", "auto")
+            assert run.returncode == 0 and "Not run" not in run.stdout, run.stdout + run.stderr
+        assert abhed("undo", workspace.name, "--to", "1", "--yes").returncode == 0
+        assert tree_state(workspace, skip=(".abhed", ".git")) == before
+        assert dir_digest(main / ".git") == project  # index, refs, stash, worktree metadata
+        assert subprocess.run(["git", "-C", str(workspace), "status", "--porcelain"], capture_output=True,
+                              text=True, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"}).stdout == status
+
+
+# -- the store survives kill -9 and concurrent writers -------------------------------------------
+
+WRITER = """
+import sys, time
+from pathlib import Path
+from abhed.session.checkpoint import Shadow
+home, ws, session, count = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+s = Shadow(home, ws)
+for i in range(count):
+    (ws / f"{session}-{i}.txt").write_text(f"{session} {i}\\n")
+    snap, _ = s.snapshot(session, "before", {"call": f"{session}-{i}", "tool": "bash"})
+    s.snapshot(session, "after", {"call": f"{session}-{i}", "tool": "bash", "number": snap.number})
+    print(snap.number, flush=True)
+"""
+
+
+def test_concurrent_processes_and_threads_checkpoint_without_corrupting_each_other(ws: Path, home: Path) -> None:
+    for n in range(200):
+        (ws / f"base-{n}.txt").write_text(str(n))
+    processes = [subprocess.Popen([sys.executable, "-c", WRITER, str(home), str(ws), f"p{k}", "8"],
+                                  stdout=subprocess.PIPE, text=True) for k in range(4)]
+    outputs = [p.communicate(timeout=300)[0] for p in processes]
+    assert all(p.returncode == 0 for p in processes)
+    assert all(out.split() == [str(i) for i in range(1, 9)] for out in outputs)  # each session numbered 1..8
+    s = shadow(home, ws)
+    assert s.git("fsck", "--strict", "--no-dangling").strip() == b""
+    for k in range(4):
+        chain = s.chain(f"p{k}")
+        assert [(c.kind, c.number) for c in chain] == [(kind, n) for n in range(1, 9) for kind in ("before", "after")]
+        last = s.git("ls-tree", "--name-only", chain[-1].tree).decode().split()
+        assert f"p{k}-7.txt" in last  # each snapshot holds its own writer's file
+
+
+def test_subagents_of_one_session_checkpoint_side_by_side_with_distinct_numbers(ws: Path, home: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+    t = Tools(ws, home)
+    t.ctx.checkpoints = checkpoint.Checkpoints(shadow(home, ws))
+
+    def work(k: int) -> None:
+        for i in range(3):
+            t("write", path=str(ws / f"agent{k}-{i}.txt"), content=f"{k} {i}")
+    with ThreadPoolExecutor(6) as pool:
+        list(pool.map(work, range(6)))
+    numbers = sorted(e.number for e in t.session.log.load().events if isinstance(e, CheckpointEvent))
+    assert numbers == list(range(1, 19))
+    assert undo(t.ctx.checkpoints, t.session, 1, force=False, confirm=lambda plan: True).startswith("Undone")
+    assert sorted(p.name for p in ws.iterdir() if not p.name.startswith(".")) == []
+
+
+KILLED = """
+import sys
+from pathlib import Path
+from abhed.session.checkpoint import Shadow
+home, ws = Path(sys.argv[1]), Path(sys.argv[2])
+s = Shadow(home, ws)
+i = 0
+while True:
+    (ws / f"f{i % 50}.txt").write_text(str(i))
+    s.snapshot("k", "before", {"call": str(i), "tool": "bash"})
+    print(i, flush=True)
+    i += 1
+"""
+
+
+@pytest.mark.slow
+def test_kill_9_during_a_checkpoint_leaves_a_usable_store(ws: Path, home: Path) -> None:
+    import random
+    import signal
+    import time
+    for n in range(2000):
+        (ws / f"base-{n}.txt").write_text(str(n) * 50)
+    rng = random.Random(16)
+    for attempt in range(8):
+        process = subprocess.Popen([sys.executable, "-c", KILLED, str(home), str(ws)], stdout=subprocess.PIPE,
+                                   text=True, start_new_session=True)
+        process.stdout.readline()  # one snapshot done: the next one is under way
+        time.sleep(rng.uniform(0, 0.2))
+        os.killpg(process.pid, signal.SIGKILL)  # git children too, mid-write
+        process.wait()
+    s = shadow(home, ws)
+    (ws / "after.txt").write_text("after the kills\n")
+    snap, _ = s.snapshot("k", "before", {"call": "last", "tool": "bash"})
+    assert "after.txt" in s.git("ls-tree", "--name-only", snap.tree).decode().split()
+    assert s.git("fsck", "--no-dangling").strip() == b""
+    numbers = [c.number for c in s.chain("k")]
+    assert numbers == list(range(1, len(numbers) + 1))
+    with s.locked():
+        plan = s.plan_undo("k", 1)
+        s.apply(plan)
+    assert not (ws / "after.txt").exists()
+
+
+# -- no git -----------------------------------------------------------------------------------------
+
+
+def test_without_git_checkpoints_are_off_and_doctor_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from abhed.session import config
+    from abhed.cli.doctor import checkpoints_check
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing on it
+    settings = config.load({}, env={"ABHED_HOME": str(tmp_path / "h"), "ABHED_CONFIG": "/nonexistent"})
+    assert checkpoint.from_settings(settings, tmp_path) is None
+    check = checkpoints_check(settings)
+    assert check.status == "WARN" and "no git binary" in check.message and "undo" in check.message
+    monkeypatch.undo()
+    assert checkpoints_check(settings).status == "OK"
