@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -68,6 +68,8 @@ class ToolContext:
     one_shot: bool = False
     shell: Shell | None = None
     spawn: Callable[..., Any] | None = None
+    # Tools beyond the native nine (the MCP gateway's admitted tools); whoever made it closes it.
+    extra: ToolSource | None = None
 
     def close(self) -> None:
         if self.shell is not None:
@@ -82,6 +84,17 @@ class ToolContext:
         return self.paths.resolve(raw, cwd=self.cwd, field=field)
 
 
+class ToolSource(Protocol):
+    """Where dispatch finds a tool that is not native (abhed.mcp.gateway.Gateway)."""
+
+    def tool(self, name: str) -> Tool | None: ...
+
+    def names(self) -> list[str]: ...
+
+    def unavailable(self, name: str) -> str | None:
+        """Why `name` is known but not offered (withheld, its server down), or None."""
+
+
 class Tool(ABC):
     name: ClassVar[str]
     description: ClassVar[str]
@@ -92,6 +105,11 @@ class Tool(ABC):
 
     @abstractmethod
     def run(self, args: Any, ctx: ToolContext) -> ToolResult: ...
+
+    def validate(self, value: Any) -> Any:
+        """The arguments as `run` takes them; pydantic's ValidationError (or a ToolError from a tool that
+        checks a schema of its own, e.g. an MCP tool) when they are invalid."""
+        return self.Input.model_validate(value)
 
     def parameters(self) -> dict[str, Any]:
         return spec_schema(self.Input)
