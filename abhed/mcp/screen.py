@@ -42,6 +42,7 @@ _PHRASES: tuple[tuple[str, str], ...] = (
 )
 _COMPILED = tuple((re.compile(pattern, re.IGNORECASE | re.DOTALL), why) for pattern, why in _PHRASES)
 _TAGS = range(0xE0000, 0xE0080)
+_METASCHEMA = re.compile(r"https?://json-schema\.org/[\w./-]*#?")
 
 
 def findings(name: str, description: str, schema: Any) -> list[str]:
@@ -62,6 +63,8 @@ def _schema_texts(schema: Any, where: str = "") -> list[tuple[str, str]]:
     if isinstance(schema, dict):
         for key, value in schema.items():
             here = f"{where}.{key}" if where else str(key)
+            if key == "$schema" and isinstance(value, str) and _METASCHEMA.fullmatch(value):
+                continue  # which JSON Schema dialect: machinery, not words for the model
             out.append((f"{here} (key)", str(key)))
             if isinstance(value, str):
                 out.append((here, value))
