@@ -7,6 +7,7 @@ workspace must not be able to widen its own permissions, so no project-level con
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tomllib
 from pathlib import Path
@@ -147,7 +148,6 @@ class McpConfig(_Section):
     @field_validator("servers")
     @classmethod
     def _names(cls, servers: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
-        import re
         for name in servers:
             if not re.fullmatch(r"[a-z0-9](?:[a-z0-9-]|_(?!_))*", name) or name.endswith("_") or len(name) > 20:
                 raise ValueError(f"server name {name!r}: use lowercase letters, digits, - and single _ (at most 20 "

@@ -428,7 +428,11 @@ class HttpConnection(Connection):
                          "Content-Type": "application/json"}
         self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 30.0)),
                                   follow_redirects=False, trust_env=False)
-        self._lock = threading.Lock()
+        self._ended = False  # the server forgot the session (HTTP 404): the gateway starts a new one
+
+    @property
+    def alive(self) -> bool:
+        return not self._ended
 
     def negotiated(self, version: str) -> None:
         if version != "2024-11-05":
@@ -562,6 +566,7 @@ class _Checked:
                            "entry.", "http")
         if response.status_code == 404 and "Mcp-Session-Id" in connection._headers:
             connection._headers.pop("Mcp-Session-Id")
+            connection._ended = True
             raise McpError(f"The MCP server {c.name} at {c.url} ended the session (HTTP 404). The next call starts "
                            "a new one.", "exited")
         raise McpError(f"The MCP server {c.name} at {c.url} answered HTTP {response.status_code}: {body!r}. Check "

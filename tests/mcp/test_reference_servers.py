@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -26,9 +27,18 @@ def venv_server(program: str, *args: str) -> dict:
     return {"command": [str(path), *args], "read_only": [str(path.parents[1]), str(python), str(PYTHON_PREFIX)]}
 
 
+def node() -> str:
+    found = shutil.which("node")
+    if found is None:
+        pytest.fail("node is not installed: scripts/setup-mcp-servers installs it (Debian's nodejs)")
+    return os.path.realpath(found)
+
+
 def node_server(package: str, *args: str) -> dict:
     script = installed(*NODE_MODULES, package, "dist", "index.js")
-    return {"command": ["/usr/bin/node", str(script), *args], "read_only": [str(installed("node"))]}
+    prefix = Path(node()).parents[1]  # where this node lives, when not /usr: the sandbox must show it
+    extra = [] if prefix == Path("/usr") else [str(prefix)]
+    return {"command": [node(), str(script), *args], "read_only": [str(installed("node")), *extra]}
 
 
 def call(site, name: str, arguments: dict) -> dict:
@@ -117,7 +127,7 @@ def _free_port() -> int:
 def test_server_everything_over_streamable_http(site):
     script = installed(*NODE_MODULES, "server-everything", "dist", "index.js")
     port = _free_port()
-    server = subprocess.Popen(["/usr/bin/node", str(script), "streamableHttp"], env={**os.environ, "PORT": str(port)},
+    server = subprocess.Popen([node(), str(script), "streamableHttp"], env={**os.environ, "PORT": str(port)},
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
