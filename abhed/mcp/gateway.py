@@ -353,6 +353,7 @@ class Gateway:
         pinned = pinning.load(self.pins_file) if settings.mcp.servers else {}
         self.servers = {name: Server(name, cfg, pinned.get(name, {}), settings, workspace, environ)
                         for name, cfg in settings.mcp.servers.items() if only is None or name in only}
+        self.configured = list(settings.mcp.servers)
         self.tools: list[McpTool] = []
         self.withheld: dict[str, str] = {}  # full name (or server) -> why
         self.failed: dict[str, str] = {}  # server -> why it could not be used
@@ -388,12 +389,30 @@ class Gateway:
         parts = split_name(name)
         if parts is None:
             return None
-        server, _ = parts
+        server, tool = parts
         if server in self.failed:
             return f"The MCP server {server} is not available in this session: {self.failed[server]}"
         if server not in self.servers:
-            return f"There is no MCP server named {server!r} in this session."
-        return None
+            known = ", ".join(self.configured) or "none"
+            return f"There is no MCP server named {server!r} (the configured ones: {known})."
+        mine = [t.name for t in self.tools if t.server is self.servers[server]]
+        return (f"The MCP server {server} has no admitted tool {tool!r}. Its admitted tools: {', '.join(mine) or 'none'}. "
+                "Call one of them by its exact name.")
+
+    def status(self) -> list[str]:
+        """What this session has from each server, one line a server or tool (for chat's /mcp)."""
+        lines: list[str] = []
+        for name, server in self.servers.items():
+            if name in self.failed:
+                lines.append(f"{name}: not available ({self.failed[name]})")
+                continue
+            mine = [t.name for t in self.tools if t.server is server]
+            lines.append(f"{name}: {server.describe()}; {len(mine)} tool(s) admitted")
+            lines += [f"  {tool}" for tool in mine]
+            prefix = full_name(name, "")
+            lines += [f"  {tool} WITHHELD: {why}" for tool, why in sorted(self.withheld.items())
+                      if tool.startswith(prefix)]
+        return lines or ["no MCP servers configured"]
 
     def close(self) -> None:
         for server in self.servers.values():

@@ -82,6 +82,9 @@ def test_a_rug_pull_is_withheld_until_reviewed_again(site):
         assert "mcp__hostile__echo" not in gateway.names() and "mcp__hostile__huge" in gateway.names()
         result = call(site, gateway, "mcp__hostile__echo", {"text": "x"})
         assert result.is_error and "withheld" in result.content and "Only the operator can admit it" in result.content
+        status = gateway.status()
+        assert status[0].startswith("hostile: stdio `") and status[0].endswith("no network; 9 tool(s) admitted")
+        assert "  mcp__hostile__echo WITHHELD: changed since it was reviewed" in "\n".join(status)
     finally:
         gateway.close()
     # the review shows what changed and the screening's finding; --yes does not admit a flagged tool
@@ -95,6 +98,11 @@ def test_a_rug_pull_is_withheld_until_reviewed_again(site):
     forced = site.abhed("mcp", "review", "hostile", "--yes", "--allow-flagged")
     assert forced.returncode == 0
     assert site.abhed("tool", "mcp__hostile__echo", '{"text": "y"}').returncode == 0
+    typo = site.abhed("tool", "mcp__hostile__ecko", '{"text": "y"}')
+    assert typo.returncode == 2 and "The MCP server hostile has no admitted tool 'ecko'. Its admitted tools: " \
+        "mcp__hostile__echo, " in typo.stderr
+    nowhere = site.abhed("tool", "mcp__nosuch__echo", '{}')
+    assert nowhere.returncode == 2 and "There is no MCP server named 'nosuch'" in nowhere.stderr
 
 
 def test_hidden_text_in_a_description_is_shown_to_the_reviewer(site):
