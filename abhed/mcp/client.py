@@ -401,6 +401,7 @@ class StdioConnection(Connection):
         self._finish(McpError(f"The MCP server {self.name} was stopped (the session is ending).", "exited"))
         try:
             self._stop()
+            self._reader.join(5)  # it reads until EOF, which the stop brings: then its descriptor can go
         finally:
             for fd in (self._in, self._out):
                 try:

@@ -131,7 +131,9 @@ class Server:
             return f"HTTP {self.config.url}"
         network = "no network" if not self.config.allow_hosts else \
             f"host network for {', '.join(self.config.allow_hosts)} (bwrap cannot filter by host)"
-        return f"stdio `{shlex.join(self.config.command or [])}` in the sandbox, {network}"
+        where = "WITHOUT a sandbox (sandbox.backend none)" if self.settings.sandbox.backend == "none" else \
+            "in the sandbox"
+        return f"stdio `{shlex.join(self.config.command or [])}` {where}, {network}"
 
     def check(self) -> Comparison:
         """Start the server if needed and compare its tools with the pins (McpError if it cannot)."""

@@ -52,7 +52,7 @@ class Pin:
 
 
 def pins_path(env: dict[str, str] | None = None) -> Path:
-    return config_path(dict(os.environ) if env is None else env).parent / FILE_NAME
+    return config_path(dict(os.environ) if env is not None else env).parent / FILE_NAME
 
 
 def load(path: Path) -> dict[str, dict[str, Pin]]:
