@@ -52,7 +52,7 @@ class Pin:
 
 
 def pins_path(env: dict[str, str] | None = None) -> Path:
-    return config_path(dict(os.environ) if env is not None else env).parent / FILE_NAME
+    return config_path(dict(os.environ) if env is None else env).parent / FILE_NAME
 
 
 def load(path: Path) -> dict[str, dict[str, Pin]]:
@@ -63,7 +63,7 @@ def load(path: Path) -> dict[str, dict[str, Pin]]:
             check_ownership(path, os.fstat(handle.fileno()))
             data = json.loads(handle.read())
     except FileNotFoundError:
-        return {}
+        pass
     except (OSError, ValueError) as exc:
         raise ConfigError(f"Cannot read the MCP pins {path}: {exc}. Fix or remove it, then review the servers "
                           "again (abhed mcp review NAME).") from exc
