@@ -158,16 +158,19 @@ def review(name: str, yes: bool, allow_flagged: bool, workspace: Path) -> None:
         if tool not in comparison.live:
             refused[tool] = why  # unusable whatever the operator says
     for tool, live in sorted(comparison.live.items()):
+        if tool in comparison.admitted:  # exactly what was admitted before: kept, not asked again
+            admitted[tool] = comparison.admitted[tool]
+            click.echo(printable(f"== {full_name(name, tool)} (unchanged since review: kept)"))
+            continue
         pin = pinning.Pin.of(tool, live["description"], live["inputSchema"], live["annotations"])
         flags = findings(tool, live["description"], live["inputSchema"])
         before = server.pinned.get(tool)
-        state = "unchanged since review" if tool in comparison.admitted else (
-            "CHANGED since review" if before is not None else "new")
+        state = "CHANGED since review" if before is not None else "new"
         click.echo("")
         click.echo(printable(f"== {full_name(name, tool)} ({state})"))
         click.echo(printable(live["description"] or "(no description)"))
         click.echo(printable("input schema: " + json.dumps(live["inputSchema"], indent=1, ensure_ascii=False)))
-        if before is not None and tool not in comparison.admitted:
+        if before is not None:
             if before.description != live["description"]:
                 click.echo(printable(f"pinned description was: {before.description}"))
             if before.schema != live["inputSchema"]:

@@ -91,6 +91,7 @@ def test_a_rug_pull_is_withheld_until_reviewed_again(site):
     again = site.abhed("mcp", "review", "hostile", "--yes")
     assert again.returncode == 1
     assert "mcp__hostile__echo (CHANGED since review)" in again.stdout
+    assert "== mcp__hostile__huge (unchanged since review: kept)" in again.stdout
     assert "pinned description was: Echo the given text back." in again.stdout
     assert "asks to ignore instructions" in again.stdout
     assert "Not admitted: mcp__hostile__echo: the screening flagged it" in again.stdout

@@ -15,7 +15,7 @@ SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}
 
 
 def test_saved_pins_load_back_and_other_servers_are_kept(tmp_path):
-    path = tmp_path / "etc" / "mcp-pins.json"
+    path = tmp_path / "etc" / "abhed" / "mcp-pins.json"  # directories made as needed
     save_server(path, tmp_path / "home", "a", {"t": Pin.of("t", "T.", SCHEMA, {"readOnlyHint": True})})
     save_server(path, tmp_path / "home", "b", {"u": Pin.of("u", "U.", SCHEMA)})
     loaded = load(path)
@@ -61,3 +61,37 @@ def test_a_pins_file_others_could_write_is_refused(tmp_path):
 def test_the_pins_live_beside_the_config_file(tmp_path):
     assert pins_path({"ABHED_CONFIG": str(tmp_path / "c" / "config.toml")}) == tmp_path / "c" / "mcp-pins.json"
     assert pins_path({"XDG_CONFIG_HOME": str(tmp_path)}) == tmp_path / "abhed" / "mcp-pins.json"
+
+
+def test_odd_shapes_admit_nothing_and_can_be_replaced(tmp_path):
+    path = tmp_path / "mcp-pins.json"
+    for text, expected in (("[]", {}), ('{"servers": {"a": "x"}}', {"a": {}}), ('{"servers": null}', {})):
+        path.write_text(text)
+        assert load(path) == expected
+    path.write_text("[]")
+    save_server(path, tmp_path / "home", "a", {"t": Pin.of("t", "T.", SCHEMA)})
+    assert list(load(path)["a"]) == ["t"]
+
+
+def test_any_text_round_trips_as_ascii_json(tmp_path):
+    path = tmp_path / "mcp-pins.json"
+    text = "Sucht \u00e9t\u00e9 \u202e" + chr(0xE0041)
+    save_server(path, tmp_path / "home", "a", {"t": Pin.of("t", text, SCHEMA)})
+    assert path.read_bytes().isascii()
+    assert load(path)["a"]["t"].description == text
+
+
+def test_saving_refuses_a_file_others_could_write_and_leaks_no_descriptor(tmp_path):
+    path = tmp_path / "mcp-pins.json"
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(5):
+        save_server(path, tmp_path / "home", "a", {"t": Pin.of("t", "T.", SCHEMA)})
+    assert len(os.listdir("/proc/self/fd")) == before
+    os.chmod(path, 0o666)
+    with pytest.raises(ConfigError, match="writable by its group and every user"):
+        save_server(path, tmp_path / "home", "b", {})
+
+
+def test_the_default_pins_path_follows_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("ABHED_CONFIG", str(tmp_path / "site" / "config.toml"))
+    assert pins_path() == tmp_path / "site" / "mcp-pins.json"
