@@ -5,5 +5,5 @@ schema.py   arguments checked against a tool's pinned input schema
 screen.py   descriptions screened for instructions aimed at the model
 pins.py     what the operator admitted: name, description, schema and their hash
 gateway.py  servers started, tools compared with the pins; admitted ones as `mcp__SERVER__TOOL` tools
-commands.py `abhed mcp list | review | remove | test`
+(the operator's commands, `abhed mcp list | review | remove | test`, are abhed/cli/mcp.py)
 """

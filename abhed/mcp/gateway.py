@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import sandbox
-from abhed import frozen
-from abhed.config import McpServerConfig, Settings
-from abhed.errors import ToolError
+from abhed.common import frozen
+from abhed.session.config import McpServerConfig, Settings
+from abhed.common.errors import ToolError
 from abhed.mcp import pins as pinning
 from abhed.mcp.client import Connection, HttpConnection, McpError, StdioConnection, read_tail
 from abhed.mcp.pins import Pin, tool_hash

@@ -20,9 +20,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from abhed.atomic import replace_file
-from abhed.config import ConfigError, check_ownership, config_path
-from abhed.filelock import locked
+from abhed.files.atomic import replace_file
+from abhed.session.config import ConfigError, check_ownership, config_path
+from abhed.files.filelock import locked
 from abhed.mcp.screen import canonical
 
 FILE_NAME = "mcp-pins.json"

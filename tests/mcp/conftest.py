@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from abhed import config
+from abhed.session import config
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTILE = Path(__file__).resolve().parent / "hostile_server.py"

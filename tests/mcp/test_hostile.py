@@ -10,11 +10,11 @@ import socket
 import threading
 from pathlib import Path
 
-from abhed import dispatch
-from abhed.approval import Gate, Policy
+from abhed.agent import dispatch
+from abhed.gate.approval import Gate, Policy
 from abhed.mcp.gateway import Gateway
-from abhed.paths import PathPolicy
-from abhed.session import SessionStore
+from abhed.files.paths import PathPolicy
+from abhed.session.store import SessionStore
 from abhed.tools.base import ToolContext
 
 ALL = ["bigline", "change", "crash", "echo", "escape", "garbage", "hang", "huge", "pinger", "wrong_result"]

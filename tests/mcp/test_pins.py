@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from abhed.config import ConfigError
+from abhed.session.config import ConfigError
 from abhed.mcp.pins import Pin, load, pins_path, save_server, tool_hash
 
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}

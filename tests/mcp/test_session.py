@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-from abhed.events import ActionEvent, ObservationEvent, RunEvent
+from abhed.session.events import ActionEvent, ObservationEvent, RunEvent
 from abhed.model.replay import ReplayServer, Turn
-from abhed.session import SessionStore
+from abhed.session.store import SessionStore
 
 
 def test_a_scripted_session_uses_an_admitted_mcp_tool(site):

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from abhed import config
-from abhed.approval import Policy, Rule
+from abhed.session import config
+from abhed.gate.approval import Policy, Rule
 from abhed.mcp.client import McpError, answer_server_request, kind_of, result_of
 from abhed.mcp.gateway import compare, render, split_name
 from abhed.mcp.pins import Pin, tool_hash

@@ -16,11 +16,11 @@ from typing import Any
 
 import click
 
-from abhed.terminal import printable
+from abhed.common.terminal import printable
 
 
 def _setup(name: str | None = None) -> tuple[Any, Path]:
-    from abhed import config
+    from abhed.session import config
     from abhed.mcp import pins as pinning
     try:
         settings = config.load()
@@ -39,7 +39,7 @@ def _fail(message: str, status: int = 2) -> None:
 
 
 def _server(name: str, settings: Any, pins_file: Path, workspace: Path) -> Any:
-    from abhed.config import ConfigError
+    from abhed.session.config import ConfigError
     from abhed.mcp import pins as pinning
     from abhed.mcp.gateway import Server
     try:
@@ -68,7 +68,7 @@ def mcp() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the servers and their pinned tools as JSON.")
 def list_servers(as_json: bool) -> None:
     """The configured servers and the tools pinned for each (no server is started)."""
-    from abhed.config import ConfigError
+    from abhed.session.config import ConfigError
     from abhed.mcp import pins as pinning
     from abhed.mcp.gateway import full_name
     settings, pins_file = _setup()
@@ -138,7 +138,7 @@ def review(name: str, yes: bool, allow_flagged: bool, workspace: Path) -> None:
 
     Only pinned tools reach the model, as pinned: a tool that changes afterwards is withheld until
     reviewed again. Tools not admitted now lose their pins. Exit 0 when every tool was admitted."""
-    from abhed.config import ConfigError
+    from abhed.session.config import ConfigError
     from abhed.mcp import pins as pinning
     from abhed.mcp.client import McpError
     from abhed.mcp.gateway import full_name
@@ -209,9 +209,9 @@ def remove(name: str) -> None:
 
     The [mcp.servers.NAME] entry stays in the config file (Abhed does not edit it); delete it there
     to stop configuring the server."""
-    from abhed.config import ConfigError
+    from abhed.session.config import ConfigError
     from abhed.mcp import pins as pinning
-    from abhed import config
+    from abhed.session import config
     try:
         settings = config.load()
         pinned = pinning.load(pinning.pins_path())

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Literal
 
 import sandbox
-from abhed.config import Settings
+from abhed.session.config import Settings
 from abhed.model.adapters import adapter_for
 from abhed.model.client import ModelClient
 from abhed.model.connect import Model, connect
 from abhed.model.errors import ModelError, ToolsUnsupported
 from abhed.model.profiles import ProfileError
-from abhed.ripgrep import find_rg
+from abhed.files.ripgrep import find_rg
 from abhed.tools import BY_NAME
 from abhed.tools.bash import sandbox_config
 
@@ -45,7 +45,7 @@ def mcp_checks(settings: Settings, workspace: Path | None = None) -> Iterator[Ch
     since review: a rug pull), or the server unusable. Starts each server (stdio ones in the sandbox)."""
     if not settings.mcp.servers:
         return
-    from abhed.config import ConfigError
+    from abhed.session.config import ConfigError
     from abhed.mcp.client import McpError
     from abhed.mcp.gateway import Server, full_name
     from abhed.mcp.pins import load, pins_path
