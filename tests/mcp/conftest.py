@@ -16,13 +16,7 @@ import pytest
 
 from abhed.session import config
 
-REPO = Path(__file__).resolve().parents[2]
-HOSTILE = Path(__file__).resolve().parent / "hostile_server.py"
-SERVERS = REPO / ".mcp-servers"
-# The sandbox shows a stdio server only the system and the workspace: the Python that runs the tests
-# (a pyenv or venv prefix, maybe) and the servers' install directories are bound read-only.
-PYTHON = os.path.realpath(sys.executable)  # the interpreter itself, not a venv's link to it
-PYTHON_PREFIX = Path(PYTHON).parents[1]
+from mcp_helpers import HOSTILE, PYTHON, PYTHON_PREFIX
 
 
 def toml_value(value: Any) -> str:
@@ -87,14 +81,3 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Site:
     monkeypatch.setenv("ABHED_HOME", str(made.home))
     monkeypatch.setenv("ABHED_CONFIG", str(made.config_file))
     return made
-
-
-def installed(*parts: str) -> Path:
-    """A file of the reference servers; a clear failure (not a skip) when the set-up was not run."""
-    path = SERVERS.joinpath(*parts)
-    if not path.exists():
-        message = f"{path} is missing: run scripts/setup-mcp-servers (scripts/test runs it)."
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON_PREFIX, installed
+from mcp_helpers import PYTHON_PREFIX, installed
 
 pytestmark = pytest.mark.slow
 NODE_MODULES = ("node", "node_modules", "@modelcontextprotocol")
