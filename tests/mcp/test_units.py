@@ -143,3 +143,16 @@ def test_server_config_errors(entry, message):
 def test_server_names_make_tool_names():
     with pytest.raises(config.ConfigError, match="server name 'a__b': use lowercase letters, digits"):
         config.load({"mcp": {"servers": {"a__b": {"url": "http://h/mcp"}}}}, env={"ABHED_CONFIG": "/nonexistent"})
+
+
+def test_live_definitions_refuse_what_is_not_a_usable_tool():
+    from abhed.mcp.gateway import live_definitions
+    listed = [{"name": "", "inputSchema": SCHEMA}, {"name": "t", "description": 5, "inputSchema": SCHEMA},
+              {"name": "u", "inputSchema": SCHEMA, "annotations": {"readOnlyHint": True}},
+              {"name": "u", "description": "again", "inputSchema": SCHEMA},
+              {"name": "v", "inputSchema": SCHEMA, "annotations": ["not", "an", "object"]}]
+    live, broken = live_definitions("srv", listed)
+    assert broken == {"(entry 0)": "listed without a name: not a tool definition",
+                      "t": "its description is not a string", "u": "listed twice"}
+    assert live["u"] == {"description": "", "inputSchema": SCHEMA, "annotations": {"readOnlyHint": True}}
+    assert live["v"]["annotations"] == {}
