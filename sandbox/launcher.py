@@ -258,7 +258,8 @@ class BwrapLauncher:
             f"hidden host paths: {len(self.view.hidden)} (readable here but not world-readable under /etc, plus hidden_paths)",
         ]
 
-    def spawn(self, command: str, *, cwd: Path, out_fd: int, report_cwd: bool) -> Spawned:
+    def spawn(self, command: str, *, cwd: Path, out_fd: int, report_cwd: bool, in_fd: int | None = None,
+              err_fd: int | None = None) -> Spawned:
         protected = protection_mounts(self.workspace, self.config.protected_paths + self.extra_protected)
         cgroups: list[Cgroup] = []
         if self.cgroup_parents:
@@ -306,9 +307,9 @@ class BwrapLauncher:
             )
             popen = subprocess.Popen(
                 bwrap_argv(plan),
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL if in_fd is None else in_fd,  # a server's requests (start_server)
                 stdout=out_fd,
-                stderr=out_fd,
+                stderr=out_fd if err_fd is None else err_fd,
                 pass_fds=tuple(theirs),
                 env={},
                 cwd="/",
@@ -398,7 +399,8 @@ class NoneLauncher:
     def describe(self) -> list[str]:
         return [f"shell: {self.shell.path}", "NO SANDBOX: commands run with the operator's full access (backend 'none')"]
 
-    def spawn(self, command: str, *, cwd: Path, out_fd: int, report_cwd: bool) -> Spawned:
+    def spawn(self, command: str, *, cwd: Path, out_fd: int, report_cwd: bool, in_fd: int | None = None,
+              err_fd: int | None = None) -> Spawned:
         ours: list[int] = []
         theirs: list[int] = []
         try:
@@ -407,9 +409,9 @@ class NoneLauncher:
             script = wrapper_script(self.shell, ctl_fd=ctl_w, report_cwd=report_cwd, go_fd=go_r)
             popen = subprocess.Popen(
                 self.shell.argv(script, command),
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL if in_fd is None else in_fd,  # a server's requests (start_server)
                 stdout=out_fd,
-                stderr=out_fd,
+                stderr=out_fd if err_fd is None else err_fd,
                 pass_fds=tuple(theirs),
                 env=self.env,
                 cwd=str(cwd),

@@ -270,12 +270,27 @@ class Sandbox:
         ends, ``stop()`` is called, or this Sandbox is closed; it also dies with this process
         (whichever thread called this: jobs are started from the Sandbox's own thread).
         """
+        return self._start(command, cwd=cwd, log_path=log_path)
+
+    def start_server(self, command: str, *, cwd: Path | str, stdin_fd: int, stdout_fd: int,
+                     log_path: Path | str) -> BackgroundJob:
+        """Start a long-running ``command`` that talks over its stdin and stdout (an MCP server):
+        it reads ``stdin_fd`` and writes ``stdout_fd``; its stderr goes to the new file ``log_path``.
+
+        Confined and ended exactly as a background job (``stop()``, ``close()``, or this process
+        dying); the caller keeps its own ends of the two pipes and closes them.
+        """
+        return self._start(command, cwd=cwd, log_path=log_path, in_fd=stdin_fd, out_fd=stdout_fd)
+
+    def _start(self, command: str, *, cwd: Path | str, log_path: Path | str, in_fd: int | None = None,
+               out_fd: int | None = None) -> BackgroundJob:
         self._check_open()
         real_cwd = self.resolve_cwd(cwd)
         self._check_disk_reserve()
         log = _create_log(log_path)
         try:
-            spawn = partial(self._launcher.spawn, command, cwd=real_cwd, out_fd=log, report_cwd=False)
+            fds = {"out_fd": log} if out_fd is None else {"out_fd": out_fd, "in_fd": in_fd, "err_fd": log}
+            spawn = partial(self._launcher.spawn, command, cwd=real_cwd, report_cwd=False, **fds)
             spawned = self._spawner.submit(spawn).result()
         finally:
             os.close(log)

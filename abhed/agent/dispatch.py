@@ -25,7 +25,7 @@ from abhed.common.errors import ToolError
 from abhed.session.checkpoint import CheckpointError
 from abhed.session.events import ActionEvent, CheckpointEvent, ObservationEvent, who
 from abhed.tools import BY_NAME
-from abhed.tools.base import Tool, ToolContext, ToolResult, cap_text, explain_invalid, fail
+from abhed.tools.base import Tool, ToolContext, ToolResult, ToolSource, cap_text, explain_invalid, fail
 
 # error_kind values a caller may act on (the CLI exits 2 on the first two: a bad invocation).
 UNKNOWN_TOOL, BAD_JSON, INVALID_INPUT, NOT_APPROVED, TOOL_ERROR, INTERNAL = (
@@ -135,18 +135,21 @@ def nul_error(value: Any, where: str = "") -> str | None:
     return None
 
 
-def unknown_tool(name: str) -> ToolResult:
-    known = ", ".join(BY_NAME)
-    close = process.extractOne(name, list(BY_NAME), score_cutoff=60)
+def unknown_tool(name: str, extra: ToolSource | None = None) -> ToolResult:
+    why = extra.unavailable(name) if extra is not None else None
+    if why:
+        return fail(why, error_kind=UNKNOWN_TOOL)
+    names = [*BY_NAME, *(extra.names() if extra is not None else [])]
+    close = process.extractOne(name, names, score_cutoff=60)
     hint = f" Did you mean `{close[0]}`?" if close else ""
-    return fail(f"There is no tool named `{name}`.{hint} The tools are: {known}. Call one of them by its exact name.",
-                error_kind=UNKNOWN_TOOL)
+    return fail(f"There is no tool named `{name}`.{hint} The tools are: {', '.join(names)}. Call one of them by its "
+                "exact name.", error_kind=UNKNOWN_TOOL)
 
 
 def execute(ctx: ToolContext, name: str, arguments: Any, gate: Gate, action: ActionEvent | None = None) -> ToolResult:
-    tool = BY_NAME.get(name)
+    tool = BY_NAME.get(name) or (ctx.extra.tool(name) if ctx.extra is not None else None)
     if tool is None:
-        return unknown_tool(name)
+        return unknown_tool(name, ctx.extra)
     limits = ctx.settings.agent
     why = bounds_error(arguments, limits.max_argument_bytes, limits.max_argument_depth)
     if why:
@@ -162,9 +165,11 @@ def execute(ctx: ToolContext, name: str, arguments: Any, gate: Gate, action: Act
                     "and commands cannot hold them, nor can UTF-8 text); remove it or send the whole character. "
                     "To put NUL bytes in a file, use bash with printf '\\0'.", error_kind=INVALID_INPUT)
     try:
-        args = tool.Input.model_validate(value)
+        args = tool.validate(value)
     except ValidationError as exc:
         return fail(explain_invalid(tool, exc, ctx.paths.workspace), error_kind=INVALID_INPUT)
+    except ToolError as exc:  # a tool with a schema of its own (MCP) explains the problem itself
+        return fail(exc.message, error_kind=INVALID_INPUT)
     verdict = gate.review(name, args)
     approval = {"decision": verdict.decision, "rule": verdict.rule, "reason": verdict.reason}
     if verdict.decision != "allow":

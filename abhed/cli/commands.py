@@ -72,7 +72,7 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
     limits = settings.agent
     if arguments == "-":
         arguments = _stdin_arguments(limits.max_argument_bytes)
-    if name not in BY_NAME:
+    if name not in BY_NAME and not (name.startswith("mcp__") and settings.mcp.servers):
         _fail(dispatch.unknown_tool(name).content)
     _, bad_json = dispatch.parse_arguments(arguments, limits.max_argument_bytes, limits.max_argument_depth)
     if bad_json:
@@ -94,18 +94,37 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
         with SessionStore(settings.home).use(session_id, workspace, wait_s=limits.session_wait_s) as session:
             if session_id is None:
                 click.echo(f"abhed: session {session.id} (pass --session {session.id} to continue it)", err=True)
-            ctx = ToolContext(session, settings, paths, one_shot=True,
+            gateway = _mcp_for(name, settings, workspace)
+            ctx = ToolContext(session, settings, paths, one_shot=True, extra=gateway,
                               checkpoints=checkpoint.from_settings(settings, workspace))
             try:
                 result = dispatch.call(ctx, name, arguments, gate)
             finally:
                 ctx.close()
+                if gateway is not None:
+                    gateway.close()
     except SessionError as exc:
         _fail(str(exc))
+    if result.metadata.get("error_kind") == dispatch.UNKNOWN_TOOL:  # an MCP tool not admitted: a bad invocation
+        _fail(result.content)
     if as_json:  # ensure_ascii: exact, and no control character or lone surrogate reaches the terminal raw
         click.echo(json.dumps({"tool": name, "is_error": result.is_error, "content": result.content}))
     else:
         click.echo(printable(result.content))
+
+
+def _mcp_for(name: str, settings: config.Settings, workspace: Path):  # type: ignore[no-untyped-def]
+    """The MCP gateway with just the server of `mcp__SERVER__TOOL` started, or None for a native tool."""
+    if not name.startswith("mcp__"):
+        return None
+    from abhed.cli import launch
+    from abhed.mcp.gateway import split_name
+    server = (split_name(name) or ("", ""))[0]
+    notices: list[str] = []
+    try:
+        return launch.mcp_gateway(settings, workspace, notices.append, only={server})
+    except launch.LaunchError as exc:
+        _fail(str(exc))
 
 
 def _stdin_arguments(limit: int) -> str:
@@ -119,6 +138,14 @@ def _stdin_arguments(limit: int) -> str:
         _fail(f"ARGUMENTS on stdin is not valid UTF-8 (byte {exc.start}: {data[exc.start:exc.start + 1]!r}). "
               "Send JSON text; escape other characters as \\uXXXX.")
         raise
+
+
+def _mcp_group() -> None:
+    from abhed.cli.mcp import mcp
+    main.add_command(mcp)
+
+
+_mcp_group()
 
 
 @main.group()

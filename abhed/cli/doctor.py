@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import sandbox
@@ -42,6 +43,40 @@ def checks(settings: Settings) -> Iterator[Check]:
     yield _sandbox(settings)
     yield _rg()
     yield checkpoints_check(settings)
+    yield from mcp_checks(settings)
+
+
+def mcp_checks(settings: Settings, workspace: Path | None = None) -> Iterator[Check]:
+    """One line per configured MCP server: its tools all admitted, some withheld (new or changed
+    since review: a rug pull), or the server unusable. Starts each server (stdio ones in the sandbox)."""
+    if not settings.mcp.servers:
+        return
+    from abhed.session.config import ConfigError
+    from abhed.mcp.client import McpError
+    from abhed.mcp.gateway import Server, full_name
+    from abhed.mcp.pins import load, pins_path
+    try:
+        pinned = load(pins_path())
+    except ConfigError as exc:
+        yield Check("FAIL", "mcp", str(exc))
+        return
+    workspace = workspace or Path.cwd()
+    for name, cfg in settings.mcp.servers.items():
+        server = Server(name, cfg, pinned.get(name, {}), settings, workspace)
+        try:
+            comparison = server.check()
+        except McpError as exc:
+            yield Check("FAIL", f"mcp {name}", exc.message)
+            continue
+        finally:
+            server.close()
+        admitted = f"{len(comparison.admitted)} tool(s) admitted"
+        if comparison.withheld:
+            withheld = "; ".join(f"{full_name(name, t)}: {why}" for t, why in sorted(comparison.withheld.items()))
+            yield Check("WARN", f"mcp {name}", f"{admitted}; WITHHELD from the model until reviewed: {withheld}. "
+                                              f"Review them: abhed mcp review {name}")
+        else:
+            yield Check("OK", f"mcp {name}", f"{admitted}, none changed since review ({server.describe()})")
 
 
 def _model_checks(settings: Settings) -> Iterator[Check]:

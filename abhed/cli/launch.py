@@ -18,6 +18,7 @@ from abhed.session.checkpoint import from_settings
 from abhed.model.connect import Model, connect
 from abhed.files.paths import PathPolicy
 from abhed.session.store import SessionError, SessionStore
+from abhed.tools import TOOLS
 from abhed.tools.base import ToolContext
 
 
@@ -74,6 +75,19 @@ def locate(settings: config.Settings, workspace: Path, session_id: str | None, m
     return workspace.resolve()
 
 
+def mcp_gateway(settings: config.Settings, workspace: Path, notice: Callable[[str], None],
+                only: set[str] | None = None) -> Any:
+    """The MCP gateway with its servers started and their admitted tools, or None when no server is
+    configured (nothing of abhed.mcp is imported then)."""
+    if not settings.mcp.servers:
+        return None
+    from abhed.mcp.gateway import Gateway
+    try:
+        return Gateway(settings, workspace, only=only).start(notice)
+    except config.ConfigError as exc:
+        raise LaunchError(str(exc)) from None
+
+
 @contextmanager
 def agent_in_session(settings: config.Settings, workspace: Path, session_id: str | None, model: Model,
                      display: Display, ask_human: Callable[[str, Any, Verdict], bool] | None = None
@@ -92,10 +106,14 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
         with store.use(session_id, workspace, wait_s=settings.agent.session_wait_s) as session:
             for problem in session.log.load().problems:
                 display.notice(f"warning: {problem}")
-            ctx = ToolContext(session, settings, paths, checkpoints=from_settings(settings, workspace))
+            gateway = mcp_gateway(settings, workspace, display.notice)
+            ctx = ToolContext(session, settings, paths, checkpoints=from_settings(settings, workspace), extra=gateway)
             try:
-                yield Agent.restore(ctx, model, gate, budget(settings), config=settings.agent, display=display)
+                yield Agent.restore(ctx, model, gate, budget(settings), config=settings.agent, display=display,
+                                    tools=[*TOOLS, *(gateway.tools if gateway else [])])
             finally:
                 ctx.close()  # the bash tool's sandbox and background jobs end with the session's process
+                if gateway is not None:
+                    gateway.close()  # and so do the MCP servers
     except SessionError as exc:
         raise LaunchError(str(exc)) from None

@@ -78,14 +78,18 @@ class Rule:
 
     @classmethod
     def parse(cls, text: str) -> Rule:
-        match = re.fullmatch(r"\s*([a-z_]+)\s*(?:\((.*)\))?\s*", text, re.S)
+        match = re.fullmatch(r"\s*([a-z_]+|mcp__[A-Za-z0-9_-]*\*?)\s*(?:\((.*)\))?\s*", text, re.S)
         if not match:
             raise ValueError(f"Invalid approval rule {text!r}: write tool or tool(spec), e.g. bash(npm test), "
-                             "bash(git status:*), edit(src/**).")
+                             "bash(git status:*), edit(src/**), mcp__jira__create_issue, mcp__jira__*.")
         return cls(match.group(1), match.group(2).strip() if match.group(2) is not None else None)
 
     def __str__(self) -> str:
         return self.tool if self.spec is None else f"{self.tool}({self.spec})"
+
+    def names(self, tool: str) -> bool:
+        """Whether the rule is about `tool`: its exact name, or an MCP prefix ending in * (mcp__jira__*)."""
+        return self.tool == tool or (self.tool.endswith("*") and tool.startswith(self.tool[:-1]))
 
     def matches_command(self, command: Command) -> bool:
         if self.tool != "bash":
@@ -307,7 +311,7 @@ class Policy:
     def check(self, tool: str, args: Any) -> Verdict:
         if tool == "bash":
             return self._bash(str(getattr(args, "command", "")))
-        deny = next((r for r in self.deny if r.tool == tool and self._tool_rule_hits(r, args)), None)
+        deny = next((r for r in self.deny if r.names(tool) and self._tool_rule_hits(r, args)), None)
         if deny is not None:
             return Verdict("deny", f"the operator's rule deny {deny} forbids it", f"deny: {deny}")
         if tool in READ_ONLY_TOOLS or tool == "task":
@@ -325,7 +329,19 @@ class Policy:
             if rule is not None:
                 return Verdict("allow", f"allowed by the rule {rule}", f"allow: {rule}")
             return Verdict("ask", f"{tool} changes files and no rule allows it in mode ask", "mode: ask")
+        if tool.startswith("mcp__"):
+            return self._mcp(tool)
         return Verdict("ask", f"no rule covers the tool {tool}", "unknown tool")
+
+    def _mcp(self, tool: str) -> Verdict:
+        """An admitted MCP tool: what it does is the server's business, so no mode allows it by itself
+        (plan mode refuses it); only an allow rule naming it, or a human."""
+        if self.mode == "plan":
+            return Verdict("deny", "plan mode allows read-only tools only; MCP tools are not known to be", "mode: plan")
+        rule = next((r for r in self.allow if r.spec is None and r.names(tool)), None)
+        if rule is not None:
+            return Verdict("allow", f"allowed by the rule {rule}", f"allow: {rule}")
+        return Verdict("ask", f"{tool} is an MCP tool and no allow rule names it", "mcp: not allowlisted")
 
     def _tool_rule_hits(self, rule: Rule, args: Any) -> bool:
         path = getattr(args, "path", None)

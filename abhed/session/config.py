@@ -7,6 +7,7 @@ workspace must not be able to widen its own permissions, so no project-level con
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tomllib
 from pathlib import Path
@@ -133,6 +134,51 @@ class AgentConfig(_Section):
     session_wait_s: float = Field(60.0, gt=0)  # longest wait for a session another process holds
 
 
+class McpServerConfig(_Section):
+    """One MCP server (`[mcp.servers.NAME]`): a program run in the sandbox (stdio), or a URL."""
+
+    command: list[str] | None = None  # the program and its arguments, run in the sandbox (no shell)
+    url: str | None = None  # a streamable-HTTP endpoint; Abhed talks to this URL only
+    env: dict[str, str] = {}  # the program's environment; "${VAR}" takes VAR from Abhed's
+    headers: dict[str, str] = {}  # HTTP headers, e.g. Authorization = "Bearer ${JIRA_TOKEN}"
+    allow_hosts: list[str] = []  # a stdio server gets network only when hosts are listed (see docs)
+    read_only: list[Path] = []  # host paths the program needs to see (where it is installed)
+    timeout_s: float = Field(60.0, gt=0)  # one request
+    max_output_chars: int = Field(30_000, ge=1000)  # what one call returns to the model
+    max_message_bytes: int = Field(16 * 1024 * 1024, ge=4096)  # one message from the server
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and (not value or not value[0]):
+            raise ValueError("command must name a program, e.g. command = [\"/opt/mcp/bin/jira-mcp\", \"--stdio\"]")
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"url must start with http:// or https://, got {value!r}")
+        return value
+
+    def model_post_init(self, context: Any) -> None:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give exactly one of command = [...] (a program run in the sandbox) or url = \"...\"")
+
+
+class McpConfig(_Section):
+    servers: dict[str, McpServerConfig] = {}
+
+    @field_validator("servers")
+    @classmethod
+    def _names(cls, servers: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+        for name in servers:
+            if not re.fullmatch(r"[a-z0-9](?:[a-z0-9-]|_(?!_))*", name) or name.endswith("_") or len(name) > 20:
+                raise ValueError(f"server name {name!r}: use lowercase letters, digits, - and single _ (at most 20 "
+                                 "characters): tools appear to the model as mcp__NAME__TOOL")
+        return servers
+
+
 class Settings(_Section):
     home: Path = Path("~/.local/share/abhed").expanduser()
     allowed_roots: list[Path] = []  # empty: the workspace only
@@ -143,6 +189,7 @@ class Settings(_Section):
     sandbox: SandboxSettings = SandboxSettings()
     model: ModelConfig = ModelConfig()
     agent: AgentConfig = AgentConfig()
+    mcp: McpConfig = McpConfig()  # the reviewed MCP gateway (abhed/mcp)
 
     @field_validator("home", mode="after")
     @classmethod

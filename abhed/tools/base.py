@@ -84,6 +84,8 @@ class ToolContext:
     spawn: Callable[..., Any] | None = None
     vision: ImageLimits | None = None  # what images the model takes; None: text only (read refuses images)
     checkpoints: Checkpoints | None = None  # snapshots before every change (None: off, or no git)
+    # Tools beyond the native nine (the MCP gateway's admitted tools); whoever made it closes it.
+    extra: ToolSource | None = None
 
     def close(self) -> None:
         if self.shell is not None:
@@ -98,6 +100,17 @@ class ToolContext:
         return self.paths.resolve(raw, cwd=self.cwd, field=field)
 
 
+class ToolSource(Protocol):
+    """Where dispatch finds a tool that is not native (abhed.mcp.gateway.Gateway)."""
+
+    def tool(self, name: str) -> Tool | None: ...
+
+    def names(self) -> list[str]: ...
+
+    def unavailable(self, name: str) -> str | None:
+        """Why `name` is known but not offered (withheld, its server down), or None."""
+
+
 class Tool(ABC):
     name: ClassVar[str]
     description: ClassVar[str]
@@ -108,6 +121,11 @@ class Tool(ABC):
 
     @abstractmethod
     def run(self, args: Any, ctx: ToolContext) -> ToolResult: ...
+
+    def validate(self, value: Any) -> Any:
+        """The arguments as `run` takes them; pydantic's ValidationError (or a ToolError from a tool that
+        checks a schema of its own, e.g. an MCP tool) when they are invalid."""
+        return self.Input.model_validate(value)
 
     def parameters(self) -> dict[str, Any]:
         return spec_schema(self.Input)

@@ -1,0 +1,111 @@
+"""What the operator admitted: each reviewed tool's name, description and input schema, and their hash.
+
+Kept beside the operator's config file (`mcp-pins.json` in its directory), never in the workspace:
+the model must not be able to admit tools. The file is checked like the config (owned by the
+operator or root, not writable by others) and replaced atomically under a lock, so two `abhed mcp
+review` runs cannot lose each other's pins.
+
+At every session start the gateway compares what a server lists now with these pins: a tool whose
+hash differs (its description or schema changed: a "rug pull") or that was never pinned is withheld
+until `abhed mcp review NAME` admits it again. The model is shown the pinned text, never the live one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from abhed.files.atomic import replace_file
+from abhed.session.config import ConfigError, check_ownership, config_path
+from abhed.files.filelock import locked
+from abhed.mcp.screen import canonical
+
+FILE_NAME = "mcp-pins.json"
+VERSION = 1
+
+
+def tool_hash(name: str, description: str, schema: Any) -> str:
+    """The pin of one tool: sha256 over its name, description and input schema, canonical JSON."""
+    return hashlib.sha256(canonical([name, description, schema]).encode("ascii")).hexdigest()
+
+
+@dataclass(frozen=True)  # pragma: no mutate  (immutability guards against our own bugs; nothing decides on it)
+class Pin:
+    name: str
+    description: str
+    schema: dict[str, Any]
+    hash: str
+    annotations: dict[str, Any]
+
+    @classmethod
+    def of(cls, name: str, description: str, schema: dict[str, Any], annotations: dict[str, Any] | None = None) -> Pin:
+        return cls(name, description, schema, tool_hash(name, description, schema), annotations or {})
+
+    def to_json(self) -> dict[str, Any]:
+        return {"description": self.description, "inputSchema": self.schema, "hash": self.hash,
+                "annotations": self.annotations}
+
+
+def pins_path(env: dict[str, str] | None = None) -> Path:
+    return config_path(dict(os.environ) if env is None else env).parent / FILE_NAME
+
+
+def load(path: Path) -> dict[str, dict[str, Pin]]:
+    """server -> tool -> Pin. A pin whose hash does not match its own text is dropped (a hand edit
+    cannot admit a tool)."""
+    try:
+        with open(path, "rb") as handle:
+            check_ownership(path, os.fstat(handle.fileno()))
+            data = json.loads(handle.read())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"Cannot read the MCP pins {path}: {exc}. Fix or remove it, then review the servers "
+                          "again (abhed mcp review NAME).") from exc
+    servers = data.get("servers") if isinstance(data, dict) else None
+    out: dict[str, dict[str, Pin]] = {}
+    for server, entry in (servers or {}).items():
+        tools = entry.get("tools") if isinstance(entry, dict) else None
+        pinned: dict[str, Pin] = {}
+        for name, tool in (tools or {}).items():
+            if not isinstance(tool, dict) or not isinstance(tool.get("description"), str) \
+                    or not isinstance(tool.get("inputSchema"), dict):
+                continue
+            pin = Pin.of(name, tool["description"], tool["inputSchema"], tool.get("annotations") or {})
+            if pin.hash == tool.get("hash"):
+                pinned[name] = pin
+        out[str(server)] = pinned
+    return out
+
+
+def save_server(path: Path, home: Path, server: str, pins: dict[str, Pin] | None) -> None:
+    """Replace one server's pins (None: forget the server), keeping every other server's."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    # The directory's descriptor only names the lock (filelock.slot); any read-only open would do.
+    dirfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # pragma: no mutate
+    try:
+        with locked(home, dirfd, path.name):
+            try:
+                with open(path, "rb") as handle:
+                    check_ownership(path, os.fstat(handle.fileno()))
+                    data = json.loads(handle.read())
+            except FileNotFoundError:
+                data = {}
+            except (OSError, ValueError) as exc:
+                raise ConfigError(f"Cannot read the MCP pins {path}: {exc}. Fix or remove it.") from exc
+            servers = dict(data.get("servers") or {}) if isinstance(data, dict) else {}
+            if pins is None:
+                servers.pop(server, None)
+            else:
+                servers[server] = {"reviewed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                                   "tools": {name: pin.to_json() for name, pin in sorted(pins.items())}}
+            layout = {"indent": 1, "sort_keys": True}  # pragma: no mutate  (for the human reading it; any layout loads)
+            text = json.dumps({"version": VERSION, "servers": servers}, ensure_ascii=True, **layout)
+            replace_file(path, (text + "\n").encode("ascii"), mode=0o600)
+    finally:
+        os.close(dirfd)
