@@ -149,7 +149,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sandbox.config import DEFAULT_PROTECTED_PATHS, Limits, SandboxConfig
+from sandbox.config import DEFAULT_PROTECTED_PATHS, Limits, MicrovmConfig, SandboxConfig
 from sandbox.errors import (
     BackendUnavailable,
     ConfigError,
@@ -171,6 +171,7 @@ __all__ = [
     "DiskReserveReached",
     "JobStatus",
     "Limits",
+    "MicrovmConfig",
     "PathError",
     "ProbeReport",
     "Result",
