@@ -41,7 +41,9 @@ import subprocess
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Mapping
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import count
@@ -403,8 +405,9 @@ def _close(fd: int) -> None:
 class Vm:
     """One booted guest: qemu, its console log, the control channel, the commands in flight."""
 
-    def __init__(self, vmm: Qemu, spec: VmSpec, setup: dict, launch_thread: ThreadPoolExecutor, timeout_s: float) -> None:
+    def __init__(self, vmm: Qemu, spec: VmSpec, setup: dict, launch_thread: ThreadPoolExecutor, timeout_s: float, state: Path) -> None:
         self.spec = spec
+        self.state = state  # its /etc copy, control socket and console log; removed at stop()
         self.commands: dict[int, VmSpawned] = {}
         self.lock = threading.Lock()
         self.numbers = count(1)
@@ -423,12 +426,10 @@ class Vm:
         finally:
             listener.close()
         if not self.hello.wait(max(0.0, timeout_s)) or self.process.poll() is not None:
-            self.stop()
-            raise SandboxSetupError(self._failure("did not start its agent within " f"{timeout_s:.0f} s"))
+            self._fail(f"did not start its agent within {timeout_s:.0f} s")
         self.channel.send(0, b"S", json.dumps(setup).encode())
         if not self.ready.wait(60) or self.setup_error is not None:
-            self.stop()
-            raise SandboxSetupError(self._failure(f"could not mount the shared directories ({self.setup_error or 'no answer'})"))
+            self._fail(f"could not mount the shared directories ({self.setup_error or 'no answer'})")
 
     def _accept(self, listener: socket.socket, timeout_s: float) -> socket.socket:
         deadline = time.monotonic() + timeout_s
@@ -439,8 +440,12 @@ class Vm:
                 return sock
             if self.process.poll() is not None:
                 break
+        self._fail("never connected its control channel")
+
+    def _fail(self, what: str):
+        message = self._failure(what)  # before stop() removes the console log
         self.stop()
-        raise SandboxSetupError(self._failure("never connected its control channel"))
+        raise SandboxSetupError(message)
 
     def _failure(self, what: str) -> str:
         return (
@@ -518,6 +523,9 @@ class Vm:
     def stop(self) -> None:
         """Power the VM off (SIGKILL: nothing in it must outlive the session) and wait for qemu."""
         self.closed = True
+        if not hasattr(self, "process"):
+            shutil.rmtree(self.state, ignore_errors=True)
+            return
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
@@ -525,6 +533,7 @@ class Vm:
         if channel is not None:
             channel.sock.close()
             channel.reader.join(5)
+        shutil.rmtree(self.state, ignore_errors=True)
 
 
 def _launch(argv: list[str]) -> subprocess.Popen:
@@ -577,10 +586,10 @@ class MicrovmLauncher:
         self.view = scan_host(config.hidden_paths, as_root=runs_as_host_root())
         self.extra_protected: tuple[str, ...] = ()
         self.accel_note: str | None = None
-        self._state = Path(tempfile.mkdtemp(prefix="abhed-microvm-"))
-        self._etc = self._state / "etc"
-        copy_world_readable_etc(self._etc, {str(m.path) for m in self.view.hidden})
-        self._launch_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="abhed-microvm")
+        pool = _pool if _pool is not None and _pool.serves(workspace) else None
+        self._pool = pool
+        self.share_root = pool.root if pool is not None else workspace
+        self._launch_thread = None if pool is not None else ThreadPoolExecutor(max_workers=1, thread_name_prefix="abhed-microvm")
         self._vm: Vm | None = None
         self._boot_lock = threading.Lock()
         self._closed = False
@@ -593,7 +602,7 @@ class MicrovmLauncher:
         return [
             f"vmm: {self.vmm.path} (qemu -M microvm)",
             f"image: {self.image.directory} (kernel {self.image.kernel_release}, agent protocol {self.image.agent_protocol}, checked against manifest.json)",
-            f"accel: {mc.accel}; KVM: {'usable' if kvm is None else kvm}",
+            f"accel: {mc.accel}; KVM: {'usable' if kvm is None else kvm}" + (f"; {self.accel_note}" if self.accel_note else ""),
             f"vm: {mc.memory_mib} MiB, {mc.vcpus} vCPUs, boot at {mc.boot}",
             f"shell: {self.shell.path}",
             f"network: {'qemu user-mode network (allow_network)' if self.config.allow_network else 'none (no network device)'}",
@@ -604,11 +613,11 @@ class MicrovmLauncher:
     def close(self) -> None:
         with self._boot_lock:
             self._closed = True
-            if self._vm is not None:
+            if self._vm is not None and self._pool is None:
                 self._vm.stop()
-                self._vm = None
-        self._launch_thread.shutdown(wait=True)
-        shutil.rmtree(self._state, ignore_errors=True)
+            self._vm = None
+        if self._launch_thread is not None:
+            self._launch_thread.shutdown(wait=True)
 
     def spawn(self, command: str, *, cwd: Path, out_fd: int, report_cwd: bool) -> VmSpawned:
         vm = self._ensure_vm()
@@ -616,7 +625,7 @@ class MicrovmLauncher:
         for mount in protection_mounts(self.workspace, self.config.protected_paths + self.extra_protected):
             source = None
             if mount.kind == "ro-bind" and mount.source is not None:
-                source = f"{vm_agent.PRIVATE}/wsro/{mount.source.relative_to(self.workspace)}"
+                source = f"{vm_agent.PRIVATE}/wsro/{mount.source.relative_to(self.share_root)}"
             protect.append((mount.kind, str(mount.path), source))
         hide = [str(m.path) for m in self.view.hidden if not str(m.path).startswith("/etc/") and os.path.lexists(m.path)]
         script = wrapper_script(self.shell, ctl_fd=vm_agent.CTL_FD, report_cwd=report_cwd)
@@ -624,6 +633,8 @@ class MicrovmLauncher:
             "argv": self.shell.argv(script, command),
             "env": self.env,
             "cwd": str(cwd),
+            "workspace": str(self.workspace),
+            "workspace_in_share": str(self.workspace.relative_to(self.share_root)),
             "protect": protect,
             "hide": hide,
             "rlimits": [(res, value, value) for res, value in self.rlimits],
@@ -637,57 +648,62 @@ class MicrovmLauncher:
     def setup_failure(self, diagnostic: str) -> Exception:
         return SandboxSetupError(f"The microVM did not start the command: {diagnostic.strip()[:2000]}", detail=diagnostic)
 
-    # -- booting ------------------------------------------------------------------------------
-
     def _ensure_vm(self) -> Vm:
         with self._boot_lock:
             if self._closed:
                 raise SandboxSetupError("This sandbox session is closed; create a new Sandbox to run more commands.")
-            if self._vm is not None and self._vm.alive:
-                return self._vm
-            if self._vm is not None:
-                self._vm.stop()  # it died (crashed, or powered itself off): boot a fresh one
-            self._vm = self._boot()
+            if self._vm is None or not self._vm.alive:
+                if self._pool is not None:
+                    self._vm = self._pool.vm_for(self)
+                else:
+                    if self._vm is not None:
+                        self._vm.stop()  # it died (crashed, or powered itself off): boot a fresh one
+                    self._vm = self.boot(self._launch_thread)
             return self._vm
 
-    def _boot(self) -> Vm:
+    def boot(self, launch_thread: ThreadPoolExecutor) -> Vm:
+        """A new VM for this launcher's configuration: KVM when it works (see MicrovmConfig.accel), else TCG."""
         mc = self.config.microvm
         if mc.accel == "tcg":
-            return self._boot_with(kvm=False, timeout_s=mc.boot_timeout_s)
-        reason = kvm_usable()
-        if reason is None and _kvm_verdict.get("kvm", None) is None:
+            return self._boot_with(launch_thread, kvm=False, timeout_s=mc.boot_timeout_s)
+        reason = kvm_usable() or _kvm_verdict.get("kvm")
+        if reason is None:
             try:
-                vm = self._boot_with(kvm=True, timeout_s=mc.kvm_probe_s if mc.accel == "auto" else mc.boot_timeout_s)
+                vm = self._boot_with(launch_thread, kvm=True, timeout_s=mc.kvm_probe_s if mc.accel == "auto" else mc.boot_timeout_s)
                 _kvm_verdict["kvm"] = None
                 return vm
             except SandboxSetupError as exc:
                 if mc.accel == "kvm":
                     raise
-                reason = f"a guest did not boot under KVM within {mc.kvm_probe_s:.0f} s ({str(exc)[:200]})"
+                reason = f"a guest did not boot under KVM within {mc.kvm_probe_s:.0f} s ({str(exc)[:300]})"
         if mc.accel == "kvm":
-            raise BackendUnavailable(f"microvm backend: accel 'kvm' was configured but KVM is not usable: {reason}.")
-        _kvm_verdict["kvm"] = reason or _kvm_verdict.get("kvm")
-        self.accel_note = (
-            f"the microVM runs under TCG software emulation, not KVM ({_kvm_verdict['kvm']}): {TCG_SLOWDOWN}."
-        )
-        return self._boot_with(kvm=False, timeout_s=mc.boot_timeout_s)
+            raise BackendUnavailable(f"microvm backend: accel 'kvm' was configured but KVM is not usable here: {reason}.")
+        _kvm_verdict["kvm"] = reason
+        self.accel_note = f"the microVM runs under TCG software emulation, not KVM ({reason}): {TCG_SLOWDOWN}."
+        warnings.warn(self.accel_note, RuntimeWarning, stacklevel=2)
+        return self._boot_with(launch_thread, kvm=False, timeout_s=mc.boot_timeout_s)
 
-    def _boot_with(self, *, kvm: bool, timeout_s: float) -> Vm:
+    def _boot_with(self, launch_thread: ThreadPoolExecutor, *, kvm: bool, timeout_s: float) -> Vm:
         mc = self.config.microvm
-        shares, links = self._shares()
-        run = Path(tempfile.mkdtemp(prefix="vm-", dir=self._state))
-        spec = VmSpec(
-            image=self.image, memory_mib=mc.memory_mib, vcpus=mc.vcpus, kvm=kvm, shares=shares, links=links,
-            socket_path=run / "control.sock", console_path=run / "console.log", network=self.config.allow_network,
-        )  # fmt: skip
-        setup = {
-            "shares": [{"tag": s.tag, "path": s.path, "ro": s.ro, "cache": s.cache} for s in shares if s.tag != "usr"],
-            "uid": os.geteuid(),
-            "gid": os.getegid(),
-        }
-        return Vm(self.vmm, spec, setup, self._launch_thread, timeout_s)
+        state = Path(tempfile.mkdtemp(prefix="abhed-microvm-"))
+        try:
+            copy_world_readable_etc(state / "etc", {str(m.path) for m in self.view.hidden})
+            shares, links = self._shares(state / "etc")
+            spec = VmSpec(
+                image=self.image, memory_mib=mc.memory_mib, vcpus=mc.vcpus, kvm=kvm, shares=shares, links=links,
+                socket_path=state / "control.sock", console_path=state / "console.log", network=self.config.allow_network,
+            )  # fmt: skip
+            setup = {
+                "shares": [{"tag": s.tag, "path": s.path, "ro": s.ro, "cache": s.cache} for s in shares if s.tag != "usr"],
+                "uid": os.geteuid(),
+                "gid": os.getegid(),
+            }
+            return Vm(self.vmm, spec, setup, launch_thread, timeout_s, state)
+        except BaseException:
+            shutil.rmtree(state, ignore_errors=True)
+            raise
 
-    def _shares(self) -> tuple[tuple[Share, ...], tuple[tuple[str, str], ...]]:
+    def _shares(self, etc: Path) -> tuple[tuple[Share, ...], tuple[tuple[str, str], ...]]:
         shares = [Share("usr", Path("/usr"), "/usr", True, "loose")]
         links = []
         for mount in self.view.system:
@@ -698,14 +714,64 @@ class MicrovmLauncher:
                 links.append((name.lstrip("/"), str(mount.source)))
             else:
                 shares.append(Share(f"sys{len(shares)}", mount.path, name, True, "loose"))
-        shares.append(Share("etc", self._etc, "/etc", True, "loose"))
-        shares.append(Share("ws", self.workspace, str(self.workspace), False))
-        shares.append(Share("wsro", self.workspace, f"{vm_agent.PRIVATE}/wsro", True))
+        shares.append(Share("etc", etc, "/etc", True, "loose"))
+        # The workspace's tree (the workspace itself, or a VmPool's root), mounted per command.
+        shares.append(Share("ws", self.share_root, f"{vm_agent.PRIVATE}/ws", False))
+        shares.append(Share("wsro", self.share_root, f"{vm_agent.PRIVATE}/wsro", True))
         for i, path in enumerate(self.config.ro_binds):
             shares.append(Share(f"ro{i}", Path(os.path.realpath(path)), str(path), True))
         for i, path in enumerate(self.config.rw_binds):
             shares.append(Share(f"rw{i}", Path(os.path.realpath(path)), str(path), False))
         return tuple(shares), tuple(links)
+
+
+class VmPool:
+    """Booted VMs kept across Sandboxes whose workspaces lie under ``root``, one per configuration.
+
+    For test suites only (``shared_vms``): a boot costs tens of seconds under TCG, and a
+    suite makes a workspace per test. The VM shares all of ``root``; each command still
+    sees only its own workspace (the agent mounts just that one at its path).
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(os.path.realpath(root))
+        self.vms: dict[SandboxConfig, Vm] = {}
+        self.lock = threading.Lock()
+        self.launch_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="abhed-microvm-pool")
+
+    def serves(self, workspace: Path) -> bool:
+        return workspace == self.root or self.root in workspace.parents
+
+    def vm_for(self, launcher: MicrovmLauncher) -> Vm:
+        with self.lock:
+            vm = self.vms.get(launcher.config)
+            if vm is None or not vm.alive:
+                if vm is not None:
+                    vm.stop()
+                vm = self.vms[launcher.config] = launcher.boot(self.launch_thread)
+            return vm
+
+    def close(self) -> None:
+        with self.lock:
+            for vm in self.vms.values():
+                vm.stop()
+            self.vms.clear()
+        self.launch_thread.shutdown(wait=True)
+
+
+_pool: VmPool | None = None
+
+
+@contextmanager
+def shared_vms(root: Path):
+    """While active, microvm Sandboxes with workspaces under ``root`` share booted VMs (tests)."""
+    global _pool
+    pool = _pool = VmPool(root)
+    try:
+        yield pool
+    finally:
+        _pool = None
+        pool.close()
 
 
 def copy_world_readable_etc(target: Path, hidden: set[str], source: Path = Path("/etc")) -> None:

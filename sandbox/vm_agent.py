@@ -289,6 +289,10 @@ def _confine(setup: dict, spec: dict, cgroup: str) -> None:
     for i, path in enumerate(under_tmp):
         os.makedirs(path, exist_ok=True)
         mount(f"{PRIVATE}/keep/{i}", path, None, MS_BIND | MS_REC)
+    # The workspace: its directory in the shared tree, at its host path.
+    workspace = spec["workspace"]
+    os.makedirs(workspace, exist_ok=True)
+    mount(f"{PRIVATE}/ws/{spec['workspace_in_share']}", workspace, None, MS_BIND | MS_NOSUID | MS_NODEV)
     for kind, path, source in spec["protect"]:
         protect(kind, path, source)
     for path in spec["hide"]:
