@@ -55,6 +55,7 @@ from sandbox.errors import BackendUnavailable, ConfigError, SandboxSetupError
 from sandbox.hostview import scan_host
 from sandbox.limits import effective_rlimits, runs_as_host_root
 from sandbox.protect import protection_mounts
+from sandbox.seccomp import syscall_filter
 from sandbox.shell import SANDBOX_HOME, find_shell, sandbox_env, wrapper_script
 
 VMM_PATHS = (Path("/usr/bin/qemu-system-x86_64"), Path("/usr/local/bin/qemu-system-x86_64"))
@@ -421,13 +422,16 @@ class Vm:
         try:
             argv = vmm.argv(spec)
             # Started from the launcher's own long-lived thread: PR_SET_PDEATHSIG follows the thread.
-            self.process = launch_thread.submit(_launch, argv).result()
+            self.process = launch_thread.submit(_launch, argv, state / "qemu.log").result()
             self.channel = Channel(self._accept(listener, timeout_s), self._on_frame, self._on_close)
         finally:
             listener.close()
-        if not self.hello.wait(max(0.0, timeout_s)) or self.process.poll() is not None:
-            self._fail(f"did not start its agent within {timeout_s:.0f} s")
-        self.channel.send(0, b"S", json.dumps(setup).encode())
+        if not self.hello.wait(max(0.0, timeout_s)) or self.closed:
+            self._fail(f"did not start its agent within {timeout_s:.0f} s" if not self.closed else "stopped while booting")
+        try:
+            self.channel.send(0, b"S", json.dumps(setup).encode())
+        except OSError as exc:
+            self._fail(f"stopped while booting ({exc})")
         if not self.ready.wait(60) or self.setup_error is not None:
             self._fail(f"could not mount the shared directories ({self.setup_error or 'no answer'})")
 
@@ -449,8 +453,9 @@ class Vm:
 
     def _failure(self, what: str) -> str:
         return (
-            f"The session's microVM {what}; no command ran. qemu: {self.spec.image.directory}, "
-            f"{'KVM' if self.spec.kvm else 'TCG'}. Last console lines: {console_tail(self.spec.console_path)!r}. "
+            f"The session's microVM {what}; no command ran. image {self.spec.image.directory}, "
+            f"{'KVM' if self.spec.kvm else 'TCG'}. qemu said: {console_tail(self.state / 'qemu.log', 300)!r}; "
+            f"last console lines: {console_tail(self.spec.console_path)!r}. "
             "Run 'abhed doctor'; rebuild the image with scripts/build-microvm if it is stale."
         )
 
@@ -536,7 +541,7 @@ class Vm:
         shutil.rmtree(self.state, ignore_errors=True)
 
 
-def _launch(argv: list[str]) -> subprocess.Popen:
+def _launch(argv: list[str], log: Path) -> subprocess.Popen:
     libc = ctypes.CDLL(None, use_errno=True)
     parent = os.getpid()
 
@@ -545,9 +550,8 @@ def _launch(argv: list[str]) -> subprocess.Popen:
         if os.getppid() != parent:  # we died before the prctl took effect
             os._exit(1)
 
-    return subprocess.Popen(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_us
-    )
+    with open(log, "wb") as out:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, preexec_fn=die_with_us)
 
 
 def console_tail(path: Path, limit: int = 600) -> str:
@@ -697,6 +701,7 @@ class MicrovmLauncher:
                 "shares": [{"tag": s.tag, "path": s.path, "ro": s.ro, "cache": s.cache} for s in shares if s.tag != "usr"],
                 "uid": os.geteuid(),
                 "gid": os.getegid(),
+                "seccomp": syscall_filter().hex(),  # the bwrap backend's filter, loaded by the agent
             }
             return Vm(self.vmm, spec, setup, launch_thread, timeout_s, state)
         except BaseException:
@@ -775,32 +780,29 @@ def shared_vms(root: Path):
 
 
 def copy_world_readable_etc(target: Path, hidden: set[str], source: Path = Path("/etc")) -> None:
-    """What of ``source`` everyone may read, copied to ``target`` (symlinks kept as symlinks).
+    """``source`` as everyone may read it, copied to ``target`` (symlinks kept as symlinks).
 
     The guest gets this copy, never the host's /etc: a secret that is not there cannot leak,
-    whatever happens inside the VM.
+    whatever happens inside the VM. What is hidden (not world-readable, or in ``hidden``)
+    stands there as an empty mode-000 placeholder, so commands see "Permission denied" as
+    under bwrap.
     """
     target.mkdir(mode=0o755)
     for root, dirs, files in os.walk(source):
-        rel = os.path.relpath(root, source)
-        dest_root = target / rel if rel != "." else target
+        dest_root = target / os.path.relpath(root, source)
         keep = []
         for name in dirs:
             path = os.path.join(root, name)
-            if path in hidden:
-                continue
             if os.path.islink(path):
                 _copy_link(path, dest_root / name)
-                continue
-            mode = os.stat(path).st_mode
-            if mode & 0o005 == 0o005:
+            elif path not in hidden and os.stat(path).st_mode & 0o005 == 0o005:
                 (dest_root / name).mkdir(mode=0o755)
                 keep.append(name)
+            else:
+                (dest_root / name).mkdir(mode=0)
         dirs[:] = keep
         for name in files:
             path = os.path.join(root, name)
-            if path in hidden:
-                continue
             if os.path.islink(path):
                 _copy_link(path, dest_root / name)
                 continue
@@ -808,12 +810,17 @@ def copy_world_readable_etc(target: Path, hidden: set[str], source: Path = Path(
                 st = os.stat(path)
             except OSError:
                 continue
-            if st.st_mode & 0o004 and os.path.isfile(path):
+            if not os.path.isfile(path):
+                continue
+            if path not in hidden and st.st_mode & 0o004:
                 try:
                     shutil.copyfile(path, dest_root / name)
                     os.chmod(dest_root / name, st.st_mode & 0o755)
-                except OSError:
                     continue
+                except OSError:
+                    pass
+            (dest_root / name).touch(mode=0)
+            os.chmod(dest_root / name, 0)
 
 
 def _copy_link(path: str, dest: Path) -> None:

@@ -23,11 +23,13 @@ exit frame sent, so no output can arrive after it.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import json
 import os
 import resource
 import selectors
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -39,12 +41,13 @@ MAX_FRAME = 1 << 20
 # Where the command's shell finds the control pipe (the host's wrapper script names it). The
 # agent puts it there just for the spawn (it is single-threaded; its own fds are all low).
 CTL_FD = 250
-CGROUP_ROOT = "/sys/fs/cgroup"
-PRIVATE = "/.abhed"  # the agent's own files: hidden from every command
+PRIVATE = "/.abhed"  # the agent's own files (sysfs, cgroups, devices): hidden from every command
+CGROUP_ROOT = f"{PRIVATE}/cgroup"
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
-CLONE_NEWNS = 0x00020000
-PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP = 38, 24
+CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
+PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 24, 22, 2
+SIOCSIFFLAGS, IFF_UP = 0x8914, 0x1
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -164,6 +167,9 @@ class Agent:
         # No nested user namespaces: a command could otherwise regain capabilities in one.
         with open("/proc/sys/user/max_user_namespaces", "w") as f:
             f.write("0")
+        # The loopback interface up, as in bwrap's network namespace (the VM has no other).
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            fcntl.ioctl(sock, SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", IFF_UP))
         self.setup = setup
 
     def reap(self) -> None:
@@ -265,22 +271,54 @@ class Command:
 def confine(setup: dict, spec: dict, cgroup: str) -> None:
     """In the command's process, before exec: everything in the module docstring, in order.
 
-    A failure ends the process with the reason on its output (the host reports it: the
-    command never wrote "R", so it did not run).
+    This process (A) joins the cgroup and makes the new namespaces; its child (B) is pid 1
+    of the new pid namespace, sets up the mounts and stays as the namespace's init; B's
+    child (C) drops every privilege and returns here to exec the shell. A and B exit with
+    C's status; when B exits the kernel kills whatever is left in the namespace. A failure
+    ends the process with the reason on its output (the command never wrote "R", so the
+    host reports that it did not run).
     """
     try:
-        _confine(setup, spec, cgroup)
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        with open(f"{cgroup}/cgroup.procs", "w") as f:
+            f.write(str(os.getpid()))
+        check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID), "unshare")
+        child = os.fork()
+        if child:
+            os._exit(wait_status(child))  # A: mirror B
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+            signal.signal(sig, signal.SIG_IGN)  # B is init: the command cannot stop it early
+        make_mounts(setup, spec)
+        shell = os.fork()
+        if shell:
+            os._exit(init_loop(shell))
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+            signal.signal(sig, signal.SIG_DFL)
+        drop_privileges(setup, spec)
     except BaseException as exc:
         os.write(2, f"abhed-agent: cannot confine the command: {type(exc).__name__}: {exc}\n".encode())
         os._exit(126)
 
 
-def _confine(setup: dict, spec: dict, cgroup: str) -> None:
-    with open(f"{cgroup}/cgroup.procs", "w") as f:
-        f.write(str(os.getpid()))
-    check(libc.unshare(CLONE_NEWNS), "unshare")
+def wait_status(pid: int) -> int:
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
+
+
+def init_loop(shell: int) -> int:
+    """pid 1 of a command's namespace: reap everything; the shell's status is the answer."""
+    while True:
+        pid, status = os.wait()
+        if pid == shell:
+            code = os.waitstatus_to_exitcode(status)
+            return 128 - code if code < 0 else code
+
+
+def make_mounts(setup: dict, spec: dict) -> None:
     mount(None, "/", None, MS_REC | MS_PRIVATE)
-    # The fresh /tmp would cover a workspace (or bind) that lies under /tmp: carry those over.
+    # The fresh /tmp would cover a bind that lies under /tmp: carry those over.
     under_tmp = sorted((s["path"] for s in setup["shares"] if s["path"].startswith("/tmp/")), key=lambda p: p.count("/"))
     for i, path in enumerate(under_tmp):
         os.makedirs(f"{PRIVATE}/keep/{i}", exist_ok=True)
@@ -297,9 +335,8 @@ def _confine(setup: dict, spec: dict, cgroup: str) -> None:
         protect(kind, path, source)
     for path in spec["hide"]:
         protect("empty-dir" if os.path.isdir(path) else "null-file", path, None)
-    uid, gid = setup["uid"], setup["gid"]
     os.mkdir("/tmp/home", 0o700)
-    os.chown("/tmp/home", uid, gid)
+    os.chown("/tmp/home", setup["uid"], setup["gid"])
     mount("tmpfs", "/dev", "tmpfs", MS_NOSUID, "size=64k,mode=755")
     for name in DEVICES:
         open(f"/dev/{name}", "w").close()
@@ -307,21 +344,30 @@ def _confine(setup: dict, spec: dict, cgroup: str) -> None:
     os.mkdir("/dev/shm", 0o1777)
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"/dev/{name}")
+    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | (1 << 3))  # this namespace's processes only (MS_NOEXEC)
     bind_readonly("/proc/sys", "/proc/sys")
     bind_readonly(f"{PRIVATE}/null", "/proc/sysrq-trigger")
-    mount("tmpfs", "/sys", "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=555")
     mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY)  # the guest's root: nothing to write there
     mount("tmpfs", PRIVATE, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=555")
+
+
+def drop_privileges(setup: dict, spec: dict) -> None:
     for res, soft, hard in spec["rlimits"]:
         resource.setrlimit(res, (soft, hard))
     os.chdir(spec["cwd"])
     os.setgroups([])
-    os.setgid(gid)
-    os.setuid(uid)
+    os.setgid(setup["gid"])
+    os.setuid(setup["uid"])
     for cap in range(64):
         libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last capability: ignored
     drop_capabilities()
     check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    program = bytes.fromhex(setup["seccomp"])
+    if program:
+        buffer = ctypes.create_string_buffer(program, len(program))
+        fprog = struct.pack("HxxxxxxQ", len(program) // 8, ctypes.addressof(buffer))
+        fprog_buffer = ctypes.create_string_buffer(fprog, len(fprog))
+        check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, fprog_buffer, 0, 0), "seccomp")
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
 
@@ -350,8 +396,8 @@ def drop_capabilities() -> None:
 
 
 def open_port() -> int:
-    for name in sorted(os.listdir("/sys/class/virtio-ports")):
-        with open(f"/sys/class/virtio-ports/{name}/name") as f:
+    for name in sorted(os.listdir(f"{PRIVATE}/sys/class/virtio-ports")):
+        with open(f"{PRIVATE}/sys/class/virtio-ports/{name}/name") as f:
             if f.read().strip() == "abhed":
                 return os.open(f"/dev/{name}", os.O_RDWR)
     raise SystemExit("abhed-agent: no virtio-serial port named 'abhed'")
