@@ -64,8 +64,10 @@ IMAGE_FILES = ("vmlinuz", "initramfs.img")
 # build directory, then where the USB bundle installs it.
 IMAGE_DIRS = (Path(__file__).resolve().parent.parent / "build" / "microvm", Path("/opt/abhed/microvm"))
 TCG_SLOWDOWN = "commands run about 5 to 20 times slower than under KVM; boot takes tens of seconds"
-# A killed command's cgroup is emptied by the guest at once; the bound guards a stuck VM.
-TEARDOWN_S = 30.0
+# A killed command's cgroup is emptied by the guest at once; the bound guards a stuck VM
+# (generous: under TCG on a loaded host the guest gets little CPU, and giving up powers the
+# VM off, ending every background job of the session).
+TEARDOWN_S = 120.0
 # How long the relay waits for the reader of a command's output before dropping it (the
 # reader has given up: the command timed out and its drain time passed).
 STALL_S = 0.1
@@ -622,6 +624,9 @@ class MicrovmLauncher:
             self._vm = None
         if self._launch_thread is not None:
             self._launch_thread.shutdown(wait=True)
+
+    def prepare(self) -> None:
+        self._ensure_vm()
 
     def spawn(self, command: str, *, cwd: Path, out_fd: int, report_cwd: bool) -> VmSpawned:
         vm = self._ensure_vm()

@@ -217,6 +217,7 @@ class Sandbox:
         real_cwd = self.resolve_cwd(cwd)
         _check_timeout(timeout_s)
         collector = OutputCollector(output_limit_chars)
+        self._launcher.prepare()  # microvm: the first command boots the VM; that is not the command's time
         started = time.monotonic()
         self._check_disk_reserve()
         out_r, out_w = os.pipe()

@@ -226,7 +226,7 @@ class MicrovmRunner(LocalRunner):
     def run(self, command, *, workspace, cwd=None, timeout_s=60, config=None, output_limit_chars=None):
         config = {**(config or {}), "backend": "microvm"}
         # Under TCG a command costs seconds: the timeouts the bwrap tests choose are too short.
-        return super().run(command, workspace=workspace, cwd=cwd, timeout_s=max(timeout_s, 300), config=config,
+        return super().run(command, workspace=workspace, cwd=cwd, timeout_s=max(timeout_s, 60), config=config,
                            output_limit_chars=output_limit_chars)
 
 
