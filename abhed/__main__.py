@@ -1,3 +1,3 @@
-from abhed.cli import main
+from abhed.cli.commands import main
 
 main()

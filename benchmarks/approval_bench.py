@@ -27,8 +27,8 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from abhed.approval import Policy  # noqa: E402
-from abhed.shellparse import _parser  # noqa: E402
+from abhed.gate.approval import Policy  # noqa: E402
+from abhed.gate.shellparse import _parser  # noqa: E402
 
 CORPUS = Path("/usr/share/bash-completion")
 PATHOLOGICAL = {

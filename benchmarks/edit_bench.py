@@ -23,10 +23,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from abhed import config, dispatch  # noqa: E402
-from abhed.approval import Gate, Policy  # noqa: E402
-from abhed.paths import PathPolicy  # noqa: E402
-from abhed.session import SessionStore  # noqa: E402
+from abhed.session import config  # noqa: E402
+from abhed.agent import dispatch
+from abhed.gate.approval import Gate, Policy  # noqa: E402
+from abhed.files.paths import PathPolicy  # noqa: E402
+from abhed.session.store import SessionStore  # noqa: E402
 from abhed.tools.base import ToolContext  # noqa: E402
 
 CORPUS = REPO / "benchmarks" / "corpus"

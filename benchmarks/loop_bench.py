@@ -29,14 +29,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from abhed import config, dispatch  # noqa: E402
-from abhed.agent import Agent, Budget, Limits  # noqa: E402
-from abhed.approval import Gate, Policy  # noqa: E402
-from abhed.config import AgentConfig  # noqa: E402
+from abhed.session import config  # noqa: E402
+from abhed.agent import dispatch
+from abhed.agent.loop import Agent, Budget, Limits  # noqa: E402
+from abhed.gate.approval import Gate, Policy  # noqa: E402
+from abhed.session.config import AgentConfig  # noqa: E402
 from abhed.model.connect import connect  # noqa: E402
 from abhed.model.replay import ReplayServer, Turn  # noqa: E402
-from abhed.paths import PathPolicy  # noqa: E402
-from abhed.session import SessionStore  # noqa: E402
+from abhed.files.paths import PathPolicy  # noqa: E402
+from abhed.session.store import SessionStore  # noqa: E402
 from abhed.tools.base import ToolContext  # noqa: E402
 
 GOAL_MS = 10.0

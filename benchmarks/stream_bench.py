@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from abhed.display import Progress  # noqa: E402
+from abhed.cli.display import Progress  # noqa: E402
 from abhed.model.adapters import VisibleStream, visible  # noqa: E402
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Mutation testing, one deliberate bug at a time: does any test notice?
 
-    .venv/bin/python scripts/mutate.py --module abhed/paths.py --tests tests/test_paths.py
+    .venv/bin/python scripts/mutate.py --module abhed/files/paths.py --tests tests/test_paths.py
     .venv/bin/python scripts/mutate.py --module sandbox/protect.py --tests "tests/sandbox -k protect" --lines 40-120
 
 For every mutant of the named modules (a comparison flipped, `and`/`or` swapped, a `not` dropped, a

@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from abhed import config, dispatch
-from abhed.approval import Gate, Policy
-from abhed.paths import PathPolicy
-from abhed.session import SessionStore
+from abhed.session import config
+from abhed.agent import dispatch
+from abhed.gate.approval import Gate, Policy
+from abhed.files.paths import PathPolicy
+from abhed.session.store import SessionStore
 from abhed.tools.base import ToolContext, ToolResult
 
 REPO = Path(__file__).resolve().parent.parent

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from abhed.approval import Gate, Policy, Rule, refusal
-from abhed.shellparse import Command
+from abhed.gate.approval import Gate, Policy, Rule, refusal
+from abhed.gate.shellparse import Command
 
 ALLOW = ["bash(npm test)", "bash(git status:*)", "bash(ls:*)", "bash(cat:*)", "bash(tail:*)", "bash(grep:*)",
          "bash(pytest:*)"]
@@ -236,7 +236,7 @@ def test_read_only_tools_are_allowed_in_every_mode(tmp_path, tool):
 
 
 def test_the_job_command_check_is_bounded_and_exact():
-    from abhed.jobs import MAX_JOB_LINE, JobCommand, job_command
+    from abhed.gate.jobs import MAX_JOB_LINE, JobCommand, job_command
     assert job_command("kill %job-1 %job-2") == JobCommand("kill", ("job-1", "job-2"))
     assert job_command("  jobs -l  # list") == JobCommand("jobs")
     assert job_command("jobs" + " " * MAX_JOB_LINE) is None  # long lines are never job commands

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from abhed.approval import Gate, Policy, refusal
+from abhed.gate.approval import Gate, Policy, refusal
 from abhed_testing import abhed
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]

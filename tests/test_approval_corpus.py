@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from abhed.approval import Policy
-from abhed.shellparse import analyze
+from abhed.gate.approval import Policy
+from abhed.gate.shellparse import analyze
 
 pytestmark = pytest.mark.slow
 

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from abhed import dispatch
-from abhed.dispatch import INTERNAL, INVALID_INPUT, TOO_LARGE, bounds_error, nul_error, parse_arguments
-from abhed.events import ActionEvent
+from abhed.agent import dispatch
+from abhed.agent.dispatch import INTERNAL, INVALID_INPUT, TOO_LARGE, bounds_error, nul_error, parse_arguments
+from abhed.session.events import ActionEvent
 from abhed_testing import Tools, abhed
 
 DEEP = '{"path": ' + "[" * 900 + "]" * 900 + "}"
@@ -63,7 +63,7 @@ def test_arguments_over_the_size_limit_are_refused_and_the_limit_is_configurable
 
 
 def test_the_size_limit_is_a_setting(tmp_path):
-    from abhed import config
+    from abhed.session import config
     settings = config.load({"agent": {"max_argument_bytes": 2048, "max_argument_depth": 8}},
                            env={"ABHED_CONFIG": "/nonexistent"})
     assert (settings.agent.max_argument_bytes, settings.agent.max_argument_depth) == (2048, 8)
@@ -175,10 +175,10 @@ def _texts():
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(name=st.sampled_from(["read", "write", "edit", "glob", "grep", "plan", "todo"]), text=_texts())
 def test_fuzz_no_argument_text_crashes_dispatch_the_log_or_the_display(tmp_path_factory, name, text):
-    from abhed.cli import _shown_event, tree
-    from abhed.display import preview
+    from abhed.cli.commands import _shown_event, tree
+    from abhed.cli.display import preview
     from abhed.model.wire import ToolCall
-    from abhed.terminal import printable
+    from abhed.common.terminal import printable
     ws = tmp_path_factory.mktemp("ws")
     tools = Tools(ws, tmp_path_factory.mktemp("home"))
     result = tools(name, text)

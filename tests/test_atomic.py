@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from abhed import atomic
-from abhed.session import ReadRecord, changed_since
+from abhed.files import atomic
+from abhed.session.store import ReadRecord, changed_since
 
 OTHER = 65534  # nobody
 

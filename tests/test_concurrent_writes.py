@@ -9,16 +9,17 @@ import sys
 
 import pytest
 
-from abhed import atomic, filelock
+from abhed.files import atomic, filelock
 from abhed_testing import REPO
 
 EDITOR = r"""
 import json, sys
 from pathlib import Path
-from abhed import config, dispatch
-from abhed.approval import Gate, Policy
-from abhed.paths import PathPolicy
-from abhed.session import SessionStore
+from abhed.session import config
+from abhed.agent import dispatch
+from abhed.gate.approval import Gate, Policy
+from abhed.files.paths import PathPolicy
+from abhed.session.store import SessionStore
 from abhed.tools.base import ToolContext
 
 ws, home, target, tag, rounds = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
@@ -93,7 +94,7 @@ def test_the_lock_follows_the_file_not_the_name(tmp_path, ws):
 LOCKER = r"""
 import os, sys, time
 from pathlib import Path
-from abhed import filelock
+from abhed.files import filelock
 dirfd = os.open(sys.argv[2], os.O_RDONLY | os.O_DIRECTORY)
 with filelock.locked(Path(sys.argv[1]), dirfd, "f.txt"):
     print("locked", flush=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from abhed import config
+from abhed.session import config
 
 
 def test_defaults(tmp_path):

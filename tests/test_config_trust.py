@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from abhed import config
+from abhed.session import config
 from abhed_testing import abhed
 
 OTHER_UID = 65534  # nobody: any uid that is neither ours nor root

@@ -15,7 +15,7 @@ from abhed_testing import REPO, abhed
 CHILD = r"""
 import sys, time
 from pathlib import Path
-from abhed.atomic import replace_file
+from abhed.files.atomic import replace_file
 target, size = Path(sys.argv[1]), int(sys.argv[2])
 data = b"N" * size
 print("ready", flush=True)

@@ -265,7 +265,7 @@ def test_a_file_that_grows_past_the_limit_while_read_is_refused_not_cut(make_too
     """The size check uses what was read, not only the stat: a file growing meanwhile is never cut."""
     import os
 
-    from abhed import textfile
+    from abhed.files import textfile
     path = ws / "grows.txt"
     path.write_text("x\n" * 100)
     fd = os.open(path, os.O_RDONLY)

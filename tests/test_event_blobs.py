@@ -7,8 +7,8 @@ import json
 import os
 from pathlib import Path
 
-from abhed.conversation import message_event, rebuild
-from abhed.events import BLOB_MIN, ActionEvent, EventLog, MessageEvent, ObservationEvent, to_json
+from abhed.agent.conversation import message_event, rebuild
+from abhed.session.events import BLOB_MIN, ActionEvent, EventLog, MessageEvent, ObservationEvent, to_json
 from abhed.model.wire import Msg, ToolCall
 from abhed_testing import abhed
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import os
 
-from abhed.events import ActionEvent, EventLog, ObservationEvent
-from abhed.session import SessionStore
+from abhed.session.events import ActionEvent, EventLog, ObservationEvent
+from abhed.session.store import SessionStore
 from abhed_testing import abhed
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from abhed.filewalk import IgnoreFile, walk
+from abhed.files.filewalk import IgnoreFile, walk
 
 EXCLUDES = ["node_modules", ".git", "target", "dist", "__pycache__"]
 RG = Path(sys.executable).parent / "rg"

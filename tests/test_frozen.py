@@ -1,11 +1,11 @@
-"""abhed.frozen from the source tree: what it says when Abhed is not the one-file binary, and the
+"""abhed.common.frozen from the source tree: what it says when Abhed is not the one-file binary, and the
 environment it hands to children. (tests/dist checks the binary itself.)"""
 
 from __future__ import annotations
 
 import sys
 
-from abhed import frozen
+from abhed.common import frozen
 
 
 def test_from_source_there_is_no_extraction_dir_and_nothing_bundled():

@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from abhed.dispatch import INTERNAL
+from abhed.agent.dispatch import INTERNAL
 from abhed_testing import Tools
 
 FILES = {

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from abhed.globpattern import compile_glob, expand_braces
+from abhed.files.globpattern import compile_glob, expand_braces
 
 
 def make(ws, *names, mtime_start=1_000_000):

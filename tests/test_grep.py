@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from abhed.ripgrep import find_rg
+from abhed.files.ripgrep import find_rg
 from abhed_testing import Tools, abhed
 
 BACKENDS = ["python", "rg"]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from abhed.ripgrep import find_rg
+from abhed.files.ripgrep import find_rg
 from abhed_testing import Tools
 
 CORPUS = {

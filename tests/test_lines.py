@@ -7,7 +7,7 @@ import io
 from hypothesis import given
 from hypothesis import strategies as st
 
-from abhed.lines import LineScanner
+from abhed.files.lines import LineScanner
 
 
 def reference(data: bytes) -> list[bytes]:

@@ -1,4 +1,4 @@
-"""edit's nearest match (abhed.nearest): the place the model meant, and what exactly differs.
+"""edit's nearest match (abhed.files.nearest): the place the model meant, and what exactly differs.
 
 The corpus test builds realistic mistakes (re-indentation, tabs for spaces, trailing spaces, inner
 whitespace, quote style, typographic quotes, CRLF, a missing line, an extra line, a typo) on windows
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from abhed import nearest
+from abhed.files import nearest
 from abhed_testing import Tools
 
 SEED = 14_11

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from abhed import beneath
-from abhed.paths import PathError, PathPolicy
+from abhed.files import beneath
+from abhed.files.paths import PathError, PathPolicy
 from abhed_testing import Tools
 
 
@@ -175,7 +175,7 @@ def test_open_refuses_a_symlink_anywhere_below_the_root(ws, tmp_path):
 
 
 def test_a_path_changing_while_resolved_is_a_clear_error(ws, monkeypatch):
-    import abhed.paths as paths
+    import abhed.files.paths as paths
 
     def racing(path):
         raise OSError(22, "Invalid argument")

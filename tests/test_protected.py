@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from sandbox.config import DEFAULT_PROTECTED_PATHS
 
-from abhed import protected
-from abhed.approval import Gate, Policy
+from abhed.gate import protected
+from abhed.gate.approval import Gate, Policy
 from abhed_testing import Tools
 
 

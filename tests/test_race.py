@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from abhed import beneath
+from abhed.files import beneath
 from abhed_testing import Tools
 
 SWAPPER = r"""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from abhed.session import digest
+from abhed.session.store import digest
 from abhed_testing import abhed
 
 
@@ -217,11 +217,11 @@ def test_line_index_gives_the_same_windows_as_a_full_scan(tools, ws, monkeypatch
     """Files over the hashing limit are indexed on first read; later reads start from a mark."""
     import random
 
-    import abhed.lines
+    import abhed.files.lines
     import abhed.tools.read
 
     monkeypatch.setattr(abhed.tools.read, "HASH_LIMIT", 100)
-    monkeypatch.setattr(abhed.lines, "CHUNK", 37)  # many marks, some inside lines
+    monkeypatch.setattr(abhed.files.lines, "CHUNK", 37)  # many marks, some inside lines
     rng = random.Random(3)
     text = "".join("x" * rng.randint(0, 30) + ("\r" if rng.random() < 0.1 else "") + "\n" for _ in range(400)) + "tail"
     path = ws / "big.txt"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from abhed import session as session_module
-from abhed.session import SessionError, SessionState, SessionStore
+from abhed.session import store as session_module
+from abhed.session.store import SessionError, SessionState, SessionStore
 from abhed_testing import REPO, abhed
 
 
@@ -81,7 +81,7 @@ def test_kill_9_during_saves_never_leaves_a_torn_state_json(home, ws):
         import sys
         sys.path.insert(0, {str(REPO)!r})
         from pathlib import Path
-        from abhed.session import SessionStore
+        from abhed.session.store import SessionStore
         session = SessionStore(Path({str(home)!r})).open("k")
         n = 0
         print("ready", flush=True)
@@ -106,7 +106,7 @@ def _holder_script(home: Path, ws: Path, session_id: str) -> str:
         sys.argv = ["abhed", "run", "fix the tests"]
         sys.path.insert(0, {str(REPO)!r})
         from pathlib import Path
-        from abhed.session import SessionStore
+        from abhed.session.store import SessionStore
         with SessionStore(Path({str(home)!r})).use({session_id!r}, Path({str(ws)!r})):
             print("held", flush=True)
             sys.stdin.readline()
@@ -171,13 +171,13 @@ def test_use_waits_in_process_with_the_callback(home, ws, monkeypatch):
 # -- the state and what a call changed (fast, in-process) ---------------------------------------------
 
 def _record(size: int = 1, mtime: int = 1, sha: str | None = "a" * 64):
-    from abhed.session import ReadRecord
-    from abhed.events import now
+    from abhed.session.store import ReadRecord
+    from abhed.session.events import now
     return ReadRecord(size=size, mtime_ns=mtime, sha256=sha, at=now())
 
 
 def test_changed_since_trusts_the_hash_when_both_sides_have_one_else_size_and_mtime():
-    from abhed.session import changed_since, digest
+    from abhed.session.store import changed_since, digest
     record = _record(3, 100, digest(b"abc"))
     assert not changed_since(record, b"abc", 3, 100)
     assert not changed_since(record, b"abc", 3, 999)  # touched, same content
@@ -191,7 +191,7 @@ def test_changed_since_trusts_the_hash_when_both_sides_have_one_else_size_and_mt
 
 
 def test_changes_since_names_exactly_what_a_call_changed_and_apply_replays_it(home, ws):
-    from abhed.session import Plan, TodoItem, apply_changes
+    from abhed.session.store import Plan, TodoItem, apply_changes
     session = SessionStore(home).create(ws, "c")
     session.remember(ws / "kept", b"k", 1, 1)
     session.remember(ws / "gone", b"g", 1, 1)
@@ -225,8 +225,8 @@ def test_changes_since_names_exactly_what_a_call_changed_and_apply_replays_it(ho
 
 
 def test_rebuild_state_applies_the_logs_changes_in_order_and_keeps_the_rest(home, ws):
-    from abhed.events import ActionEvent, MessageEvent, ObservationEvent
-    from abhed.session import rebuild_state
+    from abhed.session.events import ActionEvent, MessageEvent, ObservationEvent
+    from abhed.session.store import rebuild_state
     state = SessionState(id="r", created_at=session_module.now(), workspace=str(ws), cwd=str(ws))
     state.reads["/old"] = _record()
 
@@ -313,7 +313,7 @@ def test_save_holds_the_lock_and_writes_indented_json(home, ws):
 
 
 def test_state_defaults_and_todo_statuses():
-    from abhed.session import Plan, TodoItem
+    from abhed.session.store import Plan, TodoItem
     from pydantic import ValidationError
     assert Plan(goal="g", steps=[]).version == 1 and Plan(goal="g", steps=[]).notes == ""
     state = SessionState(id="x", created_at=session_module.now(), workspace="/w", cwd="/w")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from abhed import wrappers
-from abhed.approval import destructive, is_device, protected, unwrap
-from abhed.shellparse import MAX_CHARS, MAX_DEPTH, Command, analyze, ansi_c, normalise
-from abhed.shellscan import scan
+from abhed.gate import wrappers
+from abhed.gate.approval import destructive, is_device, protected, unwrap
+from abhed.gate.shellparse import MAX_CHARS, MAX_DEPTH, Command, analyze, ansi_c, normalise
+from abhed.gate.shellscan import scan
 
 
 def _argv(line: str) -> list[list[str | None]]:
@@ -302,7 +302,7 @@ def test_not_destructive(argv):
 
 
 def test_redirects_to_devices_and_protected_paths_are_destructive_but_inputs_and_duplicates_are_not():
-    from abhed.shellparse import Redirect
+    from abhed.gate.shellparse import Redirect
     assert "block device /dev//sda" in destructive(Command([], redirects=[Redirect(">", "/dev//sda")]))
     assert "protected path .git//hooks/x" in destructive(Command([], redirects=[Redirect(">>", ".git//hooks/x")]))
     assert "protected path hooks/x" in destructive(Command([], redirects=[Redirect(">", "hooks/x")]), (".git",))

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from abhed import atomic
+from abhed.files import atomic
 
 
 def _dead_pid() -> int:

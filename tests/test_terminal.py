@@ -9,10 +9,10 @@ import json
 import pytest
 from rich.console import Console
 
-from abhed.approval import Verdict
-from abhed.display import Chat, Progress, preview
+from abhed.gate.approval import Verdict
+from abhed.cli.display import Chat, Progress, preview
 from abhed.model.wire import ToolCall
-from abhed.terminal import printable
+from abhed.common.terminal import printable
 from abhed.tools.base import ToolResult
 from abhed_testing import abhed
 
@@ -80,7 +80,7 @@ def test_chat_tool_lines_streamed_text_and_notices_are_escaped():
 
 
 def test_chat_todos_plan_and_subagent_lines_are_escaped():
-    from abhed.session import Plan, TodoItem
+    from abhed.session.store import Plan, TodoItem
     chat, out = _chat()
     chat.todos([TodoItem(id="1", content="fix \x1b[2K it")])
     chat.plan(Plan(goal="g\x1b[1A", steps=["s\x9b1"]))

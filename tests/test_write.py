@@ -232,7 +232,7 @@ def test_overwriting_crlf_with_lf_says_so(tools, ws):
 
 def test_losing_the_race_at_the_rename_is_the_changed_since_read_error(tools, ws):
     """The hash re-check right before the rename (another writer came in between) answers like a stale read."""
-    from abhed.errors import ToolError
+    from abhed.common.errors import ToolError
     from abhed.tools.write import replace
     path = ws / "f.txt"
     path.write_text("theirs\n")

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from abhed import dispatch
+from abhed.agent import dispatch
 from abhed.conformance.trial import Record
 
 # error kinds that mean the call itself was malformed: what this layer exists to catch

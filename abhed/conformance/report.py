@@ -21,7 +21,7 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from abhed import __version__
-from abhed.atomic import replace_file
+from abhed.files.atomic import replace_file
 from abhed.model import profiles
 
 SCHEMA_VERSION = 1

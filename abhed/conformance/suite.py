@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from abhed.config import Settings
+from abhed.session.config import Settings
 from abhed.conformance import adapter
 from abhed.conformance.report import CATEGORIES, Report, TestReport, grade
 from abhed.conformance.scenarios import RECOVERY, SCENARIOS, Scenario
 from abhed.conformance.trial import Result, Trial
-from abhed.display import Display
+from abhed.agent.display import Display
 from abhed.model.connect import Model
 
 

@@ -16,15 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from abhed import dispatch
-from abhed.agent import Agent, Budget, Limits, Outcome
-from abhed.approval import Gate, Policy
-from abhed.config import Settings
-from abhed.display import Display
-from abhed.events import ActionEvent, AnyEvent, MessageEvent, ObservationEvent
+from abhed.agent import dispatch
+from abhed.agent.loop import Agent, Budget, Limits, Outcome
+from abhed.gate.approval import Gate, Policy
+from abhed.session.config import Settings
+from abhed.agent.display import Display
+from abhed.session.events import ActionEvent, AnyEvent, MessageEvent, ObservationEvent
 from abhed.model.connect import Model
-from abhed.paths import PathPolicy
-from abhed.session import SessionState, SessionStore
+from abhed.files.paths import PathPolicy
+from abhed.session.store import SessionState, SessionStore
 from abhed.tools.base import ToolContext
 
 HARNESS = "conformance"  # agent id of the calls the suite makes itself (reads done "for" the model)

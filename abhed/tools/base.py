@@ -11,18 +11,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from abhed.config import Settings
-from abhed.paths import PathPolicy
-from abhed.session import Session
+from abhed.session.config import Settings
+from abhed.files.lines import LINE_CHARS  # noqa: F401  (tools import it from here, beside LINE_CUT_NOTE)
+from abhed.files.paths import PathPolicy
+from abhed.session.store import Session
 
-if TYPE_CHECKING:
-    from abhed.tools.bash import Shell
-
-LINE_CHARS = 2000  # spec §2: longer lines are cut individually
 LINE_CUT_NOTE = "[...line truncated]"
 
 
@@ -49,6 +46,14 @@ def fail(content: str, **metadata: Any) -> ToolResult:
     return ToolResult(content=content, is_error=True, metadata=metadata)
 
 
+class Closable(Protocol):
+    """What a tool keeps in the context for as long as the session's process runs: the bash tool's
+    sandbox and jobs (tools/bash.py: Shell). Named by what the context does with it, so that base
+    does not import bash (bash imports base)."""
+
+    def close(self) -> Any: ...
+
+
 @dataclass
 class ToolContext:
     """Everything a tool may use: the session (read-set, cwd), the operator's settings, the paths,
@@ -66,7 +71,7 @@ class ToolContext:
     settings: Settings
     paths: PathPolicy
     one_shot: bool = False
-    shell: Shell | None = None
+    shell: Closable | None = None  # tools/bash.py: Shell
     spawn: Callable[..., Any] | None = None
 
     def close(self) -> None:

@@ -9,13 +9,13 @@ from pathlib import Path
 import sandbox
 from pydantic import Field, field_validator
 
-from abhed import frozen
-from abhed.config import Settings
-from abhed.errors import ToolError
-from abhed.interactive import interactive_reason
-from abhed.jobs import JobCommand, job_command
-from abhed.paths import is_within
-from abhed.shellparse import analyze
+from abhed.common import frozen
+from abhed.session.config import Settings
+from abhed.common.errors import ToolError
+from abhed.gate.interactive import interactive_reason
+from abhed.gate.jobs import JobCommand, job_command
+from abhed.files.paths import is_within
+from abhed.gate.shellparse import analyze
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, ok
 
 OUTPUT_CHARS = 30_000  # combined stdout+stderr kept, head and tail (spec §7)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from pydantic import Field
 
-from abhed import nearest, textfile
-from abhed.errors import ToolError
-from abhed.session import changed_since, digest
-from abhed.suggest import glob_hint
+from abhed.files import nearest, textfile
+from abhed.common.errors import ToolError
+from abhed.session.store import changed_since, digest
+from abhed.files.suggest import glob_hint
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, cut_line, ok
 from abhed.tools.write import create, encode, exists_in, held, not_read_error, refuse_protected, replace
 

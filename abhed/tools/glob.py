@@ -7,10 +7,10 @@ from pathlib import Path
 
 from pydantic import Field
 
-from abhed import filewalk, textfile
-from abhed.errors import ToolError
-from abhed.globpattern import compile_glob, literal_prefix
-from abhed.suggest import similar_paths
+from abhed.files import filewalk, textfile
+from abhed.common.errors import ToolError
+from abhed.files.globpattern import compile_glob, literal_prefix
+from abhed.files.suggest import similar_paths
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, ok
 
 MAX_RESULTS = 1000

@@ -11,11 +11,11 @@ from typing import Literal
 import fallback_grep
 from pydantic import Field
 
-from abhed import filewalk, ripgrep
-from abhed.errors import ToolError
-from abhed.textfile import human_size
-from abhed.globpattern import GlobError, expand_braces
-from abhed.grepsearch import FileHits, Query, check_regular, python_search
+from abhed.files import filewalk, ripgrep
+from abhed.common.errors import ToolError
+from abhed.files.textfile import human_size
+from abhed.files.globpattern import GlobError, expand_braces
+from abhed.files.grepsearch import FileHits, Query, check_regular, python_search
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, cut_line, more_items, ok
 from abhed.tools.glob import hidden_note, search_root, walk_checked
 

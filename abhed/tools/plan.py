@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from abhed.errors import ToolError
-from abhed.session import Plan
+from abhed.common.errors import ToolError
+from abhed.session.store import Plan
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, ok
 
 MAX_STEPS = 50

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import BinaryIO
 from pydantic import Field
 
-from abhed import textfile
-from abhed.errors import ToolError, explain_oserror
-from abhed.lines import LineIndex, LineIndexCache, LineScanner
-from abhed.session import HASH_LIMIT
+from abhed.files import textfile
+from abhed.common.errors import ToolError, explain_oserror
+from abhed.files.lines import LineIndex, LineIndexCache, LineScanner
+from abhed.session.store import HASH_LIMIT
 from abhed.tools.base import LINE_CHARS, LINE_CUT_NOTE, Tool, ToolContext, ToolInput, ToolResult, ok
 
 DEFAULT_LIMIT = 2000

@@ -1,6 +1,6 @@
 """task (spec §8): hand a self-contained subtask to a subagent and get back only its summary.
 
-The subagent is the same loop (agent.py) with a fresh conversation: its own system prompt with
+The subagent is the same loop (agent/loop.py) with a fresh conversation: its own system prompt with
 its profile's role, the project's ABHED.md, and the prompt given here; none of the parent's turns.
 This module decides what the subagent is (its profile's tools and role), refuses prompts that are
 not self-contained (selfcontained.py), and turns the subagent's outcome into a bounded result.
@@ -12,16 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from pydantic import Field
 
-from abhed.errors import ToolError
-from abhed.selfcontained import refusal, vague_reference
+from abhed.common.errors import ToolError
+from abhed.tools.selfcontained import refusal, vague_reference
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, fail, head_tail, ok
-
-if TYPE_CHECKING:
-    from abhed.agent import Outcome
 
 # The spec's target is a summary of 1-2k tokens: 8000 characters is about 2000 tokens of prose.
 SUMMARY_CHARS = 8000
@@ -34,6 +31,28 @@ class BudgetLimitReached(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class Outcome(Protocol):
+    """How a subagent's run ended, as the task tool reads it. The agent's own Outcome
+    (agent/loop.py) has this shape; tools name only what they need, and never import the agent."""
+
+    @property
+    def status(self) -> str: ...  # "done", "budget", "interrupted" or "failed"
+    @property
+    def answer(self) -> str: ...  # its final answer; for a stop, where it stopped
+    @property
+    def detail(self) -> str: ...  # why it stopped
+    @property
+    def agent_id(self) -> str: ...
+    @property
+    def turns(self) -> int: ...
+    @property
+    def tool_calls(self) -> int: ...
+    @property
+    def changed(self) -> list[str]: ...  # files it wrote or edited
+    @property
+    def ancestor_budget(self) -> bool: ...  # status "budget" because a budget above its own ran out
 
 
 class Spawn(Protocol):

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from abhed.errors import ToolError
-from abhed.session import TodoItem, TodoStatus
+from abhed.common.errors import ToolError
+from abhed.session.store import TodoItem, TodoStatus
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, ok
 
 MAX_ITEMS = 100

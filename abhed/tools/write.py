@@ -9,11 +9,12 @@ from pathlib import Path
 
 from pydantic import Field
 
-from abhed import beneath, filelock, protected, textfile
-from abhed.atomic import Conflict, replace_at
-from abhed.errors import ToolError, explain_oserror
-from abhed.filetype import SNIFF_BYTES, sniff
-from abhed.session import HASH_LIMIT, ReadRecord, changed_since, digest
+from abhed.files import beneath, filelock, textfile
+from abhed.gate import protected
+from abhed.files.atomic import Conflict, replace_at
+from abhed.common.errors import ToolError, explain_oserror
+from abhed.files.filetype import SNIFF_BYTES, sniff
+from abhed.session.store import HASH_LIMIT, ReadRecord, changed_since, digest
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, ok
 
 

@@ -6,16 +6,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from abhed import config
-from abhed.agent import Agent, Budget, Limits
-from abhed.approval import Gate, Policy
-from abhed.config import AgentConfig
-from abhed.display import Display
-from abhed.events import MessageEvent
+from abhed.session import config
+from abhed.agent.loop import Agent, Budget, Limits
+from abhed.gate.approval import Gate, Policy
+from abhed.session.config import AgentConfig
+from abhed.agent.display import Display
+from abhed.session.events import MessageEvent
 from abhed.model.connect import connect
 from abhed.model.replay import ReplayServer
-from abhed.paths import PathPolicy
-from abhed.session import SessionStore
+from abhed.files.paths import PathPolicy
+from abhed.session.store import SessionStore
 from abhed.tools.base import ToolContext
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from abhed.model.replay import ReplayServer, Turn
-from abhed.session import SessionStore
+from abhed.session.store import SessionStore
 from agent_helpers import REPO
 
 

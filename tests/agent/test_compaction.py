@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from abhed.compaction import SUMMARY_MARK
-from abhed.conversation import rebuild
-from abhed.events import CompactionEvent
+from abhed.agent.compaction import SUMMARY_MARK
+from abhed.agent.conversation import rebuild
+from abhed.session.events import CompactionEvent
 from abhed.model.replay import ReplayServer, Turn
 from agent_helpers import make_agent
 

@@ -10,10 +10,10 @@ import os
 import subprocess
 import sys
 
-from abhed import demo
-from abhed.events import ActionEvent, MessageEvent, ObservationEvent, RunEvent
+from abhed.cli import demo
+from abhed.session.events import ActionEvent, MessageEvent, ObservationEvent, RunEvent
 from abhed.model.replay import ReplayServer
-from abhed.session import SessionStore
+from abhed.session.store import SessionStore
 from agent_helpers import REPO
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from abhed.cli import _shown_event, tree
+from abhed.cli.commands import _shown_event, tree
 from abhed.model.replay import ReplayServer, Turn
-from abhed.terminal import printable
+from abhed.common.terminal import printable
 from agent_helpers import REPO, Recorder, make_agent
 
 NASTY = [

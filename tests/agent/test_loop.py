@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from abhed.agent import Budget, Limits
-from abhed.config import AgentConfig
-from abhed.events import ActionEvent, MessageEvent, ObservationEvent, RunEvent
+from abhed.agent.loop import Budget, Limits
+from abhed.session.config import AgentConfig
+from abhed.session.events import ActionEvent, MessageEvent, ObservationEvent, RunEvent
 from abhed.model.replay import ReplayServer, Turn
 from abhed.tools import BY_NAME
 from agent_helpers import kinds, make_agent, tool_messages

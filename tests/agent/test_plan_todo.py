@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from abhed.session import SessionStore, rebuild_state
+from abhed.session.store import SessionStore, rebuild_state
 from abhed.tools.todo import render_todos
 
 
@@ -99,7 +99,7 @@ def test_plan_and_todos_persist_and_are_rebuilt_from_the_log(tools, home):
 
 
 def test_plan_and_todo_are_allowed_in_plan_mode(ws, home):
-    from abhed.approval import Gate, Policy
+    from abhed.gate.approval import Gate, Policy
     from abhed_testing import Tools
     tools = Tools(ws, home, gate=Gate(Policy.create("plan", [], [], ws)))
     tools.ok("plan", goal="g", steps=["a"])

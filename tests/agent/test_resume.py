@@ -11,11 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-from abhed.agent import Agent
-from abhed.conversation import INTERRUPTED_BEFORE, INTERRUPTED_RUNNING, rebuild
-from abhed.events import ActionEvent, MessageEvent, RunEvent
+from abhed.agent.loop import Agent
+from abhed.agent.conversation import INTERRUPTED_BEFORE, INTERRUPTED_RUNNING, rebuild
+from abhed.session.events import ActionEvent, MessageEvent, RunEvent
 from abhed.model.replay import ReplayServer, Turn
-from abhed.session import SessionStore
+from abhed.session.store import SessionStore
 from abhed.tools import BY_NAME
 from agent_helpers import REPO, Recorder, make_agent, tool_messages
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from abhed import config
+from abhed.session import config
 from abhed.conformance import suite
 from abhed.conformance.report import Report
-from abhed.errors import ToolError
+from abhed.common.errors import ToolError
 from abhed.model.connect import connect
 from abhed.model.replay import ReplayServer
 from abhed.tools.edit import Edit

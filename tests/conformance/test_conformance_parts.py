@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from abhed.conformance import adapter
 from abhed.conformance.report import Report, TestReport, grade, table
 from abhed.conformance.trial import HARNESS, Record
-from abhed.events import ActionEvent, MessageEvent, ObservationEvent
+from abhed.session.events import ActionEvent, MessageEvent, ObservationEvent
 
 
 class Log:

@@ -239,7 +239,7 @@ def test_a_retry_that_could_not_start_in_time_is_not_attempted():
 
 
 def test_the_stall_settings_reach_the_client_from_the_config():
-    from abhed import config
+    from abhed.session import config
     from abhed.model.connect import connect
     settings = config.load({"model": {"stall_s": 7, "max_request_s": 70}}, env={"ABHED_CONFIG": "/nonexistent"})
     assert (settings.model.stall_s, settings.model.max_request_s) == (7, 70)

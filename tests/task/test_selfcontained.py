@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from abhed.selfcontained import refusal, vague_reference
+from abhed.tools.selfcontained import refusal, vague_reference
 
 VAGUE = [
     # (prompt, the phrase the refusal quotes)

@@ -8,12 +8,13 @@ import threading
 
 from rich.console import Console
 
-from abhed.agent import Agent, Budget, Limits
-from abhed.approval import Gate, Policy, Verdict
-from abhed.display import Chat, Display, Progress
+from abhed.agent.loop import Agent, Budget, Limits
+from abhed.gate.approval import Gate, Policy, Verdict
+from abhed.agent.display import Display
+from abhed.cli.display import Chat, Progress
 from abhed.model.replay import ReplayServer, Turn
 from abhed.model.wire import ToolCall
-from abhed.session import SessionStore
+from abhed.session.store import SessionStore
 from abhed.tools.base import ToolResult
 from subagent_helpers import Script, make_agent, task
 

@@ -11,9 +11,9 @@ import threading
 
 import pytest
 
-from abhed.agent import Budget, Limits
-from abhed.config import AgentConfig
-from abhed.events import MessageEvent, RunEvent
+from abhed.agent.loop import Budget, Limits
+from abhed.session.config import AgentConfig
+from abhed.session.events import MessageEvent, RunEvent
 from abhed.model.replay import ReplayServer, Turn
 from abhed.tools import BY_NAME
 from abhed.tools.task import PROFILES, SUMMARY_CHARS, summary

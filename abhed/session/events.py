@@ -35,7 +35,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
-from abhed.atomic import replace_file
+from abhed.files.atomic import replace_file
 
 SCHEMA_VERSION = 2  # 2: payloads of BLOB_MIN bytes or more live in blobs/ (see the module doc)
 BLOB_MIN = 16 * 1024

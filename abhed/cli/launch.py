@@ -10,13 +10,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from abhed import config
-from abhed.agent import Agent, Budget, Limits
-from abhed.approval import Gate, Policy, Verdict
-from abhed.display import Display
+from abhed.session import config
+from abhed.agent.loop import Agent, Budget, Limits
+from abhed.gate.approval import Gate, Policy, Verdict
+from abhed.agent.display import Display
 from abhed.model.connect import Model, connect
-from abhed.paths import PathPolicy
-from abhed.session import SessionError, SessionStore
+from abhed.files.paths import PathPolicy
+from abhed.session.store import SessionError, SessionStore
 from abhed.tools.base import ToolContext
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from abhed.errors import ToolError
+from abhed.common.errors import ToolError
 
 MAX_ALTERNATIVES = 256
 MAX_WILDCARDS = 32

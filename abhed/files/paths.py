@@ -8,7 +8,7 @@ outside), and the result must lie under one of the allowed roots.
 The check is made on names, and names can change after it (a sandboxed command can swap a
 directory for a symlink at any moment). So tools never open the checked name directly: `open` and
 `open_dir` open it again below its root's descriptor, refusing any symlink on the way
-(abhed.beneath), and what they read or write is what was checked.
+(abhed.files.beneath), and what they read or write is what was checked.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from abhed import beneath
-from abhed.errors import ToolError
+from abhed.files import beneath
+from abhed.common.errors import ToolError
 
 
 class PathError(ToolError):

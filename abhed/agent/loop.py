@@ -36,18 +36,18 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Literal
 
-from abhed import compaction, dispatch
-from abhed.approval import Gate
-from abhed.config import AgentConfig
-from abhed.conversation import Gauge, chars, fit_observation, message_event, observation_cap, rebuild
-from abhed.display import Display
-from abhed.events import AnyEvent, CompactionEvent, RunEvent, new_id
+from abhed.agent import compaction, dispatch
+from abhed.gate.approval import Gate
+from abhed.session.config import AgentConfig
+from abhed.agent.conversation import Gauge, chars, fit_observation, message_event, observation_cap, rebuild
+from abhed.agent.display import Display
+from abhed.session.events import AnyEvent, CompactionEvent, RunEvent, new_id
 from abhed.model.adapters import VisibleStream, adapter_for, visible
 from abhed.model.connect import Model
 from abhed.model.errors import ContextOverflow, ModelError, ToolsUnsupported
 from abhed.model.wire import Msg, Reply, ToolCall, call_id
-from abhed.prompt import project_notes, system_prompt
-from abhed.session import rebuild_state
+from abhed.agent.prompt import project_notes, system_prompt
+from abhed.session.store import rebuild_state
 from abhed.tools import BY_NAME, TOOLS
 from abhed.tools.base import Tool, ToolContext, ToolResult
 from abhed.tools.task import BudgetLimitReached

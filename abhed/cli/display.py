@@ -1,6 +1,7 @@
-"""What the human sees while an agent works. The loop reports; a Display decides how it looks.
+"""What the human sees while an agent works. The loop reports through agent/display.py's Display;
+the terminal implementations here decide how it looks.
 
-Display: silent (tests). Progress: `abhed run`, one plain line per step on stderr, so
+Progress: `abhed run`, one plain line per step on stderr, so
 stdout holds only the final answer. Chat: `abhed chat` and `abhed demo`, rich output on the
 terminal: the reply streamed as it is written, each tool call on a line, the todo list redrawn as
 a panel whenever it changes, approval prompts.
@@ -21,10 +22,11 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
-from abhed.approval import Verdict
+from abhed.gate.approval import Verdict
 from abhed.model.wire import ToolCall
-from abhed.session import Plan, TodoItem
-from abhed.terminal import printable
+from abhed.session.store import Plan, TodoItem
+from abhed.common.terminal import printable
+from abhed.agent.display import Display
 from abhed.tools.base import ToolResult
 from abhed.tools.plan import render_plan
 from abhed.tools.todo import render_todos
@@ -78,23 +80,6 @@ def _outcome(call: ToolCall, result: ToolResult, width: int) -> str:
         status = "timed out" if facts.get("timed_out") else f"exit {facts['exit_code']}"
         return f"{status}: {lines[-1] if lines else '(no output)'}"[:width]
     return first_line(result.content, width)
-
-
-class Display:
-    """Reports from the loop; this base shows nothing."""
-
-    def text(self, delta: str) -> None: ...
-    def reasoning(self, delta: str) -> None: ...
-    def reply_done(self, final: bool) -> None: ...
-    def tool_started(self, call: ToolCall) -> None: ...
-    def tool_finished(self, call: ToolCall, result: ToolResult) -> None: ...
-    def todos(self, items: list[TodoItem]) -> None: ...
-    def plan(self, plan: Plan) -> None: ...
-    def notice(self, message: str) -> None: ...
-
-    def subagent(self, agent_id: str, label: str) -> Display:
-        """The display a subagent reports on (its steps, never its streamed text); silent here."""
-        return Display()
 
 
 def _tag(agent_id: str, label: str) -> str:

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 import sandbox
-from abhed.config import Settings
+from abhed.session.config import Settings
 from abhed.model.adapters import adapter_for
 from abhed.model.client import ModelClient
 from abhed.model.connect import Model, connect
 from abhed.model.errors import ModelError, ToolsUnsupported
 from abhed.model.profiles import ProfileError
-from abhed.ripgrep import find_rg
+from abhed.files.ripgrep import find_rg
 from abhed.tools import BY_NAME
 from abhed.tools.bash import sandbox_config
 

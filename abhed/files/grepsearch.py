@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from fallback_grep.filesearch import BINARY_SNIFF, Matcher, is_binary, search_bytes
 
-from abhed import beneath
+from abhed.files import beneath
 
 OUTPUT_MODES = ("content", "files_with_matches", "count")
 Opener = Callable[[str], int]  # path -> a read descriptor of that regular file (raises OSError)

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from abhed.globpattern import compile_glob
-from abhed.jobs import job_command
-from abhed import wrappers
-from abhed.protected import confirmation_needed
-from abhed.shellparse import Analysis, Command, Redirect, analyze, normalise
+from abhed.files.globpattern import compile_glob
+from abhed.gate.jobs import job_command
+from abhed.gate import wrappers
+from abhed.gate.protected import confirmation_needed
+from abhed.gate.shellparse import Analysis, Command, Redirect, analyze, normalise
 
 MODES = ("ask", "plan", "accept-edits", "auto")
 READ_ONLY_TOOLS = frozenset({"read", "glob", "grep", "plan", "todo"})

@@ -28,9 +28,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from abhed.atomic import replace_file
-from abhed.events import AnyEvent, EventLog, ObservationEvent, now
-from abhed.terminal import printable
+from abhed.files.atomic import replace_file
+from abhed.session.events import AnyEvent, EventLog, ObservationEvent, now
+from abhed.common.terminal import printable
 
 STATE_VERSION = 1
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from abhed.events import ActionEvent, AnyEvent, CompactionEvent, MessageEvent, ObservationEvent
+from abhed.session.events import ActionEvent, AnyEvent, CompactionEvent, MessageEvent, ObservationEvent
 from abhed.model.wire import Msg, ToolCall, Usage
 from abhed.tools.base import head_tail
 

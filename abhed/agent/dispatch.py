@@ -20,9 +20,9 @@ from typing import Any
 from pydantic import ValidationError
 from rapidfuzz import process
 
-from abhed.approval import Gate, refusal
-from abhed.errors import ToolError
-from abhed.events import ActionEvent, ObservationEvent
+from abhed.gate.approval import Gate, refusal
+from abhed.common.errors import ToolError
+from abhed.session.events import ActionEvent, ObservationEvent
 from abhed.tools import BY_NAME
 from abhed.tools.base import Tool, ToolContext, ToolResult, cap_text, explain_invalid, fail
 
@@ -36,7 +36,7 @@ TOO_LARGE = "too_large"  # the arguments are over the size or nesting bound: ref
 READ_SET_WRITERS = frozenset({"write", "edit"})
 
 
-# Defaults of agent.max_argument_bytes / max_argument_depth (config.py), for callers without settings.
+# Defaults of agent.max_argument_bytes / max_argument_depth (session/config.py), for callers without settings.
 MAX_BYTES, MAX_DEPTH = 4 * 1024 * 1024, 32
 # JSON strings (their brackets do not nest) and the brackets that do: enough to measure nesting
 # without parsing, so a 100,000-deep `[[[[...` never reaches json.loads' recursion.

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from fallback_grep.translate import rust_pattern
 
-from abhed import frozen
-from abhed.tools.base import LINE_CHARS
-from abhed.grepsearch import FileHits, Opener, Query, head_is_binary, open_plain, why_unreadable
+from abhed.common import frozen
+from abhed.files.lines import LINE_CHARS
+from abhed.files.grepsearch import FileHits, Opener, Query, head_is_binary, open_plain, why_unreadable
 
 # Files (open descriptors) per rg run: each run costs a process start, so as many as the descriptor
 # limit leaves room for (a quarter of it; never more than 8192, far below the argument-size limit).

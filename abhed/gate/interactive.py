@@ -7,8 +7,8 @@ the program, when it is interactive, and the non-interactive form to use instead
 
 from __future__ import annotations
 
-from abhed.approval import unwrap
-from abhed.shellparse import Analysis, Command
+from abhed.gate.approval import unwrap
+from abhed.gate.shellparse import Analysis, Command
 
 EDITORS = frozenset({"vi", "vim", "nvim", "view", "nano", "pico", "emacs", "joe", "mcedit", "ed", "ex", "micro"})
 PAGERS = frozenset({"less", "more", "most", "pg"})

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from abhed import launch
-from abhed.display import Chat
+from abhed.cli import launch
+from abhed.cli.display import Chat
 from abhed.model.replay import ReplayServer, Turn
 
 PROMPT = "The tests in test_textstats.py fail. Find out why and fix it."

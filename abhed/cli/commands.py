@@ -8,12 +8,14 @@ from pathlib import Path
 
 import click
 
-from abhed import __version__, config, dispatch
-from abhed.approval import MODES, Gate, Policy
-from abhed.events import ActionEvent, AnyEvent, CompactionEvent, MessageEvent, ObservationEvent, to_json
-from abhed.paths import PathPolicy
-from abhed.session import SessionError, SessionStore
-from abhed.terminal import printable
+from abhed import __version__
+from abhed.session import config
+from abhed.agent import dispatch
+from abhed.gate.approval import MODES, Gate, Policy
+from abhed.session.events import ActionEvent, AnyEvent, CompactionEvent, MessageEvent, ObservationEvent, to_json
+from abhed.files.paths import PathPolicy
+from abhed.session.store import SessionError, SessionStore
+from abhed.common.terminal import printable
 from abhed.tools import BY_NAME, TOOLS, definitions
 from abhed.tools.base import ToolContext
 
@@ -256,7 +258,7 @@ def _agent_options(function):  # type: ignore[no-untyped-def]
 
 
 def _launch_settings(kw: dict) -> config.Settings:
-    from abhed import launch
+    from abhed.cli import launch
     try:
         return launch.settings(endpoint=kw["endpoint"], model=kw["model_name"], profile=kw["profile"],
                                tool_format=kw["tool_format"], mode=kw["mode"], max_turns=kw["max_turns"],
@@ -267,7 +269,7 @@ def _launch_settings(kw: dict) -> config.Settings:
 
 
 def _open_model(settings: config.Settings, display):  # type: ignore[no-untyped-def]
-    from abhed import launch
+    from abhed.cli import launch
     from abhed.model.errors import ModelError
     from abhed.model.profiles import ProfileError
     try:
@@ -281,7 +283,7 @@ def _open_model(settings: config.Settings, display):  # type: ignore[no-untyped-
 
 
 def _locate(settings: config.Settings, workspace: Path, session_id: str | None, must_exist: bool) -> Path:
-    from abhed import launch
+    from abhed.cli import launch
     try:
         return launch.locate(settings, workspace, session_id, must_exist)
     except launch.LaunchError as exc:
@@ -299,8 +301,8 @@ def _finish(outcome, session_id: str) -> None:  # type: ignore[no-untyped-def]
 
 
 def _run_prompt(kw: dict, prompt: str | None, session_id: str | None, must_exist: bool) -> None:
-    from abhed import launch
-    from abhed.display import Progress
+    from abhed.cli import launch
+    from abhed.cli.display import Progress
     settings = _launch_settings(kw)
     display = Progress()
     workspace = _locate(settings, kw["workspace"], session_id, must_exist)
@@ -356,8 +358,8 @@ def chat(session_id: str | None, **kw) -> None:  # type: ignore[no-untyped-def]
 
     Ctrl-C stops the current turn and returns to the prompt; Ctrl-D (or /exit) ends the session.
     """
-    from abhed import launch
-    from abhed.display import Chat
+    from abhed.cli import launch
+    from abhed.cli.display import Chat
     settings = _launch_settings(kw)
     display = Chat()
     workspace = _locate(settings, kw["workspace"], session_id, False)
@@ -373,7 +375,7 @@ def chat(session_id: str | None, **kw) -> None:  # type: ignore[no-untyped-def]
 
 
 def _chat_loop(agent, display, unfinished: bool) -> None:  # type: ignore[no-untyped-def]
-    from abhed.launch import budget
+    from abhed.cli.launch import budget
     console = display.console
     session = agent.ctx.session
     console.print(f"[bold]abhed[/] session [cyan]{session.id}[/] in {agent.ctx.paths.workspace}")
@@ -414,7 +416,7 @@ def demo(keep: bool, fast: bool) -> None:
     A scripted model (a replay server on 127.0.0.1 speaking vLLM's wire format) drives the real
     loop, tools, sandbox and event log in a throwaway workspace.
     """
-    from abhed.demo import run_demo
+    from abhed.cli.demo import run_demo
     sys.exit(run_demo(keep=keep, fast=fast))
 
 
@@ -436,7 +438,7 @@ def bundle_verify(directory: Path, pubkey: Path | None, key_id: str | None, pref
     Checks the signature over DIRECTORY/SHA256SUMS, that no file is unlisted or missing, and every
     checksum. Exit 0 when verified, 1 naming the file that failed and what to do.
     """
-    from abhed.frozen import launched_as
+    from abhed.common.frozen import launched_as
     from bundle.verify import VerificationError, pinned_key, verify as verify_bundle
 
     try:
@@ -456,8 +458,8 @@ def doctor(endpoint: str | None, model_name: str | None, profile: str | None) ->
 
     Each line says OK, or what is wrong and how to fix it. Exit status 0 when nothing failed.
     """
-    from abhed import launch
-    from abhed.doctor import checks
+    from abhed.cli import launch
+    from abhed.cli.doctor import checks
     try:
         settings = launch.settings(endpoint=endpoint, model=model_name, profile=profile)
     except launch.LaunchError as exc:
@@ -535,10 +537,10 @@ def conformance(endpoint: str | None, model_name: str | None, profile: str | Non
     import shutil
     import tempfile
 
-    from abhed import launch
+    from abhed.cli import launch
     from abhed.conformance import report as reports
     from abhed.conformance import suite
-    from abhed.display import Progress
+    from abhed.cli.display import Progress
 
     categories = tuple(c.strip() for c in only.split(",") if c.strip()) if only else reports.CATEGORIES
     unknown = [c for c in categories + tuple(t.partition("=")[0] for t in thresholds) if c not in reports.CATEGORIES]

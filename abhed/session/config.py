@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sandbox.config import DEFAULT_PROTECTED_PATHS
 
-from abhed.approval import Rule
+from abhed.gate.approval import Rule
 
 
 class ConfigError(Exception):
@@ -103,7 +103,7 @@ class AgentConfig(_Section):
     max_parallel_subagents: int = Field(20, ge=1, le=100)  # task calls of one reply running at once
     max_subagent_depth: int = Field(1, ge=1, le=5)  # 1: subagents cannot start subagents (nesting off)
     subagent_max_turns: int = Field(50, ge=1)  # a subagent's replies when its task call gives no max_turns
-    # One tool call's arguments as the model sent them, checked before they are parsed (dispatch.py).
+    # One tool call's arguments as the model sent them, checked before they are parsed (agent/dispatch.py).
     max_argument_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     max_argument_depth: int = Field(32, ge=2, le=500)  # nesting of objects and arrays
     session_wait_s: float = Field(60.0, gt=0)  # longest wait for a session another process holds

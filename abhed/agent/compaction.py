@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from abhed.model.adapters import visible
 from abhed.model.wire import Msg
-from abhed.session import SessionState
+from abhed.session.store import SessionState
 from abhed.tools.base import head_tail
 from abhed.tools.plan import render_plan
 from abhed.tools.todo import render_todos

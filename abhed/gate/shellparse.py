@@ -23,8 +23,8 @@ from functools import lru_cache
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
-from abhed import wrappers
-from abhed.shellscan import scan
+from abhed.gate import wrappers
+from abhed.gate.shellscan import scan
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "busybox-sh", "rbash", "yash", "posh"})
 MAX_NESTING = 3  # bash -c "bash -c '...'" deeper than this is opaque

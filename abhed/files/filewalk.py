@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
-from abhed import atomic, beneath
+from abhed.files import atomic, beneath
 
 ANY_DEPTH = "^(?:.+/)?"  # how pathspec starts a pattern without a slash: it matches a name at any depth
 GLOB_CHARS = frozenset("*?[\\")

@@ -9,11 +9,11 @@ import os
 import stat
 from pathlib import Path
 
-from abhed import beneath
-from abhed.errors import ToolError, explain_oserror
-from abhed.filetype import SNIFF_BYTES, Kind, sniff
-from abhed.paths import PathPolicy, swapped_error
-from abhed.suggest import glob_hint, similar_paths
+from abhed.files import beneath
+from abhed.common.errors import ToolError, explain_oserror
+from abhed.files.filetype import SNIFF_BYTES, Kind, sniff
+from abhed.files.paths import PathPolicy, swapped_error
+from abhed.files.suggest import glob_hint, similar_paths
 
 BOM = b"\xef\xbb\xbf"
 

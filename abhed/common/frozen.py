@@ -27,7 +27,7 @@ def extraction_dir() -> Path | None:
     if getattr(sys, "frozen", False) and meipass:  # PyInstaller
         return Path(meipass)
     if "__compiled__" in globals() and getattr(globals()["__compiled__"], "standalone", False):  # Nuitka
-        return Path(__file__).resolve().parent.parent  # this module is <folder>/abhed/frozen.py
+        return Path(__file__).resolve().parents[2]  # this module is <folder>/abhed/common/frozen.py
     return None
 
 

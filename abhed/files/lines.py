@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+LINE_CHARS = 2000  # spec §2: longer lines are cut individually (the read and grep tools, and rg's limit)
 CHUNK = 4 << 20  # large enough that per-chunk overhead vanishes beside the counting itself
 MAX_INDEXES = 32  # line indexes kept in the cache; the least recently written go first
 

@@ -1,0 +1,30 @@
+"""The interface the agent reports through while it works: what it streams, which tool it runs,
+how its todo list and plan change, and its notices.
+
+The agent owns this interface and knows no screen: the terminal displays (cli/display.py:
+Progress for `abhed run`, Chat for `abhed chat`) implement it, and this base, which shows
+nothing, serves tests and the conformance suite.
+"""
+
+from __future__ import annotations
+
+from abhed.model.wire import ToolCall
+from abhed.session.store import Plan, TodoItem
+from abhed.tools.base import ToolResult
+
+
+class Display:
+    """Reports from the loop; this base shows nothing."""
+
+    def text(self, delta: str) -> None: ...
+    def reasoning(self, delta: str) -> None: ...
+    def reply_done(self, final: bool) -> None: ...
+    def tool_started(self, call: ToolCall) -> None: ...
+    def tool_finished(self, call: ToolCall, result: ToolResult) -> None: ...
+    def todos(self, items: list[TodoItem]) -> None: ...
+    def plan(self, plan: Plan) -> None: ...
+    def notice(self, message: str) -> None: ...
+
+    def subagent(self, agent_id: str, label: str) -> Display:
+        """The display a subagent reports on (its steps, never its streamed text); silent here."""
+        return Display()
