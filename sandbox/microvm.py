@@ -263,6 +263,30 @@ def missing_requirements(config: MicrovmConfig | None = None, environ: Mapping[s
     return missing
 
 
+def host_report(config: MicrovmConfig, environ: Mapping[str, str] | None = None) -> tuple[list[str], list[str]]:
+    """For `abhed doctor`: (what is missing, what is there): the VMM, KVM, the image and its manifest."""
+    problems, facts = [], []
+    try:
+        vmm = find_vmm(config)
+        facts.append(f"VMM {vmm}")
+    except BackendUnavailable as exc:
+        problems.append(str(exc))
+    kvm = kvm_usable()
+    if kvm is None:
+        facts.append("KVM: /dev/kvm opens (a guest that does not answer within "
+                     f"{config.kvm_probe_s:.0f} s at the first boot means TCG after all)")
+    elif config.accel == "kvm":
+        problems.append(f"accel 'kvm' is configured but {kvm}")
+    else:
+        facts.append(f"KVM not usable ({kvm}): the VM runs under TCG, {TCG_SLOWDOWN}")
+    try:
+        image = load_image(find_image_dir(config, os.environ if environ is None else environ))
+        facts.append(f"image {image.directory} matches its manifest (kernel {image.kernel_release}, agent protocol {image.agent_protocol})")
+    except BackendUnavailable as exc:
+        problems.append(str(exc))
+    return problems, facts
+
+
 # -- the control channel ----------------------------------------------------------------------
 
 

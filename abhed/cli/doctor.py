@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import sandbox
+from sandbox import microvm
 from abhed.session.config import Settings
 from abhed.model.adapters import adapter_for
 from abhed.model.client import ModelClient
@@ -34,6 +35,8 @@ class Check:
 
 def checks(settings: Settings) -> Iterator[Check]:
     yield from _model_checks(settings)
+    if settings.sandbox.backend == "microvm":
+        yield _microvm(settings)  # before the probe, which boots a VM (tens of seconds without KVM)
     yield _sandbox(settings)
     yield _rg()
 
@@ -109,6 +112,13 @@ def _probe_with(client: ModelClient, model: Model, tool_format: str) -> Check:
         return Check("WARN", "tool calling", f"a call came back but not the one asked for: {call.name} "
                                              f"{call.arguments[:120]}. Weak models need a stronger one.")
     return Check("OK", "tool calling", f"the model called glob {call.arguments} ({tool_format} tool calls)")
+
+
+def _microvm(settings: Settings) -> Check:
+    problems, facts = microvm.host_report(sandbox_config(settings).microvm)
+    if problems:
+        return Check("FAIL", "microvm", "; ".join(problems))
+    return Check("OK", "microvm", "; ".join(facts))
 
 
 def _sandbox(settings: Settings) -> Check:

@@ -224,7 +224,7 @@ class MicrovmRunner(LocalRunner):
         self.kind = "microvm"
 
     def run(self, command, *, workspace, cwd=None, timeout_s=60, config=None, output_limit_chars=None):
-        config = {**(config or {}), "backend": "microvm"}
+        config = {"backend": "microvm", **(config or {})}
         # Under TCG a command costs seconds: the timeouts the bwrap tests choose are too short.
         return super().run(command, workspace=workspace, cwd=cwd, timeout_s=max(timeout_s, 60), config=config,
                            output_limit_chars=output_limit_chars)

@@ -214,13 +214,14 @@ def test_none_backend_kills_the_process_group_on_timeout_and_at_the_end(runner, 
         assert host_pids_with(marker) == []
 
 
-def test_microvm_backend_is_not_available_yet(root_runner):
+def test_microvm_backend_without_an_image_says_how_to_build_one(root_runner, tmp_path):
     workspace = root_runner.new_workspace()
+    config = sandbox.SandboxConfig(backend="microvm", microvm=sandbox.MicrovmConfig(image_dir=tmp_path / "no-image"))
     with pytest.raises(sandbox.BackendUnavailable) as err:
-        sandbox.Sandbox(sandbox.SandboxConfig(backend="microvm"), workspace)
+        sandbox.Sandbox(config, workspace)
     message = str(err.value)
-    assert message.startswith("microvm backend not available on this host: ")
-    assert "not implemented yet" in message and "backend 'bwrap'" in message
+    assert message.startswith(f"microvm image {tmp_path / 'no-image'} is unusable: cannot read ")
+    assert "scripts/build-microvm" in message
 
 
 # -- Which bwrap, and failing closed -----------------------------------------------------------
@@ -421,5 +422,5 @@ def test_probe_reports_a_working_sandbox(runner):
 def test_probe_of_none_and_microvm():
     none = sandbox.probe(sandbox.SandboxConfig(backend="none"))
     assert none.ok and "ran WITHOUT a sandbox" in none.summary
-    vm = sandbox.probe(sandbox.SandboxConfig(backend="microvm"))
-    assert not vm.ok and "microvm backend not available on this host" in vm.summary
+    vm = sandbox.probe(sandbox.SandboxConfig(backend="microvm", microvm=sandbox.MicrovmConfig(image_dir=Path("/nonexistent"))))
+    assert not vm.ok and vm.summary.startswith("microvm backend NOT usable: microvm image /nonexistent is unusable")
