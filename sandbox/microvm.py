@@ -38,6 +38,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -61,8 +62,11 @@ from sandbox.shell import SANDBOX_HOME, find_shell, sandbox_env, wrapper_script
 VMM_PATHS = (Path("/usr/bin/qemu-system-x86_64"), Path("/usr/local/bin/qemu-system-x86_64"))
 IMAGE_FILES = ("vmlinuz", "initramfs.img")
 # Where an image is looked for when the configuration names none: a source checkout's
-# build directory, then where the USB bundle installs it.
-IMAGE_DIRS = (Path(__file__).resolve().parent.parent / "build" / "microvm", Path("/opt/abhed/microvm"))
+# build directory, then where the USB bundle's install.sh puts it (PREFIX/share/abhed/microvm).
+IMAGE_DIRS = (
+    Path(__file__).resolve().parent.parent / "build" / "microvm",
+    Path(sys.argv[0]).resolve().parent.parent / "share" / "abhed" / "microvm",  # PREFIX/bin/abhed from the bundle
+)
 TCG_SLOWDOWN = "commands run about 5 to 20 times slower than under KVM; boot takes tens of seconds"
 # A killed command's cgroup is emptied by the guest at once; the bound guards a stuck VM
 # (generous: under TCG on a loaded host the guest gets little CPU, and giving up powers the

@@ -51,7 +51,7 @@ class SearchConfig(_Section):
 class MicrovmSettings(_Section):
     """[sandbox.microvm]: the microvm backend's VM (see sandbox.MicrovmConfig)."""
 
-    image_dir: Path | None = None  # absolute; default: $ABHED_MICROVM_IMAGE, build/microvm, /opt/abhed/microvm
+    image_dir: Path | None = None  # absolute; default: $ABHED_MICROVM_IMAGE, build/microvm, PREFIX/share/abhed/microvm
     vmm_path: Path | None = None  # absolute; default: /usr/bin/qemu-system-x86_64
     memory_mib: int = Field(1024, ge=128)
     vcpus: int = Field(2, ge=1)
