@@ -31,7 +31,6 @@ import selectors
 import signal
 import socket
 import struct
-import subprocess
 import sys
 import time
 
@@ -123,7 +122,7 @@ class Agent:
             if pid == 0:
                 return
             for command in list(self.commands.values()):
-                if command.proc.pid == pid:
+                if command.pid == pid:
                     command.on_exit(os.waitstatus_to_exitcode(status))
 
     def read_port(self) -> None:
@@ -184,8 +183,8 @@ class Agent:
 class Command:
     """One command: its shell, its cgroup, the two pipes being relayed."""
 
-    def __init__(self, agent: Agent, channel: int, proc: subprocess.Popen, cgroup: str, out_r: int, ctl_r: int) -> None:
-        self.agent, self.channel, self.proc, self.cgroup = agent, channel, proc, cgroup
+    def __init__(self, agent: Agent, channel: int, pid: int, cgroup: str, out_r: int, ctl_r: int) -> None:
+        self.agent, self.channel, self.pid, self.cgroup = agent, channel, pid, cgroup
         self.open = {out_r: b"O", ctl_r: b"C"}
         self.code: int | None = None
         agent.sel.register(out_r, selectors.EVENT_READ, self)
@@ -206,17 +205,11 @@ class Command:
         os.close(ctl_w)
         ctl_w = CTL_FD
         try:
-            proc = subprocess.Popen(
-                spec["argv"],
-                stdin=subprocess.DEVNULL,
-                stdout=out_w,
-                stderr=out_w,
-                pass_fds=(ctl_w,),
-                env=spec["env"],
-                cwd="/",
-                start_new_session=True,
-                preexec_fn=lambda: confine(agent.setup, spec, cgroup),
-            )
+            # A plain fork (the agent is single-threaded): subprocess would wait for an exec
+            # that only the grandchild does, blocking the agent for the command's whole run.
+            pid = os.fork()
+            if pid == 0:
+                run_child(agent.setup, spec, cgroup, out_w)
         except BaseException:
             for fd in (out_r, ctl_r):
                 os.close(fd)
@@ -225,7 +218,7 @@ class Command:
         finally:
             os.close(out_w)
             os.close(ctl_w)
-        return cls(agent, channel, proc, cgroup, out_r, ctl_r)
+        return cls(agent, channel, pid, cgroup, out_r, ctl_r)
 
     def kill(self) -> None:
         try:
@@ -235,7 +228,6 @@ class Command:
             pass
 
     def on_exit(self, code: int) -> None:
-        self.proc.returncode = code
         self.code = 128 - code if code < 0 else code
         self.kill()  # the command is over: nothing it started may stay
         self.maybe_done()
@@ -266,6 +258,28 @@ class Command:
         except OSError:
             pass
         return 0
+
+
+def run_child(setup: dict, spec: dict, cgroup: str, out_w: int) -> None:
+    """In the forked child: stdin /dev/null, stdout+stderr the output pipe, the control pipe
+    at CTL_FD, nothing else open; a new session; then confine and exec the shell. Never returns."""
+    try:
+        null = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out_w, 1)
+        os.dup2(out_w, 2)
+        os.closerange(3, CTL_FD)
+        os.closerange(CTL_FD + 1, 65536)
+        os.setsid()
+    except BaseException as exc:
+        os.write(2, f"abhed-agent: cannot start the command: {exc}\n".encode())
+        os._exit(126)
+    confine(setup, spec, cgroup)
+    try:
+        os.execve(spec["argv"][0], spec["argv"], spec["env"])
+    except BaseException as exc:
+        os.write(2, f"abhed-agent: cannot run {spec['argv'][0]}: {exc}\n".encode())
+    os._exit(127)
 
 
 def confine(setup: dict, spec: dict, cgroup: str) -> None:
