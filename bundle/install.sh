@@ -260,7 +260,7 @@ rm -rf "$staged_share"
 mkdir "$staged_share" 2>/dev/null || cannot "$prefix/share" "permission denied"
 for rel in "${order[@]}"; do
     case $rel in
-        offline_models/*|sbom/*|README-OFFLINE.md) target=$staged_share/$rel ;;
+        offline_models/*|sbom/*|microvm/*|README-OFFLINE.md) target=$staged_share/$rel ;;
         abhed) target=$staged_bin ;;
         *) continue ;;
     esac

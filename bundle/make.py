@@ -60,9 +60,19 @@ def _template(name: str, version: str) -> str:
     return (HERE / name).read_text().replace("@VERSION@", version)
 
 
-def assemble(work: Path, binary: Path, secret: minisign.SecretKey, wheelhouse: Path | None, version: str) -> None:
+# What scripts/build-microvm makes: the microvm sandbox backend's VM image, shipped when present
+# (listed in SHA256SUMS and so signed like the rest; installed to PREFIX/share/abhed/microvm/).
+MICROVM_FILES = ("vmlinuz", "initramfs.img", "manifest.json")
+
+
+def assemble(work: Path, binary: Path, secret: minisign.SecretKey, wheelhouse: Path | None, version: str,
+             microvm: Path | None = None) -> None:
     shutil.copyfile(binary, work / "abhed")
     (work / "abhed").chmod(0o755)
+    if microvm is not None:
+        (work / "microvm").mkdir()
+        for name in MICROVM_FILES:
+            shutil.copyfile(microvm / name, work / "microvm" / name)
     shutil.copytree(ROOT / "offline_models", work / "offline_models",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     _wheelhouse(work / "wheelhouse", wheelhouse, version)
@@ -77,10 +87,12 @@ def assemble(work: Path, binary: Path, secret: minisign.SecretKey, wheelhouse: P
     (work / sums.SIGNATURE).write_text(minisign.sign_file(secret, work / sums.SUMS).dumps())
 
 
-def make(binary: Path, secret_key: Path, out: Path, wheelhouse: Path | None = None) -> Path:
+def make(binary: Path, secret_key: Path, out: Path, wheelhouse: Path | None = None, microvm: Path | None = None) -> Path:
     version = project_version()
     if not binary.is_file():
         raise MakeError(f"--binary {binary}: no such file. Build it first (./build.sh makes dist/abhed).")
+    if microvm is not None and not all((microvm / name).is_file() for name in MICROVM_FILES):
+        raise MakeError(f"--microvm {microvm}: needs {', '.join(MICROVM_FILES)}; build them with scripts/build-microvm.")
     try:
         secret = minisign.loads_secret(secret_key.read_bytes(), str(secret_key))
     except OSError as exc:
@@ -94,7 +106,7 @@ def make(binary: Path, secret_key: Path, out: Path, wheelhouse: Path | None = No
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
     try:
-        assemble(work, binary, secret, wheelhouse, version)
+        assemble(work, binary, secret, wheelhouse, version, microvm)
         # A self-check with the key we signed with: what the installer will do, before the name is final.
         verify.verify(work, key_id=secret.public().id_text)
     except BaseException:
@@ -114,10 +126,12 @@ def make(binary: Path, secret_key: Path, out: Path, wheelhouse: Path | None = No
               help="Directory in which abhed-bundle-VERSION/ is made (an existing one is replaced).")
 @click.option("--wheelhouse-from", "wheelhouse", type=click.Path(file_okay=False, path_type=Path),
               help="Copy the wheels from this directory instead of running `pip wheel` (which needs the index).")
-def main(binary: Path, secret_key: Path, out: Path, wheelhouse: Path | None) -> None:
+@click.option("--microvm", type=click.Path(file_okay=False, path_type=Path),
+              help="Ship this microvm sandbox image (scripts/build-microvm's build/microvm).")
+def main(binary: Path, secret_key: Path, out: Path, wheelhouse: Path | None, microvm: Path | None) -> None:
     """Build the signed USB bundle and print its path."""
     try:
-        final = make(binary, secret_key, out, wheelhouse)
+        final = make(binary, secret_key, out, wheelhouse, microvm)
     except (MakeError, minisign.FormatError, verify.VerificationError, OSError, ValueError) as exc:
         click.echo(f"bundle.make: {exc}", err=True)
         sys.exit(1)

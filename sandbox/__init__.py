@@ -37,9 +37,9 @@ What a sandboxed command can do (bwrap backend, the default)
 Every bwrap flag, and why, is in one place: ``sandbox.bwrap.bwrap_argv``.
 
 Backends: ``bwrap`` (default); ``none`` (only when the operator names it: no confinement,
-every ``Result.warning`` says "ran WITHOUT a sandbox"); ``microvm`` (interface only, raises
-``BackendUnavailable("microvm backend not available on this host: <why>")``, see
-sandbox/microvm.py).
+every ``Result.warning`` says "ran WITHOUT a sandbox"); ``microvm`` (one qemu ``-M microvm``
+VM per Sandbox, same semantics, the hypervisor as the boundary; ``MicrovmConfig``; see
+sandbox/microvm.py and docs/security.md).
 
 API
 ---
@@ -149,7 +149,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sandbox.config import DEFAULT_PROTECTED_PATHS, Limits, SandboxConfig
+from sandbox.config import DEFAULT_PROTECTED_PATHS, Limits, MicrovmConfig, SandboxConfig
 from sandbox.errors import (
     BackendUnavailable,
     ConfigError,
@@ -171,6 +171,7 @@ __all__ = [
     "DiskReserveReached",
     "JobStatus",
     "Limits",
+    "MicrovmConfig",
     "PathError",
     "ProbeReport",
     "Result",

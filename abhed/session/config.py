@@ -61,6 +61,17 @@ class CheckpointsConfig(_Section):
     max_file_bytes: int = Field(50 * 1024 * 1024, ge=0)  # larger files are not covered, and each checkpoint says so
 
 
+class MicrovmSettings(_Section):
+    """[sandbox.microvm]: the microvm backend's VM (see sandbox.MicrovmConfig)."""
+
+    image_dir: Path | None = None  # absolute; default: $ABHED_MICROVM_IMAGE, build/microvm, PREFIX/share/abhed/microvm
+    vmm_path: Path | None = None  # absolute; default: /usr/bin/qemu-system-x86_64
+    memory_mib: int = Field(1024, ge=128)
+    vcpus: int = Field(2, ge=1)
+    accel: Literal["auto", "kvm", "tcg"] = "auto"
+    boot: Literal["first-use", "session-start"] = "first-use"
+
+
 class SandboxSettings(_Section):
     """How bash commands are confined (see the sandbox package). Defaults are the secure choice."""
 
@@ -75,6 +86,7 @@ class SandboxSettings(_Section):
     max_file_bytes: int | None = Field(2 * 1024**3, ge=0)
     max_memory_bytes: int | None = Field(4 * 1024**3, ge=64 * 1024**2)  # per command; see sandbox.Limits
     disk_reserve_bytes: int | None = Field(1024**3, ge=0)  # free space kept on the workspace's filesystem
+    microvm: MicrovmSettings = MicrovmSettings()
 
 
 class ApprovalConfig(_Section):

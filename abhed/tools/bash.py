@@ -66,7 +66,7 @@ def sandbox_config(settings: Settings) -> sandbox.SandboxConfig:
     return sandbox.SandboxConfig(backend=cfg.backend, bwrap_path=cfg.bwrap_path or frozen.bundled("bwrap"), allow_network=cfg.allow_network,
                                  env_passthrough=tuple(cfg.env_passthrough), ro_binds=tuple(cfg.ro_binds),
                                  rw_binds=tuple(cfg.rw_binds), protected_paths=tuple(cfg.protected_paths),
-                                 limits=limits)
+                                 limits=limits, microvm=sandbox.MicrovmConfig(**cfg.microvm.model_dump()))
 
 
 @dataclass

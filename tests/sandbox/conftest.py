@@ -215,7 +215,45 @@ def user_runner(tmp_path_factory) -> Runner:
         shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.fixture(params=["root", "user"])
+class MicrovmRunner(LocalRunner):
+    """The microvm backend in this process; one booted VM per configuration serves every test
+    (sandbox.microvm.shared_vms: a boot costs tens of seconds under TCG)."""
+
+    def __init__(self, base: Path) -> None:
+        super().__init__(base)
+        self.kind = "microvm"
+
+    def run(self, command, *, workspace, cwd=None, timeout_s=60, config=None, output_limit_chars=None):
+        config = {"backend": "microvm", **(config or {})}
+        # Under TCG a command costs seconds: the timeouts the bwrap tests choose are too short.
+        return super().run(command, workspace=workspace, cwd=cwd, timeout_s=max(timeout_s, 60), config=config,
+                           output_limit_chars=output_limit_chars)
+
+
+def require_microvm() -> None:
+    """Fail (never skip) under CI when the microvm backend cannot run; skip with the reason elsewhere."""
+    from sandbox import microvm
+
+    missing = microvm.missing_requirements()
+    if not missing:
+        return
+    message = "the microvm backend cannot run here: " + "; ".join(missing)
+    if os.environ.get("CI") == "true":
+        pytest.fail(message + " (CI must build it: scripts/setup-test-deps runs scripts/build-microvm)")
+    pytest.skip(message + " (run scripts/build-microvm)")
+
+
+@pytest.fixture(scope="session")
+def microvm_runner(tmp_path_factory) -> Runner:
+    require_microvm()
+    from sandbox import microvm
+
+    base = tmp_path_factory.mktemp("microvm-ws")
+    with microvm.shared_vms(base):
+        yield MicrovmRunner(base)
+
+
+@pytest.fixture(params=["root", "user", pytest.param("microvm", marks=pytest.mark.slow)])
 def runner(request) -> Runner:
     return request.getfixturevalue(f"{request.param}_runner")
 

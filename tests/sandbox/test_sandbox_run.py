@@ -18,7 +18,7 @@ def test_output_is_stdout_and_stderr_in_arrival_order(runner, workspace):
     result = runner.run("echo out1; echo err1 >&2; echo out2; echo err2 >&2", workspace=workspace)
     assert result.output == "out1\nerr1\nout2\nerr2\n"
     assert result.exit_code == 0 and not result.timed_out
-    assert result.backend == "bwrap" and result.sandboxed
+    assert result.backend == ("microvm" if runner.kind == "microvm" else "bwrap") and result.sandboxed
 
 
 @pytest.mark.parametrize(("command", "code"), [("exit 7", 7), ("false", 1), ("kill -9 $$", 137), ("no-such-command-xyz", 127)])
@@ -244,13 +244,14 @@ def test_output_written_after_a_timeout_kill_is_still_collected_while_the_pipe_d
     assert result.timed_out and result.output == "early\nlate\n"
 
 
-def test_microvm_backend_is_not_available_yet(root_runner):
+def test_microvm_backend_without_an_image_says_how_to_build_one(root_runner, tmp_path):
     workspace = root_runner.new_workspace()
+    config = sandbox.SandboxConfig(backend="microvm", microvm=sandbox.MicrovmConfig(image_dir=tmp_path / "no-image"))
     with pytest.raises(sandbox.BackendUnavailable) as err:
-        sandbox.Sandbox(sandbox.SandboxConfig(backend="microvm"), workspace)
+        sandbox.Sandbox(config, workspace)
     message = str(err.value)
-    assert message.startswith("microvm backend not available on this host: ")
-    assert "not implemented yet" in message and "backend 'bwrap'" in message
+    assert message.startswith(f"microvm image {tmp_path / 'no-image'} is unusable: cannot read ")
+    assert "scripts/build-microvm" in message
 
 
 # -- Which bwrap, and failing closed -----------------------------------------------------------
@@ -650,5 +651,5 @@ def test_describe_names_each_cgroup_for_what_it_limits(root_runner):
 def test_probe_of_none_and_microvm():
     none = sandbox.probe(sandbox.SandboxConfig(backend="none"))
     assert none.ok and "ran WITHOUT a sandbox" in none.summary
-    vm = sandbox.probe(sandbox.SandboxConfig(backend="microvm"))
-    assert not vm.ok and "microvm backend not available on this host" in vm.summary
+    vm = sandbox.probe(sandbox.SandboxConfig(backend="microvm", microvm=sandbox.MicrovmConfig(image_dir=Path("/nonexistent"))))
+    assert not vm.ok and vm.summary.startswith("microvm backend NOT usable: microvm image /nonexistent is unusable")

@@ -1,0 +1,249 @@
+"""The microvm backend's own tests: its image check, its errors, its lifetime (kill -9), and the
+semantics the bash tool relies on, in one VM shared by the module (sandbox.microvm.shared_vms).
+
+The escape suite and the run/background semantics suites run over this backend too (the
+``microvm`` variant of the ``runner`` fixture, conftest.py). Under CI a missing image or qemu
+fails these tests instead of skipping them (conftest.require_microvm).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import REPO, require_microvm
+from sbx_helpers import wait_until
+
+import sandbox
+from sandbox import microvm
+
+
+def _image_copy(tmp_path: Path) -> Path:
+    require_microvm()
+    source = microvm.find_image_dir(sandbox.MicrovmConfig(), os.environ)
+    copy = tmp_path / "image"
+    shutil.copytree(source, copy)
+    return copy
+
+
+# -- the image and the configuration (no VM boots) ---------------------------------------------
+
+
+def test_an_image_that_does_not_match_its_manifest_is_refused(tmp_path):
+    image = _image_copy(tmp_path)
+    with open(image / "initramfs.img", "ab") as f:
+        f.write(b"tampered")
+    with pytest.raises(sandbox.BackendUnavailable) as err:
+        microvm.load_image(image)
+    message = str(err.value)
+    assert f"microvm image {image} is unusable: initramfs.img does not match manifest.json (sha256 " in message
+    assert "Rebuild it with scripts/build-microvm, or reinstall it from the signed bundle." in message
+
+
+def test_a_missing_kernel_is_refused(tmp_path):
+    image = _image_copy(tmp_path)
+    (image / "vmlinuz").unlink()
+    with pytest.raises(sandbox.BackendUnavailable, match=r"vmlinuz is missing\. Rebuild it with scripts/build-microvm"):
+        microvm.load_image(image)
+
+
+def test_an_image_of_another_agent_protocol_is_refused(tmp_path):
+    image = _image_copy(tmp_path)
+    manifest = json.loads((image / "manifest.json").read_text())
+    manifest["agent_protocol"] = 999
+    (image / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(sandbox.BackendUnavailable) as err:
+        microvm.load_image(image)
+    assert f"holds guest agent protocol 999, this Abhed speaks {microvm.vm_agent.PROTOCOL}" in str(err.value)
+    assert "Rebuild the image with scripts/build-microvm" in str(err.value)
+
+
+def test_a_missing_vmm_is_named_with_the_package_to_install(tmp_path):
+    config = sandbox.MicrovmConfig(vmm_path=tmp_path / "qemu-system-x86_64")
+    problems, _facts = microvm.host_report(config)
+    assert any(f"no qemu-system-x86_64 at {tmp_path / 'qemu-system-x86_64'}" in p and "apt-get install qemu-system-x86" in p
+               for p in problems), problems
+
+
+def test_host_report_names_the_vmm_kvm_and_the_checked_image():
+    require_microvm()
+    problems, facts = microvm.host_report(sandbox.MicrovmConfig())
+    assert problems == []
+    assert any(f.startswith("VMM /") for f in facts)
+    assert any(f.startswith("KVM") for f in facts)
+    assert any("matches its manifest" in f for f in facts)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"memory_mib": 64}, "microvm.memory_mib must be an integer of at least 128, got 64."),
+        ({"vcpus": 0}, "microvm.vcpus must be an integer of at least 1, got 0."),
+        ({"accel": "xen"}, "microvm.accel must be 'auto', 'kvm' or 'tcg'; got 'xen'."),
+        ({"boot": "never"}, "microvm.boot must be 'first-use' or 'session-start'; got 'never'."),
+        ({"image_dir": "build/microvm"}, "microvm.image_dir must be an absolute path, got 'build/microvm'."),
+        ({"boot_timeout_s": 0}, "microvm.boot_timeout_s must be a positive number of seconds, got 0."),
+    ],
+)
+def test_bad_microvm_settings_are_refused(fields, message):
+    with pytest.raises(sandbox.ConfigError) as err:
+        sandbox.MicrovmConfig(**fields)
+    assert str(err.value) == message
+
+
+def test_the_etc_copy_keeps_only_what_everyone_may_read(tmp_path):
+    source = tmp_path / "etc"
+    (source / "ssl" / "private").mkdir(parents=True)
+    (source / "hostname").write_text("box\n")
+    (source / "shadow").write_text("root:secret\n")
+    (source / "shadow").chmod(0o640)
+    (source / "ssl" / "private").chmod(0o700)
+    (source / "extra").write_text("hidden by the operator\n")
+    (source / "localtime").symlink_to("/usr/share/zoneinfo/UTC")
+    target = tmp_path / "copy"
+    microvm.copy_world_readable_etc(target, {str(source / "extra")}, source)
+    assert (target / "hostname").read_text() == "box\n"
+    for placeholder in ("shadow", "extra"):
+        assert (target / placeholder).stat().st_size == 0 and (target / placeholder).stat().st_mode & 0o777 == 0
+    assert (target / "ssl" / "private").stat().st_mode & 0o777 == 0 and list((target / "ssl" / "private").iterdir()) == []
+    assert os.readlink(target / "localtime") == "/usr/share/zoneinfo/UTC"
+
+
+# -- one shared VM: what the bash tool relies on ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def vm_base(tmp_path_factory):
+    require_microvm()
+    base = tmp_path_factory.mktemp("microvm-semantics")
+    with microvm.shared_vms(base):
+        yield base
+
+
+@pytest.fixture
+def box(vm_base, request):
+    workspace = vm_base / request.node.name.replace("[", "-").replace("]", "")
+    workspace.mkdir()
+    with sandbox.Sandbox(sandbox.SandboxConfig(backend="microvm"), workspace) as sb:
+        yield sb
+
+
+@pytest.mark.slow
+def test_fresh_shell_per_call_cwd_carried_exit_code(box):
+    ws = box.workspace
+    first = box.run("mkdir -p sub && cd sub && X=1 && echo in; exit 7", cwd=ws, timeout_s=300)
+    assert (first.exit_code, first.output, first.final_cwd, first.backend) == (7, "in\n", ws / "sub", "microvm")
+    second = box.run('pwd; echo "X=${X:-unset}"', cwd=first.final_cwd, timeout_s=300)
+    assert second.output == f"{ws}/sub\nX=unset\n" and second.exit_code == 0
+
+
+@pytest.mark.slow
+def test_ten_megabytes_of_output_keep_head_and_tail_with_exact_counts(box):
+    result = box.run("head -c 10000000 /dev/zero | tr '\\0' x; echo; echo END", cwd=box.workspace, timeout_s=600,
+                     output_limit_chars=1000)
+    assert result.head == "x" * 500
+    assert result.tail.endswith("x\nEND\n") and len(result.tail) == 500
+    assert result.omitted_chars == 10_000_005 - 1000 and result.omitted_lines == 0  # the last newline is in the tail
+
+
+@pytest.mark.slow
+def test_timeout_kills_everything_the_command_started(box):
+    result = box.run("echo before; setsid sleep 1000 & sleep 1000", cwd=box.workspace, timeout_s=60)
+    assert result.timed_out and result.exit_code is None and result.output == "before\n"
+    after = box.run("ps -e -o comm= | grep -c sleep; true", cwd=box.workspace, timeout_s=300)
+    assert after.output == "0\n"  # the next command sees nothing of the previous one's processes
+
+
+@pytest.mark.slow
+def test_background_job_has_a_handle_a_log_and_stops(box, tmp_path):
+    log = tmp_path / "job.log"
+    job = box.start_background("echo started; exec sleep 1000", cwd=box.workspace, log_path=log)
+    assert job.id == "job-1" and job.backend == "microvm" and job.sandboxed
+    assert wait_until(lambda: log.read_text() == "started\n", timeout_s=300)
+    assert job.poll().running
+    status = job.stop()
+    assert status.stopped and not status.running and status.exit_code is None
+    done = box.start_background("echo done; exit 3", cwd=box.workspace, log_path=tmp_path / "done.log")
+    assert wait_until(lambda: not done.poll().running, timeout_s=300)
+    assert done.poll().exit_code == 3 and (tmp_path / "done.log").read_text() == "done\n"
+
+
+@pytest.mark.slow
+def test_the_protected_paths_hold_and_the_host_sees_no_change(vm_base):
+    ws = vm_base / "protected"
+    ws.mkdir()
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)  # before the session: the operator's repository
+    config_before = (ws / ".git" / "config").read_bytes()
+    with sandbox.Sandbox(sandbox.SandboxConfig(backend="microvm"), ws) as box:
+        result = box.run(
+            "echo '[core] fsmonitor = evil' >> .git/config; echo evil > .git/hooks/pre-commit; "
+            "mv .git gone; rm -rf .git/hooks; echo end", cwd=ws, timeout_s=300,
+        )
+    assert result.output.rstrip().endswith("end")
+    assert "Read-only file system" in result.output
+    assert (ws / ".git" / "config").read_bytes() == config_before
+    assert not (ws / ".git" / "hooks" / "pre-commit").exists() and not (ws / "gone").exists()
+
+
+# -- lifetime -----------------------------------------------------------------------------------
+
+
+DRIVER = textwrap.dedent(
+    """
+    import sys, time
+    sys.path.insert(0, sys.argv[1])
+    import sandbox
+    box = sandbox.Sandbox(sandbox.SandboxConfig(backend="microvm", microvm=sandbox.MicrovmConfig(boot="session-start")), sys.argv[2])
+    job = box.start_background("sleep 1000", cwd=sys.argv[2], log_path=sys.argv[2] + "/../job.log")
+    print("ready", flush=True)
+    time.sleep(1000)
+    """
+)
+
+
+def _qemu_children(pid: int) -> list[int]:
+    children = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children += [int(c) for c in (task / "children").read_text().split()]
+    return [c for c in children if "qemu" in Path(f"/proc/{c}/comm").read_text()]
+
+
+@pytest.mark.slow
+def test_no_vm_outlives_an_abhed_killed_with_sigkill(tmp_path):
+    require_microvm()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(REPO), str(workspace)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert driver.stdout.readline() == "ready\n"
+        qemus = _qemu_children(driver.pid)
+        assert len(qemus) == 1
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait()
+        assert wait_until(lambda: not Path(f"/proc/{qemus[0]}").exists(), timeout_s=30), "qemu survived its Abhed"
+    finally:
+        driver.kill()
+        driver.wait()
+
+
+@pytest.mark.slow
+def test_closing_the_session_powers_the_vm_off(tmp_path):
+    require_microvm()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    box = sandbox.Sandbox(sandbox.SandboxConfig(backend="microvm"), workspace)
+    assert box.run("true", cwd=workspace, timeout_s=300).exit_code == 0
+    vm = box._launcher._vm
+    pid = vm.process.pid
+    box.close()
+    assert vm.process.returncode is not None and not Path(f"/proc/{pid}").exists()
+    assert not vm.state.exists()  # its /etc copy, socket and console log are gone too
+    with pytest.raises(sandbox.SandboxError, match="closed"):
+        box.run("true", cwd=workspace, timeout_s=300)
