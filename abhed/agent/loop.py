@@ -166,6 +166,7 @@ class Agent:
         self._children = itertools.count(1)
         self._use_format(model.tool_format)
         self._shown = VisibleStream()
+        self._said, self._changed_from = "", 0  # this run's last visible words, and where its changes start
 
     # -- one run ------------------------------------------------------------------------------------
 
@@ -173,6 +174,7 @@ class Agent:
         """Work on `prompt` until the model answers (None: carry on where an unfinished run stopped)."""
         self._record(RunEvent(status="started", prompt=prompt, **self._ids()), sync=False)  # the prompt's fsync
         turns, calls, changed = self.budget.turns, self.tool_calls, len(self.changed)
+        self._said, self._changed_from = "", changed  # what where_it_stopped reports is this run's
         if prompt is not None:
             self._add(Msg("user", prompt), origin="user")
         else:
@@ -456,6 +458,8 @@ class Agent:
                               reasoning=reply.reasoning if reply else None, usage=reply.usage if reply else None,
                               finish_reason=reply.finish_reason if reply else None)
         msg.event_id = event.id
+        if msg.role == "assistant" and visible(msg.content).strip():
+            self._said = visible(msg.content).strip()
         self._record(event, sync=not msg.tool_calls)  # a reply's calls follow at once: their fsync covers it
         self.messages.append(msg)
         if reply is not None and reply.usage is not None:
@@ -482,15 +486,13 @@ class Agent:
 
     def where_it_stopped(self, reason: str) -> str:
         lines = [f"Stopped before finishing: {reason}."]
-        last = next((visible(m.content).strip() for m in reversed(self.messages)
-                     if m.role == "assistant" and visible(m.content).strip()), "")
-        if last:
-            lines.append(f"Last step: {last[:500]}")
+        if self._said:  # this run's: an earlier run's last words would describe another task
+            lines.append(f"Last step: {self._said[:500]}")
         todos = self.ctx.session.state.todos
         if todos:
             lines.append(render_todos(todos))
-        if self.changed:
-            lines.append("Files changed: " + ", ".join(dict.fromkeys(self.changed)))
+        if self.changed[self._changed_from:]:
+            lines.append("Files changed: " + ", ".join(dict.fromkeys(self.changed[self._changed_from:])))
         resume = f". Continue with: abhed resume {self.ctx.session.id}" if self.parent_id is None else ""
         lines.append(f"Spent: {self.budget.spent()}{resume}")
         return "\n".join(lines)
