@@ -34,10 +34,13 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
-@click.group()
+@click.group(invoke_without_command=True)
 @click.version_option(__version__, prog_name="abhed")
-def main() -> None:
-    """Abhed: an offline coding agent for air-gapped networks."""
+@click.pass_context
+def main(ctx: click.Context) -> None:
+    """Abhed: an offline coding agent for air-gapped networks. Without a command: `abhed chat`."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(chat)
 
 
 @main.command()
@@ -259,8 +262,9 @@ def _shown_event(event: AnyEvent, indent: str, full: bool) -> str:
 def _agent_options(function):  # type: ignore[no-untyped-def]
     """The flags every agent command shares; they override the config file and the environment."""
     options = [
-        click.option("--workspace", type=click.Path(file_okay=False, path_type=Path), default=".",
-                     help="The workspace root (default: the current directory)."),
+        click.option("--workspace", type=click.Path(file_okay=False, path_type=Path),
+                     help="The workspace root (default: the root of the git repository the current directory is "
+                          "in, else the current directory)."),
         click.option("--mode", type=click.Choice(MODES), help="Approval mode (default: approval.mode, else ask)."),
         click.option("--endpoint", help="Model server, e.g. http://gpu1:8000/v1 (default: model.endpoint)."),
         click.option("--model", "model_name", help="Served model id (default: the first the server lists)."),
@@ -309,6 +313,7 @@ def _prepare(kw: dict, session_id: str | None) -> tuple[config.Settings, Path, d
     the mode, rules and budgets it was started with where the command line leaves them unset."""
     from abhed.cli import launch
     settings = _launch_settings(kw)
+    kw = {**kw, "workspace": kw["workspace"] or launch.project_root(Path.cwd())}
     try:
         workspace = launch.locate(settings, kw["workspace"], session_id)
         if session_id is not None:
@@ -367,7 +372,8 @@ def _run_prompt(kw: dict, prompt: str | None, session_id: str | None, as_json: b
     display = Progress()
     model = _open_model(settings, display)
     try:
-        with launch.agent_in_session(settings, workspace, session_id, model, display, options=kw) as (agent, unfinished):
+        with launch.agent_in_session(settings, workspace, session_id, model, display, options=kw,
+                                     cwd=Path.cwd()) as (agent, unfinished):
             session = agent.ctx.session.id
             display.notice(f"session {session}; {model.describe()}; mode {agent.gate.policy.mode}")
             if session_id is not None:
@@ -423,7 +429,8 @@ def resume(session_id: str | None, prompt: str | None, as_json: bool, **kw) -> N
     if session_id is None:
         from abhed.cli import launch
         try:
-            session_id = launch.latest(_launch_settings(kw), kw["workspace"].resolve())
+            session_id = launch.latest(_launch_settings(kw), (kw["workspace"] or launch.project_root(Path.cwd()))
+                                       .resolve())
         except launch.LaunchError as exc:
             _fail(str(exc))
     _run_prompt(kw, prompt, session_id, as_json)
@@ -447,7 +454,7 @@ def chat(session_id: str | None, new: bool, **kw) -> None:  # type: ignore[no-un
     model = _open_model(settings, display)
     try:
         with launch.agent_in_session(settings, workspace, session_id, model, display,
-                                     ask_human=display.ask, options=kw) as (agent, unfinished):
+                                     ask_human=display.ask, options=kw, cwd=Path.cwd()) as (agent, unfinished):
             if session_id is not None:
                 for line in launch.recent_conversation(agent.ctx.session):
                     display.console.print(printable(line), markup=False, highlight=False)
@@ -577,7 +584,7 @@ def models(name: str | None, as_json: bool) -> None:
         click.echo(f"{'sampling':<18} {profile.sampling.fields()}")
         click.echo(f"\nServe it with:\n  {profile.vllm_serve}\n\n{profile.notes}")
         from abhed.conformance.report import one_line, saved
-        reports = saved(profile.name, settings.model.profiles_dir)
+        reports = saved(profile.name, settings.home)
         if reports:
             click.echo("\nConformance (abhed conformance --save):\n" + "\n".join(f"  {one_line(r)}" for r in reports))
         return
@@ -601,8 +608,8 @@ def models(name: str | None, as_json: bool) -> None:
               help="Override a category's pass threshold, e.g. --threshold scenarios=1.0.")
 @click.option("--json", "json_path", metavar="FILE", help="Write the JSON report to FILE (- for stdout; the table "
               "then goes to stderr).")
-@click.option("--save", is_flag=True, help="Save the JSON report beside the model's profile (offline_models/, or "
-              "model.profiles_dir for the operator's own profiles).")
+@click.option("--save", is_flag=True, help="Save the JSON report under $ABHED_HOME/conformance, one file per run "
+              "(`abhed models NAME` lists them).")
 @click.option("--save-to", type=click.Path(file_okay=False, path_type=Path), help="Save the JSON report in this "
               "directory instead.")
 @click.option("--keep", is_flag=True, help="Keep the throwaway workspaces and sessions (their path is printed).")
@@ -673,9 +680,7 @@ def conformance(endpoint: str | None, model_name: str | None, profile: str | Non
         click.echo(text)
     elif json_path:
         Path(json_path).write_text(text + "\n")
-    for directory in ([save_to] if save_to else []) + ([reports.profile_dir(report.profile,
-                                                                            settings.model.profiles_dir)]
-                                                       if save else []):
+    for directory in ([save_to] if save_to else []) + ([reports.reports_dir(settings.home)] if save else []):
         try:
             click.echo(f"Saved the report to {reports.save(report, directory)}", err=True)
         except OSError as exc:

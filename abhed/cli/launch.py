@@ -110,6 +110,16 @@ def budget(settings: config.Settings) -> Budget:
     return Budget(Limits(turns=a.max_turns, tokens=a.max_tokens, seconds=a.max_seconds))
 
 
+def project_root(start: Path) -> Path:
+    """The workspace for a session started in `start`: the root of the git repository it is in
+    (the nearest directory above holding a `.git`, as git finds it; nothing is run), else `start`."""
+    start = start.resolve()
+    for directory in (start, *start.parents):
+        if (directory / ".git").exists():
+            return directory
+    return start
+
+
 def locate(settings: config.Settings, workspace: Path, session_id: str | None) -> Path:
     """The workspace to work in: the session's own (it must exist: an unknown id is a mistake, not a
     new session), else `workspace`; checked before anything connects or starts (LaunchError says
@@ -128,10 +138,12 @@ def locate(settings: config.Settings, workspace: Path, session_id: str | None) -
 @contextmanager
 def agent_in_session(settings: config.Settings, workspace: Path, session_id: str | None, model: Model,
                      display: Display, ask_human: Callable[[str, Any, Verdict], bool] | None = None,
-                     options: dict[str, Any] | None = None) -> Iterator[tuple[Agent, bool]]:
+                     options: dict[str, Any] | None = None, cwd: Path | None = None
+                     ) -> Iterator[tuple[Agent, bool]]:
     """An Agent on the session (new, or continued from its log) holding the session's lock, and
     whether the session's last run was left unfinished. `workspace` comes from `locate`; `options`
-    (the REMEMBERED flags) are saved with the session for `abhed resume`."""
+    (the REMEMBERED flags) are saved with the session for `abhed resume`; a new session's commands
+    start in `cwd` when it is inside the workspace (where the person started it), else at its root."""
     try:
         config.refuse_workspace_control(settings, workspace)
     except config.ConfigError as exc:
@@ -144,6 +156,9 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
         with store.use(session_id, workspace, wait_s=settings.agent.session_wait_s) as session:
             for problem in session.log.load().problems:
                 display.notice(f"warning: {problem}")
+            fresh = not session.log.path.exists()
+            if fresh and cwd is not None and cwd.resolve().is_relative_to(workspace):
+                session.state.cwd = str(cwd.resolve())
             if options is not None:
                 session.state.options = {**{k: options.get(k) for k in REMEMBERED}, "mode": rules.mode,
                                          "model": model.id}

@@ -179,3 +179,29 @@ def test_the_readme_run_example_can_edit_and_run_the_tests_as_shown(ws, home):
     assert (ws / "test_a.py").read_text() == "def test_a():\n    assert 1 == 1\n"
     ran = [m for m in server.requests[3]["messages"] if m["role"] == "tool"][-1]["content"]
     assert "Not run" not in ran
+
+
+def test_in_a_subfolder_of_a_git_repository_the_workspace_is_its_root_and_cwd_where_it_started(ws, home):
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    deeper = ws / "src" / "pkg"
+    deeper.mkdir(parents=True)
+    with ReplayServer([Turn(text="Here."), Turn(text="There.")]) as server:
+        proc = abhed("run", "where am I?", "--endpoint", server.url, home=home, cwd=deeper)
+        assert proc.returncode == 0, proc.stderr
+        assert f"Workspace: {ws}\n" in server.requests[0]["messages"][0]["content"]
+        state = SessionStore(home).open(_only_session(home)).state
+        assert (state.workspace, state.cwd) == (str(ws), str(deeper))
+        outside = ws.parent / "elsewhere"
+        outside.mkdir()
+        given = abhed("run", "and here?", "--endpoint", server.url, "--workspace", str(deeper), home=home, cwd=outside)
+    assert given.returncode == 0  # an explicit --workspace is taken as given, and cwd outside it is not used
+    (newer,) = set(SessionStore(home).ids()) - {state.id}
+    assert SessionStore(home).open(newer).state.cwd == str(deeper)
+
+
+def test_bare_abhed_starts_chat(ws, home):
+    with ReplayServer([Turn(text="Hello.")]) as server:
+        proc = abhed(home=home, cwd=ws, input="hi\n", env={"ABHED_ENDPOINT": server.url})
+    assert proc.returncode == 0, proc.stderr
+    assert "abhed session " in proc.stdout and "Hello." in proc.stdout
+    assert server.requests[0]["messages"][-1]["content"] == "hi"
