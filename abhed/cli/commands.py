@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -123,6 +124,62 @@ def _stdin_arguments(limit: int) -> str:
         _fail(f"ARGUMENTS on stdin is not valid UTF-8 (byte {exc.start}: {data[exc.start:exc.start + 1]!r}). "
               "Send JSON text; escape other characters as \\uXXXX.")
         raise
+
+
+@main.group("config")
+def config_group() -> None:
+    """The operator's settings: where the file is, what is in effect and why, an example file."""
+
+
+@config_group.command("path")
+def config_path() -> None:
+    """Print the config file's path (ABHED_CONFIG, else ~/.config/abhed/config.toml)."""
+    path = config.config_path(dict(os.environ))
+    click.echo(printable(str(path)))
+    if not path.exists():
+        click.echo(printable(f"[no file at {path}: the defaults and ABHED_* variables apply; `abhed config init` "
+                             "writes a commented example there]"), err=True)
+
+
+@config_group.command("show")
+def config_show() -> None:
+    """Print every setting in effect and where it came from: default, the file, or a variable."""
+    settings, where = _settings(), config.sources()
+    for key, value in _flat(settings.model_dump(mode="json")):
+        click.echo(printable(f"{key} = {json.dumps(value)}  # {where.get(key, 'default')}"))
+
+
+def _flat(tree: dict, prefix: str = "") -> list[tuple[str, object]]:
+    out: list[tuple[str, object]] = []
+    for key, value in tree.items():
+        out += _flat(value, f"{prefix}{key}.") if isinstance(value, dict) else [(prefix + key, value)]
+    return out
+
+
+@config_group.command("init")
+def config_init() -> None:
+    """Write a commented example config file (every setting at its default) where Abhed reads it."""
+    path = config.config_path(dict(os.environ))
+    if path.exists():
+        _fail(f"{path} already exists; edit it (`abhed config show` prints what is in effect), or move it away "
+              "and run this again.")
+    lines = ["# Abhed's operator settings. Every key is shown at its default, commented out: uncomment to change.",
+             "# Precedence: defaults < this file < ABHED_* environment variables < command-line flags.", ""]
+    sections = config.Settings().model_dump(mode="json")
+    for key, value in sections.items():
+        if not isinstance(value, dict):
+            lines.append(f"# {key} = {json.dumps(value)}")
+    for key, value in sections.items():
+        if isinstance(value, dict):
+            lines += ["", f"[{key}]"] + [f"# {name} = {json.dumps(v)}" for name, v in value.items() if v is not None]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(path, "x", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), 0o600)
+            handle.write("\n".join(lines) + "\n")
+    except OSError as exc:
+        _fail(f"Cannot write {path}: {exc.strerror or exc}. Set ABHED_CONFIG to a path you can write.")
+    click.echo(printable(f"Wrote {path}"))
 
 
 @main.group()

@@ -6,6 +6,7 @@ workspace must not be able to widen its own permissions, so no project-level con
 
 from __future__ import annotations
 
+import difflib
 import os
 import stat
 import tomllib
@@ -234,9 +235,45 @@ def load(flags: dict[str, Any] | None = None, env: dict[str, str] | None = None)
     try:
         return Settings.model_validate(tree)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors(include_url=False)
-        )
-        raise ConfigError(
-            f"Invalid configuration ({problems}). Check {path} and the ABHED_* environment variables."
-        ) from exc
+        problems = "; ".join(_problem(err) for err in exc.errors(include_url=False))
+        where = (f"Check {path} and the ABHED_* environment variables" if path.exists() else
+                 f"Check the ABHED_* environment variables (there is no config file at {path})")
+        raise ConfigError(f"Invalid configuration ({problems}). {where}.") from exc
+
+
+def _problem(err: Any) -> str:
+    """One validation error as `key: what is wrong`; an unknown key names the nearest known one."""
+    loc = [str(p) for p in err["loc"]]
+    text = f"{'.'.join(loc)}: {err['msg']}"
+    if err["type"] != "extra_forbidden":
+        return text
+    section: type[BaseModel] = Settings
+    for key in loc[:-1]:
+        field = section.model_fields.get(key)
+        inner = field.annotation if field else None
+        if not (isinstance(inner, type) and issubclass(inner, BaseModel)):
+            return text
+        section = inner
+    near = difflib.get_close_matches(loc[-1], list(section.model_fields), n=1)
+    known = ", ".join(section.model_fields)
+    return text + (f" (did you mean {'.'.join([*loc[:-1], near[0]])}?)" if near else f" (the keys here: {known})")
+
+
+def sources(env: dict[str, str] | None = None) -> dict[str, str]:
+    """Where each key set outside the defaults comes from ("file PATH" or "environment NAME"),
+    by dotted key; the keys not listed have their default."""
+    env = dict(os.environ) if env is None else env
+    path = config_path(env)
+    out: dict[str, str] = {}
+
+    def walk(tree: dict[str, Any], prefix: str) -> None:
+        for key, value in tree.items():
+            if isinstance(value, dict):
+                walk(value, f"{prefix}{key}.")
+            else:
+                out[prefix + key] = f"file {path}"
+    walk(_read_file(path), "")
+    for name, keys in ENV_KEYS.items():
+        if name in env:
+            out[".".join(keys)] = f"environment {name}"
+    return out
