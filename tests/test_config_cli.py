@@ -50,8 +50,26 @@ def test_unknown_keys_get_did_you_mean(tmp_path, text, message):
 
 
 def test_an_error_never_points_at_a_config_file_that_does_not_exist(tmp_path):
-    path = tmp_path / "absent.toml"
     with pytest.raises(config.ConfigError) as raised:
-        config.load(env={"ABHED_CONFIG": str(path), "ABHED_MODE": "sometimes"})
-    assert f"Check the ABHED_* environment variables (there is no config file at {path})." in str(raised.value)
-    assert f"Check {path}" not in str(raised.value)
+        config.load(env={"XDG_CONFIG_HOME": str(tmp_path), "ABHED_MODE": "sometimes"})
+    default = tmp_path / "abhed" / "config.toml"
+    assert f"Check the ABHED_* environment variables (there is no config file at {default})." in str(raised.value)
+    assert f"Check {default}" not in str(raised.value)
+    with pytest.raises(config.ConfigError) as raised:
+        config.load(env={"ABHED_CONFIG": "", "ABHED_MODE": "sometimes"})
+    assert "(there is no config file: ABHED_CONFIG is empty)." in str(raised.value)
+
+
+def test_a_missing_abhed_config_file_is_an_error_and_empty_means_none(tmp_path, home):
+    path = tmp_path / "typo.toml"
+    with pytest.raises(config.ConfigError) as raised:
+        config.load(env={"ABHED_CONFIG": str(path)})
+    assert str(raised.value) == (f"ABHED_CONFIG names {path}, which does not exist. Point ABHED_CONFIG at your config "
+                                 "file, create this one (`abhed config init` writes a commented example there), or "
+                                 "set ABHED_CONFIG= (empty) to run with no config file.")
+    proc = abhed("tools", env={"ABHED_CONFIG": str(path)})
+    assert proc.returncode == 0  # a command that reads no settings is not stopped by it
+    proc = abhed("sessions", "list", env={"ABHED_CONFIG": str(path), "ABHED_HOME": str(home)})
+    assert proc.returncode == 1 and f"ABHED_CONFIG names {path}, which does not exist" in proc.stderr
+    assert config.load(env={"ABHED_CONFIG": ""}) == config.Settings()
+    assert abhed("config", "path", env={"ABHED_CONFIG": ""}).stderr.startswith("[no config file: ABHED_CONFIG is")

@@ -135,6 +135,9 @@ def config_group() -> None:
 def config_path() -> None:
     """Print the config file's path (ABHED_CONFIG, else ~/.config/abhed/config.toml)."""
     path = config.config_path(dict(os.environ))
+    if path is None:
+        click.echo("[no config file: ABHED_CONFIG is set empty; the defaults and ABHED_* variables apply]", err=True)
+        return
     click.echo(printable(str(path)))
     if not path.exists():
         click.echo(printable(f"[no file at {path}: the defaults and ABHED_* variables apply; `abhed config init` "
@@ -160,6 +163,9 @@ def _flat(tree: dict, prefix: str = "") -> list[tuple[str, object]]:
 def config_init() -> None:
     """Write a commented example config file (every setting at its default) where Abhed reads it."""
     path = config.config_path(dict(os.environ))
+    if path is None:
+        _fail("ABHED_CONFIG is set empty (no config file): set it to the path to write, or unset it for "
+              "~/.config/abhed/config.toml.")
     if path.exists():
         _fail(f"{path} already exists; edit it (`abhed config show` prints what is in effect), or move it away "
               "and run this again.")

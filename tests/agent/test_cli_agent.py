@@ -17,7 +17,7 @@ from agent_helpers import REPO
 
 def abhed(*args: str, home: Path, input: str | None = None, env: dict | None = None,
           cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "ABHED_HOME": str(home), "ABHED_CONFIG": "/nonexistent", **(env or {})}
+    full = {**os.environ, "ABHED_HOME": str(home), "ABHED_CONFIG": "", **(env or {})}
     return subprocess.run([sys.executable, "-m", "abhed", *args], input=input, capture_output=True, text=True,
                           env=full, cwd=cwd or REPO, timeout=120)
 
@@ -110,7 +110,7 @@ def test_chat_declined_approval_reaches_the_model(ws, home):
 
 def test_ctrl_c_in_chat_stops_the_turn_not_the_session(ws, home):
     with ReplayServer([Turn(fault="stall"), Turn(text="Second answer.")], stall_s=30) as server:
-        env = {**os.environ, "ABHED_HOME": str(home), "ABHED_CONFIG": "/nonexistent"}
+        env = {**os.environ, "ABHED_HOME": str(home), "ABHED_CONFIG": ""}
         proc = subprocess.Popen([sys.executable, "-m", "abhed", "chat", "--endpoint", server.url, "--workspace",
                                  str(ws)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=env, cwd=REPO)

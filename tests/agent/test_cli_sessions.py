@@ -149,7 +149,7 @@ def test_allow_rule_lets_one_command_run_and_a_bad_rule_is_refused(ws, home):
 
 
 def test_ctrl_c_ends_with_a_resume_hint(ws, home):
-    env = {**os.environ, "ABHED_HOME": str(home), "ABHED_CONFIG": "/nonexistent"}
+    env = {**os.environ, "ABHED_HOME": str(home), "ABHED_CONFIG": ""}
     with ReplayServer([Turn(fault="stall")], stall_s=30) as server:
         proc = subprocess.Popen([sys.executable, "-m", "abhed", "run", "wait", "--endpoint", server.url,
                                  "--workspace", str(ws)], env=env, cwd=REPO, stdout=subprocess.PIPE,

@@ -25,7 +25,7 @@ MODEL = "Qwen/Qwen2.5-Coder-32B-Instruct"
 
 def conformance(policy, home: Path, tmp_path: Path, *, tool_parser: bool = True, model_id: str = MODEL,
                 **options) -> Report:  # type: ignore[no-untyped-def]
-    settings = config.load({}, env={"ABHED_HOME": str(home), "ABHED_CONFIG": "/nonexistent"})
+    settings = config.load({}, env={"ABHED_HOME": str(home), "ABHED_CONFIG": ""})
     with ReplayServer(policy, tool_parser=tool_parser, model_id=model_id) as server:
         model = connect(server.url, backoff_s=0)
         try:
