@@ -46,6 +46,7 @@ from abhed.model.adapters import VisibleStream, adapter_for, visible
 from abhed.model.connect import Model
 from abhed.model.errors import ContextOverflow, ModelError, ToolsUnsupported
 from abhed.model.wire import Msg, Reply, ToolCall, call_id
+from abhed.agent.gitstatus import git_summary
 from abhed.agent.prompt import project_notes, system_prompt
 from abhed.session.store import rebuild_state
 from abhed.tools import BY_NAME, TOOLS
@@ -157,6 +158,8 @@ class Agent:
         self.tools = list(tools if tools is not None else TOOLS)
         self.definitions = [tool.definition() for tool in self.tools]
         self.notes = project_notes(ctx.paths.workspace)
+        # the top-level agent's only: a subagent starts after commands ran (see gitstatus)
+        self.git = git_summary(ctx.paths.workspace) if parent_id is None else None
         self.cap = observation_cap(model.context_window)
         self.messages: list[Msg] = list(conversation or [])
         self.gauge = Gauge()
@@ -272,7 +275,7 @@ class Agent:
         self._fixed = len(json.dumps(self.adapter.request_fields().get("tools", [])))
         addendum = "\n\n".join(part for part in (self.role, self.adapter.system_addendum()) if part)
         self.system = system_prompt(self.ctx.paths.workspace, [t.name for t in self.tools],
-                                    self.gate.policy.mode, addendum, self.notes)
+                                    self.gate.policy.mode, addendum, self.notes, git=self.git)
         self._system = Msg("system", self.system)  # one object, so its encoding is reused turn after turn
         self.gauge.forget()
 

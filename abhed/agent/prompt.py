@@ -37,7 +37,7 @@ def project_notes(workspace: Path) -> str | None:
 
 
 def system_prompt(workspace: Path, tool_names: list[str], mode: str, addendum: str = "",
-                  notes: str | None = None, today: date | None = None) -> str:
+                  notes: str | None = None, today: date | None = None, git: str | None = None) -> str:
     has = set(tool_names).__contains__
     rules = [
         "Look before you change: prefer read, glob and grep to explore. They are cheaper and bounded, and read "
@@ -71,6 +71,8 @@ def system_prompt(workspace: Path, tool_names: list[str], mode: str, addendum: s
         f"not try to get around it.\nToday: {(today or date.today()).isoformat()}",
         "How to work:\n" + "\n".join(f"- {rule}" for rule in rules),
     ]
+    if git:
+        parts.append(f"# Git status when the session started\n{git}")
     if addendum:
         parts.append(addendum)
     if notes:
