@@ -63,3 +63,11 @@ def test_many_changes_are_cut_with_a_note_and_no_repository_means_no_section(ws,
     with ReplayServer([Turn(text="ok")]) as server:
         make_agent(plain, home, server).run("hi")
     assert "Git status" not in server.requests[0]["messages"][0]["content"]
+
+
+def test_a_rename_is_one_change_and_a_failing_git_leaves_the_summary_out(ws):
+    _repo(ws)
+    _git(ws, "mv", "a.txt", "b.txt")
+    assert git_summary(ws) == "Branch: work\nChanged files: 1\n  R  b.txt"
+    (ws / ".git" / "HEAD").write_text("garbage\n")  # git no longer takes it for a repository
+    assert git_summary(ws) is None
