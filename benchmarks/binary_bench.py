@@ -44,7 +44,7 @@ def startup(runs: int) -> None:
     target = work / "file.py"
     target.write_text("".join(f"line_{i} = {i}\n" for i in range(200)))
     env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "ABHED_HOME": str(work / "abhed-home"),
-           "ABHED_CONFIG": "/nonexistent", "LANG": "C.UTF-8"}
+           "ABHED_CONFIG": "", "LANG": "C.UTF-8"}
     read = ["tool", "read", json.dumps({"path": str(target)}), "--workspace", str(work)]
     commands = {"--version": ["--version"], "tool read": read}
     runners = {"binary": [str(BINARY)], "python -m abhed": [str(REPO / ".venv/bin/python"), "-m", "abhed"]}

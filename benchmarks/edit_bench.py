@@ -41,7 +41,7 @@ def call(ctx: ToolContext, name: str, args: str):
 
 
 def context(ws: Path, home: Path) -> ToolContext:
-    settings = config.load(env={"ABHED_HOME": str(home), "ABHED_CONFIG": "/nonexistent"})
+    settings = config.load(env={"ABHED_HOME": str(home), "ABHED_CONFIG": ""})
     return ToolContext(SessionStore(home).create(ws), settings, PathPolicy.create(ws))
 
 

@@ -54,7 +54,7 @@ def scenario(home: Path, workspace: Path, turns: int, file_kb: int, window: int)
     script = [Turn(text=f"Step {n}.", calls=[("read", {"path": str(target)})]) for n in range(turns)]
     script.append(Turn(text="Done."))
     with ReplayServer(script, max_model_len=window) as server:
-        settings = config.load({}, env={"ABHED_HOME": str(home), "ABHED_CONFIG": "/nonexistent"})
+        settings = config.load({}, env={"ABHED_HOME": str(home), "ABHED_CONFIG": ""})
         model = connect(server.url, profile="generic", backoff_s=0)
         session = SessionStore(home).create(workspace)
         ctx = ToolContext(session, settings, PathPolicy.create(workspace))

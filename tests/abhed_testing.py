@@ -29,7 +29,7 @@ class Tools:
         flags: dict[str, Any] = {"files": files or {}}
         if roots is not None:
             flags["allowed_roots"] = [str(r) for r in roots]
-        self.settings = config.load(flags, env={"ABHED_HOME": str(home), "ABHED_CONFIG": "/nonexistent"})
+        self.settings = config.load(flags, env={"ABHED_HOME": str(home), "ABHED_CONFIG": ""})
         self.session = SessionStore(home).create(ws)
         self.ctx = ToolContext(self.session, self.settings, PathPolicy.create(ws, self.settings.allowed_roots))
         self.ws = ws

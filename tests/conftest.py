@@ -23,7 +23,7 @@ if os.environ.get("CI"):
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "abhed-home"
     monkeypatch.setenv("ABHED_HOME", str(path))
-    monkeypatch.setenv("ABHED_CONFIG", str(tmp_path / "no-such-config.toml"))
+    monkeypatch.setenv("ABHED_CONFIG", "")  # no config file
     for name in ("ABHED_ALLOWED_ROOTS", "ABHED_CREATE_PARENTS", "ABHED_NEW_FILE_MODE", "ABHED_MODE",
                  "ABHED_GREP_BACKEND", "ABHED_SANDBOX", "ABHED_CHECKPOINTS"):
         monkeypatch.delenv(name, raising=False)

@@ -65,7 +65,7 @@ def test_arguments_over_the_size_limit_are_refused_and_the_limit_is_configurable
 def test_the_size_limit_is_a_setting(tmp_path):
     from abhed.session import config
     settings = config.load({"agent": {"max_argument_bytes": 2048, "max_argument_depth": 8}},
-                           env={"ABHED_CONFIG": "/nonexistent"})
+                           env={"ABHED_CONFIG": ""})
     assert (settings.agent.max_argument_bytes, settings.agent.max_argument_depth) == (2048, 8)
     assert (config.AgentConfig().max_argument_bytes, config.AgentConfig().max_argument_depth) == \
         (dispatch.MAX_BYTES, dispatch.MAX_DEPTH)

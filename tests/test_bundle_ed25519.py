@@ -108,7 +108,7 @@ def test_we_verify_an_openssl_signature(tmp_path: Path):
 def _imported(*args: str, cwd: Path) -> set[str]:
     """The top-level modules a real `abhed ...` child process imported (python -X importtime)."""
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "abhed", *args], capture_output=True, text=True,
-                          cwd=cwd, env={**os.environ, "ABHED_HOME": str(cwd / "home"), "ABHED_CONFIG": "/nonexistent"})
+                          cwd=cwd, env={**os.environ, "ABHED_HOME": str(cwd / "home"), "ABHED_CONFIG": ""})
     return {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines() if "|" in line}
 
 

@@ -23,7 +23,7 @@ from abhed.session.store import SessionStore
 from abhed.tools.base import ToolContext
 
 ws, home, target, tag, rounds = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
-settings = config.load(env={"ABHED_HOME": str(home), "ABHED_CONFIG": "/nonexistent"})
+settings = config.load(env={"ABHED_HOME": str(home), "ABHED_CONFIG": ""})
 ctx = ToolContext(SessionStore(home).create(ws), settings, PathPolicy.create(ws))
 gate = Gate(Policy.create("accept-edits", [], [], ws), invoked_by_human=True)
 refused = 0

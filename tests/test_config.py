@@ -8,7 +8,7 @@ from abhed.session import config
 
 
 def test_defaults(tmp_path):
-    s = config.load(env={"ABHED_CONFIG": str(tmp_path / "none.toml"), "HOME": str(tmp_path)})
+    s = config.load(env={"XDG_CONFIG_HOME": str(tmp_path)})  # the default place, with no file there: fine
     assert s.files.create_parents is False and s.files.new_file_mode == 0o644 and s.allowed_roots == []
     assert s.model.endpoint == "http://127.0.0.1:8000/v1"
 

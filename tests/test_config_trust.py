@@ -79,6 +79,8 @@ def test_the_config_and_the_session_store_must_lie_outside_the_workspace(tmp_pat
     cfg = (ws / ".cfg" / "config.toml") if inside == "config" else (tmp_path / "config.toml")
     home = (ws / "store") if inside == "home" else (tmp_path / "home")
     env = {"ABHED_CONFIG": str(cfg), "ABHED_HOME": str(home)}
+    cfg.parent.mkdir(exist_ok=True)
+    cfg.write_text("")  # ABHED_CONFIG must name a file that exists
     settings = config.load(env=env)
     with pytest.raises(config.ConfigError) as err:
         config.refuse_workspace_control(settings, ws, env)
@@ -93,7 +95,7 @@ def test_an_allowed_root_counts_like_the_workspace(tmp_path):
     ws, shared = tmp_path / "w", tmp_path / "shared"
     ws.mkdir()
     shared.mkdir()
-    env = {"ABHED_CONFIG": str(tmp_path / "none.toml"), "ABHED_HOME": str(shared / "abhed")}
+    env = {"XDG_CONFIG_HOME": str(tmp_path), "ABHED_HOME": str(shared / "abhed")}
     settings = config.load({"allowed_roots": [str(shared)]}, env=env)
     with pytest.raises(config.ConfigError, match=f"lies inside {shared}"):
         config.refuse_workspace_control(settings, ws, env)

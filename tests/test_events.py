@@ -91,8 +91,11 @@ def test_sessions_list_and_show(ws, home):
     env = {"ABHED_HOME": str(home)}
     (ws / "f.txt").write_text("hello\n")
     abhed("tool", "read", json.dumps({"path": str(ws / "f.txt")}), "--workspace", str(ws), "--session", "s1", env=env)
-    listed = abhed("sessions", "list", env=env).stdout
-    assert "s1" in listed and "2 events" in listed and str(ws) in listed
+    hidden = abhed("sessions", "list", env=env)  # `abhed tool` calls do not clutter the list
+    assert "s1" not in hidden.stdout and "1 session of `abhed tool` calls not shown: --all lists them" in hidden.stderr
+    listed = abhed("sessions", "list", "--all", env=env).stdout
+    assert "s1" in listed and str(ws) in listed
+    assert json.loads(abhed("sessions", "list", "--all", "--json", env=env).stdout)[0]["events"] == 2
     shown = abhed("sessions", "show", "s1", env=env).stdout.splitlines()
     assert "[main] read" in shown[0] and str(ws / "f.txt") in shown[0]
     assert shown[1].strip().startswith("-> ok") and "hello" in shown[1]

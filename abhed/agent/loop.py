@@ -48,6 +48,7 @@ from abhed.model.connect import Model
 from abhed.model.errors import ContextOverflow, ModelError, ToolsUnsupported
 from abhed.model.profiles import Vision
 from abhed.model.wire import Msg, Reply, ToolCall, call_id
+from abhed.agent.gitstatus import git_summary
 from abhed.agent.prompt import project_notes, system_prompt
 from abhed.session.store import rebuild_state
 from abhed.tools import BY_NAME, TOOLS
@@ -168,6 +169,8 @@ class Agent:
         self.tools = list(tools if tools is not None else TOOLS)
         self.definitions = [tool.definition() for tool in self.tools]
         self.notes = project_notes(ctx.paths.workspace)
+        # the top-level agent's only: a subagent starts after commands ran (see gitstatus)
+        self.git = git_summary(ctx.paths.workspace) if parent_id is None else None
         self.cap = observation_cap(model.context_window)
         self.messages: list[Msg] = list(conversation or [])
         self.gauge = Gauge()
@@ -177,6 +180,7 @@ class Agent:
         self._children = itertools.count(1)
         self._use_format(model.tool_format)
         self._shown = VisibleStream()
+        self._said, self._changed_from = "", 0  # this run's last visible words, and where its changes start
 
     # -- one run ------------------------------------------------------------------------------------
 
@@ -187,6 +191,7 @@ class Agent:
         self._record(RunEvent(status="started", prompt=prompt, model=self.model.id, user=user, host=host,
                               **self._ids()), sync=False)  # the prompt's fsync
         turns, calls, changed = self.budget.turns, self.tool_calls, len(self.changed)
+        self._said, self._changed_from = "", changed  # what where_it_stopped reports is this run's
         if prompt is not None:
             self._add(Msg("user", prompt, images=list(images or [])), origin="user")
         else:
@@ -284,7 +289,7 @@ class Agent:
         self._fixed = len(json.dumps(self.adapter.request_fields().get("tools", [])))
         addendum = "\n\n".join(part for part in (self.role, self.adapter.system_addendum()) if part)
         self.system = system_prompt(self.ctx.paths.workspace, [t.name for t in self.tools],
-                                    self.gate.policy.mode, addendum, self.notes)
+                                    self.gate.policy.mode, addendum, self.notes, git=self.git)
         self._system = Msg("system", self.system)  # one object, so its encoding is reused turn after turn
         self.gauge.forget()
 
@@ -475,6 +480,8 @@ class Agent:
                               reasoning=reply.reasoning if reply else None, usage=reply.usage if reply else None,
                               finish_reason=reply.finish_reason if reply else None)
         msg.event_id = event.id
+        if msg.role == "assistant" and visible(msg.content).strip():
+            self._said = visible(msg.content).strip()
         self._record(event, sync=not msg.tool_calls)  # a reply's calls follow at once: their fsync covers it
         self.messages.append(msg)
         if reply is not None and reply.usage is not None:
@@ -501,15 +508,13 @@ class Agent:
 
     def where_it_stopped(self, reason: str) -> str:
         lines = [f"Stopped before finishing: {reason}."]
-        last = next((visible(m.content).strip() for m in reversed(self.messages)
-                     if m.role == "assistant" and visible(m.content).strip()), "")
-        if last:
-            lines.append(f"Last step: {last[:500]}")
+        if self._said:  # this run's: an earlier run's last words would describe another task
+            lines.append(f"Last step: {self._said[:500]}")
         todos = self.ctx.session.state.todos
         if todos:
             lines.append(render_todos(todos))
-        if self.changed:
-            lines.append("Files changed: " + ", ".join(dict.fromkeys(self.changed)))
+        if self.changed[self._changed_from:]:
+            lines.append("Files changed: " + ", ".join(dict.fromkeys(self.changed[self._changed_from:])))
         resume = f". Continue with: abhed resume {self.ctx.session.id}" if self.parent_id is None else ""
         lines.append(f"Spent: {self.budget.spent()}{resume}")
         return "\n".join(lines)

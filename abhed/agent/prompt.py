@@ -1,4 +1,4 @@
-"""The system prompt: who the agent is, how to use its tools, where it works, the project's ABHED.md."""
+"""The system prompt: who the agent is, how to use its tools, where it works, the project's ABHED.md and AGENTS.md."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from abhed.tools.base import head_tail
 
-NOTES_FILE = "ABHED.md"
+NOTES_FILES = ("ABHED.md", "AGENTS.md")
 NOTES_CHARS = 20_000
 MODES = {
     "ask": "changes to files and commands outside the operator's allow rules need a human's approval",
@@ -18,21 +18,26 @@ MODES = {
 
 
 def project_notes(workspace: Path) -> str | None:
-    """ABHED.md at the workspace root, bounded; None when there is none (or it cannot be read)."""
-    try:
-        text = (workspace / NOTES_FILE).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    text = text.strip()
-    if not text:
-        return None
-    kept, cut = head_tail(text, NOTES_CHARS)
-    return kept + (f"\n[{NOTES_FILE} is longer; {cut} characters were left out of this prompt. Read the file for "
-                   "the rest.]" if cut else "")
+    """The project's notes for agents at the workspace root, ABHED.md and AGENTS.md (the name other
+    agents read), each under its name, bounded together; None when there are none (or unreadable)."""
+    found = []
+    for name in NOTES_FILES:
+        try:
+            text = (workspace / name).read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            continue
+        if text:
+            found.append((name, text))
+    parts = []
+    for name, text in found:
+        kept, cut = head_tail(text, NOTES_CHARS // len(found))
+        parts.append(f"## {name}\n{kept}" + (f"\n[{name} is longer; {cut} characters were left out of this prompt. "
+                                              "Read the file for the rest.]" if cut else ""))
+    return "\n\n".join(parts) or None
 
 
 def system_prompt(workspace: Path, tool_names: list[str], mode: str, addendum: str = "",
-                  notes: str | None = None, today: date | None = None) -> str:
+                  notes: str | None = None, today: date | None = None, git: str | None = None) -> str:
     has = set(tool_names).__contains__
     rules = [
         "Look before you change: prefer read, glob and grep to explore. They are cheaper and bounded, and read "
@@ -70,8 +75,10 @@ def system_prompt(workspace: Path, tool_names: list[str], mode: str, addendum: s
         f"not try to get around it.\nToday: {(today or date.today()).isoformat()}",
         "How to work:\n" + "\n".join(f"- {rule}" for rule in rules),
     ]
+    if git:
+        parts.append(f"# Git status when the session started\n{git}")
     if addendum:
         parts.append(addendum)
     if notes:
-        parts.append(f"# Project notes ({NOTES_FILE}, written by the project's people)\n{notes}")
+        parts.append(f"# Project notes (written by the project's people)\n{notes}")
     return "\n\n".join(parts)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import click
@@ -12,8 +14,8 @@ from abhed import __version__
 from abhed.session import checkpoint, config
 from abhed.agent import dispatch
 from abhed.gate.approval import MODES, Gate, Policy
-from abhed.session.events import ActionEvent, AnyEvent, CheckpointEvent, CompactionEvent, MessageEvent, \
-    ObservationEvent, to_json
+from abhed.session.events import (ActionEvent, AnyEvent, CheckpointEvent, CompactionEvent, MessageEvent,
+                                  ObservationEvent, RunEvent, to_json)
 from abhed.files.paths import PathPolicy
 from abhed.session.store import SessionError, SessionStore
 from abhed.common.terminal import printable
@@ -33,10 +35,13 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
-@click.group()
+@click.group(invoke_without_command=True)
 @click.version_option(__version__, prog_name="abhed")
-def main() -> None:
-    """Abhed: an offline coding agent for air-gapped networks."""
+@click.pass_context
+def main(ctx: click.Context) -> None:
+    """Abhed: an offline coding agent for air-gapped networks. Without a command: `abhed chat`."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(chat)
 
 
 @main.command()
@@ -91,7 +96,8 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
     gate = Gate(Policy.create(mode or rules.mode, rules.allow, rules.deny, workspace), invoked_by_human=True,
                 confirmed=confirm)
     try:
-        with SessionStore(settings.home).use(session_id, workspace, wait_s=limits.session_wait_s) as session:
+        with SessionStore(settings.home).use(session_id, workspace, wait_s=limits.session_wait_s,
+                                             origin="tool") as session:
             if session_id is None:
                 click.echo(f"abhed: session {session.id} (pass --session {session.id} to continue it)", err=True)
             gateway = _mcp_for(name, settings, workspace)
@@ -148,6 +154,68 @@ def _mcp_group() -> None:
 _mcp_group()
 
 
+@main.group("config")
+def config_group() -> None:
+    """The operator's settings: where the file is, what is in effect and why, an example file."""
+
+
+@config_group.command("path")
+def config_path() -> None:
+    """Print the config file's path (ABHED_CONFIG, else ~/.config/abhed/config.toml)."""
+    path = config.config_path(dict(os.environ))
+    if path is None:
+        click.echo("[no config file: ABHED_CONFIG is set empty; the defaults and ABHED_* variables apply]", err=True)
+        return
+    click.echo(printable(str(path)))
+    if not path.exists():
+        click.echo(printable(f"[no file at {path}: the defaults and ABHED_* variables apply; `abhed config init` "
+                             "writes a commented example there]"), err=True)
+
+
+@config_group.command("show")
+def config_show() -> None:
+    """Print every setting in effect and where it came from: default, the file, or a variable."""
+    settings, where = _settings(), config.sources()
+    for key, value in _flat(settings.model_dump(mode="json")):
+        click.echo(printable(f"{key} = {json.dumps(value)}  # {where.get(key, 'default')}"))
+
+
+def _flat(tree: dict, prefix: str = "") -> list[tuple[str, object]]:
+    out: list[tuple[str, object]] = []
+    for key, value in tree.items():
+        out += _flat(value, f"{prefix}{key}.") if isinstance(value, dict) else [(prefix + key, value)]
+    return out
+
+
+@config_group.command("init")
+def config_init() -> None:
+    """Write a commented example config file (every setting at its default) where Abhed reads it."""
+    path = config.config_path(dict(os.environ))
+    if path is None:
+        _fail("ABHED_CONFIG is set empty (no config file): set it to the path to write, or unset it for "
+              "~/.config/abhed/config.toml.")
+    if path.exists():
+        _fail(f"{path} already exists; edit it (`abhed config show` prints what is in effect), or move it away "
+              "and run this again.")
+    lines = ["# Abhed's operator settings. Every key is shown at its default, commented out: uncomment to change.",
+             "# Precedence: defaults < this file < ABHED_* environment variables < command-line flags.", ""]
+    sections = config.Settings().model_dump(mode="json")
+    for key, value in sections.items():
+        if not isinstance(value, dict):
+            lines.append(f"# {key} = {json.dumps(value)}")
+    for key, value in sections.items():
+        if isinstance(value, dict):
+            lines += ["", f"[{key}]"] + [f"# {name} = {json.dumps(v)}" for name, v in value.items() if v is not None]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(path, "x", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), 0o600)
+            handle.write("\n".join(lines) + "\n")
+    except OSError as exc:
+        _fail(f"Cannot write {path}: {exc.strerror or exc}. Set ABHED_CONFIG to a path you can write.")
+    click.echo(printable(f"Wrote {path}"))
+
+
 @main.group()
 def sessions() -> None:
     """Inspect stored sessions."""
@@ -155,28 +223,45 @@ def sessions() -> None:
 
 @sessions.command("list")
 @click.option("--json", "as_json", is_flag=True)
-def sessions_list(as_json: bool) -> None:
-    """List sessions, oldest first."""
+@click.option("--all", "show_all", is_flag=True, help="Also list the sessions of `abhed tool` calls.")
+def sessions_list(as_json: bool, show_all: bool) -> None:
+    """List sessions, the most recently used first: status, mode, model, workspace, first prompt."""
     store = SessionStore(_settings().home)
-    rows = []
+    rows, hidden = [], 0
     for session_id in store.ids():
         try:
             session = store.open(session_id)
         except SessionError as exc:
-            click.echo(f"warning: {exc}", err=True)
+            click.echo(f"warning: {printable(str(exc))}", err=True)
             continue
-        state, events = session.state, len(session.log.load().events)
+        state = session.state
+        if state.origin == "tool" and not show_all:
+            hidden += 1
+            continue
+        events = session.log.load().events
+        runs = [e for e in events if isinstance(e, RunEvent) and e.agent_id == "main"]
+        prompts = [e.prompt for e in runs if e.status == "started" and e.prompt]
+        last = runs[-1].status if runs else "new"
         rows.append({"id": state.id, "created_at": state.created_at.isoformat(timespec="seconds"),
-                     "events": events, "workspace": state.workspace})
-    rows.sort(key=lambda row: row["created_at"])
+                     "last_used": datetime.fromtimestamp(store.last_used(session_id), timezone.utc)
+                     .isoformat(timespec="seconds"),
+                     "status": "running or cut short" if last == "started" else last,
+                     "mode": state.options.get("mode") or "", "model": state.options.get("model") or "",
+                     "origin": state.origin, "events": len(events), "workspace": state.workspace,
+                     "first_prompt": prompts[0] if prompts else ""})
+    rows.sort(key=lambda row: (row["last_used"], row["id"]), reverse=True)
     if as_json:
         click.echo(json.dumps(rows, indent=1))
     elif not rows:
         click.echo(f"[no sessions in {store.root}]")
     else:
         for row in rows:
-            click.echo(printable(f"{row['id']:<28} {row['created_at']:<26} {row['events']:>6} events  "
-                                 f"{row['workspace']}"))
+            click.echo(printable(f"{row['id']:<22} {row['last_used'][:16].replace('T', ' ')}  {row['status']:<11} "
+                                 f"{row['mode'] or '-':<12} {row['model'] or '-'}  {row['workspace']}"))
+            click.echo(printable(f"{'':<22} {_preview(row['first_prompt'] or '(no prompt)', 90)}"))
+    if hidden:
+        click.echo(f"[{hidden} session{'s' * (hidden != 1)} of `abhed tool` calls not shown: --all lists them]",
+                   err=True)
 
 
 def _preview(text: str, width: int = 100) -> str:
@@ -379,8 +464,9 @@ def undo_command(session_id: str | None, number: int | None, yes: bool, force: b
 def _agent_options(function):  # type: ignore[no-untyped-def]
     """The flags every agent command shares; they override the config file and the environment."""
     options = [
-        click.option("--workspace", type=click.Path(file_okay=False, path_type=Path), default=".",
-                     help="The workspace root (default: the current directory)."),
+        click.option("--workspace", type=click.Path(file_okay=False, path_type=Path),
+                     help="The workspace root (default: the root of the git repository the current directory is "
+                          "in, else the current directory)."),
         click.option("--mode", type=click.Choice(MODES), help="Approval mode (default: approval.mode, else ask)."),
         click.option("--endpoint", help="Model server, e.g. http://gpu1:8000/v1 (default: model.endpoint)."),
         click.option("--model", "model_name", help="Served model id (default: the first the server lists)."),
@@ -391,6 +477,8 @@ def _agent_options(function):  # type: ignore[no-untyped-def]
         click.option("--max-turns", type=click.IntRange(1), help="Budget: model replies per run."),
         click.option("--max-tokens", type=click.IntRange(1000), help="Budget: prompt+completion tokens per run."),
         click.option("--max-time", type=click.FloatRange(min=1), help="Budget: wall-clock seconds per run."),
+        click.option("--allow", multiple=True, metavar="RULE", help="Allow calls matching RULE without asking, on "
+                     "top of approval.allow, e.g. --allow 'bash(pytest:*)' (repeatable)."),
     ]
     for option in reversed(options):
         function = option(function)
@@ -402,7 +490,7 @@ def _launch_settings(kw: dict) -> config.Settings:
     try:
         return launch.settings(endpoint=kw["endpoint"], model=kw["model_name"], profile=kw["profile"],
                                tool_format=kw["tool_format"], mode=kw["mode"], max_turns=kw["max_turns"],
-                               max_tokens=kw["max_tokens"], max_time=kw["max_time"])
+                               max_tokens=kw["max_tokens"], max_time=kw["max_time"], allow=list(kw["allow"] or []))
     except launch.LaunchError as exc:
         _fail(str(exc))
         raise
@@ -422,35 +510,77 @@ def _open_model(settings: config.Settings, display):  # type: ignore[no-untyped-
         sys.exit(130)
 
 
-def _locate(settings: config.Settings, workspace: Path, session_id: str | None, must_exist: bool) -> Path:
+def _prepare(kw: dict, session_id: str | None) -> tuple[config.Settings, Path, dict]:
+    """Settings, workspace and flags for an agent command: an existing session's own workspace, and
+    the mode, rules and budgets it was started with where the command line leaves them unset."""
     from abhed.cli import launch
+    settings = _launch_settings(kw)
+    kw = {**kw, "workspace": kw["workspace"] or launch.project_root(Path.cwd())}
     try:
-        return launch.locate(settings, workspace, session_id, must_exist)
+        workspace = launch.locate(settings, kw["workspace"], session_id)
+        if session_id is not None:
+            kw = launch.remembered(kw, launch.stored_options(settings, session_id))
+            settings = _launch_settings(kw)
     except launch.LaunchError as exc:
         _fail(str(exc))
-        raise
+    return settings, workspace, kw
 
 
-def _finish(outcome, session_id: str) -> None:  # type: ignore[no-untyped-def]
-    """Print a run's result: the answer on stdout, why it stopped on stderr; exit with its status."""
-    if outcome.answer:
+REFUSED_EXIT = 4  # the run finished, but calls it needed were refused for want of a human to approve them
+
+
+def _finish(outcome, session_id: str, refused: list[str], usage: dict, as_json: bool) -> None:  # type: ignore[no-untyped-def]
+    """Print a run's result: the answer on stdout, why it stopped on stderr, then the session and what
+    it spent as the last line of stderr; exit with its status."""
+    status = "refused" if outcome.status == "done" and refused else outcome.status
+    code = REFUSED_EXIT if status == "refused" else outcome.exit_code
+    if as_json:  # ensure_ascii: no control character reaches the terminal raw
+        click.echo(json.dumps({"session": session_id, "status": status, "exit_code": code, "answer": outcome.answer,
+                               "detail": outcome.detail, "files_changed": outcome.changed, "refused": refused,
+                               "usage": usage}))
+    elif outcome.answer:
         click.echo(printable(outcome.answer))
     if outcome.status != "done":
         click.echo(printable(f"abhed: {outcome.detail} (session {session_id})"), err=True)
-    sys.exit(outcome.exit_code)
+    if refused:
+        rules = " ".join(dict.fromkeys(refused))
+        click.echo(printable(f"abhed: {len(refused)} call{'s were' if len(refused) != 1 else ' was'} refused: "
+                             f"{'they' if len(refused) != 1 else 'it'} needed approval and no human is attached to "
+                             f"give it. To let {'them' if len(refused) != 1 else 'it'} run: abhed resume {session_id} "
+                             f"\"go on\" {rules} (or answer for {'them' if len(refused) != 1 else 'it'} in chat: abhed chat --session "
+                             f"{session_id})"), err=True)
+    if outcome.status == "interrupted":
+        click.echo(f"abhed: continue with: abhed resume {session_id}", err=True)
+    click.echo(f"abhed: session {session_id}; spent {usage['replies']} replies, {usage['tokens']} tokens, "
+               f"{usage['seconds']:.0f} s", err=True)
+    sys.exit(code)
 
 
-def _run_prompt(kw: dict, prompt: str | None, session_id: str | None, must_exist: bool) -> None:
+def _prompt_text(prompt: str | None) -> str | None:
+    """PROMPT as given, or read from stdin for `-`; an empty one is refused."""
+    if prompt == "-":
+        prompt = sys.stdin.read()
+    if prompt is not None and not prompt.strip():
+        _fail("The prompt is empty: say what to do, as PROMPT or on stdin with `-` (echo 'fix the test' | "
+              "abhed run -).")
+    return prompt
+
+
+def _run_prompt(kw: dict, prompt: str | None, session_id: str | None, as_json: bool = False) -> None:
     from abhed.cli import launch
     from abhed.cli.display import Progress
-    settings = _launch_settings(kw)
+    prompt = _prompt_text(prompt)
+    settings, workspace, kw = _prepare(kw, session_id)
     display = Progress()
-    workspace = _locate(settings, kw["workspace"], session_id, must_exist)
     model = _open_model(settings, display)
     try:
-        with launch.agent_in_session(settings, workspace, session_id, model, display) as (agent, unfinished):
+        with launch.agent_in_session(settings, workspace, session_id, model, display, options=kw,
+                                     cwd=Path.cwd()) as (agent, unfinished):
             session = agent.ctx.session.id
             display.notice(f"session {session}; {model.describe()}; mode {agent.gate.policy.mode}")
+            if session_id is not None:
+                for line in launch.recent_conversation(agent.ctx.session):
+                    click.echo(printable(line), err=True)
             if prompt is None and not unfinished:
                 _fail(f"Session {session} finished its last run; nothing to continue. Give a PROMPT to go on with it, "
                       f"or chat: abhed chat --session {session}")
@@ -458,11 +588,15 @@ def _run_prompt(kw: dict, prompt: str | None, session_id: str | None, must_exist
             first = _last_checkpoint(checkpoints, session) + 1
             outcome = agent.run(prompt)
             _tell_range(display, first, _last_checkpoint(checkpoints, session), session)
+            refused = launch.refused_for_want_of_a_human(agent.ctx.session, settings, workspace)
+            budget = agent.budget
+            usage = {"replies": budget.turns, "tokens": budget.tokens, "tool_calls": outcome.tool_calls,
+                     "seconds": round(budget.clock() - budget.started, 1)}
     except launch.LaunchError as exc:
         _fail(str(exc))
     finally:
         model.client.close()
-    _finish(outcome, session)
+    _finish(outcome, session, refused, usage, as_json)
 
 
 def _last_checkpoint(checkpoints: checkpoint.Checkpoints | None, session_id: str) -> int:
@@ -485,48 +619,67 @@ def _tell_range(display, first: int, last: int, session_id: str) -> None:  # typ
 @main.command()
 @click.argument("prompt")
 @_agent_options
-@click.option("--session", "session_id", help="Continue this session (default: a new one).")
-def run(prompt: str, session_id: str | None, **kw) -> None:  # type: ignore[no-untyped-def]
-    """Work on PROMPT without asking anyone, then print the answer.
+@click.option("--session", "session_id", help="Continue this existing session (default: a new one).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout: session, status, exit_code, "
+              "answer, detail, files_changed, refused, usage.")
+def run(prompt: str, session_id: str | None, as_json: bool, **kw) -> None:  # type: ignore[no-untyped-def]
+    """Work on PROMPT (- reads it from stdin) without asking anyone, then print the answer.
 
-    Progress goes to stderr, the final answer to stdout. Calls that need approval are refused
-    unless the mode or the operator's allow rules permit them (see --mode). Exit status: 0 done,
-    1 failed (the model server could not be used), 2 bad invocation, 3 a budget ran out, 130 interrupted.
+    Progress goes to stderr, the final answer to stdout; the last line of stderr names the session
+    and what the run spent. Calls that need approval are refused unless the mode, the operator's
+    allow rules or --allow permit them. Exit status: 0 done, 1 failed (the model server could not
+    be used), 2 bad invocation, 3 a budget ran out, 4 done but calls were refused for want of
+    approval, 130 interrupted.
     """
-    _run_prompt(kw, prompt, session_id, must_exist=False)
+    _run_prompt(kw, prompt, session_id, as_json)
 
 
 @main.command()
-@click.argument("session_id")
+@click.argument("session_id", required=False)
 @click.argument("prompt", required=False)
 @_agent_options
-def resume(session_id: str, prompt: str | None, **kw) -> None:  # type: ignore[no-untyped-def]
-    """Continue session SESSION_ID from its event log: conversation, read-set, plan and todos.
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout, as `abhed run --json`.")
+def resume(session_id: str | None, prompt: str | None, as_json: bool, **kw) -> None:  # type: ignore[no-untyped-def]
+    """Continue session SESSION_ID (default: this workspace's latest) from its event log: conversation,
+    read-set, plan, todos, and the mode, allow rules and budgets it was started with.
 
     Without PROMPT, finishes the run that was cut short (a crash, kill, interrupt or budget);
-    with PROMPT, works on it in the same conversation. Output and exit status as `abhed run`;
-    `abhed chat --session ID` continues it interactively instead.
+    with PROMPT, works on it in the same conversation. Flags given here override what the session
+    remembers; --allow adds rules. Output and exit status as `abhed run`; `abhed chat --session ID`
+    continues it interactively instead.
     """
-    _run_prompt(kw, prompt, session_id, must_exist=True)
+    if session_id is None:
+        from abhed.cli import launch
+        try:
+            session_id = launch.latest(_launch_settings(kw), (kw["workspace"] or launch.project_root(Path.cwd()))
+                                       .resolve())
+        except launch.LaunchError as exc:
+            _fail(str(exc))
+    _run_prompt(kw, prompt, session_id, as_json)
 
 
 @main.command()
 @_agent_options
-@click.option("--session", "session_id", help="Continue this session (default: a new one).")
-def chat(session_id: str | None, **kw) -> None:  # type: ignore[no-untyped-def]
+@click.option("--session", "session_id", help="Continue this existing session (`abhed sessions list` shows them).")
+@click.option("--new", is_flag=True, help="Start a new session (the default).")
+def chat(session_id: str | None, new: bool, **kw) -> None:  # type: ignore[no-untyped-def]
     """Work with the agent interactively: streamed replies, approval prompts, a live todo list.
 
     Ctrl-C stops the current turn and returns to the prompt; Ctrl-D (or /exit) ends the session.
     """
     from abhed.cli import launch
     from abhed.cli.display import Chat
-    settings = _launch_settings(kw)
+    if new and session_id:
+        _fail(f"--new starts a new session and --session {session_id} continues one: give only one of them.")
+    settings, workspace, kw = _prepare(kw, session_id)
     display = Chat()
-    workspace = _locate(settings, kw["workspace"], session_id, False)
     model = _open_model(settings, display)
     try:
         with launch.agent_in_session(settings, workspace, session_id, model, display,
-                                     ask_human=display.ask) as (agent, unfinished):
+                                     ask_human=display.ask, options=kw, cwd=Path.cwd()) as (agent, unfinished):
+            if session_id is not None:
+                for line in launch.recent_conversation(agent.ctx.session):
+                    display.console.print(printable(line), markup=False, highlight=False)
             _chat_loop(agent, display, unfinished)
     except launch.LaunchError as exc:
         _fail(str(exc))
@@ -685,7 +838,7 @@ def models(name: str | None, as_json: bool) -> None:
         click.echo(f"{'sampling':<18} {profile.sampling.fields()}")
         click.echo(f"\nServe it with:\n  {profile.vllm_serve}\n\n{profile.notes}")
         from abhed.conformance.report import one_line, saved
-        reports = saved(profile.name, settings.model.profiles_dir)
+        reports = saved(profile.name, settings.home)
         if reports:
             click.echo("\nConformance (abhed conformance --save):\n" + "\n".join(f"  {one_line(r)}" for r in reports))
         return
@@ -711,8 +864,8 @@ def models(name: str | None, as_json: bool) -> None:
               help="Override a category's pass threshold, e.g. --threshold scenarios=1.0.")
 @click.option("--json", "json_path", metavar="FILE", help="Write the JSON report to FILE (- for stdout; the table "
               "then goes to stderr).")
-@click.option("--save", is_flag=True, help="Save the JSON report beside the model's profile (offline_models/, or "
-              "model.profiles_dir for the operator's own profiles).")
+@click.option("--save", is_flag=True, help="Save the JSON report under $ABHED_HOME/conformance, one file per run "
+              "(`abhed models NAME` lists them).")
 @click.option("--save-to", type=click.Path(file_okay=False, path_type=Path), help="Save the JSON report in this "
               "directory instead.")
 @click.option("--keep", is_flag=True, help="Keep the throwaway workspaces and sessions (their path is printed).")
@@ -783,9 +936,7 @@ def conformance(endpoint: str | None, model_name: str | None, profile: str | Non
         click.echo(text)
     elif json_path:
         Path(json_path).write_text(text + "\n")
-    for directory in ([save_to] if save_to else []) + ([reports.profile_dir(report.profile,
-                                                                            settings.model.profiles_dir)]
-                                                       if save else []):
+    for directory in ([save_to] if save_to else []) + ([reports.reports_dir(settings.home)] if save else []):
         try:
             click.echo(f"Saved the report to {reports.save(report, directory)}", err=True)
         except OSError as exc:

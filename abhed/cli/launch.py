@@ -10,15 +10,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from abhed.session import config
 from abhed.agent.loop import Agent, Budget, Limits
-from abhed.gate.approval import Gate, Policy, Verdict
+from abhed.gate.approval import Gate, Policy, Rule, Verdict
 from abhed.agent.display import Display
 from abhed.session.checkpoint import from_settings
 from abhed.model.connect import Model, connect
 from abhed.files.paths import PathPolicy
-from abhed.session.store import SessionError, SessionStore
-from abhed.tools import TOOLS
+from abhed.agent.dispatch import NOT_APPROVED
+from abhed.session.events import ActionEvent, MessageEvent, ObservationEvent, RunEvent
+from abhed.session.store import Session, SessionError, SessionStore
+from abhed.tools import BY_NAME, TOOLS
 from abhed.tools.base import ToolContext
 
 
@@ -29,8 +33,9 @@ class LaunchError(Exception):
 def settings(*, endpoint: str | None = None, model: str | None = None, profile: str | None = None,
              tool_format: str | None = None, mode: str | None = None, max_turns: int | None = None,
              max_tokens: int | None = None, max_time: float | None = None,
-             allowed_roots: list[Path] | None = None) -> config.Settings:
-    """The operator's settings with the command-line flags on top (flags left unset change nothing)."""
+             allowed_roots: list[Path] | None = None, allow: list[str] | None = None) -> config.Settings:
+    """The operator's settings with the command-line flags on top (flags left unset change nothing).
+    `allow`: rules added to the operator's approval.allow for this run (--allow)."""
     def given(**values: Any) -> dict[str, Any]:
         return {key: value for key, value in values.items() if value is not None}
 
@@ -40,9 +45,56 @@ def settings(*, endpoint: str | None = None, model: str | None = None, profile: 
     if allowed_roots is not None:
         flags["allowed_roots"] = [str(root) for root in allowed_roots]
     try:
-        return config.load(flags)
+        loaded = config.load(flags)
     except config.ConfigError as exc:
         raise LaunchError(str(exc)) from None
+    for rule in allow or []:
+        try:
+            Rule.parse(rule)
+        except ValueError as exc:
+            raise LaunchError(f"--allow {rule!r} is not a rule: {exc}") from None
+    loaded.approval.allow = [*loaded.approval.allow, *(allow or [])]
+    return loaded
+
+
+# The flags a session remembers, so that `abhed resume` runs as the session was started.
+REMEMBERED = ("mode", "allow", "max_turns", "max_tokens", "max_time")
+
+
+def remembered(flags: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
+    """`flags` with what the session was started with filling the ones left unset; --allow rules
+    add to the stored ones."""
+    out = dict(flags)
+    for key in REMEMBERED:
+        if key == "allow":
+            out[key] = list(dict.fromkeys([*stored.get(key, []), *(flags.get(key) or [])]))
+        elif out.get(key) is None and stored.get(key) is not None:
+            out[key] = stored[key]
+    return out
+
+
+def stored_options(settings: config.Settings, session_id: str) -> dict[str, Any]:
+    try:
+        return SessionStore(settings.home).open(session_id).state.options
+    except SessionError as exc:
+        raise LaunchError(str(exc)) from None
+
+
+def latest(settings: config.Settings, workspace: Path) -> str:
+    """The id of this workspace's most recently used agent session (LaunchError if none)."""
+    store = SessionStore(settings.home)
+    mine = []
+    for session_id in store.ids():
+        try:
+            state = store.open(session_id).state
+        except SessionError:
+            continue  # an unreadable session is reported by `sessions list`, not resumed
+        if state.origin == "agent" and state.workspace == str(workspace):
+            mine.append((store.last_used(session_id), session_id))
+    if not mine:
+        raise LaunchError(f"No session of the workspace {workspace} in {store.root}. Start one with `abhed run "
+                          "PROMPT` or `abhed chat`; `abhed sessions list` shows every workspace's sessions.")
+    return max(mine)[1]
 
 
 def open_model(settings: config.Settings, display: Display) -> Model:
@@ -51,7 +103,8 @@ def open_model(settings: config.Settings, display: Display) -> Model:
     return connect(m.endpoint, api_key=m.api_key, model=m.model, profile=m.profile, tool_format=m.tool_format,
                    stream=m.stream, timeout_s=m.timeout_s, attempts=m.attempts, stall_s=m.stall_s,
                    max_request_s=m.max_request_s, profiles_dir=m.profiles_dir, images=m.images,
-                   image_limits=m.vision_overrides(), on_retry=lambda exc, n, wait: display.notice(f"{exc.message} Retrying in {wait:g} s."))
+                   image_limits=m.vision_overrides(), probe_attempts=1,
+                   on_retry=lambda exc, n, wait: display.notice(f"{exc.message} Retrying in {wait:g} s."))
 
 
 def budget(settings: config.Settings) -> Budget:
@@ -59,17 +112,26 @@ def budget(settings: config.Settings) -> Budget:
     return Budget(Limits(turns=a.max_turns, tokens=a.max_tokens, seconds=a.max_seconds))
 
 
-def locate(settings: config.Settings, workspace: Path, session_id: str | None, must_exist: bool = False) -> Path:
-    """The workspace to work in: an existing session's own, else `workspace`; checked before anything
-    connects or starts (LaunchError says what is wrong)."""
-    store = SessionStore(settings.home)
-    if session_id is not None and (store.root / session_id / "state.json").exists():
+def project_root(start: Path) -> Path:
+    """The workspace for a session started in `start`: the root of the git repository it is in
+    (the nearest directory above holding a `.git`, as git finds it; nothing is run), else `start`."""
+    start = start.resolve()
+    for directory in (start, *start.parents):
+        if (directory / ".git").exists():
+            return directory
+    return start
+
+
+def locate(settings: config.Settings, workspace: Path, session_id: str | None) -> Path:
+    """The workspace to work in: the session's own (it must exist: an unknown id is a mistake, not a
+    new session), else `workspace`; checked before anything connects or starts (LaunchError says
+    what is wrong)."""
+    if session_id is not None:
+        store = SessionStore(settings.home)
         try:
-            workspace = Path(store.open(session_id).state.workspace)
+            workspace = Path(store.open(session_id).state.workspace)  # SessionError names how to list them
         except SessionError as exc:
             raise LaunchError(str(exc)) from None
-    elif must_exist:
-        raise LaunchError(f"No session {session_id!r} in {store.root}. List them with `abhed sessions list`.")
     if not workspace.is_dir():
         raise LaunchError(f"The workspace {workspace} does not exist or is not a directory.")
     return workspace.resolve()
@@ -90,10 +152,13 @@ def mcp_gateway(settings: config.Settings, workspace: Path, notice: Callable[[st
 
 @contextmanager
 def agent_in_session(settings: config.Settings, workspace: Path, session_id: str | None, model: Model,
-                     display: Display, ask_human: Callable[[str, Any, Verdict], bool] | None = None
+                     display: Display, ask_human: Callable[[str, Any, Verdict], bool] | None = None,
+                     options: dict[str, Any] | None = None, cwd: Path | None = None
                      ) -> Iterator[tuple[Agent, bool]]:
     """An Agent on the session (new, or continued from its log) holding the session's lock, and
-    whether the session's last run was left unfinished. `workspace` comes from `locate`."""
+    whether the session's last run was left unfinished. `workspace` comes from `locate`; `options`
+    (the REMEMBERED flags) are saved with the session for `abhed resume`; a new session's commands
+    start in `cwd` when it is inside the workspace (where the person started it), else at its root."""
     try:
         config.refuse_workspace_control(settings, workspace)
     except config.ConfigError as exc:
@@ -106,6 +171,13 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
         with store.use(session_id, workspace, wait_s=settings.agent.session_wait_s) as session:
             for problem in session.log.load().problems:
                 display.notice(f"warning: {problem}")
+            fresh = not session.log.path.exists()
+            if fresh and cwd is not None and cwd.resolve().is_relative_to(workspace):
+                session.state.cwd = str(cwd.resolve())
+            if options is not None:
+                session.state.options = {**{k: options.get(k) for k in REMEMBERED}, "mode": rules.mode,
+                                         "model": model.id}
+                session.save()
             gateway = mcp_gateway(settings, workspace, display.notice)
             ctx = ToolContext(session, settings, paths, checkpoints=from_settings(settings, workspace), extra=gateway)
             try:
@@ -117,3 +189,44 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
                     gateway.close()  # and so do the MCP servers
     except SessionError as exc:
         raise LaunchError(str(exc)) from None
+
+
+def refused_for_want_of_a_human(session: Session, settings: config.Settings, workspace: Path) -> list[str]:
+    """The calls of the session's last run that needed approval and were refused because nobody was
+    there to give it (`abhed run`): each as the --allow rule that would let it through, checked
+    against the policy, or "--mode auto" when no simple rule would (a redirect, an assignment)."""
+    events = session.log.load().events
+    starts = [i for i, e in enumerate(events) if isinstance(e, RunEvent) and e.status == "started"
+              and e.agent_id == "main"]
+    recent = events[starts[-1]:] if starts else events
+    actions = {e.id: e for e in recent if isinstance(e, ActionEvent)}
+    rules = settings.approval
+    out = []
+    for event in recent:
+        if not (isinstance(event, ObservationEvent) and event.metadata.get("error_kind") == NOT_APPROVED
+                and event.metadata.get("approval", {}).get("decision") == "ask"):
+            continue
+        action = actions.get(event.action_id)
+        try:
+            args = BY_NAME[event.tool].Input.model_validate(action.input if action else None)
+        except (KeyError, ValidationError):
+            out.append("--mode auto")
+            continue
+        words = str(getattr(args, "command", "")).split()
+        rule = f"bash({words[0]}:*)" if event.tool == "bash" and words else event.tool
+        policy = Policy.create(rules.mode, [*rules.allow, rule], rules.deny, workspace)
+        out.append(f"--allow '{rule}'" if policy.check(event.tool, args).decision == "allow" else "--mode auto")
+    return out
+
+
+def recent_conversation(session: Session, messages: int = 6, width: int = 200) -> list[str]:
+    """The last few prompts and replies of the session, for a person picking it up again."""
+    said = [e for e in session.log.load().events if isinstance(e, MessageEvent) and e.agent_id == "main"
+            and e.origin in ("user", "model") and e.content.strip()]
+    if not said:
+        return []
+    lines = [f"-- the last {min(messages, len(said))} of {len(said)} messages of this session --"]
+    for event in said[-messages:]:
+        text = " ".join(event.content.split())
+        lines.append(f"{'you' if event.role == 'user' else 'abhed'}: {text[:width]}{' ...' if len(text) > width else ''}")
+    return lines + ["--"]

@@ -1,7 +1,7 @@
 """The conformance report: per test, per category against its threshold, and the verdict.
 
-The JSON form (pydantic, `schema_version`) is what gets saved beside the model's profile and what
-machines read; `table` is the same for people. A category passes when its score reaches its
+The JSON form (pydantic, `schema_version`) is what gets saved (one file per run, under
+$ABHED_HOME/conformance, never inside the installed package) and what machines read; `table` is the same for people. A category passes when its score reaches its
 threshold; the model passes when every category run does.
 
 Categories and their scores:
@@ -9,7 +9,8 @@ Categories and their scores:
   scenarios  share of the everyday scenarios whose outcome on disk is right (0.8)
   recovery   the recovery rate: of the errors the recovery tasks provoked, the share whose next call
              of the same tool succeeded (0.6); also, at least `RECOVERY_OUTCOMES` of those tasks must
-             end right. No error at all (a model that got everything right first time) scores 1.0.
+             end right. No error at all leaves the rate "n/a" (None): nothing was recovered from, so
+             there is nothing to score, and the tasks done decide alone.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from pydantic import BaseModel, Field
 
 from abhed import __version__
 from abhed.files.atomic import replace_file
-from abhed.model import profiles
 
 SCHEMA_VERSION = 1
 CATEGORIES = ("adapter", "scenarios", "recovery")
@@ -50,7 +50,7 @@ class CategoryReport(BaseModel):
     name: str
     passed: int
     total: int
-    score: float  # adapter, scenarios: passed/total; recovery: the recovery rate
+    score: float | None  # adapter, scenarios: passed/total; recovery: the recovery rate (None: no error)
     threshold: float
     ok: bool
     note: str = ""
@@ -66,7 +66,7 @@ class Report(BaseModel):
     started_at: datetime
     seconds: float = 0.0
     passed: bool = False
-    recovery_rate: float | None = None  # None: no recovery test ran
+    recovery_rate: float | None = None  # None: no recovery test ran, or it provoked no error to recover from
     categories: list[CategoryReport] = Field(default_factory=list)
     tests: list[TestReport] = Field(default_factory=list)
 
@@ -94,12 +94,12 @@ def grade(report: Report, thresholds: dict[str, float]) -> Report:
 def _recovery(tests: list[TestReport], passed: int, threshold: float) -> CategoryReport:
     errors = sum(t.recoverable for t in tests)
     recovered = sum(t.recovered for t in tests)
-    rate = recovered / errors if errors else 1.0
+    rate = round(recovered / errors, 3) if errors else None
     outcomes = passed / len(tests)
-    ok = rate >= threshold and outcomes >= RECOVERY_OUTCOMES
+    ok = (rate is None or rate >= threshold) and outcomes >= RECOVERY_OUTCOMES
     note = (f"recovered {recovered} of {errors} errors by the next call" if errors else
             "no errors to recover from") + f"; {passed} of {len(tests)} tasks done (needs {RECOVERY_OUTCOMES:.0%})"
-    return CategoryReport(name="recovery", passed=passed, total=len(tests), score=round(rate, 3), threshold=threshold,
+    return CategoryReport(name="recovery", passed=passed, total=len(tests), score=rate, threshold=threshold,
                           ok=ok, note=note)
 
 
@@ -114,7 +114,8 @@ def table(report: Report) -> str:
                      f"{t.tool_calls:>5} {t.tool_errors:>6}  {detail}".rstrip())
     lines += ["", f"{'category':<10} {'passed':>7} {'score':>6} {'needs':>6}  result"]
     for c in report.categories:
-        lines.append(f"{c.name:<10} {f'{c.passed}/{c.total}':>7} {c.score:>6.2f} {c.threshold:>6.2f}  "
+        score = "n/a" if c.score is None else f"{c.score:.2f}"
+        lines.append(f"{c.name:<10} {f'{c.passed}/{c.total}':>7} {score:>6} {c.threshold:>6.2f}  "
                      f"{'PASS' if c.ok else 'FAIL'}{f'  ({c.note})' if c.note else ''}")
     verdict = ("PASS: the model may serve traffic" if report.passed else
                "FAIL: the model must not serve traffic until it passes")
@@ -123,35 +124,30 @@ def table(report: Report) -> str:
 
 
 def file_name(report: Report) -> str:
+    """One name per run (profile, model, start time to the microsecond): a new run never overwrites
+    an earlier one's report."""
     slug = "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in report.model.replace("/", "--"))
-    return f"{report.profile}.{slug}.conformance.json"
+    return f"{report.profile}.{slug}.{report.started_at:%Y%m%d-%H%M%S-%f}.conformance.json"
 
 
-def profile_dir(name: str, operator_dir: Path | None) -> Path:
-    """The directory holding the profile `name`: the operator's profiles_dir if one of its files
-    defines it, else the shipped offline_models package."""
-    if operator_dir is not None and operator_dir.is_dir():
-        for path in sorted(operator_dir.glob("*.toml")):
-            try:
-                if profiles.parse(path.name, path.read_text(encoding="utf-8")).name == name:
-                    return operator_dir
-            except profiles.ProfileError:
-                continue
-    import offline_models
-    return Path(offline_models.__file__).resolve().parent
+def reports_dir(home: Path) -> Path:
+    """Where `--save` keeps reports: beside the sessions in $ABHED_HOME, never in the installed package
+    (read-only for its users, and replaced by the next install)."""
+    return home / "conformance"
 
 
 def save(report: Report, directory: Path) -> Path:
-    """Write the report as JSON into `directory` (OSError when it cannot be written)."""
+    """Write the report as JSON into `directory`, made if missing (OSError when it cannot be written)."""
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = directory / file_name(report)
     replace_file(path, (report.model_dump_json(indent=1) + "\n").encode("utf-8"), mode=0o644)
     return path
 
 
-def saved(name: str, operator_dir: Path | None) -> list[Report]:
-    """The reports saved beside the profile `name`, oldest first (unreadable ones are skipped)."""
+def saved(name: str, home: Path) -> list[Report]:
+    """The reports `--save` kept for the profile `name`, oldest first (unreadable ones are skipped)."""
     found = []
-    for path in sorted(profile_dir(name, operator_dir).glob(f"{name}.*.conformance.json")):
+    for path in sorted(reports_dir(home).glob(f"{name}.*.conformance.json")):
         try:
             found.append(Report.model_validate_json(path.read_bytes()))
         except (OSError, ValueError):

@@ -79,8 +79,10 @@ class ModelClient:
 
     # -- /v1/models -------------------------------------------------------------------------------
 
-    def models(self, on_retry: RetrySink | None = None) -> list[ServedModel]:
-        body = self._retrying(self._get_models, on_retry)
+    def models(self, on_retry: RetrySink | None = None, attempts: int | None = None) -> list[ServedModel]:
+        """The served models; `attempts` overrides the client's (1 at start-up: a wrong endpoint is
+        better told at once than after a minute of retries)."""
+        body = self._retrying(self._get_models, on_retry, attempts)
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, list):
             raise ModelError(f"{self.endpoint}/models did not answer with a model list (got {str(body)[:200]!r}). "
@@ -156,19 +158,20 @@ class ModelClient:
 
     # -- faults ---------------------------------------------------------------------------------------
 
-    def _retrying(self, attempt: Callable[[], T], on_retry: RetrySink | None) -> T:
+    def _retrying(self, attempt: Callable[[], T], on_retry: RetrySink | None, attempts: int | None = None) -> T:
         delay = self.backoff_s
         started = self.clock()
-        for number in range(1, self.attempts + 1):
+        attempts = max(1, attempts or self.attempts)
+        for number in range(1, attempts + 1):
             try:
                 return attempt()
             except ModelError as exc:
                 spent = self.clock() - started
                 out_of_time = spent + delay >= self.max_request_s  # the next try could not even start in time
-                if not exc.retryable or number == self.attempts or out_of_time:
+                if not exc.retryable or number == attempts or out_of_time:
                     if exc.retryable and (number > 1 or out_of_time):
                         exc.message = f"{exc.message} (tried {number} time{'s' * (number != 1)} in {spent:.0f} s"
-                        if out_of_time and number < self.attempts:
+                        if out_of_time and number < attempts:
                             exc.message += (f"; gave up: model.max_request_s bounds one request to "
                                             f"{self.max_request_s:g} s")
                         exc.message += ")"

@@ -6,6 +6,7 @@ workspace must not be able to widen its own permissions, so no project-level con
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import stat
@@ -228,9 +229,11 @@ ENV_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
-def config_path(env: dict[str, str]) -> Path:
+def config_path(env: dict[str, str]) -> Path | None:
+    """The config file: ABHED_CONFIG, else ~/.config/abhed/config.toml; None when ABHED_CONFIG is
+    set empty (no config file at all)."""
     if "ABHED_CONFIG" in env:
-        return Path(env["ABHED_CONFIG"])
+        return Path(env["ABHED_CONFIG"]) if env["ABHED_CONFIG"] else None
     base = env.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
     return Path(base) / "abhed" / "config.toml"
 
@@ -286,12 +289,20 @@ def check_ownership(path: Path, st: os.stat_result) -> None:
             "or point ABHED_CONFIG at a file only you can write.")
 
 
-def _read_file(path: Path) -> dict[str, Any]:
+def _read_file(path: Path | None, explicit: bool = False) -> dict[str, Any]:
+    """The file's settings; {} when there is none. A file named by ABHED_CONFIG (`explicit`) must
+    exist: a typo there would otherwise silently drop every setting the operator made."""
+    if path is None:
+        return {}
     try:
         with open(path, "rb") as handle:
             check_ownership(path, os.fstat(handle.fileno()))
             return tomllib.loads(handle.read().decode("utf-8"))
     except FileNotFoundError:
+        if explicit:
+            raise ConfigError(f"ABHED_CONFIG names {path}, which does not exist. Point ABHED_CONFIG at your config "
+                              "file, create this one (`abhed config init` writes a commented example there), or "
+                              "set ABHED_CONFIG= (empty) to run with no config file.") from None
         return {}
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"Cannot read the config file {path}: {exc}. Fix or remove it.") from exc
@@ -303,6 +314,8 @@ def refuse_workspace_control(settings: Settings, workspace: Path, env: dict[str,
     env = dict(os.environ) if env is None else env
     writable = [Path(os.path.realpath(r)) for r in [workspace, *settings.allowed_roots]]
     for what, path in (("config file", config_path(env)), ("session store (ABHED_HOME)", settings.home)):
+        if path is None:
+            continue
         real = Path(os.path.realpath(path))
         inside = next((r for r in writable if real == r or r in real.parents), None)
         if inside is not None:
@@ -316,13 +329,50 @@ def load(flags: dict[str, Any] | None = None, env: dict[str, str] | None = None)
     """Settings from every layer. `flags` uses the same nested shape as the file."""
     env = dict(os.environ) if env is None else env
     path = config_path(env)
-    tree = _merge(_merge(_read_file(path), _from_env(env)), flags or {})
+    tree = _merge(_merge(_read_file(path, "ABHED_CONFIG" in env), _from_env(env)), flags or {})
     try:
         return Settings.model_validate(tree)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors(include_url=False)
-        )
-        raise ConfigError(
-            f"Invalid configuration ({problems}). Check {path} and the ABHED_* environment variables."
-        ) from exc
+        problems = "; ".join(_problem(err) for err in exc.errors(include_url=False))
+        where = (f"Check {path} and the ABHED_* environment variables" if path is not None and path.exists() else
+                 "Check the ABHED_* environment variables (there is no config file" +
+                 (f" at {path})" if path is not None else ": ABHED_CONFIG is empty)"))
+        raise ConfigError(f"Invalid configuration ({problems}). {where}.") from exc
+
+
+def _problem(err: Any) -> str:
+    """One validation error as `key: what is wrong`; an unknown key names the nearest known one."""
+    loc = [str(p) for p in err["loc"]]
+    text = f"{'.'.join(loc)}: {err['msg']}"
+    if err["type"] != "extra_forbidden":
+        return text
+    section: type[BaseModel] = Settings
+    for key in loc[:-1]:
+        field = section.model_fields.get(key)
+        inner = field.annotation if field else None
+        if not (isinstance(inner, type) and issubclass(inner, BaseModel)):
+            return text
+        section = inner
+    near = difflib.get_close_matches(loc[-1], list(section.model_fields), n=1)
+    known = ", ".join(section.model_fields)
+    return text + (f" (did you mean {'.'.join([*loc[:-1], near[0]])}?)" if near else f" (the keys here: {known})")
+
+
+def sources(env: dict[str, str] | None = None) -> dict[str, str]:
+    """Where each key set outside the defaults comes from ("file PATH" or "environment NAME"),
+    by dotted key; the keys not listed have their default."""
+    env = dict(os.environ) if env is None else env
+    path = config_path(env)
+    out: dict[str, str] = {}
+
+    def walk(tree: dict[str, Any], prefix: str) -> None:
+        for key, value in tree.items():
+            if isinstance(value, dict):
+                walk(value, f"{prefix}{key}.")
+            else:
+                out[prefix + key] = f"file {path}"
+    walk(_read_file(path, "ABHED_CONFIG" in env), "")
+    for name, keys in ENV_KEYS.items():
+        if name in env:
+            out[".".join(keys)] = f"environment {name}"
+    return out

@@ -83,6 +83,10 @@ class SessionState(BaseModel):
     plan: Plan | None = None
     todos: list[TodoItem] = []
     next_todo_id: int = 1
+    # How the session's agent runs were launched (mode, allow rules, budgets, model), so `abhed
+    # resume` runs as the session was started; {} for sessions of `abhed tool` calls.
+    options: dict[str, Any] = {}
+    origin: Literal["agent", "tool"] = "agent"  # tool: made by `abhed tool`, hidden from `sessions list`
 
 
 @dataclass(frozen=True)  # pragma: no mutate (equivalent: nothing assigns to a mark)
@@ -264,18 +268,19 @@ class SessionStore:
             raise SessionError(f"The state of session {session_id!r} ({path}) is unreadable: {exc}") from exc
         return Session(directory, state)
 
-    def create(self, workspace: Path, session_id: str | None = None) -> Session:
+    def create(self, workspace: Path, session_id: str | None = None, origin: str = "agent") -> Session:
         session_id = session_id or new_session_id()
         directory = self._dir(session_id)
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        state = SessionState(id=session_id, created_at=now(), workspace=str(workspace), cwd=str(workspace))
+        state = SessionState(id=session_id, created_at=now(), workspace=str(workspace), cwd=str(workspace),
+                             origin=origin)
         session = Session(directory, state)
         session.save()
         return session
 
     @contextmanager
     def use(self, session_id: str | None, workspace: Path, *, wait_s: float = WAIT_S,
-            on_wait: Callable[[str], None] | None = None) -> Iterator[Session]:
+            on_wait: Callable[[str], None] | None = None, origin: str = "agent") -> Iterator[Session]:
         """Open (or create) a session and hold its lock, so concurrent processes take turns.
 
         The state is loaded after the lock is taken: a process that waited sees what the one
@@ -290,12 +295,21 @@ class SessionStore:
             if (directory / "state.json").exists():
                 yield self.open(session_id)
             else:
-                yield self.create(workspace, session_id)
+                yield self.create(workspace, session_id, origin)
 
     def ids(self) -> list[str]:
         if not self.root.is_dir():
             return []
         return sorted(p.name for p in self.root.iterdir() if (p / "state.json").is_file())
+
+    def exists(self, session_id: str) -> bool:
+        return (self._dir(session_id) / "state.json").is_file()
+
+    def last_used(self, session_id: str) -> float:
+        """When the session last changed (its log's or state's modification time), for "newest first"."""
+        directory = self._dir(session_id)
+        times = [p.stat().st_mtime for p in (directory / "events.jsonl", directory / "state.json") if p.exists()]
+        return max(times, default=0.0)
 
 
 def _take(handle: Any, session_id: str, wait_s: float, on_wait: Callable[[str], None]) -> None:

@@ -46,7 +46,7 @@ class Recorder(Display):
 def make_agent(ws: Path, home: Path, server: ReplayServer, *, mode: str = "accept-edits", tool_format: str = "auto",
                limits: Limits | None = None, agent_config: AgentConfig | None = None, session_id: str | None = None,
                profile: str = "generic", **kwargs: Any) -> Agent:
-    settings = config.load({}, env={"ABHED_HOME": str(home), "ABHED_CONFIG": "/nonexistent"})
+    settings = config.load({}, env={"ABHED_HOME": str(home), "ABHED_CONFIG": ""})
     model = connect(server.url, backoff_s=0, tool_format=tool_format, profile=profile)
     store = SessionStore(home)
     session = store.open(session_id) if session_id else store.create(ws)

@@ -17,7 +17,7 @@ from agent_helpers import REPO
 
 def abhed(*args: str, home: Path, input: str | None = None, env: dict | None = None,
           cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "ABHED_HOME": str(home), "ABHED_CONFIG": "/nonexistent", **(env or {})}
+    full = {**os.environ, "ABHED_HOME": str(home), "ABHED_CONFIG": "", **(env or {})}
     return subprocess.run([sys.executable, "-m", "abhed", *args], input=input, capture_output=True, text=True,
                           env=full, cwd=cwd or REPO, timeout=120)
 
@@ -66,15 +66,18 @@ def test_run_without_a_human_refuses_what_needs_approval_and_says_how(ws, home):
     with ReplayServer(turns) as server:
         proc = abhed("run", "set x to 2", "--endpoint", server.url, "--workspace", str(ws), "--mode", "ask",
                      home=home)
-    assert proc.returncode == 0 and (ws / "a.py").read_text() == "x = 1\n"
+    assert proc.returncode == 4 and (ws / "a.py").read_text() == "x = 1\n"  # done, but not silently: refused
     refusal = server.requests[2]["messages"][-1]["content"]
     assert "No human is attached" in refusal and "--mode accept-edits" in refusal
+    assert "abhed: 1 call was refused: it needed approval and no human is attached" in proc.stderr
+    assert "--allow 'edit'" in proc.stderr
 
 
 def test_run_continues_a_session_with_session(ws, home):
     with ReplayServer([Turn(text="First."), Turn(text="Second.")]) as server:
-        first = abhed("run", "one", "--endpoint", server.url, "--workspace", str(ws), "--session", "s1", home=home)
-        second = abhed("run", "two", "--endpoint", server.url, "--session", "s1", home=home)
+        first = abhed("run", "one", "--endpoint", server.url, "--workspace", str(ws), home=home)
+        (session_id,) = SessionStore(home).ids()
+        second = abhed("run", "two", "--endpoint", server.url, "--session", session_id, home=home)
     assert first.stdout == "First.\n" and second.stdout == "Second.\n"
     assert [m["content"] for m in server.requests[1]["messages"][1:]] == ["one", "First.", "two"]
 
@@ -107,7 +110,7 @@ def test_chat_declined_approval_reaches_the_model(ws, home):
 
 def test_ctrl_c_in_chat_stops_the_turn_not_the_session(ws, home):
     with ReplayServer([Turn(fault="stall"), Turn(text="Second answer.")], stall_s=30) as server:
-        env = {**os.environ, "ABHED_HOME": str(home), "ABHED_CONFIG": "/nonexistent"}
+        env = {**os.environ, "ABHED_HOME": str(home), "ABHED_CONFIG": ""}
         proc = subprocess.Popen([sys.executable, "-m", "abhed", "chat", "--endpoint", server.url, "--workspace",
                                  str(ws)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=env, cwd=REPO)

@@ -18,7 +18,7 @@ from agent_helpers import REPO
 
 
 def run_abhed(*args: str, home) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
-    env = {**os.environ, "ABHED_HOME": str(home), "ABHED_CONFIG": "/nonexistent"}
+    env = {**os.environ, "ABHED_HOME": str(home), "ABHED_CONFIG": ""}
     return subprocess.run([sys.executable, "-m", "abhed", *args], capture_output=True, text=True, env=env,
                           cwd=REPO, timeout=300)
 

@@ -92,7 +92,7 @@ def test_abhed_run_survives_hostile_calls_and_prints_no_raw_escape(ws, home):
     with ReplayServer(turns) as server:
         proc = subprocess.run([sys.executable, "-m", "abhed", "run", "go", "--endpoint", server.url, "--workspace",
                                str(ws), "--mode", "auto"], capture_output=True, text=True, errors="replace",
-                              env={**os.environ, "ABHED_HOME": str(home), "ABHED_CONFIG": "/nonexistent"},
+                              env={**os.environ, "ABHED_HOME": str(home), "ABHED_CONFIG": ""},
                               cwd=REPO, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and "Internal error" not in proc.stderr
@@ -101,6 +101,6 @@ def test_abhed_run_survives_hostile_calls_and_prints_no_raw_escape(ws, home):
     assert "holds a lone surrogate" in proc.stderr and "nested more than 32 levels deep" in proc.stderr
     session = next((home / "sessions").iterdir()).name
     shown = subprocess.run([sys.executable, "-m", "abhed", "sessions", "show", session, "--full"], capture_output=True,
-                           text=True, env={**os.environ, "ABHED_HOME": str(home), "ABHED_CONFIG": "/nonexistent"},
+                           text=True, env={**os.environ, "ABHED_HOME": str(home), "ABHED_CONFIG": ""},
                            cwd=REPO, timeout=120)
     assert shown.returncode == 0 and "\x1b" not in shown.stdout and "\\u001b[1A" in shown.stdout

@@ -236,3 +236,15 @@ def test_a_non_streaming_server_works_too(ws, home):
 
 def test_config_budget_defaults_are_sane():
     assert AgentConfig().max_turns == 150 and AgentConfig().compact_at == 0.8
+
+
+def test_agents_md_is_read_as_well_as_abhed_md_each_under_its_name(ws, home):
+    (ws / "ABHED.md").write_text("Always run `make check` before answering.\n")
+    (ws / "AGENTS.md").write_text("Use tabs in Go files.\n")
+    with ReplayServer([Turn(text="ok"), Turn(text="ok")]) as server:
+        make_agent(ws, home, server).run("hi")
+        (ws / "ABHED.md").unlink()
+        make_agent(ws, home, server).run("hi")
+    both, only = (r["messages"][0]["content"] for r in server.requests)
+    assert "## ABHED.md\nAlways run `make check` before answering.\n\n## AGENTS.md\nUse tabs in Go files." in both
+    assert "## AGENTS.md\nUse tabs in Go files." in only and "ABHED.md" not in only

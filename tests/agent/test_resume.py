@@ -97,7 +97,7 @@ def test_a_call_the_log_shows_started_but_unfinished_is_reported_as_such(ws, hom
 
 
 def _abhed(*args: str, home: Path, **kw) -> subprocess.Popen:  # type: ignore[no-untyped-def]
-    env = {**os.environ, "ABHED_HOME": str(home), "ABHED_CONFIG": "/nonexistent"}
+    env = {**os.environ, "ABHED_HOME": str(home), "ABHED_CONFIG": ""}
     return subprocess.Popen([sys.executable, "-m", "abhed", *args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=REPO, **kw)
 

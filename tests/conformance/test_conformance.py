@@ -25,7 +25,7 @@ MODEL = "Qwen/Qwen2.5-Coder-32B-Instruct"
 
 def conformance(policy, home: Path, tmp_path: Path, *, tool_parser: bool = True, model_id: str = MODEL,
                 **options) -> Report:  # type: ignore[no-untyped-def]
-    settings = config.load({}, env={"ABHED_HOME": str(home), "ABHED_CONFIG": "/nonexistent"})
+    settings = config.load({}, env={"ABHED_HOME": str(home), "ABHED_CONFIG": ""})
     with ReplayServer(policy, tool_parser=tool_parser, model_id=model_id) as server:
         model = connect(server.url, backoff_s=0)
         try:
@@ -129,7 +129,7 @@ def test_the_command_prints_the_table_writes_json_and_exits_0_for_a_passing_mode
     report = json.loads(out.read_text())
     assert report["passed"] is True and report["recovery_rate"] == 1.0 and len(report["tests"]) == 18
     assert set(report["tests"][0]) >= {"category", "name", "passed", "turns", "tool_calls", "tool_errors"}
-    saved = tmp_path / "qwen2.5-coder.Qwen--Qwen2.5-Coder-32B-Instruct.conformance.json"
+    (saved,) = tmp_path.glob("qwen2.5-coder.Qwen--Qwen2.5-Coder-32B-Instruct.*.conformance.json")
     assert json.loads(saved.read_text())["model"] == MODEL and f"Saved the report to {saved}" in proc.stderr
     root = Path(proc.stderr.split("workspaces in ")[1].split("\n")[0])
     assert root.name.startswith("abhed-conformance-") and not root.exists()  # thrown away without --keep
@@ -144,22 +144,28 @@ def test_the_command_exits_1_for_a_model_that_fails(home, tmp_path):
     assert "FAIL: the model must not serve traffic until it passes" in proc.stderr  # the table, beside the JSON
 
 
-def test_save_puts_the_report_beside_the_operators_profile(home, tmp_path):
+def test_save_keeps_each_runs_report_under_the_session_store_not_in_the_package(home, tmp_path):
+    import offline_models
+    package = Path(offline_models.__file__).resolve().parent
+    before = sorted(p.name for p in package.iterdir())
     profiles = tmp_path / "profiles"
     profiles.mkdir()
     (profiles / "house.toml").write_text('name = "house"\nfamily = "ours"\nmatch = ["*house*"]\ncontext_window = 32768\n'
                                          'max_output_tokens = 4096\nvllm_serve = "vllm serve ours/house-coder"\n')
     cfg = tmp_path / "config.toml"
     cfg.write_text(f'[model]\nprofiles_dir = "{profiles}"\n')
-    with ReplayServer(Competent(), model_id="ours/house-coder-7b") as server:
-        proc = abhed("conformance", "--endpoint", server.url, "--only", "adapter", "--save",
-                     env={"ABHED_CONFIG": str(cfg)})
-    assert proc.returncode == 0, proc.stderr
-    saved = profiles / "house.ours--house-coder-7b.conformance.json"
-    assert json.loads(saved.read_text())["profile"] == "house"
+    for _ in range(2):  # two runs: two reports, the first not overwritten
+        with ReplayServer(Competent(), model_id="ours/house-coder-7b") as server:
+            proc = abhed("conformance", "--endpoint", server.url, "--only", "adapter", "--save",
+                         env={"ABHED_CONFIG": str(cfg)})
+        assert proc.returncode == 0, proc.stderr
+    saved = sorted((home / "conformance").glob("house.ours--house-coder-7b.*.conformance.json"))
+    assert len(saved) == 2 and f"Saved the report to {saved[-1]}" in proc.stderr
+    assert json.loads(saved[0].read_text())["profile"] == "house"
+    assert sorted(p.name for p in package.iterdir()) == before and list(profiles.iterdir()) == [profiles / "house.toml"]
     shown = abhed("models", "house", env={"ABHED_CONFIG": str(cfg)})
     assert "Conformance (abhed conformance --save):" in shown.stdout
-    assert "  PASS " in shown.stdout and "ours/house-coder-7b (native; adapter 9/9; recovery rate n/a)" in shown.stdout
+    assert shown.stdout.count("ours/house-coder-7b (native; adapter 9/9; recovery rate n/a)") == 2
 
 
 def test_keep_leaves_the_workspaces_and_sessions_to_inspect(home, tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from abhed.conformance import adapter
-from abhed.conformance.report import Report, TestReport, grade, table
+from abhed.conformance.report import Report, TestReport, grade, one_line, table
 from abhed.conformance.trial import HARNESS, Record
 from abhed.session.events import ActionEvent, MessageEvent, ObservationEvent
 
@@ -124,10 +124,14 @@ def test_grading_against_thresholds():
     assert grade(report_of(*tests), {"adapter": 0.8}).passed
 
 
-def test_recovery_needs_most_tasks_done_and_no_errors_is_a_perfect_rate():
+def test_recovery_needs_most_tasks_done_and_no_errors_is_no_rate_at_all():
     clean = grade(report_of(*[TestReport(category="recovery", name=f"r{n}", passed=True) for n in range(4)]), {})
-    assert clean.recovery_rate == 1.0 and clean.passed
+    assert clean.recovery_rate is None and clean.categories[0].score is None and clean.passed
     assert clean.categories[0].note.startswith("no errors to recover from")
+    assert "recovery       4/4    n/a   0.60  PASS" in table(clean) and "recovery rate n/a" in one_line(clean)
+    idle = grade(report_of(*[TestReport(category="recovery", name=f"r{n}", passed=False) for n in range(4)]), {})
+    assert idle.recovery_rate is None and not idle.passed  # a model that did nothing: n/a, never 1.00, and a FAIL
+    assert "recovery       0/4    n/a   0.60  FAIL" in table(idle)
     half = [TestReport(category="recovery", name=f"r{n}", passed=n < 2, recoverable=1, recovered=1) for n in range(4)]
     assert not grade(report_of(*half), {}).passed  # every error fixed, but half the tasks undone
 

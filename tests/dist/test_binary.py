@@ -54,7 +54,7 @@ class Binary:
     def __init__(self, path: Path, bare_path: str, cache_home: Path, home: Path) -> None:
         self.path, self.home = path, home
         self.env = {"PATH": bare_path, "HOME": str(home), "XDG_CACHE_HOME": str(cache_home), "LANG": "C.UTF-8",
-                    "ABHED_HOME": str(home / "abhed"), "ABHED_CONFIG": "/nonexistent"}
+                    "ABHED_HOME": str(home / "abhed"), "ABHED_CONFIG": ""}
 
     def __call__(self, *args: str, input: str | None = None, cwd: Path | None = None, env: dict | None = None,
                  user: str | None = None, timeout: int = 300) -> subprocess.CompletedProcess[str]:

@@ -241,7 +241,7 @@ def test_a_retry_that_could_not_start_in_time_is_not_attempted():
 def test_the_stall_settings_reach_the_client_from_the_config():
     from abhed.session import config
     from abhed.model.connect import connect
-    settings = config.load({"model": {"stall_s": 7, "max_request_s": 70}}, env={"ABHED_CONFIG": "/nonexistent"})
+    settings = config.load({"model": {"stall_s": 7, "max_request_s": 70}}, env={"ABHED_CONFIG": ""})
     assert (settings.model.stall_s, settings.model.max_request_s) == (7, 70)
     assert (config.ModelConfig().stall_s, config.ModelConfig().max_request_s) == (60.0, 900.0)
     with ReplayServer([]) as server:

@@ -67,7 +67,7 @@ def task(prompt: str, description: str = "Do a subtask", **more: Any) -> tuple[s
 def make_agent(ws: Path, home: Path, server: ReplayServer, *, mode: str = "accept-edits",
                limits: Limits | None = None, agent_config: AgentConfig | None = None,
                display: Display | None = None) -> Agent:
-    settings = config.load({}, env={"ABHED_HOME": str(home), "ABHED_CONFIG": "/nonexistent"})
+    settings = config.load({}, env={"ABHED_HOME": str(home), "ABHED_CONFIG": ""})
     model = connect(server.url, backoff_s=0, profile="generic")
     session = SessionStore(home).create(ws)
     ctx = ToolContext(session, settings, PathPolicy.create(ws))

@@ -1,0 +1,38 @@
+"""Failures of the model server as a person meets them (issue 17, item 12): a wrong endpoint at
+start-up is told once, at once; a drop mid-session is retried; a failed run's summary is its own."""
+
+from __future__ import annotations
+
+from abhed.model.replay import ReplayServer, Turn
+from abhed.session.store import SessionStore
+from agent_helpers import make_agent
+from test_cli_agent import abhed
+
+
+def test_a_wrong_endpoint_at_start_up_fails_with_one_message_and_no_retries(ws, home):
+    proc = abhed("run", "hi", "--endpoint", "http://127.0.0.1:9/v1", "--workspace", str(ws), home=home)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.count("Cannot connect to the model server at http://127.0.0.1:9/v1") == 1
+    assert "Retrying" not in proc.stderr and "tried" not in proc.stderr
+    assert SessionStore(home).ids() == []
+
+
+def test_a_server_that_drops_mid_session_is_still_retried(ws, home):
+    with ReplayServer([Turn(fault="status:503"), Turn(text="Back again.")]) as server:
+        proc = abhed("run", "hi", "--endpoint", server.url, "--workspace", str(ws), home=home)
+    assert proc.returncode == 0 and proc.stdout == "Back again.\n"
+    assert "503" in proc.stderr and proc.stderr.count("Retrying in 1 s (attempt 2 of 4)") == 1
+
+
+def test_after_a_failure_the_summary_is_of_this_run_not_an_earlier_one(ws, home):
+    (ws / "a.txt").write_text("a\n")
+    turns = [Turn(calls=[("write", {"path": str(ws / "b.txt"), "content": "b\n"})]), Turn(text="Wrote b.txt."),
+             Turn(fault="status:400")]
+    with ReplayServer(turns) as server:
+        agent = make_agent(ws, home, server)
+        first = agent.run("write b.txt")
+        second = agent.run("now something else")
+    assert first.status == "done" and second.status == "failed"
+    assert "Wrote b.txt." not in second.answer and "Last step" not in second.answer
+    assert "Files changed" not in second.answer and second.changed == []
+    assert second.answer.startswith("Stopped before finishing: the model server failed.")
