@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -367,11 +368,27 @@ def chat(session_id: str | None, **kw) -> None:  # type: ignore[no-untyped-def]
     try:
         with launch.agent_in_session(settings, workspace, session_id, model, display,
                                      ask_human=display.ask) as (agent, unfinished):
+            display.attach(agent.gate, _rule_saver(settings))
             _chat_loop(agent, display, unfinished)
     except launch.LaunchError as exc:
         _fail(str(exc))
     finally:
         model.client.close()
+
+
+def _rule_saver(settings: config.Settings):  # type: ignore[no-untyped-def]
+    """How chat saves a granted rule to the operator's config; None unless approval.save_rules allows it."""
+    if not settings.approval.save_rules:
+        return None
+    from abhed.session.rulesave import SaveError, save_rule
+    path = config.config_path(dict(os.environ))
+
+    def save(rule: str) -> str:
+        try:
+            return save_rule(path, rule, settings.home)
+        except (SaveError, OSError) as exc:
+            return f"{exc} (the rule still holds for this session)"
+    return save
 
 
 def _chat_loop(agent, display, unfinished: bool) -> None:  # type: ignore[no-untyped-def]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -22,7 +23,8 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
-from abhed.gate.approval import Verdict
+from abhed.cli import approvals
+from abhed.gate.approval import Answer, Gate, Verdict
 from abhed.model.wire import ToolCall
 from abhed.session.store import Plan, TodoItem
 from abhed.common.terminal import printable
@@ -160,6 +162,11 @@ class Chat(Display):
         self.console = console or Console(highlight=False)
         self._streaming = False
         self._thinking = False
+        self.gate: Gate | None = None  # the session's gate: the rules a choice would add are checked on it
+        self.save_rule: Callable[[str], str] | None = None  # set where the operator allows saving rules
+
+    def attach(self, gate: Gate, save_rule: Callable[[str], str] | None = None) -> None:
+        self.gate, self.save_rule = gate, save_rule
 
     def _end_stream(self) -> None:
         if self._streaming or self._thinking:
@@ -213,7 +220,7 @@ class Chat(Display):
     def subagent(self, agent_id: str, label: str) -> Display:
         return _ChatOf(self.console, agent_id, label)
 
-    def ask(self, tool: str, args: Any, verdict: Verdict) -> bool:
+    def ask(self, tool: str, args: Any, verdict: Verdict) -> Answer:
         """The approval prompt: what the call does, in the model's words and literally, and why it asks."""
         self._end_stream()
         lines = Text()
@@ -230,8 +237,15 @@ class Chat(Display):
         title = "DESTRUCTIVE - confirm" if verdict.destructive else f"approve {tool}?"
         self.console.print(Panel(lines, title=title, title_align="left", expand=False,
                                  border_style="red" if verdict.destructive else "yellow"))
-        answer = self.console.input("Allow? \\[y/N] ").strip().lower()
-        return answer in ("y", "yes")
+        policy = self.gate.effective() if self.gate is not None else None  # None: no session, no rules to grant
+        options = approvals.choices(tool, args, verdict, policy, self.save_rule is not None)
+        return approvals.ask(options, self._read, self._say, self.save_rule or str)
+
+    def _read(self, prompt: str) -> str:
+        return self.console.input(escape(prompt))
+
+    def _say(self, line: str) -> None:
+        self.console.print(Text(printable(line), style="dim"))
 
 
 class _ChatOf(Display):
