@@ -21,6 +21,12 @@ from abhed.gate.approval import HARMLESS, Answer, Policy, Rule, Verdict
 from abhed.gate.shellparse import analyze
 
 SUBCOMMAND = re.compile(r"[A-Za-z][\w.-]*")
+# Programs whose second word names what they do (`git status`, `npm test`): their prefix rule keeps it.
+WITH_SUBCOMMANDS = frozenset({
+    "git", "npm", "pnpm", "yarn", "npx", "cargo", "go", "docker", "podman", "kubectl", "helm", "pip", "pip3", "uv",
+    "poetry", "dotnet", "mvn", "gradle", "make", "cmake", "apt", "apt-get", "dnf", "yum", "brew", "conda", "gem",
+    "bundle", "rake", "terraform", "systemctl", "rustup", "deno", "bun", "hatch", "tox", "nox", "just", "ninja",
+})
 
 
 def exact_rules(tool: str, args: Any, workspace: Path) -> tuple[str, ...]:
@@ -43,8 +49,8 @@ def prefix_rules(tool: str, args: Any, workspace: Path) -> tuple[str, ...]:
         for command in analyze(str(getattr(args, "command", ""))).commands:
             if command.program in HARMLESS or command.runs_script:
                 continue
-            words = command.argv[:2] if len(command.argv) > 1 and SUBCOMMAND.fullmatch(command.argv[1] or "") \
-                else command.argv[:1]
+            words = command.argv[:2] if command.program in WITH_SUBCOMMANDS and len(command.argv) > 1 \
+                and SUBCOMMAND.fullmatch(command.argv[1] or "") else command.argv[:1]
             if not words or None in words:
                 return ()
             rules.append(f"bash({shlex.join(words)}:*)")  # type: ignore[arg-type]

@@ -1,0 +1,93 @@
+"""`abhed chat` driven in a real terminal (tmux) against the scripted model server: the approval
+choices, paste, Ctrl-C during a running command, slash commands. Judged by the screen and by
+what changed on the host."""
+
+from __future__ import annotations
+
+import pytest
+
+from abhed.model.replay import ReplayServer, Turn
+from tmux_chat import TmuxChat
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def term(tmp_path, home):  # type: ignore[no-untyped-def]
+    sessions: list[TmuxChat] = []
+
+    def start(*args: str, **kw) -> TmuxChat:  # type: ignore[no-untyped-def]
+        chat = TmuxChat(tmp_path, home, *args, **kw)
+        sessions.append(chat)
+        return chat
+    yield start
+    for chat in sessions:
+        chat.close()
+
+
+def run(command: str) -> tuple[str, dict]:
+    return ("bash", {"command": command, "description": f"Run {command}"})
+
+
+def test_each_approval_choice(ws, term):
+    turns = [Turn(calls=[run("touch one")]), Turn(calls=[run("touch two")]),  # a: this command, then...
+             Turn(calls=[run("touch one")]),  # ...asked no more
+             Turn(calls=[run("touch three")]), Turn(text="Made them."),  # n: declined
+             Turn(calls=[run("ls -a")]), Turn(text="Listed."),  # p: ls:* ...
+             Turn(calls=[run("ls -l")]), Turn(text="Listed again."),  # ...covers ls -l
+             Turn(calls=[run("touch four")]), Turn(text="Understood."),  # r: no, with a reason
+             Turn(calls=[run("touch five")]), Turn(text="Done.")]  # y: once
+    with ReplayServer(turns) as server:
+        chat = term("--endpoint", server.url, "--workspace", str(ws))
+        chat.wait_for("> ")
+        chat.type("make the files")
+        chat.wait_for("Allow? [y/a/p/n/r]")
+        chat.type("a")
+        chat.wait_for("allowed for the rest of this session: bash(touch one)")
+        chat.wait_for("Allow? [y/a/p/n/r]", 2)  # touch two: another command
+        chat.type("n")
+        chat.wait_for("Allow? [y/a/p/n/r]", 3)  # touch three (touch one was not asked again)
+        chat.type("n")
+        chat.wait_for("Made them.")
+        chat.type("list")
+        chat.wait_for("Allow? [y/a/p/n/r]", 4)
+        chat.type("p")
+        chat.wait_for("allowed for the rest of this session: bash(ls:*)")
+        chat.wait_for("Listed.")
+        chat.type("list long")
+        screen = chat.wait_for("Listed again.")
+        assert screen.count("Allow? [") == 4
+        chat.type("four")
+        chat.wait_for("Allow? [y/a/p/n/r]", 5)
+        chat.type("r")
+        chat.wait_for("Why not (the model reads this)?")
+        chat.type("use the Makefile")
+        chat.wait_for("Understood.")
+        chat.type("five")
+        chat.wait_for("Allow? [y/a/p/n/r]", 6)
+        chat.type("y")
+        chat.wait_for("Done.")
+        chat.keys("C-d")
+        chat.wait_for("CHAT-EXITED 0")
+    assert sorted(p.name for p in ws.iterdir() if not p.name.startswith(".")) == ["five", "one"]
+    declined = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+    assert any("the human declined it: use the Makefile" in c for c in declined)
+    assert sum("the human declined it" in c for c in declined) == 3
+
+
+def test_saving_a_rule_needs_the_operators_leave_and_writes_the_config(ws, tmp_path, term):
+    config = tmp_path / "config.toml"
+    config.write_text("# the operator's\n[approval]\nsave_rules = true\n")
+    turns = [Turn(calls=[run("touch a")]), Turn(text="ok")]
+    with ReplayServer(turns) as server:
+        chat = term("--endpoint", server.url, "--workspace", str(ws), env={"ABHED_CONFIG": str(config)})
+        chat.wait_for("> ")
+        chat.type("go")
+        chat.wait_for("Allow? [y/a/p/s/n/r]")
+        chat.type("s")
+        chat.wait_for("saved bash(touch:*) to approval.allow in")
+        chat.wait_for("ok")
+        chat.keys("C-d")
+        chat.wait_for("CHAT-EXITED 0")
+    assert config.read_text() == "# the operator's\n[approval]\nallow = [\"bash(touch:*)\"]\nsave_rules = true\n"
+    assert (ws / "a").exists()
