@@ -50,6 +50,7 @@ from abhed.agent.prompt import project_notes, system_prompt
 from abhed.session.store import rebuild_state
 from abhed.tools import BY_NAME, TOOLS
 from abhed.tools.base import Tool, ToolContext, ToolResult
+from abhed.tools.bash import stop_running_commands
 from abhed.tools.task import BudgetLimitReached
 from abhed.tools.todo import render_todos
 
@@ -180,6 +181,7 @@ class Agent:
         try:
             outcome = self._loop()
         except KeyboardInterrupt:
+            stop_running_commands()  # commands of parallel calls run in worker threads: the interrupt missed them
             outcome = self._interrupted()
         self._record(RunEvent(status=outcome.status, detail=outcome.detail, **self._ids()))
         self.ctx.session.save()  # state.json, a cache of the log, once a run (dispatch.call's durable=False)
@@ -375,8 +377,9 @@ class Agent:
         futures = [pool.submit(self._call, call, ctx) for call in batch]
         try:
             return [future.result() for future in futures]
-        except BaseException:  # Ctrl-C: every subagent stops before its next step
+        except BaseException:  # Ctrl-C: every subagent stops before its next step, its commands at once
             group.stop("the agent that started this subagent was interrupted")
+            stop_running_commands()
             running = sum(not future.done() for future in futures)
             if running:
                 self.display.notice(f"stopping {running} subagent{'s' * (running != 1)} at their next step (Ctrl-C "

@@ -4,6 +4,10 @@ what changed on the host."""
 
 from __future__ import annotations
 
+import os
+import time
+import uuid
+
 import pytest
 
 from abhed.model.replay import ReplayServer, Turn
@@ -91,3 +95,38 @@ def test_saving_a_rule_needs_the_operators_leave_and_writes_the_config(ws, tmp_p
         chat.wait_for("CHAT-EXITED 0")
     assert config.read_text() == "# the operator's\n[approval]\nallow = [\"bash(touch:*)\"]\nsave_rules = true\n"
     assert (ws / "a").exists()
+
+
+def processes_running(marker: str) -> list[str]:
+    """Every process on the host whose command line holds `marker` (sandboxed ones included)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if marker in cmdline and "pytest" not in cmdline:
+                found.append(f"{entry}: {cmdline}")
+    return found
+
+
+def test_ctrl_c_kills_the_running_command_and_subagents_commands(ws, term):
+    nap = f"30.{os.getpid()}{uuid.uuid4().int % 10**6}"  # a duration no other process on the host uses
+    task = {"goal": f"Wait: run exactly `sleep {nap}` with bash and report", "description": "wait"}
+    turns = [Turn(calls=[run(f"sleep {nap}"), ("task", task)]),
+             Turn(calls=[run(f"sleep {nap}")]),  # the subagent's step (its reply comes second)
+             Turn(text="Back."), Turn(text="Back."), Turn(text="Back.")]
+    with ReplayServer(turns) as server:
+        chat = term("--endpoint", server.url, "--workspace", str(ws), "--mode", "auto")
+        chat.wait_for("> ")
+        chat.type("wait")
+        deadline = time.monotonic() + 60  # a guard against hanging, not a timing assertion
+        while len(processes_running(f"sleep {nap}")) < 2:  # ours and the subagent's
+            assert time.monotonic() < deadline, chat.screen()
+            time.sleep(0.1)
+        chat.keys("C-c")
+        chat.wait_for("interrupted by the user")
+        assert processes_running(f"sleep {nap}") == []  # gone at once: the turn returned only once they were
+        chat.type("/exit")
+        chat.wait_for("CHAT-EXITED 0")
