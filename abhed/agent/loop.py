@@ -59,6 +59,8 @@ SPAWN = "task"  # task calls of one reply run side by side too, each subagent in
 GUARD_AFTER = 3  # the same failing call this many times gets the loop guard's hint
 EMPTY_REPLIES = 3  # replies with neither text nor calls in a row before the run is given up
 Status = Literal["done", "failed", "budget", "interrupted"]
+CLEARED = ("[Abhed: the user cleared the conversation; earlier turns are not shown. Start afresh from the next "
+           "message.]")
 EXIT_CODES: dict[str, int] = {"done": 0, "failed": 1, "budget": 3, "interrupted": 130}
 RESUME_NOTE = ("[Abhed: this session stopped before the task was finished and is resuming now. Continue where you "
                "stopped; check the state of any file you were changing before you rely on it.]")
@@ -313,6 +315,21 @@ class Agent:
         self.display.notice(f"compacted the conversation to fit the context window: about {before} -> {after} "
                             f"tokens ({method} summary; plan, todos and files read kept)")
         return True
+
+    def compact(self) -> bool:
+        """Compact now (chat's /compact); False when there is nothing older to summarise."""
+        return self._compact(aggressive=False)
+
+    def clear(self) -> None:
+        """A new conversation in the same session (chat's /clear): logged as a compaction that keeps
+        nothing, so a resume starts from here too. The plan and todos stay in the session's state."""
+        before = self._estimate()
+        content = CLEARED
+        event_id = new_id()
+        self.messages = [Msg("user", content, event_id=event_id)]
+        self.gauge.forget()
+        self._record(CompactionEvent(id=event_id, content=content, keep_from=None, method="mechanical",
+                                     tokens_before=before, tokens_after=self._estimate(), **self._ids()))
 
     def _summarise(self, old: list[Msg]) -> tuple[str, Literal["model", "mechanical"]]:
         room = int((self.model.context_window - 2600) * self.gauge.chars_per_token * 0.8)

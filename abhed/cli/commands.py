@@ -360,6 +360,7 @@ def chat(session_id: str | None, **kw) -> None:  # type: ignore[no-untyped-def]
     Ctrl-C stops the current turn and returns to the prompt; Ctrl-D (or /exit) ends the session.
     """
     from abhed.cli import launch
+    from abhed.cli.chat import chat_loop
     from abhed.cli.display import Chat
     settings = _launch_settings(kw)
     display = Chat()
@@ -369,7 +370,7 @@ def chat(session_id: str | None, **kw) -> None:  # type: ignore[no-untyped-def]
         with launch.agent_in_session(settings, workspace, session_id, model, display,
                                      ask_human=display.ask) as (agent, unfinished):
             display.attach(agent.gate, _rule_saver(settings))
-            _chat_loop(agent, display, unfinished)
+            chat_loop(agent, display, unfinished)
     except launch.LaunchError as exc:
         _fail(str(exc))
     finally:
@@ -389,39 +390,6 @@ def _rule_saver(settings: config.Settings):  # type: ignore[no-untyped-def]
         except (SaveError, OSError) as exc:
             return f"{exc} (the rule still holds for this session)"
     return save
-
-
-def _chat_loop(agent, display, unfinished: bool) -> None:  # type: ignore[no-untyped-def]
-    from abhed.cli.launch import budget
-    console = display.console
-    session = agent.ctx.session
-    console.print(f"[bold]abhed[/] session [cyan]{session.id}[/] in {agent.ctx.paths.workspace}")
-    console.print(f"[dim]{agent.model.describe()}; mode {agent.gate.policy.mode}. Ctrl-C stops a turn, Ctrl-D or "
-                  "/exit ends the session.[/]")
-    if session.state.todos:
-        display.todos(session.state.todos)
-    if unfinished:
-        console.print("[yellow]The last run of this session was cut short: press Enter to let it continue.[/]")
-    while True:
-        try:
-            text = console.input("[bold green]> [/]").strip()
-        except EOFError:
-            console.print()
-            return
-        except KeyboardInterrupt:  # no turn to stop: the session goes on
-            console.print("\n[dim](Ctrl-D or /exit ends the session)[/]")
-            continue
-        if text in ("/exit", "/quit"):
-            return
-        if not text and not unfinished:
-            continue
-        agent.budget = budget(agent.ctx.settings)  # the budgets are per prompt
-        outcome = agent.run(text or None)
-        unfinished = False
-        if outcome.status == "done":
-            console.print()
-        else:
-            display.notice(outcome.detail + (f"\n{outcome.answer}" if outcome.answer else ""))
 
 
 @main.command()

@@ -43,7 +43,7 @@ def test_each_approval_choice(ws, term):
              Turn(calls=[run("touch five")]), Turn(text="Done.")]  # y: once
     with ReplayServer(turns) as server:
         chat = term("--endpoint", server.url, "--workspace", str(ws))
-        chat.wait_for("> ")
+        chat.wait_for("ends the session.")
         chat.type("make the files")
         chat.wait_for("Allow? [y/a/p/n/r]")
         chat.type("a")
@@ -85,7 +85,7 @@ def test_saving_a_rule_needs_the_operators_leave_and_writes_the_config(ws, tmp_p
     turns = [Turn(calls=[run("touch a")]), Turn(text="ok")]
     with ReplayServer(turns) as server:
         chat = term("--endpoint", server.url, "--workspace", str(ws), env={"ABHED_CONFIG": str(config)})
-        chat.wait_for("> ")
+        chat.wait_for("ends the session.")
         chat.type("go")
         chat.wait_for("Allow? [y/a/p/s/n/r]")
         chat.type("s")
@@ -119,7 +119,7 @@ def test_ctrl_c_kills_the_running_command_and_subagents_commands(ws, term):
              Turn(text="Back."), Turn(text="Back."), Turn(text="Back.")]
     with ReplayServer(turns) as server:
         chat = term("--endpoint", server.url, "--workspace", str(ws), "--mode", "auto")
-        chat.wait_for("> ")
+        chat.wait_for("ends the session.")
         chat.type("wait")
         deadline = time.monotonic() + 60  # a guard against hanging, not a timing assertion
         while len(processes_running(f"sleep {nap}")) < 2:  # ours and the subagent's
@@ -130,3 +130,42 @@ def test_ctrl_c_kills_the_running_command_and_subagents_commands(ws, term):
         assert processes_running(f"sleep {nap}") == []  # gone at once: the turn returned only once they were
         chat.type("/exit")
         chat.wait_for("CHAT-EXITED 0")
+
+
+def test_slash_commands_stay_local_and_paste_is_one_message(ws, term, home):
+    (ws / "a.py").write_text("x = 1\n")
+    edit = {"path": str(ws / "a.py"), "old_string": "x = 1", "new_string": "x = 2"}
+    turns = [Turn(calls=[("read", {"path": str(ws / "a.py")})]), Turn(calls=[("edit", edit)]), Turn(text="Edited."),
+             Turn(text="Got both lines.")]
+    with ReplayServer(turns) as server:
+        chat = term("--endpoint", server.url, "--workspace", str(ws), "--mode", "ask")
+        chat.wait_for("ends the session.")
+        chat.type("/help")
+        chat.wait_for("/compact")
+        chat.type("/mode accept-edits")
+        chat.wait_for("mode accept-edits for the rest of this session")
+        chat.type("/mode yolo")
+        chat.wait_for("Unknown approval mode 'yolo': use one of ask, plan, accept-edits, auto")
+        chat.type("/bogus")
+        chat.wait_for("Unknown command /bogus: nothing was sent to the model")
+        assert server.requests == []  # no slash command reached the model
+        chat.type("set x to 2")  # accept-edits now: no question
+        chat.wait_for("Edited.")
+        chat.type("/diff")
+        screen = chat.wait_for("[1 change to 1 file in this session]")
+        assert "-x = 1" in screen and "+x = 2" in screen and "Allow?" not in screen
+        chat.paste("first line\nsecond line")
+        chat.keys("Enter")
+        chat.wait_for("Got both lines.")
+        assert server.requests[-1]["messages"][-1] == {"role": "user", "content": "first line\nsecond line"}
+        chat.keys("/se", "Tab")
+        chat.wait_for("> /sessions")
+        chat.keys("Enter")
+        chat.wait_for("* this session")
+        chat.type("/undo")
+        chat.wait_for("/undo is not available")
+        chat.type("/exit")
+        chat.wait_for("CHAT-EXITED 0")
+    assert (ws / "a.py").read_text() == "x = 2\n"
+    history = next((home / "history").iterdir()).read_text()
+    assert "/mode accept-edits" in history and "+first line\n+second line" in history
