@@ -16,14 +16,17 @@ import json
 import sys
 import threading
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any, TextIO
 
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.text import Text
 
-from abhed.cli import approvals
+from abhed.cli import approvals, diffview
+from abhed.cli.replytext import MarkdownStream
 from abhed.gate.approval import Answer, Gate, Verdict
 from abhed.model.wire import ToolCall
 from abhed.session.store import Plan, TodoItem
@@ -77,11 +80,36 @@ def _outcome(call: ToolCall, result: ToolResult, width: int) -> str:
     facts = result.metadata
     if not result.is_error and call.name == "read" and "lines_shown" in facts:
         return f"{facts['lines_shown']} of {facts.get('total_lines', '?')} lines"
+    if not result.is_error and call.name == "glob" and "matches" in facts:
+        return f"{facts['matches']} file{'s' * (facts['matches'] != 1)} matched"
     if call.name == "bash" and "exit_code" in facts:  # the end of the output says how it went
         lines = [line for line in result.content.strip().split("\n") if line and not line.startswith("[")]
         status = "timed out" if facts.get("timed_out") else f"exit {facts['exit_code']}"
         return f"{status}: {lines[-1] if lines else '(no output)'}"[:width]
     return first_line(result.content, width)
+
+
+HEAD_LINES = TAIL_LINES = 3
+
+
+def collapsed(content: str) -> str:
+    """A bash result's output, its first and last lines with the middle counted; printable."""
+    lines = [line for line in content.rstrip("\n").split("\n") if not (line.startswith("[") and line.endswith("]"))]
+    if len(lines) <= HEAD_LINES + TAIL_LINES + 1:
+        return printable("\n".join(lines))
+    hidden = len(lines) - HEAD_LINES - TAIL_LINES
+    return printable("\n".join([*lines[:HEAD_LINES], f"... {hidden} more lines ...", *lines[-TAIL_LINES:]]))
+
+
+def call_arguments(call: ToolCall) -> Any:
+    """The call's arguments as attributes (for diffview), or None when they are not a JSON object."""
+    if len(call.arguments) > PREVIEW_PARSE_LIMIT:
+        return None
+    try:
+        args = json.loads(call.arguments)
+    except (ValueError, RecursionError):
+        return None
+    return SimpleNamespace(**{k: v for k, v in args.items() if isinstance(k, str)}) if isinstance(args, dict) else None
 
 
 def _tag(agent_id: str, label: str) -> str:
@@ -160,19 +188,20 @@ class Chat(Display):
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(highlight=False)
-        self._streaming = False
         self._thinking = False
         self.gate: Gate | None = None  # the session's gate: the rules a choice would add are checked on it
         self.save_rule: Callable[[str], str] | None = None  # set where the operator allows saving rules
+        self.reply = MarkdownStream(self.console)
 
     def attach(self, gate: Gate, save_rule: Callable[[str], str] | None = None) -> None:
         self.gate, self.save_rule = gate, save_rule
 
     def _end_stream(self) -> None:
-        if self._streaming or self._thinking:
+        self.reply.flush()
+        if self._thinking:
             self.console.file.write("\n")
             self.console.file.flush()
-        self._streaming = self._thinking = False
+        self._thinking = False
 
     def reasoning(self, delta: str) -> None:
         if not self._thinking:
@@ -181,11 +210,9 @@ class Chat(Display):
         self.console.print(Text(printable(delta), style="dim italic"), end="")
 
     def text(self, delta: str) -> None:
-        if self._thinking and not self._streaming:
+        if self._thinking:
             self._end_stream()
-        self._streaming = True
-        self.console.file.write(printable(delta))
-        self.console.file.flush()
+        self.reply.feed(delta)
 
     def reply_done(self, final: bool) -> None:
         self._end_stream()
@@ -199,6 +226,16 @@ class Chat(Display):
         mark, style = ("x", "red") if result.is_error else ("ok", "green")
         width = max(20, self.console.width - 8)
         self.console.print(f"    [{style}]{mark}[/] [dim]{escape(outcome(call, result, width))}[/]")
+        if result.is_error:
+            return
+        if call.name == "bash" and "exit_code" in result.metadata:
+            shown = collapsed(result.content)
+            if shown:
+                self.console.print(Padding(Text(shown, style="dim"), (0, 0, 0, 6)))
+        elif call.name in ("edit", "write"):
+            args = call_arguments(call)
+            if args is not None:
+                self.console.print(Padding(diffview.render(call.name, args, max_lines=20), (0, 0, 0, 6)))
 
     def todos(self, items: list[TodoItem]) -> None:
         body = Text()
@@ -230,9 +267,9 @@ class Chat(Display):
         literal = getattr(args, "command", None) or getattr(args, "path", None) or ""
         if literal:  # whole and literal: a `# \x1b[1A...` tail cannot redraw the line to hide what runs
             lines.append(f"{tool}: {printable(str(literal))}\n")
-        if tool == "edit":
-            lines.append(printable(f"- {first_line(args.old_string, 200)}\n+ {first_line(args.new_string, 200)}")
-                         + "\n", style="dim")
+        if tool in ("edit", "write"):
+            lines.append_text(diffview.render(tool, args))
+            lines.append("\n")
         lines.append(f"why asked: {printable(verdict.reason)}", style="yellow")
         title = "DESTRUCTIVE - confirm" if verdict.destructive else f"approve {tool}?"
         self.console.print(Panel(lines, title=title, title_align="left", expand=False,
