@@ -225,6 +225,7 @@ class Agent:
         overflowed = False
         while True:
             self._shown = VisibleStream()
+            self.display.waiting()
             try:
                 reply = self.model.client.chat(self._body(), stream=self.model.stream, on_text=self._on_text,
                                                on_reasoning=self.display.reasoning, on_retry=self._on_retry)
@@ -246,6 +247,9 @@ class Agent:
                 continue
             spent = reply.usage.total_tokens if reply.usage else self._estimate() + len(reply.text) // 3
             self.budget.charge(tokens=spent)  # the turn was taken before asking (_loop)
+            sent = reply.usage.prompt_tokens if reply.usage else self._estimate()
+            made = reply.usage.completion_tokens if reply.usage else len(reply.text) // 3
+            self.display.usage(sent, made, sent + made, self.model.context_window)
             return reply
 
     def _body(self) -> dict[str, Any]:

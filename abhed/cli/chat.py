@@ -41,9 +41,12 @@ def chat_loop(agent: Any, display: Chat, unfinished: bool) -> None:
         if not text and not unfinished:
             continue
         agent.budget = budget(settings)  # the budgets are per prompt
-        outcome = agent.run(text or None)
+        try:
+            outcome = agent.run(text or None)
+        finally:
+            display.idle()
         unfinished = False
         if outcome.status == "done":
-            console.print()
+            console.print(f"[dim]{display.activity.line()}[/]")
         else:
             display.notice(outcome.detail + (f"\n{outcome.answer}" if outcome.answer else ""))

@@ -26,6 +26,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from abhed.cli import approvals, diffview
+from abhed.cli.activity import Activity
 from abhed.cli.replytext import MarkdownStream
 from abhed.gate.approval import Answer, Gate, Verdict
 from abhed.model.wire import ToolCall
@@ -192,6 +193,17 @@ class Chat(Display):
         self.gate: Gate | None = None  # the session's gate: the rules a choice would add are checked on it
         self.save_rule: Callable[[str], str] | None = None  # set where the operator allows saving rules
         self.reply = MarkdownStream(self.console)
+        self.activity = Activity(self.console)
+
+    def waiting(self) -> None:
+        self.activity.start("thinking")
+
+    def usage(self, tokens_in: int, tokens_out: int, context_used: int, context_max: int) -> None:
+        self.activity.count(tokens_in, tokens_out, context_used, context_max)
+
+    def idle(self) -> None:
+        """The turn is over: no spinner while the human types."""
+        self.activity.stop()
 
     def attach(self, gate: Gate, save_rule: Callable[[str], str] | None = None) -> None:
         self.gate, self.save_rule = gate, save_rule
@@ -204,6 +216,7 @@ class Chat(Display):
         self._thinking = False
 
     def reasoning(self, delta: str) -> None:
+        self.activity.stop()  # the thoughts stream in place of the spinner
         if not self._thinking:
             self.console.print("[dim italic]thinking:[/] ", end="")
             self._thinking = True
@@ -212,6 +225,7 @@ class Chat(Display):
     def text(self, delta: str) -> None:
         if self._thinking:
             self._end_stream()
+        self.activity.start("writing")
         self.reply.feed(delta)
 
     def reply_done(self, final: bool) -> None:
@@ -219,6 +233,7 @@ class Chat(Display):
 
     def tool_started(self, call: ToolCall) -> None:
         self._end_stream()
+        self.activity.start(f"running {call.name}")
         width = max(20, self.console.width - len(call.name) - 4)
         self.console.print(f"[cyan]  {escape(call.name)}[/] [dim]{escape(preview(call, width))}[/]")
 
@@ -259,6 +274,7 @@ class Chat(Display):
 
     def ask(self, tool: str, args: Any, verdict: Verdict) -> Answer:
         """The approval prompt: what the call does, in the model's words and literally, and why it asks."""
+        self.activity.stop()
         self._end_stream()
         lines = Text()
         description = getattr(args, "description", None)

@@ -169,3 +169,19 @@ def test_slash_commands_stay_local_and_paste_is_one_message(ws, term, home):
     assert (ws / "a.py").read_text() == "x = 2\n"
     history = next((home / "history").iterdir()).read_text()
     assert "/mode accept-edits" in history and "+first line\n+second line" in history
+
+
+def test_status_line_shows_elapsed_time_tokens_and_context(ws, term):
+    nap = f"3.{uuid.uuid4().int % 10**6}"
+    turns = [Turn(calls=[run(f"sleep {nap}")]), Turn(text="Slept.")]
+    with ReplayServer(turns) as server:
+        chat = term("--endpoint", server.url, "--workspace", str(ws), "--mode", "auto")
+        chat.wait_for("ends the session.")
+        chat.type("sleep")
+        chat.wait_for("running bash")  # the spinner while the command runs, with its elapsed seconds
+        screen = chat.wait_for("Slept.")
+        chat.wait_for("context ")
+        screen = chat.screen()
+        assert "tokens in" in screen and "/32.8k" in screen  # of the replay model's max_model_len
+        chat.type("/exit")
+        chat.wait_for("CHAT-EXITED 0")
