@@ -1,7 +1,7 @@
 """The chat's input line: prompt_toolkit on a terminal, plain lines otherwise (pipes, tests).
 
 On a terminal: history per workspace (kept under the session store, never in the workspace),
-Up/Down and Ctrl-R through it; Enter sends, Alt-Enter or Ctrl-J adds a line, and a paste
+Up/Down and Ctrl-R through it; Enter sends, Alt-Enter adds a line, and a paste
 (bracketed by the terminal) is one message however many lines it has; Tab completes slash
 commands and paths (relative to the workspace).
 """
@@ -39,11 +39,11 @@ def reader(home: Path, workspace: Path, commands: Iterable[str],
     keys = KeyBindings()
 
     @keys.add("enter")
+    @keys.add("c-j")  # Enter typed before the editor took the terminal arrives as \n (the tty's ICRNL)
     def _send(event) -> None:  # type: ignore[no-untyped-def]
         event.current_buffer.validate_and_handle()
 
     @keys.add("escape", "enter")
-    @keys.add("c-j")
     def _newline(event) -> None:  # type: ignore[no-untyped-def]
         event.current_buffer.insert_text("\n")
 

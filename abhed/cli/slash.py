@@ -68,7 +68,7 @@ class Slash:
     def do_help(self, _: str) -> None:
         for name, what in HELP.items():
             self._say(f"  /{name:<9} {what}")
-        self._say("  Enter sends; Alt-Enter or Ctrl-J adds a line; a paste is one message; Up/Down and Ctrl-R search "
+        self._say("  Enter sends; Alt-Enter (Esc then Enter) adds a line; a paste is one message; Up/Down and Ctrl-R search "
                   "the history; Tab completes commands and paths. Ctrl-C stops a turn.", "dim")
 
     def do_mode(self, argument: str) -> None:
