@@ -140,3 +140,13 @@ def test_save_rule_refuses_a_form_it_cannot_edit_and_writes_nothing(tmp_path):
     config.write_text("[approval\n")
     with pytest.raises(SaveError, match="cannot be read as TOML"):
         save_rule(config, "bash(make)", tmp_path)
+
+
+def test_a_declined_answer_grants_nothing_and_a_blank_reason_adds_nothing(ws):
+    answers = iter([Answer(False, ("bash(make:*)",), reason="  "), Answer(False)])
+    gate = Gate(Policy.create("ask", [], [], ws), ask_human=lambda *a: next(answers))
+    assert gate.review("bash", bash("make")).reason == "the human declined it"
+    assert gate.granted.allow == []
+    assert gate.review("bash", bash("make")).decision == "deny"  # asked again: nothing was granted
+    gate = Gate(Policy.create("ask", [], [], ws), ask_human=lambda *a: True)  # a bare bool: yes once
+    assert gate.review("bash", bash("make")).decision == "allow" and gate.granted.allow == []
