@@ -71,7 +71,7 @@ def test_each_approval_choice(ws, term):
         chat.wait_for("Allow? [y/a/p/n/r]", 6)
         chat.type("y")
         chat.wait_for("Done.")
-        chat.keys("C-d")
+        chat.type("/exit")
         chat.wait_for("CHAT-EXITED 0")
     assert sorted(p.name for p in ws.iterdir() if not p.name.startswith(".")) == ["five", "one"]
     declined = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
@@ -91,7 +91,7 @@ def test_saving_a_rule_needs_the_operators_leave_and_writes_the_config(ws, tmp_p
         chat.type("s")
         chat.wait_for("saved bash(touch:*) to approval.allow in")
         chat.wait_for("ok")
-        chat.keys("C-d")
+        chat.type("/exit")
         chat.wait_for("CHAT-EXITED 0")
     assert config.read_text() == "# the operator's\n[approval]\nallow = [\"bash(touch:*)\"]\nsave_rules = true\n"
     assert (ws / "a").exists()
