@@ -82,6 +82,7 @@ echo "building with Nuitka $("$python" -m nuitka --version 2>/dev/null | head -n
     --include-package=bundle \
     --include-package=offline_models \
     --include-package-data=offline_models \
+    --include-package=prompt_toolkit \
     --nofollow-import-to=httpx._main \
     --nofollow-import-to=pygments \
     --nofollow-import-to=re2 \

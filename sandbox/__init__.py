@@ -159,6 +159,7 @@ from sandbox.errors import (
     SandboxSetupError,
     UserNamespacesUnavailable,
 )
+from sandbox.launcher import kill_running
 from sandbox.probe import ProbeReport, probe
 from sandbox.session import UNSANDBOXED_WARNING, BackgroundJob, JobStatus, Result, Sandbox
 
@@ -180,6 +181,7 @@ __all__ = [
     "SandboxError",
     "SandboxSetupError",
     "UserNamespacesUnavailable",
+    "kill_running",
     "poll",
     "probe",
     "run",

@@ -14,6 +14,7 @@ import select
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -150,14 +151,48 @@ class Collected:
     oom_kills: int = 0  # processes the memory cgroup's OOM killer ended
 
 
+# The foreground commands this process is waiting for, in any thread: kill_running() ends them all.
+_running: dict[int, Spawned] = {}
+_running_lock = threading.Lock()
+
+
+def kill_running() -> int:
+    """SIGKILL every foreground command this process is waiting for, in every thread; how many.
+
+    For an interrupt (Ctrl-C): it reaches only the main thread, while commands run in worker
+    threads too (parallel calls, subagents). Each waiting thread then sees its command end.
+    """
+    with _running_lock:
+        running = list(_running.values())
+    for spawned in running:
+        spawned.kill()
+    return len(running)
+
+
 def collect(
     spawned: Spawned, out_r: int, collector: OutputCollector, deadline: float, watch: Callable[[], str | None] | None = None
 ) -> Collected:
     """Read output and control data until the command is over; kill it at ``deadline``.
 
     ``watch`` is called every ``WATCH_S`` while the command runs; when it returns a reason,
-    the command is killed and the reason becomes a note (the disk reserve uses this).
+    the command is killed and the reason becomes a note (the disk reserve uses this). An
+    exception while waiting (KeyboardInterrupt) kills the command and everything it started first.
     """
+    with _running_lock:
+        _running[id(spawned)] = spawned
+    try:
+        return _collect(spawned, out_r, collector, deadline, watch)
+    except BaseException:
+        spawned.finish()  # kills and reaps: nothing the command started outlives the interrupt
+        raise
+    finally:
+        with _running_lock:
+            _running.pop(id(spawned), None)
+
+
+def _collect(
+    spawned: Spawned, out_r: int, collector: OutputCollector, deadline: float, watch: Callable[[], str | None] | None
+) -> Collected:
     control = ControlBuffer()
     notes: list[str] = []
     timed_out = exited = False

@@ -24,6 +24,11 @@ class Display:
     def todos(self, items: list[TodoItem]) -> None: ...
     def plan(self, plan: Plan) -> None: ...
     def notice(self, message: str) -> None: ...
+    def waiting(self) -> None:
+        """The model was asked and has not answered yet (a chat shows a spinner)."""
+
+    def usage(self, tokens_in: int, tokens_out: int, context_used: int, context_max: int) -> None:
+        """After each reply: this reply's prompt and completion tokens, the context it filled, of the window."""
 
     def subagent(self, agent_id: str, label: str) -> Display:
         """The display a subagent reports on (its steps, never its streamed text); silent here."""

@@ -53,6 +53,7 @@ from abhed.agent.prompt import project_notes, system_prompt
 from abhed.session.store import rebuild_state
 from abhed.tools import BY_NAME, TOOLS
 from abhed.tools.base import Tool, ToolContext, ToolResult
+from abhed.tools.bash import stop_running_commands
 from abhed.tools.task import BudgetLimitReached
 from abhed.tools.todo import render_todos
 
@@ -61,6 +62,8 @@ SPAWN = "task"  # task calls of one reply run side by side too, each subagent in
 GUARD_AFTER = 3  # the same failing call this many times gets the loop guard's hint
 EMPTY_REPLIES = 3  # replies with neither text nor calls in a row before the run is given up
 Status = Literal["done", "failed", "budget", "interrupted"]
+CLEARED = ("[Abhed: the user cleared the conversation; earlier turns are not shown. Start afresh from the next "
+           "message.]")
 EXIT_CODES: dict[str, int] = {"done": 0, "failed": 1, "budget": 3, "interrupted": 130}
 RESUME_NOTE = ("[Abhed: this session stopped before the task was finished and is resuming now. Continue where you "
                "stopped; check the state of any file you were changing before you rely on it.]")
@@ -199,6 +202,7 @@ class Agent:
         try:
             outcome = self._loop()
         except KeyboardInterrupt:
+            stop_running_commands()  # commands of parallel calls run in worker threads: the interrupt missed them
             outcome = self._interrupted()
         self._record(RunEvent(status=outcome.status, detail=outcome.detail, **self._ids()))
         self.ctx.session.save()  # state.json, a cache of the log, once a run (dispatch.call's durable=False)
@@ -240,6 +244,7 @@ class Agent:
         overflowed = False
         while True:
             self._shown = VisibleStream()
+            self.display.waiting()
             try:
                 reply = self.model.client.chat(self._body(), stream=self.model.stream, on_text=self._on_text,
                                                on_reasoning=self.display.reasoning, on_retry=self._on_retry)
@@ -261,6 +266,9 @@ class Agent:
                 continue
             spent = reply.usage.total_tokens if reply.usage else self._estimate() + len(reply.text) // 3
             self.budget.charge(tokens=spent)  # the turn was taken before asking (_loop)
+            sent = reply.usage.prompt_tokens if reply.usage else self._estimate()
+            made = reply.usage.completion_tokens if reply.usage else len(reply.text) // 3
+            self.display.usage(sent, made, sent + made, self.model.context_window)
             return reply
 
     def _body(self) -> dict[str, Any]:
@@ -331,6 +339,21 @@ class Agent:
                             f"tokens ({method} summary; plan, todos and files read kept)")
         return True
 
+    def compact(self) -> bool:
+        """Compact now (chat's /compact); False when there is nothing older to summarise."""
+        return self._compact(aggressive=False)
+
+    def clear(self) -> None:
+        """A new conversation in the same session (chat's /clear): logged as a compaction that keeps
+        nothing, so a resume starts from here too. The plan and todos stay in the session's state."""
+        before = self._estimate()
+        content = CLEARED
+        event_id = new_id()
+        self.messages = [Msg("user", content, event_id=event_id)]
+        self.gauge.forget()
+        self._record(CompactionEvent(id=event_id, content=content, keep_from=None, method="mechanical",
+                                     tokens_before=before, tokens_after=self._estimate(), **self._ids()))
+
     def _summarise(self, old: list[Msg]) -> tuple[str, Literal["model", "mechanical"]]:
         room = int((self.model.context_window - 2600) * self.gauge.chars_per_token * 0.8)
         body = {"model": self.model.id, "messages": compaction.summary_messages(old, max(2000, room)),
@@ -394,8 +417,9 @@ class Agent:
         futures = [pool.submit(self._call, call, ctx) for call in batch]
         try:
             return [future.result() for future in futures]
-        except BaseException:  # Ctrl-C: every subagent stops before its next step
+        except BaseException:  # Ctrl-C: every subagent stops before its next step, its commands at once
             group.stop("the agent that started this subagent was interrupted")
+            stop_running_commands()
             running = sum(not future.done() for future in futures)
             if running:
                 self.display.notice(f"stopping {running} subagent{'s' * (running != 1)} at their next step (Ctrl-C "

@@ -668,6 +668,7 @@ def chat(session_id: str | None, new: bool, **kw) -> None:  # type: ignore[no-un
     Ctrl-C stops the current turn and returns to the prompt; Ctrl-D (or /exit) ends the session.
     """
     from abhed.cli import launch
+    from abhed.cli.chat import chat_loop
     from abhed.cli.display import Chat
     if new and session_id:
         _fail(f"--new starts a new session and --session {session_id} continues one: give only one of them.")
@@ -680,76 +681,27 @@ def chat(session_id: str | None, new: bool, **kw) -> None:  # type: ignore[no-un
             if session_id is not None:
                 for line in launch.recent_conversation(agent.ctx.session):
                     display.console.print(printable(line), markup=False, highlight=False)
-            _chat_loop(agent, display, unfinished)
+            display.attach(agent.gate, _rule_saver(settings))
+            chat_loop(agent, display, unfinished)
     except launch.LaunchError as exc:
         _fail(str(exc))
     finally:
         model.client.close()
 
 
-def _chat_loop(agent, display, unfinished: bool) -> None:  # type: ignore[no-untyped-def]
-    from abhed.cli.attachments import attach
-    from abhed.cli.launch import budget
-    console = display.console
-    session = agent.ctx.session
-    console.print(f"[bold]abhed[/] session [cyan]{session.id}[/] in {agent.ctx.paths.workspace}")
-    console.print(f"[dim]{agent.model.describe()}; mode {agent.gate.policy.mode}. Ctrl-C stops a turn, Ctrl-D or "
-                  "/exit ends the session.[/]")
-    if session.state.todos:
-        display.todos(session.state.todos)
-    if unfinished:
-        console.print("[yellow]The last run of this session was cut short: press Enter to let it continue.[/]")
-    while True:
+def _rule_saver(settings: config.Settings):  # type: ignore[no-untyped-def]
+    """How chat saves a granted rule to the operator's config; None unless approval.save_rules allows it."""
+    if not settings.approval.save_rules:
+        return None
+    from abhed.session.rulesave import SaveError, save_rule
+    path = config.config_path(dict(os.environ))
+
+    def save(rule: str) -> str:
         try:
-            text = console.input("[bold green]> [/]").strip()
-        except EOFError:
-            console.print()
-            return
-        except KeyboardInterrupt:  # no turn to stop: the session goes on
-            console.print("\n[dim](Ctrl-D or /exit ends the session)[/]")
-            continue
-        if text in ("/exit", "/quit"):
-            return
-        if text == "/undo" or text.startswith("/undo "):
-            _chat_undo(agent, console, text.split()[1:])
-            continue
-        if not text and not unfinished:
-            continue
-        agent.budget = budget(agent.ctx.settings)  # the budgets are per prompt
-        attached = attach(text, agent.ctx.vision)  # images and PDFs named by path (typed or dropped)
-        for line in attached.lines:
-            console.print(printable(line), style="dim", markup=False, soft_wrap=True)
-        outcome = agent.run(attached.prompt or None, images=attached.images)
-        unfinished = False
-        if outcome.status == "done":
-            console.print()
-        else:
-            display.notice(outcome.detail + (f"\n{outcome.answer}" if outcome.answer else ""))
-
-
-def _chat_undo(agent, console, words: list[str]) -> None:  # type: ignore[no-untyped-def]
-    """/undo [N] [--force]: abhed undo in the chat's own session (the smallest slash-command hook)."""
-    from rich.markup import escape
-
-    from abhed.session import undo
-    checkpoints = agent.ctx.checkpoints
-    numbers = [w for w in words if w.isdigit()]
-    if checkpoints is None or [w for w in words if not w.isdigit() and w != "--force"] or len(numbers) > 1:
-        console.print("[yellow]abhed:[/] " + ("checkpoints are off (abhed doctor says why)" if checkpoints is None
-                                              else "use /undo (the last call), /undo N (back to before checkpoint N), "
-                                                   "and --force to overwrite changes made outside the agent"))
-        return
-
-    def confirm(plan: str) -> bool:
-        console.print(escape(printable(plan)))
-        return console.input("Undo? \\[y/N] ").strip().lower() in ("y", "yes")
-    try:
-        report = undo.undo(checkpoints, agent.ctx.session, int(numbers[0]) if numbers else None,
-                           force="--force" in words, confirm=confirm,
-                           tell=lambda note: agent.tell(note, "undo"))
-    except checkpoint.CheckpointError as exc:
-        report = str(exc)
-    console.print(escape(printable(report)))
+            return save_rule(path, rule, settings.home)
+        except (SaveError, OSError) as exc:
+            return f"{exc} (the rule still holds for this session)"
+    return save
 
 
 @main.command()

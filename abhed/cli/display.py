@@ -15,14 +15,20 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any, TextIO
 
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.text import Text
 
-from abhed.gate.approval import Verdict
+from abhed.cli import approvals, diffview
+from abhed.cli.activity import Activity
+from abhed.cli.replytext import MarkdownStream
+from abhed.gate.approval import Answer, Gate, Verdict
 from abhed.model.wire import ToolCall
 from abhed.session.store import Plan, TodoItem
 from abhed.common.terminal import printable
@@ -85,11 +91,36 @@ def _outcome(call: ToolCall, result: ToolResult, width: int) -> str:
     facts = result.metadata
     if not result.is_error and call.name == "read" and "lines_shown" in facts:
         return f"{facts['lines_shown']} of {facts.get('total_lines', '?')} lines"
+    if not result.is_error and call.name == "glob" and "matches" in facts:
+        return f"{facts['matches']} file{'s' * (facts['matches'] != 1)} matched"
     if call.name == "bash" and "exit_code" in facts:  # the end of the output says how it went
         lines = [line for line in result.content.strip().split("\n") if line and not line.startswith("[")]
         status = "timed out" if facts.get("timed_out") else f"exit {facts['exit_code']}"
         return f"{status}: {lines[-1] if lines else '(no output)'}"[:width]
     return first_line(result.content, width)
+
+
+HEAD_LINES = TAIL_LINES = 3
+
+
+def collapsed(content: str) -> str:
+    """A bash result's output, its first and last lines with the middle counted; printable."""
+    lines = [line for line in content.rstrip("\n").split("\n") if not (line.startswith("[") and line.endswith("]"))]
+    if len(lines) <= HEAD_LINES + TAIL_LINES + 1:
+        return printable("\n".join(lines))
+    hidden = len(lines) - HEAD_LINES - TAIL_LINES
+    return printable("\n".join([*lines[:HEAD_LINES], f"... {hidden} more lines ...", *lines[-TAIL_LINES:]]))
+
+
+def call_arguments(call: ToolCall) -> Any:
+    """The call's arguments as attributes (for diffview), or None when they are not a JSON object."""
+    if len(call.arguments) > PREVIEW_PARSE_LIMIT:
+        return None
+    try:
+        args = json.loads(call.arguments)
+    except (ValueError, RecursionError):
+        return None
+    return SimpleNamespace(**{k: v for k, v in args.items() if isinstance(k, str)}) if isinstance(args, dict) else None
 
 
 def _tag(agent_id: str, label: str) -> str:
@@ -168,33 +199,51 @@ class Chat(Display):
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(highlight=False)
-        self._streaming = False
         self._thinking = False
+        self.gate: Gate | None = None  # the session's gate: the rules a choice would add are checked on it
+        self.save_rule: Callable[[str], str] | None = None  # set where the operator allows saving rules
+        self.reply = MarkdownStream(self.console)
+        self.activity = Activity(self.console)
+
+    def waiting(self) -> None:
+        self.activity.start("thinking")
+
+    def usage(self, tokens_in: int, tokens_out: int, context_used: int, context_max: int) -> None:
+        self.activity.count(tokens_in, tokens_out, context_used, context_max)
+
+    def idle(self) -> None:
+        """The turn is over: no spinner while the human types."""
+        self.activity.stop()
+
+    def attach(self, gate: Gate, save_rule: Callable[[str], str] | None = None) -> None:
+        self.gate, self.save_rule = gate, save_rule
 
     def _end_stream(self) -> None:
-        if self._streaming or self._thinking:
+        self.reply.flush()
+        if self._thinking:
             self.console.file.write("\n")
             self.console.file.flush()
-        self._streaming = self._thinking = False
+        self._thinking = False
 
     def reasoning(self, delta: str) -> None:
+        self.activity.stop()  # the thoughts stream in place of the spinner
         if not self._thinking:
             self.console.print("[dim italic]thinking:[/] ", end="")
             self._thinking = True
         self.console.print(Text(printable(delta), style="dim italic"), end="")
 
     def text(self, delta: str) -> None:
-        if self._thinking and not self._streaming:
+        if self._thinking:
             self._end_stream()
-        self._streaming = True
-        self.console.file.write(printable(delta))
-        self.console.file.flush()
+        self.activity.start("writing")
+        self.reply.feed(delta)
 
     def reply_done(self, final: bool) -> None:
         self._end_stream()
 
     def tool_started(self, call: ToolCall) -> None:
         self._end_stream()
+        self.activity.start(f"running {call.name}")
         width = max(20, self.console.width - len(call.name) - 4)
         self.console.print(f"[cyan]  {escape(call.name)}[/] [dim]{escape(preview(call, width))}[/]")
 
@@ -205,6 +254,16 @@ class Chat(Display):
         note = checkpoint_note(result)
         if note:
             self.console.print(f"    [dim]{escape(note)}[/]")
+        if result.is_error:
+            return
+        if call.name == "bash" and "exit_code" in result.metadata:
+            shown = collapsed(result.content)
+            if shown:
+                self.console.print(Padding(Text(shown, style="dim"), (0, 0, 0, 6)))
+        elif call.name in ("edit", "write"):
+            args = call_arguments(call)
+            if args is not None:
+                self.console.print(Padding(diffview.render(call.name, args, max_lines=20), (0, 0, 0, 6)))
 
     def todos(self, items: list[TodoItem]) -> None:
         body = Text()
@@ -226,8 +285,9 @@ class Chat(Display):
     def subagent(self, agent_id: str, label: str) -> Display:
         return _ChatOf(self.console, agent_id, label)
 
-    def ask(self, tool: str, args: Any, verdict: Verdict) -> bool:
+    def ask(self, tool: str, args: Any, verdict: Verdict) -> Answer:
         """The approval prompt: what the call does, in the model's words and literally, and why it asks."""
+        self.activity.stop()
         self._end_stream()
         lines = Text()
         description = getattr(args, "description", None)
@@ -236,15 +296,22 @@ class Chat(Display):
         literal = getattr(args, "command", None) or getattr(args, "path", None) or ""
         if literal:  # whole and literal: a `# \x1b[1A...` tail cannot redraw the line to hide what runs
             lines.append(f"{tool}: {printable(str(literal))}\n")
-        if tool == "edit":
-            lines.append(printable(f"- {first_line(args.old_string, 200)}\n+ {first_line(args.new_string, 200)}")
-                         + "\n", style="dim")
+        if tool in ("edit", "write"):
+            lines.append_text(diffview.render(tool, args))
+            lines.append("\n")
         lines.append(f"why asked: {printable(verdict.reason)}", style="yellow")
         title = "DESTRUCTIVE - confirm" if verdict.destructive else f"approve {tool}?"
         self.console.print(Panel(lines, title=title, title_align="left", expand=False,
                                  border_style="red" if verdict.destructive else "yellow"))
-        answer = self.console.input("Allow? \\[y/N] ").strip().lower()
-        return answer in ("y", "yes")
+        policy = self.gate.effective() if self.gate is not None else None  # None: no session, no rules to grant
+        options = approvals.choices(tool, args, verdict, policy, self.save_rule is not None)
+        return approvals.ask(options, self._read, self._say, self.save_rule or str)
+
+    def _read(self, prompt: str) -> str:
+        return self.console.input(escape(prompt))
+
+    def _say(self, line: str) -> None:
+        self.console.print(Text(printable(line), style="dim"))
 
 
 class _ChatOf(Display):

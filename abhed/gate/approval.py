@@ -72,6 +72,15 @@ class Verdict:
 
 
 @dataclass(frozen=True)  # pragma: no mutate  (immutability guards against our own bugs; no decision depends on it)
+class Answer:
+    """What the human answered to an approval prompt (a bare bool means yes once / no)."""
+
+    approved: bool
+    rules: tuple[str, ...] = ()  # allow these for the rest of the session (approved answers only)
+    reason: str = ""  # why declined, in the human's words: the model reads it
+
+
+@dataclass(frozen=True)  # pragma: no mutate  (immutability guards against our own bugs; no decision depends on it)
 class Rule:
     tool: str
     spec: str | None  # None: the whole tool
@@ -425,6 +434,14 @@ def _writes_files(command: Command) -> bool:
 
 
 @dataclass
+class Granted:
+    """What the human changed during the session, shared by a gate and its subagents' gates."""
+
+    allow: list[Rule] = field(default_factory=list)
+    mode: str | None = None
+
+
+@dataclass
 class Gate:
     """Turns a policy's "ask" into a final answer, depending on who is there to be asked.
 
@@ -434,11 +451,12 @@ class Gate:
     """
 
     policy: Policy
-    ask_human: Callable[[str, Any, Verdict], bool] | None = None
+    ask_human: Callable[[str, Any, Verdict], bool | Answer] | None = None
     invoked_by_human: bool = False
     confirmed: bool = False
     # One question at a time: subagents running side by side share the human (and the terminal).
     asking: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    granted: Granted = field(default_factory=Granted, repr=False, compare=False)
 
     def labelled(self, agent_id: str, label: str | None) -> Gate:
         """This gate for a subagent: the same policy, human and lock; its questions say who asks."""
@@ -447,12 +465,17 @@ class Gate:
             return self
         who = f"subagent {agent_id}" + (f" ({label})" if label else "")
 
-        def ask_for_subagent(tool: str, args: Any, verdict: Verdict) -> bool:
+        def ask_for_subagent(tool: str, args: Any, verdict: Verdict) -> bool | Answer:
             return ask(tool, args, replace(verdict, reason=f"{verdict.reason} [asked by {who}]"))
         return replace(self, ask_human=ask_for_subagent)
 
+    def effective(self) -> Policy:
+        """The operator's policy with what the human granted in this session (rules, a /mode)."""
+        mode = self.granted.mode or self.policy.mode
+        return replace(self.policy, mode=mode, allow=self.policy.allow + tuple(self.granted.allow))  # type: ignore[arg-type]
+
     def review(self, tool: str, args: Any) -> Verdict:
-        verdict = self.policy.check(tool, args)
+        verdict = self.effective().check(tool, args)
         if verdict.decision != "ask":
             return verdict
         if self.confirmed:
@@ -461,11 +484,26 @@ class Gate:
             return Verdict("allow", "run by hand by the human", verdict.rule)
         if self.ask_human is not None:
             with self.asking:
-                approved = self.ask_human(tool, args, verdict)
-            if approved:
+                answer = self.ask_human(tool, args, verdict)
+                if not isinstance(answer, Answer):
+                    answer = Answer(bool(answer))
+                if answer.approved and answer.rules:
+                    self.allow_for_session(answer.rules)
+            if answer.approved:
                 return replace(verdict, decision="allow", reason=f"approved by the human; {verdict.reason}")
-            return replace(verdict, decision="deny", reason="the human declined it")
+            why = f": {answer.reason}" if answer.reason.strip() else ""
+            return replace(verdict, decision="deny", reason=f"the human declined it{why}")
         return verdict
+
+    def allow_for_session(self, rules: tuple[str, ...]) -> None:
+        """Rules the human granted for the rest of this session: the policy grows, never the deny side."""
+        self.granted.allow.extend(Rule.parse(r) for r in rules)
+
+    def set_mode(self, mode: str) -> None:
+        """`/mode`: the same rules under another mode (destructive and opaque calls still ask in every mode)."""
+        if mode not in MODES:
+            raise ValueError(f"Unknown approval mode {mode!r}: use one of {', '.join(MODES)}.")
+        self.granted.mode = mode
 
 
 def refusal(tool: str, verdict: Verdict, args: Any) -> str:

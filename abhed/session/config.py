@@ -94,6 +94,7 @@ class ApprovalConfig(_Section):
     mode: Literal["ask", "plan", "accept-edits", "auto"] = "ask"
     allow: list[str] = []  # e.g. "bash(npm test)", "bash(git status:*)", "edit(src/**)"
     deny: list[str] = []
+    save_rules: bool = False  # abhed chat may add a rule the human grants to approval.allow here
 
     @field_validator("allow", "deny")
     @classmethod

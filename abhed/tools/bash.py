@@ -42,6 +42,12 @@ jobs with `jobs`. Background jobs end when the session ends.
 confirmation."""
 
 
+def stop_running_commands() -> int:
+    """Kill every command a bash call of this process is waiting for (Ctrl-C stops them all at once,
+    subagents' too); how many."""
+    return sandbox.kill_running()
+
+
 class BashInput(ToolInput):
     command: str
     description: str = Field(description="Short human-readable description shown in the approval prompt.")

@@ -94,7 +94,7 @@ def test_chat_streams_asks_for_approval_and_shows_the_todo_list(ws, home):
                      input="set x to 2\ny\n")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert "approve edit?" in out and "why asked: edit changes files" in out and "Allow? [y/N]" in out
+    assert "approve edit?" in out and "why asked: edit changes files" in out and "Allow? [y/a/p/n/r]" in out and "allow edit(a.py) for this session" in out
     assert "[>] t1 Set x" in out and "todos 0/1" in out and "x is now 2." in out
     assert (ws / "a.py").read_text() == "x = 2\n"
 

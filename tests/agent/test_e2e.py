@@ -75,7 +75,7 @@ def test_abhed_demo_runs_on_a_machine_without_a_model_server(home, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert "x old_string was not found" in out  # the failed edit, then its recovery
-    assert "todos 3/3" in out and "Fixed `word_count` in textstats.py" in out
+    assert "todos 3/3" in out and "Fixed word_count in textstats.py" in out  # markdown: `code` shown styled
     assert "abhed sessions show " in out and "throwaway workspace was removed" in out
     [session_id] = SessionStore(home).ids()
     shown = run_abhed("sessions", "show", session_id, home=home)

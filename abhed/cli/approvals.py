@@ -1,0 +1,136 @@
+"""The choices of `abhed chat`'s approval prompt, and the rules they grant.
+
+yes once; yes and allow this exact command (or file) for the rest of the session; yes and allow
+its prefix (`bash(git status:*)`, `edit(src/**)`); yes and save that rule to the operator's config
+(only with `approval.save_rules = true`); no; no with a reason the model reads. A rule is offered
+only if, added to the session's policy, it would allow this very call: destructive and opaque
+commands are asked every time, so they get no rule choices at all.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from abhed.gate.approval import HARMLESS, Answer, Policy, Rule, Verdict
+from abhed.gate.shellparse import analyze
+
+SUBCOMMAND = re.compile(r"[A-Za-z][\w.-]*")
+# Programs whose second word names what they do (`git status`, `npm test`): their prefix rule keeps it.
+WITH_SUBCOMMANDS = frozenset({
+    "git", "npm", "pnpm", "yarn", "npx", "cargo", "go", "docker", "podman", "kubectl", "helm", "pip", "pip3", "uv",
+    "poetry", "dotnet", "mvn", "gradle", "make", "cmake", "apt", "apt-get", "dnf", "yum", "brew", "conda", "gem",
+    "bundle", "rake", "terraform", "systemctl", "rustup", "deno", "bun", "hatch", "tox", "nox", "just", "ninja",
+})
+
+
+def exact_rules(tool: str, args: Any, workspace: Path) -> tuple[str, ...]:
+    """Rules allowing exactly this call: every command of a bash line, or this one file."""
+    if tool == "bash":
+        commands = [c for c in analyze(str(getattr(args, "command", ""))).commands
+                    if c.program not in HARMLESS and not c.runs_script]
+        if not commands or any(None in c.argv for c in commands):
+            return ()
+        return tuple(dict.fromkeys(f"bash({shlex.join(c.argv)})" for c in commands))  # type: ignore[arg-type]
+    relative = _relative(getattr(args, "path", None), workspace)
+    return (f"{tool}({relative})",) if relative else ()
+
+
+def prefix_rules(tool: str, args: Any, workspace: Path) -> tuple[str, ...]:
+    """Broader rules: each command's program (and subcommand, `git status`) with any arguments; the
+    file's directory."""
+    if tool == "bash":
+        rules = []
+        for command in analyze(str(getattr(args, "command", ""))).commands:
+            if command.program in HARMLESS or command.runs_script:
+                continue
+            words = command.argv[:2] if command.program in WITH_SUBCOMMANDS and len(command.argv) > 1 \
+                and SUBCOMMAND.fullmatch(command.argv[1] or "") else command.argv[:1]
+            if not words or None in words:
+                return ()
+            rules.append(f"bash({shlex.join(words)}:*)")  # type: ignore[arg-type]
+        return tuple(dict.fromkeys(rules))
+    relative = _relative(getattr(args, "path", None), workspace)
+    if not relative:
+        return ()
+    folder = os.path.dirname(relative)
+    return (f"{tool}({folder}/**)",) if folder else (tool,)
+
+
+def _relative(path: Any, workspace: Path) -> str | None:
+    if not isinstance(path, str) or not path:
+        return None
+    relative = os.path.relpath(path, workspace)
+    if relative.startswith("..") or any(ch in relative for ch in "*?[]{}()\n"):
+        return None  # outside the workspace, or a name a glob rule would misread
+    return relative
+
+
+@dataclass(frozen=True)
+class Choice:
+    key: str
+    label: str
+    answer: Answer
+    save: str | None = None  # the rule to write to the operator's config
+
+
+def choices(tool: str, args: Any, verdict: Verdict, policy: Policy | None, can_save: bool) -> list[Choice]:
+    """What the human may answer; rule choices only where the rule would allow this call."""
+    options = [Choice("y", "yes, once", Answer(True))]
+    if policy is not None and not (verdict.destructive or verdict.opaque):
+        exact = _covering(exact_rules(tool, args, policy.workspace), tool, args, policy)
+        prefix = _covering(prefix_rules(tool, args, policy.workspace), tool, args, policy)
+        if prefix == exact:
+            prefix = ()
+        if exact:
+            options.append(Choice("a", f"yes, and allow {', '.join(exact)} for this session", Answer(True, exact)))
+        if prefix:
+            options.append(Choice("p", f"yes, and allow {', '.join(prefix)} for this session", Answer(True, prefix)))
+        broadest = prefix or exact
+        if can_save and len(broadest) == 1:
+            options.append(Choice("s", f"yes, and save {broadest[0]} to the operator's config",
+                                  Answer(True, broadest), save=broadest[0]))
+    options.append(Choice("n", "no", Answer(False)))
+    options.append(Choice("r", "no, and tell the model why", Answer(False)))
+    return options
+
+
+def _covering(rules: tuple[str, ...], tool: str, args: Any, policy: Policy) -> tuple[str, ...]:
+    if not rules:
+        return ()
+    widened = replace(policy, allow=policy.allow + tuple(Rule.parse(r) for r in rules))
+    return rules if widened.check(tool, args).decision == "allow" else ()
+
+
+def ask(options: list[Choice], read: Callable[[str], str], say: Callable[[str], None],
+        save: Callable[[str], str]) -> Answer:
+    """Ask until a listed key (Enter or end of input: no); then do what the choice says."""
+    keys = "/".join(o.key for o in options)
+    for option in options:
+        say(f"  {option.key}  {option.label}")
+    while True:
+        try:
+            key = read(f"Allow? [{keys}] (Enter: no) ").strip().lower()
+        except EOFError:
+            return Answer(False)
+        key = {"yes": "y", "no": "n", "": "n"}.get(key, key)
+        chosen = next((o for o in options if o.key == key), None)
+        if chosen is not None:
+            break
+        say(f"  answer one of {keys}")
+    if chosen.key == "r":
+        try:
+            reason = read("Why not (the model reads this)? ").strip()
+        except EOFError:
+            reason = ""
+        return Answer(False, reason=reason)
+    if chosen.save is not None:
+        say(save(chosen.save))
+    if chosen.answer.rules:
+        say(f"  allowed for the rest of this session: {', '.join(chosen.answer.rules)}")
+    return chosen.answer

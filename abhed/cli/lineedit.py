@@ -1,0 +1,91 @@
+"""The chat's input line: prompt_toolkit on a terminal, plain lines otherwise (pipes, tests).
+
+On a terminal: history per workspace (kept under the session store, never in the workspace),
+Up/Down and Ctrl-R through it; Enter sends, Alt-Enter adds a line, and a paste
+(bracketed by the terminal) is one message however many lines it has; Tab completes slash
+commands and paths (relative to the workspace).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from abhed.common.terminal import printable
+
+MAX_COMPLETIONS = 200
+
+
+def history_path(home: Path, workspace: Path) -> Path:
+    """The input history of one workspace, under the session store (ABHED_HOME)."""
+    key = hashlib.sha256(str(workspace).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return home / "history" / f"{key}.txt"
+
+
+def reader(home: Path, workspace: Path, commands: Iterable[str],
+           fallback: Callable[[str], str]) -> Callable[[str], str]:
+    """A function reading one message (raises EOFError at the end, KeyboardInterrupt on Ctrl-C)."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return fallback
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.history import FileHistory
+    from prompt_toolkit.key_binding import KeyBindings
+
+    path = history_path(home, workspace)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    keys = KeyBindings()
+
+    @keys.add("enter")
+    @keys.add("c-j")  # Enter typed before the editor took the terminal arrives as \n (the tty's ICRNL)
+    def _send(event) -> None:  # type: ignore[no-untyped-def]
+        event.current_buffer.validate_and_handle()
+
+    @keys.add("escape", "enter")
+    def _newline(event) -> None:  # type: ignore[no-untyped-def]
+        event.current_buffer.insert_text("\n")
+
+    session: PromptSession[str] = PromptSession(
+        history=FileHistory(str(path)), multiline=True, key_bindings=keys, completer=_Completer(workspace, commands),
+        complete_while_typing=False, enable_history_search=False, prompt_continuation=lambda width, *_: "." * (width - 1) + " ")
+    return lambda prompt: session.prompt(prompt)
+
+
+def _completer_base():  # type: ignore[no-untyped-def]
+    from prompt_toolkit.completion import Completer
+    return Completer
+
+
+class _Completer(_completer_base()):  # type: ignore[misc]
+    """Slash commands at the start of the message; otherwise the word under the cursor as a path."""
+
+    def __init__(self, workspace: Path, commands: Iterable[str]) -> None:
+        self.workspace, self.commands = workspace, tuple(commands)
+
+    def get_completions(self, document, complete_event):  # type: ignore[no-untyped-def]
+        from prompt_toolkit.completion import Completion
+        before = document.text_before_cursor
+        word = before.split()[-1] if before and not before[-1].isspace() else ""
+        if before.lstrip() == word and word.startswith("/") and "/" not in word[1:]:
+            for name in self.commands:
+                if name.startswith(word):
+                    yield Completion(name, start_position=-len(word))
+            return
+        folder, _, stem = word.rpartition("/")
+        base = Path(os.path.expanduser(folder or ".")) if folder or not word.startswith("/") else Path("/")
+        if not base.is_absolute():
+            base = self.workspace / base
+        try:
+            names = sorted(os.listdir(base))
+        except OSError:
+            return
+        shown = 0
+        for name in names:
+            if name.startswith(stem) and (stem.startswith(".") or not name.startswith(".")):
+                slash = "/" if (base / name).is_dir() else ""
+                yield Completion(name + slash, start_position=-len(stem), display=printable(name + slash))
+                shown += 1
+                if shown >= MAX_COMPLETIONS:
+                    return

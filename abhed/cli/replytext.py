@@ -1,0 +1,62 @@
+"""A reply streamed as markdown, one finished block at a time.
+
+A block (a paragraph, a list, a heading, a fenced code block) is printed once it is complete: a
+blank line outside a fence, or the closing fence. Rich lays it out at the terminal's width, so no
+word is broken mid-line, and code is highlighted. All text goes through printable() first.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.text import Text
+
+from abhed.common.terminal import printable
+
+try:  # rich.markdown needs pygments for code; a build without it prints plain wrapped text
+    from rich.markdown import Markdown
+except ImportError:  # pragma: no cover
+    Markdown = None  # type: ignore[assignment,misc]
+
+
+class MarkdownStream:
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.pending = ""
+
+    def feed(self, delta: str) -> None:
+        self.pending += delta
+        while True:
+            end = self._block_end()
+            if end is None:
+                return
+            block, self.pending = self.pending[:end], self.pending[end:]
+            self._show(block)
+
+    def flush(self) -> None:
+        block, self.pending = self.pending, ""
+        self._show(block)
+
+    def _block_end(self) -> int | None:
+        """Where the first complete block ends in `pending` (after its blank line or closing fence)."""
+        inside = False
+        offset = 0
+        for line in self.pending.splitlines(keepends=True):
+            offset += len(line)
+            if not line.endswith("\n"):
+                return None
+            if line.lstrip().startswith("```"):
+                if inside:
+                    return offset
+                inside = True
+            elif not line.strip() and not inside and offset > len(line):
+                return offset
+        return None
+
+    def _show(self, block: str) -> None:
+        if not block.strip():
+            return
+        text = printable(block.strip("\n"))
+        if Markdown is None:
+            self.console.print(Text(text))
+        else:
+            self.console.print(Markdown(text, code_theme="ansi_dark"))

@@ -1,0 +1,188 @@
+"""Slash commands of `abhed chat`: handled here, never sent to the model.
+
+A line is a command when its first word is `/` and letters (`/mode auto`); `/etc/hosts is
+wrong` is a message. An unknown command is refused with the list, so a typo never reaches the model.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from abhed.cli import diffview
+from abhed.common.terminal import printable
+from abhed.gate.approval import MODES
+from abhed.session.events import ActionEvent, ObservationEvent
+from abhed.session.store import SessionError, SessionStore
+
+COMMAND = re.compile(r"/([a-z]+)(?:\s+(.*))?", re.S)
+HELP = {
+    "help": "this list (never sent to the model)",
+    "mode": f"show the approval mode, or set it: /mode {'|'.join(MODES)}",
+    "plan": "show the plan",
+    "todo": "show the todo list",
+    "diff": "what this session changed: every edit and write, as diffs",
+    "undo": "undo the last call's changes; /undo N: back to before checkpoint N; --force overwrites changes "
+            "made outside the agent",
+    "compact": "summarise the older turns now to free context",
+    "clear": "start a new conversation in this session (the log keeps the old one)",
+    "sessions": "the sessions of this workspace, newest first",
+    "mcp": "the MCP servers of this session: admitted and withheld tools",
+    "exit": "end the session (Ctrl-D too)",
+}
+NAMES = tuple(f"/{name}" for name in HELP)
+MAX_SESSIONS = 20
+
+
+def parse(line: str) -> tuple[str, str] | None:
+    """(command, argument) when the line is a slash command, else None."""
+    match = COMMAND.fullmatch(line.strip())
+    return (match.group(1), (match.group(2) or "").strip()) if match else None
+
+
+@dataclass
+class Slash:
+    agent: Any  # the chat's Agent
+    display: Any  # the chat's Chat display
+    store: SessionStore
+
+    @property
+    def console(self) -> Console:
+        return self.display.console
+
+    def run(self, name: str, argument: str) -> bool:
+        """Carry out /name; False when the session should end."""
+        handler: Callable[[str], bool | None] | None = getattr(self, f"do_{name}", None)
+        if handler is None:
+            self._say(f"Unknown command /{name}: nothing was sent to the model. Commands: {', '.join(NAMES)} "
+                      "(/help says what each does).", "yellow")
+            return True
+        return handler(argument) is not False
+
+    def _say(self, message: str, style: str = "") -> None:
+        self.console.print(Text(printable(message), style=style))
+
+    def do_help(self, _: str) -> None:
+        for name, what in HELP.items():
+            self._say(f"  /{name:<9} {what}")
+        self._say("  Enter sends; Alt-Enter (Esc then Enter) adds a line; a paste is one message; Up/Down and Ctrl-R search "
+                  "the history; Tab completes commands and paths. Ctrl-C stops a turn.", "dim")
+
+    def do_mode(self, argument: str) -> None:
+        gate = self.agent.gate
+        if not argument:
+            self._say(f"mode {gate.effective().mode} (choose one of {', '.join(MODES)}: /mode MODE)")
+            return
+        try:
+            gate.set_mode(argument)
+        except ValueError as exc:
+            self._say(str(exc), "yellow")
+            return
+        self._say(f"mode {argument} for the rest of this session (destructive commands still ask)")
+
+    def do_plan(self, _: str) -> None:
+        plan = self.agent.ctx.session.state.plan
+        if plan is None:
+            self._say("[no plan yet: the model makes one with the plan tool]", "dim")
+        else:
+            self.display.plan(plan)
+
+    def do_todo(self, _: str) -> None:
+        todos = self.agent.ctx.session.state.todos
+        if todos:
+            self.display.todos(todos)
+        else:
+            self._say("[the todo list is empty]", "dim")
+
+    def do_diff(self, _: str) -> None:
+        events = self.agent.ctx.session.log.load().events
+        succeeded = {e.action_id for e in events if isinstance(e, ObservationEvent) and not e.is_error}
+        changes = [e for e in events if isinstance(e, ActionEvent) and e.tool in ("edit", "write")
+                   and e.id in succeeded and isinstance(e.input, dict)]
+        if not changes:
+            self._say("[this session changed no file]", "dim")
+            return
+        for event in changes:
+            args = _Args(event.input)
+            self.console.print(Text(printable(f"{event.tool} {args.path}"), style="bold"))
+            self.console.print(diffview.render(event.tool, args))
+        files = {str(_Args(e.input).path) for e in changes}
+        self._say(f"[{len(changes)} change{'s' * (len(changes) != 1)} to {len(files)} file"
+                  f"{'s' * (len(files) != 1)} in this session]", "dim")
+
+    def do_undo(self, argument: str) -> None:
+        """abhed undo in the chat's own session: shows the plan, asks, tells the model what was undone."""
+        from abhed.session import checkpoint, undo
+        words = argument.split()
+        checkpoints = self.agent.ctx.checkpoints
+        numbers = [w for w in words if w.isdigit()]
+        if checkpoints is None:
+            self._say("/undo: checkpoints are off (abhed doctor says why)", "yellow")
+            return
+        if [w for w in words if not w.isdigit() and w != "--force"] or len(numbers) > 1:
+            self._say("use /undo (the last call), /undo N (back to before checkpoint N), and --force to overwrite "
+                      "changes made outside the agent", "yellow")
+            return
+
+        def confirm(plan: str) -> bool:
+            self.console.print(Text(printable(plan)))
+            return self.console.input("Undo? \\[y/N] ").strip().lower() in ("y", "yes")
+        try:
+            report = undo.undo(checkpoints, self.agent.ctx.session, int(numbers[0]) if numbers else None,
+                               force="--force" in words, confirm=confirm,
+                               tell=lambda note: self.agent.tell(note, "undo"))
+        except checkpoint.CheckpointError as exc:
+            report = str(exc)
+        self.console.print(Text(printable(report)))
+
+    def do_mcp(self, _: str) -> None:
+        gateway = self.agent.ctx.extra
+        lines = gateway.status() if gateway is not None and hasattr(gateway, "status") else \
+            ["no MCP servers configured ([mcp.servers.NAME] in the operator's config; abhed mcp review NAME)"]
+        for line in lines:
+            self.console.print(Text(printable(line)))
+
+    def do_compact(self, _: str) -> None:
+        if not self.agent.compact():
+            self._say("[nothing to compact: the conversation has no older turns to summarise]", "dim")
+
+    def do_clear(self, _: str) -> None:
+        self.agent.clear()
+        self._say("[new conversation: the model no longer sees the earlier turns; the session log keeps them]", "dim")
+
+    def do_sessions(self, _: str) -> None:
+        workspace = str(self.agent.ctx.paths.workspace)
+        rows = []
+        for session_id in self.store.ids():
+            try:
+                state = self.store.open(session_id).state
+            except SessionError:
+                continue
+            if state.workspace == workspace:
+                rows.append(state)
+        rows.sort(key=lambda s: s.created_at, reverse=True)
+        current = self.agent.ctx.session.id
+        for state in rows[:MAX_SESSIONS]:
+            mark = "*" if state.id == current else " "
+            self._say(f"{mark} {state.id}  {state.created_at.isoformat(timespec='seconds')}")
+        if len(rows) > MAX_SESSIONS:
+            self._say(f"[{len(rows) - MAX_SESSIONS} older sessions not shown: abhed sessions list]", "dim")
+        self._say("[* this session; continue another with: abhed chat --session ID]", "dim")
+
+    def do_exit(self, _: str) -> bool:
+        return False
+
+    do_quit = do_exit
+
+
+class _Args:
+    """A logged call's arguments as attributes, for diffview."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.__dict__.update(values)
+        self.path = values.get("path", "?")

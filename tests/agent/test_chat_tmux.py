@@ -1,0 +1,187 @@
+"""`abhed chat` driven in a real terminal (tmux) against the scripted model server: the approval
+choices, paste, Ctrl-C during a running command, slash commands. Judged by the screen and by
+what changed on the host."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+
+import pytest
+
+from abhed.model.replay import ReplayServer, Turn
+from tmux_chat import TmuxChat
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def term(tmp_path, home):  # type: ignore[no-untyped-def]
+    sessions: list[TmuxChat] = []
+
+    def start(*args: str, **kw) -> TmuxChat:  # type: ignore[no-untyped-def]
+        chat = TmuxChat(tmp_path, home, *args, **kw)
+        sessions.append(chat)
+        return chat
+    yield start
+    for chat in sessions:
+        chat.close()
+
+
+def run(command: str) -> tuple[str, dict]:
+    return ("bash", {"command": command, "description": f"Run {command}"})
+
+
+def test_each_approval_choice(ws, term):
+    turns = [Turn(calls=[run("touch one")]), Turn(calls=[run("touch two")]),  # a: this command, then...
+             Turn(calls=[run("touch one")]),  # ...asked no more
+             Turn(calls=[run("touch three")]), Turn(text="Made them."),  # n: declined
+             Turn(calls=[run("ls -a")]), Turn(text="Listed."),  # p: ls:* ...
+             Turn(calls=[run("ls -l")]), Turn(text="Listed again."),  # ...covers ls -l
+             Turn(calls=[run("touch four")]), Turn(text="Understood."),  # r: no, with a reason
+             Turn(calls=[run("touch five")]), Turn(text="Done.")]  # y: once
+    with ReplayServer(turns) as server:
+        chat = term("--endpoint", server.url, "--workspace", str(ws))
+        chat.wait_for("ends the session.")
+        chat.type("make the files")
+        chat.wait_for("Allow? [y/a/p/n/r]")
+        chat.type("a")
+        chat.wait_for("allowed for the rest of this session: bash(touch one)")
+        chat.wait_for("Allow? [y/a/p/n/r]", 2)  # touch two: another command
+        chat.type("n")
+        chat.wait_for("Allow? [y/a/p/n/r]", 3)  # touch three (touch one was not asked again)
+        chat.type("n")
+        chat.wait_for("Made them.")
+        chat.type("list")
+        chat.wait_for("Allow? [y/a/p/n/r]", 4)
+        chat.type("p")
+        chat.wait_for("allowed for the rest of this session: bash(ls:*)")
+        chat.wait_for("Listed.")
+        chat.type("list long")
+        screen = chat.wait_for("Listed again.")
+        assert screen.count("Allow? [") == 4
+        chat.type("four")
+        chat.wait_for("Allow? [y/a/p/n/r]", 5)
+        chat.type("r")
+        chat.wait_for("Why not (the model reads this)?")
+        chat.type("use the Makefile")
+        chat.wait_for("Understood.")
+        chat.type("five")
+        chat.wait_for("Allow? [y/a/p/n/r]", 6)
+        chat.type("y")
+        chat.wait_for("Done.")
+        chat.type("/exit")
+        chat.wait_for("CHAT-EXITED 0")
+    assert sorted(p.name for p in ws.iterdir() if not p.name.startswith(".")) == ["five", "one"]
+    declined = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+    assert any("the human declined it: use the Makefile" in c for c in declined)
+    assert sum("the human declined it" in c for c in declined) == 3
+
+
+def test_saving_a_rule_needs_the_operators_leave_and_writes_the_config(ws, tmp_path, term):
+    config = tmp_path / "config.toml"
+    config.write_text("# the operator's\n[approval]\nsave_rules = true\n")
+    turns = [Turn(calls=[run("touch a")]), Turn(text="ok")]
+    with ReplayServer(turns) as server:
+        chat = term("--endpoint", server.url, "--workspace", str(ws), env={"ABHED_CONFIG": str(config)})
+        chat.wait_for("ends the session.")
+        chat.type("go")
+        chat.wait_for("Allow? [y/a/p/s/n/r]")
+        chat.type("s")
+        chat.wait_for("saved bash(touch:*) to approval.allow in")
+        chat.wait_for("ok")
+        chat.type("/exit")
+        chat.wait_for("CHAT-EXITED 0")
+    assert config.read_text() == "# the operator's\n[approval]\nallow = [\"bash(touch:*)\"]\nsave_rules = true\n"
+    assert (ws / "a").exists()
+
+
+def processes_running(marker: str) -> list[str]:
+    """Every process on the host whose command line holds `marker` (sandboxed ones included)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if marker in cmdline and "pytest" not in cmdline:
+                found.append(f"{entry}: {cmdline}")
+    return found
+
+
+def test_ctrl_c_kills_the_running_command_and_subagents_commands(ws, term):
+    nap = f"30.{os.getpid()}{uuid.uuid4().int % 10**6}"  # a duration no other process on the host uses
+    task = {"goal": f"Wait: run exactly `sleep {nap}` with bash and report", "description": "wait"}
+    turns = [Turn(calls=[run(f"sleep {nap}"), ("task", task)]),
+             Turn(calls=[run(f"sleep {nap}")]),  # the subagent's step (its reply comes second)
+             Turn(text="Back."), Turn(text="Back."), Turn(text="Back.")]
+    with ReplayServer(turns) as server:
+        chat = term("--endpoint", server.url, "--workspace", str(ws), "--mode", "auto")
+        chat.wait_for("ends the session.")
+        chat.type("wait")
+        deadline = time.monotonic() + 60  # a guard against hanging, not a timing assertion
+        while len(processes_running(f"sleep {nap}")) < 2:  # ours and the subagent's
+            assert time.monotonic() < deadline, chat.screen()
+            time.sleep(0.1)
+        chat.keys("C-c")
+        chat.wait_for("interrupted by the user")
+        assert processes_running(f"sleep {nap}") == []  # gone at once: the turn returned only once they were
+        chat.type("/exit")
+        chat.wait_for("CHAT-EXITED 0")
+
+
+def test_slash_commands_stay_local_and_paste_is_one_message(ws, term, home):
+    (ws / "a.py").write_text("x = 1\n")
+    edit = {"path": str(ws / "a.py"), "old_string": "x = 1", "new_string": "x = 2"}
+    turns = [Turn(calls=[("read", {"path": str(ws / "a.py")})]), Turn(calls=[("edit", edit)]), Turn(text="Edited."),
+             Turn(text="Got both lines.")]
+    with ReplayServer(turns) as server:
+        chat = term("--endpoint", server.url, "--workspace", str(ws), "--mode", "ask")
+        chat.wait_for("ends the session.")
+        chat.type("/help")
+        chat.wait_for("/compact")
+        chat.type("/mode accept-edits")
+        chat.wait_for("mode accept-edits for the rest of this session")
+        chat.type("/mode yolo")
+        chat.wait_for("Unknown approval mode 'yolo': use one of ask, plan, accept-edits, auto")
+        chat.type("/bogus")
+        chat.wait_for("Unknown command /bogus: nothing was sent to the model")
+        assert server.requests == []  # no slash command reached the model
+        chat.type("set x to 2")  # accept-edits now: no question
+        chat.wait_for("Edited.")
+        chat.type("/diff")
+        screen = chat.wait_for("[1 change to 1 file in this session]")
+        assert "-x = 1" in screen and "+x = 2" in screen and "Allow?" not in screen
+        chat.paste("first line\nsecond line")
+        chat.keys("Enter")
+        chat.wait_for("Got both lines.")
+        assert server.requests[-1]["messages"][-1] == {"role": "user", "content": "first line\nsecond line"}
+        chat.keys("/se", "Tab")
+        chat.wait_for("> /sessions")
+        chat.keys("Enter")
+        chat.wait_for("* this session")
+        chat.type("/undo")
+        chat.wait_for("/undo is not available")
+        chat.type("/exit")
+        chat.wait_for("CHAT-EXITED 0")
+    assert (ws / "a.py").read_text() == "x = 2\n"
+    history = next((home / "history").iterdir()).read_text()
+    assert "/mode accept-edits" in history and "+first line\n+second line" in history
+
+
+def test_status_line_shows_elapsed_time_tokens_and_context(ws, term):
+    nap = f"3.{uuid.uuid4().int % 10**6}"
+    turns = [Turn(calls=[run(f"sleep {nap}")]), Turn(text="Slept.")]
+    with ReplayServer(turns) as server:
+        chat = term("--endpoint", server.url, "--workspace", str(ws), "--mode", "auto")
+        chat.wait_for("ends the session.")
+        chat.type("sleep")
+        chat.wait_for("running bash")  # the spinner while the command runs, with its elapsed seconds
+        screen = chat.wait_for("Slept.")
+        chat.wait_for("context ")
+        screen = chat.screen()
+        assert "tokens in" in screen and "/32.8k" in screen  # of the replay model's max_model_len
+        chat.type("/exit")
+        chat.wait_for("CHAT-EXITED 0")
