@@ -433,7 +433,7 @@ def test_without_git_checkpoints_are_off_and_doctor_says_so(monkeypatch: pytest.
     from abhed.session import config
     from abhed.cli.doctor import checkpoints_check
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing on it
-    settings = config.load({}, env={"ABHED_HOME": str(tmp_path / "h"), "ABHED_CONFIG": "/nonexistent"})
+    settings = config.load({}, env={"ABHED_HOME": str(tmp_path / "h"), "ABHED_CONFIG": ""})
     assert checkpoint.from_settings(settings, tmp_path) is None
     check = checkpoints_check(settings)
     assert check.status == "WARN" and "no git binary" in check.message and "undo" in check.message

@@ -136,13 +136,13 @@ def test_approval_rules_for_mcp_names(tmp_path):
 ])
 def test_server_config_errors(entry, message):
     with pytest.raises(config.ConfigError) as caught:
-        config.load({"mcp": {"servers": {"jira": entry}}}, env={"ABHED_CONFIG": "/nonexistent"})
+        config.load({"mcp": {"servers": {"jira": entry}}}, env={"ABHED_CONFIG": ""})
     assert message in str(caught.value) and "mcp.servers.jira" in str(caught.value)
 
 
 def test_server_names_make_tool_names():
     with pytest.raises(config.ConfigError, match="server name 'a__b': use lowercase letters, digits"):
-        config.load({"mcp": {"servers": {"a__b": {"url": "http://h/mcp"}}}}, env={"ABHED_CONFIG": "/nonexistent"})
+        config.load({"mcp": {"servers": {"a__b": {"url": "http://h/mcp"}}}}, env={"ABHED_CONFIG": ""})
 
 
 def test_live_definitions_refuse_what_is_not_a_usable_tool():
