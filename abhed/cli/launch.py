@@ -207,6 +207,9 @@ def refused_for_want_of_a_human(session: Session, settings: config.Settings, wor
                 and event.metadata.get("approval", {}).get("decision") == "ask"):
             continue
         action = actions.get(event.action_id)
+        if event.tool.startswith("mcp__"):  # no mode allows an MCP tool: only a rule naming it does
+            out.append(f"--allow '{event.tool}'")
+            continue
         try:
             args = BY_NAME[event.tool].Input.model_validate(action.input if action else None)
         except (KeyError, ValidationError):

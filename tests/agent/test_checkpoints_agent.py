@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from abhed.model.replay import ReplayServer, Turn
 from test_cli_agent import abhed
 
@@ -17,17 +19,18 @@ def test_run_prints_the_checkpoint_range_and_one_undo_takes_the_whole_run_back(w
              Turn(calls=[("write", {"path": str(ws / "b.py"), "content": "y = 1\n"})]),
              Turn(text="Done.")]
     with ReplayServer(turns) as server:
-        proc = abhed("run", "change things", "--endpoint", server.url, "--mode", "auto", "--session", "r1",
+        proc = abhed("run", "change things", "--endpoint", server.url, "--mode", "auto",
                      home=home, cwd=ws)
     assert proc.returncode == 0, proc.stderr
+    [r1] = re.findall(r"abhed: session (\S+); spent", proc.stderr)
     assert not (ws / "old").exists() and (ws / "b.py").exists()  # the run really changed them
-    assert "abhed: checkpoints 1-3 (undo this run: abhed undo --to 1 r1)" in proc.stderr
-    listing = abhed("checkpoints", "r1", home=home, cwd=ws)
+    assert f"abhed: checkpoints 1-3 (undo this run: abhed undo --to 1 {r1})" in proc.stderr
+    listing = abhed("checkpoints", r1, home=home, cwd=ws)
     rows = listing.stdout.splitlines()
     assert rows[0].startswith("   1  ") and " main     edit /" in rows[0] and rows[0].endswith("1 (M a.py)")
     assert " bash python3 -c " in rows[1] and rows[1].endswith("1 (D old/keep.txt)")
     assert rows[2].startswith("   3  ") and rows[2].endswith("1 (A b.py)")
-    undone = abhed("undo", "--to", "1", "r1", "--yes", home=home, cwd=ws)
+    undone = abhed("undo", "--to", "1", r1, "--yes", home=home, cwd=ws)
     assert undone.returncode == 0, undone.stderr
     assert (ws / "a.py").read_text() == "x = 1\n" and (ws / "old" / "keep.txt").read_text() == "kept\n"
     assert not (ws / "b.py").exists()
@@ -47,7 +50,7 @@ def test_chat_notes_each_checkpoint_and_undo_tells_the_model(ws, home):
              Turn(text="Noted.")]
     with ReplayServer(turns) as server:
         proc = abhed("chat", "--endpoint", server.url, "--workspace", str(ws), "--mode", "accept-edits",
-                     "--session", "c1", home=home, input="make b.py\n/undo\ny\nwhat now?\n")
+                     home=home, input="make b.py\n/undo\ny\nwhat now?\n")
         assert proc.returncode == 0, proc.stderr
         out = proc.stdout
         assert "checkpoint 1 (/undo takes this call back)" in out

@@ -20,7 +20,8 @@ def test_a_scripted_session_uses_an_admitted_mcp_tool(site):
              Turn(text="The ticket is open.")]
     with ReplayServer(turns) as server:
         proc = site.abhed("run", "Is ticket ABC-1 open?", "--endpoint", server.url, "--mode", "auto")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 4, proc.stderr  # done, but a call was refused for want of a human
+    assert "--allow 'mcp__hostile__huge'" in proc.stderr and "--mode auto" not in proc.stderr
     assert proc.stdout.strip() == "The ticket is open."
 
     offered = {t["function"]["name"]: t["function"] for t in server.requests[0]["tools"]}
