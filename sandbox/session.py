@@ -296,6 +296,7 @@ class Sandbox:
             os.close(log)
         if not _wait_for_start(spawned):
             spawned.finish()
+            self._check_open()  # close() ran meanwhile and ended the start: say so, not "set-up failed"
             raise self._launcher.setup_failure(_head_of(Path(log_path)))
         os.close(spawned.ctl_r)
         spawned.ctl_r = -1
