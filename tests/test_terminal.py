@@ -44,7 +44,7 @@ def test_the_approval_panel_shows_a_spoofing_command_whole_and_literal(monkeypat
     args = BashInput(command=SPOOF, description="run the \x1b[32mtests\x1b[0m")
     allowed = chat.ask("bash", args, Verdict("ask", "not in the allow list \x1b[2K", destructive=False))
     shown = out.getvalue()
-    assert allowed is False
+    assert allowed.approved is False
     assert "\x1b" not in shown
     # The whole command on its line: the escape that would have redrawn it as "bash: npm test" is visible.
     line = next(line for line in shown.splitlines() if "curl" in line)
@@ -57,7 +57,7 @@ def test_the_approval_panel_of_an_edit_escapes_both_sides(monkeypatch):
     chat, out = _chat()
     monkeypatch.setattr("builtins.input", lambda prompt="": "y")
     args = EditInput(path="/w/a\x1b]0;title\x07.py", old_string="x = 1\x1b[8m", new_string="x = 2\u202e")
-    assert chat.ask("edit", args, Verdict("ask", "edits need approval")) is True
+    assert chat.ask("edit", args, Verdict("ask", "edits need approval")).approved is True
     shown = out.getvalue()
     assert "\x1b" not in shown and "\x07" not in shown and "\u202e" not in shown
     assert "a\\x1b]0;title\\x07.py" in shown and "x = 1\\x1b[8m" in shown and "x = 2\\u202e" in shown

@@ -22,5 +22,5 @@ def test_abhed_run_shows_subagent_steps_labelled_under_the_task_call(ws, home):
     lines = proc.stderr.splitlines()
     start = lines.index("-> task Find config files")
     assert lines[start + 1:start + 3] == ["   [main.1 Find config files] -> glob *.cfg",
-                                          f"   [main.1 Find config files]    ok: {ws}/app.cfg"]
+                                          f"   [main.1 Find config files]    ok: 1 file matched"]
     assert lines[start + 3] == '   ok: Subagent main.1 (explore, "Find config files") finished (2 replies, 1 tool calls).'
