@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Callable
 from contextlib import nullcontext
 from hashlib import sha256
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 from rapidfuzz import process
@@ -88,23 +88,35 @@ def too_large(name: str, why: str) -> str:
             "not deeply nested structures.")
 
 
+class Parsed(NamedTuple):
+    """A call's arguments read once: the value (the raw text when unparsed), and why not parsed."""
+    value: Any
+    too_large: str | None = None  # over the bounds (bounds_error): not parsed at all
+    bad_json: str | None = None
+
+
+def read_arguments(arguments: Any, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Parsed:
+    why = bounds_error(arguments, max_bytes, max_depth)
+    if why:
+        return Parsed(arguments, too_large=why)
+    if not isinstance(arguments, str):
+        return Parsed(arguments)
+    if not arguments.strip():
+        return Parsed({})  # some servers send "" for a call with no arguments
+    try:
+        return Parsed(json.loads(arguments))
+    except json.JSONDecodeError as exc:
+        return Parsed(arguments, bad_json=f"{exc.msg} at line {exc.lineno} column {exc.colno} (character {exc.pos})")
+    except ValueError as exc:  # valid JSON Python will not hold, e.g. an integer of 5,000 digits
+        return Parsed(arguments, bad_json=str(exc).split(";")[0])
+
+
 def parse_arguments(arguments: Any, max_bytes: int = MAX_BYTES,
                     max_depth: int = MAX_DEPTH) -> tuple[Any, str | None]:
     """The arguments as a Python value, or the reason they are not valid JSON. Arguments over the
     bounds (bounds_error) are not parsed: the value is the raw text, the reason that."""
-    why = bounds_error(arguments, max_bytes, max_depth)
-    if why:
-        return arguments, why
-    if not isinstance(arguments, str):
-        return arguments, None
-    if not arguments.strip():
-        return {}, None  # some servers send "" for a call with no arguments
-    try:
-        return json.loads(arguments), None
-    except json.JSONDecodeError as exc:
-        return arguments, f"{exc.msg} at line {exc.lineno} column {exc.colno} (character {exc.pos})"
-    except ValueError as exc:  # valid JSON Python will not hold, e.g. an integer of 5,000 digits
-        return arguments, str(exc).split(";")[0]
+    parsed = read_arguments(arguments, max_bytes, max_depth)
+    return parsed.value, parsed.too_large or parsed.bad_json
 
 
 _UNENCODABLE = re.compile("[\0\ud800-\udfff]")
@@ -147,18 +159,24 @@ def unknown_tool(name: str, extra: ToolSource | None = None) -> ToolResult:
 
 
 def execute(ctx: ToolContext, name: str, arguments: Any, gate: Gate, action: ActionEvent | None = None) -> ToolResult:
+    return _execute(ctx, name, _read(ctx, arguments), gate, action)
+
+
+def _read(ctx: ToolContext, arguments: Any) -> Parsed:
+    return read_arguments(arguments, ctx.settings.agent.max_argument_bytes, ctx.settings.agent.max_argument_depth)
+
+
+def _execute(ctx: ToolContext, name: str, parsed: Parsed, gate: Gate, action: ActionEvent | None) -> ToolResult:
     tool = BY_NAME.get(name) or (ctx.extra.tool(name) if ctx.extra is not None else None)
     if tool is None:
         return unknown_tool(name, ctx.extra)
-    limits = ctx.settings.agent
-    why = bounds_error(arguments, limits.max_argument_bytes, limits.max_argument_depth)
-    if why:
-        return fail(too_large(name, why), error_kind=TOO_LARGE)
-    value, bad_json = parse_arguments(arguments, limits.max_argument_bytes, limits.max_argument_depth)
-    if bad_json:
+    if parsed.too_large:
+        return fail(too_large(name, parsed.too_large), error_kind=TOO_LARGE)
+    if parsed.bad_json:
         example = json.dumps(tool.example).replace("WORKSPACE", str(ctx.paths.workspace))
-        return fail(f"The arguments for `{name}` are not valid JSON: {bad_json}. Send one JSON object, e.g. "
+        return fail(f"The arguments for `{name}` are not valid JSON: {parsed.bad_json}. Send one JSON object, e.g. "
                     f"{example}", error_kind=BAD_JSON)
+    value = parsed.value
     nul = nul_error(value)
     if nul:
         return fail(f"Invalid arguments for `{name}`: {nul}. Arguments cannot contain NUL or lone surrogates (paths "
@@ -241,30 +259,30 @@ def call(ctx: ToolContext, name: str, arguments: Any, gate: Gate, *, tool_call_i
     caller's `log.sync()`, and state.json is not saved: the caller saves it, and until then the
     log, which records every state change, is ahead of it (session.rebuild_state).
     """
-    return _persisted(ctx, name, arguments, lambda action: execute(ctx, name, arguments, gate, action), tool_call_id,
-                      agent_id, parent_id, durable)
+    return _persisted(ctx, name, arguments, lambda action, parsed: _execute(ctx, name, parsed, gate, action),
+                      tool_call_id, agent_id, parent_id, durable)
 
 
 def reject(ctx: ToolContext, name: str, arguments: Any, message: str, *, tool_call_id: str | None = None,
            agent_id: str = "main", parent_id: str | None = None, durable: bool = True) -> ToolResult:
     """A call the model wrote but that cannot be run as written (its markup did not parse): persisted
     like any call, answered with `message`, which says how to write it."""
-    return _persisted(ctx, name, arguments, lambda _: fail(message, error_kind=MALFORMED), tool_call_id, agent_id,
-                      parent_id, durable)
+    return _persisted(ctx, name, arguments, lambda _action, _parsed: fail(message, error_kind=MALFORMED),
+                      tool_call_id, agent_id, parent_id, durable)
 
 
-def _persisted(ctx: ToolContext, name: str, arguments: Any, run: Callable[[ActionEvent], ToolResult],
+def _persisted(ctx: ToolContext, name: str, arguments: Any, run: Callable[[ActionEvent, Parsed], ToolResult],
                tool_call_id: str | None,
                agent_id: str, parent_id: str | None, durable: bool) -> ToolResult:
     session = ctx.session
-    value = _logged_input(arguments, ctx.settings.agent.max_argument_bytes, ctx.settings.agent.max_argument_depth)
+    parsed = _read(ctx, arguments)  # once: the log and the call use the same reading
     user, host = who()
     action = ActionEvent(session_id=session.id, agent_id=agent_id, parent_id=parent_id, tool=name,
-                         tool_call_id=tool_call_id, input=value, user=user, host=host)
+                         tool_call_id=tool_call_id, input=_logged_input(arguments, parsed), user=user, host=host)
     session.record(action)
     mark = session.mark()
     started = time.perf_counter()
-    result = run(action)
+    result = run(action, parsed)
     result.content = cap_text(result.content, ctx.settings.files.max_output_chars)
     changes = session.changes_since(mark)
     if changes:  # the log alone can rebuild the state (session.rebuild_state)
@@ -278,11 +296,11 @@ def _persisted(ctx: ToolContext, name: str, arguments: Any, run: Callable[[Actio
     return result
 
 
-def _logged_input(arguments: Any, max_bytes: int, max_depth: int) -> Any:
+def _logged_input(arguments: Any, parsed: Parsed) -> Any:
     """What the ActionEvent keeps of the arguments: their parsed value, or the raw text when it is not
     JSON; for arguments over the bounds, their start, size and hash (auditable, never unbounded)."""
-    if bounds_error(arguments, max_bytes, max_depth) is None:
-        return parse_arguments(arguments, max_bytes, max_depth)[0]
+    if parsed.too_large is None:
+        return parsed.value
     raw = arguments if isinstance(arguments, str) else repr(arguments)[: KEPT_IN_LOG * 2]
     data = raw.encode("utf-8", "surrogatepass")
     return {"refused_arguments": raw[:KEPT_IN_LOG], "bytes": len(data), "sha256": sha256(data).hexdigest()}

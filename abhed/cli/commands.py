@@ -79,11 +79,10 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
         arguments = _stdin_arguments(limits.max_argument_bytes)
     if name not in BY_NAME and not (name.startswith("mcp__") and settings.mcp.servers):
         _fail(dispatch.unknown_tool(name).content)
-    _, bad_json = dispatch.parse_arguments(arguments, limits.max_argument_bytes, limits.max_argument_depth)
-    if bad_json:
-        what = "is refused" if dispatch.bounds_error(arguments, limits.max_argument_bytes,
-                                                       limits.max_argument_depth) else "is not valid JSON"
-        _fail(f"ARGUMENTS {what}: {bad_json}.")
+    parsed = dispatch.read_arguments(arguments, limits.max_argument_bytes, limits.max_argument_depth)
+    if parsed.too_large or parsed.bad_json:
+        what = "is refused" if parsed.too_large else "is not valid JSON"
+        _fail(f"ARGUMENTS {what}: {parsed.too_large or parsed.bad_json}.")
     if not workspace.is_dir():
         _fail(f"The workspace {workspace.resolve()} is not a directory.")
     workspace = workspace.resolve()

@@ -142,7 +142,7 @@ class Slash:
 
     def do_mcp(self, _: str) -> None:
         gateway = self.agent.ctx.extra
-        lines = gateway.status() if gateway is not None and hasattr(gateway, "status") else \
+        lines = gateway.status() if gateway is not None else \
             ["no MCP servers configured ([mcp.servers.NAME] in the operator's config; abhed mcp review NAME)"]
         for line in lines:
             self.console.print(Text(printable(line)))

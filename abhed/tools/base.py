@@ -110,6 +110,9 @@ class ToolSource(Protocol):
     def unavailable(self, name: str) -> str | None:
         """Why `name` is known but not offered (withheld, its server down), or None."""
 
+    def status(self) -> list[str]:
+        """What the session has from this source, a line each (chat's /mcp)."""
+
 
 class Tool(ABC):
     name: ClassVar[str]
