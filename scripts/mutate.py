@@ -188,15 +188,26 @@ def run_tests(args, root: Path, timeout: float | None) -> tuple[str, float]:
     cmd = [args.python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--no-header",
            *args.tests.split()]
     started = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
     try:
-        proc = subprocess.run(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, timeout=timeout, start_new_session=True)
+        returncode = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
+        returncode = None
+    finally:
+        # The whole group, not only pytest: a test's helper (a swapper loop, a server) whose teardown
+        # never ran would otherwise keep running, and loading the machine, after a timeout.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    if returncode is None:
         return "timeout", time.monotonic() - started
     # 5 = nothing collected: a mistyped --tests must not count every mutant as killed.
-    if proc.returncode == 5:
+    if returncode == 5:
         sys.exit(f"mutate: pytest collected no tests for {args.tests!r}; check --tests")
-    return ("passed" if proc.returncode == 0 else "failed"), time.monotonic() - started
+    return ("passed" if returncode == 0 else "failed"), time.monotonic() - started
 
 
 def _purge_bytecode(path: Path) -> None:

@@ -62,3 +62,22 @@ def test_refuses_when_tests_fail_first_or_collect_nothing(tmp_path):
     proc = run(tmp_path)
     assert proc.returncode != 0 and "collected no tests" in proc.stderr
     assert (tmp_path / "m.py").read_text() == MODULE
+
+
+def test_nothing_a_test_started_outlives_its_run(tmp_path):
+    """A helper a test leaves behind (a swapper loop whose teardown never ran) is killed with the
+    run's process group, judged by the host's process table."""
+    marker = f"{tmp_path.name}-left-behind"
+    (tmp_path / "m.py").write_text(MODULE)
+    (tmp_path / "test_m.py").write_text(TESTS + textwrap.dedent(f'''\
+
+
+        def test_leaves_a_helper():
+            import subprocess, sys
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "{marker}"])
+        '''))
+    run(tmp_path, "--sample", "1", "--seed", "1")
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+    for pid in left:
+        subprocess.run(["kill", "-9", pid])
+    assert left == []

@@ -22,7 +22,8 @@ from abhed_testing import Tools
 SWAPPER = r"""
 import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
-AT_FDCWD, RENAME_EXCHANGE = -100, 2
+AT_FDCWD, RENAME_EXCHANGE, PR_SET_PDEATHSIG = -100, 2, 1
+libc.prctl(PR_SET_PDEATHSIG, 9)  # dies with pytest, even a pytest killed before its teardown ran
 a, b = os.fsencode(sys.argv[1]), os.fsencode(sys.argv[2])
 print("swapping", flush=True)
 while True:
