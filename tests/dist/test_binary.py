@@ -155,6 +155,16 @@ def test_a_scripted_agent_session(run, ws):
     assert len(json.loads(sessions.stdout)) == 1
 
 
+def test_a_chat_session_with_slash_commands(run, ws):
+    """The chat's modules (prompt_toolkit, markdown, slash commands) load in the binary: it once died
+    there at start-up on prompt_toolkit's import of xml, which the binary leaves out."""
+    turns = [Turn(text="## Hello\n\n- one\n- two")]
+    with ReplayServer(turns, model_id="Qwen/Qwen2.5-Coder-7B-Instruct") as server:
+        proc = run("chat", "--endpoint", server.url, "--workspace", str(ws), input="/help\nhi\n/exit\n", cwd=ws)
+    assert proc.returncode == 0, proc.stderr
+    assert "/undo" in proc.stdout and "Hello" in proc.stdout and len(server.requests) == 1
+
+
 def test_it_reads_pdfs_and_shows_images_to_a_vision_model(run, ws):
     """Pillow (C extensions and their libraries) and pypdf (with no xml inside) work in the binary."""
     import base64
