@@ -162,11 +162,13 @@ def test_slash_commands_stay_local_and_paste_is_one_message(ws, term, home):
         chat.wait_for("> /sessions")
         chat.keys("Enter")
         chat.wait_for("* this session")
-        chat.type("/undo")
-        chat.wait_for("/undo is not available")
+        chat.type("/undo")  # the edit's checkpoint: shows the plan, asks, restores
+        chat.wait_for("Undo? [y/N]")
+        chat.type("y")
+        chat.wait_for("Undone: the workspace is as it was before checkpoint 1")
         chat.type("/exit")
         chat.wait_for("CHAT-EXITED 0")
-    assert (ws / "a.py").read_text() == "x = 2\n"
+    assert (ws / "a.py").read_text() == "x = 1\n"
     history = next((home / "history").iterdir()).read_text()
     assert "/mode accept-edits" in history and "+first line\n+second line" in history
 

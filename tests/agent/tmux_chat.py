@@ -18,10 +18,11 @@ GUARD_S = 60  # against hanging only: no test asserts how fast anything is
 class TmuxChat:
     def __init__(self, tmp: Path, home: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.socket = f"abhed-test-{uuid.uuid4().hex[:12]}"  # a server of our own: other tests keep theirs
-        full = {"ABHED_HOME": str(home), "ABHED_CONFIG": str(tmp / "no-config.toml"), "TERM": "xterm-256color",
+        full = {"ABHED_HOME": str(home), "ABHED_CONFIG": "", "TERM": "xterm-256color",
                 "PYTHONPATH": str(REPO), **(env or {})}
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in full.items())
-        command = f"env {exports} {shlex.quote(sys.executable)} -m abhed chat {shlex.join(args)}; echo CHAT-EXITED $?; sleep 600"
+        # COLUMNS/LINES from the test process (something in it sets 80x24) would override the pane's size.
+        command = f"env -u COLUMNS -u LINES {exports} {shlex.quote(sys.executable)} -m abhed chat {shlex.join(args)}; echo CHAT-EXITED $?; sleep 600"
         self._tmux("new-session", "-d", "-x", "160", "-y", "50", "-s", "chat", "-c", str(REPO), command)
         self._tmux("set-option", "-t", "chat", "history-limit", "5000")
 
