@@ -30,6 +30,7 @@ The steps, each named after the RE2 function it follows:
 A character class stays one instruction here: what matters is where it sits in the numbering, and
 its inner byte-range tree has no epsilon cycles (prog.py compiles it when the lists are emitted).
 """
+from . import charclass as cc
 from . import syntax as sx
 from .prog import (ASSERT, FAIL, MATCH, MAX_INSTRUCTIONS, NOP, SAVE, SPLIT, Prog, _Compiler,
                    _deep_recursion, _depth, _LOOK_OF, too_large)
@@ -70,6 +71,10 @@ def parse_shape(node):
         for s in node.subs:
             s = parse_shape(s)
             subs.extend(s.subs if s.op == op else [s])   # DoCollapse splices same-op children
+        if op == sx.ALTERNATE:
+            subs = _factor(subs)
+            if len(subs) == 1:
+                return subs[0]
         return sx.Node(op, subs=subs)
     if op == sx.CAPTURE:
         return sx.Node(op, subs=[parse_shape(node.subs[0])], index=node.index, name=node.name)
@@ -82,16 +87,102 @@ def parse_shape(node):
     return node
 
 
-def _literal_run(node):
-    """For RequiredPrefix: 'plain'/'fold' if node is one RE2 literal (a (?i) ASCII letter is a
-    folded literal there, other folded characters are classes), else None."""
+def _as_literal(node):
+    """(rune, folded) if RE2's parser makes node a Literal, else None: a one-character class is
+    a literal there, and so is a (?i) ASCII letter (other folded characters stay classes)."""
     if node.op == sx.LITERAL:
-        return "plain"
+        return node.rune, False
+    if node.op == sx.CLASS and len(node.ranges) == 1 and node.ranges[0][0] == node.ranges[0][1]:
+        return node.ranges[0][0], False
     if node.op == sx.CLASS and len(node.ranges) == 2:
         (a, b), (c, d) = node.ranges
         if a == b and c == d and 65 <= a <= 90 and c == a + 32:
-            return "fold"
+            return c, True
     return None
+
+
+def _literal_run(node):
+    lit = _as_literal(node)
+    return None if lit is None else lit[1]
+
+
+# FactorAlternation (re2/parse.cc), rounds 1 to 3, on a list of alternatives.
+
+def _factor(subs):
+    subs = _factor_prefixes(subs, _leading_literal, _drop_leading_literal)
+    subs = _factor_prefixes(subs, _leading_simple, _drop_leading)
+    return _merge_classes(subs)
+
+
+def _factor_prefixes(subs, leading, drop):
+    """Rounds 1 and 2: a run of 2+ alternatives that start alike becomes prefix(?:rest|rest...).
+    Round 1 strips a common literal string; stripping one character at a time and factoring the
+    rests again gives RE2's shape, since concatenation compiles to no instruction of its own."""
+    out, i = [], 0
+    while i < len(subs):
+        key = leading(subs[i])
+        j = i + 1
+        while key is not None and j < len(subs) and leading(subs[j]) == key:
+            j += 1
+        if j - i < 2:
+            out.append(subs[i])
+        else:
+            rests = _factor([drop(s) for s in subs[i:j]])
+            rest = rests[0] if len(rests) == 1 else sx.Node(sx.ALTERNATE, subs=rests)
+            out.append(sx.Node(sx.CONCAT, subs=[_first(subs[i]), rest]))
+        i = j
+    return out
+
+
+def _first(node):
+    return node.subs[0] if node.op == sx.CONCAT and node.subs else node
+
+
+def _leading_literal(node):
+    """Round 1's key: the first character of the alternative's leading literal string."""
+    return _as_literal(_first(node))
+
+
+def _drop_leading_literal(node):
+    return _drop_leading(node)
+
+
+_SIMPLE_LEADING = (sx.ASSERT, sx.CLASS, sx.ANY_BYTE)
+
+
+def _leading_simple(node):
+    """Round 2's key: a leading assertion, class (not a literal), \\C, or x{n} of one of those."""
+    if node.op == sx.EMPTY or node.op == sx.CONCAT and node.subs[0].op == sx.EMPTY:
+        return None
+    first = _first(node)
+    if first.op in _SIMPLE_LEADING and _as_literal(first) is None:
+        return sx.dump(first)
+    if first.op == sx.REPEAT and first.counted and first.min == first.max and \
+            first.subs[0].op in (sx.LITERAL, sx.CLASS, sx.ANY_BYTE):
+        return sx.dump(first), first.greedy, first.flags
+    return None
+
+
+def _drop_leading(node):
+    if node.op == sx.CONCAT and len(node.subs) >= 2:
+        return node.subs[1] if len(node.subs) == 2 else sx.Node(sx.CONCAT, subs=node.subs[1:])
+    return sx.Node(sx.EMPTY)
+
+
+def _merge_classes(subs):
+    """Round 3: a run of 2+ literals and classes is one class."""
+    out, i = [], 0
+    while i < len(subs):
+        j = i
+        while j < len(subs) and subs[j].op in (sx.LITERAL, sx.CLASS):
+            j += 1
+        if j - i >= 2:
+            out.append(sx.char_class(cc.normalize([r for s in subs[i:j] for r in sx.node_ranges(s)])))
+            i = j
+        else:
+            out.append(subs[i])
+            i += 1
+    return out
 
 
 def required_prefix(tree):
