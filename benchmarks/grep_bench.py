@@ -70,6 +70,9 @@ PATHOLOGICAL = [
     ("(a|aa)*c", lambda n: b"a" * n + b"c", "match at the very end"),
     ("(a|aa)*c", lambda n: b"a" * n + b"b", "no `c`: the literal prefilter skips the line"),
     ("(x+x+)+y", lambda n: b"x" * n + b"zy", "`y` present but no match: DFA scans the line"),
+    # Loops that can iterate on empty run RE2's flattened program (fallback_grep/flatten.py).
+    ("(a*)*$", lambda n: b"a" * n + b"b", "empty loop, no match: flattened program"),
+    ("(?:(a|)+)*?c", lambda n: b"a" * n + b"c", "empty loop, match at the end: flattened program"),
 ]
 
 
