@@ -109,7 +109,7 @@ def _literal_run(node):
 # FactorAlternation (re2/parse.cc), rounds 1 to 3, on a list of alternatives.
 
 def _factor(subs):
-    subs = _factor_prefixes(subs, _leading_literal, _drop_leading_literal)
+    subs = _factor_prefixes(subs, _leading_literal, _drop_leading)
     subs = _factor_prefixes(subs, _leading_simple, _drop_leading)
     return _merge_classes(subs)
 
@@ -141,10 +141,6 @@ def _first(node):
 def _leading_literal(node):
     """Round 1's key: the first character of the alternative's leading literal string."""
     return _as_literal(_first(node))
-
-
-def _drop_leading_literal(node):
-    return _drop_leading(node)
 
 
 _SIMPLE_LEADING = (sx.ASSERT, sx.CLASS, sx.ANY_BYTE)
