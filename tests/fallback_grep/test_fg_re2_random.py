@@ -155,6 +155,16 @@ W = "(?:(?:(?:ab)*)*?)*"
     ("([[:alpha:]]a|" + W + ")", "ab", ((0, 2), (0, 2))),
     (W + "$", "ab", ((0, 2),)),
     ("a?" + W, "abab", ((0, 1),)),
+    # `^literal` is checked apart from the program (RE2's RequiredPrefix), so what follows it
+    # starts the program: it behaves like W alone, unlike after (?m:^)a or a.
+    ("^a" + W, "aab", ((0, 1),)),
+    ("(?m:^)a" + W, "aab", ((0, 3),)),
+    ("a" + W, "aab", ((0, 3),)),
+    ("(?m:^)" + W, "abab", ((0, 4),)),      # `^` itself is taken out of the program, `(?m:^)` not
+    # Alternations are factored as RE2's parser does (`|a|a` is `|a(?:|)`).
+    ("a((?:(?:|a|a))*)?", "aab", ((0, 2), (1, 2))),
+    ("((?:(?:|a|a))*)?", "ab", ((0, 1), (0, 1))),
+    ("x?(?:(?:(?:ab|ab|ab|ab))??)*", "ab", ((0, 2),)),
     # Other nestings and greedinesses.
     ("(?:(?:ab)*?)*", "ab", ((0, 0),)),
     ("x?(?:(?:ab)*?)*", "ab", ((0, 0),)),
