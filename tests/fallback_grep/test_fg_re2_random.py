@@ -165,6 +165,8 @@ W = "(?:(?:(?:ab)*)*?)*"
     ("a((?:(?:|a|a))*)?", "aab", ((0, 2), (1, 2))),
     ("((?:(?:|a|a))*)?", "ab", ((0, 1), (0, 1))),
     ("x?(?:(?:(?:ab|ab|ab|ab))??)*", "ab", ((0, 2),)),
+    # `(?:x*)*`-style squashes need equal flags and greediness (found by mutation testing).
+    ("^a(?:(?:(?:||a))*)*", "aab", ((0, 1),)),
     # Other nestings and greedinesses.
     ("(?:(?:ab)*?)*", "ab", ((0, 0),)),
     ("x?(?:(?:ab)*?)*", "ab", ((0, 0),)),
