@@ -413,11 +413,27 @@ class Walk:
     def entries(self):
         """Yield (dir_fd, name, path) per file; dir_fd stays open until the next item is asked
         for (None for a root that is not a directory: then name is the root itself)."""
-        root, keep = self.root, self.keep
-        if not os.path.isdir(root):
-            yield None, root, root
+        if not os.path.isdir(self.root):
+            yield None, self.root, self.root
             return
-        stack = [os.fspath(root)]
+        for d, dfd, prefix, names in self._listed(keep_open=True):
+            try:
+                for name in names:
+                    yield dfd, name, prefix + name
+            finally:
+                os.close(dfd)
+
+    def directories(self):
+        """Yield (directory, file names) in walk order, each directory's descriptor closed
+        again (what parallel.search_paths hands to its workers). A root that is not a directory
+        gives nothing."""
+        if os.path.isdir(self.root):
+            for d, _, _, names in self._listed(keep_open=False):
+                yield d, names
+
+    def _listed(self, keep_open):
+        keep = self.keep
+        stack = [os.fspath(self.root)]
         while stack:
             d = stack.pop()
             try:
@@ -425,38 +441,45 @@ class Walk:
             except OSError:
                 continue
             try:
-                yield from self._directory(d, dfd, keep, stack)
-            finally:
+                prefix, names, subdirs = _list_directory(d, dfd, keep)
+            except BaseException:
                 os.close(dfd)
+                raise
+            if not keep_open:
+                os.close(dfd)
+                dfd = None
+            stack.extend(reversed(subdirs))
+            yield d, dfd, prefix, names
 
-    @staticmethod
-    def _directory(d, dfd, keep, stack):
+
+def _list_directory(d, dfd, keep):
+    """(prefix, sorted file names, sorted subdirectory paths) of one directory, keep applied."""
+    prefix = d if d.endswith("/") else d + "/"
+    try:
+        with os.scandir(dfd) as scan:
+            entries = sorted(scan, key=_entry_name)
+    except OSError:
+        return prefix, [], []
+    names, subdirs = [], []
+    for entry in entries:
         try:
-            with os.scandir(dfd) as scan:
-                entries = sorted(scan, key=_entry_name)
-        except OSError:
-            return
-        prefix = d if d.endswith("/") else d + "/"
-        subdirs = []
-        for entry in entries:
-            try:
-                # A file first: most entries are files, so most take one d_type test.
-                if entry.is_file(follow_symlinks=False):
-                    is_dir = False
-                elif entry.is_dir(follow_symlinks=False):
-                    is_dir = True
-                else:
-                    continue  # symlinks, sockets, fifos, devices
-            except OSError:
-                continue
-            path = prefix + entry.name
-            if keep is not None and not keep(path, is_dir):
-                continue
-            if is_dir:
-                subdirs.append(path)
+            # A file first: most entries are files, so most take one d_type test.
+            if entry.is_file(follow_symlinks=False):
+                is_dir = False
+            elif entry.is_dir(follow_symlinks=False):
+                is_dir = True
             else:
-                yield dfd, entry.name, path
-        stack.extend(reversed(subdirs))
+                continue  # symlinks, sockets, fifos, devices
+        except OSError:
+            continue
+        path = prefix + entry.name
+        if keep is not None and not keep(path, is_dir):
+            continue
+        if is_dir:
+            subdirs.append(path)
+        else:
+            names.append(entry.name)
+    return prefix, names, subdirs
 
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
@@ -467,8 +490,8 @@ def search_paths(matcher, paths, output_mode="files_with_matches", before=0, aft
                  max_count=None):
     """Search each path; yields a FileResult per file (binary and unreadable ones included).
 
-    paths: walk()'s result (its files are opened relative to their directory) or any iterable
-    of paths.  Equivalent to calling search_file on each path with one shared FileReader, but
+    paths: walk()'s result (its files are opened relative to their directory; so are those of
+    any object with the same entries() method) or any iterable of paths.  Equivalent to calling search_file on each path with one shared FileReader, but
     with the per-file fast path (read, binary sniff, literal rejection) inlined: over the Linux
     tree that overhead was a fifth of the total time.
     """
@@ -479,7 +502,7 @@ def search_paths(matcher, paths, output_mode="files_with_matches", before=0, aft
         len(nd.literals[0]) != 2 else None
     finders = nd.finders if nd is not None and nd.literals and single is None else None
     folded = nd if nd is not None and not nd.literals and nd.folded is not None else None
-    entries = paths.entries() if isinstance(paths, Walk) else ((None, p, p) for p in paths)
+    entries = paths.entries() if hasattr(paths, "entries") else ((None, p, p) for p in paths)
     o_open, o_readv, o_close, rdonly = os.open, os.readv, os.close, os.O_RDONLY
     for dfd, name, path in entries:
         try:
