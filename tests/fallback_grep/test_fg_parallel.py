@@ -79,3 +79,34 @@ def test_a_directory_gone_before_its_worker_reads_it_reports_each_file(tmp_path,
     assert [os.path.basename(r.path) for r in gone] == [f"f{f}.txt" for f in range(7)]
     assert gone[0].error == f"cannot read {tmp_path / 'd06' / 'f0.txt'}: No such file or directory"
     assert sum(r.count for r in results) > 0
+
+
+def test_one_worker_stays_in_this_process_and_more_hand_out_batches(tmp_path, monkeypatch):
+    """workers=1 (given, or as the default on one core) is filesearch.search_paths: no batches,
+    no fork; more workers hand the walk out in batches; a root given with a trailing slash gives
+    the same paths as without."""
+    _tree(tmp_path)
+    calls = []
+    listed = parallel._batches
+    monkeypatch.setattr(parallel, "_batches", lambda w: calls.append(w) or listed(w))
+    m = Matcher("PM_RESUME")
+    want = _rows(search_paths(m, walk(str(tmp_path)), "count"))
+    monkeypatch.setattr(parallel, "default_workers", lambda: 1)
+    assert _rows(parallel.search_paths(m, walk(str(tmp_path)), "count", workers=1)) == want
+    assert _rows(parallel.search_paths(m, walk(str(tmp_path)), "count")) == want
+    assert calls == []
+    assert _rows(parallel.search_paths(m, walk(str(tmp_path) + "/"), "count", workers=2)) == want
+    assert len(calls) == 1
+
+
+def test_a_workers_run_closes_each_directory_descriptor(tmp_path):
+    """What a worker iterates (in this process here, to count its descriptors)."""
+    _tree(tmp_path)
+    batch = [(str(tmp_path / "d00"), ["f0.txt", "f1.txt"]), (str(tmp_path / "d03") + "/", ["f2.txt"]),
+             (str(tmp_path / "gone"), ["x.txt"])]
+    before = len(os.listdir("/proc/self/fd"))
+    got = [(dfd is None, name, path) for dfd, name, path in parallel._Run(batch).entries()]
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert got == [(False, "f0.txt", str(tmp_path / "d00" / "f0.txt")), (False, "f1.txt", str(tmp_path / "d00" / "f1.txt")),
+                   (False, "f2.txt", str(tmp_path / "d03" / "f2.txt")),
+                   (True, str(tmp_path / "gone" / "x.txt"), str(tmp_path / "gone" / "x.txt"))]
