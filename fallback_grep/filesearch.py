@@ -18,7 +18,7 @@ and only candidate lines reach the Python-level DFA.
 """
 import operator
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from . import dfa as dfa_mod
 from . import syntax as sx
