@@ -299,20 +299,6 @@ class BwrapLauncher:
     def spawn(self, command: str, *, cwd: Path, out_fd: int, report_cwd: bool, in_fd: int | None = None,
               err_fd: int | None = None) -> Spawned:
         protected = protection_mounts(self.workspace, self.config.protected_paths + self.extra_protected)
-        cgroups: list[Cgroup] = []
-        if self.cgroup_parents:
-            self._janitor.sweep()
-            name = f"run-{os.getpid()}-{next(self._names)}"
-            try:
-                for parent in self.cgroup_parents:
-                    cgroups.append(parent.create_child(name, self.config.limits))
-            except OSError as exc:
-                for cgroup in cgroups:
-                    self._janitor.retire(cgroup)
-                raise SandboxSetupError(
-                    f"Could not create the command's cgroup under {parent.path} ({exc.strerror or exc}); the command "
-                    "did not run. Run 'abhed doctor'; if cgroups are not writable, run Abhed as an unprivileged user."
-                ) from exc
         ours: list[int] = []
         theirs: list[int] = []
         try:
@@ -356,13 +342,11 @@ class BwrapLauncher:
         except BaseException:
             for fd in ours:
                 _close(fd)
-            for cgroup in cgroups:
-                self._janitor.retire(cgroup)
             raise
         finally:
             for fd in theirs:
                 _close(fd)
-        spawned = Spawned(popen, ctl_r, os.pidfd_open(popen.pid), cgroups=tuple(cgroups), janitor=self._janitor)
+        spawned = Spawned(popen, ctl_r, os.pidfd_open(popen.pid), janitor=self._janitor)
         try:
             limited = self._limit_sandbox(spawned, info_r)
         except BaseException:
@@ -384,10 +368,13 @@ class BwrapLauncher:
         return spawned
 
     def _limit_sandbox(self, spawned: Spawned, info_r: int) -> bool:
-        """Apply rlimits (and the pids cgroup) to the sandbox's pid 1 while it waits.
+        """Apply rlimits (and the cgroups) to the sandbox's pid 1 while it waits.
 
-        False when there is no sandbox process to limit (bwrap failed before creating it).
+        bwrap builds the sandbox meanwhile and runs nothing before our "go" (--block-fd), so
+        the cgroups are made here, off the command's critical path. False when there is no
+        sandbox process to limit (bwrap failed before creating it).
         """
+        spawned.cgroups = self._new_cgroups()
         self._join_cgroups_early(spawned)
         info = _read_until_eof(info_r, time.monotonic() + SETUP_TIMEOUT_S)
         child = _child_pid(info)
@@ -414,6 +401,25 @@ class BwrapLauncher:
                 "Check the limits in the sandbox configuration and run 'abhed doctor'."
             ) from exc
         return True
+
+    def _new_cgroups(self) -> tuple[Cgroup, ...]:
+        """The command's own cgroups (none when no cgroup parent is in use)."""
+        if not self.cgroup_parents:
+            return ()
+        self._janitor.sweep()
+        name = f"run-{os.getpid()}-{next(self._names)}"
+        cgroups: list[Cgroup] = []
+        try:
+            for parent in self.cgroup_parents:
+                cgroups.append(parent.create_child(name, self.config.limits))
+        except OSError as exc:
+            for cgroup in cgroups:
+                self._janitor.retire(cgroup)
+            raise SandboxSetupError(
+                f"Could not create the command's cgroup under {parent.path} ({exc.strerror or exc}); the command "
+                "did not run. Run 'abhed doctor'; if cgroups are not writable, run Abhed as an unprivileged user."
+            ) from exc
+        return tuple(cgroups)
 
     def _join_cgroups_early(self, spawned: Spawned) -> None:
         """Move bwrap itself into the command's cgroups while it builds the sandbox.
