@@ -428,9 +428,10 @@ class BwrapLauncher:
         kernel's cgroup_threadgroup_rwsem), whoever moves: 7-15 ms measured on a loaded 2-core
         host, 0.2 ms right after another move. Paid here, that wait overlaps bwrap's namespace
         and mount set-up; the sandbox's pid 1 is then born in the cgroups (or moved at once
-        when bwrap cloned it first), and the move of pid 1 in _limit_sandbox stays the check. A failure here (bwrap already gone) changes nothing.
-        bwrap then counts as one of the pids cgroup's processes (limits.processes), and what
-        it allocates from then on (little) is charged to the memory cgroup.
+        when bwrap cloned it first), and the move of pid 1 in _limit_sandbox stays the check.
+        A failure here (bwrap already gone) changes nothing. bwrap then counts as one of the
+        pids cgroup's processes (limits.processes), and what it allocates from then on
+        (little) is charged to the memory cgroup.
         """
         for cgroup in spawned.cgroups:
             try:
