@@ -7,6 +7,7 @@ it knows how to kill everything the command started and how to release what it h
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -404,8 +405,6 @@ class BwrapLauncher:
 
     def _new_cgroups(self) -> tuple[Cgroup, ...]:
         """The command's own cgroups (none when no cgroup parent is in use)."""
-        if not self.cgroup_parents:
-            return ()
         self._janitor.sweep()
         name = f"run-{os.getpid()}-{next(self._names)}"
         cgroups: list[Cgroup] = []
@@ -434,10 +433,8 @@ class BwrapLauncher:
         (little) is charged to the memory cgroup.
         """
         for cgroup in spawned.cgroups:
-            try:
+            with contextlib.suppress(OSError):
                 cgroup.add(spawned.popen.pid)
-            except OSError:
-                return
 
     def setup_failure(self, diagnostic: str) -> Exception:
         return setup_failure(self.bwrap, diagnostic)
