@@ -71,7 +71,8 @@ class Slash:
         for name, what in HELP.items():
             self._say(f"  /{name:<9} {what}")
         self._say("  Enter sends; Alt-Enter (Esc then Enter) adds a line; a paste is one message; Up/Down and Ctrl-R search "
-                  "the history; Tab completes commands and paths. Ctrl-C stops a turn.", "dim")
+                  "the history (Enter takes the match into the editor, Enter again sends it); Tab completes commands and paths. "
+                  "Ctrl-C stops a turn.", "dim")
 
     def do_mode(self, argument: str) -> None:
         gate = self.agent.gate

@@ -187,3 +187,30 @@ def test_status_line_shows_elapsed_time_tokens_and_context(ws, term):
         assert "tokens in" in screen and "/32.8k" in screen  # of the replay model's max_model_len
         chat.type("/exit")
         chat.wait_for("CHAT-EXITED 0")
+
+
+def test_ctrl_r_recalls_a_prompt_from_this_workspaces_history(ws, term, home):
+    from prompt_toolkit.history import FileHistory
+
+    from abhed.cli.lineedit import history_path
+    path = history_path(home, ws.resolve())
+    path.parent.mkdir(parents=True)
+    for earlier in ("alpha: count the apples", "beta: peel the bananas"):  # as two earlier sessions left them
+        FileHistory(str(path)).store_string(earlier)
+    with ReplayServer([Turn(text="Counted.")]) as server:
+        chat = term("--endpoint", server.url, "--workspace", str(ws))
+        chat.wait_for("ends the session.")
+        chat.keys("C-r")
+        chat.wait_for("I-search backward:")
+        chat.keys("apple")
+        chat.wait_for("I-search backward: apple")
+        chat.keys("Enter")  # ends the search: the match is in the editor, not sent yet
+        chat.wait_gone("I-search backward:")
+        chat.wait_for("> alpha: count the apples")
+        assert server.requests == []
+        chat.keys("Enter")
+        chat.wait_for("Counted.")
+        chat.type("/exit")
+        chat.wait_for("CHAT-EXITED 0")
+    assert len(server.requests) == 1  # one prompt sent: the recalled one, not the search text
+    assert server.requests[0]["messages"][-1] == {"role": "user", "content": "alpha: count the apples"}

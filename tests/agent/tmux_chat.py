@@ -57,6 +57,17 @@ class TmuxChat:
                 raise AssertionError(f"{text!r} (x{count}) never appeared; the screen:\n{screen}")
             time.sleep(0.1)
 
+    def wait_gone(self, text: str) -> str:
+        """Until `text` is no longer on the screen (a search line the editor closed)."""
+        deadline = time.monotonic() + GUARD_S
+        while True:
+            screen = self.screen()
+            if text not in screen:
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} never went away; the screen:\n{screen}")
+            time.sleep(0.1)
+
     def pid(self) -> int:
         """The chat process (the child of the pane's shell)."""
         pane = int(self._tmux("display-message", "-p", "-t", "chat", "#{pane_pid}").strip())
