@@ -80,11 +80,12 @@ class Slash:
             self._say(f"mode {gate.effective().mode} (choose one of {', '.join(MODES)}: /mode MODE)")
             return
         try:
-            gate.set_mode(argument)
+            self.agent.set_mode(argument)
         except ValueError as exc:
             self._say(str(exc), "yellow")
             return
-        self._say(f"mode {argument} for the rest of this session (destructive commands still ask)")
+        self._say(f"mode {argument} for the rest of this session, and when it is resumed (destructive commands "
+                  "still ask)")
 
     def do_plan(self, _: str) -> None:
         plan = self.agent.ctx.session.state.plan

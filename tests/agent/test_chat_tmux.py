@@ -214,3 +214,31 @@ def test_ctrl_r_recalls_a_prompt_from_this_workspaces_history(ws, term, home):
         chat.wait_for("CHAT-EXITED 0")
     assert len(server.requests) == 1  # one prompt sent: the recalled one, not the search text
     assert server.requests[0]["messages"][-1] == {"role": "user", "content": "alpha: count the apples"}
+
+
+def test_mode_changes_what_the_model_is_told_and_resume_keeps_it(ws, term, home):
+    from abhed.session.store import SessionStore
+    from test_cli_agent import abhed
+    turns = [Turn(text="Asked."), Turn(calls=[run("touch made")]), Turn(text="Made."),  # chat
+             Turn(calls=[run("touch again")]), Turn(text="Again.")]  # abhed resume
+    with ReplayServer(turns) as server:
+        chat = term("--endpoint", server.url, "--workspace", str(ws), "--mode", "ask")
+        chat.wait_for("ends the session.")
+        chat.type("hello")
+        chat.wait_for("Asked.")
+        chat.type("/mode auto")
+        chat.wait_for("mode auto for the rest of this session")
+        chat.type("make it")
+        screen = chat.wait_for("Made.")
+        chat.type("/exit")
+        chat.wait_for("CHAT-EXITED 0")
+        [session_id] = SessionStore(home).ids()
+        resumed = abhed("resume", session_id, "again", "--endpoint", server.url, home=home)
+        shown = abhed("sessions", "show", session_id, home=home)
+    prompts = [r["messages"][0]["content"] for r in server.requests]
+    assert "Approval mode: ask (" in prompts[0]
+    assert all("Approval mode: auto (" in p and "Approval mode: ask" not in p for p in prompts[1:])
+    assert "Allow?" not in screen and (ws / "made").exists()  # the gate too: nobody was asked
+    assert resumed.returncode == 0 and resumed.stdout == "Again.\n" and (ws / "again").exists()
+    assert "mode auto" in resumed.stderr
+    assert "mode auto (was ask), set by " in shown.stdout
