@@ -117,6 +117,10 @@ class Budget:
         """Spend nothing more here or in any budget below (the subagents drawing on it)."""
         self._stopped = reason
 
+    def stopped(self) -> str | None:
+        """Why this budget or one above it was stopped (an interrupt), or None; limits reached aside."""
+        return self._stopped or (self.parent.stopped() if self.parent is not None else None)
+
     def exhausted(self) -> str | None:
         """Why no more may be spent, or None."""
         if self._stopped:
@@ -574,8 +578,9 @@ class Agent:
         agent_id = f"{self.agent_id}.{next(self._children)}"
         display = display or self.display.subagent(agent_id, label or prompt)
         ctx = replace(self.ctx, session=self.ctx.session.branch(), spawn=None)
-        child = Agent(ctx, self.model, self.gate.labelled(agent_id, label), under.child(Limits(turns=max_turns)),
-                      config=self.config, display=display, agent_id=agent_id, parent_id=self.agent_id,
+        budget = under.child(Limits(turns=max_turns))
+        child = Agent(ctx, self.model, self.gate.labelled(agent_id, label, budget.stopped), budget, config=self.config,
+                      display=display, agent_id=agent_id, parent_id=self.agent_id,
                       tools=tools if tools is not None else [t for t in self.tools if t.name != SPAWN], role=role)
         try:
             outcome = child.run(prompt)

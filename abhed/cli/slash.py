@@ -72,7 +72,7 @@ class Slash:
             self._say(f"  /{name:<9} {what}")
         self._say("  Enter sends; Alt-Enter (Esc then Enter) adds a line; a paste is one message; Up/Down and Ctrl-R search "
                   "the history (Enter takes the match into the editor, Enter again sends it); Tab completes commands and paths. "
-                  "Ctrl-C stops a turn.", "dim")
+                  "Ctrl-C stops a turn. At an approval prompt, Enter alone, Ctrl-D and Ctrl-C are a no.", "dim")
 
     def do_mode(self, argument: str) -> None:
         gate = self.agent.gate
@@ -133,7 +133,11 @@ class Slash:
 
         def confirm(plan: str) -> bool:
             self.console.print(Text(printable(plan)))
-            return self.console.input("Undo? \\[y/N] ").strip().lower() in ("y", "yes")
+            try:
+                return self.console.input("Undo? \\[y/N] ").strip().lower() in ("y", "yes")
+            except (EOFError, KeyboardInterrupt):  # a no, as at an approval prompt; the session goes on
+                self._say("(no: nothing was undone)", "dim")
+                return False
         try:
             report = undo.undo(checkpoints, self.agent.ctx.session, int(numbers[0]) if numbers else None,
                                force="--force" in words, confirm=confirm,
