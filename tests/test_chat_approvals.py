@@ -118,6 +118,24 @@ def test_ctrl_c_ctrl_d_and_repeated_unknown_answers_are_a_no(ws):
     assert approvals.ask(options, answers("q", "yy", "Y"), said.append, str) == Answer(True)  # two slips, then yes
 
 
+def test_ask_saves_only_the_chosen_rule_and_a_plain_yes_grants_nothing(ws):
+    policy = Policy.create("ask", [], [], ws)
+    call = bash("make test")
+    options = approvals.choices("bash", call, policy.check("bash", call), policy, can_save=True)
+    saved: list[str] = []
+    said: list[str] = []
+
+    def save(rule: str) -> str:
+        saved.append(rule)
+        return f"saved {rule}"
+    assert approvals.ask(options, answers("y"), said.append, save) == Answer(True)
+    assert said == [f"  {o.key}  {o.label}" for o in options]  # the choices, listed; nothing granted or saved
+    assert saved == []
+    assert approvals.ask(options, answers("s"), said.append, save) == Answer(True, ("bash(make test:*)",))
+    assert saved == ["bash(make test:*)"] and said[-2:] == [
+        "saved bash(make test:*)", "  allowed for the rest of this session: bash(make test:*)"]
+
+
 def test_granted_rules_hold_for_the_session_and_its_subagents(ws):
     asked: list[str] = []
 
