@@ -116,7 +116,7 @@ def test_mid_session_requests_keep_their_own_connect_bound_and_retries(silent_en
     with pytest.raises(ModelError) as caught:
         client.chat(BODY)
     message = caught.value.message
-    assert f"within 0.2 s (model.connect_s)" in message and "tried 2 times" in message
+    assert "within 0.2 s (model.connect_s)" in message and "tried 2 times" in message
     assert waits == [0.5]  # retried, as a drop mid-session should be
 
 
