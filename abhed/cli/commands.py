@@ -15,7 +15,7 @@ from abhed.session import checkpoint, config
 from abhed.agent import dispatch
 from abhed.gate.approval import MODES, Gate, Policy
 from abhed.session.events import (ActionEvent, AnyEvent, CheckpointEvent, CompactionEvent, MessageEvent,
-                                  ObservationEvent, RunEvent, to_json)
+                                  ModeEvent, ObservationEvent, RunEvent, to_json)
 from abhed.files.paths import PathPolicy
 from abhed.session.store import SessionError, SessionStore
 from abhed.common.terminal import printable
@@ -378,6 +378,8 @@ def _shown_event(event: AnyEvent, indent: str, full: bool) -> str:
         what = f"undo to before checkpoint {event.undo_to}" if event.undo_to else f"before {event.tool}"
         missed = f"; {event.not_covered_count} files not covered" if event.not_covered_count else ""
         return f"{indent}{stamp} [{event.agent_id}] checkpoint {event.number} ({what}){missed}"
+    if isinstance(event, ModeEvent):
+        return f"{indent}{stamp} [{event.agent_id}] mode {event.mode} (was {event.previous}), set by {event.user or 'the human'}"
     detail = f": {_preview(event.detail)}" if event.detail else ""
     return f"{indent}{stamp} [{event.agent_id}] run {event.status}{detail}"
 

@@ -113,6 +113,9 @@ class ModelConfig(_Section):
     tool_format: Literal["auto", "native", "hermes", "qwen3_coder"] = "auto"
     stream: bool = True  # False for servers that cannot stream
     timeout_s: float = Field(300.0, gt=0)  # longest wait for the server's next byte
+    connect_s: float = Field(10.0, gt=0)  # longest wait for a connection, every request of a session
+    # ...and for the first, at start-up: a wrong endpoint or a host that drops packets is told at once
+    startup_connect_s: float = Field(2.0, gt=0)
     attempts: int = Field(4, ge=1, le=20)  # tries per request when the server or network fails
     stall_s: float = Field(60.0, gt=0)  # longest silence once a streamed reply has begun: a stalled server
     max_request_s: float = Field(900.0, gt=0)  # all the tries of one failing request, waits included
