@@ -4,6 +4,7 @@ nothing behind (checked on the host: no child process survives)."""
 from __future__ import annotations
 
 import os
+import resource
 import signal
 
 import pytest
@@ -125,3 +126,27 @@ def test_an_exception_that_cannot_cross_the_pipe_still_comes_back_in_words():
 def test_nothing_the_parser_writes_to_stderr_reaches_the_terminal(capfd):
     assert isolate.run(_noisy) == "done"
     assert capfd.readouterr().err == ""
+
+
+def _interrupted():
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C reaches the whole foreground process group, the child too
+    return "finished"
+
+
+def test_ctrl_c_is_left_to_the_parent_the_child_finishes_its_work():
+    assert isolate.run(_interrupted) == "finished"
+
+
+def _limits():
+    with open("/proc/self/statm", "rb") as handle:
+        mapped = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    return resource.getrlimit(resource.RLIMIT_AS), resource.getrlimit(resource.RLIMIT_CPU), mapped
+
+
+@pytest.mark.parametrize("bounds, seconds, memory", [(isolate.Bounds(), 20, 768 * 1024 * 1024),  # the defaults
+                                                     (isolate.Bounds(seconds=2.5, memory=300 << 20), 2.5, 300 << 20)])
+def test_the_child_may_add_the_bound_s_memory_and_use_its_seconds_of_cpu(bounds, seconds, memory):
+    (soft_as, hard_as), (soft_cpu, hard_cpu), mapped = isolate.run(_limits, bounds=bounds)
+    assert soft_as == hard_as and memory - 8 * 1024 * 1024 < soft_as - mapped <= memory
+    # the wall clock (seconds) stops a single-threaded child first; the CPU limit is the backstop
+    assert seconds < soft_cpu <= seconds + 1 and hard_cpu > soft_cpu
