@@ -511,7 +511,9 @@ def test_a_config_planted_in_the_shadow_repository_weakens_nothing(ws: Path, hom
     with open(s.git_dir / "config", "a") as config:
         config.write(f'[core]\n\thooksPath = {hooks}\n\tfsmonitor = {evil}\n\texcludesFile = {tmp_path}/ignore\n'
                      f'\tattributesFile = {tmp_path}/attributes\n\tfileMode = false\n\tsymlinks = false\n'
+                     f'\tsparseCheckout = true\n'
                      f'[filter "evil"]\n\tclean = {evil}\n\tsmudge = {evil}\n\trequired = true\n')
+    (s.git_dir / "info" / "sparse-checkout").write_text("/b.txt\n")  # with sparseCheckout: write nothing else
     before = tree_state(ws)
     (ws / "run.sh").chmod(0o755)  # a change of mode only: seen with core.fileMode, missed without
     (ws / "b.txt").write_text("b\n")
@@ -539,6 +541,19 @@ def test_undo_does_not_delete_a_file_not_covered_that_stands_where_a_directory_c
         undo(cp, session, 1, force=False, confirm=lambda plan: True)
     assert refused.value.paths == ["out/result.txt"] and "  out/result.txt\n" in str(refused.value)
     assert (ws / "out").read_text() == big  # git would have deleted it to make the directory
+
+
+def test_undo_does_not_overwrite_a_file_not_covered_where_a_deleted_file_comes_back(ws: Path, home: Path) -> None:
+    (ws / "notes.txt").write_text("the agent's\n")
+    cp = checkpoint.Checkpoints(shadow(home, ws, max_file_bytes=100))
+    session = SessionStore(home).create(ws)
+    agent_call(cp, session, lambda: (ws / "notes.txt").unlink())
+    big = "the human's own notes, too large to be covered\n" * 10
+    (ws / "notes.txt").write_text(big)
+    with pytest.raises(UndoRefused) as refused:
+        undo(cp, session, 1, force=False, confirm=lambda plan: True)
+    assert refused.value.paths == ["notes.txt"]
+    assert (ws / "notes.txt").read_text() == big
 
 
 def test_undo_replaces_a_file_of_the_agent_s_own_where_a_directory_comes_back(ws: Path, home: Path) -> None:
@@ -574,7 +589,8 @@ def test_a_damaged_store_stops_undo_before_any_file_changes_and_says_so(ws: Path
         undo(cp, session, 1, force=False, confirm=lambda plan: True)
     message = str(stopped.value)
     assert message.startswith("Undo stopped before changing anything: the shadow repository ")
-    assert "lacks 1 of the objects checkpoint 1 is made of" in message and "fsck" in message
+    assert f"lacks 1 of the objects checkpoint 1 is made of (e.g. {stored.parent.name}{stored.name})" in message
+    assert "fsck" in message
     assert [p.name for p in ws.iterdir() if not p.name.startswith(".")] == []
 
 
@@ -617,3 +633,17 @@ def test_a_damaged_record_of_modes_costs_no_checkpoint(ws: Path, home: Path) -> 
         (ws / "a.txt").write_bytes(damage)
         snap, _ = s.snapshot("s", "before", {"call": "2", "tool": "bash"})
         assert s.git("cat-file", "blob", f"{snap.tree}:a.txt") == damage
+
+
+def test_a_store_git_cannot_read_fails_the_checkpoint_with_git_s_words_and_the_change_does_not_run(ws: Path,
+                                                                                                   home: Path) -> None:
+    t = Tools(ws, home)
+    t.ctx.checkpoints = checkpoint.Checkpoints(shadow(home, ws))
+    t.ok("write", path=str(ws / "a.txt"), content="one\n")
+    index = t.ctx.checkpoints.shadow.git_dir / "index"
+    index.unlink()
+    index.mkdir()  # damaged: every git command that reads the index fails, every time
+    result = t("write", path=str(ws / "b.txt"), content="two\n")
+    assert result.is_error and result.metadata["error_kind"] == dispatch.CHECKPOINT_FAILED
+    assert "could not be taken (git diff-files failed in the shadow repository" in result.content
+    assert not (ws / "b.txt").exists()
