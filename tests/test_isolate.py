@@ -70,6 +70,15 @@ def test_a_child_that_eats_memory_is_stopped_at_the_bound():
         isolate.run(_hog, bounds=isolate.Bounds(seconds=60, memory=256 * 1024 * 1024))  # time is not the bound hit
 
 
+def _quit():
+    os._exit(3)  # a parser that ends the process itself, or dies in a way that leaves no signal
+
+
+def test_a_child_that_ends_without_an_answer_is_reported():
+    with pytest.raises(isolate.Exceeded, match=r"^the parser stopped without an answer \(out of memory or a crash\)$"):
+        isolate.run(_quit, bounds=SHORT)
+
+
 def test_a_child_that_crashes_is_reported():
     with pytest.raises(isolate.Exceeded, match=r"the parser crashed \(SIGSEGV\)"):
         isolate.run(_crash, bounds=SHORT)
@@ -90,7 +99,7 @@ def test_no_descriptor_is_left_open_whatever_the_child_did(function):
 
 
 def _huge():
-    return b"x" * (isolate.RESULT_LIMIT + 1)
+    return b"x" * (64 * 1024 * 1024)  # with pickle's few bytes around it: over the documented 64 MiB
 
 
 def test_a_result_over_the_limit_is_refused_not_read_whole():
