@@ -3,9 +3,11 @@ nothing behind (checked on the host: no child process survives)."""
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import resource
 import signal
+import sys
 
 import pytest
 
@@ -159,3 +161,26 @@ def test_the_child_may_add_the_bound_s_memory_and_use_its_seconds_of_cpu(bounds,
     assert soft_as == hard_as and memory - 8 * 1024 * 1024 < soft_as - mapped <= memory
     # the wall clock (seconds) stops a single-threaded child first; the CPU limit is the backstop
     assert seconds < soft_cpu <= seconds + 1 and hard_cpu > soft_cpu
+
+
+def test_a_crash_report_never_reaches_the_terminal_whichever_descriptor_faulthandler_writes_to():
+    read_end, write_end = os.pipe()
+    faulthandler.enable(file=write_end)  # as pytest does: onto a duplicate of the terminal's stderr, not fd 2
+    try:
+        with pytest.raises(isolate.Exceeded, match=r"the parser crashed \(SIGSEGV\)"):
+            isolate.run(_crash, bounds=SHORT)
+    finally:
+        faulthandler.enable(file=sys.__stderr__)
+        os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        assert pipe.read() == b""
+
+
+def _out_of_cpu():
+    os.kill(os.getpid(), signal.SIGXCPU)  # what the kernel sends at the CPU limit (several threads get there first)
+    return "not reached"
+
+
+def test_a_child_stopped_by_the_cpu_limit_is_reported_as_out_of_time():
+    with pytest.raises(isolate.Exceeded, match=r"^it took more than 1 seconds of CPU time$"):
+        isolate.run(_out_of_cpu, bounds=SHORT)
