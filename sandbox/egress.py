@@ -38,6 +38,7 @@ HEAD_LIMIT = 16 * 1024  # a request head larger than this is refused
 MAX_CONNECTIONS = 64  # at once, per sandbox: beyond it a connection is refused (the host's threads are ours)
 CONNECT_TIMEOUT_S = 15.0
 HEAD_TIMEOUT_S = 30.0
+LINGER_S = 2.0  # after a refusal, how long the client has to read it before the connection is closed
 _NS_GET_USERNS = 0xB701  # ioctl on a namespace fd: the user namespace that owns it
 _IP_FREEBIND = 15
 _NAME = re.compile(r"(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,62})(?:\.[a-z0-9_](?:[a-z0-9_-]{0,62}))*")
@@ -93,7 +94,7 @@ def parse_allowed(entries: tuple[str, ...] | list[str]) -> tuple[Endpoint, ...]:
 
 def shown(text: str, limit: int = 120) -> str:
     """What a sandboxed client asked for, made harmless to print (it chose every byte)."""
-    safe = "".join(c if c.isascii() and (c.isalnum() or c in ".-_:[]/") else "?" for c in text[:limit])
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in ".-_:[]/ ") else "?" for c in text[:limit])
     return safe + ("..." if len(text) > limit else "")
 
 
@@ -180,6 +181,7 @@ class Egress:
         try:
             client.sendall(f"HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
                            "Connection: close\r\n\r\n".encode() + body)
+            _linger(client)
         except OSError:
             pass
 
@@ -355,6 +357,19 @@ def _pump(a: socket.socket, b: socket.socket) -> None:
                     peers[sock].shutdown(socket.SHUT_WR)
                 except OSError:
                     pass
+
+
+def _linger(client: socket.socket) -> None:
+    """End our side, then read what the client still sends: closing with unread bytes would reset
+    the connection, and the reset can destroy the answer before the client has read it."""
+    client.shutdown(socket.SHUT_WR)
+    client.settimeout(LINGER_S)
+    drained = 0
+    while drained < HEAD_LIMIT:
+        chunk = client.recv(4096)
+        if not chunk:
+            return
+        drained += len(chunk)
 
 
 def _shut(sock: socket.socket) -> None:
