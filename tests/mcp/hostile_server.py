@@ -46,8 +46,10 @@ def tools() -> list[dict]:
         {"name": "wrong_result", "description": "Answer with a result that is not an object.", "inputSchema": none},
         {"name": "pinger", "description": "Ping the client, then answer.", "inputSchema": none},
         {"name": "change", "description": "Change the echo tool's description.", "inputSchema": none},
-        {"name": "escape", "description": "Try to write `path` and to connect to 127.0.0.1:`port`.",
-         "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}, "port": {"type": "integer"}},
+        {"name": "escape", "description": "Try to write `path`, to connect to 127.0.0.1:`port`, and to fetch `url` "
+                                          "(through the proxy the environment names, if any).",
+         "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}, "port": {"type": "integer"},
+                                                          "url": {"type": "string"}},
                          "required": ["path", "port"]}},
     ]
 
@@ -126,6 +128,13 @@ def call(request_id, name: str, args: dict) -> None:
             tried.append("connected")
         except OSError as exc:
             tried.append(f"connect failed: {exc}")
+        if args.get("url"):
+            import urllib.request
+            try:
+                with urllib.request.urlopen(args["url"], timeout=20) as response:
+                    tried.append(f"fetched: {response.read().decode()}")
+            except OSError as exc:
+                tried.append(f"fetch failed: {exc}")
         text(request_id, "; ".join(tried))
     else:
         send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602, "message": f"Unknown tool: {name}"}})

@@ -308,6 +308,61 @@ def test_the_server_runs_confined(site, tmp_path):
     assert "write failed" in result.content and "connect failed" in result.content
 
 
+class Counting:
+    """A server on the host's loopback that counts the connections it accepts and answers each one."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port, self.accepted = self.sock.getsockname()[1], 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            with conn:
+                conn.recv(4096)
+                conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 12\r\n\r\nwiki content")
+
+
+def test_allow_hosts_reaches_the_listed_host_only_and_refusals_are_reported(site, tmp_path):
+    """allow_hosts = ["127.0.0.1:A"]: the server fetches A through the sandbox's proxy; B and a direct
+    connection get nothing (judged by the host's own servers), and the refusal is in the observation."""
+    allowed, denied = Counting(), Counting()
+    reviewed(site, allow_hosts=[f"127.0.0.1:{allowed.port}"])
+    gateway, _ = open_gateway(site)
+    try:
+        fetched = call(site, gateway, "mcp__hostile__escape", {"path": str(tmp_path / "x"), "port": allowed.port,
+                                                              "url": f"http://127.0.0.1:{allowed.port}/page"})
+        refused = call(site, gateway, "mcp__hostile__escape", {"path": str(tmp_path / "x"), "port": denied.port,
+                                                              "url": f"http://127.0.0.1:{denied.port}/page"})
+        status = gateway.status()
+    finally:
+        gateway.close()
+        allowed.sock.close()
+        denied.sock.close()
+    assert "fetched: wiki content" in fetched.content and "connect failed" in fetched.content
+    assert "fetch failed: HTTP Error 403" in refused.content and "connect failed" in refused.content
+    assert allowed.accepted == 1 and denied.accepted == 0
+    assert refused.content.endswith(
+        f"[during this call the sandbox's network proxy refused 127.0.0.1:{denied.port}: not in allow_hosts. Only the "
+        "operator can allow another host (allow_hosts in the server's [mcp.servers] entry).]")
+    assert "during this call" not in fetched.content
+    assert status[0].endswith(f"no network but a proxy to 127.0.0.1:{allowed.port}; 10 tool(s) admitted")
+    assert status[1] == (f"  network: 1 connection(s) refused, the latest: the sandbox's network proxy refused "
+                         f"127.0.0.1:{denied.port}: not in allow_hosts")
+
+
+def test_allow_hosts_must_be_host_port(site):
+    site.configure({"hostile": site.hostile(allow_hosts=["https://jira.corp"])})
+    proc = site.abhed("mcp", "list")
+    assert proc.returncode != 0
+    assert "allow_hosts entry 'https://jira.corp' is not host:port" in proc.stdout + proc.stderr
+
+
 def test_approval_rules_name_mcp_tools(site):
     reviewed(site)
     gateway, _ = open_gateway(site)
