@@ -157,6 +157,10 @@ class Collected:
     oom_kills: int = 0  # processes the memory cgroup's OOM killer ended
 
 
+# Numbers the commands' cgroups across every launcher of this process: two Sandboxes (bash's and an
+# MCP server's) counting each on their own made the same name, and the second command could not start.
+_cgroup_names = count()
+
 # The foreground commands this process is waiting for, in any thread: kill_running() ends them all.
 _running: dict[int, Spawned] = {}
 _running_lock = threading.Lock()
@@ -273,7 +277,6 @@ class BwrapLauncher:
         memory_cgroup = any("memory" in p.controllers for p in self.cgroup_parents)
         self.rlimits = effective_rlimits(config.limits, include_memory=not memory_cgroup)
         self.resolv_conf = _resolv_conf_target() if config.allow_network else None
-        self._names = count()
         self._janitor = CgroupJanitor()
         self.extra_protected: tuple[str, ...] = ()  # the session's nested repositories (sandbox.gitguard)
 
@@ -320,7 +323,7 @@ class BwrapLauncher:
         cgroups: list[Cgroup] = []
         if self.cgroup_parents:
             self._janitor.sweep()
-            name = f"run-{os.getpid()}-{next(self._names)}"
+            name = f"run-{os.getpid()}-{next(_cgroup_names)}"
             try:
                 for parent in self.cgroup_parents:
                     cgroups.append(parent.create_child(name, self.config.limits))
