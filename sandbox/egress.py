@@ -19,6 +19,7 @@ import ipaddress
 import os
 import re
 import selectors
+import signal
 import socket
 import threading
 from collections.abc import Callable
@@ -38,6 +39,7 @@ HEAD_LIMIT = 16 * 1024  # a request head larger than this is refused
 MAX_CONNECTIONS = 64  # at once, per sandbox: beyond it a connection is refused (the host's threads are ours)
 CONNECT_TIMEOUT_S = 15.0
 HEAD_TIMEOUT_S = 30.0
+LISTEN_TIMEOUT_S = 30.0  # for the forked child to make the listening socket (it takes a millisecond)
 LINGER_S = 2.0  # after a refusal, how long the client has to read it before the connection is closed
 _NS_GET_USERNS = 0xB701  # ioctl on a namespace fd: the user namespace that owns it
 _IP_FREEBIND = 15
@@ -117,8 +119,12 @@ def listen_in(pid: int, port: int = PROXY_PORT) -> socket.socket:
             ours.close()
             os._exit(_make_listener(pid, port, theirs))
         theirs.close()
+        ours.settimeout(LISTEN_TIMEOUT_S)
         try:
             message, fds, _, _ = socket.recv_fds(ours, 512, 1)
+        except OSError as exc:  # it hung (a timeout): it must not linger
+            os.kill(child, signal.SIGKILL)
+            message, fds = f"no answer: {exc}".encode(), []
         finally:
             _, status = os.waitpid(child, 0)
         if fds:

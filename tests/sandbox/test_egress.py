@@ -231,3 +231,14 @@ def test_an_absolute_uri_request_goes_upstream_in_origin_form():
     assert egress._parse_head(b"GET https://wiki.corp/ HTTP/1.1") is None
     assert egress._parse_head(b"CONNECT wiki.corp:443 HTTP/1.1") == ("wiki.corp:443", None)
     assert json.dumps(egress.PROXY_ENV["HTTPS_PROXY"]) == '"http://127.0.0.1:3128"'
+
+
+def test_the_proxy_ends_with_the_sandboxed_program(tmp_path, host_servers):
+    server = host_servers()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with sandbox.Sandbox(sandbox.SandboxConfig(allow_hosts=(f"127.0.0.1:{server.port}",)), workspace) as box:
+        job = box.start_background("sleep 60", cwd=workspace, log_path=tmp_path / "log")
+        assert [t for t in threading.enumerate() if t.name == "abhed-egress"]
+        job.stop()
+        assert not [t for t in threading.enumerate() if t.name == "abhed-egress"]
