@@ -145,11 +145,12 @@ class Server:
     def describe(self) -> str:
         if self.config.url is not None:
             return f"HTTP {self.config.url}"
+        command = f"stdio `{shlex.join(self.config.command or [])}`"
+        if self.settings.sandbox.backend == "none":
+            return f"{command} WITHOUT a sandbox (sandbox.backend none), with the host's whole network"
         network = "no network" if not self.config.allow_hosts else \
             f"no network but a proxy to {', '.join(self.config.allow_hosts)}"
-        where = "WITHOUT a sandbox (sandbox.backend none)" if self.settings.sandbox.backend == "none" else \
-            "in the sandbox"
-        return f"stdio `{shlex.join(self.config.command or [])}` {where}, {network}"
+        return f"{command} in the sandbox, {network}"
 
     def check(self) -> Comparison:
         """Start the server if needed and compare its tools with the pins (McpError if it cannot)."""
