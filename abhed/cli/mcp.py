@@ -169,6 +169,8 @@ def test(name: str, workspace: Path) -> None:
         click.echo(printable(f"  WITHHELD  {full_name(name, tool)}: {why}"))
     for tool in comparison.gone:
         click.echo(printable(f"  gone      {full_name(name, tool)}: pinned, but the server no longer lists it"))
+    for refusal in server.refusals:  # what it tried to reach while starting, beyond allow_hosts
+        click.echo(printable(f"  network   {refusal}"))
     if comparison.withheld:
         click.echo(f"Review the withheld tools: abhed mcp review {name}")
     sys.exit(1 if comparison.withheld else 0)

@@ -7,7 +7,8 @@ test can change it after review (a rug pull). The other tools misbehave on purpo
 a lot of text, `hang` never answers, `crash` exits mid-call, `garbage` writes a line that is not
 JSON, `bigline` one message larger than the client's bound, `wrong_result` a result that is not an
 object, `pinger` sends the client a ping and a sampling request before it answers, `change`
-rewrites the description and says notifications/tools/list_changed. tools/list is paged, three
+rewrites the description and says notifications/tools/list_changed, `escape` tries to write outside,
+connect and fetch. With HOSTILE_FETCH set it fetches that URL at start. tools/list is paged, three
 tools a page. Every request it gets is appended to CONTROL_DIR/log when that file is writable.
 """
 
@@ -141,6 +142,12 @@ def call(request_id, name: str, args: dict) -> None:
 
 
 def main() -> None:
+    if os.environ.get("HOSTILE_FETCH"):  # reach out before answering anything, as some servers do
+        import urllib.request
+        try:
+            urllib.request.urlopen(os.environ["HOSTILE_FETCH"], timeout=20).close()
+        except OSError:
+            pass
     while True:
         message = read()
         if message is None:

@@ -356,6 +356,20 @@ def test_allow_hosts_reaches_the_listed_host_only_and_refusals_are_reported(site
                          f"127.0.0.1:{denied.port}: not in allow_hosts")
 
 
+def test_mcp_test_shows_what_a_server_tried_to_reach_at_start(site):
+    denied = Counting()
+    try:
+        reviewed(site, allow_hosts=["127.0.0.1:1"], env={"HOSTILE_FETCH": f"http://127.0.0.1:{denied.port}/start"})
+        proc = site.abhed("mcp", "test", "hostile")
+    finally:
+        denied.sock.close()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"  network   the sandbox's network proxy refused 127.0.0.1:{denied.port}: not in allow_hosts" in \
+        proc.stdout.splitlines()
+    assert "no network but a proxy to 127.0.0.1:1;" in proc.stdout
+    assert denied.accepted == 0
+
+
 def test_allow_hosts_must_be_host_port(site):
     site.configure({"hostile": site.hostile(allow_hosts=["https://jira.corp"])})
     proc = site.abhed("mcp", "list")
