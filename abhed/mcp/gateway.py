@@ -157,8 +157,7 @@ class Server:
         with self._lock:
             return self._checked(force=True)
 
-    def call(self, tool: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-        """The server's result, and the connections its sandbox refused meanwhile."""
+    def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
             comparison = self._checked(force=False)
             connection = self.connection
@@ -168,9 +167,7 @@ class Server:
                            f"operator must review it again (abhed mcp review {self.name}). Do the work another way, "
                            "or tell the user.", "withheld")
         assert connection is not None
-        before = self.refused
-        result = connection.call_tool(tool, arguments, self.config.timeout_s)
-        return result, self.refusals_since(before)
+        return connection.call_tool(tool, arguments, self.config.timeout_s)
 
     def _checked(self, force: bool) -> Comparison:
         fresh = self.connection is None or not self.connection.alive
@@ -293,14 +290,14 @@ class McpTool(Tool):
         return value
 
     def run(self, args: Any, ctx: ToolContext) -> ToolResult:
-        before = self.server.refused
+        before = self.server.refused  # what its sandbox's proxy refuses from now on, this call caused (or one beside it)
         try:
-            result, refusals = self.server.call(self.pin.name, args)
+            result = self.server.call(self.pin.name, args)
         except McpError as exc:
-            refusals = self.server.refusals_since(before)
-            raise ToolError(exc.message + _refusal_note(refusals), mcp_error=exc.kind) from None
+            raise ToolError(exc.message + _refusal_note(self.server.refusals_since(before)), mcp_error=exc.kind) from None
         rendered = render(self.name, result, self.server.config.max_output_chars)
-        return rendered.model_copy(update={"content": rendered.content + _refusal_note(refusals)}) if refusals else rendered
+        note = _refusal_note(self.server.refusals_since(before))
+        return rendered.model_copy(update={"content": rendered.content + note}) if note else rendered
 
 
 def _refusal_note(refusals: list[str]) -> str:
