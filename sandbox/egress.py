@@ -60,9 +60,7 @@ def parse_endpoint(text: str) -> Endpoint | None:
     if not isinstance(text, str) or len(text) > 300:
         return None
     if text.startswith("["):
-        host, sep, port = text[1:].partition("]:")
-        if not sep:
-            return None
+        host, _, port = text[1:].partition("]:")  # no "]:": port is empty, refused below
     else:
         host, sep, port = text.rpartition(":")
         if not sep or ":" in host:

@@ -5,6 +5,7 @@ connection and what they were sent, never by what the sandboxed client printed a
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 from pathlib import Path
@@ -225,7 +226,8 @@ def test_any_text_is_an_endpoint_or_none_and_shown_harmlessly(text):
 
 def test_an_absolute_uri_request_goes_upstream_in_origin_form():
     target, forward = egress._parse_head(b"GET http://wiki.corp/a?b=1 HTTP/1.1\r\nHost: wiki.corp\r\n"
-                                         b"Proxy-Connection: keep-alive\r\nProxy-Authorization: x")
+                                         b"Proxy-Connection: keep-alive\r\nProxy-Authorization: x\r\n"
+                                         b"Connection: keep-alive\r\nKeep-Alive: 300")
     assert target == "wiki.corp:80"
     assert forward == b"GET /a?b=1 HTTP/1.1\r\nHost: wiki.corp\r\nConnection: close\r\n\r\n"
     assert egress._parse_head(b"GET https://wiki.corp/ HTTP/1.1") is None
@@ -242,3 +244,31 @@ def test_the_proxy_ends_with_the_sandboxed_program(tmp_path, host_servers):
         assert [t for t in threading.enumerate() if t.name == "abhed-egress"]
         job.stop()
         assert not [t for t in threading.enumerate() if t.name == "abhed-egress"]
+
+
+@pytest.mark.parametrize("sent, why", [
+    ("CONNECT 127.0.0.1:1 HTTP/1.1", "its head was not a complete HTTP request head within 16384 bytes"),  # then closed
+    ("X" * 20000, "its head was not a complete HTTP request head within 16384 bytes"),
+])
+def test_a_request_head_that_never_ends_is_refused_and_reported(root_runner, sent, why):
+    workspace = root_runner.new_workspace()
+    command = (f"exec 3<>/dev/tcp/127.0.0.1/{egress.PROXY_PORT}; printf '%s' '{sent}' >&3; "
+               + ("exec 3>&-" if len(sent) < 100 else "timeout 20 cat <&3"))
+    output, refusals = run_with_egress(root_runner, workspace, ["127.0.0.1:1"], command)
+    assert refusals == [f"the sandbox's network proxy refused a request: {why}"]
+    if len(sent) > 100:
+        assert "HTTP/1.1 400 Bad Request" in output
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_namespace_that_cannot_be_entered_is_a_setup_error_that_leaks_nothing():
+    before = open_fds()
+    with pytest.raises(sandbox.SandboxSetupError) as caught:
+        egress.listen_in(2**22 + 1)  # above any pid_max: no such process
+    message = str(caught.value)
+    assert "could not listen inside the sandbox's network namespace" in message
+    assert f"/proc/{2**22 + 1}/ns/net" in message and "remove allow_hosts" in message
+    assert open_fds() == before
