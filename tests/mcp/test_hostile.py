@@ -16,6 +16,7 @@ from abhed.mcp.gateway import Gateway
 from abhed.files.paths import PathPolicy
 from abhed.session.store import SessionStore
 from abhed.tools.base import ToolContext
+from net_testing import HostServer
 
 ALL = ["bigline", "change", "crash", "echo", "escape", "garbage", "hang", "huge", "pinger", "wrong_result"]
 
@@ -308,30 +309,10 @@ def test_the_server_runs_confined(site, tmp_path):
     assert "write failed" in result.content and "connect failed" in result.content
 
 
-class Counting:
-    """A server on the host's loopback that counts the connections it accepts and answers each one."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port, self.accepted = self.sock.getsockname()[1], 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            with conn:
-                conn.recv(4096)
-                conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 12\r\n\r\nwiki content")
-
-
 def test_allow_hosts_reaches_the_listed_host_only_and_refusals_are_reported(site, tmp_path):
     """allow_hosts = ["127.0.0.1:A"]: the server fetches A through the sandbox's proxy; B and a direct
     connection get nothing (judged by the host's own servers), and the refusal is in the observation."""
-    allowed, denied = Counting(), Counting()
+    allowed, denied = HostServer(), HostServer()
     reviewed(site, allow_hosts=[f"127.0.0.1:{allowed.port}"])
     gateway, _ = open_gateway(site)
     try:
@@ -342,9 +323,9 @@ def test_allow_hosts_reaches_the_listed_host_only_and_refusals_are_reported(site
         status = gateway.status()
     finally:
         gateway.close()
-        allowed.sock.close()
-        denied.sock.close()
-    assert "fetched: wiki content" in fetched.content and "connect failed" in fetched.content
+        allowed.close()
+        denied.close()
+    assert f"fetched: secret from port {allowed.port}" in fetched.content and "connect failed" in fetched.content
     assert "fetch failed: HTTP Error 403" in refused.content and "connect failed" in refused.content
     assert allowed.accepted == 1 and denied.accepted == 0
     assert refused.content.endswith(
@@ -357,12 +338,12 @@ def test_allow_hosts_reaches_the_listed_host_only_and_refusals_are_reported(site
 
 
 def test_mcp_test_shows_what_a_server_tried_to_reach_at_start(site):
-    denied = Counting()
+    denied = HostServer()
     try:
         reviewed(site, allow_hosts=["127.0.0.1:1"], env={"HOSTILE_FETCH": f"http://127.0.0.1:{denied.port}/start"})
         proc = site.abhed("mcp", "test", "hostile")
     finally:
-        denied.sock.close()
+        denied.close()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"  network   the sandbox's network proxy refused 127.0.0.1:{denied.port}: not in allow_hosts" in \
         proc.stdout.splitlines()
