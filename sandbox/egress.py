@@ -31,9 +31,8 @@ PROXY_PORT = 3128  # inside the sandbox's own network namespace, which has nothi
 PROXY_URL = f"http://127.0.0.1:{PROXY_PORT}"
 # What a client needs to find the proxy (curl, wget, Python's urllib and httpx, requests, Node's
 # undici with a global agent, Go's net/http read these); NO_PROXY empty: nothing goes direct.
-PROXY_ENV = {name: value for key in ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
-             for name, value in ((key, "" if key == "no_proxy" else PROXY_URL),
-                                 (key.upper(), "" if key == "no_proxy" else PROXY_URL))}
+_PROXIED = {"http_proxy": PROXY_URL, "https_proxy": PROXY_URL, "all_proxy": PROXY_URL, "no_proxy": ""}
+PROXY_ENV = {**_PROXIED, **{name.upper(): value for name, value in _PROXIED.items()}}
 
 HEAD_LIMIT = 16 * 1024  # a request head larger than this is refused
 MAX_CONNECTIONS = 64  # at once, per sandbox: beyond it a connection is refused (the host's threads are ours)

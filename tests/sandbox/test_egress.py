@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import threading
 from pathlib import Path
@@ -272,3 +273,35 @@ def test_a_namespace_that_cannot_be_entered_is_a_setup_error_that_leaks_nothing(
     assert "could not listen inside the sandbox's network namespace" in message
     assert f"/proc/{2**22 + 1}/ns/net" in message and "remove allow_hosts" in message
     assert open_fds() == before
+
+
+def test_a_tunnel_passes_a_half_close_on(root_runner):
+    """A client that ends its side (shutdown) still reads the answer: an upstream that replies at
+    end of input (a one-shot protocol) must see that end through the tunnel."""
+    upstream = socket.create_server(("127.0.0.1", 0))
+    port = upstream.getsockname()[1]
+
+    def count_until_eof() -> None:
+        conn, _ = upstream.accept()
+        with conn:
+            total = 0
+            while chunk := conn.recv(4096):
+                total += len(chunk)
+            conn.sendall(f"got {total} bytes".encode())
+    threading.Thread(target=count_until_eof, daemon=True).start()
+    client = (
+        "import socket; s = socket.create_connection(('127.0.0.1', %d)); "
+        "s.sendall(b'CONNECT 127.0.0.1:%d HTTP/1.1\\r\\n\\r\\n'); head = b''\n"
+        "while not head.endswith(b'\\r\\n\\r\\n'): head += s.recv(1)\n"
+        "import time; s.sendall(b'hello'); time.sleep(0.2); s.sendall(b' world')\n"  # two reads upstream, most likely
+        "s.shutdown(socket.SHUT_WR); answer = b''\n"
+        "while chunk := s.recv(4096): answer += chunk\n"
+        "print(head.split(b'\\r\\n')[0].decode(), answer.decode())"
+    ) % (egress.PROXY_PORT, port)
+    workspace = root_runner.new_workspace()
+    try:
+        output, refusals = run_with_egress(root_runner, workspace, [f"127.0.0.1:{port}"],
+                                           f"timeout 30 python3 -c {shlex.quote(client)}")
+    finally:
+        upstream.close()
+    assert output.strip() == "HTTP/1.1 200 Connection established got 11 bytes" and refusals == []
