@@ -16,43 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sandbox
+from net_testing import HostServer
 from sandbox import egress
-
-
-class HostServer:
-    """A TCP server on the host that counts the connections it accepted and answers one HTTP reply."""
-
-    def __init__(self, address: str = "127.0.0.1") -> None:
-        self.sock = socket.create_server((address, 0))
-        self.port = self.sock.getsockname()[1]
-        self.accepted = 0
-        self.received = b""
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            with conn:
-                conn.settimeout(10)
-                data = b""
-                try:
-                    while b"\r\n\r\n" not in data:
-                        chunk = conn.recv(4096)
-                        if not chunk:
-                            break
-                        data += chunk
-                    self.received += data
-                    body = f"secret from port {self.port}\n".encode()
-                    conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture
