@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sandbox.config import DEFAULT_PROTECTED_PATHS
 from sandbox.egress import parse_allowed
-from sandbox.errors import ConfigError
+from sandbox.errors import ConfigError as SandboxConfigError
 
 from abhed.gate.approval import Rule
 
@@ -175,7 +175,7 @@ class McpServerConfig(_Section):
     def _allow_hosts(cls, value: list[str]) -> list[str]:
         try:
             parse_allowed(value)
-        except ConfigError as exc:
+        except SandboxConfigError as exc:
             raise ValueError(str(exc)) from None
         return value
 
