@@ -24,6 +24,7 @@ from pathlib import Path
 
 from sandbox.bwrap import BwrapPlan, bwrap_argv, bwrap_version, locate_bwrap, setup_failure
 from sandbox.config import SandboxConfig
+from sandbox.egress import PROXY_ENV, Egress, Relay, listen_in, parse_allowed
 from sandbox.errors import ConfigError, SandboxSetupError
 from sandbox.hostview import scan_host
 from sandbox.limits import Cgroup, CgroupJanitor, apply_rlimits, effective_rlimits, find_cgroup_parents, runs_as_host_root
@@ -53,6 +54,8 @@ class Spawned:
     ctl_r: int  # our end of the control pipe (shell.wrapper_script)
     exit_pidfd: int  # becomes readable when popen's process exits
     init_pidfd: int | None = None  # bwrap: the sandbox's pid 1; killing it ends the sandbox
+    init_pid: int | None = None  # its pid (valid while init_pidfd is open)
+    relay: Relay | None = None  # the egress proxy serving this sandbox (allow_hosts)
     cgroups: tuple[Cgroup, ...] = ()
     janitor: CgroupJanitor | None = None  # removes ``cgroups`` once the kernel allows it
     returncode: int | None = field(default=None)
@@ -102,6 +105,9 @@ class Spawned:
         else:
             # none backend: SIGKILL is asynchronous; wait until the process group is empty.
             _wait_until_group_gone(self.popen.pid, TEARDOWN_S)
+        if self.relay is not None:
+            self.relay.close()  # its sockets were the last hold on the sandbox's network namespace
+            self.relay = None
         self.oom_kills = sum(c.oom_kills() for c in self.cgroups)
         if self.janitor is not None:
             for cgroup in self.cgroups:
@@ -151,6 +157,10 @@ class Collected:
     notes: tuple[str, ...] = ()  # why the launcher stopped the command early, if it did
     oom_kills: int = 0  # processes the memory cgroup's OOM killer ended
 
+
+# Numbers the commands' cgroups across every launcher of this process: two Sandboxes (bash's and an
+# MCP server's) counting each on their own made the same name, and the second command could not start.
+_cgroup_names = count()
 
 # The foreground commands this process is waiting for, in any thread: kill_running() ends them all.
 _running: dict[int, Spawned] = {}
@@ -245,7 +255,8 @@ class BwrapLauncher:
 
     name = "bwrap"
 
-    def __init__(self, config: SandboxConfig, workspace: Path, environ: Mapping[str, str]) -> None:
+    def __init__(self, config: SandboxConfig, workspace: Path, environ: Mapping[str, str],
+                 on_refusal: Callable[[str], None] = lambda message: None) -> None:
         self.config = config
         self.workspace = workspace
         ro_binds, rw_binds = _existing(config.ro_binds, "ro_binds"), _existing(config.rw_binds, "rw_binds")
@@ -257,13 +268,16 @@ class BwrapLauncher:
         self.view = scan_host(config.hidden_paths, as_root=as_root)
         self.shell = find_shell()
         self.env = sandbox_env(config, home=SANDBOX_HOME, tmpdir="/tmp", environ=environ)
+        # allow_hosts: the sandbox keeps its own network namespace; a proxy there admits the listed hosts.
+        self.egress = Egress(parse_allowed(config.allow_hosts), on_refusal) if config.allow_hosts else None
+        if self.egress is not None:
+            self.env.update(PROXY_ENV)
         # As root a pids cgroup is required (fail closed); a memory cgroup when one can be made,
         # else the memory cap falls back to RLIMIT_DATA (sandbox.limits).
         self.cgroup_parents, self.memory_fallback = find_cgroup_parents(config.limits, as_root=as_root)
         memory_cgroup = any("memory" in p.controllers for p in self.cgroup_parents)
         self.rlimits = effective_rlimits(config.limits, include_memory=not memory_cgroup)
         self.resolv_conf = _resolv_conf_target() if config.allow_network else None
-        self._names = count()
         self._janitor = CgroupJanitor()
         self.extra_protected: tuple[str, ...] = ()  # the session's nested repositories (sandbox.gitguard)
 
@@ -291,11 +305,18 @@ class BwrapLauncher:
         return [
             f"bwrap: {self.bwrap} (bubblewrap {'.'.join(map(str, self.version))})",
             f"shell: {self.shell.path}",
-            f"network: {'host network shared (allow_network)' if self.config.allow_network else 'none (own loopback only)'}",
+            f"network: {self._network()}",
             f"process limit: {limit}",
             f"memory limit: {memory}",
             f"hidden host paths: {len(self.view.hidden)} (readable here but not world-readable under /etc, plus hidden_paths)",
         ]
+
+    def _network(self) -> str:
+        if self.config.allow_network:
+            return "host network shared (allow_network)"
+        if self.egress is not None:
+            return f"own loopback only, plus an HTTP proxy (HTTPS_PROXY) to {self.egress.describe()} (allow_hosts)"
+        return "none (own loopback only)"
 
     def spawn(self, command: str, *, cwd: Path, out_fd: int, report_cwd: bool, in_fd: int | None = None,
               err_fd: int | None = None) -> Spawned:
@@ -350,6 +371,10 @@ class BwrapLauncher:
         spawned = Spawned(popen, ctl_r, os.pidfd_open(popen.pid), janitor=self._janitor)
         try:
             limited = self._limit_sandbox(spawned, info_r)
+            if limited and self.egress is not None:
+                # Before the sandbox goes on: the proxy listens in its network namespace from the start.
+                assert spawned.init_pid is not None
+                spawned.relay = self.egress.serve(listen_in(spawned.init_pid))
         except BaseException:
             _close(block_w)
             spawned.finish()
@@ -389,7 +414,7 @@ class BwrapLauncher:
         if _parent_pid(child) != spawned.popen.pid:
             os.close(pidfd)
             return False
-        spawned.init_pidfd = pidfd
+        spawned.init_pidfd, spawned.init_pid = pidfd, child
         try:
             apply_rlimits(child, self.rlimits)
             for cgroup in spawned.cgroups:
@@ -406,7 +431,7 @@ class BwrapLauncher:
     def _new_cgroups(self) -> tuple[Cgroup, ...]:
         """The command's own cgroups (none when no cgroup parent is in use)."""
         self._janitor.sweep()
-        name = f"run-{os.getpid()}-{next(self._names)}"
+        name = f"run-{os.getpid()}-{next(_cgroup_names)}"
         cgroups: list[Cgroup] = []
         try:
             for parent in self.cgroup_parents:

@@ -605,6 +605,12 @@ class MicrovmLauncher:
     def __init__(self, config: SandboxConfig, workspace: Path, environ: Mapping[str, str]) -> None:
         self.config = config
         self.workspace = workspace
+        if config.allow_hosts:
+            raise ConfigError(
+                f"allow_hosts ({', '.join(config.allow_hosts)}) is filtered per host by the bwrap backend only; the "
+                "microvm backend would give the whole network or none. Use backend 'bwrap' for this program, or "
+                "remove allow_hosts (it then has no network)."
+            )
         self.vmm = Qemu(find_vmm(config.microvm))
         self.image = load_image(find_image_dir(config.microvm, environ))
         for kind in ("ro_binds", "rw_binds"):

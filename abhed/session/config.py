@@ -17,6 +17,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sandbox.config import DEFAULT_PROTECTED_PATHS
+from sandbox.egress import parse_allowed
+from sandbox.errors import ConfigError as SandboxConfigError
 
 from abhed.gate.approval import Rule
 
@@ -158,7 +160,7 @@ class McpServerConfig(_Section):
     url: str | None = None  # a streamable-HTTP endpoint; Abhed talks to this URL only
     env: dict[str, str] = {}  # the program's environment; "${VAR}" takes VAR from Abhed's
     headers: dict[str, str] = {}  # HTTP headers, e.g. Authorization = "Bearer ${JIRA_TOKEN}"
-    allow_hosts: list[str] = []  # a stdio server gets network only when hosts are listed (see docs)
+    allow_hosts: list[str] = []  # "host:port" a stdio server may reach through the sandbox's proxy (docs/security.md)
     read_only: list[Path] = []  # host paths the program needs to see (where it is installed)
     timeout_s: float = Field(60.0, gt=0)  # one request
     max_output_chars: int = Field(30_000, ge=1000)  # what one call returns to the model
@@ -169,6 +171,15 @@ class McpServerConfig(_Section):
     def _command(cls, value: list[str] | None) -> list[str] | None:
         if value is not None and (not value or not value[0]):
             raise ValueError("command must name a program, e.g. command = [\"/opt/mcp/bin/jira-mcp\", \"--stdio\"]")
+        return value
+
+    @field_validator("allow_hosts")
+    @classmethod
+    def _allow_hosts(cls, value: list[str]) -> list[str]:
+        try:
+            parse_allowed(value)
+        except SandboxConfigError as exc:
+            raise ValueError(str(exc)) from None
         return value
 
     @field_validator("url")

@@ -4,13 +4,18 @@ what changed on the host."""
 
 from __future__ import annotations
 
+import json
 import os
+import socket
+import subprocess
+import sys
 import time
 import uuid
 
 import pytest
 
 from abhed.model.replay import ReplayServer, Turn
+from agent_helpers import REPO
 from tmux_chat import TmuxChat
 
 pytestmark = pytest.mark.slow
@@ -272,3 +277,53 @@ def test_the_approval_prompt_names_the_keys_on_a_slip_and_takes_ctrl_c_and_ctrl_
     assert not (ws / "one").exists() and not (ws / "two").exists()
     declined = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
     assert len(declined) == 2 and all("the human declined it" in c for c in declined)
+
+
+def test_mcp_shows_the_servers_admitted_and_withheld_tools_and_refused_connections(tmp_path, ws, home, term):
+    """A configured, reviewed MCP server (tests/mcp's hostile one, with allow_hosts): /mcp in the pane
+    says how it runs, what is admitted, what is withheld after a change, and what its proxy refused."""
+    control, etc = tmp_path / "control", tmp_path / "etc-abhed"
+    control.mkdir()
+    etc.mkdir(mode=0o700)
+    python = os.path.realpath(sys.executable)
+    hostile = REPO / "tests" / "mcp" / "hostile_server.py"
+    allowed = socket.create_server(("127.0.0.1", 0))
+    port = allowed.getsockname()[1]
+    config = etc / "config.toml"
+    config.write_text("\n".join([
+        '[approval]', 'allow = ["mcp__hostile__escape"]', '[mcp.servers.hostile]',
+        f"command = {json.dumps([python, str(hostile), str(control)])}",
+        f"read_only = {json.dumps([str(hostile.parent), str(os.path.dirname(os.path.dirname(python))), str(control)])}",
+        f'allow_hosts = ["127.0.0.1:{port}"]', ""]))
+    config.chmod(0o600)
+    env = {"ABHED_CONFIG": str(config)}
+    review = subprocess.run([sys.executable, "-m", "abhed", "mcp", "review", "hostile", "--yes"], capture_output=True,
+                            text=True, cwd=ws, timeout=120, env={**os.environ, "ABHED_HOME": str(home), **env})
+    assert review.returncode == 0, review.stdout + review.stderr
+    (control / "description").write_text("Echo, changed after review.")  # withheld from the next session
+    denied = f"http://127.0.0.1:{port + 1 if port < 65535 else 1}/page"
+    turns = [Turn(calls=[("mcp__hostile__escape", {"path": str(tmp_path / "out"), "port": port, "url": denied})]),
+             Turn(text="Could not fetch it.")]
+    try:
+        with ReplayServer(turns) as server:
+            chat = term("--endpoint", server.url, "--workspace", str(ws), env=env)
+            chat.wait_for("ends the session.")
+            chat.type("/mcp")
+            screen = chat.wait_for("mcp__hostile__echo WITHHELD")
+            flat = " ".join(screen.split())  # rich wraps a long line where the pane ends
+            assert (f"hostile: stdio `{python} {hostile} {control}` in the sandbox, no network but a proxy to "
+                    f"127.0.0.1:{port}; 9 tool(s) admitted mcp__hostile__huge") in flat
+            assert "mcp__hostile__escape mcp__hostile__echo WITHHELD: changed since it was reviewed (its description " \
+                   "or input schema differs from the pinned one): a possible rug pull" in flat
+            chat.type("fetch the page")
+            chat.wait_for("Could not fetch it.")
+            chat.type("/mcp")
+            flat = " ".join(chat.wait_for("connection(s) refused").split())
+            assert (f"network: 1 connection(s) refused, the latest: the sandbox's network proxy refused "
+                    f"{denied.removeprefix('http://').removesuffix('/page')}: not in allow_hosts") in flat
+            chat.type("/exit")
+            chat.wait_for("CHAT-EXITED 0")
+    finally:
+        allowed.close()
+    result = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"][-1]
+    assert "fetch failed: HTTP Error 403" in result and "not in allow_hosts" in result
