@@ -51,6 +51,7 @@ from itertools import count
 from pathlib import Path
 
 from sandbox import vm_agent
+from sandbox.bwrap import locate_bwrap
 from sandbox.config import MicrovmConfig, SandboxConfig
 from sandbox.errors import BackendUnavailable, ConfigError, SandboxSetupError
 from sandbox.hostview import scan_host
@@ -210,7 +211,41 @@ class Qemu:
             argv += ["-device", f"virtio-9p-device,fsdev={share.tag},mount_tag={share.tag}"]
         if spec.network:
             argv += ["-netdev", "user,id=net0", "-device", "virtio-net-device,netdev=net0"]
+        # qemu's own seccomp filter: no obsolete syscalls, no setuid/setgid, no fork/exec, no
+        # scheduler or affinity changes (the guest cannot make qemu do any of these).
+        argv += ["-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"]
         return argv
+
+
+def jailed(bwrap: Path, spec: VmSpec, argv: list[str]) -> list[str]:
+    """``argv`` (the VMM) run by bwrap in namespaces of its own, seeing only what it serves.
+
+    A guest that took over qemu (a 9p or virtio bug) holds a process with no capabilities,
+    no_new_privs, qemu's seccomp filter, and a mount namespace holding only: /usr (and the
+    host's top-level links into it) read-only, the image read-only, the VM's state directory
+    (its /etc copy, control socket, console log), the shared directories, a minimal /dev
+    (plus /dev/kvm under KVM), its own /proc and /tmp. No home, no host /etc, no other
+    process (own pid namespace), no network namespace but its own unless allow_network.
+    """
+    state = spec.socket_path.parent
+    # One bind per host directory: writable if any share of it is (qemu's readonly=on
+    # enforces the read-only exports of the same tree, e.g. the workspace's "wsro").
+    binds: dict[Path, bool] = {}
+    for share in spec.shares:
+        binds[share.host] = binds.get(share.host, False) or not share.ro
+    out = [str(bwrap), "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
+    if spec.network:
+        out.append("--share-net")
+    out += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]  # first: the binds below may lie in /tmp
+    for host, writable in binds.items():
+        out += ["--bind" if writable else "--ro-bind", str(host), str(host)]
+    for name, target in spec.links:
+        out += ["--symlink", target, f"/{name}"]
+    out += ["--ro-bind", str(spec.image.directory), str(spec.image.directory)]
+    out += ["--bind", str(state), str(state), "--ro-bind", str(state / "etc"), "/etc"]
+    if spec.kvm:
+        out += ["--dev-bind", "/dev/kvm", "/dev/kvm"]
+    return [*out, "--", *argv]
 
 
 def host_tsc_khz() -> int:
@@ -436,7 +471,7 @@ def _close(fd: int) -> None:
 class Vm:
     """One booted guest: qemu, its console log, the control channel, the commands in flight."""
 
-    def __init__(self, vmm: Qemu, spec: VmSpec, setup: dict, launch_thread: ThreadPoolExecutor, timeout_s: float, state: Path) -> None:
+    def __init__(self, argv: list[str], spec: VmSpec, setup: dict, launch_thread: ThreadPoolExecutor, timeout_s: float, state: Path) -> None:
         self.spec = spec
         self.state = state  # its /etc copy, control socket and console log; removed at stop()
         self.commands: dict[int, VmSpawned] = {}
@@ -450,7 +485,6 @@ class Vm:
         listener.bind(str(spec.socket_path))
         listener.listen(1)
         try:
-            argv = vmm.argv(spec)
             # Started from the launcher's own long-lived thread: PR_SET_PDEATHSIG follows the thread.
             self.process = launch_thread.submit(_launch, argv, state / "qemu.log").result()
             self.channel = Channel(self._accept(listener, timeout_s), self._on_frame, self._on_close)
@@ -606,6 +640,8 @@ class MicrovmLauncher:
         self.config = config
         self.workspace = workspace
         self.vmm = Qemu(find_vmm(config.microvm))
+        rw_roots = (workspace, *(Path(os.path.realpath(p)) for p in config.rw_binds))
+        self.bwrap = locate_bwrap(config.bwrap_path, writable_roots=rw_roots)  # qemu runs in it (jailed)
         self.image = load_image(find_image_dir(config.microvm, environ))
         for kind in ("ro_binds", "rw_binds"):
             for path in getattr(config, kind):
@@ -736,7 +772,7 @@ class MicrovmLauncher:
                 "gid": os.getegid(),
                 "seccomp": syscall_filter().hex(),  # the bwrap backend's filter, loaded by the agent
             }
-            return Vm(self.vmm, spec, setup, launch_thread, timeout_s, state)
+            return Vm(jailed(self.bwrap, spec, self.vmm.argv(spec)), spec, setup, launch_thread, timeout_s, state)
         except BaseException:
             shutil.rmtree(state, ignore_errors=True)
             raise

@@ -192,6 +192,58 @@ def test_the_protected_paths_hold_and_the_host_sees_no_change(vm_base):
     assert not (ws / ".git" / "hooks" / "pre-commit").exists() and not (ws / "gone").exists()
 
 
+# -- the VMM's own confinement -------------------------------------------------------------------
+
+
+def vmm_pids(ancestor: int) -> list[int]:
+    """The qemu processes under ``ancestor`` (qemu runs under bwrap: not a direct child)."""
+    found, stack = [], [ancestor]
+    while stack:
+        pid = stack.pop()
+        try:
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                stack += [int(c) for c in (task / "children").read_text().split()]
+            if pid != ancestor and Path(f"/proc/{pid}/comm").read_text().startswith("qemu"):
+                found.append(pid)
+        except OSError:
+            continue  # it ended meanwhile
+    return found
+
+
+def _status(pid: int) -> dict[str, str]:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return dict(line.split(":\t", 1) for line in lines if ":\t" in line)
+
+
+@pytest.mark.slow
+def test_qemu_runs_jailed_with_its_seccomp_filter_and_no_privileges(box):
+    assert box.run("true", cwd=box.workspace, timeout_s=300).exit_code == 0
+    [qemu] = vmm_pids(box._launcher._vm.process.pid)
+    status = _status(qemu)
+    assert (status["Seccomp"], status["NoNewPrivs"], status["CapEff"], status["CapPrm"]) == ("2", "1", "0" * 16, "0" * 16)
+    for namespace in ("mnt", "pid", "net", "ipc"):  # no network device: not even the host's network namespace
+        assert os.readlink(f"/proc/{qemu}/ns/{namespace}") != os.readlink(f"/proc/self/ns/{namespace}"), namespace
+
+
+@pytest.mark.slow
+def test_a_secret_in_home_is_beyond_qemu_and_the_guest(box):
+    secret = Path.home() / f".abhed-test-secret-{os.getpid()}"
+    secret.write_text("host secret\n")
+    secret.chmod(0o600)
+    try:
+        result = box.run(f"cat {secret}; ls -a {Path.home()}; cat /etc/shadow | wc -c; echo end", cwd=box.workspace, timeout_s=300)
+        assert "host secret" not in result.output and result.output.endswith("end\n")
+        [qemu] = vmm_pids(box._launcher._vm.process.pid)
+        root = Path(f"/proc/{qemu}/root")
+        # qemu's whole world, as the host sees it: what a guest that took over qemu could reach.
+        assert not (root / secret.relative_to("/")).exists() and not (root / Path.home().relative_to("/")).exists()
+        assert (root / "etc" / "shadow").stat().st_size == 0  # the guest's /etc copy: a placeholder
+        assert (root / "usr" / "bin").is_dir() and (root / str(box.workspace).lstrip("/")).is_dir()
+        assert not (root / "dev" / "sda").exists() and not (root / "run").exists() and not (root / "var").exists()
+    finally:
+        secret.unlink()
+
+
 # -- lifetime -----------------------------------------------------------------------------------
 
 
@@ -208,13 +260,6 @@ DRIVER = textwrap.dedent(
 )
 
 
-def _qemu_children(pid: int) -> list[int]:
-    children = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        children += [int(c) for c in (task / "children").read_text().split()]
-    return [c for c in children if "qemu" in Path(f"/proc/{c}/comm").read_text()]
-
-
 @pytest.mark.slow
 def test_no_vm_outlives_an_abhed_killed_with_sigkill(tmp_path):
     require_microvm()
@@ -223,7 +268,7 @@ def test_no_vm_outlives_an_abhed_killed_with_sigkill(tmp_path):
     driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(REPO), str(workspace)], stdout=subprocess.PIPE, text=True)
     try:
         assert driver.stdout.readline() == "ready\n"
-        qemus = _qemu_children(driver.pid)
+        qemus = vmm_pids(driver.pid)
         assert len(qemus) == 1
         os.kill(driver.pid, signal.SIGKILL)
         driver.wait()
