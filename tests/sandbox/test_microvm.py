@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, require_microvm
-from sbx_helpers import wait_until
+from sbx_helpers import vmm_pids, wait_until
 
 import sandbox
 from sandbox import microvm
@@ -193,21 +193,6 @@ def test_the_protected_paths_hold_and_the_host_sees_no_change(vm_base):
 
 
 # -- the VMM's own confinement -------------------------------------------------------------------
-
-
-def vmm_pids(ancestor: int) -> list[int]:
-    """The qemu processes under ``ancestor`` (qemu runs under bwrap: not a direct child)."""
-    found, stack = [], [ancestor]
-    while stack:
-        pid = stack.pop()
-        try:
-            for task in Path(f"/proc/{pid}/task").iterdir():
-                stack += [int(c) for c in (task / "children").read_text().split()]
-            if pid != ancestor and Path(f"/proc/{pid}/comm").read_text().startswith("qemu"):
-                found.append(pid)
-        except OSError:
-            continue  # it ended meanwhile
-    return found
 
 
 def _status(pid: int) -> dict[str, str]:
