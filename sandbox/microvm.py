@@ -61,7 +61,7 @@ from sandbox.seccomp import syscall_filter
 from sandbox.shell import SANDBOX_HOME, find_shell, sandbox_env, wrapper_script
 
 VMM_PATHS = (Path("/usr/bin/qemu-system-x86_64"), Path("/usr/local/bin/qemu-system-x86_64"))
-IMAGE_FILES = ("vmlinuz", "initramfs.img")
+IMAGE_FILES = ("vmlinux", "initramfs.img")
 # Where an image is looked for when the configuration names none: a source checkout's
 # build directory, then where the USB bundle's install.sh puts it (PREFIX/share/abhed/microvm).
 IMAGE_DIRS = (
@@ -90,7 +90,7 @@ class Image:
 
     @property
     def kernel(self) -> Path:
-        return self.directory / "vmlinuz"
+        return self.directory / "vmlinux"
 
     @property
     def initramfs(self) -> Path:
@@ -109,7 +109,7 @@ def find_image_dir(config: MicrovmConfig, environ: Mapping[str, str]) -> Path:
         "microvm backend not available on this host: no VM image found (looked in "
         + ", ".join(str(d) for d in IMAGE_DIRS)
         + "). Build one with scripts/build-microvm, install the USB bundle's, or set microvm.image_dir "
-        "(or ABHED_MICROVM_IMAGE) to the directory holding vmlinuz, initramfs.img and manifest.json."
+        "(or ABHED_MICROVM_IMAGE) to the directory holding vmlinux, initramfs.img and manifest.json."
     )
 
 
@@ -177,6 +177,7 @@ class VmSpec:
     socket_path: Path
     console_path: Path
     network: bool
+    rootfs: Path | None = None  # the operator's /usr image, attached read-only as virtio-blk (vda)
 
 
 class Qemu:
@@ -197,7 +198,7 @@ class Qemu:
         cmdline.append("abhed.links=" + ",".join(f"{name}:{target}" for name, target in spec.links))
         argv = [
             str(self.path), "-M", "microvm", "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-            "-accel", "kvm" if spec.kvm else "tcg", "-cpu", "host" if spec.kvm else "max",
+            "-accel", "kvm" if spec.kvm else "tcg,thread=multi", "-cpu", "host" if spec.kvm else "max",
             "-m", str(spec.memory_mib), "-smp", str(spec.vcpus),
             "-kernel", str(spec.image.kernel), "-initrd", str(spec.image.initramfs), "-append", " ".join(cmdline),
             "-serial", f"file:{spec.console_path}",
@@ -211,6 +212,9 @@ class Qemu:
             argv += ["-device", f"virtio-9p-device,fsdev={share.tag},mount_tag={share.tag}"]
         if spec.network:
             argv += ["-netdev", "user,id=net0", "-device", "virtio-net-device,netdev=net0"]
+        if spec.rootfs is not None:
+            argv += ["-drive", f"file={spec.rootfs},if=none,id=rootfs,format=raw,readonly=on",
+                     "-device", "virtio-blk-device,drive=rootfs"]
         # qemu's own seccomp filter: no obsolete syscalls, no setuid/setgid, no fork/exec, no
         # scheduler or affinity changes (the guest cannot make qemu do any of these).
         argv += ["-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"]
@@ -242,6 +246,8 @@ def jailed(bwrap: Path, spec: VmSpec, argv: list[str]) -> list[str]:
     for name, target in spec.links:
         out += ["--symlink", target, f"/{name}"]
     out += ["--ro-bind", str(spec.image.directory), str(spec.image.directory)]
+    if spec.rootfs is not None:
+        out += ["--ro-bind", str(spec.rootfs), str(spec.rootfs)]
     out += ["--bind", str(state), str(state), "--ro-bind", str(state / "etc"), "/etc"]
     if spec.kvm:
         out += ["--dev-bind", "/dev/kvm", "/dev/kvm"]
@@ -257,6 +263,24 @@ def host_tsc_khz() -> int:
     except (OSError, ValueError):
         pass
     return 2_000_000
+
+
+def check_rootfs(path: Path) -> None:
+    """The operator's root filesystem image must be an ext4 or squashfs file we can read (fail early:
+    the guest would only say so at boot)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(2048)
+    except OSError as exc:
+        raise ConfigError(
+            f"microvm.rootfs {path} cannot be read ({exc.strerror}). Give the absolute path of a read-only ext4 or "
+            "squashfs image holding what commands see as /usr (e.g. mksquashfs ROOT/usr usr.img), or remove the setting."
+        ) from None
+    if head[:4] != b"hsqs" and head[1080:1082] != b"\x53\xef":
+        raise ConfigError(
+            f"microvm.rootfs {path} is neither a squashfs nor an ext4 image. Make one from the tree commands should "
+            "see as /usr: mksquashfs ROOT/usr usr.img, or mkfs.ext4 -d ROOT/usr usr.img SIZE."
+        )
 
 
 def find_vmm(config: MicrovmConfig) -> Path:
@@ -650,6 +674,8 @@ class MicrovmLauncher:
                         f"{kind} entry {path} is not a directory: the microvm backend shares directories only. "
                         "Share its directory instead, or use backend 'bwrap'."
                     )
+        if config.microvm.rootfs is not None:
+            check_rootfs(config.microvm.rootfs)
         self.shell = find_shell()
         self.env = sandbox_env(config, home=SANDBOX_HOME, tmpdir="/tmp", environ=environ)
         self.rlimits = effective_rlimits(config.limits, include_processes=False, include_memory=False)
@@ -674,6 +700,7 @@ class MicrovmLauncher:
             f"image: {self.image.directory} (kernel {self.image.kernel_release}, agent protocol {self.image.agent_protocol}, checked against manifest.json)",
             f"accel: {mc.accel}; KVM: {'usable' if kvm is None else kvm}" + (f"; {self.accel_note}" if self.accel_note else ""),
             f"vm: {mc.memory_mib} MiB, {mc.vcpus} vCPUs, boot at {mc.boot}",
+            f"/usr: {f'the image {mc.rootfs} (read-only)' if mc.rootfs is not None else 'the host /usr (read-only)'}",
             f"shell: {self.shell.path}",
             f"network: {'qemu user-mode network (allow_network)' if self.config.allow_network else 'none (no network device)'}",
             f"memory limit: {self.config.limits.memory_bytes} bytes per command (guest memory cgroup)",
@@ -765,12 +792,14 @@ class MicrovmLauncher:
             spec = VmSpec(
                 image=self.image, memory_mib=mc.memory_mib, vcpus=mc.vcpus, kvm=kvm, shares=shares, links=links,
                 socket_path=state / "control.sock", console_path=state / "console.log", network=self.config.allow_network,
+                rootfs=mc.rootfs,
             )  # fmt: skip
             setup = {
                 "shares": [{"tag": s.tag, "path": s.path, "ro": s.ro, "cache": s.cache} for s in shares if s.tag != "usr"],
                 "uid": os.geteuid(),
                 "gid": os.getegid(),
                 "seccomp": syscall_filter().hex(),  # the bwrap backend's filter, loaded by the agent
+                "rootfs": "vda" if mc.rootfs is not None else None,  # the first (only) virtio-blk disk
             }
             return Vm(jailed(self.bwrap, spec, self.vmm.argv(spec)), spec, setup, launch_thread, timeout_s, state)
         except BaseException:
@@ -809,7 +838,7 @@ class VmPool:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(os.path.realpath(root))
-        self.vms: dict[SandboxConfig, Vm] = {}
+        self.vms: dict[tuple, Vm] = {}
         self.lock = threading.Lock()
         self.launch_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="abhed-microvm-pool")
 
@@ -818,11 +847,12 @@ class VmPool:
 
     def vm_for(self, launcher: MicrovmLauncher) -> Vm:
         with self.lock:
-            vm = self.vms.get(launcher.config)
+            key = vm_key(launcher.config)
+            vm = self.vms.get(key)
             if vm is None or not vm.alive:
                 if vm is not None:
                     vm.stop()
-                vm = self.vms[launcher.config] = launcher.boot(self.launch_thread)
+                vm = self.vms[key] = launcher.boot(self.launch_thread)
             return vm
 
     def close(self) -> None:
@@ -831,6 +861,12 @@ class VmPool:
                 vm.stop()
             self.vms.clear()
         self.launch_thread.shutdown(wait=True)
+
+
+def vm_key(config: SandboxConfig) -> tuple:
+    """What a booted VM depends on: configurations equal in these share one (the limits, protected
+    paths and environment are applied per command, by the agent)."""
+    return (config.microvm, config.bwrap_path, config.allow_network, config.ro_binds, config.rw_binds, config.hidden_paths)
 
 
 _pool: VmPool | None = None

@@ -34,7 +34,7 @@ import struct
 import sys
 import time
 
-PROTOCOL = 1
+PROTOCOL = 2  # 2: the operator's root filesystem image (setup "rootfs"); an agent of 1 would ignore it
 HEADER = struct.Struct(">IcI")  # channel, kind, payload length
 MAX_FRAME = 1 << 20
 # Where the command's shell finds the control pipe (the host's wrapper script names it). The
@@ -42,6 +42,7 @@ MAX_FRAME = 1 << 20
 CTL_FD = 250
 PRIVATE = "/.abhed"  # the agent's own files (sysfs, cgroups, devices): hidden from every command
 CGROUP_ROOT = f"{PRIVATE}/cgroup"
+ROOTFS = f"{PRIVATE}/rootfs"  # the operator's image, bound read-only on each command's /usr
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
@@ -71,6 +72,20 @@ def mount_9p(tag: str, path: str, ro: bool, cache: str) -> None:
     os.makedirs(path, exist_ok=True)
     options = f"trans=virtio,version=9p2000.L,msize=512000,cache={cache}"
     mount(tag, path, "9p", (MS_RDONLY if ro else 0) | MS_NOSUID | MS_NODEV, options)
+
+
+def mount_rootfs(device: str, target: str) -> None:
+    """The operator's root filesystem image (the host attached it read-only), by its superblock."""
+    with open(device, "rb") as f:
+        head = f.read(2048)
+    if head[:4] == b"hsqs":
+        fstype = "squashfs"
+    elif head[1080:1082] == b"\x53\xef":
+        fstype = "ext4"
+    else:
+        raise OSError(f"{device}: neither a squashfs nor an ext4 filesystem")
+    os.makedirs(target, exist_ok=True)
+    mount(device, target, fstype, MS_RDONLY | MS_NOSUID | MS_NODEV, "noload" if fstype == "ext4" else None)
 
 
 def bind_readonly(source: str, target: str) -> None:
@@ -156,6 +171,8 @@ class Agent:
             mount_9p(share["tag"], share["path"], share["ro"], share["cache"])
         os.makedirs(f"{PRIVATE}/dev", exist_ok=True)
         mount("dev", f"{PRIVATE}/dev", "devtmpfs", MS_NOSUID)
+        if setup.get("rootfs"):
+            mount_rootfs(f"{PRIVATE}/dev/{setup['rootfs']}", ROOTFS)
         fd = os.open(f"{PRIVATE}/null", os.O_CREAT | os.O_WRONLY, 0)
         os.close(fd)
         os.chmod(f"{PRIVATE}/null", 0)
@@ -332,6 +349,8 @@ def init_loop(shell: int) -> int:
 
 def make_mounts(setup: dict, spec: dict) -> None:
     mount(None, "/", None, MS_REC | MS_PRIVATE)
+    if setup.get("rootfs"):
+        bind_readonly(ROOTFS, "/usr")  # the operator's image is all the command sees of /usr
     # The fresh /tmp would cover a bind that lies under /tmp: carry those over.
     under_tmp = sorted((s["path"] for s in setup["shares"] if s["path"].startswith("/tmp/")), key=lambda p: p.count("/"))
     for i, path in enumerate(under_tmp):

@@ -80,7 +80,7 @@ def fake_microvm_image(directory: Path) -> Path:
     from sandbox import vm_agent
 
     directory.mkdir()
-    files = {"vmlinuz": b"kernel stand-in\n", "initramfs.img": b"initramfs stand-in\n"}
+    files = {"vmlinux": b"kernel stand-in\n", "initramfs.img": b"initramfs stand-in\n"}
     for name, data in files.items():
         (directory / name).write_bytes(data)
     manifest = {"kernel_release": "6.1.0-test-amd64", "agent_protocol": vm_agent.PROTOCOL,

@@ -204,5 +204,5 @@ def test_make_with_an_incomplete_microvm_image_is_an_instruction(keys, tmp_path)
                 "--secret-key", str(keys[0]), "--out", str(tmp_path / "out"), "--microvm", str(image),
                 "--wheelhouse-from", str(fake_wheelhouse(tmp_path / "wh"))])
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert f"--microvm {image}: needs vmlinuz, initramfs.img, manifest.json; build them with scripts/build-microvm." in proc.stderr
+    assert f"--microvm {image}: needs vmlinux, initramfs.img, manifest.json; build them with scripts/build-microvm." in proc.stderr
     assert not (tmp_path / "out" / BUNDLE_NAME).exists()

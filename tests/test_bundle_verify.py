@@ -220,7 +220,7 @@ def test_all_verifiers_give_the_same_message(what, change, facts, fresh, keys, p
 
 
 @pytest.mark.parametrize("verifier", VERIFIERS)
-@pytest.mark.parametrize("name", ["vmlinuz", "initramfs.img", "manifest.json"])
+@pytest.mark.parametrize("name", ["vmlinux", "initramfs.img", "manifest.json"])
 def test_a_tampered_microvm_image_is_refused(verifier, name, microvm_bundle, keys, paths, tmp_path):
     bundle = copy_bundle(microvm_bundle, tmp_path)
     flip_byte(bundle / "microvm" / name, 3)

@@ -225,6 +225,13 @@ def user_runner(tmp_path_factory) -> Runner:
         shutil.rmtree(base, ignore_errors=True)
 
 
+def vm_timeout(timeout_s: float) -> float:
+    """A bwrap test's timeout for a command in a VM under TCG, where a command costs a second or
+    more. Under 10 s the test means the command to time out (and then waits the whole time):
+    10 s is room for what it prints first; otherwise at least 60 s."""
+    return max(timeout_s, 10) if timeout_s < 10 else max(timeout_s, 60)
+
+
 class MicrovmRunner(LocalRunner):
     """The microvm backend in this process; one booted VM per configuration serves every test
     (sandbox.microvm.shared_vms: a boot costs tens of seconds under TCG)."""
@@ -237,8 +244,7 @@ class MicrovmRunner(LocalRunner):
 
     def run(self, command, *, workspace, cwd=None, timeout_s=60, config=None, output_limit_chars=None):
         config = {"backend": "microvm", **(config or {})}
-        # Under TCG a command costs seconds: the timeouts the bwrap tests choose are too short.
-        return super().run(command, workspace=workspace, cwd=cwd, timeout_s=max(timeout_s, 60), config=config,
+        return super().run(command, workspace=workspace, cwd=cwd, timeout_s=vm_timeout(timeout_s), config=config,
                            output_limit_chars=output_limit_chars)
 
 
@@ -291,10 +297,10 @@ class MicrovmUserRunner(DroppedRunner):
             "workspace": str(workspace),
             "cwd": str(cwd or workspace),
             "command": command,
-            "timeout_s": max(timeout_s, 60),
+            "timeout_s": vm_timeout(timeout_s),
             "output_limit_chars": output_limit_chars,
         }
-        answer = self._ask(request, timeout_s=max(timeout_s, 60) + 600)  # the first one boots the VM
+        answer = self._ask(request, timeout_s=vm_timeout(timeout_s) + 600)  # the first one boots the VM
         if not answer["ok"]:
             raise DriverError(answer)
         fields = {k: answer["result"][k] for k in Outcome.__dataclass_fields__}

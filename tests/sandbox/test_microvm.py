@@ -22,6 +22,7 @@ from conftest import REPO, require_microvm
 from sbx_helpers import vmm_pids, wait_until
 
 import sandbox
+import sandbox.shell
 from sandbox import microvm
 
 
@@ -49,8 +50,8 @@ def test_an_image_that_does_not_match_its_manifest_is_refused(tmp_path):
 
 def test_a_missing_kernel_is_refused(tmp_path):
     image = _image_copy(tmp_path)
-    (image / "vmlinuz").unlink()
-    with pytest.raises(sandbox.BackendUnavailable, match=r"vmlinuz is missing\. Rebuild it with scripts/build-microvm"):
+    (image / "vmlinux").unlink()
+    with pytest.raises(sandbox.BackendUnavailable, match=r"vmlinux is missing\. Rebuild it with scripts/build-microvm"):
         microvm.load_image(image)
 
 
@@ -90,6 +91,7 @@ def test_host_report_names_the_vmm_kvm_and_the_checked_image():
         ({"boot": "never"}, "microvm.boot must be 'first-use' or 'session-start'; got 'never'."),
         ({"image_dir": "build/microvm"}, "microvm.image_dir must be an absolute path, got 'build/microvm'."),
         ({"boot_timeout_s": 0}, "microvm.boot_timeout_s must be a positive number of seconds, got 0."),
+        ({"rootfs": "usr.img"}, "microvm.rootfs must be an absolute path, got 'usr.img'."),
     ],
 )
 def test_bad_microvm_settings_are_refused(fields, message):
@@ -155,7 +157,7 @@ def test_ten_megabytes_of_output_keep_head_and_tail_with_exact_counts(box):
 
 @pytest.mark.slow
 def test_timeout_kills_everything_the_command_started(box):
-    result = box.run("echo before; setsid sleep 1000 & sleep 1000", cwd=box.workspace, timeout_s=60)
+    result = box.run("echo before; setsid sleep 1000 & sleep 1000", cwd=box.workspace, timeout_s=10)
     assert result.timed_out and result.exit_code is None and result.output == "before\n"
     after = box.run("ps -e -o comm= | grep -c sleep; true", cwd=box.workspace, timeout_s=300)
     assert after.output == "0\n"  # the next command sees nothing of the previous one's processes
@@ -190,6 +192,72 @@ def test_the_protected_paths_hold_and_the_host_sees_no_change(vm_base):
     assert "Read-only file system" in result.output
     assert (ws / ".git" / "config").read_bytes() == config_before
     assert not (ws / ".git" / "hooks" / "pre-commit").exists() and not (ws / "gone").exists()
+
+
+# -- the operator's root filesystem image ([sandbox.microvm] rootfs) -----------------------------
+
+
+def _usr_image(tmp_path: Path) -> Path:
+    """An ext4 image of a tiny /usr: bash, the libraries it loads, and a marker file."""
+    mkfs = shutil.which("mkfs.ext4", path="/usr/sbin:/sbin:/usr/bin:/bin")
+    if mkfs is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("mkfs.ext4 is missing (scripts/setup-test-deps installs e2fsprogs)")
+        pytest.skip("needs mkfs.ext4 (e2fsprogs) to build the image")
+    root = tmp_path / "usr-tree"
+
+    def copy(host: str) -> None:  # at its path under /usr, symlinks kept with their targets
+        path = os.path.join(os.path.realpath(os.path.dirname(host)), os.path.basename(host))
+        dest = root / os.path.relpath(path, "/usr")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if os.path.islink(path):
+            if not dest.is_symlink():
+                dest.symlink_to(os.readlink(path))
+            copy(os.path.join(os.path.dirname(path), os.readlink(path)))
+        elif not dest.exists():
+            shutil.copy2(path, dest)
+
+    shell = os.path.realpath(sandbox.shell.find_shell().path)
+    copy(shell)
+    for line in subprocess.run(["ldd", shell], capture_output=True, text=True, check=True).stdout.splitlines():
+        for library in [w for w in line.split() if w.startswith("/")][:1]:  # "libc.so.6 => /path (addr)"
+            copy(library)
+    (root / "share").mkdir(exist_ok=True)
+    (root / "share" / "abhed-marker").write_text("from the operator's image\n")
+    image = tmp_path / "usr.img"
+    subprocess.run([mkfs, "-q", "-d", str(root), str(image), "16M"], check=True)
+    return image
+
+
+@pytest.mark.slow
+def test_a_rootfs_image_is_the_commands_usr_read_only_and_the_hosts_is_gone(vm_base, tmp_path):
+    image = _usr_image(tmp_path)
+    before = image.read_bytes()
+    ws = vm_base / "rootfs"
+    ws.mkdir()
+    config = sandbox.SandboxConfig(backend="microvm", microvm=sandbox.MicrovmConfig(rootfs=image))
+    with sandbox.Sandbox(config, ws) as box:
+        assert f"/usr: the image {image} (read-only)" in box.describe()
+        result = box.run('echo "$(< /usr/share/abhed-marker)"; echo /usr/bin/*; [ -e /usr/bin/python3 ] || echo no-python3; '
+                         "echo x > /usr/share/new; echo end", cwd=ws, timeout_s=300)
+    lines = result.output.splitlines()
+    assert lines[:3] == ["from the operator's image", f"/usr/bin/{Path(sandbox.shell.find_shell().path).name}", "no-python3"]
+    assert "/usr/share/new: Read-only file system" in lines[3] and lines[4] == "end"
+    assert image.read_bytes() == before  # attached read-only: the guest changed nothing in it
+
+
+def test_a_rootfs_that_is_not_an_image_or_missing_is_refused(tmp_path):
+    require_microvm()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    text = tmp_path / "notes.txt"
+    text.write_text("not a filesystem\n")
+    for path, fact in ((text, f"microvm.rootfs {text} is neither a squashfs nor an ext4 image"),
+                       (tmp_path / "missing.img", f"microvm.rootfs {tmp_path / 'missing.img'} cannot be read (No such file or directory)")):
+        config = sandbox.SandboxConfig(backend="microvm", microvm=sandbox.MicrovmConfig(rootfs=path))
+        with pytest.raises(sandbox.ConfigError) as err:
+            sandbox.Sandbox(config, ws)
+        assert str(err.value).startswith(fact) and "mksquashfs ROOT/usr usr.img" in str(err.value)
 
 
 # -- the VMM's own confinement -------------------------------------------------------------------
