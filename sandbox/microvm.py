@@ -14,7 +14,9 @@ whatever the guest kernel does):
 
 - the workspace read-write at its host path; protected paths read-only (per command, from
   a second, read-only export of the workspace);
-- the host's ``/usr`` (and ``/bin``, ``/lib``... as the host has them) read-only;
+- the host's ``/usr`` (and ``/bin``, ``/lib``... as the host has them) read-only; or, for the
+  commands, the operator's image (``MicrovmConfig.rootfs``: ext4 or squashfs, a read-only
+  virtio-blk disk the agent binds read-only on each command's ``/usr``);
 - ``/etc`` read-only: a copy of the host's world-readable ``/etc`` made at session start
   (so the secrets are not even in the VM's reach);
 - the operator's ``ro_binds``/``rw_binds`` (directories);
@@ -22,9 +24,13 @@ whatever the guest kernel does):
 - memory and vCPUs from ``MicrovmConfig``; per command a cgroup (``limits.memory_bytes``,
   ``limits.processes``) and the rlimits.
 
+qemu itself is confined (``jailed``): its own seccomp filter (``-sandbox``) inside bwrap, with
+no capabilities and namespaces of its own that hold only what it serves.
+
 Lifetime: one VM per Sandbox, booted on first use (or at session start), powered off at
-close. qemu runs with PR_SET_PDEATHSIG=SIGKILL from a thread that lives as long as the
-Sandbox, so it dies with Abhed even on kill -9.
+close. qemu's bwrap runs with PR_SET_PDEATHSIG=SIGKILL from a thread that lives as long as
+the Sandbox, and qemu dies with its bwrap (--die-with-parent, its pid namespace), so it dies
+with Abhed even on kill -9.
 """
 
 from __future__ import annotations
