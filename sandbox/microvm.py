@@ -209,22 +209,28 @@ class Qemu:
             "-kernel", str(spec.image.kernel), "-initrd", str(spec.image.initramfs), "-append", " ".join(cmdline),
             "-serial", f"file:{spec.console_path}",
             "-device", "virtio-serial-device",
-            "-chardev", f"socket,id=abhed,path={spec.socket_path}",
+            "-chardev", f"socket,id=abhed,path={opt(spec.socket_path)}",
             "-device", "virtserialport,chardev=abhed,name=abhed",
         ]  # fmt: skip
         for share in spec.shares:
             readonly = ",readonly=on" if share.ro else ""
-            argv += ["-fsdev", f"local,id={share.tag},path={share.host},security_model=none,multidevs=remap{readonly}"]
+            argv += ["-fsdev", f"local,id={share.tag},path={opt(share.host)},security_model=none,multidevs=remap{readonly}"]
             argv += ["-device", f"virtio-9p-device,fsdev={share.tag},mount_tag={share.tag}"]
         if spec.network:
             argv += ["-netdev", "user,id=net0", "-device", "virtio-net-device,netdev=net0"]
         if spec.rootfs is not None:
-            argv += ["-drive", f"file={spec.rootfs},if=none,id=rootfs,format=raw,readonly=on",
+            argv += ["-drive", f"file={opt(spec.rootfs)},if=none,id=rootfs,format=raw,readonly=on",
                      "-device", "virtio-blk-device,drive=rootfs"]
         # qemu's own seccomp filter: no obsolete syscalls, no setuid/setgid, no fork/exec, no
         # scheduler or affinity changes (the guest cannot make qemu do any of these).
         argv += ["-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"]
         return argv
+
+
+def opt(path: Path) -> str:
+    """A path as the value of a qemu option: a comma there would end the value and start another
+    option (a workspace named "ws,readonly=off"); qemu reads ",," as one comma."""
+    return str(path).replace(",", ",,")
 
 
 def jailed(bwrap: Path, spec: VmSpec, argv: list[str]) -> list[str]:

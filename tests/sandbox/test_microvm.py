@@ -100,6 +100,18 @@ def test_bad_microvm_settings_are_refused(fields, message):
     assert str(err.value) == message
 
 
+def test_a_comma_in_a_path_cannot_add_a_qemu_option(tmp_path):
+    image = microvm.Image(tmp_path / "image", "6.1", microvm.vm_agent.PROTOCOL)
+    share = microvm.Share("ws", tmp_path / "ws,readonly=off", "/ws", True)
+    spec = microvm.VmSpec(image=image, memory_mib=256, vcpus=1, kvm=False, shares=(share,), links=(),
+                          socket_path=tmp_path / "a,b" / "control.sock", console_path=tmp_path / "console.log",
+                          network=False, rootfs=tmp_path / "usr,readonly=off.img")
+    argv = microvm.Qemu(Path("/usr/bin/qemu-system-x86_64")).argv(spec)
+    assert f"local,id=ws,path={tmp_path}/ws,,readonly=off,security_model=none,multidevs=remap,readonly=on" in argv
+    assert f"socket,id=abhed,path={tmp_path}/a,,b/control.sock" in argv
+    assert f"file={tmp_path}/usr,,readonly=off.img,if=none,id=rootfs,format=raw,readonly=on" in argv
+
+
 def test_the_etc_copy_keeps_only_what_everyone_may_read(tmp_path):
     source = tmp_path / "etc"
     (source / "ssl" / "private").mkdir(parents=True)
