@@ -258,6 +258,18 @@ def test_a_rootfs_image_is_the_commands_usr_read_only_and_the_hosts_is_gone(vm_b
     assert image.read_bytes() == before  # attached read-only: the guest changed nothing in it
 
 
+def test_a_rootfs_is_recognised_by_its_superblock(tmp_path):
+    squashfs, ext4, short = tmp_path / "a.squashfs", tmp_path / "b.ext4", tmp_path / "short.img"
+    squashfs.write_bytes(b"hsqs" + bytes(4092))
+    ext4.write_bytes(bytes(1080) + b"\x53\xef" + bytes(3014))
+    short.write_bytes(b"hsq")
+    microvm.check_rootfs(squashfs)
+    microvm.check_rootfs(ext4)
+    for wrong in (short, tmp_path):  # a truncated header; a directory
+        with pytest.raises(sandbox.ConfigError, match=f"microvm.rootfs {wrong} (is neither|cannot be read)"):
+            microvm.check_rootfs(wrong)
+
+
 def test_a_rootfs_that_is_not_an_image_or_missing_is_refused(tmp_path):
     require_microvm()
     ws = tmp_path / "ws"
