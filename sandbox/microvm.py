@@ -204,7 +204,7 @@ class Qemu:
         cmdline.append("abhed.links=" + ",".join(f"{name}:{target}" for name, target in spec.links))
         argv = [
             str(self.path), "-M", "microvm", "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-            "-accel", "kvm" if spec.kvm else "tcg,thread=multi", "-cpu", "host" if spec.kvm else "max",
+            "-accel", "kvm" if spec.kvm else "tcg", "-cpu", "host" if spec.kvm else "max",
             "-m", str(spec.memory_mib), "-smp", str(spec.vcpus),
             "-kernel", str(spec.image.kernel), "-initrd", str(spec.image.initramfs), "-append", " ".join(cmdline),
             "-serial", f"file:{spec.console_path}",
@@ -860,6 +860,10 @@ class VmPool:
     def vm_for(self, launcher: MicrovmLauncher) -> Vm:
         with self.lock:
             key = vm_key(launcher.config)
+            if os.path.ismount(launcher.workspace):
+                # Its own filesystem, maybe mounted after a VM booted: qemu's view of the tree
+                # (its bwrap mount namespace) was fixed at boot and would show what lies under it.
+                key += (launcher.workspace,)
             vm = self.vms.get(key)
             if vm is None or not vm.alive:
                 if vm is not None:

@@ -23,6 +23,7 @@ exit frame sent, so no output can arrive after it.
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import json
 import os
@@ -390,9 +391,12 @@ def drop_privileges(setup: dict, spec: dict) -> None:
     os.chdir(spec["cwd"])
     os.setgroups([])
     os.setgid(setup["gid"])
-    os.setuid(setup["uid"])
+    # The bounding set while still root: dropping it needs CAP_SETPCAP, which setuid() to
+    # another uid takes away (the drops then failed, and a command kept a full bounding set).
     for cap in range(64):
-        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last capability: ignored
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
+            check(-1, f"drop capability {cap} from the bounding set")  # EINVAL: past the last one
+    os.setuid(setup["uid"])
     drop_capabilities()
     check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     program = bytes.fromhex(setup["seccomp"])
