@@ -694,7 +694,7 @@ class MicrovmLauncher:
         self.view = scan_host(config.hidden_paths, as_root=runs_as_host_root())
         self.extra_protected: tuple[str, ...] = ()
         self.accel_note: str | None = None
-        pool = _pool if _pool is not None and _pool.serves(workspace) else None
+        pool = next((p for p in reversed(_pools) if p.serves(workspace)), None)
         self._pool = pool
         self.share_root = pool.root if pool is not None else workspace
         self._launch_thread = None if pool is not None else ThreadPoolExecutor(max_workers=1, thread_name_prefix="abhed-microvm")
@@ -885,18 +885,18 @@ def vm_key(config: SandboxConfig) -> tuple:
     return (config.microvm, config.bwrap_path, config.allow_network, config.ro_binds, config.rw_binds, config.hidden_paths)
 
 
-_pool: VmPool | None = None
+_pools: list[VmPool] = []  # the shared_vms() in force, innermost last
 
 
 @contextmanager
 def shared_vms(root: Path):
     """While active, microvm Sandboxes with workspaces under ``root`` share booted VMs (tests)."""
-    global _pool
-    pool = _pool = VmPool(root)
+    pool = VmPool(root)
+    _pools.append(pool)  # nested: an outer pool (a session's) keeps serving its own workspaces
     try:
         yield pool
     finally:
-        _pool = None
+        _pools.remove(pool)
         pool.close()
 
 

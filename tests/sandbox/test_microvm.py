@@ -130,6 +130,23 @@ def test_the_etc_copy_keeps_only_what_everyone_may_read(tmp_path):
     assert os.readlink(target / "localtime") == "/usr/share/zoneinfo/UTC"
 
 
+def test_a_nested_pool_leaves_the_outer_one_serving(tmp_path):
+    """A test module's shared_vms inside the session's: when it ends, the session's still serves
+    (it once dropped every pool, and each later test booted a VM of its own)."""
+    require_microvm()
+    outer_root, inner_root = tmp_path / "outer", tmp_path / "inner"
+    for path in (outer_root / "ws", inner_root / "ws"):
+        path.mkdir(parents=True)
+    with microvm.shared_vms(outer_root) as outer:
+        with microvm.shared_vms(inner_root) as inner:
+            for root, pool in ((outer_root, outer), (inner_root, inner)):
+                with sandbox.Sandbox(sandbox.SandboxConfig(backend="microvm"), root / "ws") as box:
+                    assert box._launcher._pool is pool
+        with sandbox.Sandbox(sandbox.SandboxConfig(backend="microvm"), outer_root / "ws") as box:
+            assert box._launcher._pool is outer
+    assert microvm._pools == []
+
+
 # -- one shared VM: what the bash tool relies on ------------------------------------------------
 
 
