@@ -100,7 +100,7 @@ class Limits:
 class MicrovmConfig:
     """The microvm backend's settings (see sandbox.microvm); ignored by the other backends.
 
-    image_dir       the directory scripts/build-microvm fills (vmlinuz, initramfs.img,
+    image_dir       the directory scripts/build-microvm fills (vmlinux, initramfs.img,
                     manifest.json); None: $ABHED_MICROVM_IMAGE, else the first of
                     sandbox.microvm.IMAGE_DIRS that holds a manifest.
     vmm_path        absolute path of qemu-system-x86_64; None: the first of
@@ -114,6 +114,9 @@ class MicrovmConfig:
                     the Sandbox is built (its first command then waits less).
     boot_timeout_s  how long a boot may take before the backend gives up (TCG on a busy host
                     is slow).
+    rootfs          absolute path of an ext4 or squashfs image the operator supplies: attached
+                    read-only (virtio-blk) and mounted read-only as every command's /usr, in
+                    place of the host's. None: commands see the host's /usr.
     """
 
     image_dir: Path | None = None
@@ -124,9 +127,10 @@ class MicrovmConfig:
     boot: Literal["first-use", "session-start"] = "first-use"
     boot_timeout_s: float = 300.0
     kvm_probe_s: float = 15.0
+    rootfs: Path | None = None
 
     def __post_init__(self) -> None:
-        for name in ("image_dir", "vmm_path"):
+        for name in ("image_dir", "vmm_path", "rootfs"):
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, Path(value))

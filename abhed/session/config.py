@@ -73,6 +73,7 @@ class MicrovmSettings(_Section):
     vcpus: int = Field(2, ge=1)
     accel: Literal["auto", "kvm", "tcg"] = "auto"
     boot: Literal["first-use", "session-start"] = "first-use"
+    rootfs: Path | None = None  # absolute; an ext4/squashfs image commands see as /usr (default: the host's /usr)
 
 
 class SandboxSettings(_Section):
