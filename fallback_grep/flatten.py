@@ -149,7 +149,7 @@ _SIMPLE_LEADING = (sx.ASSERT, sx.CLASS, sx.ANY_BYTE)
 def _leading_simple(node):
     """Round 2's key: a leading assertion, class (not a literal), \\C, or x{n} of one of those."""
     if node.op == sx.EMPTY or node.op == sx.CONCAT and node.subs[0].op == sx.EMPTY:
-        return None
+        return None  # pragma: no mutate (equivalent: an empty first item is no simple key below either)
     first = _first(node)
     if first.op in _SIMPLE_LEADING and _as_literal(first) is None:
         return sx.dump(first)
@@ -595,8 +595,8 @@ def _skip_heads(prog, heads):
         return pc
 
     for pc, op in enumerate(prog.op):
-        if pc not in heads:
+        if pc not in heads:  # pragma: no mutate (speed only: the matchers step through the Nops)
             prog.out[pc] = target(prog.out[pc])
-            if op == SPLIT:
+            if op == SPLIT:  # pragma: no mutate (out1 of the other instructions is -1, never a head)
                 prog.out1[pc] = target(prog.out1[pc])
     prog.start = target(prog.start)
