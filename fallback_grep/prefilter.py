@@ -90,7 +90,7 @@ def _trie_regex(trie):
 
 
 def _char_literal(ranges):
-    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:  # pragma: no mutate (Finite.literal is never read)
         return chr(ranges[0][0]).encode("utf-8", "surrogatepass")
     return None
 

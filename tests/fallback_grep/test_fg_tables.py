@@ -203,6 +203,9 @@ def plan(pattern: str):
     ("\\d+é", (("é".encode(),), None, (), False), (True, None)),         # needs a non-ASCII text
     ("[a-c][0-9][a-c][0-9]", None, (False, b"\x01\x02\x01\x02")),         # a run of classes
     ("(?i)ab", None, (False, None)),                                     # too short for a folded needle
+    ("(?i)abc", ((), b"abc", (), False), (False, None)),                 # three letters are enough
+    ("(?i:kelvin)\\d(?i:ab)", ((), b"kelvin", ("\u212a".encode(),), False), (False, None)),  # the longest fold run
+    ("foo\\d(?i:strasse)", ((b"foo",), None, (), False), (False, None)),  # a 3-byte literal beats a fold
 ])
 def test_the_prefilter_plan(pattern, needles, extra):
     assert plan(pattern) == (needles, extra)
@@ -287,3 +290,26 @@ def test_a_whole_literal_hit_needs_no_verification_and_a_partial_one_does():
     assert partial.mode == "literals" and not partial.hit_is_match
     exact = prefilter.Scanner(prefilter.build(fg_parser.parse("[ab]c?").tree, exact_ok=True), b"abc")
     assert exact.mode == "regex" and exact.hit_is_match
+
+
+# -- every prefilter path gives RE2's lines ----------------------------------------------------------
+# One pattern per path that no other test took (mutation testing found them): an empty alternative
+# in a finite translation, a line verifier after a repeat followed by an alternation that can be
+# empty, and a class needle as the only filter (no sre factor behind it).
+
+@pytest.mark.parametrize("pattern,mode", [
+    ("ab(?:c|)", "literals"),
+    ("(?:foo|)bar", "literals"),
+    ("a()b", "literals"),
+    ("x[a-c]+(?:z|y?)w", "literals"),
+    ("\\s\\w*\\d{3}", "classes"),
+])
+def test_each_prefilter_path_finds_re2s_lines(pattern, mode):
+    re2 = pytest.importorskip("re2")
+    rows = ["foo bar", "x abcw", "xaby", "xabzw", "  abc1_ z", "x a123", "no 12 x", "  zz999 tail", "ab", "foobar"]
+    data = "\n".join(rows).encode()
+    matcher = Matcher(pattern)
+    assert (matcher.prefilter and matcher.prefilter.scanner(data).mode) == mode
+    want = [i + 1 for i, row in enumerate(rows) if re2.search(pattern, row)]
+    assert want, pattern
+    assert [line.number for line in search_bytes(matcher, data, "content").lines] == want
