@@ -143,7 +143,7 @@ def finite(node, allow_assertions):
         length = sub.length * node.max
         if paths > MAX_PATHS or length > MAX_LENGTH:
             return None
-        lazy = "" if node.greedy else "?"
+        lazy = "" if node.greedy else "?"  # pragma: no mutate (equivalent: only where a match starts is used)
         counts = f"{{{node.min}}}" if node.min == node.max else f"{{{node.min},{node.max}}}"
         lit = sub.literal * node.min if sub.literal is not None and node.min == node.max else None
         return Finite(f"(?:{sub.src}){counts}{lazy}", paths, length, sub.score * node.min, lit)

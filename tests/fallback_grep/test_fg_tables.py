@@ -206,6 +206,7 @@ def plan(pattern: str):
     ("(?i)abc", ((), b"abc", (), False), (False, None)),                 # three letters are enough
     ("(?i:kelvin)\\d(?i:ab)", ((), b"kelvin", ("\u212a".encode(),), False), (False, None)),  # the longest fold run
     ("foo\\d(?i:strasse)", ((b"foo",), None, (), False), (False, None)),  # a 3-byte literal beats a fold
+    ("foo\\dab", ((b"foo",), None, (), False), (False, None)),          # the longest stretch, not the last
 ])
 def test_the_prefilter_plan(pattern, needles, extra):
     assert plan(pattern) == (needles, extra)
@@ -303,13 +304,20 @@ def test_a_whole_literal_hit_needs_no_verification_and_a_partial_one_does():
     ("a()b", "literals"),
     ("x[a-c]+(?:z|y?)w", "literals"),
     ("\\s\\w*\\d{3}", "classes"),
+    ("foo|bar\\d+", "literals"),      # a `bar` hit is no match by itself
 ])
 def test_each_prefilter_path_finds_re2s_lines(pattern, mode):
     re2 = pytest.importorskip("re2")
-    rows = ["foo bar", "x abcw", "xaby", "xabzw", "  abc1_ z", "x a123", "no 12 x", "  zz999 tail", "ab", "foobar"]
+    rows = ["foo bar", "x abcw", "xaby", "xabzw", "  abc1_ z", "x a123", "no 12 x", "  zz999 tail", "ab", "foobar", "bar x"]
     data = "\n".join(rows).encode()
     matcher = Matcher(pattern)
     assert (matcher.prefilter and matcher.prefilter.scanner(data).mode) == mode
     want = [i + 1 for i, row in enumerate(rows) if re2.search(pattern, row)]
     assert want, pattern
     assert [line.number for line in search_bytes(matcher, data, "content").lines] == want
+
+
+def test_bounded_repeats_translate_and_overlapping_runs_get_no_line_regex():
+    assert prefilter.finite(fg_parser.parse("(?:ab|cd){2}").tree, False).paths == 4
+    assert prefilter.line_regex(fg_parser.parse("x\\d+a+").tree) is not None   # a+ starts with a only
+    assert prefilter.line_regex(fg_parser.parse("x\\d+\\dy").tree) is None   # \d can follow \d+: back-off
