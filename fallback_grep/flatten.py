@@ -156,7 +156,7 @@ def _leading_simple(node):
     if first.op == sx.REPEAT and first.counted and first.min == first.max and \
             first.subs[0].op in (sx.LITERAL, sx.CLASS, sx.ANY_BYTE):
         return sx.dump(first), first.greedy, first.flags
-    return None
+    return None  # pragma: no mutate (equivalent: falling off the end returns None too)
 
 
 def _drop_leading(node):
@@ -591,12 +591,12 @@ def _skip_heads(prog, heads):
         seen = set()
         while pc in heads and pc not in seen:
             seen.add(pc)
-            pc = prog.out[pc]
+            pc = prog.out[pc]  # pragma: no mutate (speed only: a head left in place is a Nop the matchers step through)
         return pc
 
     for pc, op in enumerate(prog.op):
         if pc not in heads:  # pragma: no mutate (speed only: the matchers step through the Nops)
             prog.out[pc] = target(prog.out[pc])
             if op == SPLIT:  # pragma: no mutate (out1 of the other instructions is -1, never a head)
-                prog.out1[pc] = target(prog.out1[pc])
+                prog.out1[pc] = target(prog.out1[pc])  # pragma: no mutate (speed only, as above)
     prog.start = target(prog.start)
