@@ -36,7 +36,8 @@ try:
 except SystemExit as exc:
     code = exc.code
 with open(out, "w") as handle:
-    json.dump({"code": code, "modules": sorted(sys.modules)}, handle)
+    json.dump({"code": code, "modules": sorted(name for name, module in sys.modules.items() if module is not None)},
+              handle)  # None: a module marked absent
 """
 
 
@@ -109,6 +110,18 @@ def test_tool_read_of_a_missing_file_still_suggests_paths(tmp_path, ws, home):
 
 def test_sessions_list_does_not_load_the_agent(tmp_path, home):
     assert_light(tmp_path, (*UI, *MODEL, *SHELL, *SANDBOX, *SEARCH, *MEDIA, "abhed.tools"), "sessions", "list")
+
+
+def test_chat_starts_without_what_only_a_turn_needs(tmp_path, ws, home):
+    """A chat needs the model client, the display and every tool's definition before its prompt;
+    not the shell grammar (first bash line), the fuzzy matcher (first miss), markdown (first
+    reply), images and PDFs (first one read), task's prompt check (first subagent), httpx's CLI."""
+    from abhed.model.replay import ReplayServer, Turn
+    with ReplayServer([Turn(text="unused")]) as server:
+        modules = assert_light(tmp_path, (*SHELL, *SEARCH[1:], *MEDIA, "markdown_it", "pygments", "httpx._main",
+                                          "abhed.tools.selfcontained", "abhed.files.nearest", "abhed.conformance"),
+                               "chat", "--endpoint", server.url, "--workspace", str(ws))
+    assert {"httpx", "rich", "abhed.agent.loop", "abhed.tools.bash"} <= modules  # it did start a chat
 
 
 def test_the_chain_names_who_imported_a_heavy_module():
