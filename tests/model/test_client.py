@@ -335,3 +335,15 @@ def test_an_http_endpoint_skips_the_ca_bundle_with_a_context_that_trusts_nothing
     finally:
         thread.join(10)
         listener.close()
+
+
+def test_a_proxy_in_the_environment_is_not_used(monkeypatch):
+    """Abhed talks to the configured endpoint only: HTTP_PROXY and friends (here a port nothing
+    listens on) are ignored, and the request reaches the server directly."""
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with ReplayServer([Turn(text="direct")]) as server:
+        assert client(server).chat(BODY).text == "direct"
+    assert len(server.requests) == 1
