@@ -147,8 +147,18 @@ def test_the_registry_makes_each_tool_once_in_the_order_shown():
         BY_NAME["raed"]
 
 
-def test_parallel_first_lookups_share_one_tool():
+def test_parallel_first_lookups_share_one_tool(monkeypatch):
+    import time
+
     from abhed.tools import CLASSES, Registry
+    from abhed.tools.glob import Glob
+    made = Glob.__init__
+
+    def slowly(self):  # type: ignore[no-untyped-def]
+        time.sleep(0.05)  # so the first lookups overlap, as parallel calls' would on a first import
+        made(self)
+
+    monkeypatch.setattr(Glob, "__init__", slowly)
     registry, barrier, seen = Registry(CLASSES), threading.Barrier(8), []
 
     def look() -> None:
@@ -160,7 +170,7 @@ def test_parallel_first_lookups_share_one_tool():
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(seen) == 8 and all(tool is seen[0] for tool in seen)
+    assert len(seen) == 8 and isinstance(seen[0], Glob) and all(tool is seen[0] for tool in seen)
 
 
 def test_the_sandbox_package_loads_its_launchers_on_first_use():
