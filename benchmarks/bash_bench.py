@@ -14,6 +14,15 @@ Prints the median (and p90) per call, and the overhead of bwrap over none -- the
 the sandbox itself -- side by side with the ratio. Goal: median overhead under 10 ms.
 Timing lives here only; the test suites never assert durations.
 
+Also printed: the mount operations bwrap performs per call for this workspace (each bind
+or remount re-reads /proc/self/mountinfo inside bwrap; they are most of its set-up time).
+
+``--gap MS`` pauses between calls, as an agent does while the model thinks. Some kernel
+costs only show then: the first cgroup move after a quiet spell waits for an RCU grace
+period (as root, each command gets its own pids/memory cgroups), while calls that follow
+each other closely find it already paid. The launcher overlaps that wait with bwrap's own
+set-up (sandbox.launcher.BwrapLauncher._join_cgroups_early).
+
 ``--tree N`` first fills the workspace with N files (10 per directory, in a git repository)
 so the per-call cost of the git guard (sandbox.gitguard: the scan for repositories the
 command created) is part of the bwrap figures, and times that scan on its own beside
@@ -45,7 +54,32 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def bench(command: str, runs: int, workspace: Path, config: sandbox.SandboxConfig) -> dict[str, list[float]]:
+# Flags of bwrap that each mount something (a bind, a tmpfs, a remount, /proc, /dev).
+MOUNT_FLAGS = ("--ro-bind", "--bind", "--dev-bind", "--tmpfs", "--remount-ro", "--proc", "--dev")
+
+
+def mount_operations(config: sandbox.SandboxConfig, workspace: Path) -> int:
+    """How many mount flags the bwrap command line of one call in ``workspace`` carries."""
+    from sandbox import launcher
+
+    seen: list[list[str]] = []
+    real = launcher.bwrap_argv
+
+    def watched(plan):  # the launcher's own argv for one call, kept
+        seen.append(real(plan))
+        return seen[-1]
+
+    launcher.bwrap_argv = watched
+    try:
+        with sandbox.Sandbox(config, workspace) as box:
+            box.run("true", cwd=workspace, timeout_s=60)
+    finally:
+        launcher.bwrap_argv = real
+    argv = seen[0][: seen[0].index("--")]
+    return sum(1 for arg in argv if arg in MOUNT_FLAGS)
+
+
+def bench(command: str, runs: int, workspace: Path, config: sandbox.SandboxConfig, gap_s: float = 0.0) -> dict[str, list[float]]:
     timings: dict[str, list[float]] = {"raw": [], "none": [], "bwrap": []}
     none = sandbox.Sandbox(sandbox.SandboxConfig(backend="none", limits=config.limits), workspace)
     bwrap = sandbox.Sandbox(config, workspace)
@@ -54,6 +88,7 @@ def bench(command: str, runs: int, workspace: Path, config: sandbox.SandboxConfi
             _once(path, command, workspace, none, bwrap)
         for _ in range(runs):
             for path in timings:
+                time.sleep(gap_s)
                 started = time.perf_counter()
                 _once(path, command, workspace, none, bwrap)
                 timings[path].append((time.perf_counter() - started) * 1000)
@@ -113,6 +148,7 @@ def main() -> int:
     parser.add_argument("--command", action="append", help="command to time (repeatable); default: a trivial and a small one")
     parser.add_argument("--no-process-limit", action="store_true", help="limits.processes=None (as root: no pids cgroup)")
     parser.add_argument("--tree", type=int, default=0, metavar="FILES", help="fill the workspace with FILES files first")
+    parser.add_argument("--gap", type=float, default=0.0, metavar="MS", help="pause before each call, as between an agent's calls")
     args = parser.parse_args()
     limits = sandbox.Limits(processes=None) if args.no_process_limit else sandbox.Limits()
     config = sandbox.SandboxConfig(limits=limits)
@@ -122,13 +158,15 @@ def main() -> int:
         make_tree(workspace, args.tree)
         guard_bench(workspace, args.tree, runs=min(args.runs, 30))
     report = sandbox.probe(config, workspace)
-    print(f"Sandbox benchmark: uid {os.getuid()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; {args.runs} runs per path")
+    print(f"Sandbox benchmark: uid {os.getuid()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; {args.runs} runs per path"
+          + (f", {args.gap:g} ms pause before each call" if args.gap else ""))
     for line in report.details:
         print(f"  {line}")
+    print(f"  mount operations per call: {mount_operations(config, workspace)} (bwrap's mount flags for this workspace)")
     failed = False
     try:
         for command in args.command or DEFAULT_COMMANDS:
-            timings = bench(command, args.runs, workspace, config)
+            timings = bench(command, args.runs, workspace, config, args.gap / 1000)
             med = {path: statistics.median(values) for path, values in timings.items()}
             print(f"\ncommand: {command!r}")
             print(f"  {'path':<28}{'median ms':>10}{'p90 ms':>10}")

@@ -14,13 +14,16 @@ What is timed, per pattern and output mode (files_with_matches = -l, count = -c)
             (files whose first 64 KiB hold a NUL are skipped as binary, like rg).
   rg        rg -j1 -uu (one thread; -uu = do not read .gitignore files and include hidden files,
             so it searches the same files as the other two; binary files skipped by default).
-  glob      abhed's glob tool against `rg --files` with the same ignore rules (--only-glob alone).
+  glob      abhed's glob tool against `rg --files` with the same ignore rules (--only-glob alone), and
+            against `rg --files -j1 --sortr modified`, which stats every file as the glob tool must.
   grep      GNU grep -r -I (-I skips binary files), -E for ERE, -P only for \\p{Greek} (ERE has
             no Unicode classes), -i for (?i). Run with LC_ALL=C.UTF-8: the machine's own locale,
             and the one a user would have; it makes grep UTF-8 aware like the other two (in the C
             locale grep is faster but would treat \\w and . bytewise).
   cli       `python -m fallback_grep --hidden --output-mode count` on drivers/ (--subdir), a fresh
-            interpreter per run as a user of the fallback pays it, against rg -j1 and grep (--only-cli).
+            interpreter per run as a user of the fallback pays it, with -j1 (one process) and with its
+            default of one worker process per core, against rg -j1, rg (default threads) and grep
+            (--only-cli).
 Each tool runs once per cell after one warm-up pass over the whole tree (page cache), or
 --repeat times taking the best (cells slower than 20 s run once). Every cell shows wall clock and
 CPU time (this process for fallback_grep, the child for rg and grep) and both ratios: on a shared
@@ -70,6 +73,9 @@ PATHOLOGICAL = [
     ("(a|aa)*c", lambda n: b"a" * n + b"c", "match at the very end"),
     ("(a|aa)*c", lambda n: b"a" * n + b"b", "no `c`: the literal prefilter skips the line"),
     ("(x+x+)+y", lambda n: b"x" * n + b"zy", "`y` present but no match: DFA scans the line"),
+    # Loops that can iterate on empty run RE2's flattened program (fallback_grep/flatten.py).
+    ("(a*)*$", lambda n: b"a" * n + b"b", "empty loop, no match: flattened program"),
+    ("(?:(a|)+)*?c", lambda n: b"a" * n + b"c", "empty loop, match at the end: flattened program"),
 ]
 
 
@@ -124,15 +130,19 @@ def bench_glob(root, repeat):
     print(f"\nglob over {root} (ignore rules on; abhed also stats every match and sorts by mtime; rg lists "
           f"every file whatever the pattern). Wall ms, and CPU ms in brackets (this process / the rg child); "
           f"load average {os.getloadavg()[0]:.1f}")
-    print(f"{'pattern':<16} {'abhed glob':>16} {'rg --files -j1':>16} {'ratio':>12} {'rg --files':>16} {'ratio':>12}")
+    print(f"{'pattern':<16} {'abhed glob':>16} {'rg --files -j1':>16} {'ratio':>12} {'rg --files':>16} {'ratio':>12} "
+          f"{'rg -j1 --sortr modified':>24} {'ratio':>12}")
     for pattern in ("**/*", "**/*.c", "drivers/**/*.h", "*.txt"):
         ours = best_of_cpu(repeat, lambda: tools("glob", raw=json.dumps({"pattern": pattern})))
         single = best_of_cpu(repeat, lambda: subprocess.run([*listing, "-j1"], cwd=root, capture_output=True),
                              children=True)
         multi = best_of_cpu(repeat, lambda: subprocess.run(listing, cwd=root, capture_output=True), children=True)
-        cells = [f"{w * 1000:>6.0f} ({c * 1000:>5.0f})" for w, c in (ours, single, multi)]
+        # Like for like: rg too stats every file when it sorts by modification time (it then runs one thread).
+        by_mtime = best_of_cpu(repeat, lambda: subprocess.run([*listing, "-j1", "--sortr", "modified"], cwd=root,
+                                                              capture_output=True), children=True)
+        cells = [f"{w * 1000:>6.0f} ({c * 1000:>5.0f})" for w, c in (ours, single, multi, by_mtime)]
         print(f"{pattern:<16} {cells[0]:>16} {cells[1]:>16} {ratios(ours, single):>12} {cells[2]:>16} "
-              f"{ratios(ours, multi):>12}")
+              f"{ratios(ours, multi):>12} {cells[3]:>24} {ratios(ours, by_mtime):>12}")
 
 
 SLOW_CELL = 20.0   # seconds: a cell this slow is not repeated (its noise is small anyway)
@@ -295,7 +305,11 @@ def print_table(rows, title="in one process"):
 
 def bench_cli(root, repeat):
     """`python -m fallback_grep` (a fresh interpreter: start-up, walk, search, print) in count mode,
-    as a user of the fallback would run it, against rg -j1 and GNU grep on the same files."""
+    as a user of the fallback would run it, against rg and GNU grep on the same files.
+
+    fallback_grep runs twice: with -j1 (one process: compare its CPU with grep's and rg -j1's) and
+    with its default of one worker process per core (compare its wall clock with GNU grep, which
+    has one thread, and with rg at its default thread count)."""
     rg = find_rg()
     env = dict(os.environ, LC_ALL="C.UTF-8")
     cli = [sys.executable, "-m", "fallback_grep", "--hidden", "--output-mode", "count"]
@@ -303,8 +317,10 @@ def bench_cli(root, repeat):
     for label, pattern, grep_args in PATTERNS:
         *opts, pat = grep_args
         runs = {
+            "fallback -j1": [*cli, "-j", "1", pattern, str(root)],
             "fallback": [*cli, pattern, str(root)],
-            "rg": [rg, "--no-config", "-j1", "-uu", "-c", "-e", pattern, str(root)],
+            "rg -j1": [rg, "--no-config", "-j1", "-uu", "-c", "-e", pattern, str(root)],
+            "rg": [rg, "--no-config", "-uu", "-c", "-e", pattern, str(root)],
             "grep": ["grep", "-r", "-I", "-c", *opts, "-e", pat, str(root)],
         }
         times, outs = {}, {}
@@ -312,13 +328,28 @@ def bench_cli(root, repeat):
             times[k] = best_of_cpu(repeat, lambda: subprocess.run(cmd, capture_output=True, text=True, errors="replace",
                                                                   env=env, cwd=HERE.parent), children=True)
             outs[k] = best_of_cpu.result.stdout
-        fb_files, _ = _parse_tool_output(outs["fallback"], root, "count")
-        rg_files, _ = _parse_tool_output(outs["rg"], root, "count")
-        agree = "yes" if fb_files == rg_files else f"differs from rg on {len(fb_files ^ rg_files)} files"
-        rows.append((pattern, "count", len(fb_files), times["fallback"], times["rg"], times["grep"], agree))
-        print(f"{pattern:46} cli count files={len(fb_files):5} fallback={times['fallback'][0]:.2f}s "
-              f"rg={times['rg'][0]:.2f}s grep={times['grep'][0]:.2f}s", flush=True)
-    print_table(rows, f"through the command line (python -m fallback_grep) on {root}")
+        files = {k: _parse_tool_output(outs[k], root, "count")[0] for k in ("fallback -j1", "fallback", "rg")}
+        agree = "yes" if files["fallback -j1"] == files["fallback"] == files["rg"] else \
+            f"differs from rg on {len(files['fallback'] ^ files['rg'])} files"
+        rows.append((pattern, len(files["fallback"]), times, agree))
+        print(f"{pattern:46} cli count files={len(files['fallback']):5} " +
+              " ".join(f"{k}={w:.2f}s ({c:.2f})" for k, (w, c) in times.items()), flush=True)
+    print(f"\nthrough the command line (python -m fallback_grep) on {root}, count mode; wall s and CPU s in "
+          f"brackets; fallback -jN uses {_default_workers()} worker processes, rg its default threads; "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print("\n| pattern | files | fallback -j1 | fallback -jN | rg -j1 | rg | GNU grep | -j1 CPU / grep CPU | "
+          "-j1 CPU / rg -j1 CPU | -jN wall / grep wall | -jN wall / rg wall | agree |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for pattern, nfiles, t, agree in rows:
+        cells = " | ".join(f"{w:.2f} ({c:.2f})" for w, c in t.values())
+        print(f"| `{pattern}` | {nfiles} | {cells} | {t['fallback -j1'][1] / t['grep'][1]:.2f}x | "
+              f"{t['fallback -j1'][1] / t['rg -j1'][1]:.2f}x | {t['fallback'][0] / t['grep'][0]:.2f}x | "
+              f"{t['fallback'][0] / t['rg'][0]:.2f}x | {agree} |")
+
+
+def _default_workers():
+    from fallback_grep.parallel import default_workers
+    return default_workers()
 
 
 def bench_linearity(sizes):
@@ -358,7 +389,13 @@ def main():
     ap.add_argument("--only-cli", action="store_true",
                     help="only `python -m fallback_grep` vs rg and grep, on --subdir (default drivers)")
     ap.add_argument("--sizes", default="25000,50000,100000,200000,400000")
+    ap.add_argument("--only-patterns", metavar="REGEX",
+                    help="run only the patterns whose RE2 text this Python regex finds (the tree and CLI "
+                         "tables), e.g. to leave out the \\w{5} row, where GNU grep needs 80+ s of CPU")
+    ap.add_argument("--no-linearity", action="store_true", help="leave out the pathological-pattern table")
     args = ap.parse_args()
+    if args.only_patterns:
+        PATTERNS[:] = [p for p in PATTERNS if re.search(args.only_patterns, p[1])]
     if args.only_cli:
         ensure_corpus()
         bench_cli(TREE / (args.subdir or "drivers"), args.repeat)
@@ -373,7 +410,8 @@ def main():
         bench_tree(root, args.repeat, args.modes.split(","))
         bench_cli(TREE / (args.subdir or "drivers"), args.repeat)
         bench_glob(root, max(args.repeat, 3))
-    bench_linearity([int(s) for s in args.sizes.split(",")])
+    if not args.no_linearity:
+        bench_linearity([int(s) for s in args.sizes.split(",")])
 
 
 if __name__ == "__main__":

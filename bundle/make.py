@@ -62,7 +62,7 @@ def _template(name: str, version: str) -> str:
 
 # What scripts/build-microvm makes: the microvm sandbox backend's VM image, shipped when present
 # (listed in SHA256SUMS and so signed like the rest; installed to PREFIX/share/abhed/microvm/).
-MICROVM_FILES = ("vmlinuz", "initramfs.img", "manifest.json")
+MICROVM_FILES = ("vmlinux", "initramfs.img", "manifest.json")
 
 
 def assemble(work: Path, binary: Path, secret: minisign.SecretKey, wheelhouse: Path | None, version: str,

@@ -2,8 +2,9 @@
 
 Options mirror the grep tool: --output-mode content|files_with_matches|count (default
 files_with_matches), -C/--context N, -i/--case-insensitive, --multiline, --glob GLOB (repeatable,
-`!GLOB` excludes).  Output follows ripgrep's: `path` / `path:count` / `path:line:text` with
-`path-line-text` for context lines and `--` between separate groups.  Hidden files and
+`!GLOB` excludes), -j/--threads N (processes; default one per core, as rg).  Output follows
+ripgrep's: `path` / `path:count` / `path:line:text` with `path-line-text` for context lines and
+`--` between separate groups.  Hidden files and
 directories are skipped unless --hidden (as rg does); .gitignore files are NOT read (the grep
 tool applies ignore rules itself through the walk filter).
 
@@ -16,7 +17,8 @@ import re
 import sys
 
 from .errors import error
-from .filesearch import OUTPUT_MODES, Matcher, search_paths, walk
+from . import parallel
+from .filesearch import OUTPUT_MODES, Matcher, walk
 
 
 def glob_regex(glob):
@@ -109,6 +111,8 @@ def build_parser():
     p.add_argument("--glob", action="append", default=[], metavar="GLOB",
                    help="only search files matching GLOB (`!GLOB` excludes); repeatable")
     p.add_argument("--hidden", action="store_true", help="search hidden files and directories")
+    p.add_argument("-j", "--threads", type=int, default=0, metavar="N",
+                   help="search with N processes (default 0: one per core; 1: this process only)")
     return p
 
 
@@ -132,6 +136,10 @@ def main(argv=None, out=None, err=None):
     if args.context < 0:
         err.write("fallback_grep: --context must be 0 or more\n")
         return 2
+    if args.threads < 0:
+        err.write(f"fallback_grep: --threads must be 0 (one per core) or more; got {args.threads}\n")
+        return 2
+    workers = args.threads or parallel.default_workers()
     try:
         matcher = Matcher(args.pattern, case_insensitive=args.case_insensitive,
                           multiline=args.multiline)
@@ -147,8 +155,10 @@ def main(argv=None, out=None, err=None):
             errors += 1
             continue
         keep = make_filter(root, args.glob, args.hidden)
-        # search_paths: one reused read buffer and the per-file literal rejection, as the grep tool.
-        for res in search_paths(matcher, walk(root, keep), args.output_mode, args.context, args.context):
+        # search_paths: one reused read buffer and the per-file literal rejection, as the grep tool;
+        # with several workers, runs of directories go to forked processes (same results, same order).
+        for res in parallel.search_paths(matcher, walk(root, keep), args.output_mode, args.context,
+                                         args.context, workers=workers):
             if res.error:
                 err.write(f"fallback_grep: {res.error}\n")
                 errors += 1

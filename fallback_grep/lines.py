@@ -8,6 +8,8 @@ gives the same set of matching lines, and lets prefilters and the DFA run over t
   * ^ and \\A become BOL, $ and \\z become EOL;
   * a pattern that can only match by consuming \\n (a literal \\n) is rejected, as ripgrep does.
 """
+import dataclasses
+
 from . import charclass as cc
 from . import syntax as sx
 from .errors import invalid
@@ -37,9 +39,7 @@ def _rewrite(node, pattern):
         kind = {sx.BOT: sx.BOL, sx.EOT: sx.EOL}.get(node.kind, node.kind)
         return sx.Node(sx.ASSERT, kind=kind)
     if node.subs:
-        new = sx.Node(op, subs=[_rewrite(s, pattern) for s in node.subs], index=node.index,
-                      name=node.name, min=node.min, max=node.max, greedy=node.greedy)
-        return new
+        return dataclasses.replace(node, subs=[_rewrite(s, pattern) for s in node.subs])
     return node
 
 

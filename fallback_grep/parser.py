@@ -292,7 +292,8 @@ class _Parser:
                 start, "write `{min,max}` with min <= max")
         if self.flags & FLAG_U:
             greedy = not greedy
-        node = sx.Node(sx.REPEAT, subs=[items[-1]], min=lo, max=hi, greedy=greedy)
+        node = sx.Node(sx.REPEAT, subs=[items[-1]], min=lo, max=hi, greedy=greedy,
+                       counted=c == "{", flags=self.flags & (FLAG_I | FLAG_M | FLAG_S))
         if c == "{" and _repeat_budget(node, MAX_REPEAT) == 0:
             raise self.fail(
                 "repeat size", f"nested repetition `{op_text}` makes the total count exceed RE2's "

@@ -118,6 +118,14 @@ def _depth(node):
     return best
 
 
+def too_large(pattern):
+    return invalid(
+        "pattern too large", "pattern too large: it compiles to more than "
+        f"{MAX_INSTRUCTIONS} instructions", pattern, None,
+        "shrink counted repetitions of large classes (e.g. `\\pL{500}` -> `\\pL+`), or "
+        "split the search into several simpler patterns")
+
+
 class _Compiler:
     def __init__(self, prog, reverse, pattern):
         self.p = prog
@@ -126,11 +134,7 @@ class _Compiler:
 
     def emit(self, *a, **k):
         if len(self.p.op) >= MAX_INSTRUCTIONS:
-            raise invalid(
-                "pattern too large", "pattern too large: it compiles to more than "
-                f"{MAX_INSTRUCTIONS} instructions", self.pattern, None,
-                "shrink counted repetitions of large classes (e.g. `\\pL{500}` -> `\\pL+`), or "
-                "split the search into several simpler patterns")
+            raise too_large(self.pattern)
         return self.p.emit(*a, **k)
 
     def c(self, node, nxt):
@@ -245,7 +249,15 @@ def _freeze(trie):
 
 
 def compile_tree(tree, ncap, reverse=False, pattern=""):
-    """Program for tree. Forward programs record group 0 in slots 0/1; reverse ones record none."""
+    """Program for tree. Forward programs record group 0 in slots 0/1; reverse ones record none.
+
+    A forward program for a pattern with a loop that can iterate on empty follows RE2's flattened
+    program (flatten.py) so that it picks the same match as RE2; a reverse program is only run
+    for the longest match, where the priority order plays no part."""
+    if not reverse:
+        from . import flatten   # flatten builds on this module's Prog and _Compiler
+        if flatten.has_empty_loop(tree):
+            return flatten.compile_flat(tree, ncap, pattern)
     prog = Prog()
     prog.reverse = reverse
     prog.ncap = ncap

@@ -14,7 +14,7 @@ CLASS = "class"            # a set of code points: .ranges, sorted disjoint (lo,
 ANY_BYTE = "any_byte"      # \C: any single byte (.ranges: byte ranges, empty = all 256)
 ASSERT = "assert"          # an empty-width assertion: .kind, one of the constants below
 CAPTURE = "capture"        # .index (1-based), .name or None, .subs[0]
-REPEAT = "repeat"          # .min, .max (-1 = unbounded), .greedy, .subs[0]
+REPEAT = "repeat"          # .min, .max (-1 = unbounded), .greedy, .subs[0]; .counted, .flags (below)
 CONCAT = "concat"          # .subs
 ALTERNATE = "alternate"    # .subs, in priority order
 
@@ -41,6 +41,10 @@ class Node:
     min: int = 0
     max: int = 0
     greedy: bool = True
+    # Only RE2's program shape (flatten.py) reads these two: RE2 squashes nested repeats only
+    # when both were written as * + ? (not {n,m}) under the same i/m/s flags.
+    counted: bool = False   # written {n,m}, not * + ?
+    flags: int = 0          # the parser's i/m/s flags where the operator was written
 
     def __repr__(self):
         return dump(self)

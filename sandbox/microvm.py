@@ -14,7 +14,9 @@ whatever the guest kernel does):
 
 - the workspace read-write at its host path; protected paths read-only (per command, from
   a second, read-only export of the workspace);
-- the host's ``/usr`` (and ``/bin``, ``/lib``... as the host has them) read-only;
+- the host's ``/usr`` (and ``/bin``, ``/lib``... as the host has them) read-only; or, for the
+  commands, the operator's image (``MicrovmConfig.rootfs``: ext4 or squashfs, a read-only
+  virtio-blk disk the agent binds read-only on each command's ``/usr``);
 - ``/etc`` read-only: a copy of the host's world-readable ``/etc`` made at session start
   (so the secrets are not even in the VM's reach);
 - the operator's ``ro_binds``/``rw_binds`` (directories);
@@ -22,9 +24,13 @@ whatever the guest kernel does):
 - memory and vCPUs from ``MicrovmConfig``; per command a cgroup (``limits.memory_bytes``,
   ``limits.processes``) and the rlimits.
 
+qemu itself is confined (``jailed``): its own seccomp filter (``-sandbox``) inside bwrap, with
+no capabilities and namespaces of its own that hold only what it serves.
+
 Lifetime: one VM per Sandbox, booted on first use (or at session start), powered off at
-close. qemu runs with PR_SET_PDEATHSIG=SIGKILL from a thread that lives as long as the
-Sandbox, so it dies with Abhed even on kill -9.
+close. qemu's bwrap runs with PR_SET_PDEATHSIG=SIGKILL from a thread that lives as long as
+the Sandbox, and qemu dies with its bwrap (--die-with-parent, its pid namespace), so it dies
+with Abhed even on kill -9.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from itertools import count
 from pathlib import Path
 
 from sandbox import vm_agent
+from sandbox.bwrap import locate_bwrap
 from sandbox.config import MicrovmConfig, SandboxConfig
 from sandbox.errors import BackendUnavailable, ConfigError, SandboxSetupError
 from sandbox.hostview import scan_host
@@ -60,7 +67,7 @@ from sandbox.seccomp import syscall_filter
 from sandbox.shell import SANDBOX_HOME, find_shell, sandbox_env, wrapper_script
 
 VMM_PATHS = (Path("/usr/bin/qemu-system-x86_64"), Path("/usr/local/bin/qemu-system-x86_64"))
-IMAGE_FILES = ("vmlinuz", "initramfs.img")
+IMAGE_FILES = ("vmlinux", "initramfs.img")
 # Where an image is looked for when the configuration names none: a source checkout's
 # build directory, then where the USB bundle's install.sh puts it (PREFIX/share/abhed/microvm).
 IMAGE_DIRS = (
@@ -89,7 +96,7 @@ class Image:
 
     @property
     def kernel(self) -> Path:
-        return self.directory / "vmlinuz"
+        return self.directory / "vmlinux"
 
     @property
     def initramfs(self) -> Path:
@@ -108,7 +115,7 @@ def find_image_dir(config: MicrovmConfig, environ: Mapping[str, str]) -> Path:
         "microvm backend not available on this host: no VM image found (looked in "
         + ", ".join(str(d) for d in IMAGE_DIRS)
         + "). Build one with scripts/build-microvm, install the USB bundle's, or set microvm.image_dir "
-        "(or ABHED_MICROVM_IMAGE) to the directory holding vmlinuz, initramfs.img and manifest.json."
+        "(or ABHED_MICROVM_IMAGE) to the directory holding vmlinux, initramfs.img and manifest.json."
     )
 
 
@@ -176,6 +183,7 @@ class VmSpec:
     socket_path: Path
     console_path: Path
     network: bool
+    rootfs: Path | None = None  # the operator's /usr image, attached read-only as virtio-blk (vda)
 
 
 class Qemu:
@@ -201,16 +209,61 @@ class Qemu:
             "-kernel", str(spec.image.kernel), "-initrd", str(spec.image.initramfs), "-append", " ".join(cmdline),
             "-serial", f"file:{spec.console_path}",
             "-device", "virtio-serial-device",
-            "-chardev", f"socket,id=abhed,path={spec.socket_path}",
+            "-chardev", f"socket,id=abhed,path={opt(spec.socket_path)}",
             "-device", "virtserialport,chardev=abhed,name=abhed",
         ]  # fmt: skip
         for share in spec.shares:
             readonly = ",readonly=on" if share.ro else ""
-            argv += ["-fsdev", f"local,id={share.tag},path={share.host},security_model=none,multidevs=remap{readonly}"]
+            argv += ["-fsdev", f"local,id={share.tag},path={opt(share.host)},security_model=none,multidevs=remap{readonly}"]
             argv += ["-device", f"virtio-9p-device,fsdev={share.tag},mount_tag={share.tag}"]
         if spec.network:
             argv += ["-netdev", "user,id=net0", "-device", "virtio-net-device,netdev=net0"]
+        if spec.rootfs is not None:
+            argv += ["-drive", f"file={opt(spec.rootfs)},if=none,id=rootfs,format=raw,readonly=on",
+                     "-device", "virtio-blk-device,drive=rootfs"]
+        # qemu's own seccomp filter: no obsolete syscalls, no setuid/setgid, no fork/exec, no
+        # scheduler or affinity changes (the guest cannot make qemu do any of these).
+        argv += ["-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"]
         return argv
+
+
+def opt(path: Path) -> str:
+    """A path as the value of a qemu option: a comma there would end the value and start another
+    option (a workspace named "ws,readonly=off"); qemu reads ",," as one comma."""
+    return str(path).replace(",", ",,")
+
+
+def jailed(bwrap: Path, spec: VmSpec, argv: list[str]) -> list[str]:
+    """``argv`` (the VMM) run by bwrap in namespaces of its own, seeing only what it serves.
+
+    A guest that took over qemu (a 9p or virtio bug) holds a process with no capabilities,
+    no_new_privs, qemu's seccomp filter, and a mount namespace holding only: /usr (and the
+    host's top-level links into it) read-only, the image read-only, the VM's state directory
+    (its /etc copy, control socket, console log), the shared directories, a minimal /dev
+    (plus /dev/kvm under KVM), its own /proc and /tmp. No home, no host /etc, no other
+    process (own pid namespace), no network namespace but its own unless allow_network.
+    """
+    state = spec.socket_path.parent
+    # One bind per host directory: writable if any share of it is (qemu's readonly=on
+    # enforces the read-only exports of the same tree, e.g. the workspace's "wsro").
+    binds: dict[Path, bool] = {}
+    for share in spec.shares:
+        binds[share.host] = binds.get(share.host, False) or not share.ro
+    out = [str(bwrap), "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
+    if spec.network:
+        out.append("--share-net")
+    out += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]  # first: the binds below may lie in /tmp
+    for host, writable in binds.items():
+        out += ["--bind" if writable else "--ro-bind", str(host), str(host)]
+    for name, target in spec.links:
+        out += ["--symlink", target, f"/{name}"]
+    out += ["--ro-bind", str(spec.image.directory), str(spec.image.directory)]
+    if spec.rootfs is not None:
+        out += ["--ro-bind", str(spec.rootfs), str(spec.rootfs)]
+    out += ["--bind", str(state), str(state), "--ro-bind", str(state / "etc"), "/etc"]
+    if spec.kvm:
+        out += ["--dev-bind", "/dev/kvm", "/dev/kvm"]
+    return [*out, "--", *argv]
 
 
 def host_tsc_khz() -> int:
@@ -222,6 +275,24 @@ def host_tsc_khz() -> int:
     except (OSError, ValueError):
         pass
     return 2_000_000
+
+
+def check_rootfs(path: Path) -> None:
+    """The operator's root filesystem image must be an ext4 or squashfs file we can read (fail early:
+    the guest would only say so at boot)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(2048)
+    except OSError as exc:
+        raise ConfigError(
+            f"microvm.rootfs {path} cannot be read ({exc.strerror}). Give the absolute path of a read-only ext4 or "
+            "squashfs image holding what commands see as /usr (e.g. mksquashfs ROOT/usr usr.img), or remove the setting."
+        ) from None
+    if head[:4] != b"hsqs" and head[1080:1082] != b"\x53\xef":
+        raise ConfigError(
+            f"microvm.rootfs {path} is neither a squashfs nor an ext4 image. Make one from the tree commands should "
+            "see as /usr: mksquashfs ROOT/usr usr.img, or mkfs.ext4 -d ROOT/usr usr.img SIZE."
+        )
 
 
 def find_vmm(config: MicrovmConfig) -> Path:
@@ -436,7 +507,7 @@ def _close(fd: int) -> None:
 class Vm:
     """One booted guest: qemu, its console log, the control channel, the commands in flight."""
 
-    def __init__(self, vmm: Qemu, spec: VmSpec, setup: dict, launch_thread: ThreadPoolExecutor, timeout_s: float, state: Path) -> None:
+    def __init__(self, argv: list[str], spec: VmSpec, setup: dict, launch_thread: ThreadPoolExecutor, timeout_s: float, state: Path) -> None:
         self.spec = spec
         self.state = state  # its /etc copy, control socket and console log; removed at stop()
         self.commands: dict[int, VmSpawned] = {}
@@ -450,7 +521,6 @@ class Vm:
         listener.bind(str(spec.socket_path))
         listener.listen(1)
         try:
-            argv = vmm.argv(spec)
             # Started from the launcher's own long-lived thread: PR_SET_PDEATHSIG follows the thread.
             self.process = launch_thread.submit(_launch, argv, state / "qemu.log").result()
             self.channel = Channel(self._accept(listener, timeout_s), self._on_frame, self._on_close)
@@ -605,7 +675,15 @@ class MicrovmLauncher:
     def __init__(self, config: SandboxConfig, workspace: Path, environ: Mapping[str, str]) -> None:
         self.config = config
         self.workspace = workspace
+        if config.allow_hosts:
+            raise ConfigError(
+                f"allow_hosts ({', '.join(config.allow_hosts)}) is filtered per host by the bwrap backend only; the "
+                "microvm backend would give the whole network or none. Use backend 'bwrap' for this program, or "
+                "remove allow_hosts (it then has no network)."
+            )
         self.vmm = Qemu(find_vmm(config.microvm))
+        rw_roots = (workspace, *(Path(os.path.realpath(p)) for p in config.rw_binds))
+        self.bwrap = locate_bwrap(config.bwrap_path, writable_roots=rw_roots)  # qemu runs in it (jailed)
         self.image = load_image(find_image_dir(config.microvm, environ))
         for kind in ("ro_binds", "rw_binds"):
             for path in getattr(config, kind):
@@ -614,13 +692,15 @@ class MicrovmLauncher:
                         f"{kind} entry {path} is not a directory: the microvm backend shares directories only. "
                         "Share its directory instead, or use backend 'bwrap'."
                     )
+        if config.microvm.rootfs is not None:
+            check_rootfs(config.microvm.rootfs)
         self.shell = find_shell()
         self.env = sandbox_env(config, home=SANDBOX_HOME, tmpdir="/tmp", environ=environ)
         self.rlimits = effective_rlimits(config.limits, include_processes=False, include_memory=False)
         self.view = scan_host(config.hidden_paths, as_root=runs_as_host_root())
         self.extra_protected: tuple[str, ...] = ()
         self.accel_note: str | None = None
-        pool = _pool if _pool is not None and _pool.serves(workspace) else None
+        pool = next((p for p in reversed(_pools) if p.serves(workspace)), None)
         self._pool = pool
         self.share_root = pool.root if pool is not None else workspace
         self._launch_thread = None if pool is not None else ThreadPoolExecutor(max_workers=1, thread_name_prefix="abhed-microvm")
@@ -638,6 +718,7 @@ class MicrovmLauncher:
             f"image: {self.image.directory} (kernel {self.image.kernel_release}, agent protocol {self.image.agent_protocol}, checked against manifest.json)",
             f"accel: {mc.accel}; KVM: {'usable' if kvm is None else kvm}" + (f"; {self.accel_note}" if self.accel_note else ""),
             f"vm: {mc.memory_mib} MiB, {mc.vcpus} vCPUs, boot at {mc.boot}",
+            f"/usr: {f'the image {mc.rootfs} (read-only)' if mc.rootfs is not None else 'the host /usr (read-only)'}",
             f"shell: {self.shell.path}",
             f"network: {'qemu user-mode network (allow_network)' if self.config.allow_network else 'none (no network device)'}",
             f"memory limit: {self.config.limits.memory_bytes} bytes per command (guest memory cgroup)",
@@ -729,14 +810,16 @@ class MicrovmLauncher:
             spec = VmSpec(
                 image=self.image, memory_mib=mc.memory_mib, vcpus=mc.vcpus, kvm=kvm, shares=shares, links=links,
                 socket_path=state / "control.sock", console_path=state / "console.log", network=self.config.allow_network,
+                rootfs=mc.rootfs,
             )  # fmt: skip
             setup = {
                 "shares": [{"tag": s.tag, "path": s.path, "ro": s.ro, "cache": s.cache} for s in shares if s.tag != "usr"],
                 "uid": os.geteuid(),
                 "gid": os.getegid(),
                 "seccomp": syscall_filter().hex(),  # the bwrap backend's filter, loaded by the agent
+                "rootfs": "vda" if mc.rootfs is not None else None,  # the first (only) virtio-blk disk
             }
-            return Vm(self.vmm, spec, setup, launch_thread, timeout_s, state)
+            return Vm(jailed(self.bwrap, spec, self.vmm.argv(spec)), spec, setup, launch_thread, timeout_s, state)
         except BaseException:
             shutil.rmtree(state, ignore_errors=True)
             raise
@@ -773,7 +856,7 @@ class VmPool:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(os.path.realpath(root))
-        self.vms: dict[SandboxConfig, Vm] = {}
+        self.vms: dict[tuple, Vm] = {}
         self.lock = threading.Lock()
         self.launch_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="abhed-microvm-pool")
 
@@ -782,11 +865,16 @@ class VmPool:
 
     def vm_for(self, launcher: MicrovmLauncher) -> Vm:
         with self.lock:
-            vm = self.vms.get(launcher.config)
+            key = vm_key(launcher.config)
+            if os.path.ismount(launcher.workspace):
+                # Its own filesystem, maybe mounted after a VM booted: qemu's view of the tree
+                # (its bwrap mount namespace) was fixed at boot and would show what lies under it.
+                key += (launcher.workspace,)
+            vm = self.vms.get(key)
             if vm is None or not vm.alive:
                 if vm is not None:
                     vm.stop()
-                vm = self.vms[launcher.config] = launcher.boot(self.launch_thread)
+                vm = self.vms[key] = launcher.boot(self.launch_thread)
             return vm
 
     def close(self) -> None:
@@ -797,18 +885,24 @@ class VmPool:
         self.launch_thread.shutdown(wait=True)
 
 
-_pool: VmPool | None = None
+def vm_key(config: SandboxConfig) -> tuple:
+    """What a booted VM depends on: configurations equal in these share one (the limits, protected
+    paths and environment are applied per command, by the agent)."""
+    return (config.microvm, config.bwrap_path, config.allow_network, config.ro_binds, config.rw_binds, config.hidden_paths)
+
+
+_pools: list[VmPool] = []  # the shared_vms() in force, innermost last
 
 
 @contextmanager
 def shared_vms(root: Path):
     """While active, microvm Sandboxes with workspaces under ``root`` share booted VMs (tests)."""
-    global _pool
-    pool = _pool = VmPool(root)
+    pool = VmPool(root)
+    _pools.append(pool)  # nested: an outer pool (a session's) keeps serving its own workspaces
     try:
         yield pool
     finally:
-        _pool = None
+        _pools.remove(pool)
         pool.close()
 
 

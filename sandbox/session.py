@@ -12,7 +12,7 @@ import os
 import select
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -162,7 +162,10 @@ class BackgroundJob:
 class Sandbox:
     """Runs shell commands confined to one workspace. Use as a context manager, or call close()."""
 
-    def __init__(self, config: SandboxConfig, workspace: Path | str, *, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(self, config: SandboxConfig, workspace: Path | str, *, environ: Mapping[str, str] | None = None,
+                 on_refusal: Callable[[str], None] | None = None) -> None:
+        """``on_refusal`` hears, one sentence each, every connection the egress proxy refused
+        (``config.allow_hosts``), from whichever thread serves it."""
         if not isinstance(config, SandboxConfig):
             raise TypeError(f"config must be a sandbox.SandboxConfig, got {type(config).__name__}")
         self.config = config
@@ -171,9 +174,11 @@ class Sandbox:
         self._guard: GitGuard | None = None
         if config.backend == "none":
             self._launcher: BwrapLauncher | NoneLauncher | MicrovmLauncher = NoneLauncher(config, self.workspace, environ)
+        elif config.backend == "bwrap":
+            self._launcher = BwrapLauncher(config, self.workspace, environ, on_refusal or (lambda message: None))
         else:
-            launcher = BwrapLauncher if config.backend == "bwrap" else MicrovmLauncher
-            self._launcher = launcher(config, self.workspace, environ)
+            self._launcher = MicrovmLauncher(config, self.workspace, environ)
+        if config.backend != "none":
             # The repositories present now are the operator's: protect them; any other is quarantined.
             self._guard = GitGuard.start(self.workspace)
             self._launcher.extra_protected = self._guard.nested_protected_entries()

@@ -23,6 +23,7 @@ exit frame sent, so no output can arrive after it.
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import json
 import os
@@ -34,7 +35,7 @@ import struct
 import sys
 import time
 
-PROTOCOL = 1
+PROTOCOL = 2  # 2: the operator's root filesystem image (setup "rootfs"); an agent of 1 would ignore it
 HEADER = struct.Struct(">IcI")  # channel, kind, payload length
 MAX_FRAME = 1 << 20
 # Where the command's shell finds the control pipe (the host's wrapper script names it). The
@@ -42,6 +43,7 @@ MAX_FRAME = 1 << 20
 CTL_FD = 250
 PRIVATE = "/.abhed"  # the agent's own files (sysfs, cgroups, devices): hidden from every command
 CGROUP_ROOT = f"{PRIVATE}/cgroup"
+ROOTFS = f"{PRIVATE}/rootfs"  # the operator's image, bound read-only on each command's /usr
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
@@ -71,6 +73,20 @@ def mount_9p(tag: str, path: str, ro: bool, cache: str) -> None:
     os.makedirs(path, exist_ok=True)
     options = f"trans=virtio,version=9p2000.L,msize=512000,cache={cache}"
     mount(tag, path, "9p", (MS_RDONLY if ro else 0) | MS_NOSUID | MS_NODEV, options)
+
+
+def mount_rootfs(device: str, target: str) -> None:
+    """The operator's root filesystem image (the host attached it read-only), by its superblock."""
+    with open(device, "rb") as f:
+        head = f.read(2048)
+    if head[:4] == b"hsqs":
+        fstype = "squashfs"
+    elif head[1080:1082] == b"\x53\xef":
+        fstype = "ext4"
+    else:
+        raise OSError(f"{device}: neither a squashfs nor an ext4 filesystem")
+    os.makedirs(target, exist_ok=True)
+    mount(device, target, fstype, MS_RDONLY | MS_NOSUID | MS_NODEV, "noload" if fstype == "ext4" else None)
 
 
 def bind_readonly(source: str, target: str) -> None:
@@ -156,6 +172,8 @@ class Agent:
             mount_9p(share["tag"], share["path"], share["ro"], share["cache"])
         os.makedirs(f"{PRIVATE}/dev", exist_ok=True)
         mount("dev", f"{PRIVATE}/dev", "devtmpfs", MS_NOSUID)
+        if setup.get("rootfs"):
+            mount_rootfs(f"{PRIVATE}/dev/{setup['rootfs']}", ROOTFS)
         fd = os.open(f"{PRIVATE}/null", os.O_CREAT | os.O_WRONLY, 0)
         os.close(fd)
         os.chmod(f"{PRIVATE}/null", 0)
@@ -332,6 +350,8 @@ def init_loop(shell: int) -> int:
 
 def make_mounts(setup: dict, spec: dict) -> None:
     mount(None, "/", None, MS_REC | MS_PRIVATE)
+    if setup.get("rootfs"):
+        bind_readonly(ROOTFS, "/usr")  # the operator's image is all the command sees of /usr
     # The fresh /tmp would cover a bind that lies under /tmp: carry those over.
     under_tmp = sorted((s["path"] for s in setup["shares"] if s["path"].startswith("/tmp/")), key=lambda p: p.count("/"))
     for i, path in enumerate(under_tmp):
@@ -371,9 +391,12 @@ def drop_privileges(setup: dict, spec: dict) -> None:
     os.chdir(spec["cwd"])
     os.setgroups([])
     os.setgid(setup["gid"])
-    os.setuid(setup["uid"])
+    # The bounding set while still root: dropping it needs CAP_SETPCAP, which setuid() to
+    # another uid takes away (the drops then failed, and a command kept a full bounding set).
     for cap in range(64):
-        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last capability: ignored
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
+            check(-1, f"drop capability {cap} from the bounding set")  # EINVAL: past the last one
+    os.setuid(setup["uid"])
     drop_capabilities()
     check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     program = bytes.fromhex(setup["seccomp"])

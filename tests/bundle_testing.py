@@ -5,6 +5,8 @@ of it to tamper with, PATHs that hide minisign or openssl, and runners for insta
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -56,17 +58,35 @@ def make_keys(directory: Path) -> tuple[Path, Path, minisign.PublicKey]:
     return directory / "abhed.key", directory / "abhed.pub", public
 
 
-def make_bundle(out: Path, secret: Path, wheelhouse: Path | None, binary_text: str = FAKE_BINARY) -> Path:
+def make_bundle(out: Path, secret: Path, wheelhouse: Path | None, binary_text: str = FAKE_BINARY,
+                microvm: Path | None = None) -> Path:
     binary = out.parent / f"{out.name}-binary"
     binary.write_text(binary_text)
     cmd = [sys.executable, "-m", "bundle.make", "--binary", str(binary), "--secret-key", str(secret), "--out", str(out)]
     if wheelhouse is not None:
         cmd += ["--wheelhouse-from", str(wheelhouse)]
+    if microvm is not None:
+        cmd += ["--microvm", str(microvm)]
     proc = run(cmd, cwd=out.parent)
     assert proc.returncode == 0, proc.stderr
     path = Path(proc.stdout.strip())
     assert path == (out / BUNDLE_NAME).resolve()
     return path
+
+
+def fake_microvm_image(directory: Path) -> Path:
+    """A stand-in for scripts/build-microvm's output: small files, with a manifest that matches them
+    (so sandbox.microvm.load_image accepts it; it would not boot)."""
+    from sandbox import vm_agent
+
+    directory.mkdir()
+    files = {"vmlinux": b"kernel stand-in\n", "initramfs.img": b"initramfs stand-in\n"}
+    for name, data in files.items():
+        (directory / name).write_bytes(data)
+    manifest = {"kernel_release": "6.1.0-test-amd64", "agent_protocol": vm_agent.PROTOCOL,
+                "files": {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}}
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    return directory
 
 
 def fake_wheelhouse(directory: Path) -> Path:
@@ -134,6 +154,13 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, minisign
 def signed_bundle(tmp_path_factory: pytest.TempPathFactory, keys) -> Path:  # type: ignore[no-untyped-def]
     base = tmp_path_factory.mktemp("bundle")
     return make_bundle(base / "out", keys[0], fake_wheelhouse(base / "wheels"))
+
+
+@pytest.fixture(scope="session")
+def microvm_bundle(tmp_path_factory: pytest.TempPathFactory, keys) -> Path:  # type: ignore[no-untyped-def]
+    """A signed bundle made with --microvm (a stand-in image, see fake_microvm_image)."""
+    base = tmp_path_factory.mktemp("microvm-bundle")
+    return make_bundle(base / "out", keys[0], fake_wheelhouse(base / "wheels"), microvm=fake_microvm_image(base / "image"))
 
 
 @pytest.fixture

@@ -4,6 +4,8 @@ exactly as the agent does (through dispatch, so every call is also persisted as 
 from __future__ import annotations
 
 import os
+import socket
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,3 +56,19 @@ def make_tools(ws: Path, home: Path):
     yield make
     for t in made:
         t.ctx.close()
+
+
+@pytest.fixture
+def silent_endpoint() -> Iterator[str]:
+    """A model endpoint whose host drops every connection attempt, as a host that is down or a
+    firewall does: a real listening socket whose accept queue is full (listen(0) holds one
+    connection, never accepted), so the kernel drops the SYNs of any further connect."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(0)
+    filler = socket.create_connection(server.getsockname(), timeout=5)
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}/v1"
+    finally:
+        filler.close()
+        server.close()

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from bundle import minisign, sbom, sums
-from bundle_testing import (BUNDLE_NAME, ROOT, VERSION, fake_wheelhouse, keys, make_bundle, need,  # noqa: F401
-                            run, signed_bundle, write_wheel)
+from bundle import make, minisign, sbom, sums
+from bundle_testing import (BUNDLE_NAME, ROOT, VERSION, fake_microvm_image, fake_wheelhouse, install_sh,  # noqa: F401
+                            keys, make_bundle, microvm_bundle, need, run, signed_bundle, write_wheel)
+from sandbox import microvm
 
 TOP_LEVEL = {"abhed", "abhed.pub", "install.sh", "README-OFFLINE.md", "SHA256SUMS", "SHA256SUMS.minisig",
              "offline_models", "sbom", "wheelhouse"}
@@ -175,3 +176,33 @@ def test_the_bundle_package_imports_nothing_from_abhed():
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             assert not [n for n in names if n == "abhed" or n.startswith("abhed.")], module.name
+
+
+# -- the microvm image (bundle.make --microvm) ----------------------------------------------------
+
+
+def test_the_microvm_image_is_shipped_under_the_signed_checksums_and_installed(microvm_bundle: Path, keys, tmp_path):
+    image = microvm_bundle.parent.parent / "image"  # what fake_microvm_image made, given to --microvm
+    assert {p.name for p in microvm_bundle.iterdir()} == TOP_LEVEL | {"microvm"}
+    listed = sums.loads((microvm_bundle / "SHA256SUMS").read_text())
+    for name in make.MICROVM_FILES:
+        assert listed[f"microvm/{name}"] == sums.sha256_file(image / name) == sums.sha256_file(microvm_bundle / "microvm" / name)
+    check = run(["sha256sum", "--strict", "-c", "SHA256SUMS"], cwd=microvm_bundle)
+    assert check.returncode == 0 and "microvm/initramfs.img: OK" in check.stdout
+    prefix = tmp_path / "prefix"
+    proc = install_sh(microvm_bundle, "--prefix", str(prefix), "--pubkey", str(keys[1]))
+    assert proc.returncode == 0, proc.stderr
+    installed = prefix / "share" / "abhed" / "microvm"
+    assert sorted(p.name for p in installed.iterdir()) == sorted(make.MICROVM_FILES)
+    assert microvm.load_image(installed).kernel_release == "6.1.0-test-amd64"  # the backend accepts the installed copy
+
+
+def test_make_with_an_incomplete_microvm_image_is_an_instruction(keys, tmp_path):
+    image = fake_microvm_image(tmp_path / "image")
+    (image / "manifest.json").unlink()
+    proc = run([sys.executable, "-m", "bundle.make", "--binary", str(_write(tmp_path / "bin", "#!/bin/sh\n")),
+                "--secret-key", str(keys[0]), "--out", str(tmp_path / "out"), "--microvm", str(image),
+                "--wheelhouse-from", str(fake_wheelhouse(tmp_path / "wh"))])
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert f"--microvm {image}: needs vmlinux, initramfs.img, manifest.json; build them with scripts/build-microvm." in proc.stderr
+    assert not (tmp_path / "out" / BUNDLE_NAME).exists()

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bundle import minisign
-from bundle_testing import (abhed_verify, copy_bundle, fresh, flip_byte, install_sh, keys, need, resign_blob,  # noqa: F401
-                            signed_bundle, tool_path)
+from bundle_testing import (abhed_verify, copy_bundle, fresh, flip_byte, install_sh, keys, microvm_bundle,  # noqa: F401
+                            need, resign_blob, signed_bundle, tool_path)
 
 DO_NOT_INSTALL = "Do not install it"
 
@@ -217,3 +217,15 @@ def test_all_verifiers_give_the_same_message(what, change, facts, fresh, keys, p
         proc = verify_with(verifier, fresh, paths, tmp_path / "p", "--pubkey", str(keys[1]))
         said.add(proc.stderr.strip().splitlines()[-1].split(": ", 1)[1])
     assert len(said) == 1, said
+
+
+@pytest.mark.parametrize("verifier", VERIFIERS)
+@pytest.mark.parametrize("name", ["vmlinux", "initramfs.img", "manifest.json"])
+def test_a_tampered_microvm_image_is_refused(verifier, name, microvm_bundle, keys, paths, tmp_path):
+    bundle = copy_bundle(microvm_bundle, tmp_path)
+    flip_byte(bundle / "microvm" / name, 3)
+    prefix = tmp_path / "prefix"
+    proc = verify_with(verifier, bundle, paths, prefix, "--pubkey", str(keys[1]))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"microvm/{name}: checksum mismatch" in proc.stderr and DO_NOT_INSTALL in proc.stderr
+    assert not prefix.exists()

@@ -78,11 +78,62 @@ def test_ask_reasks_on_a_typo_and_defaults_to_no(ws):
     options = approvals.choices("bash", call, policy.check("bash", call), policy, can_save=False)
     said: list[str] = []
     assert approvals.ask(options, answers("maybe", "a"), said.append, str) == Answer(True, ("bash(make)",))
-    assert "  answer one of y/a/p/n/r" in said and "  allowed for the rest of this session: bash(make)" in said
+    assert "  'maybe' is not an answer here: type one of y/a/p/n/r (the letters above) and Enter; Enter alone, Ctrl-D " \
+        "or Ctrl-C is no" in said and "  allowed for the rest of this session: bash(make)" in said
     assert approvals.ask(options, answers(""), said.append, str) == Answer(False)
     assert approvals.ask(options, answers(), said.append, str) == Answer(False)  # end of input: no
     assert approvals.ask(options, answers("r", "use the Makefile target test"), said.append, str) == \
         Answer(False, reason="use the Makefile target test")
+
+
+def interrupted(*before: str):  # type: ignore[no-untyped-def]
+    """A reader giving `before`, then Ctrl-C as the terminal delivers it (KeyboardInterrupt)."""
+    queue = list(before)
+
+    def read(prompt: str) -> str:
+        if not queue:
+            raise KeyboardInterrupt
+        return queue.pop(0)
+    return read
+
+
+def test_ctrl_c_ctrl_d_and_repeated_unknown_answers_are_a_no(ws):
+    policy = Policy.create("ask", [], [], ws)
+    call = bash("make")
+    options = approvals.choices("bash", call, policy.check("bash", call), policy, can_save=False)
+    said: list[str] = []
+    assert approvals.ask(options, interrupted(), said.append, str) == Answer(False)
+    assert said[-1] == "  (Ctrl-C: no)"
+    assert approvals.ask(options, answers(), said.append, str) == Answer(False)
+    assert said[-1] == "  (end of input: no)"
+    assert approvals.ask(options, interrupted("r"), said.append, str) == Answer(False)  # at the reason: no reason
+    said.clear()
+    assert approvals.ask(options, answers("q", "\x1b[a", "yy", "y"), said.append, str) == Answer(False)
+    assert [line for line in said if "is not an answer" in line] == [
+        "  'q' is not an answer here: type one of y/a/p/n/r (the letters above) and Enter; Enter alone, Ctrl-D or "
+        "Ctrl-C is no",
+        "  '\\x1b[a' is not an answer here: type one of y/a/p/n/r (the letters above) and Enter; Enter alone, Ctrl-D "
+        "or Ctrl-C is no"]
+    assert said[-1] == "  (3 answers that are not one of y/a/p/n/r: no)"  # the fourth line, "y", is never read
+    assert approvals.ask(options, answers("q", "yy", "Y"), said.append, str) == Answer(True)  # two slips, then yes
+
+
+def test_ask_saves_only_the_chosen_rule_and_a_plain_yes_grants_nothing(ws):
+    policy = Policy.create("ask", [], [], ws)
+    call = bash("make test")
+    options = approvals.choices("bash", call, policy.check("bash", call), policy, can_save=True)
+    saved: list[str] = []
+    said: list[str] = []
+
+    def save(rule: str) -> str:
+        saved.append(rule)
+        return f"saved {rule}"
+    assert approvals.ask(options, answers("y"), said.append, save) == Answer(True)
+    assert said == [f"  {o.key}  {o.label}" for o in options]  # the choices, listed; nothing granted or saved
+    assert saved == []
+    assert approvals.ask(options, answers("s"), said.append, save) == Answer(True, ("bash(make test:*)",))
+    assert saved == ["bash(make test:*)"] and said[-2:] == [
+        "saved bash(make test:*)", "  allowed for the rest of this session: bash(make test:*)"]
 
 
 def test_granted_rules_hold_for_the_session_and_its_subagents(ws):

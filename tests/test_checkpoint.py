@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -19,8 +20,9 @@ import pytest
 from abhed.agent import dispatch
 from abhed.session import checkpoint
 from abhed.gate.approval import read_only_command
-from abhed.session.checkpoint import Shadow
-from abhed.session.events import CheckpointEvent
+from abhed.session.checkpoint import Shadow, UndoRefused
+from abhed.session.events import CheckpointEvent, new_id
+from abhed.session.store import SessionStore
 from abhed.session.undo import undo
 from abhed_testing import Tools, abhed
 
@@ -439,3 +441,209 @@ def test_without_git_checkpoints_are_off_and_doctor_says_so(monkeypatch: pytest.
     assert check.status == "WARN" and "no git binary" in check.message and "undo" in check.message
     monkeypatch.undo()
     assert checkpoints_check(settings).status == "OK"
+
+
+# -- found by mutation testing (scripts/mutate.py): each a change no test noticed -------------------
+
+
+def agent_call(cp: checkpoint.Checkpoints, session, change) -> None:
+    """One checkpointed call as dispatch runs it: "before", the change, "after"."""
+    before, _ = cp.before(session.id, new_id(), "bash", "main")
+    change()
+    cp.after(session.id, before)
+
+
+def test_a_private_file_a_later_call_deletes_comes_back_private(ws: Path, home: Path) -> None:
+    (ws / "secret.txt").write_text("private\n")
+    (ws / "secret.txt").chmod(0o600)
+    cp = checkpoint.Checkpoints(shadow(home, ws))
+    session = SessionStore(home).create(ws)
+    agent_call(cp, session, lambda: (ws / "a.txt").write_text("a\n"))
+    agent_call(cp, session, lambda: (ws / "secret.txt").unlink())
+    assert undo(cp, session, 2, force=False, confirm=lambda plan: True).startswith("Undone")
+    assert (ws / "secret.txt").read_text() == "private\n"
+    assert stat.S_IMODE((ws / "secret.txt").stat().st_mode) == 0o600
+
+
+def test_the_checkpoint_store_is_private_to_its_user(ws: Path, home: Path) -> None:
+    (ws / "secret.txt").write_text("private\n")
+    (ws / "secret.txt").chmod(0o600)
+    s = shadow(home, ws)
+    s.snapshot("s", "before", {"call": "1", "tool": "bash"})
+    assert stat.S_IMODE(s.dir.stat().st_mode) == 0o700  # it holds a copy of every file of the workspace
+    assert {name: stat.S_IMODE((s.dir / name).stat().st_mode) for name in ("lock", "modes.json")} == {
+        "lock": 0o600, "modes.json": 0o600}
+
+
+def test_the_project_s_info_exclude_is_honoured_but_not_read_through_a_symlink(ws: Path, home: Path,
+                                                                              tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    (ws / ".git" / "info" / "exclude").write_text("*.tmp\n")
+    (ws / "a.txt").write_text("a")
+    (ws / "scratch.tmp").write_text("t")
+    s = shadow(home, ws)
+    first, _ = s.snapshot("s", "before", {"call": "1", "tool": "bash"})
+    assert s.git("ls-tree", "--name-only", first.tree).decode().split() == ["a.txt"]
+    elsewhere = tmp_path / "not-the-project's"
+    elsewhere.write_text("*.txt\n*.tmp\n")
+    (ws / ".git" / "info" / "exclude").unlink()
+    (ws / ".git" / "info" / "exclude").symlink_to(elsewhere)  # the workspace must not point git at other files
+    second, _ = s.snapshot("s", "before", {"call": "2", "tool": "bash"})
+    assert s.git("ls-tree", "--name-only", second.tree).decode().split() == ["a.txt", "scratch.tmp"]
+
+
+def test_a_config_planted_in_the_shadow_repository_weakens_nothing(ws: Path, home: Path, tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    evil = f"touch {marks}/ran-$$"
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    for hook in ("reference-transaction", "post-index-change", "pre-commit", "post-commit", "post-checkout"):
+        (hooks / hook).write_text(f"#!/bin/sh\n{evil}\n")
+        (hooks / hook).chmod(0o755)
+    (tmp_path / "ignore").write_text("*.txt\n")
+    (tmp_path / "attributes").write_text("* filter=evil\n")
+    (ws / "run.sh").write_text("#!/bin/sh\n")
+    (ws / "a.txt").write_text("a\n")
+    (ws / "link").symlink_to("a.txt")
+    s = shadow(home, ws)
+    s.snapshot("s", "before", {"call": "1", "tool": "bash"})  # the shadow repository exists from here on
+    with open(s.git_dir / "config", "a") as config:
+        config.write(f'[core]\n\thooksPath = {hooks}\n\tfsmonitor = {evil}\n\texcludesFile = {tmp_path}/ignore\n'
+                     f'\tattributesFile = {tmp_path}/attributes\n\tfileMode = false\n\tsymlinks = false\n'
+                     f'\tsparseCheckout = true\n'
+                     f'[filter "evil"]\n\tclean = {evil}\n\tsmudge = {evil}\n\trequired = true\n')
+    (s.git_dir / "info" / "sparse-checkout").write_text("/b.txt\n")  # with sparseCheckout: write nothing else
+    before = tree_state(ws)
+    (ws / "run.sh").chmod(0o755)  # a change of mode only: seen with core.fileMode, missed without
+    (ws / "b.txt").write_text("b\n")
+    (ws / "link").unlink()
+    second, _ = s.snapshot("s", "before", {"call": "2", "tool": "bash"})
+    entries = s.git("ls-tree", second.tree).decode().splitlines()
+    assert [(e.split()[0], e.split("\t")[1]) for e in entries] == [("100644", "a.txt"), ("100644", "b.txt"),
+                                                                 ("100755", "run.sh")]
+    with s.locked():
+        s.apply(s.plan_undo("s", 1))
+    assert tree_state(ws) == before  # the symlink is one again, run.sh 0644 again
+    assert list(marks.iterdir()) == []  # no hook, filter or fsmonitor ran
+
+
+def test_undo_does_not_delete_a_file_not_covered_that_stands_where_a_directory_comes_back(ws: Path,
+                                                                                         home: Path) -> None:
+    (ws / "out").mkdir()
+    (ws / "out" / "result.txt").write_text("the agent's\n")
+    cp = checkpoint.Checkpoints(shadow(home, ws, max_file_bytes=100))
+    session = SessionStore(home).create(ws)
+    agent_call(cp, session, lambda: shutil.rmtree(ws / "out"))
+    big = "the human's own file, too large to be covered\n" * 10
+    (ws / "out").write_text(big)
+    with pytest.raises(UndoRefused) as refused:
+        undo(cp, session, 1, force=False, confirm=lambda plan: True)
+    assert refused.value.paths == ["out/result.txt"] and "  out/result.txt\n" in str(refused.value)
+    assert (ws / "out").read_text() == big  # git would have deleted it to make the directory
+
+
+def test_undo_does_not_overwrite_a_file_not_covered_where_a_deleted_file_comes_back(ws: Path, home: Path) -> None:
+    (ws / "notes.txt").write_text("the agent's\n")
+    cp = checkpoint.Checkpoints(shadow(home, ws, max_file_bytes=100))
+    session = SessionStore(home).create(ws)
+    agent_call(cp, session, lambda: (ws / "notes.txt").unlink())
+    big = "the human's own notes, too large to be covered\n" * 10
+    (ws / "notes.txt").write_text(big)
+    with pytest.raises(UndoRefused) as refused:
+        undo(cp, session, 1, force=False, confirm=lambda plan: True)
+    assert refused.value.paths == ["notes.txt"]
+    assert (ws / "notes.txt").read_text() == big
+
+
+def test_undo_replaces_a_file_of_the_agent_s_own_where_a_directory_comes_back(ws: Path, home: Path) -> None:
+    (ws / "out").mkdir()
+    (ws / "out" / "result.txt").write_text("the agent's\n")
+    cp = checkpoint.Checkpoints(shadow(home, ws))
+    session = SessionStore(home).create(ws)
+
+    def reshape() -> None:
+        shutil.rmtree(ws / "out")
+        (ws / "out").write_text("now a file\n")
+    agent_call(cp, session, reshape)
+    assert undo(cp, session, 1, force=False, confirm=lambda plan: True).startswith("Undone")
+    assert (ws / "out" / "result.txt").read_text() == "the agent's\n"
+
+
+def three_files_deleted(ws: Path, home: Path):
+    for name in ("a", "b", "c"):
+        (ws / f"{name}.txt").write_text(name * 3)
+    s = shadow(home, ws)
+    cp = checkpoint.Checkpoints(s)
+    session = SessionStore(home).create(ws)
+    agent_call(cp, session, lambda: [(ws / f"{name}.txt").unlink() for name in ("a", "b", "c")])
+    first = cp.listing(session.id)[0].snapshot
+    blob = s.git("rev-parse", f"{first.commit}:files/b.txt").decode().strip()
+    return cp, session, s.git_dir / "objects" / blob[:2] / blob[2:]
+
+
+def test_a_damaged_store_stops_undo_before_any_file_changes_and_says_so(ws: Path, home: Path) -> None:
+    cp, session, stored = three_files_deleted(ws, home)
+    stored.unlink()  # a disk error, or a hand that tidied up
+    with pytest.raises(checkpoint.CheckpointError) as stopped:
+        undo(cp, session, 1, force=False, confirm=lambda plan: True)
+    message = str(stopped.value)
+    assert message.startswith("Undo stopped before changing anything: the shadow repository ")
+    assert f"lacks 1 of the objects checkpoint 1 is made of (e.g. {stored.parent.name}{stored.name})" in message
+    assert "fsck" in message
+    assert [p.name for p in ws.iterdir() if not p.name.startswith(".")] == []
+
+
+def test_an_undo_that_stops_part_way_says_so_and_can_itself_be_taken_back(ws: Path, home: Path) -> None:
+    cp, session, stored = three_files_deleted(ws, home)
+    stored.chmod(0o644)
+    stored.write_bytes(b"not an object any more")  # present, so only reading it shows the damage
+    with pytest.raises(checkpoint.CheckpointError) as stopped:
+        undo(cp, session, 1, force=False, confirm=lambda plan: True)
+    message = str(stopped.value)
+    assert message.startswith("Undo stopped part-way: git read-tree failed") and "is corrupt" in message
+    assert f"this undo is checkpoint 2: `abhed undo --to 2 {session.id}` puts back" in message
+    assert undo(cp, session, 2, force=False, confirm=lambda plan: True).startswith("Undone")
+    assert [p.name for p in ws.iterdir() if not p.name.startswith(".")] == []
+
+
+def test_undo_restores_plain_modes_whatever_the_umask(ws: Path, home: Path) -> None:
+    (ws / "a.txt").write_text("a\n")
+    (ws / "a.txt").chmod(0o644)
+    (ws / "run.sh").write_text("#!/bin/sh\n")
+    (ws / "run.sh").chmod(0o755)
+    cp = checkpoint.Checkpoints(shadow(home, ws))
+    session = SessionStore(home).create(ws)
+    agent_call(cp, session, lambda: [(ws / name).unlink() for name in ("a.txt", "run.sh")])
+    old = os.umask(0o002)  # the default of user accounts on Debian and Ubuntu: git would write 0664 and 0775
+    try:
+        assert undo(cp, session, 1, force=False, confirm=lambda plan: True).startswith("Undone")
+    finally:
+        os.umask(old)
+    assert {name: stat.S_IMODE((ws / name).stat().st_mode) for name in ("a.txt", "run.sh")} == {
+        "a.txt": 0o644, "run.sh": 0o755}
+
+
+def test_a_damaged_record_of_modes_costs_no_checkpoint(ws: Path, home: Path) -> None:
+    (ws / "a.txt").write_text("a\n")
+    s = shadow(home, ws)
+    s.snapshot("s", "before", {"call": "1", "tool": "bash"})
+    for damage in (b"[]", b'{"modes": 3}', b"\0\0\0"):  # a disk error, a hand edit
+        (s.dir / "modes.json").write_bytes(damage)
+        (ws / "a.txt").write_bytes(damage)
+        snap, _ = s.snapshot("s", "before", {"call": "2", "tool": "bash"})
+        assert s.git("cat-file", "blob", f"{snap.tree}:a.txt") == damage
+
+
+def test_a_store_git_cannot_read_fails_the_checkpoint_with_git_s_words_and_the_change_does_not_run(ws: Path,
+                                                                                                   home: Path) -> None:
+    t = Tools(ws, home)
+    t.ctx.checkpoints = checkpoint.Checkpoints(shadow(home, ws))
+    t.ok("write", path=str(ws / "a.txt"), content="one\n")
+    index = t.ctx.checkpoints.shadow.git_dir / "index"
+    index.unlink()
+    index.mkdir()  # damaged: every git command that reads the index fails, every time
+    result = t("write", path=str(ws / "b.txt"), content="two\n")
+    assert result.is_error and result.metadata["error_kind"] == dispatch.CHECKPOINT_FAILED
+    assert "could not be taken (git diff-files failed in the shadow repository" in result.content
+    assert not (ws / "b.txt").exists()

@@ -6,8 +6,11 @@ import os
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from abhed.files.globpattern import compile_glob, expand_braces
+from abhed.tools.glob import newest_first
 
 
 def make(ws, *names, mtime_start=1_000_000):
@@ -75,6 +78,35 @@ def test_the_cap_is_1000_after_sorting_with_a_note(tools, ws):
     assert len(out) == 1001 and out[0] == str(ws / "f1004.txt")
     assert out[-1] == ("[truncated: showing 1000 of 1005 files, newest first. Narrow the pattern (e.g. src/**/*.ts "
                        "instead of **/*) or set path to a subdirectory.]")
+
+
+def test_the_cap_keeps_the_first_paths_among_files_tied_at_the_cut_off(tools, ws):
+    """Only the shown files are ordered: 3 newest, then 1100 files with one time (an unpacked
+    archive) of which the first 997 by path fill the page, and none of the 10 older ones."""
+    for i in range(3):
+        (ws / f"new{i}.txt").write_text("")
+        os.utime(ws / f"new{i}.txt", (9_000 + i, 9_000 + i))
+    for i in range(1100):
+        (ws / f"t{i:04}.txt").write_text("")
+        os.utime(ws / f"t{i:04}.txt", (5_000, 5_000))
+    for i in range(10):
+        (ws / f"a{i}.txt").write_text("")
+        os.utime(ws / f"a{i}.txt", (1_000, 1_000))
+    out = tools.ok("glob", pattern="*.txt").split("\n")
+    assert out[:-1] == [str(ws / n) for n in ("new2.txt", "new1.txt", "new0.txt")] + \
+        [str(ws / f"t{i:04}.txt") for i in range(997)]
+    assert out[-1].startswith("[truncated: showing 1000 of 1113 files, newest first.")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.text("abc/", min_size=1, max_size=4), st.integers(0, 5)), max_size=40,
+                unique_by=lambda item: item[0]),
+       st.integers(1, 12))
+def test_newest_first_equals_sorting_everything(files, limit):
+    """The cut-off selection gives exactly the full sort's first `limit` (newest, ties by path)."""
+    mtimes = dict(files)
+    want = sorted(mtimes, key=lambda p: (-mtimes[p], p))[:limit]
+    assert newest_first(list(mtimes), mtimes, limit) == want
 
 
 @pytest.mark.parametrize("pattern, fact", [

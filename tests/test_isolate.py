@@ -3,8 +3,11 @@ nothing behind (checked on the host: no child process survives)."""
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import resource
 import signal
+import sys
 
 import pytest
 
@@ -69,6 +72,15 @@ def test_a_child_that_eats_memory_is_stopped_at_the_bound():
         isolate.run(_hog, bounds=isolate.Bounds(seconds=60, memory=256 * 1024 * 1024))  # time is not the bound hit
 
 
+def _quit():
+    os._exit(3)  # a parser that ends the process itself, or dies in a way that leaves no signal
+
+
+def test_a_child_that_ends_without_an_answer_is_reported():
+    with pytest.raises(isolate.Exceeded, match=r"^the parser stopped without an answer \(out of memory or a crash\)$"):
+        isolate.run(_quit, bounds=SHORT)
+
+
 def test_a_child_that_crashes_is_reported():
     with pytest.raises(isolate.Exceeded, match=r"the parser crashed \(SIGSEGV\)"):
         isolate.run(_crash, bounds=SHORT)
@@ -89,7 +101,7 @@ def test_no_descriptor_is_left_open_whatever_the_child_did(function):
 
 
 def _huge():
-    return b"x" * (isolate.RESULT_LIMIT + 1)
+    return b"x" * (64 * 1024 * 1024)  # with pickle's few bytes around it: over the documented 64 MiB
 
 
 def test_a_result_over_the_limit_is_refused_not_read_whole():
@@ -125,3 +137,50 @@ def test_an_exception_that_cannot_cross_the_pipe_still_comes_back_in_words():
 def test_nothing_the_parser_writes_to_stderr_reaches_the_terminal(capfd):
     assert isolate.run(_noisy) == "done"
     assert capfd.readouterr().err == ""
+
+
+def _interrupted():
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C reaches the whole foreground process group, the child too
+    return "finished"
+
+
+def test_ctrl_c_is_left_to_the_parent_the_child_finishes_its_work():
+    assert isolate.run(_interrupted) == "finished"
+
+
+def _limits():
+    with open("/proc/self/statm", "rb") as handle:
+        mapped = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    return resource.getrlimit(resource.RLIMIT_AS), resource.getrlimit(resource.RLIMIT_CPU), mapped
+
+
+@pytest.mark.parametrize("bounds, seconds, memory", [(isolate.Bounds(), 20, 768 * 1024 * 1024),  # the defaults
+                                                     (isolate.Bounds(seconds=2.5, memory=300 << 20), 2.5, 300 << 20)])
+def test_the_child_may_add_the_bound_s_memory_and_use_its_seconds_of_cpu(bounds, seconds, memory):
+    (soft_as, hard_as), (soft_cpu, hard_cpu), mapped = isolate.run(_limits, bounds=bounds)
+    assert soft_as == hard_as and memory - 8 * 1024 * 1024 < soft_as - mapped <= memory
+    # the wall clock (seconds) stops a single-threaded child first; the CPU limit is the backstop
+    assert seconds < soft_cpu <= seconds + 1 and hard_cpu > soft_cpu
+
+
+def test_a_crash_report_never_reaches_the_terminal_whichever_descriptor_faulthandler_writes_to():
+    read_end, write_end = os.pipe()
+    faulthandler.enable(file=write_end)  # as pytest does: onto a duplicate of the terminal's stderr, not fd 2
+    try:
+        with pytest.raises(isolate.Exceeded, match=r"the parser crashed \(SIGSEGV\)"):
+            isolate.run(_crash, bounds=SHORT)
+    finally:
+        faulthandler.enable(file=sys.__stderr__)
+        os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        assert pipe.read() == b""
+
+
+def _out_of_cpu():
+    os.kill(os.getpid(), signal.SIGXCPU)  # what the kernel sends at the CPU limit (several threads get there first)
+    return "not reached"
+
+
+def test_a_child_stopped_by_the_cpu_limit_is_reported_as_out_of_time():
+    with pytest.raises(isolate.Exceeded, match=r"^it took more than 1 seconds of CPU time$"):
+        isolate.run(_out_of_cpu, bounds=SHORT)

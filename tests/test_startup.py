@@ -3,7 +3,7 @@
 Each command runs in a child process with `python -X importtime`; afterwards its `sys.modules` is
 compared with what it must not load, and a failure names the chain of imports that pulled a heavy
 module in, so the fix (import it inside the command or function that needs it) is plain. Times
-are measured by benchmarks/startup_bench.py, never here.
+are measured by benchmarks/launch_bench.py, never here.
 """
 
 from __future__ import annotations

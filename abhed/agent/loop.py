@@ -41,7 +41,7 @@ from abhed.gate.approval import Gate
 from abhed.session.config import AgentConfig
 from abhed.agent.conversation import Gauge, chars, fit_observation, message_event, observation_cap, rebuild
 from abhed.agent.display import Display
-from abhed.session.events import AnyEvent, CompactionEvent, RunEvent, new_id, who
+from abhed.session.events import AnyEvent, CompactionEvent, ModeEvent, RunEvent, new_id, who
 from abhed.files.images import ImageLimits
 from abhed.model.adapters import VisibleStream, adapter_for, visible
 from abhed.model.connect import Model
@@ -116,6 +116,10 @@ class Budget:
     def stop(self, reason: str) -> None:
         """Spend nothing more here or in any budget below (the subagents drawing on it)."""
         self._stopped = reason
+
+    def stopped(self) -> str | None:
+        """Why this budget or one above it was stopped (an interrupt), or None; limits reached aside."""
+        return self._stopped or (self.parent.stopped() if self.parent is not None else None)
 
     def exhausted(self) -> str | None:
         """Why no more may be spent, or None."""
@@ -295,11 +299,29 @@ class Agent:
     def _use_format(self, tool_format: str) -> None:
         self.adapter = adapter_for(tool_format, self.definitions, self.model.vision)
         self._fixed = len(json.dumps(self.adapter.request_fields().get("tools", [])))
+        self._build_system()
+
+    def _build_system(self) -> None:
+        """The system prompt for the tools, the format and the mode in force (a /mode included)."""
         addendum = "\n\n".join(part for part in (self.role, self.adapter.system_addendum()) if part)
         self.system = system_prompt(self.ctx.paths.workspace, [t.name for t in self.tools],
-                                    self.gate.policy.mode, addendum, self.notes, git=self.git)
+                                    self.gate.effective().mode, addendum, self.notes, git=self.git)
         self._system = Msg("system", self.system)  # one object, so its encoding is reused turn after turn
         self.gauge.forget()
+
+    def set_mode(self, mode: str) -> None:
+        """Chat's /mode: the gate decides in `mode` from now on and the model is told so by its system
+        prompt from the next request; the change is logged (ModeEvent) and kept in the session's
+        options, which `abhed resume` and `abhed chat --session` start from. ValueError for an
+        unknown mode, before anything changed."""
+        previous = self.gate.effective().mode
+        self.gate.set_mode(mode)
+        user, host = who()
+        self._record(ModeEvent(mode=mode, previous=previous, user=user, host=host, **self._ids()))
+        with self.ctx.session.lock:
+            self.ctx.session.state.options = {**self.ctx.session.state.options, "mode": mode}
+        self.ctx.session.save()
+        self._build_system()
 
     def _fall_back_to_text_protocol(self) -> None:
         fmt = self.model.fallback_format or "hermes"
@@ -556,8 +578,9 @@ class Agent:
         agent_id = f"{self.agent_id}.{next(self._children)}"
         display = display or self.display.subagent(agent_id, label or prompt)
         ctx = replace(self.ctx, session=self.ctx.session.branch(), spawn=None)
-        child = Agent(ctx, self.model, self.gate.labelled(agent_id, label), under.child(Limits(turns=max_turns)),
-                      config=self.config, display=display, agent_id=agent_id, parent_id=self.agent_id,
+        budget = under.child(Limits(turns=max_turns))
+        child = Agent(ctx, self.model, self.gate.labelled(agent_id, label, budget.stopped), budget, config=self.config,
+                      display=display, agent_id=agent_id, parent_id=self.agent_id,
                       tools=tools if tools is not None else [t for t in self.tools if t.name != SPAWN], role=role)
         try:
             outcome = child.run(prompt)

@@ -107,30 +107,50 @@ def _covering(rules: tuple[str, ...], tool: str, args: Any, policy: Policy) -> t
     return rules if widened.check(tool, args).decision == "allow" else ()
 
 
+MAX_UNKNOWN = 3  # answers in a row that are no key: then it is a no (a cat on the keyboard approves nothing)
+ALIASES = {"yes": "y", "no": "n", "": "n"}
+
+
 def ask(options: list[Choice], read: Callable[[str], str], say: Callable[[str], None],
         save: Callable[[str], str]) -> Answer:
-    """Ask until a listed key (Enter or end of input: no); then do what the choice says."""
+    """Ask for one of the listed keys, then do what the choice says. Fails closed: Enter alone,
+    end of input (Ctrl-D), Ctrl-C, or MAX_UNKNOWN answers that are no key are a no, which the
+    model reads as the human's refusal; an unknown answer gets one line naming the keys, and the
+    question again."""
     keys = "/".join(o.key for o in options)
     for option in options:
         say(f"  {option.key}  {option.label}")
-    while True:
-        try:
-            key = read(f"Allow? [{keys}] (Enter: no) ").strip().lower()
-        except EOFError:
+    chosen = None
+    for attempt in range(1, MAX_UNKNOWN + 1):
+        key, ended = _answer(read, f"Allow? [{keys}] (Enter: no) ")
+        if ended:
+            say(f"  ({ended}: no)")
             return Answer(False)
-        key = {"yes": "y", "no": "n", "": "n"}.get(key, key)
-        chosen = next((o for o in options if o.key == key), None)
+        chosen = next((o for o in options if o.key == ALIASES.get(key, key)), None)
         if chosen is not None:
             break
-        say(f"  answer one of {keys}")
+        if attempt < MAX_UNKNOWN:
+            say(f"  {key!r} is not an answer here: type one of {keys} (the letters above) and Enter; Enter alone, "
+                "Ctrl-D or Ctrl-C is no")
+    if chosen is None:
+        say(f"  ({MAX_UNKNOWN} answers that are not one of {keys}: no)")
+        return Answer(False)
     if chosen.key == "r":
-        try:
-            reason = read("Why not (the model reads this)? ").strip()
-        except EOFError:
-            reason = ""
+        reason, _ = _answer(read, "Why not (the model reads this)? ", lower=False)
         return Answer(False, reason=reason)
     if chosen.save is not None:
         say(save(chosen.save))
     if chosen.answer.rules:
         say(f"  allowed for the rest of this session: {', '.join(chosen.answer.rules)}")
     return chosen.answer
+
+
+def _answer(read: Callable[[str], str], prompt: str, lower: bool = True) -> tuple[str, str | None]:
+    """One line read (stripped, lowercased for keys), or "" and how the human ended the question."""
+    try:
+        line = read(prompt).strip()
+    except EOFError:
+        return "", "end of input"
+    except KeyboardInterrupt:
+        return "", "Ctrl-C"
+    return (line.lower() if lower else line), None

@@ -49,15 +49,35 @@ def main(ctx: click.Context) -> None:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the OpenAI `tools` array sent to the model.")
-def tools(as_json: bool) -> None:
-    """List the native tools."""
+@click.option("--check", is_flag=True, help="Start the MCP servers and compare their tools with the pins, as a "
+              "session does (without it nothing is started and pinned tools are listed as pinned).")
+@click.option("--workspace", type=click.Path(file_okay=False, path_type=Path), default=".",
+              help="With --check: the workspace a stdio server's sandbox sees (default: the current directory).")
+def tools(as_json: bool, check: bool, workspace: Path) -> None:
+    """List the tools the model is given: the nine native ones, then the MCP tools the operator admitted.
+
+    An MCP entry carries an `mcp` key (server, tool, status, and why when withheld); entries of type
+    `function`, less that key, are what the model is sent. Withheld tools are listed with type `withheld`.
+    """
+    from abhed.cli.mcp import tool_entries
     from abhed.tools import all_tools, definitions
+    from abhed.mcp.pins import pins_path
+    settings = _settings()
+    mcp = tool_entries(settings, pins_path(), workspace.resolve(), check) if settings.mcp.servers else []
     if as_json:
-        click.echo(json.dumps(definitions(), indent=2, ensure_ascii=False))
+        click.echo(json.dumps([*definitions(), *mcp], indent=2, ensure_ascii=False))
         return
     for tool in all_tools():
         kind = "read-only" if tool.read_only else "changes files"
         click.echo(f"{tool.name:<8} {kind:<14} {tool.description.split('. ')[0]}.")
+    for entry in mcp:
+        facts = entry["mcp"]
+        if entry["type"] == "withheld":
+            click.echo(printable(f"{entry['name']}  WITHHELD: {facts['why']}"))
+        else:
+            function = entry["function"]
+            summary = (function["description"].split(". ")[0].splitlines() or [""])[0][:100]
+            click.echo(printable(f"{function['name']}  {facts['status']}  {summary}"))
 
 
 @main.command()
@@ -381,7 +401,8 @@ def tree(events: list[AnyEvent]) -> list[tuple[AnyEvent, int]]:
 
 
 def _shown_event(event: AnyEvent, indent: str, full: bool) -> str:
-    from abhed.session.events import ActionEvent, CheckpointEvent, CompactionEvent, MessageEvent, ObservationEvent
+    from abhed.session.events import (ActionEvent, CheckpointEvent, CompactionEvent, MessageEvent, ModeEvent,
+                                      ObservationEvent)
     stamp = event.at.strftime("%Y-%m-%d %H:%M:%S")
     if isinstance(event, ActionEvent):
         args = json.dumps(event.input, ensure_ascii=False)
@@ -402,6 +423,8 @@ def _shown_event(event: AnyEvent, indent: str, full: bool) -> str:
         what = f"undo to before checkpoint {event.undo_to}" if event.undo_to else f"before {event.tool}"
         missed = f"; {event.not_covered_count} files not covered" if event.not_covered_count else ""
         return f"{indent}{stamp} [{event.agent_id}] checkpoint {event.number} ({what}){missed}"
+    if isinstance(event, ModeEvent):
+        return f"{indent}{stamp} [{event.agent_id}] mode {event.mode} (was {event.previous}), set by {event.user or 'the human'}"
     detail = f": {_preview(event.detail)}" if event.detail else ""
     return f"{indent}{stamp} [{event.agent_id}] run {event.status}{detail}"
 

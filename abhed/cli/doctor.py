@@ -86,7 +86,8 @@ def _model_checks(settings: Settings) -> Iterator[Check]:
     m = settings.model
     try:
         model = connect(m.endpoint, api_key=m.api_key, model=m.model, profile=m.profile, tool_format=m.tool_format,
-                        stream=m.stream, timeout_s=min(m.timeout_s, 60.0), attempts=1, profiles_dir=m.profiles_dir,
+                        stream=m.stream, timeout_s=min(m.timeout_s, 60.0), attempts=1, connect_s=m.connect_s,
+                        probe_connect_s=m.startup_connect_s, profiles_dir=m.profiles_dir,
                         images=m.images, image_limits=m.vision_overrides())
     except (ModelError, ProfileError) as exc:
         yield Check("FAIL", "endpoint", str(exc))

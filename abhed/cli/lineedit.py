@@ -1,7 +1,7 @@
 """The chat's input line: prompt_toolkit on a terminal, plain lines otherwise (pipes, tests).
 
 On a terminal: history per workspace (kept under the session store, never in the workspace),
-Up/Down and Ctrl-R through it; Enter sends, Alt-Enter adds a line, and a paste
+Up/Down and Ctrl-R through it (Enter ends a search with the match in the editor); Enter sends, Alt-Enter adds a line, and a paste
 (bracketed by the terminal) is one message however many lines it has; Tab completes slash
 commands and paths (relative to the workspace).
 """
@@ -31,6 +31,7 @@ def reader(home: Path, workspace: Path, commands: Iterable[str],
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         return fallback
     from prompt_toolkit import PromptSession
+    from prompt_toolkit.filters import is_searching
     from prompt_toolkit.history import FileHistory
     from prompt_toolkit.key_binding import KeyBindings
 
@@ -38,8 +39,10 @@ def reader(home: Path, workspace: Path, commands: Iterable[str],
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     keys = KeyBindings()
 
-    @keys.add("enter")
-    @keys.add("c-j")  # Enter typed before the editor took the terminal arrives as \n (the tty's ICRNL)
+    # Not while searching (Ctrl-R): there Enter ends the search, leaving the match in the editor to
+    # send (Enter again) or change first; sending from the search line would send the search text.
+    @keys.add("enter", filter=~is_searching)
+    @keys.add("c-j", filter=~is_searching)  # Enter typed before the editor took the terminal arrives as \n (ICRNL)
     def _send(event) -> None:  # type: ignore[no-untyped-def]
         event.current_buffer.validate_and_handle()
 

@@ -59,6 +59,53 @@ _WORKSPACE = click.option("--workspace", type=click.Path(file_okay=False, path_t
                           help="The workspace a stdio server's sandbox sees (default: the current directory).")
 
 
+def tool_entries(settings: Any, pins_file: Path, workspace: Path, check: bool) -> list[dict[str, Any]]:
+    """`abhed tools --json`'s MCP entries, each with an `mcp` key: {server, tool, status, why?, hash?}.
+
+    Without ``check`` nothing is started (a server is a program in a sandbox, or a site's service:
+    seconds each): the pinned tools, as the model would get them if the server still lists them
+    unchanged ("pinned"), and a server with no pins as withheld. With ``check`` every server is
+    started and compared as at a session's start: "admitted", or "withheld" with the reason.
+    """
+    from abhed.session.config import ConfigError
+    from abhed.mcp.gateway import Gateway, McpTool, full_name
+    try:
+        gateway = Gateway(settings, workspace, pins_file=pins_file)
+    except ConfigError as exc:
+        _fail(str(exc))
+    entries: list[dict[str, Any]] = []
+
+    def withheld(server: str, tool: str | None, why: str) -> None:
+        entries.append({"type": "withheld", "name": full_name(server, tool or "*"),
+                        "mcp": {"server": server, "tool": tool, "status": "withheld", "why": why}})
+
+    def offered(tool: McpTool, status: str) -> None:
+        entries.append({**tool.definition(), "mcp": {"server": tool.server.name, "tool": tool.pin.name,
+                                                     "status": status, "hash": tool.pin.hash}})
+
+    if not check:
+        for name, server in gateway.servers.items():
+            for pin in server.pinned.values():
+                offered(McpTool(server, pin), "pinned")
+            if not server.pinned:
+                withheld(name, None, f"never reviewed: no tool of {name} reaches the model until abhed mcp review {name}")
+        return entries
+    try:
+        gateway.start()
+        for tool in gateway.tools:
+            offered(tool, "admitted")
+        for name in gateway.servers:
+            if name in gateway.failed:
+                withheld(name, None, f"the server is not available: {gateway.failed[name]}")
+            prefix = full_name(name, "")
+            for tool_name, why in sorted(gateway.withheld.items()):
+                if tool_name.startswith(prefix):
+                    withheld(name, tool_name[len(prefix):], why)
+    finally:
+        gateway.close()
+    return entries
+
+
 @click.group()
 def mcp() -> None:
     """The reviewed MCP gateway: the site's MCP servers, and the tools the operator admitted."""
@@ -122,6 +169,8 @@ def test(name: str, workspace: Path) -> None:
         click.echo(printable(f"  WITHHELD  {full_name(name, tool)}: {why}"))
     for tool in comparison.gone:
         click.echo(printable(f"  gone      {full_name(name, tool)}: pinned, but the server no longer lists it"))
+    for refusal in server.refusals:  # what it tried to reach while starting, beyond allow_hosts
+        click.echo(printable(f"  network   {refusal}"))
     if comparison.withheld:
         click.echo(f"Review the withheld tools: abhed mcp review {name}")
     sys.exit(1 if comparison.withheld else 0)

@@ -71,7 +71,8 @@ class Slash:
         for name, what in HELP.items():
             self._say(f"  /{name:<9} {what}")
         self._say("  Enter sends; Alt-Enter (Esc then Enter) adds a line; a paste is one message; Up/Down and Ctrl-R search "
-                  "the history; Tab completes commands and paths. Ctrl-C stops a turn.", "dim")
+                  "the history (Enter takes the match into the editor, Enter again sends it); Tab completes commands and paths. "
+                  "Ctrl-C stops a turn. At an approval prompt, Enter alone, Ctrl-D and Ctrl-C are a no.", "dim")
 
     def do_mode(self, argument: str) -> None:
         gate = self.agent.gate
@@ -79,11 +80,12 @@ class Slash:
             self._say(f"mode {gate.effective().mode} (choose one of {', '.join(MODES)}: /mode MODE)")
             return
         try:
-            gate.set_mode(argument)
+            self.agent.set_mode(argument)
         except ValueError as exc:
             self._say(str(exc), "yellow")
             return
-        self._say(f"mode {argument} for the rest of this session (destructive commands still ask)")
+        self._say(f"mode {argument} for the rest of this session, and when it is resumed (destructive commands "
+                  "still ask)")
 
     def do_plan(self, _: str) -> None:
         plan = self.agent.ctx.session.state.plan
@@ -131,7 +133,11 @@ class Slash:
 
         def confirm(plan: str) -> bool:
             self.console.print(Text(printable(plan)))
-            return self.console.input("Undo? \\[y/N] ").strip().lower() in ("y", "yes")
+            try:
+                return self.console.input("Undo? \\[y/N] ").strip().lower() in ("y", "yes")
+            except (EOFError, KeyboardInterrupt):  # a no, as at an approval prompt; the session goes on
+                self._say("(no: nothing was undone)", "dim")
+                return False
         try:
             report = undo.undo(checkpoints, self.agent.ctx.session, int(numbers[0]) if numbers else None,
                                force="--force" in words, confirm=confirm,

@@ -457,15 +457,21 @@ class Gate:
     asking: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     granted: Granted = field(default_factory=Granted, repr=False, compare=False)
 
-    def labelled(self, agent_id: str, label: str | None) -> Gate:
-        """This gate for a subagent: the same policy, human and lock; its questions say who asks."""
+    def labelled(self, agent_id: str, label: str | None, stopped: Callable[[], str | None] = lambda: None) -> Gate:
+        """This gate for a subagent: the same policy, human and lock; its questions say who asks.
+
+        A subagent asks from a worker thread, and Ctrl-C reaches the main thread only: the agent
+        that started it stops it (`stopped` then says why) while the question still waits. An
+        answer given after that is too late, even a yes: the call is refused and no rule granted."""
         ask = self.ask_human
         if ask is None:
             return self
         who = f"subagent {agent_id}" + (f" ({label})" if label else "")
 
         def ask_for_subagent(tool: str, args: Any, verdict: Verdict) -> bool | Answer:
-            return ask(tool, args, replace(verdict, reason=f"{verdict.reason} [asked by {who}]"))
+            answer = ask(tool, args, replace(verdict, reason=f"{verdict.reason} [asked by {who}]"))
+            why = stopped()
+            return Answer(False, reason=f"not run, the subagent was stopped ({why})") if why else answer
         return replace(self, ask_human=ask_for_subagent)
 
     def effective(self) -> Policy:

@@ -27,6 +27,7 @@ import sandbox
 from abhed.common import frozen
 from abhed.session.config import McpServerConfig, Settings
 from abhed.common.errors import ToolError
+from abhed.common.terminal import printable
 from abhed.mcp import pins as pinning
 from abhed.mcp.client import Connection, HttpConnection, McpError, StdioConnection, read_tail
 from abhed.mcp.pins import Pin, tool_hash
@@ -37,6 +38,7 @@ PREFIX = "mcp__"
 _OPENAI_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _starts = count(1)
+MAX_REFUSALS = 20  # kept per server: the count says how many there were
 
 
 def full_name(server: str, tool: str) -> str:
@@ -125,15 +127,30 @@ class Server:
         self.connection: Connection | None = None
         self.comparison: Comparison | None = None
         self._lock = threading.Lock()
+        self._refusals_lock = threading.Lock()
+        self.refusals: list[str] = []  # the latest connections its sandbox's proxy refused (allow_hosts)
+        self.refused = 0  # how many in all
+
+    def _refused(self, message: str) -> None:
+        """The sandbox's proxy refused a connection (any thread): kept for the call's observation and /mcp."""
+        with self._refusals_lock:
+            self.refused += 1
+            self.refusals = [*self.refusals[-(MAX_REFUSALS - 1):], message]
+
+    def refusals_since(self, count: int) -> list[str]:
+        """The refusals after the first ``count`` (those still kept)."""
+        with self._refusals_lock:
+            return self.refusals[len(self.refusals) - min(self.refused - count, len(self.refusals)):]
 
     def describe(self) -> str:
         if self.config.url is not None:
             return f"HTTP {self.config.url}"
+        command = f"stdio `{shlex.join(self.config.command or [])}`"
+        if self.settings.sandbox.backend == "none":
+            return f"{command} WITHOUT a sandbox (sandbox.backend none), with the host's whole network"
         network = "no network" if not self.config.allow_hosts else \
-            f"host network for {', '.join(self.config.allow_hosts)} (bwrap cannot filter by host)"
-        where = "WITHOUT a sandbox (sandbox.backend none)" if self.settings.sandbox.backend == "none" else \
-            "in the sandbox"
-        return f"stdio `{shlex.join(self.config.command or [])}` {where}, {network}"
+            f"no network but a proxy to {', '.join(self.config.allow_hosts)}"
+        return f"{command} in the sandbox, {network}"
 
     def check(self) -> Comparison:
         """Start the server if needed and compare its tools with the pins (McpError if it cannot)."""
@@ -182,7 +199,8 @@ class Server:
         from abhed.tools.bash import sandbox_config
         cfg = self.config
         env = {key: expand(value, self.environ, f"[mcp.servers.{self.name}] env {key}") for key, value in cfg.env.items()}
-        box_config = replace(sandbox_config(self.settings), allow_network=bool(cfg.allow_hosts),
+        # Its own network namespace always; allow_hosts: a proxy there admits only those (sandbox.egress).
+        box_config = replace(sandbox_config(self.settings), allow_network=False, allow_hosts=tuple(cfg.allow_hosts),
                              env_passthrough=tuple(env), ro_binds=(*self.settings.sandbox.ro_binds, *cfg.read_only))
         logs = self.settings.home / "mcp-logs"
         logs.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -197,7 +215,7 @@ class Server:
             out_r, out_w = os.pipe()
             ours.append(out_r)
             theirs.append(out_w)
-            box = sandbox.Sandbox(box_config, self.workspace, environ=env)
+            box = sandbox.Sandbox(box_config, self.workspace, environ=env, on_refusal=self._refused)
             job = box.start_server(shlex.join(["exec", *(cfg.command or [])]), cwd=self.workspace, stdin_fd=in_r,
                                    stdout_fd=out_w, log_path=log_path)
         except sandbox.SandboxError as exc:
@@ -272,11 +290,22 @@ class McpTool(Tool):
         return value
 
     def run(self, args: Any, ctx: ToolContext) -> ToolResult:
+        before = self.server.refused  # what its sandbox's proxy refuses from now on, this call caused (or one beside it)
         try:
             result = self.server.call(self.pin.name, args)
         except McpError as exc:
-            raise ToolError(exc.message, mcp_error=exc.kind) from None
-        return render(self.name, result, self.server.config.max_output_chars)
+            raise ToolError(exc.message + _refusal_note(self.server.refusals_since(before)), mcp_error=exc.kind) from None
+        rendered = render(self.name, result, self.server.config.max_output_chars)
+        note = _refusal_note(self.server.refusals_since(before))
+        return rendered.model_copy(update={"content": rendered.content + note}) if note else rendered
+
+
+def _refusal_note(refusals: list[str]) -> str:
+    """What the server tried to reach beyond allow_hosts during the call (the model and the log see it)."""
+    if not refusals:
+        return ""
+    return ("\n[during this call " + "; ".join(printable(r) for r in refusals) + ". Only the operator can allow "
+            "another host (allow_hosts in the server's [mcp.servers] entry).]")
 
 
 def _json(value: Any) -> str:
@@ -410,6 +439,9 @@ class Gateway:
                 continue
             mine = [t.name for t in self.tools if t.server is server]
             lines.append(f"{name}: {server.describe()}; {len(mine)} tool(s) admitted")
+            if server.refused:
+                lines.append(f"  network: {server.refused} connection(s) refused, the latest: "
+                             f"{printable(server.refusals[-1])}")
             lines += [f"  {tool}" for tool in mine]
             prefix = full_name(name, "")
             lines += [f"  {tool} WITHHELD: {why}" for tool, why in sorted(self.withheld.items())

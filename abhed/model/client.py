@@ -16,6 +16,11 @@ nothing until it is whole. Once a streamed reply has begun, tokens come every fe
 second, so silence for `stall_s` means the server stalled: a watchdog closes the connection and the
 request is retried. A slow long answer that keeps streaming is never cut. `max_request_s` bounds all
 the tries of one failing request, waits included: no retry starts that would end past it.
+
+Connecting has a bound of its own, `connect_s` (10 s), for every request of a session. The first
+question at start-up (`models(connect_s=...)`, 2 s from model.startup_connect_s) gets a shorter one:
+a server on the site's network accepts a connection in milliseconds, so an endpoint that has not
+answered within it (a wrong address, a host down, a firewall dropping packets) is told at once.
 """
 
 from __future__ import annotations
@@ -59,11 +64,12 @@ class ServedModel:
 
 class ModelClient:
     def __init__(self, endpoint: str, *, api_key: str | None = None, timeout_s: float = 300.0,
-                 connect_timeout_s: float = 10.0, attempts: int = 4, backoff_s: float = 1.0, stall_s: float = 60.0,
+                 connect_s: float = 10.0, attempts: int = 4, backoff_s: float = 1.0, stall_s: float = 60.0,
                  max_request_s: float = 900.0, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.endpoint = endpoint.rstrip("/")
         self.timeout_s = timeout_s
+        self.connect_s = connect_s
         self.attempts = max(1, attempts)
         self.backoff_s = backoff_s
         self.stall_s = stall_s
@@ -77,7 +83,7 @@ class ModelClient:
         verify: ssl.SSLContext | bool = (ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
                                          if self.endpoint.startswith("http://") else True)
         # trust_env=False: no proxy from the environment; Abhed talks to the configured endpoint only.
-        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s), headers=headers,
+        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=connect_s), headers=headers,
                                   trust_env=False, verify=verify)
 
     def close(self) -> None:
@@ -91,19 +97,22 @@ class ModelClient:
 
     # -- /v1/models -------------------------------------------------------------------------------
 
-    def models(self, on_retry: RetrySink | None = None, attempts: int | None = None) -> list[ServedModel]:
-        """The served models; `attempts` overrides the client's (1 at start-up: a wrong endpoint is
-        better told at once than after a minute of retries)."""
-        body = self._retrying(self._get_models, on_retry, attempts)
+    def models(self, on_retry: RetrySink | None = None, attempts: int | None = None,
+               connect_s: float | None = None) -> list[ServedModel]:
+        """The served models; `attempts` and `connect_s` override the client's (1 try and a short
+        connect at start-up: a wrong endpoint is better told at once than after a minute of retries)."""
+        limit = (connect_s, "model.startup_connect_s") if connect_s is not None else None
+        body = self._retrying(lambda: self._get_models(limit), on_retry, attempts)
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, list):
             raise ModelError(f"{self.endpoint}/models did not answer with a model list (got {str(body)[:200]!r}). "
                              "Is this an OpenAI-compatible server? The endpoint usually ends in /v1.")
         return [ServedModel(str(m["id"]), _int(m.get("max_model_len"))) for m in data if isinstance(m, dict) and "id" in m]
 
-    def _get_models(self) -> Any:
-        with self._faults():
-            response = self._http.get(self.endpoint + "/models")
+    def _get_models(self, limit: tuple[float, str] | None) -> Any:
+        with self._faults(limit):
+            timeout = httpx.Timeout(self.timeout_s, connect=limit[0]) if limit else httpx.USE_CLIENT_DEFAULT
+            response = self._http.get(self.endpoint + "/models", timeout=timeout)
             if response.status_code != 200:
                 raise self._status_error(response)
             return _json(response, self.endpoint)
@@ -203,14 +212,18 @@ class ModelClient:
         return from_status(response.status_code, error_text(body), self.endpoint)
 
     @contextmanager
-    def _faults(self) -> Iterator[None]:
+    def _faults(self, connect: tuple[float, str] | None = None) -> Iterator[None]:
+        """ModelErrors for httpx's faults; `connect`: this request's connect bound and the setting
+        that gave it, when not the client's."""
         where = self.endpoint
+        seconds, setting = connect or (self.connect_s, "model.connect_s")
         try:
             yield
         except httpx.ConnectTimeout:
-            raise ModelError(f"Timed out connecting to the model server at {where}. Check that the host is up and "
-                             "reachable from this machine (firewall, VPN) and that the endpoint is right.",
-                             retryable=True) from None
+            raise ModelError(f"No connection to the model server at {where} within {seconds:g} s ({setting}): "
+                             "nothing answered, as when the host is down or a firewall drops the packets. Check "
+                             "that the host is up and reachable from this machine (firewall, VPN) and that the "
+                             f"endpoint is right; on a slow link raise {setting}.", retryable=True) from None
         except httpx.ConnectError as exc:
             raise ModelError(f"Cannot connect to the model server at {where} ({_reason(exc)}). Check that vLLM is "
                              "running and listening there, and that the endpoint is right (--endpoint, ABHED_ENDPOINT "

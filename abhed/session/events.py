@@ -2,7 +2,8 @@
 
 The agent loop adds three kinds so a session can be rebuilt from its log alone (`abhed resume`):
 MessageEvent (a user prompt or a model reply, with its tool calls), CompactionEvent (older turns
-replaced by a summary) and RunEvent (a run of the loop started or ended, and how). Tool results are
+replaced by a summary) and RunEvent (a run of the loop started or ended, and how); ModeEvent records
+a change of approval mode during the session (chat's /mode). Tool results are
 the ObservationEvents themselves; nothing is stored twice.
 
 One JSON object a line, fsync'd per event, so the log is the durable record of what the agent did:
@@ -171,7 +172,18 @@ class CheckpointEvent(_Event):
     undo_to: int | None = None  # for an undo: the checkpoint whose state it restored
 
 
-AnyEvent = ActionEvent | ObservationEvent | MessageEvent | CompactionEvent | RunEvent | CheckpointEvent
+class ModeEvent(_Event):
+    """The human changed the approval mode during the session (chat's /mode): from the next model
+    request on, the gate and the system prompt use `mode`, and `abhed resume` continues in it."""
+
+    kind: Literal["mode"] = "mode"
+    mode: str
+    previous: str
+    user: str | None = None  # who changed it, where (the audit's "who")
+    host: str | None = None
+
+
+AnyEvent = ActionEvent | ObservationEvent | MessageEvent | CompactionEvent | RunEvent | CheckpointEvent | ModeEvent
 Event = Annotated[AnyEvent, Field(discriminator="kind")]
 _EVENT = TypeAdapter(Event)
 

@@ -54,7 +54,7 @@ def _gist(value: object) -> str:
         for key in ("command", "path"):
             if isinstance(value.get(key), str):
                 return value[key]
-    return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False)  # pragma: no mutate (unreached: write/edit/bash carry one)
 
 
 def table(found: list[Row], session_id: str) -> str:
@@ -132,7 +132,11 @@ def _apply(shadow: Shadow, session: Session, plan: UndoPlan, now: Capture,
                                              "to": plan.to.number, "agent_id": "human", "at": stamp()})
     session.record(CheckpointEvent(session_id=session.id, agent_id="human", number=number, commit=before.commit,
                                    action_id=None, tool="undo", undo_to=plan.to.number))
-    shadow.apply(plan)
+    try:
+        shadow.apply(plan)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{exc} Nothing is lost: this undo is checkpoint {number}: `abhed undo --to {number} "
+                              f"{session.id}` puts back the workspace as it was before it.") from None
     shadow.commit(session.id, shadow.capture(), {"kind": "after", "number": number, "last": number, "call": call,
                                                   "tool": "undo", "at": stamp()})
     note = (f"[Abhed: the user undid the changes since checkpoint {plan.to.number}: the workspace is back to its "

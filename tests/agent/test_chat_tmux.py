@@ -4,13 +4,18 @@ what changed on the host."""
 
 from __future__ import annotations
 
+import json
 import os
+import socket
+import subprocess
+import sys
 import time
 import uuid
 
 import pytest
 
 from abhed.model.replay import ReplayServer, Turn
+from agent_helpers import REPO
 from tmux_chat import TmuxChat
 
 pytestmark = pytest.mark.slow
@@ -158,12 +163,18 @@ def test_slash_commands_stay_local_and_paste_is_one_message(ws, term, home):
         chat.keys("Enter")
         chat.wait_for("Got both lines.")
         assert server.requests[-1]["messages"][-1] == {"role": "user", "content": "first line\nsecond line"}
+        chat.wait_prompt()
         chat.keys("/se", "Tab")
         chat.wait_for("> /sessions")
         chat.keys("Enter")
         chat.wait_for("* this session")
         chat.type("/undo")  # the edit's checkpoint: shows the plan, asks, restores
         chat.wait_for("Undo? [y/N]")
+        chat.keys("C-c")  # a no: the session goes on
+        chat.wait_for("(no: nothing was undone)")
+        assert (ws / "a.py").read_text() == "x = 2\n"
+        chat.type("/undo")
+        chat.wait_for("Undo? [y/N]", 2)
         chat.type("y")
         chat.wait_for("Undone: the workspace is as it was before checkpoint 1")
         chat.type("/exit")
@@ -187,3 +198,132 @@ def test_status_line_shows_elapsed_time_tokens_and_context(ws, term):
         assert "tokens in" in screen and "/32.8k" in screen  # of the replay model's max_model_len
         chat.type("/exit")
         chat.wait_for("CHAT-EXITED 0")
+
+
+def test_ctrl_r_recalls_a_prompt_from_this_workspaces_history(ws, term, home):
+    from prompt_toolkit.history import FileHistory
+
+    from abhed.cli.lineedit import history_path
+    path = history_path(home, ws.resolve())
+    path.parent.mkdir(parents=True)
+    for earlier in ("alpha: count the apples", "beta: peel the bananas"):  # as two earlier sessions left them
+        FileHistory(str(path)).store_string(earlier)
+    with ReplayServer([Turn(text="Counted.")]) as server:
+        chat = term("--endpoint", server.url, "--workspace", str(ws))
+        chat.wait_for("ends the session.")
+        chat.wait_prompt()  # the editor has the terminal: before, the tty itself takes Ctrl-R (reprint)
+        chat.keys("C-r")
+        chat.wait_for("I-search backward:")
+        chat.keys("apple")
+        chat.wait_for("I-search backward: apple")
+        chat.keys("Enter")  # ends the search: the match is in the editor, not sent yet
+        chat.wait_gone("I-search backward:")
+        chat.wait_for("> alpha: count the apples")
+        assert server.requests == []
+        chat.keys("Enter")
+        chat.wait_for("Counted.")
+        chat.type("/exit")
+        chat.wait_for("CHAT-EXITED 0")
+    assert len(server.requests) == 1  # one prompt sent: the recalled one, not the search text
+    assert server.requests[0]["messages"][-1] == {"role": "user", "content": "alpha: count the apples"}
+
+
+def test_mode_changes_what_the_model_is_told_and_resume_keeps_it(ws, term, home):
+    from abhed.session.store import SessionStore
+    from test_cli_agent import abhed
+    turns = [Turn(text="Asked."), Turn(calls=[run("touch made")]), Turn(text="Made."),  # chat
+             Turn(calls=[run("touch again")]), Turn(text="Again.")]  # abhed resume
+    with ReplayServer(turns) as server:
+        chat = term("--endpoint", server.url, "--workspace", str(ws), "--mode", "ask")
+        chat.wait_for("ends the session.")
+        chat.type("hello")
+        chat.wait_for("Asked.")
+        chat.type("/mode auto")
+        chat.wait_for("mode auto for the rest of this session")
+        chat.type("make it")
+        screen = chat.wait_for("Made.")
+        chat.type("/exit")
+        chat.wait_for("CHAT-EXITED 0")
+        [session_id] = SessionStore(home).ids()
+        resumed = abhed("resume", session_id, "again", "--endpoint", server.url, home=home)
+        shown = abhed("sessions", "show", session_id, home=home)
+    prompts = [r["messages"][0]["content"] for r in server.requests]
+    assert "Approval mode: ask (" in prompts[0]
+    assert all("Approval mode: auto (" in p and "Approval mode: ask" not in p for p in prompts[1:])
+    assert "Allow?" not in screen and (ws / "made").exists()  # the gate too: nobody was asked
+    assert resumed.returncode == 0 and resumed.stdout == "Again.\n" and (ws / "again").exists()
+    assert "mode auto" in resumed.stderr
+    assert "mode auto (was ask), set by " in shown.stdout
+
+
+def test_the_approval_prompt_names_the_keys_on_a_slip_and_takes_ctrl_c_and_ctrl_d_as_no(ws, term):
+    turns = [Turn(calls=[run("touch one")]), Turn(calls=[run("touch two")]), Turn(text="Fine, neither.")]
+    with ReplayServer(turns) as server:
+        chat = term("--endpoint", server.url, "--workspace", str(ws))
+        chat.wait_for("ends the session.")
+        chat.type("make them")
+        chat.wait_for("Allow? [y/a/p/n/r]")
+        chat.type("q")
+        chat.wait_for("'q' is not an answer here: type one of y/a/p/n/r (the letters above) and Enter")
+        chat.wait_for("Allow? [y/a/p/n/r]", 2)  # asked again
+        chat.keys("C-c")
+        chat.wait_for("(Ctrl-C: no)")
+        chat.wait_for("Allow? [y/a/p/n/r]", 3)  # the turn goes on: the model read the no, made another call
+        chat.keys("C-d")
+        chat.wait_for("(end of input: no)")
+        chat.wait_for("Fine, neither.")
+        chat.type("/exit")  # the session itself goes on after both
+        chat.wait_for("CHAT-EXITED 0")
+    assert not (ws / "one").exists() and not (ws / "two").exists()
+    declined = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+    assert len(declined) == 2 and all("the human declined it" in c for c in declined)
+
+
+def test_mcp_shows_the_servers_admitted_and_withheld_tools_and_refused_connections(tmp_path, ws, home, term):
+    """A configured, reviewed MCP server (tests/mcp's hostile one, with allow_hosts): /mcp in the pane
+    says how it runs, what is admitted, what is withheld after a change, and what its proxy refused."""
+    control, etc = tmp_path / "control", tmp_path / "etc-abhed"
+    control.mkdir()
+    etc.mkdir(mode=0o700)
+    python = os.path.realpath(sys.executable)
+    hostile = REPO / "tests" / "mcp" / "hostile_server.py"
+    allowed = socket.create_server(("127.0.0.1", 0))
+    port = allowed.getsockname()[1]
+    config = etc / "config.toml"
+    config.write_text("\n".join([
+        '[approval]', 'allow = ["mcp__hostile__escape"]', '[mcp.servers.hostile]',
+        f"command = {json.dumps([python, str(hostile), str(control)])}",
+        f"read_only = {json.dumps([str(hostile.parent), str(os.path.dirname(os.path.dirname(python))), str(control)])}",
+        f'allow_hosts = ["127.0.0.1:{port}"]', ""]))
+    config.chmod(0o600)
+    env = {"ABHED_CONFIG": str(config)}
+    review = subprocess.run([sys.executable, "-m", "abhed", "mcp", "review", "hostile", "--yes"], capture_output=True,
+                            text=True, cwd=ws, timeout=120, env={**os.environ, "ABHED_HOME": str(home), **env})
+    assert review.returncode == 0, review.stdout + review.stderr
+    (control / "description").write_text("Echo, changed after review.")  # withheld from the next session
+    denied = f"http://127.0.0.1:{port + 1 if port < 65535 else 1}/page"
+    turns = [Turn(calls=[("mcp__hostile__escape", {"path": str(tmp_path / "out"), "port": port, "url": denied})]),
+             Turn(text="Could not fetch it.")]
+    try:
+        with ReplayServer(turns) as server:
+            chat = term("--endpoint", server.url, "--workspace", str(ws), env=env)
+            chat.wait_for("ends the session.")
+            chat.type("/mcp")
+            screen = chat.wait_for("mcp__hostile__echo WITHHELD")
+            flat = " ".join(screen.split())  # rich wraps a long line where the pane ends
+            assert (f"hostile: stdio `{python} {hostile} {control}` in the sandbox, no network but a proxy to "
+                    f"127.0.0.1:{port}; 9 tool(s) admitted mcp__hostile__huge") in flat
+            assert "mcp__hostile__escape mcp__hostile__echo WITHHELD: changed since it was reviewed (its description " \
+                   "or input schema differs from the pinned one): a possible rug pull" in flat
+            chat.type("fetch the page")
+            chat.wait_for("Could not fetch it.")
+            chat.type("/mcp")
+            flat = " ".join(chat.wait_for("connection(s) refused").split())
+            assert (f"network: 1 connection(s) refused, the latest: the sandbox's network proxy refused "
+                    f"{denied.removeprefix('http://').removesuffix('/page')}: not in allow_hosts") in flat
+            chat.type("/exit")
+            chat.wait_for("CHAT-EXITED 0")
+    finally:
+        allowed.close()
+    result = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"][-1]
+    assert "fetch failed: HTTP Error 403" in result and "not in allow_hosts" in result

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from abhed.model.replay import ReplayServer, Turn
 from abhed.session.store import SessionStore
 from agent_helpers import REPO
@@ -188,3 +190,56 @@ def test_chat_approval_prompt_shows_the_bash_commands_description(ws, home):
     assert proc.returncode == 0, proc.stderr
     assert "Record that the build is ready" in proc.stdout and "bash: echo ready > status.txt" in proc.stdout
     assert (ws / "status.txt").read_text() == "ready\n"
+
+
+# -- abhed doctor's microvm line -------------------------------------------------------------------
+
+
+def _microvm_doctor(home: Path, tmp_path: Path, image: Path, **microvm: str) -> dict[str, str]:
+    config = tmp_path / "config.toml"
+    settings = "".join(f'{key} = "{value}"\n' for key, value in {"image_dir": image, **microvm}.items())
+    config.write_text(f'[sandbox]\nbackend = "microvm"\n[sandbox.microvm]\n{settings}')
+    proc = abhed("doctor", "--endpoint", "http://127.0.0.1:9/v1", home=home, env={"ABHED_CONFIG": str(config)})
+    assert proc.returncode == 1  # no model server (and, in these tests, no usable VM)
+    return {line[6:19].strip(): line for line in proc.stdout.splitlines()}
+
+
+def test_doctor_names_a_tampered_microvm_image_and_what_to_do(home, tmp_path):
+    from bundle_testing import fake_microvm_image
+
+    image = fake_microvm_image(tmp_path / "image")
+    with open(image / "initramfs.img", "ab") as f:
+        f.write(b"tampered")
+    lines = _microvm_doctor(home, tmp_path, image)
+    line = lines["microvm"]
+    assert line.startswith(f"FAIL  microvm       microvm image {image} is unusable: initramfs.img does not match manifest.json (sha256 ")
+    assert "Rebuild it with scripts/build-microvm, or reinstall it from the signed bundle." in line
+    assert lines["sandbox"].startswith("FAIL") and "initramfs.img does not match manifest.json" in lines["sandbox"]
+
+
+def test_doctor_microvm_line_names_a_missing_vmm_with_its_package(home, tmp_path):
+    from bundle_testing import fake_microvm_image
+
+    image = fake_microvm_image(tmp_path / "image")  # matches its manifest: only qemu is missing
+    line = _microvm_doctor(home, tmp_path, image, vmm_path=str(tmp_path / "no-qemu"))["microvm"]
+    assert line.startswith(f"FAIL  microvm       microvm backend not available on this host: no qemu-system-x86_64 at {tmp_path / 'no-qemu'}")
+    assert "apt-get install qemu-system-x86" in line and "is unusable" not in line
+
+
+def test_doctor_microvm_line_names_the_vmm_kvm_and_the_matching_image(home, tmp_path):
+    from bundle_testing import fake_microvm_image
+    from sandbox import microvm
+
+    try:
+        vmm = microvm.find_vmm(microvm.MicrovmConfig())
+    except microvm.BackendUnavailable as exc:
+        if os.environ.get("CI") == "true":
+            raise  # CI installs qemu (scripts/build-microvm)
+        pytest.skip(str(exc))
+    image = fake_microvm_image(tmp_path / "image")
+    lines = _microvm_doctor(home, tmp_path, image, accel="tcg")
+    line = lines["microvm"]
+    assert line.startswith(f"OK    microvm       VMM {vmm}; KVM")
+    kvm = "KVM: /dev/kvm opens" if microvm.kvm_usable() is None else "KVM not usable ("
+    assert kvm in line and f"image {image} matches its manifest (kernel 6.1.0-test-amd64, agent protocol {microvm.vm_agent.PROTOCOL})" in line
+    assert lines["sandbox"].startswith("FAIL  sandbox       microvm backend NOT usable")  # a stand-in image does not boot

@@ -17,6 +17,21 @@ def test_a_wrong_endpoint_at_start_up_fails_with_one_message_and_no_retries(ws, 
     assert SessionStore(home).ids() == []
 
 
+def test_a_host_that_drops_packets_at_start_up_is_given_up_on_after_the_short_connect_bound(ws, home, tmp_path,
+                                                                                             silent_endpoint):
+    proc = abhed("run", "hi", "--endpoint", silent_endpoint, "--workspace", str(ws), home=home)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.count(f"No connection to the model server at {silent_endpoint} within 2 s "
+                             "(model.startup_connect_s)") == 1  # the default: not the 10 s of later requests
+    assert "Retrying" not in proc.stderr and "tried" not in proc.stderr
+    config = tmp_path / "config.toml"
+    config.write_text("[model]\nstartup_connect_s = 0.5\n")
+    proc = abhed("chat", "--endpoint", silent_endpoint, "--workspace", str(ws), home=home,
+                 env={"ABHED_CONFIG": str(config)})
+    assert proc.returncode == 1 and proc.stderr.count("within 0.5 s (model.startup_connect_s)") == 1
+    assert SessionStore(home).ids() == []
+
+
 def test_a_server_that_drops_mid_session_is_still_retried(ws, home):
     with ReplayServer([Turn(fault="status:503"), Turn(text="Back again.")]) as server:
         proc = abhed("run", "hi", "--endpoint", server.url, "--workspace", str(ws), home=home)

@@ -57,6 +57,30 @@ class TmuxChat:
                 raise AssertionError(f"{text!r} (x{count}) never appeared; the screen:\n{screen}")
             time.sleep(0.1)
 
+    def wait_prompt(self) -> str:
+        """Until the input line is drawn, empty (keys sent before it would be echoed by the tty, not
+        the line editor, and the screen would not show what the editor holds)."""
+        deadline = time.monotonic() + GUARD_S
+        while True:
+            screen = self.screen()
+            lines = [line.rstrip() for line in screen.splitlines() if line.strip()]
+            if lines and lines[-1] == ">":
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the input line never came back; the screen:\n{screen}")
+            time.sleep(0.1)
+
+    def wait_gone(self, text: str) -> str:
+        """Until `text` is no longer on the screen (a search line the editor closed)."""
+        deadline = time.monotonic() + GUARD_S
+        while True:
+            screen = self.screen()
+            if text not in screen:
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} never went away; the screen:\n{screen}")
+            time.sleep(0.1)
+
     def pid(self) -> int:
         """The chat process (the child of the pane's shell)."""
         pane = int(self._tmux("display-message", "-p", "-t", "chat", "#{pane_pid}").strip())

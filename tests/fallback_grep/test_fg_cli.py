@@ -94,3 +94,14 @@ def test_module_entry_point(tree):
     proc = subprocess.run([sys.executable, "-m", "fallback_grep", "-i", "pm_resume",
                            str(tree / "notes.md")], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.strip() == str(tree / "notes.md")
+
+
+def test_threads_give_the_same_output_and_a_negative_count_is_explained(tree):
+    """-j N searches with N processes; the output is the same as with one, line for line."""
+    for mode in ("content", "count", "files_with_matches"):
+        one = run(["-j", "1", "--output-mode", mode, "-C", "1", "PM_RESUME", tree])
+        assert run(["-j", "3", "--output-mode", mode, "-C", "1", "PM_RESUME", tree]) == one
+        assert run(["--output-mode", mode, "-C", "1", "PM_RESUME", tree]) == one
+    code, out, err = run(["-j", "-2", "PM_RESUME", tree])
+    assert code == 2 and out == ""
+    assert err == "fallback_grep: --threads must be 0 (one per core) or more; got -2\n"

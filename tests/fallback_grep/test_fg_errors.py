@@ -5,6 +5,8 @@ import re as pyre
 import pytest
 
 import fallback_grep as fg
+from fallback_grep import flatten
+from fallback_grep.parser import parse
 
 # (pattern, construct, 0-based position, a phrase the fix must contain)
 UNSUPPORTED = [
@@ -175,6 +177,16 @@ def test_too_large_program_is_rejected_with_advice():
     with pytest.raises(fg.error) as info:
         fg.compile("\\pL{1000}")
     assert "too large" in str(info.value) and "\\pL+" in str(info.value)
+
+
+def test_too_large_program_is_rejected_with_advice_when_it_follows_re2s_flattened_layout():
+    """A loop that can iterate on empty takes flatten.py's compiler; the limit and advice hold there too."""
+    pattern = "(?:\\pL{1000}|)*"
+    assert flatten.has_empty_loop(parse(pattern).tree)
+    with pytest.raises(fg.error) as info:
+        fg.compile(pattern)
+    msg = str(info.value)
+    assert "too large" in msg and "250000 instructions" in msg and "\\pL+" in msg
 
 
 @pytest.mark.parametrize("pattern", ["a{,5}", "a{2", "a{", "x{2}{,3}", "\\Qa.b", "(?)", "a(?i)*",

@@ -117,6 +117,88 @@ def test_walk_is_sorted_filtered_and_skips_symlinks(tmp_path):
     assert [r.count for r in results] == [1, 1]
 
 
+def _nested_tree(root):
+    (root / "d" / "e").mkdir(parents=True)
+    (root / "a.txt").write_bytes(b"PM_RESUME one\nfoo\n")
+    (root / "d" / "b.txt").write_bytes(b"pm_resume\nbar PM_RESUME baz\n")
+    (root / "d" / "e" / "c.txt").write_bytes(b"nothing\n")
+    (root / "d" / "bin.dat").write_bytes(b"PM_RESUME\x00\n")
+    (root / "d" / "late.txt").write_bytes(b"PM_RESUME\n" + b"x" * 70_000 + b"\n\x00\nPM_RESUME\n")
+    (root / "d" / "huge.txt").write_bytes(b"y\n" * 600_000 + b"PM_RESUME at the end\n")  # > the 1 MiB buffer
+    (root / "d" / "empty.txt").write_bytes(b"")
+    os.symlink(root / "a.txt", root / "d" / "link.txt")
+    os.symlink(root / "d", root / "dirlink")
+
+
+def _rows(results):
+    return [(r.path, r.matched, r.count, lines(r), r.binary, r.stopped_at, r.error, r.truncated)
+            for r in results]
+
+
+@pytest.mark.parametrize("pattern", ["PM_RESUME", "(?i)pm_resume", "foo|baz", "[a-z]+_RESUME", "x"])
+@pytest.mark.parametrize("mode", ["content", "files_with_matches", "count"])
+def test_walk_and_a_path_list_give_the_same_results(tmp_path, pattern, mode):
+    """walk()'s files are opened relative to their directory's descriptor, a list's by path: the
+    results agree field for field (binary, a NUL after 64 KiB, a file over the read buffer,
+    symlinks skipped), in walk order: a directory's files by name, then its subdirectories."""
+    _nested_tree(tmp_path)
+    m = Matcher(pattern)
+    paths = list(walk(str(tmp_path)))
+    assert [os.path.relpath(p, tmp_path) for p in paths] == [
+        "a.txt", "d/b.txt", "d/bin.dat", "d/empty.txt", "d/huge.txt", "d/late.txt", "d/e/c.txt"]
+    via_walk = _rows(search_paths(m, walk(str(tmp_path)), mode, 1, 1, max_count=5))
+    assert via_walk == _rows(search_paths(m, paths, mode, 1, 1, max_count=5))
+    assert via_walk == _rows(search_file(m, p, mode, 1, 1, 5) for p in paths)
+
+
+def _open_fds():
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_walk_closes_its_directory_descriptors_and_reports_a_file_gone_mid_walk(tmp_path):
+    """A file deleted after its directory was listed is reported (path and reason), not raised;
+    the directory descriptors are closed at the end and when the caller stops early."""
+    _nested_tree(tmp_path)
+    before = _open_fds()
+    results = search_paths(Matcher("PM_RESUME"), walk(str(tmp_path)), "count")
+    first = next(results)
+    assert first.path == str(tmp_path / "a.txt") and first.count == 1
+    (tmp_path / "d" / "b.txt").unlink()  # d is not listed yet: it simply is not there
+    second = next(results)
+    assert second.path == str(tmp_path / "d" / "bin.dat") and second.binary
+    (tmp_path / "d" / "empty.txt").unlink()  # d is listed and open: the open fails
+    gone = next(results)
+    assert gone.path == str(tmp_path / "d" / "empty.txt")
+    assert gone.error == f"cannot read {tmp_path / 'd' / 'empty.txt'}: No such file or directory"
+    assert _open_fds() == before + 1  # d's descriptor, while its files are searched
+    results.close()
+    assert _open_fds() == before
+    assert len(list(search_paths(Matcher("x"), walk(str(tmp_path)), "count"))) == 5
+    assert _open_fds() == before
+
+
+def test_walk_of_a_file_or_a_missing_root_yields_the_root(tmp_path):
+    f = tmp_path / "one.txt"
+    f.write_bytes(b"PM_RESUME\n")
+    assert list(walk(f)) == [f]
+    (res,) = search_paths(Matcher("PM_RESUME"), walk(f), "count")
+    assert res.path == str(f) and res.count == 1
+    (res,) = search_paths(Matcher("PM_RESUME"), walk(str(tmp_path / "nope")), "count")
+    assert res.error == f"cannot read {tmp_path / 'nope'}: No such file or directory"
+
+
+def test_file_result_defaults_and_unknown_fields():
+    """A non-matching file's result sets only its path; every field still reads its default,
+    results compare by value, and a misspelt field is an error, not a silent attribute."""
+    res = FileResult("/x")
+    assert (res.matched, res.count, list(res.lines), res.binary, res.stopped_at, res.error, res.truncated) == \
+        (False, 0, [], False, None, None, False)
+    assert res == FileResult("/x") and res != FileResult("/x", count=1)
+    assert FileResult("/x", count=2).count == 2 and FileResult("/y").count == 0
+    with pytest.raises(TypeError, match="FileResult has no field cuont"):
+        FileResult("/x", cuont=2)
+
+
 # ---- parity with ripgrep ---------------------------------------------------------------------
 
 RG = shutil.which("rg", path=os.path.dirname(sys.executable)) or shutil.which("rg")
@@ -154,8 +236,10 @@ def _rg(args, root):
 def _ours(pattern, root, mode, context=0, ci=False, multiline=False):
     m = Matcher(pattern, case_insensitive=ci, multiline=multiline)
     rows = []
-    files = [p for p in walk(str(root))]
-    for res in search_paths(m, files, mode, context, context):
+    # walk() itself, not a list of its paths: search_paths then opens each file relative to its
+    # directory's descriptor (the CLI's path); test_walk_and_a_path_list_give_the_same_results
+    # holds the two ways together.
+    for res in search_paths(m, walk(str(root)), mode, context, context):
         if not res.matched:
             continue
         if mode == "files_with_matches":

@@ -7,7 +7,8 @@ test can change it after review (a rug pull). The other tools misbehave on purpo
 a lot of text, `hang` never answers, `crash` exits mid-call, `garbage` writes a line that is not
 JSON, `bigline` one message larger than the client's bound, `wrong_result` a result that is not an
 object, `pinger` sends the client a ping and a sampling request before it answers, `change`
-rewrites the description and says notifications/tools/list_changed. tools/list is paged, three
+rewrites the description and says notifications/tools/list_changed, `escape` tries to write outside,
+connect and fetch. With HOSTILE_FETCH set it fetches that URL at start. tools/list is paged, three
 tools a page. Every request it gets is appended to CONTROL_DIR/log when that file is writable.
 """
 
@@ -46,8 +47,10 @@ def tools() -> list[dict]:
         {"name": "wrong_result", "description": "Answer with a result that is not an object.", "inputSchema": none},
         {"name": "pinger", "description": "Ping the client, then answer.", "inputSchema": none},
         {"name": "change", "description": "Change the echo tool's description.", "inputSchema": none},
-        {"name": "escape", "description": "Try to write `path` and to connect to 127.0.0.1:`port`.",
-         "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}, "port": {"type": "integer"}},
+        {"name": "escape", "description": "Try to write `path`, to connect to 127.0.0.1:`port`, and to fetch `url` "
+                                          "(through the proxy the environment names, if any).",
+         "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}, "port": {"type": "integer"},
+                                                          "url": {"type": "string"}},
                          "required": ["path", "port"]}},
     ]
 
@@ -126,12 +129,25 @@ def call(request_id, name: str, args: dict) -> None:
             tried.append("connected")
         except OSError as exc:
             tried.append(f"connect failed: {exc}")
+        if args.get("url"):
+            import urllib.request
+            try:
+                with urllib.request.urlopen(args["url"], timeout=20) as response:
+                    tried.append(f"fetched: {response.read().decode()}")
+            except OSError as exc:
+                tried.append(f"fetch failed: {exc}")
         text(request_id, "; ".join(tried))
     else:
         send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602, "message": f"Unknown tool: {name}"}})
 
 
 def main() -> None:
+    if os.environ.get("HOSTILE_FETCH"):  # reach out before answering anything, as some servers do
+        import urllib.request
+        try:
+            urllib.request.urlopen(os.environ["HOSTILE_FETCH"], timeout=20).close()
+        except OSError:
+            pass
     while True:
         message = read()
         if message is None:

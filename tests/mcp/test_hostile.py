@@ -16,6 +16,7 @@ from abhed.mcp.gateway import Gateway
 from abhed.files.paths import PathPolicy
 from abhed.session.store import SessionStore
 from abhed.tools.base import ToolContext
+from net_testing import HostServer
 
 ALL = ["bigline", "change", "crash", "echo", "escape", "garbage", "hang", "huge", "pinger", "wrong_result"]
 
@@ -306,6 +307,55 @@ def test_the_server_runs_confined(site, tmp_path):
     assert not (outside / "pwned").exists()
     assert accepted == []
     assert "write failed" in result.content and "connect failed" in result.content
+
+
+def test_allow_hosts_reaches_the_listed_host_only_and_refusals_are_reported(site, tmp_path):
+    """allow_hosts = ["127.0.0.1:A"]: the server fetches A through the sandbox's proxy; B and a direct
+    connection get nothing (judged by the host's own servers), and the refusal is in the observation."""
+    allowed, denied = HostServer(), HostServer()
+    reviewed(site, allow_hosts=[f"127.0.0.1:{allowed.port}"])
+    gateway, _ = open_gateway(site)
+    try:
+        fetched = call(site, gateway, "mcp__hostile__escape", {"path": str(tmp_path / "x"), "port": allowed.port,
+                                                              "url": f"http://127.0.0.1:{allowed.port}/page"})
+        refused = call(site, gateway, "mcp__hostile__escape", {"path": str(tmp_path / "x"), "port": denied.port,
+                                                              "url": f"http://127.0.0.1:{denied.port}/page"})
+        status = gateway.status()
+    finally:
+        gateway.close()
+        allowed.close()
+        denied.close()
+    assert f"fetched: secret from port {allowed.port}" in fetched.content and "connect failed" in fetched.content
+    assert "fetch failed: HTTP Error 403" in refused.content and "connect failed" in refused.content
+    assert allowed.accepted == 1 and denied.accepted == 0
+    assert refused.content.endswith(
+        f"[during this call the sandbox's network proxy refused 127.0.0.1:{denied.port}: not in allow_hosts. Only the "
+        "operator can allow another host (allow_hosts in the server's [mcp.servers] entry).]")
+    assert "during this call" not in fetched.content
+    assert status[0].endswith(f"no network but a proxy to 127.0.0.1:{allowed.port}; 10 tool(s) admitted")
+    assert status[1] == (f"  network: 1 connection(s) refused, the latest: the sandbox's network proxy refused "
+                         f"127.0.0.1:{denied.port}: not in allow_hosts")
+
+
+def test_mcp_test_shows_what_a_server_tried_to_reach_at_start(site):
+    denied = HostServer()
+    try:
+        reviewed(site, allow_hosts=["127.0.0.1:1"], env={"HOSTILE_FETCH": f"http://127.0.0.1:{denied.port}/start"})
+        proc = site.abhed("mcp", "test", "hostile")
+    finally:
+        denied.close()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"  network   the sandbox's network proxy refused 127.0.0.1:{denied.port}: not in allow_hosts" in \
+        proc.stdout.splitlines()
+    assert "no network but a proxy to 127.0.0.1:1;" in proc.stdout
+    assert denied.accepted == 0
+
+
+def test_allow_hosts_must_be_host_port(site):
+    site.configure({"hostile": site.hostile(allow_hosts=["https://jira.corp"])})
+    proc = site.abhed("mcp", "list")
+    assert proc.returncode != 0
+    assert "allow_hosts entry 'https://jira.corp' is not host:port" in proc.stdout + proc.stderr
 
 
 def test_approval_rules_name_mcp_tools(site):

@@ -72,3 +72,66 @@ def test_doctor_says_what_is_withheld(site):
     assert "Review them: abhed mcp review hostile" in lines["hostile"]
     assert lines["broken"].startswith("FAIL  mcp broken") and "/nonexistent/server" in lines["broken"]
     json.dumps(lines)
+
+
+def requests_seen(control) -> int:
+    log = control / "log"
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def logging_hostile(site):
+    """The hostile server with its control directory in the workspace, which it can write: its log
+    says whether it was started."""
+    control = site.workspace / "control"
+    control.mkdir()
+    return control, {**site.hostile(), "command": site.hostile()["command"][:-1] + [str(control)]}
+
+
+def test_tools_json_lists_mcp_tools_without_starting_servers(site):
+    """`abhed tools --json`: the native tools, then each server's tools by pin (nothing started);
+    a server never reviewed is one withheld entry that says what to run."""
+    control, entry = logging_hostile(site)
+    site.configure({"hostile": entry})
+    before = json.loads(site.abhed("tools", "--json").stdout)
+    assert before[9:] == [{"type": "withheld", "name": "mcp__hostile__*", "mcp": {
+        "server": "hostile", "tool": None, "status": "withheld",
+        "why": "never reviewed: no tool of hostile reaches the model until abhed mcp review hostile"}}]
+    assert requests_seen(control) == 0  # the server was not started
+    assert site.abhed("mcp", "review", "hostile", "--yes").returncode == 0
+    started = requests_seen(control)
+    (control / "description").write_text("Echo, changed after review.")
+
+    listed = json.loads(site.abhed("tools", "--json").stdout)
+    assert requests_seen(control) == started  # still not started: the pins alone
+    native, mcp = listed[:9], listed[9:]
+    assert [t["function"]["name"] for t in native][:3] == ["read", "write", "edit"]
+    pins = json.loads(site.pins_file.read_text())["servers"]["hostile"]["tools"]
+    assert [t["function"]["name"] for t in mcp] == [f"mcp__hostile__{name}" for name in sorted(pins)]
+    echo = next(t for t in mcp if t["mcp"]["tool"] == "echo")
+    assert echo == {"type": "function", "function": {"name": "mcp__hostile__echo", "description": "Echo the given text back.",
+                                                     "parameters": pins["echo"]["inputSchema"]},
+                    "mcp": {"server": "hostile", "tool": "echo", "status": "pinned", "hash": pins["echo"]["hash"]}}
+
+    checked = json.loads(site.abhed("tools", "--json", "--check").stdout)
+    assert requests_seen(control) > started  # --check starts the server, as a session would
+    statuses = {t["mcp"]["tool"]: (t["type"], t["mcp"]["status"]) for t in checked[9:]}
+    assert statuses.pop("echo") == ("withheld", "withheld")
+    assert set(statuses.values()) == {("function", "admitted")} and len(statuses) == 9
+    rug = next(t for t in checked if t["name" if t["type"] == "withheld" else "type"] == "mcp__hostile__echo")
+    assert rug["mcp"]["why"].startswith("changed since it was reviewed")
+
+
+def test_tools_lists_mcp_tools_for_a_human(site):
+    site.configure({"hostile": site.hostile(), "later": {"command": ["/opt/none"]}})
+    assert site.abhed("mcp", "review", "hostile", "--yes").returncode == 0
+    proc = site.abhed("tools")
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 0, proc.stderr
+    assert lines[0].startswith("read ") and len(lines) == 9 + 10 + 1
+    assert "mcp__hostile__echo  pinned  Echo the given text back." in lines
+    assert "mcp__later__*  WITHHELD: never reviewed: no tool of later reaches the model until abhed mcp review later" \
+        in lines
+    checked = site.abhed("tools", "--check").stdout.splitlines()
+    assert "mcp__hostile__echo  admitted  Echo the given text back." in checked
+    assert any(line.startswith("mcp__later__*  WITHHELD: the server is not available: ") and "/opt/none" in line
+               for line in checked)

@@ -133,11 +133,25 @@ def test_approval_rules_for_mcp_names(tmp_path):
     ({"command": ["x"], "url": "http://h/mcp"}, "give exactly one of command"),
     ({"command": []}, "command must name a program"),
     ({"url": "ftp://h/mcp"}, "url must start with http:// or https://"),
+    ({"command": ["x"], "allow_hosts": ["jira.corp"]}, "allow_hosts entry 'jira.corp' is not host:port"),
 ])
 def test_server_config_errors(entry, message):
     with pytest.raises(config.ConfigError) as caught:
         config.load({"mcp": {"servers": {"jira": entry}}}, env={"ABHED_CONFIG": ""})
     assert message in str(caught.value) and "mcp.servers.jira" in str(caught.value)
+
+
+@pytest.mark.parametrize("backend, allow, network", [
+    ("bwrap", [], "in the sandbox, no network"),
+    ("bwrap", ["jira.corp:443", "10.0.0.5:80"], "in the sandbox, no network but a proxy to jira.corp:443, 10.0.0.5:80"),
+    ("none", ["jira.corp:443"], "WITHOUT a sandbox (sandbox.backend none), with the host's whole network"),
+])
+def test_a_stdio_server_says_what_network_it_has(tmp_path, backend, allow, network):
+    from abhed.mcp.gateway import Server
+    settings = config.load({"sandbox": {"backend": backend}, "mcp": {"servers": {"jira": {
+        "command": ["/opt/jira-mcp"], "allow_hosts": allow}}}}, env={"ABHED_CONFIG": ""})
+    server = Server("jira", settings.mcp.servers["jira"], {}, settings, tmp_path)
+    assert server.describe() == f"stdio `/opt/jira-mcp` {network}"
 
 
 def test_server_names_make_tool_names():

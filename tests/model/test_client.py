@@ -107,6 +107,36 @@ def test_connection_refused_names_the_endpoint_and_what_to_check():
     assert waits == [0.5, 1.0]  # exponential backoff between attempts
 
 
+def test_a_host_that_drops_packets_is_given_up_on_after_the_startup_connect_bound(silent_endpoint):
+    client = ModelClient(silent_endpoint, connect_s=30, attempts=4, backoff_s=0)
+    retries = []
+    with pytest.raises(ModelError) as caught:
+        client.models(attempts=1, connect_s=0.2, on_retry=lambda *a: retries.append(a))
+    message = caught.value.message
+    assert message.startswith(f"No connection to the model server at {silent_endpoint} within 0.2 s "
+                              "(model.startup_connect_s): nothing answered")
+    assert "firewall" in message and "raise model.startup_connect_s" in message
+    assert retries == [] and "tried" not in message  # gave up at once: one try, the short bound, not 30 s
+
+
+def test_mid_session_requests_keep_their_own_connect_bound_and_retries(silent_endpoint):
+    waits = []
+    client = ModelClient(silent_endpoint, connect_s=0.2, attempts=2, backoff_s=0.5, sleep=waits.append)
+    with pytest.raises(ModelError) as caught:
+        client.chat(BODY)
+    message = caught.value.message
+    assert "within 0.2 s (model.connect_s)" in message and "tried 2 times" in message
+    assert waits == [0.5]  # retried, as a drop mid-session should be
+
+
+def test_connect_keeps_the_sessions_connect_bound_after_a_short_probe():
+    from abhed.model.connect import connect
+    with ReplayServer([]) as server:
+        model = connect(server.url, connect_s=7, probe_connect_s=0.5)
+        assert model.client.connect_s == 7 and model.client._http.timeout.connect == 7
+        model.client.close()
+
+
 def test_context_length_400_is_a_context_overflow_with_the_limit_and_is_not_retried():
     with ReplayServer([Turn(fault="overflow")], max_model_len=4096) as server:
         with pytest.raises(ContextOverflow) as caught:

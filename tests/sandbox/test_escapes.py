@@ -13,11 +13,12 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 import uuid
 from pathlib import Path
 
 import pytest
-from sbx_helpers import DriverError, chown_to, host_pids_with, unique_marker, wait_until
+from sbx_helpers import DriverError, chown_to, host_pids_with, unique_marker, vmm_pids, wait_until
 
 import sandbox
 
@@ -226,30 +227,43 @@ def test_background_processes_die_on_timeout(runner, workspace):
 
 
 def test_sandbox_dies_with_its_parent(runner, workspace):
-    """SIGKILL the process running the sandbox: everything inside must die too."""
+    """SIGKILL the process running the sandbox: everything inside must die too.
+
+    Judged on the host: no process of the command is left (bwrap), no qemu is left
+    (microvm: the guest's processes live in it), and the file the command kept writing
+    in the workspace stops growing.
+    """
     marker = unique_marker()
     import json
 
+    ticks = workspace / "ticks"
     argv, kwargs = runner.driver_argv()
+    command = f"setsid sh -c 'while :; do echo {marker} >> ticks; sleep 0.1; done' & sleep {marker}"
     request = {
         "op": "exec",
         "code": (
-            "cfg = config_from({})\n"
+            f"cfg = config_from({runner.base_config!r})\n"
             f"with sandbox.Sandbox(cfg, {str(workspace)!r}) as sb:\n"
-            f"    sb.run('setsid sleep {marker} & sleep {marker}', cwd={str(workspace)!r}, timeout_s=600)\n"
+            f"    sb.run({command!r}, cwd={str(workspace)!r}, timeout_s=1200)\n"
         ),
     }
     driver = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kwargs)
     driver.stdin.write(json.dumps(request).encode())
     driver.stdin.close()
     try:
-        assert wait_until(lambda: len(host_pids_with(marker)) >= 2), "the sandboxed sleeps never started"
+        assert wait_until(lambda: ticks.exists() and ticks.stat().st_size > 0, timeout_s=600), "the command never started"
+        vmms = vmm_pids(driver.pid)
+        assert len(vmms) == (1 if runner.backend == "microvm" else 0)
         driver.kill()
         driver.wait()
         assert wait_until(lambda: host_pids_with(marker) == []), f"survivors: {host_pids_with(marker)}"
+        assert wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in vmms)), f"qemu survived: {vmms}"
+        size = ticks.stat().st_size
+        time.sleep(1)  # ten ticks, had anything survived
+        assert ticks.stat().st_size == size
     finally:
         driver.kill()
-        for pid in host_pids_with(marker):
+        for pid in host_pids_with(marker) + vmm_pids(driver.pid):
             os.kill(pid, signal.SIGKILL)
 
 

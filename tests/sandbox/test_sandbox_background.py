@@ -252,3 +252,25 @@ def test_a_background_job_does_not_hold_the_control_pipe(root_runner, bash):
         assert wait_until(lambda: not job.poll().running)
     fds = (workspace / "fds.log").read_text().split()
     assert fds and str(BASH_CTL_FD if bash else 9) not in fds, fds
+
+
+@pytest.mark.parametrize("early", [True, False], ids=["bwrap-joins-early", "pid1-join-alone"])
+def test_bwrap_joins_the_command_cgroups_before_the_sandbox_runs(root_runner, early):
+    """bwrap itself is moved into the command's cgroups (the kernel's slow first move then overlaps
+    bwrap's set-up, see BwrapLauncher._join_cgroups_early), and the sandbox's pid 1 is in them too.
+    Without the early move, pid 1's own move alone must still put it there: that move is the check."""
+    workspace = root_runner.new_workspace()
+    with sandbox.Sandbox(sandbox.SandboxConfig(), workspace) as sb:
+        if not sb._launcher.cgroup_parents:
+            pytest.skip("no cgroup is used on this host (not host root, no delegated hierarchy)")
+        if not early:
+            sb._launcher._join_cgroups_early = lambda spawned: None
+        job = sb.start_background("sleep 60", cwd=workspace, log_path=workspace.parent / f"{workspace.name}-cg.log")
+        bwrap, cgroups = job._spawned.popen.pid, job._spawned.cgroups
+        members = [set((c.path / "cgroup.procs").read_text().split()) for c in cgroups]
+        pid1 = Path(f"/proc/{bwrap}/task/{bwrap}/children").read_text().split()
+        job.stop()
+    assert len(cgroups) == len(sb._launcher.cgroup_parents) and len(pid1) == 1
+    for cgroup, procs in zip(cgroups, members):
+        assert set(pid1) <= procs, (cgroup.path, pid1, procs)
+        assert (str(bwrap) in procs) == early, (cgroup.path, bwrap, procs)

@@ -298,6 +298,19 @@ def test_the_janitor_retries_busy_cgroups_until_they_go():
     assert janitor._pending == []
 
 
+def test_each_command_retries_the_cgroups_an_earlier_one_left_busy(root_runner):
+    """A cgroup still busy when its command ended is removed by the next command, not only at close."""
+    import sandbox
+
+    workspace = root_runner.new_workspace()
+    with sandbox.Sandbox(sandbox.SandboxConfig(), workspace) as sb:
+        left = StubbornCgroup(1)
+        sb._launcher._janitor.retire(left)
+        assert left in sb._launcher._janitor._pending
+        sb.run("true", cwd=workspace, timeout_s=60)
+        assert left not in sb._launcher._janitor._pending
+
+
 def test_cgroup_hierarchies_are_found_in_mountinfo():
     from sandbox.limits import _cgroup_mounts
 

@@ -18,7 +18,7 @@ def test_output_is_stdout_and_stderr_in_arrival_order(runner, workspace):
     result = runner.run("echo out1; echo err1 >&2; echo out2; echo err2 >&2", workspace=workspace)
     assert result.output == "out1\nerr1\nout2\nerr2\n"
     assert result.exit_code == 0 and not result.timed_out
-    assert result.backend == ("microvm" if runner.kind == "microvm" else "bwrap") and result.sandboxed
+    assert result.backend == runner.backend and result.sandboxed
 
 
 @pytest.mark.parametrize(("command", "code"), [("exit 7", 7), ("false", 1), ("kill -9 $$", 137), ("no-such-command-xyz", 127)])

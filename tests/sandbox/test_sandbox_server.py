@@ -35,3 +35,19 @@ def test_a_server_talks_over_pipes_and_is_stopped_whole(tmp_path):
     assert wait_until(lambda: not host_pids_with(marker))
     os.close(in_w)
     os.close(out_r)
+
+
+def test_two_sandboxes_of_one_process_run_servers_side_by_side(tmp_path):
+    """Two MCP servers (or bash's jobs beside a server) in one process: as host root each command gets
+    its own cgroup, named once for the whole process; the second used to collide with the first."""
+    boxes, jobs = [], []
+    try:
+        for n in range(2):
+            workspace = tmp_path / f"ws{n}"
+            workspace.mkdir()
+            boxes.append(sandbox.Sandbox(sandbox.SandboxConfig(), workspace))
+            jobs.append(boxes[-1].start_background("sleep 60", cwd=workspace, log_path=tmp_path / f"log{n}"))
+        assert all(job.poll().running for job in jobs)
+    finally:
+        for box in boxes:
+            box.close()

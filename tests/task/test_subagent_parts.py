@@ -9,7 +9,7 @@ import threading
 from rich.console import Console
 
 from abhed.agent.loop import Agent, Budget, Limits
-from abhed.gate.approval import Gate, Policy, Verdict
+from abhed.gate.approval import Answer, Gate, Policy, Verdict
 from abhed.agent.display import Display
 from abhed.cli.display import Chat, Progress
 from abhed.model.replay import ReplayServer, Turn
@@ -117,3 +117,42 @@ def test_resume_rebuilds_the_parents_state_without_its_subagents_reads(ws, home)
         ctx = agent.ctx.__class__(fresh, agent.ctx.settings, agent.ctx.paths)
         restored, _ = Agent.restore(ctx, agent.model, agent.gate, Budget(Limits()))
     assert set(restored.ctx.session.state.reads) == {str(ws / "mine.txt")}
+
+
+def test_a_yes_given_after_ctrl_c_stopped_the_subagent_runs_nothing_and_grants_nothing(ws, home):
+    """The subagent asks from a worker thread; Ctrl-C (a real SIGINT) reaches the main thread, which
+    stops the subagents and waits for them; the human then answers yes to the waiting question."""
+    import signal
+    import time
+
+    class Notices(Display):
+        def __init__(self) -> None:
+            self.notices: list[str] = []
+
+        def notice(self, message: str) -> None:
+            self.notices.append(message)
+
+    display = Notices()
+
+    def human(tool, args, verdict):  # type: ignore[no-untyped-def]
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # the human presses Ctrl-C...
+        deadline = time.monotonic() + 60  # a guard against hanging, not a timing assertion
+        while not any("stopping 1 subagent" in n for n in display.notices):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        return Answer(True, ("bash(touch late)",))  # ...then answers the question still on the screen: yes
+
+    script = Script({"go": lambda seen: Turn(calls=[task("wait, then touch")]),
+                     "wait, then touch": lambda seen: Turn(calls=[("bash", {"command": "touch late",
+                                                                             "description": "touch"})])})
+    with ReplayServer(script) as server:
+        agent = make_agent(ws, home, server, mode="ask", display=display)
+        agent.gate = Gate(Policy.create("ask", [], [], ws), ask_human=human)
+        outcome = agent.run("go")
+    assert outcome.status == "interrupted"
+    assert not (ws / "late").exists() and agent.gate.granted.allow == []
+    observations = [e for e in agent.ctx.session.log.load().events
+                    if getattr(e, "tool", None) == "bash" and getattr(e, "kind", "") == "observation"]
+    assert len(observations) == 1 and observations[0].is_error
+    assert "not run, the subagent was stopped (the agent that started this subagent was interrupted)" in \
+        observations[0].content

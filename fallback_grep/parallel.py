@@ -1,0 +1,118 @@
+"""search_paths over several processes: the same results in the same order, sooner on many cores.
+
+The parent walks the tree (the caller's keep filter runs there, once) and hands out runs of whole
+directories, in walk order, to forked workers.  Each worker searches its run with
+filesearch.search_paths (one reused read buffer, files opened relative to their directory) and
+sends back only the results that say something (a match, a binary or unreadable file, a NUL that
+stopped the search); the parent yields a FileResult for every file, in walk order, exactly as
+search_paths would.  Python threads would not help: the search holds the GIL.
+
+Costs: a fork per worker, the walk in the parent, and a pickled result per matching file; on one
+core it is slower than search_paths, so workers=1 (or a root that is a file) runs search_paths.
+"""
+import collections
+import os
+
+from .filesearch import _DIR_FLAGS, FileResult, Walk
+from .filesearch import search_paths as search_paths_serial
+
+BATCH_FILES = 512    # files per task: enough that a task's IPC is small next to its search
+
+_matcher = None      # the worker's Matcher, inherited through fork (a compiled DFA is not pickled)
+
+
+def default_workers():
+    """One worker per core this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def search_paths(matcher, walk, output_mode="files_with_matches", before=0, after=0,
+                 max_count=None, workers=None):
+    """Like filesearch.search_paths over walk (a filesearch.walk() result), with `workers`
+    processes (default: one per core).  Yields one FileResult per file, in walk order."""
+    workers = default_workers() if workers is None else workers
+    if workers <= 1 or not isinstance(walk, Walk) or not os.path.isdir(walk.root):
+        yield from search_paths_serial(matcher, walk, output_mode, before, after, max_count)
+        return
+    handed_out = collections.deque()   # the batches, in the order imap returns their results
+
+    def tasks():
+        for batch in _batches(walk):
+            handed_out.append(batch)
+            yield batch, output_mode, before, after, max_count
+
+    import multiprocessing  # here: a one-process search does not pay for importing it
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(workers, _init, (matcher,)) as pool:
+        for said in pool.imap(_search, tasks()):
+            batch = handed_out.popleft()
+            yield from _results(batch, said)
+
+
+def _batches(walk):
+    """Runs of (directory, file names), about BATCH_FILES files each, in walk order."""
+    batch, size = [], 0
+    for directory, names in walk.directories():
+        if names:
+            batch.append((directory, names))
+            size += len(names)
+        if size >= BATCH_FILES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _results(batch, said):
+    """Every file's result for a batch: the ones a worker sent, a bare FileResult otherwise."""
+    said = dict(said)
+    i = 0
+    for directory, names in batch:
+        prefix = directory if directory.endswith("/") else directory + "/"
+        for name in names:
+            res = said.get(i)
+            yield FileResult(prefix + name) if res is None else res
+            i += 1
+
+
+class _Run:
+    """A worker's share of the walk, with the entries() that filesearch.search_paths opens
+    relative to each directory's descriptor."""
+
+    def __init__(self, batch):
+        self.batch = batch
+
+    def entries(self):
+        for directory, names in self.batch:
+            prefix = directory if directory.endswith("/") else directory + "/"
+            try:
+                dfd = os.open(directory, _DIR_FLAGS)
+            except OSError:
+                # Gone since the parent listed it: each file then reports why it cannot be read.
+                for name in names:
+                    yield None, prefix + name, prefix + name
+                continue
+            try:
+                for name in names:
+                    yield dfd, name, prefix + name
+            finally:
+                os.close(dfd)
+
+
+def _init(matcher):
+    global _matcher
+    _matcher = matcher
+
+
+def _search(task):
+    """In a worker: search one batch; return (index, FileResult) for results that say something."""
+    batch, output_mode, before, after, max_count = task
+    said = []
+    for i, res in enumerate(search_paths_serial(_matcher, _Run(batch), output_mode, before, after,
+                                                max_count)):
+        if len(vars(res)) > 1:   # more than the path: see FileResult.__init__
+            said.append((i, res))
+    return said

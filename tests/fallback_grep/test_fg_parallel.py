@@ -1,0 +1,112 @@
+"""fallback_grep.parallel: several processes give exactly search_paths' results, in its order."""
+import os
+
+import pytest
+
+from fallback_grep import parallel
+from fallback_grep.filesearch import Matcher, search_paths, walk
+
+
+def _tree(root):
+    """Many small directories (several batches), a binary file, a NUL past 64 KiB, a file over
+    the read buffer, empty directories, a symlink, and files that match in different places."""
+    for d in range(12):
+        sub = root / f"d{d:02}" / ("deep" if d % 3 else "")
+        sub.mkdir(parents=True, exist_ok=True)
+        for f in range(7):
+            text = f"line {d} {f}\n" + ("PM_RESUME here\n" if (d + f) % 4 == 0 else "") + \
+                ("foo\nbar pm_resume\n" if f == 3 else "")
+            (sub / f"f{f}.txt").write_text(text)
+    (root / "empty").mkdir()
+    (root / "d01" / "bin.dat").write_bytes(b"PM_RESUME\x00\n")
+    (root / "d02" / "late.txt").write_bytes(b"PM_RESUME\n" + b"x" * 70_000 + b"\n\x00\nPM_RESUME\n")
+    (root / "d03" / "huge.txt").write_bytes(b"y\n" * 600_000 + b"PM_RESUME at the end\n")
+    os.symlink(root / "d00" / "f0.txt", root / "d04" / "link.txt")
+
+
+def _rows(results):
+    return [(r.path, r.matched, r.count, [(ln.number, ln.text, ln.is_match) for ln in r.lines], r.binary,
+             r.stopped_at, r.error, r.truncated) for r in results]
+
+
+@pytest.mark.parametrize("pattern", ["PM_RESUME", "(?i)pm_resume", "foo|bar", "x", "nothing at all"])
+@pytest.mark.parametrize("mode", ["content", "files_with_matches", "count"])
+def test_parallel_results_equal_the_serial_ones_in_order(tmp_path, monkeypatch, pattern, mode):
+    _tree(tmp_path)
+    monkeypatch.setattr(parallel, "BATCH_FILES", 5)  # many batches: order across them matters
+    m = Matcher(pattern)
+    want = _rows(search_paths(m, walk(str(tmp_path)), mode, 1, 1, max_count=3))
+    assert len(want) == 12 * 7 + 3
+    got = _rows(parallel.search_paths(m, walk(str(tmp_path)), mode, 1, 1, max_count=3, workers=3))
+    assert got == want
+
+
+def test_the_keep_filter_runs_in_the_parent_and_one_worker_or_a_file_root_stays_serial(tmp_path):
+    _tree(tmp_path)
+    seen = []
+
+    def keep(path, is_dir):
+        seen.append(path)  # a forked worker's append would not reach this list
+        return not path.endswith("f3.txt")
+
+    m = Matcher("PM_RESUME")
+    got = [r.path for r in parallel.search_paths(m, walk(str(tmp_path), keep), "count", workers=2)]
+    assert got == list(walk(str(tmp_path), keep)) and not any(p.endswith("f3.txt") for p in got)
+    assert str(tmp_path / "d00" / "f3.txt") in seen
+    one = tmp_path / "d00" / "f0.txt"
+    assert [r.count for r in parallel.search_paths(m, walk(one), "count", workers=4)] == [1]
+    assert parallel.default_workers() >= 1
+
+
+def test_a_directory_gone_before_its_worker_reads_it_reports_each_file(tmp_path, monkeypatch):
+    """The parent lists a directory, then it disappears: its files are reported unreadable
+    (path and reason), the other directories are searched as usual."""
+    _tree(tmp_path)
+    listed = parallel._batches
+
+    def batches_then_remove(w):
+        for batch in listed(w):
+            for directory, names in batch:
+                if directory.endswith("d06"):
+                    for name in names:
+                        os.unlink(os.path.join(directory, name))
+                    os.rmdir(directory)
+            yield batch
+
+    monkeypatch.setattr(parallel, "_batches", batches_then_remove)
+    results = list(parallel.search_paths(Matcher("PM_RESUME"), walk(str(tmp_path)), "count", workers=2))
+    gone = [r for r in results if r.error]
+    assert [os.path.basename(r.path) for r in gone] == [f"f{f}.txt" for f in range(7)]
+    assert gone[0].error == f"cannot read {tmp_path / 'd06' / 'f0.txt'}: No such file or directory"
+    assert sum(r.count for r in results) > 0
+
+
+def test_one_worker_stays_in_this_process_and_more_hand_out_batches(tmp_path, monkeypatch):
+    """workers=1 (given, or as the default on one core) is filesearch.search_paths: no batches,
+    no fork; more workers hand the walk out in batches; a root given with a trailing slash gives
+    the same paths as without."""
+    _tree(tmp_path)
+    calls = []
+    listed = parallel._batches
+    monkeypatch.setattr(parallel, "_batches", lambda w: calls.append(w) or listed(w))
+    m = Matcher("PM_RESUME")
+    want = _rows(search_paths(m, walk(str(tmp_path)), "count"))
+    monkeypatch.setattr(parallel, "default_workers", lambda: 1)
+    assert _rows(parallel.search_paths(m, walk(str(tmp_path)), "count", workers=1)) == want
+    assert _rows(parallel.search_paths(m, walk(str(tmp_path)), "count")) == want
+    assert calls == []
+    assert _rows(parallel.search_paths(m, walk(str(tmp_path) + "/"), "count", workers=2)) == want
+    assert len(calls) == 1
+
+
+def test_a_workers_run_closes_each_directory_descriptor(tmp_path):
+    """What a worker iterates (in this process here, to count its descriptors)."""
+    _tree(tmp_path)
+    batch = [(str(tmp_path / "d00"), ["f0.txt", "f1.txt"]), (str(tmp_path / "d03") + "/", ["f2.txt"]),
+             (str(tmp_path / "gone"), ["x.txt"])]
+    before = len(os.listdir("/proc/self/fd"))
+    got = [(dfd is None, name, path) for dfd, name, path in parallel._Run(batch).entries()]
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert got == [(False, "f0.txt", str(tmp_path / "d00" / "f0.txt")), (False, "f1.txt", str(tmp_path / "d00" / "f1.txt")),
+                   (False, "f2.txt", str(tmp_path / "d03" / "f2.txt")),
+                   (True, str(tmp_path / "gone" / "x.txt"), str(tmp_path / "gone" / "x.txt"))]
