@@ -41,9 +41,20 @@ fi
 #   temp folder, removed at exit, instead of stopping;
 # - after a complete unpack, a stamp naming this binary lets later starts skip re-reading the
 #   payload (Nuitka decompresses and checksums all of it at every start: half a second).
+# - the cache folder is used only when no one else can change it (owned by the user, writable by
+#   no one else, and so every folder above it): else a file planted there would run as the user.
 nuitka_dir=$("$python" -c 'import nuitka, os; print(os.path.dirname(nuitka.__file__))')
 patch_file=packaging/nuitka-onefile-cache-fallback.patch
-if ! patch --dry-run --reverse --force --quiet -p0 -d "$nuitka_dir" < "$patch_file" > /dev/null 2>&1; then
+applied() { patch --dry-run --reverse --force --quiet -p0 -d "$nuitka_dir" > /dev/null 2>&1; }
+if ! applied < "$patch_file"; then
+    # An older version of the patch may be applied (a .venv built before the patch changed): take it
+    # off first, found in this repository's history, so Nuitka's own file is patched anew.
+    for rev in $(git log --format=%H -- "$patch_file" 2>/dev/null); do
+        if git show "$rev:$patch_file" | applied; then
+            git show "$rev:$patch_file" | patch --reverse --force --quiet -p0 -d "$nuitka_dir" > /dev/null
+            break
+        fi
+    done
     patch --forward --quiet -p0 -d "$nuitka_dir" < "$patch_file" || {
         echo "build.sh: $patch_file does not apply to $nuitka_dir (another Nuitka, or an older version of the" \
              "patch is applied): .venv/bin/pip install --force-reinstall nuitka==<the pinned version>, then re-run." >&2

@@ -33,7 +33,7 @@ its inner byte-range tree has no epsilon cycles (prog.py compiles it when the li
 from . import charclass as cc
 from . import syntax as sx
 from .prog import (ASSERT, FAIL, MATCH, MAX_INSTRUCTIONS, NOP, SAVE, SPLIT, Prog, _Compiler,
-                   _deep_recursion, _depth, _LOOK_OF, too_large)
+                   _deep_recursion, _depth, _LOOK_OF, compile_tree, too_large)
 
 _STAR, _PLUS, _QUEST = (0, -1), (1, -1), (0, 1)
 
@@ -600,3 +600,13 @@ def _skip_heads(prog, heads):
             if op == SPLIT:  # pragma: no mutate (out1 of the other instructions is -1, never a head)
                 prog.out1[pc] = target(prog.out1[pc])  # pragma: no mutate (speed only, as above)
     prog.start = target(prog.start)
+
+
+def compile_forward(tree, ncap, pattern=""):
+    """The forward program for tree: RE2's flattened program when a loop can iterate on empty
+    (where the order of empty-width steps decides the match), else the plain compiler's (where
+    any order gives the same answer). A reverse program is only run for the longest match, where
+    priority plays no part: it always comes from prog.compile_tree."""
+    if has_empty_loop(tree):
+        return compile_flat(tree, ncap, pattern)
+    return compile_tree(tree, ncap, pattern=pattern)

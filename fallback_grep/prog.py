@@ -251,13 +251,8 @@ def _freeze(trie):
 def compile_tree(tree, ncap, reverse=False, pattern=""):
     """Program for tree. Forward programs record group 0 in slots 0/1; reverse ones record none.
 
-    A forward program for a pattern with a loop that can iterate on empty follows RE2's flattened
-    program (flatten.py) so that it picks the same match as RE2; a reverse program is only run
-    for the longest match, where the priority order plays no part."""
-    if not reverse:
-        from . import flatten   # flatten builds on this module's Prog and _Compiler
-        if flatten.has_empty_loop(tree):
-            return flatten.compile_flat(tree, ncap, pattern)
+    A forward program for a pattern with a loop that can iterate on empty must come from
+    flatten.compile_forward instead (it builds on this module), so that it picks RE2's match."""
     prog = Prog()
     prog.reverse = reverse
     prog.ncap = ncap

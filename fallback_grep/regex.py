@@ -9,6 +9,7 @@ mapped back to character offsets.  Engine choice per call (see Pattern._find):
 import threading
 
 from . import dfa as dfa_mod
+from . import flatten
 from . import pikevm
 from . import prefilter
 from .lines import to_line_mode
@@ -86,7 +87,7 @@ class Pattern:
         self.groups = parsed.ncap
         self.groupindex = dict(parsed.names)
         self.longest = bool(flags & LONGEST)
-        self.prog = compile_tree(parsed.tree, parsed.ncap, pattern=pattern)
+        self.prog = flatten.compile_forward(parsed.tree, parsed.ncap, pattern=pattern)
         self.prefilter = prefilter.build(parsed.tree, exact_ok=bool(flags & LINES))
         # Lazy DFAs are caches that grow while searching: one set per thread, so a Pattern (and
         # the module-level compile cache that shares it) is safe to use from several threads.

@@ -153,7 +153,9 @@ Not covered (residual risks; the host side must keep them in mind)
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from sandbox.config import DEFAULT_PROTECTED_PATHS, Limits, MicrovmConfig, SandboxConfig
 from sandbox.errors import (
@@ -165,9 +167,30 @@ from sandbox.errors import (
     SandboxSetupError,
     UserNamespacesUnavailable,
 )
-from sandbox.launcher import kill_running
-from sandbox.probe import ProbeReport, probe
-from sandbox.session import UNSANDBOXED_WARNING, BackgroundJob, JobStatus, Result, Sandbox
+
+if TYPE_CHECKING:
+    from sandbox.launcher import kill_running
+    from sandbox.probe import ProbeReport, probe
+    from sandbox.session import UNSANDBOXED_WARNING, BackgroundJob, JobStatus, Result, Sandbox
+
+# The launchers (bwrap, microvm, none) load on first use of a name that needs them: a program that
+# only reads the settings (sandbox.config) or protect.py, e.g. `abhed tool read`, does not pay for
+# them (start-up, Abhed's issue 18). Order matters: `probe` the function must win over
+# `sandbox.probe` the submodule, which importing the submodule binds to the same name.
+_LAZY = {
+    "sandbox.launcher": ("kill_running",),
+    "sandbox.session": ("UNSANDBOXED_WARNING", "BackgroundJob", "JobStatus", "Result", "Sandbox"),
+    "sandbox.probe": ("ProbeReport", "probe"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if not any(name in names for names in _LAZY.values()):
+        raise AttributeError(f"module 'sandbox' has no attribute {name!r}")
+    for module, names in _LAZY.items():
+        loaded = importlib.import_module(module)
+        globals().update({each: getattr(loaded, each) for each in names})
+    return globals()[name]
 
 __all__ = [
     "DEFAULT_PROTECTED_PATHS",
@@ -206,6 +229,7 @@ def run(
     output_limit_chars: int | None = None,
 ) -> Result:
     """One-shot: build a Sandbox, run ``command``, close it. A session should keep a Sandbox instead."""
+    from sandbox.session import Sandbox
     with Sandbox(config, workspace) as sandbox:
         return sandbox.run(command, cwd=cwd, timeout_s=timeout_s, output_limit_chars=output_limit_chars)
 

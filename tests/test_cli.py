@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from abhed import __version__
-from abhed.tools import TOOLS
+from abhed.tools import all_tools
 from abhed_testing import abhed
 
 
@@ -69,7 +69,7 @@ def test_invalid_config_is_a_clear_error(ws, home, tmp_path):
 
 def test_tools_lists_names_in_order():
     out = abhed("tools").stdout.splitlines()
-    assert [line.split()[0] for line in out] == [tool.name for tool in TOOLS]
+    assert [line.split()[0] for line in out] == [tool.name for tool in all_tools()]
 
 
 def test_mode_plan_refuses_writes_and_says_why(ws, home):

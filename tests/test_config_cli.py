@@ -67,9 +67,10 @@ def test_a_missing_abhed_config_file_is_an_error_and_empty_means_none(tmp_path, 
     assert str(raised.value) == (f"ABHED_CONFIG names {path}, which does not exist. Point ABHED_CONFIG at your config "
                                  "file, create this one (`abhed config init` writes a commented example there), or "
                                  "set ABHED_CONFIG= (empty) to run with no config file.")
-    proc = abhed("tools", env={"ABHED_CONFIG": str(path)})
-    assert proc.returncode == 0  # a command that reads no settings is not stopped by it
-    proc = abhed("sessions", "list", env={"ABHED_CONFIG": str(path), "ABHED_HOME": str(home)})
-    assert proc.returncode == 1 and f"ABHED_CONFIG names {path}, which does not exist" in proc.stderr
+    proc = abhed("config", "path", env={"ABHED_CONFIG": str(path)})
+    assert proc.returncode == 0 and proc.stdout == f"{path}\n"  # a command that reads no settings is not stopped by it
+    for command in (("sessions", "list"), ("tools",)):  # tools reads the config's MCP servers
+        proc = abhed(*command, env={"ABHED_CONFIG": str(path), "ABHED_HOME": str(home)})
+        assert proc.returncode == 1 and f"ABHED_CONFIG names {path}, which does not exist" in proc.stderr
     assert config.load(env={"ABHED_CONFIG": ""}) == config.Settings()
     assert abhed("config", "path", env={"ABHED_CONFIG": ""}).stderr.startswith("[no config file: ABHED_CONFIG is")

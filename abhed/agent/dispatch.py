@@ -18,7 +18,6 @@ from hashlib import sha256
 from typing import Any, NamedTuple
 
 from pydantic import ValidationError
-from rapidfuzz import process
 
 from abhed.gate.approval import Gate, read_only_command, refusal
 from abhed.common.errors import ToolError
@@ -151,6 +150,7 @@ def unknown_tool(name: str, extra: ToolSource | None = None) -> ToolResult:
     why = extra.unavailable(name) if extra is not None else None
     if why:
         return fail(why, error_kind=UNKNOWN_TOOL)
+    from rapidfuzz import process  # here: only a wrong name needs the fuzzy matcher
     names = [*BY_NAME, *(extra.names() if extra is not None else [])]
     close = process.extractOne(name, names, score_cutoff=60)
     hint = f" Did you mean `{close[0]}`?" if close else ""

@@ -51,7 +51,7 @@ from abhed.model.wire import Msg, Reply, ToolCall, call_id
 from abhed.agent.gitstatus import git_summary
 from abhed.agent.prompt import project_notes, system_prompt
 from abhed.session.store import rebuild_state
-from abhed.tools import BY_NAME, TOOLS
+from abhed.tools import BY_NAME, all_tools
 from abhed.tools.base import Tool, ToolContext, ToolResult
 from abhed.tools.bash import stop_running_commands
 from abhed.tools.task import BudgetLimitReached
@@ -173,7 +173,7 @@ class Agent:
         self.display = display or Display()
         self.agent_id, self.parent_id = agent_id, parent_id
         self.role = role  # a subagent's profile, added to its system prompt
-        self.tools = list(tools if tools is not None else TOOLS)
+        self.tools = list(tools if tools is not None else all_tools())
         self.definitions = [tool.definition() for tool in self.tools]
         self.notes = project_notes(ctx.paths.workspace)
         # the top-level agent's only: a subagent starts after commands ran (see gitstatus)

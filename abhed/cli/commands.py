@@ -1,29 +1,32 @@
-"""The `abhed` command line. Thin: it builds a context and hands work to the modules that own it."""
+"""The `abhed` command line. Thin: it builds a context and hands work to the modules that own it.
+
+Each command imports what it needs inside itself, so that `abhed --version` loads click and this
+module alone, `abhed tool read` the read tool but not the sandbox, the model client or the
+terminal display, and so on (start-up, issue 18; tests/test_startup.py keeps it so). Import here
+at the top only what every command needs.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from abhed import __version__
-from abhed.session import checkpoint, config
-from abhed.agent import dispatch
-from abhed.gate.approval import MODES, Gate, Policy
-from abhed.session.events import (ActionEvent, AnyEvent, CheckpointEvent, CompactionEvent, MessageEvent,
-                                  ModeEvent, ObservationEvent, RunEvent, to_json)
-from abhed.files.paths import PathPolicy
-from abhed.session.store import SessionError, SessionStore
 from abhed.common.terminal import printable
-from abhed.tools import BY_NAME, TOOLS, definitions
-from abhed.tools.base import ToolContext
+from abhed.gate.modes import MODES
+
+if TYPE_CHECKING:
+    from abhed.session import checkpoint, config
+    from abhed.session.events import AnyEvent
 
 
 def _settings() -> config.Settings:
+    from abhed.session import config
     try:
         return config.load()
     except config.ConfigError as exc:
@@ -57,13 +60,14 @@ def tools(as_json: bool, check: bool, workspace: Path) -> None:
     `function`, less that key, are what the model is sent. Withheld tools are listed with type `withheld`.
     """
     from abhed.cli.mcp import tool_entries
+    from abhed.tools import all_tools, definitions
     from abhed.mcp.pins import pins_path
     settings = _settings()
     mcp = tool_entries(settings, pins_path(), workspace.resolve(), check) if settings.mcp.servers else []
     if as_json:
         click.echo(json.dumps([*definitions(), *mcp], indent=2, ensure_ascii=False))
         return
-    for tool in TOOLS:
+    for tool in all_tools():
         kind = "read-only" if tool.read_only else "changes files"
         click.echo(f"{tool.name:<8} {kind:<14} {tool.description.split('. ')[0]}.")
     for entry in mcp:
@@ -93,6 +97,13 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
     which also needs --confirm; the mode and the operator's deny rules still apply.
     Exit status 0 whenever the tool ran (error observation or not); 2 for a bad invocation.
     """
+    from abhed.agent import dispatch
+    from abhed.files.paths import PathPolicy
+    from abhed.gate.approval import Gate, Policy
+    from abhed.session import checkpoint, config
+    from abhed.session.store import SessionError, SessionStore
+    from abhed.tools import BY_NAME
+    from abhed.tools.base import ToolContext
     settings = _settings()
     limits = settings.agent
     if arguments == "-":
@@ -181,6 +192,7 @@ def config_group() -> None:
 @config_group.command("path")
 def config_path() -> None:
     """Print the config file's path (ABHED_CONFIG, else ~/.config/abhed/config.toml)."""
+    from abhed.session import config
     path = config.config_path(dict(os.environ))
     if path is None:
         click.echo("[no config file: ABHED_CONFIG is set empty; the defaults and ABHED_* variables apply]", err=True)
@@ -194,6 +206,7 @@ def config_path() -> None:
 @config_group.command("show")
 def config_show() -> None:
     """Print every setting in effect and where it came from: default, the file, or a variable."""
+    from abhed.session import config
     settings, where = _settings(), config.sources()
     for key, value in _flat(settings.model_dump(mode="json")):
         click.echo(printable(f"{key} = {json.dumps(value)}  # {where.get(key, 'default')}"))
@@ -209,6 +222,7 @@ def _flat(tree: dict, prefix: str = "") -> list[tuple[str, object]]:
 @config_group.command("init")
 def config_init() -> None:
     """Write a commented example config file (every setting at its default) where Abhed reads it."""
+    from abhed.session import config
     path = config.config_path(dict(os.environ))
     if path is None:
         _fail("ABHED_CONFIG is set empty (no config file): set it to the path to write, or unset it for "
@@ -245,6 +259,10 @@ def sessions() -> None:
 @click.option("--all", "show_all", is_flag=True, help="Also list the sessions of `abhed tool` calls.")
 def sessions_list(as_json: bool, show_all: bool) -> None:
     """List sessions, the most recently used first: status, mode, model, workspace, first prompt."""
+    from datetime import datetime, timezone
+
+    from abhed.session.events import RunEvent
+    from abhed.session.store import SessionError, SessionStore
     store = SessionStore(_settings().home)
     rows, hidden = [], 0
     for session_id in store.ids():
@@ -295,6 +313,8 @@ def _preview(text: str, width: int = 100) -> str:
 @click.option("--full", is_flag=True, help="Print each observation's whole text, not its first line.")
 def sessions_show(session_id: str, as_json: bool, full: bool) -> None:
     """Print the events of one session in order."""
+    from abhed.session.events import to_json
+    from abhed.session.store import SessionError, SessionStore
     try:
         session = SessionStore(_settings().home).open(session_id)
     except SessionError as exc:
@@ -317,6 +337,7 @@ def sessions_verify(session_id: str) -> None:
     first event changed, removed, reordered or cut; a line torn by a crash is told apart.
     Exit status 0 intact, 1 tampered, 2 bad invocation."""
     from abhed.session.audit import verify
+    from abhed.session.store import SessionError, SessionStore
     try:
         session = SessionStore(_settings().home).open(session_id)
     except SessionError as exc:
@@ -334,6 +355,7 @@ def sessions_export(session_id: str, fmt: str) -> None:
     every call with its approval decision and who approved it, every checkpoint and undo, and
     whether the log's hash chain is intact."""
     from abhed.session.audit import export_lines
+    from abhed.session.store import SessionError, SessionStore
     try:
         session = SessionStore(_settings().home).open(session_id)
     except SessionError as exc:
@@ -346,6 +368,7 @@ def tree(events: list[AnyEvent]) -> list[tuple[AnyEvent, int]]:
     """The events as (event, depth) in the order to show them: each subagent's events right after
     the task call that started it, one level deeper, rather than interleaved in log order with its
     siblings'. A subagent no task result names (its run was cut short) comes where it started."""
+    from abhed.session.events import ActionEvent, ObservationEvent
     own: dict[str, list[tuple[int, AnyEvent]]] = {}
     for index, event in enumerate(events):
         own.setdefault(event.agent_id, []).append((index, event))
@@ -378,6 +401,8 @@ def tree(events: list[AnyEvent]) -> list[tuple[AnyEvent, int]]:
 
 
 def _shown_event(event: AnyEvent, indent: str, full: bool) -> str:
+    from abhed.session.events import (ActionEvent, CheckpointEvent, CompactionEvent, MessageEvent, ModeEvent,
+                                      ObservationEvent)
     stamp = event.at.strftime("%Y-%m-%d %H:%M:%S")
     if isinstance(event, ActionEvent):
         args = json.dumps(event.input, ensure_ascii=False)
@@ -409,6 +434,8 @@ def _shown_event(event: AnyEvent, indent: str, full: bool) -> str:
 
 def _checkpointed_session(settings: config.Settings, session_id: str | None) -> tuple[str, checkpoint.Checkpoints]:
     """The session to list or undo (default: the newest in the current directory) and its checkpoints."""
+    from abhed.session import checkpoint
+    from abhed.session.store import SessionError, SessionStore
     from abhed.session.undo import latest_session
     store = SessionStore(settings.home)
     if session_id is None:
@@ -432,6 +459,8 @@ def _checkpointed_session(settings: config.Settings, session_id: str | None) -> 
 def checkpoints_list(session_id: str | None) -> None:
     """List a session's checkpoints (default: the newest session in this directory): number, time,
     the call that followed, and the files that call changed."""
+    from abhed.session import checkpoint
+    from abhed.session.store import SessionStore
     from abhed.session.undo import rows, table
     settings = _settings()
     session_id, found = _checkpointed_session(settings, session_id)
@@ -452,7 +481,8 @@ def undo_command(session_id: str | None, number: int | None, yes: bool, force: b
     """Take the workspace back to before a call: every file that call and later ones modified, created
     or deleted. Shows what it will change and asks first. The undo is itself a checkpoint, so it can
     be undone. Exit status 0 done (or nothing to do), 1 refused or cancelled, 2 bad invocation."""
-    from abhed.session import undo
+    from abhed.session import checkpoint, undo
+    from abhed.session.store import SessionError, SessionStore
     settings = _settings()
     session_id, found = _checkpointed_session(settings, session_id)
 
@@ -621,6 +651,7 @@ def _run_prompt(kw: dict, prompt: str | None, session_id: str | None, as_json: b
 
 
 def _last_checkpoint(checkpoints: checkpoint.Checkpoints | None, session_id: str) -> int:
+    from abhed.session import checkpoint
     if checkpoints is None:
         return 0
     try:
@@ -714,6 +745,7 @@ def _rule_saver(settings: config.Settings):  # type: ignore[no-untyped-def]
     """How chat saves a granted rule to the operator's config; None unless approval.save_rules allows it."""
     if not settings.approval.save_rules:
         return None
+    from abhed.session import config
     from abhed.session.rulesave import SaveError, save_rule
     path = config.config_path(dict(os.environ))
 

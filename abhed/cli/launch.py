@@ -22,7 +22,7 @@ from abhed.files.paths import PathPolicy
 from abhed.agent.dispatch import NOT_APPROVED
 from abhed.session.events import ActionEvent, MessageEvent, ObservationEvent, RunEvent
 from abhed.session.store import Session, SessionError, SessionStore
-from abhed.tools import BY_NAME, TOOLS
+from abhed.tools import BY_NAME, all_tools
 from abhed.tools.base import ToolContext
 
 
@@ -183,7 +183,7 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
             ctx = ToolContext(session, settings, paths, checkpoints=from_settings(settings, workspace), extra=gateway)
             try:
                 yield Agent.restore(ctx, model, gate, budget(settings), config=settings.agent, display=display,
-                                    tools=[*TOOLS, *(gateway.tools if gateway else [])])
+                                    tools=[*all_tools(), *(gateway.tools if gateway else [])])
             finally:
                 ctx.close()  # the bash tool's sandbox and background jobs end with the session's process
                 if gateway is not None:

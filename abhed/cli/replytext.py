@@ -7,15 +7,24 @@ word is broken mid-line, and code is highlighted. All text goes through printabl
 
 from __future__ import annotations
 
+from functools import cache
+
 from rich.console import Console
 from rich.text import Text
 
 from abhed.common.terminal import printable
 
-try:  # rich.markdown needs pygments for code; a build without it prints plain wrapped text
-    from rich.markdown import Markdown
-except ImportError:  # pragma: no cover
-    Markdown = None  # type: ignore[assignment,misc]
+
+@cache
+def _markdown() -> type | None:
+    """rich's Markdown, loaded with the first reply rather than at start-up (it brings markdown-it:
+    issue 18); None without pygments (rich.markdown needs it for code; the one-file binary leaves
+    it out), and replies are then printed as plain wrapped text."""
+    try:
+        from rich.markdown import Markdown
+    except ImportError:  # pragma: no cover
+        return None
+    return Markdown
 
 
 class MarkdownStream:
@@ -56,7 +65,8 @@ class MarkdownStream:
         if not block.strip():
             return
         text = printable(block.strip("\n"))
-        if Markdown is None:
+        markdown = _markdown()
+        if markdown is None:
             self.console.print(Text(text))
         else:
-            self.console.print(Markdown(text, code_theme="ansi_dark"))
+            self.console.print(markdown(text, code_theme="ansi_dark"))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rapidfuzz import fuzz, process
 
 SKIP_DIRS = frozenset({".git", "node_modules", "target", "dist", "__pycache__", ".venv", ".hg", ".svn"})
 MAX_CANDIDATES = 20_000
@@ -43,6 +42,7 @@ def similar_paths(missing: Path, *, within: Path | None = None, limit: int = 3, 
     `within` bounds the search (the workspace), so suggestions never point outside what the model
     may read.
     """
+    from rapidfuzz import fuzz, process  # here: only a path that is not there needs the fuzzy matcher
     base = existing_ancestor(missing)
     if within is not None and not (base == within or within in base.parents):
         base = within

@@ -28,14 +28,13 @@ from typing import Any, Literal
 from abhed.files.globpattern import compile_glob
 from abhed.gate.jobs import job_command
 from abhed.gate import wrappers
+from abhed.gate.modes import MODES, Mode
 from abhed.gate.protected import confirmation_needed
 from abhed.gate.shellparse import Analysis, Command, Redirect, analyze, normalise
 from sandbox.protect import protected_reason
 
-MODES = ("ask", "plan", "accept-edits", "auto")
 READ_ONLY_TOOLS = frozenset({"read", "glob", "grep", "plan", "todo"})
 FILE_TOOLS = frozenset({"write", "edit"})
-Mode = Literal["ask", "plan", "accept-edits", "auto"]  # pragma: no mutate  (a type hint: nothing reads it at run time)
 Decision = Literal["allow", "ask", "deny"]  # pragma: no mutate  (a type hint: nothing reads it at run time)
 
 # How many path components sandbox.protect.protected_reason looks at together (tests/test_protected_agreement.py pins it).

@@ -19,12 +19,13 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-
-import tree_sitter_bash
-from tree_sitter import Language, Node, Parser
+from typing import TYPE_CHECKING
 
 from abhed.gate import wrappers
 from abhed.gate.shellscan import scan
+
+if TYPE_CHECKING:
+    from tree_sitter import Node, Parser
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "busybox-sh", "rbash", "yash", "posh"})
 MAX_NESTING = 3  # bash -c "bash -c '...'" deeper than this is opaque
@@ -69,6 +70,10 @@ BRACES = re.compile(r"(?<!\\)\{[^{}]*(,|\.\.)[^{}]*\}")
 
 @lru_cache(maxsize=1)
 def _parser() -> Parser:
+    # Imported here, on the first line to analyse: the grammar is a native library that a command
+    # which never reads a shell line (abhed --version, abhed tool read) should not load.
+    import tree_sitter_bash
+    from tree_sitter import Language, Parser
     return Parser(Language(tree_sitter_bash.language()))
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from abhed.files import nearest, textfile
+from abhed.files import textfile
 from abhed.common.errors import ToolError
 from abhed.session.store import changed_since, digest
 from abhed.files.suggest import glob_hint
@@ -178,6 +178,7 @@ class Edit(Tool):
             "occurrence.", reason="several", matches=len(positions), lines=lines[:SHOWN_LINE_NUMBERS])
 
     def _no_match(self, path: Path, text: str, old: str, new: str) -> ToolError:
+        from abhed.files import nearest  # here: its fuzzy matcher (rapidfuzz) is needed only on a miss (issue 18)
         head = f"old_string was not found in {path}; nothing was changed."
         if len(new.strip()) >= 8 and text.count(new) == 1:  # long enough not to be a coincidence
             line = line_numbers(text, [text.find(new)])[0]

@@ -17,7 +17,6 @@ from typing import Protocol
 from pydantic import Field
 
 from abhed.common.errors import ToolError
-from abhed.tools.selfcontained import refusal, vague_reference
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, fail, head_tail, ok
 
 # The spec's target is a summary of 1-2k tokens: 8000 characters is about 2000 tokens of prose.
@@ -136,6 +135,9 @@ def _check(args: TaskInput) -> Profile:
     if not words or words > DESCRIPTION_WORDS:
         raise ToolError(f"`description` is a 3-5 word label the human sees (this one has {words} words); nothing "
                         "was started. Put the task itself in `prompt`.", reason="description")
+    # Here, not at the top: its rules are large regular expressions, compiled on import, and a
+    # session that never starts a subagent should not pay for them at start-up (issue 18).
+    from abhed.tools.selfcontained import refusal, vague_reference
     found = vague_reference(args.prompt)
     if found is not None:
         raise ToolError(refusal(found), reason="not_self_contained", phrase=found.phrase)

@@ -269,6 +269,42 @@ def test_a_read_only_home_falls_back_to_a_private_temp_dir(binary, bare_path, sh
     assert list(tmpdir.iterdir()) == []  # the private unpack folder is gone
 
 
+def test_a_cache_folder_another_user_can_change_is_not_used(binary, bare_path, shared_tmp):
+    """The attack: root runs abhed with a cache folder another user controls (sudo keeping the
+    caller's HOME, XDG_CACHE_HOME in a shared folder), where that user planted a program and a
+    stamp naming this very binary. The bootstrap must not run it: it says why, unpacks into a
+    private temporary folder instead, and works."""
+    tmp_path = shared_tmp
+    user = ensure_user("abhed-smoke")
+    legit = Binary(binary, bare_path, tmp_path / "legit-cache", tmp_path)
+    assert legit("--version").returncode == 0
+    identity = (tmp_path / "legit-cache" / "abhed" / __version__ / ".abhed-unpacked").read_text().splitlines()[0]
+    theirs = tmp_path / "their-cache"
+    planted = theirs / "abhed" / __version__
+    planted.mkdir(parents=True)
+    marker = tmp_path / "planted-program-ran"
+    program = planted / "abhed.bin"
+    program.write_text(f"#!/bin/sh\necho owned > {marker}\n")
+    program.chmod(0o755)
+    (planted / ".abhed-unpacked").write_text(f"{identity}\n{program}")
+    for path in (theirs, theirs / "abhed", planted, program, planted / ".abhed-unpacked"):
+        shutil.chown(path, user, user)
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    tmpdir.chmod(0o1777)
+    proc = Binary(binary, bare_path, theirs, tmp_path)("--version", env={"TMPDIR": str(tmpdir)})
+    assert not marker.exists(), "the bootstrap ran a program another user planted in its cache folder"
+    assert proc.returncode == 0 and __version__ in proc.stdout, proc.stderr
+    assert f"not using the unpack cache {planted}" in proc.stderr and "belongs to uid" in proc.stderr, proc.stderr
+    assert list(tmpdir.iterdir()) == []  # the private folder it used instead is gone
+    # Writable by others is refused the same way, even when the folder is ours.
+    for path in (theirs, theirs / "abhed", planted):
+        shutil.chown(path, "root", "root")
+    planted.chmod(0o777)
+    proc = Binary(binary, bare_path, theirs, tmp_path)("--version", env={"TMPDIR": str(tmpdir)})
+    assert not marker.exists() and proc.returncode == 0 and "can be written by others" in proc.stderr, proc.stderr
+
+
 def test_a_replaced_binary_is_unpacked_again(binary, bare_path, tmp_path):
     """The start-up stamp names the binary (size, mtime, inode): a copy elsewhere, or a new
     binary of the same version, takes the full path and rewrites what differs."""

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import socket
+import ssl
+import threading
+from pathlib import Path
 
+import httpx
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from abhed.model.client import ModelClient
 from abhed.model.errors import ContextOverflow, ModelError, ToolsUnsupported
@@ -304,3 +313,67 @@ def test_streamed_arguments_past_the_wire_limit_are_counted_not_kept(monkeypatch
         "nothing was run. Send smaller calls: write a large file in parts (write the start, then add the rest with "
         "edit).")
     assert fine.error is None and json.loads(fine.arguments) == {"path": "/w/b"}
+
+
+
+def _tls_context(client: ModelClient) -> ssl.SSLContext:
+    return client._http._transport._pool._ssl_context  # type: ignore[attr-defined]  (the context httpx will use)
+
+
+def _self_signed_server(folder: Path) -> ssl.SSLContext:
+    """A TLS server context with a fresh self-signed certificate for localhost."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+            .sign(key, hashes.SHA256()))
+    pem = folder / "server.pem"
+    pem.write_bytes(cert.public_bytes(serialization.Encoding.PEM) + key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(pem)
+    return context
+
+
+def test_an_http_endpoint_skips_the_ca_bundle_with_a_context_that_trusts_nothing(tmp_path):
+    """Start-up (issue 18): an http:// endpoint does not load the CA bundle. Its client would still
+    refuse any TLS server, and an https:// endpoint verifies against the bundle as before."""
+    plain, secure = _tls_context(ModelClient("http://gpu1:8000/v1")), _tls_context(ModelClient("https://gpu1:8000/v1"))
+    assert plain.cert_store_stats()["x509_ca"] == 0 and secure.cert_store_stats()["x509_ca"] > 0
+    assert all(c.verify_mode == ssl.CERT_REQUIRED and c.check_hostname for c in (plain, secure))
+    server_context = _self_signed_server(tmp_path)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        try:
+            server_context.wrap_socket(connection, server_side=True).close()
+        except (ssl.SSLError, OSError):
+            pass  # the client refused the handshake
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            ModelClient(f"http://localhost:{port}/v1")._http.get(f"https://localhost:{port}/v1/models")
+    finally:
+        thread.join(10)
+        listener.close()
+
+
+def test_a_proxy_in_the_environment_is_not_used(monkeypatch):
+    """Abhed talks to the configured endpoint only: HTTP_PROXY and friends (here a port nothing
+    listens on) are ignored, and the request reaches the server directly."""
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with ReplayServer([Turn(text="direct")]) as server:
+        assert client(server).chat(BODY).text == "direct"
+    assert len(server.requests) == 1

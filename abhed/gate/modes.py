@@ -1,0 +1,9 @@
+"""The approval modes (spec §7), apart from the gate that applies them: the command line offers them
+as a choice for --mode without loading the gate's shell analysis (start-up, issue 18)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+MODES = ("ask", "plan", "accept-edits", "auto")
+Mode = Literal["ask", "plan", "accept-edits", "auto"]  # pragma: no mutate  (a type hint: nothing reads it at run time)

@@ -1,0 +1,189 @@
+"""Start-up stays cheap: a light command does not import what only other commands need (issue 18).
+
+Each command runs in a child process with `python -X importtime`; afterwards its `sys.modules` is
+compared with what it must not load, and a failure names the chain of imports that pulled a heavy
+module in, so the fix (import it inside the command or function that needs it) is plain. Times
+are measured by benchmarks/launch_bench.py, never here.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+# Third-party packages and our own parts that cost real time to load, and which command needs them.
+UI = ("rich", "prompt_toolkit", "abhed.cli.display", "abhed.cli.chat")
+MODEL = ("httpx", "abhed.model", "abhed.agent.loop")
+SHELL = ("tree_sitter", "tree_sitter_bash")
+SANDBOX = ("sandbox.launcher", "sandbox.session", "sandbox.microvm", "sandbox.probe")
+SEARCH = ("fallback_grep", "rapidfuzz")
+MEDIA = ("PIL", "pypdf", "cryptography")
+OTHER_TOOLS = tuple(f"abhed.tools.{name}" for name in ("write", "edit", "glob", "grep", "bash", "task", "plan", "todo"))
+
+# Runs a command as the console script does, then writes what it left in sys.modules.
+DRIVER = """
+import json, sys
+out = sys.argv[1]
+sys.argv = ["abhed", *sys.argv[2:]]
+from abhed.cli.commands import main
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+with open(out, "w") as handle:
+    json.dump({"code": code, "modules": sorted(name for name, module in sys.modules.items() if module is not None)},
+              handle)  # None: a module marked absent
+"""
+
+
+def loaded(tmp_path: Path, *args: str) -> tuple[set[str], dict[str, str]]:
+    """The modules `abhed ARGS` imported, and each one's importer (from -X importtime's tree)."""
+    out = tmp_path / "modules.json"
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", DRIVER, str(out), *args], capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    result = json.loads(out.read_text())
+    assert result["code"] in (0, None), proc.stderr[-2000:]
+    return set(result["modules"]), importers(proc.stderr)
+
+
+def importers(report: str) -> dict[str, str]:
+    """module -> the module whose import imported it. -X importtime prints a module after the modules
+    it imported (post-order), each level indented two more spaces: the parent is the next line up a level."""
+    rows = []
+    for line in report.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            name = line.rsplit("|", 1)[1]
+            rows.append((len(name) - len(name.lstrip()), name.strip()))
+    parent: dict[str, str] = {}
+    for index, (depth, name) in enumerate(rows):
+        above = next((other for d, other in rows[index + 1:] if d < depth), None)
+        parent.setdefault(name, above or "(top level, or a command as it runs)")
+    return parent
+
+
+def chain(module: str, parent: dict[str, str]) -> str:
+    links = [module]
+    while links[-1] in parent and len(links) < 30:
+        links.append(parent[links[-1]])
+    return " <- ".join(links)
+
+
+def heavy(modules: set[str], forbidden: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == f or m.startswith(f + ".") for f in forbidden))
+
+
+def assert_light(tmp_path: Path, forbidden: tuple[str, ...], *args: str) -> set[str]:
+    modules, parent = loaded(tmp_path, *args)
+    found = heavy(modules, forbidden)
+    roots = [m for m in found if not any(m.startswith(other + ".") for other in found)]
+    assert not roots, (f"`abhed {' '.join(args)[:60]}` imported {', '.join(roots)}, which it does not need; "
+                       "import each inside the command or function that uses it. Chains (imported <- by):\n"
+                       + "\n".join(chain(m, parent) for m in roots))
+    return modules
+
+
+@pytest.mark.parametrize("args", [("--version",), ("--help",), ("tool", "--help")])
+def test_version_and_help_load_click_and_the_command_line_alone(tmp_path, args):
+    assert_light(tmp_path, ("pydantic", "pydantic_core", "abhed.session", "abhed.tools", "abhed.agent", "abhed.files",
+                            "abhed.gate.approval", "sandbox", *UI, *MODEL, *SHELL, *SEARCH, *MEDIA), *args)
+
+
+def test_tool_read_loads_the_read_tool_and_not_the_rest(tmp_path, ws, home):
+    (ws / "f.txt").write_text("hi\n")
+    modules = assert_light(tmp_path, (*UI, *MODEL, *SHELL, *SANDBOX, *SEARCH, *MEDIA, *OTHER_TOOLS),
+                           "tool", "read", json.dumps({"path": str(ws / "f.txt")}), "--workspace", str(ws))
+    assert "abhed.tools.read" in modules  # the check above saw a real run, not an early exit
+
+
+def test_tool_read_of_a_missing_file_still_suggests_paths(tmp_path, ws, home):
+    """The fuzzy matcher loads only when a path is missing, and then does its work."""
+    (ws / "notes.txt").write_text("hi\n")
+    modules = assert_light(tmp_path, (*UI, *MODEL, *SHELL, *SANDBOX, "fallback_grep"),
+                           "tool", "read", json.dumps({"path": str(ws / "nots.txt")}), "--workspace", str(ws))
+    assert "rapidfuzz" in modules
+
+
+def test_sessions_list_does_not_load_the_agent(tmp_path, home):
+    assert_light(tmp_path, (*UI, *MODEL, *SHELL, *SANDBOX, *SEARCH, *MEDIA, "abhed.tools"), "sessions", "list")
+
+
+def test_chat_starts_without_what_only_a_turn_needs(tmp_path, ws, home):
+    """A chat needs the model client, the display and every tool's definition before its prompt;
+    not the shell grammar (first bash line), the fuzzy matcher (first miss), markdown (first
+    reply), images and PDFs (first one read), task's prompt check (first subagent), httpx's CLI."""
+    from abhed.model.replay import ReplayServer, Turn
+    with ReplayServer([Turn(text="unused")]) as server:
+        modules = assert_light(tmp_path, (*SHELL, *SEARCH[1:], *MEDIA, "markdown_it", "pygments", "httpx._main",
+                                          "abhed.tools.selfcontained", "abhed.files.nearest", "abhed.conformance"),
+                               "chat", "--endpoint", server.url, "--workspace", str(ws))
+    assert {"httpx", "rich", "abhed.agent.loop", "abhed.tools.bash"} <= modules  # it did start a chat
+
+
+def test_the_chain_names_who_imported_a_heavy_module():
+    report = "\n".join(["import time:   1 |   1 |     pydantic", "import time:   1 |   2 |   abhed.session.config",
+                        "import time:   1 |   3 | abhed.cli.commands", "import time:   1 |   1 | rich"])
+    parent = importers(report)
+    assert chain("pydantic", parent) == ("pydantic <- abhed.session.config <- abhed.cli.commands <- "
+                                         "(top level, or a command as it runs)")
+    assert parent["rich"] == "(top level, or a command as it runs)"
+
+
+# -- the lazy registry of tools and the lazy sandbox package ------------------------------------
+
+
+def test_the_registry_makes_each_tool_once_in_the_order_shown():
+    from abhed.tools import BY_NAME, CLASSES, all_tools, definitions
+    assert list(BY_NAME) == list(CLASSES) == ["read", "write", "edit", "glob", "grep", "bash", "task", "plan", "todo"]
+    assert [tool.name for tool in all_tools()] == list(CLASSES)
+    assert all(BY_NAME[name] is tool for name, tool in zip(CLASSES, all_tools()))
+    assert [d["function"]["name"] for d in definitions()] == list(CLASSES)
+    assert "raed" not in BY_NAME and BY_NAME.get("raed") is None and len(BY_NAME) == 9
+    with pytest.raises(KeyError):
+        BY_NAME["raed"]
+
+
+def test_parallel_first_lookups_share_one_tool(monkeypatch):
+    import time
+
+    from abhed.tools import CLASSES, Registry
+    from abhed.tools.glob import Glob
+    made = Glob.__init__
+
+    def slowly(self):  # type: ignore[no-untyped-def]
+        time.sleep(0.05)  # so the first lookups overlap, as parallel calls' would on a first import
+        made(self)
+
+    monkeypatch.setattr(Glob, "__init__", slowly)
+    registry, barrier, seen = Registry(CLASSES), threading.Barrier(8), []
+
+    def look() -> None:
+        barrier.wait()
+        seen.append(registry["glob"])
+
+    threads = [threading.Thread(target=look) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(seen) == 8 and isinstance(seen[0], Glob) and all(tool is seen[0] for tool in seen)
+
+
+def test_the_sandbox_package_loads_its_launchers_on_first_use():
+    code = """
+import sys, sandbox, sandbox.config
+before = "sandbox.session" in sys.modules
+from sandbox.session import Sandbox  # a direct import of a submodule first
+print(before, sandbox.probe.__name__, callable(sandbox.probe), sandbox.Sandbox is Sandbox,
+      sandbox.kill_running.__module__, sandbox.ProbeReport.__name__)
+try:
+    sandbox.nothing
+except AttributeError as exc:
+    print(exc)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout.splitlines()
+    assert out == ["False probe True True sandbox.launcher ProbeReport", "module 'sandbox' has no attribute 'nothing'"]
