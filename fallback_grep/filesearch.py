@@ -416,12 +416,8 @@ class Walk:
         if not os.path.isdir(self.root):
             yield None, self.root, self.root
             return
-        for d, dfd, prefix, names in self._listed(keep_open=True):
-            try:
-                for name in names:
-                    yield dfd, name, prefix + name
-            finally:
-                os.close(dfd)
+        for _, dfd, prefix, names in self._listed(keep_open=True):
+            yield from in_directory(dfd, prefix, names)
 
     def directories(self):
         """Yield (directory, file names) in walk order, each directory's descriptor closed
@@ -452,9 +448,24 @@ class Walk:
             yield d, dfd, prefix, names
 
 
+def dir_prefix(directory):
+    """What a directory's path is joined to its entries' names with."""
+    return directory if directory.endswith("/") else directory + "/"
+
+
+def in_directory(dfd, prefix, names):
+    """Yield (dfd, name, path) for the files `names` of one open directory; closes dfd when done
+    (or when the consumer stops early)."""
+    try:
+        for name in names:
+            yield dfd, name, prefix + name
+    finally:
+        os.close(dfd)
+
+
 def _list_directory(d, dfd, keep):
     """(prefix, sorted file names, sorted subdirectory paths) of one directory, keep applied."""
-    prefix = d if d.endswith("/") else d + "/"
+    prefix = dir_prefix(d)
     try:
         with os.scandir(dfd) as scan:
             entries = sorted(scan, key=_entry_name)

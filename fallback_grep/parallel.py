@@ -13,7 +13,7 @@ core it is slower than search_paths, so workers=1 (or a root that is a file) run
 import collections
 import os
 
-from .filesearch import _DIR_FLAGS, FileResult, Walk
+from .filesearch import _DIR_FLAGS, FileResult, Walk, dir_prefix, in_directory
 from .filesearch import search_paths as search_paths_serial
 
 BATCH_FILES = 512    # files per task: enough that a task's IPC is small next to its search
@@ -71,7 +71,7 @@ def _results(batch, said):
     said = dict(said)
     i = 0
     for directory, names in batch:
-        prefix = directory if directory.endswith("/") else directory + "/"
+        prefix = dir_prefix(directory)
         for name in names:
             res = said.get(i)
             yield FileResult(prefix + name) if res is None else res
@@ -87,7 +87,7 @@ class _Run:
 
     def entries(self):
         for directory, names in self.batch:
-            prefix = directory if directory.endswith("/") else directory + "/"
+            prefix = dir_prefix(directory)
             try:
                 dfd = os.open(directory, _DIR_FLAGS)
             except OSError:
@@ -95,11 +95,7 @@ class _Run:
                 for name in names:
                     yield None, prefix + name, prefix + name
                 continue
-            try:
-                for name in names:
-                    yield dfd, name, prefix + name
-            finally:
-                os.close(dfd)
+            yield from in_directory(dfd, prefix, names)
 
 
 def _init(matcher):

@@ -34,16 +34,15 @@ MIN_FACTOR_SCORE = 2    # a factor must pin down at least this many near-literal
 
 
 class Finite:
-    """A finite regex fragment: sre source, number of paths, max byte length, literal-ness."""
+    """A finite regex fragment: sre source, number of paths, max byte length, selectivity."""
 
-    __slots__ = ("src", "paths", "length", "score", "literal")
+    __slots__ = ("src", "paths", "length", "score")
 
-    def __init__(self, src, paths, length, score, literal):
+    def __init__(self, src, paths, length, score):
         self.src = src
         self.paths = paths
         self.length = length
         self.score = score          # how many characters are nearly literal (selectivity)
-        self.literal = literal      # the exact byte string when the fragment is one literal
 
 
 def _byte_class(ranges):
@@ -89,12 +88,6 @@ def _trie_regex(trie):
     return "(?:" + "|".join(alts) + ")"
 
 
-def _char_literal(ranges):
-    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:  # pragma: no mutate (Finite.literal is never read)
-        return chr(ranges[0][0]).encode("utf-8", "surrogatepass")
-    return None
-
-
 _SRE_ASSERT = {sx.BOL: "(?m:^)", sx.EOL: "(?m:$)", sx.WORD: "\\b", sx.NOT_WORD: "\\B"}
 
 
@@ -107,21 +100,20 @@ def finite(node, allow_assertions):
         if src is None:
             return None
         size = sum(hi - lo + 1 for lo, hi in ranges)
-        lit = _char_literal(ranges)
-        return Finite(src, 1, 4, 1 if size <= 4 else 0, lit)
+        return Finite(src, 1, 4, 1 if size <= 4 else 0)
     if op == sx.EMPTY:
-        return Finite("", 1, 0, 0, b"")
+        return Finite("", 1, 0, 0)
     if op == sx.NO_MATCH:
-        return Finite("(?!)", 1, 0, 0, None)
+        return Finite("(?!)", 1, 0, 0)
     if op == sx.ANY_BYTE:
-        return Finite(_byte_class(list(node.ranges or [(0, 255)])), 1, 1, 0, None)
+        return Finite(_byte_class(list(node.ranges or [(0, 255)])), 1, 1, 0)
     if op == sx.CAPTURE:
         return finite(node.subs[0], allow_assertions)
     if op == sx.ASSERT:
         src = _SRE_ASSERT.get(node.kind)
         if src is None or not allow_assertions:
             return None
-        return Finite(src, 1, 0, 0, None)
+        return Finite(src, 1, 0, 0)
     if op == sx.CONCAT:
         return _concat([finite(s, allow_assertions) for s in node.subs])
     if op == sx.ALTERNATE:
@@ -132,7 +124,7 @@ def finite(node, allow_assertions):
         if paths > MAX_PATHS:
             return None
         return Finite("(?:" + "|".join(p.src for p in parts) + ")", paths,
-                      max(p.length for p in parts), min(p.score for p in parts), None)
+                      max(p.length for p in parts), min(p.score for p in parts))
     if op == sx.REPEAT:
         if node.max < 0:
             return None
@@ -145,8 +137,7 @@ def finite(node, allow_assertions):
             return None
         lazy = "" if node.greedy else "?"  # pragma: no mutate (equivalent: only where a match starts is used)
         counts = f"{{{node.min}}}" if node.min == node.max else f"{{{node.min},{node.max}}}"
-        lit = sub.literal * node.min if sub.literal is not None and node.min == node.max else None
-        return Finite(f"(?:{sub.src}){counts}{lazy}", paths, length, sub.score * node.min, lit)
+        return Finite(f"(?:{sub.src}){counts}{lazy}", paths, length, sub.score * node.min)
     raise AssertionError(op)
 
 
@@ -154,15 +145,13 @@ def _concat(parts):
     if any(p is None for p in parts):
         return None
     paths, length, score = 1, 0, 0
-    lit = b""
     for p in parts:
         paths *= p.paths
         length += p.length
         score += p.score
-        lit = None if lit is None or p.literal is None else lit + p.literal
     if paths > MAX_PATHS or length > MAX_LENGTH:
         return None
-    return Finite("".join(p.src for p in parts), paths, length, score, lit)
+    return Finite("".join(p.src for p in parts), paths, length, score)
 
 
 def _edge(node, side):
