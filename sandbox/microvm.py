@@ -281,14 +281,13 @@ def check_rootfs(path: Path) -> None:
     """The operator's root filesystem image must be an ext4 or squashfs file we can read (fail early:
     the guest would only say so at boot)."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(2048)
+        fstype = vm_agent.filesystem_type(str(path))
     except OSError as exc:
         raise ConfigError(
             f"microvm.rootfs {path} cannot be read ({exc.strerror}). Give the absolute path of a read-only ext4 or "
             "squashfs image holding what commands see as /usr (e.g. mksquashfs ROOT/usr usr.img), or remove the setting."
         ) from None
-    if head[:4] != b"hsqs" and head[1080:1082] != b"\x53\xef":
+    if fstype is None:
         raise ConfigError(
             f"microvm.rootfs {path} is neither a squashfs nor an ext4 image. Make one from the tree commands should "
             "see as /usr: mksquashfs ROOT/usr usr.img, or mkfs.ext4 -d ROOT/usr usr.img SIZE."

@@ -75,15 +75,22 @@ def mount_9p(tag: str, path: str, ro: bool, cache: str) -> None:
     mount(tag, path, "9p", (MS_RDONLY if ro else 0) | MS_NOSUID | MS_NODEV, options)
 
 
-def mount_rootfs(device: str, target: str) -> None:
-    """The operator's root filesystem image (the host attached it read-only), by its superblock."""
-    with open(device, "rb") as f:
+def filesystem_type(path: str) -> str | None:
+    """"squashfs" or "ext4" by the superblock's magic at the start of `path`, else None (the host
+    checks the operator's image with it before boot, the agent picks the type to mount)."""
+    with open(path, "rb") as f:
         head = f.read(2048)
     if head[:4] == b"hsqs":
-        fstype = "squashfs"
-    elif head[1080:1082] == b"\x53\xef":
-        fstype = "ext4"
-    else:
+        return "squashfs"
+    if head[1080:1082] == b"\x53\xef":
+        return "ext4"
+    return None
+
+
+def mount_rootfs(device: str, target: str) -> None:
+    """The operator's root filesystem image (the host attached it read-only), by its superblock."""
+    fstype = filesystem_type(device)
+    if fstype is None:
         raise OSError(f"{device}: neither a squashfs nor an ext4 filesystem")
     os.makedirs(target, exist_ok=True)
     mount(device, target, fstype, MS_RDONLY | MS_NOSUID | MS_NODEV, "noload" if fstype == "ext4" else None)
