@@ -23,6 +23,16 @@ from abhed.gate.modes import MODES
 if TYPE_CHECKING:
     from abhed.session import checkpoint, config
     from abhed.session.events import AnyEvent
+    from abhed.session.store import Session
+
+
+def _open_session(session_id: str) -> Session:
+    """The stored session `session_id`, or exit with the store's explanation."""
+    from abhed.session.store import SessionError, SessionStore
+    try:
+        return SessionStore(_settings().home).open(session_id)
+    except SessionError as exc:
+        _fail(str(exc))
 
 
 def _settings() -> config.Settings:
@@ -314,11 +324,7 @@ def _preview(text: str, width: int = 100) -> str:
 def sessions_show(session_id: str, as_json: bool, full: bool) -> None:
     """Print the events of one session in order."""
     from abhed.session.events import to_json
-    from abhed.session.store import SessionError, SessionStore
-    try:
-        session = SessionStore(_settings().home).open(session_id)
-    except SessionError as exc:
-        _fail(str(exc))
+    session = _open_session(session_id)
     loaded = session.log.load()
     for problem in loaded.problems:
         click.echo(f"warning: {printable(problem)}", err=True)
@@ -337,11 +343,7 @@ def sessions_verify(session_id: str) -> None:
     first event changed, removed, reordered or cut; a line torn by a crash is told apart.
     Exit status 0 intact, 1 tampered, 2 bad invocation."""
     from abhed.session.audit import verify
-    from abhed.session.store import SessionError, SessionStore
-    try:
-        session = SessionStore(_settings().home).open(session_id)
-    except SessionError as exc:
-        _fail(str(exc))
+    session = _open_session(session_id)
     verdict = verify(session.log.path)
     click.echo(printable(verdict.summary(session.log.path)))
     sys.exit(0 if verdict.ok else 1)
@@ -355,11 +357,7 @@ def sessions_export(session_id: str, fmt: str) -> None:
     every call with its approval decision and who approved it, every checkpoint and undo, and
     whether the log's hash chain is intact."""
     from abhed.session.audit import export_lines
-    from abhed.session.store import SessionError, SessionStore
-    try:
-        session = SessionStore(_settings().home).open(session_id)
-    except SessionError as exc:
-        _fail(str(exc))
+    session = _open_session(session_id)
     for line in export_lines(session):
         click.echo(line)
 
