@@ -93,9 +93,16 @@ def test_version_and_help_load_click_and_the_command_line_alone(tmp_path, args):
                             "abhed.gate.approval", "sandbox", *UI, *MODEL, *SHELL, *SEARCH, *MEDIA), *args)
 
 
+# What a call that only reads a text file does without: the checkpoint module (only a call that may
+# change the workspace is snapshotted), the readers of PDFs and images (loaded with the first one),
+# the egress proxy (only an allow-list in the config is parsed by it).
+READ_ONLY_CALL = ("abhed.session.checkpoint", "abhed.tools.media", "abhed.files.pdf", "abhed.files.images",
+                  "sandbox.egress")
+
+
 def test_tool_read_loads_the_read_tool_and_not_the_rest(tmp_path, ws, home):
     (ws / "f.txt").write_text("hi\n")
-    modules = assert_light(tmp_path, (*UI, *MODEL, *SHELL, *SANDBOX, *SEARCH, *MEDIA, *OTHER_TOOLS),
+    modules = assert_light(tmp_path, (*UI, *MODEL, *SHELL, *SANDBOX, *SEARCH, *MEDIA, *OTHER_TOOLS, *READ_ONLY_CALL),
                            "tool", "read", json.dumps({"path": str(ws / "f.txt")}), "--workspace", str(ws))
     assert "abhed.tools.read" in modules  # the check above saw a real run, not an early exit
 
