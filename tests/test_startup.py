@@ -27,7 +27,7 @@ OTHER_TOOLS = tuple(f"abhed.tools.{name}" for name in ("write", "edit", "glob", 
 
 # Runs a command as the console script does, then writes what it left in sys.modules.
 DRIVER = """
-import json, sys
+import gc, json, sys
 out = sys.argv[1]
 sys.argv = ["abhed", *sys.argv[2:]]
 from abhed.cli.commands import main
@@ -36,7 +36,8 @@ try:
 except SystemExit as exc:
     code = exc.code
 with open(out, "w") as handle:
-    json.dump({"code": code, "modules": sorted(name for name, module in sys.modules.items() if module is not None)},
+    json.dump({"code": code, "modules": sorted(name for name, module in sys.modules.items() if module is not None),
+               "gc": {"threshold": gc.get_threshold(), "frozen": gc.get_freeze_count()}},
               handle)  # None: a module marked absent
 """
 
@@ -129,6 +130,28 @@ def test_chat_starts_without_what_only_a_turn_needs(tmp_path, ws, home):
                                           "abhed.tools.selfcontained", "abhed.files.nearest", "abhed.conformance"),
                                "chat", "--endpoint", server.url, "--workspace", str(ws))
     assert {"httpx", "rich", "abhed.agent.loop", "abhed.tools.bash"} <= modules  # it did start a chat
+    # Start-up collected garbage rarely; once the session was ready, its objects were frozen and
+    # collection went back to the interpreter's thresholds for the session's work.
+    from abhed.cli import startup
+    collector = json.loads((tmp_path / "modules.json").read_text())["gc"]
+    assert tuple(collector["threshold"]) == startup.DEFAULT and collector["frozen"] > 10_000
+
+
+def test_start_up_collects_garbage_rarely_until_a_session_is_ready():
+    code = """
+import gc
+default = gc.get_threshold()
+import abhed.cli.commands
+from abhed.cli import startup
+during = gc.get_threshold()
+startup.end()
+after, frozen = gc.get_threshold(), gc.get_freeze_count()
+startup.end()  # a second end changes nothing
+print(default == startup.DEFAULT == after, during == (startup.STARTUP_FIRST, *default[1:]), frozen > 0,
+      gc.get_freeze_count() == frozen, gc.get_threshold() == default)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["True"] * 5, out.stderr[-2000:]
 
 
 def test_the_chain_names_who_imported_a_heavy_module():

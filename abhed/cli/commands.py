@@ -17,8 +17,11 @@ from typing import TYPE_CHECKING
 import click
 
 from abhed import __version__
+from abhed.cli import startup
 from abhed.common.terminal import printable
 from abhed.gate.modes import MODES
+
+startup.begin()  # until an agent session is ready (launch.agent_in_session), collect garbage rarely
 
 if TYPE_CHECKING:
     from abhed.session import checkpoint, config
