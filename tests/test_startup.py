@@ -123,11 +123,13 @@ def test_sessions_list_does_not_load_the_agent(tmp_path, home):
 def test_chat_starts_without_what_only_a_turn_needs(tmp_path, ws, home):
     """A chat needs the model client, the display and every tool's definition before its prompt;
     not the shell grammar (first bash line), the fuzzy matcher (first miss), markdown (first
-    reply), images and PDFs (first one read), task's prompt check (first subagent), httpx's CLI."""
+    reply), images and PDFs (first one read), task's prompt check (first subagent), httpx's CLI,
+    pathspec (the first gitignore line that needs it)."""
     from abhed.model.replay import ReplayServer, Turn
     with ReplayServer([Turn(text="unused")]) as server:
         modules = assert_light(tmp_path, (*SHELL, *SEARCH[1:], *MEDIA, "markdown_it", "pygments", "httpx._main",
-                                          "abhed.tools.selfcontained", "abhed.files.nearest", "abhed.conformance"),
+                                          "pathspec", "abhed.tools.selfcontained", "abhed.files.nearest",
+                                          "abhed.conformance"),
                                "chat", "--endpoint", server.url, "--workspace", str(ws))
     assert {"httpx", "rich", "abhed.agent.loop", "abhed.tools.bash"} <= modules  # it did start a chat
     # Start-up collected garbage rarely; once the session was ready, its objects were frozen and
