@@ -287,13 +287,23 @@ class BwrapLauncher:
         self.rlimits = effective_rlimits(config.limits, include_memory=not memory_cgroup)
         self.resolv_conf = _resolv_conf_target() if config.allow_network else None
         self._janitor = CgroupJanitor()
+        # The next command's cgroups, made while this one's shell starts (Python waits then anyway).
+        # close() removes them; a launcher never closed leaves them (empty) until the next start
+        # of Abhed removes them with the other stale ones (CgroupParent.remove_stale_children).
+        self._spare: tuple[Cgroup, ...] | None = None
+        self._spare_lock = threading.Lock()
         self.extra_protected: tuple[str, ...] = ()  # the session's nested repositories (sandbox.gitguard)
 
     def close(self) -> None:
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+        for cgroup in spare or ():
+            self._janitor.retire(cgroup)
         self._janitor.close()
 
     def prepare(self) -> None:
-        """Nothing to do before a command's clock starts (the microvm backend boots here)."""
+        """Before a command's clock starts: its cgroups, unless the last command already made them."""
+        self._make_spare_cgroups()
 
     def describe(self) -> list[str]:
         limits = self.config.limits
@@ -329,7 +339,7 @@ class BwrapLauncher:
     def spawn(self, command: str, *, cwd: Path, out_fd: int, report_cwd: bool, in_fd: int | None = None,
               err_fd: int | None = None) -> Spawned:
         protected = protection_mounts(self.workspace, self.config.protected_paths + self.extra_protected)
-        cgroups = self._new_cgroups()
+        cgroups = self._take_cgroups()
         ours: list[int] = []
         theirs: list[int] = []
         try:
@@ -388,6 +398,7 @@ class BwrapLauncher:
                 os.write(block_w, b"g")  # go: the limits are in place
             except BrokenPipeError:
                 pass  # bwrap failed meanwhile; the caller sees no "R" and reports bwrap's message
+            self._make_spare_cgroups()  # while the sandbox's shell starts: off the next command's path
         else:
             # Fail closed: never let a sandbox run without its limits. bwrap's own message
             # (why it died, if it did) is in the output; the caller sees no "R".
@@ -458,6 +469,27 @@ class BwrapLauncher:
                 "Check the limits in the sandbox configuration and run 'abhed doctor'."
             ) from exc
         return True
+
+    def _take_cgroups(self) -> tuple[Cgroup, ...]:
+        """Fresh cgroups for one command: the spare ones if made, else new ones now."""
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+        return spare if spare is not None else self._new_cgroups()
+
+    def _make_spare_cgroups(self) -> None:
+        """Make the next command's cgroups ahead. A failure is left to that command to report."""
+        with self._spare_lock:
+            if self._spare is not None or not self.cgroup_parents:
+                return
+        try:
+            cgroups = self._new_cgroups()
+        except SandboxSetupError:
+            return
+        with self._spare_lock:
+            if self._spare is None:
+                self._spare, cgroups = cgroups, ()
+        for cgroup in cgroups:  # another thread made a spare meanwhile
+            self._janitor.retire(cgroup)
 
     def _new_cgroups(self) -> tuple[Cgroup, ...]:
         """The command's own cgroups (none when no cgroup parent is in use)."""

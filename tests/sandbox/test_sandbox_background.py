@@ -165,7 +165,7 @@ def test_a_background_job_that_cannot_start_raises_with_bwraps_message(root_runn
     gone = root_runner.new_workspace()
     sb = sandbox.Sandbox(sandbox.SandboxConfig(ro_binds=(gone,)), workspace)
     gone.rmdir()
-    with pytest.raises(sandbox.SandboxSetupError) as err:
+    with sb, pytest.raises(sandbox.SandboxSetupError) as err:
         sb.start_background("touch ran", cwd=workspace, log_path=workspace / "job.log")
     assert "could not be set up, so the command did not run" in str(err.value)
     assert str(gone) in err.value.detail
@@ -252,6 +252,24 @@ def test_a_background_job_does_not_hold_the_control_pipe(root_runner, bash):
         assert wait_until(lambda: not job.poll().running)
     fds = (workspace / "fds.log").read_text().split()
     assert fds and str(BASH_CTL_FD if bash else 9) not in fds, fds
+
+
+def test_each_command_gets_cgroups_of_its_own_made_ahead_and_none_outlives_the_session(root_runner):
+    """The next command's cgroups are made while the current one starts (off its path); two
+    commands never share one, and close() removes the spare (judged in the real hierarchy)."""
+    workspace = root_runner.new_workspace()
+    with sandbox.Sandbox(sandbox.SandboxConfig(), workspace) as sb:
+        if not sb._launcher.cgroup_parents:
+            pytest.skip("no cgroup is used on this host (not host root, no delegated hierarchy)")
+        jobs = [sb.start_background("sleep 60", cwd=workspace, log_path=workspace.parent / f"{workspace.name}-{n}.log") for n in range(2)]
+        first, second = (job._spawned.cgroups for job in jobs)
+        spare = sb._launcher._spare
+        assert spare is not None and all(c.path.is_dir() for c in spare)
+        assert len({c.path for c in (*first, *second, *spare)}) == 3 * len(sb._launcher.cgroup_parents)
+        for job in jobs:
+            assert job._spawned.init_pid is not None and all(c.holds(job._spawned.init_pid) for c in job._spawned.cgroups)
+    for parent in sb._launcher.cgroup_parents:
+        assert list(parent.path.glob(f"run-{os.getpid()}-*")) == []
 
 
 @pytest.mark.parametrize("how", ["born-in", "moved-early", "pid1-moved-alone"])
