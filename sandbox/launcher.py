@@ -479,8 +479,8 @@ class BwrapLauncher:
     def _make_spare_cgroups(self) -> None:
         """Make the next command's cgroups ahead. A failure is left to that command to report."""
         with self._spare_lock:
-            if self._spare is not None or not self.cgroup_parents:
-                return
+            if self._spare is not None or not self.cgroup_parents:  # pragma: no mutate  (saves making and removing a set)
+                return  # pragma: no mutate  (the same: a second set made here is removed below)
         try:
             cgroups = self._new_cgroups()
         except SandboxSetupError:

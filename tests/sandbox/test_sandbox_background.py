@@ -272,6 +272,29 @@ def test_each_command_gets_cgroups_of_its_own_made_ahead_and_none_outlives_the_s
         assert list(parent.path.glob(f"run-{os.getpid()}-*")) == []
 
 
+def test_spare_cgroups_made_twice_at_once_keep_one_set_and_remove_the_other(root_runner):
+    """Two threads may make the next command's cgroups at the same moment: one set is kept, the
+    other removed at once (judged in the real hierarchy)."""
+    workspace = root_runner.new_workspace()
+    with sandbox.Sandbox(sandbox.SandboxConfig(), workspace) as sb:
+        launcher = sb._launcher
+        if not launcher.cgroup_parents:
+            pytest.skip("no cgroup is used on this host (not host root, no delegated hierarchy)")
+        launcher._spare = None
+        real, made = launcher._new_cgroups, []
+
+        def racing():  # another thread's spare lands while this one makes its own
+            launcher._spare = real()
+            made.append(real())
+            return made[-1]
+
+        launcher._new_cgroups = racing
+        launcher._make_spare_cgroups()
+        kept = launcher._spare
+        assert kept is not None and all(c.path.is_dir() for c in kept)
+        assert made and not any(c.path.exists() for c in made[0])
+
+
 @pytest.mark.parametrize("how", ["born-in", "moved-early", "pid1-moved-alone"])
 def test_bwrap_and_pid1_are_in_the_command_cgroups_before_the_sandbox_runs(root_runner, monkeypatch, how):
     """bwrap is started from inside the command's cgroup v1 cgroups (sandbox.limits.ThreadInCgroups),
