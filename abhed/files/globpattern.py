@@ -158,9 +158,9 @@ def path_test(regex: re.Pattern[str], expanded: list[str]) -> Callable[[str], ob
     `expanded`), cheaper for the commonest globs.
 
     `**/*SUFFIX` (**/*.py, **/*.{ts,tsx}, **/*) holds exactly for the paths whose name ends with
-    SUFFIX: one str.endswith instead of a regex run per file, about a tenth of the glob tool's
-    time over a large tree. A path holding a newline goes to the regex, whose `.` (in the `**`)
-    does not match one.
+    SUFFIX: one str.endswith instead of a regex run per file (over the Linux tree's 78k files
+    8 ms instead of 33, of the glob tool's ~500). A path holding a newline goes to the regex,
+    whose `.` (in the `**`) does not match one.
     """
     suffixes = []
     for pattern in expanded:
