@@ -209,4 +209,5 @@ def test_the_suffix_fast_path_is_taken_only_for_star_star_slash_star_suffix():
     regex, expanded = compile_glob("**/*.c", "/ws")
     test = path_test(regex, expanded)
     assert test("a/b.c") and test(".c") and not test("a.c/b") and not test("a/b.h")
+    assert test("a/b.c") is True and test("a/b.h") is False  # endswith answered, not the regex
     assert bool(test("a\nb/c.c")) == bool(regex.fullmatch("a\nb/c.c"))  # the regex decides newlines
