@@ -210,4 +210,12 @@ def test_the_suffix_fast_path_is_taken_only_for_star_star_slash_star_suffix():
     test = path_test(regex, expanded)
     assert test("a/b.c") and test(".c") and not test("a.c/b") and not test("a/b.h")
     assert test("a/b.c") is True and test("a/b.h") is False  # endswith answered, not the regex
-    assert bool(test("a\nb/c.c")) == bool(regex.fullmatch("a\nb/c.c"))  # the regex decides newlines
+    assert test("a\nb/c.c") is True and regex.fullmatch("a\nb/c.c")  # `**` crosses a newline-named directory
+
+
+def test_globstar_crosses_a_directory_named_with_a_newline(tools, ws):
+    """A hostile repository's "a\\nb/" directory cannot hide its files from `**`."""
+    make(ws, "a\nb/hidden.py", "a\nb/deep/x.c")
+    for pattern in ("**/*.py", "**/hidden.py", "**/deep/*.c", "**"):
+        out = tools.ok("glob", pattern=pattern)
+        assert "hidden.py" in out or "x.c" in out, (pattern, out)
