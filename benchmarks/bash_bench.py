@@ -12,8 +12,9 @@ changes on the machine hit all three alike:
 
 Prints the median (and p90) per call, and the overhead of bwrap over none -- the cost of
 the sandbox itself -- side by side with the ratio. Goal: median overhead under 10 ms.
-Measured as root on a 2-core host at load 2 (docs/security.md, "Performance"): 8.4-8.8 ms for
-``true``, 8.1 ms for the compound command, 7.2 ms with ``--gap 100``.
+Measured as root on a 2-core host (docs/security.md, "Performance"): 8.3-8.8 ms for ``true``
+back to back (load 0.4-2), 8.1 ms for the compound command; with ``--gap 100`` 7.2 ms at load 2
+but 9.7-10.0 ms on an idle host (every step is slower after a pause there).
 Timing lives here only; the test suites never assert durations.
 
 Also printed: the mount operations bwrap performs per call for this workspace (each bind
