@@ -194,8 +194,6 @@ def best_factor(tree):
             cand = _concat(parts)
         if cand is not None and (best is None or cand.score > best.score):
             best = cand
-    if best is None and tree.op == sx.ALTERNATE:
-        return finite(tree, False)
     return best if best is not None and best.score >= MIN_FACTOR_SCORE else None
 
 
@@ -304,8 +302,8 @@ def needles_for(tree):
                 return None
             lits.extend(nd.literals)
             whole = whole and nd.whole
-        lits = list(dict.fromkeys(lits))
-        if 0 < len(lits) <= 16 and all(lits):
+        lits = list(dict.fromkeys(lits))   # each alternative gave at least one non-empty literal
+        if len(lits) <= 16:
             return Needles(lits, whole=whole)
         return None
     items = _flatten(tree)
@@ -325,8 +323,7 @@ def needles_for(tree):
             variants = [v for u in run if u[0] == "fold" for v in u[2]]
             if best_fold is None or len(folded) > len(best_fold[0]):
                 best_fold = (folded, variants)
-    whole = len(items) == sum(1 for _ in items) and len(_runs(items)) == 1 and \
-        all(_unit(it) is not None and _unit(it)[0] == "lit" for it in items)
+    whole = all(_unit(it) is not None and _unit(it)[0] == "lit" for it in items)
     fold_len = 0 if best_fold is None else len(best_fold[0])
     if len(best_lit) >= 3 or (best_lit and fold_len <= len(best_lit)):
         return Needles([best_lit], whole=whole)

@@ -404,9 +404,10 @@ def test_the_scanner_jumps_to_candidates_and_stops_at_endpos():
     assert sc.mode == "literals"
     assert [sc.find(p, 13) for p in (0, 3, 7, 11)] == [2, 6, 10, -1]
     assert sc.find(0, 4) == -1          # the cached hit at 2 ends at 5, past endpos
-    folded = Matcher("(?i)foo").prefilter.scanner(b"x FOO y foo")
-    assert folded.mode == "folded" and folded.lowered == b"x foo y foo"
-    assert [folded.find(0, 11), folded.find(3, 11), folded.find(9, 11)] == [2, 8, -1]
+    # A folded hit is a candidate, not a match: `FOO` here is not followed by a digit.
+    folded = Matcher("(?i)foo\\d").prefilter.scanner(b"x FOO y foo1")
+    assert folded.mode == "folded" and folded.lowered == b"x foo y foo1"
+    assert [folded.find(0, 12), folded.find(3, 12), folded.find(9, 12)] == [2, 8, -1]
     classes = Matcher("\\d\\d\\d").prefilter.scanner(b"a 12 345")
     assert classes.mode == "classes" and [classes.find(0, 8), classes.find(6, 8)] == [5, -1]
     regex = Matcher("[ab]c?").prefilter.scanner(b"xx bc")
@@ -493,6 +494,7 @@ WORK = [
     ("foo|bar\\d", TEXT, [1, 2, 14], (3, 0, 0), "one check per line, not per hit"),
     ("(?i)strasse", TEXT, [4, 5, 6], (0, 0, 0), "a text with ſ: the exact sre finds matches only"),
     ("(?i)strasse", ASCII_TEXT, [4, 5], (2, 0, 0), "an ASCII text: the two lowered hits"),
+    ("(?i)foo\\d", ASCII_TEXT, [2, 12], (4, 0, 0), "every line holding foo in any case is checked"),
     ("PM_RESUME", TEXT, [7, 9], (0, 0, 0), "a whole literal"),
     ("[A-Z]+_RESUME", TEXT, [7, 9], (2, 0, 0), "only lines with _RESUME, verified by the line sre"),
     ("\\s\\w{5}\\s", TEXT, [10, 11], (2, 0, 0), "a class needle hits the two lines"),
