@@ -69,6 +69,13 @@ PLANS = [
     ("foo|bar\\d+", {"literals": (b"foo", b"bar")}, {"literals": (b"foo", b"bar")},
      "a `bar` hit is not a match by itself: not whole; unbounded, so no translation"),
     ("foo|\\d+", None, None, "an alternative without a literal: no needle can cover it"),
+    ("foo|bar|foo\\d", {"literals": (b"foo", b"bar"), "exact": "(?:foo|bar|foo[0-9])"},
+     {"literals": (b"foo", b"bar"), "factor": "(?:foo|bar|foo[0-9])"}, "a needle is listed once"),
+    ("(foo|bar)", {"literals": (b"foo", b"bar"), "whole": True, "exact": "(?:foo|bar)"},
+     {"literals": (b"foo", b"bar"), "whole": True, "factor": "(?:foo|bar)"},
+     "an alternation inside a capture"),
+    ("x(bc)d", {"literals": (b"xbcd",), "whole": True, "exact": "xbcd"},
+     {"literals": (b"xbcd",), "whole": True, "factor": "xbcd"}, "a capture inside a concatenation"),
     ("a|b", {"literals": (b"a", b"b"), "whole": True, "exact": "(?:a|b)"},
      {"literals": (b"a", b"b"), "whole": True},
      "one-letter alternatives pin down too little for a factor (score 1 < 2)"),
@@ -83,6 +90,15 @@ PLANS = [
       "factor": "x(?:[Kk]|\u00e2\x84\u00aa)[Ee][Ll][Vv][Ii][Nn]"},
      "a plain letter joins the folded run"),
     ("(?i)k", {"exact": "(?:[Kk]|\u00e2\x84\u00aa)"}, None, "one folded letter is too short a needle"),
+    ("(?i:kelvin)\\d(?i:ab)", {"folded": b"kelvin", "variants": (KELVIN,),
+                               "exact": "(?:[Kk]|\u00e2\x84\u00aa)[Ee][Ll][Vv][Ii][Nn][0-9][Aa][Bb]"},
+     {"folded": b"kelvin", "variants": (KELVIN,),
+      "factor": "(?:[Kk]|\u00e2\x84\u00aa)[Ee][Ll][Vv][Ii][Nn][0-9][Aa][Bb]"},
+     "the longest folded run, not the last"),
+    ("(?i:abc)\\d(?i:xyz)", {"folded": b"abc", "exact": "[Aa][Bb][Cc][0-9][Xx][Yy][Zz]"},
+     {"folded": b"abc", "factor": "[Aa][Bb][Cc][0-9][Xx][Yy][Zz]"}, "of equal folded runs, the first"),
+    ("ab\\pL(?i:xy)", {"literals": (b"ab",), "factor": "ab"}, {"literals": (b"ab",), "factor": "ab"},
+     "a plain literal as long as the folded one wins: no lowering"),
     ("\u00e9(?i)abc", {"exact": "\u00c3\u00a9[Aa][Bb][Cc]", "class_needle": b"\x01\x02\x03", "non_ascii": True},
      {"factor": "\u00c3\u00a9[Aa][Bb][Cc]", "class_needle": b"\x01\x02\x03", "non_ascii": True},
      "a non-ASCII literal cannot be lowered with the fold run: the run of classes wins"),
@@ -199,6 +215,40 @@ def test_finite_translations(pattern, want, why):
     assert (fin and (fin.src, fin.paths, fin.length, fin.score)) == want, why
 
 
+FIVE, TWO = "(?:ab|cd|ef|gh|ij)", "(?:kl|mn)"
+PATHS_2000 = FIVE * 3 + TWO * 4                                  # 5**3 * 2**4 alternatives
+UNIT_600 = "".join(f"\\x{{{0x100 + 2 * i:x}}}" for i in range(600))  # 600 isolated code points
+
+BOUNDS = [
+    # pattern, (paths, length) or None when refused, why
+    (PATHS_2000, (2000, 56), "a concatenation of exactly MAX_PATHS paths"),
+    (PATHS_2000 + "|zz", None, "one more alternative: MAX_PATHS + 1"),
+    (FIVE * 3 + TWO * 3 + "|" + "(?:op|qr|st|uv|wx)" * 3 + "(?:yz|AB)" * 3, (2000, 48),
+     "an alternation of exactly MAX_PATHS paths (1000 + 1000)"),
+    (f"(?:{PATHS_2000}){{1}}", (2000, 56), "a repeat of exactly MAX_PATHS paths"),
+    (f"(?:{PATHS_2000}){{0,1}}", None, "zero or one copy: MAX_PATHS + 1"),
+    ("(?:ab|cd){1,9}", (2 ** 10 - 2, 72), "a repeat's paths sum over its counts"),
+    ("(?:ab|cd){1,10}", None, "2046 paths, only 80 bytes long"),
+    ("\\C{999}\\C", (1, 1000), "a concatenation of exactly MAX_LENGTH bytes"),
+    ("\\C{1000}\\C", None, "MAX_LENGTH + 1"),
+    ("(?:\\C\\C){500}", (1, 1000), "a repeat of exactly MAX_LENGTH bytes"),
+    ("(?:\\C\\C\\C\\C\\C\\C\\C){143}", None, "a repeat of MAX_LENGTH + 1 bytes, one path"),
+    (f"[{UNIT_600}]", (1, 4), "a class of exactly MAX_UNIT_BRANCHES UTF-8 sequences"),
+    (f"[{UNIT_600}\\x{{5b0}}]", None, "MAX_UNIT_BRANCHES + 1"),
+]
+
+
+@pytest.mark.parametrize("pattern,want,why", BOUNDS, ids=[r[2] for r in BOUNDS])
+def test_finite_translations_stop_exactly_at_their_bounds(pattern, want, why):
+    fin = prefilter.finite(tree(pattern), False)
+    assert (fin and (fin.paths, fin.length)) == want, why
+
+
+def test_finite_fragments_carry_no_instance_dict():
+    # Planning a pattern builds one per node and per factor candidate.
+    assert not hasattr(prefilter.finite(tree("ab"), False), "__dict__")
+
+
 def test_assertions_translate_only_where_allowed():
     # A factor is searched anywhere in a text, where \b would be judged from the wrong context.
     assert prefilter.finite(tree("\\bx"), False) is None
@@ -217,6 +267,10 @@ FACTORS = [
     ("[a-e]x", None, "score 1 is not"),
     ("a.*b", None, "single letters around .* score 1"),
     ("(?:a+)", None, "one copy of a scores 1"),
+    ("(x+yz)", ("(?:x){1}yz", 3), "a capture around the whole pattern is looked through"),
+    ("(?:\\bab)+cd", ("cd", 2), "an edge copy may not carry an assertion"),
+    ("(?:ab|cd){1,10}yz", ("yz", 2), "only an unbounded repeat lends copies"),
+    ("ab\\pLcd", ("ab", 2), "an untranslatable character lends nothing"),
     ("x\\pL+y", None, "\\pL has no translation: each side scores 1"),
     ("ab\\pL+cd\\pL+ef", ("ab", 2), "the first of equal scores"),
     ("x(?:\\pL|y)zw\\d+", ("zw(?:[0-9]){1}", 2), "an untranslatable item ends a factor"),
@@ -268,6 +322,9 @@ LINE_REGEXES = [
     ("x\\pL+y", None, "\\pL has no translation"),
     ("x(?:ab)+y", None, "only a repeated single character is allowed"),
     ("xy", None, "a finite pattern has the exact prefilter instead"),
+    ("ax{0}b", None, "x{0} is a bounded repeat"),
+    ("\\d+\\pL", None, "a character class past MAX_UNIT_BRANCHES has no translation"),
+    ("ax{2}b", None, "so is x{2}"),
     ("ax{0}b\\d+", "a(?:x){0}b(?:[0-9]){1}", "x{0} is finite, not unbounded"),
 ]
 
@@ -291,6 +348,8 @@ CLASS_NEEDLES = [
     ("\u00e9\\d\\d\\d", b"\x01\x01\x01", "a non-ASCII character ends a run"),
     ("\\d\\d(?:a|b)\\d\\d\\d", b"\x01\x01\x01", "an alternation ends a run: the longest run wins"),
     ("\\w\\d\\d", None, "overlapping classes"),
+    ("\\d\\dx{0}\\d", b"\x01\x01\x01", "x{0} matches empty: the digits stay adjacent"),
+    ("x\\d[a-c]{2,3}\\d", None, "a repeat of varying length ends a run"),
     ("[ab][bc][cd]", None, "overlapping neighbours"),
 ]
 
@@ -299,6 +358,11 @@ CLASS_NEEDLES = [
 def test_class_needle(pattern, want, why):
     cn = prefilter.class_needle(line_tree(pattern))
     assert (cn and cn.needle) == want, why
+
+
+def test_of_equal_runs_of_classes_the_first_wins():
+    cn = prefilter.class_needle(line_tree("\\d\\d\\d[^0-9]+[a-c][a-c][a-c]"))
+    assert cn.needle == b"\x01\x01\x01" and cn.table[ord("0")] == 1 and cn.table[ord("a")] == 0xFF
 
 
 def test_a_class_needle_table_maps_each_member_to_its_symbol_and_everything_else_to_ff():
@@ -315,6 +379,7 @@ NON_ASCII = [
     ("\u00e9", True, "a non-ASCII literal"),
     ("[\u00e9-\u00eb]", True, "a class of non-ASCII members"),
     ("[a-\u00e9]", False, "a class with ASCII members"),
+    ("[\\x{80}-\\x{ff}]", True, "U+0080 is two bytes in UTF-8"),
     ("x\u00e9", True, "a concatenation with one required non-ASCII item"),
     ("\u00e9|\u00eb", True, "every alternative is non-ASCII"),
     ("\u00e9|x", False, "one alternative is ASCII"),
@@ -343,9 +408,19 @@ def test_units_and_runs():
     assert unit(tree("[a-e]")) is None             # a range of five
     assert unit(tree("(?i)\u00e9")) is None        # no ASCII member to lower
     assert unit(tree("x+")) is None
+    # At most four code points, one of them ASCII (U+007F is its own case pair).
+    assert unit(tree("[\\x7f-\\x82]")) == ("fold", b"\x7f", tuple(chr(c).encode() for c in (0x80, 0x81, 0x82)))
+    assert unit(tree("[\\x7f\\x{100}\\x{102}\\x{104}]")) == ("fold", b"\x7f", ("\u0100".encode(), "\u0102".encode(), "\u0104".encode()))
+    assert unit(tree("[\\x7f-\\x83]")) is None
+    assert unit(tree("[\\x7f\\x{100}\\x{102}\\x{104}\\x{106}]")) is None   # five, in five ranges
+    assert unit(tree("[\\x7f-\\x80]")) == ("fold", b"\x7f", ("\u0080".encode(),))
+    assert unit(tree("[A\\x{100}]")) is None                     # A without a
+    assert prefilter._ascii_unit(tree("[\\x7f-\\x80]")) is None  # U+0080 is not the byte 0x80
+    assert prefilter._ascii_unit(tree("[\\x00-\\x7f]")) == frozenset(range(128))
     runs = prefilter._runs(prefilter._flatten(tree("ab{2}c\\d+(?i:x)y")))
     assert runs == [[("lit", b"a"), ("lit", b"b"), ("lit", b"b"), ("lit", b"c")],
                     [("fold", b"x", ()), ("lit", b"y")]]
+    assert prefilter._runs(prefilter._flatten(tree("b{16}"))) == [[("lit", b"b")] * 16]
     assert prefilter._runs(prefilter._flatten(tree("b{17}"))) == []
 
 
@@ -355,6 +430,7 @@ def test_quick_reject_answers_with_a_bool_from_the_buffers_first_n_bytes():
     buf = bytearray(b"xx foo yy\n" + b"\0" * 20)
     lit = Matcher("foo").prefilter
     assert lit.quick_reject(buf, 10) is False
+    assert lit.quick_reject(bytearray(b"foo"), 3) is False    # a hit at offset 0
     assert lit.quick_reject(buf, 5) is True                 # `foo` ends past byte 5
     two = Matcher("fo|yy").prefilter                         # several needles, two-byte finders
     assert two.quick_reject(buf, 10) is False
@@ -382,6 +458,8 @@ MAY_MATCH = [
     ("foo|bar", b"a bar", 0, 5, True, "one of the needles"),
     ("foo|bar", b"a bar", 0, 4, False, "the needle ends past endpos"),
     ("foo|bar", b"a bar", 3, 5, False, "the needle starts before pos"),
+    ("foo|bar", b"bar", 0, 3, True, "a needle at pos"),
+    ("foo|bar\\d+", b"zzz", 0, 3, False, "needles without a factor"),
     ("[A-Z]+_RESUME", b"X_RESUMEX", 0, 9, True, "the factor's sre"),
     ("\\s\\w{5}\\s", b"no run of five", 0, 14, True, "no needle, no factor: cannot tell"),
     ("x\\d\\dy", b"x1y x22", 0, 7, False, "the factor (x, two digits, y) is not there"),
@@ -403,7 +481,12 @@ def test_the_scanner_jumps_to_candidates_and_stops_at_endpos():
     sc = pf.scanner(b"a bar foo bar")
     assert sc.mode == "literals"
     assert [sc.find(p, 13) for p in (0, 3, 7, 11)] == [2, 6, 10, -1]
-    assert sc.find(0, 4) == -1          # the cached hit at 2 ends at 5, past endpos
+    assert pf.scanner(b"foo bar").find(0, 7) == 0       # the nearest hit, even at 0
+    assert pf.scanner(b"bar foo").find(0, 7) == 0
+    cached = pf.scanner(b"a bar foo bar")
+    assert cached.find(0, 13) == 2      # caches bar at 2, foo at 6
+    assert cached.find(0, 4) == -1      # the cached hit at 2 ends at 5, past endpos
+    assert cached.find(0, 5) == 2       # ... and exactly at endpos
     # A folded hit is a candidate, not a match: `FOO` here is not followed by a digit.
     folded = Matcher("(?i)foo\\d").prefilter.scanner(b"x FOO y foo1")
     assert folded.mode == "folded" and folded.lowered == b"x foo y foo1"
@@ -504,6 +587,11 @@ WORK = [
     ("\\p{Greek}", ASCII_TEXT, [], (0, 0, 0), "rejected without a scan"),
     ("a\\d+", TEXT, [13], (10, 0, 0), "a one-byte needle: every line with an a"),
     ("\\bab\\b", TEXT, [16], (4, 0, 0), "lines with ab, checked by the exact sre"),
+    ("\\d{3}\\pL", TEXT, [], (2, 2, 0), "the class needle's two lines go to the automaton"),
+    ("\\d+\\s\\d+\\s\\d+", b"12 3 45\nx 1 y\n1 2\n", [1], (2, 0, 0),
+     "the class needle hits lines 1 and 3; the line sre verifies them"),
+    ("x+ foo\\d", b"x" * 251 + b" foo1\n" + b"x" * 252 + b" foo1", [1, 2], (2, 1, 0),
+     "a line of LINE_SRE_MAX bytes goes to sre, one byte more to the automaton"),
     ("x+ foo\\d", TEXT, [14], (2, 1, 0), "the long line goes to the automaton, the short one to sre"),
     ("x{3} foo", TEXT, [14], (1, 0, 0), "a long line, but the exact sre needs no back-off"),
     ("ab|\\d+", TEXT, [1, 2, 10, 11, 13, 14, 16], (0, 0, 7), "no prefilter: the automaton scans"),
