@@ -439,7 +439,8 @@ class Scanner:
                     pass
                 else:
                     at = nd.finders[k](self.data, pos, endpos)
-                    self.next_at[k] = at
+                    # "No more hits" (-1) is final only when the search reached the data's end.
+                    self.next_at[k] = at if at >= 0 or endpos >= len(self.data) else -2
                 if at >= 0 and at + len(lit) <= endpos:
                     best = at if best < 0 else min(best, at)
             return best

@@ -487,6 +487,9 @@ def test_the_scanner_jumps_to_candidates_and_stops_at_endpos():
     assert cached.find(0, 13) == 2      # caches bar at 2, foo at 6
     assert cached.find(0, 4) == -1      # the cached hit at 2 ends at 5, past endpos
     assert cached.find(0, 5) == 2       # ... and exactly at endpos
+    narrow = pf.scanner(b"a bar")
+    assert narrow.find(0, 4) == -1      # no hit ends by byte 4 ...
+    assert narrow.find(0, 5) == 2       # ... which must not hide the one ending at 5
     # A folded hit is a candidate, not a match: `FOO` here is not followed by a digit.
     folded = Matcher("(?i)foo\\d").prefilter.scanner(b"x FOO y foo1")
     assert folded.mode == "folded" and folded.lowered == b"x foo y foo1"
