@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from sandbox.egress import parse_allowed
 from sandbox.errors import ConfigError
 
 Backend = Literal["bwrap", "none", "microvm"]  # pragma: no mutate (annotations only; BACKENDS is what is checked)
@@ -207,6 +206,7 @@ class SandboxConfig:
             raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}; got {self.backend!r}.")
         if not isinstance(self.allow_network, bool):
             raise ConfigError(f"allow_network must be true or false, got {self.allow_network!r}.")
+        from sandbox.egress import parse_allowed  # here: the proxy's module (sockets, ctypes) costs start-up
         parse_allowed(self.allow_hosts)
         if self.allow_hosts and self.allow_network:
             raise ConfigError(

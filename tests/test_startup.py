@@ -27,7 +27,7 @@ OTHER_TOOLS = tuple(f"abhed.tools.{name}" for name in ("write", "edit", "glob", 
 
 # Runs a command as the console script does, then writes what it left in sys.modules.
 DRIVER = """
-import json, sys
+import gc, json, sys
 out = sys.argv[1]
 sys.argv = ["abhed", *sys.argv[2:]]
 from abhed.cli.commands import main
@@ -36,7 +36,8 @@ try:
 except SystemExit as exc:
     code = exc.code
 with open(out, "w") as handle:
-    json.dump({"code": code, "modules": sorted(name for name, module in sys.modules.items() if module is not None)},
+    json.dump({"code": code, "modules": sorted(name for name, module in sys.modules.items() if module is not None),
+               "gc": {"threshold": gc.get_threshold(), "frozen": gc.get_freeze_count()}},
               handle)  # None: a module marked absent
 """
 
@@ -93,9 +94,16 @@ def test_version_and_help_load_click_and_the_command_line_alone(tmp_path, args):
                             "abhed.gate.approval", "sandbox", *UI, *MODEL, *SHELL, *SEARCH, *MEDIA), *args)
 
 
+# What a call that only reads a text file does without: the checkpoint module (only a call that may
+# change the workspace is snapshotted), the readers of PDFs and images (loaded with the first one),
+# the egress proxy (only an allow-list in the config is parsed by it).
+READ_ONLY_CALL = ("abhed.session.checkpoint", "abhed.tools.media", "abhed.files.pdf", "abhed.files.images",
+                  "sandbox.egress")
+
+
 def test_tool_read_loads_the_read_tool_and_not_the_rest(tmp_path, ws, home):
     (ws / "f.txt").write_text("hi\n")
-    modules = assert_light(tmp_path, (*UI, *MODEL, *SHELL, *SANDBOX, *SEARCH, *MEDIA, *OTHER_TOOLS),
+    modules = assert_light(tmp_path, (*UI, *MODEL, *SHELL, *SANDBOX, *SEARCH, *MEDIA, *OTHER_TOOLS, *READ_ONLY_CALL),
                            "tool", "read", json.dumps({"path": str(ws / "f.txt")}), "--workspace", str(ws))
     assert "abhed.tools.read" in modules  # the check above saw a real run, not an early exit
 
@@ -115,13 +123,37 @@ def test_sessions_list_does_not_load_the_agent(tmp_path, home):
 def test_chat_starts_without_what_only_a_turn_needs(tmp_path, ws, home):
     """A chat needs the model client, the display and every tool's definition before its prompt;
     not the shell grammar (first bash line), the fuzzy matcher (first miss), markdown (first
-    reply), images and PDFs (first one read), task's prompt check (first subagent), httpx's CLI."""
+    reply), images and PDFs (first one read), task's prompt check (first subagent), httpx's CLI,
+    pathspec (the first gitignore line that needs it)."""
     from abhed.model.replay import ReplayServer, Turn
     with ReplayServer([Turn(text="unused")]) as server:
         modules = assert_light(tmp_path, (*SHELL, *SEARCH[1:], *MEDIA, "markdown_it", "pygments", "httpx._main",
-                                          "abhed.tools.selfcontained", "abhed.files.nearest", "abhed.conformance"),
+                                          "pathspec", "abhed.tools.selfcontained", "abhed.files.nearest",
+                                          "abhed.conformance"),
                                "chat", "--endpoint", server.url, "--workspace", str(ws))
     assert {"httpx", "rich", "abhed.agent.loop", "abhed.tools.bash"} <= modules  # it did start a chat
+    # Start-up collected garbage rarely; once the session was ready, its objects were frozen and
+    # collection went back to the interpreter's thresholds for the session's work.
+    from abhed.cli import startup
+    collector = json.loads((tmp_path / "modules.json").read_text())["gc"]
+    assert tuple(collector["threshold"]) == startup.DEFAULT and collector["frozen"] > 10_000
+
+
+def test_start_up_collects_garbage_rarely_until_a_session_is_ready():
+    code = """
+import gc
+default = gc.get_threshold()
+import abhed.cli.commands
+from abhed.cli import startup
+during = gc.get_threshold()
+startup.end()
+after, frozen = gc.get_threshold(), gc.get_freeze_count()
+startup.end()  # a second end changes nothing
+print(default == startup.DEFAULT == after, during == (startup.STARTUP_FIRST, *default[1:]), frozen > 0,
+      gc.get_freeze_count() == frozen, gc.get_threshold() == default)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["True"] * 5, out.stderr[-2000:]
 
 
 def test_the_chain_names_who_imported_a_heavy_module():

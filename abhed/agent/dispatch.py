@@ -21,7 +21,6 @@ from pydantic import ValidationError
 
 from abhed.gate.approval import Gate, read_only_command, refusal
 from abhed.common.errors import ToolError
-from abhed.session.checkpoint import CheckpointError
 from abhed.session.events import ActionEvent, CheckpointEvent, ObservationEvent, who
 from abhed.tools import BY_NAME
 from abhed.tools.base import Tool, ToolContext, ToolResult, ToolSource, cap_text, explain_invalid, fail
@@ -212,6 +211,7 @@ def _checkpointed(ctx: ToolContext, name: str, args: Any, action: ActionEvent | 
     checkpoints = ctx.checkpoints
     if checkpoints is None or action is None or not changes_workspace(name, args):
         return run()
+    from abhed.session.checkpoint import CheckpointError  # here: a call that only reads never loads it
     session = ctx.session
     try:
         before, capture = checkpoints.before(session.id, action.id, name, action.agent_id)

@@ -17,8 +17,11 @@ from typing import TYPE_CHECKING
 import click
 
 from abhed import __version__
+from abhed.cli import startup
 from abhed.common.terminal import printable
 from abhed.gate.modes import MODES
+
+startup.begin()  # until an agent session is ready (launch.agent_in_session), collect garbage rarely
 
 if TYPE_CHECKING:
     from abhed.session import checkpoint, config
@@ -110,7 +113,7 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
     from abhed.agent import dispatch
     from abhed.files.paths import PathPolicy
     from abhed.gate.approval import Gate, Policy
-    from abhed.session import checkpoint, config
+    from abhed.session import config
     from abhed.session.store import SessionError, SessionStore
     from abhed.tools import BY_NAME
     from abhed.tools.base import ToolContext
@@ -142,7 +145,7 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
                 click.echo(f"abhed: session {session.id} (pass --session {session.id} to continue it)", err=True)
             gateway = _mcp_for(name, settings, workspace)
             ctx = ToolContext(session, settings, paths, one_shot=True, extra=gateway,
-                              checkpoints=checkpoint.from_settings(settings, workspace))
+                              checkpoints=_checkpoints(name, settings, workspace))
             try:
                 result = dispatch.call(ctx, name, arguments, gate)
             finally:
@@ -157,6 +160,16 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
         click.echo(json.dumps({"tool": name, "is_error": result.is_error, "content": result.content}))
     else:
         click.echo(printable(result.content))
+
+
+def _checkpoints(name: str, settings: config.Settings, workspace: Path) -> checkpoint.Checkpoints | None:
+    """The workspace's checkpoints for a call of `name` that may change it (dispatch snapshots only
+    those); None for a tool that only reads, which then does not load the checkpoint module."""
+    from abhed.agent.dispatch import READ_SET_WRITERS
+    if name != "bash" and name not in READ_SET_WRITERS:
+        return None
+    from abhed.session import checkpoint
+    return checkpoint.from_settings(settings, workspace)
 
 
 def _mcp_for(name: str, settings: config.Settings, workspace: Path):  # type: ignore[no-untyped-def]

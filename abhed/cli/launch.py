@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from abhed.cli import startup
 from abhed.session import config
 from abhed.agent.loop import Agent, Budget, Limits
 from abhed.gate.approval import Gate, Policy, Rule, Verdict
@@ -182,8 +183,10 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
             gateway = mcp_gateway(settings, workspace, display.notice)
             ctx = ToolContext(session, settings, paths, checkpoints=from_settings(settings, workspace), extra=gateway)
             try:
-                yield Agent.restore(ctx, model, gate, budget(settings), config=settings.agent, display=display,
-                                    tools=[*all_tools(), *(gateway.tools if gateway else [])])
+                agent = Agent.restore(ctx, model, gate, budget(settings), config=settings.agent, display=display,
+                                      tools=[*all_tools(), *(gateway.tools if gateway else [])])
+                startup.end()  # what the session works with is loaded: collect garbage as usual from here
+                yield agent
             finally:
                 ctx.close()  # the bash tool's sandbox and background jobs end with the session's process
                 if gateway is not None:

@@ -22,8 +22,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
-
 from abhed.files import atomic, beneath
 
 ANY_DEPTH = "^(?:.+/)?"  # how pathspec starts a pattern without a slash: it matches a name at any depth
@@ -63,6 +61,13 @@ def _simple(line: str) -> tuple[str, str, bool, bool] | None:
     return None
 
 
+def _pathspec_regex(line: str) -> tuple[str | None, bool | None]:
+    """pathspec's regex for a gitignore line the shortcuts above do not cover. Imported here, at the
+    first such line: pathspec loads its engines (re2, hyperscan) and cost every chat's start-up."""
+    from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
+    return GitIgnoreSpecPattern.pattern_to_regex(line)
+
+
 class IgnoreFile:
     """The rules of one gitignore-format file, relative to the directory `base`.
 
@@ -92,7 +97,7 @@ class IgnoreFile:
                     self._suffixes.append((text, position, include, dir_only))
                 continue
             try:
-                regex, include = GitIgnoreSpecPattern.pattern_to_regex(line)
+                regex, include = _pathspec_regex(line)
             except ValueError:
                 continue  # git skips a malformed line too
             if include is None or regex is None:

@@ -17,7 +17,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sandbox.config import DEFAULT_PROTECTED_PATHS
-from sandbox.egress import parse_allowed
 from sandbox.errors import ConfigError as SandboxConfigError
 
 from abhed.gate.approval import Rule
@@ -177,6 +176,7 @@ class McpServerConfig(_Section):
     @field_validator("allow_hosts")
     @classmethod
     def _allow_hosts(cls, value: list[str]) -> list[str]:
+        from sandbox.egress import parse_allowed  # here: the proxy's module costs every command's start-up
         try:
             parse_allowed(value)
         except SandboxConfigError as exc:

@@ -11,17 +11,19 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from abhed.session.config import Settings
-from abhed.files.images import ImageLimits
 from abhed.files.lines import LINE_CHARS  # noqa: F401  (tools import it from here, beside LINE_CUT_NOTE)
 from abhed.files.paths import PathPolicy
 from abhed.session.store import Session
 
-from abhed.session.checkpoint import Checkpoints
+if TYPE_CHECKING:  # annotations only: importing them costs every tool call's start-up (issue 18)
+    from abhed.files.images import ImageLimits
+    from abhed.session.checkpoint import Checkpoints
+
 LINE_CUT_NOTE = "[...line truncated]"
 
 

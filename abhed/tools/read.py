@@ -12,7 +12,6 @@ from abhed.files import textfile
 from abhed.common.errors import ToolError, explain_oserror
 from abhed.files.lines import LineIndex, LineIndexCache, LineScanner
 from abhed.session.store import HASH_LIMIT
-from abhed.tools import media
 from abhed.tools.base import LINE_CHARS, LINE_CUT_NOTE, Tool, ToolContext, ToolInput, ToolResult, ok
 
 DEFAULT_LIMIT = 2000
@@ -142,9 +141,11 @@ class Read(Tool):
                 kind = textfile.sniff_file(handle)
                 budget = ctx.settings.files.max_output_chars - NOTES_RESERVE
                 if kind.family == "pdf":
+                    from abhed.tools import media  # here: PDFs and images cost start-up (issue 18)
                     return media.read_pdf(ctx, path, handle, st, args.offset or 1, args.limit or DEFAULT_LIMIT,
                                           budget)
                 if kind.family == "image" and ctx.vision is not None:
+                    from abhed.tools import media
                     return media.read_image(ctx, path, handle, st, kind)
                 if kind.family != "text":
                     raise textfile.refuse_non_text(path, kind, st.st_size)
