@@ -125,7 +125,7 @@ def finite(node, allow_assertions):
             return None
         return Finite("(?:" + "|".join(p.src for p in parts) + ")", paths,
                       max(p.length for p in parts), min(p.score for p in parts))
-    if op == sx.REPEAT:
+    if op == sx.REPEAT:  # pragma: no mutate (equivalent: REPEAT is the only kind left here)
         if node.max < 0:
             return None
         sub = finite(node.subs[0], allow_assertions)
@@ -138,7 +138,7 @@ def finite(node, allow_assertions):
         lazy = "" if node.greedy else "?"  # pragma: no mutate (equivalent: only where a match starts is used)
         counts = f"{{{node.min}}}" if node.min == node.max else f"{{{node.min},{node.max}}}"
         return Finite(f"(?:{sub.src}){counts}{lazy}", paths, length, sub.score * node.min)
-    raise AssertionError(op)
+    raise AssertionError(op)  # pragma: no mutate (unreachable: every kind is handled above)
 
 
 def _concat(parts):
@@ -162,9 +162,9 @@ def _edge(node, side):
     """
     if node.op == sx.CAPTURE:
         return _edge(node.subs[0], side)
-    if node.op == sx.REPEAT and node.max < 0 and node.min >= 1:
-        return finite(sx.Node(sx.REPEAT, subs=node.subs, min=node.min, max=node.min), False)
-    return None
+    if node.op != sx.REPEAT or node.max != -1 or node.min < 1:
+        return None
+    return finite(sx.Node(sx.REPEAT, subs=node.subs, min=node.min, max=node.min), False)
 
 
 def best_factor(tree):
@@ -185,17 +185,14 @@ def best_factor(tree):
             parts.append(trans[j])
             j += 1
         if j < n:
-            right = _edge(items[j], "right")
-            if right is not None:
-                parts.append(right)
+            parts.append(_edge(items[j], "right"))   # None when it lends nothing: popped below
+        # left alone is within the bounds (finite() checked it): drop from the right until all fit.
         cand = _concat(parts)
-        while cand is None and len(parts) > 1:
+        while cand is None:
             parts.pop()
             cand = _concat(parts)
-        if cand is not None and (best is None or cand.score > best.score):
+        if best is None or cand.score > best.score:
             best = cand
-    if best is None and tree.op == sx.ALTERNATE:
-        return finite(tree, False)
     return best if best is not None and best.score >= MIN_FACTOR_SCORE else None
 
 
@@ -220,18 +217,17 @@ def _unit(node):
         return None
     cps = []
     for lo, hi in ranges:
-        if hi - lo > 3 or len(cps) > 4:
+        if len(cps) + hi - lo + 1 > 4:   # at most four code points (checked before listing them)
             return None
         cps.extend(range(lo, hi + 1))
     if len(cps) == 1:
         return ("lit", chr(cps[0]).encode("utf-8", "surrogatepass"))
-    ascii_cps = [c for c in cps if c < 128]
-    lowered = {chr(c).lower() for c in ascii_cps}
-    # The ASCII members must be exactly one letter in both cases (what bytes.lower() merges).
-    if len(lowered) != 1 or not ascii_cps:
+    ascii_cps = {c for c in cps if c < 128}
+    if not ascii_cps:
         return None
-    low = next(iter(lowered))
-    if {ord(low), ord(low.upper())} != set(ascii_cps):
+    # The ASCII members must be one character in both its cases (what bytes.lower() merges).
+    low = chr(min(ascii_cps)).lower()
+    if {ord(low), ord(low.upper())} != ascii_cps:
         return None
     variants = tuple(chr(c).encode("utf-8") for c in cps if c >= 128)
     return ("fold", low.encode(), variants)
@@ -304,10 +300,8 @@ def needles_for(tree):
                 return None
             lits.extend(nd.literals)
             whole = whole and nd.whole
-        lits = list(dict.fromkeys(lits))
-        if 0 < len(lits) <= 16 and all(lits):
-            return Needles(lits, whole=whole)
-        return None
+        lits = list(dict.fromkeys(lits))   # each alternative gave at least one non-empty literal
+        return Needles(lits, whole=whole) if len(lits) <= 16 else None
     items = _flatten(tree)
     best_lit, best_fold = b"", None
     for run in _runs(items):
@@ -320,19 +314,17 @@ def needles_for(tree):
                     best_lit = cur
             else:
                 cur = b""
-        if any(u[0] == "fold" for u in run) and all(u[0] == "fold" or u[1].isascii() for u in run):
+        # (A folded unit's bytes are an ASCII letter; a non-ASCII literal cannot be lowered.)
+        if any(u[0] == "fold" for u in run) and all(u[1].isascii() for u in run):
             folded = b"".join(u[1].lower() for u in run)
             variants = [v for u in run if u[0] == "fold" for v in u[2]]
             if best_fold is None or len(folded) > len(best_fold[0]):
                 best_fold = (folded, variants)
-    whole = len(items) == sum(1 for _ in items) and len(_runs(items)) == 1 and \
-        all(_unit(it) is not None and _unit(it)[0] == "lit" for it in items)
-    fold_len = 0 if best_fold is None else len(best_fold[0])
-    if len(best_lit) >= 3 or (best_lit and fold_len <= len(best_lit)):
+    whole = all(_unit(it) is not None and _unit(it)[0] == "lit" for it in items)
+    fold, variants = best_fold or (b"", ())
+    if len(best_lit) >= 3 or best_lit and len(fold) <= len(best_lit):
         return Needles([best_lit], whole=whole)
-    if best_fold is not None and len(best_fold[0]) >= 3:
-        return Needles(folded=best_fold[0], variants=best_fold[1])
-    return None
+    return Needles(folded=fold, variants=variants) if len(fold) >= 3 else None
 
 
 def _ascii_unit(node):
@@ -372,7 +364,7 @@ def class_needle(tree, min_len=3):
         sets = None
         if item is not None:
             unit, reps = item, 1
-            if item.op == sx.REPEAT and (item.min == item.max or item.max < 0) and item.min <= 16:
+            if item.op == sx.REPEAT and (item.min == item.max or item.max == -1) and item.min <= 16:
                 unit, reps = item.subs[0], item.min
             bs = _ascii_unit(unit)
             if bs is not None:
@@ -409,7 +401,8 @@ class Scanner:
         nd = pf.needles
         if nd is not None and nd.literals:
             self.mode = "literals"
-            self.next_at = [-2] * len(nd.literals)   # cached next hit per literal (-2 = unknown)
+            # The cached next hit per literal; -2 = unknown (as would be any value under -1).
+            self.next_at = [-2] * len(nd.literals)  # pragma: no mutate (-2 -> -3 is the same)
         elif nd is not None and nd.folded is not None:
             # isascii() runs ~5x faster than a search; only non-ASCII texts need the check for
             # non-ASCII fold variants (like ſ for s), which lowering would miss.
@@ -446,9 +439,10 @@ class Scanner:
                     pass
                 else:
                     at = nd.finders[k](self.data, pos, endpos)
-                    self.next_at[k] = at
-                if at >= 0 and at + len(lit) <= endpos and (best < 0 or at < best):
-                    best = at
+                    # "No more hits" (-1) is final only when the search reached the data's end.
+                    self.next_at[k] = at if at >= 0 or endpos >= len(self.data) else -2
+                if at >= 0 and at + len(lit) <= endpos:
+                    best = at if best < 0 else min(best, at)
             return best
         if self.mode == "folded":
             return self.lowered.find(self.pf.needles.folded, pos, endpos)
@@ -527,7 +521,8 @@ def _first_bytes(node):
     if node.op == sx.CAPTURE:
         return _first_bytes(node.subs[0])
     if node.op == sx.CONCAT and node.subs:
-        return None if sx.nullable(node.subs[0]) else _first_bytes(node.subs[0])
+        # A nullable first item answers None itself (every nullable node does).
+        return _first_bytes(node.subs[0])
     if node.op == sx.ALTERNATE:
         out = set()
         for sub in node.subs:
@@ -536,9 +531,7 @@ def _first_bytes(node):
                 return None
             out |= f
         return out
-    if node.op == sx.REPEAT and node.min > 0:
-        return _first_bytes(node.subs[0])
-    return None
+    return _first_bytes(node.subs[0]) if node.op == sx.REPEAT and node.min > 0 else None
 
 
 def line_regex(tree):
@@ -561,20 +554,20 @@ def line_regex(tree):
         if fin is not None:
             parts.append(fin.src)
             continue
-        if item.op != sx.REPEAT or item.max >= 0 or sx.node_ranges(item.subs[0]) is None:
+        # Not finite, so a repeat here is unbounded unless its body is untranslatable.
+        ranges = sx.node_ranges(item.subs[0]) if item.op == sx.REPEAT else None
+        unit = None if ranges is None else _class_regex(ranges)
+        if unit is None or item.max != -1:
             return None
-        unit = finite(item.subs[0], False)
-        if unit is None:
-            return None
-        if j == 0 or all(it.op == sx.ASSERT for it in items[j + 1:]) and j == len(items) - 1:
-            parts.append(f"(?:{unit.src}){{{item.min}}}")
+        if j == 0 or j == len(items) - 1:
+            parts.append(f"(?:{unit}){{{item.min}}}")
             continue
         rest = [it for it in items[j + 1:] if it.op != sx.ASSERT]
         if rest:
             follow = _first_bytes(rest[0])
             if follow is None or follow & _first_bytes(item.subs[0]):
                 return None
-        parts.append(f"(?:{unit.src}){{{item.min},}}")
+        parts.append(f"(?:{unit}){{{item.min},}}")
     return re.compile("".join(parts).encode("latin-1"), re.DOTALL)
 
 
@@ -604,6 +597,11 @@ def build(tree, exact_ok=False):
         return _build(tree, exact_ok)
 
 
+def _bare():
+    """A prefilter with no regex and no needles yet, for the parts _build() adds later."""
+    return Prefilter(None, False, None)
+
+
 def _build(tree, exact_ok):
     needles = needles_for(tree)
     pf = None
@@ -618,18 +616,18 @@ def _build(tree, exact_ok):
     if exact_ok and (pf is None or not pf.exact):
         lr = line_regex(tree)
         if lr is not None:
-            pf = pf or Prefilter(None, False, None)
+            pf = pf or _bare()
             pf.line_regex = lr
     weak = needles is None or (len(needles.literals) == 1 and len(needles.literals[0]) < 3
                                and not needles.whole)
     if weak:
         cn = class_needle(tree)
-        if cn is not None and (needles is None or len(cn.needle) > len(needles.literals[0])):
-            # A run of classes pins down more than a one- or two-byte literal would.
-            pf = pf or Prefilter(None, False, None)
+        if cn is not None:
+            # A run of three or more classes pins down more than a one- or two-byte literal.
+            pf = pf or _bare()
             pf.needles = None
             pf.class_needle = cn
     if needs_non_ascii(tree):
-        pf = pf or Prefilter(None, False, None)
+        pf = pf or _bare()
         pf.needs_non_ascii = True
     return pf

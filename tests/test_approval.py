@@ -314,3 +314,12 @@ def test_a_human_who_approves_at_the_prompt_lets_it_run_and_the_reason_says_so(t
     gate = Gate(policy, ask_human=lambda tool, args, verdict: True)
     verdict = gate.review("bash", SimpleNamespace(command="rm -rf build"))
     assert verdict.decision == "allow" and verdict.reason.startswith("approved by the human; ") and verdict.destructive
+
+
+def test_a_deny_rule_holds_for_a_path_under_a_directory_named_with_a_newline(tmp_path):
+    """A hostile repository can name a directory "a\\nb": `**` must cross it like any other name,
+    or a deny rule (and an allow rule's scope) silently stops applying below it."""
+    policy = Policy.create("auto", ["write(**)"], ["write(**/.env)", "edit(secrets/**)"], tmp_path)
+    for tool, rel in (("write", "a\nb/.env"), ("write", "x/\n/.env"), ("edit", "secrets/a\nb/k")):
+        assert policy.check(tool, SimpleNamespace(path=str(tmp_path / rel))).decision == "deny", rel
+    assert policy.check("write", SimpleNamespace(path=str(tmp_path / "a\nb" / "ok.txt"))).decision == "allow"

@@ -178,3 +178,44 @@ def test_the_walk_enters_only_directories_that_can_hold_a_match():
     two = pruner(["src/*/*.ts", "lib/*.py"])
     assert two("src") and two("src/app") and not two("src/app/deep") and two("lib") and not two("lib/x")
     assert pruner(["a[.-0]b.c"])("a/b")  # a class may span "/": depth is not bounded
+
+
+_NAME_CHARS = st.sampled_from(list("ab.c_-*?[]{}\\\n/ é"))
+
+
+@settings(max_examples=400, deadline=None)
+@given(suffixes=st.lists(st.text(_NAME_CHARS, max_size=4), min_size=1, max_size=3),
+       path=st.text(_NAME_CHARS, min_size=1, max_size=14))
+def test_the_suffix_fast_path_answers_as_the_regex(suffixes, path):
+    """glob stamps each file with path_test instead of the regex: for `**/*SUFFIX` an endswith, else
+    the regex itself; both must agree on every path, newlines and wildcard characters included."""
+    from abhed.files.globpattern import GlobError, path_test
+    pattern = "**/*" + ("{" + ",".join(suffixes) + "}" if len(suffixes) > 1 else suffixes[0])
+    try:
+        regex, expanded = compile_glob(pattern, "/ws")
+    except GlobError:
+        return
+    assert bool(path_test(regex, expanded)(path)) == bool(regex.fullmatch(path))
+
+
+def test_the_suffix_fast_path_is_taken_only_for_star_star_slash_star_suffix():
+    from abhed.files.globpattern import path_test
+    for pattern in ("**/*.c", "**/*.{ts,tsx}", "**/*", "**/*.tar.gz"):
+        regex, expanded = compile_glob(pattern, "/ws")
+        assert path_test(regex, expanded) != regex.fullmatch, pattern
+    for pattern in ("*.c", "src/**/*.c", "**/a*.c", "**/*.[ch]", "**/*/x.c", "**", "**/*.{c,h/x}"):
+        regex, expanded = compile_glob(pattern, "/ws")
+        assert path_test(regex, expanded) == regex.fullmatch, pattern
+    regex, expanded = compile_glob("**/*.c", "/ws")
+    test = path_test(regex, expanded)
+    assert test("a/b.c") and test(".c") and not test("a.c/b") and not test("a/b.h")
+    assert test("a/b.c") is True and test("a/b.h") is False  # endswith answered, not the regex
+    assert test("a\nb/c.c") is True and regex.fullmatch("a\nb/c.c")  # `**` crosses a newline-named directory
+
+
+def test_globstar_crosses_a_directory_named_with_a_newline(tools, ws):
+    """A hostile repository's "a\\nb/" directory cannot hide its files from `**`."""
+    make(ws, "a\nb/hidden.py", "a\nb/deep/x.c")
+    for pattern in ("**/*.py", "**/hidden.py", "**/deep/*.c", "**"):
+        out = tools.ok("glob", pattern=pattern)
+        assert "hidden.py" in out or "x.c" in out, (pattern, out)

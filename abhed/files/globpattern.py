@@ -9,6 +9,7 @@ of wildcards a pattern may hold is capped.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from abhed.common.errors import ToolError
 
@@ -146,4 +147,27 @@ def compile_glob(pattern: str, root: str) -> tuple[re.Pattern[str], list[str]]:
                         "set path to that directory.")
     expanded = expand_braces(pattern)
     regex = "|".join(f"(?:{translate(p)})" for p in expanded)
-    return re.compile(regex), expanded
+    # DOTALL: `**` crosses a directory whose name holds a newline like any other, or a hostile
+    # repository could hide files from glob and from approval rules' paths.
+    return re.compile(regex, re.DOTALL), expanded
+
+
+WILDCARDS = frozenset("*?[\\")
+
+
+def path_test(regex: re.Pattern[str], expanded: list[str]) -> Callable[[str], object]:
+    """A test of a relative file path equal to `regex.fullmatch` (what compile_glob returned for
+    `expanded`), cheaper for the commonest globs.
+
+    `**/*SUFFIX` (**/*.py, **/*.{ts,tsx}, **/*) holds exactly for the paths whose name ends with
+    SUFFIX: one str.endswith instead of a regex run per file (over the Linux tree's 78k files
+    8 ms instead of 33, of the glob tool's ~500).
+    """
+    suffixes = []
+    for pattern in expanded:
+        tail = pattern[4:]
+        if not pattern.startswith("**/*") or "/" in tail or WILDCARDS.intersection(tail):
+            return regex.fullmatch
+        suffixes.append(tail)
+    ends = tuple(suffixes)
+    return lambda path: path.endswith(ends)

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from abhed.files import filewalk, textfile
 from abhed.common.errors import ToolError
-from abhed.files.globpattern import compile_glob, literal_prefix
+from abhed.files.globpattern import compile_glob, literal_prefix, path_test
 from abhed.files.suggest import similar_paths
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, ok
 
@@ -101,7 +101,7 @@ class Glob(Tool):
     def run(self, args: GlobInput, ctx: ToolContext) -> ToolResult:
         root = search_root(args.path, ctx, self.name)
         regex, expanded = compile_glob(args.pattern, str(root))
-        listing = walk_checked(root, ctx, stamp=regex.fullmatch, descend=pruner(expanded))
+        listing = walk_checked(root, ctx, stamp=path_test(regex, expanded), descend=pruner(expanded))
         cut = len(str(root)) + 1
         found = list(listing.mtimes)  # the stamped files, in walk order
         hidden_matches = sum(1 for p in listing.hidden_files if regex.fullmatch(p[cut:]))
