@@ -139,6 +139,63 @@ def test_chat_starts_without_what_only_a_turn_needs(tmp_path, ws, home):
     assert tuple(collector["threshold"]) == startup.DEFAULT and collector["frozen"] > 10_000
 
 
+# Runs `abhed chat` as the console script does, writing sys.modules at the moment its prompt is drawn
+# (the chat's `drawn` hook: prompt_toolkit calls it once the prompt is on the screen).
+PROMPT_DRIVER = """
+import json, sys
+out = sys.argv[1]
+sys.argv = ["abhed", *sys.argv[2:]]
+from abhed.cli import chat
+start = chat.Pending.start
+def start_noting(self):
+    if self._thread is None:
+        with open(out, "w") as handle:
+            json.dump(sorted(sys.modules), handle)
+    start(self)
+chat.Pending.start = start_noting
+from abhed.cli.commands import main
+main()
+"""
+
+
+def chat_on_a_terminal(tmp_path: Path, *args: str) -> tuple[set[str], bytes]:
+    """`abhed chat ARGS` on a pseudo-terminal until the session's line is printed above its prompt:
+    the modules loaded when the prompt was drawn, and what the terminal showed."""
+    import os
+    import pty
+    import select
+    import signal
+    out = tmp_path / "at_prompt.json"
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(sys.executable, [sys.executable, "-c", PROMPT_DRIVER, str(out), *args])
+    shown = b""
+    try:  # the prompt, then the session's line printed above it and the prompt drawn again
+        while b"\x1b[?25h" not in shown.partition(b" session ")[2]:  # rich styles "abhed": not one run of bytes
+            assert select.select([fd], [], [], 60)[0], shown[-2000:]
+            chunk = os.read(fd, 65536)
+            assert chunk, shown[-2000:]
+            shown += chunk
+            if b"\x1b[6n" in chunk:  # prompt_toolkit asks where the cursor is: answer as a terminal would
+                os.write(fd, b"\x1b[1;1R")
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(fd)
+    return set(json.loads(out.read_text())), shown
+
+
+def test_chats_prompt_is_drawn_before_the_model_client_and_agent_load(tmp_path, ws, home):
+    """On a terminal the prompt comes first; the model client, the agent loop and the tools load in
+    a thread while the person types (test_chat_starts_without_what_only_a_turn_needs: they do load)."""
+    from abhed.model.replay import ReplayServer, Turn
+    with ReplayServer([Turn(text="unused")]) as server:
+        at_prompt, shown = chat_on_a_terminal(tmp_path, "chat", "--endpoint", server.url, "--workspace", str(ws))
+    assert "prompt_toolkit" in at_prompt and "rich" in at_prompt  # the prompt's own
+    assert heavy(at_prompt, ("httpx", "abhed.model.connect", "abhed.agent.loop", "abhed.tools.bash", "abhed.mcp")) == []
+    assert shown.index(b"ends the session") < shown.index(b" session ")  # told once the session was ready
+
+
 def test_start_up_collects_garbage_rarely_until_a_session_is_ready():
     code = """
 import gc

@@ -1,34 +1,103 @@
-"""The interactive session of `abhed chat`: read a message (or a slash command), run a turn, repeat."""
+"""The interactive session of `abhed chat`: read a message (or a slash command), run a turn, repeat.
+
+The prompt comes first (issue 18: ready for input at once). What a turn needs and is slow to get
+(the model client and its connection check, the session's lock, every tool, the MCP servers) is
+built in a thread started once the prompt is on the screen, while the person types; the first
+message (or slash command) waits for it. A build that fails ends the prompt at once and the chat
+with the build's own message and exit status, as when it came before the prompt.
+"""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from abhed.cli import lineedit, slash
-from abhed.cli.attachments import attach
 from abhed.cli.display import Chat
 from abhed.common.terminal import printable
-from abhed.cli.launch import budget
 from abhed.session.store import SessionStore
 
 
-def chat_loop(agent: Any, display: Chat, unfinished: bool) -> None:
+class StartFailed(Exception):
+    """The chat's agent could not be built: `message` for the person, `code` the exit status."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.message, self.code = message, code
+
+
+class Pending:
+    """The chat's agent and whether the session's last run was left unfinished, built by `build` in a
+    thread from `start()` on; `result()` waits for it (and raises what the build raised)."""
+
+    def __init__(self, build: Callable[[], tuple[Any, bool]]) -> None:
+        self._build = build
+        self._thread: threading.Thread | None = None
+        self._value: tuple[Any, bool] | None = None
+        self._error: BaseException | None = None
+        self.failed: Callable[[], None] = lambda: None  # told (from the thread) when the build fails
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="abhed-chat-start", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._build()
+        except BaseException as exc:  # handed to the main thread by result()
+            self._error = exc
+            self.failed()
+
+    def result(self) -> tuple[Any, bool]:
+        self.start()
+        assert self._thread is not None
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
+
+    def wait(self) -> None:
+        """The build is over (if it ever started), whatever came of it: before cleaning up after it."""
+        if self._thread is not None:
+            self._thread.join()
+
+
+def greet(display: Chat, workspace: Path) -> None:
+    """What the chat shows before its prompt: nothing that needs the model or the session."""
+    display.console.print(f"[bold]abhed[/] chat in {escape(printable(str(workspace)))}")
+    display.console.print("[dim]/help lists commands; Ctrl-C stops a turn, Ctrl-D or /exit ends the session.[/]")
+
+
+def announce(agent: Any, display: Chat, unfinished: bool) -> None:
+    """What the chat shows once its agent is built (above the prompt, if the person is typing)."""
     console = display.console
-    settings = agent.ctx.settings
-    session = agent.ctx.session
-    workspace = agent.ctx.paths.workspace
-    console.print(f"[bold]abhed[/] session [cyan]{session.id}[/] in {workspace}")
-    console.print(f"[dim]{agent.model.describe()}; mode {agent.gate.effective().mode}. /help lists commands; Ctrl-C "
-                  "stops a turn, Ctrl-D or /exit ends the session.[/]")
-    if session.state.todos:
-        display.todos(session.state.todos)
+    console.print(f"[bold]abhed[/] session [cyan]{agent.ctx.session.id}[/] [dim]({escape(printable(agent.model.describe()))}; "
+                  f"mode {agent.gate.effective().mode})[/]")
+    if agent.ctx.session.state.todos:
+        display.todos(agent.ctx.session.state.todos)
     if unfinished:
         console.print("[yellow]The last run of this session was cut short: press Enter to let it continue.[/]")
-    commands = slash.Slash(agent, display, SessionStore(settings.home))
-    read = lineedit.reader(settings.home, workspace, slash.NAMES, lambda prompt: console.input(prompt))
+
+
+def chat_loop(pending: Pending, display: Chat, home: Path, workspace: Path) -> None:
+    console = display.console
+    greet(display, workspace)
+    read = lineedit.reader(home, workspace, slash.NAMES, lambda prompt: console.input(prompt), drawn=pending.start)
+    pending.failed = read.stop  # the person learns at once, not when they send
+    agent = commands = None
+    unfinished = False
     while True:
         try:
             text = read("> ").strip()
+            if agent is None:  # the first message waits for what a turn needs
+                agent, unfinished = pending.result()
+                commands = slash.Slash(agent, display, SessionStore(home))
         except EOFError:
             console.print()
             return
@@ -42,16 +111,24 @@ def chat_loop(agent: Any, display: Chat, unfinished: bool) -> None:
             continue
         if not text and not unfinished:
             continue
-        agent.budget = budget(settings)  # the budgets are per prompt
-        attached = attach(text, agent.ctx.vision)  # images and PDFs named by path (typed or dropped)
-        for line in attached.lines:
-            console.print(printable(line), style="dim", markup=False, soft_wrap=True)
-        try:
-            outcome = agent.run(attached.prompt or None, images=attached.images)
-        finally:
-            display.idle()
-        unfinished = False
-        if outcome.status == "done":
-            console.print(f"[dim]{display.activity.line()}[/]")
-        else:
-            display.notice(outcome.detail + (f"\n{outcome.answer}" if outcome.answer else ""))
+        unfinished = _turn(agent, display, text)
+
+
+def _turn(agent: Any, display: Chat, text: str) -> bool:
+    """Run one turn on the person's message; False: nothing is left unfinished."""
+    from abhed.cli.attachments import attach
+    from abhed.cli.launch import budget
+    console = display.console
+    agent.budget = budget(agent.ctx.settings)  # the budgets are per prompt
+    attached = attach(text, agent.ctx.vision)  # images and PDFs named by path (typed or dropped)
+    for line in attached.lines:
+        console.print(printable(line), style="dim", markup=False, soft_wrap=True)
+    try:
+        outcome = agent.run(attached.prompt or None, images=attached.images)
+    finally:
+        display.idle()
+    if outcome.status == "done":
+        console.print(f"[dim]{display.activity.line()}[/]")
+    else:
+        display.notice(outcome.detail + (f"\n{outcome.answer}" if outcome.answer else ""))
+    return False

@@ -730,26 +730,48 @@ def chat(session_id: str | None, new: bool, **kw) -> None:  # type: ignore[no-un
 
     Ctrl-C stops the current turn and returns to the prompt; Ctrl-D (or /exit) ends the session.
     """
-    from abhed.cli import launch
-    from abhed.cli.chat import chat_loop
+    from contextlib import ExitStack
+
+    from abhed.cli.chat import Pending, StartFailed, chat_loop
     from abhed.cli.display import Chat
     if new and session_id:
         _fail(f"--new starts a new session and --session {session_id} continues one: give only one of them.")
-    settings, workspace, kw = _prepare(kw, session_id)
+    settings, workspace, kw = _prepare(kw, session_id)  # settings' mistakes are cheap to find: before the prompt
     display = Chat()
-    model = _open_model(settings, display)
+    held = ExitStack()  # what the build opened, closed when the chat ends
+
+    def build():  # type: ignore[no-untyped-def]
+        """In a thread while the person types: the model client, the session and the agent."""
+        from abhed.cli import launch
+        from abhed.cli.chat import announce
+        from abhed.model.errors import ModelError
+        from abhed.model.profiles import ProfileError
+        try:
+            model = launch.open_model(settings, display)
+            held.callback(model.client.close)
+            agent, unfinished = held.enter_context(launch.agent_in_session(
+                settings, workspace, session_id, model, display, ask_human=display.ask, options=kw, cwd=Path.cwd()))
+        except (ModelError, ProfileError) as exc:  # may quote the server's own words
+            raise StartFailed(f"abhed: {exc}", 1) from None
+        except launch.LaunchError as exc:
+            raise StartFailed(f"abhed: {exc}", 2) from None
+        if session_id is not None:
+            for line in launch.recent_conversation(agent.ctx.session):
+                display.console.print(printable(line), markup=False, highlight=False)
+        display.attach(agent.gate, _rule_saver(settings))
+        announce(agent, display, unfinished)
+        return agent, unfinished
+
+    pending = Pending(build)
     try:
-        with launch.agent_in_session(settings, workspace, session_id, model, display,
-                                     ask_human=display.ask, options=kw, cwd=Path.cwd()) as (agent, unfinished):
-            if session_id is not None:
-                for line in launch.recent_conversation(agent.ctx.session):
-                    display.console.print(printable(line), markup=False, highlight=False)
-            display.attach(agent.gate, _rule_saver(settings))
-            chat_loop(agent, display, unfinished)
-    except launch.LaunchError as exc:
-        _fail(str(exc))
+        chat_loop(pending, display, settings.home, workspace)
+        pending.result()  # a chat ended before its agent was ready still says why that could not be
+    except StartFailed as exc:
+        click.echo(printable(exc.message), err=True)
+        sys.exit(exc.code)
     finally:
-        model.client.close()
+        pending.wait()
+        held.close()
 
 
 def _rule_saver(settings: config.Settings):  # type: ignore[no-untyped-def]

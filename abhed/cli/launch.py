@@ -10,21 +10,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
 
 from abhed.cli import startup
-from abhed.session import config
-from abhed.agent.loop import Agent, Budget, Limits
 from abhed.gate.approval import Gate, Policy, Rule, Verdict
-from abhed.agent.display import Display
-from abhed.session.checkpoint import from_settings
-from abhed.model.connect import Model, connect
-from abhed.files.paths import PathPolicy
-from abhed.agent.dispatch import NOT_APPROVED
-from abhed.session.events import ActionEvent, MessageEvent, ObservationEvent, RunEvent
+from abhed.session import config
 from abhed.session.store import Session, SessionError, SessionStore
-from abhed.tools import BY_NAME, all_tools
-from abhed.tools.base import ToolContext
+
+# What only a session at work needs (the model client, the agent, every tool) is imported where it
+# is used: settings and the workspace are found before chat's prompt, all of this after it (issue 18).
+if TYPE_CHECKING:
+    from abhed.agent.display import Display
+    from abhed.agent.loop import Agent, Budget
+    from abhed.model.connect import Model
 
 
 class LaunchError(Exception):
@@ -100,6 +98,7 @@ def latest(settings: config.Settings, workspace: Path) -> str:
 
 def open_model(settings: config.Settings, display: Display) -> Model:
     """Connect to the configured model server (ModelError, ProfileError when it cannot be used)."""
+    from abhed.model.connect import connect
     m = settings.model
     return connect(m.endpoint, api_key=m.api_key, model=m.model, profile=m.profile, tool_format=m.tool_format,
                    stream=m.stream, timeout_s=m.timeout_s, attempts=m.attempts, stall_s=m.stall_s,
@@ -110,6 +109,7 @@ def open_model(settings: config.Settings, display: Display) -> Model:
 
 
 def budget(settings: config.Settings) -> Budget:
+    from abhed.agent.loop import Budget, Limits
     a = settings.agent
     return Budget(Limits(turns=a.max_turns, tokens=a.max_tokens, seconds=a.max_seconds))
 
@@ -161,6 +161,11 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
     whether the session's last run was left unfinished. `workspace` comes from `locate`; `options`
     (the REMEMBERED flags) are saved with the session for `abhed resume`; a new session's commands
     start in `cwd` when it is inside the workspace (where the person started it), else at its root."""
+    from abhed.agent.loop import Agent
+    from abhed.files.paths import PathPolicy
+    from abhed.session.checkpoint import from_settings
+    from abhed.tools import all_tools
+    from abhed.tools.base import ToolContext
     try:
         config.refuse_workspace_control(settings, workspace)
     except config.ConfigError as exc:
@@ -199,6 +204,11 @@ def refused_for_want_of_a_human(session: Session, settings: config.Settings, wor
     """The calls of the session's last run that needed approval and were refused because nobody was
     there to give it (`abhed run`): each as the --allow rule that would let it through, checked
     against the policy, or "--mode auto" when no simple rule would (a redirect, an assignment)."""
+    from pydantic import ValidationError
+
+    from abhed.agent.dispatch import NOT_APPROVED
+    from abhed.session.events import ActionEvent, ObservationEvent, RunEvent
+    from abhed.tools import BY_NAME
     events = session.log.load().events
     starts = [i for i, e in enumerate(events) if isinstance(e, RunEvent) and e.status == "started"
               and e.agent_id == "main"]
@@ -228,6 +238,7 @@ def refused_for_want_of_a_human(session: Session, settings: config.Settings, wor
 
 def recent_conversation(session: Session, messages: int = 6, width: int = 200) -> list[str]:
     """The last few prompts and replies of the session, for a person picking it up again."""
+    from abhed.session.events import MessageEvent
     said = [e for e in session.log.load().events if isinstance(e, MessageEvent) and e.agent_id == "main"
             and e.origin in ("user", "model") and e.content.strip()]
     if not said:

@@ -8,6 +8,7 @@ commands and paths (relative to the workspace).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import sys
@@ -25,15 +26,35 @@ def history_path(home: Path, workspace: Path) -> Path:
     return home / "history" / f"{key}.txt"
 
 
-def reader(home: Path, workspace: Path, commands: Iterable[str],
-           fallback: Callable[[str], str]) -> Callable[[str], str]:
-    """A function reading one message (raises EOFError at the end, KeyboardInterrupt on Ctrl-C)."""
+class Reader:
+    """Reads one message per call (raises EOFError at the end, KeyboardInterrupt on Ctrl-C)."""
+
+    def __init__(self, read: Callable[[str], str], stop: Callable[[], None] = lambda: None) -> None:
+        self._read, self._stop = read, stop
+
+    def __call__(self, prompt: str) -> str:
+        return self._read(prompt)
+
+    def stop(self) -> None:
+        """From any thread: end the prompt being shown as if Enter were pressed on an empty line
+        (nothing when none is shown, or on plain lines: a blocking read cannot be ended)."""
+        self._stop()
+
+
+def reader(home: Path, workspace: Path, commands: Iterable[str], fallback: Callable[[str], str],
+           drawn: Callable[[], None] = lambda: None) -> Reader:
+    """The chat's reader: prompt_toolkit on a terminal, `fallback` otherwise. `drawn` is called each
+    time the prompt is on the screen (or right before a plain line is read)."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        return fallback
+        def plain(prompt: str) -> str:
+            drawn()
+            return fallback(prompt)
+        return Reader(plain)
     from prompt_toolkit import PromptSession
     from prompt_toolkit.filters import is_searching
     from prompt_toolkit.history import FileHistory
     from prompt_toolkit.key_binding import KeyBindings
+    from prompt_toolkit.patch_stdout import patch_stdout
 
     path = history_path(home, workspace)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -53,7 +74,21 @@ def reader(home: Path, workspace: Path, commands: Iterable[str],
     session: PromptSession[str] = PromptSession(
         history=FileHistory(str(path)), multiline=True, key_bindings=keys, completer=_Completer(workspace, commands),
         complete_while_typing=False, enable_history_search=False, prompt_continuation=lambda width, *_: "." * (width - 1) + " ")
-    return lambda prompt: session.prompt(prompt)
+
+    def after_drawing() -> None:  # pre_run comes before the prompt is drawn; what it schedules runs after
+        asyncio.get_running_loop().call_soon(drawn)
+
+    def read(prompt: str) -> str:
+        # What other threads print while the prompt is shown goes above it, not through it.
+        with patch_stdout(raw=True):
+            return session.prompt(prompt, pre_run=after_drawing)
+
+    def stop() -> None:
+        app, loop = session.app, session.app.loop
+        if app.is_running and loop is not None:
+            loop.call_soon_threadsafe(lambda: None if app.future is None or app.future.done() else app.exit(result=""))
+
+    return Reader(read, stop)
 
 
 def _completer_base():  # type: ignore[no-untyped-def]

@@ -327,3 +327,31 @@ def test_mcp_shows_the_servers_admitted_and_withheld_tools_and_refused_connectio
         allowed.close()
     result = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"][-1]
     assert "fetch failed: HTTP Error 403" in result and "not in allow_hosts" in result
+
+
+def test_a_wrong_endpoint_ends_the_prompt_at_once_with_the_connection_error(ws, term, home):
+    """The prompt comes before the connection check (issue 18); a check that fails ends the chat at
+    once, with the same message and exit status as before the prompt, though nothing was sent."""
+    chat = term("--endpoint", "http://127.0.0.1:9/v1", "--workspace", str(ws))
+    screen = chat.wait_for("CHAT-EXITED 1")
+    assert screen.index("ends the session.") < screen.index("Cannot connect to the model server at http://127.0.0.1:9/v1")
+    assert screen.count("Cannot connect to the model server") == 1 and "Traceback" not in screen
+    from abhed.session.store import SessionStore
+    assert SessionStore(home).ids() == []
+
+
+def test_a_locked_session_ends_the_prompt_with_what_holds_it(ws, term, home, tmp_path):
+    """A session another process holds: the chat's prompt comes first, then the store's explanation
+    (exit 2), as `abhed chat --session` told it before the prompt."""
+    from abhed.session.store import SessionStore
+    config = tmp_path / "config.toml"
+    config.write_text("[agent]\nsession_wait_s = 1\n")
+    with ReplayServer([Turn(text="unused")]) as server:
+        with SessionStore(home).use(None, ws) as held:
+            chat = term("--endpoint", server.url, "--workspace", str(ws), "--session", held.id,
+                        env={"ABHED_CONFIG": str(config)})
+            screen = chat.wait_for("CHAT-EXITED 2")
+    flat = " ".join(screen.split())
+    told = flat.index(f"abhed: Session '{held.id}' is still in use by")
+    assert flat.index("ends the session.") < told and "agent.session_wait_s sets how long to wait" in flat[told:]
+    assert "Traceback" not in screen
