@@ -355,3 +355,19 @@ def test_a_locked_session_ends_the_prompt_with_what_holds_it(ws, term, home, tmp
     told = flat.index(f"abhed: Session '{held.id}' is still in use by")
     assert flat.index("ends the session.") < told and "agent.session_wait_s sets how long to wait" in flat[told:]
     assert "Traceback" not in screen
+
+
+@pytest.mark.parametrize("when", ["at once", "after the session line"])
+def test_ctrl_d_at_an_empty_prompt_ends_the_chat(ws, term, home, when):
+    """The prompt is drawn before the session is built (issue 18): Ctrl-D there, whether the build
+    is still going or has printed its line above the prompt, ends the chat cleanly, with a session."""
+    with ReplayServer([Turn(text="unused")]) as server:
+        chat = term("--endpoint", server.url, "--workspace", str(ws))
+        chat.wait_for("ends the session.")
+        if when != "at once":
+            chat.wait_for(" session ")
+        chat.keys("C-d")
+        screen = chat.wait_for("CHAT-EXITED 0")
+    assert "Traceback" not in screen and server.requests == []
+    from abhed.session.store import SessionStore
+    assert len(SessionStore(home).ids()) == 1
