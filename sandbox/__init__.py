@@ -144,14 +144,9 @@ Not covered (residual risks; the host side must keep them in mind)
   from the next session on.
 - Host root: the sandbox's root is still host uid 0, so it can read root-owned files that
   are visible (hidden: non-world-readable /etc entries; bind nothing else root-only), and
-  RLIMIT_NPROC does not apply (a pids cgroup does). Run Abhed as an unprivileged user.
-- Cost: the bwrap backend adds about 7-10 ms per command over the same command unconfined
-  (benchmarks/bash_bench.py as root on a 2-core host: 8.3-8.8 ms for ``true`` back to back,
-  7.2 ms with 100 ms pauses at load 2 but 9.7-10.0 ms with them on an idle host), most of it
-  bwrap's namespaces and mounts; Abhed's own CPU is about 1 ms of it.
-  As root on cgroup v1, bwrap is started from inside the command's cgroups (no process move);
-  on cgroup v2 the first process move into them after a quiet spell waits for an RCU grace
-  period (5-15 ms), overlapped with bwrap's set-up (docs/security.md, "Performance").
+  RLIMIT_NPROC does not apply (a pids cgroup does; the first move into it after a quiet
+  spell waits for an RCU grace period, 7-15 ms on a loaded host, overlapped with bwrap's set-up).
+  Run Abhed as an unprivileged user.
 - Backend ``none`` confines nothing: only the environment, rlimits (not the process count)
   and the process group (a process that calls setsid survives the command).
 """
