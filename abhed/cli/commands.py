@@ -287,7 +287,7 @@ def sessions_list(as_json: bool, show_all: bool) -> None:
     from abhed.session.events import RunEvent
     from abhed.session.store import SessionError, SessionStore
     store = SessionStore(_settings().home)
-    rows, hidden = [], 0
+    rows, hidden, used_at = [], 0, {}
     for session_id in store.ids():
         try:
             session = store.open(session_id)
@@ -302,14 +302,16 @@ def sessions_list(as_json: bool, show_all: bool) -> None:
         runs = [e for e in events if isinstance(e, RunEvent) and e.agent_id == "main"]
         prompts = [e.prompt for e in runs if e.status == "started" and e.prompt]
         last = runs[-1].status if runs else "new"
+        used = store.last_used(session_id)
+        used_at[state.id] = used
         rows.append({"id": state.id, "created_at": state.created_at.isoformat(timespec="seconds"),
-                     "last_used": datetime.fromtimestamp(store.last_used(session_id), timezone.utc)
-                     .isoformat(timespec="seconds"),
+                     "last_used": datetime.fromtimestamp(used, timezone.utc).isoformat(timespec="seconds"),
                      "status": "running or cut short" if last == "started" else last,
                      "mode": state.options.get("mode") or "", "model": state.options.get("model") or "",
                      "origin": state.origin, "events": len(events), "workspace": state.workspace,
                      "first_prompt": prompts[0] if prompts else ""})
-    rows.sort(key=lambda row: (row["last_used"], row["id"]), reverse=True)
+    # Newest first by the exact time: the shown one is cut to the second, where two sessions tie.
+    rows.sort(key=lambda row: (used_at[row["id"]], row["id"]), reverse=True)
     if as_json:
         click.echo(json.dumps(rows, indent=1))
     elif not rows:
