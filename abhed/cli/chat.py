@@ -111,11 +111,12 @@ def chat_loop(pending: Pending, display: Chat, home: Path, workspace: Path) -> N
             continue
         if not text and not unfinished:
             continue
-        unfinished = _turn(agent, display, text)
+        _turn(agent, display, text)
+        unfinished = False
 
 
-def _turn(agent: Any, display: Chat, text: str) -> bool:
-    """Run one turn on the person's message; False: nothing is left unfinished."""
+def _turn(agent: Any, display: Chat, text: str) -> None:
+    """Run one turn on the person's message."""
     from abhed.cli.attachments import attach
     from abhed.cli.launch import budget
     console = display.console
@@ -131,4 +132,3 @@ def _turn(agent: Any, display: Chat, text: str) -> bool:
         console.print(f"[dim]{display.activity.line()}[/]")
     else:
         display.notice(outcome.detail + (f"\n{outcome.answer}" if outcome.answer else ""))
-    return False
