@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from fd_testing import fds_on
 
 from abhed.files import atomic
 from abhed.session.store import ReadRecord, changed_since
@@ -110,10 +111,6 @@ def test_changed_since_over_the_hash_limit_uses_size_and_mtime():
     assert changed_since(seen, None, 101, 5)
 
 
-def _fds() -> set[str]:
-    return set(os.listdir("/proc/self/fd"))
-
-
 def test_the_re_check_never_follows_a_symlink_swapped_in_for_the_target(tmp_path):
     import errno
     import hashlib
@@ -135,9 +132,9 @@ def test_no_descriptor_is_left_open(tmp_path):
     (tmp_path / "f.txt").write_bytes(b"old\n")
     dirfd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        before = _fds()
+        before = fds_on(tmp_path)
         atomic.replace_at(dirfd, "f.txt", b"new\n", mode=0o644, expect=hashlib.sha256(b"old\n").hexdigest())
-        assert _fds() == before
+        assert fds_on(tmp_path) == before
     finally:
         os.close(dirfd)
 
@@ -160,11 +157,11 @@ def test_the_temporary_file_is_private_while_it_is_written(tmp_path, monkeypatch
 
 def test_replace_file_closes_what_it_opens_and_refuses_a_directory_name(tmp_path):
     (tmp_path / "d").mkdir()
-    before = _fds()
+    before = fds_on(tmp_path)
     atomic.replace_file(tmp_path / "f.txt", b"x\n", mode=0o644)
     with pytest.raises(OSError):
         atomic.replace_file(tmp_path / "d" / "..", b"x\n", mode=0o644)
-    assert _fds() == before
+    assert fds_on(tmp_path) == before
     assert sorted(os.listdir(tmp_path)) == ["d", "f.txt"] and os.listdir(tmp_path / "d") == []
 
 

@@ -2,6 +2,7 @@
 import os
 
 import pytest
+from fd_testing import fds_on
 
 from fallback_grep import parallel
 from fallback_grep.filesearch import Matcher, search_paths, walk
@@ -104,9 +105,8 @@ def test_a_workers_run_closes_each_directory_descriptor(tmp_path):
     _tree(tmp_path)
     batch = [(str(tmp_path / "d00"), ["f0.txt", "f1.txt"]), (str(tmp_path / "d03") + "/", ["f2.txt"]),
              (str(tmp_path / "gone"), ["x.txt"])]
-    before = len(os.listdir("/proc/self/fd"))
     got = [(dfd is None, name, path) for dfd, name, path in parallel._Run(batch).entries()]
-    assert len(os.listdir("/proc/self/fd")) == before
+    assert fds_on(tmp_path) == []
     assert got == [(False, "f0.txt", str(tmp_path / "d00" / "f0.txt")), (False, "f1.txt", str(tmp_path / "d00" / "f1.txt")),
                    (False, "f2.txt", str(tmp_path / "d03" / "f2.txt")),
                    (True, str(tmp_path / "gone" / "x.txt"), str(tmp_path / "gone" / "x.txt"))]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -102,3 +105,19 @@ def chown_to(path: Path, runner) -> None:
         return
     for p in [path, *path.rglob("*")] if path.is_dir() and not path.is_symlink() else [path]:
         os.lchown(p, runner.uid, runner.gid)
+
+
+def fds_in_a_fresh_process(body: str, workspace: Path) -> dict:
+    """Run ``body`` (Python, with ``sandbox``, ``os`` and ``workspace`` in scope) in a new interpreter
+    and return the dict it leaves in ``out``.
+
+    For descriptor counts: this test process carries threads from earlier tests (a shared
+    microVM's reader, egress proxies) that open and close descriptors at any moment, so a
+    listing of its /proc/self/fd is not the command's alone.
+    """
+    script = f"import json, os, sys\nimport sandbox\nworkspace = sys.argv[1]\nout = {{}}\n{body}\nprint(json.dumps(out))\n"
+    repo = Path(__file__).resolve().parents[2]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(repo), "LANG": "C.UTF-8", "HOME": os.environ.get("HOME", "/")}
+    done = subprocess.run([sys.executable, "-c", script, str(workspace)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import sandbox
 from net_testing import HostServer
+from sbx_helpers import fds_in_a_fresh_process
 from sandbox import egress
 
 
@@ -226,18 +227,20 @@ def test_a_request_head_that_never_ends_is_refused_and_reported(root_runner, sen
         assert "HTTP/1.1 400 Bad Request" in output
 
 
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
-def test_a_namespace_that_cannot_be_entered_is_a_setup_error_that_leaks_nothing():
-    before = open_fds()
-    with pytest.raises(sandbox.SandboxSetupError) as caught:
-        egress.listen_in(2**22 + 1)  # above any pid_max: no such process
-    message = str(caught.value)
+def test_a_namespace_that_cannot_be_entered_is_a_setup_error_that_leaks_nothing(tmp_path):
+    out = fds_in_a_fresh_process("""
+from sandbox import egress
+out["before"] = sorted(os.listdir("/proc/self/fd"))
+try:
+    egress.listen_in(2**22 + 1)  # above any pid_max: no such process
+except sandbox.SandboxSetupError as exc:
+    out["message"] = str(exc)
+out["after"] = sorted(os.listdir("/proc/self/fd"))
+""", tmp_path)
+    message = out["message"]
     assert "could not listen inside the sandbox's network namespace" in message
     assert f"/proc/{2**22 + 1}/ns/net" in message and "remove allow_hosts" in message
-    assert open_fds() == before
+    assert out["after"] == out["before"]
 
 
 def test_a_tunnel_passes_a_half_close_on(root_runner):

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from fd_testing import fds_on
 
 from sandbox.gitguard import QUARANTINE_SUFFIX, GitGuard, is_git_dir
 
@@ -79,9 +80,8 @@ def test_a_new_repository_is_quarantined_with_its_head(tmp_path, mode):
     fake_repo(tmp_path)
     guard = start(tmp_path, mode)
     fake_repo(tmp_path / "a" / "b")
-    before = len(os.listdir("/proc/self/fd"))
     notes = guard.check()
-    assert len(os.listdir("/proc/self/fd")) == before  # every directory opened for the renames is closed
+    assert fds_on(tmp_path) == []  # every directory opened for the renames is closed
     moved = tmp_path / "a" / "b" / f".git{QUARANTINE_SUFFIX}-2"
     assert notes == [
         f"the sandbox created a git repository (its HEAD is renamed too): {tmp_path}/a/b/.git was renamed to {moved} so "
@@ -341,10 +341,6 @@ def test_after_an_overflow_the_guard_watches_afresh(tmp_path, monkeypatch):
     assert len(guard.check()) == 1
 
 
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
 def test_a_directory_that_fails_to_list_leaks_no_descriptor(tmp_path, mode, monkeypatch):
     from sandbox import gitguard
 
@@ -359,12 +355,11 @@ def test_a_directory_that_fails_to_list_leaks_no_descriptor(tmp_path, mode, monk
 
     monkeypatch.setattr(gitguard, "_list", failing)
     monkeypatch.setattr(gitguard, "RECENT_NS", 10**18)
-    before = open_fds()
     (tmp_path / "a" / "new").mkdir()
     notes = guard.check()
     guard._full_walk_needed = True
     notes += guard.check()
-    assert open_fds() == before
+    assert fds_on(tmp_path) == []
     assert any(f"the directory {tmp_path}/a cannot be read by Abhed" in n for n in notes), notes
 
 

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from sbx_helpers import DriverError, host_pids_with, unique_marker, wait_until
+from sbx_helpers import DriverError, fds_in_a_fresh_process, host_pids_with, unique_marker, wait_until
 
 import sandbox
 from sandbox.bwrap import setup_failure
@@ -522,13 +522,15 @@ def test_per_command_pids_cgroups_are_removed(root_runner):
 @pytest.mark.parametrize("backend", ["bwrap", "none"])
 def test_no_descriptor_outlives_its_command(root_runner, backend):
     """Pipes, pidfds (the sandbox's pid 1 too) are closed when each command ends, however it ended."""
-    workspace = root_runner.new_workspace()
-    with sandbox.Sandbox(sandbox.SandboxConfig(backend=backend), workspace) as sb:
-        sb.run("true", cwd=workspace, timeout_s=60)  # whatever is opened once per session
-        before = sorted(os.listdir("/proc/self/fd"))
-        for command, timeout in (("true", 60), ("exit 3", 60), ("sleep 60 & echo started", 60), ("sleep 60", 0.3)):
-            sb.run(command, cwd=workspace, timeout_s=timeout)
-        assert sorted(os.listdir("/proc/self/fd")) == before
+    out = fds_in_a_fresh_process(f"""
+with sandbox.Sandbox(sandbox.SandboxConfig(backend={backend!r}), workspace) as sb:
+    sb.run("true", cwd=workspace, timeout_s=60)  # whatever is opened once per session
+    out["before"] = sorted(os.listdir("/proc/self/fd"))
+    for command, timeout in (("true", 60), ("exit 3", 60), ("sleep 60 & echo started", 60), ("sleep 60", 0.3)):
+        sb.run(command, cwd=workspace, timeout_s=timeout)
+    out["after"] = sorted(os.listdir("/proc/self/fd"))
+""", root_runner.new_workspace())
+    assert out["after"] == out["before"]
 
 
 def test_without_a_disk_reserve_nothing_watches_the_command(runner, workspace):
@@ -602,16 +604,22 @@ def test_a_bwrap_that_cannot_be_started_leaves_no_descriptor_and_no_cgroup(root_
     """The binary vanished after the session began: the spawn fails, and every pipe end and cgroup
     made for the command is released (judged in /proc/self/fd and the real cgroup hierarchy)."""
     workspace = root_runner.new_workspace()
-    with sandbox.Sandbox(sandbox.SandboxConfig(), workspace) as sb:
-        sb.run("true", cwd=workspace, timeout_s=60)
-        before = sorted(os.listdir("/proc/self/fd"))
-        sb._launcher.bwrap = tmp_path / "gone" / "bwrap"
-        with pytest.raises(FileNotFoundError):
-            sb.run("touch ran", cwd=workspace, timeout_s=60)
-        assert sorted(os.listdir("/proc/self/fd")) == before
-        parents = sb._launcher.cgroup_parents
-    for parent in parents:
-        assert list(parent.path.glob(f"run-{os.getpid()}-*")) == []
+    out = fds_in_a_fresh_process(f"""
+with sandbox.Sandbox(sandbox.SandboxConfig(), workspace) as sb:
+    sb.run("true", cwd=workspace, timeout_s=60)
+    out["before"] = sorted(os.listdir("/proc/self/fd"))
+    sb._launcher.bwrap = {str(tmp_path / "gone" / "bwrap")!r}
+    try:
+        sb.run("touch ran", cwd=workspace, timeout_s=60)
+    except FileNotFoundError as exc:
+        out["raised"] = str(exc)
+    out["after"] = sorted(os.listdir("/proc/self/fd"))
+    parents = sb._launcher.cgroup_parents
+out["left"] = [str(p) for parent in parents for p in parent.path.glob(f"run-{{os.getpid()}}-*")]
+""", workspace)
+    assert "gone/bwrap" in out["raised"]
+    assert out["after"] == out["before"]
+    assert out["left"] == []
     assert not (workspace / "ran").exists()
 
 
