@@ -106,7 +106,7 @@ def test_newest_first_equals_sorting_everything(files, limit):
     """The cut-off selection gives exactly the full sort's first `limit` (newest, ties by path)."""
     mtimes = dict(files)
     want = sorted(mtimes, key=lambda p: (-mtimes[p], p))[:limit]
-    assert newest_first(list(mtimes), mtimes, limit) == want
+    assert newest_first(list(mtimes), list(mtimes.values()), limit) == want
 
 
 @pytest.mark.parametrize("pattern, fact", [

@@ -20,9 +20,8 @@ import re
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import partial
 from itertools import compress, repeat
-from operator import add, attrgetter
+from operator import add
 from pathlib import Path
 
 from abhed.files import atomic, beneath
@@ -289,7 +288,8 @@ class Listing:
     hidden_dirs: list[str] = field(default_factory=list)  # directories skipped by the rules
     hidden_files: list[str] = field(default_factory=list)  # files skipped by the rules
     unreadable: list[str] = field(default_factory=list)  # directories that could not be listed
-    mtimes: dict[str, int] = field(default_factory=dict)  # walk(stamp=...): modification times, ns
+    stamped: list[str] = field(default_factory=list)  # walk(stamp=...): the files stamped, in walk order
+    stamps: list[int] = field(default_factory=list)  # and their modification times (ns), index for index
 
 
 def walk(root: Path, excludes: Iterable[str], keep: Callable[[str], bool] | None = None,
@@ -302,7 +302,7 @@ def walk(root: Path, excludes: Iterable[str], keep: Callable[[str], bool] | None
     descriptor opened below `root`'s (from `open_root`, e.g. PathPolicy.open_dir) through no
     symlink, so a directory swapped for a link mid-walk is not listed. Abhed's own temporary
     files (atomic.is_temp) are never listed. `stamp`: the files (relative path) whose
-    modification time to record in `Listing.mtimes`, read through the same descriptors.
+    modification time to record in `Listing.stamps`, read through the same descriptors.
     `descend`: whether a directory (relative path) can hold a wanted file; False prunes it, which
     must then hold nothing `keep` or `stamp` wants, nor any hidden entry the caller reports.
     """
@@ -317,7 +317,6 @@ def walk(root: Path, excludes: Iterable[str], keep: Callable[[str], bool] | None
     return listing
 
 
-_MTIME = attrgetter("st_mtime_ns")
 
 
 def _walk(rootfd: int, top: str, rules: Rules, listing: Listing, keep: Callable[[str], bool] | None,
@@ -374,15 +373,20 @@ def _directory(fd: int, prefix: str, cut: int, names: list[str], subdirs: list[s
     relative = prefix[cut:]
     if keep is not None:
         names = list(compress(names, map(keep, map(add, repeat(relative), names))))
-    listing.files.extend(map(add, repeat(prefix), names))
+    paths = list(map(add, repeat(prefix), names))
+    listing.files.extend(paths)
     if stamp is None:
         return
-    names = list(compress(names, map(stamp, map(add, repeat(relative), names))))
+    wanted = list(map(stamp, map(add, repeat(relative), names)))
+    if not all(wanted):
+        names, paths = list(compress(names, wanted)), list(compress(paths, wanted))
+    stat = os.stat
     try:
-        times = list(map(_MTIME, map(partial(os.stat, dir_fd=fd, follow_symlinks=False), names)))
+        times = [stat(name, dir_fd=fd, follow_symlinks=False).st_mtime_ns for name in names]
     except OSError:  # a file vanished since the listing: it sorts last, still listed as found
         times = [_mtime(fd, name) for name in names]
-    listing.mtimes.update(zip(map(add, repeat(prefix), names), times))
+    listing.stamped.extend(paths)
+    listing.stamps.extend(times)
 
 
 def _mtime(fd: int, name: str) -> int:
