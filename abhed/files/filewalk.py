@@ -195,7 +195,11 @@ class Chain:
         self.override = override  # the operator's exclusions: above every ignore file
         every = (override, *files)
         self.exact = frozenset(name for f in every for name in f._exact)
-        self.suffixes = tuple(text for f in every for text in f._suffix_tuple)
+        # The suffixes by their last character: one endswith over the two or three that can
+        # apply to a name instead of over all forty of the Linux tree's .gitignore.
+        self.suffixes: dict[str, tuple[str, ...]] = {}
+        for text in (text for f in every for text in f._suffix_tuple):
+            self.suffixes[text[-1]] = (*self.suffixes.get(text[-1], ()), text)
         # One regex for the name rules of every file in the chain: one match per entry, not one
         # per ignore file (a deep tree has several in force).
         self.by_name = _union([f._by_name.pattern for f in every if f._by_name is not None])
@@ -226,8 +230,8 @@ class Chain:
         (set intersection, filter over map) and Python looks only at the few hits. Each rule
         regex ends in `/` or `(?:/|$)`, so testing with a slash appended is a superset test for
         the entry as a file and as a directory: one match instead of two."""
-        exact, suffixes = self.exact, self.suffixes
-        hits = {name for name in names if name in exact or name.endswith(suffixes)}
+        exact, ending = self.exact, self.suffixes.get
+        hits = {name for name in names if name in exact or name.endswith(ending(name[-1:], ()))}
         if self.by_name is not None:
             hits.update(name[:-1] for name in filter(self.by_name.fullmatch, slashed))
         by_path = self.by_path(prefix.count("/"))
