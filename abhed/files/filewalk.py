@@ -333,8 +333,6 @@ def walk(root: Path, excludes: Iterable[str], keep: Callable[[str], bool] | None
     return listing
 
 
-
-
 def _walk(rootfd: int, top: str, rules: Rules, listing: Listing, keep: Callable[[str], bool] | None,
           stamp: Callable[[str], bool] | None, descend: Callable[[str], bool] | None) -> None:
     """Directory by directory, each step over a whole directory's names at once (map, filter,
@@ -376,7 +374,8 @@ def _directory(fd: int, prefix: str, cut: int, names: list[str], subdirs: list[s
     onto `stack`, what the rules ignore into the hidden lists."""
     flagged = chain.flagged(prefix, names + subdirs, list(map(add, names + subdirs, repeat("/"))))
     if flagged:
-        hidden = {name for name in flagged if chain.ignored(prefix + name, name, name in subdirs)}
+        directories = set(subdirs)
+        hidden = {name for name in flagged if chain.ignored(prefix + name, name, name in directories)}
         # Subdirectories first, files second: a name is one or the other, never both.
         listing.hidden_dirs.extend(prefix + name for name in subdirs if name in hidden)
         listing.hidden_files.extend(prefix + name for name in names if name in hidden)
