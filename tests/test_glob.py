@@ -120,6 +120,15 @@ def test_bad_patterns_are_instructions(tools, pattern, fact):
     assert fact in tools.err("glob", pattern=pattern)
 
 
+def test_a_backwards_range_is_an_instruction_not_a_traceback(tools):
+    """[z-a] passed every check of the translation and failed in re.compile (found by the
+    hypothesis test of the suffix fast path: `**/*{[\\,-*]}`)."""
+    for pattern in ("src/[z-a].py", "**/*{[\\,-*]}"):
+        error = tools.err("glob", pattern=pattern)
+        assert f"{pattern!r} is not a usable glob: bad character range" in error
+        assert "[a-z], not [z-a]" in error and "[-az] or [az-]" in error
+
+
 def test_absolute_pattern_inside_the_root_is_accepted(tools, ws):
     make(ws, "src/a.py")
     assert tools.ok("glob", pattern=f"{ws}/src/*.py") == str(ws / "src/a.py")
