@@ -222,3 +222,55 @@ def test_everything_inside_a_directory_leaves_the_directory_itself_open_to_a_neg
     tree(ws, {"src/.gitignore": "lib/**\n!lib/keep.tmp\n", "src/lib/keep.tmp": "", "src/lib/drop.tmp": "",
               "src/lib/deeper/x.c": ""})
     assert listed(ws, []) == ["src/.gitignore", "src/lib/keep.tmp"]
+
+
+def test_suffix_rules_ending_alike_all_apply(ws):
+    """The suffix rules are grouped by their last character: `*.c` and `*_test.c` share one group."""
+    tree(ws, {".gitignore": "*.c\n*_test.c\n!keep_test.c\n", "a.c": "", "a_test.c": "", "keep_test.c": "", "a.h": ""})
+    assert listed(ws, []) == [".gitignore", "a.h", "keep_test.c"]
+
+
+def test_keep_and_descend_choose_what_is_listed_and_entered(ws):
+    tree(ws, {"a.c": "", "a.h": "", "src/b.c": "", "src/deep/c.c": "", "doc/d.c": ""})
+    entered = []
+    listing = walk(ws, [], keep=lambda rel: rel.endswith(".c"), descend=lambda rel: entered.append(rel) or rel != "doc")
+    assert sorted(os.path.relpath(p, ws) for p in listing.files) == ["a.c", "src/b.c", "src/deep/c.c"]
+    assert sorted(entered) == ["doc", "src", "src/deep"]
+    assert sorted(walk(ws, [], descend=lambda rel: False).files) == [str(ws / "a.c"), str(ws / "a.h")]
+
+
+def test_a_directory_swapped_for_a_symlink_before_it_is_listed_is_unreadable_not_followed(ws, tmp_path):
+    """The walk opens each directory below the root's descriptor through no symlink: a directory
+    replaced by a link between the listing of its parent and its own opening is reported, and
+    nothing behind the link is listed. Symlinks met in a listing are neither files nor directories."""
+    outside = tmp_path / "outside"
+    tree(outside, {"secret.txt": ""})
+    tree(ws, {"a/one.txt": "", "b/two.txt": "", "top.txt": ""})
+    (ws / "linked").symlink_to(outside, target_is_directory=True)
+
+    def swap(rel):
+        if rel == "a":
+            (ws / "a").rename(ws / "a.moved")
+            (ws / "a").symlink_to(outside, target_is_directory=True)
+        return True
+
+    listing = walk(ws, [], descend=swap)
+    assert sorted(os.path.relpath(p, ws) for p in listing.files) == ["b/two.txt", "top.txt"]
+    assert listing.unreadable == [str(ws / "a")]
+
+
+def test_the_walk_leaves_no_descriptor_of_the_tree_open(ws):
+    tree(ws, {f"d{i}/e{j}/f.txt": "" for i in range(5) for j in range(4)} | {".gitignore": "*.o\n", "d0/.gitignore": "x\n"})
+
+    def on_tree():
+        found = []
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                if os.readlink(f"/proc/self/fd/{fd}").startswith(str(ws)):
+                    found.append(fd)
+            except OSError:
+                pass
+        return found
+
+    assert len(walk(ws, [], stamp=lambda rel: True).stamped) == 22  # and the two .gitignore files
+    assert on_tree() == []
