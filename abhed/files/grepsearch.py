@@ -15,11 +15,22 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from fallback_grep.filesearch import BINARY_SNIFF, Matcher, is_binary, search_bytes
+from fallback_grep.parallel import default_workers, fork_map
 
 from abhed.files import beneath
 
 OUTPUT_MODES = ("content", "files_with_matches", "count")
 Opener = Callable[[str], int]  # path -> a read descriptor of that regular file (raises OSError)
+BATCHES_PER_WORKER = 8
+# fallback_grep forks workers from this many bytes to search (benchmarks/grep_tool_bench.py: below
+# it the forks and the results' trip back cost about what the second core saves).
+PARALLEL_MIN_BYTES = 8 << 20
+
+
+def search_workers(files: int, size: int) -> int:
+    """How many processes fallback_grep should search `files` files of `size` bytes in all with:
+    one per core for a large search, else 1."""
+    return default_workers() if files > 1 and size >= PARALLEL_MIN_BYTES else 1
 
 
 @dataclass(frozen=True)
@@ -67,9 +78,26 @@ def why_unreadable(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def python_search(files: list[str], query: Query, opener: Opener = open_plain) -> Iterator[FileHits]:
-    """Search each file, read through `opener` (PathPolicy-checked descriptors in the grep tool)."""
+def python_search(files: list[str], query: Query, opener: Opener = open_plain, workers: int = 1) -> Iterator[FileHits]:
+    """Search each file, read through `opener` (PathPolicy-checked descriptors in the grep tool).
+
+    With `workers` > 1 the files are searched by that many forked processes (fallback_grep's
+    fork_map), each opening its files through the same `opener`, which it inherits; the hits come
+    back in the same order as from one process.
+    """
     matcher = query.matcher()
+    if workers <= 1 or len(files) < 2:
+        yield from _search_files(files, matcher, query, opener)
+        return
+    # Several batches per worker, dealt round-robin, so that one directory of big files does not
+    # leave the other workers idle.
+    size = -(-len(files) // (workers * BATCHES_PER_WORKER))
+    batches = [files[i:i + size] for i in range(0, len(files), size)]
+    for hits in fork_map(lambda batch: list(_search_files(batch, matcher, query, opener)), batches, workers):
+        yield from hits
+
+
+def _search_files(files: list[str], matcher: Matcher, query: Query, opener: Opener) -> Iterator[FileHits]:
     for path in files:
         try:
             fd = opener(path)
