@@ -12,6 +12,7 @@ core it is slower than search_paths, so workers=1 (or a root that is a file) run
 """
 import collections
 import os
+import pickle
 import struct
 
 from .filesearch import _DIR_FLAGS, FileResult, Walk, dir_prefix, in_directory
@@ -131,9 +132,8 @@ def fork_map(fn, tasks, workers):
     process, after the others: no result is lost, and an exception fn raises reaches the caller
     from that in-process run.  Closing the generator early kills and reaps the children.
     """
-    # Imported here (a one-process search does not pay for them) and before any fork: a child
-    # must import nothing, another thread of the parent may have held the import lock.
-    import pickle  # noqa: F401 - used by _child and _unframe
+    # Imported before any fork (a child must import nothing: another thread of the parent may
+    # have held the import lock), and here: a one-process search does not pay for them.
     import selectors
     import signal
 
@@ -181,15 +181,14 @@ def fork_map(fn, tasks, workers):
             os.close(r)
             try:
                 os.kill(pid, signal.SIGKILL)   # done by now, unless the caller stopped early
-            except ProcessLookupError:
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):   # someone else reaped it
                 pass
-            os.waitpid(pid, 0)
 
 
 def _child(fn, tasks, w, workers, wfd):
     """A forked child: send (index, pickled fn(task)) for its share of the tasks, then _exit
     (no atexit handler, finally clause or buffered stream of the parent may run twice)."""
-    import pickle
     code = 1
     try:
         for i in range(w, len(tasks), workers):
@@ -207,7 +206,6 @@ def _child(fn, tasks, w, workers, wfd):
 
 def _unframe(buf, done):
     """Move every complete frame at the start of buf into done."""
-    import pickle
     pos = 0
     while len(buf) - pos >= _HEADER.size:
         i, size = _HEADER.unpack_from(buf, pos)

@@ -78,25 +78,28 @@ class Grep(Tool):
         except fallback_grep.error as exc:
             raise ToolError(str(exc), pattern=args.pattern) from None
         root, files, notes, skipped, size = self._files(args, ctx)
-        backend, search = self._searcher(ctx, root if root.is_dir() else root.parent)
-        # Content mode first learns which files match (cheap), then fetches lines from as few as it needs.
-        first = query if mode != "content" else replace(query, mode="files_with_matches")
-        hits = sorted(search(files, first, search_workers(len(files), size)), key=lambda h: h.path)
-        found = [h for h in hits if not h.binary and h.error is None]
-        notes += self._problem_notes(hits)
-        facts = {"backend": backend, "files_searched": len(files), "files_matched": len(found), "mode": mode}
-        if not found:
-            return ok("\n".join([self._nothing(args, root, files, hits, skipped), *notes]), **facts)
-        if mode == "files_with_matches":
-            body = [h.path for h in found[:MAX_FILES]]
-            body += [self._cut_note(len(found), "files")] if len(found) > MAX_FILES else []
-        elif mode == "count":
-            body = [f"{h.path}:{h.count}" for h in found[:MAX_FILES]]
-            body += [self._cut_note(len(found), "files")] if len(found) > MAX_FILES else []
-            body.append(f"[total: {sum(h.count for h in found)} matching lines in {len(found)} files]")
-        else:
-            body = self._content(found, query, search)
-        return ok("\n".join(body + notes), **facts)
+        where = root if root.is_dir() else root.parent
+        # One descriptor of the workspace root for every open of this call (and of its workers).
+        with ctx.paths.opener_below(where, os.O_RDONLY | os.O_NONBLOCK) as open_file:
+            backend, search = self._searcher(ctx, where, open_file)
+            # Content mode first learns which files match (cheap), then fetches lines from as few as it needs.
+            first = query if mode != "content" else replace(query, mode="files_with_matches")
+            hits = sorted(search(files, first, search_workers(len(files), size)), key=lambda h: h.path)
+            found = [h for h in hits if not h.binary and h.error is None]
+            notes += self._problem_notes(hits)
+            facts = {"backend": backend, "files_searched": len(files), "files_matched": len(found), "mode": mode}
+            if not found:
+                return ok("\n".join([self._nothing(args, root, files, hits, skipped), *notes]), **facts)
+            if mode == "files_with_matches":
+                body = [h.path for h in found[:MAX_FILES]]
+                body += [self._cut_note(len(found), "files")] if len(found) > MAX_FILES else []
+            elif mode == "count":
+                body = [f"{h.path}:{h.count}" for h in found[:MAX_FILES]]
+                body += [self._cut_note(len(found), "files")] if len(found) > MAX_FILES else []
+                body.append(f"[total: {sum(h.count for h in found)} matching lines in {len(found)} files]")
+            else:
+                body = self._content(found, query, search)
+            return ok("\n".join(body + notes), **facts)
 
     # -- which files ---------------------------------------------------------------------------
 
@@ -146,7 +149,8 @@ class Grep(Tool):
         return kept, total
 
     @staticmethod
-    def _searcher(ctx: ToolContext, cwd: Path) -> tuple[str, Callable[..., Iterator[FileHits]]]:
+    def _searcher(ctx: ToolContext, cwd: Path,
+                  open_file: Callable[[str], int]) -> tuple[str, Callable[..., Iterator[FileHits]]]:
         """The backend's name and its search function search(files, query, workers=1): rg when
         present (unless the operator says otherwise; rg picks its own threads), else fallback_grep
         (forked worker processes when workers > 1)."""
@@ -157,7 +161,7 @@ class Grep(Tool):
                             "was found beside Abhed or on PATH. Ask the operator to install it or set the backend "
                             "to \"auto\".")
         def opener(path: str) -> int:
-            return check_regular(ctx.paths.open(Path(path), os.O_RDONLY | os.O_NONBLOCK))
+            return check_regular(open_file(path))
         if rg is None:
             return "fallback_grep", lambda files, query, workers=1: python_search(files, query, opener, workers)
         return "rg", lambda files, query, workers=1: ripgrep.rg_search(rg, str(cwd), files, query, opener)
