@@ -14,7 +14,7 @@ import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from fallback_grep.filesearch import BINARY_SNIFF, Matcher, is_binary, search_bytes
+from fallback_grep.filesearch import BINARY_SNIFF, FileReader, Matcher, is_binary, search_bytes
 from fallback_grep.parallel import default_workers, fork_map
 
 from abhed.files import beneath
@@ -98,16 +98,23 @@ def python_search(files: list[str], query: Query, opener: Opener = open_plain, w
 
 
 def _search_files(files: list[str], matcher: Matcher, query: Query, opener: Opener) -> Iterator[FileHits]:
+    # One reused buffer, and files the literal prefilter rules out leave it uncopied: most files of
+    # a search hold no match (fallback_grep.filesearch.search_paths does the same).
+    reader = FileReader()
+    prefilter = matcher.prefilter
     for path in files:
         try:
             fd = opener(path)
             try:
-                data = beneath.read_fd(fd)
+                n = reader.read_fd(fd)
             finally:
                 os.close(fd)
         except OSError as exc:
             yield FileHits(path, error=why_unreadable(exc))
             continue
+        if prefilter is not None and prefilter.quick_reject(reader.buf, n):
+            continue  # no match: nothing to report, binary or not
+        data = reader.bytes(n)
         if is_binary(data):
             if search_bytes(matcher, data, "files_with_matches").matched:
                 yield FileHits(path, binary=True)  # reported as a count, never as lines
