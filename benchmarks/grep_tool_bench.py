@@ -65,7 +65,7 @@ def bench_threshold(root, repeat, workers):
           f"children included); load average {os.getloadavg()[0]:.1f}")
     print("\n| MB | files | 1 process | forked | wall ratio | CPU ratio | same answer |")
     print("|---:|---:|---:|---:|---:|---:|---|")
-    for mb in (0.5, 1, 2, 4, 8, 16, 32, 64):
+    for mb in (1, 4, 8, 16, 32, 64, 128):
         chosen, total = [], 0
         for p in files:
             if total >= mb * 1e6:

@@ -22,9 +22,11 @@ from abhed.files import beneath
 OUTPUT_MODES = ("content", "files_with_matches", "count")
 Opener = Callable[[str], int]  # path -> a read descriptor of that regular file (raises OSError)
 BATCHES_PER_WORKER = 8
-# fallback_grep forks workers from this many bytes to search (benchmarks/grep_tool_bench.py: below
-# it the forks and the results' trip back cost about what the second core saves).
-PARALLEL_MIN_BYTES = 8 << 20
+# fallback_grep forks workers from this many bytes to search. Forking two workers and collecting
+# their results costs ~12 ms of CPU (measured in a process with the tools loaded, at load 7) and
+# one process searches ~1.6 ms/MB: below ~16 MB the second core saves less than the forks cost.
+# benchmarks/grep_tool_bench.py --only-threshold shows the crossing on a quiet machine.
+PARALLEL_MIN_BYTES = 16 << 20
 
 
 def search_workers(files: int, size: int) -> int:
