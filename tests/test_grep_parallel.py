@@ -88,7 +88,11 @@ def test_a_small_search_stays_in_one_process(tools, ws, forked):
     assert out.splitlines() == [str(ws / "a.txt"), str(ws / "b.txt")] and calls == []
     assert grepsearch.search_workers(2, grepsearch.PARALLEL_MIN_BYTES - 1) == 1
     assert grepsearch.search_workers(1, 1 << 40) == 1
-    assert grepsearch.search_workers(2, grepsearch.PARALLEL_MIN_BYTES) == 3   # default_workers, patched
+    least = grepsearch.PARALLEL_MIN_BYTES
+    assert grepsearch.search_workers(2, least) == 2   # one per half of the threshold
+    assert grepsearch.search_workers(9, least) == 2
+    assert grepsearch.search_workers(9, 2 * least) == 3   # at most default_workers() (patched: 3)
+    assert grepsearch.search_workers(2, 10 * least) == 2   # at most one per file
 
 
 def test_every_file_is_opened_once_through_the_given_opener_in_the_workers(tmp_path):

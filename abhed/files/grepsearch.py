@@ -31,8 +31,11 @@ PARALLEL_MIN_BYTES = 16 << 20
 
 def search_workers(files: int, size: int) -> int:
     """How many processes fallback_grep should search `files` files of `size` bytes in all with:
-    one per core for a large search, else 1."""
-    return default_workers() if files > 1 and size >= PARALLEL_MIN_BYTES else 1
+    1 below PARALLEL_MIN_BYTES, else one per half of it (each worker's share repays its fork), at
+    most one per core and one per file."""
+    if files < 2 or size < PARALLEL_MIN_BYTES:
+        return 1
+    return max(1, min(default_workers(), files, size // max(1, PARALLEL_MIN_BYTES // 2)))
 
 
 @dataclass(frozen=True)
