@@ -139,7 +139,7 @@ def fork_map(fn, tasks, workers):
 
     tasks = list(tasks)
     workers = min(workers, len(tasks))
-    if workers <= 1:
+    if workers <= 0:
         yield from map(fn, tasks)
         return
     children = {}            # read end -> [pid, bytearray of unread bytes]
