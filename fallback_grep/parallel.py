@@ -139,7 +139,7 @@ def fork_map(fn, tasks, workers):
 
     tasks = list(tasks)
     workers = min(workers, len(tasks))
-    if workers <= 0:
+    if workers <= 1:
         yield from map(fn, tasks)
         return
     children = {}            # read end -> [pid, bytearray of unread bytes]
@@ -154,7 +154,7 @@ def fork_map(fn, tasks, workers):
                 os.close(wfd)
                 break
             if pid == 0:     # the child: never returns into the caller's code
-                os.close(r)
+                os.close(r)  # pragma: no mutate (equivalent: the child never reads it, and soon exits)
                 _child(fn, tasks, w, workers, wfd)
             os.close(wfd)
             children[r] = [pid, bytearray()]
@@ -164,13 +164,13 @@ def fork_map(fn, tasks, workers):
             nxt = 0
             while sel.get_map():
                 for key, _ in sel.select():
-                    chunk = os.read(key.fd, 1 << 16)
-                    buf = children[key.fd][1]
-                    if not chunk:
+                    chunk = os.read(key.fd, 1 << 16)  # pragma: no mutate (any read size works)
+                    if chunk:
+                        buf = children[key.fd][1]
+                        buf += chunk
+                        _unframe(buf, done)
+                    else:
                         sel.unregister(key.fd)
-                        continue
-                    buf += chunk
-                    _unframe(buf, done)
                 while nxt in done:
                     yield done.pop(nxt)
                     nxt += 1
@@ -188,26 +188,24 @@ def fork_map(fn, tasks, workers):
 
 def _child(fn, tasks, w, workers, wfd):
     """A forked child: send (index, pickled fn(task)) for its share of the tasks, then _exit
-    (no atexit handler, finally clause or buffered stream of the parent may run twice)."""
-    code = 1
+    (no atexit handler, finally clause or buffered stream of the parent may run twice). The
+    parent reads no exit status: what counts is which results arrived."""
     try:
         for i in range(w, len(tasks), workers):
             data = pickle.dumps(fn(tasks[i]), pickle.HIGHEST_PROTOCOL)
-            frame = _HEADER.pack(i, len(data)) + data
-            view = memoryview(frame)
+            view = memoryview(_HEADER.pack(i, len(data)) + data)
             while view:
                 view = view[os.write(wfd, view):]
-        code = 0
     except BaseException:   # the parent runs this child's missing tasks itself
         pass
     finally:
-        os._exit(code)
+        os._exit(0)
 
 
 def _unframe(buf, done):
     """Move every complete frame at the start of buf into done."""
     pos = 0
-    while len(buf) - pos >= _HEADER.size:
+    while len(buf) - pos >= _HEADER.size:  # pragma: no mutate (> is equivalent: a bare header is no frame)
         i, size = _HEADER.unpack_from(buf, pos)
         start = pos + _HEADER.size
         if len(buf) - start < size:

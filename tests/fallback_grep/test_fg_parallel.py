@@ -2,7 +2,7 @@
 import os
 
 import pytest
-from fd_testing import fds_on
+from fd_testing import fds_on, pipes
 
 from fallback_grep import parallel
 from fallback_grep.filesearch import Matcher, search_paths, walk
@@ -129,12 +129,14 @@ def test_fork_map_gives_every_result_in_task_order_from_forked_children():
     import threading
     lock, parent = threading.Lock(), os.getpid()
     r, w = os.pipe()
+    before = pipes()
     try:
         got = list(parallel.fork_map(lambda t: (t * t, os.getpid(), lock.locked(), os.fstat(r).st_mode > 0),
-                                     range(11), 3))
+                                     (t for t in range(11)), 3))   # any iterable of tasks
     finally:
         os.close(r)
         os.close(w)
+    assert pipes() - before == set(), "a pipe to a child was left open"
     assert [g[0] for g in got] == [t * t for t in range(11)]
     pids = [g[1] for g in got]
     assert parent not in pids and len(set(pids)) == 3
@@ -213,4 +215,17 @@ def test_when_no_process_can_be_forked_everything_runs_here(monkeypatch):
         raise BlockingIOError(11, "Resource temporarily unavailable")
     monkeypatch.setattr(os, "fork", no_fork)
     parent = os.getpid()
+    before = pipes()
     assert list(parallel.fork_map(lambda t: (t, os.getpid() == parent), range(5), 3)) == [(t, True) for t in range(5)]
+    assert pipes() - before == set()
+
+
+def test_large_results_arrive_whole_from_the_children():
+    """Results far larger than one read of the pipe (frames split across reads, several frames in
+    one read) all come from the children, none recomputed here."""
+    parent = os.getpid()
+    sizes = [300_000, 5, 70_000, 1, 200_000, 3, 65_536, 0, 131_072]
+    got = list(parallel.fork_map(lambda n: (bytes([n % 251]) * n, os.getpid() == parent), sizes, 2))
+    assert [len(data) for data, _ in got] == sizes
+    assert all(data == bytes([n % 251]) * n for (data, _), n in zip(got, sizes))
+    assert not any(here for _, here in got), "a result was lost on the way and recomputed here"
