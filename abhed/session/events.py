@@ -69,7 +69,9 @@ def now() -> datetime:
 
 class _Event(BaseModel):
     # A newer Abhed may add fields; older ones still load (tested). pydantic's default, said out loud.
-    model_config = ConfigDict(extra="ignore")  # pragma: no mutate (equivalent: the default)
+    # Each kind is built on its first use, not at import: `abhed tool read` makes two kinds of the
+    # seven (start-up, issue 18).
+    model_config = ConfigDict(extra="ignore", defer_build=True)  # pragma: no mutate (equivalent: the default)
 
     schema_version: int = SCHEMA_VERSION
     id: str = Field(default_factory=new_id)
@@ -185,7 +187,12 @@ class ModeEvent(_Event):
 
 AnyEvent = ActionEvent | ObservationEvent | MessageEvent | CompactionEvent | RunEvent | CheckpointEvent | ModeEvent
 Event = Annotated[AnyEvent, Field(discriminator="kind")]
-_EVENT = TypeAdapter(Event)
+
+
+@lru_cache(maxsize=1)
+def _event_adapter() -> TypeAdapter[AnyEvent]:
+    """The validator of any event, read by its kind: built on the first load (it builds every kind)."""
+    return TypeAdapter(Event)
 
 
 @dataclass
@@ -276,7 +283,7 @@ class EventLog:
                         and value["schema_version"] >= 2:
                     value = _restored(value, payloads)
                     loaded.problems.extend(f"{self.path}:{number}: {problem}" for problem in payloads.take_problems())
-                loaded.events.append(_EVENT.validate_python(value))
+                loaded.events.append(_event_adapter().validate_python(value))
             except (ValidationError, ValueError, RecursionError) as exc:  # Recursion: nested too deep to parse
                 torn = number - 1 == last  # the final line had no newline: cut by a crash mid-write
                 what = "torn final line (cut by a crash mid-write)" if torn else "unreadable line"
