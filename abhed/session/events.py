@@ -27,7 +27,6 @@ import getpass
 import json
 import os
 import re
-import socket
 import threading
 import uuid
 from collections.abc import Callable
@@ -56,7 +55,7 @@ def who() -> tuple[str, str]:
         user = getpass.getuser()
     except (KeyError, OSError):
         user = f"uid {os.getuid()}"
-    return user, socket.gethostname()
+    return user, os.uname().nodename  # what socket.gethostname() returns, without loading socket
 
 
 def new_id() -> str:
