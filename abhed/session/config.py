@@ -4,7 +4,10 @@ The config file is the operator's, never the workspace's: a model that can write
 workspace must not be able to widen its own permissions, so no project-level config is read.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would then turn each field's annotation, a
+# string, into a typing.ForwardRef (compiled) and evaluate it, at import, for the eleven models: about a
+# fifth of this module's import (start-up, issue 18). Annotations are plain objects; all names they use are
+# defined above them.
 
 import os
 import re

@@ -20,7 +20,10 @@ schema_version 1 (before blobs) are read as they are; in later ones a string the
 itself starts with NUL is stored with one NUL more, so it can never pass for a reference.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would then turn each field's annotation, a
+# string, into a typing.ForwardRef (compiled) and evaluate it, at import, for the eight models: about a
+# fifth of this module's import (start-up, issue 18). Annotations are plain objects; all names they use are
+# defined above them.
 
 import fcntl
 import getpass
