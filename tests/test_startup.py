@@ -21,7 +21,7 @@ import pytest
 UI = ("rich", "prompt_toolkit", "abhed.cli.display", "abhed.cli.chat")
 MODEL = ("httpx", "abhed.model", "abhed.agent.loop")
 SHELL = ("tree_sitter", "tree_sitter_bash")
-SANDBOX = ("sandbox.launcher", "sandbox.session", "sandbox.microvm", "sandbox.probe")
+SANDBOX = ("sandbox.launcher", "sandbox.session", "sandbox.microvm", "sandbox.probe", "sandbox.config")
 SEARCH = ("fallback_grep", "rapidfuzz")
 MEDIA = ("PIL", "pypdf", "cryptography")
 OTHER_TOOLS = tuple(f"abhed.tools.{name}" for name in ("write", "edit", "glob", "grep", "bash", "task", "plan", "todo"))
@@ -312,3 +312,16 @@ except AttributeError as exc:
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout.splitlines()
     assert out == ["False probe True True sandbox.launcher ProbeReport", "module 'sandbox' has no attribute 'nothing'"]
+
+
+def test_the_sandbox_package_loads_its_settings_alone_on_first_use():
+    code = """
+import sys, sandbox, sandbox.protect
+print("sandbox.config" in sys.modules)
+limits, default = sandbox.Limits, sandbox.DEFAULT_PROTECTED_PATHS
+from sandbox.config import Limits
+print(limits is Limits, default is sandbox.protect.DEFAULT_PROTECTED_PATHS, sandbox.SandboxConfig().protected_paths == default,
+      "sandbox.launcher" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.splitlines() == ["False", "True True True False"], out.stderr[-2000:]

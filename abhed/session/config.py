@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from sandbox.config import DEFAULT_PROTECTED_PATHS
+from sandbox.protect import DEFAULT_PROTECTED_PATHS
 from sandbox.errors import ConfigError as SandboxConfigError
 
 from abhed.gate.approval import Rule
