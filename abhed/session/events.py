@@ -73,7 +73,8 @@ class _Event(BaseModel):
     # A newer Abhed may add fields; older ones still load (tested). pydantic's default, said out loud.
     # Each kind is built on its first use, not at import: `abhed tool read` makes two kinds of the
     # seven (start-up, issue 18).
-    model_config = ConfigDict(extra="ignore", defer_build=True)  # pragma: no mutate (equivalent: the default)
+    # pragma: no mutate (equivalent: extra="ignore" is the default; deferring changes only when a kind is built)
+    model_config = ConfigDict(extra="ignore", defer_build=True)  # pragma: no mutate
 
     schema_version: int = SCHEMA_VERSION
     id: str = Field(default_factory=new_id)
