@@ -18,10 +18,12 @@ Also printed: the mount operations bwrap performs per call for this workspace (e
 or remount re-reads /proc/self/mountinfo inside bwrap; they are most of its set-up time).
 
 ``--gap MS`` pauses between calls, as an agent does while the model thinks. Some kernel
-costs only show then: the first cgroup move after a quiet spell waits for an RCU grace
-period (as root, each command gets its own pids/memory cgroups), while calls that follow
-each other closely find it already paid. The launcher overlaps that wait with bwrap's own
-set-up (sandbox.launcher.BwrapLauncher._join_cgroups_early).
+costs only show then: the first move of a process into a cgroup after a quiet spell waits
+for an RCU grace period (as root, each command gets its own pids/memory cgroups), while
+calls that follow each other closely find it already paid. On cgroup v1 the launcher moves
+no process at all: bwrap is started from inside the command's cgroups
+(sandbox.limits.ThreadInCgroups); on cgroup v2 it overlaps that wait with bwrap's own set-up
+(sandbox.launcher.BwrapLauncher._join_cgroups_early).
 
 ``--tree N`` first fills the workspace with N files (10 per directory, in a git repository)
 so the per-call cost of the git guard (sandbox.gitguard: the scan for repositories the

@@ -344,6 +344,43 @@ def test_cgroup_edge_cases(tmp_path):
     assert Cgroup(busy).try_remove() is True  # already gone counts as removed
 
 
+def test_the_thread_cgroup_is_found_in_the_hierarchy_of_the_command_cgroup(tmp_path):
+    from sandbox.limits import _thread_cgroup
+
+    top = tmp_path / "memory"
+    (top / "a" / "b").mkdir(parents=True)
+    (top / "a" / "b" / "tasks").write_text("")
+    command = Cgroup(top / "abhed-sandbox" / "run-1-2", 1, ("memory",))
+    proc = tmp_path / "cgroup"
+    proc.write_text("8:pids:/\n4:cpu,memory:/a/b\n0::/\n")
+    assert _thread_cgroup(command, str(proc)) == top / "a" / "b"
+    proc.write_text("8:pids:/\n0::/a/b\n")  # no line for memory: not found, never another hierarchy's path
+    assert _thread_cgroup(command, str(proc)) is None
+    proc.write_text("4:memory:/gone\n")  # listed, but not a cgroup directory under this mount point
+    assert _thread_cgroup(command, str(proc)) is None
+    assert _thread_cgroup(command, str(tmp_path / "unreadable")) is None
+
+
+def test_a_thread_that_cannot_go_back_home_is_reported_with_both_paths(tmp_path):
+    from sandbox.limits import ThreadInCgroups
+
+    thread = ThreadInCgroups()
+    command = Cgroup(tmp_path / "run-1-2", 1, ("pids",))
+    thread._homes = [(command, tmp_path / "gone")]
+    said = thread.leave()
+    assert said == f"{tmp_path / 'gone'} (No such file or directory; the thread stays in {command.path})"
+    assert thread.leave() is None  # reported once; nothing left to undo
+
+
+def test_a_thread_joins_no_cgroup_v2_nor_one_it_cannot_find(tmp_path):
+    from sandbox.limits import ThreadInCgroups
+
+    v2 = Cgroup(tmp_path / "unified" / "abhed-sandbox" / "run-1-2", 2, ("pids", "memory"))
+    nowhere = Cgroup(tmp_path / "nowhere" / "abhed-sandbox" / "run-1-2", 1, ("pids",))
+    thread = ThreadInCgroups()
+    assert thread.enter((v2, nowhere)) == () and thread.leave() is None
+
+
 def test_no_memory_limit_means_no_memory_cgroup():
     from sandbox.limits import find_cgroup_parents
 
