@@ -199,9 +199,10 @@ class ThreadInCgroups:
     def __init__(self) -> None:
         self._homes: list[tuple[Cgroup, Path]] = []
 
-    def enter(self, cgroups: tuple[Cgroup, ...]) -> tuple[Cgroup, ...]:
+    def enter(self, cgroups: tuple[Cgroup, ...], proc_cgroup: str = "/proc/thread-self/cgroup") -> tuple[Cgroup, ...]:
+        lines = _read_lines(proc_cgroup) if any(c.version == 1 for c in cgroups) else []
         for cgroup in cgroups:
-            home = _thread_cgroup(cgroup) if cgroup.version == 1 else None
+            home = _thread_cgroup(cgroup, lines) if cgroup.version == 1 else None
             if home is None:
                 continue
             try:
@@ -223,19 +224,22 @@ class ThreadInCgroups:
         return "; ".join(failed) or None
 
 
-def _thread_cgroup(cgroup: Cgroup, proc_cgroup: str = "/proc/thread-self/cgroup") -> Path | None:
-    """The calling thread's cgroup directory in ``cgroup``'s v1 hierarchy, or None if not found there.
+def _read_lines(path: str) -> list[str]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read().splitlines()
+    except OSError:
+        return []
+
+
+def _thread_cgroup(cgroup: Cgroup, proc_cgroup_lines: list[str]) -> Path | None:
+    """The thread's cgroup directory in ``cgroup``'s v1 hierarchy, or None if not found there.
 
     ``cgroup`` lies at <mount point>/abhed-sandbox/<name> (find_cgroup_parent); the thread's
     path in the hierarchy is listed in /proc/thread-self/cgroup as "id:controllers:/path".
     """
     top = cgroup.path.parents[1]
-    try:
-        with open(proc_cgroup, encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return None
-    for line in lines:
+    for line in proc_cgroup_lines:
         _id, _, rest = line.partition(":")
         controllers, _, path = rest.partition(":")
         if set(cgroup.controllers) <= set(controllers.split(",")):

@@ -351,14 +351,10 @@ def test_the_thread_cgroup_is_found_in_the_hierarchy_of_the_command_cgroup(tmp_p
     (top / "a" / "b").mkdir(parents=True)
     (top / "a" / "b" / "tasks").write_text("")
     command = Cgroup(top / "abhed-sandbox" / "run-1-2", 1, ("memory",))
-    proc = tmp_path / "cgroup"
-    proc.write_text("8:pids:/\n4:cpu,memory:/a/b\n0::/\n")
-    assert _thread_cgroup(command, str(proc)) == top / "a" / "b"
-    proc.write_text("8:pids:/\n0::/a/b\n")  # no line for memory: not found, never another hierarchy's path
-    assert _thread_cgroup(command, str(proc)) is None
-    proc.write_text("4:memory:/gone\n")  # listed, but not a cgroup directory under this mount point
-    assert _thread_cgroup(command, str(proc)) is None
-    assert _thread_cgroup(command, str(tmp_path / "unreadable")) is None
+    assert _thread_cgroup(command, ["8:pids:/", "4:cpu,memory:/a/b", "0::/"]) == top / "a" / "b"
+    assert _thread_cgroup(command, ["8:pids:/", "0::/a/b"]) is None  # no line for memory: never another hierarchy's path
+    assert _thread_cgroup(command, ["4:memory:/gone"]) is None  # listed, but no cgroup directory under this mount point
+    assert _thread_cgroup(command, []) is None  # /proc/thread-self/cgroup unreadable
 
 
 def test_a_thread_that_cannot_go_back_home_is_reported_with_both_paths(tmp_path):
@@ -379,6 +375,15 @@ def test_a_thread_joins_no_cgroup_v2_nor_one_it_cannot_find(tmp_path):
     nowhere = Cgroup(tmp_path / "nowhere" / "abhed-sandbox" / "run-1-2", 1, ("pids",))
     thread = ThreadInCgroups()
     assert thread.enter((v2, nowhere)) == () and thread.leave() is None
+    (tmp_path / "nowhere").mkdir()
+    (tmp_path / "nowhere" / "tasks").write_text("")  # found, but its own tasks file cannot be written
+    assert thread.enter((nowhere,), str(_proc_cgroup(tmp_path, "3:pids:/"))) == () and thread.leave() is None
+
+
+def _proc_cgroup(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "proc-cgroup"
+    path.write_text(text + "\n")
+    return path
 
 
 def test_no_memory_limit_means_no_memory_cgroup():
