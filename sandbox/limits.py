@@ -200,7 +200,7 @@ class ThreadInCgroups:
         self._homes: list[tuple[Cgroup, Path]] = []
 
     def enter(self, cgroups: tuple[Cgroup, ...], proc_cgroup: str = "/proc/thread-self/cgroup") -> tuple[Cgroup, ...]:
-        lines = _read_lines(proc_cgroup) if any(c.version == 1 for c in cgroups) else []
+        lines = _read_lines(proc_cgroup) if any(c.version == 1 for c in cgroups) else []  # pragma: no mutate  (only saves a read)
         for cgroup in cgroups:
             home = _thread_cgroup(cgroup, lines) if cgroup.version == 1 else None
             if home is None:
@@ -245,7 +245,7 @@ def _thread_cgroup(cgroup: Cgroup, proc_cgroup_lines: list[str]) -> Path | None:
         if set(cgroup.controllers) <= set(controllers.split(",")):
             home = top / path.lstrip("/")
             return home if (home / "tasks").is_file() else None
-    return None
+    return None  # pragma: no mutate  (falling off the end returns None too)
 
 
 class CgroupJanitor:

@@ -357,7 +357,7 @@ def test_the_thread_cgroup_is_found_in_the_hierarchy_of_the_command_cgroup(tmp_p
     assert _thread_cgroup(command, []) is None  # /proc/thread-self/cgroup unreadable
 
 
-def test_a_thread_that_cannot_go_back_home_is_reported_with_both_paths(tmp_path):
+def test_a_thread_that_cannot_leave_the_command_cgroup_is_reported_with_both_paths(tmp_path):
     from sandbox.limits import ThreadInCgroups
 
     thread = ThreadInCgroups()
@@ -378,6 +378,21 @@ def test_a_thread_joins_no_cgroup_v2_nor_one_it_cannot_find(tmp_path):
     (tmp_path / "nowhere").mkdir()
     (tmp_path / "nowhere" / "tasks").write_text("")  # found, but its own tasks file cannot be written
     assert thread.enter((nowhere,), str(_proc_cgroup(tmp_path, "3:pids:/"))) == () and thread.leave() is None
+    v2.path.mkdir(parents=True)  # a v2 cgroup whose tasks could be written: still never joined by a thread
+    (v2.path.parents[1] / "tasks").write_text("")
+    assert thread.enter((v2,), str(_proc_cgroup(tmp_path, "3:pids,memory:/"))) == () and not (v2.path / "tasks").exists()
+    assert thread.enter((nowhere, v2), str(_proc_cgroup(tmp_path, "3:pids,memory:/"))) == () and not (v2.path / "tasks").exists()
+    lost = Cgroup(tmp_path / "lost" / "abhed-sandbox" / "run-1-2", 1, ("pids",))
+    lost.path.mkdir(parents=True)  # a writable v1 cgroup, but the thread's own cgroup is not found: not joined
+    assert thread.enter((lost,), str(_proc_cgroup(tmp_path, "4:memory:/"))) == () and not (lost.path / "tasks").exists()
+    assert thread.enter((lost,), str(tmp_path / "no-proc-file")) == ()
+    assert thread.leave() is None
+
+
+def test_cgroup_membership_is_read_from_cgroup_procs(tmp_path):
+    (tmp_path / "cgroup.procs").write_text("17\n170\n")
+    assert Cgroup(tmp_path).holds(170) and Cgroup(tmp_path).holds(17) and not Cgroup(tmp_path).holds(1)
+    assert Cgroup(tmp_path / "gone").holds(17) is False  # a cgroup that cannot be read holds nothing (the pid is moved)
 
 
 def _proc_cgroup(tmp_path: Path, text: str) -> Path:
