@@ -63,13 +63,11 @@ class Spawned:
     exit_pidfd: int  # becomes readable when popen's process exits
     init_pidfd: int | None = None  # bwrap: the sandbox's pid 1; killing it ends the sandbox
     init_pid: int | None = None  # its pid (valid while init_pidfd is open)
-    mount_ns: int = -1  # bwrap: a reference to the sandbox's mount namespace (see _release)
     relay: Relay | None = None  # the egress proxy serving this sandbox (allow_hosts)
     cgroups: tuple[Cgroup, ...] = ()
     janitor: CgroupJanitor | None = None  # removes ``cgroups`` once the kernel allows it
     returncode: int | None = field(default=None)
     oom_kills: int = 0  # processes the memory cgroup's OOM killer ended (known after finish)  # pragma: no mutate  (_release sets it before anything reads it)
-    _ns_release: threading.Thread | None = field(default=None, repr=False)
 
     def has_exited(self) -> bool:
         ready, _, _ = _select([self.exit_pidfd], 0)
@@ -93,27 +91,18 @@ class Spawned:
             except (ProcessLookupError, PermissionError):
                 pass
 
-    def finish(self, *, settle: bool = True) -> int:
+    def finish(self) -> int:
         """Kill leftovers, reap, release; returns the exit status (128+N for signal N).
 
         Returns only once everything the command started is gone (see _release).
-        ``settle=False``: the sandbox's mount namespace may still be being freed by a
-        helper thread; the caller does other work meanwhile and then calls settle().
         """
-        if self.returncode is None:
-            self.kill()
-            code = self.popen.wait()
-            self.returncode = 128 - code if code < 0 else code
-            self._release()
-        if settle:
-            self.settle()
+        if self.returncode is not None:
+            return self.returncode
+        self.kill()
+        code = self.popen.wait()
+        self.returncode = 128 - code if code < 0 else code
+        self._release()
         return self.returncode
-
-    def settle(self) -> None:
-        """Wait until the sandbox's mount namespace is freed (released in _release)."""
-        if self._ns_release is not None:
-            self._ns_release.join()
-            self._ns_release = None
 
     def _release(self) -> None:
         if self.init_pidfd is not None:
@@ -121,13 +110,6 @@ class Spawned:
             _select([self.init_pidfd], TEARDOWN_S)
             os.close(self.init_pidfd)
             self.init_pidfd = None
-        if self.mount_ns >= 0:
-            # The last reference to a mount namespace frees it in a synchronous RCU grace period
-            # (namespace_unlock). Held here, that wait leaves pid 1's exit (which bwrap, and so
-            # the caller, would wait for) and runs in a helper thread while the caller finishes
-            # its own work; settle() joins it. No process is left in the namespace by now.
-            self._ns_release = _start_thread(_close, self.mount_ns, name="abhed-sandbox-ns-release")
-            self.mount_ns = -1
         else:
             # none backend: SIGKILL is asynchronous; wait until the process group is empty.
             _wait_until_group_gone(self.popen.pid, TEARDOWN_S)
@@ -272,7 +254,7 @@ def _collect(
                     collector.feed(data)
                 else:
                     control.feed(data)
-    code = spawned.finish(settle=False)  # the caller settles the spawn when its own work is done
+    code = spawned.finish()
     return Collected(control.value(), timed_out, None if timed_out else code, control.dropped, tuple(notes), spawned.oom_kills)
 
 
@@ -463,7 +445,6 @@ class BwrapLauncher:
             os.close(pidfd)
             return False
         spawned.init_pidfd, spawned.init_pid = pidfd, child
-        spawned.mount_ns = _namespace_of(child, "mnt")
         try:
             apply_rlimits(child, self.rlimits)
             for cgroup in spawned.cgroups:
@@ -595,30 +576,6 @@ def _close(fd: int) -> None:
             os.close(fd)
         except OSError:
             pass
-
-
-def _namespace_of(pid: int, kind: str) -> int:
-    """A descriptor on process ``pid``'s namespace of ``kind``, or -1 when it cannot be opened.
-
-    Only an optimisation (Spawned._release): on failure the namespace is freed as before,
-    by pid 1's exit. The pid was checked to be bwrap's child just before; were it reused
-    meanwhile, the reference held would be to another process's namespace for a moment.
-    """
-    try:
-        return os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return -1
-
-
-def _start_thread(target: Callable[..., object], *args: object, name: str) -> threading.Thread | None:
-    """``target(*args)`` in a new daemon thread; run here at once if no thread can be started."""
-    thread = threading.Thread(target=target, args=args, name=name, daemon=True)
-    try:
-        thread.start()
-    except RuntimeError:  # the process cannot start another thread
-        target(*args)
-        return None
-    return thread
 
 
 def _select(fds: list[int], timeout: float) -> tuple[list, list, list]:

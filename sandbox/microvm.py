@@ -434,7 +434,7 @@ class VmSpawned:
         if not self.done.is_set():
             self.vm.send_kill(self.channel)
 
-    def finish(self, *, settle: bool = True) -> int:  # pragma: no mutate  (settle: nothing to wait for here)
+    def finish(self) -> int:
         if self.returncode is None:
             self.kill()
             self.abandoned = True
@@ -446,9 +446,6 @@ class VmSpawned:
                 _close(fd)
             self.exit_pidfd = self.ctl_r = -1
         return self.returncode
-
-    def settle(self) -> None:
-        """Nothing is freed after finish() here (launcher.Spawned.settle has a namespace to wait for)."""
 
     # -- called by the reader thread ---------------------------------------------------------
 

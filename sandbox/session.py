@@ -22,7 +22,7 @@ from pathlib import Path
 from sandbox.config import SandboxConfig
 from sandbox.errors import DiskReserveReached, PathError, SandboxError
 from sandbox.gitguard import GitGuard
-from sandbox.launcher import SETUP_TIMEOUT_S, BwrapLauncher, Collected, NoneLauncher, Spawned, collect
+from sandbox.launcher import SETUP_TIMEOUT_S, BwrapLauncher, NoneLauncher, Spawned, collect
 from sandbox.microvm import MicrovmLauncher
 from sandbox.output import OutputCollector
 from sandbox.shell import BASH_CTL_FD, parse_control
@@ -237,12 +237,6 @@ class Sandbox:
             collected = collect(spawned, out_r, collector, started + timeout_s, watch=self._disk_watch())
         finally:
             os.close(out_r)
-        try:
-            return self._result(collected, collector, started)
-        finally:
-            spawned.settle()  # the sandbox's mount namespace, freed meanwhile (Spawned._release)
-
-    def _result(self, collected: Collected, collector: OutputCollector, started: float) -> Result:
         duration = time.monotonic() - started
         captured = collector.finish()
         began, reported_cwd = parse_control(collected.control)

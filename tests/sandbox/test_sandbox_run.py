@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -533,74 +531,6 @@ with sandbox.Sandbox(sandbox.SandboxConfig(backend={backend!r}), workspace) as s
     out["after"] = sorted(os.listdir("/proc/self/fd"))
 """, root_runner.new_workspace())
     assert out["after"] == out["before"]
-
-
-def _mount_namespace_fds() -> list[str]:
-    links = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            links.append(os.readlink(f"/proc/self/fd/{fd}"))
-        except OSError:
-            continue
-    return [link for link in links if link.startswith("mnt:[")]
-
-
-def test_the_sandbox_mount_namespace_is_freed_off_pid1s_exit_and_before_run_returns(root_runner, monkeypatch):
-    """The launcher holds the sandbox's own mount namespace (the one the command saw) so that freeing
-    it is not on pid 1's exit path, and releases it in a helper thread that run() waits for: a slow
-    release (0.3 s here) still ends before run() returns, and no namespace descriptor is left."""
-    from sandbox import launcher
-
-    released: list[str] = []
-    real_close = launcher._close
-
-    def slow_close(fd: int) -> None:
-        try:
-            link = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            link = ""
-        if link.startswith("mnt:["):
-            time.sleep(0.3)
-            released.append(link)
-        real_close(fd)
-
-    monkeypatch.setattr(launcher, "_close", slow_close)
-    workspace = root_runner.new_workspace()
-    with sandbox.Sandbox(sandbox.SandboxConfig(), workspace) as sb:
-        result = sb.run("readlink /proc/self/ns/mnt", cwd=workspace, timeout_s=60)
-        assert released == [result.output.strip()]  # the command's own namespace, released before run returned
-        assert _mount_namespace_fds() == []
-        assert released[0] != os.readlink("/proc/self/ns/mnt")
-
-
-def test_a_mount_namespace_that_cannot_be_held_changes_nothing_but_where_it_is_freed(root_runner, monkeypatch):
-    from sandbox import launcher
-
-    monkeypatch.setattr(launcher, "_namespace_of", lambda pid, kind: -1)
-    workspace = root_runner.new_workspace()
-    with sandbox.Sandbox(sandbox.SandboxConfig(), workspace) as sb:
-        result = sb.run("echo ran", cwd=workspace, timeout_s=60)
-    assert (result.output, result.exit_code) == ("ran\n", 0)
-    assert _mount_namespace_fds() == []
-
-
-def test_namespace_of_a_process_that_is_gone_is_none_and_a_thread_that_cannot_start_runs_inline(monkeypatch):
-    from sandbox import launcher
-
-    child = subprocess.Popen(["true"])
-    child.wait()
-    assert launcher._namespace_of(child.pid, "mnt") == -1
-    fd = launcher._namespace_of(os.getpid(), "mnt")
-    assert fd >= 0 and os.readlink(f"/proc/self/fd/{fd}") == os.readlink("/proc/self/ns/mnt")
-    os.close(fd)
-
-    def refuse(self):
-        raise RuntimeError("can't start new thread")
-
-    monkeypatch.setattr(threading.Thread, "start", refuse)
-    ran: list[int] = []
-    assert launcher._start_thread(ran.append, 7, name="t") is None
-    assert ran == [7]
 
 
 def test_without_a_disk_reserve_nothing_watches_the_command(runner, workspace):
