@@ -12,6 +12,8 @@ changes on the machine hit all three alike:
 
 Prints the median (and p90) per call, and the overhead of bwrap over none -- the cost of
 the sandbox itself -- side by side with the ratio. Goal: median overhead under 10 ms.
+Measured figures, with the load average of each run, are in docs/security.md ("Performance");
+on a busy machine compare trees with ``--against`` (both ways round) and the host CPU column.
 Timing lives here only; the test suites never assert durations.
 
 Also printed: the mount operations bwrap performs per call for this workspace (each bind
