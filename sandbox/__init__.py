@@ -149,10 +149,10 @@ Not covered (residual risks; the host side must keep them in mind)
   after a quiet spell waits for an RCU grace period, overlapped with bwrap's set-up).
   Run Abhed as an unprivileged user.
 - Cost: the bwrap backend adds about 8-11 ms per command over the same command unconfined on
-  an idle 2-core host (benchmarks/bash_bench.py; 10.6 ms for ``true`` at load 0.6 before the
-  cgroup v1 thread move, which takes a wait of up to 9 ms per call off the launcher measured
-  at load 8; see docs/security.md, "Performance"), most of it bwrap's namespaces and mounts;
-  Abhed's own CPU is about 1.7 ms of it.
+  an idle 2-core host (benchmarks/bash_bench.py: 10.6 ms for ``true`` at load 0.6 before the
+  cgroup v1 thread move, which then saved 1.1 ms back to back and 5.2 ms with 200 ms pauses at
+  load 3; see docs/security.md, "Performance"), most of it bwrap's namespaces and mounts;
+  Abhed's own CPU is about 1.5 ms of it.
 - Backend ``none`` confines nothing: only the environment, rlimits (not the process count)
   and the process group (a process that calls setsid survives the command).
 """
