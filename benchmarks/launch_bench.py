@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/launch_bench.py                     # the venv install (.venv/bin/abhed)
     .venv/bin/python benchmarks/launch_bench.py --binary dist/abhed # and the one-file binary
     .venv/bin/python benchmarks/launch_bench.py --runs 30 --importtime
+    .venv/bin/python benchmarks/launch_bench.py --before /work/main/.venv/bin/abhed  # another tree's, same loop
 
 Four commands, each run --runs times, alternating the runners so all see the same machine load:
 `--version`, `--help`, one `tool read` of a 200-line file, and `chat` until its prompt is on the
@@ -120,6 +121,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--binary", type=Path, help="also time this one-file binary (e.g. dist/abhed)")
+    parser.add_argument("--before", type=Path, help="also time this other install's abhed (e.g. the main tree's "
+                        ".venv/bin/abhed), interleaved with this one: a change's before and after")
     parser.add_argument("--importtime", action="store_true", help="show the costliest imports of each command")
     parser.add_argument("--only", action="append", choices=sorted(GOALS_MS), help="time only this command (repeatable)")
     args = parser.parse_args()
@@ -136,6 +139,8 @@ def main() -> None:
     floors = {"python3 -c pass": ["/usr/bin/python3", "-c", "pass"],
               "venv python -c pass": [str(REPO / ".venv/bin/python"), "-c", "pass"]}
     runners = {"venv": [str(REPO / ".venv/bin/abhed")]}
+    if args.before:
+        runners = {"before": [str(args.before.absolute())], **runners}
     if args.binary:
         runners["binary"] = [str(args.binary.resolve())]
     with ReplayServer([Turn(text="unused")]) as server:

@@ -329,24 +329,28 @@ class FileReader:
         """Read path into the buffer; return its length. Larger files grow the buffer."""
         fd = os.open(path, os.O_RDONLY)
         try:
-            n = os.readv(fd, [self.view])
-            while n == len(self.buf):
-                # Possibly more: grow to the file's size (plus one byte, so that a full buffer
-                # keeps meaning "maybe more") and continue reading after what we have.
-                size = max(2 * len(self.buf), os.fstat(fd).st_size + 1)
-                bigger = bytearray(size)
-                bigger[:n] = self.view[:n]
-                self.view.release()
-                # Two statements, not a tuple assignment: Nuitka 4.3.3 fails to compile the latter.
-                self.buf = bigger
-                self.view = memoryview(bigger)
-                got = os.readv(fd, [self.view[n:]])
-                if got == 0:
-                    break
-                n += got
-            return n
+            return self.read_fd(fd)
         finally:
             os.close(fd)
+
+    def read_fd(self, fd):
+        """Read everything from the descriptor fd (left open) into the buffer; return its length."""
+        n = os.readv(fd, [self.view])
+        while n == len(self.buf):
+            # Possibly more: grow to the file's size (plus one byte, so that a full buffer
+            # keeps meaning "maybe more") and continue reading after what we have.
+            size = max(2 * len(self.buf), os.fstat(fd).st_size + 1)
+            bigger = bytearray(size)
+            bigger[:n] = self.view[:n]
+            self.view.release()
+            # Two statements, not a tuple assignment: Nuitka 4.3.3 fails to compile the latter.
+            self.buf = bigger
+            self.view = memoryview(bigger)
+            got = os.readv(fd, [self.view[n:]])
+            if got == 0:
+                break
+            n += got
+        return n
 
     def bytes(self, n):
         return bytes(self.view[:n])

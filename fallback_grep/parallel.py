@@ -12,6 +12,8 @@ core it is slower than search_paths, so workers=1 (or a root that is a file) run
 """
 import collections
 import os
+import pickle
+import struct
 
 from .filesearch import _DIR_FLAGS, FileResult, Walk, dir_prefix, in_directory
 from .filesearch import search_paths as search_paths_serial
@@ -112,3 +114,105 @@ def _search(task):
         if len(vars(res)) > 1:   # more than the path: see FileResult.__init__
             said.append((i, res))
     return said
+
+
+# ---- fork_map: a function over a list of tasks, in forked children, results in task order ------
+
+_HEADER = struct.Struct("<II")   # a frame: task index, length of the pickled result, the result
+
+
+def fork_map(fn, tasks, workers):
+    """Yield fn(task) for each task of the list `tasks`, in order, computed by `workers` forked
+    children (task i in child i % workers).
+
+    Nothing of fn or of the tasks is pickled: the children inherit both through fork, so fn may
+    be a closure holding descriptors, compiled patterns or a confined opener.  Only results come
+    back, pickled, one frame per task through a pipe per child.  A task whose result never comes
+    back (its child raised, was killed or sent what cannot be unpickled) is run here, in this
+    process, after the others: no result is lost, and an exception fn raises reaches the caller
+    from that in-process run.  Closing the generator early kills and reaps the children.
+    """
+    # Imported before any fork (a child must import nothing: another thread of the parent may
+    # have held the import lock), and here: a one-process search does not pay for them.
+    import selectors
+    import signal
+
+    tasks = list(tasks)
+    workers = min(workers, len(tasks))
+    if workers <= 1:
+        yield from map(fn, tasks)
+        return
+    children = {}            # read end -> [pid, bytearray of unread bytes]
+    done = {}                # task index -> result
+    try:
+        for w in range(workers):
+            r, wfd = os.pipe()
+            try:
+                pid = os.fork()
+            except OSError:  # no process to be had: this child's tasks are run here
+                os.close(r)
+                os.close(wfd)
+                break
+            if pid == 0:     # the child: never returns into the caller's code
+                os.close(r)  # pragma: no mutate (equivalent: the child never reads it, and soon exits)
+                _child(fn, tasks, w, workers, wfd)
+            os.close(wfd)
+            children[r] = [pid, bytearray()]
+        with selectors.DefaultSelector() as sel:
+            for r in children:
+                sel.register(r, selectors.EVENT_READ)
+            nxt = 0
+            while sel.get_map():
+                for key, _ in sel.select():
+                    chunk = os.read(key.fd, 1 << 16)  # pragma: no mutate (any read size works)
+                    if chunk:
+                        buf = children[key.fd][1]
+                        buf += chunk
+                        _unframe(buf, done)
+                    else:
+                        sel.unregister(key.fd)
+                while nxt in done:
+                    yield done.pop(nxt)
+                    nxt += 1
+        for i in range(nxt, len(tasks)):
+            yield done.pop(i) if i in done else fn(tasks[i])
+    finally:
+        for r, (pid, _) in children.items():
+            os.close(r)
+            try:
+                os.kill(pid, signal.SIGKILL)   # done by now, unless the caller stopped early
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):   # someone else reaped it
+                pass
+
+
+def _child(fn, tasks, w, workers, wfd):
+    """A forked child: send (index, pickled fn(task)) for its share of the tasks, then _exit
+    (no atexit handler, finally clause or buffered stream of the parent may run twice). The
+    parent reads no exit status: what counts is which results arrived."""
+    try:
+        for i in range(w, len(tasks), workers):
+            data = pickle.dumps(fn(tasks[i]), pickle.HIGHEST_PROTOCOL)
+            view = memoryview(_HEADER.pack(i, len(data)) + data)
+            while view:
+                view = view[os.write(wfd, view):]
+    except BaseException:   # the parent runs this child's missing tasks itself
+        pass
+    finally:
+        os._exit(0)
+
+
+def _unframe(buf, done):
+    """Move every complete frame at the start of buf into done."""
+    pos = 0
+    while len(buf) - pos >= _HEADER.size:  # pragma: no mutate (> is equivalent: a bare header is no frame)
+        i, size = _HEADER.unpack_from(buf, pos)
+        start = pos + _HEADER.size
+        if len(buf) - start < size:
+            break
+        try:
+            done[i] = pickle.loads(buf[start:start + size])
+        except Exception:   # noqa: BLE001 - the task is run again in the parent
+            pass
+        pos = start + size
+    del buf[:pos]

@@ -163,7 +163,6 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sandbox.config import DEFAULT_PROTECTED_PATHS, Limits, MicrovmConfig, SandboxConfig
 from sandbox.errors import (
     BackendUnavailable,
     ConfigError,
@@ -175,14 +174,17 @@ from sandbox.errors import (
 )
 
 if TYPE_CHECKING:
+    from sandbox.config import DEFAULT_PROTECTED_PATHS, Limits, MicrovmConfig, SandboxConfig
     from sandbox.launcher import kill_running
     from sandbox.probe import ProbeReport, probe
     from sandbox.session import UNSANDBOXED_WARNING, BackgroundJob, JobStatus, Result, Sandbox
 
-# The launchers (bwrap, microvm, none) load on first use of a name that needs them: a program that
-# only reads the settings (sandbox.config) or protect.py, e.g. `abhed tool read`, does not pay for
-# them (start-up, Abhed's issue 18). Order matters: `probe` the function must win over
-# `sandbox.probe` the submodule, which importing the submodule binds to the same name.
+# The settings' classes (sandbox.config) load on first use of one of their names, alone; the launchers
+# (bwrap, microvm, none) on first use of a name that needs them, together: a program that only asks
+# protect.py, e.g. `abhed tool read`, pays for neither (start-up, Abhed's issue 18). Order matters:
+# `probe` the function must win over `sandbox.probe` the submodule, which importing the submodule
+# binds to the same name.
+_SETTINGS = ("DEFAULT_PROTECTED_PATHS", "Limits", "MicrovmConfig", "SandboxConfig")
 _LAZY = {
     "sandbox.launcher": ("kill_running",),
     "sandbox.session": ("UNSANDBOXED_WARNING", "BackgroundJob", "JobStatus", "Result", "Sandbox"),
@@ -191,6 +193,10 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    if name in _SETTINGS:
+        settings = importlib.import_module("sandbox.config")
+        globals().update({each: getattr(settings, each) for each in _SETTINGS})
+        return globals()[name]
     if not any(name in names for names in _LAZY.values()):
         raise AttributeError(f"module 'sandbox' has no attribute {name!r}")
     for module, names in _LAZY.items():

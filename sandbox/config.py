@@ -11,21 +11,14 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from sandbox.errors import ConfigError
+from sandbox.protect import DEFAULT_PROTECTED_PATHS
 
 Backend = Literal["bwrap", "none", "microvm"]  # pragma: no mutate (annotations only; BACKENDS is what is checked)
 BACKENDS: tuple[str, ...] = ("bwrap", "none", "microvm")
 
 GiB = 1024**3
 
-# Workspace-relative paths the sandboxed command may read but never write or create.
-# A trailing "/" marks a directory (this decides what stands in for it while it does not
-# exist yet: an empty read-only directory, or an unreadable placeholder file).
-#   .git/hooks/   hooks run on the HOST the next time anyone runs git there.
-#   .git/config   core.hooksPath, core.fsmonitor, filter drivers, aliases: host code execution.
-#   .git/modules/ submodule git dirs, each with its own hooks/ and config.
-#   .git/info/    attributes (filter/diff drivers by name), exclude, sparse-checkout, grafts.
-#   .abhed/       Abhed's own per-project configuration (approval rules live there).
-DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (".git/hooks/", ".git/config", ".git/modules/", ".git/info/", ".abhed/")
+# The default protected paths (DEFAULT_PROTECTED_PATHS) live in sandbox/protect.py, beside the rule.
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

@@ -36,6 +36,16 @@ from sandbox.errors import SandboxSetupError
 from sandbox.hostview import Mount
 
 
+# Workspace-relative paths the sandboxed command may read but never write or create.
+# A trailing "/" marks a directory (this decides what stands in for it while it does not
+# exist yet: an empty read-only directory, or an unreadable placeholder file).
+#   .git/hooks/   hooks run on the HOST the next time anyone runs git there.
+#   .git/config   core.hooksPath, core.fsmonitor, filter drivers, aliases: host code execution.
+#   .git/modules/ submodule git dirs, each with its own hooks/ and config.
+#   .git/info/    attributes (filter/diff drivers by name), exclude, sparse-checkout, grafts.
+#   .abhed/       Abhed's own per-project configuration (approval rules live there).
+DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (".git/hooks/", ".git/config", ".git/modules/", ".git/info/", ".abhed/")
+
 # Inside ANY git directory named .git, these entries run code or redirect git on the host.
 GIT_DIR_SENSITIVE: tuple[str, ...] = ("config", "hooks", "commondir", "info", "modules")
 

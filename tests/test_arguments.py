@@ -220,3 +220,21 @@ def test_cli_tool_never_crashes_on_nasty_arguments(ws, home, name):
         assert "\x1b" not in proc.stdout + proc.stderr and "\u202e" not in proc.stdout
     shown = abhed("sessions", "show", "fuzz", "--full")
     assert shown.returncode == 0 and "Traceback" not in shown.stderr
+
+
+def test_a_bug_in_a_tool_is_an_instruction_with_the_traceback_kept_aside(tools, ws, monkeypatch, capsys):
+    """An unexpected exception in a tool (a bug in Abhed): the model reads what failed and what to do;
+    the traceback goes to stderr and the observation's metadata, never into the model's text."""
+    from abhed.tools.read import Read
+
+    def broken(self, args, ctx):  # type: ignore[no-untyped-def]
+        raise RuntimeError("planted bug")
+
+    monkeypatch.setattr(Read, "run", broken)
+    (ws / "f.txt").write_text("hi\n")
+    result = tools("read", {"path": str(ws / "f.txt")})
+    assert result.is_error and result.metadata["error_kind"] == INTERNAL
+    assert result.content.startswith("Internal error in `read` (RuntimeError: planted bug). This is a bug in Abhed")
+    assert "Traceback" not in result.content and "Try another way, or tell the user." in result.content
+    assert 'raise RuntimeError("planted bug")' in result.metadata["traceback"]
+    assert "RuntimeError: planted bug" in capsys.readouterr().err

@@ -274,3 +274,10 @@ def test_the_only_event_of_a_log_changed_is_caught_by_the_head(ws: Path, home: P
     path = t.session.log.path
     path.write_bytes(path.read_bytes().replace(b'"done"', b'"fail"'))
     assert verify(path).problem == "event 1 (line 1) was changed: its hash is not the one recorded when it was written"
+
+
+def test_who_is_the_user_and_the_host_name_as_the_system_gives_them() -> None:
+    """The audit's "who": the login name and the machine's host name (read without the socket module)."""
+    import getpass
+    import socket
+    assert who() == (getpass.getuser(), socket.gethostname())

@@ -33,3 +33,21 @@ def test_bad_config_names_the_key_and_the_file(tmp_path, text, key):
     with pytest.raises(config.ConfigError) as info:
         config.load(env={"ABHED_CONFIG": str(path)})
     assert key in str(info.value) and str(path) in str(info.value)
+
+
+def test_a_config_path_that_cannot_be_read_names_it(tmp_path):
+    """ABHED_CONFIG naming a directory (as a mistyped path may): the error names it, nothing is
+    read with defaults in its place."""
+    with pytest.raises(config.ConfigError) as info:
+        config.load(env={"ABHED_CONFIG": str(tmp_path)})
+    assert str(info.value).startswith(f"Cannot read the config file {tmp_path}: [Errno 21] Is a directory")
+    assert str(info.value).endswith("Fix or remove it.")
+
+
+def test_a_config_file_that_is_not_utf8_names_the_file_and_the_byte(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_bytes(b"[files]\ncreate_parents = true # caf\xe9\n")
+    with pytest.raises(config.ConfigError) as info:
+        config.load(env={"ABHED_CONFIG": str(path)})
+    assert f"Cannot read the config file {path}" in str(info.value) and "0xe9" in str(info.value)
+    assert "Fix or remove it." in str(info.value)

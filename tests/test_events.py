@@ -170,3 +170,35 @@ def test_append_and_sync_leave_no_file_descriptor_open(tmp_path):
         log.append(ActionEvent(session_id="s", tool="t", input="b" * 100), sync=False)
         log.sync()
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_parallel_first_uses_of_the_deferred_event_kinds_all_make_valid_events():
+    """Event kinds are built on first use (start-up, issue 18): threads that make the first events of
+    several kinds at once (subagents) each get a complete, serialisable event. In a fresh interpreter,
+    so that no kind is built yet."""
+    import subprocess
+    import sys
+    code = """
+import json, threading
+from abhed.session.events import ActionEvent, MessageEvent, ObservationEvent, to_json
+barrier, made, errors = threading.Barrier(24), [], []
+def first(i):
+    barrier.wait()
+    try:
+        kind = i % 3
+        event = (ActionEvent(session_id="s", tool="read", input={"i": i}) if kind == 0 else
+                 MessageEvent(session_id="s", role="user", content=str(i)) if kind == 1 else
+                 ObservationEvent(session_id="s", action_id="a", tool="read", content=str(i), is_error=False,
+                                  duration_ms=1.0))
+        made.append(json.loads(to_json(event))["kind"])
+    except Exception as exc:
+        errors.append(repr(exc))
+threads = [threading.Thread(target=first, args=(i,)) for i in range(24)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print(sorted(set(made)), len(made), errors)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "['action', 'message', 'observation'] 24 []", out.stderr[-2000:]

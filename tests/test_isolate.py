@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from abhed.common import isolate
+from fd_testing import pipes
 
 SHORT = isolate.Bounds(seconds=1, memory=256 * 1024 * 1024)
 
@@ -86,28 +87,14 @@ def test_a_child_that_crashes_is_reported():
         isolate.run(_crash, bounds=SHORT)
 
 
-def _pipes() -> set[str]:
-    """The pipes this process holds. Only new ones count as a leak: threads of earlier tests
-    (a shared microVM's reader) may close theirs meanwhile."""
-    pipes = set()
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except FileNotFoundError:
-            continue  # closed since the listing
-        if target.startswith("pipe:"):
-            pipes.add(target)
-    return pipes
-
-
 @pytest.mark.parametrize("function", [_add, _fail, _spin])
 def test_no_descriptor_is_left_open_whatever_the_child_did(function):
-    before = _pipes()
+    before = pipes()
     try:
         isolate.run(function, *((1, 2) if function is _add else ()), bounds=SHORT)
     except (ValueError, isolate.Exceeded):
         pass
-    assert _pipes() - before == set()
+    assert pipes() - before == set()
 
 
 def _huge():

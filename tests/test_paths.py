@@ -175,6 +175,41 @@ def test_open_refuses_a_symlink_anywhere_below_the_root(ws, tmp_path):
     os.close(fd)
 
 
+@pytest.mark.parametrize("walk", [False, True], ids=["openat2", "component-walk"])
+def test_opener_below_refuses_symlinks_and_paths_outside_and_closes_its_root(ws, tmp_path, monkeypatch, walk):
+    """Issue 18: grep opens every file through one descriptor of the root; each open is still
+    confined as `open`'s (a symlink anywhere below the root, a path outside it or with `..`)."""
+    from fd_testing import fds_on
+
+    if walk:
+        monkeypatch.setattr(beneath, "_openat2_works", False)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "f").write_text("secret\n")
+    (ws / "d").mkdir()
+    (ws / "d" / "f").write_text("mine\n")
+    (ws / "d" / "link").symlink_to(tmp_path / "out" / "f")
+    (ws / "dirlink").symlink_to(tmp_path / "out")
+    policy = PathPolicy.create(ws)
+    with policy.opener_below(ws / "d", os.O_RDONLY) as open_file:
+        assert fds_on(ws) == [str(ws)]  # the root, once
+        fd = open_file(str(ws / "d" / "f"))
+        assert os.read(fd, 100) == b"mine\n"
+        os.close(fd)
+        for escape in (ws / "d" / "link", ws / "dirlink" / "f"):
+            with pytest.raises(OSError) as err:
+                open_file(str(escape))
+            assert err.value.errno in beneath.ESCAPES
+        with pytest.raises(OSError) as err:
+            open_file(str(ws / "d" / ".." / ".." / "out" / "f"))
+        assert err.value.errno == errno.EXDEV
+        with pytest.raises(OSError) as err:
+            open_file(str(tmp_path / "out" / "f"))
+        assert err.value.errno == errno.EXDEV and f"is not below {ws}" in str(err.value)
+    assert fds_on(ws) == []
+    with pytest.raises(PathError):
+        policy.opener_below(tmp_path / "out", os.O_RDONLY).__enter__()
+
+
 def test_a_path_changing_while_resolved_is_a_clear_error(ws, monkeypatch):
     import abhed.files.paths as paths
 

@@ -97,6 +97,36 @@ def test_swapper_loop_never_leaks(swapped, home, monkeypatch, walk):
     tools.ctx.close()
 
 
+@pytest.mark.slow
+def test_swapper_loop_never_leaks_through_the_forked_grep_workers(swapped, home, monkeypatch):
+    """Issue 18: the fallback backend's forked workers open files through the tool's confined
+    opener, so the swap they meet is refused as in one process: nothing outside is read."""
+    from abhed.files import grepsearch
+
+    ws, outside = swapped
+    for i in range(6):  # files beside the swapped directory, so that every search has several batches
+        (ws / f"beside{i}.txt").write_text("inside beside\n")
+    forks = []
+    real = grepsearch.fork_map
+    monkeypatch.setattr(grepsearch, "fork_map", lambda *a: forks.append(a[2]) or real(*a))
+    monkeypatch.setattr(grepsearch, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(grepsearch, "default_workers", lambda: 3)
+    tools = Tools(ws, home)
+    tools.settings.search.backend = "python"
+    answers = []
+    for n in range(CALLS):
+        mode = ("content", "files_with_matches", "count")[n % 3]
+        answers.append(tools.ok("grep", pattern="SECRET|inside", output_mode=mode))
+    text = "\n".join(answers)
+    assert SECRET not in text
+    assert "only-outside-name" not in text
+    assert len(forks) == CALLS and set(forks) == {3}, "the searches did not run in forked workers"
+    met = sum("became a symbolic link during the search" in a for a in answers)
+    print(f"\n{len(answers)} searches, {met} met the swap in a worker", flush=True)
+    assert met > 0, "no worker ever met the swap: the test did not exercise the race"
+    tools.ctx.close()
+
+
 def swap_after_check(tools, ws, outside, monkeypatch):
     """Every path check passes on the real `ws/d`, which is then replaced by a symlink to `outside`."""
     real_resolve = tools.ctx.paths.resolve

@@ -9,6 +9,7 @@ are measured by benchmarks/launch_bench.py, never here.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -20,7 +21,7 @@ import pytest
 UI = ("rich", "prompt_toolkit", "abhed.cli.display", "abhed.cli.chat")
 MODEL = ("httpx", "abhed.model", "abhed.agent.loop")
 SHELL = ("tree_sitter", "tree_sitter_bash")
-SANDBOX = ("sandbox.launcher", "sandbox.session", "sandbox.microvm", "sandbox.probe")
+SANDBOX = ("sandbox.launcher", "sandbox.session", "sandbox.microvm", "sandbox.probe", "sandbox.config")
 SEARCH = ("fallback_grep", "rapidfuzz")
 MEDIA = ("PIL", "pypdf", "cryptography")
 OTHER_TOOLS = tuple(f"abhed.tools.{name}" for name in ("write", "edit", "glob", "grep", "bash", "task", "plan", "todo"))
@@ -36,9 +37,10 @@ try:
 except SystemExit as exc:
     code = exc.code
 with open(out, "w") as handle:
-    json.dump({"code": code, "modules": sorted(name for name, module in sys.modules.items() if module is not None),
+    json.dump({"code": code, "modules": sorted(name for name, module in sys.modules.items()
+                                               if getattr(module, "__spec__", None) is not None),
                "gc": {"threshold": gc.get_threshold(), "frozen": gc.get_freeze_count()}},
-              handle)  # None: a module marked absent
+              handle)  # no spec: a module marked absent (None), or placed, not imported (abhed/__init__.py)
 """
 
 
@@ -99,13 +101,47 @@ def test_version_and_help_load_click_and_the_command_line_alone(tmp_path, args):
 # the egress proxy (only an allow-list in the config is parsed by it).
 READ_ONLY_CALL = ("abhed.session.checkpoint", "abhed.tools.media", "abhed.files.pdf", "abhed.files.images",
                   "sandbox.egress")
+# What pydantic would load to look for plugins (abhed/__init__.py gives it a loader that finds none),
+# and what only an error, a mistyped config key or an existing config file needs (there is none here).
+PLUGIN_SCAN = ("importlib.metadata", "zipfile", "email")
+RARE = ("traceback", "difflib", "tomllib", "socket")
 
 
 def test_tool_read_loads_the_read_tool_and_not_the_rest(tmp_path, ws, home):
     (ws / "f.txt").write_text("hi\n")
-    modules = assert_light(tmp_path, (*UI, *MODEL, *SHELL, *SANDBOX, *SEARCH, *MEDIA, *OTHER_TOOLS, *READ_ONLY_CALL),
+    modules = assert_light(tmp_path, (*UI, *MODEL, *SHELL, *SANDBOX, *SEARCH, *MEDIA, *OTHER_TOOLS, *READ_ONLY_CALL,
+                                       *PLUGIN_SCAN, *RARE),
                            "tool", "read", json.dumps({"path": str(ws / "f.txt")}), "--workspace", str(ws))
     assert "abhed.tools.read" in modules  # the check above saw a real run, not an early exit
+
+
+# A package installed beside Abhed that registers a pydantic plugin (an entry point in the group
+# "pydantic"): its module writes a file when imported, i.e. when pydantic loads it.
+PLUGIN_PACKAGE = {
+    "planted_plugin.py": "import pathlib, os\npathlib.Path(os.environ['PLANTED_MARK']).write_text('ran')\n"
+                         "class Plugin:\n    def new_schema_validator(self, *args, **kwargs):\n"
+                         "        return None, None, None\nplugin = Plugin()\n",
+    "planted-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: planted\nVersion: 1.0\n",
+    "planted-1.0.dist-info/entry_points.txt": "[pydantic]\nplanted = planted_plugin:plugin\n",
+}
+
+
+@pytest.mark.parametrize("through_abhed", [True, False])
+def test_a_pydantic_plugin_installed_beside_abhed_never_runs(tmp_path, through_abhed):
+    """Abhed's models are built without pydantic's plugin scan: no code of a package's entry point
+    runs in the agent (and start-up skips importlib.metadata). Without Abhed the same plugin does run
+    (the control: the planted package is one pydantic would load)."""
+    for name, text in PLUGIN_PACKAGE.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    mark = tmp_path / "plugin-ran"
+    first = "import abhed.session.events\n" if through_abhed else ""
+    code = first + "import sys, pydantic\nclass M(pydantic.BaseModel):\n    x: int\nprint(M(x=1).x, 'importlib.metadata' in sys.modules)\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(tmp_path), "PLANTED_MARK": str(mark)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == (["1", "False"] if through_abhed else ["1", "True"])
+    assert mark.exists() is not through_abhed
 
 
 def test_tool_read_of_a_missing_file_still_suggests_paths(tmp_path, ws, home):
@@ -276,3 +312,16 @@ except AttributeError as exc:
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout.splitlines()
     assert out == ["False probe True True sandbox.launcher ProbeReport", "module 'sandbox' has no attribute 'nothing'"]
+
+
+def test_the_sandbox_package_loads_its_settings_alone_on_first_use():
+    code = """
+import sys, sandbox, sandbox.protect
+print("sandbox.config" in sys.modules)
+limits, default = sandbox.Limits, sandbox.DEFAULT_PROTECTED_PATHS
+from sandbox.config import Limits
+print(limits is Limits, default is sandbox.protect.DEFAULT_PROTECTED_PATHS, sandbox.SandboxConfig().protected_paths == default,
+      "sandbox.launcher" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.splitlines() == ["False", "True True True False"], out.stderr[-2000:]

@@ -11,7 +11,6 @@ import json
 import re
 import sys
 import time
-import traceback
 from collections.abc import Callable
 from contextlib import nullcontext
 from hashlib import sha256
@@ -242,6 +241,7 @@ def _run(tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
     except ToolError as exc:
         return fail(exc.message, error_kind=TOOL_ERROR, **exc.metadata)
     except Exception as exc:  # a bug in Abhed: the model must still get an instruction, not a traceback
+        import traceback  # only a bug needs it (start-up, issue 18)
         trace = traceback.format_exc()
         print(trace, file=sys.stderr)
         return fail(

@@ -14,12 +14,28 @@ import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from fallback_grep.filesearch import BINARY_SNIFF, Matcher, is_binary, search_bytes
+from fallback_grep.filesearch import BINARY_SNIFF, FileReader, Matcher, is_binary, search_bytes
+from fallback_grep.parallel import default_workers, fork_map
 
 from abhed.files import beneath
 
 OUTPUT_MODES = ("content", "files_with_matches", "count")
 Opener = Callable[[str], int]  # path -> a read descriptor of that regular file (raises OSError)
+BATCHES_PER_WORKER = 8
+# fallback_grep forks workers from this many bytes to search. Forking two workers and collecting
+# their results costs ~12 ms of CPU (measured in a process with the tools loaded, at load 7) and
+# one process searches ~1.6 ms/MB: below ~16 MB the second core saves less than the forks cost.
+# benchmarks/grep_tool_bench.py --only-threshold shows the crossing on a quiet machine.
+PARALLEL_MIN_BYTES = 16 << 20
+
+
+def search_workers(files: int, size: int) -> int:
+    """How many processes fallback_grep should search `files` files of `size` bytes in all with:
+    1 below PARALLEL_MIN_BYTES, else one per half of it (each worker's share repays its fork), at
+    most one per core and one per file."""
+    if files < 2 or size < PARALLEL_MIN_BYTES:
+        return 1
+    return max(1, min(default_workers(), files, size // max(1, PARALLEL_MIN_BYTES // 2)))
 
 
 @dataclass(frozen=True)
@@ -67,19 +83,43 @@ def why_unreadable(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def python_search(files: list[str], query: Query, opener: Opener = open_plain) -> Iterator[FileHits]:
-    """Search each file, read through `opener` (PathPolicy-checked descriptors in the grep tool)."""
+def python_search(files: list[str], query: Query, opener: Opener = open_plain, workers: int = 1) -> Iterator[FileHits]:
+    """Search each file, read through `opener` (PathPolicy-checked descriptors in the grep tool).
+
+    With `workers` > 1 the files are searched by that many forked processes (fallback_grep's
+    fork_map), each opening its files through the same `opener`, which it inherits; the hits come
+    back in the same order as from one process.
+    """
     matcher = query.matcher()
+    if workers <= 1 or len(files) < 2:
+        yield from _search_files(files, matcher, query, opener)
+        return
+    # Several batches per worker, dealt round-robin, so that one directory of big files does not
+    # leave the other workers idle.
+    size = -(-len(files) // (workers * BATCHES_PER_WORKER))
+    batches = [files[i:i + size] for i in range(0, len(files), size)]
+    for hits in fork_map(lambda batch: list(_search_files(batch, matcher, query, opener)), batches, workers):
+        yield from hits
+
+
+def _search_files(files: list[str], matcher: Matcher, query: Query, opener: Opener) -> Iterator[FileHits]:
+    # One reused buffer, and files the literal prefilter rules out leave it uncopied: most files of
+    # a search hold no match (fallback_grep.filesearch.search_paths does the same).
+    reader = FileReader()
+    prefilter = matcher.prefilter
     for path in files:
         try:
             fd = opener(path)
             try:
-                data = beneath.read_fd(fd)
+                n = reader.read_fd(fd)
             finally:
                 os.close(fd)
         except OSError as exc:
             yield FileHits(path, error=why_unreadable(exc))
             continue
+        if prefilter is not None and prefilter.quick_reject(reader.buf, n):
+            continue  # no match: nothing to report, binary or not
+        data = reader.bytes(n)
         if is_binary(data):
             if search_bytes(matcher, data, "files_with_matches").matched:
                 yield FileHits(path, binary=True)  # reported as a count, never as lines

@@ -13,7 +13,10 @@ directory for a symlink at any moment). So tools never open the checked name dir
 
 from __future__ import annotations
 
+import errno
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,6 +102,26 @@ class PathPolicy:
         Raises OSError; those of `beneath.ESCAPES` mean a symlink was met (see `swapped_error`).
         """
         return beneath.open_beneath(self.root_of(real), real, flags)
+
+    @contextmanager
+    def opener_below(self, directory: Path, flags: int) -> Iterator[Callable[[str], int]]:
+        """open_file(path) -> a descriptor, for many paths below `directory` (a path `resolve`
+        returned): each is opened as `open` opens it, below its root without following any
+        symlink, but the root's descriptor is opened once, not per file (grep opens tens of
+        thousands). A path not below the root raises OSError(EXDEV), nothing is opened."""
+        root = self.root_of(directory)
+        prefix = str(root).rstrip("/") + "/"
+        # The root is a directory: O_RDONLY or no O_DIRECTORY would open it too.
+        rootfd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)  # pragma: no mutate
+
+        def open_file(path: str) -> int:
+            if not path.startswith(prefix):
+                raise OSError(errno.EXDEV, f"{path} is not below {root}", path)
+            return beneath.open_rel(rootfd, path[len(prefix):].split("/"), flags)
+        try:
+            yield open_file
+        finally:
+            os.close(rootfd)
 
     def open_dir(self, real: Path) -> int:
         """A read descriptor of the directory `real`, opened like `open`: the handle writers use."""

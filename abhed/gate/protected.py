@@ -20,8 +20,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sandbox.config import DEFAULT_PROTECTED_PATHS
-from sandbox.protect import protected_reason
+from sandbox.protect import DEFAULT_PROTECTED_PATHS, protected_reason
 
 GIT = ".git"
 

@@ -4,19 +4,20 @@ The config file is the operator's, never the workspace's: a model that can write
 workspace must not be able to widen its own permissions, so no project-level config is read.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would then turn each field's annotation, a
+# string, into a typing.ForwardRef (compiled) and evaluate it, at import, for the eleven models: about a
+# fifth of this module's import (start-up, issue 18). Annotations are plain objects; all names they use are
+# defined above them.
 
-import difflib
 import os
 import re
 import stat
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from sandbox.config import DEFAULT_PROTECTED_PATHS
+from sandbox.protect import DEFAULT_PROTECTED_PATHS
 from sandbox.errors import ConfigError as SandboxConfigError
 
 from abhed.gate.approval import Rule
@@ -313,14 +314,19 @@ def _read_file(path: Path | None, explicit: bool = False) -> dict[str, Any]:
     try:
         with open(path, "rb") as handle:
             check_ownership(path, os.fstat(handle.fileno()))
-            return tomllib.loads(handle.read().decode("utf-8"))
+            data = handle.read()
     except FileNotFoundError:
         if explicit:
             raise ConfigError(f"ABHED_CONFIG names {path}, which does not exist. Point ABHED_CONFIG at your config "
                               "file, create this one (`abhed config init` writes a commented example there), or "
                               "set ABHED_CONFIG= (empty) to run with no config file.") from None
         return {}
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except OSError as exc:
+        raise ConfigError(f"Cannot read the config file {path}: {exc}. Fix or remove it.") from exc
+    import tomllib  # only a config file that exists needs the parser (start-up, issue 18)
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"Cannot read the config file {path}: {exc}. Fix or remove it.") from exc
 
 
@@ -369,6 +375,7 @@ def _problem(err: Any) -> str:
         if not (isinstance(inner, type) and issubclass(inner, BaseModel)):
             return text
         section = inner
+    import difflib  # only a mistyped key needs it (start-up, issue 18)
     near = difflib.get_close_matches(loc[-1], list(section.model_fields), n=1)
     known = ", ".join(section.model_fields)
     return text + (f" (did you mean {'.'.join([*loc[:-1], near[0]])}?)" if near else f" (the keys here: {known})")

@@ -20,14 +20,16 @@ schema_version 1 (before blobs) are read as they are; in later ones a string the
 itself starts with NUL is stored with one NUL more, so it can never pass for a reference.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would then turn each field's annotation, a
+# string, into a typing.ForwardRef (compiled) and evaluate it, at import, for the eight models: about a
+# fifth of this module's import (start-up, issue 18). Annotations are plain objects; all names they use are
+# defined above them.
 
 import fcntl
 import getpass
 import json
 import os
 import re
-import socket
 import threading
 import uuid
 from collections.abc import Callable
@@ -56,7 +58,7 @@ def who() -> tuple[str, str]:
         user = getpass.getuser()
     except (KeyError, OSError):
         user = f"uid {os.getuid()}"
-    return user, socket.gethostname()
+    return user, os.uname().nodename  # what socket.gethostname() returns, without loading socket
 
 
 def new_id() -> str:
@@ -69,7 +71,10 @@ def now() -> datetime:
 
 class _Event(BaseModel):
     # A newer Abhed may add fields; older ones still load (tested). pydantic's default, said out loud.
-    model_config = ConfigDict(extra="ignore")  # pragma: no mutate (equivalent: the default)
+    # Each kind is built on its first use, not at import: `abhed tool read` makes two kinds of the
+    # seven (start-up, issue 18).
+    # pragma: no mutate (equivalent: extra="ignore" is the default; deferring changes only when a kind is built)
+    model_config = ConfigDict(extra="ignore", defer_build=True)  # pragma: no mutate
 
     schema_version: int = SCHEMA_VERSION
     id: str = Field(default_factory=new_id)
@@ -185,7 +190,12 @@ class ModeEvent(_Event):
 
 AnyEvent = ActionEvent | ObservationEvent | MessageEvent | CompactionEvent | RunEvent | CheckpointEvent | ModeEvent
 Event = Annotated[AnyEvent, Field(discriminator="kind")]
-_EVENT = TypeAdapter(Event)
+
+
+@lru_cache(maxsize=1)
+def _event_adapter() -> TypeAdapter[AnyEvent]:
+    """The validator of any event, read by its kind: built on the first load (it builds every kind)."""
+    return TypeAdapter(Event)
 
 
 @dataclass
@@ -276,7 +286,7 @@ class EventLog:
                         and value["schema_version"] >= 2:
                     value = _restored(value, payloads)
                     loaded.problems.extend(f"{self.path}:{number}: {problem}" for problem in payloads.take_problems())
-                loaded.events.append(_EVENT.validate_python(value))
+                loaded.events.append(_event_adapter().validate_python(value))
             except (ValidationError, ValueError, RecursionError) as exc:  # Recursion: nested too deep to parse
                 torn = number - 1 == last  # the final line had no newline: cut by a crash mid-write
                 what = "torn final line (cut by a crash mid-write)" if torn else "unreadable line"

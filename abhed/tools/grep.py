@@ -15,7 +15,7 @@ from abhed.files import filewalk, ripgrep
 from abhed.common.errors import ToolError
 from abhed.files.textfile import human_size
 from abhed.files.globpattern import GlobError, expand_braces
-from abhed.files.grepsearch import FileHits, Query, check_regular, python_search
+from abhed.files.grepsearch import FileHits, Query, check_regular, python_search, search_workers
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, cut_line, more_items, ok
 from abhed.tools.glob import hidden_note, search_root, walk_checked
 
@@ -77,71 +77,83 @@ class Grep(Tool):
             query.matcher()
         except fallback_grep.error as exc:
             raise ToolError(str(exc), pattern=args.pattern) from None
-        root, files, notes, skipped = self._files(args, ctx)
-        backend, search = self._searcher(ctx, root if root.is_dir() else root.parent)
-        # Content mode first learns which files match (cheap), then fetches lines from as few as it needs.
-        first = query if mode != "content" else replace(query, mode="files_with_matches")
-        hits = sorted(search(files, first), key=lambda h: h.path)
-        found = [h for h in hits if not h.binary and h.error is None]
-        notes += self._problem_notes(hits)
-        facts = {"backend": backend, "files_searched": len(files), "files_matched": len(found), "mode": mode}
-        if not found:
-            return ok("\n".join([self._nothing(args, root, files, hits, skipped), *notes]), **facts)
-        if mode == "files_with_matches":
-            body = [h.path for h in found[:MAX_FILES]]
-            body += [self._cut_note(len(found), "files")] if len(found) > MAX_FILES else []
-        elif mode == "count":
-            body = [f"{h.path}:{h.count}" for h in found[:MAX_FILES]]
-            body += [self._cut_note(len(found), "files")] if len(found) > MAX_FILES else []
-            body.append(f"[total: {sum(h.count for h in found)} matching lines in {len(found)} files]")
-        else:
-            body = self._content(found, query, search)
-        return ok("\n".join(body + notes), **facts)
+        root, files, notes, skipped, size = self._files(args, ctx)
+        where = root if root.is_dir() else root.parent
+        # One descriptor of the workspace root for every open of this call (and of its workers).
+        with ctx.paths.opener_below(where, os.O_RDONLY | os.O_NONBLOCK) as open_file:
+            backend, search = self._searcher(ctx, where, open_file)
+            # Content mode first learns which files match (cheap), then fetches lines from as few as it needs.
+            first = query if mode != "content" else replace(query, mode="files_with_matches")
+            hits = sorted(search(files, first, search_workers(len(files), size)), key=lambda h: h.path)
+            found = [h for h in hits if not h.binary and h.error is None]
+            notes += self._problem_notes(hits)
+            facts = {"backend": backend, "files_searched": len(files), "files_matched": len(found), "mode": mode}
+            if not found:
+                return ok("\n".join([self._nothing(args, root, files, hits, skipped), *notes]), **facts)
+            if mode == "files_with_matches":
+                body = [h.path for h in found[:MAX_FILES]]
+                body += [self._cut_note(len(found), "files")] if len(found) > MAX_FILES else []
+            elif mode == "count":
+                body = [f"{h.path}:{h.count}" for h in found[:MAX_FILES]]
+                body += [self._cut_note(len(found), "files")] if len(found) > MAX_FILES else []
+                body.append(f"[total: {sum(h.count for h in found)} matching lines in {len(found)} files]")
+            else:
+                body = self._content(found, query, search)
+            return ok("\n".join(body + notes), **facts)
 
     # -- which files ---------------------------------------------------------------------------
 
-    def _files(self, args: GrepInput, ctx: ToolContext) -> tuple[Path, list[str], list[str], int]:
-        """The search root, the files to search, notes, and how many files were left out for size."""
+    def _files(self, args: GrepInput, ctx: ToolContext) -> tuple[Path, list[str], list[str], int, int]:
+        """The search root, the files to search, notes, how many files were left out for size, and
+        the bytes to search."""
         root = ctx.resolve(args.path) if args.path else ctx.paths.workspace
         if root.is_file():
             keep = glob_filter(args.glob, root.parent)
             files = [str(root)] if keep is None or keep(str(root)) else []
-            kept = self._small_enough(files, ctx, notes := [])
-            return root, kept, notes, len(files) - len(kept)
+            kept, size = self._small_enough(files, ctx, notes := [])
+            return root, kept, notes, len(files) - len(kept), size
         root = search_root(args.path, ctx, self.name)
         keep = glob_filter(args.glob, root)
         prefix = str(root) + "/"
         listing = walk_checked(root, ctx, keep and (lambda rel: keep(prefix + rel)))
         notes: list[str] = []
-        files = self._small_enough(listing.files, ctx, notes)
+        files, size = self._small_enough(listing.files, ctx, notes)
         hidden = hidden_note(root, listing.hidden_dirs, len(listing.hidden_files))
         notes += [hidden] if hidden else []
         if listing.unreadable:
             notes.append(f"[{len(listing.unreadable)} directories could not be read, e.g. {listing.unreadable[0]}]")
-        return root, files, notes, len(listing.files) - len(files)
+        return root, files, notes, len(listing.files) - len(files), size
 
     @staticmethod
-    def _small_enough(files: list[str], ctx: ToolContext, notes: list[str]) -> list[str]:
+    def _small_enough(files: list[str], ctx: ToolContext, notes: list[str]) -> tuple[list[str], int]:
+        """The files within search.max_file_bytes (a note names the others) and their total size."""
         limit = ctx.settings.search.max_file_bytes
-        kept, big = [], []
+        kept, big, total = [], [], 0
         for path in files:
             try:
                 size = os.stat(path).st_size
-                big.append((path, size)) if size > limit else kept.append(path)
             except OSError:
                 kept.append(path)  # the backend reports why it cannot be read
+                continue
+            if size > limit:
+                big.append((path, size))
+            else:
+                kept.append(path)
+                total += size
         if big:
             shown = ", ".join(f"{p} ({human_size(size)})" for p, size in sorted(big)[:SHOWN_EXAMPLES])
             notes.append(f"[{len(big)} file(s) NOT searched, over grep's limit of {human_size(limit)} per file "
                          f"(search.max_file_bytes): {shown}{more_items(SHOWN_EXAMPLES, len(big), 'files')}. Search "
                          "them with bash, showing only the head of long lines: rg -n --max-columns 300 "
                          "--max-columns-preview 'PATTERN' FILE (or grep -c 'PATTERN' FILE to count).]")
-        return kept
+        return kept, total
 
     @staticmethod
-    def _searcher(ctx: ToolContext, cwd: Path) -> tuple[str, Callable[[list[str], Query], Iterator[FileHits]]]:
-        """The backend's name and its search function: rg when present (unless the operator says
-        otherwise), else fallback_grep."""
+    def _searcher(ctx: ToolContext, cwd: Path,
+                  open_file: Callable[[str], int]) -> tuple[str, Callable[..., Iterator[FileHits]]]:
+        """The backend's name and its search function search(files, query, workers=1): rg when
+        present (unless the operator says otherwise; rg picks its own threads), else fallback_grep
+        (forked worker processes when workers > 1)."""
         choice = ctx.settings.search.backend
         rg = ripgrep.find_rg(ctx.paths.workspace) if choice != "python" else None
         if rg is None and choice == "rg":
@@ -149,10 +161,10 @@ class Grep(Tool):
                             "was found beside Abhed or on PATH. Ask the operator to install it or set the backend "
                             "to \"auto\".")
         def opener(path: str) -> int:
-            return check_regular(ctx.paths.open(Path(path), os.O_RDONLY | os.O_NONBLOCK))
+            return check_regular(open_file(path))
         if rg is None:
-            return "fallback_grep", lambda files, query: python_search(files, query, opener)
-        return "rg", lambda files, query: ripgrep.rg_search(rg, str(cwd), files, query, opener)
+            return "fallback_grep", lambda files, query, workers=1: python_search(files, query, opener, workers)
+        return "rg", lambda files, query, workers=1: ripgrep.rg_search(rg, str(cwd), files, query, opener)
 
     # -- what to show --------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 import os
 
 import pytest
-from fd_testing import fds_on
+from fd_testing import fds_on, pipes
 
 from fallback_grep import parallel
 from fallback_grep.filesearch import Matcher, search_paths, walk
@@ -110,3 +110,122 @@ def test_a_workers_run_closes_each_directory_descriptor(tmp_path):
     assert got == [(False, "f0.txt", str(tmp_path / "d00" / "f0.txt")), (False, "f1.txt", str(tmp_path / "d00" / "f1.txt")),
                    (False, "f2.txt", str(tmp_path / "d03" / "f2.txt")),
                    (True, str(tmp_path / "gone" / "x.txt"), str(tmp_path / "gone" / "x.txt"))]
+
+
+# ---- fork_map ------------------------------------------------------------------------------------
+
+def _no_children_left():
+    """No child of this process is left, running or unreaped."""
+    try:
+        os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+def test_fork_map_gives_every_result_in_task_order_from_forked_children():
+    """Task i runs in child i % workers; a closure over something that cannot be pickled (a
+    lock, an open descriptor) works, since the children inherit it; results come back in order."""
+    import threading
+    lock, parent = threading.Lock(), os.getpid()
+    r, w = os.pipe()
+    before = pipes()
+    try:
+        got = list(parallel.fork_map(lambda t: (t * t, os.getpid(), lock.locked(), os.fstat(r).st_mode > 0),
+                                     (t for t in range(11)), 3))   # any iterable of tasks
+    finally:
+        os.close(r)
+        os.close(w)
+    assert pipes() - before == set(), "a pipe to a child was left open"
+    assert [g[0] for g in got] == [t * t for t in range(11)]
+    pids = [g[1] for g in got]
+    assert parent not in pids and len(set(pids)) == 3
+    assert all(pids[i] == pids[i % 3] for i in range(11))
+    assert all(g[2] is False and g[3] for g in got)
+    assert _no_children_left()
+
+
+def test_fork_map_with_one_worker_or_one_task_runs_here():
+    parent = os.getpid()
+    assert list(parallel.fork_map(lambda t: (t, os.getpid()), [5], 4)) == [(5, parent)]
+    assert list(parallel.fork_map(lambda t: (t, os.getpid()), [1, 2], 1)) == [(1, parent), (2, parent)]
+    assert list(parallel.fork_map(lambda t: t, [], 4)) == []
+
+
+def test_tasks_of_a_child_that_dies_are_run_here_and_none_is_lost():
+    """A child killed in its third task (OOM killer, a crash) sent its first two results: those
+    are used, and its remaining tasks run in this process; the order is the task order."""
+    parent = os.getpid()
+
+    def square(t):
+        if t == 6 and os.getpid() != parent:
+            os.kill(os.getpid(), 9)
+        return t * t, os.getpid() == parent
+    got = list(parallel.fork_map(square, range(10), 2))
+    assert [g[0] for g in got] == [t * t for t in range(10)]
+    assert [t for t, (_, here) in enumerate(got) if here] == [6, 8]   # child 0's tasks from 6 on
+    assert _no_children_left()
+
+
+def test_an_exception_in_a_child_reaches_the_caller_from_the_rerun_here():
+    """A task that raises in its child is run again here, where its exception reaches the caller;
+    the tasks before it were yielded, and no child is left behind."""
+    def fail_on_3(t):
+        if t == 3:
+            raise ValueError("task 3 cannot be done")
+        return t
+    gen = parallel.fork_map(fail_on_3, range(6), 2)
+    assert [next(gen) for _ in range(3)] == [0, 1, 2]
+    with pytest.raises(ValueError, match="task 3 cannot be done"):
+        next(gen)
+    assert _no_children_left()
+
+
+def test_a_result_that_cannot_be_pickled_is_computed_here():
+    import threading
+    parent = os.getpid()
+    got = list(parallel.fork_map(lambda t: threading.Lock() if t == 2 else (t, os.getpid() == parent), range(4), 2))
+    assert got[0] == (0, False) and got[1] == (1, False) and got[3] == (3, False)
+    assert type(got[2]).__name__ == "lock"
+    assert _no_children_left()
+
+
+def test_closing_fork_map_early_kills_and_reaps_its_children(tmp_path):
+    """The caller stops after the first result (a cancelled tool call): the children still
+    working are killed, none is left as a zombie, and none writes after that (judged by the files
+    they would have created)."""
+    import time
+
+    def slow(t):
+        if t > 1:
+            time.sleep(0.2)
+            (tmp_path / f"done{t}").write_text("x")
+        return t
+    gen = parallel.fork_map(slow, range(40), 2)
+    assert next(gen) == 0
+    gen.close()
+    assert _no_children_left()
+    written = sorted(tmp_path.iterdir())
+    time.sleep(0.5)   # what a surviving child would write meanwhile
+    assert sorted(tmp_path.iterdir()) == written and len(written) < 38
+
+
+def test_when_no_process_can_be_forked_everything_runs_here(monkeypatch):
+    def no_fork():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+    monkeypatch.setattr(os, "fork", no_fork)
+    parent = os.getpid()
+    before = pipes()
+    assert list(parallel.fork_map(lambda t: (t, os.getpid() == parent), range(5), 3)) == [(t, True) for t in range(5)]
+    assert pipes() - before == set()
+
+
+def test_large_results_arrive_whole_from_the_children():
+    """Results far larger than one read of the pipe (frames split across reads, several frames in
+    one read) all come from the children, none recomputed here."""
+    parent = os.getpid()
+    sizes = [300_000, 5, 70_000, 1, 200_000, 3, 65_536, 0, 131_072]
+    got = list(parallel.fork_map(lambda n: (bytes([n % 251]) * n, os.getpid() == parent), sizes, 2))
+    assert [len(data) for data, _ in got] == sizes
+    assert all(data == bytes([n % 251]) * n for (data, _), n in zip(got, sizes))
+    assert not any(here for _, here in got), "a result was lost on the way and recomputed here"
