@@ -12,16 +12,28 @@ changes on the machine hit all three alike:
 
 Prints the median (and p90) per call, and the overhead of bwrap over none -- the cost of
 the sandbox itself -- side by side with the ratio. Goal: median overhead under 10 ms.
+Measured figures, with the load average of each run, are in docs/security.md ("Performance");
+on a busy machine compare trees with ``--against`` (both ways round) and the host CPU column.
 Timing lives here only; the test suites never assert durations.
 
 Also printed: the mount operations bwrap performs per call for this workspace (each bind
 or remount re-reads /proc/self/mountinfo inside bwrap; they are most of its set-up time).
 
 ``--gap MS`` pauses between calls, as an agent does while the model thinks. Some kernel
-costs only show then: the first cgroup move after a quiet spell waits for an RCU grace
-period (as root, each command gets its own pids/memory cgroups), while calls that follow
-each other closely find it already paid. The launcher overlaps that wait with bwrap's own
-set-up (sandbox.launcher.BwrapLauncher._join_cgroups_early).
+costs only show then: the first move of a process into a cgroup after a quiet spell waits
+for an RCU grace period (as root, each command gets its own pids/memory cgroups), while
+calls that follow each other closely find it already paid. On cgroup v1 the launcher moves
+no process at all: bwrap is started from inside the command's cgroups
+(sandbox.limits.ThreadInCgroups); on cgroup v2 it overlaps that wait with bwrap's own set-up
+(sandbox.launcher.BwrapLauncher._join_cgroups_early).
+
+``--against TREE`` times another checkout's sandbox package too (e.g. main's, at /work/main),
+in a worker process, in the same interleaved rounds, with the same workspace: before and
+after a change in one run, so the machine's load hits both alike. Printed: its none/bwrap
+medians, its overhead, and the change. The host-side CPU time per call (the calling
+process's own, kernel time included; bwrap and the command excluded) is printed for every
+path but raw, with the change in bwrap's CPU over none: less noisy than wall time on a busy
+machine.
 
 ``--tree N`` first fills the workspace with N files (10 per directory, in a git repository)
 so the per-call cost of the git guard (sandbox.gitguard: the scan for repositories the
@@ -32,6 +44,7 @@ command created) is part of the bwrap figures, and times that scan on its own be
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -79,32 +92,91 @@ def mount_operations(config: sandbox.SandboxConfig, workspace: Path) -> int:
     return sum(1 for arg in argv if arg in MOUNT_FLAGS)
 
 
-def bench(command: str, runs: int, workspace: Path, config: sandbox.SandboxConfig, gap_s: float = 0.0) -> dict[str, list[float]]:
+# The worker of --against: the other checkout's Sandbox, timing one call per request line.
+WORKER = """
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+import sandbox
+workspace, limits = sys.argv[2], sandbox.Limits(processes=None) if sys.argv[3] == "1" else sandbox.Limits()
+boxes = {"none": sandbox.Sandbox(sandbox.SandboxConfig(backend="none", limits=limits), workspace),
+         "bwrap": sandbox.Sandbox(sandbox.SandboxConfig(limits=limits), workspace)}
+for line in sys.stdin:
+    path, command = json.loads(line)
+    started, cpu_started = time.perf_counter(), time.process_time()
+    result = boxes[path].run(command, cwd=workspace, timeout_s=60)
+    elapsed, cpu = (time.perf_counter() - started) * 1000, (time.process_time() - cpu_started) * 1000
+    print(json.dumps([elapsed, cpu, result.exit_code, result.output[-500:]]), flush=True)
+for box in boxes.values():
+    box.close()
+"""
+
+
+class Against:
+    """Another checkout's sandbox, run by a worker process (``--against``)."""
+
+    def __init__(self, tree: Path, workspace: Path, no_process_limit: bool) -> None:
+        self.worker = subprocess.Popen([sys.executable, "-c", WORKER, str(tree), str(workspace), "1" if no_process_limit else "0"],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def time(self, path: str, command: str) -> tuple[float, float]:
+        """Wall and host-side CPU time (ms) of one call in the worker."""
+        assert self.worker.stdin is not None and self.worker.stdout is not None
+        self.worker.stdin.write(json.dumps([path, command]) + "\n")
+        self.worker.stdin.flush()
+        answer = self.worker.stdout.readline()
+        if not answer:
+            raise SystemExit(f"--against: the worker died (its error is above) while running {path} {command!r}")
+        elapsed, cpu, code, output = json.loads(answer)
+        if code != 0:
+            raise SystemExit(f"--against {path}: {command!r} failed ({code}): {output}")
+        return elapsed, cpu
+
+    def close(self) -> None:
+        assert self.worker.stdin is not None
+        self.worker.stdin.close()
+        self.worker.wait()
+
+
+def bench(command: str, runs: int, workspace: Path, config: sandbox.SandboxConfig, gap_s: float = 0.0,
+          against: Against | None = None) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall times per path (ms), and host-side CPU times per call for none and bwrap (ms)."""
     timings: dict[str, list[float]] = {"raw": [], "none": [], "bwrap": []}
+    if against is not None:
+        timings.update({"against-none": [], "against-bwrap": []})
+    cpu: dict[str, list[float]] = {path: [] for path in timings if path != "raw"}
     none = sandbox.Sandbox(sandbox.SandboxConfig(backend="none", limits=config.limits), workspace)
     bwrap = sandbox.Sandbox(config, workspace)
     try:
         for path in timings:  # warm caches once, not measured
-            _once(path, command, workspace, none, bwrap)
+            _once(path, command, workspace, none, bwrap, against)
         for _ in range(runs):
             for path in timings:
                 time.sleep(gap_s)
-                started = time.perf_counter()
-                _once(path, command, workspace, none, bwrap)
-                timings[path].append((time.perf_counter() - started) * 1000)
+                started, cpu_started = time.perf_counter(), time.process_time()
+                measured = _once(path, command, workspace, none, bwrap, against)
+                wall, host_cpu = measured or ((time.perf_counter() - started) * 1000, (time.process_time() - cpu_started) * 1000)
+                timings[path].append(wall)
+                if path in cpu:
+                    cpu[path].append(host_cpu)
     finally:
         none.close()
         bwrap.close()
-    return timings
+    return timings, cpu
 
 
-def _once(path: str, command: str, workspace: Path, none: sandbox.Sandbox, bwrap: sandbox.Sandbox) -> None:
+def _once(path: str, command: str, workspace: Path, none: sandbox.Sandbox, bwrap: sandbox.Sandbox,
+          against: Against | None) -> tuple[float, float] | None:
+    """Runs one call; returns its wall and CPU times when measured elsewhere (the --against worker)."""
     if path == "raw":
         subprocess.run(["bash", "-c", command], cwd=workspace, stdin=subprocess.DEVNULL, capture_output=True, check=False)
-        return
+        return None
+    if path.startswith("against-"):
+        assert against is not None
+        return against.time(path.removeprefix("against-"), command)
     result = (none if path == "none" else bwrap).run(command, cwd=workspace, timeout_s=60)
     if result.exit_code != 0:
         raise SystemExit(f"{path}: {command!r} failed ({result.exit_code}): {result.output}")
+    return None
 
 
 def make_tree(root: Path, files: int) -> None:
@@ -149,6 +221,7 @@ def main() -> int:
     parser.add_argument("--no-process-limit", action="store_true", help="limits.processes=None (as root: no pids cgroup)")
     parser.add_argument("--tree", type=int, default=0, metavar="FILES", help="fill the workspace with FILES files first")
     parser.add_argument("--gap", type=float, default=0.0, metavar="MS", help="pause before each call, as between an agent's calls")
+    parser.add_argument("--against", type=Path, metavar="TREE", help="also time this checkout's sandbox, interleaved (e.g. /work/main)")
     args = parser.parse_args()
     limits = sandbox.Limits(processes=None) if args.no_process_limit else sandbox.Limits()
     config = sandbox.SandboxConfig(limits=limits)
@@ -164,14 +237,28 @@ def main() -> int:
         print(f"  {line}")
     print(f"  mount operations per call: {mount_operations(config, workspace)} (bwrap's mount flags for this workspace)")
     failed = False
+    against = Against(args.against.resolve(), workspace, args.no_process_limit) if args.against else None
+    labels = [("raw", "raw bash -c"), ("none", "unconfined (backend none)"), ("bwrap", "sandboxed (backend bwrap)")]
+    if against is not None:
+        labels += [("against-none", f"  {args.against}: none"), ("against-bwrap", f"  {args.against}: bwrap")]
     try:
         for command in args.command or DEFAULT_COMMANDS:
-            timings = bench(command, args.runs, workspace, config, args.gap / 1000)
+            timings, cpu = bench(command, args.runs, workspace, config, args.gap / 1000, against)
             med = {path: statistics.median(values) for path, values in timings.items()}
-            print(f"\ncommand: {command!r}")
-            print(f"  {'path':<28}{'median ms':>10}{'p90 ms':>10}")
-            for path, label in (("raw", "raw bash -c"), ("none", "unconfined (backend none)"), ("bwrap", "sandboxed (backend bwrap)")):
-                print(f"  {label:<28}{med[path]:>10.2f}{percentile(timings[path], 0.9):>10.2f}")
+            print(f"\ncommand: {command!r} (load now {os.getloadavg()[0]:.2f})")
+            print(f"  {'path':<28}{'median ms':>10}{'p90 ms':>10}{'host cpu ms':>13}")
+            for path, label in labels:
+                host_cpu = f"{statistics.median(cpu[path]):>13.2f}" if path in cpu else ""
+                print(f"  {label:<28}{med[path]:>10.2f}{percentile(timings[path], 0.9):>10.2f}{host_cpu}")
+            if against is not None:
+                before = med["against-bwrap"] - med["against-none"]
+                after = med["bwrap"] - med["none"]
+                print(f"  overhead of {args.against}: {before:.2f} ms; of this tree: {after:.2f} ms; change {after - before:+.2f} ms "
+                      f"(ratio {after / before:.2f})")
+                cpu_before, cpu_after = (statistics.median(cpu[f"{prefix}bwrap"]) - statistics.median(cpu[f"{prefix}none"])
+                                         for prefix in ("against-", ""))
+                print(f"  host cpu of bwrap over none: {args.against}: {cpu_before:.2f} ms; this tree: {cpu_after:.2f} ms; "
+                      f"change {cpu_after - cpu_before:+.2f} ms")
             overhead = med["bwrap"] - med["none"]
             ratio = med["bwrap"] / med["none"]
             verdict = "OK" if overhead < GOAL_MS else "OVER GOAL"
@@ -180,6 +267,8 @@ def main() -> int:
                 f"  sandbox overhead per call (median bwrap - median none): {overhead:.2f} ms, ratio {ratio:.1f}x, goal < {GOAL_MS:.0f} ms: {verdict}"
             )
     finally:
+        if against is not None:
+            against.close()
         shutil.rmtree(workspace, ignore_errors=True)
     return 1 if failed else 0
 

@@ -144,9 +144,15 @@ Not covered (residual risks; the host side must keep them in mind)
   from the next session on.
 - Host root: the sandbox's root is still host uid 0, so it can read root-owned files that
   are visible (hidden: non-world-readable /etc entries; bind nothing else root-only), and
-  RLIMIT_NPROC does not apply (a pids cgroup does; the first move into it after a quiet
-  spell waits for an RCU grace period, 7-15 ms on a loaded host, overlapped with bwrap's set-up).
+  RLIMIT_NPROC does not apply (a pids cgroup does: on cgroup v1 bwrap is born in it, started
+  by a thread that joined it for the moment; on v2 it is moved there, and the first such move
+  after a quiet spell waits for an RCU grace period, overlapped with bwrap's set-up).
   Run Abhed as an unprivileged user.
+- Cost: the bwrap backend adds about 8-11 ms per command over the same command unconfined on
+  an idle 2-core host (benchmarks/bash_bench.py: 10.6 ms for ``true`` at load 0.6 before the
+  cgroup v1 thread move, which then saved 1.1 ms back to back and 5.2 ms with 200 ms pauses at
+  load 3; see docs/security.md, "Performance"), most of it bwrap's namespaces and mounts;
+  Abhed's own CPU is about 1.5 ms of it.
 - Backend ``none`` confines nothing: only the environment, rlimits (not the process count)
   and the process group (a process that calls setsid survives the command).
 """

@@ -27,7 +27,15 @@ from sandbox.config import SandboxConfig
 from sandbox.egress import PROXY_ENV, Egress, Relay, listen_in, parse_allowed
 from sandbox.errors import ConfigError, SandboxSetupError
 from sandbox.hostview import scan_host
-from sandbox.limits import Cgroup, CgroupJanitor, apply_rlimits, effective_rlimits, find_cgroup_parents, runs_as_host_root
+from sandbox.limits import (
+    Cgroup,
+    CgroupJanitor,
+    ThreadInCgroups,
+    apply_rlimits,
+    effective_rlimits,
+    find_cgroup_parents,
+    runs_as_host_root,
+)
 from sandbox.output import OutputCollector
 from sandbox.protect import protection_mounts
 from sandbox.seccomp import syscall_filter
@@ -321,6 +329,7 @@ class BwrapLauncher:
     def spawn(self, command: str, *, cwd: Path, out_fd: int, report_cwd: bool, in_fd: int | None = None,
               err_fd: int | None = None) -> Spawned:
         protected = protection_mounts(self.workspace, self.config.protected_paths + self.extra_protected)
+        cgroups = self._new_cgroups()
         ours: list[int] = []
         theirs: list[int] = []
         try:
@@ -351,33 +360,26 @@ class BwrapLauncher:
                 seccomp_fd=seccomp_r,
                 command=tuple(self.shell.argv(script, command)),
             )
-            popen = subprocess.Popen(
-                bwrap_argv(plan),
-                stdin=subprocess.DEVNULL if in_fd is None else in_fd,  # a server's requests (start_server)
-                stdout=out_fd,
-                stderr=out_fd if err_fd is None else err_fd,
-                pass_fds=tuple(theirs),
-                env={},
-                cwd="/",
-                start_new_session=True,
-            )
+            popen, born_in = self._start_bwrap(plan, cgroups, in_fd=in_fd, out_fd=out_fd, err_fd=err_fd, pass_fds=tuple(theirs))
         except BaseException:
             for fd in ours:
                 _close(fd)
+            for cgroup in cgroups:
+                self._janitor.retire(cgroup)
             raise
         finally:
             for fd in theirs:
                 _close(fd)
-        spawned = Spawned(popen, ctl_r, os.pidfd_open(popen.pid), janitor=self._janitor)
+        spawned = Spawned(popen, ctl_r, os.pidfd_open(popen.pid), cgroups=cgroups, janitor=self._janitor)
         try:
-            limited = self._limit_sandbox(spawned, info_r)
+            limited = self._limit_sandbox(spawned, info_r, born_in)
             if limited and self.egress is not None:
                 # Before the sandbox goes on: the proxy listens in its network namespace from the start.
                 assert spawned.init_pid is not None
                 spawned.relay = self.egress.serve(listen_in(spawned.init_pid))
         except BaseException:
+            spawned.finish()  # first: bwrap reads EOF on the block fd as "go"
             _close(block_w)
-            spawned.finish()
             raise
         finally:
             _close(info_r)
@@ -393,15 +395,43 @@ class BwrapLauncher:
         _close(block_w)
         return spawned
 
-    def _limit_sandbox(self, spawned: Spawned, info_r: int) -> bool:
-        """Apply rlimits (and the cgroups) to the sandbox's pid 1 while it waits.
+    def _start_bwrap(self, plan: BwrapPlan, cgroups: tuple[Cgroup, ...], *, in_fd: int | None, out_fd: int,
+                     err_fd: int | None, pass_fds: tuple[int, ...]) -> tuple[subprocess.Popen, tuple[Cgroup, ...]]:
+        """Start bwrap from inside the command's v1 cgroups (sandbox.limits.ThreadInCgroups).
 
-        bwrap builds the sandbox meanwhile and runs nothing before our "go" (--block-fd), so
-        the cgroups are made here, off the command's critical path. False when there is no
-        sandbox process to limit (bwrap failed before creating it).
+        Returns bwrap and the cgroups it was born in; the others are joined as a process.
         """
-        spawned.cgroups = self._new_cgroups()
-        self._join_cgroups_early(spawned)
+        thread = ThreadInCgroups()
+        born_in = thread.enter(cgroups)
+        try:
+            popen = subprocess.Popen(
+                bwrap_argv(plan),
+                stdin=subprocess.DEVNULL if in_fd is None else in_fd,  # a server's requests (start_server)
+                stdout=out_fd,
+                stderr=out_fd if err_fd is None else err_fd,
+                pass_fds=pass_fds,
+                env={},
+                cwd="/",
+                start_new_session=True,
+            )
+        finally:
+            stuck = thread.leave()
+        if stuck is not None:
+            popen.kill()  # bwrap never got its "go": nothing ran; pid 1 dies with it (--die-with-parent)
+            popen.wait()
+            raise SandboxSetupError(
+                f"Could not move Abhed's thread back out of the command's cgroup: {stuck}; the command did not run. "
+                "Run 'abhed doctor', and restart Abhed: that thread's next commands would share the cgroup."
+            )
+        return popen, born_in
+
+    def _limit_sandbox(self, spawned: Spawned, info_r: int, born_in: tuple[Cgroup, ...]) -> bool:
+        """Apply rlimits (and check the cgroups) on the sandbox's pid 1 while it waits.
+
+        bwrap builds the sandbox meanwhile and runs nothing before our "go" (--block-fd).
+        False when there is no sandbox process to limit (bwrap failed before creating it).
+        """
+        self._join_cgroups_early(spawned, born_in)
         info = _read_until_eof(info_r, time.monotonic() + SETUP_TIMEOUT_S)
         child = _child_pid(info)
         if child is None:
@@ -418,7 +448,8 @@ class BwrapLauncher:
         try:
             apply_rlimits(child, self.rlimits)
             for cgroup in spawned.cgroups:
-                cgroup.add(child)
+                if not cgroup.holds(child):  # born there (bwrap was), else moved now: never unconfined
+                    cgroup.add(child)
         except ProcessLookupError:
             return False  # bwrap's child died meanwhile (a failed setup): nothing runs, bwrap says why
         except OSError as exc:
@@ -445,21 +476,22 @@ class BwrapLauncher:
             ) from exc
         return tuple(cgroups)
 
-    def _join_cgroups_early(self, spawned: Spawned) -> None:
-        """Move bwrap itself into the command's cgroups while it builds the sandbox.
+    def _join_cgroups_early(self, spawned: Spawned, born_in: tuple[Cgroup, ...]) -> None:
+        """Move bwrap itself into the command's cgroups it was not born in, while it builds the sandbox.
 
-        The first move into a cgroup after a quiet spell waits for an RCU grace period (the
-        kernel's cgroup_threadgroup_rwsem), whoever moves: 7-15 ms measured on a loaded 2-core
-        host, 0.2 ms right after another move. Paid here, that wait overlaps bwrap's namespace
-        and mount set-up; the sandbox's pid 1 is then born in the cgroups (or moved at once
-        when bwrap cloned it first), and the move of pid 1 in _limit_sandbox stays the check.
-        A failure here (bwrap already gone) changes nothing. bwrap then counts as one of the
-        pids cgroup's processes (limits.processes), and what it allocates from then on
+        The first process move into a cgroup after a quiet spell waits for an RCU grace period
+        (the kernel's cgroup_threadgroup_rwsem): 5-15 ms measured, 0.2 ms right after another
+        move. v1 cgroups avoid it (bwrap is born in them, _start_bwrap); on v2, paid here, the
+        wait overlaps bwrap's namespace and mount set-up, and the sandbox's pid 1 is then born
+        in the cgroups (or moved at once when bwrap cloned it first); _limit_sandbox checks pid
+        1 either way. A failure here (bwrap already gone) changes nothing. bwrap counts as one
+        of the pids cgroup's processes (limits.processes), and what it allocates from then on
         (little) is charged to the memory cgroup.
         """
         for cgroup in spawned.cgroups:
-            with contextlib.suppress(OSError):
-                cgroup.add(spawned.popen.pid)
+            if cgroup not in born_in:
+                with contextlib.suppress(OSError):
+                    cgroup.add(spawned.popen.pid)
 
     def setup_failure(self, diagnostic: str) -> Exception:
         return setup_failure(self.bwrap, diagnostic)

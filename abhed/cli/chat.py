@@ -85,10 +85,13 @@ def announce(agent: Any, display: Chat, unfinished: bool) -> None:
         console.print("[yellow]The last run of this session was cut short: press Enter to let it continue.[/]")
 
 
-def chat_loop(pending: Pending, display: Chat, home: Path, workspace: Path) -> None:
+def chat_loop(pending: Pending, display: Chat, home: Path, workspace: Path,
+              release: Callable[[], None] = lambda: None) -> None:
+    """`release`: lineedit.hold_keys' (the keys typed since the chat began wait for the prompt)."""
     console = display.console
     greet(display, workspace)
-    read = lineedit.reader(home, workspace, slash.NAMES, lambda prompt: console.input(prompt), drawn=pending.start)
+    read = lineedit.reader(home, workspace, slash.NAMES, lambda prompt: console.input(prompt), drawn=pending.start,
+                           release=release)
     pending.failed = read.stop  # the person learns at once, not when they send
     agent = commands = None
     unfinished = False

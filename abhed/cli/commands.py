@@ -732,6 +732,15 @@ def chat(session_id: str | None, new: bool, **kw) -> None:  # type: ignore[no-un
 
     Ctrl-C stops the current turn and returns to the prompt; Ctrl-D (or /exit) ends the session.
     """
+    from abhed.cli.lineedit import hold_keys
+    release = hold_keys()  # a key typed while the chat starts (Ctrl-D too) reaches the prompt
+    try:
+        _chat(session_id, new, kw, release)
+    finally:
+        release()
+
+
+def _chat(session_id: str | None, new: bool, kw: dict, release) -> None:  # type: ignore[no-untyped-def]
     from contextlib import ExitStack
 
     from abhed.cli.chat import Pending, StartFailed, chat_loop
@@ -766,7 +775,7 @@ def chat(session_id: str | None, new: bool, **kw) -> None:  # type: ignore[no-un
 
     pending = Pending(build)
     try:
-        chat_loop(pending, display, settings.home, workspace)
+        chat_loop(pending, display, settings.home, workspace, release)
         pending.result()  # a chat ended before its agent was ready still says why that could not be
     except StartFailed as exc:
         click.echo(printable(exc.message), err=True)

@@ -9,9 +9,11 @@ commands and paths (relative to the workspace).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -24,6 +26,37 @@ def history_path(home: Path, workspace: Path) -> Path:
     """The input history of one workspace, under the session store (ABHED_HOME)."""
     key = hashlib.sha256(str(workspace).encode("utf-8", "surrogateescape")).hexdigest()[:16]
     return home / "history" / f"{key}.txt"
+
+
+def hold_keys() -> Callable[[], None]:
+    """Keep the keys typed before the first prompt is drawn as keys; returns `release`.
+
+    Until the editor takes the terminal, the terminal is in its cooked mode, where the tty acts on
+    some keys itself: Ctrl-D there is an end of file that no program ever reads as a key (a
+    Ctrl-D typed while the chat starts was lost), and typing is echoed through the chat's first
+    lines. From here to `release()` the terminal reads keys one by one without echo, so they wait
+    in its queue as bytes for the editor. `release()` (idempotent) restores the terminal as it
+    was; the reader calls it when the first prompt ends, and the chat when it ends.
+    """
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return lambda: None
+    import termios
+    fd = sys.stdin.fileno()
+    try:
+        cooked = termios.tcgetattr(fd)
+        held = [*cooked[:3], cooked[3] & ~(termios.ICANON | termios.ECHO), *cooked[4:6], list(cooked[6])]
+        held[6][termios.VMIN], held[6][termios.VTIME] = 1, 0
+        termios.tcsetattr(fd, termios.TCSANOW, held)  # TCSANOW: what is already typed stays queued
+    except termios.error:
+        return lambda: None
+    done = threading.Event()
+
+    def release() -> None:
+        if not done.is_set():
+            done.set()
+            with contextlib.suppress(termios.error):
+                termios.tcsetattr(fd, termios.TCSANOW, cooked)
+    return release
 
 
 class Reader:
@@ -42,9 +75,10 @@ class Reader:
 
 
 def reader(home: Path, workspace: Path, commands: Iterable[str], fallback: Callable[[str], str],
-           drawn: Callable[[], None] = lambda: None) -> Reader:
+           drawn: Callable[[], None] = lambda: None, release: Callable[[], None] = lambda: None) -> Reader:
     """The chat's reader: prompt_toolkit on a terminal, `fallback` otherwise. `drawn` is called each
-    time the prompt is on the screen (or right before a plain line is read)."""
+    time the prompt is on the screen (or right before a plain line is read); `release` (hold_keys')
+    after each prompt on a terminal."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         def plain(prompt: str) -> str:
             drawn()
@@ -80,8 +114,13 @@ def reader(home: Path, workspace: Path, commands: Iterable[str], fallback: Calla
 
     def read(prompt: str) -> str:
         # What other threads print while the prompt is shown goes above it, not through it.
-        with patch_stdout(raw=True):
-            return session.prompt(prompt, pre_run=after_drawing)
+        try:
+            with patch_stdout(raw=True):
+                return session.prompt(prompt, pre_run=after_drawing)
+        finally:
+            # The editor took the terminal from the held mode with no gap and gave it back held: the
+            # terminal's own mode returns now (for the approval prompts' plain lines).
+            release()
 
     def stop() -> None:
         app, loop = session.app, session.app.loop

@@ -84,6 +84,28 @@ def test_each_approval_choice(ws, term):
     assert sum("the human declined it" in c for c in declined) == 3
 
 
+def test_a_reason_typed_after_the_first_prompt_is_echoed_and_edited_by_the_terminal(ws, term):
+    """The chat holds the keys typed while it starts (lineedit.hold_keys: no echo, no line editing
+    by the tty); once the first prompt is over the terminal is its own again, so the plain lines an
+    approval asks for show what is typed and Backspace erases."""
+    turns = [Turn(calls=[run("touch a")]), Turn(text="Understood.")]
+    with ReplayServer(turns) as server:
+        chat = term("--endpoint", server.url, "--workspace", str(ws))
+        chat.wait_for("ends the session.")
+        chat.type("go")
+        chat.wait_for("Allow? [y/a/p/n/r]")
+        chat.type("r")
+        chat.wait_for("Why not (the model reads this)?")
+        chat.keys("use makx", "BSpace")
+        chat.wait_for("use mak")
+        chat.type("e")
+        chat.wait_for("Understood.")
+        chat.type("/exit")
+        chat.wait_for("CHAT-EXITED 0")
+    declined = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+    assert any("the human declined it: use make" in c and "makx" not in c for c in declined), declined
+
+
 def test_saving_a_rule_needs_the_operators_leave_and_writes_the_config(ws, tmp_path, term):
     config = tmp_path / "config.toml"
     config.write_text("# the operator's\n[approval]\nsave_rules = true\n")

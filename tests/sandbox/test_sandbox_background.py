@@ -254,23 +254,32 @@ def test_a_background_job_does_not_hold_the_control_pipe(root_runner, bash):
     assert fds and str(BASH_CTL_FD if bash else 9) not in fds, fds
 
 
-@pytest.mark.parametrize("early", [True, False], ids=["bwrap-joins-early", "pid1-join-alone"])
-def test_bwrap_joins_the_command_cgroups_before_the_sandbox_runs(root_runner, early):
-    """bwrap itself is moved into the command's cgroups (the kernel's slow first move then overlaps
-    bwrap's set-up, see BwrapLauncher._join_cgroups_early), and the sandbox's pid 1 is in them too.
-    Without the early move, pid 1's own move alone must still put it there: that move is the check."""
+@pytest.mark.parametrize("how", ["born-in", "moved-early", "pid1-moved-alone"])
+def test_bwrap_and_pid1_are_in_the_command_cgroups_before_the_sandbox_runs(root_runner, monkeypatch, how):
+    """bwrap is started from inside the command's cgroup v1 cgroups (sandbox.limits.ThreadInCgroups),
+    else moved there while it builds the sandbox (BwrapLauncher._join_cgroups_early); either way
+    the sandbox's pid 1 is in them before it goes on. Without both, pid 1's own move must still put
+    it there: the check in _limit_sandbox moves what is not in. No thread of Abhed stays behind."""
+    from sandbox.limits import ThreadInCgroups
+
     workspace = root_runner.new_workspace()
     with sandbox.Sandbox(sandbox.SandboxConfig(), workspace) as sb:
         if not sb._launcher.cgroup_parents:
             pytest.skip("no cgroup is used on this host (not host root, no delegated hierarchy)")
-        if not early:
-            sb._launcher._join_cgroups_early = lambda spawned: None
-        job = sb.start_background("sleep 60", cwd=workspace, log_path=workspace.parent / f"{workspace.name}-cg.log")
+        if how != "born-in":
+            monkeypatch.setattr(ThreadInCgroups, "enter", lambda self, cgroups: ())
+        early, born = sb._launcher._join_cgroups_early, []
+        sb._launcher._join_cgroups_early = lambda spawned, born_in: (born.append(born_in), how != "pid1-moved-alone" and early(spawned, born_in))
+        job = sb.start_background("sleep 60", cwd=workspace, log_path=workspace.parent / f"{workspace.name}-cg-{how}.log")
         bwrap, cgroups = job._spawned.popen.pid, job._spawned.cgroups
         members = [set((c.path / "cgroup.procs").read_text().split()) for c in cgroups]
+        tasks = [set((c.path / "tasks").read_text().split()) for c in cgroups]
         pid1 = Path(f"/proc/{bwrap}/task/{bwrap}/children").read_text().split()
+        ours = set(os.listdir("/proc/self/task"))
         job.stop()
     assert len(cgroups) == len(sb._launcher.cgroup_parents) and len(pid1) == 1
-    for cgroup, procs in zip(cgroups, members):
+    assert born == [tuple(c for c in cgroups if c.version == 1) if how == "born-in" else ()]  # v1: no process move at all
+    for cgroup, procs, threads in zip(cgroups, members, tasks):
         assert set(pid1) <= procs, (cgroup.path, pid1, procs)
-        assert (str(bwrap) in procs) == early, (cgroup.path, bwrap, procs)
+        assert (str(bwrap) in procs) == (how != "pid1-moved-alone"), (cgroup.path, bwrap, procs)
+        assert not threads & ours, (cgroup.path, threads & ours)  # the spawning thread went back home

@@ -344,6 +344,63 @@ def test_cgroup_edge_cases(tmp_path):
     assert Cgroup(busy).try_remove() is True  # already gone counts as removed
 
 
+def test_the_thread_cgroup_is_found_in_the_hierarchy_of_the_command_cgroup(tmp_path):
+    from sandbox.limits import _thread_cgroup
+
+    top = tmp_path / "memory"
+    (top / "a" / "b").mkdir(parents=True)
+    (top / "a" / "b" / "tasks").write_text("")
+    command = Cgroup(top / "abhed-sandbox" / "run-1-2", 1, ("memory",))
+    assert _thread_cgroup(command, ["8:pids:/", "4:cpu,memory:/a/b", "0::/"]) == top / "a" / "b"
+    assert _thread_cgroup(command, ["8:pids:/", "0::/a/b"]) is None  # no line for memory: never another hierarchy's path
+    assert _thread_cgroup(command, ["4:memory:/gone"]) is None  # listed, but no cgroup directory under this mount point
+    assert _thread_cgroup(command, []) is None  # /proc/thread-self/cgroup unreadable
+
+
+def test_a_thread_that_cannot_leave_the_command_cgroup_is_reported_with_both_paths(tmp_path):
+    from sandbox.limits import ThreadInCgroups
+
+    thread = ThreadInCgroups()
+    command = Cgroup(tmp_path / "run-1-2", 1, ("pids",))
+    thread._homes = [(command, tmp_path / "gone")]
+    said = thread.leave()
+    assert said == f"{tmp_path / 'gone'} (No such file or directory; the thread stays in {command.path})"
+    assert thread.leave() is None  # reported once; nothing left to undo
+
+
+def test_a_thread_joins_no_cgroup_v2_nor_one_it_cannot_find(tmp_path):
+    from sandbox.limits import ThreadInCgroups
+
+    v2 = Cgroup(tmp_path / "unified" / "abhed-sandbox" / "run-1-2", 2, ("pids", "memory"))
+    nowhere = Cgroup(tmp_path / "nowhere" / "abhed-sandbox" / "run-1-2", 1, ("pids",))
+    thread = ThreadInCgroups()
+    assert thread.enter((v2, nowhere)) == () and thread.leave() is None
+    (tmp_path / "nowhere").mkdir()
+    (tmp_path / "nowhere" / "tasks").write_text("")  # found, but its own tasks file cannot be written
+    assert thread.enter((nowhere,), str(_proc_cgroup(tmp_path, "3:pids:/"))) == () and thread.leave() is None
+    v2.path.mkdir(parents=True)  # a v2 cgroup whose tasks could be written: still never joined by a thread
+    (v2.path.parents[1] / "tasks").write_text("")
+    assert thread.enter((v2,), str(_proc_cgroup(tmp_path, "3:pids,memory:/"))) == () and not (v2.path / "tasks").exists()
+    assert thread.enter((nowhere, v2), str(_proc_cgroup(tmp_path, "3:pids,memory:/"))) == () and not (v2.path / "tasks").exists()
+    lost = Cgroup(tmp_path / "lost" / "abhed-sandbox" / "run-1-2", 1, ("pids",))
+    lost.path.mkdir(parents=True)  # a writable v1 cgroup, but the thread's own cgroup is not found: not joined
+    assert thread.enter((lost,), str(_proc_cgroup(tmp_path, "4:memory:/"))) == () and not (lost.path / "tasks").exists()
+    assert thread.enter((lost,), str(tmp_path / "no-proc-file")) == ()
+    assert thread.leave() is None
+
+
+def test_cgroup_membership_is_read_from_cgroup_procs(tmp_path):
+    (tmp_path / "cgroup.procs").write_text("17\n170\n")
+    assert Cgroup(tmp_path).holds(170) and Cgroup(tmp_path).holds(17) and not Cgroup(tmp_path).holds(1)
+    assert Cgroup(tmp_path / "gone").holds(17) is False  # a cgroup that cannot be read holds nothing (the pid is moved)
+
+
+def _proc_cgroup(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "proc-cgroup"
+    path.write_text(text + "\n")
+    return path
+
+
 def test_no_memory_limit_means_no_memory_cgroup():
     from sandbox.limits import find_cgroup_parents
 

@@ -561,6 +561,32 @@ def test_a_cgroup_that_cannot_be_made_stops_the_command_and_removes_the_ones_mad
     assert list(real[0].path.glob(f"run-{os.getpid()}-*")) == []
 
 
+def test_a_thread_stuck_in_the_command_cgroup_stops_the_command(root_runner, monkeypatch):
+    """As root with cgroup v1: Abhed's thread joins the command's cgroups to start bwrap there. If it
+    cannot go back, the command must not run (judged on the host), bwrap is gone, and the error says
+    where the thread is stuck and what to do."""
+    from sandbox.limits import ThreadInCgroups
+
+    workspace = root_runner.new_workspace()
+    with sandbox.Sandbox(sandbox.SandboxConfig(), workspace) as sb:
+        if not any(c.version == 1 for c in sb._launcher.cgroup_parents):
+            pytest.skip("no cgroup v1 hierarchy in use (not host root, or cgroup v2 only)")
+        started = []
+        real_popen = subprocess.Popen
+        monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: started.append(real_popen(*a, **k)) or started[-1])
+        real_leave = ThreadInCgroups.leave  # still called: this test's thread must really go home
+        monkeypatch.setattr(ThreadInCgroups, "leave", lambda self: real_leave(self) or "/sys/fs/cgroup/pids/x (Permission denied)")
+        with pytest.raises(sandbox.SandboxSetupError) as err:
+            sb.run("touch ran", cwd=workspace, timeout_s=60)
+    assert str(err.value) == (
+        "Could not move Abhed's thread back out of the command's cgroup: /sys/fs/cgroup/pids/x (Permission denied); "
+        "the command did not run. Run 'abhed doctor', and restart Abhed: that thread's next commands would share the cgroup."
+    )
+    # bwrap was killed before its block fd closed: its pid 1 got SIGKILL (--die-with-parent) first.
+    assert not (workspace / "ran").exists()
+    assert len(started) == 1 and started[0].returncode is not None
+
+
 @pytest.mark.parametrize("backend", ["bwrap", "none"])
 def test_the_command_sees_itself_run_as_bash_with_no_startup_files(runner, workspace, backend):
     """$0 is "bash", as in a plain `bash -c`; the shell runs with --noprofile --norc."""
