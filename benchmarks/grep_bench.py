@@ -15,7 +15,9 @@ What is timed, per pattern and output mode (files_with_matches = -l, count = -c)
   rg        rg -j1 -uu (one thread; -uu = do not read .gitignore files and include hidden files,
             so it searches the same files as the other two; binary files skipped by default).
   glob      abhed's glob tool against `rg --files` with the same ignore rules (--only-glob alone), and
-            against `rg --files -j1 --sortr modified`, which stats every file as the glob tool must.
+            against `rg --files -j1 --sortr modified`, which stats every file as the glob tool must;
+            --glob-before CHECKOUT adds the glob tool of another checkout (before/after a change).
+            Alternating rounds, medians (--repeat, at least 5).
   grep      GNU grep -r -I (-I skips binary files), -E for ERE, -P only for \\p{Greek} (ERE has
             no Unicode classes), -i for (?i). Run with LC_ALL=C.UTF-8: the machine's own locale,
             and the one a user would have; it makes grep UTF-8 aware like the other two (in the C
@@ -114,9 +116,29 @@ def upstream_gitignore(tree):
         path.write_text("\n".join(kept) + "\n")
 
 
-def bench_glob(root, repeat):
-    """abhed's glob tool (walk + ignore rules + stat + sort by mtime) vs rg --files."""
+GLOB_PATTERNS = ("**/*", "**/*.c", "drivers/**/*.h", "*.txt")
+
+# One glob call in a fresh interpreter of another checkout (--glob-before): its own abhed, its own
+# imports; only the call is timed, in that process, and printed as "wall cpu" seconds per round.
+BEFORE_CHILD = r"""
+import json, sys, tempfile, time
+from pathlib import Path
+sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests"]
+from abhed_testing import Tools
+tools = Tools(Path(sys.argv[2]), Path(tempfile.mkdtemp()))
+tools("glob", raw=json.dumps({"pattern": sys.argv[3]}))
+for _ in range(int(sys.argv[4])):
+    c, t = time.process_time(), time.perf_counter()
+    tools("glob", raw=json.dumps({"pattern": sys.argv[3]}))
+    print(time.perf_counter() - t, time.process_time() - c, flush=True)
+"""
+
+
+def bench_glob(root, repeat, before=None):
+    """abhed's glob tool (walk + ignore rules + stat + sort by mtime) vs rg --files, in alternating
+    rounds (a burst of load hits every column alike), medians of `repeat` rounds."""
     import json
+    import statistics
     import tempfile
 
     sys.path.insert(0, str(HERE.parent / "tests"))
@@ -128,21 +150,40 @@ def bench_glob(root, repeat):
     excludes = [arg for name in tools.settings.search.exclude for arg in ("-g", f"!{name}")]
     listing = [rg, "--files", "--hidden", "--no-require-git", "--no-ignore-dot", "--no-ignore-global", *excludes]
     print(f"\nglob over {root} (ignore rules on; abhed also stats every match and sorts by mtime; rg lists "
-          f"every file whatever the pattern). Wall ms, and CPU ms in brackets (this process / the rg child); "
-          f"load average {os.getloadavg()[0]:.1f}")
-    print(f"{'pattern':<16} {'abhed glob':>16} {'rg --files -j1':>16} {'ratio':>12} {'rg --files':>16} {'ratio':>12} "
-          f"{'rg -j1 --sortr modified':>24} {'ratio':>12}")
-    for pattern in ("**/*", "**/*.c", "drivers/**/*.h", "*.txt"):
-        ours = best_of_cpu(repeat, lambda: tools("glob", raw=json.dumps({"pattern": pattern})))
-        single = best_of_cpu(repeat, lambda: subprocess.run([*listing, "-j1"], cwd=root, capture_output=True),
-                             children=True)
-        multi = best_of_cpu(repeat, lambda: subprocess.run(listing, cwd=root, capture_output=True), children=True)
-        # Like for like: rg too stats every file when it sorts by modification time (it then runs one thread).
-        by_mtime = best_of_cpu(repeat, lambda: subprocess.run([*listing, "-j1", "--sortr", "modified"], cwd=root,
-                                                              capture_output=True), children=True)
-        cells = [f"{w * 1000:>6.0f} ({c * 1000:>5.0f})" for w, c in (ours, single, multi, by_mtime)]
-        print(f"{pattern:<16} {cells[0]:>16} {cells[1]:>16} {ratios(ours, single):>12} {cells[2]:>16} "
-              f"{ratios(ours, multi):>12} {cells[3]:>24} {ratios(ours, by_mtime):>12}")
+          f"every file whatever the pattern). Wall ms, and CPU ms in brackets (this process / the rg child), "
+          f"medians of {repeat} alternating rounds; ratio = abhed / the column's tool, wall (CPU)"
+          + (f"; 'before' is the glob tool of {before}, timed in its own interpreter" if before else ""))
+    head = f"{'pattern':<16} {'abhed glob':>14} {'rg --files -j1':>15} {'ratio':>13} {'rg --files':>13} {'ratio':>13} " \
+           f"{'rg -j1 --sortr modified':>23} {'ratio':>13}"
+    print(head + (f" {'before':>14} {'after/before':>13}" if before else "") + "  load")
+    for pattern in GLOB_PATTERNS:
+        columns = {
+            "ours": lambda: best_of_cpu(1, lambda: tools("glob", raw=json.dumps({"pattern": pattern}))),
+            "single": lambda: best_of_cpu(1, lambda: subprocess.run([*listing, "-j1"], cwd=root, capture_output=True),
+                                          children=True),
+            "multi": lambda: best_of_cpu(1, lambda: subprocess.run(listing, cwd=root, capture_output=True),
+                                         children=True),
+            # Like for like: rg too stats every file when it sorts by modification time (one thread then).
+            "by_mtime": lambda: best_of_cpu(1, lambda: subprocess.run([*listing, "-j1", "--sortr", "modified"],
+                                                                      cwd=root, capture_output=True), children=True),
+        }
+        if before:
+            columns["before"] = lambda: tuple(map(float, subprocess.run(
+                [sys.executable, "-c", BEFORE_CHILD, str(before), str(root), pattern, "1"], capture_output=True,
+                text=True, check=True).stdout.split()))
+        columns["ours"]()  # warm-up: imports, page cache
+        runs = {name: [] for name in columns}
+        for round_ in range(repeat):
+            for name in (list(columns) if round_ % 2 == 0 else list(columns)[::-1]):
+                runs[name].append(columns[name]())
+        med = {name: (statistics.median(w for w, _ in r), statistics.median(c for _, c in r)) for name, r in runs.items()}
+        cells = {name: f"{w * 1000:>5.0f} ({c * 1000:>5.0f})" for name, (w, c) in med.items()}
+        row = (f"{pattern:<16} {cells['ours']:>14} {cells['single']:>15} {ratios(med['ours'], med['single']):>13} "
+               f"{cells['multi']:>13} {ratios(med['ours'], med['multi']):>13} {cells['by_mtime']:>23} "
+               f"{ratios(med['ours'], med['by_mtime']):>13}")
+        if before:
+            row += f" {cells['before']:>14} {ratios(med['ours'], med['before']):>13}"
+        print(f"{row}  {os.getloadavg()[0]:.1f}", flush=True)
 
 
 SLOW_CELL = 20.0   # seconds: a cell this slow is not repeated (its noise is small anyway)
@@ -386,6 +427,8 @@ def main():
     ap.add_argument("--modes", default="files_with_matches,count")
     ap.add_argument("--only-linearity", action="store_true")
     ap.add_argument("--only-glob", action="store_true", help="only the glob tool vs rg --files")
+    ap.add_argument("--glob-before", metavar="CHECKOUT", type=Path,
+                    help="also time the glob tool of another checkout (e.g. /work/main), in the same rounds")
     ap.add_argument("--only-cli", action="store_true",
                     help="only `python -m fallback_grep` vs rg and grep, on --subdir (default drivers)")
     ap.add_argument("--sizes", default="25000,50000,100000,200000,400000")
@@ -402,14 +445,14 @@ def main():
         return
     if args.only_glob:
         ensure_corpus()
-        bench_glob(TREE / args.subdir if args.subdir else TREE, max(args.repeat, 3))
+        bench_glob(TREE / args.subdir if args.subdir else TREE, max(args.repeat, 5), args.glob_before)
         return
     if not args.only_linearity:
         ensure_corpus()
         root = TREE / args.subdir if args.subdir else TREE
         bench_tree(root, args.repeat, args.modes.split(","))
         bench_cli(TREE / (args.subdir or "drivers"), args.repeat)
-        bench_glob(root, max(args.repeat, 3))
+        bench_glob(root, max(args.repeat, 5), args.glob_before)
     if not args.no_linearity:
         bench_linearity([int(s) for s in args.sizes.split(",")])
 

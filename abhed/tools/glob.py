@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import os
 from pathlib import Path
 
@@ -79,16 +80,21 @@ def pruner(patterns: list[str]):
     return lambda directory: any(could_hold(directory, p) for p in patterns)
 
 
-def newest_first(paths: list[str], mtimes: dict[str, int], limit: int = MAX_RESULTS) -> list[str]:
-    """The `limit` newest of `paths`, newest first, ties in path order (spec §5).
+def newest_first(paths: list[str], times: list[int], limit: int = MAX_RESULTS) -> list[str]:
+    """The `limit` newest of `paths` (`times`: their modification times, index for index),
+    newest first, ties in path order (spec §5).
 
-    Two C-level sorts (the second is stable, reverse included) instead of a key tuple per file.
-    Ordering only the shown files (a cut-off from the limit-th newest time) measured no faster
-    over the Linux tree: an unpacked archive or a checkout gives most files one time, so the
-    ties at the cut-off are nearly all of them, and the walk's order is nearly sorted already."""
-    paths.sort()
-    paths.sort(key=mtimes.__getitem__, reverse=True)
-    return paths[:limit]
+    Only the shown files are ordered: the limit-th newest time is the cut-off; the fewer than
+    `limit` files newer than it are sorted, and the files at it (an unpacked archive or a
+    checkout gives nearly all files one time) give only the first paths they lack, which
+    heapq.nsmallest finds without sorting them all."""
+    if not times:
+        return []
+    ordered = sorted(times)
+    cut = ordered[-limit] if len(ordered) > limit else ordered[0]
+    newer = sorted((-t, p) for t, p in zip(times, paths) if t > cut) if ordered[-1] > cut else []
+    tied = [p for t, p in zip(times, paths) if t == cut]
+    return [p for _, p in newer] + heapq.nsmallest(limit - len(newer), tied)
 
 
 class Glob(Tool):
@@ -103,7 +109,7 @@ class Glob(Tool):
         regex, expanded = compile_glob(args.pattern, str(root))
         listing = walk_checked(root, ctx, stamp=path_test(regex, expanded), descend=pruner(expanded))
         cut = len(str(root)) + 1
-        found = list(listing.mtimes)  # the stamped files, in walk order
+        found = listing.stamped  # the files the pattern matched, in walk order
         hidden_matches = sum(1 for p in listing.hidden_files if regex.fullmatch(p[cut:]))
         holding = [d for d in listing.hidden_dirs if any(could_hold(d[cut:], p) for p in expanded)]
         note = hidden_note(root, holding, hidden_matches, "matching file")
@@ -111,7 +117,7 @@ class Glob(Tool):
             return ok("\n".join(filter(None, [f"[no files matched: {args.pattern}]",
                                               self._deeper_hint(args.pattern, ctx, root), note])),
                       matches=0, path=str(root))
-        lines = newest_first(found, listing.mtimes)
+        lines = newest_first(found, listing.stamps)
         if len(found) > MAX_RESULTS:
             lines.append(f"[truncated: showing {MAX_RESULTS} of {len(found)} files, newest first. Narrow the "
                          "pattern (e.g. src/**/*.ts instead of **/*) or set path to a subdirectory.]")
