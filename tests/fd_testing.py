@@ -11,26 +11,23 @@ import os
 from pathlib import Path
 
 
-def fds_on(tree: Path) -> list[str]:
-    """The sorted targets of this process's descriptors on ``tree`` (itself or anything below)."""
+def _targets() -> list[str]:
+    """What each of this process's descriptors points at (a path, "pipe:[N]", "socket:[N]"...)."""
     targets = []
     for fd in os.listdir("/proc/self/fd"):
         try:
             targets.append(os.readlink(f"/proc/self/fd/{fd}"))
         except FileNotFoundError:
             pass  # closed since the listing (by another thread, or the listing's own descriptor)
-    return sorted(target for target in targets if target == str(tree) or target.startswith(f"{tree}/"))
+    return targets
+
+
+def fds_on(tree: Path) -> list[str]:
+    """The sorted targets of this process's descriptors on ``tree`` (itself or anything below)."""
+    return sorted(target for target in _targets() if target == str(tree) or target.startswith(f"{tree}/"))
 
 
 def pipes() -> set[str]:
     """The pipes this process holds. Only new ones count as a leak: threads of earlier tests
     (a shared microVM's reader) may close theirs meanwhile."""
-    held = set()
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except FileNotFoundError:
-            continue  # closed since the listing
-        if target.startswith("pipe:"):
-            held.add(target)
-    return held
+    return {target for target in _targets() if target.startswith("pipe:")}
