@@ -372,11 +372,19 @@ def _tail(path: Path, fd: int) -> tuple[int, str]:
     """The number and hash of the log's last readable line: what the next event links to.
 
     Lines that are not JSON objects (a line torn by a crash) are not in the chain. Reads from where
-    this process last saw the log end, or from the start (a log another process grew or replaced)."""
+    this process last saw the log end; a log this process has not seen (or another replaced) is read
+    from its end back to its last event, whose `seq` is its number (every `abhed tool` call is a new
+    process: counting the lines of a log of 2,000 events, 8.8 MB, was 70 of the call's 316 ms CPU). A
+    log whose last event has no `seq` (written before the chain existed) is counted from the start."""
     st = os.fstat(fd)
     inode, size, seq, last = _TAILS.get(path, (st.st_ino, 0, 0, ""))
     if inode != st.st_ino or size > st.st_size:
         size, seq, last = 0, 0, ""
+    if size == 0:
+        found = _last_event(fd, st.st_size)
+        if found is not None:
+            _TAILS[path] = (st.st_ino, *found)
+            return found[1], found[2]
     if size == st.st_size:
         return seq, last
     data = os.pread(fd, st.st_size - size, size)
@@ -388,11 +396,49 @@ def _tail(path: Path, fd: int) -> tuple[int, str]:
     return seq, last
 
 
-def _is_object(line: bytes) -> bool:
+# How much of the log one backward step reads: a few events' lines (large payloads are blobs).
+_BACK_STEP = 64 * 1024
+
+
+def _last_event(fd: int, size: int) -> tuple[int, int, str] | None:
+    """(where the log's last whole line ends, the `seq` of its last event, that line's hash), read
+    backwards from the end; None when the last event carries no usable `seq` (a log from before the
+    chain: its lines must be counted) or the log holds no event. Torn lines after it are skipped, as
+    the count skips them."""
+    end, start, rest = None, size, b""  # rest: the bytes from `start` up to the first newline seen
+    while start > 0:
+        step = min(_BACK_STEP, start)
+        start -= step
+        chunk = os.pread(fd, step, start) + rest
+        if end is None:
+            cut = chunk.rfind(b"\n")
+            if cut < 0:
+                rest = chunk
+                continue
+            end, chunk = start + cut + 1, chunk[:cut + 1]  # what follows the last newline is a torn write
+        lines = chunk.split(b"\n")
+        rest = lines[0] if start > 0 else b""  # its start may lie further back
+        for line in reversed(lines[1:] if start > 0 else lines):
+            value = _object(line) if line.strip() else None
+            if value is None:
+                continue
+            seq = value.get("seq")
+            if type(seq) is not int or seq < 1:
+                return None
+            return end, seq, line_hash(line)
+    return None
+
+
+def _object(line: bytes) -> dict[str, Any] | None:
     try:
-        return isinstance(json.loads(line), dict)
+        value = json.loads(line)
     except (ValueError, RecursionError):
-        return False
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _is_object(line: bytes) -> bool:
+    return _object(line) is not None
 
 
 def _ends_torn(fd: int) -> bool:
