@@ -109,12 +109,14 @@ RARE = ("traceback", "difflib", "tomllib", "socket")
 # read-only tool is allowed by its name alone.
 SHELL_CHECKS = ("abhed.gate.shellparse", "abhed.gate.shellscan", "abhed.gate.wrappers", "abhed.gate.jobs",
                 "abhed.gate.protected", "abhed.files.globpattern", "shlex")
+# What sandbox.protect needs only to plan a sandbox's mounts: the config and the approval layer read its rule.
+SANDBOX_MOUNTS = ("sandbox.hostview",)
 
 
 def test_tool_read_loads_the_read_tool_and_not_the_rest(tmp_path, ws, home):
     (ws / "f.txt").write_text("hi\n")
     modules = assert_light(tmp_path, (*UI, *MODEL, *SHELL, *SANDBOX, *SEARCH, *MEDIA, *OTHER_TOOLS, *READ_ONLY_CALL,
-                                       *PLUGIN_SCAN, *RARE, *SHELL_CHECKS),
+                                       *PLUGIN_SCAN, *RARE, *SHELL_CHECKS, *SANDBOX_MOUNTS),
                            "tool", "read", json.dumps({"path": str(ws / "f.txt")}), "--workspace", str(ws))
     assert "abhed.tools.read" in modules  # the check above saw a real run, not an early exit
 
