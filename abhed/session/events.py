@@ -374,8 +374,9 @@ def _tail(path: Path, fd: int) -> tuple[int, str]:
     Lines that are not JSON objects (a line torn by a crash) are not in the chain. Reads from where
     this process last saw the log end; a log this process has not seen (or another replaced) is read
     from its end back to its last event, whose `seq` is its number (every `abhed tool` call is a new
-    process: counting the lines of a log of 2,000 events, 8.8 MB, was 70 of the call's 316 ms CPU). A
-    log whose last event has no `seq` (written before the chain existed) is counted from the start."""
+    process: counting the lines of a log of 2,000 events, 8.8 MB, took 28 ms of CPU; from the end,
+    0.1 ms). A log whose last event has no `seq` (written before the chain existed) is counted from
+    the start."""
     st = os.fstat(fd)
     inode, size, seq, last = _TAILS.get(path, (st.st_ino, 0, 0, ""))
     if inode != st.st_ino or size > st.st_size:
