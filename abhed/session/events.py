@@ -397,37 +397,33 @@ def _tail(path: Path, fd: int) -> tuple[int, str]:
     return seq, last
 
 
-# How much of the log one backward step reads: a few events' lines (large payloads are blobs).
+# How much of the log's end is read first: a few events' lines (large payloads are blobs). Each
+# further try reads twice as much, so a long last line costs reads of at most twice its size.
 _BACK_STEP = 64 * 1024
 
 
 def _last_event(fd: int, size: int) -> tuple[int, int, str] | None:
     """(where the log's last whole line ends, the `seq` of its last event, that line's hash), read
-    backwards from the end; None when the last event carries no usable `seq` (a log from before the
-    chain: its lines must be counted) or the log holds no event. Torn lines after it are skipped, as
-    the count skips them."""
-    end, start, rest = None, size, b""  # rest: the bytes from `start` up to the first newline seen
-    while start > 0:
-        step = min(_BACK_STEP, start)
-        start -= step
-        chunk = os.pread(fd, step, start) + rest
-        if end is None:
-            cut = chunk.rfind(b"\n")
-            if cut < 0:
-                rest = chunk
-                continue
-            end, chunk = start + cut + 1, chunk[:cut + 1]  # what follows the last newline is a torn write
-        lines = chunk.split(b"\n")
-        rest = lines[0] if start > 0 else b""  # its start may lie further back
-        for line in reversed(lines[1:] if start > 0 else lines):
+    from the end; None when the last event carries no usable `seq` (a log from before the chain:
+    its lines must be counted) or the log holds no event. Torn lines after it are skipped, as the
+    count skips them."""
+    step = _BACK_STEP
+    while True:
+        start = max(0, size - step)
+        data = os.pread(fd, size - start, start)
+        end = data.rfind(b"\n") + 1  # what follows the last newline is a torn write
+        lines = data[:end].split(b"\n")[:-1]
+        for line in reversed(lines if start == 0 else lines[1:]):  # the first may begin further back
             value = _object(line) if line.strip() else None
             if value is None:
                 continue
             seq = value.get("seq")
             if type(seq) is not int or seq < 1:
                 return None
-            return end, seq, line_hash(line)
-    return None
+            return start + end, seq, line_hash(line)
+        if start == 0:
+            return None
+        step *= 2
 
 
 def _object(line: bytes) -> dict[str, Any] | None:
