@@ -218,8 +218,9 @@ def _append_in_a_new_process(log: EventLog, event: ActionEvent) -> None:
 
 @pytest.mark.parametrize("step", [1, 7, 100, 64 * 1024])
 def test_a_new_process_links_to_the_last_event_whatever_lies_after_it(tmp_path, monkeypatch, step):
-    """Read from the end back to the last event, in steps of any size (a line split across steps,
-    a step ending on a newline): its seq and hash, past torn lines, as counting every line gives."""
+    """Read from the end back to the last event, whatever the first window's size (a line cut by the
+    window's start, a window ending on a newline): its seq and hash, past torn lines, as counting
+    every line gives."""
     from abhed.session import events
     from abhed.session.audit import verify
     monkeypatch.setattr(events, "_BACK_STEP", step)
@@ -243,11 +244,14 @@ def test_a_log_whose_last_event_predates_the_chain_is_counted(tmp_path):
     log = EventLog(tmp_path / "events.jsonl")
     old = [ActionEvent(session_id="s", tool="read", input={"n": n}).model_dump(mode="json") for n in range(3)]
     for row in old:
-        row.pop("seq"), row.pop("prev")
+        del row["seq"], row["prev"]
     log.path.write_text("".join(json.dumps(row) + "\n" for row in old))
     _append_in_a_new_process(log, ActionEvent(session_id="s", tool="read", input={"n": 3}))
     last = json.loads(log.path.read_bytes().splitlines()[-1])
     assert last["seq"] == 4 and last["prev"] == line_hash(log.path.read_bytes().splitlines()[2])
+    _append_in_a_new_process(log, ActionEvent(session_id="s", tool="read", input={"n": 4}))  # now from the end
+    lines = log.path.read_bytes().splitlines()
+    assert json.loads(lines[-1])["seq"] == 5 and json.loads(lines[-1])["prev"] == line_hash(lines[3])
 
 
 def test_a_new_process_reads_the_end_of_a_long_log_not_all_of_it(tmp_path, monkeypatch):
