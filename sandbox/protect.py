@@ -31,9 +31,14 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sandbox.errors import SandboxSetupError
-from sandbox.hostview import Mount
+
+# The mounts are made only for a sandbox (_plan_entry imports Mount): the config and the approval
+# layer, which read the rule alone, load this module for every `abhed tool read` (start-up, issue 18).
+if TYPE_CHECKING:
+    from sandbox.hostview import Mount
 
 
 # Workspace-relative paths the sandboxed command may read but never write or create.
@@ -95,6 +100,7 @@ def protection_mounts(workspace: Path, entries: tuple[str, ...]) -> tuple[Mount,
 
 
 def _plan_entry(workspace: Path, entry: str) -> list[Mount]:
+    from sandbox.hostview import Mount
     is_dir = entry.endswith("/")
     parts = entry.strip("/").split("/")
     plan: list[Mount] = []

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 
-from abhed.session.events import ActionEvent, EventLog, ObservationEvent
+import pytest
+
+from abhed.session.events import ActionEvent, EventLog, ObservationEvent, line_hash
 from abhed.session.store import SessionStore
 from abhed_testing import abhed
 
@@ -202,3 +204,66 @@ print(sorted(set(made)), len(made), errors)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "['action', 'message', 'observation'] 24 []", out.stderr[-2000:]
+
+
+# -- where the next event links to, in a process that has not seen the log (each `abhed tool` call) --
+
+
+def _append_in_a_new_process(log: EventLog, event: ActionEvent) -> None:
+    """Append as a fresh process would: nothing known of where the log ended."""
+    from abhed.session import events
+    events._TAILS.clear()
+    log.append(event)
+
+
+@pytest.mark.parametrize("step", [1, 7, 100, 64 * 1024])
+def test_a_new_process_links_to_the_last_event_whatever_lies_after_it(tmp_path, monkeypatch, step):
+    """Read from the end back to the last event, whatever the first window's size (a line cut by the
+    window's start, a window ending on a newline): its seq and hash, past torn lines, as counting
+    every line gives."""
+    from abhed.session import events
+    from abhed.session.audit import verify
+    monkeypatch.setattr(events, "_BACK_STEP", step)
+    log = EventLog(tmp_path / "events.jsonl")
+    for n in range(3):
+        _append_in_a_new_process(log, ActionEvent(session_id="s", tool="read", input={"n": n, "pad": "x" * 150}))
+    with open(log.path, "ab") as f:
+        f.write(b'{"kind": "observation", "ses')  # a crash, then the next append starts a fresh line
+    _append_in_a_new_process(log, ActionEvent(session_id="s", tool="read", input={"n": 3}))
+    with open(log.path, "ab") as f:
+        f.write(b'{"kind": "observation", "ses')  # a crash at the very end: no newline
+    _append_in_a_new_process(log, ActionEvent(session_id="s", tool="read", input={"n": 4}))
+    rows = [json.loads(line) for line in log.path.read_bytes().split(b"\n") if line.startswith(b'{"schema')]
+    assert [row["seq"] for row in rows] == [1, 2, 3, 4, 5]
+    verdict = verify(log.path)
+    assert verdict.ok and verdict.chained == 5 and len(verdict.notes) == 2  # the two torn writes, nothing else
+
+
+def test_a_log_whose_last_event_predates_the_chain_is_counted(tmp_path):
+    """Lines written before the chain existed carry no seq: the next event's number counts them."""
+    log = EventLog(tmp_path / "events.jsonl")
+    old = [ActionEvent(session_id="s", tool="read", input={"n": n}).model_dump(mode="json") for n in range(3)]
+    for row in old:
+        del row["seq"], row["prev"]
+    log.path.write_text("".join(json.dumps(row) + "\n" for row in old))
+    _append_in_a_new_process(log, ActionEvent(session_id="s", tool="read", input={"n": 3}))
+    last = json.loads(log.path.read_bytes().splitlines()[-1])
+    assert last["seq"] == 4 and last["prev"] == line_hash(log.path.read_bytes().splitlines()[2])
+    _append_in_a_new_process(log, ActionEvent(session_id="s", tool="read", input={"n": 4}))  # now from the end
+    lines = log.path.read_bytes().splitlines()
+    assert json.loads(lines[-1])["seq"] == 5 and json.loads(lines[-1])["prev"] == line_hash(lines[3])
+
+
+def test_a_new_process_reads_the_end_of_a_long_log_not_all_of_it(tmp_path, monkeypatch):
+    """Every `abhed tool --session` call is a new process: its first event costs the same on a log of
+    a thousand calls as on a log of one."""
+    log = EventLog(tmp_path / "events.jsonl")
+    for n in range(300):
+        log.append(ActionEvent(session_id="s", tool="read", input={"n": n, "pad": "x" * 10_000}), sync=False)
+    size = log.path.stat().st_size
+    read: list[int] = []
+    real = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, n, at: (read.append(n), real(fd, n, at))[1])
+    _append_in_a_new_process(log, ActionEvent(session_id="s", tool="read", input={"n": 300}))
+    assert size > 3_000_000 and sum(read) < 200_000, (size, read)
+    assert json.loads(log.path.read_bytes().splitlines()[-1])["seq"] == 301

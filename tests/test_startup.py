@@ -105,12 +105,18 @@ READ_ONLY_CALL = ("abhed.session.checkpoint", "abhed.tools.media", "abhed.files.
 # and what only an error, a mistyped config key or an existing config file needs (there is none here).
 PLUGIN_SCAN = ("importlib.metadata", "zipfile", "email")
 RARE = ("traceback", "difflib", "tomllib", "socket")
+# What the approval layer needs only to judge a bash line, a path rule or a file tool's path: a
+# read-only tool is allowed by its name alone.
+SHELL_CHECKS = ("abhed.gate.shellparse", "abhed.gate.shellscan", "abhed.gate.wrappers", "abhed.gate.jobs",
+                "abhed.gate.protected", "abhed.files.globpattern", "shlex")
+# What sandbox.protect needs only to plan a sandbox's mounts: the config and the approval layer read its rule.
+SANDBOX_MOUNTS = ("sandbox.hostview",)
 
 
 def test_tool_read_loads_the_read_tool_and_not_the_rest(tmp_path, ws, home):
     (ws / "f.txt").write_text("hi\n")
     modules = assert_light(tmp_path, (*UI, *MODEL, *SHELL, *SANDBOX, *SEARCH, *MEDIA, *OTHER_TOOLS, *READ_ONLY_CALL,
-                                       *PLUGIN_SCAN, *RARE),
+                                       *PLUGIN_SCAN, *RARE, *SHELL_CHECKS, *SANDBOX_MOUNTS),
                            "tool", "read", json.dumps({"path": str(ws / "f.txt")}), "--workspace", str(ws))
     assert "abhed.tools.read" in modules  # the check above saw a real run, not an early exit
 

@@ -18,20 +18,21 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-import shlex
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from abhed.files.globpattern import compile_glob
-from abhed.gate.jobs import job_command
-from abhed.gate import wrappers
 from abhed.gate.modes import MODES, Mode
-from abhed.gate.protected import confirmation_needed
-from abhed.gate.shellparse import Analysis, Command, Redirect, analyze, normalise
 from sandbox.protect import protected_reason
+
+# The shell parser, the wrapper tables, job control, the glob compiler and the protected-path check
+# are imported where a bash line, a path rule or a file tool's path is judged: a call of a read-only
+# tool (`abhed tool read`, issue 18) needs none of them, and they were well over half of this module's load.
+if TYPE_CHECKING:
+    from abhed.gate import wrappers
+    from abhed.gate.shellparse import Analysis, Command, Redirect
 
 READ_ONLY_TOOLS = frozenset({"read", "glob", "grep", "plan", "todo"})
 FILE_TOOLS = frozenset({"write", "edit"})
@@ -51,7 +52,6 @@ HARMLESS_DEVICES = frozenset({"/dev/null", "/dev/zero", "/dev/full", "/dev/rando
                               "/dev/stdout", "/dev/stderr", "/dev/tty"})
 HARMLESS_DEVICE_DIRS = ("/dev/fd/", "/dev/pts/", "/dev/shm/")
 INPUTS = ("<", "<<", "<<<", "<&", "<<-")
-FIND_WRITES = wrappers.FIND_ACTIONS | {"-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}
 # Programs that destroy data whatever their options.
 WIPERS = frozenset({
     "dd", "dcfldd", "dc3dd", "ddrescue", "shred", "wipe", "srm", "wipefs", "blkdiscard", "mkswap", "fdisk", "sfdisk",
@@ -104,6 +104,7 @@ class Rule:
             return False
         if self.spec in (None, "*"):
             return True
+        import shlex  # here: only a bash rule needs it
         prefix = self.spec.endswith(":*")
         words = shlex.split(self.spec[:-2] if prefix else self.spec)
         argv = command.argv
@@ -114,6 +115,7 @@ class Rule:
     def matches_path(self, path: str, workspace: Path) -> bool:
         if self.spec in (None, "*"):
             return True
+        from abhed.files.globpattern import compile_glob  # here: only a path rule needs it
         root = str(workspace)
         regex, _ = compile_glob(self.spec, root)
         rel = os.path.relpath(path, root)
@@ -128,6 +130,7 @@ def unwrap(command: Command) -> tuple[list[str | None], list[str]]:
 
     A guess for messages and the interactive check; the security checks judge every candidate.
     """
+    import abhed.gate.wrappers as wrappers  # here, as below: only a bash line needs it (see the imports above)
     return wrappers.primary(command.argv)
 
 
@@ -145,6 +148,7 @@ def destructive(command: Command, directories: tuple[str, ...] = ()) -> str | No
             return f"writes to the block device {redirect.target}"
         if protected(redirect.target, directories):
             return f"writes the protected path {redirect.target}"
+    import abhed.gate.wrappers as wrappers
     for argv, via in wrappers.candidates(command.argv):
         reason = _program(argv, via) or _named_paths(argv, directories)
         if reason:
@@ -158,6 +162,7 @@ def _duplicates(redirect: Redirect) -> bool:
 
 
 def is_device(path: str) -> bool:
+    from abhed.gate.shellparse import normalise
     path = normalise(path)
     return path.startswith("/dev/") and path not in HARMLESS_DEVICES and not path.startswith(HARMLESS_DEVICE_DIRS)
 
@@ -169,6 +174,7 @@ def protected(path: str, directories: tuple[str, ...] = ()) -> bool:
     from every directory a `cd` of the line may have entered. Where the workspace root lies in a path
     named on a command line is not known here, so every tail of the path is judged as if the root
     were just above it (`.abhed` then counts at any depth: stricter, never looser, than the rule)."""
+    from abhed.gate.shellparse import normalise
     paths = [path] + [posixpath.join(d, path) for d in directories if not path.startswith("/")]
     for candidate in paths:
         parts = [p for p in normalise(candidate).split("/") if p not in ("", ".")]
@@ -185,12 +191,13 @@ def _window_protected(window: list[str], more: bool) -> bool:
 
 
 def _named_paths(argv: list[str | None], directories: tuple[str, ...]) -> str | None:
+    import abhed.gate.wrappers as wrappers
     name = wrappers.program(argv)
     if name is None or name in READERS:
         return None
     # git looks after its own directory (its writes are judged by _git); cd only moves; a find
     # that runs nothing and writes nothing only reads.
-    own_business = name in ("git", "cd", "pushd") or (name == "find" and not set(argv) & FIND_WRITES)
+    own_business = name in ("git", "cd", "pushd") or (name == "find" and not set(argv) & wrappers.FIND_WRITES)
     for arg in argv[1:]:
         for value in (arg, arg.split("=", 1)[1] if arg and "=" in arg else None):
             if not value:
@@ -203,6 +210,7 @@ def _named_paths(argv: list[str | None], directories: tuple[str, ...]) -> str | 
 
 
 def _program(argv: list[str | None], via: tuple[str, ...]) -> str | None:
+    import abhed.gate.wrappers as wrappers
     name = wrappers.program(argv)
     if name is None:
         return None
@@ -239,6 +247,7 @@ _GIT_VALUE_OPTIONS = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--names
 
 
 def _git(args: list[str | None]) -> str | None:
+    import abhed.gate.wrappers as wrappers
     i = 0
     while i < len(args) and args[i] is not None and args[i].startswith("-"):  # type: ignore[union-attr]
         i += 2 if args[i] in _GIT_VALUE_OPTIONS else 1
@@ -327,6 +336,7 @@ class Policy:
         if tool in FILE_TOOLS:
             if self.mode == "plan":
                 return Verdict("deny", "plan mode allows read-only tools only", "mode: plan")
+            from abhed.gate.protected import confirmation_needed  # here: only a file tool's path needs it
             guarded = confirmation_needed(getattr(args, "path", None), self.workspace)
             if guarded:
                 return Verdict("ask", f"{tool} {guarded}; it needs a human's confirmation in every mode",
@@ -356,6 +366,9 @@ class Policy:
         return rule.spec is None or (path is not None and rule.matches_path(str(path), self.workspace))
 
     def _bash(self, line: str) -> Verdict:
+        import abhed.gate.wrappers as wrappers
+        from abhed.gate.jobs import job_command
+        from abhed.gate.shellparse import analyze
         if job_command(line) is not None:
             return Verdict("allow", "lists or stops this session's own background jobs", "job control")
         if self.mode == "plan":
@@ -411,6 +424,8 @@ def read_only_command(line: str) -> bool:
     """Whether a bash line provably changes no file: every command it may run (through wrappers
     too) is a viewer, nothing is redirected into a file, and the analysis saw everything. Anything
     else may change the workspace, so it is checkpointed first (abhed/session/checkpoint.py)."""
+    import abhed.gate.wrappers as wrappers
+    from abhed.gate.shellparse import analyze
     analysis = analyze(line)
     if analysis.opaque or analysis.recursive_functions or not analysis.commands:
         return False
@@ -421,7 +436,7 @@ def read_only_command(line: str) -> bool:
             continue  # its script's commands are listed and judged too
         for argv, _ in wrappers.candidates(command.argv):
             name = wrappers.program(argv)
-            if name not in VIEWERS or (name == "find" and set(argv) & FIND_WRITES):
+            if name not in VIEWERS or (name == "find" and set(argv) & wrappers.FIND_WRITES):
                 return False
     return True
 
@@ -534,6 +549,7 @@ def refusal(tool: str, verdict: Verdict, args: Any) -> str:
 
 def _first_word(command: str) -> str:
     """The program of the line's first command, for the suggested rule (bounded: the analysis is)."""
+    from abhed.gate.shellparse import analyze
     commands = analyze(command).commands
     first = next((c.argv[0] for c in commands if c.argv), None)
     return first if first and re.fullmatch(r"[\w./+-]{1,100}", first) else "CMD"

@@ -26,6 +26,7 @@ WRAPPERS = frozenset({
     "coproc",
 })
 FIND_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+FIND_WRITES = FIND_ACTIONS | {"-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}  # a find that changes files
 MAX_CANDIDATES = 256
 
 # A best guess at option values, for `primary` only.
