@@ -145,6 +145,12 @@ def _mount_flags(mount: Mount) -> list[str]:
     if mount.kind == "hidden-dir":
         # An empty tmpfs no one may enter (mode 000, and nobody has CAP_DAC_OVERRIDE).
         return ["--perms", "0000", "--tmpfs", path, "--remount-ro", path]
+    if mount.kind == "ro-overlay":
+        # The host directory read-only, under the session's layer of mode-000 placeholders for
+        # its secrets (sandbox.hidelayer): one mount instead of one per secret. The last
+        # --overlay-src is the top layer. bwrap mounts an overlay without nosuid/nodev; the
+        # remount adds them, as every bind has.
+        return ["--overlay-src", path, "--overlay-src", str(mount.source), "--ro-overlay", path, "--remount-ro", path]
     if mount.kind == "empty-dir":
         # An empty directory in which nothing can be created.
         return ["--perms", "0555", "--tmpfs", path, "--remount-ro", path]

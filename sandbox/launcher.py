@@ -26,6 +26,7 @@ from sandbox.bwrap import BwrapPlan, bwrap_argv, bwrap_version, locate_bwrap, se
 from sandbox.config import SandboxConfig
 from sandbox.egress import PROXY_ENV, Egress, Relay, listen_in, parse_allowed
 from sandbox.errors import ConfigError, SandboxSetupError
+from sandbox.hidelayer import build_layer
 from sandbox.hostview import scan_host
 from sandbox.limits import (
     Cgroup,
@@ -274,6 +275,12 @@ class BwrapLauncher:
         self.seccomp = syscall_filter()
         as_root = runs_as_host_root()
         self.view = scan_host(config.hidden_paths, as_root=as_root)
+        self.resolv_conf = _resolv_conf_target() if config.allow_network else None
+        # The secrets under /etc as one overlay layer instead of one mount each (sandbox.hidelayer).
+        bound = (*ro_binds, *rw_binds, *((self.resolv_conf,) if self.resolv_conf else ()))
+        self.hide_layer = build_layer(Path("/etc"), self.view.hidden, bound=tuple(Path(os.path.abspath(p)) for p in bound))
+        if self.hide_layer is not None:
+            self.view = self.hide_layer.apply(self.view)
         self.shell = find_shell()
         self.env = sandbox_env(config, home=SANDBOX_HOME, tmpdir="/tmp", environ=environ)
         # allow_hosts: the sandbox keeps its own network namespace; a proxy there admits the listed hosts.
@@ -285,12 +292,13 @@ class BwrapLauncher:
         self.cgroup_parents, self.memory_fallback = find_cgroup_parents(config.limits, as_root=as_root)
         memory_cgroup = any("memory" in p.controllers for p in self.cgroup_parents)
         self.rlimits = effective_rlimits(config.limits, include_memory=not memory_cgroup)
-        self.resolv_conf = _resolv_conf_target() if config.allow_network else None
         self._janitor = CgroupJanitor()
         self.extra_protected: tuple[str, ...] = ()  # the session's nested repositories (sandbox.gitguard)
 
     def close(self) -> None:
         self._janitor.close()
+        if self.hide_layer is not None:
+            self.hide_layer.close()
 
     def prepare(self) -> None:
         """Nothing to do before a command's clock starts (the microvm backend boots here)."""
@@ -310,13 +318,15 @@ class BwrapLauncher:
             for parent in self.cgroup_parents:
                 if "memory" in parent.controllers:
                     memory = f"{limits.memory_bytes} bytes per command (memory cgroup v{parent.version} at {parent.path})"
+        layered = self.hide_layer.covered if self.hide_layer is not None else ()
         return [
             f"bwrap: {self.bwrap} (bubblewrap {'.'.join(map(str, self.version))})",
             f"shell: {self.shell.path}",
             f"network: {self._network()}",
             f"process limit: {limit}",
             f"memory limit: {memory}",
-            f"hidden host paths: {len(self.view.hidden)} (readable here but not world-readable under /etc, plus hidden_paths)",
+            f"hidden host paths: {len(self.view.hidden) + len(layered)} (readable here but not world-readable under /etc, "
+            f"plus hidden_paths; {len(layered)} of them by one overlay layer on /etc)",
         ]
 
     def _network(self) -> str:
