@@ -28,6 +28,7 @@ from sandbox.egress import PROXY_ENV, Egress, Relay, listen_in, parse_allowed
 from sandbox.errors import ConfigError, SandboxSetupError
 from sandbox.hidelayer import build_layer
 from sandbox.hostview import scan_host
+from sandbox.netpool import Netns, NetnsPool, ThreadInNetns
 from sandbox.limits import (
     Cgroup,
     CgroupJanitor,
@@ -67,6 +68,8 @@ class Spawned:
     relay: Relay | None = None  # the egress proxy serving this sandbox (allow_hosts)
     cgroups: tuple[Cgroup, ...] = ()
     janitor: CgroupJanitor | None = None  # removes ``cgroups`` once the kernel allows it
+    netns: Netns | None = None  # the network namespace lent by ``netns_pool`` (sandbox.netpool)
+    netns_pool: NetnsPool | None = None
     returncode: int | None = field(default=None)
     oom_kills: int = 0  # processes the memory cgroup's OOM killer ended (known after finish)  # pragma: no mutate  (_release sets it before anything reads it)
 
@@ -106,14 +109,22 @@ class Spawned:
         return self.returncode
 
     def _release(self) -> None:
+        emptied = False
         if self.init_pidfd is not None:
             # pid 1's pidfd turns readable only after the kernel emptied its pid namespace.
-            _select([self.init_pidfd], TEARDOWN_S)
+            emptied = bool(_select([self.init_pidfd], TEARDOWN_S)[0])
             os.close(self.init_pidfd)
             self.init_pidfd = None
         else:
             # none backend: SIGKILL is asynchronous; wait until the process group is empty.
             _wait_until_group_gone(self.popen.pid, TEARDOWN_S)
+        if self.netns is not None:
+            # Reused only once no process of the command is left (none of its sockets is open).
+            if emptied and self.netns_pool is not None:
+                self.netns_pool.give_back(self.netns)
+            else:
+                self.netns.close()
+            self.netns = None
         if self.relay is not None:
             self.relay.close()  # its sockets were the last hold on the sandbox's network namespace
             self.relay = None
@@ -293,10 +304,14 @@ class BwrapLauncher:
         memory_cgroup = any("memory" in p.controllers for p in self.cgroup_parents)
         self.rlimits = effective_rlimits(config.limits, include_memory=not memory_cgroup)
         self._janitor = CgroupJanitor()
+        # As root: network namespaces reused one command at a time instead of bwrap making each (sandbox.netpool).
+        self.netns_pool = NetnsPool.create() if not config.allow_network and self.egress is None else None
         self.extra_protected: tuple[str, ...] = ()  # the session's nested repositories (sandbox.gitguard)
 
     def close(self) -> None:
         self._janitor.close()
+        if self.netns_pool is not None:
+            self.netns_pool.close()
         if self.hide_layer is not None:
             self.hide_layer.close()
 
@@ -342,7 +357,9 @@ class BwrapLauncher:
         cgroups = self._new_cgroups()
         ours: list[int] = []
         theirs: list[int] = []
+        netns: Netns | None = None
         try:
+            netns = self.netns_pool.take() if self.netns_pool is not None else None
             info_r, info_w = _pipe(ours, theirs)
             block_r, block_w = _pipe(theirs, ours)
             seccomp_r, seccomp_w = os.pipe()
@@ -361,6 +378,7 @@ class BwrapLauncher:
                 protected=protected,
                 resolv_conf=self.resolv_conf,
                 allow_network=self.config.allow_network,
+                in_netns=netns is not None,
                 tmp_size_bytes=self.config.tmp_size_bytes,
                 home=SANDBOX_HOME,
                 env=self.env,
@@ -370,17 +388,21 @@ class BwrapLauncher:
                 seccomp_fd=seccomp_r,
                 command=tuple(self.shell.argv(script, command)),
             )
-            popen, born_in = self._start_bwrap(plan, cgroups, in_fd=in_fd, out_fd=out_fd, err_fd=err_fd, pass_fds=tuple(theirs))
+            popen, born_in = self._start_bwrap(plan, cgroups, netns, in_fd=in_fd, out_fd=out_fd, err_fd=err_fd,
+                                               pass_fds=tuple(theirs))
         except BaseException:
             for fd in ours:
                 _close(fd)
+            if netns is not None and self.netns_pool is not None:
+                self.netns_pool.give_back(netns)  # nothing ran in it (and it is kept only if no socket is open there)
             for cgroup in cgroups:
                 self._janitor.retire(cgroup)
             raise
         finally:
             for fd in theirs:
                 _close(fd)
-        spawned = Spawned(popen, ctl_r, os.pidfd_open(popen.pid), cgroups=cgroups, janitor=self._janitor)
+        spawned = Spawned(popen, ctl_r, os.pidfd_open(popen.pid), cgroups=cgroups, janitor=self._janitor, netns=netns,
+                          netns_pool=self.netns_pool)
         try:
             limited = self._limit_sandbox(spawned, info_r, born_in)
             if limited and self.egress is not None:
@@ -405,14 +427,28 @@ class BwrapLauncher:
         _close(block_w)
         return spawned
 
-    def _start_bwrap(self, plan: BwrapPlan, cgroups: tuple[Cgroup, ...], *, in_fd: int | None, out_fd: int,
-                     err_fd: int | None, pass_fds: tuple[int, ...]) -> tuple[subprocess.Popen, tuple[Cgroup, ...]]:
-        """Start bwrap from inside the command's v1 cgroups (sandbox.limits.ThreadInCgroups).
+    def _start_bwrap(self, plan: BwrapPlan, cgroups: tuple[Cgroup, ...], netns: Netns | None, *, in_fd: int | None,
+                     out_fd: int, err_fd: int | None, pass_fds: tuple[int, ...]) -> tuple[subprocess.Popen, tuple[Cgroup, ...]]:
+        """Start bwrap from inside the command's v1 cgroups (sandbox.limits.ThreadInCgroups) and, when
+        given, its network namespace (sandbox.netpool.ThreadInNetns).
 
         Returns bwrap and the cgroups it was born in; the others are joined as a process.
         """
+        in_netns = ThreadInNetns(netns.fd) if netns is not None else None
+        if in_netns is not None:
+            try:
+                in_netns.enter()
+            except OSError as exc:
+                raise SandboxSetupError(
+                    f"Could not start the sandbox in its network namespace: {exc}; the command did not run. Run "
+                    "'abhed doctor'; if it persists, set allow_network or run Abhed as an unprivileged user."
+                ) from exc
         thread = ThreadInCgroups()
-        born_in = thread.enter(cgroups)
+        try:
+            born_in = thread.enter(cgroups)
+        except BaseException:
+            _leave_or_raise(in_netns, None)
+            raise
         try:
             popen = subprocess.Popen(
                 bwrap_argv(plan),
@@ -424,8 +460,11 @@ class BwrapLauncher:
                 cwd="/",
                 start_new_session=True,
             )
-        finally:
-            stuck = thread.leave()
+        except BaseException:
+            thread.leave()
+            _leave_or_raise(in_netns, None)
+            raise
+        stuck = thread.leave()
         if stuck is not None:
             popen.kill()  # bwrap never got its "go": nothing ran; pid 1 dies with it (--die-with-parent)
             popen.wait()
@@ -433,6 +472,7 @@ class BwrapLauncher:
                 f"Could not move Abhed's thread back out of the command's cgroup: {stuck}; the command did not run. "
                 "Run 'abhed doctor', and restart Abhed: that thread's next commands would share the cgroup."
             )
+        _leave_or_raise(in_netns, popen)
         return popen, born_in
 
     def _limit_sandbox(self, spawned: Spawned, info_r: int, born_in: tuple[Cgroup, ...]) -> bool:
@@ -570,6 +610,20 @@ class NoneLauncher:
 
 
 # -- small helpers ----------------------------------------------------------------------------
+
+
+def _leave_or_raise(in_netns: ThreadInNetns | None, popen: subprocess.Popen | None) -> None:
+    """The launching thread back in Abhed's network namespace, or the command stopped and an error."""
+    stuck = in_netns.leave() if in_netns is not None else None
+    if stuck is None:
+        return
+    if popen is not None:
+        popen.kill()  # bwrap never got its "go": nothing ran
+        popen.wait()
+    raise SandboxSetupError(
+        f"Could not move Abhed's thread back to its own network namespace: {stuck}; the command did not run. "
+        "Restart Abhed: that thread's next programs would have no network."
+    )
 
 
 def _pipe(read_list: list[int], write_list: list[int]) -> tuple[int, int]:
