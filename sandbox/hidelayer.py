@@ -49,16 +49,22 @@ class HideLayer:
         shutil.rmtree(self.path.parent, ignore_errors=True)
 
 
-def build_layer(root: Path, hidden: tuple[Mount, ...], *, bound: tuple[Path, ...] = ()) -> HideLayer | None:
+def build_layer(root: Path, hidden: tuple[Mount, ...], *, bound: tuple[Path, ...] = (),
+                writable: tuple[Path, ...] = ()) -> HideLayer | None:
     """The layer for the hides under ``root``, or None: nothing to cover, or no overlay here.
 
-    ``bound``: the operator's binds; hides overlapping one stay mounts. None leaves every
-    hide a mount, which is as safe, only slower.
+    ``bound``: the operator's binds; hides overlapping one stay mounts. ``writable``: what
+    sandboxed commands can write (the workspace, rw_binds): the layer must not lie there,
+    or a command could take a placeholder away from the next one. None leaves every hide
+    a mount, which is as safe, only slower.
     """
     covered = tuple(m for m in hidden if _coverable(root, m, bound))
     if not covered or not overlay_available():
         return None
-    holder = Path(tempfile.mkdtemp(prefix="abhed-hide-layer-"))  # mode 0700: no other host user reaches it
+    holder = Path(os.path.realpath(tempfile.mkdtemp(prefix="abhed-hide-layer-")))  # 0700: no other host user reaches it
+    if any(holder == Path(os.path.realpath(w)) or Path(os.path.realpath(w)) in holder.parents for w in writable):
+        holder.rmdir()
+        return None
     layer = holder / root.name
     try:
         _build(root, layer, covered)

@@ -289,7 +289,8 @@ class BwrapLauncher:
         self.resolv_conf = _resolv_conf_target() if config.allow_network else None
         # The secrets under /etc as one overlay layer instead of one mount each (sandbox.hidelayer).
         bound = (*ro_binds, *rw_binds, *((self.resolv_conf,) if self.resolv_conf else ()))
-        self.hide_layer = build_layer(Path("/etc"), self.view.hidden, bound=tuple(Path(os.path.abspath(p)) for p in bound))
+        self.hide_layer = build_layer(Path("/etc"), self.view.hidden, bound=tuple(Path(os.path.abspath(p)) for p in bound),
+                                      writable=(workspace, *rw_binds))
         if self.hide_layer is not None:
             self.view = self.hide_layer.apply(self.view)
         self.shell = find_shell()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,18 @@ def test_hides_the_layer_cannot_represent_stay_mounts(etc, tmp_path):
         assert view.hidden == (under_bind, outside, through_link)
     finally:
         layer.close()
+
+
+def test_no_layer_where_sandboxed_commands_can_write(etc, tmp_path, monkeypatch):
+    # TMPDIR inside the workspace (or an rw_bind): a command could delete a placeholder for the next one.
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "ws" / "tmp"))
+    (tmp_path / "ws" / "tmp").mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    assert build_layer(etc, hides(etc), writable=(tmp_path / "ws",)) is None
+    assert list((tmp_path / "ws" / "tmp").iterdir()) == []  # nothing left behind
+    layer = build_layer(etc, hides(etc), writable=(tmp_path / "elsewhere",))
+    assert layer is not None and (tmp_path / "ws" / "tmp") in layer.path.parents
+    layer.close()
 
 
 def test_no_layer_without_a_secret_under_the_root(etc, tmp_path):
