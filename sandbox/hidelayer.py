@@ -10,6 +10,14 @@ read-only overlay of the host's /etc under this layer -- one mount and one remou
 denied" as before (nobody in the sandbox has CAP_DAC_OVERRIDE), and nothing under /etc
 can be changed (EROFS), the placeholders' modes included.
 
+Nothing sandboxed may change the layer: it is never built where this session's commands
+can write, and every file and directory of it, its holder included, is immutable
+(FS_IMMUTABLE_FL: even the owner, host root, cannot delete, rename or chmod it without
+CAP_LINUX_IMMUTABLE, which no sandbox has) -- so another session whose operator bound the
+host's temporary directory read-write cannot take a placeholder away either. Where the
+flag cannot be set (not root, a filesystem without it), the hides stay mounts. A layer
+left by a crashed process is removed by the next session that builds one.
+
 The decision is the one sandbox.hostview made at the session's start, as before: a secret
 that appears later is not hidden (by either way), a placeholder whose secret went away
 only shows an unreadable empty file. Hides that the layer cannot represent stay mounts:
@@ -18,6 +26,8 @@ those under an operator's bind (they must come after it), or reached through a s
 
 from __future__ import annotations
 
+import array
+import fcntl
 import os
 import shutil
 import stat
@@ -29,6 +39,8 @@ from sandbox.hostview import HostView, Mount
 
 # Unprivileged overlay mounts (in a user namespace) exist since Linux 5.11.
 MIN_KERNEL = (5, 11)
+HOLDER_PREFIX = "abhed-hide-layer-"
+_FS_IOC_GETFLAGS, _FS_IOC_SETFLAGS, _FS_IMMUTABLE_FL = 0x80086601, 0x40086602, 0x10
 
 
 @dataclass(frozen=True)
@@ -46,7 +58,7 @@ class HideLayer:
         return replace(view, system=system, hidden=tuple(m for m in view.hidden if m not in self.covered))
 
     def close(self) -> None:
-        shutil.rmtree(self.path.parent, ignore_errors=True)
+        _remove(self.path.parent)
 
 
 def build_layer(root: Path, hidden: tuple[Mount, ...], *, bound: tuple[Path, ...] = (),
@@ -61,15 +73,18 @@ def build_layer(root: Path, hidden: tuple[Mount, ...], *, bound: tuple[Path, ...
     covered = tuple(m for m in hidden if _coverable(root, m, bound))
     if not covered or not overlay_available():
         return None
-    holder = Path(os.path.realpath(tempfile.mkdtemp(prefix="abhed-hide-layer-")))  # 0700: no other host user reaches it
+    _remove_stale(Path(tempfile.gettempdir()))
+    holder = Path(os.path.realpath(tempfile.mkdtemp(prefix=f"{HOLDER_PREFIX}{os.getpid()}-")))  # 0700: no other host user reaches it
     if any(holder == Path(os.path.realpath(w)) or Path(os.path.realpath(w)) in holder.parents for w in writable):
         holder.rmdir()
         return None
     layer = holder / root.name
     try:
         _build(root, layer, covered)
+        for path in _deepest_first(holder):
+            _set_immutable(path, True)
     except OSError:
-        shutil.rmtree(holder, ignore_errors=True)
+        _remove(holder)
         return None
     return HideLayer(root, layer, covered)
 
@@ -98,6 +113,42 @@ def _coverable(root: Path, mount: Mount, bound: tuple[Path, ...]) -> bool:
         return all(stat.S_ISDIR(os.lstat(parent).st_mode) for parent in mount.path.parents if root in parent.parents or parent == root)
     except OSError:
         return False
+
+
+def _set_immutable(path: Path, on: bool) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        flags = array.array("l", [0])
+        fcntl.ioctl(fd, _FS_IOC_GETFLAGS, flags, True)
+        flags[0] = flags[0] | _FS_IMMUTABLE_FL if on else flags[0] & ~_FS_IMMUTABLE_FL
+        fcntl.ioctl(fd, _FS_IOC_SETFLAGS, flags, True)
+    finally:
+        os.close(fd)
+
+
+def _deepest_first(top: Path) -> list[Path]:
+    found = [top]
+    for directory, dirs, files in os.walk(top):
+        found += [Path(directory, name) for name in dirs + files]
+    return sorted(found, key=lambda p: -len(p.parts))
+
+
+def _remove(holder: Path) -> None:
+    """Clear the flag (mode-000 placeholders can be opened by root: CAP_DAC_OVERRIDE) and delete."""
+    for path in _deepest_first(holder) if holder.exists() else ():
+        try:
+            _set_immutable(path, False)
+        except OSError:
+            pass
+    shutil.rmtree(holder, ignore_errors=True)
+
+
+def _remove_stale(tmp: Path) -> None:
+    """Layers of processes that died without closing their session (named <prefix><pid>-...)."""
+    for holder in tmp.glob(f"{HOLDER_PREFIX}*"):
+        pid = holder.name[len(HOLDER_PREFIX):].split("-")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            _remove(holder)
 
 
 def _build(root: Path, layer: Path, covered: tuple[Mount, ...]) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.bwrap import _mount_flags
-from sandbox.hidelayer import build_layer, overlay_available
+from sandbox.hidelayer import _set_immutable, build_layer, overlay_available
 from sandbox.hostview import HostView, Mount
 
 pytestmark = pytest.mark.skipif(not overlay_available(), reason="this kernel cannot mount an overlay in a user namespace")
@@ -110,3 +110,48 @@ def test_a_root_session_hides_etc_secrets_by_its_layer_and_removes_it_at_close(t
         assert "Permission denied" in result.output or "Is a directory" in result.output
         assert f"{len(layer.covered)} of them by one overlay layer on /etc" in box.describe()[-1]
     assert not layer.path.parent.exists()
+
+
+def test_another_sessions_commands_cannot_change_the_layer_even_with_the_temp_dir_bound(tmp_path, monkeypatch):
+    import sandbox
+
+    if os.getuid() != 0:
+        pytest.skip("only host root builds an immutable layer")
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with sandbox.Sandbox(sandbox.SandboxConfig(), tmp_path / "a") as first:
+        layer = first._launcher.hide_layer
+        if layer is None:
+            pytest.skip("this host has no secret under /etc")
+        secret = layer.covered[0].path
+        placeholder = layer.path / secret.relative_to("/etc")
+        with sandbox.Sandbox(sandbox.SandboxConfig(rw_binds=(shared,)), tmp_path / "b") as second:
+            assert second._launcher.hide_layer is None  # its own commands could write there
+            attacks = [f"rm -rf {placeholder}", f"chmod 644 {placeholder}", f"mv {layer.path.parent} {shared}/moved",
+                       f"touch {layer.path}/new", f"chattr -i {placeholder}"]
+            result = second.run("; ".join(f"{a} && echo 'SUCCEEDED: {a}'" for a in attacks) + "; echo end",
+                                cwd=tmp_path / "b", timeout_s=60)
+            assert "SUCCEEDED" not in result.output and result.output.rstrip().endswith("end"), result.output
+        assert "root:" not in first.run(f"cat {secret}; echo end", cwd=tmp_path / "a", timeout_s=60).output
+    assert list(shared.iterdir()) == []
+
+
+def test_a_layer_left_by_a_dead_process_is_removed_by_the_next(etc, tmp_path, monkeypatch):
+    if os.getuid() != 0:
+        pytest.skip("only host root builds an immutable layer")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = os.fork()
+    if dead == 0:
+        os._exit(0)
+    os.waitpid(dead, 0)
+    stale = tmp_path / f"abhed-hide-layer-{dead}-x"  # as if process ``dead`` had built it and died
+    (stale / "etc").mkdir(parents=True)
+    (stale / "etc" / "shadow").touch(mode=0)
+    for path in (stale / "etc" / "shadow", stale / "etc", stale):
+        _set_immutable(path, True)
+    layer = build_layer(etc, hides(etc))
+    assert layer is not None and not stale.exists()
+    layer.close()
