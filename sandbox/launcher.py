@@ -430,26 +430,25 @@ class BwrapLauncher:
 
     def _start_bwrap(self, plan: BwrapPlan, cgroups: tuple[Cgroup, ...], netns: Netns | None, *, in_fd: int | None,
                      out_fd: int, err_fd: int | None, pass_fds: tuple[int, ...]) -> tuple[subprocess.Popen, tuple[Cgroup, ...]]:
-        """Start bwrap from inside the command's v1 cgroups (sandbox.limits.ThreadInCgroups) and, when
-        given, its network namespace (sandbox.netpool.ThreadInNetns).
+        """Start bwrap from inside the command's network namespace, when one is lent
+        (sandbox.netpool.ThreadInNetns), and its v1 cgroups.
 
         Returns bwrap and the cgroups it was born in; the others are joined as a process.
         """
-        in_netns = ThreadInNetns(netns.fd) if netns is not None else None
-        if in_netns is not None:
-            try:
-                in_netns.enter()
-            except OSError as exc:
-                raise SandboxSetupError(
-                    f"Could not start the sandbox in its network namespace: {exc}; the command did not run. Run "
-                    "'abhed doctor'; if it persists, set allow_network or run Abhed as an unprivileged user."
-                ) from exc
-        thread = ThreadInCgroups()
+        in_netns = _enter_netns(netns)
         try:
-            born_in = thread.enter(cgroups)
+            popen, born_in = self._fork_in_cgroups(plan, cgroups, in_fd=in_fd, out_fd=out_fd, err_fd=err_fd, pass_fds=pass_fds)
         except BaseException:
             _leave_or_raise(in_netns, None)
             raise
+        _leave_or_raise(in_netns, popen)
+        return popen, born_in
+
+    def _fork_in_cgroups(self, plan: BwrapPlan, cgroups: tuple[Cgroup, ...], *, in_fd: int | None, out_fd: int,
+                         err_fd: int | None, pass_fds: tuple[int, ...]) -> tuple[subprocess.Popen, tuple[Cgroup, ...]]:
+        """Start bwrap from inside the command's v1 cgroups (sandbox.limits.ThreadInCgroups)."""
+        thread = ThreadInCgroups()
+        born_in = thread.enter(cgroups)
         try:
             popen = subprocess.Popen(
                 bwrap_argv(plan),
@@ -461,11 +460,8 @@ class BwrapLauncher:
                 cwd="/",
                 start_new_session=True,
             )
-        except BaseException:
-            thread.leave()
-            _leave_or_raise(in_netns, None)
-            raise
-        stuck = thread.leave()
+        finally:
+            stuck = thread.leave()
         if stuck is not None:
             popen.kill()  # bwrap never got its "go": nothing ran; pid 1 dies with it (--die-with-parent)
             popen.wait()
@@ -473,7 +469,6 @@ class BwrapLauncher:
                 f"Could not move Abhed's thread back out of the command's cgroup: {stuck}; the command did not run. "
                 "Run 'abhed doctor', and restart Abhed: that thread's next commands would share the cgroup."
             )
-        _leave_or_raise(in_netns, popen)
         return popen, born_in
 
     def _limit_sandbox(self, spawned: Spawned, info_r: int, born_in: tuple[Cgroup, ...]) -> bool:
@@ -611,6 +606,21 @@ class NoneLauncher:
 
 
 # -- small helpers ----------------------------------------------------------------------------
+
+
+def _enter_netns(netns: Netns | None) -> ThreadInNetns | None:
+    """The launching thread inside ``netns`` (None: nothing to enter), or an error: the command does not run."""
+    if netns is None:
+        return None
+    in_netns = ThreadInNetns(netns.fd)
+    try:
+        in_netns.enter()
+    except OSError as exc:
+        raise SandboxSetupError(
+            f"Could not start the sandbox in its network namespace: {exc}; the command did not run. Run "
+            "'abhed doctor'; if it persists, set allow_network or run Abhed as an unprivileged user."
+        ) from exc
+    return in_netns
 
 
 def _leave_or_raise(in_netns: ThreadInNetns | None, popen: subprocess.Popen | None) -> None:

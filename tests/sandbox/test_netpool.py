@@ -109,3 +109,31 @@ def test_commands_running_at_the_same_time_never_share_a_namespace(tmp_path: Pat
             assert "ConnectionRefusedError" in output and output.endswith("end\n")
         finally:
             job.stop()
+
+
+def test_a_thread_that_cannot_leave_the_namespace_stops_the_command(tmp_path: Path, monkeypatch):
+    real_leave = ThreadInNetns.leave  # still called: this test's thread must really go home
+    monkeypatch.setattr(ThreadInNetns, "leave", lambda self: real_leave(self) or "setns failed: Operation not permitted")
+    home = own_netns()
+    with sandbox.Sandbox(sandbox.SandboxConfig(), tmp_path) as box:
+        with pytest.raises(sandbox.SandboxSetupError) as err:
+            box.run("touch ran", cwd=tmp_path, timeout_s=60)
+    assert str(err.value) == (
+        "Could not move Abhed's thread back to its own network namespace: setns failed: Operation not permitted; the "
+        "command did not run. Restart Abhed: that thread's next programs would have no network."
+    )
+    assert not (tmp_path / "ran").exists() and own_netns() == home
+
+
+def test_a_start_that_fails_in_the_cgroups_still_brings_the_thread_home(tmp_path: Path, monkeypatch):
+    from sandbox.limits import ThreadInCgroups
+
+    home = own_netns()
+    with sandbox.Sandbox(sandbox.SandboxConfig(), tmp_path) as box:
+        if not any(c.version == 1 for c in box._launcher.cgroup_parents):
+            pytest.skip("no cgroup v1 hierarchy in use")
+        real_leave = ThreadInCgroups.leave
+        monkeypatch.setattr(ThreadInCgroups, "leave", lambda self: real_leave(self) or "/sys/fs/cgroup/pids/x (Permission denied)")
+        with pytest.raises(sandbox.SandboxSetupError, match="back out of the command's cgroup"):
+            box.run("touch ran", cwd=tmp_path, timeout_s=60)
+    assert not (tmp_path / "ran").exists() and own_netns() == home
