@@ -28,7 +28,6 @@ from sandbox.egress import PROXY_ENV, Egress, Relay, listen_in, parse_allowed
 from sandbox.errors import ConfigError, SandboxSetupError
 from sandbox.hidelayer import build_layer
 from sandbox.hostview import scan_host
-from sandbox.netpool import Netns, NetnsPool, ThreadInNetns
 from sandbox.limits import (
     Cgroup,
     CgroupJanitor,
@@ -38,6 +37,7 @@ from sandbox.limits import (
     find_cgroup_parents,
     runs_as_host_root,
 )
+from sandbox.netpool import Netns, NetnsError, NetnsPool, ThreadInNetns
 from sandbox.output import OutputCollector
 from sandbox.protect import protection_mounts
 from sandbox.seccomp import syscall_filter
@@ -360,7 +360,7 @@ class BwrapLauncher:
         theirs: list[int] = []
         netns: Netns | None = None
         try:
-            netns = self.netns_pool.take() if self.netns_pool is not None else None
+            netns = self._lend_netns()
             info_r, info_w = _pipe(ours, theirs)
             block_r, block_w = _pipe(theirs, ours)
             seccomp_r, seccomp_w = os.pipe()
@@ -427,6 +427,15 @@ class BwrapLauncher:
             spawned.kill()
         _close(block_w)
         return spawned
+
+    def _lend_netns(self) -> Netns | None:
+        """A network namespace from the pool; None (bwrap makes one, as without a pool) when none can be made."""
+        if self.netns_pool is None:
+            return None
+        try:
+            return self.netns_pool.take()
+        except NetnsError:
+            return None
 
     def _start_bwrap(self, plan: BwrapPlan, cgroups: tuple[Cgroup, ...], netns: Netns | None, *, in_fd: int | None,
                      out_fd: int, err_fd: int | None, pass_fds: tuple[int, ...]) -> tuple[subprocess.Popen, tuple[Cgroup, ...]]:
@@ -618,7 +627,8 @@ def _enter_netns(netns: Netns | None) -> ThreadInNetns | None:
     except OSError as exc:
         raise SandboxSetupError(
             f"Could not start the sandbox in its network namespace: {exc}; the command did not run. Run "
-            "'abhed doctor'; if it persists, set allow_network or run Abhed as an unprivileged user."
+            "'abhed doctor'; if it persists, run Abhed as an unprivileged user (bwrap then makes each command's "
+            "network namespace itself)."
         ) from exc
     return in_netns
 

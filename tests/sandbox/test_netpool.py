@@ -137,3 +137,20 @@ def test_a_start_that_fails_in_the_cgroups_still_brings_the_thread_home(tmp_path
         with pytest.raises(sandbox.SandboxSetupError, match="back out of the command's cgroup"):
             box.run("touch ran", cwd=tmp_path, timeout_s=60)
     assert not (tmp_path / "ran").exists() and own_netns() == home
+
+
+def test_when_no_namespace_can_be_made_bwrap_makes_the_commands_own(tmp_path: Path, monkeypatch):
+    from sandbox import netpool
+
+    with sandbox.Sandbox(sandbox.SandboxConfig(), tmp_path) as box:
+        pooled = run(box, "readlink /proc/self/ns/net")
+        pool = box._launcher.netns_pool
+        while pool._idle:  # all lent: the next command needs a new one...
+            pool._idle.pop().close()
+
+        def refused() -> netpool.Netns:
+            raise netpool.NetnsError(28, "unshare(CLONE_NEWNET) failed: No space left on device")
+
+        monkeypatch.setattr(netpool, "_new_namespace", refused)  # ...and none can be made
+        own = run(box, "readlink /proc/self/ns/net")
+        assert own.strip() not in (pooled.strip(), own_netns())  # bwrap's --unshare-net: neither pooled nor the host's
