@@ -1,8 +1,10 @@
 """Starting one confined process (bwrap or none backend), collecting its output, ending it.
 
 A launcher is built once per session (it looks at the host once: bwrap, /etc secrets,
-cgroups) and then spawns any number of commands. ``Spawned`` is one running command:
-it knows how to kill everything the command started and how to release what it held.
+cgroups; it builds the layer hiding those secrets, sandbox.hidelayer, and as root a pool
+of network namespaces, sandbox.netpool) and then spawns any number of commands.
+``Spawned`` is one running command: it knows how to kill everything the command started
+and how to release what it held (its cgroups, its lent network namespace).
 """
 
 from __future__ import annotations
