@@ -68,7 +68,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 # Flags of bwrap that each mount something (a bind, a tmpfs, a remount, /proc, /dev).
-MOUNT_FLAGS = ("--ro-bind", "--bind", "--dev-bind", "--tmpfs", "--remount-ro", "--proc", "--dev")
+MOUNT_FLAGS = ("--ro-bind", "--bind", "--dev-bind", "--tmpfs", "--remount-ro", "--proc", "--dev", "--ro-overlay")
 
 
 def mount_operations(config: sandbox.SandboxConfig, workspace: Path) -> int:

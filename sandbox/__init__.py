@@ -11,7 +11,8 @@ What a sandboxed command can do (bwrap backend, the default)
   world-readable is hidden), the operator's ``ro_binds``; a fresh ``/proc`` showing only its
   own processes (``/proc/sys`` read-only), a minimal ``/dev``.
 - Nothing else: no ``/root``, ``/home``, host ``/tmp``, ``/var``, ``/run`` (docker.sock, dbus),
-  ``/sys``; no network (own loopback only) unless ``allow_network``, or, with ``allow_hosts``,
+  ``/sys``; no network (own loopback, shared with no command running at the same time:
+  sandbox/netpool.py) unless ``allow_network``, or, with ``allow_hosts``,
   only the listed ``host:port`` pairs through a proxy on its loopback (sandbox/egress.py); no capabilities,
   ``no_new_privs`` (setuid binaries gain nothing), no nested user namespaces, no controlling
   terminal and no TIOCSTI/TIOCLINUX, no set-uid/set-gid bits on any file it creates or

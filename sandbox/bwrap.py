@@ -33,6 +33,7 @@ class BwrapPlan:
     protected: tuple[Mount, ...]  # sandbox.protect
     resolv_conf: Path | None  # target of a symlinked /etc/resolv.conf, when network is allowed
     allow_network: bool
+    in_netns: bool  # bwrap is started inside a network namespace of the launcher's pool (sandbox.netpool)
     tmp_size_bytes: int
     home: str
     env: Mapping[str, str]
@@ -56,6 +57,10 @@ def bwrap_argv(plan: BwrapPlan) -> list[str]:
     argv += ["--unshare-user"]
     if plan.allow_network:
         # Operator's choice: keep the host network (and with it, abstract Unix sockets).
+        argv += ["--share-net"]
+    elif plan.in_netns:
+        # The launcher started bwrap in a network namespace of its own, lent to this command
+        # alone (sandbox.netpool): the same isolation, without making and freeing one per command.
         argv += ["--share-net"]
     # No nested user namespaces: they re-grant capabilities inside and are the entry point
     # of most kernel privilege escalations.
@@ -145,6 +150,12 @@ def _mount_flags(mount: Mount) -> list[str]:
     if mount.kind == "hidden-dir":
         # An empty tmpfs no one may enter (mode 000, and nobody has CAP_DAC_OVERRIDE).
         return ["--perms", "0000", "--tmpfs", path, "--remount-ro", path]
+    if mount.kind == "ro-overlay":
+        # The host directory read-only, under the session's layer of mode-000 placeholders for
+        # its secrets (sandbox.hidelayer): one mount instead of one per secret. The last
+        # --overlay-src is the top layer. bwrap mounts an overlay without nosuid/nodev; the
+        # remount adds them, as every bind has.
+        return ["--overlay-src", path, "--overlay-src", str(mount.source), "--ro-overlay", path, "--remount-ro", path]
     if mount.kind == "empty-dir":
         # An empty directory in which nothing can be created.
         return ["--perms", "0555", "--tmpfs", path, "--remount-ro", path]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-MountKind = Literal["ro-bind", "bind", "symlink", "null-file", "hidden-dir", "empty-dir"]  # pragma: no mutate  (a type: nothing reads it at run time)
+MountKind = Literal["ro-bind", "bind", "symlink", "null-file", "hidden-dir", "empty-dir", "ro-overlay"]  # pragma: no mutate  (a type: nothing reads it at run time)
 
 
 class Mount(NamedTuple):
@@ -35,6 +35,8 @@ class Mount(NamedTuple):
     hidden-dir       an empty, mode-000, read-only directory at ``path`` (hides a host dir)
     empty-dir        an empty, read-only directory at ``path`` (stands in for a protected
                      directory that does not exist yet)
+    ro-overlay       host ``path`` read-only, under the layer ``source`` whose mode-000
+                     placeholders hide its secrets (sandbox.hidelayer)
     """
 
     kind: MountKind

@@ -1,8 +1,10 @@
 """Starting one confined process (bwrap or none backend), collecting its output, ending it.
 
 A launcher is built once per session (it looks at the host once: bwrap, /etc secrets,
-cgroups) and then spawns any number of commands. ``Spawned`` is one running command:
-it knows how to kill everything the command started and how to release what it held.
+cgroups; it builds the layer hiding those secrets, sandbox.hidelayer, and as root a pool
+of network namespaces, sandbox.netpool) and then spawns any number of commands.
+``Spawned`` is one running command: it knows how to kill everything the command started
+and how to release what it held (its cgroups, its lent network namespace).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from sandbox.bwrap import BwrapPlan, bwrap_argv, bwrap_version, locate_bwrap, se
 from sandbox.config import SandboxConfig
 from sandbox.egress import PROXY_ENV, Egress, Relay, listen_in, parse_allowed
 from sandbox.errors import ConfigError, SandboxSetupError
+from sandbox.hidelayer import build_layer
 from sandbox.hostview import scan_host
 from sandbox.limits import (
     Cgroup,
@@ -36,6 +39,7 @@ from sandbox.limits import (
     find_cgroup_parents,
     runs_as_host_root,
 )
+from sandbox.netpool import Netns, NetnsError, NetnsPool, ThreadInNetns
 from sandbox.output import OutputCollector
 from sandbox.protect import protection_mounts
 from sandbox.seccomp import syscall_filter
@@ -66,6 +70,8 @@ class Spawned:
     relay: Relay | None = None  # the egress proxy serving this sandbox (allow_hosts)
     cgroups: tuple[Cgroup, ...] = ()
     janitor: CgroupJanitor | None = None  # removes ``cgroups`` once the kernel allows it
+    netns: Netns | None = None  # the network namespace lent by ``netns_pool`` (sandbox.netpool)
+    netns_pool: NetnsPool | None = None
     returncode: int | None = field(default=None)
     oom_kills: int = 0  # processes the memory cgroup's OOM killer ended (known after finish)  # pragma: no mutate  (_release sets it before anything reads it)
 
@@ -105,14 +111,22 @@ class Spawned:
         return self.returncode
 
     def _release(self) -> None:
+        emptied = False
         if self.init_pidfd is not None:
             # pid 1's pidfd turns readable only after the kernel emptied its pid namespace.
-            _select([self.init_pidfd], TEARDOWN_S)
+            emptied = bool(_select([self.init_pidfd], TEARDOWN_S)[0])
             os.close(self.init_pidfd)
             self.init_pidfd = None
         else:
             # none backend: SIGKILL is asynchronous; wait until the process group is empty.
             _wait_until_group_gone(self.popen.pid, TEARDOWN_S)
+        if self.netns is not None:
+            # Reused only once no process of the command is left (none of its sockets is open).
+            if emptied and self.netns_pool is not None:
+                self.netns_pool.give_back(self.netns)
+            else:
+                self.netns.close()
+            self.netns = None
         if self.relay is not None:
             self.relay.close()  # its sockets were the last hold on the sandbox's network namespace
             self.relay = None
@@ -274,6 +288,13 @@ class BwrapLauncher:
         self.seccomp = syscall_filter()
         as_root = runs_as_host_root()
         self.view = scan_host(config.hidden_paths, as_root=as_root)
+        self.resolv_conf = _resolv_conf_target() if config.allow_network else None
+        # The secrets under /etc as one overlay layer instead of one mount each (sandbox.hidelayer).
+        bound = (*ro_binds, *rw_binds, *((self.resolv_conf,) if self.resolv_conf else ()))
+        self.hide_layer = build_layer(Path("/etc"), self.view.hidden, bound=tuple(Path(os.path.abspath(p)) for p in bound),
+                                      writable=(workspace, *rw_binds))
+        if self.hide_layer is not None:
+            self.view = self.hide_layer.apply(self.view)
         self.shell = find_shell()
         self.env = sandbox_env(config, home=SANDBOX_HOME, tmpdir="/tmp", environ=environ)
         # allow_hosts: the sandbox keeps its own network namespace; a proxy there admits the listed hosts.
@@ -285,12 +306,17 @@ class BwrapLauncher:
         self.cgroup_parents, self.memory_fallback = find_cgroup_parents(config.limits, as_root=as_root)
         memory_cgroup = any("memory" in p.controllers for p in self.cgroup_parents)
         self.rlimits = effective_rlimits(config.limits, include_memory=not memory_cgroup)
-        self.resolv_conf = _resolv_conf_target() if config.allow_network else None
         self._janitor = CgroupJanitor()
+        # As root: network namespaces reused one command at a time instead of bwrap making each (sandbox.netpool).
+        self.netns_pool = NetnsPool.create() if not config.allow_network and self.egress is None else None
         self.extra_protected: tuple[str, ...] = ()  # the session's nested repositories (sandbox.gitguard)
 
     def close(self) -> None:
         self._janitor.close()
+        if self.netns_pool is not None:
+            self.netns_pool.close()
+        if self.hide_layer is not None:
+            self.hide_layer.close()
 
     def prepare(self) -> None:
         """Nothing to do before a command's clock starts (the microvm backend boots here)."""
@@ -310,13 +336,15 @@ class BwrapLauncher:
             for parent in self.cgroup_parents:
                 if "memory" in parent.controllers:
                     memory = f"{limits.memory_bytes} bytes per command (memory cgroup v{parent.version} at {parent.path})"
+        layered = self.hide_layer.covered if self.hide_layer is not None else ()
         return [
             f"bwrap: {self.bwrap} (bubblewrap {'.'.join(map(str, self.version))})",
             f"shell: {self.shell.path}",
             f"network: {self._network()}",
             f"process limit: {limit}",
             f"memory limit: {memory}",
-            f"hidden host paths: {len(self.view.hidden)} (readable here but not world-readable under /etc, plus hidden_paths)",
+            f"hidden host paths: {len(self.view.hidden) + len(layered)} (readable here but not world-readable under /etc, "
+            f"plus hidden_paths; {len(layered)} of them by one overlay layer on /etc)",
         ]
 
     def _network(self) -> str:
@@ -332,7 +360,9 @@ class BwrapLauncher:
         cgroups = self._new_cgroups()
         ours: list[int] = []
         theirs: list[int] = []
+        netns: Netns | None = None
         try:
+            netns = self._lend_netns()
             info_r, info_w = _pipe(ours, theirs)
             block_r, block_w = _pipe(theirs, ours)
             seccomp_r, seccomp_w = os.pipe()
@@ -351,6 +381,7 @@ class BwrapLauncher:
                 protected=protected,
                 resolv_conf=self.resolv_conf,
                 allow_network=self.config.allow_network,
+                in_netns=netns is not None,
                 tmp_size_bytes=self.config.tmp_size_bytes,
                 home=SANDBOX_HOME,
                 env=self.env,
@@ -360,17 +391,21 @@ class BwrapLauncher:
                 seccomp_fd=seccomp_r,
                 command=tuple(self.shell.argv(script, command)),
             )
-            popen, born_in = self._start_bwrap(plan, cgroups, in_fd=in_fd, out_fd=out_fd, err_fd=err_fd, pass_fds=tuple(theirs))
+            popen, born_in = self._start_bwrap(plan, cgroups, netns, in_fd=in_fd, out_fd=out_fd, err_fd=err_fd,
+                                               pass_fds=tuple(theirs))
         except BaseException:
             for fd in ours:
                 _close(fd)
+            if netns is not None and self.netns_pool is not None:
+                self.netns_pool.give_back(netns)  # nothing ran in it (and it is kept only if no socket is open there)
             for cgroup in cgroups:
                 self._janitor.retire(cgroup)
             raise
         finally:
             for fd in theirs:
                 _close(fd)
-        spawned = Spawned(popen, ctl_r, os.pidfd_open(popen.pid), cgroups=cgroups, janitor=self._janitor)
+        spawned = Spawned(popen, ctl_r, os.pidfd_open(popen.pid), cgroups=cgroups, janitor=self._janitor, netns=netns,
+                          netns_pool=self.netns_pool)
         try:
             limited = self._limit_sandbox(spawned, info_r, born_in)
             if limited and self.egress is not None:
@@ -395,12 +430,34 @@ class BwrapLauncher:
         _close(block_w)
         return spawned
 
-    def _start_bwrap(self, plan: BwrapPlan, cgroups: tuple[Cgroup, ...], *, in_fd: int | None, out_fd: int,
-                     err_fd: int | None, pass_fds: tuple[int, ...]) -> tuple[subprocess.Popen, tuple[Cgroup, ...]]:
-        """Start bwrap from inside the command's v1 cgroups (sandbox.limits.ThreadInCgroups).
+    def _lend_netns(self) -> Netns | None:
+        """A network namespace from the pool; None (bwrap makes one, as without a pool) when none can be made."""
+        if self.netns_pool is None:
+            return None
+        try:
+            return self.netns_pool.take()
+        except NetnsError:
+            return None
+
+    def _start_bwrap(self, plan: BwrapPlan, cgroups: tuple[Cgroup, ...], netns: Netns | None, *, in_fd: int | None,
+                     out_fd: int, err_fd: int | None, pass_fds: tuple[int, ...]) -> tuple[subprocess.Popen, tuple[Cgroup, ...]]:
+        """Start bwrap from inside the command's network namespace, when one is lent
+        (sandbox.netpool.ThreadInNetns), and its v1 cgroups.
 
         Returns bwrap and the cgroups it was born in; the others are joined as a process.
         """
+        in_netns = _enter_netns(netns)
+        try:
+            popen, born_in = self._fork_in_cgroups(plan, cgroups, in_fd=in_fd, out_fd=out_fd, err_fd=err_fd, pass_fds=pass_fds)
+        except BaseException:
+            _leave_or_raise(in_netns, None)
+            raise
+        _leave_or_raise(in_netns, popen)
+        return popen, born_in
+
+    def _fork_in_cgroups(self, plan: BwrapPlan, cgroups: tuple[Cgroup, ...], *, in_fd: int | None, out_fd: int,
+                         err_fd: int | None, pass_fds: tuple[int, ...]) -> tuple[subprocess.Popen, tuple[Cgroup, ...]]:
+        """Start bwrap from inside the command's v1 cgroups (sandbox.limits.ThreadInCgroups)."""
         thread = ThreadInCgroups()
         born_in = thread.enter(cgroups)
         try:
@@ -560,6 +617,36 @@ class NoneLauncher:
 
 
 # -- small helpers ----------------------------------------------------------------------------
+
+
+def _enter_netns(netns: Netns | None) -> ThreadInNetns | None:
+    """The launching thread inside ``netns`` (None: nothing to enter), or an error: the command does not run."""
+    if netns is None:
+        return None
+    in_netns = ThreadInNetns(netns.fd)
+    try:
+        in_netns.enter()
+    except OSError as exc:
+        raise SandboxSetupError(
+            f"Could not start the sandbox in its network namespace: {exc}; the command did not run. Run "
+            "'abhed doctor'; if it persists, run Abhed as an unprivileged user (bwrap then makes each command's "
+            "network namespace itself)."
+        ) from exc
+    return in_netns
+
+
+def _leave_or_raise(in_netns: ThreadInNetns | None, popen: subprocess.Popen | None) -> None:
+    """The launching thread back in Abhed's network namespace, or the command stopped and an error."""
+    stuck = in_netns.leave() if in_netns is not None else None
+    if stuck is None:
+        return
+    if popen is not None:
+        popen.kill()  # bwrap never got its "go": nothing ran
+        popen.wait()
+    raise SandboxSetupError(
+        f"Could not move Abhed's thread back to its own network namespace: {stuck}; the command did not run. "
+        "Restart Abhed: that thread's next programs would have no network."
+    )
 
 
 def _pipe(read_list: list[int], write_list: list[int]) -> tuple[int, int]:

@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import threading
 import time
@@ -133,6 +134,19 @@ def test_etc_secrets_are_hidden(runner, workspace):
     result = runner.run("cat /etc/shadow /etc/gshadow; ls /etc/ssl/private; echo end", workspace=workspace)
     assert "root:" not in result.output
     assert "cat: /etc/shadow: Permission denied" in result.output
+    assert result.output.rstrip().endswith("end")
+
+
+def test_etc_is_read_only_nosuid_nodev_and_looks_as_on_the_host(runner, workspace):
+    # As root, /etc is an overlay under the hide layer (sandbox.hidelayer); it must keep every bind's flags.
+    result = runner.run("touch /etc/abhed-probe; chmod 644 /etc/passwd; stat -c %a /etc /etc/passwd; "
+                        "grep ' /etc ' /proc/self/mountinfo; echo end", workspace=workspace)
+    assert "touch: cannot touch '/etc/abhed-probe': Read-only file system" in result.output
+    assert "chmod: changing permissions of '/etc/passwd': Read-only file system" in result.output
+    modes = f"{stat.S_IMODE(os.stat('/etc').st_mode):o}\n{stat.S_IMODE(os.stat('/etc/passwd').st_mode):o}\n"
+    assert modes in result.output
+    fields = next(line.split() for line in result.output.splitlines() if line.split()[4:5] == ["/etc"])
+    assert {"ro", "nosuid", "nodev"} <= set(fields[5].split(","))  # the mount point's options
     assert result.output.rstrip().endswith("end")
 
 

@@ -215,6 +215,7 @@ def test_every_flag_comes_from_the_plan():
         protected=(Mount("bind", Path("/srv/ws/.git"), Path("/srv/ws/.git")), Mount("empty-dir", Path("/srv/ws/.abhed"))),
         resolv_conf=None,
         allow_network=False,
+        in_netns=False,
         tmp_size_bytes=1 << 20,
         home="/tmp/home",
         env={"PATH": "/usr/bin"},
@@ -238,6 +239,8 @@ def test_every_flag_comes_from_the_plan():
         assert expected in text, expected
     assert "--share-net" not in argv
     assert "--share-net" in bwrap_argv(plan.__class__(**{**plan.__dict__, "allow_network": True}))
+    # In a namespace of the launcher's pool (sandbox.netpool), bwrap must not make another one.
+    assert "--share-net" in bwrap_argv(plan.__class__(**{**plan.__dict__, "in_netns": True}))
 
 
 # -- cgroup settings (the memory cap and the pids limit) -------------------------------------------

@@ -1,0 +1,157 @@
+"""The overlay layer that hides the secrets under /etc in one mount (sandbox.hidelayer)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from sandbox.bwrap import _mount_flags
+from sandbox.hidelayer import _set_immutable, build_layer, overlay_available
+from sandbox.hostview import HostView, Mount
+
+pytestmark = pytest.mark.skipif(not overlay_available(), reason="this kernel cannot mount an overlay in a user namespace")
+
+
+@pytest.fixture
+def etc(tmp_path: Path) -> Path:
+    """A stand-in for /etc: two secrets at the top, a secret directory and a secret file deeper down."""
+    root = tmp_path / "etc"
+    (root / "ssl" / "private").mkdir(parents=True)
+    (root / "pg" / "main").mkdir(parents=True)
+    for name in ("shadow", "passwd", "pg/main/hba.conf"):
+        (root / name).write_text("secret\n")
+    (root / "ssl").chmod(0o751)
+    (root / "pg" / "main").chmod(0o750)
+    os.utime(root / "ssl", (1_000_000, 1_000_000))
+    return root
+
+
+def hides(root: Path) -> tuple[Mount, ...]:
+    return (Mount("null-file", root / "shadow"), Mount("hidden-dir", root / "ssl" / "private"),
+            Mount("null-file", root / "pg" / "main" / "hba.conf"))
+
+
+def test_the_layer_holds_a_mode_000_placeholder_per_secret_in_directories_like_the_hosts(etc):
+    layer = build_layer(etc, hides(etc))
+    assert layer is not None
+    try:
+        assert layer.covered == hides(etc) and layer.path.name == "etc"
+        assert stat.S_IMODE(layer.path.parent.stat().st_mode) == 0o700  # no other host user reaches it
+        for placeholder, is_dir in (("shadow", False), ("ssl/private", True), ("pg/main/hba.conf", False)):
+            st = os.lstat(layer.path / placeholder)
+            assert stat.S_IMODE(st.st_mode) == 0 and stat.S_ISDIR(st.st_mode) == is_dir and (is_dir or st.st_size == 0)
+        for directory in ("", "ssl", "pg", "pg/main"):  # the overlay shows these: they must look as on the host
+            copy, original = os.stat(layer.path / directory), os.stat(etc / directory)
+            assert (copy.st_mode, copy.st_uid, copy.st_gid, copy.st_mtime_ns) == (
+                original.st_mode, original.st_uid, original.st_gid, original.st_mtime_ns), directory
+        assert sorted(os.listdir(layer.path)) == ["pg", "shadow", "ssl"]  # nothing else: the host's files show through
+    finally:
+        layer.close()
+    assert not layer.path.parent.exists()
+
+
+def test_hides_the_layer_cannot_represent_stay_mounts(etc, tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    (etc / "linked").symlink_to(tmp_path / "elsewhere")
+    outside = Mount("null-file", tmp_path / "outside")
+    through_link = Mount("null-file", etc / "linked" / "key")
+    under_bind = Mount("null-file", etc / "pg" / "main" / "hba.conf")
+    layer = build_layer(etc, (*hides(etc), outside, through_link), bound=(etc / "pg",))
+    assert layer is not None
+    try:
+        assert layer.covered == hides(etc)[:2]  # the operator's bind of etc/pg must not cover its hide
+        view = layer.apply(HostView(system=(Mount("ro-bind", Path("/usr"), Path("/usr")), Mount("ro-bind", etc, etc)),
+                                    hidden=(*hides(etc), outside, through_link)))
+        assert view.system == (Mount("ro-bind", Path("/usr"), Path("/usr")), Mount("ro-overlay", etc, layer.path))
+        assert view.hidden == (under_bind, outside, through_link)
+    finally:
+        layer.close()
+
+
+def test_no_layer_where_sandboxed_commands_can_write(etc, tmp_path, monkeypatch):
+    # TMPDIR inside the workspace (or an rw_bind): a command could delete a placeholder for the next one.
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "ws" / "tmp"))
+    (tmp_path / "ws" / "tmp").mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    assert build_layer(etc, hides(etc), writable=(tmp_path / "ws",)) is None
+    assert list((tmp_path / "ws" / "tmp").iterdir()) == []  # nothing left behind
+    layer = build_layer(etc, hides(etc), writable=(tmp_path / "elsewhere",))
+    assert layer is not None and (tmp_path / "ws" / "tmp") in layer.path.parents
+    layer.close()
+
+
+def test_no_layer_without_a_secret_under_the_root(etc, tmp_path):
+    assert build_layer(etc, ()) is None
+    assert build_layer(etc, (Mount("null-file", tmp_path / "outside"),)) is None
+    assert build_layer(etc, hides(etc), bound=(etc,)) is None  # the operator bound the whole root again
+
+
+def test_the_overlay_is_read_only_nosuid_nodev_with_the_layer_on_top():
+    flags = _mount_flags(Mount("ro-overlay", Path("/etc"), Path("/run/layer/etc")))
+    assert flags == ["--overlay-src", "/etc", "--overlay-src", "/run/layer/etc", "--ro-overlay", "/etc", "--remount-ro", "/etc"]
+
+
+def test_a_root_session_hides_etc_secrets_by_its_layer_and_removes_it_at_close(tmp_path):
+    import sandbox
+
+    if os.getuid() != 0:
+        pytest.skip("only host root hides every non-world-readable file under /etc")
+    with sandbox.Sandbox(sandbox.SandboxConfig(), tmp_path) as box:
+        layer = box._launcher.hide_layer
+        if layer is None:
+            pytest.skip("this host has no secret under /etc")
+        secret = layer.covered[0].path
+        result = box.run(f"cat {secret}; echo end", cwd=tmp_path, timeout_s=60)
+        assert f"cat: {secret}: " in result.output and result.output.rstrip().endswith("end")
+        assert "Permission denied" in result.output or "Is a directory" in result.output
+        assert f"{len(layer.covered)} of them by one overlay layer on /etc" in box.describe()[-1]
+    assert not layer.path.parent.exists()
+
+
+def test_another_sessions_commands_cannot_change_the_layer_even_with_the_temp_dir_bound(tmp_path, monkeypatch):
+    import sandbox
+
+    if os.getuid() != 0:
+        pytest.skip("only host root builds an immutable layer")
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with sandbox.Sandbox(sandbox.SandboxConfig(), tmp_path / "a") as first:
+        layer = first._launcher.hide_layer
+        if layer is None:
+            pytest.skip("this host has no secret under /etc")
+        secret = layer.covered[0].path
+        placeholder = layer.path / secret.relative_to("/etc")
+        with sandbox.Sandbox(sandbox.SandboxConfig(rw_binds=(shared,)), tmp_path / "b") as second:
+            assert second._launcher.hide_layer is None  # its own commands could write there
+            attacks = [f"rm -rf {placeholder}", f"chmod 644 {placeholder}", f"mv {layer.path.parent} {shared}/moved",
+                       f"touch {layer.path}/new", f"chattr -i {placeholder}"]
+            result = second.run("; ".join(f"{a} && echo 'SUCCEEDED: {a}'" for a in attacks) + "; echo end",
+                                cwd=tmp_path / "b", timeout_s=60)
+            assert "SUCCEEDED" not in result.output and result.output.rstrip().endswith("end"), result.output
+        assert "root:" not in first.run(f"cat {secret}; echo end", cwd=tmp_path / "a", timeout_s=60).output
+    assert list(shared.iterdir()) == []
+
+
+def test_a_layer_left_by_a_dead_process_is_removed_by_the_next(etc, tmp_path, monkeypatch):
+    if os.getuid() != 0:
+        pytest.skip("only host root builds an immutable layer")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = os.fork()
+    if dead == 0:
+        os._exit(0)
+    os.waitpid(dead, 0)
+    stale = tmp_path / f"abhed-hide-layer-{dead}-x"  # as if process ``dead`` had built it and died
+    (stale / "etc").mkdir(parents=True)
+    (stale / "etc" / "shadow").touch(mode=0)
+    for path in (stale / "etc" / "shadow", stale / "etc", stale):
+        _set_immutable(path, True)
+    layer = build_layer(etc, hides(etc))
+    assert layer is not None and not stale.exists()
+    layer.close()

@@ -1,0 +1,156 @@
+"""Network namespaces lent to one command at a time (sandbox.netpool)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+from sbx_helpers import wait_until
+
+import sandbox
+from sandbox.netpool import NetnsPool, ThreadInNetns
+
+POOL = NetnsPool.create()
+pytestmark = pytest.mark.skipif(POOL is None, reason="this process cannot make network namespaces (not root): bwrap makes them")
+
+# Binds a port without SO_REUSEADDR, and leaves a connection in TIME_WAIT on it (the server closes first).
+TIME_WAIT_ON = """python3 -c "
+import socket, sys
+s = socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen()
+c = socket.create_connection(('127.0.0.1', int(sys.argv[1]))); a, _ = s.accept(); a.close(); c.close(); print('bound')
+" """
+
+
+def own_netns() -> str:
+    return os.readlink("/proc/thread-self/ns/net")
+
+
+def test_a_thread_enters_a_namespace_with_its_loopback_up_and_comes_back():
+    assert POOL is not None
+    netns = POOL.take()
+    home = own_netns()
+    inside: list[object] = []
+
+    def probe() -> None:
+        thread = ThreadInNetns(netns.fd)
+        thread.enter()
+        try:
+            inside.append(own_netns())
+            with socket.socket() as server:
+                server.bind(("127.0.0.1", 0))
+                server.listen()
+                socket.create_connection(server.getsockname()).close()
+                inside.append("connected")
+        finally:
+            inside.append(thread.leave())
+            inside.append(own_netns())
+
+    worker = threading.Thread(target=probe)
+    worker.start()
+    worker.join()
+    assert inside[0] != home and inside[1:] == ["connected", None, home]
+    assert own_netns() == home
+    POOL.give_back(netns)
+
+
+def test_a_namespace_holding_a_socket_is_not_reused():
+    pool = NetnsPool.create()
+    assert pool is not None
+    netns = pool.take()
+    assert netns.unused()
+    held: list[socket.socket] = []
+
+    def open_socket() -> None:
+        thread = ThreadInNetns(netns.fd)
+        thread.enter()
+        try:
+            held.append(socket.socket(socket.AF_INET6, socket.SOCK_DGRAM))  # the socket stays in that namespace
+        finally:
+            assert thread.leave() is None
+
+    worker = threading.Thread(target=open_socket)
+    worker.start()
+    worker.join()
+    assert not netns.unused()
+    pool.give_back(netns)
+    assert pool._idle == []  # dropped, not pooled
+    held[0].close()
+    pool.close()
+
+
+def run(box: sandbox.Sandbox, command: str) -> str:
+    result = box.run(command, cwd=box.workspace, timeout_s=60)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_commands_one_after_another_reuse_a_namespace_left_as_new(tmp_path: Path):
+    home = own_netns()
+    with sandbox.Sandbox(sandbox.SandboxConfig(), tmp_path) as box:
+        first, second = run(box, "readlink /proc/self/ns/net"), run(box, "readlink /proc/self/ns/net")
+        assert first == second and first.strip() != home  # reused, and never the host's
+        # A connection left in TIME_WAIT would keep the port: the next command gets another namespace.
+        assert run(box, TIME_WAIT_ON + "8123") == "bound\n"
+        assert run(box, TIME_WAIT_ON + "8123") == "bound\n"
+    assert own_netns() == home
+
+
+def test_commands_running_at_the_same_time_never_share_a_namespace(tmp_path: Path):
+    with sandbox.Sandbox(sandbox.SandboxConfig(), tmp_path) as box:
+        listener = "python3 -c \"import socket, time; s = socket.socket(); s.bind(('127.0.0.1', 8124)); s.listen(); print('listening', flush=True); time.sleep(60)\""
+        job = box.start_background(listener, cwd=tmp_path, log_path=tmp_path / "job.log")
+        try:
+            assert wait_until(lambda: "listening" in (tmp_path / "job.log").read_text())
+            output = box.run("python3 -c \"import socket; socket.create_connection(('127.0.0.1', 8124))\"; echo end",
+                             cwd=tmp_path, timeout_s=60).output
+            assert "ConnectionRefusedError" in output and output.endswith("end\n")
+        finally:
+            job.stop()
+
+
+def test_a_thread_that_cannot_leave_the_namespace_stops_the_command(tmp_path: Path, monkeypatch):
+    real_leave = ThreadInNetns.leave  # still called: this test's thread must really go home
+    monkeypatch.setattr(ThreadInNetns, "leave", lambda self: real_leave(self) or "setns failed: Operation not permitted")
+    home = own_netns()
+    with sandbox.Sandbox(sandbox.SandboxConfig(), tmp_path) as box:
+        with pytest.raises(sandbox.SandboxSetupError) as err:
+            box.run("touch ran", cwd=tmp_path, timeout_s=60)
+    assert str(err.value) == (
+        "Could not move Abhed's thread back to its own network namespace: setns failed: Operation not permitted; the "
+        "command did not run. Restart Abhed: that thread's next programs would have no network."
+    )
+    assert not (tmp_path / "ran").exists() and own_netns() == home
+
+
+def test_a_start_that_fails_in_the_cgroups_still_brings_the_thread_home(tmp_path: Path, monkeypatch):
+    from sandbox.limits import ThreadInCgroups
+
+    home = own_netns()
+    with sandbox.Sandbox(sandbox.SandboxConfig(), tmp_path) as box:
+        if not any(c.version == 1 for c in box._launcher.cgroup_parents):
+            pytest.skip("no cgroup v1 hierarchy in use")
+        real_leave = ThreadInCgroups.leave
+        monkeypatch.setattr(ThreadInCgroups, "leave", lambda self: real_leave(self) or "/sys/fs/cgroup/pids/x (Permission denied)")
+        with pytest.raises(sandbox.SandboxSetupError, match="back out of the command's cgroup"):
+            box.run("touch ran", cwd=tmp_path, timeout_s=60)
+    assert not (tmp_path / "ran").exists() and own_netns() == home
+
+
+def test_when_no_namespace_can_be_made_bwrap_makes_the_commands_own(tmp_path: Path, monkeypatch):
+    from sandbox import netpool
+
+    with sandbox.Sandbox(sandbox.SandboxConfig(), tmp_path) as box:
+        pooled = run(box, "readlink /proc/self/ns/net")
+        pool = box._launcher.netns_pool
+        while pool._idle:  # all lent: the next command needs a new one...
+            pool._idle.pop().close()
+
+        def refused() -> netpool.Netns:
+            raise netpool.NetnsError(28, "unshare(CLONE_NEWNET) failed: No space left on device")
+
+        monkeypatch.setattr(netpool, "_new_namespace", refused)  # ...and none can be made
+        own = run(box, "readlink /proc/self/ns/net")
+        assert own.strip() not in (pooled.strip(), own_netns())  # bwrap's --unshare-net: neither pooled nor the host's
