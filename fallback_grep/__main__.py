@@ -129,6 +129,38 @@ def _print_content(res, show_path, context, sep_first, out):
         prev = line.number
 
 
+def _search_root(root, args, matcher, workers, show_path, tally, out, err):
+    """Search one PATH argument, print its results and count them into tally."""
+    if not os.path.exists(root):
+        err.write(f"fallback_grep: {root}: no such file or directory\n")
+        tally["errors"] += 1
+        return
+    keep = make_filter(root, args.glob, args.hidden)
+    # search_paths: one reused read buffer and the per-file literal rejection, as the grep tool;
+    # with several workers, runs of directories go to forked processes (same results, same order).
+    results = parallel.search_paths(matcher, walk(root, keep), args.output_mode, args.context,
+                                    args.context, workers=workers)
+    try:
+        for res in results:
+            if res.error:
+                err.write(f"fallback_grep: {res.error}\n")
+                tally["errors"] += 1
+            elif res.binary:
+                tally["binary"] += 1
+            elif res.matched:
+                tally["matched"] += 1
+                if args.output_mode == "files_with_matches":
+                    out.write(f"{res.path}\n")
+                elif args.output_mode == "count":
+                    out.write(f"{res.path}:{res.count}\n" if show_path else f"{res.count}\n")
+                else:
+                    _print_content(res, show_path, args.context, tally["matched"] > 1, out)
+    finally:
+        # Now, not when the generator is collected: a Ctrl-C or a closed stdout must not leave
+        # worker processes searching.
+        results.close()
+
+
 def main(argv=None, out=None, err=None):
     out = out or sys.stdout
     err = err or sys.stderr
@@ -147,32 +179,13 @@ def main(argv=None, out=None, err=None):
         err.write(f"{e}\n")
         return 2
     show_path = len(args.paths) > 1 or any(os.path.isdir(p) for p in args.paths)
-    matched = errors = binary = 0
-    printed_group = False
-    for root in args.paths:
-        if not os.path.exists(root):
-            err.write(f"fallback_grep: {root}: no such file or directory\n")
-            errors += 1
-            continue
-        keep = make_filter(root, args.glob, args.hidden)
-        # search_paths: one reused read buffer and the per-file literal rejection, as the grep tool;
-        # with several workers, runs of directories go to forked processes (same results, same order).
-        for res in parallel.search_paths(matcher, walk(root, keep), args.output_mode, args.context,
-                                         args.context, workers=workers):
-            if res.error:
-                err.write(f"fallback_grep: {res.error}\n")
-                errors += 1
-            elif res.binary:
-                binary += 1
-            elif res.matched:
-                matched += 1
-                if args.output_mode == "files_with_matches":
-                    out.write(f"{res.path}\n")
-                elif args.output_mode == "count":
-                    out.write(f"{res.path}:{res.count}\n" if show_path else f"{res.count}\n")
-                else:
-                    _print_content(res, show_path, args.context, printed_group, out)
-                    printed_group = True
+    tally = {"matched": 0, "errors": 0, "binary": 0}
+    try:
+        for root in args.paths:
+            _search_root(root, args, matcher, workers, show_path, tally, out, err)
+    except KeyboardInterrupt:   # Ctrl-C: the workers are gone (see _search_root); no traceback
+        return 130
+    matched, errors, binary = tally["matched"], tally["errors"], tally["binary"]
     if binary:
         err.write(f"fallback_grep: skipped {binary} binary file(s) (NUL byte in the first 64 KiB)\n")
     if errors:
