@@ -77,17 +77,24 @@ def glob_regex_body(alt):
 
 
 def make_filter(root, globs, hidden):
+    """keep(path, is_dir) for walk(): hidden entries unless `hidden`, never .git, the globs.
+
+    It runs once per entry of the tree (35,000 on drivers/), so the common cases are short
+    functions of their own: without globs none computes a relative path, and the name is cut
+    from the path by hand (os.path.basename cost a microsecond per entry, 3% of a search)."""
     includes = [glob_regex(g) for g in globs if not g.startswith("!")]
     excludes = [glob_regex(g[1:]) for g in globs if g.startswith("!")]
+    if not includes and not excludes:
+        if hidden:
+            return lambda path, is_dir: not is_dir or not path.endswith("/.git")
+        return lambda path, is_dir: path[path.rfind("/") + 1] != "."   # hidden, .git included
 
     def keep(path, is_dir):
-        name = os.path.basename(path)
+        name = path[path.rfind("/") + 1:]
         if not hidden and name.startswith("."):
             return False
         if is_dir:
             return name != ".git"
-        if not includes and not excludes:
-            return True  # no glob: no relative path to compute (relpath costs more than a search)
         rel = os.path.relpath(path, root).replace(os.sep, "/")
         if excludes and any(r.match(rel) for r in excludes):
             return False

@@ -7,13 +7,12 @@ sends back only the results that say something (a match, a binary or unreadable 
 stopped the search); the parent yields a FileResult for every file, in walk order, exactly as
 search_paths would.  Python threads would not help: the search holds the GIL.
 
-Costs: a fork per worker, the walk in the parent, and a pickled result per matching file; on one
-core it is slower than search_paths, so workers=1 (or a root that is a file) runs search_paths.
+Costs: a fork per run of SHARE_BATCHES batches, the walk in the parent, and a pickled result
+per matching file; on one core it is slower than search_paths, so workers=1 (or a root that is
+a file) runs search_paths.
 """
 import collections
 import os
-import pickle
-import struct
 
 from .filesearch import _DIR_FLAGS, FileResult, Walk, dir_prefix, in_directory
 from .filesearch import search_paths as search_paths_serial
@@ -113,7 +112,9 @@ def _search(matcher, batch, output_mode, before, after, max_count):
 
 # ---- fork_map: a function over tasks, in forked children, results in task order -----------------
 
-_HEADER = struct.Struct("<II")   # a frame: task index, length of the pickled result, the result
+# A frame: the task index and the length of the pickled result (4 bytes each, little-endian),
+# then the result.
+_HEADER_SIZE = 8
 AHEAD = 2            # share mode: runs per worker taken from the tasks and not yet yielded
 
 
@@ -165,6 +166,7 @@ def _fork_runs(fn, runs, workers, limit):
     runs' indices together are 0, 1, 2, ...)."""
     # Imported before any fork (a child must import nothing: another thread of the parent may
     # have held the import lock), and here: a one-process search does not pay for them.
+    import pickle  # noqa: F401 - for _child and _unframe
     import selectors
     import signal  # noqa: F401 - for _start, _end and the children
 
@@ -269,12 +271,13 @@ def _child(fn, run, wfd, mask):
     """A forked child: send (index, pickled fn(task)) for each task of its run, then _exit
     (no atexit handler, finally clause or buffered stream of the parent may run twice). The
     parent reads no exit status: what counts is which results arrived."""
+    import pickle   # loaded by _fork_runs: the child imports nothing
     import signal
     try:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)   # a Ctrl-C that came meanwhile ends it
         for i, task in run:
             data = pickle.dumps(fn(task), pickle.HIGHEST_PROTOCOL)
-            view = memoryview(_HEADER.pack(i, len(data)) + data)
+            view = memoryview(i.to_bytes(4, "little") + len(data).to_bytes(4, "little") + data)
             while view:
                 view = view[os.write(wfd, view):]
     except BaseException:   # the parent runs this child's missing tasks itself
@@ -285,10 +288,12 @@ def _child(fn, run, wfd, mask):
 
 def _unframe(buf, done):
     """Move every complete frame at the start of buf into done."""
+    import pickle   # loaded by _fork_runs
     pos = 0
-    while len(buf) - pos >= _HEADER.size:  # pragma: no mutate (> is equivalent: a bare header is no frame)
-        i, size = _HEADER.unpack_from(buf, pos)
-        start = pos + _HEADER.size
+    while len(buf) - pos >= _HEADER_SIZE:  # pragma: no mutate (> is equivalent: a bare header is no frame)
+        i = int.from_bytes(buf[pos:pos + 4], "little")
+        size = int.from_bytes(buf[pos + 4:pos + 8], "little")
+        start = pos + _HEADER_SIZE
         if len(buf) - start < size:
             break
         try:

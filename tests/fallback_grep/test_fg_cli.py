@@ -105,3 +105,18 @@ def test_threads_give_the_same_output_and_a_negative_count_is_explained(tree):
     code, out, err = run(["-j", "-2", "PM_RESUME", tree])
     assert code == 2 and out == ""
     assert err == "fallback_grep: --threads must be 0 (one per core) or more; got -2\n"
+
+
+@pytest.mark.parametrize("hidden", [False, True])
+def test_the_filter_without_globs_keeps_what_the_general_one_keeps(hidden):
+    """make_filter's short functions for the common case (no --glob) decide as its general
+    one does: hidden entries only with --hidden, a .git directory never (a .git file is a
+    hidden file)."""
+    from fallback_grep.__main__ import make_filter
+    fast = make_filter("/r", [], hidden)
+    general = make_filter("/r", ["!never-matches-anything"], hidden)
+    cases = [("/r/a.c", False), ("/r/.hidden.c", False), ("/r/src", True), ("/r/.cache", True),
+             ("/r/.git", True), ("/r/sub/.git", False), ("/r/x.git", True), ("/r/a/.b/c", False)]
+    assert [fast(p, d) for p, d in cases] == [general(p, d) for p, d in cases]
+    assert [fast(p, d) for p, d in cases] == ([True, True, True, True, False, True, True, True] if hidden
+                                             else [True, False, True, False, False, False, True, True])
