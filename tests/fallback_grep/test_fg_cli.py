@@ -120,3 +120,30 @@ def test_the_filter_without_globs_keeps_what_the_general_one_keeps(hidden):
     assert [fast(p, d) for p, d in cases] == [general(p, d) for p, d in cases]
     assert [fast(p, d) for p, d in cases] == ([True, True, True, True, False, True, True, True] if hidden
                                              else [True, False, True, False, False, False, True, True])
+
+
+def test_a_one_process_search_imports_nothing_it_does_not_use(tree):
+    """Start-up is a fixed cost of every command line search: -j1 imports neither dataclasses
+    (and the inspect module under it) nor what only the workers need (pickle, selectors,
+    multiprocessing)."""
+    heavy = ("dataclasses", "inspect", "pickle", "selectors", "multiprocessing", "signal")
+    code = ("import sys; from fallback_grep.__main__ import main; main(['-j1', 'PM_RESUME', sys.argv[1]]); "
+            f"print(*[m for m in {heavy!r} if m in sys.modules])")
+    proc = subprocess.run([sys.executable, "-c", code, str(tree)], capture_output=True, text=True)
+    assert proc.stdout.splitlines()[-1] == "", f"imported by a -j1 search: {proc.stdout.splitlines()[-1]}"
+
+
+def test_records_compare_print_and_copy_like_the_dataclasses_they_replace():
+    from fallback_grep.filesearch import FileResult, Line
+    from fallback_grep.syntax import LITERAL, Node
+    assert Line(1, "a", True) == Line(1, "a", True) != Line(1, "a", False)
+    assert repr(Line(2, "x", False)) == "Line(number=2, text='x', is_match=False)"
+    assert repr(FileResult("/p", count=1)) == ("FileResult(path='/p', matched=False, count=1, lines=(), "
+                                              "binary=False, stopped_at=None, error=None, truncated=False)")
+    n = Node(LITERAL, rune=97)
+    assert n.replace(rune=98) == Node(LITERAL, rune=98) and n.rune == 97 and n.subs == []
+    assert Node(LITERAL) != Line(1, "a", True) and Node("concat").subs is not Node("concat").subs
+    with pytest.raises(TypeError, match="Node has no field runes"):
+        n.replace(runes=1)
+    with pytest.raises(TypeError):
+        hash(n)
