@@ -124,9 +124,9 @@ def test_the_filter_without_globs_keeps_what_the_general_one_keeps(hidden):
 
 def test_a_one_process_search_imports_nothing_it_does_not_use(tree):
     """Start-up is a fixed cost of every command line search: -j1 imports neither dataclasses
-    (and the inspect module under it) nor what only the workers need (pickle, selectors,
-    multiprocessing)."""
-    heavy = ("dataclasses", "inspect", "pickle", "selectors", "multiprocessing", "signal")
+    (and the inspect module under it), nor shutil (argparse's way to the terminal width), nor
+    what only the workers need (pickle, selectors, multiprocessing)."""
+    heavy = ("dataclasses", "inspect", "pickle", "selectors", "multiprocessing", "signal", "shutil")
     code = ("import sys; from fallback_grep.__main__ import main; main(['-j1', 'PM_RESUME', sys.argv[1]]); "
             f"print(*[m for m in {heavy!r} if m in sys.modules])")
     proc = subprocess.run([sys.executable, "-c", code, str(tree)], capture_output=True, text=True)
@@ -147,3 +147,16 @@ def test_records_compare_print_and_copy_like_the_dataclasses_they_replace():
         n.replace(runes=1)
     with pytest.raises(TypeError):
         hash(n)
+
+
+@pytest.mark.parametrize("columns", ["60", "132"])
+def test_help_is_laid_out_as_argparse_lays_it_out(columns, monkeypatch):
+    """The help formatter finds the width without shutil, and finds the same one."""
+    import argparse
+    from fallback_grep.__main__ import build_parser
+    monkeypatch.setenv("COLUMNS", columns)
+    ours = build_parser()
+    theirs = build_parser()
+    theirs.formatter_class = argparse.HelpFormatter
+    assert ours.format_help() == theirs.format_help()
+    assert ("Python,\nlinear time" in ours.format_help()) == (columns == "60")   # the width was used
