@@ -168,8 +168,9 @@ def _search_root(root, args, matcher, workers, show_path, tally, out, err):
     keep = make_filter(root, args.glob, args.hidden)
     # search_paths: one reused read buffer and the per-file literal rejection, as the grep tool;
     # with several workers, runs of directories go to forked processes (same results, same order).
+    # Only what is printed or counted comes back: no object per file the prefilter rules out.
     results = parallel.search_paths(matcher, walk(root, keep), args.output_mode, args.context,
-                                    args.context, workers=workers)
+                                    args.context, workers=workers, every_file=False)
     try:
         for res in results:
             if res.error:

@@ -504,8 +504,11 @@ _entry_name = operator.attrgetter("name")
 
 
 def search_paths(matcher, paths, output_mode="files_with_matches", before=0, after=0,
-                 max_count=None):
+                 max_count=None, every_file=True):
     """Search each path; yields a FileResult per file (binary and unreadable ones included).
+    every_file=False leaves out the files the literal prefilter rules out (most files of a
+    search, none of them a match): a caller that shows only matches and problems, like the
+    command line, then makes no object per such file.
 
     paths: walk()'s result (its files are opened relative to their directory; so are those of
     any object with the same entries() method) or any iterable of paths.  Equivalent to calling search_file on each path with one shared FileReader, but
@@ -543,21 +546,24 @@ def search_paths(matcher, paths, output_mode="files_with_matches", before=0, aft
             continue
         if single is not None:
             if buf.find(single, 0, n) < 0:
-                yield FileResult(str(path))
+                if every_file:
+                    yield FileResult(str(path))
                 continue
         elif finders is not None:
             for find in finders:
                 if find(buf, 0, n) >= 0:
                     break
             else:
-                yield FileResult(str(path))
+                if every_file:
+                    yield FileResult(str(path))
                 continue
         elif folded is not None:
             # (?i)literal: reject from the lowered copy here rather than through search_bytes'
             # scanner, whose set-up per file cost as much as the search itself.
             data = reader.bytes(n)
             if not folded.may_occur(data):
-                yield FileResult(str(path))
+                if every_file:
+                    yield FileResult(str(path))
                 continue
             yield search_bytes(matcher, data, output_mode, before, after, max_count, str(path))
             continue

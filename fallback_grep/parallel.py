@@ -31,14 +31,16 @@ def default_workers():
 
 
 def search_paths(matcher, walk, output_mode="files_with_matches", before=0, after=0,
-                 max_count=None, workers=None):
+                 max_count=None, workers=None, every_file=True):
     """Like filesearch.search_paths over walk (a filesearch.walk() result), with `workers`
     processes (default: one per core).  Yields one FileResult per file, in walk order, as soon
     as it and every file before it are searched; at most about AHEAD runs of SHARE_BATCHES
-    batches per worker are walked and not yet yielded, so memory does not grow with the tree."""
+    batches per worker are walked and not yet yielded, so memory does not grow with the tree.
+    every_file=False: only the results that say something (see filesearch.search_paths)."""
     workers = default_workers() if workers is None else workers
     if workers <= 1 or not isinstance(walk, Walk) or not os.path.isdir(walk.root):
-        yield from search_paths_serial(matcher, walk, output_mode, before, after, max_count)
+        yield from search_paths_serial(matcher, walk, output_mode, before, after, max_count,
+                                       every_file)
         return
     handed_out = collections.deque()   # the batches fork_map has taken and not yet answered
 
@@ -51,7 +53,12 @@ def search_paths(matcher, walk, output_mode="files_with_matches", before=0, afte
         return _search(matcher, batch, output_mode, before, after, max_count)
 
     for said in fork_map(search, tasks(), workers, share=SHARE_BATCHES):
-        yield from _results(handed_out.popleft(), said)
+        batch = handed_out.popleft()
+        if every_file:
+            yield from _results(batch, said)
+        else:
+            for _, res in said:
+                yield res
 
 
 def _batches(walk):

@@ -312,3 +312,21 @@ def test_search_paths_yields_results_before_the_walk_is_done(tmp_path, monkeypat
     assert len(handed) <= parallel.AHEAD * 2 + 1 < 12
     rest = list(results)
     assert len(rest) + 1 == 12 * 7 + 3 and len(handed) == 12   # a batch per directory here
+
+
+@pytest.mark.parametrize("pattern", ["PM_RESUME", "(?i)pm_resume", "foo|bar"])
+def test_every_file_false_leaves_out_only_files_that_say_nothing(tmp_path, monkeypatch, pattern):
+    """What the CLI asks for: every match, binary, unreadable or cut-short file, in walk order,
+    serial or forked, without an object per file the prefilter ruled out."""
+    _tree(tmp_path)
+    monkeypatch.setattr(parallel, "BATCH_FILES", 5)
+    m = Matcher(pattern)
+
+    def says(rows):
+        return [r for r in rows if r[1] or r[4] or r[5] is not None or r[6]]
+    every = _rows(search_paths(m, walk(str(tmp_path)), "content", 1, 1))
+    for workers in (1, 3):
+        quiet = _rows(parallel.search_paths(m, walk(str(tmp_path)), "content", 1, 1, workers=workers,
+                                            every_file=False))
+        assert says(quiet) == says(every) != []
+        assert len(quiet) < len(every) / 2
