@@ -126,7 +126,7 @@ AHEAD = 2            # share mode: runs per worker taken from the tasks and not 
 
 
 def fork_map(fn, tasks, workers, share=None):
-    """Yield fn(task) for each of `tasks`, in order, computed by forked children.
+    """A generator of fn(task) for each of `tasks`, in order, computed by forked children.
 
     share=None: `tasks` is listed first and dealt round-robin to `workers` children forked at
     once (task i in child i % workers).  share=N: `tasks` (any iterable, e.g. a walk) is taken
@@ -147,12 +147,18 @@ def fork_map(fn, tasks, workers, share=None):
         tasks = list(tasks)
         workers = min(workers, len(tasks))
         if workers <= 1:
-            return map(fn, tasks)
+            return _here(fn, tasks)
         runs = ([(i, tasks[i]) for i in range(w, len(tasks), workers)] for w in range(workers))
         return _fork_runs(fn, runs, workers, None)
     if workers <= 1:
-        return map(fn, tasks)
+        return _here(fn, tasks)
     return _fork_runs(fn, _runs_of(tasks, share), workers, AHEAD * workers * share)
+
+
+def _here(fn, tasks):
+    """fork_map in this process: a generator too, so that callers may close() it either way."""
+    for task in tasks:
+        yield fn(task)
 
 
 def _runs_of(tasks, share):

@@ -273,6 +273,9 @@ def test_a_share_reruns_here_the_run_of_a_child_that_died_and_goes_on_forking():
 def test_a_share_with_one_worker_runs_here_lazily():
     parent = os.getpid()
     gen = parallel.fork_map(lambda t: (t, os.getpid() == parent), iter(range(3)), 1, share=4)
+    assert next(gen) == (0, True)
+    gen.close()   # a generator whether it forks or not
+    gen = parallel.fork_map(lambda t: (t, os.getpid() == parent), iter(range(3)), 1, share=4)
     assert list(gen) == [(0, True), (1, True), (2, True)]
 
 
