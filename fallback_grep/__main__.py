@@ -192,7 +192,16 @@ def _search_root(root, args, matcher, workers, show_path, tally, out, err):
         results.close()
 
 
-def main(argv=None, out=None, err=None):
+def _exit_on_sigterm():
+    """`kill` (SIGTERM) ends the search as Ctrl-C does, through the code that kills and reaps the
+    workers; by default it would end this process alone and leave them searching."""
+    import signal
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
+def main(argv=None, out=None, err=None, own_process=False):
+    """The command line; own_process: this process is the command (python -m fallback_grep),
+    so it may set signal handlers (a caller's process keeps its own)."""
     out = out or sys.stdout
     err = err or sys.stderr
     args = build_parser().parse_args(argv)
@@ -211,6 +220,8 @@ def main(argv=None, out=None, err=None):
         return 2
     show_path = len(args.paths) > 1 or any(os.path.isdir(p) for p in args.paths)
     tally = {"matched": 0, "errors": 0, "binary": 0}
+    if workers > 1 and own_process:
+        _exit_on_sigterm()
     try:
         for root in args.paths:
             _search_root(root, args, matcher, workers, show_path, tally, out, err)
@@ -225,4 +236,4 @@ def main(argv=None, out=None, err=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(own_process=True))

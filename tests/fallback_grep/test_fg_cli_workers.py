@@ -30,7 +30,7 @@ if hang:
             time.sleep(3600)
         return real(matcher, batch, *rest)
     parallel._search = search
-sys.exit(main(sys.argv[1:]))
+sys.exit(main(sys.argv[1:], own_process=True))
 """
 
 
@@ -98,6 +98,16 @@ def test_ctrl_c_stops_every_worker_and_exits_130(tree, tmp_path):
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and b"Traceback" not in err
+    assert _session(proc.pid) == []
+
+
+def test_sigterm_to_the_command_alone_stops_its_workers_too(tree, tmp_path):
+    """`kill PID` reaches the command, not its workers: it ends them before it exits (143)."""
+    proc = _cli(["-j2", *ARGS, tree], FG_HANG=tmp_path / "hang", FG_HANG_DIR="d07")
+    _wait_for(tmp_path, proc)
+    os.kill(proc.pid, signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and b"Traceback" not in err
     assert _session(proc.pid) == []
 
 
