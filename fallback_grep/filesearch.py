@@ -18,12 +18,12 @@ and only candidate lines reach the Python-level DFA.
 """
 import operator
 import os
-from dataclasses import dataclass
 
 from . import dfa as dfa_mod
 from . import syntax as sx
 from . import pikevm
 from .prefilter import LINE_SRE_MAX
+from .record import Record
 from .regex import DOTALL, IGNORECASE, LINES, MULTILINE, Pattern
 
 OUTPUT_MODES = ("content", "files_with_matches", "count")
@@ -33,29 +33,31 @@ BINARY_SNIFF = 1 << 16
 READ_CHUNK = 1 << 20
 
 
-@dataclass
-class Line:
-    number: int           # 1-based line number
-    text: str             # the line without its terminator, decoded as UTF-8 (invalid -> U+FFFD)
-    is_match: bool        # False for a context line
+class Line(Record):
+    _fields = ("number", "text", "is_match")
+
+    def __init__(self, number, text, is_match):
+        self.number = number      # 1-based line number
+        self.text = text          # the line without its terminator, decoded as UTF-8 (invalid -> U+FFFD)
+        self.is_match = is_match  # False for a context line
 
 
-@dataclass(init=False)
-class FileResult:
-    path: str
-    matched: bool = False
-    count: int = 0                 # matching lines; multiline mode counts like `rg -U -c`:
+class FileResult(Record):
+    _fields = ("path", "matched", "count", "lines", "binary", "stopped_at", "error", "truncated")
+    path = ""
+    matched = False
+    count = 0                      # matching lines; multiline mode counts like `rg -U -c`:
     #                                matches if the pattern can match \n, else matching lines
-    lines: list = ()               # content mode: Line objects in file order (a list once set)
-    binary: bool = False           # skipped: looks binary (a NUL in the first 64 KiB, or
+    lines = ()                     # content mode: Line objects in file order (a list once set)
+    binary = False                 # skipped: looks binary (a NUL in the first 64 KiB, or
     #                                count mode and a NUL anywhere), as rg does
-    stopped_at: int = None         # a later NUL: only the lines before it were searched
-    error: str = None              # unreadable: why (the file was skipped)
-    truncated: bool = False        # stopped after max_count matching lines
+    stopped_at = None              # a later NUL: only the lines before it were searched
+    error = None                   # unreadable: why (the file was skipped)
+    truncated = False              # stopped after max_count matching lines
 
     def __init__(self, path, **given):
         # Most files of a search do not match: their result sets only the path and reads every
-        # other field from the class defaults (the generated __init__ set all eight, about a
+        # other field from the class defaults (setting all eight cost about a
         # microsecond per file, a tenth of a literal search's per-file budget).
         self.path = path
         if given:
@@ -65,7 +67,7 @@ class FileResult:
             self.__dict__.update(given)
 
 
-_RESULT_FIELDS = frozenset(FileResult.__dataclass_fields__)
+_RESULT_FIELDS = frozenset(FileResult._fields)
 
 
 class Matcher:
@@ -502,8 +504,11 @@ _entry_name = operator.attrgetter("name")
 
 
 def search_paths(matcher, paths, output_mode="files_with_matches", before=0, after=0,
-                 max_count=None):
+                 max_count=None, every_file=True):
     """Search each path; yields a FileResult per file (binary and unreadable ones included).
+    every_file=False leaves out the files the literal prefilter rules out (most files of a
+    search, none of them a match): a caller that shows only matches and problems, like the
+    command line, then makes no object per such file.
 
     paths: walk()'s result (its files are opened relative to their directory; so are those of
     any object with the same entries() method) or any iterable of paths.  Equivalent to calling search_file on each path with one shared FileReader, but
@@ -541,21 +546,24 @@ def search_paths(matcher, paths, output_mode="files_with_matches", before=0, aft
             continue
         if single is not None:
             if buf.find(single, 0, n) < 0:
-                yield FileResult(str(path))
+                if every_file:
+                    yield FileResult(str(path))
                 continue
         elif finders is not None:
             for find in finders:
                 if find(buf, 0, n) >= 0:
                     break
             else:
-                yield FileResult(str(path))
+                if every_file:
+                    yield FileResult(str(path))
                 continue
         elif folded is not None:
             # (?i)literal: reject from the lowered copy here rather than through search_bytes'
             # scanner, whose set-up per file cost as much as the search itself.
             data = reader.bytes(n)
             if not folded.may_occur(data):
-                yield FileResult(str(path))
+                if every_file:
+                    yield FileResult(str(path))
                 continue
             yield search_bytes(matcher, data, output_mode, before, after, max_count, str(path))
             continue

@@ -8,8 +8,6 @@ gives the same set of matching lines, and lets prefilters and the DFA run over t
   * ^ and \\A become BOL, $ and \\z become EOL;
   * a pattern that can only match by consuming \\n (a literal \\n) is rejected, as ripgrep does.
 """
-import dataclasses
-
 from . import charclass as cc
 from . import syntax as sx
 from .errors import invalid
@@ -39,7 +37,7 @@ def _rewrite(node, pattern):
         kind = {sx.BOT: sx.BOL, sx.EOT: sx.EOL}.get(node.kind, node.kind)
         return sx.Node(sx.ASSERT, kind=kind)
     if node.subs:
-        return dataclasses.replace(node, subs=[_rewrite(s, pattern) for s in node.subs])
+        return node.replace(subs=[_rewrite(s, pattern) for s in node.subs])
     return node
 
 

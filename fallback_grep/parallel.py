@@ -7,20 +7,19 @@ sends back only the results that say something (a match, a binary or unreadable 
 stopped the search); the parent yields a FileResult for every file, in walk order, exactly as
 search_paths would.  Python threads would not help: the search holds the GIL.
 
-Costs: a fork per worker, the walk in the parent, and a pickled result per matching file; on one
-core it is slower than search_paths, so workers=1 (or a root that is a file) runs search_paths.
+Costs: a fork per run of SHARE_BATCHES batches, the walk in the parent, and a pickled result
+per matching file; on one core it is slower than search_paths, so workers=1 (or a root that is
+a file) runs search_paths.
 """
 import collections
 import os
-import pickle
-import struct
 
 from .filesearch import _DIR_FLAGS, FileResult, Walk, dir_prefix, in_directory
 from .filesearch import search_paths as search_paths_serial
 
 BATCH_FILES = 512    # files per task: enough that a task's IPC is small next to its search
-
-_matcher = None      # the worker's Matcher, inherited through fork (a compiled DFA is not pickled)
+SHARE_BATCHES = 4    # batches per forked child: a fork per 2048 files is cheap next to their
+#                      search, and a child that finishes early makes room for the next share
 
 
 def default_workers():
@@ -32,26 +31,34 @@ def default_workers():
 
 
 def search_paths(matcher, walk, output_mode="files_with_matches", before=0, after=0,
-                 max_count=None, workers=None):
+                 max_count=None, workers=None, every_file=True):
     """Like filesearch.search_paths over walk (a filesearch.walk() result), with `workers`
-    processes (default: one per core).  Yields one FileResult per file, in walk order."""
+    processes (default: one per core).  Yields one FileResult per file, in walk order, as soon
+    as it and every file before it are searched; at most about AHEAD runs of SHARE_BATCHES
+    batches per worker are walked and not yet yielded, so memory does not grow with the tree.
+    every_file=False: only the results that say something (see filesearch.search_paths)."""
     workers = default_workers() if workers is None else workers
     if workers <= 1 or not isinstance(walk, Walk) or not os.path.isdir(walk.root):
-        yield from search_paths_serial(matcher, walk, output_mode, before, after, max_count)
+        yield from search_paths_serial(matcher, walk, output_mode, before, after, max_count,
+                                       every_file)
         return
-    handed_out = collections.deque()   # the batches, in the order imap returns their results
+    handed_out = collections.deque()   # the batches fork_map has taken and not yet answered
 
     def tasks():
         for batch in _batches(walk):
             handed_out.append(batch)
-            yield batch, output_mode, before, after, max_count
+            yield batch
 
-    import multiprocessing  # here: a one-process search does not pay for importing it
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(workers, _init, (matcher,)) as pool:
-        for said in pool.imap(_search, tasks()):
-            batch = handed_out.popleft()
+    def search(batch):   # inherited by the children through fork: the matcher is not pickled
+        return _search(matcher, batch, output_mode, before, after, max_count)
+
+    for said in fork_map(search, tasks(), workers, share=SHARE_BATCHES):
+        batch = handed_out.popleft()
+        if every_file:
             yield from _results(batch, said)
+        else:
+            for _, res in said:
+                yield res
 
 
 def _batches(walk):
@@ -100,100 +107,190 @@ class _Run:
             yield from in_directory(dfd, prefix, names)
 
 
-def _init(matcher):
-    global _matcher
-    _matcher = matcher
-
-
-def _search(task):
+def _search(matcher, batch, output_mode, before, after, max_count):
     """In a worker: search one batch; return (index, FileResult) for results that say something."""
-    batch, output_mode, before, after, max_count = task
     said = []
-    for i, res in enumerate(search_paths_serial(_matcher, _Run(batch), output_mode, before, after,
+    for i, res in enumerate(search_paths_serial(matcher, _Run(batch), output_mode, before, after,
                                                 max_count)):
         if len(vars(res)) > 1:   # more than the path: see FileResult.__init__
             said.append((i, res))
     return said
 
 
-# ---- fork_map: a function over a list of tasks, in forked children, results in task order ------
+# ---- fork_map: a function over tasks, in forked children, results in task order -----------------
 
-_HEADER = struct.Struct("<II")   # a frame: task index, length of the pickled result, the result
+# A frame: the task index and the length of the pickled result (4 bytes each, little-endian),
+# then the result.
+_HEADER_SIZE = 8
+AHEAD = 2            # share mode: runs per worker taken from the tasks and not yet yielded
 
 
-def fork_map(fn, tasks, workers):
-    """Yield fn(task) for each task of the list `tasks`, in order, computed by `workers` forked
-    children (task i in child i % workers).
+def fork_map(fn, tasks, workers, share=None):
+    """A generator of fn(task) for each of `tasks`, in order, computed by forked children.
+
+    share=None: `tasks` is listed first and dealt round-robin to `workers` children forked at
+    once (task i in child i % workers).  share=N: `tasks` (any iterable, e.g. a walk) is taken
+    lazily, N consecutive tasks at a time, each run of N by a child forked for it; at most
+    `workers` children run at once, and at most AHEAD * workers runs are taken and not yet
+    yielded, so memory stays bounded however many tasks there are, and a child that finishes
+    early makes room for the next run while a slow one still works.
 
     Nothing of fn or of the tasks is pickled: the children inherit both through fork, so fn may
     be a closure holding descriptors, compiled patterns or a confined opener.  Only results come
     back, pickled, one frame per task through a pipe per child.  A task whose result never comes
     back (its child raised, was killed or sent what cannot be unpickled) is run here, in this
-    process, after the others: no result is lost, and an exception fn raises reaches the caller
-    from that in-process run.  Closing the generator early kills and reaps the children.
+    process, when its turn comes: no result is lost, and an exception fn raises reaches the caller
+    from that in-process run.  Closing the generator early (or an exception in it, such as the
+    KeyboardInterrupt of a Ctrl-C) kills and reaps the children.
     """
+    if share is None:
+        tasks = list(tasks)
+        workers = min(workers, len(tasks))
+        if workers <= 1:
+            return _here(fn, tasks)
+        runs = ([(i, tasks[i]) for i in range(w, len(tasks), workers)] for w in range(workers))
+        return _fork_runs(fn, runs, workers, None)
+    if workers <= 1:
+        return _here(fn, tasks)
+    return _fork_runs(fn, _runs_of(tasks, share), workers, AHEAD * workers * share)
+
+
+def _here(fn, tasks):
+    """fork_map in this process: a generator too, so that callers may close() it either way."""
+    for task in tasks:
+        yield fn(task)
+
+
+def _runs_of(tasks, share):
+    """(index, task) lists of `share` consecutive tasks, taken lazily."""
+    run = []
+    for i, task in enumerate(tasks):
+        run.append((i, task))
+        if len(run) == share:
+            yield run
+            run = []
+    if run:
+        yield run
+
+
+def _fork_runs(fn, runs, workers, limit):
+    """fork_map's engine: a child per run of (index, task), at most `workers` at a time and at
+    most `limit` tasks (None: no limit) taken and not yet yielded; results in index order (the
+    runs' indices together are 0, 1, 2, ...)."""
     # Imported before any fork (a child must import nothing: another thread of the parent may
     # have held the import lock), and here: a one-process search does not pay for them.
+    import pickle  # noqa: F401 - for _child and _unframe
     import selectors
-    import signal
+    import signal  # noqa: F401 - for _start, _end and the children
 
-    tasks = list(tasks)
-    workers = min(workers, len(tasks))
-    if workers <= 1:
-        yield from map(fn, tasks)
-        return
-    children = {}            # read end -> [pid, bytearray of unread bytes]
-    done = {}                # task index -> result
+    pending = {}             # index -> task, for tasks taken and not yet yielded
+    done = {}                # index -> result that came back
+    lost = set()             # indices whose child ended without sending their result
+    children = {}            # read end -> (pid, bytearray of unread bytes, the run's indices)
+    runs = iter(runs)
+    more, nxt = True, 0
+    sel = selectors.DefaultSelector()
     try:
-        for w in range(workers):
-            r, wfd = os.pipe()
-            try:
-                pid = os.fork()
-            except OSError:  # no process to be had: this child's tasks are run here
-                os.close(r)
-                os.close(wfd)
-                break
-            if pid == 0:     # the child: never returns into the caller's code
-                os.close(r)  # pragma: no mutate (equivalent: the child never reads it, and soon exits)
-                _child(fn, tasks, w, workers, wfd)
-            os.close(wfd)
-            children[r] = [pid, bytearray()]
-        with selectors.DefaultSelector() as sel:
-            for r in children:
-                sel.register(r, selectors.EVENT_READ)
-            nxt = 0
-            while sel.get_map():
-                for key, _ in sel.select():
-                    chunk = os.read(key.fd, 1 << 16)  # pragma: no mutate (any read size works)
-                    if chunk:
-                        buf = children[key.fd][1]
-                        buf += chunk
-                        _unframe(buf, done)
-                    else:
-                        sel.unregister(key.fd)
-                while nxt in done:
-                    yield done.pop(nxt)
-                    nxt += 1
-        for i in range(nxt, len(tasks)):
-            yield done.pop(i) if i in done else fn(tasks[i])
+        while True:
+            while more and len(children) < workers and (limit is None or len(pending) < limit):
+                run = next(runs, None)
+                if run is None:
+                    more = False
+                    break
+                pending.update(run)
+                r = _start(fn, run, children, lost)
+                if r is not None:
+                    sel.register(r, selectors.EVENT_READ)
+            ready = False
+            while nxt in done or nxt in lost:
+                if nxt in done:
+                    result = done.pop(nxt)
+                else:
+                    lost.discard(nxt)
+                    result = fn(pending[nxt])
+                del pending[nxt]
+                nxt += 1
+                ready = True
+                yield result
+            if not more and not pending:
+                return
+            if ready or not children:
+                continue   # room for more runs, or (no child) only lost tasks are left
+            for key, _ in sel.select():
+                _receive(key.fd, children, sel, done, lost)
     finally:
-        for r, (pid, _) in children.items():
+        sel.close()
+        for r in list(children):
+            _end(r, children, done, lost)
+
+
+def _start(fn, run, children, lost):
+    """Fork a child for run and return the read end of its pipe; if none can be had, its tasks
+    are run here (marked lost) and None is returned."""
+    try:
+        r, wfd = os.pipe()
+    except OSError:      # out of descriptors
+        lost.update(i for i, _ in run)
+        return
+    import signal
+    # Ctrl-C between the fork and the bookkeeping below would leave a child nobody kills: the
+    # signal waits until the child is in `children`.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        try:
+            pid = os.fork()
+        except OSError:      # no process to be had
             os.close(r)
-            try:
-                os.kill(pid, signal.SIGKILL)   # done by now, unless the caller stopped early
-                os.waitpid(pid, 0)
-            except (ProcessLookupError, ChildProcessError):   # someone else reaped it
-                pass
+            os.close(wfd)
+            lost.update(i for i, _ in run)
+            return None
+        if pid == 0:         # the child: never returns into the caller's code
+            os.close(r)      # pragma: no mutate (equivalent: the child never reads it, and soon exits)
+            _child(fn, run, wfd, mask)
+        os.close(wfd)
+        children[r] = (pid, bytearray(), [i for i, _ in run])
+        return r
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
-def _child(fn, tasks, w, workers, wfd):
-    """A forked child: send (index, pickled fn(task)) for its share of the tasks, then _exit
+def _receive(r, children, sel, done, lost):
+    """Read what child r sent; at its end of file (it finished, or died), end it."""
+    chunk = os.read(r, 1 << 16)  # pragma: no mutate (any read size works)
+    if chunk:
+        buf = children[r][1]
+        buf += chunk
+        _unframe(buf, done)
+    else:
+        sel.unregister(r)
+        _end(r, children, done, lost)
+
+
+def _end(r, children, done, lost):
+    """Close child r's pipe, kill and reap it (it has exited, unless the caller stopped early),
+    and mark the tasks of its run that sent no result as lost."""
+    import signal   # loaded by _fork_runs before any fork
+    pid, _, indices = children.pop(r)
+    os.close(r)
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):   # someone else reaped it
+        pass
+    lost.update(i for i in indices if i not in done)
+
+
+def _child(fn, run, wfd, mask):
+    """A forked child: send (index, pickled fn(task)) for each task of its run, then _exit
     (no atexit handler, finally clause or buffered stream of the parent may run twice). The
     parent reads no exit status: what counts is which results arrived."""
+    import pickle   # loaded by _fork_runs: the child imports nothing
+    import signal
     try:
-        for i in range(w, len(tasks), workers):
-            data = pickle.dumps(fn(tasks[i]), pickle.HIGHEST_PROTOCOL)
-            view = memoryview(_HEADER.pack(i, len(data)) + data)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)   # a Ctrl-C that came meanwhile ends it
+        for i, task in run:
+            data = pickle.dumps(fn(task), pickle.HIGHEST_PROTOCOL)
+            view = memoryview(i.to_bytes(4, "little") + len(data).to_bytes(4, "little") + data)
             while view:
                 view = view[os.write(wfd, view):]
     except BaseException:   # the parent runs this child's missing tasks itself
@@ -204,10 +301,12 @@ def _child(fn, tasks, w, workers, wfd):
 
 def _unframe(buf, done):
     """Move every complete frame at the start of buf into done."""
+    import pickle   # loaded by _fork_runs
     pos = 0
-    while len(buf) - pos >= _HEADER.size:  # pragma: no mutate (> is equivalent: a bare header is no frame)
-        i, size = _HEADER.unpack_from(buf, pos)
-        start = pos + _HEADER.size
+    while len(buf) - pos >= _HEADER_SIZE:  # pragma: no mutate (> is equivalent: a bare header is no frame)
+        i = int.from_bytes(buf[pos:pos + 4], "little")
+        size = int.from_bytes(buf[pos + 4:pos + 8], "little")
+        start = pos + _HEADER_SIZE
         if len(buf) - start < size:
             break
         try:

@@ -479,7 +479,9 @@ class Prefilter:
                     return False
             return True
         if nd is not None and nd.folded is not None:
-            return not nd.may_occur(bytes(buf[:n]))
+            # One copy (bytes(buf[:n]) made two: the slice, then the bytes); lower() needs one.
+            with memoryview(buf) as view:
+                return not nd.may_occur(view[:n].tobytes())
         return False
 
     def scanner(self, data):

@@ -4,7 +4,7 @@ Like Go's regexp/syntax, case folding is resolved while parsing: a literal under
 character class of its fold orbit, so later stages never see flags except the few that change
 the meaning of an operator (greediness is stored on the repeat node, (?m) picks BOL vs BOT).
 """
-from dataclasses import dataclass, field
+from .record import Record
 
 # Node kinds.
 NO_MATCH = "no_match"      # matches nothing (e.g. an empty class [^\x00-\x{10FFFF}])
@@ -29,22 +29,26 @@ NOT_WORD = "not_word"  # \B (ASCII)
 MAX_RUNE = 0x10FFFF
 
 
-@dataclass
-class Node:
-    op: str
-    subs: list = field(default_factory=list)
-    rune: int = 0
-    ranges: tuple = ()
-    kind: str = ""
-    index: int = 0
-    name: str = None
-    min: int = 0
-    max: int = 0
-    greedy: bool = True
-    # Only RE2's program shape (flatten.py) reads these two: RE2 squashes nested repeats only
-    # when both were written as * + ? (not {n,m}) under the same i/m/s flags.
-    counted: bool = False   # written {n,m}, not * + ?
-    flags: int = 0          # the parser's i/m/s flags where the operator was written
+class Node(Record):
+    _fields = ("op", "subs", "rune", "ranges", "kind", "index", "name", "min", "max", "greedy",
+               "counted", "flags")
+
+    def __init__(self, op, subs=None, rune=0, ranges=(), kind="", index=0, name=None, min=0,  # noqa: A002
+                 max=0, greedy=True, counted=False, flags=0):  # noqa: A002
+        self.op = op
+        self.subs = [] if subs is None else subs
+        self.rune = rune
+        self.ranges = ranges
+        self.kind = kind
+        self.index = index
+        self.name = name
+        self.min = min
+        self.max = max
+        self.greedy = greedy
+        # Only RE2's program shape (flatten.py) reads these two: RE2 squashes nested repeats only
+        # when both were written as * + ? (not {n,m}) under the same i/m/s flags.
+        self.counted = counted   # written {n,m}, not * + ?
+        self.flags = flags       # the parser's i/m/s flags where the operator was written
 
     def __repr__(self):
         return dump(self)

@@ -105,3 +105,58 @@ def test_threads_give_the_same_output_and_a_negative_count_is_explained(tree):
     code, out, err = run(["-j", "-2", "PM_RESUME", tree])
     assert code == 2 and out == ""
     assert err == "fallback_grep: --threads must be 0 (one per core) or more; got -2\n"
+
+
+@pytest.mark.parametrize("hidden", [False, True])
+def test_the_filter_without_globs_keeps_what_the_general_one_keeps(hidden):
+    """make_filter's short functions for the common case (no --glob) decide as its general
+    one does: hidden entries only with --hidden, a .git directory never (a .git file is a
+    hidden file)."""
+    from fallback_grep.__main__ import make_filter
+    fast = make_filter("/r", [], hidden)
+    general = make_filter("/r", ["!never-matches-anything"], hidden)
+    cases = [("/r/a.c", False), ("/r/.hidden.c", False), ("/r/src", True), ("/r/.cache", True),
+             ("/r/.git", True), ("/r/sub/.git", False), ("/r/x.git", True), ("/r/a/.b/c", False)]
+    assert [fast(p, d) for p, d in cases] == [general(p, d) for p, d in cases]
+    assert [fast(p, d) for p, d in cases] == ([True, True, True, True, False, True, True, True] if hidden
+                                             else [True, False, True, False, False, False, True, True])
+
+
+def test_a_one_process_search_imports_nothing_it_does_not_use(tree):
+    """Start-up is a fixed cost of every command line search: -j1 imports neither dataclasses
+    (and the inspect module under it), nor shutil (argparse's way to the terminal width), nor
+    what only the workers need (pickle, selectors, multiprocessing)."""
+    heavy = ("dataclasses", "inspect", "pickle", "selectors", "multiprocessing", "signal", "shutil")
+    code = ("import sys; from fallback_grep.__main__ import main; main(['-j1', 'PM_RESUME', sys.argv[1]]); "
+            f"print(*[m for m in {heavy!r} if m in sys.modules])")
+    proc = subprocess.run([sys.executable, "-c", code, str(tree)], capture_output=True, text=True)
+    assert proc.stdout.splitlines()[-1] == "", f"imported by a -j1 search: {proc.stdout.splitlines()[-1]}"
+
+
+def test_records_compare_print_and_copy_like_the_dataclasses_they_replace():
+    from fallback_grep.filesearch import FileResult, Line
+    from fallback_grep.syntax import LITERAL, Node
+    assert Line(1, "a", True) == Line(1, "a", True) != Line(1, "a", False)
+    assert repr(Line(2, "x", False)) == "Line(number=2, text='x', is_match=False)"
+    assert repr(FileResult("/p", count=1)) == ("FileResult(path='/p', matched=False, count=1, lines=(), "
+                                              "binary=False, stopped_at=None, error=None, truncated=False)")
+    n = Node(LITERAL, rune=97)
+    assert n.replace(rune=98) == Node(LITERAL, rune=98) and n.rune == 97 and n.subs == []
+    assert Node(LITERAL) != Line(1, "a", True) and Node("concat").subs is not Node("concat").subs
+    with pytest.raises(TypeError, match="Node has no field runes"):
+        n.replace(runes=1)
+    with pytest.raises(TypeError):
+        hash(n)
+
+
+@pytest.mark.parametrize("columns", ["60", "132"])
+def test_help_is_laid_out_as_argparse_lays_it_out(columns, monkeypatch):
+    """The help formatter finds the width without shutil, and finds the same one."""
+    import argparse
+    from fallback_grep.__main__ import build_parser
+    monkeypatch.setenv("COLUMNS", columns)
+    ours = build_parser()
+    theirs = build_parser()
+    theirs.formatter_class = argparse.HelpFormatter
+    assert ours.format_help() == theirs.format_help()
+    assert ("Python,\nlinear time" in ours.format_help()) == (columns == "60")   # the width was used

@@ -229,3 +229,107 @@ def test_large_results_arrive_whole_from_the_children():
     assert [len(data) for data, _ in got] == sizes
     assert all(data == bytes([n % 251]) * n for (data, _), n in zip(got, sizes))
     assert not any(here for _, here in got), "a result was lost on the way and recomputed here"
+
+
+# ---- fork_map with share=N: tasks taken lazily, a child per run of N -----------------------------
+
+def test_a_share_takes_tasks_lazily_and_forks_a_child_per_run_of_n():
+    """share=2: tasks come from a generator, no more of them taken ahead of the results than the
+    bound says; each run of two consecutive tasks is done by its own child; results in order."""
+    taken = []
+
+    def tasks():
+        for t in range(23):
+            taken.append(t)
+            yield t
+    parent = os.getpid()
+    got, ahead = [], []
+    for k, res in enumerate(parallel.fork_map(lambda t: (t * t, os.getpid()), tasks(), 2, share=2)):
+        ahead.append(len(taken) - k)
+        got.append(res)
+    assert [g[0] for g in got] == [t * t for t in range(23)]
+    pids = [g[1] for g in got]
+    assert parent not in pids
+    assert all(pids[i] == pids[i - i % 2] for i in range(23)) and len(set(pids)) == 12
+    assert max(ahead) <= parallel.AHEAD * 2 * 2 + 1, "more tasks were taken than the bound lets"
+    assert _no_children_left()
+
+
+def test_a_share_reruns_here_the_run_of_a_child_that_died_and_goes_on_forking():
+    """The child of run [4, 5] is killed in task 5: task 4's result is used, 5 is run here when its
+    turn comes, and the runs after it still get their own children."""
+    parent = os.getpid()
+
+    def square(t):
+        if t == 5 and os.getpid() != parent:
+            os.kill(os.getpid(), 9)
+        return t * t, os.getpid() == parent
+    got = list(parallel.fork_map(square, iter(range(12)), 2, share=2))
+    assert [g[0] for g in got] == [t * t for t in range(12)]
+    assert [t for t, (_, here) in enumerate(got) if here] == [5]
+    assert _no_children_left()
+
+
+def test_a_share_with_one_worker_runs_here_lazily():
+    parent = os.getpid()
+    gen = parallel.fork_map(lambda t: (t, os.getpid() == parent), iter(range(3)), 1, share=4)
+    assert next(gen) == (0, True)
+    gen.close()   # a generator whether it forks or not
+    gen = parallel.fork_map(lambda t: (t, os.getpid() == parent), iter(range(3)), 1, share=4)
+    assert list(gen) == [(0, True), (1, True), (2, True)]
+
+
+def test_closing_a_share_early_kills_and_reaps_its_children(tmp_path):
+    import time
+
+    def slow(t):
+        if t > 1:
+            time.sleep(0.2)
+            (tmp_path / f"done{t}").write_text("x")
+        return t
+    gen = parallel.fork_map(slow, iter(range(400)), 2, share=3)
+    assert next(gen) == 0
+    gen.close()
+    assert _no_children_left()
+    written = sorted(tmp_path.iterdir())
+    time.sleep(0.5)   # what a surviving child would write meanwhile
+    assert sorted(tmp_path.iterdir()) == written and len(written) < 12
+
+
+def test_search_paths_yields_results_before_the_walk_is_done(tmp_path, monkeypatch):
+    """The parent does not walk the whole tree before the first result: memory does not grow
+    with the tree (the CLI prints each file's result as it comes)."""
+    _tree(tmp_path)
+    monkeypatch.setattr(parallel, "BATCH_FILES", 2)
+    monkeypatch.setattr(parallel, "SHARE_BATCHES", 1)
+    listed = parallel._batches
+    handed = []
+
+    def counted(w):
+        for batch in listed(w):
+            handed.append(batch)
+            yield batch
+    monkeypatch.setattr(parallel, "_batches", counted)
+    results = parallel.search_paths(Matcher("PM_RESUME"), walk(str(tmp_path)), "count", workers=2)
+    next(results)
+    assert len(handed) <= parallel.AHEAD * 2 + 1 < 12
+    rest = list(results)
+    assert len(rest) + 1 == 12 * 7 + 3 and len(handed) == 12   # a batch per directory here
+
+
+@pytest.mark.parametrize("pattern", ["PM_RESUME", "(?i)pm_resume", "foo|bar"])
+def test_every_file_false_leaves_out_only_files_that_say_nothing(tmp_path, monkeypatch, pattern):
+    """What the CLI asks for: every match, binary, unreadable or cut-short file, in walk order,
+    serial or forked, without an object per file the prefilter ruled out."""
+    _tree(tmp_path)
+    monkeypatch.setattr(parallel, "BATCH_FILES", 5)
+    m = Matcher(pattern)
+
+    def says(rows):
+        return [r for r in rows if r[1] or r[4] or r[5] is not None or r[6]]
+    every = _rows(search_paths(m, walk(str(tmp_path)), "content", 1, 1))
+    for workers in (1, 3):
+        quiet = _rows(parallel.search_paths(m, walk(str(tmp_path)), "content", 1, 1, workers=workers,
+                                            every_file=False))
+        assert says(quiet) == says(every) != []
+        assert len(quiet) < len(every) / 2
