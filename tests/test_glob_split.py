@@ -49,7 +49,8 @@ def _workspace(ws, seed=0):
         sub = ws / f"src{d % 4}" / f"m{d:02}" if d % 3 else ws / f"lib{d % 5}" / "deep" / f"x{d:02}"
         sub.mkdir(parents=True, exist_ok=True)
         for f in range(30):
-            name = rng.choice(["a", "b", "c", "keep", "z"]) + f"{f:02}" + rng.choice([".c", ".h", ".log", ".txt", ".py"])
+            stem = rng.choice(["a", "b", "c", "keep", "z"]) + f"{f:02}"
+            name = stem + rng.choice([".c", ".h", ".log", ".txt", ".py"])
             (sub / name).write_text("x")
             t = rng.choice([1_000_000, 2_000_000, 2_000_000 + rng.randint(0, 50)])
             os.utime(sub / name, ns=(t * 10**9, t * 10**9 + rng.randint(0, 2)))

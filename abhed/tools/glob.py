@@ -183,7 +183,8 @@ class Glob(Tool):
             return ""
         regex, _ = compile_glob("**/" + pattern, str(root))
         cut = len(str(root)) + 1
-        deeper = sum(walk_summaries(root, ctx, lambda listing: sum(1 for p in listing.files if regex.fullmatch(p[cut:]))))
+        matching = lambda listing: sum(1 for p in listing.files if regex.fullmatch(p[cut:]))  # noqa: E731
+        deeper = sum(walk_summaries(root, ctx, matching))
         if not deeper:
             return ""
         return (f"[{pattern} matches only files directly in {root}; **/{pattern} would match {deeper} "
