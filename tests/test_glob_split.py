@@ -29,8 +29,8 @@ def split(monkeypatch):
 
     def run(tools, forked, **args):
         # Forked: decide after the first directory, whatever the width (so that small test trees split).
-        monkeypatch.setattr(splitwalk, "FIRST_DIRS", 1 if forked else splitwalk.FIRST_DIRS)
-        monkeypatch.setattr(splitwalk, "MIN_PENDING", 1 if forked else splitwalk.MIN_PENDING)
+        monkeypatch.setattr(splitwalk, "STEP", 1 if forked else splitwalk.STEP)
+        monkeypatch.setattr(splitwalk, "MIN_FILES", 0 if forked else splitwalk.MIN_FILES)
         monkeypatch.setattr(splitwalk, "workers", lambda: 2 if forked else 1)
         forks.clear()
         result = tools("glob", **args)
@@ -119,8 +119,8 @@ def _summaries(root, forked, summarize=lambda listing: sorted(listing.files)):
 def test_the_split_walk_lists_what_rg_files_lists(tmp_path, monkeypatch, seed):
     """Random trees with nested .gitignore files (negations, rules with a slash), split after the
     first directory: the shares together list exactly ripgrep's files, each once."""
-    monkeypatch.setattr(splitwalk, "FIRST_DIRS", 1)
-    monkeypatch.setattr(splitwalk, "MIN_PENDING", 1)
+    monkeypatch.setattr(splitwalk, "STEP", 1)
+    monkeypatch.setattr(splitwalk, "MIN_FILES", 0)
     root = tmp_path / "t"
     root.mkdir()
     (random_tree if seed % 2 else random_deep_tree)(root, random.Random(seed))
@@ -174,8 +174,8 @@ def test_a_dead_or_failed_child_still_gives_the_whole_answer(tools, ws, split, l
 
 def test_every_pending_directory_is_walked_once_however_the_tasks_are_grouped(tmp_path, monkeypatch):
     """A very wide tree: the pending directories go out in runs (MAX_TASKS at most), each walked once."""
-    monkeypatch.setattr(splitwalk, "FIRST_DIRS", 1)
-    monkeypatch.setattr(splitwalk, "MIN_PENDING", 1)
+    monkeypatch.setattr(splitwalk, "STEP", 1)
+    monkeypatch.setattr(splitwalk, "MIN_FILES", 0)
     monkeypatch.setattr(splitwalk, "MAX_TASKS", 4)
     for d in range(23):
         (tmp_path / f"d{d}" / "e").mkdir(parents=True)
@@ -201,8 +201,8 @@ def test_no_fork_with_one_worker_or_a_small_tree(tmp_path, monkeypatch):
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / "a" / "b" / "c").write_text("x")
     assert _summaries(tmp_path, True) == [[str(tmp_path / "a" / "b" / "c")]]
-    monkeypatch.setattr(splitwalk, "FIRST_DIRS", 1)
-    monkeypatch.setattr(splitwalk, "MIN_PENDING", 1)
+    monkeypatch.setattr(splitwalk, "STEP", 1)
+    monkeypatch.setattr(splitwalk, "MIN_FILES", 0)
     assert _summaries(tmp_path, False) == [[str(tmp_path / "a" / "b" / "c")]]
 
 
@@ -216,5 +216,5 @@ def test_the_walk_steps_breadth_first_and_leaves_the_rest_pending(tmp_path):
         assert sorted(os.path.relpath(p, tmp_path) for p in listing.files) == ["b/3"]
         assert sorted(os.path.relpath(d, tmp_path) for d, _ in walking.pending) == ["a/x", "a/y", "c/z"]
         walking.run(listing)
-        assert walking.pending == []
+        assert not walking.pending
     assert sorted(os.path.relpath(p, tmp_path) for p in listing.files) == ["a/x/1", "a/y/2", "b/3", "c/z/w/4"]

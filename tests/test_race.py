@@ -141,8 +141,8 @@ def test_swapper_loop_never_leaks_through_the_forked_glob_children(swapped, home
     forks = []
     real = splitwalk.fork_map
     monkeypatch.setattr(splitwalk, "fork_map", lambda *a: forks.append(a[2]) or real(*a))
-    monkeypatch.setattr(splitwalk, "FIRST_DIRS", 1)
-    monkeypatch.setattr(splitwalk, "MIN_PENDING", 1)
+    monkeypatch.setattr(splitwalk, "STEP", 1)
+    monkeypatch.setattr(splitwalk, "MIN_FILES", 0)
     monkeypatch.setattr(splitwalk, "workers", lambda: 2)
     tools = Tools(ws, home)
     answers = [tools.ok("glob", pattern=("**/*.txt", "**/*")[n % 2]) for n in range(2 * CALLS)]

@@ -341,7 +341,7 @@ class Walk:
         self.rules = Rules(self.top, excludes)
         self.keep, self.stamp, self.descend = keep, stamp, descend
         self.rootfd = open_root(root) if open_root else os.open(self.top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        self.pending: list[tuple[str, Chain]] = [(self.top, self.rules.inherited)]
+        self.pending: deque[tuple[str, Chain]] = deque([(self.top, self.rules.inherited)])
 
     def __enter__(self) -> Walk:
         return self
@@ -349,27 +349,26 @@ class Walk:
     def __exit__(self, *exc: object) -> None:
         os.close(self.rootfd)
 
-    def run(self, listing: Listing, limit: int | None = None) -> None:
+    def run(self, listing: Listing, limit: int | None = None) -> int:
         """List pending directories into `listing` until none is left, or `limit` have been listed:
         then breadth first, so that what is left pending is many directories near the top (shares
-        of about equal work), not one deep directory's siblings beside the rest of the tree."""
+        of about equal work), not one deep directory's siblings beside the rest of the tree.
+        Returns how many were listed."""
+        pending, listed = self.pending, 0
         if limit is None:
-            while self.pending:
-                self._list(*self.pending.pop(), listing)
-            return
-        queue = deque(self.pending)
-        self.pending = []
-        for _ in range(limit):
-            if not queue:
-                break
-            self._list(*queue.popleft(), listing, queue)
-        self.pending = list(queue)
+            while pending:
+                self._list(*pending.pop(), listing)  # depth first: the fewest directories pending
+                listed += 1
+            return listed
+        while pending and listed < limit:
+            self._list(*pending.popleft(), listing)
+            listed += 1
+        return listed
 
-    def _list(self, directory: str, chain: Chain, listing: Listing,
-              pending: MutableSequence[tuple[str, Chain]] | None = None) -> None:
+    def _list(self, directory: str, chain: Chain, listing: Listing) -> None:
         """One directory, whole (map, filter, compress: loops in C), so that the Python code runs per
         directory and per ignored entry, not per file: over the Linux tree that halves the walk's time.
-        Its subdirectories go onto `pending` (default: self.pending)."""
+        Its subdirectories go onto self.pending."""
         top, cut = self.top, len(self.top) + 1
         try:
             fd = os.dup(self.rootfd) if directory == top else beneath.open_rel(
@@ -388,8 +387,8 @@ class Walk:
                 names = [name for name in names if not atomic.is_temp(name)]  # writes in progress or interrupted
             chain = chain.extend(self.rules.here(
                 directory, {n for n in names + subdirs if n in (".git", ".gitignore")}, fd))
-            _directory(fd, directory + "/", cut, names, subdirs, chain, self.pending if pending is None else pending,
-                       listing, self.keep, self.stamp, self.descend)
+            _directory(fd, directory + "/", cut, names, subdirs, chain, self.pending, listing, self.keep, self.stamp,
+                       self.descend)
         except OSError:
             listing.unreadable.append(directory)
         finally:

@@ -3,8 +3,8 @@
 One process lists a tree like Linux's (80k files) and stats every file (glob orders newest first)
 at about 1.2x the CPU of `rg --files -j1` in the bare loop alone, so it cannot come within 2x of
 ripgrep's time once the ignore rules and the tool's own work are added. So the walk starts here,
-breadth first; a tree with MIN_PENDING directories still pending after FIRST_DIRS have been
-listed is big, and its pending directories go to WORKERS forked children
+breadth first, until it is plain that thousands of files are still to walk (MIN_FILES); then
+its pending directories go to WORKERS forked children
 (fallback_grep.parallel.fork_map), which inherit the walk: its root descriptor (every directory is
 still opened below it through no symlink, so a swap met in a child is refused as in one process),
 its ignore rules, and each pending directory's rules in force. A small workspace never pays a fork.
@@ -32,12 +32,12 @@ from abhed.files.filewalk import Listing, Walk
 T = TypeVar("T")
 
 # A split costs ~12 ms of CPU (two forks, the pages the children copy, their exits: measured on
-# a small tree split anyway), the walk ~90 us a directory of the Linux tree: a tree with 256
-# directories still pending after 256 have been listed holds ~50 ms of walk, of which the
-# children save over 10 ms of wall clock for those 12 ms; on the Linux tree (5k directories) it
-# is 3% of the CPU for 40% less wall clock.
-FIRST_DIRS = 256    # directories listed here, breadth first, before deciding
-MIN_PENDING = 256   # directories still pending then that make it worth forking
+# a small tree split anyway); the walk ~6 us a file. So fork only for ~4000 files still to walk,
+# estimated every STEP directories listed as the pending directories times the files a listed
+# directory held on average (a low estimate: a pending directory's subtree is usually more than
+# itself). Checked early and often: what is listed before the split is walked by one process.
+STEP = 32           # directories listed, breadth first, between two estimates
+MIN_FILES = 4000    # files estimated still to walk that make two forks worth it
 WORKERS = 2
 INDEX = struct.Struct("<I")
 MAX_TASKS = 8192    # their indices (32 KiB) fit the pipe's default 64 KiB: written whole before the fork
@@ -52,13 +52,21 @@ def summaries(walking: Walk, summarize: Callable[[Listing], T], workers: int) ->
     """summarize() of listings that together hold the whole walk, each file in exactly one of them
     (their order is not the walk's: the caller merges them into an answer that does not depend on
     it). One listing when the tree is small or `workers` < 2."""
-    here = Listing()
-    walking.run(here, FIRST_DIRS)
-    if workers < 2 or len(walking.pending) < MIN_PENDING:
-        walking.run(here)
-        return [summarize(here)]
-    tasks = _tasks(walking.pending)
-    walking.pending = []
+    here, listed = Listing(), 0
+    while workers >= 2 and walking.pending:
+        listed += walking.run(here, STEP)
+        if walking.pending and len(walking.pending) * len(here.files) >= MIN_FILES * listed:
+            shares = _split(walking, here, summarize, workers)  # first: it may add to `here`
+            return [summarize(here)] + shares
+    walking.run(here)
+    return [summarize(here)]
+
+
+def _split(walking: Walk, here: Listing, summarize: Callable[[Listing], T], workers: int) -> list[T]:
+    """The pending directories walked by `workers` children: their summaries. What a dead child
+    drew and never reported is walked here, into `here`."""
+    tasks = _tasks(list(walking.pending))
+    walking.pending.clear()
     queue, parent = _queue(len(tasks)), os.getpid()
     try:
         shares = list(fork_map(lambda _: _share(walking, tasks, queue, summarize, os.getpid() != parent),
@@ -66,11 +74,11 @@ def summaries(walking: Walk, summarize: Callable[[Listing], T], workers: int) ->
     finally:
         os.close(queue)
     claimed = {i for took, _ in shares for i in took}
-    for i in range(len(tasks)):  # what a dead child drew and never reported
+    for i in range(len(tasks)):
         if i not in claimed:
             walking.pending.extend(tasks[i])
     walking.run(here)
-    return [summarize(here)] + [summary for _, summary in shares]
+    return [summary for _, summary in shares]
 
 
 def _tasks(pending: list) -> list[list]:
