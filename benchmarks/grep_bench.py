@@ -16,7 +16,9 @@ What is timed, per pattern and output mode (files_with_matches = -l, count = -c)
             so it searches the same files as the other two; binary files skipped by default).
   glob      abhed's glob tool against `rg --files` with the same ignore rules (--only-glob alone), and
             against `rg --files -j1 --sortr modified`, which stats every file as the glob tool must;
-            --glob-before CHECKOUT adds the glob tool of another checkout (before/after a change).
+            --glob-before CHECKOUT adds the glob tool of another checkout (before/after a change);
+            --glob-workers N makes this checkout's glob split a big walk over N forked children (or
+            none: 1) whatever the load (by default it forks only where a core is idle).
             Alternating rounds, medians (--repeat, at least 5).
   grep      GNU grep -r -I (-I skips binary files), -E for ERE, -P only for \\p{Greek} (ERE has
             no Unicode classes), -i for (?i). Run with LC_ALL=C.UTF-8: the machine's own locale,
@@ -137,7 +139,7 @@ for _ in range(int(sys.argv[4])):
 """
 
 
-def bench_glob(root, repeat, before=None):
+def bench_glob(root, repeat, before=None, workers=None):
     """abhed's glob tool (walk + ignore rules + stat + sort by mtime) vs rg --files, in alternating
     rounds (a burst of load hits every column alike), medians of `repeat` rounds."""
     import json
@@ -149,13 +151,17 @@ def bench_glob(root, repeat, before=None):
 
     upstream_gitignore(root)
     tools = Tools(root, Path(tempfile.mkdtemp()))
+    if workers is not None:
+        from abhed.files import splitwalk
+        splitwalk.workers = lambda: workers
     rg = find_rg()
     excludes = [arg for name in tools.settings.search.exclude for arg in ("-g", f"!{name}")]
     listing = [rg, "--files", "--hidden", "--no-require-git", "--no-ignore-dot", "--no-ignore-global", *excludes]
     print(f"\nglob over {root} (ignore rules on; abhed also stats every match and sorts by mtime; rg lists "
           f"every file whatever the pattern). Wall ms, and CPU ms in brackets (this process with the children its glob forks / the rg child), "
           f"medians of {repeat} alternating rounds; ratio = abhed / the column's tool, wall (CPU)"
-          + (f"; 'before' is the glob tool of {before}, timed in its own interpreter" if before else ""))
+          + (f"; 'before' is the glob tool of {before}, timed in its own interpreter" if before else "")
+          + (f"; abhed glob forked {workers} children for a big walk whatever the load" if workers else ""))
     head = f"{'pattern':<16} {'abhed glob':>14} {'rg --files -j1':>15} {'ratio':>13} {'rg --files':>13} {'ratio':>13} " \
            f"{'rg -j1 --sortr modified':>23} {'ratio':>13}"
     print(head + (f" {'before':>14} {'after/before':>13}" if before else "") + "  load")
@@ -433,6 +439,8 @@ def main():
     ap.add_argument("--modes", default="files_with_matches,count")
     ap.add_argument("--only-linearity", action="store_true")
     ap.add_argument("--only-glob", action="store_true", help="only the glob tool vs rg --files")
+    ap.add_argument("--glob-workers", metavar="N", type=int,
+                    help="the glob tool splits a big walk over N forked children (1: none) whatever the load")
     ap.add_argument("--glob-before", metavar="CHECKOUT", type=Path,
                     help="also time the glob tool of another checkout (e.g. /work/main), in the same rounds")
     ap.add_argument("--only-cli", action="store_true",
@@ -451,14 +459,15 @@ def main():
         return
     if args.only_glob:
         ensure_corpus()
-        bench_glob(TREE / args.subdir if args.subdir else TREE, max(args.repeat, 5), args.glob_before)
+        bench_glob(TREE / args.subdir if args.subdir else TREE, max(args.repeat, 5), args.glob_before,
+                   args.glob_workers)
         return
     if not args.only_linearity:
         ensure_corpus()
         root = TREE / args.subdir if args.subdir else TREE
         bench_tree(root, args.repeat, args.modes.split(","))
         bench_cli(TREE / (args.subdir or "drivers"), args.repeat)
-        bench_glob(root, max(args.repeat, 5), args.glob_before)
+        bench_glob(root, max(args.repeat, 5), args.glob_before, args.glob_workers)
     if not args.no_linearity:
         bench_linearity([int(s) for s in args.sizes.split(",")])
 

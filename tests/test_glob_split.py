@@ -105,6 +105,8 @@ def test_a_small_workspace_is_walked_in_one_process(tools, ws, monkeypatch):
     """The default thresholds: a tree of a few dozen directories never pays a fork."""
     _workspace(ws)
     monkeypatch.setattr(splitwalk, "default_workers", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # an idle machine: the size alone decides
+    assert splitwalk.workers() == 2
     monkeypatch.setattr(splitwalk, "fork_map", lambda *a: pytest.fail("forked for a small tree"))
     assert tools("glob", pattern="**/*").metadata["matches"] > 1000
 
@@ -218,3 +220,17 @@ def test_the_walk_steps_breadth_first_and_leaves_the_rest_pending(tmp_path):
         walking.run(listing)
         assert not walking.pending
     assert sorted(os.path.relpath(p, tmp_path) for p in listing.files) == ["a/x/1", "a/y/2", "b/3", "c/z/w/4"]
+
+
+@pytest.mark.parametrize("cores, load, want", [(2, 0.2, 2), (2, 1.2, 2), (2, 1.6, 1), (2, 4.0, 1), (1, 0.0, 1),
+                                               (8, 3.0, 2), (8, 7.6, 1), (2, OSError, 2)])
+def test_children_are_forked_only_where_a_core_is_idle(monkeypatch, cores, load, want):
+    """On busy cores two children get no more time than one process (the scheduler shares by
+    session), and cost a split's CPU: the walk stays in one process there."""
+    def loadavg():
+        if load is OSError:
+            raise OSError("no load average here")
+        return (load, load, load)
+    monkeypatch.setattr(splitwalk, "default_workers", lambda: cores)
+    monkeypatch.setattr(os, "getloadavg", loadavg)
+    assert splitwalk.workers() == want

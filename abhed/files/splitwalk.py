@@ -39,13 +39,26 @@ T = TypeVar("T")
 STEP = 32           # directories listed, breadth first, between two estimates
 MIN_FILES = 4000    # files estimated still to walk that make two forks worth it
 WORKERS = 2
+IDLE_CORE = 0.5    # of a core unused on average: enough to fork for
 INDEX = struct.Struct("<I")
 MAX_TASKS = 8192    # their indices (32 KiB) fit the pipe's default 64 KiB: written whole before the fork
 
 
 def workers() -> int:
-    """How many children share a big walk: WORKERS, but never more than the cores we may use."""
-    return min(WORKERS, default_workers())
+    """How many children share a big walk: WORKERS when a core is idle, else none (1: one process).
+
+    The children only help where they get a core this process would not: on a machine whose
+    cores are already busy (1-minute load average within half a core of their number) the
+    scheduler shares the cores among sessions (autogroup), not processes, so two children get
+    what one process gets, and cost a split's CPU on top (measured on 2 cores at load 4: as slow,
+    a quarter more CPU: every fork makes the parent's whole heap copy-on-write, faults the
+    children and the parent then pay)."""
+    cores = default_workers()
+    try:
+        busy = os.getloadavg()[0]
+    except OSError:  # no load average to be had: assume the cores are free
+        busy = 0.0
+    return min(WORKERS, cores) if busy < cores - IDLE_CORE else 1
 
 
 def summaries(walking: Walk, summarize: Callable[[Listing], T], workers: int) -> list[T]:
