@@ -51,7 +51,7 @@ def workers() -> int:
     cores are already busy (1-minute load average within half a core of their number) the
     scheduler shares the cores among sessions (autogroup), not processes, so two children get
     what one process gets, and cost a split's CPU on top (measured on 2 cores at load 3-5: wall
-    clock from 0.9x to 1.2x one process's, never the halving an idle machine gives)."""
+    clock from 0.9x to 1.2x one process's)."""
     cores = default_workers()
     try:
         busy = os.getloadavg()[0]
