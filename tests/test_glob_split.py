@@ -5,6 +5,7 @@ rules and their notes), also when a child is killed or fails; a small workspace 
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import random
 import signal
@@ -167,8 +168,9 @@ def test_a_dead_or_failed_child_still_gives_the_whole_answer(tools, ws, split, l
     _workspace(ws)
     want, facts_want, _ = split(tools, False, pattern="**/*")
     _kill_in_child(monkeypatch, tmp_path, after, children, how)
-    before = pipes()
+    before, frozen = pipes(), gc.get_freeze_count()
     got, facts_got, forks = split(tools, True, pattern="**/*")
+    assert gc.get_freeze_count() == frozen, "the parent, rerunning a dead child's task, froze its own heap"
     assert forks == [2] and len(list(tmp_path.glob("died*"))) == children, "the children did not die as intended"
     assert got == want and facts_got == facts_want
     assert fds_on(ws) == [] and pipes() <= before, "a descriptor or pipe was left open"
@@ -222,7 +224,7 @@ def test_the_walk_steps_breadth_first_and_leaves_the_rest_pending(tmp_path):
     assert sorted(os.path.relpath(p, tmp_path) for p in listing.files) == ["a/x/1", "a/y/2", "b/3", "c/z/w/4"]
 
 
-@pytest.mark.parametrize("cores, load, want", [(2, 0.2, 2), (2, 1.2, 2), (2, 1.6, 1), (2, 4.0, 1), (1, 0.0, 1),
+@pytest.mark.parametrize("cores, load, want", [(2, 0.2, 2), (2, 1.2, 2), (2, 1.5, 1), (2, 4.0, 1), (1, 0.0, 1),
                                                (8, 3.0, 2), (8, 7.6, 1), (2, OSError, 2)])
 def test_children_are_forked_only_where_a_core_is_idle(monkeypatch, cores, load, want):
     """On busy cores two children get no more time than one process (the scheduler shares by
@@ -230,7 +232,39 @@ def test_children_are_forked_only_where_a_core_is_idle(monkeypatch, cores, load,
     def loadavg():
         if load is OSError:
             raise OSError("no load average here")
-        return (load, load, load)
+        return (load, 0.0, 0.0)  # the last minute's is the one that says what is busy now
     monkeypatch.setattr(splitwalk, "default_workers", lambda: cores)
     monkeypatch.setattr(os, "getloadavg", loadavg)
     assert splitwalk.workers() == want
+
+
+@pytest.mark.parametrize("min_files, forks", [(40, True), (41, False)])
+def test_the_walk_splits_when_the_files_still_to_walk_are_estimated_enough(tmp_path, monkeypatch, min_files, forks):
+    """After the root (STEP 1): 10 files listed in 1 directory, 4 pending: an estimate of 40 files."""
+    for i in range(10):
+        (tmp_path / f"f{i}").write_text("x")
+    for d in range(4):
+        (tmp_path / f"d{d}").mkdir()
+        (tmp_path / f"d{d}" / "g").write_text("x")
+    split = []
+    real = splitwalk.fork_map
+    monkeypatch.setattr(splitwalk, "fork_map", lambda *a: split.append(a[2]) or real(*a))
+    monkeypatch.setattr(splitwalk, "STEP", 1)
+    monkeypatch.setattr(splitwalk, "MIN_FILES", min_files)
+    shares = _summaries(tmp_path, True, lambda listing: len(listing.files))
+    assert sum(shares) == 14 and split == ([2] if forks else [])
+
+
+def test_the_children_keep_their_inherited_heap_out_of_collections_and_the_parent_does_not(tmp_path, monkeypatch):
+    """gc.freeze in each child (a collection there would copy every page of the parent's heap),
+    never in the parent, whose later garbage must still be collected."""
+    monkeypatch.setattr(splitwalk, "STEP", 1)
+    monkeypatch.setattr(splitwalk, "MIN_FILES", 0)
+    for d in range(6):
+        (tmp_path / f"d{d}").mkdir()
+        (tmp_path / f"d{d}" / "g").write_text("x")
+    frozen, parent = gc.get_freeze_count(), os.getpid()
+    shares = _summaries(tmp_path, True, lambda listing: (os.getpid() != parent, gc.get_freeze_count()))
+    assert shares[0] == (False, frozen) and len(shares) == 3
+    assert all(child and count > frozen for child, count in shares[1:])
+    assert gc.get_freeze_count() == frozen

@@ -29,19 +29,20 @@ from fallback_grep.parallel import default_workers, fork_map
 
 from abhed.files.filewalk import Listing, Walk
 
-T = TypeVar("T")
+T = TypeVar("T")  # pragma: no mutate (equivalent: annotations are not evaluated here)
 
 # A split costs ~12 ms of CPU (two forks, the pages the children copy, their exits: measured on
 # a small tree split anyway); the walk ~6 us a file. So fork only for ~4000 files still to walk,
 # estimated every STEP directories listed as the pending directories times the files a listed
 # directory held on average (a low estimate: a pending directory's subtree is usually more than
 # itself). Checked early and often: what is listed before the split is walked by one process.
-STEP = 32           # directories listed, breadth first, between two estimates
-MIN_FILES = 4000    # files estimated still to walk that make two forks worth it
+STEP = 32           # pragma: no mutate (a tuning) directories listed, breadth first, between two estimates
+MIN_FILES = 4000    # pragma: no mutate (a tuning) files estimated still to walk that make two forks worth it
 WORKERS = 2
 IDLE_CORE = 0.5    # of a core unused on average: enough to fork for
 INDEX = struct.Struct("<I")
-MAX_TASKS = 8192    # their indices (32 KiB) fit the pipe's default 64 KiB: written whole before the fork
+# Their indices (32 KiB) fit the pipe's default 64 KiB: written whole before the fork.
+MAX_TASKS = 8192    # pragma: no mutate (any bound under 16384 does)
 
 
 def workers() -> int:
@@ -56,7 +57,7 @@ def workers() -> int:
     try:
         busy = os.getloadavg()[0]
     except OSError:  # no load average to be had: assume the cores are free
-        busy = 0.0
+        busy = 0.0  # pragma: no mutate (equivalent: 1.0 too is below every count of cores but one)
     return min(WORKERS, cores) if busy < cores - IDLE_CORE else 1
 
 
