@@ -127,6 +127,34 @@ def test_swapper_loop_never_leaks_through_the_forked_grep_workers(swapped, home,
     tools.ctx.close()
 
 
+@pytest.mark.slow
+def test_swapper_loop_never_leaks_through_the_forked_glob_children(swapped, home, monkeypatch):
+    """Issue 18: glob's forked children list the pending directories through the walk's root
+    descriptor (splitwalk), so a directory swapped for a symlink after the parent saw it is
+    refused there as in one process: no name from outside appears."""
+    from abhed.files import splitwalk
+
+    ws, outside = swapped
+    for i in range(6):  # directories beside the swapped one, so that every walk has several pending
+        (ws / f"beside{i}").mkdir()
+        (ws / f"beside{i}" / "g.txt").write_text("inside\n")
+    forks = []
+    real = splitwalk.fork_map
+    monkeypatch.setattr(splitwalk, "fork_map", lambda *a: forks.append(a[2]) or real(*a))
+    monkeypatch.setattr(splitwalk, "STEP", 1)
+    monkeypatch.setattr(splitwalk, "MIN_FILES", 0)
+    monkeypatch.setattr(splitwalk, "workers", lambda: 2)
+    tools = Tools(ws, home)
+    answers = [tools.ok("glob", pattern=("**/*.txt", "**/*")[n % 2]) for n in range(2 * CALLS)]
+    text = "\n".join(answers)
+    assert "only-outside-name" not in text and str(outside) not in text
+    assert forks == [2] * (2 * CALLS), "the walks did not run in forked children"
+    met = sum("could not be read" in a for a in answers)
+    print(f"\n{len(answers)} globs, {met} met the swap in a child", flush=True)
+    assert met > 0, "no child ever met the swap: the test did not exercise the race"
+    tools.ctx.close()
+
+
 def swap_after_check(tools, ws, outside, monkeypatch):
     """Every path check passes on the real `ws/d`, which is then replaced by a symlink to `outside`."""
     real_resolve = tools.ctx.paths.resolve

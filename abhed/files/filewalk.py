@@ -18,7 +18,8 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, MutableSequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import add
@@ -322,32 +323,59 @@ def walk(root: Path, excludes: Iterable[str], keep: Callable[[str], bool] | None
     `descend`: whether a directory (relative path) can hold a wanted file; False prunes it, which
     must then hold nothing `keep` or `stamp` wants, nor any hidden entry the caller reports.
     """
-    top = str(root)
-    rules = Rules(top, excludes)
-    listing = Listing()
-    rootfd = open_root(root) if open_root else os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        _walk(rootfd, top, rules, listing, keep, stamp, descend)
-    finally:
-        os.close(rootfd)
-    return listing
+    with Walk(root, excludes, keep, open_root, stamp, descend) as walking:
+        listing = Listing()
+        walking.run(listing)
+        return listing
 
 
-def _walk(rootfd: int, top: str, rules: Rules, listing: Listing, keep: Callable[[str], bool] | None,
-          stamp: Callable[[str], bool] | None, descend: Callable[[str], bool] | None) -> None:
-    """Directory by directory, each step over a whole directory's names at once (map, filter,
-    compress: loops in C), so the Python code runs per directory and per ignored entry, not per
-    file: over the Linux tree that halves the walk's time."""
-    stack: list[tuple[str, Chain]] = [(top, rules.inherited)]
-    cut = len(top) + 1
-    while stack:
-        directory, chain = stack.pop()
+class Walk:
+    """A walk under way: the directories still to list (`pending`, each with the ignore rules in
+    force in it) and what to record, so that it can be run in steps, and its pending directories
+    shared out (splitwalk: forked children inherit the object, descriptor included)."""
+
+    def __init__(self, root: Path, excludes: Iterable[str], keep: Callable[[str], bool] | None = None,
+                 open_root: Callable[[Path], int] | None = None, stamp: Callable[[str], bool] | None = None,
+                 descend: Callable[[str], bool] | None = None) -> None:
+        self.top = str(root)
+        self.rules = Rules(self.top, excludes)
+        self.keep, self.stamp, self.descend = keep, stamp, descend
+        self.rootfd = open_root(root) if open_root else os.open(self.top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self.pending: deque[tuple[str, Chain]] = deque([(self.top, self.rules.inherited)])
+
+    def __enter__(self) -> Walk:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.rootfd)
+
+    def run(self, listing: Listing, limit: int | None = None) -> int:
+        """List pending directories into `listing` until none is left, or `limit` have been listed:
+        then breadth first, so that what is left pending is many directories near the top (shares
+        of about equal work), not one deep directory's siblings beside the rest of the tree.
+        Returns how many were listed."""
+        pending, listed = self.pending, 0
+        if limit is None:
+            while pending:
+                self._list(*pending.pop(), listing)  # depth first: the fewest directories pending
+                listed += 1
+            return listed
+        while pending and listed < limit:
+            self._list(*pending.popleft(), listing)
+            listed += 1
+        return listed
+
+    def _list(self, directory: str, chain: Chain, listing: Listing) -> None:
+        """One directory, whole (map, filter, compress: loops in C), so that the Python code runs per
+        directory and per ignored entry, not per file: over the Linux tree that halves the walk's time.
+        Its subdirectories go onto self.pending."""
+        top, cut = self.top, len(self.top) + 1
         try:
-            fd = os.dup(rootfd) if directory == top else beneath.open_rel(
-                rootfd, directory[cut:].split("/"), os.O_RDONLY | os.O_DIRECTORY)
+            fd = os.dup(self.rootfd) if directory == top else beneath.open_rel(
+                self.rootfd, directory[cut:].split("/"), os.O_RDONLY | os.O_DIRECTORY)
         except OSError:
             listing.unreadable.append(directory)
-            continue
+            return
         try:
             with os.scandir(fd) as scan:
                 entries = list(scan)
@@ -357,10 +385,10 @@ def _walk(rootfd: int, top: str, rules: Rules, listing: Listing, keep: Callable[
             subdirs = [entry.name for entry in entries if entry.is_dir(follow_symlinks=False)]
             if atomic.TEMP_MARK in "/".join(names):  # "/" is in no name, so the join makes no false mark
                 names = [name for name in names if not atomic.is_temp(name)]  # writes in progress or interrupted
-            chain = chain.extend(rules.here(directory, {n for n in names + subdirs if n in (".git", ".gitignore")},
-                                            fd))
-            prefix = directory + "/"
-            _directory(fd, prefix, cut, names, subdirs, chain, stack, listing, keep, stamp, descend)
+            chain = chain.extend(self.rules.here(
+                directory, {n for n in names + subdirs if n in (".git", ".gitignore")}, fd))
+            _directory(fd, directory + "/", cut, names, subdirs, chain, self.pending, listing, self.keep, self.stamp,
+                       self.descend)
         except OSError:
             listing.unreadable.append(directory)
         finally:
@@ -368,7 +396,7 @@ def _walk(rootfd: int, top: str, rules: Rules, listing: Listing, keep: Callable[
 
 
 def _directory(fd: int, prefix: str, cut: int, names: list[str], subdirs: list[str], chain: Chain,
-               stack: list[tuple[str, Chain]], listing: Listing, keep: Callable[[str], bool] | None,
+               stack: MutableSequence[tuple[str, Chain]], listing: Listing, keep: Callable[[str], bool] | None,
                stamp: Callable[[str], bool] | None, descend: Callable[[str], bool] | None) -> None:
     """One listed directory (`prefix`, ending in "/"): its files into `listing`, its subdirectories
     onto `stack`, what the rules ignore into the hidden lists."""

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import heapq
 import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import Field
 
-from abhed.files import filewalk, textfile
+from abhed.files import filewalk, splitwalk, textfile
 from abhed.common.errors import ToolError
 from abhed.files.globpattern import compile_glob, literal_prefix, path_test
 from abhed.files.suggest import similar_paths
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, ok
+
+T = TypeVar("T")
 
 MAX_RESULTS = 1000
 SHOWN_HIDDEN = 5
@@ -43,6 +50,17 @@ def walk_checked(root: Path, ctx: ToolContext, keep=None, stamp=None, descend=No
     try:
         return filewalk.walk(root, ctx.settings.search.exclude, keep, open_root=ctx.paths.open_dir, stamp=stamp,
                              descend=descend)
+    except OSError as exc:
+        raise textfile.open_failed(exc, root, ctx.paths.workspace, "searching") from None
+
+
+def walk_summaries(root: Path, ctx: ToolContext, summarize: Callable[[filewalk.Listing], T],
+                   stamp=None, descend=None) -> list[T]:
+    """splitwalk.summaries of a walk through descriptors opened below the allowed root: a big tree
+    is walked by forked children too."""
+    try:
+        with filewalk.Walk(root, ctx.settings.search.exclude, None, ctx.paths.open_dir, stamp, descend) as walking:
+            return splitwalk.summaries(walking, summarize, splitwalk.workers())
     except OSError as exc:
         raise textfile.open_failed(exc, root, ctx.paths.workspace, "searching") from None
 
@@ -82,7 +100,12 @@ def pruner(patterns: list[str]):
 
 def newest_first(paths: list[str], times: list[int], limit: int = MAX_RESULTS) -> list[str]:
     """The `limit` newest of `paths` (`times`: their modification times, index for index),
-    newest first, ties in path order (spec §5).
+    newest first, ties in path order (spec §5)."""
+    return [p for _, p in newest(paths, times, limit)]
+
+
+def newest(paths: list[str], times: list[int], limit: int = MAX_RESULTS) -> list[tuple[int, str]]:
+    """(-time, path) of the `limit` newest of `paths`, in the order newest_first gives them.
 
     Only the shown files are ordered: the limit-th newest time is the cut-off; the fewer than
     `limit` files newer than it are sorted, and the files at it (an unpacked archive or a
@@ -94,7 +117,33 @@ def newest_first(paths: list[str], times: list[int], limit: int = MAX_RESULTS) -
     cut = ordered[-limit] if len(ordered) > limit else ordered[0]
     newer = sorted((-t, p) for t, p in zip(times, paths) if t > cut) if ordered[-1] > cut else []
     tied = [p for t, p in zip(times, paths) if t == cut]
-    return [p for _, p in newer] + heapq.nsmallest(limit - len(newer), tied)
+    return newer + [(-cut, p) for p in heapq.nsmallest(limit - len(newer), tied)]
+
+
+@dataclass
+class Found:
+    """What glob reports of a walk, or of one share of it (a forked child sends this, not every path:
+    the newest MAX_RESULTS of a share hold every one of the whole walk's newest that lies in it)."""
+    newest: list[tuple[int, str]]  # (-mtime, path) of the newest matches, in output order
+    count: int  # matching files
+    hidden_matches: int  # matching files the ignore rules hid
+    holding: list[str]  # hidden directories that could hold a match
+    unreadable: list[str]
+
+    @classmethod
+    def of(cls, listing: filewalk.Listing, root: Path, regex: re.Pattern[str], expanded: list[str]) -> Found:
+        cut = len(str(root)) + 1
+        return cls(newest(listing.stamped, listing.stamps), len(listing.stamped),
+                   sum(1 for p in listing.hidden_files if regex.fullmatch(p[cut:])),
+                   [d for d in listing.hidden_dirs if any(could_hold(d[cut:], p) for p in expanded)],
+                   listing.unreadable)
+
+    @classmethod
+    def merged(cls, parts: list[Found]) -> Found:
+        """The whole walk's from its shares': the same whichever file fell in which share."""
+        return cls(list(islice(heapq.merge(*(f.newest for f in parts)), MAX_RESULTS)), sum(f.count for f in parts),
+                   sum(f.hidden_matches for f in parts), [d for f in parts for d in f.holding],
+                   sorted(d for f in parts for d in f.unreadable))
 
 
 class Glob(Tool):
@@ -107,26 +156,23 @@ class Glob(Tool):
     def run(self, args: GlobInput, ctx: ToolContext) -> ToolResult:
         root = search_root(args.path, ctx, self.name)
         regex, expanded = compile_glob(args.pattern, str(root))
-        listing = walk_checked(root, ctx, stamp=path_test(regex, expanded), descend=pruner(expanded))
-        cut = len(str(root)) + 1
-        found = listing.stamped  # the files the pattern matched, in walk order
-        hidden_matches = sum(1 for p in listing.hidden_files if regex.fullmatch(p[cut:]))
-        holding = [d for d in listing.hidden_dirs if any(could_hold(d[cut:], p) for p in expanded)]
-        note = hidden_note(root, holding, hidden_matches, "matching file")
-        if not found:
+        found = Found.merged(walk_summaries(root, ctx, lambda listing: Found.of(listing, root, regex, expanded),
+                                            stamp=path_test(regex, expanded), descend=pruner(expanded)))
+        note = hidden_note(root, found.holding, found.hidden_matches, "matching file")
+        if not found.count:
             return ok("\n".join(filter(None, [f"[no files matched: {args.pattern}]",
                                               self._deeper_hint(args.pattern, ctx, root), note])),
                       matches=0, path=str(root))
-        lines = newest_first(found, listing.stamps)
-        if len(found) > MAX_RESULTS:
-            lines.append(f"[truncated: showing {MAX_RESULTS} of {len(found)} files, newest first. Narrow the "
+        lines = [path for _, path in found.newest]
+        if found.count > MAX_RESULTS:
+            lines.append(f"[truncated: showing {MAX_RESULTS} of {found.count} files, newest first. Narrow the "
                          "pattern (e.g. src/**/*.ts instead of **/*) or set path to a subdirectory.]")
         if note:
             lines.append(note)
-        if listing.unreadable:
-            lines.append(f"[{len(listing.unreadable)} directories could not be read (permission denied), e.g. "
-                         f"{listing.unreadable[0]}]")
-        return ok("\n".join(lines), matches=len(found), path=str(root))
+        if found.unreadable:
+            lines.append(f"[{len(found.unreadable)} directories could not be read (permission denied), e.g. "
+                         f"{found.unreadable[0]}]")
+        return ok("\n".join(lines), matches=found.count, path=str(root))
 
     @staticmethod
     def _deeper_hint(pattern: str, ctx: ToolContext, root: Path) -> str:
@@ -137,7 +183,8 @@ class Glob(Tool):
             return ""
         regex, _ = compile_glob("**/" + pattern, str(root))
         cut = len(str(root)) + 1
-        deeper = sum(1 for p in walk_checked(root, ctx).files if regex.fullmatch(p[cut:]))
+        matching = lambda listing: sum(1 for p in listing.files if regex.fullmatch(p[cut:]))  # noqa: E731
+        deeper = sum(walk_summaries(root, ctx, matching))
         if not deeper:
             return ""
         return (f"[{pattern} matches only files directly in {root}; **/{pattern} would match {deeper} "
