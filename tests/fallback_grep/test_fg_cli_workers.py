@@ -90,24 +90,19 @@ def test_a_worker_killed_mid_search_gives_the_complete_output_and_leaves_no_proc
     assert _session(proc.pid) == []
 
 
-def test_ctrl_c_stops_every_worker_and_exits_130(tree, tmp_path):
-    """SIGINT to the whole process group, as a terminal sends it: the CLI exits 130 without a
-    traceback, and its workers are gone, even the one that ignores SIGINT."""
+@pytest.mark.parametrize("send, sig, code", [
+    # SIGINT to the whole process group, as a terminal sends it: even the worker that ignores
+    # SIGINT is gone.
+    (os.killpg, signal.SIGINT, 130),
+    # `kill PID` reaches the command, not its workers: it ends them before it exits.
+    (os.kill, signal.SIGTERM, 143),
+], ids=["ctrl-c", "sigterm"])
+def test_a_stopped_command_exits_without_a_traceback_and_leaves_no_worker(tree, tmp_path, send, sig, code):
     proc = _cli(["-j2", *ARGS, tree], FG_HANG=tmp_path / "hang", FG_HANG_DIR="d07")
     _wait_for(tmp_path, proc)
-    os.killpg(proc.pid, signal.SIGINT)
+    send(proc.pid, sig)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and b"Traceback" not in err
-    assert _session(proc.pid) == []
-
-
-def test_sigterm_to_the_command_alone_stops_its_workers_too(tree, tmp_path):
-    """`kill PID` reaches the command, not its workers: it ends them before it exits (143)."""
-    proc = _cli(["-j2", *ARGS, tree], FG_HANG=tmp_path / "hang", FG_HANG_DIR="d07")
-    _wait_for(tmp_path, proc)
-    os.kill(proc.pid, signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143 and b"Traceback" not in err
+    assert proc.returncode == code and b"Traceback" not in err
     assert _session(proc.pid) == []
 
 
