@@ -63,7 +63,8 @@ def _any_git_dir(path: Path, workspace: Path) -> str | None:
         directory, entry = workspace.joinpath(*rel[:depth]), rel[depth]
         present = {name for name in _GIT_SHAPE if os.path.lexists(directory / name)}
         if entry in GIT_DIR_SENSITIVE and _is_git_dir(present):
-            return f"changes {path}, a protected path: {directory} is a git directory and its {entry} decides what host git runs there"
+            return (f"changes {path}, a protected path: {directory} is a git directory and its {entry} decides "
+                    f"what host git runs there")
         if entry in _GIT_SHAPE and entry not in present and _is_git_dir(present | {entry}):
             return (f"makes {directory} a git directory (HEAD, objects/ and refs/, or HEAD and commondir): "
                     f"host git run inside it would obey the config there")
