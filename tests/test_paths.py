@@ -363,3 +363,28 @@ def test_read_fd_reads_up_to_the_limit_from_the_current_offset(tmp_path):
         assert beneath.read_fd(fd) == b"56789"
     finally:
         os.close(fd)
+
+
+def test_the_tools_touch_nothing_in_a_sibling_sharing_the_prefix_nor_in_a_workspace_left_out(ws, home, tmp_path):
+    """The two checks above, through every file tool for real, judged on the host: the sibling
+    `/ws-evil` of `/ws` is neither read nor changed, and with operator roots set the workspace
+    itself is not written."""
+    evil = tmp_path / (ws.name + "-evil")
+    evil.mkdir()
+    (evil / "f").write_text("SECRET-SIBLING\n")
+    tools = Tools(ws, home, {"create_parents": True})
+    answers = [tools("read", path=str(evil / "f")), tools("write", path=str(evil / "f"), content="x\n"),
+               tools("write", path=str(evil / "new"), content="x\n"),
+               tools("edit", path=str(evil / "f"), old_string="SECRET", new_string="x"),
+               tools("grep", pattern="SECRET", path=str(evil), output_mode="content"),
+               tools("glob", pattern="*", path=str(evil))]
+    assert all(a.is_error for a in answers), [a.content for a in answers]
+    assert not any("SECRET-SIBLING" in a.content for a in answers)
+    assert sorted(p.name for p in evil.iterdir()) == ["f"] and (evil / "f").read_text() == "SECRET-SIBLING\n"
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    confined = Tools(ws, home, roots=[shared])
+    assert confined("write", path=str(ws / "f.txt"), content="x\n").is_error
+    assert not (ws / "f.txt").exists()
+    confined.ok("write", path=str(shared / "f.txt"), content="x\n")
+    assert (shared / "f.txt").read_text() == "x\n"

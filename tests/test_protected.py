@@ -220,3 +220,51 @@ def test_the_name_rule_is_the_sandboxs(tmp_path):
     assert ".git/hooks decides" in protected.reason(outside / ".git" / "hooks" / "x", tmp_path)
     assert protected.operator_entry("a", tmp_path / "a", tmp_path, tmp_path, [".git/config"]) is None
     assert protected.operator_entry(str(outside / "s"), outside / "s", tmp_path, tmp_path, ["s"]) is None
+
+
+def _git_on_a_terminal(*args: str, cwd: Path) -> None:
+    """git as a person at a terminal runs it: stdout a tty, so git starts the configured pager
+    (PAGER=cat stands in for the person's own; core.pager, if any, wins over it)."""
+    primary, secondary = os.openpty()
+    try:
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd), "GIT_CONFIG_NOSYSTEM": "1", "TERM": "dumb", "PAGER": "cat"}
+        subprocess.run(["git", "-c", "safe.directory=*", *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                       stdout=secondary, stderr=secondary, timeout=60)
+    finally:
+        os.close(secondary)
+        os.close(primary)
+
+
+def test_a_bare_repository_of_any_name_cannot_be_assembled_unattended(repo, home, tmp_path):
+    """git run inside a directory holding HEAD, objects/ and refs/ (or HEAD and commondir) takes it
+    for a repository and obeys its config (core.pager runs on a terminal), whatever the directory's
+    name. The file tools alone must not assemble one, nor change the config or hooks of one.
+    Judged by host git run inside it."""
+    marker = tmp_path / "pager-ran"
+    hostile = f"[core]\n\tpager = touch {marker}; cat\n"
+    evil = repo / "vendor" / "evil"
+    tools = unattended(repo, home, "auto")
+    results = [tools("write", path=str(evil / rel), content=content) for rel, content in [
+        ("config", hostile), ("HEAD", "ref: refs/heads/master\n"), ("objects/keep", ""), ("refs/keep", "")]]
+    assert [r.is_error for r in results] == [False, False, False, True], [r.content for r in results]
+    assert f"makes {evil} a git directory (HEAD, objects/ and refs/" in results[-1].content
+    assert "needs approval" in results[-1].content and not (evil / "refs").exists()
+    for args in (("branch", "-a"), ("log", "-1"), ("config", "-l")):
+        _git_on_a_terminal(*args, cwd=evil)
+    assert not marker.exists()
+    # One the operator assembled (or bash, where sandbox.gitguard takes its HEAD at the next command):
+    # its config, hooks and commondir are protected as a .git's are.
+    (evil / "config").unlink()
+    (evil / "refs").mkdir()
+    err = tools.err("write", path=str(evil / "config"), content=hostile)
+    assert f"{evil} is a git directory and its config decides what host git runs there" in err
+    assert "needs approval" in err and not (evil / "config").exists()
+    assert "needs approval" in tools.err("write", path=str(evil / "hooks" / "pre-commit"), content="#!/bin/sh\n")
+    for args in (("branch", "-a"), ("config", "-l")):
+        _git_on_a_terminal(*args, cwd=evil)
+    assert not marker.exists()
+    other = repo / "other"
+    other.mkdir()
+    (other / "commondir").write_text("../vendor/evil\n")
+    assert f"makes {other} a git directory" in tools.err("write", path=str(other / "HEAD"), content="ref: x\n")
+    tools.ok("write", path=str(repo / "src" / "refs" / "api.md"), content="a directory named refs is fine\n")

@@ -6,7 +6,9 @@ session that wrote them could run commands on the host the next time anyone type
 The name rule is the sandbox's (sandbox.protect.protected_reason, the one rule every tool
 applies); this module only adds what the file tools alone need: judging a path both as named and
 where its symlinks lead, and refusing to create the directory *below* a `.git` that does not
-exist yet (a `.git/HEAD` written into a fresh `.git` makes a repository).
+exist yet (a `.git/HEAD` written into a fresh `.git` makes a repository), and git's own shape
+test for directories of any other name (HEAD + objects/ + refs/, or HEAD + commondir: git run
+inside one obeys its config), which sandbox.gitguard applies to what bash makes.
 
 The approval layer asks for confirmation when the path the model named is protected
 (`confirmation_needed`); the tool itself refuses when the path only becomes protected through a
@@ -20,7 +22,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sandbox.protect import DEFAULT_PROTECTED_PATHS, protected_reason
+from sandbox.protect import DEFAULT_PROTECTED_PATHS, GIT_DIR_SENSITIVE, protected_reason
 
 GIT = ".git"
 
@@ -44,7 +46,38 @@ def reason(path: Path, workspace: Path) -> str | None:
         below = Path(*parts[: parts.index(GIT) + 1])
         if not os.path.isdir(below):
             return f"creates the repository directory {below} (host git would obey its config and hooks)"
+    return _any_git_dir(path, workspace)
+
+
+def _any_git_dir(path: Path, workspace: Path) -> str | None:
+    """The name rule only knows `.git`; git run *inside* a directory of any name takes it for a
+    (bare) repository when it holds HEAD plus objects/ and refs/, or HEAD plus commondir, and then
+    obeys its config (core.pager, core.sshCommand...). So, for each directory on the way down:
+    changing what runs in one that already is a git directory, or writing the entry that makes
+    one, needs a human too (sandbox.gitguard quarantines the same shapes made by bash)."""
+    try:
+        rel = path.relative_to(workspace).parts
+    except ValueError:
+        return None  # an operator root: its repositories are the operator's business, as for bash
+    for depth in range(len(rel)):
+        directory, entry = workspace.joinpath(*rel[:depth]), rel[depth]
+        present = {name for name in _GIT_SHAPE if os.path.lexists(directory / name)}
+        if entry in GIT_DIR_SENSITIVE and _is_git_dir(present):
+            return (f"changes {path}, a protected path: {directory} is a git directory and its {entry} decides "
+                    f"what host git runs there")
+        if entry in _GIT_SHAPE and entry not in present and _is_git_dir(present | {entry}):
+            return (f"makes {directory} a git directory (HEAD, objects/ and refs/, or HEAD and commondir): "
+                    f"host git run inside it would obey the config there")
     return None
+
+
+_GIT_SHAPE = ("HEAD", "objects", "refs", "commondir")
+
+
+def _is_git_dir(present: set[str]) -> bool:
+    """git's own test (setup.c is_git_directory), as sandbox.gitguard.is_git_dir applies it; an
+    `objects` or `refs` that is not a directory counts too (asking once too often is safe)."""
+    return "HEAD" in present and ("commondir" in present or {"objects", "refs"} <= present)
 
 
 def lexical(raw: str, cwd: Path) -> Path:
