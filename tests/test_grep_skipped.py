@@ -48,3 +48,27 @@ def test_a_very_long_line_is_shown_cut_by_both_backends(tools, ws):
         assert len(out) < 5000
         outs.append(out)
     assert outs[0] == outs[1]
+
+
+def test_a_file_swapped_for_a_symlink_after_the_walk_leaks_not_even_its_size(grep, ws, tmp_path, monkeypatch):
+    """A command in the sandbox swaps a listed file for a symlink to a big file outside between the
+    walk and the size check: the size check must not follow it (it would name the outside file's
+    size in the note), and the search then refuses the link."""
+    from abhed.tools import grep as grep_tool
+
+    outside = tmp_path / "outside-secret.log"
+    outside.write_text("needle " + "y" * 70000 + "\n")
+    victim = ws / "victim.txt"
+    victim.write_text("hay\n")
+    listed = grep_tool.walk_checked
+
+    def walk_then_swap(*args, **kwargs):
+        listing = listed(*args, **kwargs)
+        victim.unlink()
+        victim.symlink_to(outside)   # what a racing `ln -sf` in the sandbox does
+        return listing
+    monkeypatch.setattr(grep_tool, "walk_checked", walk_then_swap)
+    result = grep("grep", pattern="needle")
+    assert "68.4 KiB" not in result.content and "over grep's limit" not in result.content
+    assert "needle " + "y" * 10 not in result.content and str(outside) not in result.content
+    assert f"could not be read: {victim} (a component of its path became a symbolic link" in result.content

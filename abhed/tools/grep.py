@@ -131,7 +131,10 @@ class Grep(Tool):
         kept, big, total = [], [], 0
         for path in files:
             try:
-                size = os.stat(path).st_size
+                # Never through a link: every listed path was a regular file (the walk follows no
+                # link, a named file is resolved), so a link here was swapped in since by a command
+                # in the sandbox; the confined open refuses it, and its target's size stays unsaid.
+                size = os.stat(path, follow_symlinks=False).st_size
             except OSError:
                 kept.append(path)  # the backend reports why it cannot be read
                 continue
