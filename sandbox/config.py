@@ -66,8 +66,18 @@ class Limits:
     core_dump_bytes: int | None = 0
     memory_bytes: int | None = 4 * GiB
     disk_reserve_bytes: int | None = 1 * GiB
+    # How the application that embeds the sandbox names each limit in its own settings (field,
+    # name) pairs: a note that says which limit stopped a command names the setting the
+    # operator can change. A field not listed is named limits.<field>.
+    setting_names: tuple[tuple[str, str], ...] = ()
+
+    def setting(self, name: str) -> str:
+        """The operator's name for limit `name` (a field of this class)."""
+        return dict(self.setting_names).get(name, f"limits.{name}")
 
     def __post_init__(self) -> None:
+        # Pairs may arrive as lists (a JSON config): a tuple of tuples keeps the dataclass hashable.
+        object.__setattr__(self, "setting_names", tuple((str(f), str(n)) for f, n in self.setting_names))
         for name in ("processes", "file_size_bytes", "open_files", "address_space_bytes", "cpu_seconds", "core_dump_bytes",
                      "memory_bytes", "disk_reserve_bytes"):
             value = getattr(self, name)

@@ -323,14 +323,14 @@ class BwrapLauncher:
 
     def describe(self) -> list[str]:
         limits = self.config.limits
-        limit = "none (limits.processes=None)"
+        limit = f"none ({limits.setting('processes')}=None)"
         if limits.processes is not None:
             limit = f"{limits.processes} (RLIMIT_NPROC per sandbox user namespace"
             for parent in self.cgroup_parents:
                 if "pids" in parent.controllers:
                     limit += f", plus pids cgroup v{parent.version} at {parent.path} as host root"
             limit += ")"
-        memory = "none (limits.memory_bytes=None)"
+        memory = f"none ({limits.setting('memory_bytes')}=None)"
         if limits.memory_bytes is not None:
             memory = f"{limits.memory_bytes} bytes per command (RLIMIT_DATA per process: {self.memory_fallback})"
             for parent in self.cgroup_parents:

@@ -356,7 +356,7 @@ def find_cgroup_parents(limits: Limits, *, as_root: bool, mountinfo: str | None 
                 "the process limit (RLIMIT_NPROC) to uid 0, so a fork bomb in the sandbox would only stop at the "
                 f"host's pid_max. A pids cgroup would bound it, but none could be used: {exc}. Fix one of: run "
                 "Abhed as an unprivileged user (recommended); mount a writable cgroup hierarchy with the pids "
-                "controller; or set limits.processes to None to run without a process limit, knowingly."
+                f"controller; or set {limits.setting('processes')} to None to run without a process limit, knowingly."
             ) from None
     fallback = None
     if limits.memory_bytes is not None:

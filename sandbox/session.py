@@ -249,10 +249,11 @@ class Sandbox:
                 f"{BASH_CTL_FD}); they were dropped. Do not write to that file descriptor."
             )
         if collected.oom_kills:
+            memory_setting = self.config.limits.setting("memory_bytes")
             notes.append(
-                f"the command reached its memory limit of {self.config.limits.memory_bytes} bytes (limits.memory_bytes): "
+                f"the command reached its memory limit of {self.config.limits.memory_bytes} bytes ({memory_setting}): "
                 f"the kernel killed {collected.oom_kills} of its processes. Use less memory at once (fewer parallel jobs, "
-                "smaller inputs), or ask the operator to raise limits.memory_bytes."
+                f"smaller inputs), or ask the operator to raise {memory_setting}."
             )
         notes += self.check_git()
         return Result(
@@ -328,7 +329,7 @@ class Sandbox:
             return None
         return (
             f"the command was stopped: the workspace's filesystem ({self.workspace}) had {free} bytes free, below the "
-            f"reserve of {reserve} bytes (limits.disk_reserve_bytes). Delete what the command wrote that is not "
+            f"reserve of {reserve} bytes ({self.config.limits.setting('disk_reserve_bytes')}). Delete what the command wrote that is not "
             "needed (du -sh * shows where the space went) or write less; the operator can lower the reserve."
         )
 

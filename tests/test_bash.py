@@ -162,4 +162,10 @@ def test_memory_and_disk_settings_reach_the_sandbox(make_tools):
     tools.settings.sandbox.disk_reserve_bytes = None
     limits = sandbox_config(tools.settings).limits
     assert limits.memory_bytes == 256 * 1024**2 and limits.disk_reserve_bytes is None
+    # The sandbox's notes name the operator's settings, and each name is one the config has.
+    assert limits.setting("memory_bytes") == "sandbox.max_memory_bytes"
+    assert limits.setting("disk_reserve_bytes") == "sandbox.disk_reserve_bytes"
+    from abhed.tools.bash import SANDBOX_SETTING_NAMES
+    for field, name in SANDBOX_SETTING_NAMES:
+        assert getattr(limits, field) == getattr(tools.settings.sandbox, name.removeprefix("sandbox."))
     assert sandbox_config(tools.settings).protected_paths[:4] == (".git/hooks/", ".git/config", ".git/modules/", ".git/info/")

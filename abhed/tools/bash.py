@@ -63,11 +63,17 @@ class BashInput(ToolInput):
         return value
 
 
+# The sandbox's limits as the operator's config names them (the sandbox's notes quote these).
+SANDBOX_SETTING_NAMES = (("processes", "sandbox.max_processes"), ("file_size_bytes", "sandbox.max_file_bytes"),
+                         ("memory_bytes", "sandbox.max_memory_bytes"), ("disk_reserve_bytes", "sandbox.disk_reserve_bytes"))
+
+
 def sandbox_config(settings: Settings) -> sandbox.SandboxConfig:
     """The operator's [sandbox] settings as the sandbox package takes them (bash and doctor use it)."""
     cfg = settings.sandbox
     limits = sandbox.Limits(processes=cfg.max_processes, file_size_bytes=cfg.max_file_bytes,
-                            memory_bytes=cfg.max_memory_bytes, disk_reserve_bytes=cfg.disk_reserve_bytes)
+                            memory_bytes=cfg.max_memory_bytes, disk_reserve_bytes=cfg.disk_reserve_bytes,
+                            setting_names=SANDBOX_SETTING_NAMES)
     return sandbox.SandboxConfig(backend=cfg.backend, bwrap_path=cfg.bwrap_path or frozen.bundled("bwrap"), allow_network=cfg.allow_network,
                                  env_passthrough=tuple(cfg.env_passthrough), ro_binds=tuple(cfg.ro_binds),
                                  rw_binds=tuple(cfg.rw_binds), protected_paths=tuple(cfg.protected_paths),

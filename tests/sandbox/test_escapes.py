@@ -915,7 +915,8 @@ def small_fs(runner):
 
 
 def test_a_command_filling_the_disk_is_stopped_at_the_reserve(runner, small_fs):
-    config = {"limits": {"disk_reserve_bytes": 32 * MiB}}
+    # Named as the embedding application names it (Abhed: sandbox.disk_reserve_bytes).
+    config = {"limits": {"disk_reserve_bytes": 32 * MiB, "setting_names": [["disk_reserve_bytes", "op.reserve"]]}}
     command = "for i in $(seq 60); do head -c 1M /dev/zero > f$i; sleep 0.02; done; echo FINISHED"
     result = runner.run(command, workspace=small_fs, config=config)
     assert "FINISHED" not in result.output, result.output
@@ -924,7 +925,7 @@ def test_a_command_filling_the_disk_is_stopped_at_the_reserve(runner, small_fs):
     assert free > 24 * MiB  # stopped within a few MiB of the reserve, far from full (judged on the host)
     note = "\n".join(result.notes)
     assert f"the command was stopped: the workspace's filesystem ({small_fs}) had" in note
-    assert f"below the reserve of {32 * MiB} bytes (limits.disk_reserve_bytes)" in note and "du -sh" in note
+    assert f"below the reserve of {32 * MiB} bytes (op.reserve)" in note and "du -sh" in note
     # Still below the reserve: the next command is refused before it runs, and says why.
     with pytest.raises(Exception) as err:
         runner.run("touch ran", workspace=small_fs, config=config)

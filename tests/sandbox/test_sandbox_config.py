@@ -130,3 +130,11 @@ def test_every_limit_refuses_what_is_not_a_non_negative_integer(name, bad):
     with pytest.raises(ConfigError) as err:
         Limits(**{name: bad})
     assert str(err.value) == f"limits.{name} must be a non-negative integer or None (no limit), got {bad!r}."
+
+
+def test_a_limit_is_named_as_the_embedding_application_names_it():
+    assert Limits().setting("memory_bytes") == "limits.memory_bytes"   # nothing given: the field
+    named = Limits(setting_names=[["memory_bytes", "sandbox.max_memory_bytes"]])   # as JSON gives it
+    assert named.setting("memory_bytes") == "sandbox.max_memory_bytes"
+    assert named.setting("processes") == "limits.processes"
+    assert hash(named) == hash(Limits(setting_names=(("memory_bytes", "sandbox.max_memory_bytes"),)))
