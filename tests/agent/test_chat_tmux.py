@@ -393,3 +393,28 @@ def test_ctrl_d_at_an_empty_prompt_ends_the_chat(ws, term, home, when):
     assert "Traceback" not in screen and server.requests == []
     from abhed.session.store import SessionStore
     assert len(SessionStore(home).ids()) == 1
+
+
+def test_a_commands_escapes_reach_the_terminal_as_text_and_it_answers_nothing(ws, term):
+    """Issue 12 item 8, in a real terminal: a command prints a cursor-position request (ESC [6n,
+    which the terminal answers by typing ESC [row;colR into the chat's input) and a window-title
+    change. Judged by the terminal itself: its title is unchanged, and the next line typed reaches
+    the model exactly as typed, with no answer-back in it."""
+    escapes = r"printf 'a\033[6nb\033]0;pwned\007c\n'"
+    turns = [Turn(calls=[run(escapes)]), Turn(text="Printed."), Turn(text="Noted.")]
+    with ReplayServer(turns) as server:
+        chat = term("--endpoint", server.url, "--workspace", str(ws))
+        chat.wait_for("ends the session.")
+        title = chat._tmux("display-message", "-p", "-t", "chat", "#{pane_title}").strip()
+        chat.type("print them")   # printf runs unasked: it only prints
+        screen = chat.wait_for("Printed.")
+        assert "a\\x1b[6nb\\x1b]0;pwned\\x07c" in screen   # shown, as text
+        chat.wait_prompt()
+        time.sleep(0.5)   # time for an answer-back to arrive, were there one
+        chat.type("next")
+        chat.wait_for("Noted.")
+        assert chat._tmux("display-message", "-p", "-t", "chat", "#{pane_title}").strip() == title != "pwned"
+        chat.type("/exit")
+        chat.wait_for("CHAT-EXITED 0")
+    said = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "user"]
+    assert said[-1] == "next", said
