@@ -1,0 +1,106 @@
+"""sandbox.gitexec: which work-tree files a repository's config makes host git run.
+
+The real attacks (bash through the sandbox, write/edit through the file tools, judged by a host
+`git commit`) are in tests/sandbox/test_escapes.py and tests/test_protected.py; these pin the
+parser against git's own reading of the same files, and what counts as a path."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sandbox import gitexec
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git to compare the parser with")
+
+TRICKY = r"""# comment
+[core]
+	hooksPath = "hooks dir" ; trailing comment
+	bare
+	quoted = "" x  " y "
+	editor = ./tools/ed.sh \
+	  --wait
+[filter "Mixed Case"]
+	clean = "./tools/clean.sh" %f
+	smudge = a\tb\"c\\d
+[diff.Old]
+	textconv = sh scripts/conv.sh
+[alias]
+	st = !./s.sh # shell alias
+[includeIf "gitdir:~/x/"]
+	path = other.inc
+"""
+
+
+@needs_git
+def test_the_parser_reads_what_git_reads(tmp_path):
+    config = tmp_path / "config"
+    config.write_text(TRICKY)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1"}
+    out = subprocess.run(["git", "config", "--file", str(config), "--no-includes", "--list", "-z"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, check=True).stdout
+    theirs = []
+    for item in out.split("\0")[:-1]:
+        key, _, value = item.partition("\n")
+        theirs.append((key, value))
+    assert gitexec.parse(TRICKY) == theirs
+
+
+def _repo(tmp_path: Path, config: str) -> tuple[Path, Path]:
+    ws = tmp_path / "ws"
+    (ws / ".git").mkdir(parents=True)
+    (ws / ".git" / "config").write_text(config)
+    return ws, ws / ".git"
+
+
+def _paths(ws: Path) -> set[str]:
+    return {e.path for e in gitexec.entries(ws, gitexec.enclosing(ws))}
+
+
+def test_what_counts_as_a_work_tree_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws, _ = _repo(tmp_path, TRICKY + "[core]\n\tfsmonitor = true\n\tpager = less\n[gpg \"ssh\"]\n\tprogram = /usr/bin/x\n"
+                  "[merge \"m\"]\n\tdriver = ../outside.sh %O \"$GIT_DIR/x\" https://h/p\n[filter \"lfs\"]\n\tprocess = git-lfs filter-process\n")
+    assert _paths(ws) == {"hooks dir/", "tools/ed.sh", "tools/clean.sh", "scripts/conv.sh", "s.sh"}
+    (ws / "filter-process").write_text("an existing file named as an argument counts\n")
+    assert "filter-process" in _paths(ws)
+
+
+def test_core_fsmonitor_as_a_path_and_husky_9(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws, _ = _repo(tmp_path, "[core]\n\tfsmonitor = tools/fsmonitor\n\thooksPath = .husky/_\n")
+    assert _paths(ws) == {"tools/fsmonitor", ".husky/", ".husky/_/"}
+    entry = gitexec.covering(ws / ".husky" / "pre-commit", ws, gitexec.entries(ws, gitexec.enclosing(ws)))
+    assert entry is not None and f"whose stubs run the scripts in {ws / '.husky'}" in entry.why
+
+
+def test_includes_global_config_and_a_linked_worktree(tmp_path, monkeypatch):
+    """An included file in the work tree is itself protected; the user's ~/.gitconfig counts (a
+    relative hooksPath there applies to every repository); a `.git` file's gitdir and commondir too."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    (home / ".gitconfig").write_text("[core]\n\thooksPath = .githooks\n")
+    ws, git_dir = _repo(tmp_path, "[include]\n\tpath = ../conf/git.inc\n")
+    (ws / "conf").mkdir()
+    (ws / "conf" / "git.inc").write_text("[filter \"x\"]\n\tclean = ./clean.py\n")
+    assert _paths(ws) == {".githooks/", "conf/git.inc", "clean.py"}
+    linked = tmp_path / "linked"
+    (git_dir / "worktrees" / "w").mkdir(parents=True)
+    (git_dir / "worktrees" / "w" / "commondir").write_text("../..\n")
+    linked.mkdir()
+    (linked / ".git").write_text(f"gitdir: {git_dir / 'worktrees' / 'w'}\n")
+    assert _paths(linked) == {".githooks/", "clean.py"}
+
+
+def test_a_changed_config_is_read_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws, git_dir = _repo(tmp_path, "[core]\n\thooksPath = a\n")
+    assert _paths(ws) == {"a/"}
+    (git_dir / "config").write_text("[core]\n\thooksPath = bb\n")
+    assert _paths(ws) == {"bb/"}
