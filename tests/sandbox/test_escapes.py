@@ -956,3 +956,50 @@ def test_a_background_job_filling_the_disk_is_stopped_at_the_reserve(root_runner
         assert not (workspace / "ran").exists()
     finally:
         subprocess.run(["umount", "-l", str(workspace)], check=False)
+
+
+def _host_commit(workspace: Path) -> subprocess.CompletedProcess:
+    host_git(workspace, "add", "-A")
+    return host_git(workspace, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "host")
+
+
+@needs_git
+def test_a_work_tree_hooks_path_stays_read_only(runner, workspace, marker):
+    """core.hooksPath = .husky (husky, lefthook): the hooks are work-tree files host git runs, so
+    bash sees them read-only as it sees .git/hooks/ (sandbox.gitexec). Judged by a host commit."""
+    make_repo(workspace, runner)
+    host_git(workspace, "config", "core.hooksPath", ".husky")
+    (workspace / ".husky").mkdir()
+    hook = workspace / ".husky" / "pre-commit"
+    hook.write_text("#!/bin/sh\nexit 0\n")
+    hook.chmod(0o755)
+    chown_to(workspace, runner)
+    attacks = [
+        f"echo 'touch {marker}' >> .husky/pre-commit",
+        f"printf '#!/bin/sh\\ntouch {marker}\\n' > .husky/post-commit && chmod +x .husky/post-commit",
+        "mv .husky .husky.old && mkdir .husky",
+        "rm -f .husky/pre-commit",
+    ]
+    command = "; ".join(f"{attack} && echo 'SUCCEEDED: {attack}'" for attack in attacks)
+    result = runner.run(command + "; echo end", workspace=workspace)
+    assert "SUCCEEDED" not in result.output and "end" in result.output, result.output
+    assert hook.read_text() == "#!/bin/sh\nexit 0\n"
+    (workspace / "new.txt").write_text("x\n")
+    assert _host_commit(workspace).returncode == 0  # the operator's hook still runs, and passes
+    assert not marker.exists()
+
+
+@needs_git
+def test_a_filter_driver_script_in_the_work_tree_stays_read_only(runner, workspace, marker):
+    make_repo(workspace, runner)
+    host_git(workspace, "config", "filter.x.clean", "./tools/clean.sh")
+    (workspace / ".gitattributes").write_text("*.txt filter=x\n")
+    (workspace / "tools").mkdir()
+    (workspace / "tools" / "clean.sh").write_text("#!/bin/sh\ncat\n")
+    (workspace / "tools" / "clean.sh").chmod(0o755)
+    chown_to(workspace, runner)
+    result = runner.run(f"echo 'touch {marker}' >> tools/clean.sh && echo SUCCEEDED; echo end", workspace=workspace)
+    assert "SUCCEEDED" not in result.output and "end" in result.output, result.output
+    (workspace / "new.txt").write_text("x\n")
+    assert _host_commit(workspace).returncode == 0
+    assert not marker.exists()
