@@ -140,18 +140,20 @@ def _targets(key: str, value: str, bases: list[Path]) -> Iterator[Path]:
         return
     if not _is_command_key(key) or (key == "core.fsmonitor" and value.lower() in _BOOLEANS):
         return
+    if key.startswith("alias.") and not value.startswith("!"):
+        return  # runs a git command, not a program
     try:
         words = shlex.split(value.lstrip("!"), comments=True)
     except ValueError:
         words = value.lstrip("!").split()
     # The program when it is a path (a bare name is looked up in PATH); a later word that is a path,
-    # or names an existing file (`sh tools/x.sh`, `python3 clean.py`); never options, %-placeholders,
+    # or names an existing regular file (`sh tools/x.sh`, `python3 clean.py`); never options, %-placeholders,
     # URLs or words the shell expands first (those cannot be resolved here: docs/security.md).
     for index, word in enumerate(words):
         if word.startswith("-") or any(mark in word for mark in ("%", "$", "`", "://")):
             continue
         targets = list(_resolved(word, bases))
-        if "/" in word or (index > 0 and any(os.path.lexists(t) for t in targets)):
+        if "/" in word or (index > 0 and any(os.path.isfile(t) for t in targets)):
             yield from targets
 
 

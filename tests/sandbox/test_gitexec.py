@@ -68,6 +68,12 @@ def test_what_counts_as_a_work_tree_path(tmp_path, monkeypatch):
     assert _paths(ws) == {"hooks dir/", "tools/ed.sh", "tools/clean.sh", "scripts/conv.sh", "s.sh"}
     (ws / "filter-process").write_text("an existing file named as an argument counts\n")
     assert "filter-process" in _paths(ws)
+    (ws / "filter-process").unlink()
+    (ws / "filter-process").mkdir()  # a directory is no program: `alias.b = build` must not lock build/
+    with (ws / ".git" / "config").open("a") as config:
+        config.write("[alias]\n\tlg = log --graph\n")
+    (ws / "log").write_text("a git alias runs git, not a file\n")
+    assert _paths(ws) == {"hooks dir/", "tools/ed.sh", "tools/clean.sh", "scripts/conv.sh", "s.sh"}
 
 
 def test_core_fsmonitor_as_a_path_and_husky_9(tmp_path, monkeypatch):
