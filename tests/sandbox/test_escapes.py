@@ -964,15 +964,20 @@ def _host_commit(workspace: Path) -> subprocess.CompletedProcess:
 
 
 @needs_git
-def test_a_work_tree_hooks_path_stays_read_only(runner, workspace, marker):
-    """core.hooksPath = .husky (husky, lefthook): the hooks are work-tree files host git runs, so
-    bash sees them read-only as it sees .git/hooks/ (sandbox.gitexec). Judged by a host commit."""
+@pytest.mark.parametrize("hooks_path", [".husky", ".husky/_"])
+def test_a_work_tree_hooks_path_stays_read_only(runner, workspace, marker, hooks_path):
+    """core.hooksPath = .husky (husky 4-8; husky 9 sets .husky/_ whose stubs run .husky/<hook>): the
+    hooks are work-tree files host git runs, so bash sees them read-only as it sees .git/hooks/
+    (sandbox.gitexec). Judged by a host commit."""
     make_repo(workspace, runner)
-    host_git(workspace, "config", "core.hooksPath", ".husky")
-    (workspace / ".husky").mkdir()
+    host_git(workspace, "config", "core.hooksPath", hooks_path)
+    (workspace / ".husky" / "_").mkdir(parents=True)
     hook = workspace / ".husky" / "pre-commit"
     hook.write_text("#!/bin/sh\nexit 0\n")
-    hook.chmod(0o755)
+    stub = workspace / ".husky" / "_" / "pre-commit"
+    stub.write_text('#!/bin/sh\n. "$(dirname "$0")/../pre-commit"\n')
+    for script in (hook, stub):
+        script.chmod(0o755)
     chown_to(workspace, runner)
     attacks = [
         f"echo 'touch {marker}' >> .husky/pre-commit",
@@ -984,6 +989,7 @@ def test_a_work_tree_hooks_path_stays_read_only(runner, workspace, marker):
     result = runner.run(command + "; echo end", workspace=workspace)
     assert "SUCCEEDED" not in result.output and "end" in result.output, result.output
     assert hook.read_text() == "#!/bin/sh\nexit 0\n"
+    assert "On branch" in runner.run("git status", workspace=workspace).output  # git still works inside
     (workspace / "new.txt").write_text("x\n")
     assert _host_commit(workspace).returncode == 0  # the operator's hook still runs, and passes
     assert not marker.exists()
