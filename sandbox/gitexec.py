@@ -24,6 +24,7 @@ the command (``sh -c "$(cat x)"``), paths taken from the environment (``GIT_CONF
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ _COMMAND_KEYS = (
     "credential.*.helper", "difftool.*.cmd", "mergetool.*.cmd", "uploadpack.packobjectshook",
 )
 _BOOLEANS = {"true", "false", "yes", "no", "on", "off", "1", "0", ""}
+_SCRIPT = re.compile(r"\w\.\w+$")  # a file name with an extension: clean.py, x.sh
 _INCLUDE_DEPTH = 10  # git's own limit is 10 nested includes
 
 
@@ -147,13 +149,14 @@ def _targets(key: str, value: str, bases: list[Path]) -> Iterator[Path]:
     except ValueError:
         words = value.lstrip("!").split()
     # The program when it is a path (a bare name is looked up in PATH); a later word that is a path,
-    # or names an existing regular file (`sh tools/x.sh`, `python3 clean.py`); never options, %-placeholders,
+    # a file name with an extension (`python3 clean.py`, existing or not: creating it is the attack)
+    # or names an existing regular file (`sh cleanscript`); never options, %-placeholders,
     # URLs or words the shell expands first (those cannot be resolved here: docs/security.md).
     for index, word in enumerate(words):
         if word.startswith("-") or any(mark in word for mark in ("%", "$", "`", "://")):
             continue
         targets = list(_resolved(word, bases))
-        if "/" in word or (index > 0 and any(os.path.isfile(t) for t in targets)):
+        if "/" in word or (index > 0 and (_SCRIPT.search(word) or any(os.path.isfile(t) for t in targets))):
             yield from targets
 
 

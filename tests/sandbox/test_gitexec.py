@@ -66,6 +66,9 @@ def test_what_counts_as_a_work_tree_path(tmp_path, monkeypatch):
     ws, _ = _repo(tmp_path, TRICKY + "[core]\n\tfsmonitor = true\n\tpager = less\n[gpg \"ssh\"]\n\tprogram = /usr/bin/x\n"
                   "[merge \"m\"]\n\tdriver = ../outside.sh %O \"$GIT_DIR/x\" https://h/p\n[filter \"lfs\"]\n\tprocess = git-lfs filter-process\n")
     assert _paths(ws) == {"hooks dir/", "tools/ed.sh", "tools/clean.sh", "scripts/conv.sh", "s.sh"}
+    with (ws / ".git" / "config").open("a") as config:
+        config.write("[diff \"py\"]\n\ttextconv = python3 conv.py\n")
+    assert "conv.py" in _paths(ws)  # not there yet: creating it is the attack
     (ws / "filter-process").write_text("an existing file named as an argument counts\n")
     assert "filter-process" in _paths(ws)
     (ws / "filter-process").unlink()
@@ -73,7 +76,7 @@ def test_what_counts_as_a_work_tree_path(tmp_path, monkeypatch):
     with (ws / ".git" / "config").open("a") as config:
         config.write("[alias]\n\tlg = log --graph\n")
     (ws / "log").write_text("a git alias runs git, not a file\n")
-    assert _paths(ws) == {"hooks dir/", "tools/ed.sh", "tools/clean.sh", "scripts/conv.sh", "s.sh"}
+    assert _paths(ws) == {"hooks dir/", "tools/ed.sh", "tools/clean.sh", "scripts/conv.sh", "s.sh", "conv.py"}
 
 
 def test_core_fsmonitor_as_a_path_and_husky_9(tmp_path, monkeypatch):
