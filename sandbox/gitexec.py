@@ -125,14 +125,16 @@ def _repository_entries(workspace: Path, repo: Repository) -> Iterator[Entry]:
             bases.append(Path(os.path.normpath(repo.git_dir / os.path.expanduser(value))))
     for key, value, origin in values:
         for target in _targets(key, value, bases):
-            if _inside(target, workspace) and target != workspace:
-                suffix = "/" if key == "core.hookspath" else ""
-                why = (f"{key} = {value} in {origin} makes host git run "
-                       f"{'the hooks in ' if suffix else ''}{target}")
-                if suffix and target.name == "_" and target.parent != workspace:
-                    # husky 9 sets .husky/_, whose stubs run the scripts in .husky/ itself
-                    yield Entry(_rel(target.parent, workspace) + "/", f"{why}, whose stubs run the scripts in {target.parent}")
-                yield Entry(_rel(target, workspace) + suffix, why)
+            if not _inside(target, workspace) or target == workspace:
+                continue
+            suffix = "/" if key == "core.hookspath" else ""
+            if suffix and target in bases:
+                continue  # hooks at the work tree's root: protecting it would lock the whole tree (docs/security.md)
+            why = f"{key} = {value} in {origin} makes host git run {'the hooks in ' if suffix else ''}{target}"
+            if suffix and target.name == "_" and target.parent != workspace and target.parent not in bases:
+                # husky 9 sets .husky/_, whose stubs run the scripts in .husky/ itself
+                yield Entry(_rel(target.parent, workspace) + "/", f"{why}, whose stubs run the scripts in {target.parent}")
+            yield Entry(_rel(target, workspace) + suffix, why)
 
 
 def _targets(key: str, value: str, bases: list[Path]) -> Iterator[Path]:

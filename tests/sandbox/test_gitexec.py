@@ -113,3 +113,15 @@ def test_a_changed_config_is_read_again(tmp_path, monkeypatch):
     assert _paths(ws) == {"a/"}
     (git_dir / "config").write_text("[core]\n\thooksPath = bb\n")
     assert _paths(ws) == {"bb/"}
+
+
+def test_a_hooks_path_at_the_work_tree_root_locks_nothing(tmp_path, monkeypatch):
+    """core.hooksPath = . (or husky's `_` at the root) would make the whole tree read-only: left
+    out, and named as not covered in docs/security.md."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws, _ = _repo(tmp_path, "[core]\n\thooksPath = .\n")
+    sub = ws / "sub"
+    (sub / ".git").mkdir(parents=True)
+    (sub / ".git" / "config").write_text("[core]\n\thooksPath = _\n")
+    assert _paths(ws) == set()
+    assert {e.path for e in gitexec.entries(ws, gitexec.enclosing(sub))} == {"sub/_/"}
