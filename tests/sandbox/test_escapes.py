@@ -1009,3 +1009,19 @@ def test_a_filter_driver_script_in_the_work_tree_stays_read_only(runner, workspa
     (workspace / "new.txt").write_text("x\n")
     assert _host_commit(workspace).returncode == 0
     assert not marker.exists()
+
+
+@needs_git
+def test_a_hooks_path_the_operator_sets_mid_session_is_protected_from_the_next_command(root_runner, marker):
+    """The configs are read again before every command (cached by their stat), not only at start."""
+    from sbx_helpers import config_from
+
+    workspace = root_runner.new_workspace()
+    make_repo(workspace, root_runner)
+    (workspace / "githooks").mkdir()
+    with sandbox.Sandbox(config_from(root_runner.base_config), workspace) as sb:
+        assert "written" in sb.run("echo x > githooks/pre-commit && echo written", cwd=workspace, timeout_s=60).output
+        host_git(workspace, "config", "core.hooksPath", "githooks")
+        result = sb.run(f"echo 'touch {marker}' >> githooks/pre-commit && echo SUCCEEDED; echo end", cwd=workspace, timeout_s=60)
+    assert "SUCCEEDED" not in result.output and "end" in result.output, result.output
+    assert (workspace / "githooks" / "pre-commit").read_text() == "x\n"
