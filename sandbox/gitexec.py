@@ -114,8 +114,9 @@ def covering(path: Path, workspace: Path, found: Iterable[Entry]) -> Entry | Non
 
 def _repository_entries(workspace: Path, repo: Repository) -> Iterator[Entry]:
     values: list[tuple[str, str, Path]] = []  # (key, value, config file)
+    seen: set[Path] = set()
     for config in _config_files(repo.git_dir):
-        for included, pairs in _with_includes(config, 0):
+        for included, pairs in _with_includes(config, 0, seen):
             if included != config and _inside(included, workspace):
                 yield Entry(_rel(included, workspace), f"{config} includes {included}: its settings decide what host git runs")
             values += [(key, value, included) for key, value in pairs]
@@ -208,7 +209,11 @@ def _user_and_system() -> list[Path]:
     return files
 
 
-def _with_includes(config: Path, depth: int) -> Iterator[tuple[Path, list[tuple[str, str]]]]:
+def _with_includes(config: Path, depth: int, seen: set[Path]) -> Iterator[tuple[Path, list[tuple[str, str]]]]:
+    """The file and what it includes, each once (a file included twice says nothing new)."""
+    if config in seen:
+        return
+    seen.add(config)
     pairs = _parsed(config)
     if pairs is None:
         return
@@ -218,7 +223,7 @@ def _with_includes(config: Path, depth: int) -> Iterator[tuple[Path, list[tuple[
     for key, value in pairs:
         if key.endswith(".path") and (key == "include.path" or key.startswith("includeif.")) and value:
             target = Path(os.path.expanduser(value))
-            yield from _with_includes(Path(os.path.normpath(config.parent / target)), depth + 1)
+            yield from _with_includes(Path(os.path.normpath(config.parent / target)), depth + 1, seen)
 
 
 _CACHE: dict[Path, tuple[tuple[int, int, int], list[tuple[str, str]]]] = {}
@@ -228,7 +233,7 @@ def _parsed(config: Path) -> list[tuple[str, str]] | None:
     """(key, value) pairs of one config file, None when it cannot be read; cached by its stat."""
     try:
         st = os.stat(config)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in an include path
         return None
     signature = (st.st_mtime_ns, st.st_size, st.st_ino)
     cached = _CACHE.get(config)

@@ -125,3 +125,14 @@ def test_a_hooks_path_at_the_work_tree_root_locks_nothing(tmp_path, monkeypatch)
     (sub / ".git" / "config").write_text("[core]\n\thooksPath = _\n")
     assert _paths(ws) == set()
     assert {e.path for e in gitexec.entries(ws, gitexec.enclosing(sub))} == {"sub/_/"}
+
+
+def test_include_cycles_and_odd_paths_end(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws, git_dir = _repo(tmp_path, "[include]\n\tpath = config\n\tpath = config\n\tpath = \"a\\\\\"\n"
+                        "[core]\n\thooksPath = h\n")
+    (git_dir / "a\\").write_text("[include]\n\tpath = ../.git/config\n")
+    assert _paths(ws) == {"h/", ".git/a\\"}  # an included file in .git is no name the rule knows: protected here
+    assert gitexec.parse("[include]\n\tpath = a\x00b\n") == [("include.path", "a\x00b")]
+    (git_dir / "config").write_text("[include]\n\tpath = a\x00b\n[core]\n\thooksPath = h2\n")
+    assert _paths(ws) == {"h2/"}
