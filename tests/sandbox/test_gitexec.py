@@ -12,6 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sandbox import gitexec
 
@@ -136,3 +138,26 @@ def test_include_cycles_and_odd_paths_end(tmp_path, monkeypatch):
     assert gitexec.parse("[include]\n\tpath = a\x00b\n") == [("include.path", "a\x00b")]
     (git_dir / "config").write_text("[include]\n\tpath = a\x00b\n[core]\n\thooksPath = h2\n")
     assert _paths(ws) == {"h2/"}
+
+
+_PIECES = ["[core]\n", '[filter "a b"]\n', '[x "q\\"u"]\n', "[Sec.Sub]\n", "[diff.x]\n", "\n", "# c\n", "; c\n",
+           "\thooksPath = .husky\n", "k = a  b\t c\n", 'k = "a ; b" # c\n', "k = a\\\n  b\n", "k=\n", "flag\n",
+           'k = x"y z"w\n', "k = \\t\\n\\b\\\\\\\"\n", "  k = trailing   \n", 'k = " lead"\n', "k = a\r\n", "Key-2 = v\n",
+           'k = ""  x\n', "k = a # b\\\n"]
+
+
+@needs_git
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=8).map("".join))
+def test_generated_configs_read_as_git_reads_them(tmp_path_factory, text):
+    """Where git accepts a config, the parser reads the same pairs (a difference could hide a hook)."""
+    config = tmp_path_factory.mktemp("cfg") / "config"
+    config.write_text(text)
+    env = {"PATH": os.environ["PATH"], "HOME": str(config.parent), "GIT_CONFIG_NOSYSTEM": "1"}
+    out = subprocess.run(["git", "config", "--file", str(config), "--no-includes", "--list", "-z"], cwd=config.parent,
+                         env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        return  # git refuses the file, so host git runs nothing from it
+    theirs = [tuple(item.split("\n", 1)) if "\n" in item else (item, "") for item in out.stdout.split("\0")[:-1]]
+    # git also lists a name before any section, under no section: no key read here is one of those
+    assert gitexec.parse(text) == [pair for pair in theirs if "." in pair[0]]
