@@ -12,8 +12,8 @@ fsmonitor or pager). Every file that git could read for that repository is read 
 repository's ``config`` and ``config.worktree`` (and its ``commondir``'s), the user's global
 and the system config, and what they include, ``includeIf`` ones whatever their condition --
 and every value found counts, not only the one git would pick: protecting one file too many
-is safe. An included config file inside the workspace is protected too (rewriting it would
-add a hook). Parsed files are cached by (mtime, size, inode), so a check that finds nothing
+is safe. Such config files inside the workspace are protected too: included ones, and
+``config.worktree`` when git reads it (rewriting one would add a hook). Parsed files are cached by (mtime, size, inode), so a check that finds nothing
 changed costs one stat per config file.
 
 Not covered (docs/security.md): commands that reach a work-tree file other than as a word of
@@ -115,11 +115,19 @@ def covering(path: Path, workspace: Path, found: Iterable[Entry]) -> Entry | Non
 def _repository_entries(workspace: Path, repo: Repository) -> Iterator[Entry]:
     values: list[tuple[str, str, Path]] = []  # (key, value, config file)
     seen: set[Path] = set()
-    for config in _config_files(repo.git_dir):
+    configs = _config_files(repo.git_dir)
+    for config in configs:
         for included, pairs in _with_includes(config, 0, seen):
             if included != config and _inside(included, workspace):
                 yield Entry(_rel(included, workspace), f"{config} includes {included}: its settings decide what host git runs")
             values += [(key, value, included) for key, value in pairs]
+    per_worktree = any(k == "extensions.worktreeconfig" and v.lower() not in ("false", "no", "off", "0") for k, v, _ in values)
+    for config in configs:
+        # .git/config.worktree, read once extensions.worktreeConfig is on (`git sparse-checkout init`
+        # sets it): the name rule does not know it. When it is off and the file is absent, git reads
+        # nothing there, and a placeholder would only break `cp -r .git` in the sandbox.
+        if config.name == "config.worktree" and _inside(config, workspace) and (per_worktree or config.exists()):
+            yield Entry(_rel(config, workspace), f"host git reads its settings from {config}")
     bases = list(repo.bases)
     for key, value, origin in values:
         if key == "core.worktree" and value:

@@ -351,3 +351,15 @@ def test_a_missing_driver_script_cannot_be_created_unattended(repo, home, tmp_pa
     err = tools.err("write", path=str(sub / "githooks" / "pre-commit"), content=f"#!/bin/sh\ntouch {marker}\n")
     assert "needs approval" in err and f"run the hooks in {sub / 'githooks'}" in err
     tools.ok("write", path=str(repo / "githooks" / "pre-commit"), content="the outer repository has no such hooks path\n")
+
+
+def test_config_worktree_needs_a_human_once_git_reads_it(repo, home, tmp_path):
+    """`git sparse-checkout init` turns on extensions.worktreeConfig: git then obeys .git/config.worktree."""
+    marker = tmp_path / "payload-ran"
+    assert _git("config", "extensions.worktreeConfig", "true", cwd=repo).returncode == 0
+    target = repo / ".git" / "config.worktree"
+    err = unattended(repo, home, "auto").err("write", path=str(target), content=f"[core]\n\tfsmonitor = \"touch {marker}; false\"\n")
+    assert "needs approval" in err and f"host git reads its settings from {target}" in err
+    (repo / "a.txt").write_text("changed\n")
+    _git("status", cwd=repo)
+    assert not marker.exists() and not target.exists()

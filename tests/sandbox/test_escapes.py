@@ -1025,3 +1025,18 @@ def test_a_hooks_path_the_operator_sets_mid_session_is_protected_from_the_next_c
         result = sb.run(f"echo 'touch {marker}' >> githooks/pre-commit && echo SUCCEEDED; echo end", cwd=workspace, timeout_s=60)
     assert "SUCCEEDED" not in result.output and "end" in result.output, result.output
     assert (workspace / "githooks" / "pre-commit").read_text() == "x\n"
+
+
+@needs_git
+def test_config_worktree_of_a_sparse_checkout_repo_stays_read_only(runner, workspace, marker):
+    """`git sparse-checkout init` sets extensions.worktreeConfig: git then reads .git/config.worktree,
+    where core.fsmonitor runs on the next host `git status`. Every config git reads is protected."""
+    make_repo(workspace, runner)
+    host_git(workspace, "config", "extensions.worktreeConfig", "true")
+    chown_to(workspace, runner)
+    result = runner.run(f"printf '[core]\\n\\tfsmonitor = \"{payload(marker)}\"\\n' > .git/config.worktree && echo SUCCEEDED; "
+                        "echo end", workspace=workspace)
+    assert "SUCCEEDED" not in result.output and "end" in result.output, result.output
+    (workspace / "README").write_text("changed\n")
+    host_git(workspace, "status")
+    assert not marker.exists()

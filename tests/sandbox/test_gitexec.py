@@ -109,6 +109,14 @@ def test_includes_global_config_and_a_linked_worktree(tmp_path, monkeypatch):
     assert _paths(linked) == {".githooks/", "clean.py"}
 
 
+def test_config_worktree_counts_when_git_reads_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws, git_dir = _repo(tmp_path, "[core]\n\tbare = false\n")
+    assert _paths(ws) == set()  # off and absent: git reads nothing there (and a placeholder would break `cp -r .git`)
+    (git_dir / "config").write_text("[extensions]\n\tworktreeConfig\n")
+    assert _paths(ws) == {".git/config.worktree"}
+
+
 def test_a_changed_config_is_read_again(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     ws, git_dir = _repo(tmp_path, "[core]\n\thooksPath = a\n")
