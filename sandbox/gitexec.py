@@ -23,6 +23,7 @@ the command (``sh -c "$(cat x)"``), paths taken from the environment (``GIT_CONF
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import shlex
@@ -32,14 +33,22 @@ from pathlib import Path
 
 # Keys whose value is a command git runs (matched lowercased; "*" is any subsection).
 _COMMAND_KEYS = (
-    "core.fsmonitor", "core.pager", "core.editor", "core.sshcommand", "core.askpass",
-    "core.alternaterefscommand", "sequence.editor", "gpg.program", "gpg.*.program",
+    "core.fsmonitor", "core.pager", "core.editor", "core.sshcommand", "core.askpass", "core.gitproxy",
+    "core.alternaterefscommand", "sequence.editor", "gpg.program", "gpg.*.program", "gpg.ssh.defaultkeycommand",
     "filter.*.clean", "filter.*.smudge", "filter.*.process", "diff.*.command", "diff.*.textconv",
-    "diff.external", "merge.*.driver", "pager.*", "alias.*", "credential.helper",
-    "credential.*.helper", "difftool.*.cmd", "mergetool.*.cmd", "uploadpack.packobjectshook",
+    "diff.external", "merge.*.driver", "pager.*", "alias.*", "credential.helper", "credential.*.helper",
+    "difftool.*.cmd", "difftool.*.path", "mergetool.*.cmd", "mergetool.*.path", "uploadpack.packobjectshook",
+    "remote.*.uploadpack", "remote.*.receivepack", "interactive.difffilter", "submodule.*.update",
+    "trailer.*.command", "trailer.*.cmd", "sendemail.tocmd", "sendemail.cccmd", "sendemail.smtpserver",
+    "web.browser", "browser.*.cmd", "browser.*.path", "man.*.cmd", "man.*.path", "lfs.customtransfer.*.path",
 )
+# Keys naming a directory whose files git runs: hooks, or templates copied into new repositories'
+# .git/hooks by `git init`/`git clone` (and so by `git submodule update`).
+_DIRECTORY_KEYS = ("core.hookspath", "init.templatedir")
 _BOOLEANS = {"true", "false", "yes", "no", "on", "off", "1", "0", ""}
-_SCRIPT = re.compile(r"\w\.\w+$")  # a file name with an extension: clean.py, x.sh
+# A script's name (clean.py, x.sh) even before it exists; not any dotted word: `ssh -l git.user`
+# must not lock (nor leave a placeholder named) git.user.
+_SCRIPT = re.compile(r"\w\.(sh|bash|zsh|py|pl|rb|js|mjs|cjs|ts|php|lua|tcl|awk|sed|jar|exe|bat|cmd|ps1)$", re.IGNORECASE)
 _INCLUDE_DEPTH = 10  # git's own limit is 10 nested includes
 
 
@@ -136,7 +145,7 @@ def _repository_entries(workspace: Path, repo: Repository) -> Iterator[Entry]:
         for target in _targets(key, value, bases):
             if not _inside(target, workspace) or target == workspace:
                 continue
-            suffix = "/" if key == "core.hookspath" else ""
+            suffix = "/" if key in _DIRECTORY_KEYS else ""
             if suffix and target in bases:
                 continue  # hooks at the work tree's root: protecting it would lock the whole tree (docs/security.md)
             why = f"{key} = {value} in {origin} makes host git run {'the hooks in ' if suffix else ''}{target}"
@@ -147,7 +156,7 @@ def _repository_entries(workspace: Path, repo: Repository) -> Iterator[Entry]:
 
 
 def _targets(key: str, value: str, bases: list[Path]) -> Iterator[Path]:
-    if key == "core.hookspath":
+    if key in _DIRECTORY_KEYS:
         if value:
             yield from _resolved(value, bases)
         return
@@ -160,7 +169,7 @@ def _targets(key: str, value: str, bases: list[Path]) -> Iterator[Path]:
     except ValueError:
         words = value.lstrip("!").split()
     # The program when it is a path (a bare name is looked up in PATH); a later word that is a path,
-    # a file name with an extension (`python3 clean.py`, existing or not: creating it is the attack)
+    # a script's name (`python3 clean.py`, existing or not: creating it is the attack)
     # or names an existing regular file (`sh cleanscript`); never options, %-placeholders,
     # URLs or words the shell expands first (those cannot be resolved here: docs/security.md).
     for index, word in enumerate(words):
@@ -181,18 +190,8 @@ def _resolved(word: str, bases: list[Path]) -> Iterator[Path]:
 
 
 def _is_command_key(key: str) -> bool:
-    section, _, name = key.partition(".")
-    subsection, _, variable = name.rpartition(".")
-    for pattern in _COMMAND_KEYS:
-        p_section, _, p_name = pattern.partition(".")
-        if p_section != section:
-            continue
-        if p_name == "*" and not subsection and variable:  # pager.<cmd>, alias.<name>
-            return True
-        p_sub, _, p_var = p_name.rpartition(".")
-        if p_var == variable and (p_sub == subsection or (p_sub == "*" and subsection)):
-            return True
-    return False
+    """`*` stands for any subsection (which may hold dots) or, in pager.* and alias.*, any name."""
+    return any(fnmatch.fnmatchcase(key, pattern) for pattern in _COMMAND_KEYS)
 
 
 def _config_files(git_dir: Path) -> list[Path]:

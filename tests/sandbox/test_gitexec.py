@@ -81,6 +81,14 @@ def test_what_counts_as_a_work_tree_path(tmp_path, monkeypatch):
     assert _paths(ws) == {"hooks dir/", "tools/ed.sh", "tools/clean.sh", "scripts/conv.sh", "s.sh", "conv.py"}
 
 
+def test_more_keys_that_run_commands(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws, _ = _repo(tmp_path, "[remote \"o\"]\n\turl = ../up\n\tuploadpack = ./up.sh\n[lfs \"customtransfer.x\"]\n"
+                  "\tpath = bin/agent\n[init]\n\ttemplateDir = tpl\n[core]\n\tsshCommand = ssh -l git.user -i k\n"
+                  "[interactive]\n\tdiffFilter = tools/df\n[submodule \"s\"]\n\tupdate = !sh upd.sh\n")
+    assert _paths(ws) == {"up.sh", "bin/agent", "tpl/", "tools/df", "upd.sh"}
+
+
 def test_core_fsmonitor_as_a_path_and_husky_9(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     ws, _ = _repo(tmp_path, "[core]\n\tfsmonitor = tools/fsmonitor\n\thooksPath = .husky/_\n")
