@@ -189,9 +189,12 @@ def _resolved(word: str, bases: list[Path]) -> Iterator[Path]:
             yield Path(os.path.normpath(base / word))
 
 
+_COMMAND_KEY = re.compile("|".join(fnmatch.translate(pattern) for pattern in _COMMAND_KEYS))
+
+
 def _is_command_key(key: str) -> bool:
     """`*` stands for any subsection (which may hold dots) or, in pager.* and alias.*, any name."""
-    return any(fnmatch.fnmatchcase(key, pattern) for pattern in _COMMAND_KEYS)
+    return _COMMAND_KEY.match(key) is not None
 
 
 def _config_files(git_dir: Path) -> list[Path]:
