@@ -43,6 +43,8 @@ from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
 
+from sandbox import gitexec
+
 # Entry names that make a directory a git directory, or a .git pointer.
 _WATCHED = frozenset({".git", "HEAD", "objects", "refs", "commondir"})
 RECENT_NS = 200_000_000  # 0.2 s: well above any filesystem timestamp granularity
@@ -110,6 +112,18 @@ class GitGuard:
                 entries.append(_join(rel, "commondir"))
         entries += sorted(p for p in self.baseline_pointers if p != ".git")
         return tuple(entries)
+
+    def run_by_git_entries(self) -> tuple[str, ...]:
+        """Protected-path entries for the work-tree files the configs of the repositories found at
+        the start (and of one enclosing the workspace) make host git run (sandbox.gitexec)."""
+        repos = list(gitexec.enclosing(self.workspace))
+        for rel in sorted(self.baseline_git_dirs):
+            path = self.workspace / rel
+            repo = gitexec.repository_of(path) if path.name == ".git" else gitexec.repository_at(path)
+            if repo is not None:
+                repos.append(repo)
+        repos += [r for r in map(gitexec.repository_of, (self.workspace / p for p in sorted(self.baseline_pointers))) if r]
+        return tuple(entry.path for entry in gitexec.entries(self.workspace, dict.fromkeys(repos)))
 
     def check(self) -> list[str]:
         """Quarantine what appeared since the start; one sentence per action, for the observation."""

@@ -121,7 +121,8 @@ def _plan_entry(workspace: Path, entry: str) -> list[Mount]:
                 f"Refusing to run: the protected path '{entry}' goes through a symlink, {current} -> "
                 f"{os.readlink(current)}. A symlink there could be swapped to point host git (or Abhed) at "
                 "files the model wrote. Ask the operator to replace it with the real directory or file, or "
-                "to remove the entry from protected_paths in the sandbox configuration."
+                "to remove the entry from protected_paths in the sandbox configuration (or, for a path a repository's "
+                "config makes git run, such as core.hooksPath, to point the config at the real directory)."
             )
         if last or not stat.S_ISDIR(mode):
             plan.append(Mount("ro-bind", Path(current), Path(current)))

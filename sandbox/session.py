@@ -181,7 +181,7 @@ class Sandbox:
         if config.backend != "none":
             # The repositories present now are the operator's: protect them; any other is quarantined.
             self._guard = GitGuard.start(self.workspace)
-            self._launcher.extra_protected = self._guard.nested_protected_entries()
+            self._protect_now()
         self._jobs: dict[str, BackgroundJob] = {}
         self._job_numbers = count(1)
         self._lock = threading.Lock()
@@ -216,6 +216,13 @@ class Sandbox:
             raise PathError(f"cwd {path} does not exist or is not a directory; use {self.workspace} or an existing directory below it.")
         return real
 
+    def _protect_now(self) -> None:
+        """Protect the repositories found at the start, and the work-tree files their configs make
+        host git run (core.hooksPath, drivers: sandbox.gitexec) as the configs are *now*: the
+        operator may change them between commands; a check that finds nothing changed is a few stats."""
+        if self._guard is not None:
+            self._launcher.extra_protected = self._guard.nested_protected_entries() + self._guard.run_by_git_entries()
+
     def run(self, command: str, *, cwd: Path | str, timeout_s: float, output_limit_chars: int | None = None) -> Result:
         """Run ``command`` with ``bash -c`` in the sandbox; see Result. Blocks until it ends."""
         self._check_open()
@@ -225,6 +232,7 @@ class Sandbox:
         self._launcher.prepare()  # microvm: the first command boots the VM; that is not the command's time
         started = time.monotonic()
         self._check_disk_reserve()
+        self._protect_now()
         out_r, out_w = os.pipe()
         try:
             spawned = self._launcher.spawn(command, cwd=real_cwd, out_fd=out_w, report_cwd=True)
@@ -293,6 +301,7 @@ class Sandbox:
         self._check_open()
         real_cwd = self.resolve_cwd(cwd)
         self._check_disk_reserve()
+        self._protect_now()
         log = _create_log(log_path)
         try:
             fds = {"out_fd": log} if out_fd is None else {"out_fd": out_fd, "in_fd": in_fd, "err_fd": log}

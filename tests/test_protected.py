@@ -268,3 +268,98 @@ def test_a_bare_repository_of_any_name_cannot_be_assembled_unattended(repo, home
     (other / "commondir").write_text("../vendor/evil\n")
     assert f"makes {other} a git directory" in tools.err("write", path=str(other / "HEAD"), content="ref: x\n")
     tools.ok("write", path=str(repo / "src" / "refs" / "api.md"), content="a directory named refs is fine\n")
+
+
+def _husky(repo: Path, marker: Path) -> Path:
+    """A husky-style repository: core.hooksPath = .husky and an executable pre-commit there."""
+    assert _git("config", "core.hooksPath", ".husky", cwd=repo).returncode == 0
+    (repo / ".husky").mkdir()
+    hook = repo / ".husky" / "pre-commit"
+    hook.write_text("#!/bin/sh\nexit 0\n")
+    hook.chmod(0o755)
+    return hook
+
+
+def _host_commit(repo: Path) -> subprocess.CompletedProcess[str]:
+    (repo / "new.txt").write_text(f"{len(list(repo.iterdir()))}\n")
+    _git("add", "-A", cwd=repo)
+    return _git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "host", cwd=repo)
+
+
+@pytest.mark.parametrize("mode", ["accept-edits", "auto"])
+def test_a_work_tree_hooks_path_needs_a_human(repo, home, tmp_path, mode):
+    """core.hooksPath = .husky makes .husky/ what .git/hooks/ is: edit, write and create there ask a
+    human (sandbox.gitexec reads the config). Judged by a host `git commit` afterwards."""
+    marker = tmp_path / "payload-ran"
+    hook = _husky(repo, marker)
+    tools = unattended(repo, home, mode)
+    tools.ok("read", path=str(hook))
+    err = tools.err("edit", path=str(hook), old_string="exit 0", new_string=f"touch {marker}")
+    assert "needs approval" in err and "a protected path: core.hookspath = .husky in" in err
+    assert f"makes host git run the hooks in {repo / '.husky'}" in err
+    err = tools.err("write", path=str(repo / ".husky" / "post-commit"), content=f"#!/bin/sh\ntouch {marker}\n")
+    assert "needs approval" in err and not (repo / ".husky" / "post-commit").exists()
+    assert _host_commit(repo).returncode == 0
+    assert not marker.exists() and hook.read_text() == "#!/bin/sh\nexit 0\n"
+    tools.ok("write", path=str(repo / "src" / "husky.md"), content="other files are not protected\n")
+
+
+def test_a_hooks_path_in_a_config_included_from_the_work_tree_is_found(repo, home, tmp_path):
+    """`include.path = ../.gitconfig` (a tracked config): its hooks path counts, and the included
+    file itself decides what git runs, so it asks too."""
+    marker = tmp_path / "payload-ran"
+    (repo / ".gitconfig").write_text("[core]\n\thooksPath = \"hooks dir\"  # tracked\n")
+    assert _git("config", "include.path", "../.gitconfig", cwd=repo).returncode == 0
+    tools = unattended(repo, home, "auto")
+    err = tools.err("write", path=str(repo / "hooks dir" / "pre-commit"), content=f"#!/bin/sh\ntouch {marker}\n")
+    assert "needs approval" in err and f"makes host git run the hooks in {repo / 'hooks dir'}" in err
+    tools.ok("read", path=str(repo / ".gitconfig"))
+    err = tools.err("edit", path=str(repo / ".gitconfig"), old_string="hooks dir", new_string="evil")
+    assert "needs approval" in err and f"includes {repo / '.gitconfig'}" in err
+    assert _host_commit(repo).returncode == 0 and not marker.exists()
+
+
+def test_a_filter_driver_script_in_the_work_tree_needs_a_human(repo, home, tmp_path):
+    """filter.x.clean = ./tools/clean.sh with `*.txt filter=x`: host `git add` runs the script."""
+    marker = tmp_path / "payload-ran"
+    assert _git("config", "filter.x.clean", "./tools/clean.sh", cwd=repo).returncode == 0
+    (repo / ".gitattributes").write_text("*.txt filter=x\n")
+    (repo / "tools").mkdir()
+    script = repo / "tools" / "clean.sh"
+    script.write_text("#!/bin/sh\ncat\n")
+    script.chmod(0o755)
+    tools = unattended(repo, home, "auto")
+    tools.ok("read", path=str(script))
+    err = tools.err("edit", path=str(script), old_string="cat", new_string=f"touch {marker}; cat")
+    assert "needs approval" in err and f"filter.x.clean = ./tools/clean.sh in {repo / '.git' / 'config'}" in err
+    assert _host_commit(repo).returncode == 0
+    assert not marker.exists() and script.read_text() == "#!/bin/sh\ncat\n"
+
+
+def test_a_missing_driver_script_cannot_be_created_unattended(repo, home, tmp_path):
+    """The config names a script that does not exist yet (a fresh clone before `make setup`):
+    creating it is what the attack needs, so it asks too. Also a nested repository's own hooks path."""
+    marker = tmp_path / "payload-ran"
+    assert _git("config", "diff.x.textconv", "sh scripts/textconv.sh", cwd=repo).returncode == 0
+    sub = repo / "vendor" / "lib"
+    sub.mkdir(parents=True)
+    assert _git("init", "-q", cwd=sub).returncode == 0
+    assert _git("config", "core.hooksPath", "githooks", cwd=sub).returncode == 0
+    tools = unattended(repo, home, "auto")
+    err = tools.err("write", path=str(repo / "scripts" / "textconv.sh"), content=f"touch {marker}\n")
+    assert "needs approval" in err and not (repo / "scripts" / "textconv.sh").exists()
+    err = tools.err("write", path=str(sub / "githooks" / "pre-commit"), content=f"#!/bin/sh\ntouch {marker}\n")
+    assert "needs approval" in err and f"run the hooks in {sub / 'githooks'}" in err
+    tools.ok("write", path=str(repo / "githooks" / "pre-commit"), content="the outer repository has no such hooks path\n")
+
+
+def test_config_worktree_needs_a_human_once_git_reads_it(repo, home, tmp_path):
+    """`git sparse-checkout init` turns on extensions.worktreeConfig: git then obeys .git/config.worktree."""
+    marker = tmp_path / "payload-ran"
+    assert _git("config", "extensions.worktreeConfig", "true", cwd=repo).returncode == 0
+    target = repo / ".git" / "config.worktree"
+    err = unattended(repo, home, "auto").err("write", path=str(target), content=f"[core]\n\tfsmonitor = \"touch {marker}; false\"\n")
+    assert "needs approval" in err and f"host git reads its settings from {target}" in err
+    (repo / "a.txt").write_text("changed\n")
+    _git("status", cwd=repo)
+    assert not marker.exists() and not target.exists()

@@ -8,7 +8,8 @@ applies); this module only adds what the file tools alone need: judging a path b
 where its symlinks lead, and refusing to create the directory *below* a `.git` that does not
 exist yet (a `.git/HEAD` written into a fresh `.git` makes a repository), and git's own shape
 test for directories of any other name (HEAD + objects/ + refs/, or HEAD + commondir: git run
-inside one obeys its config), which sandbox.gitguard applies to what bash makes.
+inside one obeys its config), which sandbox.gitguard applies to what bash makes; and the work-tree
+files a repository's own config makes git run (core.hooksPath, drivers: sandbox.gitexec).
 
 The approval layer asks for confirmation when the path the model named is protected
 (`confirmation_needed`); the tool itself refuses when the path only becomes protected through a
@@ -22,6 +23,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from sandbox import gitexec
 from sandbox.protect import DEFAULT_PROTECTED_PATHS, GIT_DIR_SENSITIVE, protected_reason
 
 GIT = ".git"
@@ -46,7 +48,17 @@ def reason(path: Path, workspace: Path) -> str | None:
         below = Path(*parts[: parts.index(GIT) + 1])
         if not os.path.isdir(below):
             return f"creates the repository directory {below} (host git would obey its config and hooks)"
-    return _any_git_dir(path, workspace)
+    return _any_git_dir(path, workspace) or _run_by_git(path, workspace)
+
+
+def _run_by_git(path: Path, workspace: Path) -> str | None:
+    """Work-tree files a repository's config makes host git run (core.hooksPath = .husky, a filter
+    driver `./tools/clean.sh`...; sandbox.gitexec finds them, and the sandbox mounts the same ones
+    read-only). The repositories judged are those host git finds from the path upwards."""
+    entry = gitexec.covering(path, workspace, gitexec.entries(workspace, gitexec.enclosing(path.parent)))
+    if entry is None:
+        return None
+    return f"changes {path}, a protected path: {entry.why}"
 
 
 def _any_git_dir(path: Path, workspace: Path) -> str | None:

@@ -957,3 +957,87 @@ def test_a_background_job_filling_the_disk_is_stopped_at_the_reserve(root_runner
         assert not (workspace / "ran").exists()
     finally:
         subprocess.run(["umount", "-l", str(workspace)], check=False)
+
+
+def _host_commit(workspace: Path) -> subprocess.CompletedProcess:
+    host_git(workspace, "add", "-A")
+    return host_git(workspace, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "host")
+
+
+@needs_git
+@pytest.mark.parametrize("hooks_path", [".husky", ".husky/_"])
+def test_a_work_tree_hooks_path_stays_read_only(runner, workspace, marker, hooks_path):
+    """core.hooksPath = .husky (husky 4-8; husky 9 sets .husky/_ whose stubs run .husky/<hook>): the
+    hooks are work-tree files host git runs, so bash sees them read-only as it sees .git/hooks/
+    (sandbox.gitexec). Judged by a host commit."""
+    make_repo(workspace, runner)
+    host_git(workspace, "config", "core.hooksPath", hooks_path)
+    (workspace / ".husky" / "_").mkdir(parents=True)
+    hook = workspace / ".husky" / "pre-commit"
+    hook.write_text("#!/bin/sh\nexit 0\n")
+    stub = workspace / ".husky" / "_" / "pre-commit"
+    stub.write_text('#!/bin/sh\n. "$(dirname "$0")/../pre-commit"\n')
+    for script in (hook, stub):
+        script.chmod(0o755)
+    chown_to(workspace, runner)
+    attacks = [
+        f"echo 'touch {marker}' >> .husky/pre-commit",
+        f"printf '#!/bin/sh\\ntouch {marker}\\n' > .husky/post-commit && chmod +x .husky/post-commit",
+        "mv .husky .husky.old && mkdir .husky",
+        "rm -f .husky/pre-commit",
+    ]
+    command = "; ".join(f"{attack} && echo 'SUCCEEDED: {attack}'" for attack in attacks)
+    result = runner.run(command + "; echo end", workspace=workspace)
+    assert "SUCCEEDED" not in result.output and "end" in result.output, result.output
+    assert hook.read_text() == "#!/bin/sh\nexit 0\n"
+    assert "On branch" in runner.run("git status", workspace=workspace).output  # git still works inside
+    (workspace / "new.txt").write_text("x\n")
+    assert _host_commit(workspace).returncode == 0  # the operator's hook still runs, and passes
+    assert not marker.exists()
+
+
+@needs_git
+def test_a_filter_driver_script_in_the_work_tree_stays_read_only(runner, workspace, marker):
+    make_repo(workspace, runner)
+    host_git(workspace, "config", "filter.x.clean", "./tools/clean.sh")
+    (workspace / ".gitattributes").write_text("*.txt filter=x\n")
+    (workspace / "tools").mkdir()
+    (workspace / "tools" / "clean.sh").write_text("#!/bin/sh\ncat\n")
+    (workspace / "tools" / "clean.sh").chmod(0o755)
+    chown_to(workspace, runner)
+    result = runner.run(f"echo 'touch {marker}' >> tools/clean.sh && echo SUCCEEDED; echo end", workspace=workspace)
+    assert "SUCCEEDED" not in result.output and "end" in result.output, result.output
+    (workspace / "new.txt").write_text("x\n")
+    assert _host_commit(workspace).returncode == 0
+    assert not marker.exists()
+
+
+@needs_git
+def test_a_hooks_path_the_operator_sets_mid_session_is_protected_from_the_next_command(root_runner, marker):
+    """The configs are read again before every command (cached by their stat), not only at start."""
+    from sbx_helpers import config_from
+
+    workspace = root_runner.new_workspace()
+    make_repo(workspace, root_runner)
+    (workspace / "githooks").mkdir()
+    with sandbox.Sandbox(config_from(root_runner.base_config), workspace) as sb:
+        assert "written" in sb.run("echo x > githooks/pre-commit && echo written", cwd=workspace, timeout_s=60).output
+        host_git(workspace, "config", "core.hooksPath", "githooks")
+        result = sb.run(f"echo 'touch {marker}' >> githooks/pre-commit && echo SUCCEEDED; echo end", cwd=workspace, timeout_s=60)
+    assert "SUCCEEDED" not in result.output and "end" in result.output, result.output
+    assert (workspace / "githooks" / "pre-commit").read_text() == "x\n"
+
+
+@needs_git
+def test_config_worktree_of_a_sparse_checkout_repo_stays_read_only(runner, workspace, marker):
+    """`git sparse-checkout init` sets extensions.worktreeConfig: git then reads .git/config.worktree,
+    where core.fsmonitor runs on the next host `git status`. Every config git reads is protected."""
+    make_repo(workspace, runner)
+    host_git(workspace, "config", "extensions.worktreeConfig", "true")
+    chown_to(workspace, runner)
+    result = runner.run(f"printf '[core]\\n\\tfsmonitor = \"{payload(marker)}\"\\n' > .git/config.worktree && echo SUCCEEDED; "
+                        "echo end", workspace=workspace)
+    assert "SUCCEEDED" not in result.output and "end" in result.output, result.output
+    (workspace / "README").write_text("changed\n")
+    host_git(workspace, "status")
+    assert not marker.exists()

@@ -1,0 +1,179 @@
+"""sandbox.gitexec: which work-tree files a repository's config makes host git run.
+
+The real attacks (bash through the sandbox, write/edit through the file tools, judged by a host
+`git commit`) are in tests/sandbox/test_escapes.py and tests/test_protected.py; these pin the
+parser against git's own reading of the same files, and what counts as a path."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sandbox import gitexec
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git to compare the parser with")
+
+TRICKY = r"""# comment
+[core]
+	hooksPath = "hooks dir" ; trailing comment
+	bare
+	quoted = "" x  " y "
+	editor = ./tools/ed.sh \
+	  --wait
+[filter "Mixed Case"]
+	clean = "./tools/clean.sh" %f
+	smudge = a\tb\"c\\d
+[diff.Old]
+	textconv = sh scripts/conv.sh
+[alias]
+	st = !./s.sh # shell alias
+[includeIf "gitdir:~/x/"]
+	path = other.inc
+"""
+
+
+@needs_git
+def test_the_parser_reads_what_git_reads(tmp_path):
+    config = tmp_path / "config"
+    config.write_text(TRICKY)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1"}
+    out = subprocess.run(["git", "config", "--file", str(config), "--no-includes", "--list", "-z"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, check=True).stdout
+    theirs = []
+    for item in out.split("\0")[:-1]:
+        key, _, value = item.partition("\n")
+        theirs.append((key, value))
+    assert gitexec.parse(TRICKY) == theirs
+
+
+def _repo(tmp_path: Path, config: str) -> tuple[Path, Path]:
+    ws = tmp_path / "ws"
+    (ws / ".git").mkdir(parents=True)
+    (ws / ".git" / "config").write_text(config)
+    return ws, ws / ".git"
+
+
+def _paths(ws: Path) -> set[str]:
+    return {e.path for e in gitexec.entries(ws, gitexec.enclosing(ws))}
+
+
+def test_what_counts_as_a_work_tree_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws, _ = _repo(tmp_path, TRICKY + "[core]\n\tfsmonitor = true\n\tpager = less\n[gpg \"ssh\"]\n\tprogram = /usr/bin/x\n"
+                  "[merge \"m\"]\n\tdriver = ../outside.sh %O \"$GIT_DIR/x\" https://h/p\n[filter \"lfs\"]\n\tprocess = git-lfs filter-process\n")
+    assert _paths(ws) == {"hooks dir/", "tools/ed.sh", "tools/clean.sh", "scripts/conv.sh", "s.sh"}
+    with (ws / ".git" / "config").open("a") as config:
+        config.write("[diff \"py\"]\n\ttextconv = python3 conv.py\n")
+    assert "conv.py" in _paths(ws)  # not there yet: creating it is the attack
+    (ws / "filter-process").write_text("an existing file named as an argument counts\n")
+    assert "filter-process" in _paths(ws)
+    (ws / "filter-process").unlink()
+    (ws / "filter-process").mkdir()  # a directory is no program: `alias.b = build` must not lock build/
+    with (ws / ".git" / "config").open("a") as config:
+        config.write("[alias]\n\tlg = log --graph\n")
+    (ws / "log").write_text("a git alias runs git, not a file\n")
+    assert _paths(ws) == {"hooks dir/", "tools/ed.sh", "tools/clean.sh", "scripts/conv.sh", "s.sh", "conv.py"}
+
+
+def test_more_keys_that_run_commands(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws, _ = _repo(tmp_path, "[remote \"o\"]\n\turl = ../up\n\tuploadpack = ./up.sh\n[lfs \"customtransfer.x\"]\n"
+                  "\tpath = bin/agent\n[init]\n\ttemplateDir = tpl\n[core]\n\tsshCommand = ssh -l git.user -i k\n"
+                  "[interactive]\n\tdiffFilter = tools/df\n[submodule \"s\"]\n\tupdate = !sh upd.sh\n")
+    assert _paths(ws) == {"up.sh", "bin/agent", "tpl/", "tools/df", "upd.sh"}
+
+
+def test_core_fsmonitor_as_a_path_and_husky_9(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws, _ = _repo(tmp_path, "[core]\n\tfsmonitor = tools/fsmonitor\n\thooksPath = .husky/_\n")
+    assert _paths(ws) == {"tools/fsmonitor", ".husky/", ".husky/_/"}
+    entry = gitexec.covering(ws / ".husky" / "pre-commit", ws, gitexec.entries(ws, gitexec.enclosing(ws)))
+    assert entry is not None and f"whose stubs run the scripts in {ws / '.husky'}" in entry.why
+
+
+def test_includes_global_config_and_a_linked_worktree(tmp_path, monkeypatch):
+    """An included file in the work tree is itself protected; the user's ~/.gitconfig counts (a
+    relative hooksPath there applies to every repository); a `.git` file's gitdir and commondir too."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    (home / ".gitconfig").write_text("[core]\n\thooksPath = .githooks\n")
+    ws, git_dir = _repo(tmp_path, "[include]\n\tpath = ../conf/git.inc\n")
+    (ws / "conf").mkdir()
+    (ws / "conf" / "git.inc").write_text("[filter \"x\"]\n\tclean = ./clean.py\n")
+    assert _paths(ws) == {".githooks/", "conf/git.inc", "clean.py"}
+    linked = tmp_path / "linked"
+    (git_dir / "worktrees" / "w").mkdir(parents=True)
+    (git_dir / "worktrees" / "w" / "commondir").write_text("../..\n")
+    linked.mkdir()
+    (linked / ".git").write_text(f"gitdir: {git_dir / 'worktrees' / 'w'}\n")
+    assert _paths(linked) == {".githooks/", "clean.py"}
+
+
+def test_config_worktree_counts_when_git_reads_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws, git_dir = _repo(tmp_path, "[core]\n\tbare = false\n")
+    assert _paths(ws) == set()  # off and absent: git reads nothing there (and a placeholder would break `cp -r .git`)
+    (git_dir / "config").write_text("[extensions]\n\tworktreeConfig\n")
+    assert _paths(ws) == {".git/config.worktree"}
+
+
+def test_a_changed_config_is_read_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws, git_dir = _repo(tmp_path, "[core]\n\thooksPath = a\n")
+    assert _paths(ws) == {"a/"}
+    (git_dir / "config").write_text("[core]\n\thooksPath = bb\n")
+    assert _paths(ws) == {"bb/"}
+
+
+def test_a_hooks_path_at_the_work_tree_root_locks_nothing(tmp_path, monkeypatch):
+    """core.hooksPath = . (or husky's `_` at the root) would make the whole tree read-only: left
+    out, and named as not covered in docs/security.md."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws, _ = _repo(tmp_path, "[core]\n\thooksPath = .\n")
+    sub = ws / "sub"
+    (sub / ".git").mkdir(parents=True)
+    (sub / ".git" / "config").write_text("[core]\n\thooksPath = _\n")
+    assert _paths(ws) == set()
+    assert {e.path for e in gitexec.entries(ws, gitexec.enclosing(sub))} == {"sub/_/"}
+
+
+def test_include_cycles_and_odd_paths_end(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws, git_dir = _repo(tmp_path, "[include]\n\tpath = config\n\tpath = config\n\tpath = \"a\\\\\"\n"
+                        "[core]\n\thooksPath = h\n")
+    (git_dir / "a\\").write_text("[include]\n\tpath = ../.git/config\n")
+    assert _paths(ws) == {"h/", ".git/a\\"}  # an included file in .git is no name the rule knows: protected here
+    assert gitexec.parse("[include]\n\tpath = a\x00b\n") == [("include.path", "a\x00b")]
+    (git_dir / "config").write_text("[include]\n\tpath = a\x00b\n[core]\n\thooksPath = h2\n")
+    assert _paths(ws) == {"h2/"}
+
+
+_PIECES = ["[core]\n", '[filter "a b"]\n', '[x "q\\"u"]\n', "[Sec.Sub]\n", "[diff.x]\n", "\n", "# c\n", "; c\n",
+           "\thooksPath = .husky\n", "k = a  b\t c\n", 'k = "a ; b" # c\n', "k = a\\\n  b\n", "k=\n", "flag\n",
+           'k = x"y z"w\n', "k = \\t\\n\\b\\\\\\\"\n", "  k = trailing   \n", 'k = " lead"\n', "k = a\r\n", "Key-2 = v\n",
+           'k = ""  x\n', "k = a # b\\\n"]
+
+
+@needs_git
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=8).map("".join))
+def test_generated_configs_read_as_git_reads_them(tmp_path_factory, text):
+    """Where git accepts a config, the parser reads the same pairs (a difference could hide a hook)."""
+    config = tmp_path_factory.mktemp("cfg") / "config"
+    config.write_text(text)
+    env = {"PATH": os.environ["PATH"], "HOME": str(config.parent), "GIT_CONFIG_NOSYSTEM": "1"}
+    out = subprocess.run(["git", "config", "--file", str(config), "--no-includes", "--list", "-z"], cwd=config.parent,
+                         env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        return  # git refuses the file, so host git runs nothing from it
+    theirs = [tuple(item.split("\n", 1)) if "\n" in item else (item, "") for item in out.stdout.split("\0")[:-1]]
+    # git also lists a name before any section, under no section: no key read here is one of those
+    assert gitexec.parse(text) == [pair for pair in theirs if "." in pair[0]]
