@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from sbx_helpers import wait_until
 
 import sandbox
-from sandbox.netpool import NetnsPool, ThreadInNetns
+from sandbox.netpool import Netns, NetnsError, NetnsPool, ThreadInNetns
 
 
 
@@ -172,3 +173,76 @@ def test_when_no_namespace_can_be_made_bwrap_makes_the_commands_own(tmp_path: Pa
         monkeypatch.setattr(netpool, "_new_namespace", refused)  # ...and none can be made
         own = run(box, "readlink /proc/self/ns/net")
         assert own.strip() not in (pooled.strip(), own_netns())  # bwrap's --unshare-net: neither pooled nor the host's
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_pool_starts_with_one_namespace_makes_more_on_demand_and_closes_every_descriptor():
+    before = open_fds()
+    pool = NetnsPool.create()
+    assert pool is not None and len(pool._idle) == 1
+    first, second = pool.take(), pool.take()  # the second: none idle, a new one
+    assert os.fstat(first.fd).st_ino != os.fstat(second.fd).st_ino
+    for fd in (first.fd, *first._stats, second.fd, *second._stats):
+        assert not os.get_inheritable(fd)  # never passed on to bwrap or the command
+    pool.give_back(first)
+    assert pool._idle == [first]
+    pool.close()
+    pool.give_back(second)  # after close: closed, not kept
+    assert pool._idle == [] and open_fds() == before
+
+
+def test_a_namespace_whose_counts_cannot_be_read_is_not_reused():
+    pool = NetnsPool()
+    unreadable = Netns(os.open("/proc/thread-self/ns/net", os.O_RDONLY), (os.open("/", os.O_RDONLY),))  # read: EISDIR
+    pool.give_back(unreadable)
+    assert pool._idle == []
+    with pytest.raises(OSError):
+        os.fstat(unreadable.fd)  # closed
+
+
+def test_entering_what_is_no_network_namespace_fails_and_says_why():
+    before = open_fds()
+    with open("/dev/null") as not_a_namespace:
+        thread = ThreadInNetns(not_a_namespace.fileno())
+        with pytest.raises(NetnsError) as err:
+            thread.enter()
+    assert str(err.value) == "[Errno 22] setns into the command's network namespace failed: Invalid argument"
+    assert thread.leave() is None and open_fds() == before  # never entered: nothing to leave, nothing left open
+
+
+def test_a_thread_that_cannot_go_home_says_why():
+    netns = Netns(os.open("/proc/thread-self/ns/net", os.O_RDONLY), ())
+    outcome: list[object] = []
+
+    def probe() -> None:
+        thread = ThreadInNetns(netns.fd)
+        thread.enter()  # its own namespace: entering changes nothing
+        before = open_fds()
+        os.close(thread._home)
+        thread._home = os.open("/dev/null", os.O_RDONLY)  # home is no namespace now
+        outcome.append(thread.leave())
+        outcome.append(thread.leave())  # already handled: None
+        outcome.append(open_fds() - before)
+
+    worker = threading.Thread(target=probe)
+    worker.start()
+    worker.join()
+    netns.close()
+    assert outcome == ["[Errno 22] setns into Abhed's own network namespace failed: Invalid argument", None, -1]
+
+
+def test_no_pool_where_the_thread_could_not_come_back():
+    # Root in a user namespace makes a network namespace but cannot go back to the host's.
+    probe = (
+        "import os\n"
+        "from sandbox.netpool import NetnsError, NetnsPool, _new_namespace\n"
+        "before = len(os.listdir('/proc/self/fd'))\n"
+        "try:\n    _new_namespace()\nexcept NetnsError as exc:\n    print(exc)\n"
+        "print(NetnsPool.create(), len(os.listdir('/proc/self/fd')) - before)\n"
+    )
+    result = subprocess.run(["unshare", "--user", "--map-root-user", sys.executable, "-c", probe],
+                            capture_output=True, text=True, cwd=Path(__file__).parents[2])
+    assert result.stdout == "[Errno 1] setns into the creator's network namespace failed: Operation not permitted\nNone 0\n", result.stderr
