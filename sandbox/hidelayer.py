@@ -114,13 +114,15 @@ def _coverable(root: Path, mount: Mount, bound: tuple[Path, ...]) -> bool:
     try:
         if stat.S_ISLNK(os.lstat(mount.path).st_mode):
             return False
-        return all(stat.S_ISDIR(os.lstat(parent).st_mode) for parent in mount.path.parents if root in parent.parents or parent == root)
+        return all(stat.S_ISDIR(os.lstat(parent).st_mode) for parent in mount.path.parents if root in parent.parents or parent == root)  # pragma: no mutate (parent != root adds root's own ancestors: "/" for /etc, a directory)
     except OSError:
         return False  # pragma: no mutate (deleted, the function returns None: as false)
 
 
 def _set_immutable(path: Path, on: bool) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    # O_NOFOLLOW: a stale holder in the shared temporary directory may hold another user's symlink
+    # (never clear the flag of what it points to). Not inheritable anyway (PEP 446).
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     try:
         flags = array.array("l", [0])  # pragma: no mutate (the value is overwritten by FS_IOC_GETFLAGS)
         fcntl.ioctl(fd, _FS_IOC_GETFLAGS, flags)  # a mutable buffer: filled in place

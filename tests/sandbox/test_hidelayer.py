@@ -215,6 +215,10 @@ def test_a_root_session_hides_etc_secrets_by_its_layer_and_removes_it_at_close(t
         assert f"cat: {secret}: " in result.output and result.output.rstrip().endswith("end")
         assert "Permission denied" in result.output or "Is a directory" in result.output
         assert f"{len(layer.covered)} of them by one overlay layer on /etc" in box.describe()[-1]
+        # The covered secrets are no mounts of their own: /etc is one overlay, nothing mounted under it.
+        mounts = box.run("cat /proc/self/mountinfo", cwd=tmp_path, timeout_s=60).output.splitlines()
+        assert [line.split()[4] for line in mounts if line.split()[4].startswith("/etc/")] == []
+        assert any(line.split()[4] == "/etc" and " - overlay " in line for line in mounts), mounts
     assert not layer.path.parent.exists()
 
 
@@ -261,3 +265,55 @@ def test_a_layer_left_by_a_dead_process_is_removed_by_the_next(etc, tmp_path, mo
     layer = build_layer(etc, hides(etc))
     assert layer is not None and not stale.exists()
     layer.close()
+
+
+def test_a_stale_layer_is_removed_without_following_its_symlinks(etc, tmp_path, monkeypatch):
+    if os.getuid() != 0:
+        pytest.skip("only host root builds an immutable layer")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    target = tmp_path / "someone-elses-immutable-file"
+    target.touch()
+    _set_immutable(target, True)
+    try:
+        stale = tmp_path / "tmp" / "abhed-hide-layer-999999999-x"  # no such process; any host user can make this
+        stale.mkdir()
+        (stale / "link").symlink_to(target)
+        layer = build_layer(etc, hides(etc))
+        assert layer is not None and not stale.exists()
+        layer.close()
+        assert flags_of(target) & 0x10  # still immutable: the link was removed, not followed
+    finally:
+        _set_immutable(target, False)
+
+
+def test_a_live_processs_layer_is_left_alone(etc, tmp_path, monkeypatch):
+    # Two sessions of one process: building the second must not remove the first's layer.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    first = build_layer(etc, hides(etc))
+    second = build_layer(etc, hides(etc))
+    assert first is not None and second is not None
+    assert first.path.is_dir() and second.path.is_dir() and first.path != second.path
+    first.close()
+    second.close()
+
+
+def test_the_layer_keeps_the_flags_its_files_inherit(etc, tmp_path, monkeypatch):
+    if os.getuid() != 0:
+        pytest.skip("only host root builds an immutable layer")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    noatime = 0x80  # FS_NOATIME_FL: inherited by what is made in the directory
+    fd = os.open(tmp_path / "tmp", os.O_RDONLY)
+    try:
+        fcntl.ioctl(fd, 0x40086602, array.array("l", [flags_of(tmp_path / "tmp") | noatime]))
+    finally:
+        os.close(fd)
+    layer = build_layer(etc, hides(etc))
+    assert layer is not None
+    try:
+        for path in (layer.path.parent, layer.path, layer.path / "shadow"):
+            assert flags_of(path) & (noatime | 0x10) == noatime | 0x10, path  # immutable added, nothing taken away
+    finally:
+        layer.close()
