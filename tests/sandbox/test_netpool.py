@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from sbx_helpers import wait_until
+from sbx_helpers import host_pids_with, wait_until
 
 import sandbox
 from sandbox.netpool import Netns, NetnsError, NetnsPool, ThreadInNetns
@@ -134,9 +134,11 @@ def test_a_thread_that_cannot_leave_the_namespace_stops_the_command(tmp_path: Pa
     real_leave = ThreadInNetns.leave  # still called: this test's thread must really go home
     monkeypatch.setattr(ThreadInNetns, "leave", lambda self: real_leave(self) or "setns failed: Operation not permitted")
     home = own_netns()
+    marker = f"abhed-netns-stuck-{os.getpid()}"
     with sandbox.Sandbox(sandbox.SandboxConfig(), tmp_path) as box:
         with pytest.raises(sandbox.SandboxSetupError) as err:
-            box.run("touch ran", cwd=tmp_path, timeout_s=60)
+            box.run(f"touch ran; sleep 60 # {marker}", cwd=tmp_path, timeout_s=60)
+        assert host_pids_with(marker) == []  # bwrap killed and reaped: it never gets its "go"
     assert str(err.value) == (
         "Could not move Abhed's thread back to its own network namespace: setns failed: Operation not permitted; the "
         "command did not run. Restart Abhed: that thread's next programs would have no network."
@@ -246,3 +248,44 @@ def test_no_pool_where_the_thread_could_not_come_back():
     result = subprocess.run(["unshare", "--user", "--map-root-user", sys.executable, "-c", probe],
                             capture_output=True, text=True, cwd=Path(__file__).parents[2])
     assert result.stdout == "[Errno 1] setns into the creator's network namespace failed: Operation not permitted\nNone 0\n", result.stderr
+
+
+def test_no_pool_with_the_hosts_network_or_the_egress_proxy(tmp_path: Path):
+    home = own_netns()
+    with sandbox.Sandbox(sandbox.SandboxConfig(allow_network=True), tmp_path) as box:
+        assert box._launcher.netns_pool is None
+        assert run(box, "readlink /proc/self/ns/net").strip() == home  # the host's network, as asked
+    with sandbox.Sandbox(sandbox.SandboxConfig(allow_hosts=("example.org:443",)), tmp_path) as box:
+        assert box._launcher.netns_pool is None  # the proxy listens in each command's own namespace
+        assert run(box, "readlink /proc/self/ns/net").strip() != home
+
+
+def test_a_session_closes_its_pool(tmp_path: Path):
+    before = open_fds()
+    with sandbox.Sandbox(sandbox.SandboxConfig(), tmp_path) as box:
+        run(box, "true")
+        assert box._launcher.netns_pool is not None and box._launcher.netns_pool._idle
+    assert open_fds() == before
+
+
+def test_a_namespace_that_cannot_be_entered_stops_the_command(tmp_path: Path):
+    with sandbox.Sandbox(sandbox.SandboxConfig(), tmp_path) as box:
+        pool = box._launcher.netns_pool
+        while pool._idle:
+            pool._idle.pop().close()
+        pool._idle.append(Netns(os.open("/dev/null", os.O_RDONLY), ()))  # lent next: no network namespace
+        with pytest.raises(sandbox.SandboxSetupError) as err:
+            box.run("touch ran", cwd=tmp_path, timeout_s=60)
+    assert str(err.value).startswith(
+        "Could not start the sandbox in its network namespace: [Errno 22] setns into the command's network namespace "
+        "failed: Invalid argument; the command did not run.")
+    assert not (tmp_path / "ran").exists()
+
+
+def test_without_the_capability_no_namespace_is_made_and_it_says_why():
+    probe = ("from sandbox.netpool import NetnsError, NetnsPool, _new_namespace\n"
+             "try:\n    _new_namespace()\nexcept NetnsError as exc:\n    print(exc)\n"
+             "print(NetnsPool.create())\n")
+    result = subprocess.run(["setpriv", "--bounding-set", "-sys_admin", sys.executable, "-c", probe],
+                            capture_output=True, text=True, cwd=Path(__file__).parents[2])
+    assert result.stdout == "[Errno 1] unshare(CLONE_NEWNET) failed: Operation not permitted\nNone\n", result.stderr
