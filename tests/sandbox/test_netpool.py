@@ -130,6 +130,15 @@ def test_commands_running_at_the_same_time_never_share_a_namespace(tmp_path: Pat
             job.stop()
 
 
+def children_of_this_process() -> list[str]:
+    """Every child of every thread of this process, zombies included: (pid, state)."""
+    found = []
+    for task in Path("/proc/self/task").iterdir():
+        for pid in (task / "children").read_text().split():
+            found.append(f"{pid} {Path(f'/proc/{pid}/stat').read_text().split(')')[-1].split()[0]}")
+    return found
+
+
 def test_a_thread_that_cannot_leave_the_namespace_stops_the_command(tmp_path: Path, monkeypatch):
     real_leave = ThreadInNetns.leave  # still called: this test's thread must really go home
     monkeypatch.setattr(ThreadInNetns, "leave", lambda self: real_leave(self) or "setns failed: Operation not permitted")
@@ -138,7 +147,7 @@ def test_a_thread_that_cannot_leave_the_namespace_stops_the_command(tmp_path: Pa
     with sandbox.Sandbox(sandbox.SandboxConfig(), tmp_path) as box:
         with pytest.raises(sandbox.SandboxSetupError) as err:
             box.run(f"touch ran; sleep 60 # {marker}", cwd=tmp_path, timeout_s=60)
-        assert host_pids_with(marker) == []  # bwrap killed and reaped: it never gets its "go"
+        assert host_pids_with(marker) == [] and children_of_this_process() == []  # bwrap killed and reaped: it never gets its "go"
     assert str(err.value) == (
         "Could not move Abhed's thread back to its own network namespace: setns failed: Operation not permitted; the "
         "command did not run. Restart Abhed: that thread's next programs would have no network."
