@@ -73,11 +73,11 @@ def build_layer(root: Path, hidden: tuple[Mount, ...], *, bound: tuple[Path, ...
     covered = tuple(m for m in hidden if _coverable(root, m, bound))
     if not covered or not overlay_available():
         return None
-    _remove_stale(Path(tempfile.gettempdir()))
-    holder = Path(os.path.realpath(tempfile.mkdtemp(prefix=f"{HOLDER_PREFIX}{os.getpid()}-")))  # 0700: no other host user reaches it
-    if any(holder == Path(os.path.realpath(w)) or Path(os.path.realpath(w)) in holder.parents for w in writable):
-        holder.rmdir()
-        return None
+    tmp = Path(os.path.realpath(tempfile.gettempdir()))
+    if any(tmp == Path(os.path.realpath(w)) or Path(os.path.realpath(w)) in tmp.parents for w in writable):
+        return None  # judged before making the holder: nothing is left behind where commands write
+    _remove_stale(tmp)
+    holder = Path(tempfile.mkdtemp(prefix=f"{HOLDER_PREFIX}{os.getpid()}-", dir=tmp))  # 0700: no other host user reaches it
     layer = holder / root.name
     try:
         _build(root, layer, covered)
@@ -89,15 +89,19 @@ def build_layer(root: Path, hidden: tuple[Mount, ...], *, bound: tuple[Path, ...
     return HideLayer(root, layer, covered)
 
 
-def overlay_available() -> bool:
-    """Can bwrap mount an overlay in the sandbox's user namespace on this kernel?"""
+def overlay_available(release: str | None = None, filesystems: str = "/proc/filesystems") -> bool:
+    """Can bwrap mount an overlay in the sandbox's user namespace on this kernel?
+
+    ``release`` (default: this kernel's, as os.uname() says) and ``filesystems`` are
+    parameters so that tests can judge other kernels with real files.
+    """
     try:
-        release = tuple(int(part) for part in os.uname().release.split("-")[0].split(".")[:2])
-        with open("/proc/filesystems") as f:
+        version = tuple(int(part) for part in (release or os.uname().release).split("-")[0].split(".")[:2])  # pragma: no mutate ([:3] compares the same against (5, 11))
+        with open(filesystems) as f:
             listed = any(line.split()[-1:] == ["overlay"] for line in f)
     except (OSError, ValueError):
         return False
-    return release >= MIN_KERNEL and listed
+    return version >= MIN_KERNEL and listed
 
 
 def _coverable(root: Path, mount: Mount, bound: tuple[Path, ...]) -> bool:
@@ -110,18 +114,20 @@ def _coverable(root: Path, mount: Mount, bound: tuple[Path, ...]) -> bool:
     try:
         if stat.S_ISLNK(os.lstat(mount.path).st_mode):
             return False
-        return all(stat.S_ISDIR(os.lstat(parent).st_mode) for parent in mount.path.parents if root in parent.parents or parent == root)
+        return all(stat.S_ISDIR(os.lstat(parent).st_mode) for parent in mount.path.parents if root in parent.parents or parent == root)  # pragma: no mutate (parent != root adds root's own ancestors: "/" for /etc, a directory)
     except OSError:
-        return False
+        return False  # pragma: no mutate (deleted, the function returns None: as false)
 
 
 def _set_immutable(path: Path, on: bool) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    # O_NOFOLLOW: a stale holder in the shared temporary directory may hold another user's symlink
+    # (never clear the flag of what it points to). Not inheritable anyway (PEP 446).
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     try:
-        flags = array.array("l", [0])
-        fcntl.ioctl(fd, _FS_IOC_GETFLAGS, flags, True)
+        flags = array.array("l", [0])  # pragma: no mutate (the value is overwritten by FS_IOC_GETFLAGS)
+        fcntl.ioctl(fd, _FS_IOC_GETFLAGS, flags)  # a mutable buffer: filled in place
         flags[0] = flags[0] | _FS_IMMUTABLE_FL if on else flags[0] & ~_FS_IMMUTABLE_FL
-        fcntl.ioctl(fd, _FS_IOC_SETFLAGS, flags, True)
+        fcntl.ioctl(fd, _FS_IOC_SETFLAGS, flags)
     finally:
         os.close(fd)
 
@@ -135,7 +141,7 @@ def _deepest_first(top: Path) -> list[Path]:
 
 def _remove(holder: Path) -> None:
     """Clear the flag (mode-000 placeholders can be opened by root: CAP_DAC_OVERRIDE) and delete."""
-    for path in _deepest_first(holder) if holder.exists() else ():
+    for path in _deepest_first(holder):  # a holder already gone: only [holder], whose flag cannot be cleared
         try:
             _set_immutable(path, False)
         except OSError:
@@ -156,26 +162,25 @@ def _build(root: Path, layer: Path, covered: tuple[Mount, ...]) -> None:
     os.mkdir(layer)
     for mount in covered:
         relative = mount.path.relative_to(root)
-        for depth in range(1, len(relative.parts)):
+        for depth in range(1, len(relative.parts)):  # pragma: no mutate (depth 0 is Path(): the layer itself, already made)
             part = Path(*relative.parts[:depth])
             if layer / part not in directories:
                 os.mkdir(layer / part)
                 directories[layer / part] = root / part
         placeholder = layer / relative
         if mount.kind == "hidden-dir":
-            os.mkdir(placeholder)
+            os.mkdir(placeholder, 0)
             try:  # opaque: the host directory's entries are not even merged in (mode 000 already bars them)
                 os.setxattr(placeholder, "user.overlay.opaque", b"y")
             except OSError:
                 pass
         else:
             os.close(os.open(placeholder, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0))
-        os.chmod(placeholder, 0)
     # Deepest first: making a child changes its parent's times. The overlay shows these directories
     # (their attributes come from the top layer), so they look as on the host.
-    for copy, original in sorted(directories.items(), key=lambda item: -len(item[0].parts)):
+    for copy, original in sorted(directories.items(), key=lambda item: -len(item[0].parts)):  # pragma: no mutate (item[1]: the originals are as deep as their copies, less a constant)
         st = os.stat(original)
-        if os.geteuid() == 0:
-            os.chown(copy, st.st_uid, st.st_gid)
+        # Not host root: chown to root fails (OSError: no layer), as setting the immutable flag would.
+        os.chown(copy, st.st_uid, st.st_gid)
         os.chmod(copy, stat.S_IMODE(st.st_mode))
         os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns))

@@ -290,7 +290,7 @@ class BwrapLauncher:
         self.view = scan_host(config.hidden_paths, as_root=as_root)
         self.resolv_conf = _resolv_conf_target() if config.allow_network else None
         # The secrets under /etc as one overlay layer instead of one mount each (sandbox.hidelayer).
-        bound = (*ro_binds, *rw_binds, *((self.resolv_conf,) if self.resolv_conf else ()))
+        bound = (*ro_binds, *rw_binds, *((self.resolv_conf,) if self.resolv_conf else ()))  # pragma: no mutate (resolv.conf is world-readable: no hide is on it, in or above it)
         self.hide_layer = build_layer(Path("/etc"), self.view.hidden, bound=tuple(Path(os.path.abspath(p)) for p in bound),
                                       writable=(workspace, *rw_binds))
         if self.hide_layer is not None:
@@ -437,7 +437,7 @@ class BwrapLauncher:
         try:
             return self.netns_pool.take()
         except NetnsError:
-            return None
+            return None  # pragma: no mutate (deleted, the method returns None all the same)
 
     def _start_bwrap(self, plan: BwrapPlan, cgroups: tuple[Cgroup, ...], netns: Netns | None, *, in_fd: int | None,
                      out_fd: int, err_fd: int | None, pass_fds: tuple[int, ...]) -> tuple[subprocess.Popen, tuple[Cgroup, ...]]:

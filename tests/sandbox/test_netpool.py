@@ -4,17 +4,36 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
-from sbx_helpers import wait_until
+from sbx_helpers import host_pids_with, wait_until
 
 import sandbox
-from sandbox.netpool import NetnsPool, ThreadInNetns
+from sandbox.netpool import Netns, NetnsError, NetnsPool, ThreadInNetns
 
-POOL = NetnsPool.create()
-pytestmark = pytest.mark.skipif(POOL is None, reason="this process cannot make network namespaces (not root): bwrap makes them")
+
+
+def host_makes_network_namespaces() -> bool:
+    """Judged without sandbox.netpool (util-linux's unshare), so a pool that breaks fails these tests, not skips them."""
+    try:
+        return os.getuid() == 0 and subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+CAN_POOL = host_makes_network_namespaces()
+POOL = NetnsPool.create() if CAN_POOL else None
+pytestmark = pytest.mark.skipif(not CAN_POOL, reason="this process cannot make network namespaces (not root): bwrap makes them")
+
+
+def test_as_root_a_session_lends_its_commands_pooled_namespaces(tmp_path: Path):
+    assert POOL is not None  # NetnsPool.create() must not give up where util-linux's unshare can make one
+    with sandbox.Sandbox(sandbox.SandboxConfig(), tmp_path) as box:
+        assert box._launcher.netns_pool is not None
 
 # Binds a port without SO_REUSEADDR, and leaves a connection in TIME_WAIT on it (the server closes first).
 TIME_WAIT_ON = """python3 -c "
@@ -111,13 +130,24 @@ def test_commands_running_at_the_same_time_never_share_a_namespace(tmp_path: Pat
             job.stop()
 
 
+def children_of_this_process() -> list[str]:
+    """Every child of every thread of this process, zombies included: (pid, state)."""
+    found = []
+    for task in Path("/proc/self/task").iterdir():
+        for pid in (task / "children").read_text().split():
+            found.append(f"{pid} {Path(f'/proc/{pid}/stat').read_text().split(')')[-1].split()[0]}")
+    return found
+
+
 def test_a_thread_that_cannot_leave_the_namespace_stops_the_command(tmp_path: Path, monkeypatch):
     real_leave = ThreadInNetns.leave  # still called: this test's thread must really go home
     monkeypatch.setattr(ThreadInNetns, "leave", lambda self: real_leave(self) or "setns failed: Operation not permitted")
     home = own_netns()
+    marker = f"abhed-netns-stuck-{os.getpid()}"
     with sandbox.Sandbox(sandbox.SandboxConfig(), tmp_path) as box:
         with pytest.raises(sandbox.SandboxSetupError) as err:
-            box.run("touch ran", cwd=tmp_path, timeout_s=60)
+            box.run(f"touch ran; sleep 60 # {marker}", cwd=tmp_path, timeout_s=60)
+        assert host_pids_with(marker) == [] and children_of_this_process() == []  # bwrap killed and reaped: it never gets its "go"
     assert str(err.value) == (
         "Could not move Abhed's thread back to its own network namespace: setns failed: Operation not permitted; the "
         "command did not run. Restart Abhed: that thread's next programs would have no network."
@@ -154,3 +184,117 @@ def test_when_no_namespace_can_be_made_bwrap_makes_the_commands_own(tmp_path: Pa
         monkeypatch.setattr(netpool, "_new_namespace", refused)  # ...and none can be made
         own = run(box, "readlink /proc/self/ns/net")
         assert own.strip() not in (pooled.strip(), own_netns())  # bwrap's --unshare-net: neither pooled nor the host's
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_pool_starts_with_one_namespace_makes_more_on_demand_and_closes_every_descriptor():
+    before = open_fds()
+    pool = NetnsPool.create()
+    assert pool is not None and len(pool._idle) == 1
+    first, second = pool.take(), pool.take()  # the second: none idle, a new one
+    assert os.fstat(first.fd).st_ino != os.fstat(second.fd).st_ino
+    for fd in (first.fd, *first._stats, second.fd, *second._stats):
+        assert not os.get_inheritable(fd)  # never passed on to bwrap or the command
+    pool.give_back(first)
+    assert pool._idle == [first]
+    pool.close()
+    pool.give_back(second)  # after close: closed, not kept
+    assert pool._idle == [] and open_fds() == before
+
+
+def test_a_namespace_whose_counts_cannot_be_read_is_not_reused():
+    pool = NetnsPool()
+    unreadable = Netns(os.open("/proc/thread-self/ns/net", os.O_RDONLY), (os.open("/", os.O_RDONLY),))  # read: EISDIR
+    pool.give_back(unreadable)
+    assert pool._idle == []
+    with pytest.raises(OSError):
+        os.fstat(unreadable.fd)  # closed
+
+
+def test_entering_what_is_no_network_namespace_fails_and_says_why():
+    before = open_fds()
+    with open("/dev/null") as not_a_namespace:
+        thread = ThreadInNetns(not_a_namespace.fileno())
+        with pytest.raises(NetnsError) as err:
+            thread.enter()
+    assert str(err.value) == "[Errno 22] setns into the command's network namespace failed: Invalid argument"
+    assert thread.leave() is None and open_fds() == before  # never entered: nothing to leave, nothing left open
+
+
+def test_a_thread_that_cannot_go_home_says_why():
+    netns = Netns(os.open("/proc/thread-self/ns/net", os.O_RDONLY), ())
+    outcome: list[object] = []
+
+    def probe() -> None:
+        thread = ThreadInNetns(netns.fd)
+        thread.enter()  # its own namespace: entering changes nothing
+        before = open_fds()
+        os.close(thread._home)
+        thread._home = os.open("/dev/null", os.O_RDONLY)  # home is no namespace now
+        outcome.append(thread.leave())
+        outcome.append(thread.leave())  # already handled: None
+        outcome.append(open_fds() - before)
+
+    worker = threading.Thread(target=probe)
+    worker.start()
+    worker.join()
+    netns.close()
+    assert outcome == ["[Errno 22] setns into Abhed's own network namespace failed: Invalid argument", None, -1]
+
+
+def test_no_pool_where_the_thread_could_not_come_back():
+    # Root in a user namespace makes a network namespace but cannot go back to the host's.
+    probe = (
+        "import os\n"
+        "from sandbox.netpool import NetnsError, NetnsPool, _new_namespace\n"
+        "before = len(os.listdir('/proc/self/fd'))\n"
+        "try:\n    _new_namespace()\nexcept NetnsError as exc:\n    print(exc)\n"
+        "print(NetnsPool.create(), len(os.listdir('/proc/self/fd')) - before)\n"
+    )
+    result = subprocess.run(["unshare", "--user", "--map-root-user", sys.executable, "-c", probe],
+                            capture_output=True, text=True, cwd=Path(__file__).parents[2])
+    assert result.stdout == "[Errno 1] setns into the creator's network namespace failed: Operation not permitted\nNone 0\n", result.stderr
+
+
+def test_no_pool_with_the_hosts_network_or_the_egress_proxy(tmp_path: Path):
+    home = own_netns()
+    with sandbox.Sandbox(sandbox.SandboxConfig(allow_network=True), tmp_path) as box:
+        assert box._launcher.netns_pool is None
+        assert run(box, "readlink /proc/self/ns/net").strip() == home  # the host's network, as asked
+    with sandbox.Sandbox(sandbox.SandboxConfig(allow_hosts=("example.org:443",)), tmp_path) as box:
+        assert box._launcher.netns_pool is None  # the proxy listens in each command's own namespace
+        assert run(box, "readlink /proc/self/ns/net").strip() != home
+
+
+def test_a_session_closes_its_pool(tmp_path: Path):
+    before = open_fds()
+    with sandbox.Sandbox(sandbox.SandboxConfig(), tmp_path) as box:
+        run(box, "true")
+        assert box._launcher.netns_pool is not None and box._launcher.netns_pool._idle
+    assert open_fds() == before
+
+
+def test_a_namespace_that_cannot_be_entered_stops_the_command(tmp_path: Path):
+    with sandbox.Sandbox(sandbox.SandboxConfig(), tmp_path) as box:
+        pool = box._launcher.netns_pool
+        while pool._idle:
+            pool._idle.pop().close()
+        pool._idle.append(Netns(os.open("/dev/null", os.O_RDONLY), ()))  # lent next: no network namespace
+        with pytest.raises(sandbox.SandboxSetupError) as err:
+            box.run("touch ran", cwd=tmp_path, timeout_s=60)
+    assert str(err.value).startswith(
+        "Could not start the sandbox in its network namespace: [Errno 22] setns into the command's network namespace "
+        "failed: Invalid argument; the command did not run.")
+    assert not (tmp_path / "ran").exists()
+
+
+def test_without_the_capability_no_namespace_is_made_and_it_says_why():
+    probe = ("from sandbox.netpool import NetnsError, NetnsPool, _new_namespace\n"
+             "try:\n    _new_namespace()\nexcept NetnsError as exc:\n    print(exc)\n"
+             "print(NetnsPool.create())\n")
+    result = subprocess.run(["setpriv", "--bounding-set", "-sys_admin", sys.executable, "-c", probe],
+                            capture_output=True, text=True, cwd=Path(__file__).parents[2])
+    assert result.stdout == "[Errno 1] unshare(CLONE_NEWNET) failed: Operation not permitted\nNone\n", result.stderr
