@@ -298,3 +298,45 @@ def test_without_the_capability_no_namespace_is_made_and_it_says_why():
     result = subprocess.run(["setpriv", "--bounding-set", "-sys_admin", sys.executable, "-c", probe],
                             capture_output=True, text=True, cwd=Path(__file__).parents[2])
     assert result.stdout == "[Errno 1] unshare(CLONE_NEWNET) failed: Operation not permitted\nNone\n", result.stderr
+
+
+def test_a_namespace_whose_pid_namespace_did_not_empty_in_time_is_closed_not_pooled(tmp_path: Path, monkeypatch):
+    """A process of the command may still be alive after the teardown wait (the kernel did not
+    empty its pid namespace within TEARDOWN_S): its network namespace must never be lent to the
+    next command, where that process could reach the next command's loopback services."""
+    from sandbox import launcher
+
+    real_select = launcher._select
+
+    def init_never_reaped(fds, timeout):  # the kernel's answer when the pid namespace did not empty in time
+        return ([], [], []) if timeout == launcher.TEARDOWN_S else real_select(fds, timeout)
+
+    with sandbox.Sandbox(sandbox.SandboxConfig(), tmp_path) as box:
+        pool = box._launcher.netns_pool
+        first = run(box, "readlink /proc/self/ns/net")
+        assert len(pool._idle) == 1
+        held = 1 + len(pool._idle[0]._stats)   # its descriptors: the namespace and its sockstat files
+        before = open_fds()
+        monkeypatch.setattr(launcher, "_select", init_never_reaped)
+        assert run(box, "readlink /proc/self/ns/net") == first   # lent the pooled one...
+        assert pool._idle == [] and open_fds() == before - held   # ...and closed it, not pooled
+        monkeypatch.setattr(launcher, "_select", real_select)
+        assert run(box, "readlink /proc/self/ns/net") != first   # the next command gets a new one
+
+
+def test_a_spawn_that_fails_gives_its_namespace_back(tmp_path: Path, monkeypatch):
+    """Nothing ran in the namespace of a command whose bwrap could not be started: it goes back to
+    the pool (not leaked: one namespace and its descriptors per failed start would add up)."""
+    with sandbox.Sandbox(sandbox.SandboxConfig(), tmp_path) as box:
+        pool = box._launcher.netns_pool
+        first = run(box, "readlink /proc/self/ns/net")
+        before = open_fds()
+
+        def no_fork(*args, **kwargs):
+            raise OSError(11, "fork: Resource temporarily unavailable")
+        with monkeypatch.context() as patch:
+            patch.setattr(type(box._launcher), "_start_bwrap", no_fork)
+            with pytest.raises(OSError, match="Resource temporarily unavailable"):
+                box.run("touch ran", cwd=tmp_path, timeout_s=60)
+        assert len(pool._idle) == 1 and open_fds() == before
+        assert run(box, "readlink /proc/self/ns/net") == first and not (tmp_path / "ran").exists()
