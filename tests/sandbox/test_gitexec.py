@@ -177,3 +177,48 @@ def test_generated_configs_read_as_git_reads_them(tmp_path_factory, text):
     theirs = [tuple(item.split("\n", 1)) if "\n" in item else (item, "") for item in out.stdout.split("\0")[:-1]]
     # git also lists a name before any section, under no section: no key read here is one of those
     assert gitexec.parse(text) == [pair for pair in theirs if "." in pair[0]]
+
+
+# Every key git documents as running a command (git-config(1)), written out here rather than taken
+# from gitexec, so that a key dropped from its list fails this test: (config text, the key).
+RUNS_A_COMMAND = [
+    ("[core]\n\tfsmonitor = ./x/run.sh", "core.fsmonitor"), ("[core]\n\tpager = ./x/run.sh", "core.pager"),
+    ("[core]\n\teditor = ./x/run.sh", "core.editor"), ("[core]\n\tsshCommand = ./x/run.sh", "core.sshCommand"),
+    ("[core]\n\taskPass = ./x/run.sh", "core.askPass"), ("[core]\n\tgitProxy = ./x/run.sh", "core.gitProxy"),
+    ("[core]\n\talternateRefsCommand = ./x/run.sh", "core.alternateRefsCommand"),
+    ("[sequence]\n\teditor = ./x/run.sh", "sequence.editor"), ("[gpg]\n\tprogram = ./x/run.sh", "gpg.program"),
+    ("[gpg \"x509\"]\n\tprogram = ./x/run.sh", "gpg.x509.program"),
+    ("[gpg \"ssh\"]\n\tdefaultKeyCommand = ./x/run.sh", "gpg.ssh.defaultKeyCommand"),
+    ("[filter \"f\"]\n\tclean = ./x/run.sh", "filter.f.clean"), ("[filter \"f\"]\n\tsmudge = ./x/run.sh", "filter.f.smudge"),
+    ("[filter \"f\"]\n\tprocess = ./x/run.sh", "filter.f.process"), ("[diff \"d\"]\n\tcommand = ./x/run.sh", "diff.d.command"),
+    ("[diff \"d\"]\n\ttextconv = ./x/run.sh", "diff.d.textconv"), ("[diff]\n\texternal = ./x/run.sh", "diff.external"),
+    ("[merge \"m\"]\n\tdriver = ./x/run.sh %O %A %B", "merge.m.driver"), ("[pager]\n\tlog = ./x/run.sh", "pager.log"),
+    ("[alias]\n\tst = !./x/run.sh", "alias.st"), ("[credential]\n\thelper = !./x/run.sh", "credential.helper"),
+    ("[credential \"https://h\"]\n\thelper = !./x/run.sh", "credential.https://h.helper"),
+    ("[difftool \"t\"]\n\tcmd = ./x/run.sh", "difftool.t.cmd"), ("[difftool \"t\"]\n\tpath = ./x/run.sh", "difftool.t.path"),
+    ("[mergetool \"t\"]\n\tcmd = ./x/run.sh", "mergetool.t.cmd"), ("[mergetool \"t\"]\n\tpath = ./x/run.sh", "mergetool.t.path"),
+    ("[uploadpack]\n\tpackObjectsHook = ./x/run.sh", "uploadpack.packObjectsHook"),
+    ("[remote \"o\"]\n\tuploadpack = ./x/run.sh", "remote.o.uploadpack"),
+    ("[remote \"o\"]\n\treceivepack = ./x/run.sh", "remote.o.receivepack"),
+    ("[interactive]\n\tdiffFilter = ./x/run.sh", "interactive.diffFilter"),
+    ("[submodule \"s\"]\n\tupdate = !./x/run.sh", "submodule.s.update"),
+    ("[trailer \"t\"]\n\tcommand = ./x/run.sh", "trailer.t.command"), ("[trailer \"t\"]\n\tcmd = ./x/run.sh", "trailer.t.cmd"),
+    ("[sendemail]\n\ttoCmd = ./x/run.sh", "sendemail.toCmd"), ("[sendemail]\n\tccCmd = ./x/run.sh", "sendemail.ccCmd"),
+    ("[sendemail]\n\tsmtpServer = ./x/run.sh", "sendemail.smtpServer"), ("[web]\n\tbrowser = ./x/run.sh", "web.browser"),
+    ("[browser \"b\"]\n\tcmd = ./x/run.sh", "browser.b.cmd"), ("[browser \"b\"]\n\tpath = ./x/run.sh", "browser.b.path"),
+    ("[man \"v\"]\n\tcmd = ./x/run.sh", "man.v.cmd"), ("[man \"v\"]\n\tpath = ./x/run.sh", "man.v.path"),
+    ("[lfs \"customtransfer.x\"]\n\tpath = ./x/run.sh", "lfs.customtransfer.x.path"),
+]
+
+
+@pytest.mark.parametrize("config", [c for c, _ in RUNS_A_COMMAND], ids=[k for _, k in RUNS_A_COMMAND])
+def test_each_key_that_runs_a_command_protects_its_script(tmp_path, monkeypatch, config):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws, _ = _repo(tmp_path, config + "\n")
+    assert _paths(ws) == {"x/run.sh"}
+
+
+def test_a_key_that_runs_nothing_protects_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws, _ = _repo(tmp_path, "[user]\n\tname = ./x/run.sh\n[remote \"o\"]\n\turl = ./x/run.sh\n[merge \"m\"]\n\tname = ./x/run.sh\n")
+    assert _paths(ws) == set()
