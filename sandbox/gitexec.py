@@ -61,7 +61,7 @@ class Repository:
     bases: tuple[Path, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True)  # pragma: no mutate (equivalent: no Entry is changed or hashed)
 class Entry:
     """A workspace-relative protected entry ("dir/" for a directory) and why it is one."""
 
@@ -93,7 +93,7 @@ def enclosing(directory: Path) -> Iterator[Repository]:
     """The repositories host git would find from ``directory`` upwards (a ``.git`` in it or above)."""
     for parent in (directory, *directory.parents):
         dotgit = parent / ".git"
-        if os.path.lexists(dotgit):
+        if os.path.lexists(dotgit):  # pragma: no mutate (equivalent: repository_of says None for a missing one; this spares the read)
             repo = repository_of(dotgit)
             if repo is not None:
                 yield repo

@@ -222,3 +222,34 @@ def test_a_key_that_runs_nothing_protects_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     ws, _ = _repo(tmp_path, "[user]\n\tname = ./x/run.sh\n[remote \"o\"]\n\turl = ./x/run.sh\n[merge \"m\"]\n\tname = ./x/run.sh\n")
     assert _paths(ws) == set()
+
+
+@pytest.mark.parametrize("value", ["true", "false", "yes", "no", "on", "off", "1", "0"])
+def test_a_boolean_fsmonitor_is_no_path_even_where_a_file_has_its_name(tmp_path, monkeypatch, value):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws, _ = _repo(tmp_path, f"[core]\n\tfsmonitor = {value}\n")
+    (ws / value).write_text("a file named like the boolean is not what git runs\n")
+    assert _paths(ws) == set()
+
+
+@pytest.mark.parametrize("value", ["false", "no", "off", "0"])
+def test_worktree_config_turned_off_and_absent_protects_nothing(tmp_path, monkeypatch, value):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws, _ = _repo(tmp_path, f"[extensions]\n\tworktreeConfig = {value}\n")
+    assert _paths(ws) == set()
+
+
+def test_a_git_file_that_names_no_gitdir_is_no_repository(tmp_path):
+    (tmp_path / ".git").write_text("not a gitdir line\n")
+    assert gitexec.repository_of(tmp_path / ".git") is None and list(gitexec.enclosing(tmp_path)) == []
+
+
+def test_core_worktree_is_where_relative_hooks_run(tmp_path, monkeypatch):
+    """A git directory elsewhere whose core.worktree names the work tree: hooks paths are relative
+    to that work tree."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws = tmp_path / "ws"
+    (ws / "repo.git").mkdir(parents=True)
+    (ws / "repo.git" / "config").write_text("[core]\n\tworktree = ../tree\n\thooksPath = .githooks\n")
+    found = {e.path for e in gitexec.entries(ws, [gitexec.repository_at(ws / "repo.git")])}
+    assert "tree/.githooks/" in found
