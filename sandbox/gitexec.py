@@ -13,8 +13,9 @@ repository's ``config`` and ``config.worktree`` (and its ``commondir``'s), the u
 and the system config, and what they include, ``includeIf`` ones whatever their condition --
 and every value found counts, not only the one git would pick: protecting one file too many
 is safe. Such config files inside the workspace are protected too: included ones, and
-``config.worktree`` when git reads it (rewriting one would add a hook). Parsed files are cached by (mtime, size, inode), so a check that finds nothing
-changed costs one stat per config file.
+``config.worktree`` when git reads it (rewriting one would add a hook). Parsed files are
+cached by (mtime, size, inode), so a check that finds nothing changed costs one stat per
+config file.
 
 Not covered (docs/security.md): commands that reach a work-tree file other than as a word of
 the command (``sh -c "$(cat x)"``), paths taken from the environment (``GIT_CONFIG_*``,
