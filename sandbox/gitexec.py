@@ -46,7 +46,6 @@ _COMMAND_KEYS = (
 # Keys naming a directory whose files git runs: hooks, or templates copied into new repositories'
 # .git/hooks by `git init`/`git clone` (and so by `git submodule update`).
 _DIRECTORY_KEYS = ("core.hookspath", "init.templatedir")
-_BOOLEANS = {"true", "false", "yes", "no", "on", "off", "1", "0", ""}
 # A script's name (clean.py, x.sh) even before it exists; not any dotted word: `ssh -l git.user`
 # must not lock (nor leave a placeholder named) git.user.
 _SCRIPT = re.compile(r"\w\.(sh|bash|zsh|py|pl|rb|js|mjs|cjs|ts|php|lua|tcl|awk|sed|jar|exe|bat|cmd|ps1)$", re.IGNORECASE)
@@ -161,8 +160,8 @@ def _targets(key: str, value: str, bases: list[Path]) -> Iterator[Path]:
         if value:
             yield from _resolved(value, bases)
         return
-    if not _is_command_key(key) or (key == "core.fsmonitor" and value.lower() in _BOOLEANS):
-        return
+    if not _is_command_key(key):
+        return  # (core.fsmonitor = true is a bare first word, as every program looked up in PATH: no target)
     if key.startswith("alias.") and not value.startswith("!"):
         return  # runs a git command, not a program
     try:
@@ -204,7 +203,7 @@ def _config_files(git_dir: Path) -> list[Path]:
         common = (git_dir / "commondir").read_text(errors="replace").strip()
     except OSError:
         common = ""
-    if common:
+    if common:  # pragma: no mutate (equivalent: without one, git_dir's files again, which _with_includes reads once)
         common_dir = Path(os.path.normpath(git_dir / common))
         files += [common_dir / "config", common_dir / "config.worktree"]
     return files + _user_and_system()
@@ -255,7 +254,7 @@ def _parsed(config: Path) -> list[tuple[str, str]] | None:
     except OSError:
         return None
     pairs = parse(text)
-    _CACHE[config] = (signature, pairs)
+    _CACHE[config] = (signature, pairs)  # pragma: no mutate (equivalent: only the cost of a check that finds nothing changed)
     return pairs
 
 
@@ -272,8 +271,6 @@ def parse(text: str) -> list[tuple[str, str]]:
         c = text[i]
         if c in " \t\r\n":
             i += 1
-        elif c in "#;":
-            i = _line_end(text, i)
         elif c == "[":
             section, i = _section(text, i + 1)
         elif c.isalpha():
@@ -290,7 +287,7 @@ def parse(text: str) -> list[tuple[str, str]]:
             if section:
                 pairs.append((f"{section}.{name}", value))
         else:
-            i = _line_end(text, i)  # not git syntax: git stops; skipping the line reads more, never less
+            i = _line_end(text, i)  # a comment (# ;), or not git syntax: git stops; skipping the line reads more, never less
     return pairs
 
 
@@ -330,7 +327,7 @@ def _value(text: str, i: int) -> tuple[str, int]:
         c = text[i]
         if c == "\n" or (not quoted and c in "#;"):
             # an unterminated quote is an error to git; the value ends there
-            return "".join(out), (i + 1 if c == "\n" else _line_end(text, i))
+            return "".join(out), _line_end(text, i)
         if not quoted and c in " \t\r\f\v":
             spaces += 1 if any(out) else 0
             i += 1
@@ -338,8 +335,9 @@ def _value(text: str, i: int) -> tuple[str, int]:
         if spaces:
             out.append(" " * spaces)
             spaces = 0
-        if c == "\\" and i + 1 < n:
-            nxt = text[i + 1]
+        if c == "\\":
+            # git reads the end of the file as a newline: a backslash there continues onto nothing
+            nxt = text[i + 1] if i + 1 < n else "\n"
             i += 2
             if nxt == "\n":
                 continue

@@ -253,3 +253,47 @@ def test_core_worktree_is_where_relative_hooks_run(tmp_path, monkeypatch):
     (ws / "repo.git" / "config").write_text("[core]\n\tworktree = ../tree\n\thooksPath = .githooks\n")
     found = {e.path for e in gitexec.entries(ws, [gitexec.repository_at(ws / "repo.git")])}
     assert "tree/.githooks/" in found
+
+
+def _git_list(tmp_path: Path, text: str) -> list[tuple[str, str]] | None:
+    """git's own reading of a config text, or None where git refuses it."""
+    config = tmp_path / "prefix.config"
+    config.write_text(text)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1"}
+    out = subprocess.run(["git", "config", "--file", str(config), "--no-includes", "--list", "-z"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        return None
+    return [(key, value) for key, _, value in (item.partition("\n") for item in out.stdout.split("\0")[:-1])]
+
+
+@needs_git
+def test_a_config_cut_short_anywhere_reads_as_git_reads_it(tmp_path):
+    """Every prefix of the tricky config (a file may end anywhere): never an exception, and where
+    git reads the prefix, the same pairs (the bounds at the end of the text are where a parser errs)."""
+    text = TRICKY + '[x "a\\\\b\\"c"]\n\tk = v\\\\'
+    for end in range(len(text) + 1):
+        ours, theirs = gitexec.parse(text[:end]), _git_list(tmp_path, text[:end])
+        if theirs is not None:
+            assert ours == theirs, (end, text[:end])
+
+
+def test_home_relative_and_environment_named_configs(tmp_path, monkeypatch):
+    """`~/` in a value is the user's home; GIT_CONFIG_GLOBAL and GIT_CONFIG_SYSTEM name configs
+    git reads too."""
+    ws, _ = _repo(tmp_path, "[core]\n\thooksPath = ~/hooks\n")
+    monkeypatch.setenv("HOME", str(ws / "home"))
+    assert _paths(ws) == {"home/hooks/"}
+    for variable, script in (("GIT_CONFIG_GLOBAL", "g.sh"), ("GIT_CONFIG_SYSTEM", "s.sh")):
+        named = tmp_path / f"{variable}.config"
+        named.write_text(f"[core]\n\tpager = ./{script}\n")
+        monkeypatch.setenv(variable, str(named))
+    assert _paths(ws) == {"home/hooks/", "g.sh", "s.sh"}
+
+
+def test_only_include_keys_include(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws, git_dir = _repo(tmp_path, "[user]\n\tname = other.inc\n[include]\n\tpath = real.inc\n")
+    (git_dir / "other.inc").write_text("[core]\n\thooksPath = not-read\n")
+    (git_dir / "real.inc").write_text("[core]\n\thooksPath = read\n")
+    assert _paths(ws) == {"read/", ".git/real.inc"}   # (an included file in the workspace is protected too)
