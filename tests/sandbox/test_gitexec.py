@@ -242,6 +242,18 @@ def test_worktree_config_turned_off_and_absent_protects_nothing(tmp_path, monkey
 def test_a_git_file_that_names_no_gitdir_is_no_repository(tmp_path):
     (tmp_path / ".git").write_text("not a gitdir line\n")
     assert gitexec.repository_of(tmp_path / ".git") is None and list(gitexec.enclosing(tmp_path)) == []
+    (tmp_path / ".git").write_text("")
+    assert gitexec.repository_of(tmp_path / ".git") is None   # an empty one too
+
+
+def test_a_shell_comment_in_a_command_is_no_path_and_the_reason_names_the_key(tmp_path, monkeypatch):
+    """git runs such values through the shell, which ignores a comment; the reason shown to the
+    human says which setting in which file makes git run what."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws, git_dir = _repo(tmp_path, "[core]\n\tpager = ./run.sh \"# tools/other.sh\"\n")
+    found = gitexec.entries(ws, gitexec.enclosing(ws))
+    assert [(e.path, e.why) for e in found] == [
+        ("run.sh", f"core.pager = ./run.sh # tools/other.sh in {git_dir / 'config'} makes host git run {ws / 'run.sh'}")]
 
 
 def test_core_worktree_is_where_relative_hooks_run(tmp_path, monkeypatch):
