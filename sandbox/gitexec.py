@@ -293,16 +293,14 @@ def parse(text: str) -> list[tuple[str, str]]:
 
 def _line_end(text: str, i: int) -> int:
     end = text.find("\n", i)
-    return len(text) if end < 0 else end + 1
+    return len(text) if end < 0 else end + 1  # pragma: no mutate (< 1 is equivalent: no line is ended from offset 0)
 
 
 def _section(text: str, i: int) -> tuple[str, int]:
     j = i
     while j < len(text) and (text[j].isalnum() or text[j] in "-."):
         j += 1
-    name = text[i:j].lower()
-    if "." in name:  # [section.sub]: the old, lowercased form
-        return name, _line_end(text, j)
+    name = text[i:j].lower()  # [section.sub], the old form, is lowercased whole (a quote after it is git's error)
     while j < len(text) and text[j] in " \t":
         j += 1
     if j < len(text) and text[j] == '"':
