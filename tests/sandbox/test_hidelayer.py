@@ -47,6 +47,14 @@ def etc(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.fixture
+def own_tmp(tmp_path: Path, monkeypatch) -> Path:
+    """The test's own temporary directory, where build_layer makes its layers (tempfile.tempdir)."""
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    return tmp_path / "tmp"
+
+
 def hides(root: Path) -> tuple[Mount, ...]:
     return (Mount("null-file", root / "shadow"), Mount("hidden-dir", root / "ssl" / "private"),
             Mount("null-file", root / "pg" / "main" / "hba.conf"))
@@ -118,9 +126,7 @@ def test_no_layer_without_a_secret_under_the_root(etc, tmp_path):
     assert build_layer(etc, hides(etc), bound=(etc / "shadow", etc / "ssl" / "private", etc / "pg" / "main" / "hba.conf")) is None
 
 
-def test_a_layer_that_cannot_be_built_leaves_nothing_behind(etc, tmp_path, monkeypatch):
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
+def test_a_layer_that_cannot_be_built_leaves_nothing_behind(etc, tmp_path, own_tmp):
     twice = (Mount("null-file", etc / "shadow"), Mount("null-file", etc / "shadow"))  # the second placeholder exists
     assert build_layer(etc, twice) is None  # every hide stays a mount
     assert list((tmp_path / "tmp").iterdir()) == []
@@ -149,11 +155,9 @@ def flags_of(path: Path) -> int:
         os.close(fd)
 
 
-def test_every_part_of_the_layer_is_immutable_even_to_host_root(etc, tmp_path, monkeypatch):
+def test_every_part_of_the_layer_is_immutable_even_to_host_root(etc, tmp_path, own_tmp):
     if os.getuid() != 0:
         pytest.skip("only host root builds an immutable layer")
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
     (tmp_path / "tmp" / "plain-file").touch()
     (tmp_path / "tmp" / "plain-dir").mkdir()
     plain = {False: flags_of(tmp_path / "tmp" / "plain-file"), True: flags_of(tmp_path / "tmp" / "plain-dir")}
@@ -267,11 +271,9 @@ def test_a_layer_left_by_a_dead_process_is_removed_by_the_next(etc, tmp_path, mo
     layer.close()
 
 
-def test_a_stale_layer_is_removed_without_following_its_symlinks(etc, tmp_path, monkeypatch):
+def test_a_stale_layer_is_removed_without_following_its_symlinks(etc, tmp_path, own_tmp):
     if os.getuid() != 0:
         pytest.skip("only host root builds an immutable layer")
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
     target = tmp_path / "someone-elses-immutable-file"
     target.touch()
     _set_immutable(target, True)
@@ -287,10 +289,8 @@ def test_a_stale_layer_is_removed_without_following_its_symlinks(etc, tmp_path, 
         _set_immutable(target, False)
 
 
-def test_a_live_processs_layer_is_left_alone(etc, tmp_path, monkeypatch):
+def test_a_live_processs_layer_is_left_alone(etc, tmp_path, own_tmp):
     # Two sessions of one process: building the second must not remove the first's layer.
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
     first = build_layer(etc, hides(etc))
     second = build_layer(etc, hides(etc))
     assert first is not None and second is not None
@@ -299,11 +299,9 @@ def test_a_live_processs_layer_is_left_alone(etc, tmp_path, monkeypatch):
     second.close()
 
 
-def test_the_layer_keeps_the_flags_its_files_inherit(etc, tmp_path, monkeypatch):
+def test_the_layer_keeps_the_flags_its_files_inherit(etc, tmp_path, own_tmp):
     if os.getuid() != 0:
         pytest.skip("only host root builds an immutable layer")
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
     noatime = 0x80  # FS_NOATIME_FL: inherited by what is made in the directory
     fd = os.open(tmp_path / "tmp", os.O_RDONLY)
     try:
