@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 
 from sandbox import gitexec
+from sandbox.gitguard import is_git_dir
 from sandbox.protect import DEFAULT_PROTECTED_PATHS, GIT_DIR_SENSITIVE, protected_reason
 
 GIT = ".git"
@@ -87,9 +88,9 @@ _GIT_SHAPE = ("HEAD", "objects", "refs", "commondir")
 
 
 def _is_git_dir(present: set[str]) -> bool:
-    """git's own test (setup.c is_git_directory), as sandbox.gitguard.is_git_dir applies it; an
-    `objects` or `refs` that is not a directory counts too (asking once too often is safe)."""
-    return "HEAD" in present and ("commondir" in present or {"objects", "refs"} <= present)
+    """sandbox.gitguard's test, each name counted as a directory: an `objects` or `refs` that is
+    not one counts too (asking once too often is safe)."""
+    return is_git_dir(dict.fromkeys(present, True))
 
 
 def lexical(raw: str, cwd: Path) -> Path:
