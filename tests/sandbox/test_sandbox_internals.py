@@ -109,6 +109,8 @@ def test_symlinks_on_the_way_are_refused(tmp_path):
         protection_mounts(tmp_path, ENTRIES)
     assert "protected path '.git/hooks/' goes through a symlink" in str(err.value)
     assert "remove the entry from protected_paths" in str(err.value)
+    # and, for a path that comes from a repository's config, what the operator can change instead
+    assert "for a path a repository's config makes git run, such as core.hooksPath, to point the config at the real directory" in str(err.value)
 
 
 def test_guards_below_a_protected_directory_are_dropped(tmp_path):
