@@ -151,7 +151,8 @@ def test_a_thread_that_cannot_leave_the_namespace_stops_the_command(tmp_path: Pa
         with pytest.raises(sandbox.SandboxSetupError) as err:
             box.run(f"touch ran; sleep 60 # {marker}", cwd=tmp_path, timeout_s=60)
         added = [child for child in children_of_this_process() if child.split()[0] not in before]
-        assert host_pids_with(marker) == [] and added == []  # bwrap killed and reaped: it never gets its "go"
+        # bwrap's child (holding the marker in its argv) dies with it, but asynchronously
+        assert wait_until(lambda: host_pids_with(marker) == []) and added == []  # bwrap killed and reaped: it never gets its "go"
     assert str(err.value) == (
         "Could not move Abhed's thread back to its own network namespace: setns failed: Operation not permitted; the "
         "command did not run. Restart Abhed: that thread's next programs would have no network."
