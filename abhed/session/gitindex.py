@@ -1,0 +1,142 @@
+"""git's index file (version 2), read and written by Abhed for the shadow repository (checkpoints).
+
+Why not `git update-index`: it reads each file by its path, and a path in the workspace can be
+swapped for a symlink to a file outside, or for a FIFO, between git's lstat and its open. The
+checkpoint reads each file itself, through the beneath-root descriptors, writes the blob, and
+puts the entry here with the stat data of the descriptor it read (so git's `diff-files` can
+tell an unchanged file from a changed one without reading either).
+
+git compares an entry with what lstat says of its path; when the two agree but the file was
+changed within the same second as the index was written ("racily clean"), git would re-read
+the file by path to be sure. An entry whose file changed too recently is therefore written with
+mtime 0: git reports it as changed, and the next snapshot reads it again through a descriptor.
+
+The format (Documentation/gitformat-index.txt): "DIRC", version, entry count; the entries sorted
+by name, each 62 bytes of stat data, object id and flags, then the name and 1-8 NUL bytes up to a
+multiple of 8; extensions; a SHA-1 of everything before it. Only version 2 without required
+extensions is read here (the shadow repository is written by this module and by git under
+`index.version=2`); anything else is reported as unreadable, and the caller starts afresh.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import struct
+from bisect import bisect_left
+from dataclasses import dataclass
+from hashlib import sha1
+from pathlib import Path
+
+from abhed.files.atomic import replace_file
+
+HEADER = struct.Struct(">4sLL")
+STAT = struct.Struct(">10L20sH")  # ctime s, ns, mtime s, ns, dev, ino, mode, uid, gid, size; oid; flags
+NAME_MASK = 0xFFF
+RACY_S = 2  # an entry whose mtime is this close to now is written with mtime 0 (see the module docstring)
+
+
+class Unreadable(Exception):
+    """The index is not one this module writes (damaged, another version, a required extension)."""
+
+
+@dataclass(frozen=True)  # pragma: no mutate (equivalent: nothing assigns to an entry)
+class Entry:
+    name: bytes
+    mode: int  # 0o100644, 0o100755 or 0o120000
+    oid: bytes  # 20 bytes
+    raw: bytes  # the entry as stored (stat data, oid, flags, name, padding)
+
+
+def mode_of(st: os.stat_result) -> int:
+    """The index mode git gives a file with this stat: a symlink, or a file executable by its owner or not."""
+    if stat.S_ISLNK(st.st_mode):
+        return 0o120000
+    return 0o100755 if st.st_mode & 0o100 else 0o100644
+
+
+def entry(name: bytes, st: os.stat_result, oid: bytes, now: float, settled: bool = True) -> Entry:
+    """The entry of `name` as read through a descriptor whose fstat was `st`; `settled` False when it
+    changed while it was read (then, as when racily clean, git is made to report it next time)."""
+    mode = mode_of(st)
+    mtime_s, mtime_ns = divmod(st.st_mtime_ns, 1_000_000_000)
+    if not settled or st.st_mtime >= now - RACY_S:  # make git report it, so that it is read again
+        mtime_s = mtime_ns = 0
+    ctime_s, ctime_ns = divmod(st.st_ctime_ns, 1_000_000_000)
+    fields = (ctime_s, ctime_ns, mtime_s, mtime_ns, st.st_dev, st.st_ino, mode, st.st_uid, st.st_gid, st.st_size)
+    head = STAT.pack(*(f & 0xFFFFFFFF for f in fields), oid, min(len(name), NAME_MASK))
+    return Entry(name, mode, oid, head + name + b"\0" * (8 - (len(head) + len(name)) % 8))
+
+
+def read(path: str | os.PathLike[str]) -> list[Entry]:
+    """The entries of the index at `path` (none when it does not exist)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise Unreadable(f"cannot read {path}: {exc.strerror}") from None
+    return parse(data)
+
+
+def parse(data: bytes) -> list[Entry]:
+    if len(data) < HEADER.size + 20 or sha1(data[:-20]).digest() != data[-20:]:
+        raise Unreadable("its checksum does not match")
+    signature, version, count = HEADER.unpack_from(data)
+    if signature != b"DIRC" or version != 2:
+        raise Unreadable(f"it is not a version 2 index ({signature!r}, version {version})")
+    entries, offset, end = [], HEADER.size, len(data) - 20
+    for _ in range(count):
+        if offset + STAT.size > end:
+            raise Unreadable("it ends inside an entry")
+        fields = STAT.unpack_from(data, offset)
+        flags = fields[11]
+        if flags & 0x7000:  # an extended entry (not in version 2) or a merge stage
+            raise Unreadable("it holds an entry with a merge stage or extended flags")
+        start = offset + STAT.size
+        stop = data.index(b"\0", start) if flags & NAME_MASK == NAME_MASK else start + (flags & NAME_MASK)
+        size = (STAT.size + stop - start + 8) & ~7
+        entries.append(Entry(data[start:stop], fields[6], fields[10], data[offset:offset + size]))
+        offset += size
+    while offset + 8 <= end:  # extensions: optional ones (A-Z) may be dropped, required ones may not
+        signature, size = struct.unpack_from(">4sL", data, offset)
+        if not signature[:1].isupper():
+            raise Unreadable(f"it needs the extension {signature!r}")
+        offset += 8 + size
+    return entries
+
+
+def write(path: str | os.PathLike[str], entries: list[Entry]) -> None:
+    """Write `entries` (sorted by name, no duplicates) as the index at `path`, atomically.
+
+    No cache-tree extension: git's write-tree computes it again."""
+    body = b"".join([HEADER.pack(b"DIRC", 2, len(entries)), *(e.raw for e in entries)])
+    replace_file(Path(path), body + sha1(body).digest(), mode=0o600)
+
+
+def merged(old: list[Entry], changes: dict[bytes, Entry | None]) -> list[Entry]:
+    """`old` (sorted) with each name in `changes` replaced, added (an Entry) or removed (None).
+
+    A file and a directory cannot share a name: adding `d` removes `d/...`, adding `d/f` removes
+    `d` (git's own rule, as update-index --replace applies it)."""
+    names = [e.name for e in old]
+    drop: set[int] = set()
+
+    def drop_name(name: bytes) -> None:
+        at = bisect_left(names, name)
+        if at < len(names) and names[at] == name:
+            drop.add(at)
+    for name, new in changes.items():
+        drop_name(name)
+        if new is None:
+            continue
+        for i in range(1, len(name)):
+            if name[i:i + 1] == b"/":
+                drop_name(name[:i])  # a file where a directory of `name` must be
+        # every entry below `name/` ("0" is the byte after "/": the range is contiguous in this order)
+        drop.update(range(bisect_left(names, name + b"/"), bisect_left(names, name + b"0")))
+    kept = [e for i, e in enumerate(old) if i not in drop] if drop else list(old)
+    kept += [e for e in changes.values() if e is not None]
+    kept.sort(key=lambda e: e.name)
+    return kept
