@@ -198,14 +198,28 @@ class Shadow:
     # -- setting up, and the lock -------------------------------------------------------------------
 
     def _ensure(self) -> None:
-        if not (self.git_dir / "HEAD").is_file():
-            self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self.git("init", "--quiet", "--bare", str(self.git_dir))
-            (self.dir / "workspace").write_text(f"{self.workspace}\n")
+        if not all(p.exists() for p in (self.git_dir / "HEAD", self.git_dir / "objects", self.git_dir / "refs")):
+            self._init()
         info = self.git_dir / "info"
         info.mkdir(exist_ok=True)
         _write_if_changed(info / "attributes", ATTRIBUTES)
         _write_if_changed(info / "exclude", self._excludes())
+
+    def _init(self) -> None:
+        """Make the repository under another name and rename it into place: a kill mid-way leaves no
+        half-made repository where the next snapshot would look (only the other name, cleared here)."""
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self.git_dir.exists():  # from before this was atomic, or a disk error: a store holds objects
+            if any((self.git_dir / "objects").glob("??/*")) or any((self.git_dir / "objects" / "pack").glob("*")):
+                raise CheckpointError(f"the shadow repository {self.git_dir} is damaged (it lacks HEAD, objects/ or "
+                                      f"refs/) but holds checkpoints; `git --git-dir {self.git_dir} fsck` says more. "
+                                      "Move it away to start a new one.")
+            shutil.rmtree(self.git_dir)
+        making = self.dir / "git.init"
+        shutil.rmtree(making, ignore_errors=True)
+        self.git("init", "--quiet", "--bare", str(making))
+        os.rename(making, self.git_dir)
+        (self.dir / "workspace").write_text(f"{self.workspace}\n")
 
     def _excludes(self) -> str:
         """The operator's exclusions, then the project's own .git/info/exclude (its .gitignore files git
@@ -560,11 +574,15 @@ def _remove_all(tree: treeio.Tree, paths: list[str], failed: list[str]) -> None:
 
 
 def _in_the_way(tree: treeio.Tree, path: str, deleted: set[str]) -> bool:
-    """Whether something stands where undo would recreate `path`: the path itself, or a file (not one
-    the plan deletes) where one of its directories must go."""
+    """Whether something stands where undo would recreate `path`: the path itself (a directory only when
+    it holds something the plan does not delete), or a file (not one the plan deletes) where one of its
+    directories must go."""
     parent, _, name = path.rpartition("/")
     dirfd = tree.dir(parent)
     if dirfd is not None:
+        below = tree.dir(path)
+        if below is not None:
+            return not _only(below, path, deleted)
         return _exists(dirfd, name)
     while parent:  # up to the nearest that exists: a directory is no obstacle, anything else is
         above, _, name = parent.rpartition("/")
@@ -573,6 +591,15 @@ def _in_the_way(tree: treeio.Tree, path: str, deleted: set[str]) -> bool:
             return _exists(dirfd, name) and parent not in deleted
         parent = above
     return False  # pragma: no cover (the root always opens)
+
+
+def _only(dirfd: int, path: str, deleted: set[str]) -> bool:
+    """Whether everything below the directory `path` (open as `dirfd`) is a path in `deleted`, or a directory."""
+    for top, _dirs, files, _fd in os.fwalk(".", dir_fd=dirfd):
+        prefix = path if top == "." else f"{path}/{top[2:]}"
+        if any(f"{prefix}/{name}" not in deleted for name in files):
+            return False
+    return True
 
 
 def _exists(dirfd: int, name: str) -> bool:

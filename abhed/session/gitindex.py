@@ -137,6 +137,14 @@ def merged(old: list[Entry], changes: dict[bytes, Entry | None]) -> list[Entry]:
         # every entry below `name/` ("0" is the byte after "/": the range is contiguous in this order)
         drop.update(range(bisect_left(names, name + b"/"), bisect_left(names, name + b"0")))
     kept = [e for i, e in enumerate(old) if i not in drop] if drop else list(old)
-    kept += [e for e in changes.values() if e is not None]
+    # A workspace changing while it was read can give both `d` (a symlink now) and `d/f` (read while `d`
+    # was a directory): the file wins, as git's own --replace would have it.
+    files = {name for name, new in changes.items() if new is not None}
+    kept += [e for e in changes.values() if e is not None and not _below(e.name, files)]
     kept.sort(key=lambda e: e.name)
     return kept
+
+
+def _below(name: bytes, files: set[bytes]) -> bool:
+    """Whether one of the directories on the way to `name` is one of `files`."""
+    return any(name[:i] in files for i in range(1, len(name)) if name[i:i + 1] == b"/")
