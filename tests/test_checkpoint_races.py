@@ -15,6 +15,7 @@ symlink (`ln -sfn`), host git killed with Abhed, the lock released on every path
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shlex
 import signal
@@ -41,6 +42,7 @@ while True:
     libc.renameat2(-100, a, -100, b, 2)  # fails while undo has one of the two away: it goes on all the same
 """
 SECRET = b"OUTSIDE-SECRET-0600-4711"
+REPO = Path(__file__).resolve().parents[1]
 FILES = 200
 ROUNDS = 200
 
@@ -254,7 +256,7 @@ shadow.snapshot("s", "before", {"call": "1", "tool": "bash"})
 def test_kill_9_of_abhed_kills_its_git_and_leaves_the_lock_free(ws: Path, home: Path) -> None:
     os.mkfifo(ws / ".gitignore")  # the snapshot's git waits here for ever
     proc = subprocess.Popen([sys.executable, "-c", KILLED, str(home), str(ws)], stdout=subprocess.PIPE,
-                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
     pid = int(proc.stdout.readline())
     git = []
     for _ in range(500):
@@ -358,17 +360,31 @@ def test_a_file_that_became_a_directory_and_back_is_undone_both_ways(ws: Path, h
     assert (ws / "x" / "inner.txt").read_text() == "inner\n"
 
 
-def test_a_file_git_lists_that_cannot_be_read_is_named_and_costs_no_checkpoint(ws: Path, home: Path) -> None:
+UNREADABLE = r"""
+import json, sys
+from pathlib import Path
+from abhed.session.checkpoint import Shadow
+shadow = Shadow(Path(sys.argv[1]), Path(sys.argv[2]))
+snap, capture = shadow.snapshot("s", "before", {"call": "1", "tool": "bash"})
+print(json.dumps({"not_covered": capture.not_covered,
+                  "tree": shadow.git("ls-tree", "-r", "--name-only", snap.tree).decode().split()}))
+"""
+
+
+def test_a_file_that_cannot_be_read_is_named_and_costs_no_checkpoint(ws: Path, home: Path) -> None:
+    """As a user without root's power over permissions (CAP_DAC_OVERRIDE dropped, as for any user)."""
     (ws / "ok.txt").write_text("ok\n")
     (ws / "locked.txt").write_text("locked\n")
     os.chmod(ws / "locked.txt", 0)
-    shadow = Shadow(home, ws)
-    probe = os.open(ws / "locked.txt", os.O_RDONLY) if os.geteuid() == 0 else None  # root reads it anyway
-    if probe is not None:
-        os.close(probe)
-        pytest.skip("as root every file is readable; tests/test_checkpoint_user.py runs this as a user")
-    snap, capture = shadow.snapshot("s", "before", {"call": "1", "tool": "bash"})
-    assert capture.not_covered == ["locked.txt (cannot be read: Permission denied)"]
+    cmd = [sys.executable, "-c", UNREADABLE, str(home), str(ws)]
+    if os.geteuid() == 0:
+        cmd = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-dac_override,-dac_read_search",
+               *cmd]
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["not_covered"] == ["locked.txt (cannot be read: Permission denied)"]
+    assert got["tree"] == ["ok.txt"]
 
 
 def test_checkpoint_uses_no_path_in_git_s_hands(ws: Path, home: Path, monkeypatch) -> None:

@@ -85,7 +85,7 @@ def _collect(shadow: Shadow, session_id: str, state: dict[str, Any]) -> str:
     if not dropped:
         return ""
     why = (f"checkpoints.max_count ({shadow.max_count:,})" if over_count else
-           f"checkpoints.max_store_bytes ({shadow.max_store_bytes / 1024**2:,.0f} MiB)")
+           f"checkpoints.max_store_bytes ({shadow.max_store_bytes:,} bytes)")
     return (f"the checkpoint store of this workspace was over {why}: its {len(dropped)} oldest checkpoint"
             f"{'s were' if len(dropped) != 1 else ' was'} collected ({_ranges(dropped)}) and can no longer be undone")
 
