@@ -673,3 +673,28 @@ def test_a_store_git_cannot_read_fails_the_checkpoint_with_git_s_words_and_the_c
     assert result.is_error and result.metadata["error_kind"] == dispatch.CHECKPOINT_FAILED
     assert "could not be taken (git diff-files failed in the shadow repository" in result.content
     assert not (ws / "b.txt").exists()
+
+
+def test_the_objects_and_refs_abhed_writes_itself_are_ones_git_accepts(ws: Path, home: Path) -> None:
+    """Trees, commits, blobs and refs are written by Abhed, not by git: git's strictest check finds nothing."""
+    populate(ws)
+    cp = checkpoint.Checkpoints(shadow(home, ws))
+    session = SessionStore(home).create(ws)
+    agent_call(cp, session, lambda: (ws / "notes.md").write_text("changed\n"))
+    agent_call(cp, session, lambda: shutil.rmtree(ws / "src"))
+    assert undo(cp, session, 1, force=False, confirm=lambda plan: True).startswith("Undone")
+    store = cp.shadow.git_dir
+    fsck = subprocess.run(["git", "--git-dir", str(store), "fsck", "--strict", "--no-dangling"], capture_output=True,
+                          text=True)
+    assert fsck.returncode == 0 and fsck.stdout == "" and "error" not in fsck.stderr, fsck.stderr
+    log = subprocess.run(["git", "--git-dir", str(store), "log", "--format=%an <%ae> %s", f"refs/abhed/{session.id}"],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert len(log) == 6 and all(line.startswith("abhed <abhed@localhost> {") for line in log)
+
+
+@pytest.mark.parametrize("bad", ["../escape", ".hidden", "a/b", "x.lock", ""])
+def test_a_session_id_that_is_no_safe_ref_name_is_refused(ws: Path, home: Path, bad: str) -> None:
+    with pytest.raises(checkpoint.CheckpointError) as refused:
+        shadow(home, ws).snapshot(bad, "before", {"call": "1", "tool": "bash"})
+    assert "cannot name a checkpoint chain: use letters, digits, '.', '_' and '-' only" in str(refused.value)
+    assert not (home / "escape").exists()

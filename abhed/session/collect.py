@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from abhed.files.atomic import replace_file
+from abhed.session.gitobjects import write_file
 
 if TYPE_CHECKING:
     from abhed.session.checkpoint import Shadow
@@ -138,7 +139,7 @@ def _state(shadow: Shadow) -> dict[str, Any]:
 
 
 def _save(shadow: Shadow, state: dict[str, Any]) -> None:
-    replace_file(shadow.dir / "store.json", json.dumps(state).encode(), mode=0o600)
+    write_file(shadow.dir / "store.json", json.dumps(state).encode())
 
 
 def _ranges(points: list[_Point]) -> str:

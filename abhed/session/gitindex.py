@@ -68,6 +68,16 @@ def entry(name: bytes, st: os.stat_result, oid: bytes, now: float, settled: bool
     return Entry(name, mode, oid, head + name + b"\0" * (8 - (len(head) + len(name)) % 8))
 
 
+def checksum(path: str | os.PathLike[str]) -> str | None:
+    """The index's trailing SHA-1 (what names its content), or None when there is none."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(-20, os.SEEK_END)
+            return f.read(20).hex()
+    except OSError:
+        return None
+
+
 def read(path: str | os.PathLike[str]) -> list[Entry]:
     """The entries of the index at `path` (none when it does not exist)."""
     try:

@@ -31,8 +31,13 @@ def blob_id(data: bytes) -> bytes:
 
 def write_blob(objects: Path, data: bytes) -> bytes:
     """Store `data` as a blob in the object directory `objects`; its 20-byte id."""
-    header = b"blob %d\0" % len(data)
-    oid = sha1(header + data).digest()
+    return write_object(objects, b"blob", data)
+
+
+def write_object(objects: Path, kind: bytes, body: bytes) -> bytes:
+    """Store an object of `kind` (blob, tree, commit) in the object directory `objects`; its 20-byte id."""
+    header = b"%s %d\0" % (kind, len(body))
+    oid = sha1(header + body).digest()
     name = oid.hex()
     directory = objects / name[:2]
     final = directory / name[2:]
@@ -45,12 +50,37 @@ def write_blob(objects: Path, data: bytes) -> bytes:
         compressor = zlib.compressobj(1)
         with os.fdopen(fd, "wb", closefd=False) as out:
             out.write(compressor.compress(header))
-            out.write(compressor.compress(data))
+            out.write(compressor.compress(body))
             out.write(compressor.flush())
     finally:
         os.close(fd)
     os.rename(temp, final)
     return oid
+
+
+def read_loose(objects: Path, oid: str) -> tuple[bytes, bytes] | None:
+    """(kind, body) of a loose object of the store; None when it is not stored loose (packed, or missing)."""
+    try:
+        data = zlib.decompress((objects / oid[:2] / oid[2:]).read_bytes())
+    except (OSError, zlib.error):
+        return None
+    header, _, body = data.partition(b"\0")
+    kind, _, size = header.partition(b" ")
+    return (kind, body) if size.isdigit() and int(size) == len(body) else None
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """Replace a small file of the store (a ref, a cache) atomically: a temporary name, then a rename.
+    Not fsync'd, as git does not sync the loose objects a ref names: a power cut may lose the newest
+    snapshots, and the next one starts from what is there."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(6)}")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.rename(temp, path)
 
 
 class Reader:
