@@ -155,7 +155,8 @@ class Shadow:
         self.max_store_bytes = max_store_bytes
         self.max_count = max_count
         self.disk_reserve_bytes = disk_reserve_bytes
-        self._roots: dict[tuple[str, str], str] = {}  # (files tree, modes blob) -> the commit's root tree
+        self._index: gitindex.Index | None = None  # the index as this process last read or wrote it
+        self._index_sum: str | None = None  # ... and its checksum then
 
     # -- running git ----------------------------------------------------------------------------
 
@@ -325,15 +326,24 @@ class Shadow:
                 else:
                     modes["modes"].pop(path, None)
         blob = self._save_modes(modes)  # before the index: a kill between them leaves paths to look at again
-        index = self.git_dir / "index"
+        path = self.git_dir / "index"
         if changes:
-            gitindex.write(index, gitindex.merged(gitindex.read(index), changes))
-        return Capture(self._write_tree(index), blob, not_covered)
+            self._index = gitindex.write(path, gitindex.updated(self._read_index(path), changes))
+            self._index_sum = gitindex.checksum(path)
+        return Capture(self._write_tree(path), blob, not_covered)
 
-    def _write_tree(self, index: Path) -> str:
+    def _read_index(self, path: Path) -> gitindex.Index:
+        """The index, parsed once per process while no other process changes it (a kernel-sized
+        index takes a tenth of a second to read)."""
+        checksum = gitindex.checksum(path)
+        if self._index is None or checksum is None or checksum != self._index_sum:
+            self._index, self._index_sum = gitindex.read(path), checksum
+        return self._index
+
+    def _write_tree(self, path: Path) -> str:
         """The index's tree: git's write-tree, or, when the index is the one it last read, its answer then."""
         cache = self.dir / "tree.cache"
-        checksum = gitindex.checksum(index)
+        checksum = gitindex.checksum(path)
         try:
             known, tree_id = cache.read_text().split()
             if checksum is not None and known == checksum:
@@ -341,9 +351,11 @@ class Shadow:
         except (OSError, ValueError):
             pass
         tree_id = self.git("write-tree").decode().strip()
-        checksum = gitindex.checksum(index)  # git may have written it again (with its cache of trees)
+        checksum = gitindex.checksum(path)  # git wrote it again, with its cache of trees
         if checksum is not None:
             gitobjects.write_file(cache, f"{checksum} {tree_id}\n".encode())
+            if self._index is not None and checksum != self._index_sum:
+                self._index, self._index_sum = gitindex.after_git(path, self._index), checksum
         return tree_id
 
     def _modes(self) -> dict[str, Any]:

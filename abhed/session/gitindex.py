@@ -78,19 +78,28 @@ def checksum(path: str | os.PathLike[str]) -> str | None:
         return None
 
 
-def read(path: str | os.PathLike[str]) -> list[Entry]:
-    """The entries of the index at `path` (none when it does not exist)."""
+@dataclass
+class Index:
+    """An index: its entries, and git's cache of the trees they make (the TREE extension, raw), if any."""
+
+    entries: list[Entry]
+    trees: bytes | None = None
+    body: bytes = b""  # the header and entries as last read or written (what git's rewrite must keep)
+
+
+def read(path: str | os.PathLike[str]) -> Index:
+    """The index at `path` (empty when it does not exist)."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except FileNotFoundError:
-        return []
+        return Index([])
     except OSError as exc:
         raise Unreadable(f"cannot read {path}: {exc.strerror}") from None
     return parse(data)
 
 
-def parse(data: bytes) -> list[Entry]:
+def parse(data: bytes) -> Index:
     if len(data) < HEADER.size + 20 or sha1(data[:-20]).digest() != data[-20:]:
         raise Unreadable("its checksum does not match")
     signature, version, count = HEADER.unpack_from(data)
@@ -109,20 +118,115 @@ def parse(data: bytes) -> list[Entry]:
         size = (STAT.size + stop - start + 8) & ~7
         entries.append(Entry(data[start:stop], fields[6], fields[10], data[offset:offset + size]))
         offset += size
-    while offset + 8 <= end:  # extensions: optional ones (A-Z) may be dropped, required ones may not
+    return Index(entries, _extensions(data, offset), data[:offset])
+
+
+def _extensions(data: bytes, offset: int) -> bytes | None:
+    """The TREE extension's data among the extensions from `offset`; optional others (A-Z) are dropped,
+    a required one (a lower-case name: split index, sparse...) makes the index unreadable here."""
+    trees, end = None, len(data) - 20
+    while offset + 8 <= end:
         signature, size = struct.unpack_from(">4sL", data, offset)
         if not signature[:1].isupper():
             raise Unreadable(f"it needs the extension {signature!r}")
+        if signature == b"TREE":
+            trees = data[offset + 8:offset + 8 + size]
         offset += 8 + size
-    return entries
+    return trees
 
 
-def write(path: str | os.PathLike[str], entries: list[Entry]) -> None:
-    """Write `entries` (sorted by name, no duplicates) as the index at `path`, atomically.
+def after_git(path: str | os.PathLike[str], index: Index) -> Index:
+    """`index` as git wrote it back (write-tree adds its cache of trees): only the extension is read
+    again, when the entries are still the ones written; else the whole file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if index.body and data.startswith(index.body) and sha1(data[:-20]).digest() == data[-20:]:
+        return Index(index.entries, _extensions(data, len(index.body)), index.body)
+    return parse(data)
 
-    No cache-tree extension: git's write-tree computes it again."""
-    body = b"".join([HEADER.pack(b"DIRC", 2, len(entries)), *(e.raw for e in entries)])
-    replace_file(Path(path), body + sha1(body).digest(), mode=0o600)
+
+def write(path: str | os.PathLike[str], index: Index) -> Index:
+    """Write `index` (entries sorted by name, no duplicates) at `path`, atomically; what was written."""
+    body = b"".join([HEADER.pack(b"DIRC", 2, len(index.entries)), *(e.raw for e in index.entries)])
+    tail = b"" if index.trees is None else b"TREE" + struct.pack(">L", len(index.trees)) + index.trees
+    replace_file(Path(path), body + tail + sha1(body + tail).digest(), mode=0o600)
+    return Index(index.entries, index.trees, body)
+
+
+def updated(index: Index, changes: dict[bytes, Entry | None]) -> Index:
+    """`index` with `changes` (merged) and the cached trees of every changed path invalidated, as git's
+    own cache_tree_invalidate_path does: git's write-tree then hashes only those trees again."""
+    trees = index.trees
+    if trees is not None:
+        try:
+            root = _parse_trees(trees)
+        except (ValueError, IndexError):
+            root = None  # damaged: git computes every tree again
+        if root is not None:
+            for name in changes:
+                _invalidate(root, name)
+        trees = None if root is None else _serialise(root)
+    return Index(merged(index.entries, changes), trees)
+
+
+class _Tree:
+    """One node of git's cache of trees: a directory, how many entries it spans (-1: invalid), its id."""
+
+    __slots__ = ("name", "count", "oid", "down")
+
+    def __init__(self, name: bytes, count: int, oid: bytes | None) -> None:
+        self.name, self.count, self.oid = name, count, oid
+        self.down: list[_Tree] = []
+
+
+def _parse_trees(data: bytes) -> _Tree:
+    """The TREE extension, depth first (without recursion: a directory may be nested thousands deep)."""
+    pos = 0
+    root: _Tree | None = None
+    stack: list[list] = []  # [a node, how many of its subtrees are still to come]
+    while root is None or stack:
+        nul = data.index(b"\0", pos)
+        newline = data.index(b"\n", nul)
+        count, subtrees = (int(n) for n in data[nul + 1:newline].split(b" "))
+        oid = data[newline + 1:newline + 21] if count >= 0 else None
+        node = _Tree(data[pos:nul], count, oid)
+        pos = newline + 1 + (20 if count >= 0 else 0)
+        if stack:
+            stack[-1][0].down.append(node)
+            stack[-1][1] -= 1
+            if not stack[-1][1]:
+                stack.pop()
+        else:
+            root = node
+        if subtrees:
+            stack.append([node, subtrees])
+    if pos != len(data):
+        raise ValueError("bytes after the last tree")
+    return root
+
+
+def _invalidate(root: _Tree, name: bytes) -> None:
+    """Every tree on the way to `name` must be computed again; a subtree of that name is gone."""
+    node, parts = root, name.split(b"/")
+    node.count, node.oid = -1, None
+    for part in parts[:-1]:
+        node = next((d for d in node.down if d.name == part), None)  # type: ignore[assignment]
+        if node is None:
+            return
+        node.count, node.oid = -1, None
+    node.down = [d for d in node.down if d.name != parts[-1]]
+
+
+def _serialise(root: _Tree) -> bytes:
+    out: list[bytes] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        out.append(b"%s\0%d %d\n" % (node.name, node.count, len(node.down)))
+        if node.count >= 0 and node.oid is not None:
+            out.append(node.oid)
+        stack.extend(reversed(node.down))
+    return b"".join(out)
 
 
 def merged(old: list[Entry], changes: dict[bytes, Entry | None]) -> list[Entry]:
