@@ -168,6 +168,7 @@ from sandbox.errors import (
     BackendUnavailable,
     ConfigError,
     DiskReserveReached,
+    JobLimitReached,
     PathError,
     SandboxError,
     SandboxSetupError,
@@ -177,15 +178,19 @@ from sandbox.errors import (
 if TYPE_CHECKING:
     from sandbox.config import DEFAULT_PROTECTED_PATHS, Limits, MicrovmConfig, SandboxConfig
     from sandbox.launcher import kill_running
+    from sandbox.limits import workspace_cgroups, workspace_processes
     from sandbox.probe import ProbeReport, probe
     from sandbox.session import UNSANDBOXED_WARNING, BackgroundJob, JobStatus, Result, Sandbox
 
-# The settings' classes (sandbox.config) load on first use of one of their names, alone; the launchers
-# (bwrap, microvm, none) on first use of a name that needs them, together: a program that only asks
-# protect.py, e.g. `abhed tool read`, pays for neither (start-up, Abhed's issue 18). Order matters:
-# `probe` the function must win over `sandbox.probe` the submodule, which importing the submodule
-# binds to the same name.
-_SETTINGS = ("DEFAULT_PROTECTED_PATHS", "Limits", "MicrovmConfig", "SandboxConfig")
+# The settings' classes (sandbox.config) and the cgroup look-up (sandbox.limits) load on first use of
+# one of their names, alone; the launchers (bwrap, microvm, none) on first use of a name that needs
+# them, together: a program that only asks protect.py, e.g. `abhed tool read`, pays for neither
+# (start-up, Abhed's issue 18). Order matters: `probe` the function must win over `sandbox.probe`
+# the submodule, which importing the submodule binds to the same name.
+_ALONE = {
+    "sandbox.config": ("DEFAULT_PROTECTED_PATHS", "Limits", "MicrovmConfig", "SandboxConfig"),
+    "sandbox.limits": ("workspace_cgroups", "workspace_processes"),
+}
 _LAZY = {
     "sandbox.launcher": ("kill_running",),
     "sandbox.session": ("UNSANDBOXED_WARNING", "BackgroundJob", "JobStatus", "Result", "Sandbox"),
@@ -194,10 +199,11 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    if name in _SETTINGS:
-        settings = importlib.import_module("sandbox.config")
-        globals().update({each: getattr(settings, each) for each in _SETTINGS})
-        return globals()[name]
+    for module, names in _ALONE.items():
+        if name in names:
+            loaded = importlib.import_module(module)
+            globals().update({each: getattr(loaded, each) for each in names})
+            return globals()[name]
     if not any(name in names for names in _LAZY.values()):
         raise AttributeError(f"module 'sandbox' has no attribute {name!r}")
     for module, names in _LAZY.items():
@@ -212,6 +218,7 @@ __all__ = [
     "BackgroundJob",
     "ConfigError",
     "DiskReserveReached",
+    "JobLimitReached",
     "JobStatus",
     "Limits",
     "MicrovmConfig",
@@ -229,6 +236,8 @@ __all__ = [
     "run",
     "start_background",
     "stop",
+    "workspace_cgroups",
+    "workspace_processes",
 ]
 
 

@@ -409,8 +409,10 @@ def _proc_cgroup(tmp_path: Path, text: str) -> Path:
 def test_no_memory_limit_means_no_memory_cgroup():
     from sandbox.limits import find_cgroup_parents
 
-    parents, fallback = find_cgroup_parents(Limits(processes=None, memory_bytes=None), as_root=True)
-    assert parents == () and fallback is None
+    parents, fallback = find_cgroup_parents(Limits(processes=None, memory_bytes=None, session_memory_bytes=None), as_root=True)
+    assert len(parents) == 1 and "pids" in parents[0].controllers and fallback is None  # for the session's total
+    no_limits = Limits(processes=None, memory_bytes=None, session_processes=None, session_memory_bytes=None)
+    assert find_cgroup_parents(no_limits, as_root=True) == ((), None)
 
 
 # -- launcher: ending a command ------------------------------------------------------------------
