@@ -486,8 +486,9 @@ def _job_limit_message(running: tuple[BackgroundJob, ...], starting: int, limit:
     setting = limits.setting("background_jobs")
     also = f" and {starting} more being started" if starting else ""
     listed = "".join(f"\n  {job.summary()}" for job in running)
+    jobs = "job" if len(running) == 1 else "jobs"
     return (
-        f"The background job was not started: this session already runs {len(running)} background jobs{also}, and "
+        f"The background job was not started: this session already runs {len(running)} background {jobs}{also}, and "
         f"{setting} allows {limit} at once:{listed}\nStop one that is no longer needed (BackgroundJob.stop()), or wait for "
         f"one to end, then start this one again; or run the command in the foreground. The operator can raise {setting}."
     )

@@ -110,6 +110,25 @@ def test_background_job_log_read_and_stop(tools, ws):
     assert (ws / ".abhed" / ".gitignore").read_text().endswith("*\n")
 
 
+def test_a_background_job_beyond_the_cap_is_refused_naming_the_running_ones_and_how_to_stop_one(make_tools, ws):
+    tools = make_tools()
+    tools.settings.sandbox.max_background_jobs = 1
+    assert sh(tools, "sleep 60", background=True).content.startswith("Started background job job-1: sleep 60")
+    refused = tools.err("bash", command="touch started; sleep 61", description="second", background=True)
+    log = ws / ".abhed" / "jobs" / tools.session.id / "job-1.log"
+    lines = refused.split("\n")
+    assert lines[0] == ("The background job did not start: 1 background job is running in this session, and "
+                        "sandbox.max_background_jobs allows 1 at once:")
+    assert lines[1].startswith("  job-1: `sleep 60` (started ") and lines[1].endswith(f" s ago; log {log})")
+    assert lines[2] == ("Stop one that is no longer needed with the bash command `kill %job-1` (`jobs` lists them with their "
+                        "state), or wait for one to end, then start this one again; or run the command in the foreground "
+                        "(without background, with a timeout_ms long enough). The operator can raise "
+                        "sandbox.max_background_jobs.")
+    assert not (ws / "started").exists() and not log.with_name("job-2.log").exists()  # nothing ran, no log was made
+    tools.ok("bash", command="kill %job-1", description="stop")
+    assert sh(tools, "sleep 61", background=True).content.startswith("Started background job job-2: sleep 61")
+
+
 def test_background_jobs_end_with_the_session(tools, ws):
     sh(tools, f"sleep 1.5; touch {ws}/late", background=True)
     tools.ctx.close()
