@@ -353,7 +353,7 @@ def limits_reached(cgroups: tuple[Cgroup, ...]) -> tuple[tuple[str, int], ...]:
         session = Cgroup(cgroup.path.parent, cgroup.version, cgroup.controllers)
         for controller, count_of, own, total in (("memory", Cgroup.oom_kills, "memory_bytes", "session_memory_bytes"),
                                                  ("pids", Cgroup.forks_refused, "processes", "session_processes")):
-            refused = count_of(cgroup) if controller in cgroup.controllers else 0
+            refused = count_of(cgroup)  # 0 where the cgroup has no such controller
             if refused:
                 by_total = cgroup.peak_reached(controller) is False and session.peak_reached(controller)
                 reached.append((total if by_total else own, refused))
@@ -395,11 +395,16 @@ def workspace_processes(workspace: Path | str, mountinfo: str | None = None) -> 
     pids: set[int] = set()
     for session in workspace_cgroups(workspace, mountinfo):
         for directory in (session, *session.glob(f"{COMMAND_PREFIX}*")):
-            try:
-                pids.update(int(pid) for pid in _read(directory / "cgroup.procs").split())
-            except OSError:
-                continue  # removed meanwhile: its processes are gone
+            pids.update(_members(directory))
     return pids
+
+
+def _members(cgroup: Path) -> list[int]:
+    """The processes in one cgroup (none when it was removed meanwhile: its processes are gone)."""
+    try:
+        return [int(pid) for pid in _read(cgroup / "cgroup.procs").split()]
+    except OSError:
+        return []
 
 
 _session_numbers = count()
@@ -469,7 +474,7 @@ class SessionCgroups:
                     continue
                 if current >= self.limits.session_processes:
                     return self.limits.session_processes
-        return None
+        return None  # pragma: no mutate  (falling off the end returns None too)
 
     def close(self, janitor: CgroupJanitor) -> None:
         """Remove the session's cgroups after its commands' (``janitor`` waits for those), then the
@@ -491,7 +496,7 @@ def _process_tag(pid: int | str) -> str | None:
     except OSError:
         return None
     fields = stat[stat.rfind(")") + 2 :].split()  # after the command name, which may hold anything
-    return f"{pid}-{fields[19]}" if len(fields) > 19 else None
+    return f"{pid}-{fields[19]}"
 
 
 def _owner_alive(session_name: str) -> bool:

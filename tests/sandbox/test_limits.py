@@ -225,6 +225,14 @@ def test_janitor_close_waits_for_busy_cgroups_and_gives_up_at_the_deadline():
     assert janitor._pending == [stuck] and stuck.busy == 10**9 - 2
 
 
+def test_either_memory_limit_alone_asks_for_a_memory_cgroup(tmp_path):
+    mountinfo = v1_mount(tmp_path / "memory", "memory")
+    for limits in (Limits(memory_bytes=None, session_memory_bytes=1 << 30), Limits(memory_bytes=1 << 30, session_memory_bytes=None)):
+        parents, fallback = find_cgroup_parents(limits, as_root=False, mountinfo=mountinfo)
+        assert [p.controllers for p in parents] == [("memory",)] and fallback is None
+    assert find_cgroup_parents(Limits(memory_bytes=None, session_memory_bytes=None), as_root=False, mountinfo=mountinfo) == ((), None)
+
+
 def test_a_pids_parent_that_also_limits_memory_is_not_doubled_by_another_memory_hierarchy(tmp_path):
     mountinfo = v1_mount(tmp_path / "memory", "memory") + v1_mount(tmp_path / "both", "pids,memory")
     parents, fallback = find_cgroup_parents(Limits(processes=50, memory_bytes=1 << 30), as_root=True, mountinfo=mountinfo)
@@ -267,6 +275,8 @@ def test_a_session_makes_its_cgroups_at_first_use_below_its_workspace_with_the_t
     assert session.name == f"session-{_process_tag(os.getpid())}-{session.name.rsplit('-', 1)[1]}"
     pids, memory = parents
     assert pids.path == roots[0].path / f"ws-{workspace_key(tmp_path)}" / session.name == session.path_under(roots[0])
+    for made in (pids.path, pids.path.parent):
+        assert made.stat().st_mode & 0o777 == 0o755 & ~_umask()
     assert (pids.version, pids.controllers, memory.controllers) == (1, ("pids",), ("memory",))
     assert (pids.path / "pids.max").read_text() == "120"
     assert (memory.path / "memory.limit_in_bytes").read_text() == str(1 << 30)
