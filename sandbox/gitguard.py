@@ -78,7 +78,7 @@ def is_git_dir(watched: dict[str, bool]) -> bool:
 class GitGuard:
     """Tracks the git directories in one workspace; see the module docstring."""
 
-    def __init__(self, workspace: Path, *, use_inotify: bool = True, watches: WatchBudget | None = None) -> None:
+    def __init__(self, workspace: Path, *, use_inotify: bool = True, watches: WatchBudget | None = None) -> None:  # pragma: no mutate (start() always passes use_inotify)
         self.workspace = workspace
         self._budget = watches or process_watch_budget()
         self._listings: dict[str, _Listing] = {}
@@ -475,13 +475,9 @@ class _Inotify:
                 events.append((wd, mask))
                 offset += _EVENT.size + length
 
-    @property
-    def watches(self) -> int:
-        return len(self._wds)
-
     def close(self) -> None:
-        if self.fd >= 0:
+        """Close the instance (the kernel drops its watches) and give its watches back, once."""
+        if self.fd >= 0:  # pragma: no mutate (> 0 is equivalent: fd 0 only when stdin is closed)
             os.close(self.fd)
             self.fd = -1
             self._budget.give(len(self._wds))
-            self._wds.clear()

@@ -158,6 +158,22 @@ def test_after_a_kill_9_the_next_session_start_removes_what_the_dead_session_lef
         abhed.wait()
 
 
+def test_doctor_says_where_the_session_totals_are_held(root_runner):
+    workspace = root_runner.new_workspace()
+    box = session_sandbox(workspace)
+    with box:
+        lines = box.describe()
+        memory, pids = session_dir(box, "memory"), session_dir(box, "pids")
+        version = box._launcher.cgroup_parents[0].version
+    assert f"session memory total: 8589934592 bytes (memory cgroup v{version} at {memory}, made at the first command)" in lines
+    assert f"session process total: 2048 processes (pids cgroup v{version} at {pids}, made at the first command)" in lines
+    config = sandbox.SandboxConfig(limits=sandbox.Limits(session_memory_bytes=None, session_processes=None))
+    with sandbox.Sandbox(config, workspace) as box:
+        lines = box.describe()
+    assert "session memory total: none (limits.session_memory_bytes=None)" in lines
+    assert "session process total: none (limits.session_processes=None)" in lines
+
+
 # -- the attacks: totals across background jobs, judged on the host ----------------------------
 
 
@@ -334,7 +350,10 @@ def test_unprivileged_the_total_is_the_job_cap_times_the_per_command_limits(user
         peak = sampler.stop()
     describe = "\n".join(answer["describe"])
     if os.geteuid() == 0:  # the test user, in this suite's dropped runner
-        assert "session process total: 2048 processes NOT enforced: no pids cgroup can be made here; RLIMIT_NPROC bounds each command instead" in describe
+        assert ("session process total: 2048 processes NOT enforced: no pids cgroup can be made here; RLIMIT_NPROC bounds "
+                "each command instead, times the commands running at once") in describe
+        assert ("session memory total: 8589934592 bytes NOT enforced: no memory cgroup can be made here; RLIMIT_DATA "
+                "bounds each process instead, times the commands running at once") in describe
     assert each < peak <= jobs * (each + 1), peak  # + 1: each job's bwrap, outside its user namespace, names the marker too
     message, running = answer["refused"]
     assert running == ["job-1", "job-2", "job-3"] and "limits.background_jobs allows 3 at once" in message
