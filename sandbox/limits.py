@@ -16,7 +16,7 @@ Layout, in each hierarchy used (cgroup v1: the pids and the memory one; v2: the 
 The kernel charges a command to its own cgroup and to every ancestor, so the session's limits
 bound all its commands and jobs together, whatever each one's own limit allows. The workspace
 level lets ``workspace_cgroups`` find every sandboxed process of a workspace, across sessions
-and processes (to freeze them before an undo). The process's start time in the session's name
+and processes (to act on all of them, e.g. before an undo). The process's start time in the session's name
 tells a dead Abhed's leftovers from a live one's even when the pid was reused.
 
 How limits reach the command: bwrap reports the host pid of the sandbox's pid 1 on its
@@ -233,8 +233,10 @@ class Cgroup:
             peak_text, limit_text = _read(self.path / peak).strip(), _read(self.path / limit).strip()
         except OSError:
             return None
-        if not (peak_text.isdigit() and limit_text.isdigit()):
-            return None if not peak_text.isdigit() else False  # "max": no limit
+        if not peak_text.isdigit():
+            return None
+        if not limit_text.isdigit():
+            return False  # "max": no limit
         slack = MEMORY_SLACK_BYTES if controller == "memory" else 0
         return int(peak_text) >= int(limit_text) - slack
 
@@ -374,8 +376,9 @@ def workspace_cgroups(workspace: Path | str, mountinfo: str | None = None) -> li
     command's cgroup), so this finds all of them at once, e.g. to freeze them before an undo
     (cgroup v2: write 1 to each one's ``cgroup.freeze``; v1 has no freezer here: see
     ``workspace_processes``). Empty when no session of the workspace runs, or where Abhed can
-    make no cgroup (unprivileged without a delegated cgroup v2 subtree): look for processes
-    another way there. A snapshot: a session starting afterwards is not in it.
+    make no cgroup (unprivileged without a delegated cgroup v2 subtree): sandbox.freeze finds
+    the same processes from /proc instead, by their bwrap's command line, wherever they run.
+    A snapshot: a session starting afterwards is not in it.
     """
     key = f"{WORKSPACE_PREFIX}{workspace_key(workspace)}"
     found: list[Path] = []
