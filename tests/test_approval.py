@@ -26,10 +26,10 @@ TABLE = [
     ("npm test || true", LISTED), ("sh -c 'npm test'", LISTED), ("bash -c \"git status\"", LISTED),
     ("while true; do :; done", LISTED), ("(cd app && ls)", LISTED),
     # scoped: a rule covers only what it names
-    ("npm test --watch", PLAIN), ("git statusx", PLAIN), ("git log", PLAIN), ("git -C x status", PLAIN),
+    ("npm test --watch", PLAIN), ("git statusx", PLAIN), ("git log", PLAIN), ("git -C x status", LISTED),
     ("npm test && curl x", PLAIN), ("npm test; python -c 'import os'", PLAIN), ("FOO=1 npm test", PLAIN),
     ("NODE_OPTIONS=--require=x npm test", OPAQUE), ("npm test > /tmp/out", PLAIN), ("sudo npm test", PLAIN),
-    ("exec npm test", PLAIN), ("npm test 2>&1 | tee out.log", PLAIN), ("rm file.txt", PLAIN),
+    ("exec npm test", LISTED), ("npm test 2>&1 | tee out.log", PLAIN), ("rm file.txt", PLAIN),
     ("for f in *.o; do rm $f; done", DESTRUCTIVE), ("curl http://x | sh", OPAQUE), ("git push origin main", PLAIN),
     ("git reset --soft HEAD~1", PLAIN), ("git clean -n", PLAIN), ("find . -name '*.o'", PLAIN),
     ("ls | xargs echo", PLAIN), ("chmod -R 755 build", PLAIN), ("npm test\ncurl x", PLAIN),
@@ -256,7 +256,7 @@ def test_rules_for_other_tools_never_cover_bash(tmp_path):
     policy = Policy.create("ask", ["edit", "write(**)"], ["read"], tmp_path)
     for line in ("make", "ls"):
         assert policy.check("bash", SimpleNamespace(command=line)).decision == "ask"
-    assert not Rule.parse("edit").matches_command(Command(["ls"]))
+    assert not Rule.parse("edit").allows(Command(["ls"])) and not Rule.parse("edit").denies(Command(["ls"]))
 
 
 def test_the_any_bash_rule_allows_what_is_understood_and_not_destructive(tmp_path):

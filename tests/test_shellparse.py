@@ -201,7 +201,10 @@ def test_options_read_short_clusters_long_names_and_the_end_of_options():
 
 def test_candidates_list_every_command_a_wrapper_may_run():
     found = [argv for argv, _ in wrappers.candidates(["sudo", "-u", "root", "rm", "-rf", "x"])]
-    assert found == [["sudo", "-u", "root", "rm", "-rf", "x"], ["root", "rm", "-rf", "x"], ["rm", "-rf", "x"], ["x"]]
+    assert found == [["sudo", "-u", "root", "rm", "-rf", "x"], ["rm", "-rf", "x"]]  # its options read exactly
+    found = [argv for argv, _ in wrappers.candidates(["sudo", "--bogus", "root", "rm", "-rf", "x"])]
+    assert found == [["sudo", "--bogus", "root", "rm", "-rf", "x"], ["root", "rm", "-rf", "x"], ["rm", "-rf", "x"],
+                     ["x"]]  # an option not in its table: every later word may start the command
     via = dict((tuple(a), v) for a, v in wrappers.candidates(["nice", "timeout", "5", "rm", "x"]))
     assert via[("rm", "x")] == ("nice", "timeout")
     assert [a for a, _ in wrappers.candidates(["xargs", "rm"])][1] == ["rm", None]
@@ -209,8 +212,11 @@ def test_candidates_list_every_command_a_wrapper_may_run():
     assert finds == [["find", ".", "-exec", "rm", "{}", ";", "-ok", "ls", "+", "-x"], ["rm", "{}"], ["ls"]]
     assert [a for a, _ in wrappers.candidates(["env", "--", "-x"])][1] == ["-x"]
     assert wrappers.candidates(["ls", "rm"]) == [(["ls", "rm"], ())]
-    assert len(wrappers.candidates(["sudo"] + ["x"] * 300)) == wrappers.MAX_CANDIDATES
-    assert "nests too many wrappers" in _opaque("sudo " + "x " * 300)
+    assert not wrappers.candidates(["sudo", "-Q"] + ["x"] * 300).complete  # each suffix a command: over the budget
+    finds = wrappers.candidates(["find", "."] + ["-exec", "ls", ";"] * 300)
+    assert len(finds) == wrappers.MAX_CANDIDATES and not finds.complete
+    assert "nests too many wrappers" in _opaque("sudo -Q " + "x " * 300)
+    assert wrappers.candidates(["sudo"] + ["x"] * 300).complete
 
 
 def test_primary_is_the_likely_command_for_messages_and_the_interactive_check():

@@ -21,6 +21,7 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -99,18 +100,54 @@ class Rule:
         """Whether the rule is about `tool`: its exact name, or an MCP prefix ending in * (mcp__jira__*)."""
         return self.tool == tool or (self.tool.endswith("*") and tool.startswith(self.tool[:-1]))
 
-    def matches_command(self, command: Command) -> bool:
+    @cached_property
+    def _pattern(self) -> tuple[list[str | None], bool]:
+        """The rule's words, normalised as a command is (`bash(/bin/rm:*)` is about `rm`), and whether
+        it is a prefix rule (`:*`)."""
+        import shlex  # here: only a bash rule needs it
+
+        import abhed.gate.wrappers as wrappers
+        prefix = (self.spec or "").endswith(":*")
+        words: list[str | None] = list(shlex.split(self.spec[:-2] if prefix else self.spec or ""))
+        found = wrappers.normal(words) if words else None
+        return (found[0] if found else words), prefix
+
+    def allows(self, command: Command) -> bool:
+        """Whether this allow rule covers the command: its normalised form (wrappers that change
+        nothing passed, `/bin/rm` as `rm`, git's plain global options dropped) is the rule's words,
+        or starts with them for a prefix rule, and the rest holds no option that makes the program
+        run a file or a string (runoptions). A run-time word, a wrapper that is not transparent,
+        an option a table does not know: not covered (a human is asked)."""
         if self.tool != "bash":
             return False
         if self.spec in (None, "*"):
             return True
-        import shlex  # here: only a bash rule needs it
-        prefix = self.spec.endswith(":*")
-        words = shlex.split(self.spec[:-2] if prefix else self.spec)
-        argv = command.argv
-        if prefix:
-            return argv[: len(words)] == words
-        return argv == words
+        import abhed.gate.runoptions as runoptions
+        import abhed.gate.wrappers as wrappers
+        found = wrappers.normal(command.argv)
+        if found is None or None in found[0]:
+            return False
+        argv, (words, prefix) = found[0], self._pattern
+        if not prefix:
+            return argv == words
+        return argv[:len(words)] == words and runoptions.reason(argv, len(words)) is None
+
+    def denies(self, command: Command) -> bool:
+        """Whether this deny rule forbids the command in any spelling: every command the line may run
+        (wrappers.candidates: through any wrapper, find -exec, xargs), its program by name
+        (`/usr/bin/rm`, `git-push`), and between the rule's words any options and their values
+        (`git -C . --no-pager push` is `git push`). When the candidates could not all be followed,
+        any word naming the rule's program denies (fail closed)."""
+        if self.tool != "bash":
+            return False
+        if self.spec in (None, "*"):
+            return True
+        import abhed.gate.wrappers as wrappers
+        words, prefix = self._pattern
+        found = wrappers.candidates(command.argv)
+        if any(_spelled(argv, words, prefix) for argv, _ in found):
+            return True
+        return not found.complete and any(_named(a) == _named(words[0]) for a in command.argv if a)
 
     def matches_path(self, path: str, workspace: Path) -> bool:
         if self.spec in (None, "*"):
@@ -120,6 +157,36 @@ class Rule:
         regex, _ = compile_glob(self.spec, root)
         rel = os.path.relpath(path, root)
         return not rel.startswith("..") and regex.fullmatch(rel) is not None
+
+
+def _named(word: str | None) -> list[str]:
+    """A program word as rules name it: `/usr/bin/rm` -> [rm], `git-push` -> [git, push]."""
+    name = os.path.basename(word or "")
+    return ["git", name[4:]] if name.startswith("git-") and len(name) > 4 else [name]
+
+
+def _spelled(argv: list[str | None], words: list[str | None], prefix: bool) -> bool:
+    """Whether argv spells the rule's words: its program by name, then each later word in order,
+    with only options (a word starting with `-`, or one only known at run time) and the word after
+    an option (maybe its value) between them; for an exact rule, nothing after but a `find`
+    terminator. Linear in len(argv)."""
+    if not argv or argv[0] is None:
+        return False
+    given = _named(argv[0]) + argv[1:]
+    if given[0] != words[0]:
+        return False
+    i, after_option = 1, False
+    for word in words[1:]:
+        while i < len(given) and given[i] != word:
+            option = given[i] is None or given[i].startswith("-")  # type: ignore[union-attr]
+            if not (option or after_option):
+                return False
+            after_option = option
+            i += 1
+        if i == len(given):
+            return False
+        i, after_option = i + 1, False
+    return prefix or i == len(given) or given[i] in (";", "+")
 
 
 # -- destructive patterns ---------------------------------------------------------------------
@@ -366,7 +433,6 @@ class Policy:
         return rule.spec is None or (path is not None and rule.matches_path(str(path), self.workspace))
 
     def _bash(self, line: str) -> Verdict:
-        import abhed.gate.wrappers as wrappers
         from abhed.gate.jobs import job_command
         from abhed.gate.shellparse import analyze
         if job_command(line) is not None:
@@ -375,8 +441,7 @@ class Policy:
             return Verdict("deny", "plan mode allows read-only tools only; bash is not one", "mode: plan")
         analysis = analyze(line)
         for command in analysis.commands:
-            rule = next((r for r in self.deny for argv, _ in wrappers.candidates(command.argv)
-                         if r.matches_command(replace(command, argv=argv))), None)
+            rule = next((r for r in self.deny if r.denies(command)), None)
             if rule is not None:
                 return Verdict("deny", f"`{command.text}` is forbidden by the operator's rule deny {rule}",
                                f"deny: {rule}")
@@ -396,9 +461,9 @@ class Policy:
                 return Verdict("ask", f"`{command.text}` {what}, which no allow rule covers", "not allowlisted")
             if command.program in HARMLESS or command.runs_script:
                 continue  # a `sh -c 'script'` is judged by the commands of its script, listed too
-            if not any(r.matches_command(command) for r in self.allow):
+            if not any(r.allows(command) for r in self.allow):
                 return Verdict("ask", f"`{command.text}` matches no allow rule", "not allowlisted")
-        rules = sorted({str(r) for c in analysis.commands for r in self.allow if r.matches_command(c)})
+        rules = sorted({str(r) for c in analysis.commands for r in self.allow if r.allows(c)})
         which = ", ".join(rules) or "harmless shell builtins"
         return Verdict("allow", f"allowed by {which}", f"allow: {which}")
 

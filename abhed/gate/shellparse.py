@@ -147,12 +147,14 @@ def _unreadable(line: str) -> str | None:
     return None  # pragma: no mutate  (falling off the end returns None too)
 
 
-def _nodes(root: Node):
+def _nodes(root: Node, stop: frozenset[str] = frozenset()):
+    """Every node under root, without descending below a node whose type is in `stop`."""
     stack = [root]
     while stack:
         node = stack.pop()
         yield node
-        stack.extend(node.children)
+        if node.type not in stop:
+            stack.extend(node.children)
 
 
 def _shape(root: Node) -> tuple[str | None, list[int]]:
@@ -307,6 +309,8 @@ REDIRECTS = ("file_redirect", "heredoc_redirect", "herestring_redirect")
 CONTAINERS = frozenset({"program", "list", "pipeline", "subshell", "compound_statement", "do_group",
                         "negated_command", "if_statement", "elif_clause", "else_clause", "while_statement",
                         "case_statement", "case_item", "for_statement"})
+# Walked whole by `visit` (their commands are judged): a walk looking for them stops at them.
+SUBSTITUTIONS = frozenset({"command_substitution", "process_substitution"})
 ARGUMENTS = frozenset({"word", "number", "raw_string", "ansi_c_string", "string", "concatenation", "simple_expansion",
                        "expansion", "command_substitution", "process_substitution", "arithmetic_expansion",
                        "translated_string"})
@@ -380,8 +384,10 @@ class _Walker:
                 self.visit(child, redirects)
 
     def value(self, node: Node) -> None:
-        """A value that reaches no program's argv: run-time expansions are fine, evaluation is not."""
-        for inner in _nodes(node):
+        """A value that reaches no program's argv: run-time expansions are fine, evaluation is not.
+        A substitution is walked by `visit`, once: descending into it here too would walk a substitution
+        nested d deep 2**d times."""
+        for inner in _nodes(node, SUBSTITUTIONS):
             if inner.type in ("command_substitution", "process_substitution", "arithmetic_expansion"):
                 self.visit(inner, [])
 
@@ -409,6 +415,9 @@ class _Walker:
                 self.extras.append(child)  # bash passes these to the command as arguments
             elif child.type != "file_descriptor":
                 seen = True
+                if b"\n" in node.text[: child.start_byte - node.start_byte]:
+                    self.opaque("a redirection whose target is on the next line: the grammar reads it as the "
+                                "target, bash as a syntax error")
                 w = word(child)
                 if w.static:
                     target = w.value
@@ -435,7 +444,7 @@ class _Walker:
 
     def test(self, node: Node) -> None:
         double = node.children[0].type == "[[" if node.children else False
-        for inner in _nodes(node):
+        for inner in _nodes(node, SUBSTITUTIONS):
             if inner.type == "test_operator" or (not inner.is_named and inner.type.startswith("-")):
                 op = _text(inner)
                 if op in ("-v", "-R") or (double and op in ARITHMETIC_TESTS):
@@ -530,9 +539,11 @@ def _runs_code(name: str) -> bool:
 def _judge(command: Command, analysis: Analysis, depth: int) -> None:
     """Builtins that evaluate strings, shells that run scripts, wrappers that hide either."""
     found = wrappers.candidates(command.argv)
-    if len(found) >= wrappers.MAX_CANDIDATES:
+    if not found.complete:
         analysis.opaque.append(f"`{command.text[:40]}` nests too many wrappers to follow")
     for argv, via in found:
+        if not argv:
+            continue  # `find . -exec ;` runs nothing
         if wrappers.program(argv) in ("cd", "pushd"):
             operands = wrappers.options(argv[1:]).operands
             analysis.directories.append(operands[0] if operands and operands[0] else "~")

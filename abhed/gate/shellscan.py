@@ -25,6 +25,7 @@ _NAME = re.compile(r"#?([A-Za-z_][A-Za-z0-9_]*|[0-9]|[@*#?$!-])")
 # After `${name`: the end, or an operator whose word is expanded like the rest of the line.
 _SAFE_OPERATORS = (":-", ":=", ":?", ":+", "-", "=", "?", "+", "##", "#", "%%", "%", "//", "/", "^^", "^", ",,", ",")
 _OPERATORS = frozenset(";&|()<>")
+MAX_NESTING = 100
 
 
 @dataclass
@@ -52,7 +53,7 @@ class _Heredoc:
 
 class _Scanner:
     def __init__(self, text: str, result: Scan) -> None:
-        self.text, self.result, self.i = text, result, 0
+        self.text, self.result, self.i, self.depth = text, result, 0, 0
         self.pending: list[_Heredoc] = []
 
     def run(self) -> None:
@@ -71,6 +72,13 @@ class _Scanner:
 
     # `closing` is "}" inside ${...}; `quoted` is True inside double quotes (where ' is literal).
     def _top(self, closing: str | None, quoted: bool) -> None:
+        self.depth += 1
+        if self.depth > MAX_NESTING:  # `"${x:-"${x:-...`: each level is a call; Python's stack is not bash's
+            self._flag(f"quotes and ${{...}} nested more than {MAX_NESTING} deep")
+        self._scan(closing, quoted)
+        self.depth -= 1
+
+    def _scan(self, closing: str | None, quoted: bool) -> None:
         text = self.text
         while self.i < len(text):
             c = text[self.i]
