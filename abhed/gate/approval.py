@@ -161,7 +161,7 @@ class Rule:
 
 def _named(word: str | None) -> list[str]:
     """A program word as rules name it: `/usr/bin/rm` -> [rm], `git-push` -> [git, push]."""
-    name = os.path.basename(word or "")
+    name = (word or "").rpartition("/")[2]
     return ["git", name[4:]] if name.startswith("git-") and len(name) > 4 else [name]
 
 
@@ -229,6 +229,8 @@ def _duplicates(redirect: Redirect) -> bool:
 
 
 def is_device(path: str) -> bool:
+    if "dev" not in path:
+        return False  # no lexical normalisation makes a /dev path of one without "dev" (and this is per word)
     from abhed.gate.shellparse import normalise
     path = normalise(path)
     return path.startswith("/dev/") and path not in HARMLESS_DEVICES and not path.startswith(HARMLESS_DEVICE_DIRS)
@@ -241,6 +243,8 @@ def protected(path: str, directories: tuple[str, ...] = ()) -> bool:
     from every directory a `cd` of the line may have entered. Where the workspace root lies in a path
     named on a command line is not known here, so every tail of the path is judged as if the root
     were just above it (`.abhed` then counts at any depth: stricter, never looser, than the rule)."""
+    if ".git" not in path and ".abhed" not in path and not any(".git" in d or ".abhed" in d for d in directories):
+        return False  # the rule needs a component named .git or .abhed (and this runs for every word)
     from abhed.gate.shellparse import normalise
     paths = [path] + [posixpath.join(d, path) for d in directories if not path.startswith("/")]
     for candidate in paths:

@@ -215,11 +215,15 @@ RUNS: dict[str, dict[tuple[str, ...], str]] = {
 ALIASES = {"gmake": "make", "py.test": "pytest", "pip3": "pip", "gradlew": "gradle", "mvnw": "mvn",
            "clang++": "clang", "g++": "gcc", "cc": "gcc", "c++": "gcc", "podman-remote": "podman"}
 
+PROGRAMS = frozenset(key.split()[0] for key in RUNS)
+
 
 def reason(argv: list[str | None], covered: int) -> str | None:
     """Why argv (a normalised command: its program's name first) runs something that its first
     `covered` words, which a rule named, do not say; None when nothing in the table applies."""
     name = ALIASES.get(argv[0] or "", argv[0] or "")
+    if name not in PROGRAMS and not PYTHONS.fullmatch(name):
+        return None
     if PYTHONS.fullmatch(name):
         module = _module(argv)
         if module is not None and covered > module:  # python's options end at -m MOD: the rest is MOD's

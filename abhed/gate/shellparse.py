@@ -9,14 +9,17 @@ never approved without a human.
 
 Two readers must agree: tree-sitter's tree, and shellscan's bash-rules scan (comments, backticks
 the grammar misses, line continuations inside words). Where they disagree, the line is opaque.
-Bounded: a line over MAX_CHARS, a tree deeper than MAX_DEPTH or larger than MAX_NODES is opaque
-before it is walked (no recursion error, no quadratic time).
+Bounded, in linear time and memory: a line over MAX_CHARS, trees deeper than MAX_DEPTH or larger
+than MAX_NODES together, a grammar needing more than PARSE_CPU_SECONDS (its error recovery can
+grow as the square of the input) are opaque before they are walked; past MAX_COMMANDS commands the
+rest is left unread. Such a line is not `whole`: no rule can be checked against what was not read.
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
+import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -25,13 +28,16 @@ from abhed.gate import wrappers
 from abhed.gate.shellscan import scan
 
 if TYPE_CHECKING:
-    from tree_sitter import Node, Parser
+    from tree_sitter import Node, Parser, Tree
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "busybox-sh", "rbash", "yash", "posh"})
 MAX_NESTING = 3  # bash -c "bash -c '...'" deeper than this is opaque
 MAX_CHARS = 65_536
 MAX_DEPTH = 100
-MAX_NODES = 40_000
+MAX_NODES = 10_000
+MAX_COMMANDS = 1_000
+PARSE_CPU_SECONDS = 0.04
+READ_CHUNK = 512
 
 # Builtins and keywords that keep code to run later or evaluate strings as code.
 EVALUATING = {
@@ -106,33 +112,80 @@ class Analysis:
     opaque: list[str] = field(default_factory=list)  # why the line cannot be fully known in advance
     recursive_functions: list[str] = field(default_factory=list)  # `f(){ f|f& }`: the fork-bomb shape
     directories: list[str] = field(default_factory=list)  # static `cd`/`pushd` targets: relative paths may be there
+    # False when part of the line was never read (over a bound: length, syntax nodes, depth, commands,
+    # the grammar's CPU time, wrappers to follow): its commands are not all listed, so no rule can be
+    # checked against them.
+    whole: bool = True
+    # What is left to spend on the line and the scripts nested in it (`bash -c '...'`, ssh commands).
+    nodes_left: int = field(default=MAX_NODES, repr=False, compare=False)
+    parse_left: float = field(default=PARSE_CPU_SECONDS, repr=False, compare=False)
+
+    def cut(self, why: str) -> None:
+        """Part of the line is left unread: it is opaque, and not whole."""
+        self.opaque.append(why)
+        self.whole = False
+
+
+class _OverBudget(Exception):
+    pass
 
 
 def analyze(line: str) -> Analysis:
+    """What the line runs. Linear in its length whatever the line: past MAX_NODES syntax nodes or
+    MAX_COMMANDS commands (the line and its nested scripts together), or PARSE_CPU_SECONDS of the
+    grammar's CPU time, the rest is left unread (opaque, not whole)."""
     analysis = Analysis()
-    _analyze_into(line, analysis, depth=0, via="")
+    try:
+        _analyze_into(line, analysis, depth=0, via="")
+    except _OverBudget as over:
+        analysis.cut(str(over))
     return analysis
 
 
 def _analyze_into(line: str, analysis: Analysis, depth: int, via: str) -> None:
     problem = _unreadable(line)
     if problem:
-        analysis.opaque.append(problem)
+        analysis.cut(problem)
         return
     source = line.encode("utf-8")
-    root = _parser().parse(source).root_node
-    problem, comment_bytes = _shape(root)
+    tree = _parse(source, analysis)
+    if tree is None:
+        analysis.cut(f"the shell grammar needed more than the {PARSE_CPU_SECONDS * 1000:.0f} ms of CPU time this "
+                     "check gives it to read the line")
+        return
+    root = tree.root_node
+    analysis.nodes_left -= root.descendant_count
+    problem, comment_bytes = _shape(root, analysis.nodes_left)
     if problem:
-        analysis.opaque.append(problem)
+        analysis.cut(problem)
         return
     if root.has_error:
-        analysis.opaque.append(f"the shell grammar could not parse it{_error_place(root)}")
+        analysis.opaque.append(f"the shell grammar could not parse it{_error_place(root, source)}")
     second = scan(line)
     analysis.opaque.extend(second.evaluating)
     comments = {len(source[:start].decode("utf-8")) for start in comment_bytes}
     if comments != second.comments:
         analysis.opaque.append("the shell grammar and bash disagree about where a comment starts")
-    _Walker(analysis, depth, via).visit(root, [])
+    _Walker(analysis, depth, via, source).visit(root, [])
+
+
+def _parse(source: bytes, analysis: Analysis) -> Tree | None:
+    """The grammar's tree, or None once the parses of this line have used PARSE_CPU_SECONDS of this
+    thread's CPU time: tree-sitter's error recovery can grow as the square of the input (a 16 KiB
+    `ls | ls | ... |` took 0.9 s), so its work is bounded by CPU time -- which other processes' load
+    does not inflate, nor Python's tracing (the parse is C). Only a read callback gets progress
+    reports, hence the callback; a node's text would be read through it too, see _text."""
+    parser = _parser()
+    parser.reset()
+    started = time.thread_time()
+    until = started + analysis.parse_left
+    try:
+        return parser.parse(lambda byte, _point: source[byte:byte + READ_CHUNK],
+                            progress_callback=lambda *_: time.thread_time() > until)
+    except ValueError:  # "Parsing failed": the callback stopped it
+        return None
+    finally:
+        analysis.parse_left -= time.thread_time() - started
 
 
 def _unreadable(line: str) -> str | None:
@@ -157,10 +210,10 @@ def _nodes(root: Node, stop: frozenset[str] = frozenset()):
             stack.extend(node.children)
 
 
-def _shape(root: Node) -> tuple[str | None, list[int]]:
+def _shape(root: Node, nodes_left: int) -> tuple[str | None, list[int]]:
     """Too large or too deep (checked without recursion: the walk below recurses at most MAX_DEPTH
     deep), and where the grammar's comments start (byte offsets)."""
-    if root.descendant_count > MAX_NODES:
+    if nodes_left < 0:
         return f"the line has more than {MAX_NODES} syntax nodes", []
     comments: list[int] = []
     cursor, level = root.walk(), 0
@@ -178,15 +231,17 @@ def _shape(root: Node) -> tuple[str | None, list[int]]:
             level -= 1
 
 
-def _error_place(root: Node) -> str:
+def _error_place(root: Node, source: bytes) -> str:
     bad = next((n for n in _nodes(root) if n.type == "ERROR" or n.is_missing), None)
     if bad is None:
         return ""
-    return f" (near {_text(bad)[:30]!r}, column {bad.start_point[1] + 1})"
+    return f" (near {_text(bad, source)[:30]!r}, column {bad.start_point[1] + 1})"
 
 
-def _text(node: Node) -> str:
-    return node.text.decode("utf-8")
+def _text(node: Node, source: bytes) -> str:
+    """A node's text, sliced from the line's bytes (the tree read them through a callback, and
+    `node.text` would call it again for every node)."""
+    return source[node.start_byte:node.end_byte].decode("utf-8", "replace")
 
 
 # -- words --------------------------------------------------------------------------------------
@@ -205,22 +260,24 @@ class Word:
         return self.kind == STATIC
 
 
-def word(node: Node) -> Word:
+def word(node: Node, source: bytes) -> Word:
     """A word's value after quote removal, or why it is only known at run time."""
     kind = node.type
     if kind in ("word", "number"):
-        raw = _text(node)
+        raw = _text(node, source)
+        if not ("{" in raw or "*" in raw or "?" in raw or "[" in raw):
+            return Word(STATIC, _unescape(raw))  # the common case, without the two searches below
         if kind == "word" and BRACES.search(raw):
             return Word(GLOB_WORD, None, "")  # brace expansion: `-{r,f}` is two options
         if kind == "word" and GLOB.search(raw):
             return Word(GLOB_WORD, None, _unescape(raw[: GLOB.search(raw).start()]))  # type: ignore[union-attr]
         return Word(STATIC, _unescape(raw))
     if kind == "raw_string":
-        return Word(STATIC, _text(node)[1:-1])
+        return Word(STATIC, _text(node, source)[1:-1])
     if kind == "variable_name":  # `export NAME`, `unset NAME`
-        return Word(STATIC, _text(node))
+        return Word(STATIC, _text(node, source))
     if kind == "ansi_c_string":
-        return Word(STATIC, ansi_c(_text(node)[2:-1]))
+        return Word(STATIC, ansi_c(_text(node, source)[2:-1]))
     if kind == "string":
         parts = []
         for child in node.children:
@@ -228,11 +285,11 @@ def word(node: Node) -> Word:
                 continue
             if child.type != "string_content":
                 return Word(DYNAMIC, None)
-            parts.append(_unescape(_text(child), '"\\$`'))
+            parts.append(_unescape(_text(child, source), '"\\$`'))
         return Word(STATIC, "".join(parts))
     if kind == "concatenation":
-        parts = [word(child) for child in node.children]
-        raw = "".join(_text(c) if c.type == "word" else "x" for c in node.children)
+        parts = [word(child, source) for child in node.children]
+        raw = "".join(_text(c, source) if c.type == "word" else "x" for c in node.children)
         if any(p.kind == DYNAMIC for p in parts):
             return Word(DYNAMIC, None)
         if BRACES.search(raw):
@@ -252,6 +309,8 @@ def word(node: Node) -> Word:
 def _unescape(text: str, escapable: str | None = None) -> str:
     """Remove the backslashes the shell removes: before any character unquoted, and inside double
     quotes only before the characters in `escapable`; a backslash-newline disappears entirely."""
+    if "\\" not in text:
+        return text
     out, i = [], 0
     while i < len(text):
         if text[i] == "\\" and i + 1 < len(text) and text[i + 1] == "\n":
@@ -317,10 +376,13 @@ ARGUMENTS = frozenset({"word", "number", "raw_string", "ansi_c_string", "string"
 
 
 class _Walker:
-    def __init__(self, analysis: Analysis, depth: int, via: str) -> None:
-        self.analysis, self.depth, self.via = analysis, depth, via
+    def __init__(self, analysis: Analysis, depth: int, via: str, source: bytes) -> None:
+        self.analysis, self.depth, self.via, self.source = analysis, depth, via, source
         self.functions: dict[str, set[str]] = {}
         self.extras: list[Node] = []  # words the grammar put inside a redirect: `rm >/dev/null -rf x`
+
+    def text(self, node: Node) -> str:
+        return _text(node, self.source)
 
     def opaque(self, why: str) -> None:
         self.analysis.opaque.append(why)
@@ -337,11 +399,11 @@ class _Walker:
                 self.command(body[0], redirects + own, extras)
                 return
             if extras:
-                self.opaque(f"words after a redirection of a compound statement ({_text(node)[:40]!r})")
+                self.opaque(f"words after a redirection of a compound statement ({self.text(node)[:40]!r})")
             for child in body:
                 self.visit(child, redirects + own)
             if not body:
-                self._record(Command([], redirects=redirects + own, text=_text(node), via=self.via))
+                self._record(Command([], redirects=redirects + own, text=self.text(node), via=self.via))
             return
         if kind in ("command", "declaration_command", "unset_command"):
             self.command(node, redirects)
@@ -351,7 +413,7 @@ class _Walker:
             for child in node.children:
                 self.visit(child, redirects)
         elif kind == "compound_statement" and node.children and node.children[0].type == "((":
-            self.opaque(f"arithmetic {_text(node)[:40]!r}: bash evaluates it, subscripts and all, at run time")
+            self.opaque(f"arithmetic {self.text(node)[:40]!r}: bash evaluates it, subscripts and all, at run time")
         elif kind == "for_statement" and node.children and node.children[0].type == "select":
             self.opaque(EVALUATING["select"])
         elif kind in CONTAINERS:
@@ -361,14 +423,14 @@ class _Walker:
         elif kind == "function_definition":
             self.function(node)
         elif kind in ("command_substitution", "process_substitution"):
-            self.opaque(f"{kind.replace('_', ' ')} {_text(node)[:40]!r} runs a command whose output is only "
+            self.opaque(f"{kind.replace('_', ' ')} {self.text(node)[:40]!r} runs a command whose output is only "
                         "known at run time")
             for child in node.children:
                 self.visit(child, [])  # what it runs is still judged: `echo $(rm -rf /)` is destructive
         elif kind in ("arithmetic_expansion", "c_style_for_statement", "arithmetic_command"):
-            self.opaque(f"arithmetic {_text(node)[:40]!r}: bash evaluates it, subscripts and all, at run time")
+            self.opaque(f"arithmetic {self.text(node)[:40]!r}: bash evaluates it, subscripts and all, at run time")
         else:
-            self.opaque(f"the construct {kind} ({_text(node)[:40]!r}) is not one this check understands")
+            self.opaque(f"the construct {kind} ({self.text(node)[:40]!r}) is not one this check understands")
 
     def container(self, node: Node, redirects: list[Redirect]) -> None:
         kind = node.type
@@ -415,24 +477,24 @@ class _Walker:
                 self.extras.append(child)  # bash passes these to the command as arguments
             elif child.type != "file_descriptor":
                 seen = True
-                if b"\n" in node.text[: child.start_byte - node.start_byte]:
+                if b"\n" in self.source[node.start_byte:child.start_byte]:
                     self.opaque("a redirection whose target is on the next line: the grammar reads it as the "
                                 "target, bash as a syntax error")
-                w = word(child)
+                w = word(child, self.source)
                 if w.static:
                     target = w.value
                 else:
                     self.value(child)
-                    self.opaque(f"the redirection target {_text(child)[:40]!r} is only known at run time")
+                    self.opaque(f"the redirection target {self.text(child)[:40]!r} is only known at run time")
         return [Redirect(operator, target)]
 
     def assignment(self, node: Node, standalone: bool = False) -> str:
         name_node = node.children[0] if node.children else None
-        text = _text(node)
+        text = self.text(node)
         if name_node is None or name_node.type != "variable_name":
             self.opaque(f"the assignment {text[:40]!r} has a subscript, which bash evaluates as arithmetic")
             return text
-        name = _text(name_node)
+        name = self.text(name_node)
         if _runs_code(name):
             self.opaque(f"the assignment {text[:40]!r} sets {name}, which makes programs or the shell run code")
         for child in node.children[1:]:
@@ -446,26 +508,24 @@ class _Walker:
         double = node.children[0].type == "[[" if node.children else False
         for inner in _nodes(node, SUBSTITUTIONS):
             if inner.type == "test_operator" or (not inner.is_named and inner.type.startswith("-")):
-                op = _text(inner)
+                op = self.text(inner)
                 if op in ("-v", "-R") or (double and op in ARITHMETIC_TESTS):
                     self.opaque(f"`{op}` in a test evaluates its operand as a variable name or arithmetic, "
                                 "subscripts and all")
             elif inner.type in ("command_substitution", "process_substitution", "arithmetic_expansion"):
                 self.visit(inner, [])
-        self._record(Command(["[[" if double else "["], text=_text(node), via=self.via))
+        self._record(Command(["[[" if double else "["], text=self.text(node), via=self.via))
 
     def function(self, node: Node) -> None:
         name_node = node.child_by_field_name("name") or node.children[0]
-        name = _text(name_node)
+        name = self.text(name_node)
         self.opaque(f"the function {name} keeps code that later words of the line can run")
-        inner = Analysis()
-        walker = _Walker(inner, self.depth, self.via)
+        before = len(self.analysis.commands)  # the body's commands are listed and judged like any others
+        walker = _Walker(self.analysis, self.depth, self.via, self.source)
         for child in node.children:
             if child.is_named and child is not name_node:
                 walker.visit(child, [])
-        self.analysis.commands.extend(inner.commands)
-        self.analysis.opaque.extend(inner.opaque)
-        self.functions[name] = {c.program for c in inner.commands if c.program}
+        self.functions[name] = {c.program for c in self.analysis.commands[before:] if c.program}
         self._find_recursion()
 
     def _find_recursion(self) -> None:
@@ -480,7 +540,7 @@ class _Walker:
                 self.analysis.recursive_functions.append(start)
 
     def command(self, node: Node, redirects: list[Redirect], extras: list[Node] | None = None) -> None:
-        command = Command([], redirects=list(redirects), text=_text(node), via=self.via)
+        command = Command([], redirects=list(redirects), text=self.text(node), via=self.via)
         outer, self.extras = self.extras, []
         after_dashes = False
         for child in node.children:
@@ -502,28 +562,30 @@ class _Walker:
             elif not child.is_named and node.type != "command" and not command.argv:
                 command.argv.append(kind)  # `export`, `declare`, `unset`...
             elif child.is_named or kind == "$":
-                self.opaque(f"the construct {kind} ({_text(child)[:40]!r}) is not one this check understands")
+                self.opaque(f"the construct {kind} ({self.text(child)[:40]!r}) is not one this check understands")
         if not command.argv and node.type != "command":
-            command.argv.append(_text(node.children[0]))
+            command.argv.append(self.text(node.children[0]))
         for child in (extras or []) + self.extras:
             self._argument(command, child, False, "--" in command.argv)
         self.extras = outer
         self._record(command)
 
     def _argument(self, command: Command, node: Node, is_name: bool, after_dashes: bool) -> None:
-        w = word(node)
+        w = word(node, self.source)
         what = "command name" if is_name else "argument"
         if w.kind == DYNAMIC:
             self.value(node)
-            self.opaque(f"the {what} {_text(node)[:40]!r} is only known at run time")
+            self.opaque(f"the {what} {self.text(node)[:40]!r} is only known at run time")
         elif w.kind == GLOB_WORD:
             safe = (w.literal_start[:1] not in ("", "-")) or after_dashes
             if is_name or not safe:
-                self.opaque(f"the {what} {_text(node)[:40]!r} is a pattern that could expand to a file name "
+                self.opaque(f"the {what} {self.text(node)[:40]!r} is a pattern that could expand to a file name "
                             "starting with '-', read as an option: write it as ./PATTERN, or after --")
         command.argv.append(w.value)
 
     def _record(self, command: Command) -> None:
+        if len(self.analysis.commands) == MAX_COMMANDS:
+            raise _OverBudget(f"the line has more than {MAX_COMMANDS} commands")
         self.analysis.commands.append(command)
         if command.argv:
             _judge(command, self.analysis, self.depth)
@@ -540,7 +602,7 @@ def _judge(command: Command, analysis: Analysis, depth: int) -> None:
     """Builtins that evaluate strings, shells that run scripts, wrappers that hide either."""
     found = wrappers.candidates(command.argv)
     if not found.complete:
-        analysis.opaque.append(f"`{command.text[:40]}` nests too many wrappers to follow")
+        analysis.cut(f"`{command.text[:40]}` nests too many wrappers to follow")
     for argv, via in found:
         if not argv:
             continue  # `find . -exec ;` runs nothing

@@ -23,7 +23,6 @@ messages and the interactive-program check (not for security).
 
 from __future__ import annotations
 
-import os
 import re
 from collections import deque
 from dataclasses import dataclass
@@ -50,7 +49,7 @@ def budget(words: int) -> int:
     """How many words `candidates` may copy and scan for an argv of `words` words: linear in it, so a
     long wrapper chain (`nice nice ... ls`, each suffix a command) stops early instead of growing as
     its square; generous enough that a few wrappers before thousands of arguments are followed whole."""
-    return 4 * words + 4096
+    return 2 * words + 2048
 
 
 @dataclass(frozen=True)
@@ -89,7 +88,8 @@ def options(args: list[str | None] | tuple[str | None, ...]) -> Options:
 
 
 def program(argv: list[str | None]) -> str | None:
-    return os.path.basename(argv[0]) if argv and argv[0] else None
+    """The command's name without its directory: `/bin/rm` -> `rm`."""
+    return argv[0].rpartition("/")[2] if argv and argv[0] else None
 
 
 # -- exact option tables ---------------------------------------------------------------------------
@@ -314,6 +314,9 @@ def candidates(argv: list[str | None]) -> Found:
     list is cut and `complete` is False, and the caller treats the line as opaque.
     """
     found, left = Found(), budget(len(argv))
+    if program(argv) not in WRAPPERS:
+        found.append((list(argv), ()))  # the common case, without the queue
+        return found
     queue: deque[tuple[int, int, bool, tuple[str, ...]]] = deque([(0, len(argv), False, ())])
     queued, seen = 1, set()
     while queue:
