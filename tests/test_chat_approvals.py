@@ -32,6 +32,44 @@ def test_bash_choices_offer_the_exact_and_prefix_rules(ws):
     assert labels["p"] == "yes, and allow bash(git status:*), bash(npm test:*) for this session"
 
 
+WRAPPED = ["timeout 5 npm test", "nice -n 5 npm test", "command npm test", "env npm test", "nohup npm test",
+           "timeout 5 env nice npm test", "exec npm test", "stdbuf -oL npm test", "/usr/bin/npm test",
+           "sudo npm test", "xargs npm test", "find . -exec npm test \\;", "env A=1 npm test", "time -o t npm test",
+           "strace npm test", "nice", "command -v npm", "timeout --help", "env", "git -c a=b status",
+           "timeout 5 git -C . --no-pager status", "nice git-status", "busybox ls"]
+
+
+@pytest.mark.parametrize("line", WRAPPED)
+def test_offered_rules_name_what_a_wrapper_runs_never_the_wrapper(ws, line):
+    """Issue 31 item 4: `bash(timeout:*)` would read as allowing whatever timeout runs. A rule is
+    offered on the command a rule is checked against, or not at all; and only if it covers the call."""
+    from abhed.gate import wrappers
+    policy = Policy.create("ask", [], [], ws)
+    call = bash(line)
+    offered = approvals.exact_rules("bash", call, ws) + approvals.prefix_rules("bash", call, ws)
+    for rule in offered:
+        assert rule.split("(", 1)[1].split()[0].rstrip(")").split(":")[0] not in wrappers.WRAPPERS, (line, rule)
+    verdict = policy.check("bash", call)
+    granted = [r for o in approvals.choices("bash", call, verdict, policy, can_save=True) for r in o.answer.rules]
+    for rule in granted:
+        widened = Policy.create("ask", [rule], [], ws)
+        assert widened.check("bash", call).decision == "allow", (line, rule)
+
+
+def test_a_wrapped_command_is_offered_the_rules_of_what_it_runs(ws):
+    policy = Policy.create("ask", [], [], ws)
+    call = bash("timeout 5 env nice npm test --watch")
+    labels = {o.key: o.label for o in approvals.choices("bash", call, policy.check("bash", call), policy, True)}
+    assert labels["a"] == "yes, and allow bash(npm test --watch) for this session"
+    assert labels["p"] == "yes, and allow bash(npm test:*) for this session"
+    call = bash("timeout 5 git -C sub --no-pager status -s")
+    labels = {o.key: o.label for o in approvals.choices("bash", call, policy.check("bash", call), policy, True)}
+    assert labels["a"] == "yes, and allow bash(git status -s) for this session"
+    for line in ("sudo npm test", "ls | xargs grep x", "find . -exec grep x {} +", "env A=1 npm test", "nice"):
+        call = bash(line)
+        assert keys(approvals.choices("bash", call, policy.check("bash", call), policy, True)) == "ynr", line
+
+
 def test_save_is_offered_only_with_one_rule_and_the_operators_leave(ws):
     policy = Policy.create("ask", [], [], ws)
     call = bash("pytest -x tests")

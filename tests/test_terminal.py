@@ -32,6 +32,40 @@ def test_printable_escapes_controls_bidi_and_lone_surrogates():
     printable("x\ud800").encode("utf-8")  # no UnicodeEncodeError once printable
 
 
+# Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt), written out here: characters a
+# terminal draws as nothing. Python's unicodedata does not carry the property.
+DEFAULT_IGNORABLE = [(0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+                     (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
+                     (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+                     (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF)]
+NEWER_FORMAT = range(0x13439, 0x13440)  # Egyptian hieroglyph format controls: Cf since Unicode 15, after Python 3.11's
+
+
+def test_printable_escapes_separators_and_everything_invisible():
+    assert printable("echo ok\u2028rm -rf x") == "echo ok\\u2028rm -rf x"  # one line, the separator named
+    assert printable("a\u2029b") == "a\\u2029b"
+    assert printable("ls\u200b") == "ls\\u200b" and printable("\ufeffls\u2060") == "\\ufeffls\\u2060"
+    assert printable("\u200c\u200d") == "\\u200c\\u200d"
+    assert printable("x\U000e0041\U000e007f") == "x\\U000e0041\\U000e007f"  # tags: one unambiguous escape each
+    assert printable("ls\ufe0f\u034f\u00ad") == "ls\\ufe0f\\u034f\\xad"
+
+
+def test_printable_escapes_every_format_separator_and_ignorable_code_point_and_nothing_else():
+    import sys
+    import unicodedata
+    ignorable = {c for low, high in DEFAULT_IGNORABLE for c in range(low, high + 1)}
+    for code in range(sys.maxunicode + 1):
+        char = chr(code)
+        category = unicodedata.category(char)
+        hidden = category in ("Cf", "Zl", "Zp", "Cc", "Cs") or code in ignorable or code in NEWER_FORMAT
+        if char in "\n\t":
+            hidden = False
+        shown = printable(char)
+        assert (shown != char) is hidden, (hex(code), category)
+        if hidden:
+            assert shown.startswith("\\") and shown.isascii(), hex(code)
+
+
 def _chat(width: int = 220) -> tuple[Chat, io.StringIO]:
     out = io.StringIO()
     return Chat(Console(file=out, width=width, force_terminal=False, color_system=None, highlight=False)), out

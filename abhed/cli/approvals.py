@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from abhed.gate import wrappers
 from abhed.gate.approval import HARMLESS, Answer, Policy, Rule, Verdict
 from abhed.gate.shellparse import analyze
 
@@ -30,29 +31,23 @@ WITH_SUBCOMMANDS = frozenset({
 
 
 def exact_rules(tool: str, args: Any, workspace: Path) -> tuple[str, ...]:
-    """Rules allowing exactly this call: every command of a bash line, or this one file."""
+    """Rules allowing exactly this call: every command of a bash line as a rule sees it (what a
+    wrapper such as `timeout 5` runs, never the wrapper), or this one file."""
     if tool == "bash":
-        commands = [c for c in analyze(str(getattr(args, "command", ""))).commands
-                    if c.program not in HARMLESS and not c.runs_script]
-        if not commands or any(None in c.argv for c in commands):
-            return ()
-        return tuple(dict.fromkeys(f"bash({shlex.join(c.argv)})" for c in commands))  # type: ignore[arg-type]
+        commands = _ruled(str(getattr(args, "command", "")))
+        return tuple(dict.fromkeys(f"bash({shlex.join(argv)})" for argv in commands))  # type: ignore[arg-type]
     relative = _relative(getattr(args, "path", None), workspace)
     return (f"{tool}({relative})",) if relative else ()
 
 
 def prefix_rules(tool: str, args: Any, workspace: Path) -> tuple[str, ...]:
-    """Broader rules: each command's program (and subcommand, `git status`) with any arguments; the
-    file's directory."""
+    """Broader rules: each command's program (and subcommand, `git status`) with any arguments, as a
+    rule sees it (`timeout 5 npm test` -> `bash(npm test:*)`); the file's directory."""
     if tool == "bash":
         rules = []
-        for command in analyze(str(getattr(args, "command", ""))).commands:
-            if command.program in HARMLESS or command.runs_script:
-                continue
-            words = command.argv[:2] if command.program in WITH_SUBCOMMANDS and len(command.argv) > 1 \
-                and SUBCOMMAND.fullmatch(command.argv[1] or "") else command.argv[:1]
-            if not words or None in words:
-                return ()
+        for argv in _ruled(str(getattr(args, "command", ""))):
+            words = argv[:2] if argv[0] in WITH_SUBCOMMANDS and len(argv) > 1 \
+                and SUBCOMMAND.fullmatch(argv[1] or "") else argv[:1]
             rules.append(f"bash({shlex.join(words)}:*)")  # type: ignore[arg-type]
         return tuple(dict.fromkeys(rules))
     relative = _relative(getattr(args, "path", None), workspace)
@@ -60,6 +55,26 @@ def prefix_rules(tool: str, args: Any, workspace: Path) -> tuple[str, ...]:
         return ()
     folder = os.path.dirname(relative)
     return (f"{tool}({folder}/**)",) if folder else (tool,)
+
+
+def _ruled(line: str) -> list[list[str]]:
+    """Each command of the line that needs a rule, normalised as rules are matched (wrappers.normal);
+    none at all when one of them cannot be said exactly or is a wrapper itself (`sudo x`, `xargs x`,
+    `nice` alone): a rule on a wrapper would read as allowing what it wraps, so none is offered."""
+    found = []
+    for command in analyze(line).commands:
+        if command.program in HARMLESS or command.runs_script:
+            continue
+        normal = wrappers.normal(command.argv)
+        if normal is None or None in normal[0] or _wraps(normal[0]):
+            return []
+        found.append(normal[0])
+    return found  # type: ignore[return-value]
+
+
+def _wraps(argv: list[str | None]) -> bool:
+    """A wrapper's own name (`command -v x`, `nice`): a find that runs nothing is just find."""
+    return argv[0] in wrappers.WRAPPERS and not (argv[0] == "find" and not set(argv) & wrappers.FIND_ACTIONS)
 
 
 def _relative(path: Any, workspace: Path) -> str | None:

@@ -8,8 +8,9 @@ The list errs on naming more: a false entry costs one question to a human, a mis
 An option the rule itself names (`bash(make -f ci.mk:*)`) is the human's choice and is covered.
 
 How a word is matched, failing closed where a program reads its options otherwise:
-  `--name`   GNU style: any abbreviation of it, with or without `=value` (`--script` for --script-shell);
-             for SINGLE_DASH programs (go, gcc, java...): `-name` or `--name`, exactly, with `=`/`:` values;
+  `--name`   GNU style: any abbreviation of it, with or without `=value` (`--script` for --script-shell),
+             or a dotted key under it (`--config.script-shell`); for SINGLE_DASH programs (go, gcc,
+             java...): `-name` or `--name`, exactly, with `=`/`:` values;
   `-x`       a short option anywhere in a cluster (`-xp` holds -p), its value attached or not;
              for SINGLE_DASH programs, any word starting with `-x`;
   `NAME=`    an operand that sets a variable (`make SHELL=./x`, `CC=./x`);
@@ -269,13 +270,13 @@ def _matches(name: str, spelling: str, arg: str) -> bool:
     if spelling in ("@", "+"):
         return arg.startswith(spelling)
     if name in SINGLE_DASH:
-        if len(spelling) == 2:
-            return arg.startswith(spelling)
-        bare = arg[1:] if arg.startswith("--") else arg
-        return bare == spelling or bare.startswith((spelling + "=", spelling + ":"))
+        wanted, given = spelling.lstrip("-"), arg.lstrip("-")
+        if len(wanted) == 1:
+            return arg.startswith(spelling)  # `-B/dir`: the value attached
+        return arg.startswith("-") and (given == wanted or given.startswith((wanted + "=", wanted + ":")))
     if spelling.startswith("--"):
         given = arg[2:].split("=", 1)[0] if arg.startswith("--") else ""
-        return bool(given) and spelling[2:].startswith(given)
+        return bool(given) and (spelling[2:].startswith(given) or given.startswith(spelling[2:] + "."))
     if len(spelling) == 2:
         return arg.startswith("-") and not arg.startswith("--") and spelling[1] in arg[1:]
     return arg.split("=", 1)[0] == spelling  # multi-letter single-dash names in GNU programs (`zip -TT`)

@@ -379,8 +379,8 @@ def normal(argv: list[str | None]) -> tuple[list[str | None], tuple[str, ...]] |
             break  # `command -v x`, `nice`: the wrapper runs nothing; it is the command
         passed.append(name)
         i = parsed.start
-    if i == len(argv) or argv[i] is None or len(passed) > MAX_CHAIN:
-        return None
+    if i == len(argv) or not argv[i] or len(passed) > MAX_CHAIN:
+        return None  # nothing, a run-time word or an empty name (`"" x`: bash finds no such command)
     command = [program(argv[i:i + 1])] + argv[i + 1:]
     if command[0].startswith("git-") and len(command[0]) > 4:  # type: ignore[union-attr]
         command = ["git", command[0][4:]] + command[1:]  # type: ignore[index]

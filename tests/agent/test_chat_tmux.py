@@ -418,3 +418,33 @@ def test_a_commands_escapes_reach_the_terminal_as_text_and_it_answers_nothing(ws
         chat.wait_for("CHAT-EXITED 0")
     said = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "user"]
     assert said[-1] == "next", said
+
+
+def test_the_approval_panel_shows_separators_and_invisible_characters_as_escapes(ws, term):
+    """Issue 31 item 7, in a real terminal: a line separator in a command would start a new line in
+    the panel, so `echo ok<U+2028>rm -rf x` showed a line beginning `rm -rf x` that the command does
+    not have; a zero-width space makes `ls<U+200B>` look like `ls`, in the rule offered too. Judged
+    by the screen: one panel line holds the whole command with the separator named, and the rules
+    offered name the invisible character."""
+    spoof = "echo ok\u2028rm -rf x; touch made"
+    turns = [Turn(calls=[run(spoof)]), Turn(text="First."), Turn(calls=[run("ls\u200b")]), Turn(text="Second.")]
+    with ReplayServer(turns) as server:
+        chat = term("--endpoint", server.url, "--workspace", str(ws))
+        chat.wait_for("ends the session.")
+        chat.type("go")
+        screen = chat.wait_for("Allow? [")
+        shown = [line for line in screen.splitlines() if "rm -rf x" in line]  # the tool line, description, command
+        assert shown and all("echo ok\\u2028rm -rf x; touch made" in line for line in shown), screen
+        assert any("│ bash: echo ok\\u2028rm -rf x; touch made" in line for line in shown), screen
+        assert "\u2028" not in screen
+        chat.type("n")
+        chat.wait_for("First.")
+        chat.type("again")
+        screen = chat.wait_for("Allow? [", 2)
+        assert "bash: ls\\u200b" in screen and "allow bash('ls\\u200b') for this session" in screen, screen
+        assert "allow bash('ls\\u200b':*) for this session" in screen and "\u200b" not in screen
+        chat.type("n")
+        chat.wait_for("Second.")
+        chat.type("/exit")
+        chat.wait_for("CHAT-EXITED 0")
+    assert not (ws / "made").exists()
