@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import signal
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -36,7 +37,11 @@ MAX_CHARS = 65_536
 MAX_DEPTH = 100
 MAX_NODES = 10_000
 MAX_COMMANDS = 1_000
-PARSE_CPU_SECONDS = 0.04
+PARSE_CPU_SECONDS = 0.03
+ISOLATE_BYTES = 1024  # longer lines are read in a bounded child (below: about 10 ms at worst in this process)
+CHILD_CPU_SECONDS = 0.04
+CHILD_MEMORY = 64 << 20  # address space the child may add to what it inherited
+CHILD_WALL_SECONDS = 10.0  # a backstop only (a child stuck on a lock it inherited uses no CPU)
 READ_CHUNK = 512
 
 # Builtins and keywords that keep code to run later or evaluate strings as code.
@@ -133,7 +138,32 @@ class _OverBudget(Exception):
 def analyze(line: str) -> Analysis:
     """What the line runs. Linear in its length whatever the line: past MAX_NODES syntax nodes or
     MAX_COMMANDS commands (the line and its nested scripts together), or PARSE_CPU_SECONDS of the
-    grammar's CPU time, the rest is left unread (opaque, not whole)."""
+    grammar's CPU time, the rest is left unread (opaque, not whole).
+
+    A line over ISOLATE_BYTES is read in a forked child with hard bounds (common/isolate.py): at
+    EOF tree-sitter's error recovery runs without a progress report, as the square of the input
+    (4 KiB of "` 2>&1 " took 0.17 s, 16 KiB 2.7 s and 200 MB), and only a child can be stopped."""
+    if _unreadable(line) or len(line.encode("utf-8")) <= ISOLATE_BYTES:
+        return _read(line)
+    from abhed.common import isolate  # here: most lines are short
+    _parser()  # loaded before the fork: the child imports nothing under a lock another thread held
+    try:
+        return isolate.run(_read_bounded, line, bounds=isolate.Bounds(seconds=CHILD_WALL_SECONDS, memory=CHILD_MEMORY))
+    except isolate.Exceeded as exceeded:
+        analysis = Analysis()
+        analysis.cut(f"the line could not be read within {CHILD_CPU_SECONDS * 1000:.0f} ms of CPU time and "
+                     f"{CHILD_MEMORY >> 20} MiB ({exceeded.what})")
+        return analysis
+
+
+def _read_bounded(line: str) -> Analysis:
+    """_read in the child, stopped (SIGPROF) after CHILD_CPU_SECONDS of its CPU time; its own parser."""
+    signal.setitimer(signal.ITIMER_PROF, CHILD_CPU_SECONDS)
+    _parser.cache_clear()  # another thread of the parent may have been using the cached one
+    return _read(line)
+
+
+def _read(line: str) -> Analysis:
     analysis = Analysis()
     try:
         _analyze_into(line, analysis, depth=0, via="")
