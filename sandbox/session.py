@@ -22,6 +22,7 @@ from pathlib import Path
 from sandbox.config import SandboxConfig
 from sandbox.errors import DiskReserveReached, PathError, SandboxError
 from sandbox.gitguard import GitGuard
+from sandbox.hardlinks import Links, unshare
 from sandbox.launcher import SETUP_TIMEOUT_S, BwrapLauncher, NoneLauncher, Spawned, collect
 from sandbox.microvm import MicrovmLauncher
 from sandbox.output import OutputCollector
@@ -178,10 +179,19 @@ class Sandbox:
             self._launcher = BwrapLauncher(config, self.workspace, environ, on_refusal or (lambda message: None))
         else:
             self._launcher = MicrovmLauncher(config, self.workspace, environ)
+        self._links = Links(self.workspace)
         if config.backend != "none":
+            # Files shared with names outside the workspace: copied, or read-only in every command (sandbox.hardlinks).
+            try:
+                self._links = unshare(self.workspace, reserve_bytes=config.limits.disk_reserve_bytes,
+                                      reserve_setting=config.limits.setting("disk_reserve_bytes"))
+            except BaseException:
+                self._launcher.close()
+                raise
             # The repositories present now are the operator's: protect them; any other is quarantined.
             self._guard = GitGuard.start(self.workspace)
             self._protect_now()
+        self._start_notes = list(self._links.notes)  # told once, with the first command
         self._jobs: dict[str, BackgroundJob] = {}
         self._job_numbers = count(1)
         self._lock = threading.Lock()
@@ -221,7 +231,8 @@ class Sandbox:
         host git run (core.hooksPath, drivers: sandbox.gitexec) as the configs are *now*: the
         operator may change them between commands; a check that finds nothing changed is a few stats."""
         if self._guard is not None:
-            self._launcher.extra_protected = self._guard.nested_protected_entries() + self._guard.run_by_git_entries()
+            self._launcher.extra_protected = (self._guard.nested_protected_entries() + self._guard.run_by_git_entries()
+                                              + self._links.bound_entries())
 
     def run(self, command: str, *, cwd: Path | str, timeout_s: float, output_limit_chars: int | None = None) -> Result:
         """Run ``command`` with ``bash -c`` in the sandbox; see Result. Blocks until it ends."""
@@ -250,7 +261,7 @@ class Sandbox:
         began, reported_cwd = parse_control(collected.control)
         if not began:
             raise self._launcher.setup_failure(captured.head + captured.tail)
-        notes = list(collected.notes)
+        notes = self.start_notes() + list(collected.notes)
         if collected.control_dropped:
             notes.append(
                 f"the command wrote {collected.control_dropped} bytes into the sandbox's control pipe (fd "
@@ -362,6 +373,13 @@ class Sandbox:
             if breach is not None:
                 for job in running:
                     job.stop(note=breach.replace("the command was stopped", f"background job {job.id} was stopped", 1))
+
+    def start_notes(self) -> list[str]:
+        """What the sandbox did to the workspace when the session started (shared hard links), once:
+        the first foreground command's notes carry them; a caller starting a background job first shows them."""
+        with self._lock:
+            notes, self._start_notes = self._start_notes, []
+        return notes
 
     def check_git(self) -> list[str]:
         """Quarantine git repositories the sandbox created (see sandbox.gitguard); what was done.
