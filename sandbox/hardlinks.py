@@ -165,9 +165,9 @@ def describe(copied: list[Shared], bound: list[Shared]) -> list[str]:
         parts.append(f"{len(copied)} of them ({_size(copied)}) were replaced by copies with the same content, mode and times "
                      "(the names outside keep their file, untouched)")
     if bound:
-        parts.append(f"{len(bound)} of them, large git pack files ({_size(bound)}) stay shared and are read-only to commands "
+        parts.append(f"{len(bound)} of them, large git pack files ({_size(bound)}), stay shared and are read-only to commands "
                      "(git never rewrites a pack; a `git gc` here leaves them in place)")
-    return [f"{len(copied) + len(bound)} files in the workspace shared hard links with files outside it (e.g. {example}: "
+    return [f"{_files(len(copied) + len(bound))} in the workspace shared hard links with files outside it (e.g. {example}: "
             "a local `git clone`, a pnpm store or `ln` makes them), so writing one would have changed the other: "
             + "; ".join(parts) + "."]
 
@@ -188,7 +188,7 @@ class _Copier:
         """Replace ``item`` by a copy; False when its name no longer holds that file (changed since the walk)."""
         if time.monotonic() > self.deadline:
             raise SandboxSetupError(
-                f"{self.total} files in the workspace share hard links with files outside it, and copying them (so that a "
+                f"{_files(self.total)} in the workspace share hard links with files outside it, and copying them (so that a "
                 f"command cannot change the other names) took longer than {self.budget_s:g} s: {self.done} copied, "
                 f"{self.total - self.done} to go. Run the command again: the copying goes on where it stopped."
             )
@@ -213,7 +213,7 @@ class _Copier:
             if (st.st_dev, st.st_ino) != item.ident or not stat.S_ISREG(st.st_mode):
                 return False  # replaced since the walk: the name no longer shares that file
             self._check_room(parent, item)
-            temp = f".{leaf}{_TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
+            temp = _temp_name(leaf)
             self._write_copy(parent, temp, source, st, item)
         finally:
             os.close(source)
@@ -252,6 +252,10 @@ class _Copier:
             f"{self.workspace / item.name} shares a hard link with a file outside the workspace, "
             f"and copying it (so that a command cannot change the other name) failed: {exc.strerror}. To go on, {advice}."
         )
+
+
+def _temp_name(leaf: str) -> str:
+    return f".{leaf}{_TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
 
 
 def _copy_bytes(source: int, target: int, size: int) -> None:
@@ -330,6 +334,10 @@ def _unreadable_note(workspace: Path, rel: str) -> str:
 
 def _join(rel: str, name: str) -> str:
     return f"{rel}/{name}" if rel else name
+
+
+def _files(count: int) -> str:
+    return "1 file" if count == 1 else f"{count} files"
 
 
 def _size(items: list[Shared]) -> str:
