@@ -193,7 +193,12 @@ class _Copier:
                 f"{self.total - self.done} to go. Run the command again: the copying goes on where it stopped."
             )
         parent_rel, _, leaf = item.name.rpartition("/")
-        parent = _open_beneath(self.workspace, parent_rel)
+        try:
+            parent = _open_beneath(self.workspace, parent_rel)
+        except FileNotFoundError:
+            return False  # gone since the walk, with its name
+        except OSError as exc:  # a directory on the way became a symlink or a file: look again (fail closed)
+            raise self._failure(item, exc, "run the command again (the workspace changed while it was checked)") from None
         try:
             copied = self._copy_in(parent, leaf, item)
         finally:

@@ -85,101 +85,6 @@ def run_session(runner, workspace: Path, commands: list[str], config: dict | Non
     return runner.exec(code)
 
 
-# -- the attacks ------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("big", [False, True], ids=["copied", "pack-bound"])
-def test_a_local_clone_cannot_change_the_source_repository(runner, workspace, big):
-    src = make_source(workspace.parent, big=big)
-    before = digests(src / ".git" / "objects")
-    clone = local_clone(src, workspace, runner)
-    objects = clone / ".git" / "objects"
-
-    out = runner.run(TAMPER.format(objects=objects), workspace=workspace, timeout_s=300)
-
-    assert "done" in out.output, out.output
-    assert digests(src / ".git" / "objects") == before  # not one byte of the source's objects changed
-    fsck = git("fsck", "--full", cwd=src)
-    assert fsck.returncode == 0 and not fsck.stdout and "error" not in fsck.stderr, fsck.stdout + fsck.stderr
-    assert git("show", "HEAD:a.txt", cwd=src).stdout == "the source's own text\n"
-    loose = [p for p in objects.rglob("*") if p.is_file() and len(p.name) == 38]
-    assert loose and all(p.read_bytes() == b"payload" for p in loose)  # the attack ran, on the workspace's copies
-    told = " ".join(out.notes)
-    assert "shared hard links with files outside it" in told and "replaced by copies" in told, out.notes
-    if big:
-        pack = max((objects / "pack").glob("*.pack"), key=lambda p: p.stat().st_size)
-        assert pack.stat().st_nlink == 2  # still shared with the source (bound, not copied)...
-        assert "large git pack files" in told and "read-only to commands" in told
-        assert "Read-only file system" in out.output  # ...and its writes were refused
-
-
-def test_a_pnpm_store_linked_into_node_modules_stays_unchanged(runner, workspace):
-    store = workspace.parent / f"store-{uuid.uuid4().hex[:8]}"
-    for n in range(40):
-        package = store / f"pkg{n % 4}" / "lib"
-        package.mkdir(parents=True, exist_ok=True)
-        (package / f"m{n}.js").write_text(f"module.exports = {n};\n" * (n + 1))
-    subprocess.run(["cp", "-al", str(store), str(workspace / "node_modules")], check=True)
-    chown_to(store, runner)
-    chown_to(workspace / "node_modules", runner)
-    before = digests(store)
-
-    out = runner.run(TAMPER.format(objects=workspace / "node_modules") + "echo hacked >> node_modules/pkg0/lib/m0.js\n",
-                     workspace=workspace, timeout_s=300)
-
-    assert "done" in out.output
-    assert digests(store) == before
-    assert (workspace / "node_modules/pkg0/lib/m0.js").read_text().endswith("hacked\n")  # the project's copy is its own
-    assert any("40 files in the workspace shared hard links" in note for note in out.notes), out.notes
-
-
-def test_a_link_the_user_makes_between_sessions_is_broken_by_the_next_session(runner, workspace):
-    outside = workspace.parent / f"outside-{uuid.uuid4().hex[:8]}.txt"
-    outside.write_text("the user's file\n")
-    chown_to(outside, runner)
-    first = runner.run("echo first session", workspace=workspace)
-    assert first.notes == ()
-    os.link(outside, workspace / "linked.txt")  # made on the host, by the user, after that session started
-
-    out = runner.run("chmod u+w linked.txt; echo changed > linked.txt; cat linked.txt", workspace=workspace)
-
-    assert outside.read_text() == "the user's file\n"
-    assert (workspace / "linked.txt").read_text() == "changed\n"
-    assert "1 file in the workspace shared hard links" in out.notes[0] and "linked.txt" in out.notes[0]
-
-
-def test_git_in_the_workspace_still_works_with_a_bound_pack(runner, workspace):
-    src = make_source(workspace.parent, big=True)
-    before = digests(src / ".git" / "objects")
-    local_clone(src, workspace, runner)
-    git_in = " ".join(GIT[:-2]) + " -C clone"
-
-    outs = run_session(runner, workspace, [
-        f"echo new > clone/new.txt && {git_in} add new.txt && {git_in} commit -qm new && echo committed",
-        f"{git_in} gc -q && echo gc-ok && {git_in} fsck --full && echo fsck-ok && {git_in} log --oneline | wc -l",
-        "mv clone/.git/objects/pack clone/.git/objects/moved; rm -f clone/.git/objects/pack/*.pack; ls clone/.git/objects/pack",
-    ])
-
-    assert "committed" in outs[0]["output"], outs[0]
-    assert "gc-ok" in outs[1]["output"] and "fsck-ok" in outs[1]["output"] and outs[1]["output"].split()[-1] == "5", outs[1]
-    assert "Device or resource busy" in outs[2]["output"]  # the bound pack and its directory cannot be moved away
-    assert outs[0]["notes"] and not outs[1]["notes"]  # told once, with the first command
-    assert digests(src / ".git" / "objects") == before
-    assert git("fsck", "--full", cwd=src).returncode == 0
-
-
-def test_a_bound_pack_stays_read_only_in_every_command_of_the_session(runner, workspace):
-    src = make_source(workspace.parent, big=True)
-    before = digests(src / ".git" / "objects")
-    clone = local_clone(src, workspace, runner)
-    tamper = TAMPER.format(objects=clone / ".git" / "objects" / "pack")
-
-    outs = run_session(runner, workspace, ["true", tamper, tamper])
-
-    assert all("done" in o["output"] for o in outs[1:])
-    assert digests(src / ".git" / "objects") == before
-
-
 # -- the parts ----------------------------------------------------------------------------------
 
 
@@ -338,6 +243,20 @@ def test_a_name_changed_since_the_walk_is_left_alone(tmp_path):
     assert hardlinks.unshare(workspace, reserve_bytes=None).notes == ()
 
 
+def test_a_directory_swapped_for_a_symlink_since_the_walk_stops_the_start(tmp_path):
+    workspace, outside = shared_pair(tmp_path, b"old", "d/f")
+    [item] = hardlinks.find_shared(workspace)[0]
+    copier = hardlinks._Copier(workspace, None, "x", 60, 1)
+    os.rename(workspace / "d", tmp_path / "elsewhere")
+    assert copier.copy(item) is False  # gone with its directory
+    os.symlink(tmp_path / "elsewhere", workspace / "d")
+    with pytest.raises(sandbox.SandboxSetupError) as caught:
+        copier.copy(item)
+    assert f"{workspace / 'd/f'} shares a hard link" in str(caught.value)
+    assert "To go on, run the command again (the workspace changed while it was checked)." in str(caught.value)
+    assert (tmp_path / "elsewhere" / "f").stat().st_nlink == 2  # nothing written through the symlink
+
+
 def test_a_name_replaced_while_the_copy_was_written_keeps_the_new_file(tmp_path):
     workspace, outside = shared_pair(tmp_path, b"old")
     parent = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
@@ -447,3 +366,98 @@ def test_a_failed_start_closes_the_launcher(tmp_path, monkeypatch):
     with pytest.raises(sandbox.DiskReserveReached):
         sandbox.Sandbox(config, workspace)
     assert len(closed) == 1
+
+
+# -- the attacks ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("big", [False, True], ids=["copied", "pack-bound"])
+def test_a_local_clone_cannot_change_the_source_repository(runner, workspace, big):
+    src = make_source(workspace.parent, big=big)
+    before = digests(src / ".git" / "objects")
+    clone = local_clone(src, workspace, runner)
+    objects = clone / ".git" / "objects"
+
+    out = runner.run(TAMPER.format(objects=objects), workspace=workspace, timeout_s=300)
+
+    assert "done" in out.output, out.output
+    assert digests(src / ".git" / "objects") == before  # not one byte of the source's objects changed
+    fsck = git("fsck", "--full", cwd=src)
+    assert fsck.returncode == 0 and not fsck.stdout and "error" not in fsck.stderr, fsck.stdout + fsck.stderr
+    assert git("show", "HEAD:a.txt", cwd=src).stdout == "the source's own text\n"
+    loose = [p for p in objects.rglob("*") if p.is_file() and len(p.name) == 38]
+    assert loose and all(p.read_bytes() == b"payload" for p in loose)  # the attack ran, on the workspace's copies
+    told = " ".join(out.notes)
+    assert "shared hard links with files outside it" in told and "replaced by copies" in told, out.notes
+    if big:
+        pack = max((objects / "pack").glob("*.pack"), key=lambda p: p.stat().st_size)
+        assert pack.stat().st_nlink == 2  # still shared with the source (bound, not copied)...
+        assert "large git pack files" in told and "read-only to commands" in told
+        assert "Read-only file system" in out.output  # ...and its writes were refused
+
+
+def test_a_pnpm_store_linked_into_node_modules_stays_unchanged(runner, workspace):
+    store = workspace.parent / f"store-{uuid.uuid4().hex[:8]}"
+    for n in range(40):
+        package = store / f"pkg{n % 4}" / "lib"
+        package.mkdir(parents=True, exist_ok=True)
+        (package / f"m{n}.js").write_text(f"module.exports = {n};\n" * (n + 1))
+    subprocess.run(["cp", "-al", str(store), str(workspace / "node_modules")], check=True)
+    chown_to(store, runner)
+    chown_to(workspace / "node_modules", runner)
+    before = digests(store)
+
+    out = runner.run(TAMPER.format(objects=workspace / "node_modules") + "echo hacked >> node_modules/pkg0/lib/m0.js\n",
+                     workspace=workspace, timeout_s=300)
+
+    assert "done" in out.output
+    assert digests(store) == before
+    assert (workspace / "node_modules/pkg0/lib/m0.js").read_text().endswith("hacked\n")  # the project's copy is its own
+    assert any("40 files in the workspace shared hard links" in note for note in out.notes), out.notes
+
+
+def test_a_link_the_user_makes_between_sessions_is_broken_by_the_next_session(runner, workspace):
+    outside = workspace.parent / f"outside-{uuid.uuid4().hex[:8]}.txt"
+    outside.write_text("the user's file\n")
+    chown_to(outside, runner)
+    first = runner.run("echo first session", workspace=workspace)
+    assert first.notes == ()
+    os.link(outside, workspace / "linked.txt")  # made on the host, by the user, after that session started
+
+    out = runner.run("chmod u+w linked.txt; echo changed > linked.txt; cat linked.txt", workspace=workspace)
+
+    assert outside.read_text() == "the user's file\n"
+    assert (workspace / "linked.txt").read_text() == "changed\n"
+    assert "1 file in the workspace shared hard links" in out.notes[0] and "linked.txt" in out.notes[0]
+
+
+def test_git_in_the_workspace_still_works_with_a_bound_pack(runner, workspace):
+    src = make_source(workspace.parent, big=True)
+    before = digests(src / ".git" / "objects")
+    local_clone(src, workspace, runner)
+    git_in = " ".join(GIT[:-2]) + " -C clone"
+
+    outs = run_session(runner, workspace, [
+        f"echo new > clone/new.txt && {git_in} add new.txt && {git_in} commit -qm new && echo committed",
+        f"{git_in} gc -q && echo gc-ok && {git_in} fsck --full && echo fsck-ok && {git_in} log --oneline | wc -l",
+        "mv clone/.git/objects/pack clone/.git/objects/moved; rm -f clone/.git/objects/pack/*.pack; ls clone/.git/objects/pack",
+    ])
+
+    assert "committed" in outs[0]["output"], outs[0]
+    assert "gc-ok" in outs[1]["output"] and "fsck-ok" in outs[1]["output"] and outs[1]["output"].split()[-1] == "5", outs[1]
+    assert "Device or resource busy" in outs[2]["output"]  # the bound pack and its directory cannot be moved away
+    assert outs[0]["notes"] and not outs[1]["notes"]  # told once, with the first command
+    assert digests(src / ".git" / "objects") == before
+    assert git("fsck", "--full", cwd=src).returncode == 0
+
+
+def test_a_bound_pack_stays_read_only_in_every_command_of_the_session(runner, workspace):
+    src = make_source(workspace.parent, big=True)
+    before = digests(src / ".git" / "objects")
+    clone = local_clone(src, workspace, runner)
+    tamper = TAMPER.format(objects=clone / ".git" / "objects" / "pack")
+
+    outs = run_session(runner, workspace, ["true", tamper, tamper])
+
+    assert all("done" in o["output"] for o in outs[1:])
+    assert digests(src / ".git" / "objects") == before
