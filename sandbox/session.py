@@ -191,7 +191,7 @@ class Sandbox:
             # The repositories present now are the operator's: protect them; any other is quarantined.
             self._guard = GitGuard.start(self.workspace)
             self._protect_now()
-        self._start_notes = list(self._links.notes)  # told once, with the first command
+        _untold.add(self.workspace, self._links.notes)
         self._jobs: dict[str, BackgroundJob] = {}
         self._job_numbers = count(1)
         self._lock = threading.Lock()
@@ -375,11 +375,10 @@ class Sandbox:
                     job.stop(note=breach.replace("the command was stopped", f"background job {job.id} was stopped", 1))
 
     def start_notes(self) -> list[str]:
-        """What the sandbox did to the workspace when the session started (shared hard links), once:
-        the first foreground command's notes carry them; a caller starting a background job first shows them."""
-        with self._lock:
-            notes, self._start_notes = self._start_notes, []
-        return notes
+        """What a sandbox's start did to this workspace (shared hard links: sandbox.hardlinks), told once:
+        the first foreground command's notes carry them; a caller starting a background job first shows
+        them. They include what the sandbox of an MCP server of this process did, if it started first."""
+        return _untold.take(self.workspace)
 
     def check_git(self) -> list[str]:
         """Quarantine git repositories the sandbox created (see sandbox.gitguard); what was done.
@@ -440,6 +439,30 @@ class Sandbox:
             return self.resolve_cwd(reported)
         except PathError:
             return None
+
+
+class _Untold:
+    """Notes on what sandboxes' starts did to each workspace, kept until a Sandbox of it tells them.
+
+    Process-wide: the sandbox of an MCP server starts with the session, before its first bash
+    command, and finds (and copies) the shared files first; the bash sandbox, starting later, finds
+    nothing left to do, but still has to tell what was done.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._notes: dict[Path, dict[str, None]] = {}
+
+    def add(self, workspace: Path, notes: tuple[str, ...]) -> None:
+        with self._lock:
+            self._notes.setdefault(workspace, {}).update(dict.fromkeys(notes))  # each sentence once
+
+    def take(self, workspace: Path) -> list[str]:
+        with self._lock:
+            return list(self._notes.pop(workspace, {}))
+
+
+_untold = _Untold()
 
 
 def check_workspace(workspace: Path | str) -> Path:

@@ -347,6 +347,27 @@ def test_start_notes_are_told_once(tmp_path):
         assert sb.run("true", cwd=workspace, timeout_s=60).notes == ()
 
 
+def test_what_an_earlier_sandbox_of_the_workspace_did_is_told_by_the_next(tmp_path):
+    workspace, outside = shared_pair(tmp_path, b"abc")
+    config = sandbox.SandboxConfig()
+    with sandbox.Sandbox(config, workspace), sandbox.Sandbox(config, workspace) as bash:  # an MCP server's first
+        [note] = bash.run("true", cwd=workspace, timeout_s=60).notes
+    assert note.startswith("1 file in the workspace shared hard links")
+    with sandbox.Sandbox(config, workspace) as later:
+        assert later.start_notes() == []
+
+
+def test_untold_notes_are_kept_per_workspace_and_told_once():
+    from sandbox.session import _Untold
+
+    untold = _Untold()
+    untold.add(Path("/a"), ("x", "y"))
+    untold.add(Path("/a"), ("y", "z"))  # the same sentence from a second start
+    untold.add(Path("/b"), ("w",))
+    assert untold.take(Path("/a")) == ["x", "y", "z"]
+    assert untold.take(Path("/a")) == [] and untold.take(Path("/b")) == ["w"]
+
+
 def test_backend_none_changes_nothing(tmp_path):
     workspace, outside = shared_pair(tmp_path, b"abc")
     with sandbox.Sandbox(sandbox.SandboxConfig(backend="none"), workspace) as sb:
