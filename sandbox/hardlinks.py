@@ -50,11 +50,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox.errors import DiskReserveReached, SandboxSetupError
+from sandbox.gitguard import _DIR_FLAGS, _open_beneath  # the walk's way of opening directories: no symlink followed
 
 BIND_MIN_BYTES = 16 << 20  # below this a copy costs less than a mount in every command
 BIND_MAX = 8  # at most this many binds per command (about 0.2 ms each, measured)
 COPY_BUDGET_S = 60.0  # the copying at one session start stops (and the next start goes on) after this
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: never wait on a FIFO swapped in after the walk (fstat then shows it is no regular file).
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -62,7 +62,7 @@ _NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _TEMP_MARK = ".abhed-tmp-"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True)  # pragma: no mutate (equivalent: nothing assigns to or hashes a Shared; frozen documents it)
 class Shared:
     """One workspace name of a file that also has a name outside the workspace."""
 
@@ -133,7 +133,7 @@ def find_shared(workspace: Path) -> tuple[list[Shared], list[str]]:
                     if not entry.is_file(follow_symlinks=False):
                         continue  # symlinks, FIFOs, sockets, devices: nothing to write through
                     st = _stat(fd, entry.name)
-                    if st is not None and st.st_nlink > 1:
+                    if st is not None and st.st_nlink > 1:  # pragma: no mutate (a filter for memory: a file with one link and one name is never shared)
                         names[(st.st_dev, st.st_ino)].append(path)
                         stats[(st.st_dev, st.st_ino)] = st
         finally:
@@ -211,12 +211,13 @@ class _Copier:
             source = os.open(leaf, _READ_FLAGS, dir_fd=parent)
         except FileNotFoundError:
             return False
-        except OSError as exc:
-            raise self._failure(item, exc, "make it readable (chmod u+r) or remove it from the workspace") from None
+        except OSError as exc:  # EACCES; ELOOP: the name became a symlink since the walk
+            raise self._failure(item, exc, "make it readable (chmod u+r) or remove it from the workspace, or, if "
+                                "the workspace was changing, run the command again") from None
         try:
             st = os.fstat(source)
-            if (st.st_dev, st.st_ino) != item.ident or not stat.S_ISREG(st.st_mode):
-                return False  # replaced since the walk: the name no longer shares that file
+            if not stat.S_ISREG(st.st_mode):
+                return False  # a directory, FIFO... since the walk; another regular file is dropped before the rename
             self._check_room(parent, item)
             temp = _temp_name(leaf)
             self._write_copy(parent, temp, source, st, item)
@@ -227,7 +228,7 @@ class _Copier:
     def _write_copy(self, parent: int, temp: str, source: int, st: os.stat_result, item: Shared) -> None:
         target = os.open(temp, _NEW_FLAGS, 0o600, dir_fd=parent)
         try:
-            _copy_bytes(source, target, st.st_size)
+            _copy_bytes(source, target)
             if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
                 _give_owner(target, st)
             os.fchmod(target, stat.S_IMODE(st.st_mode) & 0o777)  # never a set-uid/set-gid copy
@@ -243,7 +244,7 @@ class _Copier:
             return
         vfs = os.fstatvfs(parent)
         free = vfs.f_bavail * vfs.f_frsize
-        if free - item.size < self.reserve:
+        if free - item.size < self.reserve:  # pragma: no mutate (<= differs at one byte of a free space that moves)
             raise DiskReserveReached(
                 f"{self.workspace / item.name} ({item.size} bytes) shares a hard link with a file "
                 f"outside the workspace, and copying it (so that a command cannot change the other name) would leave "
@@ -263,13 +264,10 @@ def _temp_name(leaf: str) -> str:
     return f".{leaf}{_TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
 
 
-def _copy_bytes(source: int, target: int, size: int) -> None:
-    done = 0
-    while done < size:
-        copied = os.copy_file_range(source, target, size - done)
-        if copied == 0:
-            return  # the file shrank meanwhile: it holds what was there
-        done += copied
+def _copy_bytes(source: int, target: int) -> None:
+    """Up to the end of the file (0 bytes copied), a gigabyte a call (the kernel copies at most 2 GiB one)."""
+    while os.copy_file_range(source, target, 1 << 30):
+        pass
 
 
 def _give_owner(target: int, st: os.stat_result) -> None:
@@ -301,18 +299,6 @@ def _sync(workspace: Path) -> None:
         ctypes.CDLL(None, use_errno=True).syncfs(fd)  # pragma: no mutate (durability after a power cut: no test can see it)
     finally:
         os.close(fd)
-
-
-def _open_beneath(workspace: Path, rel: str) -> int:
-    """An fd of workspace/rel, opened component by component without following a symlink."""
-    fd = os.open(workspace, _DIR_FLAGS)
-    for part in [p for p in rel.split("/") if p]:
-        try:
-            child = os.open(part, _DIR_FLAGS, dir_fd=fd)
-        finally:
-            os.close(fd)
-        fd = child
-    return fd
 
 
 def _open_child(fd: int, name: str, path: str, unreadable: list[str]) -> int | None:

@@ -188,10 +188,10 @@ class Sandbox:
             except BaseException:
                 self._launcher.close()
                 raise
+            _untold.add(self.workspace, self._links.notes)
             # The repositories present now are the operator's: protect them; any other is quarantined.
             self._guard = GitGuard.start(self.workspace)
             self._protect_now()
-        _untold.add(self.workspace, self._links.notes)
         self._jobs: dict[str, BackgroundJob] = {}
         self._job_numbers = count(1)
         self._lock = threading.Lock()

@@ -18,7 +18,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sbx_helpers import chown_to
+from sbx_helpers import chown_to, fds_in_a_fresh_process
 
 import sandbox
 from sandbox import hardlinks
@@ -121,6 +121,21 @@ def test_find_shared_counts_the_names_inside_the_workspace(tmp_path):
 def test_find_shared_in_a_workspace_without_links(tmp_path):
     (tmp_path / "a").write_text("x")
     assert hardlinks.find_shared(tmp_path) == ([], [])
+
+
+def test_the_documented_thresholds():
+    assert hardlinks.BIND_MIN_BYTES == 16 << 20 and hardlinks.BIND_MAX == 8 and hardlinks.COPY_BUDGET_S == 60
+
+
+def test_unshare_leaves_no_descriptor_open(tmp_path):
+    workspace, _ = shared_pair(tmp_path, b"1", "a/b/c")
+    shared_pair(tmp_path, b"2" * 5000, "a/d")
+    shared_pair(tmp_path, b"3" * hardlinks.BIND_MIN_BYTES, "objects/pack/p.pack")
+    out = fds_in_a_fresh_process(
+        "from pathlib import Path\nfrom sandbox import hardlinks\nbefore = len(os.listdir('/proc/self/fd'))\n"
+        "links = hardlinks.unshare(Path(workspace), reserve_bytes=0)\n"
+        "out['copied'] = links.notes[0]\nout['leaked'] = len(os.listdir('/proc/self/fd')) - before", workspace)
+    assert out["leaked"] == 0 and "2 of them" in out["copied"] and "1 of them, large" in out["copied"]
 
 
 def test_in_pack_dir_and_choose_binds():
@@ -241,6 +256,17 @@ def test_a_name_changed_since_the_walk_is_left_alone(tmp_path):
     assert copier.copy(item) is False  # another file now
     assert (workspace / "f").read_bytes() == b"a new file" and sorted(os.listdir(workspace)) == ["f"]
     assert hardlinks.unshare(workspace, reserve_bytes=None).notes == ()
+    for make in (os.mkdir, os.mkfifo):  # a FIFO is opened without waiting for a writer
+        (workspace / "f").unlink() if (workspace / "f").is_file() else os.rmdir(workspace / "f")
+        make(workspace / "f")
+        assert copier.copy(item) is False
+    assert sorted(os.listdir(workspace)) == ["f"]
+    os.unlink(workspace / "f")
+    os.symlink(outside, workspace / "f")  # the outside file itself, by a symlink: never followed
+    with pytest.raises(sandbox.SandboxSetupError) as caught:
+        copier.copy(item)
+    assert "failed: Too many levels of symbolic links. To go on, make it readable" in str(caught.value)
+    assert sorted(os.listdir(workspace)) == ["f"] and outside.stat().st_nlink == 1
 
 
 def test_a_directory_swapped_for_a_symlink_since_the_walk_stops_the_start(tmp_path):
@@ -330,7 +356,8 @@ answer = [[s.name for s in shared], unreadable, error, list(links.notes), none]
     names, unreadable, error, notes, none = user_runner.exec(code)
     assert names == ["f"] and unreadable == ["locked"]
     assert error.startswith(f"SandboxSetupError: {workspace / 'f'} shares a hard link")
-    assert "failed: Permission denied. To go on, make it readable (chmod u+r) or remove it from the workspace." in error
+    assert ("failed: Permission denied. To go on, make it readable (chmod u+r) or remove it from the workspace, or, if the "
+            "workspace was changing, run the command again.") in error
     assert len(notes) == 2 and "1 file in the workspace shared" in notes[0]
     assert notes[1] == (f"the directory {workspace / 'locked'} cannot be read by Abhed, so it was not checked for files "
                         "sharing hard links with files outside the workspace; make it readable (chmod u+rx) and start a "
