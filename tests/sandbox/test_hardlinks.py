@@ -109,6 +109,8 @@ def test_find_shared_counts_the_names_inside_the_workspace(tmp_path):
     os.symlink(outside, workspace / "sym")
     os.mkfifo(workspace / "fifo")
     os.link(workspace / "fifo", tmp_path / "fifo-outside")  # not a regular file: nothing to write through
+    os.symlink(outside, tmp_path / "link-outside")
+    os.link(tmp_path / "link-outside", workspace / "hardlinked-symlink", follow_symlinks=False)  # the link itself
 
     shared, unreadable = hardlinks.find_shared(workspace)
 
