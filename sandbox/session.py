@@ -22,7 +22,7 @@ from pathlib import Path
 from sandbox.config import SandboxConfig
 from sandbox.errors import DiskReserveReached, PathError, SandboxError
 from sandbox.gitguard import GitGuard
-from sandbox.hardlinks import Links, unshare
+from sandbox.hardlinks import unshare
 from sandbox.launcher import SETUP_TIMEOUT_S, BwrapLauncher, NoneLauncher, Spawned, collect
 from sandbox.microvm import MicrovmLauncher
 from sandbox.output import OutputCollector
@@ -179,7 +179,6 @@ class Sandbox:
             self._launcher = BwrapLauncher(config, self.workspace, environ, on_refusal or (lambda message: None))
         else:
             self._launcher = MicrovmLauncher(config, self.workspace, environ)
-        self._links = Links(self.workspace)
         if config.backend != "none":
             # Files shared with names outside the workspace: copied, or read-only in every command (sandbox.hardlinks).
             try:
