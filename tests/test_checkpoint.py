@@ -219,14 +219,14 @@ def test_a_session_store_inside_the_workspace_is_not_snapshotted(ws: Path) -> No
 
 
 @pytest.mark.parametrize("line", ["ls -la", "cat a | grep x", "cd src && ls", "find . -name '*.py'", "wc -l a b",
-                                  "cat a > /dev/null 2>&1", "bash -c 'cat x'"])
+                                  "cat a > /dev/null 2>&1", "bash -c 'cat x'", "git status"])
 def test_read_only_command_lines_are_not_checkpointed(line: str) -> None:
     assert read_only_command(line)
 
 
 @pytest.mark.parametrize("line", ["echo hi > f", "rm x", "python3 -c 'import shutil; shutil.rmtree(\"src\")'",
                                   "find . -delete", "find . -exec rm {} ;", "xargs rm", "ls; touch a", "$CMD",
-                                  "echo $(rm -rf x)", "cat <(rm x)", "bash -c 'rm x'", "rg --pre ./x y", "git status",
+                                  "echo $(rm -rf x)", "cat <(rm x)", "bash -c 'rm x'", "rg --pre ./x y", "git stash",
                                   "sort -o out in", "X=1 ls", "tree -o out", ""])
 def test_every_other_command_line_is_checkpointed(line: str) -> None:
     assert not read_only_command(line)

@@ -2,7 +2,7 @@
 
 sandbox.protect.protected_reason is the rule. The sandbox derives its mounts from it (checked in
 tests/sandbox/test_protect_rule.py), the file tools ask abhed.gate.protected, and bash's approval asks
-abhed.gate.approval.protected. If any of them kept a list of its own, the generated paths below would
+abhed.gate.courtesy.protected. If any of them kept a list of its own, the generated paths below would
 find the first path on which they disagree.
 """
 
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from abhed.gate import approval
+from abhed.gate import courtesy
 from abhed.gate.approval import Policy
 from abhed.gate.protected import confirmation_needed
 from sandbox.protect import GIT_DIR_SENSITIVE, protected_reason
@@ -68,7 +68,7 @@ def test_bash_approval_and_the_file_tools_follow_the_sandbox_rule(workspace, rel
         assert asks == _tails_protected(relative), (spelled, verdict)
         if rule:
             assert asks, (spelled, verdict)
-        assert approval.protected(spelled) == asks
+        assert courtesy.protected(spelled) == asks
 
     # write/edit: the same rule; the only extra reason is creating a .git directory that does not exist.
     why = confirmation_needed(target, workspace)
@@ -100,7 +100,7 @@ def test_the_rule_reaches_no_further_than_approval_looks():
     for n in range(1, 8):
         for parts in _all_paths(n):
             whole = "/".join(parts)
-            assert approval.protected(whole) == _tails_protected(whole), whole
+            assert courtesy.protected(whole) == _tails_protected(whole), whole
 
 
 def _all_paths(n: int):
@@ -116,5 +116,5 @@ def test_a_long_path_is_judged_in_linear_time():
     """30,000 components (a 64 KiB line) are judged without quadratic blow-up: the answer is right
     and comes back (no timing asserted; a quadratic judge would take minutes here)."""
     path = "/".join(["a"] * 30_000) + "/.git/hooks/x"
-    assert approval.protected(path)
-    assert not approval.protected("/".join(["a"] * 30_000))
+    assert courtesy.protected(path)
+    assert not courtesy.protected("/".join(["a"] * 30_000))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from abhed.gate import wrappers
-from abhed.gate.approval import destructive, is_device, protected, unwrap
+from abhed.gate.approval import unwrap
+from abhed.gate.courtesy import destructive, is_device, protected
 from abhed.gate.shellparse import MAX_CHARS, MAX_DEPTH, Command, analyze, ansi_c, normalise
 from abhed.gate.shellscan import scan
 
@@ -278,6 +279,9 @@ def test_normalise_collapses_slashes_and_dots():
     (["reboot"], "reboot"), (["git", "--attr-source", "x", "reset", "--hard"], "reset"),
     (["git", "--list-cmds", "x", "clean", "-f"], "clean"), (["git", "--super-prefix", "x", "rm", "y"], "git rm"),
     (["git", "--exec-path", "x", "reset", "--hard"], "reset"), (["git", "--work-tree", "x", "clean", "-f"], "clean"),
+    # the courtesy list of issue 31: every reset, checkout NAME (file or branch?), update-ref rewrite history or files
+    (["git", "reset", "--soft", "HEAD~1"], "git reset moves the branch"), (["git", "reset"], "git reset moves"),
+    (["git", "checkout", "main"], "use `git switch NAME`"), (["git", "update-ref", "refs/x", "y"], "rewrites a ref"),
 ])
 def test_destructive_reasons(argv, fact):
     reason = destructive(Command(argv))
@@ -286,11 +290,11 @@ def test_destructive_reasons(argv, fact):
 
 @pytest.mark.parametrize("argv", [
     ["rm", "x"], ["rm", "--verbose", "x"], ["rm", "--", "-f"], ["chmod", "-R", "755", "build"], ["chmod", "755", "/"],
-    ["git", "push", "origin", "main"], ["git", "push", "origin", "a:b"], ["git", "reset", "--soft", "HEAD~1"],
-    ["git", "reset"], ["git", "clean", "-n"], ["git", "checkout", "main"], ["git", "checkout", "-b", "new"],
+    ["git", "push", "origin", "main"], ["git", "push", "origin", "a:b"], 
+    ["git", "clean", "-n"], ["git", "checkout", "-b", "new"],
     ["git", "restore", "--staged", "x"], ["git", "restore", "-S", "x"], ["git", "switch", "main"], ["git", "stash"],
     ["git", "stash", "pop"], ["git", "rm", "--cached", "x"], ["git", "branch", "-d", "x"], ["git", "reflog"],
-    ["git", "gc"], ["git", "update-ref", "refs/x", "y"], ["git", "worktree", "remove", "w"], ["git", "worktree", "add", "w"],
+    ["git", "gc"], ["git", "worktree", "remove", "w"], ["git", "worktree", "add", "w"],
     ["git", "config", "--get", "a.b"], ["git", "config", "a.b"], ["git", "config", "-l"], ["git"], ["git", "-C", "x"],
     ["git", "status"], ["cat", "/dev/sda"], ["ls", ".git/hooks"], ["grep", "-r", "x", ".git/config"],
     ["rsync", "-a", "--dry-run", "a", "b"], ["tar", "-xf", "a.tar"], ["find", ".", "-name", "x"], ["cp", "a", "b"],

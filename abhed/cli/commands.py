@@ -135,9 +135,9 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
     except config.ConfigError as exc:
         _fail(str(exc))
     paths = PathPolicy.create(workspace, settings.allowed_roots)
-    rules = settings.approval
-    gate = Gate(Policy.create(mode or rules.mode, rules.allow, rules.deny, workspace), invoked_by_human=True,
-                confirmed=confirm)
+    checkpoints = _checkpoints(name, settings, workspace)
+    gate = Gate(Policy.from_settings(settings, workspace, checkpoints=checkpoints is not None, mode=mode),
+                invoked_by_human=True, confirmed=confirm)
     try:
         with SessionStore(settings.home).use(session_id, workspace, wait_s=limits.session_wait_s,
                                              origin="tool") as session:
@@ -145,7 +145,7 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
                 click.echo(f"abhed: session {session.id} (pass --session {session.id} to continue it)", err=True)
             gateway = _mcp_for(name, settings, workspace)
             ctx = ToolContext(session, settings, paths, one_shot=True, extra=gateway,
-                              checkpoints=_checkpoints(name, settings, workspace))
+                              checkpoints=checkpoints)
             try:
                 result = dispatch.call(ctx, name, arguments, gate)
             finally:
