@@ -233,9 +233,9 @@ class Policy:
             return Verdict("deny", "plan mode allows read-only tools, and bash only for commands that only read "
                            "(ls, cat, grep, git status, git log...); this line is not one", "mode: plan")
         if danger:
-            return self._destructive(*danger)
+            return self._destructive(*danger, self._gap(analysis))
         if analysis.opaque:
-            return self._opaque(analysis.opaque[0])
+            return self._opaque(analysis.opaque[0], self._gap(analysis))
         if self.mode == "auto":
             return Verdict("allow", "mode auto allows everything the check fully understands and finds not "
                            "destructive", "mode: auto")
@@ -245,39 +245,50 @@ class Policy:
         """Ask and accept-edits modes: each command must only read, or match an allow rule."""
         from abhed.gate.courtesy import writes_files
         from abhed.gate.readonly import reads
+        reading = False
         for command in analysis.commands:
             if command.assignments or writes_files(command):
                 what = "sets environment variables" if command.assignments else "redirects output into a file"
                 return Verdict("ask", f"`{command.text}` {what}, which no allow rule covers", "not allowlisted")
-            if reads(command) or command.runs_script:
-                continue  # a `sh -c 'script'` is judged by the commands of its script, listed too
-            if not any(r.matches_command(command) for r in self.allow):
+            if reads(command):
+                reading = True
+            elif not command.runs_script and not any(r.matches_command(command) for r in self.allow):
                 return Verdict("ask", f"`{command.text}` matches no allow rule", "not allowlisted")
+            # (a `sh -c 'script'` is judged by the commands of its script, listed too)
         rules = sorted({str(r) for c in analysis.commands for r in self.allow if r.matches_command(c)})
         which = ", ".join(rules) or "no rule: it runs no command"
-        return Verdict("allow", f"allowed by {which} (the other commands only read)", f"allow: {which}")
+        others = " (the other commands only read)" if reading else ""
+        return Verdict("allow", f"allowed by {which}{others}", f"allow: {which}")
 
-    def _destructive(self, reason: str, undoable: bool) -> Verdict:
+    def _gap(self, analysis: Analysis) -> str | None:
+        """Why running this line unasked might be irreversible, or escape the operator's deny rules: a
+        deny rule cannot be shown not to match what the check cannot see (`c=curl; $c x`)."""
+        if self.undo_gap is not None or not analysis.opaque:
+            return self.undo_gap
+        return next((f"the operator's rule deny {r} may match what it runs" for r in self.deny if r.tool == "bash"),
+                    None)
+
+    def _destructive(self, reason: str, undoable: bool, gap: str | None) -> Verdict:
         """On the courtesy list: a human sees it first, unless the operator lets auto mode undo it instead."""
         rule = f"destructive: {reason}"
-        if undoable and self.mode == "auto" and self.auto_destructive == "undoable" and self.undo_gap is None:
+        if undoable and self.mode == "auto" and self.auto_destructive == "undoable" and gap is None:
             return Verdict("allow", f"destructive: {reason}; approval.auto_destructive = \"undoable\" runs it after a "
                            f"checkpoint ({UNDO_BOUND})", rule, destructive=True, undoable=True)
         if not undoable or self.mode != "auto":
             instead = ""
-        elif self.undo_gap is not None:
-            instead = f" (it could not be undone: {self.undo_gap})"
+        elif gap is not None:
+            instead = f" (auto mode does not run it unasked: {gap})"
         else:
             instead = " (approval.auto_destructive = \"undoable\" would run it after a checkpoint instead)"
         return Verdict("ask", f"destructive: {reason}; it needs a human's confirmation{instead}", rule,
                        destructive=True)
 
-    def _opaque(self, why: str) -> Verdict:
+    def _opaque(self, why: str, gap: str | None) -> Verdict:
         """The analysis cannot see all it runs: auto mode runs it when it can be undone; otherwise a human decides."""
-        if self.mode == "auto" and self.undo_gap is None:
+        if self.mode == "auto" and gap is None:
             return Verdict("allow", f"mode auto runs it unasked because it can be undone ({UNDO_BOUND}), though the "
                            f"check cannot see all it runs: {why}", "undoable", opaque=True, undoable=True)
-        instead = f"; auto mode would not run it unasked either: {self.undo_gap}" if self.mode == "auto" else (
+        instead = f"; auto mode would not run it unasked either: {gap}" if self.mode == "auto" else (
             "; auto mode runs such a line unasked when a checkpoint can undo it")
         return Verdict("ask", f"cannot be checked in advance: {why}; it needs a human's confirmation{instead}",
                        "opaque", opaque=True)

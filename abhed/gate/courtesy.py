@@ -238,6 +238,9 @@ def _program(argv: list[str | None], via: tuple[str, ...]) -> str | None:
     feeder = next((f for f in FEEDERS if f in via), None)
     if feeder and (name in FED or INTERPRETER.fullmatch(name)):
         return f"{feeder} gives {name} arguments read at run time, which can be options or code"
+    hidden = next((w for w in via if w in EXTRA_WRAPPERS), None)
+    if hidden and name in SHELLS and any(a and re.fullmatch(r"-[^-]*c.*", a) for a in args):
+        return f"{hidden} runs a {name} -c script, which this check does not read"  # shellparse does not see it
     if name in SHELLS or INTERPRETER.fullmatch(name):
         return _stdin_script(name, args)
     return None  # pragma: no mutate  (falling off the end returns None too)
@@ -259,7 +262,7 @@ def _rm(args: list[str | None], opts: Options, via: tuple[str, ...]) -> str | No
 def _rsync(args: list[str | None], opts: Options, via: tuple[str, ...]) -> str | None:
     if opts.has("", "delete", "del", "remove-source-files", "remove-sent-files") or any(
             given.startswith("delete") for given in opts.long):
-        return "rsync --delete removes files at the destination"
+        return "rsync --delete/--remove-source-files removes files"
     if opts.has("e", "rsh", "rsync-path"):
         return "rsync -e/--rsh/--rsync-path runs a command given as a string"
     return None  # pragma: no mutate  (falling off the end returns None too)
