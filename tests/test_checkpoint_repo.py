@@ -192,3 +192,21 @@ def test_the_human_s_commit_between_two_calls_is_not_overwritten_without_force(w
     with pytest.raises(UndoRefused) as refused:
         undo(cp, session, checkpoint.number, force=False, confirm=lambda plan: True)
     assert ".git/refs/heads/main" in refused.value.paths or ".git/logs/HEAD" in refused.value.paths
+
+
+def test_a_repository_changing_while_it_is_captured_costs_no_checkpoint(ws: Path, home: Path) -> None:
+    """A `git gc` packing the loose objects while a snapshot reads them (git commit starts one in the
+    background): entries vanish between the listing and the read, and the snapshot goes on."""
+    scratch_repository(ws)
+    for i in range(300):
+        (ws / f"f{i}.txt").write_text(f"{i}\n")
+    git(ws, "add", "-A")
+    shadow = Shadow(home, ws)
+    gc = subprocess.Popen(["git", "-C", str(ws), "gc", "-q", "--prune=now"], env=GIT_ENV)
+    try:
+        for round_ in range(20):
+            shadow.snapshot("s", "before", {"call": str(round_), "tool": "bash"})
+    finally:
+        gc.wait()
+    snap, capture = shadow.snapshot("s", "before", {"call": "last", "tool": "bash"})
+    assert capture.repo

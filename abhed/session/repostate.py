@@ -72,8 +72,11 @@ class RepoState:
         if gitfd is None:
             return "", []
         seen = self._load()
+        fans = dict(seen.fans)
         files, not_covered = self._walk(tree, gitfd, seen, max_bytes)
         self._copy_loose(gitfd, seen)
+        if files == seen.files and seen.tree and fans == seen.fans:
+            return seen.tree, not_covered  # nothing changed: nothing to write
         if files != seen.files or not seen.tree:
             seen.tree = _write_trees(self.objects, {rel: (v[4], v[5]) for rel, v in files.items()})
         seen.files = files
@@ -95,7 +98,10 @@ class RepoState:
                         if entry.name == "objects":
                             self._objects_info(tree, name, files, seen, max_bytes)
                         continue
-                    st = entry.stat(follow_symlinks=False)
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue  # gone since the listing
                     if stat.S_ISDIR(st.st_mode):
                         try:
                             stack.append((os.open(entry.name, treeio.DIR_FLAGS, dir_fd=fd), f"{name}/", False))
@@ -148,7 +154,10 @@ class RepoState:
             with os.scandir(objects) as entries:
                 fans = [e for e in entries if len(e.name) == 2 and set(e.name) <= HEX]
             for fan in fans:
-                st = fan.stat(follow_symlinks=False)
+                try:
+                    st = fan.stat(follow_symlinks=False)
+                except OSError:
+                    continue  # gone since the listing (a `git gc` packing loose objects, say)
                 if not stat.S_ISDIR(st.st_mode):
                     continue
                 key = [st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
