@@ -210,3 +210,32 @@ def test_a_repository_changing_while_it_is_captured_costs_no_checkpoint(ws: Path
         gc.wait()
     snap, capture = shadow.snapshot("s", "before", {"call": "last", "tool": "bash"})
     assert capture.repo
+
+
+def test_what_checkpoints_leave_out_and_a_call_changed_is_named_in_the_observation_and_the_list(ws: Path,
+                                                                                                home: Path) -> None:
+    from abhed.gate.approval import Gate, Policy
+    from abhed.session.undo import rows, table
+    from abhed_testing import Tools
+    scratch_repository(ws)
+    (ws / ".gitignore").write_text("build/\n*.log\n")
+    (ws / "build").mkdir()
+    for i in range(5):
+        (ws / "build" / f"out{i}.o").write_text(f"object {i}\n")
+    (ws / "server.log").write_text("log\n")
+    (ws / "node_modules" / "left").mkdir(parents=True)  # checkpoints.exclude by default
+    (ws / "node_modules" / "left" / "index.js").write_text("module.exports = 1\n")
+    (ws / "big.bin").write_bytes(b"x" * 4096)
+    t = Tools(ws, home, gate=Gate(Policy.create("auto", [], [], ws), invoked_by_human=True, confirmed=True))
+    t.ctx.checkpoints = Checkpoints(Shadow(home, ws, max_file_bytes=1024,
+                                           exclude=("node_modules", "target", "dist", "__pycache__", ".abhed")))
+    result = t("bash", command="rm -rf build node_modules/left; echo more >> server.log; : > big.bin; "
+                               "echo fine > notes.txt", description="clean")
+    assert not result.is_error, result.content
+    assert ("this call changed what checkpoints do not cover (ignored, excluded or too large), which undo cannot "
+            "bring back: big.bin (1 changed); build/ (6 deleted); node_modules/ (2 deleted); server.log (1 changed).]"
+            ) in result.content
+    listing = table(rows(t.ctx.checkpoints, t.session), t.session.id)
+    assert "      cannot be undone: big.bin (1 changed); build/ (6 deleted)" in listing
+    quiet = t("bash", command="echo again > notes.txt", description="covered only")
+    assert "checkpoints do not cover" not in quiet.content

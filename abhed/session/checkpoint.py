@@ -64,7 +64,7 @@ from typing import Any
 
 from abhed.common import hostproc
 from abhed.files.atomic import replace_file
-from abhed.session import collect, gitindex, gitobjects, repostate, treeio
+from abhed.session import collect, gitindex, gitobjects, repostate, treeio, uncovered
 
 MAX_LISTED = 50  # paths named in one message or event; the rest are counted
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}(?<!\.lock)")
@@ -122,6 +122,7 @@ class Capture:
     modes_blob: str
     not_covered: list[str] = field(default_factory=list)  # "path (why)"
     repo: str = ""  # the `.git` state's tree (repostate.py), "" when the workspace has no .git directory
+    left_out: list[str] = field(default_factory=list)  # files git listed that it could not take (too large...)
     collected: str = ""  # what the store's collection took away to stay within its caps, in words
 
 
@@ -159,6 +160,7 @@ class Shadow:
         self.max_store_bytes = max_store_bytes
         self.max_count = max_count
         self.disk_reserve_bytes = disk_reserve_bytes
+        self._surveys: dict[str, uncovered.Survey] = {}  # a running call -> what was left out before it
         self._index: gitindex.Index | None = None  # the index as this process last read or wrote it
         self._index_sum: str | None = None  # ... and its checksum then
 
@@ -279,6 +281,13 @@ class Shadow:
             (self.git_dir / "index").unlink(missing_ok=True)
             return self._capture()
 
+    def _survey(self, capture: Capture, earlier: list[str]) -> uncovered.Survey:
+        listed = self.git("ls-files", "-z", "-o", "-i", "--exclude-standard", "--directory").split(b"\0")
+        home = self.dir.parent.parent
+        skip = (".abhed", *([str(home.relative_to(self.workspace))] if home.is_relative_to(self.workspace) else []))
+        return uncovered.survey(str(self.workspace), [*(os.fsdecode(n) for n in listed if n), *capture.left_out,
+                                                      *earlier], skip)
+
     def _check_reserve(self) -> None:
         """The store's filesystem keeps the disk reserve: a snapshot is not written into the last of it."""
         if not self.disk_reserve_bytes:
@@ -311,6 +320,7 @@ class Shadow:
                 paths.add(path)
         modes = self._modes()
         changes: dict[bytes, gitindex.Entry | None] = {}
+        left_out: list[str] = []
         now = time.time()
         objects = self.git_dir / "objects"
         with treeio.Tree(str(self.workspace)) as tree:
@@ -322,6 +332,7 @@ class Shadow:
                 if not isinstance(got, treeio.Read):
                     if got is not None:
                         not_covered.append(f"{path} ({got.why})")
+                        left_out.append(path)
                     changes[name] = None  # gone, beyond a symlink now, or not covered: out of the index
                     modes["modes"].pop(path, None)
                     continue
@@ -336,7 +347,7 @@ class Shadow:
         if changes:
             self._index = gitindex.write(path, gitindex.updated(self._read_index(path), changes))
             self._index_sum = gitindex.checksum(path)
-        return Capture(self._write_tree(path), blob, not_covered, repo)
+        return Capture(self._write_tree(path), blob, not_covered, repo, left_out)
 
     def _read_index(self, path: Path) -> gitindex.Index:
         """The index, parsed once per process while no other process changes it (a kernel-sized
@@ -402,14 +413,24 @@ class Shadow:
         return Snapshot(commit.hex(), capture.tree, meta["kind"], meta["number"], meta, capture.repo,
                         capture.modes_blob)
 
-    def snapshot(self, session_id: str, kind: str, meta: dict[str, Any]) -> tuple[Snapshot, Capture]:
-        """Capture and commit in one hold of the lock. A "before" gets the session's next number."""
+    def snapshot(self, session_id: str, kind: str, meta: dict[str, Any], *, watch: bool = False) -> tuple[Snapshot, Capture]:
+        """Capture and commit in one hold of the lock. A "before" gets the session's next number.
+        `watch`: survey what checkpoints leave out, before the call and after it (uncovered.py), so that
+        what the call did there, which undo cannot take back, is said (the after snapshot's `uncovered`)."""
         with self.locked():
             capture = self.capture()
             parent, tip = self.tip(session_id)
             last = _last(tip)
             number = last + 1 if kind == "before" else meta["number"]
-            meta = {**meta, "kind": kind, "number": number, "last": max(last, number), "at": stamp()}
+            meta = {**meta, "kind": kind, "number": number, "last": max(last, number), "at": stamp(),
+                    "ns": time.time_ns()}  # "at" for people; "ns" orders the checkpoints of all sessions (collect.py)
+            if watch:
+                earlier = self._surveys.pop(str(meta.get("call")), None) if kind == "after" else None
+                found = self._survey(capture, earlier.tops if earlier else [])
+                if kind == "before":
+                    self._surveys[str(meta.get("call"))] = found
+                elif earlier is not None:
+                    meta["uncovered"] = uncovered.changes(earlier, found)
             snapshot = self.commit(session_id, capture, meta, parent)
             if kind == "before":
                 capture.collected = collect.keep_within(self, session_id)
@@ -776,14 +797,18 @@ class Checkpoints:
         return cls(Shadow(home, workspace, git=git, exclude=tuple(exclude), max_file_bytes=max_file_bytes, **caps))
 
     def before(self, session_id: str, call: str | None, tool: str, agent_id: str) -> tuple[Snapshot, Capture]:
-        """Snapshot the workspace before the call `call` (an ActionEvent id) of `tool` runs."""
-        return self.shadow.snapshot(session_id, "before", {"call": call, "tool": tool, "agent_id": agent_id})
+        """Snapshot the workspace before the call `call` (an ActionEvent id) of `tool` runs. A bash call
+        may change anything: what checkpoints leave out is surveyed too (write and edit name their file)."""
+        return self.shadow.snapshot(session_id, "before", {"call": call, "tool": tool, "agent_id": agent_id},
+                                    watch=tool == "bash")
 
     def after(self, session_id: str, before: Snapshot) -> Snapshot:
-        """Snapshot the workspace when the call `before` was taken for has ended."""
+        """Snapshot the workspace when the call `before` was taken for has ended; its meta's `uncovered`
+        says what the call changed that the checkpoint does not cover."""
         snapshot, _ = self.shadow.snapshot(session_id, "after", {"call": before.meta.get("call"),
                                                                   "tool": before.meta.get("tool"),
-                                                                  "number": before.number})
+                                                                  "number": before.number},
+                                           watch=before.meta.get("tool") == "bash")
         return snapshot
 
     def listing(self, session_id: str) -> list[Entry]:
@@ -796,7 +821,7 @@ class Checkpoints:
                 continue
             after = afters.get(snapshot.meta.get("call"))
             changed = self.shadow.diff(snapshot, after) if after else None
-            entries.append(Entry(snapshot, changed))
+            entries.append(Entry(snapshot, changed, list(after.meta.get("uncovered", [])) if after else []))
         return entries
 
 
@@ -814,3 +839,4 @@ class Entry:
 
     snapshot: Snapshot
     changed: list[Change] | None
+    uncovered: list[str] = field(default_factory=list)  # what the call changed that undo cannot take back

@@ -52,7 +52,7 @@ class _Point:
     commit: str
     kind: str
     number: int
-    at: str
+    at: int  # nanoseconds since the epoch (0 for snapshots before they were recorded: the oldest)
 
 
 def keep_within(shadow: Shadow, session_id: str) -> str:
@@ -124,7 +124,7 @@ def _chains(shadow: Shadow) -> dict[str, list[_Point]]:
     chains = {}
     for ref in refs:
         session = ref[len("refs/abhed/"):]
-        chains[session] = [_Point(session, s.commit, s.kind, s.number, str(s.meta.get("at", "")))
+        chains[session] = [_Point(session, s.commit, s.kind, s.number, int(s.meta.get("ns", 0)))
                            for s in shadow.chain_locked(session)]
     return chains
 
