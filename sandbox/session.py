@@ -25,6 +25,7 @@ from sandbox.gitguard import GitGuard
 from sandbox.launcher import SETUP_TIMEOUT_S, BwrapLauncher, NoneLauncher, Spawned, collect
 from sandbox.microvm import MicrovmLauncher
 from sandbox.output import OutputCollector
+from sandbox.protect import place_gitfile
 from sandbox.shell import BASH_CTL_FD, parse_control
 
 UNSANDBOXED_WARNING = "ran WITHOUT a sandbox (the operator chose backend 'none')"
@@ -179,7 +180,10 @@ class Sandbox:
         else:
             self._launcher = MicrovmLauncher(config, self.workspace, environ)
         if config.backend != "none":
-            # The repositories present now are the operator's: protect them; any other is quarantined.
+            # A root that is no repository gets a .git file that stops host git (sandbox.protect),
+            # before the guard records what is there. The repositories present now are the
+            # operator's: protect them; any other is quarantined.
+            place_gitfile(self.workspace, config.protected_paths)
             self._guard = GitGuard.start(self.workspace)
             self._protect_now()
         self._jobs: dict[str, BackgroundJob] = {}

@@ -22,6 +22,7 @@ import pytest
 from sbx_helpers import DriverError, chown_to, host_pids_with, unique_marker, vmm_pids, wait_until
 
 import sandbox
+from sandbox.protect import PLACEHOLDER_GITFILE
 
 PY = "/usr/bin/python3"  # the host's system Python, visible inside the sandbox through /usr
 needs_python = pytest.mark.skipif(not os.access(PY, os.X_OK), reason=f"needs {PY} on the host to script the attempt inside the sandbox")
@@ -556,8 +557,10 @@ def test_missing_git_dir_and_abhed_dir_cannot_be_created(runner, workspace):
         assert not (workspace / ".git" / "hooks" / "pre-commit").exists()
         assert not (workspace / ".git" / "config").exists()
         assert not (workspace / ".abhed" / "config.toml").exists()
-    # What the protection leaves behind on the host: at most empty mount-point directories.
-    assert [p for p in workspace.rglob("*") if not p.is_dir() or any(p.iterdir())] == []
+    # What the protection leaves behind on the host: empty mount-point directories, and at the
+    # root the .git file that stops host git (sandbox.protect.place_gitfile).
+    assert (workspace / ".git").read_text() == PLACEHOLDER_GITFILE
+    assert [p for p in workspace.rglob("*") if p.name != ".git" and (not p.is_dir() or any(p.iterdir()))] == []
 
 
 @needs_git
