@@ -270,6 +270,45 @@ def test_a_bare_repository_of_any_name_cannot_be_assembled_unattended(repo, home
     tools.ok("write", path=str(repo / "src" / "refs" / "api.md"), content="a directory named refs is fine\n")
 
 
+def test_a_bare_shape_made_of_symlinks_is_judged_as_git_judges_it(repo, home, tmp_path):
+    """Issue 30: objects and refs as symlinks to real directories (git's access() follows them), as a
+    sandboxed command builds them. The file tools ask before writing the HEAD that completes the
+    shape, or the config of one complete; through a symlinked path the tool refuses even when a
+    human confirmed the path as named. Judged by host git on a terminal (its pager) afterwards."""
+    marker = tmp_path / "pager-ran"
+    hostile = f"[core]\n\tpager = touch {marker}; cat\n"
+    evil = repo / "vendor" / "evil"
+    evil.mkdir(parents=True)
+    (repo / "store" / "refs").mkdir(parents=True)
+    (evil / "objects").symlink_to("/usr/share")  # a real directory outside the workspace
+    (evil / "refs").symlink_to("../../store/refs")
+    tools = unattended(repo, home, "auto")
+    tools.ok("write", path=str(evil / "config"), content=hostile)  # no HEAD: not a git directory yet
+    err = tools.err("write", path=str(evil / "HEAD"), content="ref: refs/heads/master\n")
+    assert f"makes {evil} a git directory (a valid HEAD, and objects and refs or a commondir)" in err
+    assert "needs approval" in err and not (evil / "HEAD").exists()
+    (evil / "HEAD").write_text("not a ref\n")  # an invalid HEAD already there: rewriting it completes the shape
+    assert "needs approval" in tools.err("write", path=str(evil / "HEAD"), content="ref: refs/heads/master\n")
+    (evil / "HEAD").write_text("ref: refs/heads/master\n")  # made by bash (the guard takes it at its next check)
+    (evil / "config").unlink()
+    err = tools.err("write", path=str(evil / "config"), content=hostile)
+    assert f"{evil} is a git directory and its config decides what host git runs there" in err
+    (repo / "link").symlink_to(evil)
+    confirmed = Tools(repo, home, {"create_parents": True}, gate=Gate(Policy.create("auto", [], [], repo), confirmed=True))
+    err = confirmed.err("write", path=str(repo / "link" / "config"), content=hostile)
+    assert f"resolves through a symlink to {evil / 'config'}, which is protected" in err
+    assert not (evil / "config").exists()
+    for args in (("branch", "-a"), ("log", "-1")):
+        _git_on_a_terminal(*args, cwd=evil)
+    assert not marker.exists()
+    # A dangling symlink counts too (its target may be made later, by a write that never looks here).
+    other = repo / "other"
+    other.mkdir()
+    (other / "objects").symlink_to("../not-yet")
+    (other / "refs").mkdir()
+    assert "needs approval" in tools.err("write", path=str(other / "HEAD"), content="ref: refs/heads/x\n")
+
+
 def _husky(repo: Path, marker: Path) -> Path:
     """A husky-style repository: core.hooksPath = .husky and an executable pre-commit there."""
     assert _git("config", "core.hooksPath", ".husky", cwd=repo).returncode == 0

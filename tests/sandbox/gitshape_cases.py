@@ -198,25 +198,30 @@ def judged(shapes: Shapes, x: Path, spec: dict) -> dict:
     return {"spec": spec, "git": git, "said": said, "ours": our_step(x)}
 
 
-def bare_cases(base: Path) -> list[dict]:
+def bare_specs() -> list[dict]:
     """X itself judged as a git directory: HEAD x objects x refs; HEAD x objects (refs alike) x each
     commondir naming X itself; HEAD x every other commondir, objects and refs missing or directories."""
-    shapes = Shapes(base)
     specs = [dict(head=h, objects=o, refs=r, commondir="missing")
              for h, o, r in itertools.product(HEAD_KINDS, ACCESS_KINDS, ACCESS_KINDS)]
     specs += [dict(head=h, objects=o, refs=o, commondir=c)
               for h, o, c in itertools.product(HEAD_KINDS, ACCESS_KINDS, ITSELF[1:])]
     specs += [dict(head=h, objects=o, refs=o, commondir=c)
               for h, o, c in itertools.product(HEAD_KINDS, ("missing", "dir"), COMMONDIR_KINDS) if c not in ITSELF]
-    results = []
-    for spec in specs:
-        x = shapes.new()
-        shapes.head(x, spec["head"])
-        shapes.entry(x, "objects", spec["objects"])
-        shapes.entry(x, "refs", spec["refs"])
-        shapes.commondir(x, spec["commondir"])
-        results.append(judged(shapes, x, spec))
-    return results
+    return specs
+
+
+def build_bare(shapes: Shapes, spec: dict) -> Path:
+    x = shapes.new()
+    shapes.head(x, spec["head"])
+    shapes.entry(x, "objects", spec["objects"])
+    shapes.entry(x, "refs", spec["refs"])
+    shapes.commondir(x, spec["commondir"])
+    return x
+
+
+def bare_cases(base: Path) -> list[dict]:
+    shapes = Shapes(base)
+    return [judged(shapes, build_bare(shapes, spec), spec) for spec in bare_specs()]
 
 
 def dotgit_cases(base: Path) -> list[dict]:
@@ -232,24 +237,33 @@ def dotgit_cases(base: Path) -> list[dict]:
     return results
 
 
+def head_specs() -> list[dict]:
+    return [dict(head=t, link=False) for t in HEAD_TEXTS] + [dict(head=t, link=True) for t in HEAD_LINKS] \
+        + [dict(head="mode-000", link=False)]
+
+
+def build_head(shapes: Shapes, spec: dict) -> Path:
+    """X with objects/ and refs/ directories and the HEAD of ``spec`` (its text, a symlink's target,
+    or "mode-000": a valid one no one may read)."""
+    if not (shapes.cases / "realhead").exists():
+        (shapes.cases / "realhead").write_text(VALID_HEAD)
+    x = shapes.new()
+    make_git_dir(x)
+    (x / "HEAD").unlink()
+    if spec["link"]:
+        (x / "HEAD").symlink_to(spec["head"])
+    elif spec["head"] == "mode-000":
+        (x / "HEAD").write_text(VALID_HEAD)
+        (x / "HEAD").chmod(0)
+    else:
+        (x / "HEAD").write_bytes(spec["head"].encode())
+    return x
+
+
 def head_cases(base: Path) -> list[dict]:
     """HEAD's contents and symlink targets (objects/ and refs/ real directories), and a mode-000 HEAD."""
     shapes = Shapes(base)
-    (shapes.cases / "realhead").write_text(VALID_HEAD)
-    results = []
-    for text, link in [(t, False) for t in HEAD_TEXTS] + [(t, True) for t in HEAD_LINKS] + [("mode-000", False)]:
-        x = shapes.new()
-        make_git_dir(x)
-        (x / "HEAD").unlink()
-        if link:
-            (x / "HEAD").symlink_to(text)
-        elif text == "mode-000":
-            (x / "HEAD").write_text(VALID_HEAD)
-            (x / "HEAD").chmod(0)
-        else:
-            (x / "HEAD").write_bytes(text.encode())
-        results.append(judged(shapes, x, dict(head=text, link=link)))
-    return results
+    return [judged(shapes, build_head(shapes, spec), spec) for spec in head_specs()]
 
 
 def head_socket_case(base: Path) -> dict:
