@@ -235,6 +235,12 @@ def _git_on_a_terminal(*args: str, cwd: Path) -> None:
         os.close(primary)
 
 
+def _pager_runs_nowhere(cwd: Path, marker: Path, *commands: tuple[str, ...]) -> None:
+    for args in commands:
+        _git_on_a_terminal(*args, cwd=cwd)
+    assert not marker.exists()
+
+
 def test_a_bare_repository_of_any_name_cannot_be_assembled_unattended(repo, home, tmp_path):
     """git run inside a directory holding HEAD, objects/ and refs/ (or HEAD and commondir) takes it
     for a repository and obeys its config (core.pager runs on a terminal), whatever the directory's
@@ -260,9 +266,7 @@ def test_a_bare_repository_of_any_name_cannot_be_assembled_unattended(repo, home
     assert f"{evil} is a git directory and its config decides what host git runs there" in err
     assert "needs approval" in err and not (evil / "config").exists()
     assert "needs approval" in tools.err("write", path=str(evil / "hooks" / "pre-commit"), content="#!/bin/sh\n")
-    for args in (("branch", "-a"), ("config", "-l")):
-        _git_on_a_terminal(*args, cwd=evil)
-    assert not marker.exists()
+    _pager_runs_nowhere(evil, marker, ("branch", "-a"), ("config", "-l"))
     other = repo / "other"
     other.mkdir()
     (other / "commondir").write_text("../vendor/evil\n")
@@ -298,9 +302,7 @@ def test_a_bare_shape_made_of_symlinks_is_judged_as_git_judges_it(repo, home, tm
     err = confirmed.err("write", path=str(repo / "link" / "config"), content=hostile)
     assert f"resolves through a symlink to {evil / 'config'}, which is protected" in err
     assert not (evil / "config").exists()
-    for args in (("branch", "-a"), ("log", "-1")):
-        _git_on_a_terminal(*args, cwd=evil)
-    assert not marker.exists()
+    _pager_runs_nowhere(evil, marker, ("branch", "-a"), ("log", "-1"))
     # A dangling symlink counts too (its target may be made later, by a write that never looks here).
     other = repo / "other"
     other.mkdir()
@@ -402,3 +404,33 @@ def test_config_worktree_needs_a_human_once_git_reads_it(repo, home, tmp_path):
     (repo / "a.txt").write_text("changed\n")
     _git("status", cwd=repo)
     assert not marker.exists() and not target.exists()
+
+
+def test_a_directory_that_changes_under_the_shape_check_fails_closed(ws, monkeypatch):
+    """The directories on the way down are judged through descriptors (sandbox.gitshape); an error
+    there (a sandboxed job swapping them) asks a human rather than passing the path."""
+    from sandbox import gitshape
+
+    (ws / "a" / "b").mkdir(parents=True)
+    target = ws / "a" / "b" / "config"
+    assert protected.reason(target, ws) is None
+
+    def failing(fd, *, assume=None):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(gitshape, "verdict", failing)
+    assert protected.reason(target, ws) == f"changes {target}, whose directories changed while it was being checked"
+    assert protected.reason(ws.parent / "elsewhere" / "config", ws) is None  # outside the workspace: not judged here
+    assert protected.reason(ws / "gone" / "x", ws.parent / "no-such-workspace") is None
+
+
+def test_the_walk_down_stops_at_a_symlink_and_leaves_the_resolved_path_to_its_own_check(ws, home):
+    evil = ws / "real"
+    evil.mkdir()
+    (evil / "objects").mkdir()
+    (evil / "refs").mkdir()
+    (evil / "HEAD").write_text("ref: refs/heads/main\n")
+    (ws / "link").symlink_to(evil)
+    assert protected.reason(ws / "link" / "config", ws) is None  # as named: the walk does not follow link
+    assert "is a git directory" in protected.reason(evil / "config", ws)
+    assert "is a git directory" in protected.confirmation_needed(str(ws / "link" / "config"), ws)  # both judged

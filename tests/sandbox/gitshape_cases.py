@@ -30,6 +30,9 @@ ITSELF = ("missing", "newline", "dot", "nul")  # no commondir, or one naming X i
 DOTGIT_KINDS = ("missing", "empty-dir", "gitdir-valid", "gitdir-fatal", "gitdir-headless", "gitfile-good",
                 "gitfile-bad", "gitfile-empty", "gitfile-placeholder", "link-good", "link-dangling", "link-gitfile",
                 "fifo", "socket")
+# Symlink kinds, and what under <base>/targets each leads to ("nothing" is never made: dangling).
+LINKS = {"link-dir": "dir", "link-file": "file", "dangling": "nothing", "link-good": "good",
+         "link-dangling": "nothing", "link-gitfile": "gitfile"}
 # HEAD contents git 2.39 accepts (validate_headref), and ones it does not.
 HEAD_TEXTS = {
     "ref: refs/heads/main\n": True, "ref:refs/x": True, "ref: \t\r\n refs/": True, "0" * 40: True,
@@ -80,14 +83,8 @@ class Shapes:
         elif kind in ("file", "exec-file"):
             path.write_text("x\n")
             path.chmod(0o755 if kind == "exec-file" else 0o644)
-        elif kind == "link-dir":
-            path.symlink_to(self.targets / "dir")
-        elif kind == "link-file":
-            path.symlink_to(self.targets / "file")
-        elif kind == "dangling":
-            path.symlink_to(self.targets / "nothing")
         else:
-            raise AssertionError(kind)
+            path.symlink_to(self.targets / LINKS[kind])
 
     def head(self, x: Path, kind: str) -> None:
         if kind == "valid":
@@ -139,12 +136,8 @@ class Shapes:
                     "gitfile-bad": "gitdir: /nonexistent/repository\n", "gitfile-empty": "",
                     "gitfile-placeholder": PLACEHOLDER_GITFILE}[kind]
             path.write_text(text)
-        elif kind == "link-good":
-            path.symlink_to(self.targets / "good")
-        elif kind == "link-dangling":
-            path.symlink_to(self.targets / "nothing")
-        elif kind == "link-gitfile":
-            path.symlink_to(self.targets / "gitfile")
+        elif kind in LINKS:
+            path.symlink_to(self.targets / LINKS[kind])
         elif kind == "fifo":
             os.mkfifo(path)
         elif kind == "socket":

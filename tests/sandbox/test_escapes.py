@@ -857,6 +857,18 @@ def host_git_on_a_pty(cwd: Path, *args: str) -> str:
         os.close(primary)
 
 
+def build_shapes_then_run_host_git(runner, workspace: Path, marker: Path) -> tuple:
+    """Run mk.py sandboxed in ``workspace``, then git status and log on a pty in sub/ and at the root;
+    no payload may have run (judged by its markers). The result, and what git said each time."""
+    (workspace / "mk.py").write_text(MAKE_SYMLINKED_SHAPES)
+    chown_to(workspace, runner)
+    result = runner.run(f"{PY} mk.py {marker}", workspace=workspace)
+    assert "made" in result.output, result.output
+    said = [host_git_on_a_pty(where, *args) for where in (workspace / "sub", workspace) for args in (("status",), ("log", "-1"))]
+    assert not [m for m in (f"{marker}-fsmonitor", f"{marker}-pager") if os.path.exists(m)], said
+    return result, said
+
+
 @needs_git
 @needs_python
 def test_symlinked_bare_shapes_the_sandbox_builds_run_nothing_on_the_host(runner, tmp_path, marker):
@@ -870,12 +882,7 @@ def test_symlinked_bare_shapes_the_sandbox_builds_run_nothing_on_the_host(runner
     host_git_on_a_pty(control / "sub", "status")
     assert Path(f"{marker}-control-pager").exists(), "the shape did not make host git run its pager: the test proves nothing"
     workspace = runner.new_workspace()
-    (workspace / "mk.py").write_text(MAKE_SYMLINKED_SHAPES)
-    chown_to(workspace, runner)
-    result = runner.run(f"{PY} mk.py {marker}", workspace=workspace)
-    assert "made" in result.output, result.output
-    said = [host_git_on_a_pty(where, *args) for where in (workspace / "sub", workspace) for args in (("status",), ("log", "-1"))]
-    assert not [m for m in (f"{marker}-fsmonitor", f"{marker}-pager") if os.path.exists(m)], said
+    result, said = build_shapes_then_run_host_git(runner, workspace, marker)
     notes = "\n".join(result.notes)
     assert f"{workspace}/sub/HEAD was renamed to {workspace}/sub/HEAD.abhed-quarantined-" in notes, notes
     assert f"{workspace}/HEAD was renamed to {workspace}/HEAD.abhed-quarantined-" in notes, notes
@@ -892,12 +899,7 @@ def test_symlinked_bare_shapes_in_a_workspace_inside_a_repository_run_nothing_ei
     make_repo(outer, runner)
     workspace = outer / "ws"
     workspace.mkdir()
-    (workspace / "mk.py").write_text(MAKE_SYMLINKED_SHAPES)
-    chown_to(workspace, runner)
-    result = runner.run(f"{PY} mk.py {marker}", workspace=workspace)
-    assert "made" in result.output, result.output
-    said = [host_git_on_a_pty(where, *args) for where in (workspace / "sub", workspace) for args in (("status",), ("log", "-1"))]
-    assert not [m for m in (f"{marker}-fsmonitor", f"{marker}-pager") if os.path.exists(m)], said
+    result, said = build_shapes_then_run_host_git(runner, workspace, marker)
     assert (workspace / ".git").is_dir() and not any((workspace / ".git").iterdir())  # the mount point, as before
     assert "init" in said[-1], said  # git at the root found the operator's repository (its commit "init")
     notes = "\n".join(result.notes)

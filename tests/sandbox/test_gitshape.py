@@ -143,28 +143,25 @@ def _bare(path: Path, head: str | None = cases.VALID_HEAD) -> Path:
     return path
 
 
-def _verdict(path: Path, **kwargs) -> Verdict:
+def _at(path: Path, judge, **kwargs):
+    """``judge`` (a gitshape function) on the directory at ``path``, through a descriptor closed after."""
     fd = _dir(path)
     try:
-        return gitshape.verdict(fd, **kwargs)
+        return judge(fd, **kwargs)
     finally:
         os.close(fd)
+
+
+def _verdict(path: Path, **kwargs) -> Verdict:
+    return _at(path, gitshape.verdict, **kwargs)
 
 
 def _head(path: Path) -> bool:
-    fd = _dir(path)
-    try:
-        return gitshape.head_valid(fd)
-    finally:
-        os.close(fd)
+    return _at(path, gitshape.head_valid)
 
 
 def _step(path: Path) -> Step:
-    fd = _dir(path)
-    try:
-        return gitshape.discovery(fd)
-    finally:
-        os.close(fd)
+    return _at(path, gitshape.discovery)
 
 
 def _reading(name: str):
