@@ -168,6 +168,8 @@ def _commondir(dir_fd: int) -> Verdict | None:
             return Verdict.FATAL  # git cannot read it either: die
         return None if exc.errno == errno.ENOENT else Verdict.GIT_DIR  # gone meanwhile, or swapped
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return Verdict.GIT_DIR  # swapped for a FIFO since the lstat: git would wait for a writer (safe side)
         data = os.read(fd, COMMONDIR_READ + 1)
     except OSError:
         data = b"?"  # a read error on a regular file: the safe side

@@ -41,6 +41,7 @@ HEAD_TEXTS = {
     "ref:\frefs/x": False, "refs/heads/main": False, "0" * 39: False, "0" * 39 + "g": False,
     "ref: re\0fs/": False, "0" * 20 + "\0" + "0" * 19: False, " ref: refs/x": False, "REF: refs/x": False,
     "g" * 40: False, "x" * 300 + "ref: refs/x": False, "ref:" + " " * 300 + "refs/x": False, "\n" + "0" * 40: False,
+    "ref:" + " " * 246 + "refs/": True, "ref:" + " " * 247 + "refs/": False,  # git reads 255 bytes
 }
 HEAD_LINKS = {"refs/heads/main": True, "refs/": True, "refs": False, "./refs/x": False, "/abs/refs/x": False,
               "../realhead": False}
