@@ -57,20 +57,33 @@ def _reading(name: str):
     return lambda args, kwargs: os.readlink(f"/proc/self/fd/{args[0]}").endswith(f"/{name}")
 
 
-def test_a_fifo_head_counts_and_is_never_opened(tmp_path):
+def _never_opened(monkeypatch) -> list[str]:
+    """The names gitshape opens from now on."""
+    opened: list[str] = []
+    real = os.open
+    monkeypatch.setattr(os, "open", lambda path, flags, mode=0o777, *, dir_fd=None: opened.append(path)
+                        or real(path, flags, mode, dir_fd=dir_fd))
+    return opened
+
+
+def test_a_fifo_head_counts_and_is_never_opened(tmp_path, monkeypatch):
     """git would block on it (or read what a writer sends); opening it here would hang the host."""
     x = _bare(tmp_path / "x", head=None)
     os.mkfifo(x / "HEAD")
+    opened = _never_opened(monkeypatch)
     assert _verdict(x) is Verdict.GIT_DIR
     os.mkfifo(x / "commondir")
     assert _verdict(x) is Verdict.GIT_DIR  # a FIFO commondir: the safe side too, never opened
+    assert opened == [x, x]  # the directory itself (by the test), nothing in it
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
-def test_a_device_head_or_commondir_counts_and_is_never_opened(tmp_path):
+def test_a_device_head_or_commondir_counts_and_is_never_opened(tmp_path, monkeypatch):
     x = _bare(tmp_path / "x", head=None)
     os.mknod(x / "HEAD", stat.S_IFCHR | 0o600, os.makedev(1, 3))  # /dev/null's numbers
+    opened = _never_opened(monkeypatch)
     assert _verdict(x) is Verdict.GIT_DIR
+    assert opened == [x]  # a device may act when opened (a tape rewinds): never
     (x / "HEAD").unlink()
     (x / "HEAD").write_text(cases.VALID_HEAD)
     os.mknod(x / "commondir", stat.S_IFCHR | 0o600, os.makedev(1, 3))
@@ -165,7 +178,7 @@ def _one_shot(monkeypatch, name: str, error: int, *, when=lambda args, kwargs: T
     def fake(*args, **kwargs):
         if not state["done"] and when(args, kwargs):
             state["done"] = True
-            raise OSError(error, os.strerror(error))
+            raise OSError(error, os.strerror(error))  # OSError(EACCES, ...) is a PermissionError
         return real(*args, **kwargs)
 
     monkeypatch.setattr(os, name, fake)
@@ -223,11 +236,17 @@ def test_a_head_or_commondir_swapped_after_its_lstat_is_never_followed_nor_waite
         == ["HEAD", "commondir"]
 
 
-def test_a_head_read_in_short_pieces_is_read_whole(tmp_path, monkeypatch):
+def test_a_head_read_in_short_pieces_is_read_up_to_255_bytes(tmp_path, monkeypatch):
+    """read_in_full: short reads go on until 255 bytes, and no further."""
     x = _bare(tmp_path / "x", head="ref: refs/heads/main\n")
     real = os.read
     monkeypatch.setattr(os, "read", lambda fd, n: real(fd, min(n, 3)))
     assert _head(x) is True
+    monkeypatch.setattr(os, "read", lambda fd, n: real(fd, min(n, 100)))
+    (x / "HEAD").write_text("ref:" + " " * 246 + "refs/")  # 255 bytes
+    assert _head(x) is True
+    (x / "HEAD").write_text("ref:" + " " * 247 + "refs/")  # 256: the 256th is never read
+    assert _head(x) is False
 
 
 @pytest.mark.parametrize(("error", "verdict"), [(errno.ENOENT, Verdict.GIT_DIR), (errno.EACCES, Verdict.FATAL),
@@ -253,11 +272,11 @@ def test_a_head_that_cannot_be_read_is_not_valid(tmp_path, monkeypatch):
     assert _head(x) is False  # read_in_full failed: git takes it as invalid
 
 
-def test_an_unsearchable_directory_has_no_head(tmp_path):
-    if os.geteuid() == 0:
-        pytest.skip("root searches every directory")
+def test_an_unsearchable_directory_has_no_head(tmp_path, monkeypatch):
     x = _bare(tmp_path / "x")
     fd = _dir(x)
+    if os.geteuid() == 0:  # root searches every directory: the refusal a user gets is injected
+        _one_shot(monkeypatch, "stat", errno.EACCES, when=lambda args, kwargs: args[0] == "HEAD")
     x.chmod(0o600)  # readable, not searchable: git's lstat of HEAD fails too
     try:
         assert gitshape.verdict(fd) is Verdict.NOT
