@@ -146,10 +146,11 @@ def _read_head(fd: int) -> bytes:
 
 
 def _head_text_valid(data: bytes) -> bool:
-    text = data.split(b"\0", 1)[0]  # git reads it as a C string
-    if text.startswith(b"ref:") and text[4:].lstrip(_BLANKS).startswith(b"refs/"):
+    # git reads it as a C string; a NUL is neither blank, hex nor part of "ref:" or "refs/", so both
+    # prefix checks stop at one as git's do.
+    if data.startswith(b"ref:") and data[4:].lstrip(_BLANKS).startswith(b"refs/"):
         return True
-    return len(text) >= 40 and all(byte in _HEX for byte in text[:40])  # get_oid_hex: a SHA-1 name
+    return len(data) >= 40 and all(byte in _HEX for byte in data[:40])  # get_oid_hex: a SHA-1 name
 
 
 def _commondir(dir_fd: int) -> Verdict | None:

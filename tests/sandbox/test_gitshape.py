@@ -88,6 +88,7 @@ def test_a_device_head_or_commondir_counts_and_is_never_opened(tmp_path, monkeyp
     (x / "HEAD").write_text(cases.VALID_HEAD)
     os.mknod(x / "commondir", stat.S_IFCHR | 0o600, os.makedev(1, 3))
     assert _verdict(x) is Verdict.GIT_DIR
+    assert opened == [x, x, "HEAD"]  # the valid HEAD file was read; the device commondir never opened
 
 
 def test_assume_takes_the_named_entry_as_present_in_the_form_that_counts(tmp_path):
