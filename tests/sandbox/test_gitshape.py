@@ -250,10 +250,11 @@ def test_a_head_read_in_short_pieces_is_read_up_to_255_bytes(tmp_path, monkeypat
     assert _head(x) is False
 
 
-@pytest.mark.parametrize(("error", "verdict"), [(errno.ENOENT, Verdict.GIT_DIR), (errno.EACCES, Verdict.FATAL),
+@pytest.mark.parametrize(("error", "verdict"), [(errno.ENOENT, Verdict.NOT), (errno.EACCES, Verdict.FATAL),
                                                 (errno.ELOOP, Verdict.GIT_DIR)])
 def test_a_commondir_that_cannot_be_opened(tmp_path, monkeypatch, error, verdict):
-    x = _bare(tmp_path / "x")  # objects and refs here: gone meanwhile means "look in x", a git directory
+    x = _bare(tmp_path / "x")
+    (x / "refs").rmdir()  # gone meanwhile means "look in x", where refs is missing: no git directory
     (x / "commondir").write_text("../elsewhere\n")
     _one_shot(monkeypatch, "open", error, when=lambda args, kwargs: args[0] == "commondir")
     assert _verdict(x) is verdict
