@@ -8,7 +8,9 @@ the Linux 6.1 source (benchmarks/corpus/linux-source-6.1, fetched by grep_bench.
 median of N checkpoints of the unchanged tree (the case every read-only-looking bash call pays),
 then with 10 files changed. Beside each, the same work done by a plain `git add -A && git
 write-tree` with its own GIT_DIR and index over the same tree, timed in the same run: the ratio
-is abhed / plain. The goals: an unchanged 10,000-file tree under 100 ms, Linux under 1 s.
+is abhed / plain. The goals: an unchanged 10,000-file tree under 100 ms, Linux under 300 ms.
+Abhed reads every changed file itself, through descriptors beneath the workspace (issue 30), where
+plain git reads them by path.
 Disk: the shadow repository's size after the first checkpoint, against the tree's own.
 """
 
@@ -102,6 +104,7 @@ def bench(label: str, tree: Path, repeat: int, goal_s: float, change: bool) -> N
         if change:
             rows.append(("10 files changed", 10))
         victims = sorted(p for p in tree.rglob("*.py") if p.is_file())[:10] if change else []
+        originals = {v: v.read_bytes() for v in victims}  # put back at the end: the corpus serves other benchmarks
         for name, changed in rows:
             ours, theirs = [], []
             for i in range(repeat):
@@ -117,6 +120,8 @@ def bench(label: str, tree: Path, repeat: int, goal_s: float, change: bool) -> N
                   f"(median of {repeat}; goal < {goal_s * 1000:.0f} ms: {verdict})", flush=True)
         print(f"disk after {n[0]} checkpoints  shadow repository {du(shadow.dir) / 2**20:8.1f} MiB", flush=True)
     finally:
+        for victim, data in locals().get("originals", {}).items():
+            victim.write_bytes(data)
         shutil.rmtree(scratch, ignore_errors=True)
 
 
@@ -141,7 +146,7 @@ def main() -> None:
         grep_bench.ensure_corpus()
         grep_bench.upstream_gitignore(grep_bench.TREE)
         tree = grep_bench.TREE
-    bench("Linux 6.1", tree.resolve(), options.repeat, 1.0, change=False)
+    bench("Linux 6.1", tree.resolve(), options.repeat, 0.3, change=True)
 
 
 if __name__ == "__main__":

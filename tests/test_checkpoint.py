@@ -19,7 +19,7 @@ import pytest
 
 from abhed.agent import dispatch
 from abhed.session import checkpoint
-from abhed.gate.approval import read_only_command
+from abhed.gate.approval import Gate, Policy, read_only_command
 from abhed.session.checkpoint import Shadow, UndoRefused
 from abhed.session.events import CheckpointEvent, new_id
 from abhed.session.store import SessionStore
@@ -245,16 +245,40 @@ def test_a_read_only_call_takes_no_checkpoint_and_a_change_takes_one(ws: Path, h
     assert numbers == [1, 2]
 
 
-def test_when_the_checkpoint_cannot_be_taken_the_change_does_not_run(ws: Path, home: Path) -> None:
-    t = Tools(ws, home)
+@pytest.mark.parametrize("who", ["abhed run (auto mode, no human)", "abhed tool without --confirm",
+                                 "a human who says no"])
+def test_when_the_checkpoint_cannot_be_taken_the_change_needs_a_human(ws: Path, home: Path, who: str) -> None:
+    gate = {"abhed run (auto mode, no human)": Gate(Policy.create("auto", [], [], ws)),
+            "abhed tool without --confirm": Gate(Policy.create("auto", [], [], ws), invoked_by_human=True),
+            "a human who says no": Gate(Policy.create("auto", [], [], ws), ask_human=lambda *a: False)}[who]
+    t = Tools(ws, home, gate=gate)
     home.mkdir(parents=True, exist_ok=True)
     (home / "checkpoints").write_text("not a directory")  # the shadow repository cannot be created
     t.ctx.checkpoints = checkpoint.Checkpoints(shadow(home, ws))
     result = t("write", path=str(ws / "a.txt"), content="x")
     assert result.is_error and result.metadata["error_kind"] == dispatch.CHECKPOINT_FAILED
-    assert "Not run: the checkpoint that lets this change be undone could not be taken" in result.content
-    assert "checkpoints.enabled = false" in result.content
+    assert "Not run: the checkpoint that lets this call be undone could not be taken (cannot use the shadow " in \
+        result.content
+    assert "A human must confirm running it without a checkpoint" in result.content
+    assert "the next call tries again" in result.content and "checkpoints.enabled = false" in result.content
     assert not (ws / "a.txt").exists()
+
+
+def test_a_human_may_run_a_call_without_its_checkpoint_and_the_next_call_tries_again(ws: Path, home: Path) -> None:
+    asked = []
+    gate = Gate(Policy.create("auto", [], [], ws), ask_human=lambda tool, args, verdict: asked.append(verdict) or True)
+    t = Tools(ws, home, gate=gate)
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "checkpoints").write_text("not a directory")
+    t.ctx.checkpoints = checkpoint.Checkpoints(shadow(home, ws))
+    result = t("write", path=str(ws / "a.txt"), content="x")
+    assert not result.is_error and (ws / "a.txt").read_text() == "x"
+    assert asked[0].destructive and "could not be taken" in asked[0].reason  # asked in auto mode, yes once only
+    assert "ran without a checkpoint (cannot use the shadow repository" in result.content
+    assert "it cannot be undone" in result.content
+    (home / "checkpoints").unlink()  # the operator fixed the cause
+    result = t("write", path=str(ws / "b.txt"), content="y")
+    assert not result.is_error and len(asked) == 1 and result.metadata["checkpoint"]["number"] == 1
 
 
 # -- a hostile workspace: the shadow repository's git runs nothing from it --------------------------
@@ -601,7 +625,9 @@ def test_an_undo_that_stops_part_way_says_so_and_can_itself_be_taken_back(ws: Pa
     with pytest.raises(checkpoint.CheckpointError) as stopped:
         undo(cp, session, 1, force=False, confirm=lambda plan: True)
     message = str(stopped.value)
-    assert message.startswith("Undo stopped part-way: git read-tree failed") and "is corrupt" in message
+    blob = stored.parent.name + stored.name
+    assert message.startswith("Undo stopped part-way: the shadow repository ")
+    assert f"could not give the object {blob} (git cat-file says: missing)" in message and "fsck" in message
     assert f"this undo is checkpoint 2: `abhed undo --to 2 {session.id}` puts back" in message
     assert undo(cp, session, 2, force=False, confirm=lambda plan: True).startswith("Undone")
     assert [p.name for p in ws.iterdir() if not p.name.startswith(".")] == []
@@ -637,7 +663,7 @@ def test_a_damaged_record_of_modes_costs_no_checkpoint(ws: Path, home: Path) -> 
 
 def test_a_store_git_cannot_read_fails_the_checkpoint_with_git_s_words_and_the_change_does_not_run(ws: Path,
                                                                                                    home: Path) -> None:
-    t = Tools(ws, home)
+    t = Tools(ws, home, gate=Gate(Policy.create("auto", [], [], ws)))
     t.ctx.checkpoints = checkpoint.Checkpoints(shadow(home, ws))
     t.ok("write", path=str(ws / "a.txt"), content="one\n")
     index = t.ctx.checkpoints.shadow.git_dir / "index"
@@ -647,3 +673,28 @@ def test_a_store_git_cannot_read_fails_the_checkpoint_with_git_s_words_and_the_c
     assert result.is_error and result.metadata["error_kind"] == dispatch.CHECKPOINT_FAILED
     assert "could not be taken (git diff-files failed in the shadow repository" in result.content
     assert not (ws / "b.txt").exists()
+
+
+def test_the_objects_and_refs_abhed_writes_itself_are_ones_git_accepts(ws: Path, home: Path) -> None:
+    """Trees, commits, blobs and refs are written by Abhed, not by git: git's strictest check finds nothing."""
+    populate(ws)
+    cp = checkpoint.Checkpoints(shadow(home, ws))
+    session = SessionStore(home).create(ws)
+    agent_call(cp, session, lambda: (ws / "notes.md").write_text("changed\n"))
+    agent_call(cp, session, lambda: shutil.rmtree(ws / "src"))
+    assert undo(cp, session, 1, force=False, confirm=lambda plan: True).startswith("Undone")
+    store = cp.shadow.git_dir
+    fsck = subprocess.run(["git", "--git-dir", str(store), "fsck", "--strict", "--no-dangling"], capture_output=True,
+                          text=True)
+    assert fsck.returncode == 0 and fsck.stdout == "" and "error" not in fsck.stderr, fsck.stderr
+    log = subprocess.run(["git", "--git-dir", str(store), "log", "--format=%an <%ae> %s", f"refs/abhed/{session.id}"],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert len(log) == 6 and all(line.startswith("abhed <abhed@localhost> {") for line in log)
+
+
+@pytest.mark.parametrize("bad", ["../escape", ".hidden", "a/b", "x.lock", ""])
+def test_a_session_id_that_is_no_safe_ref_name_is_refused(ws: Path, home: Path, bad: str) -> None:
+    with pytest.raises(checkpoint.CheckpointError) as refused:
+        shadow(home, ws).snapshot(bad, "before", {"call": "1", "tool": "bash"})
+    assert "cannot name a checkpoint chain: use letters, digits, '.', '_' and '-' only" in str(refused.value)
+    assert not (home / "escape").exists()

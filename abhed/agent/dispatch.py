@@ -190,7 +190,7 @@ def _execute(ctx: ToolContext, name: str, parsed: Parsed, gate: Gate, action: Ac
     approval = {"decision": verdict.decision, "rule": verdict.rule, "reason": verdict.reason}
     if verdict.decision != "allow":
         return fail(refusal(name, verdict, args), error_kind=NOT_APPROVED, approval=approval)
-    result = _checkpointed(ctx, name, args, action, lambda: _run(tool, args, ctx))
+    result = _checkpointed(ctx, name, args, action, gate, lambda: _run(tool, args, ctx))
     result.metadata["approval"] = approval
     return result
 
@@ -203,10 +203,11 @@ def changes_workspace(name: str, args: Any) -> bool:
     return name in READ_SET_WRITERS
 
 
-def _checkpointed(ctx: ToolContext, name: str, args: Any, action: ActionEvent | None,
+def _checkpointed(ctx: ToolContext, name: str, args: Any, action: ActionEvent | None, gate: Gate,
                   run: Callable[[], ToolResult]) -> ToolResult:
     """Run the call between a "before" snapshot (a numbered checkpoint, logged) and an "after" one.
-    Fails closed: when the snapshot before a change cannot be taken, the change does not run."""
+    Fails closed: when the snapshot before a change cannot be taken, the change could not be undone, so
+    it runs only when a human says so, in every mode; the next call tries to take a snapshot again."""
     checkpoints = ctx.checkpoints
     if checkpoints is None or action is None or not changes_workspace(name, args):
         return run()
@@ -215,12 +216,11 @@ def _checkpointed(ctx: ToolContext, name: str, args: Any, action: ActionEvent | 
     try:
         before, capture = checkpoints.before(session.id, action.id, name, action.agent_id)
     except CheckpointError as exc:
-        return fail(f"Not run: the checkpoint that lets this change be undone could not be taken ({exc}). Nothing was "
-                    "changed. Tell the user; the operator can fix the cause, or turn checkpoints off "
-                    "(checkpoints.enabled = false).", error_kind=CHECKPOINT_FAILED)
+        return _without_checkpoint(name, args, gate, str(exc), run)
     session.record(CheckpointEvent(session_id=session.id, agent_id=action.agent_id, parent_id=action.parent_id,
                                    number=before.number, commit=before.commit, action_id=action.id, tool=name,
-                                   not_covered=capture.not_covered[:50], not_covered_count=len(capture.not_covered)))
+                                   not_covered=capture.not_covered[:50], not_covered_count=len(capture.not_covered),
+                                   collected=capture.collected))
     result = run()
     facts: dict[str, Any] = {"number": before.number, "before": before.commit}
     try:
@@ -229,7 +229,28 @@ def _checkpointed(ctx: ToolContext, name: str, args: Any, action: ActionEvent | 
         facts["after_error"] = str(exc)
     if capture.not_covered:
         facts["not_covered"] = len(capture.not_covered)
+    if capture.collected:
+        facts["collected"] = capture.collected
+        result.content += f"\n[Abhed: {capture.collected}.]"
     result.metadata["checkpoint"] = facts
+    return result
+
+
+def _without_checkpoint(name: str, args: Any, gate: Gate, why: str, run: Callable[[], ToolResult]) -> ToolResult:
+    """The snapshot before a change failed: ask a human whether to run it all the same."""
+    from abhed.gate.approval import Verdict
+    reason = (f"the checkpoint that lets this call be undone could not be taken ({why}); run without it, the call's "
+              "changes cannot be undone")
+    verdict = gate.confirm(name, args, Verdict("ask", reason, rule="checkpoint", destructive=True))
+    if verdict.decision != "allow":
+        return fail(f"Not run: {reason}. Nothing was changed. A human must confirm running it without a checkpoint: "
+                    "in `abhed chat` answer the prompt, in `abhed tool` rerun with --confirm. Tell the user; the "
+                    "operator can fix the cause (the next call tries again), or turn checkpoints off "
+                    "(checkpoints.enabled = false).", error_kind=CHECKPOINT_FAILED,
+                    approval={"decision": verdict.decision, "rule": "checkpoint", "reason": verdict.reason})
+    result = run()
+    result.content += f"\n[Abhed: this call ran without a checkpoint ({why}): it cannot be undone.]"
+    result.metadata["checkpoint"] = {"failed": why}
     return result
 
 

@@ -21,6 +21,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from abhed.common import hostproc
+
 MAX_FILES = 30  # changed files listed; the rest are counted
 TIMEOUT_S = 5.0  # a huge repository's status must not hold up the start: left out instead
 # Settings given on the command line win over the repository's own.
@@ -40,9 +42,8 @@ def git_summary(workspace: Path) -> str | None:
 
     def ask(*args: str) -> subprocess.CompletedProcess[bytes] | None:
         try:
-            done = subprocess.run([git, *HARDENED, "-C", str(workspace), *args], capture_output=True, env=env,
-                                  timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.SubprocessError):
+            done = hostproc.run([git, *HARDENED, "-C", str(workspace), *args], env=env, timeout=TIMEOUT_S)
+        except (OSError, hostproc.Timeout):
             return None
         return done
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import os
 import resource
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from fallback_grep.translate import rust_pattern
 
-from abhed.common import frozen
+from abhed.common import frozen, hostproc
+from abhed.common.errors import ToolError
 from abhed.files.lines import LINE_CHARS
 from abhed.files.grepsearch import FileHits, Opener, Query, head_is_binary, open_plain, why_unreadable
 
@@ -33,6 +33,7 @@ FD_DIR = "/proc/self/fd"
 # character at most, so still more than the LINE_CHARS characters the grep tool shows.
 MAX_COLUMNS = 4 * LINE_CHARS + 4
 PREVIEW_MARK = b" [... omitted end of long line]"
+RG_TIMEOUT_S = 300.0  # one rg run (a batch of files); rg reads a kernel tree in about a second
 
 
 def find_rg(workspace: Path | None = None) -> Path | None:
@@ -122,8 +123,14 @@ def rg_search(rg: Path, root: str, files: list[str], query: Query, opener: Opene
 
 
 def _run(rg: Path, regex: str, root: str, names: dict[str, str], fds: list[int], query: Query) -> Iterator[FileHits]:
-    proc = subprocess.run([*_argv(rg, query, regex), "--", *names], cwd=root, capture_output=True, pass_fds=fds,
-                          env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}, stdin=subprocess.DEVNULL)
+    argv = [*_argv(rg, query, regex), "--", *names]
+    try:  # a host child on the model's behalf: a deadline, its own process group, dying with Abhed
+        proc = hostproc.run(argv, cwd=root, pass_fds=fds, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"},
+                            timeout=RG_TIMEOUT_S)
+    except hostproc.Timeout:
+        raise ToolError(f"The search did not finish within {RG_TIMEOUT_S:g} s and was stopped (rg, over {len(names)} "
+                        "files). Search fewer files (a path or glob), or a pattern that is simpler or more "
+                        "specific.") from None
     unreadable = list(_file_errors(proc.stderr, names))
     if proc.returncode not in (0, 1) and not unreadable:
         raise RuntimeError(f"rg failed (exit {proc.returncode}): {proc.stderr.decode('utf-8', 'replace')[:500]}")

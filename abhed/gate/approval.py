@@ -510,6 +510,11 @@ class Gate:
         verdict = self.effective().check(tool, args)
         if verdict.decision != "ask":
             return verdict
+        return self.confirm(tool, args, verdict)
+
+    def confirm(self, tool: str, args: Any, verdict: Verdict) -> Verdict:
+        """The human's answer to `verdict` (an "ask"), or the verdict unanswered when nobody can be asked.
+        A destructive or opaque one needs the human in every mode: `abhed tool` without --confirm does not do."""
         if self.confirmed:
             return replace(verdict, decision="allow", reason=f"confirmed by the human (--confirm); {verdict.reason}")
         if self.invoked_by_human and not (verdict.destructive or verdict.opaque):

@@ -30,7 +30,20 @@ human, another session): undo never overwrites those silently.
 
 One process at a time works on a shadow repository (flock on its `lock`, which also serialises the
 threads of subagents); a kill -9 mid-snapshot leaves at most git's own `*.lock` files, removed by
-the next holder of the lock, and objects written whole (git renames them into place).
+the next holder of the lock, and objects written whole (renamed into place).
+
+The workspace is read and written through descriptors opened beneath its root, never by path
+(abhed/session/treeio.py): git only lists what changed (`diff-files`, `ls-files -o`: names and
+stat data, never contents), while Abhed reads each changed file through a descriptor, stores the
+blob itself (gitobjects.py) and writes the index entry with the stat of what it read
+(gitindex.py); undo writes each file into its opened directory and renames it there. So a
+sandboxed job swapping a directory for a symlink to the user's home while a snapshot or an undo
+runs gets no byte of the home into the store, and no file of the model's into the home. Every git
+run here has a deadline (checkpoints.timeout_s) and dies with Abhed (abhed/common/hostproc.py).
+
+The store is kept within checkpoints.max_store_bytes and checkpoints.max_count per workspace: past
+either, the oldest checkpoints of the workspace (all sessions) are collected (their commits cut off
+through git's `shallow` file, then `git prune`), and the snapshot that did it says so.
 """
 
 from __future__ import annotations
@@ -38,9 +51,9 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import stat
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -49,10 +62,12 @@ from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
+from abhed.common import hostproc
 from abhed.files.atomic import replace_file
-from abhed.files.beneath import open_beneath
+from abhed.session import collect, gitindex, gitobjects, treeio
 
 MAX_LISTED = 50  # paths named in one message or event; the rest are counted
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}(?<!\.lock)")
 ATTRIBUTES = "* -text -filter -ident -eol -working-tree-encoding -diff -merge\n"
 # Speed, and settings the commands run here never consult (info/attributes unsets every attribute that changes
 # bytes; -z output; --no-renames; no external diff, transport or commit porcelain): set in case one ever does.
@@ -62,7 +77,8 @@ _UNCONSULTED = (  # pragma: no mutate (equivalent: see above)
 # Passed on every command line, so a stale or damaged config file in the shadow repository cannot weaken them.
 SAFE_CONFIG = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.excludesFile=/dev/null", "core.symlinks=true",
                "core.fileMode=true", "core.ignoreCase=false", "core.bare=false", "core.splitIndex=false",
-               "core.sparseCheckout=false") + _UNCONSULTED
+               "core.sparseCheckout=false", "core.untrackedCache=false", "index.version=2",
+               "feature.manyFiles=false", "core.checkStat=default", "core.trustctime=true") + _UNCONSULTED
 AUTHOR = {"GIT_AUTHOR_NAME": "abhed", "GIT_AUTHOR_EMAIL": "abhed@localhost", "GIT_COMMITTER_NAME": "abhed",
           "GIT_COMMITTER_EMAIL": "abhed@localhost"}
 
@@ -102,6 +118,7 @@ class Capture:
     tree: str
     modes_blob: str
     not_covered: list[str] = field(default_factory=list)  # "path (why)"
+    collected: str = ""  # what the store's collection took away to stay within its caps, in words
 
 
 @dataclass
@@ -124,7 +141,9 @@ class Shadow:
     """The shadow repository of one workspace."""
 
     def __init__(self, home: Path, workspace: Path, *, git: str = "git", exclude: tuple[str, ...] = (),
-                 max_file_bytes: int = 50 * 1024 * 1024) -> None:
+                 max_file_bytes: int = 50 * 1024 * 1024, timeout_s: float = 120.0,
+                 max_store_bytes: int = 4 * 1024**3, max_count: int = 2000,
+                 disk_reserve_bytes: int | None = None) -> None:
         self.workspace = workspace
         key = sha256(os.fsencode(str(workspace))).hexdigest()[:24]
         self.dir = home / "checkpoints" / key
@@ -132,7 +151,12 @@ class Shadow:
         self.git_binary = git
         self.exclude = exclude
         self.max_file_bytes = max_file_bytes
-        self._roots: dict[tuple[str, str], str] = {}  # (files tree, modes blob) -> the commit's root tree
+        self.timeout_s = timeout_s
+        self.max_store_bytes = max_store_bytes
+        self.max_count = max_count
+        self.disk_reserve_bytes = disk_reserve_bytes
+        self._index: gitindex.Index | None = None  # the index as this process last read or wrote it
+        self._index_sum: str | None = None  # ... and its checksum then
 
     # -- running git ----------------------------------------------------------------------------
 
@@ -145,17 +169,26 @@ class Shadow:
         env.update(AUTHOR)
         return env
 
-    def git(self, *args: str, data: bytes | None = None, check: bool = True) -> bytes:
+    def _command(self) -> list[str]:
         command = [self.git_binary]
         for item in SAFE_CONFIG:
             command += ["-c", item]
+        return command
+
+    def git(self, *args: str, data: bytes | None = None, check: bool = True) -> bytes:
+        command = self._command()
         env = self._env()
         if args[0] == "init":  # creating the repository itself: it has no work tree yet
             del env["GIT_WORK_TREE"], env["GIT_DIR"], env["GIT_INDEX_FILE"]
             command = [self.git_binary]
         try:
-            done = subprocess.run(command + list(args), input=data, capture_output=True, env=env,
-                                  cwd=self.workspace, check=False)
+            done = hostproc.run(command + list(args), input=data, env=env, cwd=self.workspace, timeout=self.timeout_s)
+        except hostproc.Timeout:
+            raise CheckpointError(
+                f"git {args[0]} did not finish within {self.timeout_s:g} s (checkpoints.timeout_s) in the shadow "
+                f"repository {self.git_dir} and was stopped: something in {self.workspace} makes it wait (a FIFO "
+                "where git reads a file such as .gitignore, a hung network filesystem) or the disk is very slow. "
+                "Remove what blocks it, or raise checkpoints.timeout_s.") from None
         except OSError as exc:
             raise CheckpointError(f"cannot run git ({self.git_binary}): {exc.strerror or exc}. Install git, or set "
                                   "checkpoints.enabled = false to work without checkpoints.") from None
@@ -168,14 +201,28 @@ class Shadow:
     # -- setting up, and the lock -------------------------------------------------------------------
 
     def _ensure(self) -> None:
-        if not (self.git_dir / "HEAD").is_file():
-            self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self.git("init", "--quiet", "--bare", str(self.git_dir))
-            (self.dir / "workspace").write_text(f"{self.workspace}\n")
+        if not all(p.exists() for p in (self.git_dir / "HEAD", self.git_dir / "objects", self.git_dir / "refs")):
+            self._init()
         info = self.git_dir / "info"
         info.mkdir(exist_ok=True)
         _write_if_changed(info / "attributes", ATTRIBUTES)
         _write_if_changed(info / "exclude", self._excludes())
+
+    def _init(self) -> None:
+        """Make the repository under another name and rename it into place: a kill mid-way leaves no
+        half-made repository where the next snapshot would look (only the other name, cleared here)."""
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self.git_dir.exists():  # from before this was atomic, or a disk error: a store holds objects
+            if any((self.git_dir / "objects").glob("??/*")) or any((self.git_dir / "objects" / "pack").glob("*")):
+                raise CheckpointError(f"the shadow repository {self.git_dir} is damaged (it lacks HEAD, objects/ or "
+                                      f"refs/) but holds checkpoints; `git --git-dir {self.git_dir} fsck` says more. "
+                                      "Move it away to start a new one.")
+            shutil.rmtree(self.git_dir)
+        making = self.dir / "git.init"
+        shutil.rmtree(making, ignore_errors=True)
+        self.git("init", "--quiet", "--bare", str(making))
+        os.rename(making, self.git_dir)
+        (self.dir / "workspace").write_text(f"{self.workspace}\n")
 
     def _excludes(self) -> str:
         """The operator's exclusions, then the project's own .git/info/exclude (its .gitignore files git
@@ -186,12 +233,10 @@ class Shadow:
         if home.is_relative_to(self.workspace) and home != self.workspace:
             # the session store inside the workspace: snapshots must not take in the snapshots
             lines += ["# the session store itself", "/" + _escaped(str(home.relative_to(self.workspace))) + "/"]
-        project = self.workspace / ".git" / "info" / "exclude"
-        try:
-            if project.is_file() and not project.is_symlink():
-                lines += ["# the project's .git/info/exclude", project.read_text("utf-8", "replace")]
-        except OSError:
-            pass
+        with treeio.Tree(str(self.workspace)) as tree:  # read through no symlink, and never blocking on a FIFO
+            project = tree.read(".git/info/exclude", 1024 * 1024)
+        if isinstance(project, treeio.Read) and not stat.S_ISLNK(project.st.st_mode):
+            lines += ["# the project's .git/info/exclude", project.data.decode("utf-8", "replace")]
         return "\n".join(lines) + "\n"
 
     @contextmanager
@@ -220,21 +265,34 @@ class Shadow:
     # -- taking a snapshot ----------------------------------------------------------------------
 
     def capture(self) -> Capture:
-        """Bring the index up to the workspace and write its tree (call with the lock held).
+        """Bring the index up to the workspace and write its tree (call with the lock held)."""
+        self._check_reserve()
+        try:
+            return self._capture()
+        except gitindex.Unreadable:
+            # Not an index this code or git wrote (damaged, another version): start again from none;
+            # every file is then read again, and unchanged ones hash to the objects already stored.
+            (self.git_dir / "index").unlink(missing_ok=True)
+            return self._capture()
 
-        A file can vanish between the listing and the update (a command still running, another
-        session): then the whole capture is tried again, a few times, before giving up."""
-        for attempt in range(3):  # pragma: no mutate (equivalent: the third failure raises below)
-            try:
-                return self._capture()
-            except CheckpointError:
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
+    def _check_reserve(self) -> None:
+        """The store's filesystem keeps the disk reserve: a snapshot is not written into the last of it."""
+        if not self.disk_reserve_bytes:
+            return
+        try:
+            st = os.statvfs(self.dir)
+        except OSError:
+            return  # made by _ensure, under the lock; a failure there says more
+        free = st.f_bavail * st.f_frsize
+        if free < self.disk_reserve_bytes:
+            raise CheckpointError(
+                f"the checkpoint store {self.dir} is on a filesystem with {_size(free)} free, under the disk reserve "
+                f"of {_size(self.disk_reserve_bytes)} (sandbox.disk_reserve_bytes); no snapshot is written into the "
+                "last of the disk. Free space there, or move ABHED_HOME to a larger disk.")
 
     def _capture(self) -> Capture:
-        # Tracked files whose stat differs from the index (diff-files reads them in parallel, far
-        # faster than ls-files -m), then untracked ones the ignore rules let through.
+        # Tracked files whose stat differs from the index (diff-files lstat's them in parallel), then
+        # untracked ones the ignore rules let through: names only; nothing is read by git.
         listed = self.git("diff-files", "-z", "--name-only", "--no-renames").split(b"\0")
         listed += self.git("ls-files", "-z", "-o", "--exclude-standard").split(b"\0")
         paths: set[str] = set()
@@ -248,33 +306,57 @@ class Shadow:
             else:
                 paths.add(path)
         modes = self._modes()
-        update, drop = [], []
-        for path in sorted(paths):
-            try:
-                st = os.lstat(self.workspace / path)
-            except (FileNotFoundError, NotADirectoryError):
-                modes["modes"].pop(path, None)
-                update.append(path)  # --remove drops it from the index
-                continue
-            if stat.S_ISREG(st.st_mode) and st.st_size > self.max_file_bytes:
-                not_covered.append(f"{path} ({st.st_size:,} bytes, over checkpoints.max_file_bytes)")
-                drop.append(path)
-                modes["modes"].pop(path, None)
-                continue
-            update.append(path)
-            perm = stat.S_IMODE(st.st_mode)
-            if stat.S_ISREG(st.st_mode) and perm != (0o755 if perm & 0o100 else 0o644):
-                modes["modes"][path] = perm
-            else:
-                modes["modes"].pop(path, None)
+        changes: dict[bytes, gitindex.Entry | None] = {}
+        now = time.time()
+        objects = self.git_dir / "objects"
+        with treeio.Tree(str(self.workspace)) as tree:
+            for path in sorted(paths):
+                got = tree.read(path, self.max_file_bytes)
+                name = os.fsencode(path)
+                if not isinstance(got, treeio.Read):
+                    if got is not None:
+                        not_covered.append(f"{path} ({got.why})")
+                    changes[name] = None  # gone, beyond a symlink now, or not covered: out of the index
+                    modes["modes"].pop(path, None)
+                    continue
+                changes[name] = gitindex.entry(name, got.st, gitobjects.write_blob(objects, got.data), now, got.settled)
+                perm = stat.S_IMODE(got.st.st_mode)
+                if stat.S_ISREG(got.st.st_mode) and perm != (0o755 if perm & 0o100 else 0o644):
+                    modes["modes"][path] = perm
+                else:
+                    modes["modes"].pop(path, None)
         blob = self._save_modes(modes)  # before the index: a kill between them leaves paths to look at again
-        if update:
-            self.git("update-index", "--add", "--remove", "--replace", "-z", "--stdin",
-                     data=b"\0".join(os.fsencode(p) for p in update) + b"\0")
-        if drop:
-            self.git("update-index", "--force-remove", "-z", "--stdin", data=b"\0".join(map(os.fsencode, drop)) + b"\0")
-        tree = self.git("write-tree").decode().strip()
-        return Capture(tree, blob, not_covered)
+        path = self.git_dir / "index"
+        if changes:
+            self._index = gitindex.write(path, gitindex.updated(self._read_index(path), changes))
+            self._index_sum = gitindex.checksum(path)
+        return Capture(self._write_tree(path), blob, not_covered)
+
+    def _read_index(self, path: Path) -> gitindex.Index:
+        """The index, parsed once per process while no other process changes it (a kernel-sized
+        index takes a tenth of a second to read)."""
+        checksum = gitindex.checksum(path)
+        if self._index is None or checksum is None or checksum != self._index_sum:
+            self._index, self._index_sum = gitindex.read(path), checksum
+        return self._index
+
+    def _write_tree(self, path: Path) -> str:
+        """The index's tree: git's write-tree, or, when the index is the one it last read, its answer then."""
+        cache = self.dir / "tree.cache"
+        checksum = gitindex.checksum(path)
+        try:
+            known, tree_id = cache.read_text().split()
+            if checksum is not None and known == checksum:
+                return tree_id
+        except (OSError, ValueError):
+            pass
+        tree_id = self.git("write-tree").decode().strip()
+        checksum = gitindex.checksum(path)  # git wrote it again, with its cache of trees
+        if checksum is not None:
+            gitobjects.write_file(cache, f"{checksum} {tree_id}\n".encode())
+            if self._index is not None and checksum != self._index_sum:
+                self._index, self._index_sum = gitindex.after_git(path, self._index), checksum
+        return tree_id
 
     def _modes(self) -> dict[str, Any]:
         try:
@@ -289,26 +371,28 @@ class Shadow:
         data = json.dumps(modes["modes"], sort_keys=True).encode()
         if modes.get("blob") and modes.get("data") == sha256(data).hexdigest():
             return str(modes["blob"])
-        blob = self.git("hash-object", "-w", "--stdin", data=data).decode().strip()
+        blob = gitobjects.write_blob(self.git_dir / "objects", data).hex()
         replace_file(self.dir / "modes.json", json.dumps({"blob": blob, "data": sha256(data).hexdigest(),
                                                           "modes": modes["modes"]}).encode(), mode=0o600)
         return blob
 
     def commit(self, session_id: str, capture: Capture, meta: dict[str, Any], parent: str | None = None) -> Snapshot:
-        """Add `capture` to the session's chain (call with the lock held); `parent`: its tip, if known."""
-        ref = _ref(session_id)
-        if parent is None:  # pragma: no mutate (equivalent: a caller passes the tip, saving this git call)
+        """Add `capture` to the session's chain (call with the lock held); `parent`: its tip, if known.
+
+        The tree, the commit and the ref are written here, not by git: they are the store's own files
+        (as git writes them), and three git processes fewer make the snapshot of an unchanged tree cheap."""
+        if parent is None:  # pragma: no mutate (equivalent: a caller passes the tip, saving this lookup)
             parent = self.tip(session_id)[0]
-        key = (capture.tree, capture.modes_blob)
-        if key not in self._roots:  # pragma: no mutate (equivalent: a cache; an unchanged workspace has the same root)
-            self._roots[key] = self.git("mktree", data=f"040000 tree {capture.tree}\tfiles\n100644 blob "
-                                        f"{capture.modes_blob}\tmodes\n".encode()).decode().strip()
-        message = json.dumps(meta, sort_keys=True).encode()
-        commit = self.git("commit-tree", self._roots[key], *(["-p", parent] if parent else []),
-                          data=message).decode().strip()
-        # The old value guards against a writer the lock already excludes ("" would mean: must not exist yet).
-        self.git("update-ref", ref, commit, *([parent] if parent else []))  # pragma: no mutate (equivalent: see above)
-        return Snapshot(commit, capture.tree, meta["kind"], meta["number"], meta)
+        objects = self.git_dir / "objects"
+        root = gitobjects.write_object(objects, b"tree", b"40000 files\0" + bytes.fromhex(capture.tree) +
+                                       b"100644 modes\0" + bytes.fromhex(capture.modes_blob)).hex()
+        when = f"{int(time.time())} +0000"
+        head = f"tree {root}\n" + (f"parent {parent}\n" if parent else "") + \
+            f"author {AUTHOR['GIT_AUTHOR_NAME']} <{AUTHOR['GIT_AUTHOR_EMAIL']}> {when}\n" \
+            f"committer {AUTHOR['GIT_COMMITTER_NAME']} <{AUTHOR['GIT_COMMITTER_EMAIL']}> {when}\n\n"
+        commit = gitobjects.write_object(objects, b"commit", head.encode() + json.dumps(meta, sort_keys=True).encode())
+        gitobjects.write_file(self.git_dir / _ref(session_id), commit.hex().encode() + b"\n")
+        return Snapshot(commit.hex(), capture.tree, meta["kind"], meta["number"], meta)
 
     def snapshot(self, session_id: str, kind: str, meta: dict[str, Any]) -> tuple[Snapshot, Capture]:
         """Capture and commit in one hold of the lock. A "before" gets the session's next number."""
@@ -318,15 +402,22 @@ class Shadow:
             last = _last(tip)
             number = last + 1 if kind == "before" else meta["number"]
             meta = {**meta, "kind": kind, "number": number, "last": max(last, number), "at": stamp()}
-            return self.commit(session_id, capture, meta, parent), capture
+            snapshot = self.commit(session_id, capture, meta, parent)
+            if kind == "before":
+                capture.collected = collect.keep_within(self, session_id)
+            return snapshot, capture
 
     def tip(self, session_id: str) -> tuple[str, dict[str, Any]]:
         """The session's newest snapshot and what its message says; ("", {}) before the first."""
-        out = self.git("cat-file", "--batch", data=_ref(session_id).encode() + b"\n")
-        head, _, body = out.partition(b"\n")
-        if head.endswith(b" missing"):
+        commit = _read_ref(self.git_dir, _ref(session_id))
+        if not commit:
             return "", {}
-        return head.split(b" ")[0].decode(), _meta(body.split(b"\n\n", 1)[1] if b"\n\n" in body else b"")
+        loose = gitobjects.read_loose(self.git_dir / "objects", commit)
+        if loose is not None and loose[0] == b"commit":
+            body = loose[1]
+        else:  # packed by hand, say: git reads it
+            body = self.git("cat-file", "commit", commit)
+        return commit, _meta(body.split(b"\n\n", 1)[1] if b"\n\n" in body else b"")
 
     def last_number(self, session_id: str) -> int:
         """The highest checkpoint number the session has (lock held)."""
@@ -341,15 +432,20 @@ class Shadow:
         with self.locked():
             return self.chain_locked(session_id)
 
-    def _files(self, commit: str) -> str:
-        return self.git("rev-parse", f"{commit}:files").decode().strip()
-
     def diff(self, old_tree: str, new_tree: str) -> list[Change]:
         """What changed from `old_tree` to `new_tree`, path by path."""
+        return [Change(c.status, c.path) for c in self._raw_diff(old_tree, new_tree)]
+
+    def _raw_diff(self, old_tree: str, new_tree: str) -> list[_Raw]:
+        """The changes from `old_tree` to `new_tree` with the new side's mode and object (git's raw format)."""
         if old_tree == new_tree:
             return []
-        out = self.git("diff-tree", "-r", "-z", "--no-renames", "--name-status", old_tree, new_tree).split(b"\0")
-        return [Change(out[i].decode(), os.fsdecode(out[i + 1])) for i in range(0, len(out) - 1, 2)]
+        out = self.git("diff-tree", "-r", "-z", "--no-renames", "--raw", old_tree, new_tree).split(b"\0")
+        changes = []
+        for i in range(0, len(out) - 1, 2):
+            _old_mode, new_mode, _old_id, new_id, status = out[i].decode().lstrip(":").split(" ")
+            changes.append(_Raw("M" if status == "T" else status, os.fsdecode(out[i + 1]), int(new_mode, 8), new_id))
+        return changes
 
     # -- undo ---------------------------------------------------------------------------------------
 
@@ -358,48 +454,49 @@ class Shadow:
         chain = self.chain_locked(session_id)
         befores = {s.number: s for s in chain if s.kind == "before"}
         if number not in befores:
-            have = f"1 to {max(befores)}" if befores else "none"
-            raise CheckpointError(f"There is no checkpoint {number} in session {session_id} (it has {have}). List "
-                                  f"them with `abhed checkpoints {session_id}`.")
+            have = f"{min(befores)} to {max(befores)}" if befores else "none"
+            gone = (f"; checkpoints before {min(befores)} were collected to keep the store within its caps "
+                    "(checkpoints.max_store_bytes, checkpoints.max_count)") if befores and number < min(befores) else ""
+            raise CheckpointError(f"There is no checkpoint {number} in session {session_id} (it has {have}{gone}). "
+                                  f"List them with `abhed checkpoints {session_id}`.")
         target = befores[number]
         now = self.capture()
         changes = self.diff(now.tree, target.tree)
         outside = self._outside_changes(chain[chain.index(target):], now)
-        # Something not covered (ignored, excluded, too large) where undo would recreate a path: git
-        # would delete it without a word.
+        # Something not covered (ignored, excluded, too large) where undo would recreate a path: it
+        # would have to go without a word.
         deleted = {c.path for c in changes if c.status == "D"}
-        outside |= {c.path for c in changes if c.status == "A" and self._in_the_way(c.path, deleted)}
+        with treeio.Tree(str(self.workspace)) as tree:
+            outside |= {c.path for c in changes if c.status == "A" and _in_the_way(tree, c.path, deleted)}
         touched = {c.path for c in changes}
         return UndoPlan(target, now, changes, sorted(touched & outside))
 
-    def _in_the_way(self, path: str, deleted: set[str]) -> bool:
-        """Whether something stands where undo would recreate `path`: the path itself, or a file (not one
-        the plan deletes) where one of its directories must go."""
-        if os.path.lexists(self.workspace / path):
-            return True
-        parent = os.path.dirname(path)
-        while parent:  # up to the nearest that exists: a directory is no obstacle, anything else is
-            try:
-                st = os.lstat(self.workspace / parent)
-            except OSError:
-                parent = os.path.dirname(parent)
-                continue
-            return not stat.S_ISDIR(st.st_mode) and parent not in deleted
-        return False
-
     def chain_locked(self, session_id: str) -> list[Snapshot]:
-        out = self.git("log", "--first-parent", "-z", "--format=%H%n%B", _ref(session_id), "--", check=False)
+        out = self.git("log", "--first-parent", "-z", "--format=%H%n%T%n%B", _ref(session_id), "--", check=False)
+        records = [r.strip(b"\n").split(b"\n", 2) for r in out.split(b"\0") if r.strip()]
+        trees = self._files_trees([r[1].decode() for r in records])
         snapshots = []
-        for record in out.split(b"\0"):
-            if not record.strip():
-                continue
-            head, _, body = record.strip(b"\n").partition(b"\n")
-            meta = _meta(body)
-            commit = head.decode()
-            snapshots.append(Snapshot(commit, self._files(commit), str(meta.get("kind", "?")),
+        for commit, root, *body in records:
+            meta = _meta(body[0] if body else b"")
+            snapshots.append(Snapshot(commit.decode(), trees[root.decode()], str(meta.get("kind", "?")),
                                       int(meta.get("number", 0)), meta))
         snapshots.reverse()
         return snapshots
+
+    def _files_trees(self, roots: list[str]) -> dict[str, str]:
+        """Each commit's root tree -> its `files` tree, read in one git call."""
+        unique = list(dict.fromkeys(roots))
+        if not unique:
+            return {}
+        out = self.git("cat-file", "--batch", data="".join(f"{r}\n" for r in unique).encode())
+        found, offset = {}, 0
+        for root in unique:
+            end = out.index(b"\n", offset)
+            size = int(out[offset:end].split(b" ")[2])
+            body = out[end + 1:end + 1 + size]
+            offset = end + 1 + size + 1
+            found[root] = _tree_entry(body, b"files")
+        return found
 
     def _outside_changes(self, chain: list[Snapshot], now: Capture) -> set[str]:
         """Paths changed while none of the session's calls was running: from an "after" to the next
@@ -420,8 +517,12 @@ class Shadow:
         return outside
 
     def apply(self, plan: UndoPlan) -> None:
-        """Make the workspace the plan's target (lock held; the index is the plan's `now`)."""
-        # read-tree writes file after file: an object missing from a damaged store would stop it half-way.
+        """Make the workspace the plan's target (lock held; the index is the plan's `now`).
+
+        Each path is written or removed through the workspace's descriptors (treeio.Tree): deletions
+        first, deepest first, emptied directories with them, then every file and symlink of the
+        target, with its exact mode."""
+        # Reading stops at the first object a damaged store lacks: look for all of them before any change.
         listing = self.git("rev-list", "--objects", "--missing=print", f"{plan.to.commit}^{{tree}}", f"^{plan.now.tree}")
         missing = [line[1:] for line in listing.decode().splitlines() if line.startswith("?")]
         if missing:
@@ -430,37 +531,122 @@ class Shadow:
                                   f"{missing[0]}): it was damaged (a disk error, or files removed by hand), so those "
                                   "files cannot be restored from it. Undo to a later checkpoint may still work; "
                                   f"`git --git-dir {self.git_dir} fsck` names what is lost.")
-        try:
-            # --reset: the index was just brought up to the workspace (plan.now), but entries git calls
-            # racily clean would fail -m's up-to-date check though their content is what `now` holds.
-            self.git("read-tree", "--reset", "-u", plan.now.tree, plan.to.tree)
-        except CheckpointError as exc:
-            raise CheckpointError(f"Undo stopped part-way: {exc}. Files it restored before it stopped stay "
-                                  "restored.") from None
+        raw = self._raw_diff(plan.now.tree, plan.to.tree)
         modes = json.loads(self.git("cat-file", "blob", f"{plan.to.commit}:modes") or b"{}")
-        for change in plan.changes:
-            if change.status == "D":  # pragma: no mutate (equivalent: a deleted path fails open_beneath below)
-                continue
-            try:
-                fd = open_beneath(self.workspace, self.workspace / change.path, os.O_RDONLY | os.O_NONBLOCK)
-            except OSError:
-                continue  # a symlink or special file: git wrote it as recorded
-            try:
-                mode = os.fstat(fd).st_mode
-                # Not in `modes`: the file was 0644 or 0755, but git wrote it with the umask's bits (0664 under
-                # the common umask 002).
-                wanted = modes.get(change.path, 0o755 if mode & 0o100 else 0o644)
-                if stat.S_ISREG(mode) and stat.S_IMODE(mode) != wanted:
-                    os.fchmod(fd, wanted)
-            finally:
-                os.close(fd)
+        failed: list[str] = []
+        try:
+            with treeio.Tree(str(self.workspace)) as tree, \
+                    gitobjects.reader(self._command(), self._env(), self.timeout_s) as objects:
+                _remove_all(tree, [c.path for c in raw if c.status == "D"], failed)
+                for change in sorted((c for c in raw if c.status != "D"), key=lambda c: c.path):
+                    mode = change.mode if change.mode == 0o120000 else \
+                        modes.get(change.path, 0o755 if change.mode & 0o100 else 0o644)
+                    data = objects.blob(change.oid)
+                    try:
+                        tree.write(change.path, data, mode)
+                    except OSError as exc:
+                        failed.append(f"{change.path} ({exc.strerror})")
+                tree.sync()
+        except gitobjects.Missing as exc:
+            raise CheckpointError(f"Undo stopped part-way: the shadow repository {self.git_dir} could not give "
+                                  f"the object {exc} (it is damaged: `git --git-dir {self.git_dir} fsck` says "
+                                  "more). Files it restored before it stopped stay restored.") from None
+        except hostproc.Timeout:
+            raise CheckpointError(f"Undo stopped part-way: reading the shadow repository {self.git_dir} took longer "
+                                  f"than {self.timeout_s:g} s (checkpoints.timeout_s). Files it restored before it "
+                                  "stopped stay restored.") from None
         current = self._modes()
-        for change in plan.changes:  # the restored files' exact modes are the index's again
+        for change in raw:  # the restored files' exact modes are the index's again
             if change.path in modes:
                 current["modes"][change.path] = modes[change.path]
             else:
                 current["modes"].pop(change.path, None)
         self._save_modes(current)
+        if failed:
+            raise CheckpointError(f"Undo stopped part-way: {len(failed)} path{'s' * (len(failed) != 1)} could not be "
+                                  f"restored:\n{listed(failed)}\nSomething not covered by checkpoints stands there "
+                                  "(a directory with ignored files, a file over checkpoints.max_file_bytes), or the "
+                                  "directory is not writable. The other files are restored.")
+
+
+@dataclass(frozen=True)  # pragma: no mutate (equivalent: nothing assigns to it)
+class _Raw:
+    status: str  # A, M or D, as Change
+    path: str
+    mode: int  # the target's git mode (0o100644, 0o100755, 0o120000); 0 for D
+    oid: str
+
+
+def _tree_entry(body: bytes, name: bytes) -> str:
+    """The object id of the entry `name` in a raw tree object."""
+    offset = 0
+    while offset < len(body):
+        space = body.index(b" ", offset)
+        nul = body.index(b"\0", space)
+        if body[space + 1:nul] == name:
+            return body[nul + 1:nul + 21].hex()
+        offset = nul + 21
+    return ""
+
+
+def _remove_all(tree: treeio.Tree, paths: list[str], failed: list[str]) -> None:
+    """Remove `paths`, deepest first, then each directory they leave empty (git's checkout does the same)."""
+    emptied: set[str] = set()
+    for path in sorted(paths, key=lambda p: (-p.count("/"), p)):
+        try:
+            tree.remove(path)
+        except OSError as exc:
+            failed.append(f"{path} ({exc.strerror})")
+        parent = path.rpartition("/")[0]
+        while parent:
+            emptied.add(parent)
+            parent = parent.rpartition("/")[0]
+    for directory in sorted(emptied, key=lambda p: (-p.count("/"), p)):
+        try:
+            tree.remove(directory)
+        except OSError:
+            pass  # not empty: it holds something else
+
+
+def _in_the_way(tree: treeio.Tree, path: str, deleted: set[str]) -> bool:
+    """Whether something stands where undo would recreate `path`: the path itself (a directory only when
+    it holds something the plan does not delete), or a file (not one the plan deletes) where one of its
+    directories must go."""
+    parent, _, name = path.rpartition("/")
+    dirfd = tree.dir(parent)
+    if dirfd is not None:
+        below = tree.dir(path)
+        if below is not None:
+            return not _only(below, path, deleted)
+        return _exists(dirfd, name)
+    while parent:  # up to the nearest that exists: a directory is no obstacle, anything else is
+        above, _, name = parent.rpartition("/")
+        dirfd = tree.dir(above)
+        if dirfd is not None:
+            return _exists(dirfd, name) and parent not in deleted
+        parent = above
+    return False  # pragma: no cover (the root always opens)
+
+
+def _only(dirfd: int, path: str, deleted: set[str]) -> bool:
+    """Whether everything below the directory `path` (open as `dirfd`) is a path in `deleted`, or a directory."""
+    for top, _dirs, files, _fd in os.fwalk(".", dir_fd=dirfd):
+        prefix = path if top == "." else f"{path}/{top[2:]}"
+        if any(f"{prefix}/{name}" not in deleted for name in files):
+            return False
+    return True
+
+
+def _exists(dirfd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _size(n: int) -> str:
+    return f"{n / 1024**3:.1f} GiB" if n >= 1024**3 else f"{n / 1024**2:.0f} MiB"
 
 
 def _last(meta: dict[str, Any]) -> int:
@@ -479,7 +665,26 @@ def _escaped(path: str) -> str:
 
 
 def _ref(session_id: str) -> str:
+    if not _SESSION_ID.fullmatch(session_id):  # a name git would take as a ref, and a file name of ours
+        raise CheckpointError(f"a session id such as {session_id!r} cannot name a checkpoint chain: use letters, "
+                              "digits, '.', '_' and '-' only, not first.")
     return f"refs/abhed/{session_id}"
+
+
+def _read_ref(git_dir: Path, ref: str) -> str:
+    """The commit a ref names ("" none): its own file, else its line in packed-refs."""
+    try:
+        return (git_dir / ref).read_text().strip()
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    try:
+        packed = (git_dir / "packed-refs").read_text()
+    except FileNotFoundError:
+        return ""
+    for line in packed.splitlines():
+        if line.endswith(f" {ref}"):
+            return line.split(" ", 1)[0]
+    return ""
 
 
 def _meta(body: bytes) -> dict[str, Any]:
@@ -516,13 +721,14 @@ class Checkpoints:
         self.shadow = shadow
 
     @classmethod
-    def create(cls, home: Path, workspace: Path, enabled: bool, exclude: list[str],
-               max_file_bytes: int) -> Checkpoints | None:
-        """None when checkpoints are off (by the operator, or because there is no git binary)."""
+    def create(cls, home: Path, workspace: Path, enabled: bool, exclude: list[str], max_file_bytes: int,
+               **caps: Any) -> Checkpoints | None:
+        """None when checkpoints are off (by the operator, or because there is no git binary).
+        `caps`: Shadow's timeout_s, max_store_bytes, max_count, disk_reserve_bytes."""
         git = available() if enabled else None
         if git is None:
             return None
-        return cls(Shadow(home, workspace, git=git, exclude=tuple(exclude), max_file_bytes=max_file_bytes))
+        return cls(Shadow(home, workspace, git=git, exclude=tuple(exclude), max_file_bytes=max_file_bytes, **caps))
 
     def before(self, session_id: str, call: str | None, tool: str, agent_id: str) -> tuple[Snapshot, Capture]:
         """Snapshot the workspace before the call `call` (an ActionEvent id) of `tool` runs."""
@@ -552,7 +758,9 @@ class Checkpoints:
 def from_settings(settings: Any, workspace: Path) -> Checkpoints | None:
     """The checkpoints of `workspace` under the operator's settings (config.Settings)."""
     c = settings.checkpoints
-    return Checkpoints.create(settings.home, workspace, c.enabled, c.exclude, c.max_file_bytes)
+    return Checkpoints.create(settings.home, workspace, c.enabled, c.exclude, c.max_file_bytes, timeout_s=c.timeout_s,
+                              max_store_bytes=c.max_store_bytes, max_count=c.max_count,
+                              disk_reserve_bytes=settings.sandbox.disk_reserve_bytes)
 
 
 @dataclass

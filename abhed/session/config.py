@@ -62,6 +62,10 @@ class CheckpointsConfig(_Section):
     # Regenerable trees not worth a copy, besides the project's own ignore rules (gitignore syntax).
     exclude: list[str] = ["node_modules", "target", "dist", "__pycache__", ".abhed"]
     max_file_bytes: int = Field(50 * 1024 * 1024, ge=0)  # larger files are not covered, and each checkpoint says so
+    # The store of one workspace (all its sessions): past either cap the oldest checkpoints are collected, and told.
+    max_store_bytes: int = Field(4 * 1024**3, ge=16 * 1024**2)
+    max_count: int = Field(2000, ge=10)
+    timeout_s: float = Field(120.0, gt=0, le=3600)  # each git run of a snapshot or an undo; past it, stopped and told
 
 
 class MicrovmSettings(_Section):

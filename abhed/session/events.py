@@ -174,6 +174,7 @@ class CheckpointEvent(_Event):
     tool: str
     not_covered: list[str] = []
     not_covered_count: int = 0
+    collected: str = ""  # what the store's collection took to stay within its caps (abhed/session/collect.py)
     undo_to: int | None = None  # for an undo: the checkpoint whose state it restored
 
 

@@ -11,7 +11,8 @@ checkpoint and a note for the model, which must not believe files are as it left
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,12 +108,27 @@ def undo(checkpoints: Checkpoints, session: Session, number: int | None, *, forc
             "overwrite them.", plan.outside)
     if not confirm(describe(plan, str(shadow.workspace))):
         return "Undo cancelled; nothing was changed."
-    with shadow.locked():
+    # The lock keeps new commands of this store's sessions from starting (each takes a checkpoint first);
+    # the freeze stops those already running in the workspace, whichever session or process started them.
+    with shadow.locked(), _frozen(shadow.workspace):
         now = shadow.capture()
         if now.tree != plan.now.tree:
             raise CheckpointError("The workspace changed while the undo waited for your answer; nothing was changed. "
                                   "Run the undo again to see the new plan.")
         return _apply(shadow, session, plan, now, tell)
+
+
+@contextmanager
+def _frozen(workspace: Path) -> Iterator[None]:
+    from sandbox import freeze
+    try:
+        held = freeze.freeze(workspace)
+    except freeze.FreezeError as exc:
+        raise CheckpointError(f"Undo stopped before changing anything: {exc}") from None
+    try:
+        yield
+    finally:
+        held.thaw()
 
 
 def _last(shadow: Shadow, session_id: str) -> int:

@@ -1,0 +1,112 @@
+"""Programs Abhed runs on the host on the model's behalf: git for checkpoints and undo, rg, git status.
+
+They act on a workspace a sandboxed process can change at the same moment, so none may outlive its
+purpose: a file swapped for a FIFO must not leave git blocked in open() for ever, holding the
+checkpoint lock, and a kill -9 of Abhed must not leave git running under PID 1, still writing.
+Each child therefore
+
+- has a deadline: past it the child and everything it started are killed (SIGKILL to its process
+  group) and `Timeout` says what was stopped and after how long;
+- runs in a process group of its own, so that kill reaches its children too, and a Ctrl-C typed
+  at Abhed's terminal reaches Abhed alone, which then kills the group (every exit path does);
+- dies with Abhed (PR_SET_PDEATHSIG = SIGKILL, checked against a parent that died first).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class Timeout(Exception):
+    """A host child ran past its deadline and was killed with everything it started."""
+
+    def __init__(self, argv: Sequence[str], seconds: float) -> None:
+        self.argv = list(argv)
+        self.seconds = seconds
+        super().__init__(f"`{' '.join(self.argv[:3])}` was still running after {seconds:g} s and was stopped")
+
+
+def _dies_with(parent: int):  # type: ignore[no-untyped-def]
+    """The child's first act: die when Abhed dies (or already has, before the prctl took effect).
+
+    PR_SET_PDEATHSIG follows the *thread* that forked; every caller here waits for its child in
+    that thread, so the thread outlives the child."""
+    prctl = _libc.prctl
+
+    def first() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(127)
+    return first
+
+
+def popen(argv: Sequence[str], **kwargs) -> subprocess.Popen:  # type: ignore[no-untyped-def]
+    """subprocess.Popen in a process group of its own, dying with Abhed."""
+    return subprocess.Popen(list(argv), process_group=0, preexec_fn=_dies_with(os.getpid()), **kwargs)
+
+
+def kill(proc: subprocess.Popen) -> None:
+    """Kill the child's whole process group and reap the child."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.kill()  # the group is gone only once its members are: the leader surely
+    proc.wait()
+
+
+def run(argv: Sequence[str], *, timeout: float, input: bytes | None = None, env: dict[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None, pass_fds: Sequence[int] = ()) -> subprocess.CompletedProcess:
+    """Run to completion with stdout and stderr captured; `Timeout` past `timeout` seconds."""
+    proc = popen(argv, stdin=subprocess.DEVNULL if input is None else subprocess.PIPE, stdout=subprocess.PIPE,
+                 stderr=subprocess.PIPE, env=env, cwd=cwd, pass_fds=tuple(pass_fds))
+    try:
+        out, err = proc.communicate(input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill(proc)
+        raise Timeout(argv, timeout) from None
+    except BaseException:
+        kill(proc)
+        raise
+    return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
+
+
+@contextmanager
+def streaming(argv: Sequence[str], *, timeout: float, env: dict[str, str] | None = None,
+              cwd: str | os.PathLike[str] | None = None) -> Iterator[subprocess.Popen]:
+    """A child to talk to over its stdin and stdout (git cat-file --batch), killed with its group
+    when the block ends, or at the deadline: then reads see end of file, and `Timeout` is raised
+    when the block ends."""
+    proc = popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    timer = threading.Timer(timeout, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield proc
+    finally:
+        timer.cancel()
+        for pipe in (proc.stdin, proc.stdout):
+            try:
+                pipe.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
+        kill(proc)
+    if expired.is_set():
+        raise Timeout(argv, timeout)

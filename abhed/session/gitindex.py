@@ -1,0 +1,264 @@
+"""git's index file (version 2), read and written by Abhed for the shadow repository (checkpoints).
+
+Why not `git update-index`: it reads each file by its path, and a path in the workspace can be
+swapped for a symlink to a file outside, or for a FIFO, between git's lstat and its open. The
+checkpoint reads each file itself, through the beneath-root descriptors, writes the blob, and
+puts the entry here with the stat data of the descriptor it read (so git's `diff-files` can
+tell an unchanged file from a changed one without reading either).
+
+git compares an entry with what lstat says of its path; when the two agree but the file was
+changed within the same second as the index was written ("racily clean"), git would re-read
+the file by path to be sure. An entry whose file changed too recently is therefore written with
+mtime 0: git reports it as changed, and the next snapshot reads it again through a descriptor.
+
+The format (Documentation/gitformat-index.txt): "DIRC", version, entry count; the entries sorted
+by name, each 62 bytes of stat data, object id and flags, then the name and 1-8 NUL bytes up to a
+multiple of 8; extensions; a SHA-1 of everything before it. Only version 2 without required
+extensions is read here (the shadow repository is written by this module and by git under
+`index.version=2`); anything else is reported as unreadable, and the caller starts afresh.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import struct
+from bisect import bisect_left
+from dataclasses import dataclass
+from hashlib import sha1
+from pathlib import Path
+
+from abhed.files.atomic import replace_file
+
+HEADER = struct.Struct(">4sLL")
+STAT = struct.Struct(">10L20sH")  # ctime s, ns, mtime s, ns, dev, ino, mode, uid, gid, size; oid; flags
+NAME_MASK = 0xFFF
+RACY_S = 2  # an entry whose mtime is this close to now is written with mtime 0 (see the module docstring)
+
+
+class Unreadable(Exception):
+    """The index is not one this module writes (damaged, another version, a required extension)."""
+
+
+@dataclass(frozen=True)  # pragma: no mutate (equivalent: nothing assigns to an entry)
+class Entry:
+    name: bytes
+    mode: int  # 0o100644, 0o100755 or 0o120000
+    oid: bytes  # 20 bytes
+    raw: bytes  # the entry as stored (stat data, oid, flags, name, padding)
+
+
+def mode_of(st: os.stat_result) -> int:
+    """The index mode git gives a file with this stat: a symlink, or a file executable by its owner or not."""
+    if stat.S_ISLNK(st.st_mode):
+        return 0o120000
+    return 0o100755 if st.st_mode & 0o100 else 0o100644
+
+
+def entry(name: bytes, st: os.stat_result, oid: bytes, now: float, settled: bool = True) -> Entry:
+    """The entry of `name` as read through a descriptor whose fstat was `st`; `settled` False when it
+    changed while it was read (then, as when racily clean, git is made to report it next time)."""
+    mode = mode_of(st)
+    mtime_s, mtime_ns = divmod(st.st_mtime_ns, 1_000_000_000)
+    if not settled or st.st_mtime >= now - RACY_S:  # make git report it, so that it is read again
+        mtime_s = mtime_ns = 0
+    ctime_s, ctime_ns = divmod(st.st_ctime_ns, 1_000_000_000)
+    fields = (ctime_s, ctime_ns, mtime_s, mtime_ns, st.st_dev, st.st_ino, mode, st.st_uid, st.st_gid, st.st_size)
+    head = STAT.pack(*(f & 0xFFFFFFFF for f in fields), oid, min(len(name), NAME_MASK))
+    return Entry(name, mode, oid, head + name + b"\0" * (8 - (len(head) + len(name)) % 8))
+
+
+def checksum(path: str | os.PathLike[str]) -> str | None:
+    """The index's trailing SHA-1 (what names its content), or None when there is none."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(-20, os.SEEK_END)
+            return f.read(20).hex()
+    except OSError:
+        return None
+
+
+@dataclass
+class Index:
+    """An index: its entries, and git's cache of the trees they make (the TREE extension, raw), if any."""
+
+    entries: list[Entry]
+    trees: bytes | None = None
+    body: bytes = b""  # the header and entries as last read or written (what git's rewrite must keep)
+
+
+def read(path: str | os.PathLike[str]) -> Index:
+    """The index at `path` (empty when it does not exist)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return Index([])
+    except OSError as exc:
+        raise Unreadable(f"cannot read {path}: {exc.strerror}") from None
+    return parse(data)
+
+
+def parse(data: bytes) -> Index:
+    if len(data) < HEADER.size + 20 or sha1(data[:-20]).digest() != data[-20:]:
+        raise Unreadable("its checksum does not match")
+    signature, version, count = HEADER.unpack_from(data)
+    if signature != b"DIRC" or version != 2:
+        raise Unreadable(f"it is not a version 2 index ({signature!r}, version {version})")
+    entries, offset, end = [], HEADER.size, len(data) - 20
+    for _ in range(count):
+        if offset + STAT.size > end:
+            raise Unreadable("it ends inside an entry")
+        fields = STAT.unpack_from(data, offset)
+        flags = fields[11]
+        if flags & 0x7000:  # an extended entry (not in version 2) or a merge stage
+            raise Unreadable("it holds an entry with a merge stage or extended flags")
+        start = offset + STAT.size
+        stop = data.index(b"\0", start) if flags & NAME_MASK == NAME_MASK else start + (flags & NAME_MASK)
+        size = (STAT.size + stop - start + 8) & ~7
+        entries.append(Entry(data[start:stop], fields[6], fields[10], data[offset:offset + size]))
+        offset += size
+    return Index(entries, _extensions(data, offset), data[:offset])
+
+
+def _extensions(data: bytes, offset: int) -> bytes | None:
+    """The TREE extension's data among the extensions from `offset`; optional others (A-Z) are dropped,
+    a required one (a lower-case name: split index, sparse...) makes the index unreadable here."""
+    trees, end = None, len(data) - 20
+    while offset + 8 <= end:
+        signature, size = struct.unpack_from(">4sL", data, offset)
+        if not signature[:1].isupper():
+            raise Unreadable(f"it needs the extension {signature!r}")
+        if signature == b"TREE":
+            trees = data[offset + 8:offset + 8 + size]
+        offset += 8 + size
+    return trees
+
+
+def after_git(path: str | os.PathLike[str], index: Index) -> Index:
+    """`index` as git wrote it back (write-tree adds its cache of trees): only the extension is read
+    again, when the entries are still the ones written; else the whole file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if index.body and data.startswith(index.body) and sha1(data[:-20]).digest() == data[-20:]:
+        return Index(index.entries, _extensions(data, len(index.body)), index.body)
+    return parse(data)
+
+
+def write(path: str | os.PathLike[str], index: Index) -> Index:
+    """Write `index` (entries sorted by name, no duplicates) at `path`, atomically; what was written."""
+    body = b"".join([HEADER.pack(b"DIRC", 2, len(index.entries)), *(e.raw for e in index.entries)])
+    tail = b"" if index.trees is None else b"TREE" + struct.pack(">L", len(index.trees)) + index.trees
+    replace_file(Path(path), body + tail + sha1(body + tail).digest(), mode=0o600)
+    return Index(index.entries, index.trees, body)
+
+
+def updated(index: Index, changes: dict[bytes, Entry | None]) -> Index:
+    """`index` with `changes` (merged) and the cached trees of every changed path invalidated, as git's
+    own cache_tree_invalidate_path does: git's write-tree then hashes only those trees again."""
+    trees = index.trees
+    if trees is not None:
+        try:
+            root = _parse_trees(trees)
+        except (ValueError, IndexError):
+            root = None  # damaged: git computes every tree again
+        if root is not None:
+            for name in changes:
+                _invalidate(root, name)
+        trees = None if root is None else _serialise(root)
+    return Index(merged(index.entries, changes), trees)
+
+
+class _Tree:
+    """One node of git's cache of trees: a directory, how many entries it spans (-1: invalid), its id."""
+
+    __slots__ = ("name", "count", "oid", "down")
+
+    def __init__(self, name: bytes, count: int, oid: bytes | None) -> None:
+        self.name, self.count, self.oid = name, count, oid
+        self.down: list[_Tree] = []
+
+
+def _parse_trees(data: bytes) -> _Tree:
+    """The TREE extension, depth first (without recursion: a directory may be nested thousands deep)."""
+    pos = 0
+    root: _Tree | None = None
+    stack: list[list] = []  # [a node, how many of its subtrees are still to come]
+    while root is None or stack:
+        nul = data.index(b"\0", pos)
+        newline = data.index(b"\n", nul)
+        count, subtrees = (int(n) for n in data[nul + 1:newline].split(b" "))
+        oid = data[newline + 1:newline + 21] if count >= 0 else None
+        node = _Tree(data[pos:nul], count, oid)
+        pos = newline + 1 + (20 if count >= 0 else 0)
+        if stack:
+            stack[-1][0].down.append(node)
+            stack[-1][1] -= 1
+            if not stack[-1][1]:
+                stack.pop()
+        else:
+            root = node
+        if subtrees:
+            stack.append([node, subtrees])
+    if pos != len(data):
+        raise ValueError("bytes after the last tree")
+    return root
+
+
+def _invalidate(root: _Tree, name: bytes) -> None:
+    """Every tree on the way to `name` must be computed again; a subtree of that name is gone."""
+    node, parts = root, name.split(b"/")
+    node.count, node.oid = -1, None
+    for part in parts[:-1]:
+        node = next((d for d in node.down if d.name == part), None)  # type: ignore[assignment]
+        if node is None:
+            return
+        node.count, node.oid = -1, None
+    node.down = [d for d in node.down if d.name != parts[-1]]
+
+
+def _serialise(root: _Tree) -> bytes:
+    out: list[bytes] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        out.append(b"%s\0%d %d\n" % (node.name, node.count, len(node.down)))
+        if node.count >= 0 and node.oid is not None:
+            out.append(node.oid)
+        stack.extend(reversed(node.down))
+    return b"".join(out)
+
+
+def merged(old: list[Entry], changes: dict[bytes, Entry | None]) -> list[Entry]:
+    """`old` (sorted) with each name in `changes` replaced, added (an Entry) or removed (None).
+
+    A file and a directory cannot share a name: adding `d` removes `d/...`, adding `d/f` removes
+    `d` (git's own rule, as update-index --replace applies it)."""
+    names = [e.name for e in old]
+    drop: set[int] = set()
+
+    def drop_name(name: bytes) -> None:
+        at = bisect_left(names, name)
+        if at < len(names) and names[at] == name:
+            drop.add(at)
+    for name, new in changes.items():
+        drop_name(name)
+        if new is None:
+            continue
+        for i in range(1, len(name)):
+            if name[i:i + 1] == b"/":
+                drop_name(name[:i])  # a file where a directory of `name` must be
+        # every entry below `name/` ("0" is the byte after "/": the range is contiguous in this order)
+        drop.update(range(bisect_left(names, name + b"/"), bisect_left(names, name + b"0")))
+    kept = [e for i, e in enumerate(old) if i not in drop] if drop else list(old)
+    # A workspace changing while it was read can give both `d` (a symlink now) and `d/f` (read while `d`
+    # was a directory): the file wins, as git's own --replace would have it.
+    files = {name for name, new in changes.items() if new is not None}
+    kept += [e for e in changes.values() if e is not None and not _below(e.name, files)]
+    kept.sort(key=lambda e: e.name)
+    return kept
+
+
+def _below(name: bytes, files: set[bytes]) -> bool:
+    """Whether one of the directories on the way to `name` is one of `files`."""
+    return any(name[:i] in files for i in range(1, len(name)) if name[i:i + 1] == b"/")

@@ -1,0 +1,112 @@
+"""Objects of the shadow repository, written from bytes Abhed read itself and read back for undo.
+
+Writing: a blob is what `git hash-object -w --stdin` would store (a loose object: zlib at git's
+loose-object level 1 of "blob <size>\\0" + the bytes, named by the SHA-1 of that), written under a
+temporary name in the object's directory and renamed into place, so a kill leaves either nothing or
+the whole object. git is never handed a workspace path to read.
+
+Reading: one `git cat-file --batch` for a whole undo, with a deadline (abhed.common.hostproc).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from hashlib import sha1
+from pathlib import Path
+
+from abhed.common import hostproc
+
+
+class Missing(Exception):
+    """An object the store should hold is not there (a damaged store)."""
+
+
+def blob_id(data: bytes) -> bytes:
+    return sha1(b"blob %d\0" % len(data) + data).digest()
+
+
+def write_blob(objects: Path, data: bytes) -> bytes:
+    """Store `data` as a blob in the object directory `objects`; its 20-byte id."""
+    return write_object(objects, b"blob", data)
+
+
+def write_object(objects: Path, kind: bytes, body: bytes) -> bytes:
+    """Store an object of `kind` (blob, tree, commit) in the object directory `objects`; its 20-byte id."""
+    header = b"%s %d\0" % (kind, len(body))
+    oid = sha1(header + body).digest()
+    name = oid.hex()
+    directory = objects / name[:2]
+    final = directory / name[2:]
+    if final.exists():
+        return oid
+    directory.mkdir(mode=0o700, exist_ok=True)
+    temp = directory / f"tmp_obj_{secrets.token_hex(6)}"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o444)
+    try:
+        compressor = zlib.compressobj(1)
+        with os.fdopen(fd, "wb", closefd=False) as out:
+            out.write(compressor.compress(header))
+            out.write(compressor.compress(body))
+            out.write(compressor.flush())
+    finally:
+        os.close(fd)
+    os.rename(temp, final)
+    return oid
+
+
+def read_loose(objects: Path, oid: str) -> tuple[bytes, bytes] | None:
+    """(kind, body) of a loose object of the store; None when it is not stored loose (packed, or missing)."""
+    try:
+        data = zlib.decompress((objects / oid[:2] / oid[2:]).read_bytes())
+    except (OSError, zlib.error):
+        return None
+    header, _, body = data.partition(b"\0")
+    kind, _, size = header.partition(b" ")
+    return (kind, body) if size.isdigit() and int(size) == len(body) else None
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """Replace a small file of the store (a ref, a cache) atomically: a temporary name, then a rename.
+    Not fsync'd, as git does not sync the loose objects a ref names: a power cut may lose the newest
+    snapshots, and the next one starts from what is there."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(6)}")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.rename(temp, path)
+
+
+class Reader:
+    """Objects read from a running `git cat-file --batch`."""
+
+    def __init__(self, proc) -> None:  # type: ignore[no-untyped-def]
+        self._in = proc.stdin
+        self._out = proc.stdout
+
+    def blob(self, oid: str) -> bytes:
+        self._in.write(oid.encode() + b"\n")
+        self._in.flush()
+        header = self._out.readline()
+        parts = header.split()
+        if len(parts) != 3 or parts[1] != b"blob":
+            said = header.decode("ascii", "replace").strip().removeprefix(oid).strip()
+            raise Missing(f"{oid} (git cat-file says: {said or 'nothing'})")
+        size = int(parts[2])
+        data = self._out.read(size + 1)
+        if len(data) != size + 1:
+            raise Missing(f"{oid} (git cat-file stopped after {len(data)} of {size} bytes)")
+        return data[:-1]
+
+
+@contextmanager
+def reader(git: Sequence[str], env: dict[str, str], timeout: float) -> Iterator[Reader]:
+    """A Reader over `git cat-file --batch` (`git`: the command up to the subcommand)."""
+    with hostproc.streaming([*git, "cat-file", "--batch"], timeout=timeout, env=env) as proc:
+        yield Reader(proc)

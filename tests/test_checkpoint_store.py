@@ -1,0 +1,161 @@
+"""Issue 30, finding 7: the checkpoint store is capped per workspace, oldest collected first and told;
+a snapshot is not written into the disk reserve of the store's filesystem.
+
+Judged by what is in the store afterwards (its refs, the objects git can still find, its size on disk)
+and by what undo can still do, never by the message alone.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from abhed.agent import dispatch
+from abhed.gate.approval import Gate, Policy
+from abhed.session import collect
+from abhed.session.checkpoint import Checkpoints, CheckpointError, Shadow
+from abhed.session.events import CheckpointEvent, new_id
+from abhed.session.store import SessionStore
+from abhed.session.undo import undo
+from abhed_testing import Tools
+
+
+def calls(cp: Checkpoints, session_id: str, ws: Path, count: int, size: int = 8, start: int = 0) -> list[int]:
+    """`count` checkpointed calls, each writing a file of `size` fresh random bytes; their numbers."""
+    numbers = []
+    for i in range(start, start + count):
+        before, capture = cp.before(session_id, new_id(), "bash", "main")
+        (ws / f"f{i}.bin").write_bytes(os.urandom(size))
+        cp.after(session_id, before)
+        numbers.append(before.number)
+        calls.told.append(capture.collected)  # type: ignore[attr-defined]
+    return numbers
+
+
+calls.told = []  # type: ignore[attr-defined]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_told():
+    calls.told.clear()  # type: ignore[attr-defined]
+
+
+def has_object(shadow: Shadow, oid: str) -> bool:
+    return subprocess.run(["git", "--git-dir", str(shadow.git_dir), "cat-file", "-e", oid]).returncode == 0
+
+
+def test_past_the_count_cap_the_oldest_checkpoints_are_collected_and_told(ws: Path, home: Path) -> None:
+    shadow = Shadow(home, ws, max_count=10)
+    cp = Checkpoints(shadow)
+    session = SessionStore(home).create(ws)
+    (ws / "gone.bin").write_bytes(os.urandom(64))  # in checkpoint 1 only: its second call deletes it
+    calls(cp, session.id, ws, 1)
+    (ws / "gone.bin").unlink()
+    calls(cp, session.id, ws, 9, start=1)
+    assert [t for t in calls.told if t] == []  # type: ignore[attr-defined]
+    first = cp.listing(session.id)[0].snapshot
+    blob = shadow.git("rev-parse", f"{first.commit}:files/gone.bin").decode().strip()
+    calls(cp, session.id, ws, 1, start=10)  # the 11th: over the cap
+    told = calls.told[-1]  # type: ignore[attr-defined]
+    assert told == ("the checkpoint store of this workspace was over checkpoints.max_count (10): its 2 oldest "
+                    f"checkpoints were collected (session {session.id}: 1-2) and can no longer be undone")
+    kept = [e.snapshot.number for e in cp.listing(session.id)]
+    assert kept == list(range(3, 12))  # back to 90% of the cap, the newest kept
+    assert not has_object(shadow, first.commit) and not has_object(shadow, blob)  # pruned, not only hidden
+    with pytest.raises(CheckpointError) as gone:
+        undo(cp, session, 1, force=True, confirm=lambda plan: True)
+    assert str(gone.value) == (f"There is no checkpoint 1 in session {session.id} (it has 3 to 11; checkpoints before 3 "
+                               "were collected to keep the store within its caps (checkpoints.max_store_bytes, "
+                               f"checkpoints.max_count)). List them with `abhed checkpoints {session.id}`.")
+    assert undo(cp, session, 3, force=False, confirm=lambda plan: True).startswith("Undone")  # the rest still undo
+    assert sorted(p.name for p in ws.iterdir()) == ["f0.bin", "f1.bin"]  # as before checkpoint 3's call
+
+
+def test_the_oldest_of_every_session_go_first_and_a_session_with_none_left_loses_its_chain(ws: Path,
+                                                                                          home: Path) -> None:
+    shadow = Shadow(home, ws, max_count=10)
+    cp = Checkpoints(shadow)
+    store = SessionStore(home)
+    old, new = store.create(ws), store.create(ws)
+    calls(cp, old.id, ws, 3)
+    calls(cp, new.id, ws, 8, start=3)  # 11 in all: the three of the older session are the oldest
+    assert f"session {old.id}: 1-2" in calls.told[-1]  # type: ignore[attr-defined]
+    calls(cp, new.id, ws, 2, start=11)
+    assert cp.listing(old.id) == []
+    assert shadow.git("for-each-ref", "--format=%(refname)", "refs/abhed/").decode().split() == [f"refs/abhed/{new.id}"]
+    assert [e.snapshot.number for e in cp.listing(new.id)][-1] == 10
+
+
+def test_the_newest_checkpoint_of_the_call_about_to_run_is_never_collected(ws: Path, home: Path) -> None:
+    shadow = Shadow(home, ws, max_store_bytes=1, max_count=10)  # every store is over a one-byte cap
+    cp = Checkpoints(shadow)
+    session = SessionStore(home).create(ws)
+    calls(cp, session.id, ws, 3)
+    assert [e.snapshot.number for e in cp.listing(session.id)] == [3]
+    assert "over checkpoints.max_store_bytes" in calls.told[-1]  # type: ignore[attr-defined]
+
+
+def test_past_the_size_cap_the_store_shrinks_below_it(ws: Path, home: Path, monkeypatch) -> None:
+    monkeypatch.setattr(collect, "MEASURE_EVERY", 1)
+    cap = 600_000
+    shadow = Shadow(home, ws, max_store_bytes=cap, max_count=1000)
+    cp = Checkpoints(shadow)
+    session = SessionStore(home).create(ws)
+    for i in range(12):  # 100 KB of incompressible bytes a call: past 600 KB after six
+        calls(cp, session.id, ws, 1, size=100_000, start=i)
+        (ws / f"f{i}.bin").unlink()  # each version lives only in its checkpoints
+        assert collect.measure(shadow) <= cap + 250_000  # measured every call here: never far over
+    told = [t for t in calls.told if t]  # type: ignore[attr-defined]
+    assert told and all("over checkpoints.max_store_bytes (600,000 bytes): its " in t for t in told)
+
+
+def test_a_lost_store_record_is_counted_again_from_the_chains(ws: Path, home: Path) -> None:
+    shadow = Shadow(home, ws, max_count=10)
+    cp = Checkpoints(shadow)
+    session = SessionStore(home).create(ws)
+    calls(cp, session.id, ws, 10)
+    (shadow.dir / "store.json").write_text("damaged")
+    calls(cp, session.id, ws, 1, start=10)
+    assert "its 2 oldest checkpoints were collected" in calls.told[-1]  # type: ignore[attr-defined]
+
+
+def test_the_call_s_observation_and_event_say_what_was_collected(ws: Path, home: Path) -> None:
+    t = Tools(ws, home, gate=Gate(Policy.create("auto", [], [], ws)))
+    t.ctx.checkpoints = Checkpoints(Shadow(home, ws, max_count=10))
+    for i in range(11):
+        result = t("write", path=str(ws / f"w{i}.txt"), content=f"{i}\n")
+        assert not result.is_error, result.content
+    assert result.content.endswith("[Abhed: the checkpoint store of this workspace was over checkpoints.max_count "
+                                   f"(10): its 2 oldest checkpoints were collected (session {t.session.id}: 1-2) and "
+                                   "can no longer be undone.]")
+    events = [e for e in t.session.log.load().events if isinstance(e, CheckpointEvent)]
+    assert events[-1].collected.startswith("the checkpoint store of this workspace was over")
+    assert all(not e.collected for e in events[:-1])
+
+
+def test_a_snapshot_is_not_written_into_the_store_s_disk_reserve(ws: Path, home: Path) -> None:
+    (ws / "a.txt").write_text("a\n")
+    home.mkdir(parents=True)
+    st = os.statvfs(home)
+    free = st.f_bavail * st.f_frsize
+    shadow = Shadow(home, ws, disk_reserve_bytes=free + 1024**3)  # the real filesystem, below this reserve
+    with pytest.raises(CheckpointError) as refused:
+        shadow.snapshot("s", "before", {"call": "1", "tool": "bash"})
+    message = str(refused.value)
+    assert message.startswith(f"the checkpoint store {shadow.dir} is on a filesystem with ")
+    assert "under the disk reserve of " in message and "(sandbox.disk_reserve_bytes)" in message
+    assert "Free space there, or move ABHED_HOME to a larger disk." in message
+    assert not any((shadow.git_dir / "objects").glob("??/*"))  # nothing was written
+
+
+def test_a_call_whose_checkpoint_meets_the_reserve_needs_a_human(ws: Path, home: Path) -> None:
+    home.mkdir(parents=True)
+    st = os.statvfs(home)
+    t = Tools(ws, home, gate=Gate(Policy.create("auto", [], [], ws)))
+    t.ctx.checkpoints = Checkpoints(Shadow(home, ws, disk_reserve_bytes=st.f_bavail * st.f_frsize + 1024**3))
+    result = t("write", path=str(ws / "a.txt"), content="a\n")
+    assert result.is_error and result.metadata["error_kind"] == dispatch.CHECKPOINT_FAILED
+    assert "under the disk reserve" in result.content and not (ws / "a.txt").exists()

@@ -1,0 +1,191 @@
+"""abhed.session.gitindex against real git: the entries it writes are the ones git writes, and git reads
+what it writes (diff-files sees an unchanged file as unchanged, write-tree gives git's tree)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from hashlib import sha1
+from pathlib import Path
+
+import pytest
+
+from abhed.session import gitindex
+
+
+def git(repo: Path, *args: str, data: bytes | None = None) -> bytes:
+    env = {"PATH": os.environ["PATH"], "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "HOME": str(repo)}
+    return subprocess.run(["git", "-C", str(repo), *args], input=data, capture_output=True, check=True, env=env).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "c.txt").write_text("c\n")
+    (root / "top.txt").write_text("top\n")
+    (root / "run.sh").write_text("#!/bin/sh\n")
+    (root / "run.sh").chmod(0o755)
+    (root / "link").symlink_to("top.txt")
+    git(root, "init", "-q")
+    old = time.time() - 10  # not racily clean: git keeps the real mtime
+    for path in root.rglob("*"):
+        if ".git" not in path.parts:
+            os.utime(path, (old, old), follow_symlinks=False)
+    git(root, "add", "-A")
+    return root
+
+
+def entries_of(repo: Path) -> list[gitindex.Entry]:
+    return gitindex.read(repo / ".git" / "index").entries
+
+
+def test_the_entries_written_are_byte_for_byte_git_s_own(repo: Path) -> None:
+    ours = []
+    for entry in entries_of(repo):
+        st = os.lstat(repo / os.fsdecode(entry.name))
+        ours.append(gitindex.entry(entry.name, st, entry.oid, time.time()))
+    assert [e.raw for e in ours] == [e.raw for e in entries_of(repo)]
+    assert [oct(e.mode) for e in ours] == ["0o100644", "0o120000", "0o100755", "0o100644"]
+
+
+def test_git_reads_what_is_written_and_sees_nothing_changed(repo: Path) -> None:
+    tree = git(repo, "write-tree")
+    gitindex.write(repo / ".git" / "index", gitindex.Index([gitindex.entry(e.name, os.lstat(repo / os.fsdecode(e.name)),
+                                                                           e.oid, time.time()) for e in entries_of(repo)]))
+    assert git(repo, "diff-files", "--name-only") == b""
+    assert git(repo, "write-tree") == tree
+    (repo / "top.txt").write_text("changed\n")
+    assert git(repo, "diff-files", "--name-only") == b"top.txt\n"
+
+
+def test_a_racily_clean_or_unsettled_entry_is_made_to_look_changed(repo: Path) -> None:
+    (repo / "fresh.txt").write_text("fresh\n")
+    oid = sha1(b"blob 6\0fresh\n").digest()
+    git(repo, "hash-object", "-w", "fresh.txt")
+    fresh = gitindex.entry(b"fresh.txt", os.lstat(repo / "fresh.txt"), oid, time.time())
+    settled = gitindex.entry(b"top.txt", os.lstat(repo / "top.txt"), entries_of(repo)[-1].oid, time.time())
+    torn = gitindex.entry(b"top.txt", os.lstat(repo / "top.txt"), entries_of(repo)[-1].oid, time.time(), settled=False)
+    assert fresh.raw[8:16] == bytes(8) and torn.raw[8:16] == bytes(8)  # mtime 0: git re-lists them
+    assert settled.raw[8:16] != bytes(8)
+    gitindex.write(repo / ".git" / "index", gitindex.Index(gitindex.merged(entries_of(repo), {b"fresh.txt": fresh})))
+    assert git(repo, "diff-files", "--name-only") == b"fresh.txt\n"  # reported, never re-read by path
+
+
+def test_merged_replaces_adds_removes_and_keeps_files_and_directories_apart(repo: Path) -> None:
+    old = entries_of(repo)
+    st = os.lstat(repo / "top.txt")
+    new = {name: gitindex.entry(name, st, b"\1" * 20, 0) for name in (b"a", b"top.txt/x", b"z")}
+    names = [e.name for e in gitindex.merged(old, {**new, b"run.sh": None})]
+    # `a` a file now: a/b/c.txt goes; `top.txt/x`: the file top.txt goes; run.sh removed; sorted as git sorts
+    assert names == [b"a", b"link", b"top.txt/x", b"z"]
+
+
+def test_a_file_and_a_path_below_it_read_in_one_capture_keep_the_file(repo: Path) -> None:
+    st = os.lstat(repo / "top.txt")
+    both = {b"d": gitindex.entry(b"d", st, b"\1" * 20, 0), b"d/p1": gitindex.entry(b"d/p1", st, b"\2" * 20, 0)}
+    names = [e.name for e in gitindex.merged([], both)]
+    assert names == [b"d"]
+
+
+def test_a_name_longer_than_its_length_field_round_trips(repo: Path) -> None:
+    name = b"x/" + b"n" * 5000
+    st = os.lstat(repo / "top.txt")
+    e = gitindex.entry(name, st, b"\3" * 20, 0)
+    gitindex.write(repo / "idx", gitindex.Index([e]))
+    assert gitindex.read(repo / "idx").entries == [e]
+
+
+@pytest.mark.parametrize("damage, why", [
+    (lambda d: d[:-1] + bytes([d[-1] ^ 1]), "its checksum does not match"),
+    (lambda d: _resum(d[:4] + (3).to_bytes(4, "big") + d[8:-20]), "it is not a version 2 index"),
+    (lambda d: _resum(d[:-20] + b"link" + (0).to_bytes(4, "big")), "it needs the extension b'link'"),
+    (lambda d: _resum(d[:8] + (9).to_bytes(4, "big") + d[12:-20]), "it ends inside an entry"),
+    (lambda d: b"", "its checksum does not match"),
+])
+def test_an_index_not_written_here_is_unreadable_not_misread(repo: Path, damage, why: str) -> None:
+    data = (repo / ".git" / "index").read_bytes()
+    with pytest.raises(gitindex.Unreadable) as refused:
+        gitindex.parse(damage(data))
+    assert str(refused.value).startswith(why)
+
+
+def _resum(body: bytes) -> bytes:
+    return body + sha1(body).digest()
+
+
+def test_optional_extensions_git_writes_are_skipped(repo: Path) -> None:
+    git(repo, "write-tree")  # adds the cache-tree extension (TREE)
+    assert b"TREE" in (repo / ".git" / "index").read_bytes()
+    assert [e.name for e in entries_of(repo)] == [b"a/b/c.txt", b"link", b"run.sh", b"top.txt"]
+
+
+def test_a_missing_index_has_no_entries(tmp_path: Path) -> None:
+    assert gitindex.read(tmp_path / "none") == gitindex.Index([])
+
+
+def _deep_repo(tmp_path: Path, depth: int) -> Path:
+    root = tmp_path / "deep"
+    path = root
+    for i in range(depth):
+        path = path / f"d{i % 10}"
+        (path).mkdir(parents=True, exist_ok=True)
+        (path / "f.txt").write_text(f"{i}\n")
+    (root / "side").mkdir()
+    (root / "side" / "s.txt").write_text("s\n")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "write-tree")  # with git's cache of trees
+    return root
+
+
+@pytest.fixture
+def deep_tmp(tmp_path: Path):
+    yield tmp_path
+    subprocess.run(["rm", "-rf", str(tmp_path / "deep")], check=True)  # pytest's own clean-up recurses: too deep
+
+
+@pytest.mark.parametrize("depth", [3, 1200])  # deeper than Python's recursion limit
+def test_git_s_cache_of_trees_survives_a_change_and_only_changed_trees_are_invalid(deep_tmp: Path,
+                                                                                   depth: int) -> None:
+    tmp_path = deep_tmp
+    repo = _deep_repo(tmp_path, depth)
+    path = repo / ".git" / "index"
+    index = gitindex.read(path)
+    assert index.trees is not None and gitindex._serialise(gitindex._parse_trees(index.trees)) == index.trees
+    deepest = next(e.name for e in reversed(index.entries) if e.name.startswith(b"d0/")) if depth == 3 else \
+        max((e.name for e in index.entries), key=len)
+    (repo / os.fsdecode(deepest)).write_text("changed\n")
+    oid = bytes.fromhex(git(repo, "hash-object", "-w", os.fsdecode(deepest)).decode().strip())
+    entry = gitindex.entry(deepest, os.lstat(repo / os.fsdecode(deepest)), oid, 0)
+    written = gitindex.write(path, gitindex.updated(index, {deepest: entry, b"side/s.txt": None}))
+    root = gitindex._parse_trees(written.trees)
+    assert root.count == -1 and [d.name for d in root.down] == [b"d0", b"side"]
+    side = root.down[1]
+    assert side.count == -1  # its only file is gone
+    ours = git(repo, "write-tree")
+    (repo / "side" / "s.txt").unlink()
+    env = {"PATH": os.environ["PATH"], "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+           "GIT_INDEX_FILE": str(tmp_path / "fresh-index")}
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True, env=env)
+    fresh = subprocess.run(["git", "-C", str(repo), "write-tree"], check=True, env=env, capture_output=True).stdout
+    assert ours == fresh  # git computed, from what was written, the tree a fresh index of the work tree gives
+
+
+def test_the_cache_of_trees_git_writes_back_is_taken_in_without_reading_the_entries_again(tmp_path: Path) -> None:
+    repo = _deep_repo(tmp_path, 3)
+    path = repo / ".git" / "index"
+    index = gitindex.read(path)
+    written = gitindex.write(path, gitindex.updated(index, {b"side/s.txt": None}))
+    git(repo, "write-tree")
+    again = gitindex.after_git(path, written)
+    assert again.entries is written.entries and again.trees == gitindex.read(path).trees
+    assert gitindex._parse_trees(again.trees).count >= 0
+
+
+def test_a_damaged_cache_of_trees_is_dropped_not_trusted(tmp_path: Path) -> None:
+    repo = _deep_repo(tmp_path, 3)
+    index = gitindex.read(repo / ".git" / "index")
+    for damage in (index.trees[:-3], index.trees + b"x", b"\0x y\n"):
+        assert gitindex.updated(gitindex.Index(index.entries, damage), {b"side/s.txt": None}).trees is None
