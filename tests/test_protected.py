@@ -294,6 +294,8 @@ def test_a_bare_shape_made_of_symlinks_is_judged_as_git_judges_it(repo, home, tm
     (evil / "HEAD").write_text("not a ref\n")  # an invalid HEAD already there: rewriting it completes the shape
     assert "needs approval" in tools.err("write", path=str(evil / "HEAD"), content="ref: refs/heads/master\n")
     (evil / "HEAD").write_text("ref: refs/heads/master\n")  # made by bash (the guard takes it at its next check)
+    err = tools.err("edit", path=str(evil / "config"), old_string="cat", new_string="cat -v")
+    assert f"{evil} is a git directory and its config decides what host git runs there" in err
     (evil / "config").unlink()
     err = tools.err("write", path=str(evil / "config"), content=hostile)
     assert f"{evil} is a git directory and its config decides what host git runs there" in err
