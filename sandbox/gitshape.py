@@ -233,4 +233,4 @@ def _lstat(dir_fd: int, name: str) -> os.stat_result | None:
     try:
         return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except (FileNotFoundError, PermissionError):
-        return None
+        return None  # pragma: no mutate  (falling off the end returns None too)

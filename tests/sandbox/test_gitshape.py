@@ -57,12 +57,18 @@ def _reading(name: str):
     return lambda args, kwargs: os.readlink(f"/proc/self/fd/{args[0]}").endswith(f"/{name}")
 
 
-def _never_opened(monkeypatch) -> list[str]:
-    """The names gitshape opens from now on."""
+def _never_opened(monkeypatch, flags: dict | None = None) -> list[str]:
+    """The names gitshape opens from now on (and, into ``flags``, the flags of each)."""
     opened: list[str] = []
     real = os.open
-    monkeypatch.setattr(os, "open", lambda path, flags, mode=0o777, *, dir_fd=None: opened.append(path)
-                        or real(path, flags, mode, dir_fd=dir_fd))
+
+    def spy(path, how, mode=0o777, *, dir_fd=None):
+        opened.append(path)
+        if flags is not None:
+            flags[path] = how
+        return real(path, how, mode, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "open", spy)
     return opened
 
 
@@ -285,6 +291,28 @@ def test_an_unsearchable_directory_has_no_head(tmp_path, monkeypatch):
     finally:
         x.chmod(0o700)
         os.close(fd)
+
+
+@pytest.mark.parametrize("swapped_for", ["symlink", "file"])
+def test_a_dotgit_swapped_after_its_lstat_is_never_followed(tmp_path, monkeypatch, swapped_for):
+    """A directory at the lstat, a symlink (to an empty directory) or a file at the open: not
+    followed, not read as a directory; counted (the safe side)."""
+    x = tmp_path / "x"
+    x.mkdir()
+    (tmp_path / "empty").mkdir()
+    if swapped_for == "symlink":
+        (x / ".git").symlink_to(tmp_path / "empty")
+    else:
+        (x / ".git").write_text("gitdir: /nowhere\n")
+    directory = os.stat(tmp_path / "empty")
+    real = gitshape._lstat
+    monkeypatch.setattr(gitshape, "_lstat", lambda fd, name: directory if name == ".git" else real(fd, name))
+    flags: dict = {}
+    opened = _never_opened(monkeypatch, flags)
+    assert _step(x) is Step.DOTGIT
+    assert opened == [x, ".git"]
+    wanted = os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    assert flags[".git"] & wanted == wanted
 
 
 @pytest.mark.parametrize(("error", "step"), [(errno.ENOENT, Step.CONTINUE), (errno.EACCES, Step.CONTINUE),
