@@ -116,7 +116,7 @@ def place_gitfile(workspace: Path, entries: tuple[str, ...]) -> bool:
     with an empty directory, as before)."""
     if not any(e.split("/", 1)[0] == ".git" for e in entries) or _found_above(workspace):
         return False
-    root = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    root = os.open(workspace, _DIRECTORY)
     try:
         if gitshape.discovery(root) is not gitshape.Step.CONTINUE:
             return False  # a .git of any kind, or the root a repository itself: the operator's
@@ -136,11 +136,9 @@ def place_gitfile(workspace: Path, entries: tuple[str, ...]) -> bool:
 def _found_above(workspace: Path) -> bool:
     """Whether git run at the workspace root, passing it over, would find (or stop at) something
     in a directory above it. Those directories are the operator's, out of the sandbox's reach."""
-    from sandbox import gitshape
-
     for parent in workspace.parents:
         try:
-            fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            fd = os.open(parent, _DIRECTORY)
         except OSError:
             return True  # cannot tell: leave git's way up as it is
         try:
@@ -148,7 +146,12 @@ def _found_above(workspace: Path) -> bool:
                 return True
         finally:
             os.close(fd)
-    return False
+    return False  # pragma: no mutate  (falling off the end returns None, as false)
+
+
+# The workspace the operator named and the directories above it: no sandboxed process can swap
+# them for a symlink, and nothing is executed while one is open.
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC  # pragma: no mutate  (see above: no flag is observable)
 
 
 def protection_mounts(workspace: Path, entries: tuple[str, ...]) -> tuple[Mount, ...]:

@@ -77,6 +77,17 @@ def test_a_root_that_is_no_repository_gets_a_gitfile_that_stops_git_everywhere_b
     assert (ws / ".git").read_text() == PLACEHOLDER_GITFILE
 
 
+def test_no_descriptor_is_left_open(tmp_path):
+    from fd_testing import fds_on
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    assert place_gitfile(ws, DEFAULT_PROTECTED_PATHS) is True
+    assert place_gitfile(ws, DEFAULT_PROTECTED_PATHS) is False
+    assert fds_on(ws) == []  # the workspace and its .git
+    assert [t for p in ws.parents for t in fds_on(p) if t == str(p)] == []  # each directory above it
+
+
 @pytest.mark.parametrize("existing", ["empty-dir", "file", "symlink", "repository"])
 def test_whatever_stands_at_the_root_git_already_stays(tmp_path, existing):
     ws = tmp_path / "ws"
