@@ -423,15 +423,30 @@ def test_a_directory_that_changes_under_the_shape_check_fails_closed(ws, monkeyp
     monkeypatch.setattr(gitshape, "verdict", failing)
     assert protected.reason(target, ws) == f"changes {target}, whose directories changed while it was being checked"
     assert protected.reason(ws.parent / "elsewhere" / "config", ws) is None  # outside the workspace: not judged here
-    assert protected.reason(ws / "gone" / "x", ws.parent / "no-such-workspace") is None
+    missing = ws.parent / "no-such-workspace"
+    assert protected.reason(missing / "x" / "HEAD", missing) is None  # the tool reports the missing workspace
+
+
+def test_the_walk_down_stops_at_a_file_and_closes_what_it_opened(ws):
+    from fd_testing import fds_on
+
+    _bare_at(ws / "a" / "b")
+    (ws / "a" / "file").write_text("x\n")
+    assert protected.reason(ws / "a" / "file" / "HEAD", ws) is None  # no directory there: nothing to judge
+    assert "is a git directory" in protected.reason(ws / "a" / "b" / "config", ws)
+    assert protected.reason(ws / "a" / "c" / "config", ws) is None
+    assert fds_on(ws) == []
+
+
+def _bare_at(path: Path) -> Path:
+    (path / "objects").mkdir(parents=True)
+    (path / "refs").mkdir()
+    (path / "HEAD").write_text("ref: refs/heads/main\n")
+    return path
 
 
 def test_the_walk_down_stops_at_a_symlink_and_leaves_the_resolved_path_to_its_own_check(ws, home):
-    evil = ws / "real"
-    evil.mkdir()
-    (evil / "objects").mkdir()
-    (evil / "refs").mkdir()
-    (evil / "HEAD").write_text("ref: refs/heads/main\n")
+    evil = _bare_at(ws / "real")
     (ws / "link").symlink_to(evil)
     assert protected.reason(ws / "link" / "config", ws) is None  # as named: the walk does not follow link
     assert "is a git directory" in protected.reason(evil / "config", ws)
