@@ -340,3 +340,5 @@ def test_a_refusal_names_the_statement_that_writes_the_protected_path(tmp_path):
         "destructive: writes the protected path .git/hooks/pre-commit (`tee z`);")
     assert reason("cp -r .git .evilgit").startswith("destructive: cp names the protected path .git (`cp -r .git .evilgit`)")
     assert reason("echo x > /dev/sda && cp a .git/config").startswith("destructive: writes to the block device /dev/sda")
+    long = "x" * 300
+    assert reason(f"echo {long} > .git/config").endswith(f"(`echo {long[:195]}`); it needs a human's confirmation in every mode")

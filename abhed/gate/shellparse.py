@@ -372,10 +372,10 @@ class _Walker:
     def last_gets(self, node: Node, redirects: list[Redirect], own: list[Redirect]) -> None:
         """`a && b > f`, `a | b > f`: the grammar hangs the redirection on the whole list or pipeline;
         bash gives it to the last command only (so a refusal names the statement that writes)."""
-        parts = [c for c in node.children if c.is_named and c.type != "comment"]
+        parts = [c for c in node.children if c.is_named and c.type != "comment"]  # pragma: no mutate (or: the operators it lets in are unnamed, skipped by visit, never last)
         for child in parts[:-1]:
             self.visit(child, redirects)
-        if parts[-1].type in ("list", "pipeline"):
+        if parts[-1].type == "pipeline":  # `a && b | c > f`: a list ends in a pipeline, never in a list
             self.last_gets(parts[-1], redirects, own)
         else:
             self.visit(parts[-1], redirects + own)
