@@ -41,7 +41,7 @@ git would stop at) lies above it, Abhed writes ``PLACEHOLDER_GITFILE`` there: a 
 a path below ``/dev/null``, which no one can create, so git stops in every directory of the
 workspace outside its nested repositories, and its message says why the file is there and how
 to remove it. It is then a regular file like a worktree's ``.git``: bound read-only for every
-command, its parent pinned. Where a repository encloses the workspace, git must still reach
+command, so it cannot be rewritten, renamed or removed from inside. Where a repository encloses the workspace, git must still reach
 it, so the empty directory stays the placeholder there (the root's own shape is the guard's to
 judge); a leftover empty ``.git/`` from an earlier version is kept too (removing a directory
 another sandbox still uses as a mount point would lift that sandbox's protection).
