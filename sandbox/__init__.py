@@ -26,9 +26,16 @@ What a sandboxed command can do (bwrap backend, the default)
 - Git repositories the command creates (nested ``.git``, ``.git`` files and symlinks, bare
   repositories, a new ``commondir``) are quarantined after every command and at close, so
   git on the host runs nothing the session wrote (see sandbox/gitguard.py).
+- No write reaches a name outside the workspace through a hard link: when the session starts,
+  every workspace file that shares its inode with a name outside is replaced by a copy (large
+  git packs are bound read-only instead), and the first command's ``notes`` say so (see
+  sandbox/hardlinks.py).
 - Limits: processes (per sandbox; as host root also a pids cgroup), memory (a memory
   cgroup when one can be made, else RLIMIT_DATA), file size, open files, core dumps, a
   disk reserve on the workspace's filesystem (see ``Limits``); rlimits are hard limits.
+  Totals per session (one Sandbox): memory and processes of all its commands and background
+  jobs together, in the session's cgroup (the parent of its commands' cgroups, where they can
+  be made; sandbox.limits), and at most ``limits.background_jobs`` jobs at once.
   Everything the command started dies when it ends, times out, or when Abhed dies (pid
   namespace + ``--die-with-parent``).
 - Every channel back to Abhed is bounded: output (head + tail), the control pipe (16 +
@@ -50,8 +57,9 @@ ro_binds=(), rw_binds=(), hidden_paths=(), protected_paths=DEFAULT_PROTECTED_PAT
 limits=Limits(), tmp_size_bytes=1 GiB)`` -- frozen, validated (``ConfigError``).
 
 ``Limits(processes=1024, file_size_bytes=2 GiB, open_files=4096, address_space_bytes=None,
-cpu_seconds=None, core_dump_bytes=0, memory_bytes=4 GiB, disk_reserve_bytes=1 GiB)`` --
-``None`` keeps the inherited limit (no reserve for ``disk_reserve_bytes``).
+cpu_seconds=None, core_dump_bytes=0, memory_bytes=4 GiB, disk_reserve_bytes=1 GiB,
+session_memory_bytes=8 GiB, session_processes=2048, background_jobs=8)`` -- ``None`` keeps
+the inherited limit (no reserve for ``disk_reserve_bytes``, no total or cap for the session's).
 
 ``Sandbox(config, workspace, *, environ=None, on_refusal=None)`` -- one per session; inspects the
 host once. ``on_refusal(sentence)`` hears each connection the ``allow_hosts`` proxy refused.
@@ -59,7 +67,8 @@ host once. ``on_refusal(sentence)`` hears each connection the ``allow_hosts`` pr
 - ``.run(command, *, cwd, timeout_s, output_limit_chars=None) -> Result`` -- ``bash -c`` (``sh``
   without bash), stdin ``/dev/null``, stdout+stderr as one stream in arrival order. Blocks.
 - ``.start_background(command, *, cwd, log_path) -> BackgroundJob`` -- output to ``log_path``,
-  a new file (absolute, created exclusively, never through a symlink). Returns once started.
+  a new file (absolute, created exclusively, never through a symlink). Returns once started;
+  ``JobLimitReached`` (``.running``: the jobs) when ``limits.background_jobs`` already run.
 - ``.resolve_cwd(path) -> Path`` -- real path inside the workspace, else ``PathError``.
 - ``.jobs()``, ``.job(id)``, ``.describe() -> list[str]``, ``.check_git() -> list[str]``
   (quarantine repositories the sandbox created; runs after every command anyway),
@@ -88,16 +97,23 @@ each call is a fresh shell. The command can forge the report, so re-check with
 ``started_at``, ``sandboxed``; ``.poll() -> JobStatus``, ``.stop() -> JobStatus``
 (idempotent; kills the job and everything it started). ``JobStatus``: ``job_id``,
 ``running``, ``exit_code`` (once it ended by itself), ``stopped``, ``log_path``,
-``log_bytes``, ``note`` (why the sandbox stopped it: the disk reserve). A log grows at most to ``limits.file_size_bytes`` (the writer gets SIGXFSZ).
+``log_bytes``, ``note`` (why the sandbox stopped it: the disk reserve; once ended, the limits it
+ran into: its own or the session's memory or processes). ``.summary(name=None)``: one line
+(id or ``name``, command, age, log). A log grows at most to ``limits.file_size_bytes`` (the writer gets SIGXFSZ).
 Jobs end when stopped, when the Sandbox closes, or when this process dies.
 
 Module functions: ``run(command, *, workspace, cwd, timeout_s, config,
 output_limit_chars=None)`` (one-shot Sandbox), ``start_background(command, *, sandbox, cwd,
 log_path)``, ``poll(job)``, ``stop(job)``, ``probe(config=None, workspace=None) ->
-ProbeReport(ok, backend, summary, details)`` (never raises for an unusable backend).
+ProbeReport(ok, backend, summary, details)`` (never raises for an unusable backend),
+``workspace_cgroups(workspace) -> list[Path]`` (the cgroup directory of every live session of
+that workspace, any process, every hierarchy: to act on all its sandboxed processes at once,
+e.g. freeze them before an undo; empty where no cgroup can be made), ``workspace_processes
+(workspace) -> set[int]`` (their pids now).
 
 Errors (all ``SandboxError``): ``ConfigError``, ``PathError``, ``DiskReserveReached`` (the
-workspace's filesystem is below the reserve; nothing ran), ``BackendUnavailable``
+workspace's filesystem is below the reserve; nothing ran), ``JobLimitReached`` (too many
+background jobs; names them), ``BackendUnavailable``
 (incl. ``UserNamespacesUnavailable``: says which sysctl/AppArmor setting to change, or to
 choose backend 'none' knowingly), ``SandboxSetupError`` (bwrap's message in ``.detail``).
 A non-zero exit is never an error.
@@ -139,7 +155,9 @@ Not covered (residual risks; the host side must keep them in mind)
   ignores the proxy variables reaches nothing (fail closed); bwrap backend only.
 - ``allow_network`` also exposes host abstract Unix sockets; Unix sockets that host
   programs create inside the workspace or the binds are reachable in any case.
-- Without a memory cgroup the memory cap is RLIMIT_DATA per process, not per command.
+- Without a memory cgroup the memory cap is RLIMIT_DATA per process, not per command, and
+  without cgroups there are no session totals: the per-command limits times the commands
+  running at once (``background_jobs`` plus the foreground ones) bound a session.
   The disk reserve is polled every 50 ms. /tmp is size-capped (and counts as memory).
 - Secrets under /etc are found when the Sandbox is created; a secret added later is hidden
   from the next session on.
@@ -168,6 +186,7 @@ from sandbox.errors import (
     BackendUnavailable,
     ConfigError,
     DiskReserveReached,
+    JobLimitReached,
     PathError,
     SandboxError,
     SandboxSetupError,
@@ -177,15 +196,19 @@ from sandbox.errors import (
 if TYPE_CHECKING:
     from sandbox.config import DEFAULT_PROTECTED_PATHS, Limits, MicrovmConfig, SandboxConfig
     from sandbox.launcher import kill_running
+    from sandbox.limits import workspace_cgroups, workspace_processes
     from sandbox.probe import ProbeReport, probe
     from sandbox.session import UNSANDBOXED_WARNING, BackgroundJob, JobStatus, Result, Sandbox
 
-# The settings' classes (sandbox.config) load on first use of one of their names, alone; the launchers
-# (bwrap, microvm, none) on first use of a name that needs them, together: a program that only asks
-# protect.py, e.g. `abhed tool read`, pays for neither (start-up, Abhed's issue 18). Order matters:
-# `probe` the function must win over `sandbox.probe` the submodule, which importing the submodule
-# binds to the same name.
-_SETTINGS = ("DEFAULT_PROTECTED_PATHS", "Limits", "MicrovmConfig", "SandboxConfig")
+# The settings' classes (sandbox.config) and the cgroup look-up (sandbox.limits) load on first use of
+# one of their names, alone; the launchers (bwrap, microvm, none) on first use of a name that needs
+# them, together: a program that only asks protect.py, e.g. `abhed tool read`, pays for neither
+# (start-up, Abhed's issue 18). Order matters: `probe` the function must win over `sandbox.probe`
+# the submodule, which importing the submodule binds to the same name.
+_ALONE = {
+    "sandbox.config": ("DEFAULT_PROTECTED_PATHS", "Limits", "MicrovmConfig", "SandboxConfig"),
+    "sandbox.limits": ("workspace_cgroups", "workspace_processes"),
+}
 _LAZY = {
     "sandbox.launcher": ("kill_running",),
     "sandbox.session": ("UNSANDBOXED_WARNING", "BackgroundJob", "JobStatus", "Result", "Sandbox"),
@@ -194,10 +217,11 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    if name in _SETTINGS:
-        settings = importlib.import_module("sandbox.config")
-        globals().update({each: getattr(settings, each) for each in _SETTINGS})
-        return globals()[name]
+    for module, names in _ALONE.items():
+        if name in names:
+            loaded = importlib.import_module(module)
+            globals().update({each: getattr(loaded, each) for each in names})
+            return globals()[name]
     if not any(name in names for names in _LAZY.values()):
         raise AttributeError(f"module 'sandbox' has no attribute {name!r}")
     for module, names in _LAZY.items():
@@ -212,6 +236,7 @@ __all__ = [
     "BackgroundJob",
     "ConfigError",
     "DiskReserveReached",
+    "JobLimitReached",
     "JobStatus",
     "Limits",
     "MicrovmConfig",
@@ -229,6 +254,8 @@ __all__ = [
     "run",
     "start_background",
     "stop",
+    "workspace_cgroups",
+    "workspace_processes",
 ]
 
 

@@ -25,7 +25,8 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Variables the sandbox sets itself; passing the host's value through would undo the
 # curation (e.g. a host GIT_EDITOR that opens vim and hangs the command).
 SANDBOX_OWNED_ENV: frozenset[str] = frozenset(
-    {"HOME", "TMPDIR", "TERM", "PAGER", "GIT_PAGER", "GIT_EDITOR", "GIT_TERMINAL_PROMPT", "PWD", "OLDPWD"}
+    {"HOME", "TMPDIR", "TERM", "PAGER", "GIT_PAGER", "GIT_EDITOR", "GIT_TERMINAL_PROMPT", "GIT_OPTIONAL_LOCKS", "PWD",
+     "OLDPWD"}
 )
 # Variables a shell acts on at startup, before the launcher's wrapper runs (BASH_ENV and
 # ENV source a file, BASH_FUNC_* define functions, SHELLOPTS/BASHOPTS change parsing).
@@ -56,6 +57,22 @@ class Limits:
     disk_reserve_bytes  free space to keep on the workspace's filesystem: a command that
                       brings it below this is stopped (checked every ``DISK_CHECK_S``) and the
                       Result says so; a command is refused from the start when it already is.
+
+    Totals over one session (one ``Sandbox``: every command and background job at once), in
+    the session's own cgroup, the parent of its commands' cgroups (sandbox.limits.SessionCgroups);
+    where no cgroup can be made they are not enforced (``describe()`` says so) and the total is
+    bounded per process by the rlimits above, times the processes of each command, times the
+    commands running at once (``background_jobs`` plus the foreground ones):
+
+    session_memory_bytes  memory of the whole session (memory.max / memory.limit_in_bytes of the
+                      session's memory cgroup): the kernel kills the largest process of the
+                      session beyond it, and the Result or JobStatus of the command it belonged
+                      to says so. A per-command ``memory_bytes`` above it is bounded by it.
+    session_processes  processes (threads included) of the whole session (pids.max of the
+                      session's pids cgroup; as host root, or in a delegated cgroup v2 subtree):
+                      fork fails beyond it.
+    background_jobs   background jobs (and servers) running at once; a start beyond it is
+                      refused with ``JobLimitReached``, naming the running ones.
     """
 
     processes: int | None = 1024
@@ -66,6 +83,9 @@ class Limits:
     core_dump_bytes: int | None = 0
     memory_bytes: int | None = 4 * GiB
     disk_reserve_bytes: int | None = 1 * GiB
+    session_memory_bytes: int | None = 8 * GiB
+    session_processes: int | None = 2048
+    background_jobs: int | None = 8
     # How the application that embeds the sandbox names each limit in its own settings (field,
     # name) pairs: a note that says which limit stopped a command names the setting the
     # operator can change. A field not listed is named limits.<field>.
@@ -79,7 +99,7 @@ class Limits:
         # Pairs may arrive as lists (a JSON config): a tuple of tuples keeps the dataclass hashable.
         object.__setattr__(self, "setting_names", tuple((str(f), str(n)) for f, n in self.setting_names))
         for name in ("processes", "file_size_bytes", "open_files", "address_space_bytes", "cpu_seconds", "core_dump_bytes",
-                     "memory_bytes", "disk_reserve_bytes"):
+                     "memory_bytes", "disk_reserve_bytes", "session_memory_bytes", "session_processes", "background_jobs"):
             value = getattr(self, name)
             if value is None:
                 continue
@@ -89,13 +109,17 @@ class Limits:
             raise ConfigError(
                 f"limits.open_files must be at least 256 (the launcher keeps its control pipe at fd 200), got {self.open_files}."
             )
-        if self.memory_bytes is not None and self.memory_bytes < 64 * 1024**2:
-            raise ConfigError(
-                f"limits.memory_bytes must be at least 64 MiB (the shell and the sandbox's setup need memory too), "
-                f"got {self.memory_bytes}; use None for no memory limit."
-            )
-        if self.processes == 0:
-            raise ConfigError("limits.processes must be at least 1 (the command itself is a process); use None for no limit.")
+        for name in ("memory_bytes", "session_memory_bytes"):
+            value = getattr(self, name)
+            if value is not None and value < 64 * 1024**2:
+                raise ConfigError(
+                    f"limits.{name} must be at least 64 MiB (the shell and the sandbox's setup need memory too), "
+                    f"got {value}; use None for no memory limit."
+                )
+        for name, what in (("processes", "the command itself is a process"), ("session_processes", "each command is a process"),
+                           ("background_jobs", "0 would refuse every background job")):
+            if getattr(self, name) == 0:
+                raise ConfigError(f"limits.{name} must be at least 1 ({what}); use None for no limit.")
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ Hierarchy (all are ``SandboxError``):
   - ``UserNamespacesUnavailable``: the kernel refuses unprivileged user namespaces.
 - ``DiskReserveReached``: the workspace's filesystem is below ``limits.disk_reserve_bytes``;
   nothing was run.
+- ``JobLimitReached``: ``limits.background_jobs`` background jobs already run in this session;
+  the new one was not started (``.running`` names them).
 - ``SandboxSetupError``: bwrap failed to build the sandbox for this one command; the
   command did NOT run (fail closed: it never falls back to running unconfined).
 """
@@ -53,3 +55,16 @@ class SandboxSetupError(SandboxError):
     def __init__(self, message: str, detail: str = "") -> None:
         super().__init__(message)
         self.detail = detail
+
+
+class JobLimitReached(SandboxError):
+    """A background job was not started: the session already runs ``limit`` of them at once.
+
+    ``running`` holds the running jobs (sandbox.BackgroundJob), so that the embedding
+    application can name them as its user knows them, and say how it stops one there.
+    """
+
+    def __init__(self, message: str, running: tuple, limit: int) -> None:
+        super().__init__(message)
+        self.running = running
+        self.limit = limit

@@ -29,9 +29,11 @@ Cost: the first scan lists every directory (0.6 s for 100,000 files in 11,000 di
 on a loaded 2-core machine) and puts an inotify watch on each. inotify reports changes made
 through any mount of the same inode, so also those made inside the sandbox. A later check
 reads the events and re-lists only the directories that gained or lost entries (and walks
-directories that appeared): nothing changed costs well under a millisecond. When the
-kernel's event queue overflowed, or watches cannot be added (``fs.inotify.max_user_watches``),
-the guard falls back to a full walk that re-lists only directories whose (device, inode,
+directories that appeared): nothing changed costs well under a millisecond. Watches are charged
+to the user's host-wide ``fs.inotify.max_user_watches`` (shared with the user's editors, IDEs and
+build watchers), so the guards of one Abhed process hold at most ``1/WATCH_SHARE`` of it together
+(``WatchBudget``). When the kernel's event queue overflowed, or a watch cannot be added (that
+share, or the user's limit, is used up), the guard falls back to a full walk that re-lists only directories whose (device, inode,
 ctime) changed -- creating, removing or renaming an entry changes its directory's ctime,
 and ctime cannot be set from user space -- and opens and fstats every other directory
 (about 20 microseconds each). Directories changed within the last ``RECENT_NS`` are never
@@ -46,6 +48,7 @@ import ctypes
 import errno
 import os
 import struct
+import threading
 import time
 from dataclasses import dataclass
 from itertools import count
@@ -58,6 +61,14 @@ _WATCHED = frozenset({".git", "HEAD", "objects", "refs", "commondir"})
 RECENT_NS = 200_000_000  # 0.2 s: well above any filesystem timestamp granularity
 QUARANTINE_SUFFIX = ".abhed-quarantined"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# The share of the user's inotify watches (fs.inotify.max_user_watches, counted per user over every
+# process of the host) the guards of one Abhed process may hold together: a quarter, so that a workspace
+# of very many directories leaves the rest to the user's other watchers (an IDE, a build's --watch);
+# beyond it the guard walks instead (slower checks, same results).
+WATCH_SHARE = 4
+# What the share is taken of when the kernel's limit cannot be read (the kernel's default is 8192 on
+# small machines; newer kernels scale it with memory).
+DEFAULT_MAX_USER_WATCHES = 8192
 
 
 @dataclass(frozen=True)  # pragma: no mutate (equivalent: nothing assigns to a listing; frozen documents it)
@@ -77,13 +88,14 @@ def may_be_git_dir(names: dict[str, bool] | frozenset[str] | set[str]) -> bool:
 class GitGuard:
     """Tracks the git directories in one workspace; see the module docstring."""
 
-    def __init__(self, workspace: Path, *, use_inotify: bool = True) -> None:
+    def __init__(self, workspace: Path, *, use_inotify: bool = True, watches: WatchBudget | None = None) -> None:  # pragma: no mutate (start() always passes use_inotify)
         self.workspace = workspace
+        self._budget = watches or process_watch_budget()
         self._listings: dict[str, _Listing] = {}
         self._interesting: set[str] = set()  # directories with a watched name in them
         self._numbers = count(1)
         self.unreadable: set[str] = set()  # directories the last walk could not list
-        self._notify = _Inotify.open() if use_inotify else None
+        self._notify = _Inotify.open(self._budget) if use_inotify else None
         self._wd_rel: dict[int, str] = {}
         self._full_walk_needed = True
         self.baseline_git_dirs: frozenset[str] = frozenset()  # workspace-relative ("" is the workspace itself)
@@ -91,8 +103,9 @@ class GitGuard:
         self.baseline_commondirs: frozenset[str] = frozenset()  # git dirs that had a commondir at the start
 
     @classmethod
-    def start(cls, workspace: Path, *, use_inotify: bool = True) -> GitGuard:
-        guard = cls(workspace, use_inotify=use_inotify)
+    def start(cls, workspace: Path, *, use_inotify: bool = True, watches: WatchBudget | None = None) -> GitGuard:
+        """``watches``: the inotify watches the guard may hold (default: this process's share, process_watch_budget)."""
+        guard = cls(workspace, use_inotify=use_inotify, watches=watches)
         guard._refresh()
         git_dirs, pointers, commondirs = guard._state()
         guard.baseline_git_dirs = frozenset(git_dirs)
@@ -195,7 +208,7 @@ class GitGuard:
     def _full_walk(self) -> None:
         if self._notify is not None:
             self._notify.close()
-            self._notify = _Inotify.open()
+            self._notify = _Inotify.open(self._budget)
             self._wd_rel = {}
         old = self._listings  # reused only where the walk's ctime cache vouches for it (_cache_ok)
         self._listings, self._interesting, self.unreadable = {}, set(), set()
@@ -219,7 +232,7 @@ class GitGuard:
             try:
                 if self._notify is not None:
                     wd = self._notify.watch(fd)
-                    if wd is None:  # no more watches (fs.inotify.max_user_watches): walk from now on
+                    if wd is None:  # no more watches (our share, or the user's limit): walk from now on
                         self._notify.close()
                         self._notify = None
                         self._wd_rel = {}
@@ -402,30 +415,83 @@ _CHANGED = _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (then len bytes of name)
 
 
-class _Inotify:
-    """One inotify instance watching directories for entries created, deleted or moved."""
+class WatchBudget:
+    """How many inotify watches some guards may hold together (thread-safe); see WATCH_SHARE."""
 
-    def __init__(self, fd: int, libc: ctypes.CDLL) -> None:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        with self._lock:
+            if self.used >= self.limit:
+                return False
+            self.used += 1
+            return True
+
+    def give(self, count: int) -> None:
+        with self._lock:
+            self.used -= count
+
+
+def user_watch_share(max_user_watches: str = "/proc/sys/fs/inotify/max_user_watches") -> int:
+    """1/WATCH_SHARE of the user's inotify watches (the kernel's limit, read now)."""
+    try:
+        with open(max_user_watches, encoding="ascii") as f:
+            limit = int(f.read())
+    except (OSError, ValueError):
+        limit = DEFAULT_MAX_USER_WATCHES
+    return limit // WATCH_SHARE
+
+
+_process_budget: WatchBudget | None = None
+_process_budget_lock = threading.Lock()
+
+
+def process_watch_budget() -> WatchBudget:
+    """The budget every guard of this process shares (a Sandbox's, each MCP server's), made at first use."""
+    global _process_budget
+    with _process_budget_lock:
+        if _process_budget is None:
+            _process_budget = WatchBudget(user_watch_share())
+        return _process_budget
+
+
+class _Inotify:
+    """One inotify instance watching directories for entries created, deleted or moved, within a budget."""
+
+    def __init__(self, fd: int, libc: ctypes.CDLL, budget: WatchBudget) -> None:
         self.fd = fd
         self._libc = libc
+        self._budget = budget
+        self._wds: set[int] = set()  # the watches the kernel holds for us (each counted once in the budget)
 
     @classmethod
-    def open(cls) -> _Inotify | None:
+    def open(cls, budget: WatchBudget) -> _Inotify | None:
         try:
             libc = ctypes.CDLL(None, use_errno=True)
             fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
         except (OSError, AttributeError):
             return None
-        return cls(fd, libc) if fd >= 0 else None  # pragma: no mutate (> 0: fd 0 only when stdin is closed)
+        return cls(fd, libc, budget) if fd >= 0 else None  # pragma: no mutate (> 0: fd 0 only when stdin is closed)
 
     def watch(self, dir_fd: int) -> int | None:
-        """Watch the directory open as ``dir_fd`` (by its inode: no path is resolved again)."""
-        wd = self._libc.inotify_add_watch(self.fd, f"/proc/self/fd/{dir_fd}".encode(), _CHANGED | _IN_ONLYDIR)
-        if wd >= 0:  # pragma: no mutate (> 0 is equivalent: inotify numbers watches from 1)
-            return wd
-        if ctypes.get_errno() in (errno.ENOSPC, errno.ENOMEM):
+        """Watch the directory open as ``dir_fd`` (by its inode: no path is resolved again); None when
+        the budget or the kernel has no watch left."""
+        if not self._budget.take():
             return None
-        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+        wd = self._libc.inotify_add_watch(self.fd, f"/proc/self/fd/{dir_fd}".encode(), _CHANGED | _IN_ONLYDIR)
+        if wd < 0:  # pragma: no mutate (<= 0 is equivalent: inotify numbers watches from 1)
+            self._budget.give(1)
+            if ctypes.get_errno() in (errno.ENOSPC, errno.ENOMEM):
+                return None
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+        if wd in self._wds:
+            self._budget.give(1)  # an inode watched already (a directory moved): the kernel gave the same watch
+        else:
+            self._wds.add(wd)
+        return wd
 
     def read(self) -> list[tuple[int, int]]:
         events: list[tuple[int, int]] = []
@@ -437,10 +503,15 @@ class _Inotify:
             offset = 0
             while offset + _EVENT.size <= len(data):
                 wd, mask, _cookie, length = _EVENT.unpack_from(data, offset)
+                if mask & _IN_IGNORED and wd in self._wds:  # the kernel dropped the watch (its directory is gone)
+                    self._wds.discard(wd)
+                    self._budget.give(1)
                 events.append((wd, mask))
                 offset += _EVENT.size + length
 
     def close(self) -> None:
-        if self.fd >= 0:
+        """Close the instance (the kernel drops its watches) and give its watches back, once."""
+        if self.fd >= 0:  # pragma: no mutate (> 0 is equivalent: fd 0 only when stdin is closed)
             os.close(self.fd)
             self.fd = -1
+            self._budget.give(len(self._wds))

@@ -33,10 +33,12 @@ from sandbox.hostview import scan_host
 from sandbox.limits import (
     Cgroup,
     CgroupJanitor,
+    SessionCgroups,
     ThreadInCgroups,
     apply_rlimits,
     effective_rlimits,
     find_cgroup_parents,
+    limits_reached,
     runs_as_host_root,
 )
 from sandbox.netpool import Netns, NetnsError, NetnsPool, ThreadInNetns
@@ -73,7 +75,8 @@ class Spawned:
     netns: Netns | None = None  # the network namespace lent by ``netns_pool`` (sandbox.netpool)
     netns_pool: NetnsPool | None = None
     returncode: int | None = field(default=None)
-    oom_kills: int = 0  # processes the memory cgroup's OOM killer ended (known after finish)  # pragma: no mutate  (_release sets it before anything reads it)
+    # (Limits field, count) of the limits the command ran into (limits.limits_reached; known after finish)
+    reached: tuple[tuple[str, int], ...] = ()  # pragma: no mutate  (_release sets it before anything reads it)
 
     def has_exited(self) -> bool:
         ready, _, _ = _select([self.exit_pidfd], 0)
@@ -130,7 +133,7 @@ class Spawned:
         if self.relay is not None:
             self.relay.close()  # its sockets were the last hold on the sandbox's network namespace
             self.relay = None
-        self.oom_kills = sum(c.oom_kills() for c in self.cgroups)
+        self.reached = limits_reached(self.cgroups)
         if self.janitor is not None:
             for cgroup in self.cgroups:
                 self.janitor.retire(cgroup)
@@ -177,7 +180,7 @@ class Collected:
     exit_code: int | None  # None when timed out
     control_dropped: int = 0  # bytes the command wrote on the control pipe beyond the bound
     notes: tuple[str, ...] = ()  # why the launcher stopped the command early, if it did
-    oom_kills: int = 0  # processes the memory cgroup's OOM killer ended
+    reached: tuple[tuple[str, int], ...] = ()  # the limits the command ran into (Spawned.reached)
 
 
 # Numbers the commands' cgroups across every launcher of this process: two Sandboxes (bash's and an
@@ -269,7 +272,7 @@ def _collect(
                 else:
                     control.feed(data)
     code = spawned.finish()
-    return Collected(control.value(), timed_out, None if timed_out else code, control.dropped, tuple(notes), spawned.oom_kills)
+    return Collected(control.value(), timed_out, None if timed_out else code, control.dropped, tuple(notes), spawned.reached)
 
 
 class BwrapLauncher:
@@ -307,12 +310,14 @@ class BwrapLauncher:
         memory_cgroup = any("memory" in p.controllers for p in self.cgroup_parents)
         self.rlimits = effective_rlimits(config.limits, include_memory=not memory_cgroup)
         self._janitor = CgroupJanitor()
+        # The session's own cgroups, parents of its commands': made on the first command.
+        self.session_cgroups = SessionCgroups(self.cgroup_parents, workspace, config.limits)
         # As root: network namespaces reused one command at a time instead of bwrap making each (sandbox.netpool).
         self.netns_pool = NetnsPool.create() if not config.allow_network and self.egress is None else None
         self.extra_protected: tuple[str, ...] = ()  # the session's nested repositories (sandbox.gitguard)
 
     def close(self) -> None:
-        self._janitor.close()
+        self.session_cgroups.close(self._janitor)
         if self.netns_pool is not None:
             self.netns_pool.close()
         if self.hide_layer is not None:
@@ -343,9 +348,31 @@ class BwrapLauncher:
             f"network: {self._network()}",
             f"process limit: {limit}",
             f"memory limit: {memory}",
+            *self._session_totals(),
             f"hidden host paths: {len(self.view.hidden) + len(layered)} (readable here but not world-readable under /etc, "
             f"plus hidden_paths; {len(layered)} of them by one overlay layer on /etc)",
         ]
+
+    def _session_totals(self) -> list[str]:
+        """How the session's totals are held here (doctor): by the session's cgroups, or not at all."""
+        limits = self.config.limits
+        lines = []
+        for field, controller, what, unit, instead in (
+            ("session_memory_bytes", "memory", "memory", "bytes", "RLIMIT_DATA bounds each process instead"),
+            ("session_processes", "pids", "process", "processes", "RLIMIT_NPROC bounds each command instead"),
+        ):
+            value, setting = getattr(limits, field), limits.setting(field)
+            held = [p for p in self.cgroup_parents if controller in p.controllers]
+            if value is None:
+                lines.append(f"session {what} total: none ({setting}=None)")
+            elif held:
+                where = self.session_cgroups.path_under(held[0])
+                lines.append(f"session {what} total: {value} {unit} ({controller} cgroup v{held[0].version} at {where}, "
+                             "made at the first command)")
+            else:
+                lines.append(f"session {what} total: {value} {unit} NOT enforced: no {controller} cgroup can be made "
+                             f"here; {instead}, times the commands running at once")
+        return lines
 
     def _network(self) -> str:
         if self.config.allow_network:
@@ -471,6 +498,13 @@ class BwrapLauncher:
                 cwd="/",
                 start_new_session=True,
             )
+        except BlockingIOError as exc:  # EAGAIN: fork found no pid left (the session's total, or the host's)
+            detail = f"bwrap could not be started: {exc.strerror}"
+            raise self._session_full(detail) or SandboxSetupError(
+                f"No process could be started for the command ({exc.strerror}); the command did not run. The host is "
+                "out of processes or memory: try again once fewer programs run there, and run 'abhed doctor'.",
+                detail=detail,
+            ) from None
         finally:
             stuck = thread.leave()
         if stuck is not None:
@@ -517,12 +551,19 @@ class BwrapLauncher:
         return True
 
     def _new_cgroups(self) -> tuple[Cgroup, ...]:
-        """The command's own cgroups (none when no cgroup parent is in use)."""
+        """The command's own cgroups, in the session's (none when no cgroup parent is in use)."""
         self._janitor.sweep()
+        try:
+            parents = self.session_cgroups.parents()
+        except OSError as exc:
+            raise SandboxSetupError(
+                f"Could not create the session's cgroup {exc.filename} ({exc.strerror or exc}); the command did not run. "
+                "Run 'abhed doctor'; if cgroups are not writable, run Abhed as an unprivileged user."
+            ) from exc
         name = f"run-{os.getpid()}-{next(_cgroup_names)}"
         cgroups: list[Cgroup] = []
         try:
-            for parent in self.cgroup_parents:
+            for parent in parents:
                 cgroups.append(parent.create_child(name, self.config.limits))
         except OSError as exc:
             for cgroup in cgroups:
@@ -551,7 +592,23 @@ class BwrapLauncher:
                     cgroup.add(spawned.popen.pid)
 
     def setup_failure(self, diagnostic: str) -> Exception:
-        return setup_failure(self.bwrap, diagnostic)
+        """Why the sandbox did not start: the session's process total, when all of it is in use
+        (bwrap, or its child, could not fork), else what bwrap said (sandbox.bwrap.setup_failure)."""
+        return self._session_full(diagnostic) or setup_failure(self.bwrap, diagnostic)
+
+    def _session_full(self, diagnostic: str) -> SandboxSetupError | None:
+        """The error for a command that could not start because the session's process total is all in use, else None."""
+        total = self.session_cgroups.full()
+        if total is None:
+            return None
+        setting = self.config.limits.setting("session_processes")
+        return SandboxSetupError(
+            f"No process could be started for the command: all {total} processes of the session's total ({setting}) "
+            "are in use by its running commands and background jobs; the command did not run. Stop the background "
+            f"jobs that are no longer needed (or the one whose processes run away), then run it again; or ask the "
+            f"operator to raise {setting}.",
+            detail=diagnostic,
+        )
 
 
 class NoneLauncher:

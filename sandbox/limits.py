@@ -1,8 +1,23 @@
-"""Resource limits: rlimits on the sandbox's first process, plus per-command cgroups.
+"""Resource limits: rlimits on the sandbox's first process, plus per-command and per-session cgroups.
 
 Cgroups: a pids cgroup for host root (below), and a memory cgroup whenever one can be
 created (host root, or a delegated cgroup v2 subtree) for ``Limits.memory_bytes``; without
 one, the memory cap is RLIMIT_DATA per process instead.
+
+Layout, in each hierarchy used (cgroup v1: the pids and the memory one; v2: the one)::
+
+    <mount point>/abhed-sandbox/                       CGROUP_DIR_NAME, made once per host
+        ws-<key>/                                      one per workspace (workspace_key)
+            session-<pid>-<start time>-<n>/            one per session (SessionCgroups):
+                                                       Limits.session_processes, .session_memory_bytes
+                run-<pid>-<n>/                         one per command or background job:
+                                                       Limits.processes, .memory_bytes
+
+The kernel charges a command to its own cgroup and to every ancestor, so the session's limits
+bound all its commands and jobs together, whatever each one's own limit allows. The workspace
+level lets ``workspace_cgroups`` find every sandboxed process of a workspace, across sessions
+and processes (to act on all of them, e.g. before an undo). The process's start time in the session's name
+tells a dead Abhed's leftovers from a live one's even when the pid was reused.
 
 How limits reach the command: bwrap reports the host pid of the sandbox's pid 1 on its
 ``--info-fd`` and then waits on ``--block-fd``. The launcher sets the rlimits on that process
@@ -25,11 +40,13 @@ operator set ``limits.processes = None`` knowingly.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import resource
 import threading
 import time
 from dataclasses import dataclass
+from itertools import count
 from pathlib import Path
 
 from sandbox.config import Limits
@@ -46,6 +63,16 @@ _RLIMITS: tuple[tuple[str, int], ...] = (
 )
 
 CGROUP_DIR_NAME = "abhed-sandbox"
+WORKSPACE_PREFIX = "ws-"
+SESSION_PREFIX = "session-"
+COMMAND_PREFIX = "run-"
+# A memory cgroup whose peak came this close to its limit counts as having reached it: the
+# kernel charges memory in batches (64 pages) and huge pages at once, so the charge that a
+# limit refused can leave the peak that far below the limit.
+MEMORY_SLACK_BYTES = 4 * 1024**2
+# Making a session's cgroup is tried again this often when another process removed the
+# (empty) workspace directory between our mkdir of it and of the session's.
+MAKE_TRIES = 3
 
 
 def effective_rlimits(limits: Limits, *, include_processes: bool = True, include_memory: bool = True) -> tuple[tuple[int, int], ...]:
@@ -101,40 +128,51 @@ class CgroupParent:
     version: int  # 1 or 2
     controllers: tuple[str, ...]  # which of "pids", "memory" this parent's children limit
 
-    def settings(self, limits: Limits) -> list[tuple[str, str]]:
-        """(control file, value) pairs a child gets for ``limits``."""
+    def settings(self, limits: Limits, *, session: bool = False) -> list[tuple[str, str]]:
+        """(control file, value) pairs a child gets for ``limits``: a command's, or a session's totals."""
+        processes, memory = (limits.session_processes, limits.session_memory_bytes) if session else (limits.processes, limits.memory_bytes)
         out: list[tuple[str, str]] = []
-        if "pids" in self.controllers and limits.processes is not None:
-            out.append(("pids.max", str(limits.processes)))
-        if "memory" in self.controllers and limits.memory_bytes is not None:
+        if "pids" in self.controllers and processes is not None:
+            out.append(("pids.max", str(processes)))
+        if "memory" in self.controllers and memory is not None:
             if self.version == 2:
-                out.append(("memory.max", str(limits.memory_bytes)))
+                out.append(("memory.max", str(memory)))
                 if (self.path / "memory.swap.max").exists():
                     out.append(("memory.swap.max", "0"))  # the cap is on memory, not memory + swap
             else:
-                out.append(("memory.limit_in_bytes", str(limits.memory_bytes)))
+                out.append(("memory.limit_in_bytes", str(memory)))
         return out
 
-    def create_child(self, name: str, limits: Limits) -> Cgroup:
+    def create_child(self, name: str, limits: Limits, *, session: bool = False) -> Cgroup:
+        """A new child with a command's limits, or (``session``) a session's totals; on cgroup v2 a
+        session's child also hands its controllers on to the cgroups of its commands."""
         child = self.path / name
         child.mkdir(mode=0o755)
         try:
-            for control, value in self.settings(limits):
+            for control, value in self.settings(limits, session=session):
                 _write(child / control, value)
+            if session and self.version == 2:
+                _enable(child, self.controllers)
         except OSError:
             child.rmdir()
             raise
         return Cgroup(child, self.version, self.controllers)
 
     def remove_stale_children(self) -> None:
-        """Drop empty cgroups left by Abhed processes that died without cleaning up."""
-        for child in self.path.glob("run-*"):
+        """Drop the cgroups of Abhed processes that died without removing them: their sessions (and
+        the commands' cgroups in them), workspace directories left empty, and the per-command
+        cgroups that versions before the session cgroups made directly here."""
+        for child in self.path.glob(f"{COMMAND_PREFIX}*"):
             pid = child.name.split("-")[1] if child.name.count("-") >= 2 else ""
             if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-                try:
-                    child.rmdir()
-                except OSError:
-                    pass
+                _rmdir(child)
+        for workspace in self.path.glob(f"{WORKSPACE_PREFIX}*"):
+            for session in workspace.glob(f"{SESSION_PREFIX}*"):
+                if not _owner_alive(session.name):
+                    for command in session.glob(f"{COMMAND_PREFIX}*"):
+                        _rmdir(command)
+                    _rmdir(session)
+            _rmdir(workspace)  # only when no session is left in it (the kernel refuses otherwise)
 
 
 @dataclass(frozen=True)
@@ -167,6 +205,40 @@ class Cgroup:
             if key == "oom_kill" and value.strip().isdigit():
                 return int(value)
         return 0
+
+    def forks_refused(self) -> int:
+        """How many forks failed here for want of a pid (pids.events "max"; on cgroup v1 the forks
+        made in this cgroup, whichever limit refused them; on v2 those its own limit refused)."""
+        if "pids" not in self.controllers:
+            return 0
+        try:
+            text = _read(self.path / "pids.events")
+        except OSError:
+            return 0
+        key, _, value = text.strip().partition(" ")
+        return int(value) if key == "max" and value.isdigit() else 0
+
+    def peak_reached(self, controller: str) -> bool | None:
+        """Did this cgroup's peak use of ``controller`` ("memory" or "pids") reach its own limit?
+
+        False when it has no limit; None when the kernel does not say (no peak file: memory.peak
+        and pids.peak are recent).
+        """
+        v1 = self.version == 1
+        peak, limit = {
+            "memory": ("memory.max_usage_in_bytes" if v1 else "memory.peak", "memory.limit_in_bytes" if v1 else "memory.max"),
+            "pids": ("pids.peak", "pids.max"),
+        }[controller]
+        try:
+            peak_text, limit_text = _read(self.path / peak).strip(), _read(self.path / limit).strip()
+        except OSError:
+            return None
+        if not peak_text.isdigit():
+            return None
+        if not limit_text.isdigit():
+            return False  # "max": no limit
+        slack = MEMORY_SLACK_BYTES if controller == "memory" else 0
+        return int(peak_text) >= int(limit_text) - slack
 
     def try_remove(self) -> bool:
         """rmdir if the kernel lets us (EBUSY while any process, zombies included, remains)."""
@@ -255,10 +327,12 @@ def _read(path: Path | str) -> str:
 def _thread_cgroup(cgroup: Cgroup, proc_cgroup_lines: list[str]) -> Path | None:
     """The thread's cgroup directory in ``cgroup``'s v1 hierarchy, or None if not found there.
 
-    ``cgroup`` lies at <mount point>/abhed-sandbox/<name> (find_cgroup_parent); the thread's
-    path in the hierarchy is listed in /proc/thread-self/cgroup as "id:controllers:/path".
+    ``cgroup`` lies below <mount point>/abhed-sandbox/ (find_cgroup_parent, SessionCgroups); the
+    thread's path in the hierarchy is listed in /proc/thread-self/cgroup as "id:controllers:/path".
     """
-    top = cgroup.path.parents[1]
+    top = next((p.parent for p in cgroup.path.parents if p.name == CGROUP_DIR_NAME), None)
+    if top is None:
+        return None
     for line in proc_cgroup_lines:
         _id, _, rest = line.partition(":")
         controllers, _, path = rest.partition(":")
@@ -266,6 +340,182 @@ def _thread_cgroup(cgroup: Cgroup, proc_cgroup_lines: list[str]) -> Path | None:
             home = top / path.lstrip("/")
             return home if (home / "tasks").is_file() else None
     return None  # pragma: no mutate  (falling off the end returns None too)
+
+
+def limits_reached(cgroups: tuple[Cgroup, ...]) -> tuple[tuple[str, int], ...]:
+    """The limits a finished command ran into, read from its cgroups: (``Limits`` field, count) pairs.
+
+    Memory: processes the kernel killed ("memory_bytes", or "session_memory_bytes" when the
+    command's own use stayed below its limit while its session's reached the session's total).
+    Processes: forks that failed ("processes", or "session_processes" likewise). Read once per
+    command (pids.events, and memory's OOM counter); the peaks only when something was refused.
+    """
+    reached: list[tuple[str, int]] = []
+    for cgroup in cgroups:
+        session = Cgroup(cgroup.path.parent, cgroup.version, cgroup.controllers)
+        for controller, count_of, own, total in (("memory", Cgroup.oom_kills, "memory_bytes", "session_memory_bytes"),
+                                                 ("pids", Cgroup.forks_refused, "processes", "session_processes")):
+            refused = count_of(cgroup)  # 0 where the cgroup has no such controller
+            if refused:
+                by_total = cgroup.peak_reached(controller) is False and session.peak_reached(controller)
+                reached.append((total if by_total else own, refused))
+    return tuple(reached)
+
+
+def workspace_key(workspace: Path | str) -> str:
+    """What names a workspace's cgroups: the first 24 hex digits of the SHA-256 of its real path
+    (the checkpoint store names its directory for a workspace the same way)."""
+    return hashlib.sha256(os.fsencode(os.path.realpath(workspace))).hexdigest()[:24]
+
+
+def workspace_cgroups(workspace: Path | str, mountinfo: str | None = None) -> list[Path]:
+    """The cgroup directory of every live session of ``workspace`` (any Abhed process), in every
+    mounted hierarchy (cgroup v1: the same sessions once in the pids and once in the memory one).
+
+    Every sandboxed process of those sessions is in one of them or in a child of one (a
+    command's cgroup), so this finds all of them at once, e.g. to freeze them before an undo
+    (cgroup v2: write 1 to each one's ``cgroup.freeze``; v1 has no freezer here: see
+    ``workspace_processes``). Empty when no session of the workspace runs, or where Abhed can
+    make no cgroup (unprivileged without a delegated cgroup v2 subtree): sandbox.freeze finds
+    the same processes from /proc instead, by their bwrap's command line, wherever they run.
+    A snapshot: a session starting afterwards is not in it.
+    """
+    key = f"{WORKSPACE_PREFIX}{workspace_key(workspace)}"
+    found: list[Path] = []
+    for mount_point, _version, _controllers in _cgroup_mounts(mountinfo):
+        directory = Path(mount_point) / CGROUP_DIR_NAME / key
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            continue
+        found += [directory / name for name in sorted(names) if name.startswith(SESSION_PREFIX)]
+    return found
+
+
+def workspace_processes(workspace: Path | str, mountinfo: str | None = None) -> set[int]:
+    """The pids of every sandboxed process of ``workspace`` now (the members of
+    ``workspace_cgroups`` and of their commands' cgroups); a snapshot, as that is."""
+    pids: set[int] = set()
+    for session in workspace_cgroups(workspace, mountinfo):
+        for directory in (session, *session.glob(f"{COMMAND_PREFIX}*")):
+            pids.update(_members(directory))
+    return pids
+
+
+def _members(cgroup: Path) -> list[int]:
+    """The processes in one cgroup (none when it was removed meanwhile: its processes are gone)."""
+    try:
+        return [int(pid) for pid in _read(cgroup / "cgroup.procs").split()]
+    except OSError:
+        return []
+
+
+_session_numbers = count()
+
+
+class SessionCgroups:
+    """One session's cgroups, one per hierarchy in use: the parents of its commands' cgroups.
+
+    Made on the first command (a session that runs none costs nothing), with the session's
+    totals (``Limits.session_processes``, ``session_memory_bytes``); ``close`` removes them once
+    the commands' cgroups are gone, and the workspace's directory when no other session uses
+    it. What a crash (kill -9) leaves behind is removed by the next session's start, in any
+    workspace (CgroupParent.remove_stale_children, as find_cgroup_parent runs it).
+    """
+
+    def __init__(self, roots: tuple[CgroupParent, ...], workspace: Path, limits: Limits) -> None:
+        self.roots = roots
+        self.limits = limits
+        self.key = workspace_key(workspace)
+        self.name = f"{SESSION_PREFIX}{_process_tag(os.getpid())}-{next(_session_numbers)}"
+        self._made: tuple[CgroupParent, ...] | None = None
+        self._lock = threading.Lock()
+
+    def parents(self) -> tuple[CgroupParent, ...]:
+        """The session's cgroups, made now if not yet; OSError (its filename: what failed) if one cannot be."""
+        with self._lock:
+            if self._made is None:
+                made: list[CgroupParent] = []
+                try:
+                    for root in self.roots:
+                        made.append(self._make(root))
+                except OSError:
+                    for parent in made:
+                        _rmdir(parent.path)
+                        _rmdir(parent.path.parent)
+                    raise
+                self._made = tuple(made)
+            return self._made
+
+    def path_under(self, root: CgroupParent) -> Path:
+        """Where the session's cgroup is (or will be) in ``root``'s hierarchy."""
+        return root.path / f"{WORKSPACE_PREFIX}{self.key}" / self.name
+
+    def _make(self, root: CgroupParent) -> CgroupParent:
+        workspace = CgroupParent(self.path_under(root).parent, root.version, root.controllers)
+        for attempt in range(1, MAKE_TRIES + 1):
+            try:
+                workspace.path.mkdir(mode=0o755, exist_ok=True)
+                if root.version == 2:
+                    _enable(workspace.path, root.controllers)
+                session = workspace.create_child(self.name, self.limits, session=True)
+            except OSError as exc:
+                if isinstance(exc, FileNotFoundError) and attempt < MAKE_TRIES:
+                    continue  # another session removed the workspace's directory as we made ours in it
+                _rmdir(workspace.path)  # unless another session is in it
+                raise
+            return CgroupParent(session.path, root.version, root.controllers)
+        raise AssertionError("unreachable")  # pragma: no mutate (the loop returns or raises)
+
+    def full(self) -> int | None:
+        """The session's process total when all of it is in use now (no command can start), else None."""
+        for parent in self._made or ():
+            if "pids" in parent.controllers and self.limits.session_processes is not None:
+                try:
+                    current = int(_read(parent.path / "pids.current"))
+                except (OSError, ValueError):
+                    continue
+                if current >= self.limits.session_processes:
+                    return self.limits.session_processes
+        return None  # pragma: no mutate  (falling off the end returns None too)
+
+    def close(self, janitor: CgroupJanitor) -> None:
+        """Remove the session's cgroups after its commands' (``janitor`` waits for those), then the
+        workspace's directories no other session uses."""
+        with self._lock:
+            made, self._made = self._made or (), None
+        for parent in made:
+            janitor.retire(Cgroup(parent.path, parent.version, parent.controllers))
+        janitor.close()
+        for parent in made:
+            _rmdir(parent.path.parent)
+
+
+def _process_tag(pid: int | str) -> str | None:
+    """"<pid>-<start time>" of a live process (clock ticks after boot, /proc/<pid>/stat field 22),
+    which a later process given the same pid does not share; None when there is no such process."""
+    try:
+        stat = _read(f"/proc/{pid}/stat")
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()  # after the command name, which may hold anything
+    return f"{pid}-{fields[19]}"
+
+
+def _owner_alive(session_name: str) -> bool:
+    """Does the process that made the session cgroup ``session-<pid>-<start>-<n>`` still run?"""
+    parts = session_name[len(SESSION_PREFIX) :].split("-")
+    if len(parts) != 3 or not all(part.isdigit() for part in parts):
+        return True  # not a name we make: leave it alone
+    return _process_tag(parts[0]) == f"{parts[0]}-{parts[1]}"
+
+
+def _rmdir(path: Path) -> None:
+    """Remove an empty cgroup; the kernel refuses one with processes or children in it, and that is fine."""
+    try:
+        path.rmdir()
+    except OSError:
+        pass
 
 
 class CgroupJanitor:
@@ -343,11 +593,12 @@ class CgroupUnavailable(BackendUnavailable):
 def find_cgroup_parents(limits: Limits, *, as_root: bool, mountinfo: str | None = None) -> tuple[tuple[CgroupParent, ...], str | None]:
     """The cgroup parents to use for ``limits``, and why memory falls back to RLIMIT_DATA (or None).
 
-    As host root a pids cgroup is required whenever processes are limited (fail closed,
-    see the module docstring). A memory cgroup is used when one can be made, by anyone.
+    As host root a pids cgroup is required whenever processes are limited, per command or per
+    session (fail closed, see the module docstring). A memory cgroup is used when one can be
+    made, by anyone, for the per-command limit or the session's total.
     """
     parents: list[CgroupParent] = []
-    if limits.processes is not None and as_root:
+    if (limits.processes is not None or limits.session_processes is not None) and as_root:
         try:
             parents.append(find_cgroup_parent("pids", mountinfo))
         except CgroupUnavailable as exc:
@@ -356,10 +607,11 @@ def find_cgroup_parents(limits: Limits, *, as_root: bool, mountinfo: str | None 
                 "the process limit (RLIMIT_NPROC) to uid 0, so a fork bomb in the sandbox would only stop at the "
                 f"host's pid_max. A pids cgroup would bound it, but none could be used: {exc}. Fix one of: run "
                 "Abhed as an unprivileged user (recommended); mount a writable cgroup hierarchy with the pids "
-                f"controller; or set {limits.setting('processes')} to None to run without a process limit, knowingly."
+                f"controller; or set {limits.setting('processes')} and {limits.setting('session_processes')} to None "
+                "to run without a process limit, knowingly."
             ) from None
     fallback = None
-    if limits.memory_bytes is not None:
+    if limits.memory_bytes is not None or limits.session_memory_bytes is not None:
         if any("memory" in p.controllers for p in parents):
             return tuple(parents), None
         try:

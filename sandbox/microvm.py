@@ -427,6 +427,12 @@ class VmSpawned:
     abandoned: bool = False
     done: threading.Event = field(default_factory=threading.Event)
 
+    @property
+    def reached(self) -> tuple[tuple[str, int], ...]:
+        """The limits the command ran into (launcher.Spawned.reached): its guest memory cgroup's OOM kills.
+        The session's total is the VM's memory, which the guest kernel enforces."""
+        return (("memory_bytes", self.oom_kills),) if self.oom_kills else ()
+
     def has_exited(self) -> bool:
         return self.done.is_set()
 

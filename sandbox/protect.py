@@ -71,7 +71,11 @@ if TYPE_CHECKING:
 #   .git/modules/ submodule git dirs, each with its own hooks/ and config.
 #   .git/info/    attributes (filter/diff drivers by name), exclude, sparse-checkout, grafts.
 #   .abhed/       Abhed's own per-project configuration (approval rules live there).
-DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (".git/hooks/", ".git/config", ".git/modules/", ".git/info/", ".abhed/")
+#   .git/objects/pack/  the packed history: read-only, no command can replace or delete a pack
+#                 (`git gc`, `repack` fail and say so), so every checkpoint's refs keep their
+#                 objects; the loose ones a `git prune` may delete, checkpoints copy (abhed's repostate).
+DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (".git/hooks/", ".git/config", ".git/modules/", ".git/info/", ".abhed/",
+                                            ".git/objects/pack/")
 
 # Inside ANY git directory named .git, these entries run code or redirect git on the host.
 GIT_DIR_SENSITIVE: tuple[str, ...] = ("config", "hooks", "commondir", "info", "modules")
@@ -105,6 +109,8 @@ def protected_reason(relative: str) -> str | None:
             return f"a .git entry in {where} is a git repository or a pointer to one: host git would run its hooks and settings"
         if parts[index + 1] in GIT_DIR_SENSITIVE:
             return f".git/{parts[index + 1]} decides what host git runs (hooks, core.fsmonitor, filters, a redirected repository)"
+        if parts[index + 1:index + 3] == ["objects", "pack"]:
+            return ".git/objects/pack holds the repository's packed history, which undo relies on (no command may replace it)"
     return None  # pragma: no mutate  (falling off the end returns None too)
 
 

@@ -19,9 +19,10 @@ from functools import partial
 from itertools import count
 from pathlib import Path
 
-from sandbox.config import SandboxConfig
-from sandbox.errors import DiskReserveReached, PathError, SandboxError
+from sandbox.config import Limits, SandboxConfig
+from sandbox.errors import DiskReserveReached, JobLimitReached, PathError, SandboxError
 from sandbox.gitguard import GitGuard
+from sandbox.hardlinks import unshare
 from sandbox.launcher import SETUP_TIMEOUT_S, BwrapLauncher, NoneLauncher, Spawned, collect
 from sandbox.microvm import MicrovmLauncher
 from sandbox.output import OutputCollector
@@ -29,6 +30,8 @@ from sandbox.protect import place_gitfile
 from sandbox.shell import BASH_CTL_FD, parse_control
 
 UNSANDBOXED_WARNING = "ran WITHOUT a sandbox (the operator chose backend 'none')"
+# How much of a job's command BackgroundJob.summary quotes.
+SUMMARY_COMMAND_CHARS = 80
 # How often background jobs are checked against the disk reserve.
 JOB_WATCH_S = 0.1
 
@@ -100,7 +103,9 @@ class JobStatus:
                 running or when stopped.
     stopped     ended by ``stop()``, by the session closing, or by the sandbox (see ``note``).
     log_bytes   current size of the log file.
-    note        why the sandbox stopped it (the disk reserve was reached), else None.
+    note        why the sandbox stopped it (the disk reserve was reached), or, once it ended, the
+                limits it ran into (its memory limit or the session's total: processes the
+                kernel killed; forks that failed), one sentence each; else None.
     """
 
     job_id: str
@@ -115,7 +120,8 @@ class JobStatus:
 class BackgroundJob:
     """Handle of a command running in the background; its output goes to ``log_path``."""
 
-    def __init__(self, job_id: str, command: str, cwd: Path, log_path: Path, backend: str, spawned: Spawned) -> None:
+    def __init__(self, job_id: str, command: str, cwd: Path, log_path: Path, backend: str, spawned: Spawned,
+                 limits: Limits | None = None) -> None:
         self.id = job_id
         self.command = command
         self.cwd = cwd
@@ -125,6 +131,7 @@ class BackgroundJob:
         self._spawned = spawned
         self._stopped = False
         self._note: str | None = None
+        self._limits = limits or Limits()
         self._lock = threading.Lock()
 
     @property
@@ -150,6 +157,12 @@ class BackgroundJob:
     def running(self) -> bool:
         return self._spawned.returncode is None
 
+    def summary(self, name: str | None = None) -> str:
+        """One line naming the job (as ``name``, when the caller calls it otherwise), its command,
+        its age and its log: for messages that list jobs."""
+        command = self.command if len(self.command) <= SUMMARY_COMMAND_CHARS else self.command[:SUMMARY_COMMAND_CHARS] + "..."
+        return f"{name or self.id}: `{command}` (started {_age(time.time() - self.started_at)} ago; log {self.log_path})"
+
     def _status(self) -> JobStatus:
         try:
             size = self.log_path.stat().st_size
@@ -157,7 +170,8 @@ class BackgroundJob:
             size = 0
         running = self._spawned.returncode is None
         exit_code = None if running or self._stopped else self._spawned.returncode
-        return JobStatus(self.id, running, exit_code, self._stopped, self.log_path, size, self._note)
+        note = self._note or " ".join(limit_notes(self._spawned.reached, self._limits, f"background job {self.id}")) or None
+        return JobStatus(self.id, running, exit_code, self._stopped, self.log_path, size, note)
 
 
 class Sandbox:
@@ -180,6 +194,14 @@ class Sandbox:
         else:
             self._launcher = MicrovmLauncher(config, self.workspace, environ)
         if config.backend != "none":
+            # Files shared with names outside the workspace: copied, or read-only in every command (sandbox.hardlinks).
+            try:
+                self._links = unshare(self.workspace, reserve_bytes=config.limits.disk_reserve_bytes,
+                                      reserve_setting=config.limits.setting("disk_reserve_bytes"))
+            except BaseException:
+                self._launcher.close()
+                raise
+            _untold.add(self.workspace, self._links.notes)
             # A root that is no repository gets a .git file that stops host git (sandbox.protect),
             # before the guard records what is there. The repositories present now are the
             # operator's: protect them; any other is quarantined.
@@ -188,6 +210,7 @@ class Sandbox:
             self._protect_now()
         self._jobs: dict[str, BackgroundJob] = {}
         self._job_numbers = count(1)
+        self._starting = 0  # jobs being started: they count against limits.background_jobs already
         self._lock = threading.Lock()
         self._closed = False
         # Background jobs are spawned from this one long-lived thread: bwrap's
@@ -225,7 +248,8 @@ class Sandbox:
         host git run (core.hooksPath, drivers: sandbox.gitexec) as the configs are *now*: the
         operator may change them between commands; a check that finds nothing changed is a few stats."""
         if self._guard is not None:
-            self._launcher.extra_protected = self._guard.nested_protected_entries() + self._guard.run_by_git_entries()
+            self._launcher.extra_protected = (self._guard.nested_protected_entries() + self._guard.run_by_git_entries()
+                                              + self._links.bound_entries())
 
     def run(self, command: str, *, cwd: Path | str, timeout_s: float, output_limit_chars: int | None = None) -> Result:
         """Run ``command`` with ``bash -c`` in the sandbox; see Result. Blocks until it ends."""
@@ -254,19 +278,13 @@ class Sandbox:
         began, reported_cwd = parse_control(collected.control)
         if not began:
             raise self._launcher.setup_failure(captured.head + captured.tail)
-        notes = list(collected.notes)
+        notes = self.start_notes() + list(collected.notes)
         if collected.control_dropped:
             notes.append(
                 f"the command wrote {collected.control_dropped} bytes into the sandbox's control pipe (fd "
                 f"{BASH_CTL_FD}); they were dropped. Do not write to that file descriptor."
             )
-        if collected.oom_kills:
-            memory_setting = self.config.limits.setting("memory_bytes")
-            notes.append(
-                f"the command reached its memory limit of {self.config.limits.memory_bytes} bytes ({memory_setting}): "
-                f"the kernel killed {collected.oom_kills} of its processes. Use less memory at once (fewer parallel jobs, "
-                f"smaller inputs), or ask the operator to raise {memory_setting}."
-            )
+        notes += limit_notes(collected.reached, self.config.limits, "the command")
         notes += self.check_git()
         return Result(
             exit_code=collected.exit_code,
@@ -306,21 +324,17 @@ class Sandbox:
         real_cwd = self.resolve_cwd(cwd)
         self._check_disk_reserve()
         self._protect_now()
-        log = _create_log(log_path)
+        self._take_job_slot()
         try:
-            fds = {"out_fd": log} if out_fd is None else {"out_fd": out_fd, "in_fd": in_fd, "err_fd": log}
-            spawn = partial(self._launcher.spawn, command, cwd=real_cwd, report_cwd=False, **fds)
-            spawned = self._spawner.submit(spawn).result()
-        finally:
-            os.close(log)
-        if not _wait_for_start(spawned):
-            spawned.finish()
-            self._check_open()  # close() ran meanwhile and ended the start: say so, not "set-up failed"
-            raise self._launcher.setup_failure(_head_of(Path(log_path)))
-        os.close(spawned.ctl_r)
-        spawned.ctl_r = -1
+            spawned = self._spawn_job(command, real_cwd, Path(log_path), in_fd, out_fd)
+        except BaseException:
+            with self._lock:
+                self._starting -= 1
+            raise
         with self._lock:
-            job = BackgroundJob(f"job-{next(self._job_numbers)}", command, real_cwd, Path(log_path), self.backend, spawned)
+            self._starting -= 1
+            job = BackgroundJob(f"job-{next(self._job_numbers)}", command, real_cwd, Path(log_path), self.backend, spawned,
+                                self.config.limits)
             if not self._closed:
                 self._jobs[job.id] = job
                 self._watch_jobs_disk()
@@ -328,6 +342,34 @@ class Sandbox:
         job.stop()  # close() ran while this job was starting: it must not outlive the session
         self._check_open()
         return job
+
+    def _take_job_slot(self) -> None:
+        """Count a job about to start against ``limits.background_jobs``, or refuse it (JobLimitReached)."""
+        limit = self.config.limits.background_jobs
+        with self._lock:
+            if limit is not None:
+                running = tuple(job for job in self._jobs.values() if job.poll().running)
+                if len(running) + self._starting >= limit:
+                    raise JobLimitReached(_job_limit_message(running, self._starting, limit, self.config.limits),
+                                          running, limit)
+            self._starting += 1
+
+    def _spawn_job(self, command: str, cwd: Path, log_path: Path, in_fd: int | None, out_fd: int | None) -> Spawned:
+        """A background job's sandbox, started and past its set-up (the command runs), its output in ``log_path``."""
+        log = _create_log(log_path)
+        try:
+            fds = {"out_fd": log} if out_fd is None else {"out_fd": out_fd, "in_fd": in_fd, "err_fd": log}
+            spawn = partial(self._launcher.spawn, command, cwd=cwd, report_cwd=False, **fds)
+            spawned = self._spawner.submit(spawn).result()
+        finally:
+            os.close(log)
+        if not _wait_for_start(spawned):
+            spawned.finish()
+            self._check_open()  # close() ran meanwhile and ended the start: say so, not "set-up failed"
+            raise self._launcher.setup_failure(_head_of(log_path))
+        os.close(spawned.ctl_r)
+        spawned.ctl_r = -1
+        return spawned
 
     def _disk_watch(self):
         if self.config.limits.disk_reserve_bytes is None:
@@ -366,6 +408,12 @@ class Sandbox:
             if breach is not None:
                 for job in running:
                     job.stop(note=breach.replace("the command was stopped", f"background job {job.id} was stopped", 1))
+
+    def start_notes(self) -> list[str]:
+        """What a sandbox's start did to this workspace (shared hard links: sandbox.hardlinks), told once:
+        the first foreground command's notes carry them; a caller starting a background job first shows
+        them. They include what the sandbox of an MCP server of this process did, if it started first."""
+        return _untold.take(self.workspace)
 
     def check_git(self) -> list[str]:
         """Quarantine git repositories the sandbox created (see sandbox.gitguard); what was done.
@@ -426,6 +474,77 @@ class Sandbox:
             return self.resolve_cwd(reported)
         except PathError:
             return None
+
+
+# What a note says for each limit a command ran into (launcher.Spawned.reached): {subject} is "the
+# command" or "background job job-N", {count} how many processes were killed or forks failed.
+_LIMIT_NOTES = {
+    "memory_bytes": "{subject} reached its memory limit of {value} bytes ({setting}): the kernel killed {count} of its "
+                    "processes. Use less memory at once (fewer parallel jobs, smaller inputs), or ask the operator to raise "
+                    "{setting}.",
+    "session_memory_bytes": "{subject} reached the session's memory total of {value} bytes ({setting}), which all the "
+                            "session's commands and background jobs share: the kernel killed {count} of its processes. Stop "
+                            "the background jobs that are no longer needed, use less memory at once, or ask the operator "
+                            "to raise {setting}.",
+    "processes": "{subject} reached its process limit of {value} ({setting}): {count} of its forks failed (\"Resource "
+                 "temporarily unavailable\"). Start fewer processes at once (make -j4, xargs -P4), or ask the operator "
+                 "to raise {setting}.",
+    "session_processes": "{subject} reached the session's process total of {value} ({setting}), which all the session's "
+                         "commands and background jobs share: {count} of its forks failed (\"Resource temporarily "
+                         "unavailable\"). Stop the background jobs that are no longer needed, or ask the operator to "
+                         "raise {setting}.",
+}
+
+
+def limit_notes(reached: tuple[tuple[str, int], ...], limits: Limits, subject: str) -> list[str]:
+    """One sentence per limit in ``reached`` ((Limits field, count) pairs), naming the setting to change."""
+    return [_LIMIT_NOTES[field].format(subject=subject, value=getattr(limits, field), setting=limits.setting(field),
+                                       count=times) for field, times in reached]
+
+
+def _job_limit_message(running: tuple[BackgroundJob, ...], starting: int, limit: int, limits: Limits) -> str:
+    setting = limits.setting("background_jobs")
+    also = f" and {starting} more being started" if starting else ""
+    listed = "".join(f"\n  {job.summary()}" for job in running)
+    jobs = "job" if len(running) == 1 else "jobs"
+    return (
+        f"The background job was not started: this session already runs {len(running)} background {jobs}{also}, and "
+        f"{setting} allows {limit} at once:{listed}\nStop one that is no longer needed (BackgroundJob.stop()), or wait for "
+        f"one to end, then start this one again; or run the command in the foreground. The operator can raise {setting}."
+    )
+
+
+def _age(seconds: float) -> str:
+    """A duration as a person says it: 40 s, 12 min, 3 h."""
+    if seconds < 120:
+        return f"{max(0, round(seconds))} s"
+    if seconds < 7200:
+        return f"{round(seconds / 60)} min"
+    return f"{round(seconds / 3600)} h"
+
+
+class _Untold:
+    """Notes on what sandboxes' starts did to each workspace, kept until a Sandbox of it tells them.
+
+    Process-wide: the sandbox of an MCP server starts with the session, before its first bash
+    command, and finds (and copies) the shared files first; the bash sandbox, starting later, finds
+    nothing left to do, but still has to tell what was done.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._notes: dict[Path, dict[str, None]] = {}
+
+    def add(self, workspace: Path, notes: tuple[str, ...]) -> None:
+        with self._lock:
+            self._notes.setdefault(workspace, {}).update(dict.fromkeys(notes))  # each sentence once
+
+    def take(self, workspace: Path) -> list[str]:
+        with self._lock:
+            return list(self._notes.pop(workspace, {}))
+
+
+_untold = _Untold()
 
 
 def check_workspace(workspace: Path | str) -> Path:

@@ -110,6 +110,25 @@ def test_background_job_log_read_and_stop(tools, ws):
     assert (ws / ".abhed" / ".gitignore").read_text().endswith("*\n")
 
 
+def test_a_background_job_beyond_the_cap_is_refused_naming_the_running_ones_and_how_to_stop_one(make_tools, ws):
+    tools = make_tools()
+    tools.settings.sandbox.max_background_jobs = 1
+    assert sh(tools, "sleep 60", background=True).content.startswith("Started background job job-1: sleep 60")
+    refused = tools.err("bash", command="touch started; sleep 61", description="second", background=True)
+    log = ws / ".abhed" / "jobs" / tools.session.id / "job-1.log"
+    lines = refused.split("\n")
+    assert lines[0] == ("The background job did not start: 1 background job is running in this session, and "
+                        "sandbox.max_background_jobs allows 1 at once:")
+    assert lines[1].startswith("  job-1: `sleep 60` (started ") and lines[1].endswith(f" s ago; log {log})")
+    assert lines[2] == ("Stop one that is no longer needed with the bash command `kill %job-1` (`jobs` lists them with their "
+                        "state), or wait for one to end, then start this one again; or run the command in the foreground "
+                        "(without background, with a timeout_ms long enough). The operator can raise "
+                        "sandbox.max_background_jobs.")
+    assert not (ws / "started").exists() and not log.with_name("job-2.log").exists()  # nothing ran, no log was made
+    tools.ok("bash", command="kill %job-1", description="stop")
+    assert sh(tools, "sleep 61", background=True).content.startswith("Started background job job-2: sleep 61")
+
+
 def test_background_jobs_end_with_the_session(tools, ws):
     sh(tools, f"sleep 1.5; touch {ws}/late", background=True)
     tools.ctx.close()
@@ -153,6 +172,20 @@ def test_a_repository_made_by_a_command_is_quarantined_and_the_observation_says_
     subprocess.run(["git", "-c", "safe.directory=*", "status"], cwd=ws / "sub", capture_output=True,
                    env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1"})
     assert not marker.exists()  # host git in the directory ran nothing the command wrote
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_files_shared_with_names_outside_are_unshared_and_the_first_call_says_so(tools, ws, tmp_path, background):
+    outside = tmp_path / "store-file.js"
+    outside.write_text("module.exports = 1;\n")
+    (ws / "node_modules").mkdir()
+    os.link(outside, ws / "node_modules" / "m.js")  # pnpm's layout: a hard link into a store outside
+    first = sh(tools, "chmod u+w node_modules/m.js; echo hacked > node_modules/m.js; sleep 0.2", background=background)
+    assert ("[sandbox: 1 file in the workspace shared hard links with files outside it (e.g. node_modules/m.js: a local "
+            "`git clone`, a pnpm store or `ln` makes them)") in first.content
+    assert "1 of them (20 bytes) were replaced by copies" in first.content
+    assert "shared hard links" not in sh(tools, "true").content  # told once
+    assert outside.read_text() == "module.exports = 1;\n"
 
 
 def test_memory_and_disk_settings_reach_the_sandbox(make_tools):

@@ -430,3 +430,36 @@ def test_a_damaged_repository_that_holds_checkpoints_is_never_wiped(ws: Path, ho
     assert f"the shadow repository {shadow.git_dir} is damaged (it lacks HEAD, objects/ or refs/)" in str(damaged.value)
     assert "Move it away to start a new one" in str(damaged.value)
     assert any((shadow.git_dir / "objects").glob("??/*"))
+
+
+def test_undo_holds_a_running_sandboxed_job_of_the_workspace_still_while_it_restores(ws: Path, home: Path,
+                                                                                     tmp_path: Path,
+                                                                                     monkeypatch) -> None:
+    """Judged by a job's own output: while the restore runs, a job appending in a loop appends nothing."""
+    (ws / "a.txt").write_text("a\n")
+    shadow = Shadow(home, ws)
+    cp = Checkpoints(shadow)
+    session = SessionStore(home).create(ws)
+    before, _ = cp.before(session.id, new_id(), "bash", "main")
+    (ws / "a.txt").write_text("b\n")
+    cp.after(session.id, before)
+    grew: list[int] = []
+    real = Shadow.apply
+
+    def apply(self, plan):  # type: ignore[no-untyped-def]
+        size = (tmp_path / "count.log").stat().st_size
+        time.sleep(0.3)
+        grew.append((tmp_path / "count.log").stat().st_size - size)
+        return real(self, plan)
+    monkeypatch.setattr(Shadow, "apply", apply)
+    with sandbox.Sandbox(sandbox.SandboxConfig(), ws) as other_session:
+        job = other_session.start_background("while :; do echo x; done", cwd=ws, log_path=tmp_path / "count.log")
+        time.sleep(0.2)
+        assert undo(cp, session, before.number, force=True, confirm=lambda plan: True).startswith("Undone")
+        size = (tmp_path / "count.log").stat().st_size
+        time.sleep(0.3)
+        after = (tmp_path / "count.log").stat().st_size - size
+        assert job.running
+    assert grew == [0], "the job ran on while undo restored the workspace"
+    assert after > 0, "the job was not continued after the undo"
+    assert (ws / "a.txt").read_text() == "a\n"

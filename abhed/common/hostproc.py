@@ -50,8 +50,26 @@ def _dies_with(parent: int):  # type: ignore[no-untyped-def]
 
 
 def popen(argv: Sequence[str], **kwargs) -> subprocess.Popen:  # type: ignore[no-untyped-def]
-    """subprocess.Popen in a process group of its own, dying with Abhed."""
-    return subprocess.Popen(list(argv), process_group=0, preexec_fn=_dies_with(os.getpid()), **kwargs)
+    """subprocess.Popen in a process group of its own, dying with Abhed.
+
+    A Ctrl-C that arrives while Popen starts the child would leave it running with no one to kill it
+    (Popen raises before it returns the child): in the main thread, where Python raises
+    KeyboardInterrupt, SIGINT is held until the child is known, then delivered again."""
+    held: list[int] = []
+    main = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is not None
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum)) if main else None
+    try:
+        proc = subprocess.Popen(list(argv), process_group=0, preexec_fn=_dies_with(os.getpid()), **kwargs)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
+    if held:
+        try:
+            signal.raise_signal(signal.SIGINT)  # the handler runs now, and may raise KeyboardInterrupt
+        except BaseException:
+            kill(proc)
+            raise
+    return proc
 
 
 def kill(proc: subprocess.Popen) -> None:

@@ -23,13 +23,24 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from abhed.files.atomic import replace_file
 from abhed.session.gitobjects import write_file
 
-if TYPE_CHECKING:
-    from abhed.session.checkpoint import Shadow
+
+class Shadow(Protocol):
+    """What collecting needs of a shadow repository (abhed.session.checkpoint.Shadow)."""
+
+    dir: Path
+    git_dir: Path
+    max_count: int
+    max_store_bytes: int
+
+    def git(self, *args: str) -> bytes: ...
+
+    def chain_locked(self, session_id: str) -> list[Any]: ...
 
 MEASURE_EVERY = 32
 KEEP = 0.9  # a collection brings the store back under this share of each cap

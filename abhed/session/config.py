@@ -94,6 +94,10 @@ class SandboxSettings(_Section):
     max_file_bytes: int | None = Field(2 * 1024**3, ge=0)
     max_memory_bytes: int | None = Field(4 * 1024**3, ge=64 * 1024**2)  # per command; see sandbox.Limits
     disk_reserve_bytes: int | None = Field(1024**3, ge=0)  # free space kept on the workspace's filesystem
+    # Totals over a session (every command and background job at once; the session's cgroup, see sandbox.Limits).
+    max_session_memory_bytes: int | None = Field(8 * 1024**3, ge=64 * 1024**2)
+    max_session_processes: int | None = Field(2048, ge=1)
+    max_background_jobs: int | None = Field(8, ge=1)  # running at once; a start beyond it is refused, naming them
     microvm: MicrovmSettings = MicrovmSettings()
 
 

@@ -65,7 +65,10 @@ class BashInput(ToolInput):
 
 # The sandbox's limits as the operator's config names them (the sandbox's notes quote these).
 SANDBOX_SETTING_NAMES = (("processes", "sandbox.max_processes"), ("file_size_bytes", "sandbox.max_file_bytes"),
-                         ("memory_bytes", "sandbox.max_memory_bytes"), ("disk_reserve_bytes", "sandbox.disk_reserve_bytes"))
+                         ("memory_bytes", "sandbox.max_memory_bytes"), ("disk_reserve_bytes", "sandbox.disk_reserve_bytes"),
+                         ("session_memory_bytes", "sandbox.max_session_memory_bytes"),
+                         ("session_processes", "sandbox.max_session_processes"),
+                         ("background_jobs", "sandbox.max_background_jobs"))
 
 
 def sandbox_config(settings: Settings) -> sandbox.SandboxConfig:
@@ -73,6 +76,8 @@ def sandbox_config(settings: Settings) -> sandbox.SandboxConfig:
     cfg = settings.sandbox
     limits = sandbox.Limits(processes=cfg.max_processes, file_size_bytes=cfg.max_file_bytes,
                             memory_bytes=cfg.max_memory_bytes, disk_reserve_bytes=cfg.disk_reserve_bytes,
+                            session_memory_bytes=cfg.max_session_memory_bytes,
+                            session_processes=cfg.max_session_processes, background_jobs=cfg.max_background_jobs,
                             setting_names=SANDBOX_SETTING_NAMES)
     return sandbox.SandboxConfig(backend=cfg.backend, bwrap_path=cfg.bwrap_path or frozen.bundled("bwrap"), allow_network=cfg.allow_network,
                                  env_passthrough=tuple(cfg.env_passthrough), ro_binds=tuple(cfg.ro_binds),
@@ -177,14 +182,33 @@ class Bash(Tool):
         handle, log = shell.next_log()
         try:
             job = shell.box.start_background(args.command, cwd=cwd, log_path=log)
+        except sandbox.JobLimitReached as exc:
+            raise ToolError(self._too_many_jobs(shell, exc), reason="background_jobs") from None
         except sandbox.SandboxError as exc:
             raise ToolError(f"The background job did not start: {exc}") from None
         shell.jobs[handle] = job
         warning = f"[{sandbox.UNSANDBOXED_WARNING}]\n" if not job.sandboxed else ""
+        notes = "".join(f"\n[sandbox: {note}]" for note in shell.box.start_notes())  # the session's first call
         return ok(f"{warning}Started background job {handle}: {args.command}\n"
                   f"Output: {log} (read or grep it; it grows while the job runs)\n"
                   f"Stop it with the bash command `kill %{handle}`; list jobs with `jobs`. It is stopped when the "
-                  "session ends.", job=handle, log=str(log), sandboxed=job.sandboxed)
+                  f"session ends.{notes}", job=handle, log=str(log), sandboxed=job.sandboxed)
+
+    @staticmethod
+    def _too_many_jobs(shell: Shell, refused: sandbox.JobLimitReached) -> str:
+        """The refusal of a job beyond sandbox.max_background_jobs, naming the running ones as the model
+        knows them (their handles) and how it stops one."""
+        handles = {id(job): handle for handle, job in shell.jobs.items()}
+        names = [handles.get(id(job), job.id) for job in refused.running]
+        listed = "".join(f"\n  {job.summary(name)}" for name, job in zip(names, refused.running))
+        stop = f"`kill %{names[0]}`" if names else "`kill %job-N`"
+        setting = shell.box.config.limits.setting("background_jobs")
+        running = "1 background job is" if len(names) == 1 else f"{len(names)} background jobs are"
+        return (f"The background job did not start: {running} running in this session, and {setting} allows "
+                f"{refused.limit} at once:{listed}\n"
+                f"Stop one that is no longer needed with the bash command {stop} (`jobs` lists them with their state), or "
+                "wait for one to end, then start this one again; or run the command in the foreground (without "
+                f"background, with a timeout_ms long enough). The operator can raise {setting}.")
 
     def _job_control(self, control: JobCommand, ctx: ToolContext) -> ToolResult:
         jobs = ctx.shell.jobs if ctx.shell is not None else {}

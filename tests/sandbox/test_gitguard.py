@@ -388,7 +388,8 @@ def test_running_out_of_watches_drops_to_walking_and_other_errors_are_reported(t
 
     from sandbox import gitguard
 
-    notify = gitguard._Inotify.open()
+    budget = gitguard.WatchBudget(10)
+    notify = gitguard._Inotify.open(budget)
     try:
         notify._libc = FailingLibc(errno.ENOSPC)  # fs.inotify.max_user_watches reached
         assert notify.watch(0) is None
@@ -397,6 +398,7 @@ def test_running_out_of_watches_drops_to_walking_and_other_errors_are_reported(t
         notify._libc = FailingLibc(errno.EACCES)
         with pytest.raises(PermissionError):
             notify.watch(0)
+        assert budget.used == 0  # a watch the kernel did not give is not counted
     finally:
         notify.close()
 

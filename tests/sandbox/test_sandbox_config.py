@@ -13,7 +13,8 @@ def test_defaults_are_the_secure_choice():
     config = SandboxConfig()
     assert config.backend == "bwrap" and config.bwrap_path is None and config.allow_network is False
     assert config.env_passthrough == () and config.ro_binds == () and config.rw_binds == ()
-    assert config.protected_paths == DEFAULT_PROTECTED_PATHS == (".git/hooks/", ".git/config", ".git/modules/", ".git/info/", ".abhed/")
+    assert config.protected_paths == DEFAULT_PROTECTED_PATHS == (".git/hooks/", ".git/config", ".git/modules/", ".git/info/", ".abhed/",
+                                                                 ".git/objects/pack/")
     limits = config.limits
     assert limits.processes == 1024 and limits.file_size_bytes == 2 * 1024**3 and limits.open_files == 4096
     assert limits.core_dump_bytes == 0 and limits.address_space_bytes is None and limits.cpu_seconds is None
@@ -67,13 +68,17 @@ def test_invalid_configuration_is_explained(kwargs, message):
     ("kwargs", "message"),
     [
         ({"processes": -1}, "limits.processes must be a non-negative integer or None"),
-        ({"processes": 0}, "limits.processes must be at least 1"),
         ({"file_size_bytes": 1.5}, "limits.file_size_bytes must be a non-negative integer or None"),
         ({"open_files": 64}, "limits.open_files must be at least 256 (the launcher keeps its control pipe at fd 200)"),
         ({"cpu_seconds": True}, "limits.cpu_seconds must be a non-negative integer or None"),
         ({"memory_bytes": 1024}, "limits.memory_bytes must be at least 64 MiB (the shell and the sandbox's setup need memory too), got 1024; use None"),
         ({"memory_bytes": -1}, "limits.memory_bytes must be a non-negative integer or None"),
         ({"disk_reserve_bytes": "1G"}, "limits.disk_reserve_bytes must be a non-negative integer or None"),
+        ({"session_memory_bytes": 1024}, "limits.session_memory_bytes must be at least 64 MiB (the shell and the sandbox's setup "
+                                         "need memory too), got 1024; use None for no memory limit."),
+        ({"session_processes": 0}, "limits.session_processes must be at least 1 (each command is a process); use None for no limit."),
+        ({"background_jobs": 0}, "limits.background_jobs must be at least 1 (0 would refuse every background job); use None for no limit."),
+        ({"processes": 0}, "limits.processes must be at least 1 (the command itself is a process); use None for no limit."),
     ],
 )
 def test_invalid_limits_are_explained(kwargs, message):
@@ -118,13 +123,21 @@ def test_limits_accept_their_minimum_exactly():
         Limits(open_files=255)
     with pytest.raises(ConfigError, match=f"limits.memory_bytes must be at least 64 MiB .* got {64 * 1024**2 - 1}"):
         Limits(memory_bytes=64 * 1024**2 - 1)
+    least = Limits(session_memory_bytes=64 * 1024**2, session_processes=1, background_jobs=1)
+    assert (least.session_memory_bytes, least.session_processes, least.background_jobs) == (64 * 1024**2, 1, 1)
+    with pytest.raises(ConfigError, match=f"limits.session_memory_bytes must be at least 64 MiB .* got {64 * 1024**2 - 1}"):
+        Limits(session_memory_bytes=64 * 1024**2 - 1)
+    none = Limits(session_memory_bytes=None, session_processes=None, background_jobs=None)
+    assert (none.session_memory_bytes, none.session_processes, none.background_jobs) == (None, None, None)
+    assert (Limits().session_memory_bytes, Limits().session_processes, Limits().background_jobs) == (8 * 1024**3, 2048, 8)
     assert SandboxConfig(tmp_size_bytes=1024**2).tmp_size_bytes == 1024**2
     with pytest.raises(ConfigError, match=f"at least 1 MiB, got {1024**2 - 1}"):
         SandboxConfig(tmp_size_bytes=1024**2 - 1)
 
 
 @pytest.mark.parametrize("name", ["processes", "file_size_bytes", "open_files", "address_space_bytes", "cpu_seconds",
-                                  "core_dump_bytes", "memory_bytes", "disk_reserve_bytes"])
+                                  "core_dump_bytes", "memory_bytes", "disk_reserve_bytes", "session_memory_bytes",
+                                  "session_processes", "background_jobs"])
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "10"])
 def test_every_limit_refuses_what_is_not_a_non_negative_integer(name, bad):
     with pytest.raises(ConfigError) as err:

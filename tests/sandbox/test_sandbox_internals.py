@@ -360,6 +360,11 @@ def test_the_thread_cgroup_is_found_in_the_hierarchy_of_the_command_cgroup(tmp_p
     assert _thread_cgroup(command, ["8:pids:/", "0::/a/b"]) is None  # no line for memory: never another hierarchy's path
     assert _thread_cgroup(command, ["4:memory:/gone"]) is None  # listed, but no cgroup directory under this mount point
     assert _thread_cgroup(command, []) is None  # /proc/thread-self/cgroup unreadable
+    # A command's cgroup inside its session's, inside its workspace's: the same mount point.
+    nested = Cgroup(top / "abhed-sandbox" / "ws-1" / "session-1-2-0" / "run-1-2", 1, ("memory",))
+    assert _thread_cgroup(nested, ["4:cpu,memory:/a/b"]) == top / "a" / "b"
+    # Not below abhed-sandbox: no mount point to go home in (never joined).
+    assert _thread_cgroup(Cgroup(top / "elsewhere" / "run-1-2", 1, ("memory",)), ["4:cpu,memory:/a/b"]) is None
 
 
 def test_a_thread_that_cannot_leave_the_command_cgroup_is_reported_with_both_paths(tmp_path):
@@ -409,8 +414,10 @@ def _proc_cgroup(tmp_path: Path, text: str) -> Path:
 def test_no_memory_limit_means_no_memory_cgroup():
     from sandbox.limits import find_cgroup_parents
 
-    parents, fallback = find_cgroup_parents(Limits(processes=None, memory_bytes=None), as_root=True)
-    assert parents == () and fallback is None
+    parents, fallback = find_cgroup_parents(Limits(processes=None, memory_bytes=None, session_memory_bytes=None), as_root=True)
+    assert len(parents) == 1 and "pids" in parents[0].controllers and fallback is None  # for the session's total
+    no_limits = Limits(processes=None, memory_bytes=None, session_processes=None, session_memory_bytes=None)
+    assert find_cgroup_parents(no_limits, as_root=True) == ((), None)
 
 
 # -- launcher: ending a command ------------------------------------------------------------------

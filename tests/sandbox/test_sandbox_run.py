@@ -112,7 +112,7 @@ def test_curated_environment(runner, workspace):
     result = runner.run("env | sort", workspace=workspace)
     env = dict(line.split("=", 1) for line in result.output.splitlines() if "=" in line)
     assert env["TERM"] == "dumb" and env["PAGER"] == "cat" and env["GIT_PAGER"] == "cat"
-    assert env["GIT_EDITOR"] == "true" and env["GIT_TERMINAL_PROMPT"] == "0"
+    assert env["GIT_EDITOR"] == "true" and env["GIT_TERMINAL_PROMPT"] == "0" and env["GIT_OPTIONAL_LOCKS"] == "0"
     assert env["HOME"] == "/tmp/home" and env["TMPDIR"] == "/tmp" and env["LANG"] == "C.UTF-8"
     assert env["PATH"].split(":")[:4] == ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin"]
     assert set(env) <= {
@@ -123,6 +123,7 @@ def test_curated_environment(runner, workspace):
         "TERM",
         "PAGER",
         "GIT_PAGER",
+        "GIT_OPTIONAL_LOCKS",
         "GIT_EDITOR",
         "GIT_TERMINAL_PROMPT",
         "PWD",
@@ -520,8 +521,10 @@ def test_per_command_pids_cgroups_are_removed(root_runner):
 
 
 def _own_cgroups(parents) -> set:
-    """This process's per-command cgroups under the parents (run-<pid>-<n>)."""
-    return {path for parent in parents for path in parent.path.glob(f"run-{os.getpid()}-*")}
+    """This process's session and command cgroups under the parents (ws-<key>/session-<pid>-.../run-<pid>-<n>)."""
+    pid = os.getpid()
+    patterns = (f"run-{pid}-*", f"ws-*/session-{pid}-*", f"ws-*/session-{pid}-*/run-*")
+    return {path for parent in parents for pattern in patterns for path in parent.path.glob(pattern)}
 
 
 @pytest.mark.parametrize("backend", ["bwrap", "none"])
@@ -556,12 +559,25 @@ def test_a_cgroup_that_cannot_be_made_stops_the_command_and_removes_the_ones_mad
         pytest.skip("no cgroup in use (not host root)")
     broken = CgroupParent(tmp_path / "no-such-hierarchy", 1, ("memory",))
     before = _own_cgroups(real[:1])
-    sb._launcher.cgroup_parents = (real[0], broken)
+    sessions = sb._launcher.session_cgroups
+    sessions.roots = (real[0], broken)
     try:
+        # The session's cgroups: the one made in the first hierarchy goes again, its workspace's directory too.
+        with pytest.raises(sandbox.SandboxSetupError) as err:
+            sb.run("touch ran", cwd=workspace, timeout_s=60)
+        assert str(err.value).startswith(f"Could not create the session's cgroup {sessions.path_under(broken).parent} (No such "
+                                         "file or directory); the command did not run.")
+        assert not (workspace / "ran").exists()
+        assert _own_cgroups(real[:1]) <= before and not sessions.path_under(real[0]).parent.exists()
+        # The command's: the session's exist, the second command cgroup cannot be made.
+        sessions.roots = real[:1]
+        made = sessions.parents()
+        sessions._made = (made[0], broken)
         with pytest.raises(sandbox.SandboxSetupError) as err:
             sb.run("touch ran", cwd=workspace, timeout_s=60)
         assert str(err.value).startswith(f"Could not create the command's cgroup under {broken.path} (No such file or directory); the command did not run.")
-        assert not (workspace / "ran").exists()
+        assert not (workspace / "ran").exists() and not list(made[0].path.glob("run-*"))
+        sessions._made = made
     finally:
         sb.close()
     assert _own_cgroups(real[:1]) <= before

@@ -1,0 +1,113 @@
+"""abhed.common.hostproc: every program Abhed runs on the host on the model's behalf has a deadline, its own
+process group, and dies with Abhed. Judged by the host's process table, never by what was returned."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from abhed.common import hostproc
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in "ZX"
+
+
+def wait_gone(pid: int) -> bool:
+    for _ in range(300):
+        if not alive(pid):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_a_run_returns_what_the_child_printed_and_its_status() -> None:
+    done = hostproc.run(["sh", "-c", "cat; echo err >&2; exit 3"], input=b"in\n", timeout=30)
+    assert (done.returncode, done.stdout, done.stderr) == (3, b"in\n", b"err\n")
+    assert hostproc.run(["true"], timeout=30).stdout == b""
+
+
+def test_past_its_deadline_the_child_and_everything_it_started_are_killed(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    script = f"sleep 600 & echo $! > {pids}; echo $$ >> {pids}; wait"
+    started = time.monotonic()
+    with pytest.raises(hostproc.Timeout) as stopped:
+        hostproc.run(["sh", "-c", script], timeout=1)
+    assert time.monotonic() - started < 30
+    assert str(stopped.value) == f"`sh -c {script}` was still running after 1 s and was stopped"
+    assert stopped.value.seconds == 1 and stopped.value.argv[0] == "sh"
+    for pid in map(int, pids.read_text().split()):
+        assert wait_gone(pid), f"process {pid} outlived the deadline"
+
+
+def test_the_child_has_a_process_group_of_its_own(tmp_path: Path) -> None:
+    done = hostproc.run(["sh", "-c", "ps -o pgid= -p $$; echo $$"], timeout=30)
+    pgid, pid = done.stdout.split()
+    assert pgid == pid and int(pgid) != os.getpgrp()
+
+
+def test_an_interrupt_while_waiting_kills_the_child(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    main = threading.main_thread()
+
+    def interrupt() -> None:
+        for _ in range(500):
+            if pidfile.exists() and pidfile.read_text().strip():
+                break
+            time.sleep(0.01)
+        signal.pthread_kill(main.ident, signal.SIGINT)
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        hostproc.run(["sh", "-c", f"echo $$ > {pidfile}; exec sleep 600"], timeout=600)
+    assert wait_gone(int(pidfile.read_text())), "Ctrl-C left the child running"
+
+
+DIES_WITH = r"""
+import sys
+from abhed.common import hostproc
+proc = hostproc.popen(["sleep", "600"])
+print(proc.pid, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_the_child_dies_with_abhed_even_on_kill_9() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", DIES_WITH], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    child = int(parent.stdout.readline())
+    assert alive(child)
+    parent.kill()
+    parent.wait()
+    assert wait_gone(child), "the child outlived Abhed"
+
+
+def test_a_streaming_child_is_stopped_at_its_deadline_and_says_so() -> None:
+    with pytest.raises(hostproc.Timeout):
+        with hostproc.streaming(["cat"], timeout=0.5) as proc:
+            proc.stdin.write(b"hello\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline() == b"hello\n"
+            time.sleep(1.5)
+            assert proc.stdout.read() == b""  # killed: its output ended
+    assert not alive(proc.pid)
+
+
+def test_a_streaming_child_ended_in_time_raises_nothing_and_is_reaped() -> None:
+    with hostproc.streaming(["cat"], timeout=30) as proc:
+        proc.stdin.write(b"x\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline() == b"x\n"
+    assert proc.returncode is not None and not alive(proc.pid)
