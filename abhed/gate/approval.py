@@ -141,6 +141,19 @@ def destructive(command: Command, directories: tuple[str, ...] = ()) -> str | No
     read generically with GNU abbreviations, git's global options skipped; and any redirection or
     argument that names a block device or a protected path, whatever the statement.
     """
+    written = _redirect_danger(command, directories)
+    if written:
+        return written
+    import abhed.gate.wrappers as wrappers
+    for argv, via in wrappers.candidates(command.argv):
+        reason = _program(argv, via) or _named_paths(argv, directories)
+        if reason:
+            return reason
+    return None  # pragma: no mutate  (falling off the end returns None too)
+
+
+def _redirect_danger(command: Command, directories: tuple[str, ...] = ()) -> str | None:
+    """Why the command's redirections need a human: one writes a block device or a protected path."""
     for redirect in command.redirects:
         if redirect.operator in INPUTS or redirect.target is None or _duplicates(redirect):
             continue
@@ -148,11 +161,6 @@ def destructive(command: Command, directories: tuple[str, ...] = ()) -> str | No
             return f"writes to the block device {redirect.target}"
         if protected(redirect.target, directories):
             return f"writes the protected path {redirect.target}"
-    import abhed.gate.wrappers as wrappers
-    for argv, via in wrappers.candidates(command.argv):
-        reason = _program(argv, via) or _named_paths(argv, directories)
-        if reason:
-            return reason
     return None  # pragma: no mutate  (falling off the end returns None too)
 
 
@@ -406,10 +414,14 @@ class Policy:
     def _danger(analysis: Analysis) -> str | None:
         if analysis.recursive_functions:
             return f"the function {analysis.recursive_functions[0]} calls itself (a fork bomb)"
-        for command in analysis.commands:
-            reason = destructive(command, tuple(analysis.directories))
-            if reason:
-                return f"{reason} (`{command.text[:200]}`)"
+        # A statement that certainly writes (a redirection into a protected path or a device) is
+        # named before one that only names such a path: `cp -r .git x && echo y > .git/commondir`
+        # is refused for the write, not for the copy.
+        for judge in (_redirect_danger, destructive):
+            for command in analysis.commands:
+                reason = judge(command, tuple(analysis.directories))
+                if reason:
+                    return f"{reason} (`{command.text[:200]}`)"
         return None  # pragma: no mutate  (falling off the end returns None too)
 
 
