@@ -1,0 +1,77 @@
+"""Preparing a pattern is bounded: no walk recurses in Python, and a deadline stops the rest.
+
+Everything between a pattern's text and a ready matcher (parse, line-mode rewrite, translation
+for rg, program compile, prefilter planning) keeps two promises:
+
+* No recursion whose depth the pattern chooses. A tree nests as deep as its pattern (1000
+  groups; `x{0,1000}` simplifies to 1000 nested `(?:x(?:x...)?)?`), past Python's recursion
+  limit; raising that limit is process-wide (the grep tool runs in threads, and one call putting
+  it back cut another call's walk short) and lets deep C recursion overflow the stack. So each
+  recursive walk is a generator: `value = yield walk(child)` is the recursive call, `return` its
+  result, and `run()` drives the generators with a list as the stack.
+* A deadline: inside `with deadline(seconds, pattern):`, `check()` (called by `run()` every
+  CHECK_EVERY steps and by the loops of the parser, compilers and planners) raises `error` once
+  the time has passed, saying so and how to simplify the pattern. Every stage is linear or
+  n log n in the pattern's length (benchmarks/pattern_prep_bench.py); the deadline is what
+  holds if one is not.
+"""
+import threading
+import time
+from contextlib import contextmanager
+
+from .errors import invalid
+
+CHECK_EVERY = 256   # run() steps between two looks at the clock (a look costs ~0.1 us)
+
+_local = threading.local()   # per thread: each grep call prepares its pattern in its own
+
+
+def run(walk):
+    """The result of a generator-based recursive walk, driven without Python recursion.
+
+    In the walk, `x = yield child` runs the generator `child` to its end and gives its return
+    value. An exception ends the whole walk (no walk here catches one from a child)."""
+    stack, value, steps = [walk], None, 0
+    while True:
+        try:
+            child = stack[-1].send(value)
+        except StopIteration as done:
+            stack.pop()
+            if not stack:
+                return done.value
+            value = done.value
+            continue
+        stack.append(child)
+        value = None
+        steps += 1
+        if steps % CHECK_EVERY == 0:
+            check()
+
+
+@contextmanager
+def deadline(seconds, pattern):
+    """Within the block, check() fails once `seconds` have passed (an outer, earlier deadline
+    still holds). Thread-local: other threads' preparations are not affected."""
+    outer = getattr(_local, "limit", None)
+    limit = (time.monotonic() + seconds, seconds, pattern)
+    _local.limit = limit if outer is None or limit[0] < outer[0] else outer
+    try:
+        yield
+    finally:
+        _local.limit = outer
+
+
+def check():
+    """Raise `error` (construct "pattern too complex") if this thread's deadline has passed."""
+    limit = getattr(_local, "limit", None)
+    if limit is not None and time.monotonic() > limit[0]:
+        raise too_complex(limit[2], limit[1])
+
+
+def too_complex(pattern, seconds):
+    return invalid(
+        "pattern too complex", f"pattern too complex: preparing it for the search took more than "
+        f"{seconds:g} s, the most a search may spend on that", pattern, None,
+        "simplify the pattern: search for its most distinctive literal part first, split a long "
+        "alternation into several searches, write `+` or `*` instead of large counted repeats of "
+        "groups (`(a|b){0,1000}` -> `(a|b)*`), and drop groups that only nest other groups")
