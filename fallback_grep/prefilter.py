@@ -108,6 +108,7 @@ def _trie_regex(trie):
     return "(?:" + "|".join(alts) + ")"
 
 
+_CHARACTERS = (sx.LITERAL, sx.CLASS)
 _SRE_ASSERT = {sx.BOL: "(?m:^)", sx.EOL: "(?m:$)", sx.WORD: "\\b", sx.NOT_WORD: "\\B"}
 
 
@@ -116,12 +117,15 @@ def finite(node, allow_assertions, memo=None):
 
     memo: {id(leaf): (leaf, Finite)}, shared by the walks of one plan, so that a class that
     occurs thousands of times is translated (and its size counted) once."""
-    return bounded.run(_finite(node, allow_assertions, {} if memo is None else memo))
+    memo = {} if memo is None else memo
+    if node.op in _CHARACTERS:
+        return _leaf(node, memo)
+    return bounded.run(_finite(node, allow_assertions, memo))
 
 
 def _finite(node, allow, memo):
     op = node.op
-    if op in (sx.LITERAL, sx.CLASS):
+    if op in _CHARACTERS:
         return _leaf(node, memo)
     if op == sx.EMPTY:
         return Finite("", 1, 0, 0)
@@ -146,17 +150,26 @@ def _finite(node, allow, memo):
 
 
 def _leaf(node, memo):
-    """A literal's or class's translation, once per node of the tree."""
+    """A literal's or class's translation, once per rune or class node (never changed after)."""
+    if node.op == sx.LITERAL:
+        return _rune_finite(node.rune)
     hit = memo.get(id(node))
     if hit is None or hit[0] is not node:
-        ranges = sx.node_ranges(node)
-        src = _class_regex(tuple(ranges))
-        fin = None
-        if src is not None:
-            size = sum(hi - lo + 1 for lo, hi in ranges)
-            fin = Finite(src, 1, 4, 1 if size <= 4 else 0, CLASS_NEST if "(?:" in src else 0)
-        hit = memo[id(node)] = (node, fin)   # the node kept alive with it: its id stays its own
-    return hit[1]
+        hit = memo[id(node)] = (node, _class_finite(node.ranges))   # the node kept alive with it:
+    return hit[1]                                                    # its id stays its own
+
+
+@lru_cache(maxsize=512)
+def _rune_finite(rune):
+    return _class_finite(((rune, rune),))
+
+
+def _class_finite(ranges):
+    src = _class_regex(tuple(ranges))
+    if src is None:
+        return None
+    size = sum(hi - lo + 1 for lo, hi in ranges)
+    return Finite(src, 1, 4, 1 if size <= 4 else 0, CLASS_NEST if "(?:" in src else 0)
 
 
 def _finite_concat(subs, allow, memo):
@@ -165,7 +178,7 @@ def _finite_concat(subs, allow, memo):
     parts = []
     paths, length, size, nest = 1, 0, 0, 0
     for sub in subs:
-        part = yield _finite(sub, allow, memo)
+        part = _leaf(sub, memo) if sub.op in _CHARACTERS else (yield _finite(sub, allow, memo))
         if part is None:
             return None
         paths, length = paths * part.paths, length + part.length
@@ -379,6 +392,8 @@ def _flatten(node):
 
 def _unit(node):
     """One code point position: ('lit', bytes) | ('fold', lowered bytes, variants) | None."""
+    if node.op == sx.LITERAL:
+        return ("lit", chr(node.rune).encode("utf-8", "surrogatepass"))
     ranges = sx.node_ranges(node)
     if ranges is None:
         return None
@@ -497,7 +512,7 @@ def _concat_needles(tree):
             if best_fold is None or len(folded) > len(best_fold[0]):
                 best_fold = (folded, variants)
     best_lit = b"" if best_lit is None else b"".join(u[1] for u in best_lit[0][best_lit[1]:best_lit[2]])
-    whole = all(_unit(it) is not None and _unit(it)[0] == "lit" for it in items)
+    whole = all(u is not None and u[0] == "lit" for u in map(_unit, items))
     fold, variants = best_fold or (b"", ())
     if len(best_lit) >= 3 or best_lit and len(fold) <= len(best_lit):
         return Needles([best_lit], whole=whole)
