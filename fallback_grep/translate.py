@@ -39,11 +39,12 @@ def rust_pattern(pattern, case_insensitive=False, multiline=False, limit=None):
     if multiline:
         flags |= FLAG_S
     parsed = parse(pattern, flags & (FLAG_I | FLAG_M | FLAG_S | FLAG_U))
-    return _emit(parsed.tree, limit)
+    return rust_tree(parsed.tree, limit)
 
 
-def _emit(tree, limit=None):
-    """The tree's Rust text, or None once it would be longer than limit."""
+def rust_tree(tree, limit=None):
+    """The Rust text of a tree parsed as rust_pattern() parses (filesearch.check() returns one),
+    or None once it would be longer than limit bytes."""
     out, size, classes = [], 0, {}
     stack = [tree]            # nodes to write, and text to write between them
     while stack:
