@@ -128,7 +128,7 @@ class _Compiler:
         n = len(self.p.op)
         if n >= MAX_INSTRUCTIONS:
             raise too_large(self.pattern)
-        if n % 4096 == 0:
+        if n % 1024 == 0:
             bounded.check()
         return self.p.emit(*a, **k)
 
