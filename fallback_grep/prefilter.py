@@ -190,20 +190,22 @@ def _finite_concat(subs, allow, memo):
 
 
 def _finite_alternate(subs, allow, memo):
-    parts, paths, size = [], 0, 0
+    # size: the source's length so far, "(?:" and ")" around the parts and a bar before each but
+    # the first; past a bound, no need to translate the other alternatives.
+    parts, paths, size = [], 0, 3
     for sub in subs:
         part = yield _finite(sub, allow, memo)
         if part is None:
             return None
-        paths, size = paths + part.paths, size + len(part.src)
+        paths, size = paths + part.paths, size + len(part.src) + 1
         if paths > MAX_PATHS or size > MAX_SRC:
-            return None          # no need to translate the other alternatives
+            return None
         parts.append(part)
-    src = "(?:" + "|".join(p.src for p in parts) + ")"
     nest = max(p.nest for p in parts) + 1
-    if len(src) > MAX_SRC or nest > MAX_NEST:
+    if nest > MAX_NEST:
         return None
-    return Finite(src, paths, max(p.length for p in parts), min(p.score for p in parts), nest)
+    return Finite("(?:" + "|".join(p.src for p in parts) + ")", paths, max(p.length for p in parts),
+                  min(p.score for p in parts), nest)
 
 
 def _finite_repeat(node, allow, memo):
@@ -227,8 +229,8 @@ def _finite_repeat(node, allow, memo):
 def _repeat_paths(paths, lo, hi):
     """sum(paths ** k for k in lo..hi), or None past MAX_PATHS, found without the big powers
     (`(?:a|b){1000}` would take a 1000-bit one)."""
-    if paths == 1:
-        return hi - lo + 1 if hi - lo + 1 <= MAX_PATHS else None
+    if paths == 1:  # pragma: no mutate (speed only: the loop below sums the same ones, in hi steps)
+        return hi - lo + 1 if hi - lo + 1 <= MAX_PATHS else None  # pragma: no mutate (as above)
     total, power = 0, 1
     for k in range(hi + 1):
         if power > MAX_PATHS:
@@ -392,8 +394,8 @@ def _flatten(node):
 
 def _unit(node):
     """One code point position: ('lit', bytes) | ('fold', lowered bytes, variants) | None."""
-    if node.op == sx.LITERAL:
-        return ("lit", chr(node.rune).encode("utf-8", "surrogatepass"))
+    if node.op == sx.LITERAL:  # pragma: no mutate (speed only: the ranges below give the same)
+        return ("lit", chr(node.rune).encode("utf-8", "surrogatepass"))  # pragma: no mutate (as above)
     ranges = sx.node_ranges(node)
     if ranges is None:
         return None

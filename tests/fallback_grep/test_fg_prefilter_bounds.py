@@ -94,6 +94,34 @@ def test_windows_at_the_length_bound(pattern, want):
     assert facts(fac) == facts(reference_factor(tree(pattern)))
 
 
+@pytest.mark.parametrize("pattern", [
+    "abcdefghij" * 5 + "x+", "x+" + "abcdefghij" * 5, "(?:ab|cd)" * 8 + "y+", "a{5}b{5}c{5}d{5}" * 3 + "z+",
+    "abc\\pLdefghijklmnopqrstuvwxyz0123456789", "[a-d]" * 20,
+])
+def test_windows_at_the_source_size_bound(monkeypatch, pattern):
+    monkeypatch.setattr(prefilter, "MAX_SRC", 30)
+    got = prefilter.best_factor(tree(pattern))
+    assert facts(got) == facts(reference_factor(tree(pattern)))
+    assert got is not None and len(got.src) <= 30
+
+
+def test_windows_at_the_paths_bound():
+    five, two = "(?:ab|cd|ef|gh|ij)", "(?:kl|mn)"
+    fac = prefilter.best_factor(tree(five * 3 + two * 4 + "q+"))        # exactly MAX_PATHS: all seven
+    assert (fac.paths, fac.score) == (2000, 15) and fac.src.endswith("(?:kl|mn)(?:q){1}")
+    fac = prefilter.best_factor(tree(five * 3 + two * 5 + "q+"))        # one more: the window slides on
+    assert (fac.paths, fac.score) == (25 * 32, 15) and fac.src.endswith("(?:q){1}")
+    assert facts(fac) == facts(reference_factor(tree(five * 3 + two * 5 + "q+")))
+
+
+def test_best_factor_shares_one_memo_among_its_items(monkeypatch):
+    made = []
+    make = prefilter._class_finite
+    monkeypatch.setattr(prefilter, "_class_finite", lambda ranges: made.append(ranges) or make(ranges))
+    assert prefilter.best_factor(tree("\\p{Greek}x" * 50)).score == 50
+    assert len(made) == 1
+
+
 def test_best_factor_does_linear_work(monkeypatch):
     """A concatenation of n items: each enters and leaves the window once (the old way built and cut
     back n candidates of up to MAX_LENGTH items each)."""
@@ -180,12 +208,25 @@ def test_the_sre_source_is_at_most_max_src(monkeypatch, size, fits):
         assert len(fin.src) <= prefilter.MAX_SRC
 
 
+def test_a_class_of_one_code_point_is_a_literal_unit():
+    assert prefilter._unit(tree("[a]")) == ("lit", b"a")
+    assert prefilter.needles_for(tree("x[y]z")).literals == (b"xyz",)
+
+
+def test_the_longest_literal_stretch_is_the_first_of_the_longest():
+    assert prefilter.needles_for(tree("abc\\d+xyz")).literals == (b"abc",)
+    assert prefilter.needles_for(tree("ab(?i:k)cdef\\d+xyz")).literals == (b"cdef",)
+    assert prefilter.needles_for(tree("abcd(?i:k)ef")).literals == (b"abcd",)
+
+
 def test_each_kind_of_translation_stops_at_max_src(monkeypatch):
     monkeypatch.setattr(prefilter, "MAX_SRC", 40)
     finite = prefilter.finite
     assert finite(tree("a" * 40), False).src == "a" * 40 and finite(tree("a" * 41), False) is None
     assert finite(tree("a" * 17 + "|" + "b" * 18), False).src == "(?:" + "a" * 17 + "|" + "b" * 18 + ")"
     assert finite(tree("a" * 17 + "|" + "b" * 19), False) is None                  # 41 characters
+    assert finite(tree("a|b|c|" + "d" * 30), False).src == "(?:a|b|c|" + "d" * 30 + ")"   # 40, four parts
+    assert finite(tree("a|b|c|" + "d" * 31), False) is None
     assert finite(tree("(?:" + "a" * 32 + "){2}"), False) is not None                # (?:a*32){2}: 39
     assert finite(tree("(?:" + "a" * 32 + "){2,3}"), False) is None                  # 41
     assert finite(tree("(?:" + "a" * 41 + "){2}"), False) is None                    # its body already
@@ -268,6 +309,11 @@ def test_line_regex_finds_followers_past_assertions_and_keeps_to_max_src(monkeyp
     assert prefilter.line_regex(line_tree("x\\d+\\b\\b\\by")).pattern == b"x(?:[0-9]){1,}\\b\\b\\by"
     assert prefilter.line_regex(line_tree("x\\d+\\b\\b\\b\\d")) is None
     assert prefilter.line_regex(line_tree("x\\d+\\b\\b\\b")).pattern == b"x(?:[0-9]){1,}\\b\\b\\b"
+    monkeypatch.setattr(prefilter, "MAX_SRC", 15)
+    assert prefilter.line_regex(line_tree("x\\d+y")).pattern == b"x(?:[0-9]){1,}y"     # 15 characters
+    monkeypatch.setattr(prefilter, "MAX_SRC", 14)
+    assert prefilter.line_regex(line_tree("x\\d+y")) is None
+    monkeypatch.undo()
     words = line_tree("\\w+\\s" * 2000)
     assert prefilter.line_regex(words) is not None
     monkeypatch.setattr(prefilter, "MAX_SRC", 1000)
