@@ -249,6 +249,7 @@ def simplify(node, pattern=""):
 
 
 def _simplify(node, copies):
+    # copies: [how many copies may still be made, the pattern for the error]
     op = node.op
     if op in (sx.CONCAT, sx.ALTERNATE, sx.CAPTURE):
         subs = []

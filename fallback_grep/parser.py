@@ -4,9 +4,9 @@ The parser is iterative (an explicit stack of open groups) so deeply nested patt
 exhaust Python's recursion limit, and linear in the pattern's length: RE2's check of nested
 repeat counts reads a product noted on each node as it is built (walking the subtree at every
 `{n}` was quadratic), and a class written again (`\\pL` a thousand times) is the node built the
-first time, so every later stage meets one class object and handles it once.  Case folding and flag effects are resolved here (see
-syntax.py).  Offsets in errors are 0-based indices into the pattern string (for a bytes pattern:
-into its UTF-8 decoding).
+first time, so every later stage meets one class object and handles it once.  Case folding and
+flag effects are resolved here (see syntax.py).  Offsets in errors are 0-based indices into the
+pattern string (for a bytes pattern: into its UTF-8 decoding).
 """
 import unicodedata
 
@@ -70,9 +70,11 @@ class _Parser:
         # id(node) -> (node, the largest product of repeat counts on a path down from it):
         # RE2's RepetitionWalker, kept as the tree grows.
         self.products = {}
-        # (class text, fold flag) -> class node, and under (?i) a rune -> its fold class (or
-        # None): a class written again is not built again, and later stages meet one node.
+        # (class text, fold flag) -> class node, and under (?i) a rune -> its fold class (None
+        # when it has no other case): a class written again is not built again, and later stages
+        # meet one node.
         self.classes = {}
+        self.folded = {}
         self.no_posix_close = len(text) + 1   # no `:]` from here on (posix_close)
 
     # ---- errors ----------------------------------------------------------------------------
@@ -371,13 +373,12 @@ class _Parser:
     # ---- atoms -----------------------------------------------------------------------------
     def lit_node(self, r):
         if self.flags & FLAG_I:
-            node = self.classes.get(r)       # (a rune: no class text is an int)
-            if node is None:
+            if r not in self.folded:
                 orbit = cc.fold_orbit(r)
-                node = self.classes[r] = (sx.char_class(cc.normalize([(x, x) for x in orbit]))
-                                          if len(orbit) > 1 else None)
-            if node is not None:
-                return node
+                self.folded[r] = (sx.char_class(cc.normalize([(x, x) for x in orbit]))
+                                  if len(orbit) > 1 else None)
+            if self.folded[r] is not None:
+                return self.folded[r]
         return sx.literal(r)
 
     def dot(self):

@@ -76,7 +76,7 @@ def _byte_class(ranges):
     return "[" + "".join(parts) + "]"
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=256)  # pragma: no mutate (any size: a cache)
 def _class_regex(ranges):
     """sre source matching exactly the UTF-8 encoding of one code point in ranges, or None.
     (Cached: the same class recurs in patterns and in the walks of one plan.)"""
@@ -159,7 +159,7 @@ def _leaf(node, memo):
     return hit[1]                                                    # its id stays its own
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=512)  # pragma: no mutate (any size: a cache)
 def _rune_finite(rune):
     return _class_finite(((rune, rune),))
 
@@ -233,7 +233,7 @@ def _repeat_paths(paths, lo, hi):
         return hi - lo + 1 if hi - lo + 1 <= MAX_PATHS else None  # pragma: no mutate (as above)
     total, power = 0, 1
     for k in range(hi + 1):
-        if power > MAX_PATHS:
+        if power > MAX_PATHS:  # pragma: no mutate (speed only: the sum ends None below all the same)
             return None      # paths ** max(k, lo), one of the terms, is past the bound already
         if k >= lo:
             total += power
@@ -355,9 +355,7 @@ def _slide(best, lo, end, trans, edge):
     """The candidates starting at each item of the run of translations trans[lo:end]."""
     win, r = _Window(), lo
     for i in range(lo, end):
-        if r == i:               # the window emptied: the item alone always fits
-            win.add(trans[i])
-            r += 1
+        # (When the window is empty, r == i: trans[i] alone always fits, so it enters here.)
         while r < end and win.fits(trans[r]):
             win.add(trans[r])
             r += 1

@@ -180,6 +180,10 @@ def groups(depth: int) -> str:
     ("(?:" * 150 + "ab" + "){1}" * (prefilter.MAX_NEST - 1) + ")" * (151 - prefilter.MAX_NEST), prefilter.MAX_NEST - 1),
     ("(?:" * 150 + "ab" + "){1}" * prefilter.MAX_NEST + ")" * (150 - prefilter.MAX_NEST), prefilter.MAX_NEST),
     ("(?:" * 150 + "ab" + "){1}" * (prefilter.MAX_NEST + 1) + ")" * (149 - prefilter.MAX_NEST), None),
+    (groups(prefilter.MAX_NEST).replace("b", "\\C"), prefilter.MAX_NEST),   # \C, as any atom, nests nothing
+    (groups(prefilter.MAX_NEST).replace("b", "(?:)"), prefilter.MAX_NEST),
+    (groups(prefilter.MAX_NEST - 3).replace("b", "[\\x{100}-\\x{10000}]"), prefilter.MAX_NEST),
+    (groups(prefilter.MAX_NEST - 2).replace("b", "[\\x{100}-\\x{10000}]"), None),
     ("[\\x{100}-\\x{10000}]", prefilter.CLASS_NEST),    # a class of several lengths: a trie of (?:...)
     ("(?:[\\x{100}-\\x{10000}]|x)", prefilter.CLASS_NEST + 1),
     ("[\\x{100}-\\x{17f}]", 0),                         # two byte classes side by side
@@ -190,6 +194,22 @@ def test_the_sre_source_nests_at_most_max_nest_groups(pattern, nest):
     assert (fin and fin.nest) == nest
     if fin is not None:
         re.compile(fin.src.encode("latin-1"))    # sre's parser takes it
+
+
+def depth(src: str) -> int:
+    """How deep groups nest in an sre source (no escaped parentheses in these)."""
+    deepest = level = 0
+    for ch in src:
+        level += (ch == "(") - (ch == ")")
+        deepest = max(deepest, level)
+    return deepest
+
+
+@pytest.mark.parametrize("pattern", ["[\\x{0}-\\x{10FFFF}]", "[\\x{7f}-\\x{10000}]", "\\p{Greek}", "(?i)k",
+                                     "[\\x{100}-\\x{17f}\\x{800}-\\x{8ff}\\x{10000}-\\x{10100}]"])
+def test_class_nest_bounds_a_class_tries_real_nesting(pattern):
+    fin = prefilter.finite(tree(pattern), False)
+    assert depth(fin.src) <= fin.nest <= prefilter.CLASS_NEST == 3
 
 
 def literal_alternation(size: int) -> str:
