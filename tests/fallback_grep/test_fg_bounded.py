@@ -269,6 +269,47 @@ def test_a_deadline_is_its_threads_own():
     assert seen == [5000]
 
 
+def test_the_cyclic_collector_pauses_within_a_deadline_and_resumes_after_the_last():
+    import gc
+    assert gc.isenabled()
+    with bounded.deadline(60, "a"):
+        assert not gc.isenabled()
+        with bounded.deadline(60, "b"):
+            assert not gc.isenabled()
+        assert not gc.isenabled()             # the outer one still prepares
+    assert gc.isenabled()
+    with pytest.raises(fg.error), bounded.deadline(0.0, "c"):
+        bounded.check()
+    assert gc.isenabled()                     # also after a failure
+    gc.disable()
+    try:
+        with bounded.deadline(60, "d"):
+            pass
+        assert not gc.isenabled()             # off before: left off
+    finally:
+        gc.enable()
+
+
+def test_the_collector_resumes_when_the_last_thread_ends_its_preparation():
+    import gc
+    inside, release = threading.Event(), threading.Event()
+
+    def other():
+        with bounded.deadline(60, "other"):
+            inside.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    inside.wait(30)
+    with bounded.deadline(60, "here"):
+        pass
+    assert not gc.isenabled()                 # the other thread is still preparing
+    release.set()
+    thread.join()
+    assert gc.isenabled()
+
+
 # -- linear work -----------------------------------------------------------------------------------
 
 def work(monkeypatch, pattern: str) -> float:
