@@ -234,7 +234,7 @@ def _repeat_paths(paths, lo, hi):
     total, power = 0, 1
     for k in range(hi + 1):
         if power > MAX_PATHS:  # pragma: no mutate (speed only: the sum ends None below all the same)
-            return None      # paths ** max(k, lo), one of the terms, is past the bound already
+            return None  # pragma: no mutate (as above) -- paths ** max(k, lo), a term, is past the bound already
         if k >= lo:
             total += power
         power *= paths
@@ -311,7 +311,7 @@ def best_factor(tree, memo=None):
     edges = {}
 
     def edge(j):
-        if j not in edges:
+        if j not in edges:  # pragma: no mutate (speed only: an edge computed again is the same)
             edges[j] = _edge(items[j], memo)
         return edges[j]
 
