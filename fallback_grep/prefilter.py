@@ -234,7 +234,7 @@ def _repeat_paths(paths, lo, hi):
     total, power = 0, 1
     for k in range(hi + 1):
         if power > MAX_PATHS:  # pragma: no mutate (speed only: the sum ends None below all the same)
-            return None  # pragma: no mutate (as above) -- paths ** max(k, lo), a term, is past the bound already
+            return None  # pragma: no mutate (as above; paths ** max(k, lo), a term, is past the bound)
         if k >= lo:
             total += power
         power *= paths
@@ -373,6 +373,7 @@ def _with_right_edge(cand, win, r, trans, edge):
         if win.fits(right):
             return score + right.score, first, start, end, right
     return score, first, start, end, None
+
 
 # ---- needles: required plain literals found with bytes.find ---------------------------------
 
@@ -733,7 +734,7 @@ def _first(node):
         return out
     if node.op == sx.REPEAT and node.min > 0:
         return (yield _first(node.subs[0]))
-    return None
+    return None  # pragma: no mutate (equivalent: falling off the end returns None too)
 
 
 def line_regex(tree, memo=None):

@@ -114,11 +114,26 @@ def test_windows_at_the_paths_bound():
     assert facts(fac) == facts(reference_factor(tree(five * 3 + two * 5 + "q+")))
 
 
+def greek_translations(monkeypatch) -> list:
+    """The translations of \\p{Greek} made from now on."""
+    made, make = [], prefilter._class_finite
+    greek = tuple(tree("\\p{Greek}").ranges)
+    monkeypatch.setattr(prefilter, "_class_finite",
+                        lambda ranges: (made.append(1) if tuple(ranges) == greek else None) or make(ranges))
+    return made
+
+
 def test_best_factor_shares_one_memo_among_its_items(monkeypatch):
-    made = []
-    make = prefilter._class_finite
-    monkeypatch.setattr(prefilter, "_class_finite", lambda ranges: made.append(ranges) or make(ranges))
-    assert prefilter.best_factor(tree("\\p{Greek}x" * 50)).score == 50
+    node = tree("\\p{Greek}x" * 50)
+    made = greek_translations(monkeypatch)
+    assert prefilter.best_factor(node).score == 50
+    assert len(made) == 1
+
+
+def test_line_regex_shares_one_memo_among_its_items(monkeypatch):
+    node = line_tree("\\p{Greek}\\d+" * 50)
+    made = greek_translations(monkeypatch)
+    assert prefilter.line_regex(node) is not None
     assert len(made) == 1
 
 
