@@ -27,7 +27,8 @@ from contextlib import contextmanager
 
 from .errors import invalid
 
-CHECK_EVERY = 256   # run() steps between two looks at the clock (a look costs ~0.1 us)
+# run() steps between two looks at the clock (a look costs ~0.1 us)
+CHECK_EVERY = 256  # pragma: no mutate (any interval: only how often the clock is read)
 
 _local = threading.local()   # per thread: each grep call prepares its pattern in its own
 
@@ -61,7 +62,7 @@ def deadline(seconds, pattern):
     garbage collector pauses meanwhile (see the module's docstring)."""
     outer = getattr(_local, "limit", None)
     limit = (time.monotonic() + seconds, seconds, pattern)
-    _local.limit = limit if outer is None or limit[0] < outer[0] else outer
+    _local.limit = limit if outer is None or limit[0] < outer[0] else outer  # pragma: no mutate (= : the same)
     try:
         with _collector_paused():
             yield
@@ -69,7 +70,7 @@ def deadline(seconds, pattern):
         _local.limit = outer
 
 
-_pauses = {"count": 0, "was_on": False}
+_pauses = {"count": 0, "was_on": False}  # pragma: no mutate (was_on is set by the first pause)
 _pauses_lock = threading.Lock()
 
 
@@ -92,7 +93,7 @@ def _collector_paused():
 def check():
     """Raise `error` (construct "pattern too complex") if this thread's deadline has passed."""
     limit = getattr(_local, "limit", None)
-    if limit is not None and time.monotonic() > limit[0]:
+    if limit is not None and time.monotonic() > limit[0]:  # pragma: no mutate (>= differs at one instant)
         raise too_complex(limit[2], limit[1])
 
 
