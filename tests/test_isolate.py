@@ -3,11 +3,13 @@ nothing behind (checked on the host: no child process survives)."""
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import os
-import resource
 import signal
 import sys
+import threading
+import time
 
 import pytest
 
@@ -18,8 +20,15 @@ SHORT = isolate.Bounds(seconds=1, memory=256 * 1024 * 1024)
 
 
 def _children() -> list[int]:
-    with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as handle:
-        return [int(pid) for pid in handle.read().split()]
+    """This process's children, whichever of its threads forked them."""
+    pids = []
+    for task in os.listdir(f"/proc/{os.getpid()}/task"):
+        try:
+            with open(f"/proc/{os.getpid()}/task/{task}/children") as handle:
+                pids += [int(pid) for pid in handle.read().split()]
+        except FileNotFoundError:  # a thread that ended meanwhile
+            pass
+    return sorted(pids)
 
 
 def _add(a, b):
@@ -145,16 +154,52 @@ def test_ctrl_c_is_left_to_the_parent_the_child_finishes_its_work():
     assert isolate.run(_interrupted) == "finished"
 
 
-def _limits():
-    with open("/proc/self/statm", "rb") as handle:
-        mapped = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    return resource.getrlimit(resource.RLIMIT_AS), resource.getrlimit(resource.RLIMIT_CPU), mapped
+@contextlib.contextmanager
+def sleeping_child(bounds: isolate.Bounds):
+    """The pid of a child of isolate.run that sleeps once confined (Seccomp: 2 in its status), read
+    from the host; the child is killed on leaving, and run's exception kept in the list yielded."""
+    before, outcome = set(_children()), []
+
+    def call():
+        try:
+            isolate.run(_sleep, bounds=bounds)
+        except Exception as exc:  # killed below: Exceeded
+            outcome.append(exc)
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    try:
+        pid = None
+        while (pid is None or "Seccomp:\t2" not in _status(pid)) and thread.is_alive():
+            pid = next(iter(set(_children()) - before), None)
+            time.sleep(0.01)
+        assert thread.is_alive(), outcome  # the child is still there, confined and sleeping
+        yield pid, outcome
+    finally:
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+        thread.join()
+
+
+def _status(pid: int) -> str:
+    with open(f"/proc/{pid}/status") as handle:
+        return handle.read()
+
+
+def _limit(pid: int, name: str) -> tuple[int, int]:
+    with open(f"/proc/{pid}/limits") as handle:
+        line = next(line for line in handle if line.startswith(name))
+    soft, hard = line[len(name):].split()[:2]
+    return int(soft), int(hard)
 
 
 @pytest.mark.parametrize("bounds, seconds, memory", [(isolate.Bounds(), 20, 768 * 1024 * 1024),  # the defaults
                                                      (isolate.Bounds(seconds=2.5, memory=300 << 20), 2.5, 300 << 20)])
 def test_the_child_may_add_the_bound_s_memory_and_use_its_seconds_of_cpu(bounds, seconds, memory):
-    (soft_as, hard_as), (soft_cpu, hard_cpu), mapped = isolate.run(_limits, bounds=bounds)
+    with sleeping_child(bounds) as (pid, _):  # read on the host: the confined child cannot open /proc
+        (soft_as, hard_as), (soft_cpu, hard_cpu) = _limit(pid, "Max address space"), _limit(pid, "Max cpu time")
+        with open(f"/proc/{pid}/statm", "rb") as handle:
+            mapped = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
     assert soft_as == hard_as and memory - 8 * 1024 * 1024 < soft_as - mapped <= memory
     # the wall clock (seconds) stops a single-threaded child first; the CPU limit is the backstop
     assert seconds < soft_cpu <= seconds + 1 and hard_cpu > soft_cpu

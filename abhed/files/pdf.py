@@ -44,6 +44,32 @@ class Document:
     pages: list[Page]
 
 
+# What pypdf imports only inside the functions that need it (a page's text, its images, a stream's
+# filters, a decryption), and the codecs it decodes text with: the confined child can import
+# nothing (common/confine.py), so these are loaded before the fork. tests/test_pdf_imports.py
+# checks the list against pypdf's own function-level imports.
+LAZY_MODULES = ("json", "pypdf.filters", "pypdf._text_extraction", "pypdf._codecs.core_font_metrics",
+                "pypdf.generic._image_inline", "pypdf.generic._image_xobject", "pypdf._crypt_providers._fallback")
+CODECS = ("ascii", "latin-1", "charmap", "cp1252", "mac-roman", "utf-8", "utf-16", "utf-16-be", "utf-16-le")
+# The Pillow plugins pypdf opens a page's images with (TIFF for CCITT and CMYK, JPEG 2000 for JPX),
+# besides the four of files/images.py, and ImageOps for its colour inversion.
+PAGE_IMAGE_MODULES = ("PIL.ImageOps", "PIL.TiffImagePlugin", "PIL.Jpeg2KImagePlugin")
+
+
+def load(vision: bool) -> None:
+    """Import pypdf and what it imports lazily (and, for `vision`, Pillow with the plugins a page's
+    images need) here, in Abhed, before the fork. Not at start-up: pypdf brings xml.dom."""
+    import codecs
+    import importlib
+
+    for name in LAZY_MODULES + (PAGE_IMAGE_MODULES if vision else ()):
+        importlib.import_module(name)
+    for name in CODECS:
+        codecs.lookup(name)
+    if vision:
+        images.pillow()
+
+
 class PdfError(Exception):
     """The PDF cannot be read; the message says why, in words fit for the model."""
 
@@ -52,13 +78,13 @@ def read_pages(data: bytes, first: int, limit: int, budget: int, vision: images.
                bounds: isolate.Bounds = isolate.Bounds()) -> Document:
     """Pages `first`.. (1-based) until `limit` pages or about `budget` characters of text; the
     images of textless pages when `vision` is given (at most vision.max_images)."""
-    # Imported here, not at start-up (pypdf brings xml.dom); and before the fork, so the child imports nothing.
-    import pypdf  # noqa: F401, F811
+    load(vision is not None)
     from pypdf.errors import FileNotDecryptedError, PyPdfError
-    if vision is not None:
-        images.pillow()
     try:
-        return isolate.run(_read, data, first, limit, budget, vision, bounds=bounds)
+        return isolate.run(_read, data, first, limit, budget, vision, bounds=bounds, returns=Document,
+                           parts=(Page, images.Prepared))
+    except isolate.Unconfined as exc:
+        raise PdfError(images.unconfined(exc)) from None
     except isolate.Exceeded as exc:
         raise PdfError(f"reading it was stopped: {exc.what}. The file may be built to loop or to exhaust "
                        "whoever opens it") from None
