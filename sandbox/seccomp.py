@@ -180,7 +180,7 @@ def _encode(prog: list[tuple]) -> bytes:
 # A forked parser of hostile input (Abhed's image and PDF decoders, abhed/common/isolate.py)
 # has its input in memory and sends its answer down one pipe: it needs memory, the clock,
 # randomness, signals to itself, threads, read/write/close on the descriptors it was left,
-# and exit. Everything else fails with EPERM: it cannot name a file at all (open, stat,
+# its working directory's name (Pillow's save asks for an absolute path), and exit. Everything else fails with EPERM: it cannot name a file at all (open, stat,
 # exec, chmod, rename... -- so none can be read, written, created or made set-uid), make a
 # socket, start a process (fork, vfork, clone without CLONE_THREAD; clone3 is ENOSYS so that
 # glibc falls back to clone for a thread), trace or signal another process (Abhed included),
@@ -193,12 +193,12 @@ CLONE_THREAD = 0x00010000
 
 _DECODER_X86_64 = {"read": 0, "write": 1, "close": 3, "mmap": 9, "mprotect": 10, "munmap": 11, "brk": 12,
                    "rt_sigaction": 13, "rt_sigprocmask": 14, "rt_sigreturn": 15, "sched_yield": 24, "mremap": 25,
-                   "madvise": 28, "nanosleep": 35, "getpid": 39, "clone": 56, "exit": 60, "kill": 62,
+                   "madvise": 28, "nanosleep": 35, "getpid": 39, "clone": 56, "exit": 60, "kill": 62, "getcwd": 79,
                    "gettimeofday": 96, "getrusage": 98, "sigaltstack": 131, "gettid": 186, "tkill": 200, "futex": 202,
                    "restart_syscall": 219, "clock_gettime": 228, "clock_getres": 229, "clock_nanosleep": 230,
                    "exit_group": 231, "tgkill": 234, "set_robust_list": 273, "getrandom": 318, "rseq": 334,
                    "clone3": 435}  # fmt: skip
-_DECODER_GENERIC = {"close": 57, "read": 63, "write": 64, "exit": 93, "exit_group": 94, "futex": 98,
+_DECODER_GENERIC = {"getcwd": 17, "close": 57, "read": 63, "write": 64, "exit": 93, "exit_group": 94, "futex": 98,
                     "set_robust_list": 99, "nanosleep": 101, "clock_gettime": 113, "clock_getres": 114,
                     "clock_nanosleep": 115, "sched_yield": 124, "restart_syscall": 128, "kill": 129, "tkill": 130,
                     "tgkill": 131, "sigaltstack": 132, "rt_sigaction": 134, "rt_sigprocmask": 135,
@@ -216,8 +216,8 @@ def decoder_filter(pid: int, machine: str | None = None) -> bytes:
     machine = machine or platform.machine()
     if machine not in _DECODER_ARCHES:
         raise BackendUnavailable(
-            f"no seccomp filter for a decoder on machine type {machine!r} (known: {', '.join(sorted(_DECODER_ARCHES))}): "
-            "add its syscall numbers to sandbox/seccomp.py, or run on a supported architecture."
+            f"no seccomp filter for a decoder on machine type {machine!r} "
+            f"(known: {', '.join(sorted(_DECODER_ARCHES))}): add its syscall numbers to sandbox/seccomp.py, or run on a supported architecture."
         )
     audit_arch, table = _DECODER_ARCHES[machine]
     prog: list[tuple] = [("ld", _OFF_ARCH), ("jeq", audit_arch, None, "eperm"), ("ld", _OFF_NR)]

@@ -193,6 +193,20 @@ def _limit(pid: int, name: str) -> tuple[int, int]:
     return int(soft), int(hard)
 
 
+def test_the_child_is_confined_as_the_host_sees_it():
+    """no_new_privs, a seccomp filter, and nothing open but /dev/null and the answer pipe (common/confine.py)."""
+    held = os.open(__file__, os.O_RDONLY)  # Abhed's own descriptors are not the child's
+    try:
+        with sleeping_child(isolate.Bounds(seconds=60)) as (pid, _):
+            status = _status(pid)
+            fds = {int(fd): os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+    finally:
+        os.close(held)
+    assert "NoNewPrivs:\t1" in status and "Seccomp:\t2" in status
+    assert sorted(fds) == [0, 1, 2, max(fds)] and max(fds) >= 3, fds
+    assert [fds[0], fds[1], fds[2]] == ["/dev/null"] * 3 and fds[max(fds)].startswith("pipe:["), fds
+
+
 @pytest.mark.parametrize("bounds, seconds, memory", [(isolate.Bounds(), 20, 768 * 1024 * 1024),  # the defaults
                                                      (isolate.Bounds(seconds=2.5, memory=300 << 20), 2.5, 300 << 20)])
 def test_the_child_may_add_the_bound_s_memory_and_use_its_seconds_of_cpu(bounds, seconds, memory):

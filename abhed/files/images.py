@@ -35,6 +35,7 @@ def pillow() -> ModuleType:
     start-up, and the parent imports it before it forks (with what Image.open and save import on
     first use, preinit), so the confined child, which cannot import, finds it all loaded."""
     from PIL import GifImagePlugin, Image, JpegImagePlugin, PngImagePlugin, WebPImagePlugin  # noqa: F401, F811
+    from PIL import MpoImagePlugin  # noqa: F401 (a camera's JPEG holding several pictures opens as MPO)
     Image.preinit()
     Image.MAX_IMAGE_PIXELS = MAX_SOURCE_PIXELS
     return Image

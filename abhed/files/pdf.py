@@ -44,16 +44,17 @@ class Document:
     pages: list[Page]
 
 
-# What pypdf imports only inside the functions that need it (a page's text, its images, a stream's
-# filters, a decryption), and the codecs it decodes text with: the confined child can import
-# nothing (common/confine.py), so these are loaded before the fork. tests/test_pdf_imports.py
-# checks the list against pypdf's own function-level imports.
-LAZY_MODULES = ("json", "pypdf.filters", "pypdf._text_extraction", "pypdf._codecs.core_font_metrics",
-                "pypdf.generic._image_inline", "pypdf.generic._image_xobject", "pypdf._crypt_providers._fallback")
-CODECS = ("ascii", "latin-1", "charmap", "cp1252", "mac-roman", "utf-8", "utf-16", "utf-16-be", "utf-16-le")
-# The Pillow plugins pypdf opens a page's images with (TIFF for CCITT and CMYK, JPEG 2000 for JPX),
-# besides the four of files/images.py, and ImageOps for its colour inversion.
-PAGE_IMAGE_MODULES = ("PIL.ImageOps", "PIL.TiffImagePlugin", "PIL.Jpeg2KImagePlugin")
+# What pypdf imports only inside the functions that need it (a stream's filters, a page's images,
+# an inline image, RC4 where OpenSSL lacks it): the confined child can import nothing
+# (common/confine.py), so these are loaded before the fork; and the codecs pypdf decodes with by
+# name (CPython decodes utf-8, latin-1, ascii and utf-16 without a codec module). Both lists are
+# checked against pypdf's source by tests/test_decoder_confinement.py.
+LAZY_MODULES = ("pypdf.filters", "pypdf.generic._image_inline", "pypdf.generic._image_xobject",
+                "pypdf._crypt_providers._fallback")
+CODECS = ("ascii", "latin-1", "charmap", "cp1252", "utf-8", "utf-16", "utf-16-be", "utf-16-le")
+# The Pillow plugins pypdf opens a page's images with, besides the four of files/images.py: TIFF
+# (CCITT and CMYK images), JPEG 2000 (JPX).
+PAGE_IMAGE_MODULES = ("PIL.TiffImagePlugin", "PIL.Jpeg2KImagePlugin")
 
 
 def load(vision: bool) -> None:
