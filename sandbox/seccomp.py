@@ -33,6 +33,7 @@ and must change nothing here either.
 from __future__ import annotations
 
 import errno
+import functools
 import platform
 import struct
 import sys
@@ -212,12 +213,22 @@ _DECODER_ARCHES = {"x86_64": (0xC000003E, _DECODER_X86_64), "aarch64": (0xC00000
 
 
 def decoder_filter(pid: int, machine: str | None = None) -> bytes:
-    """The allowlist for the decoder process `pid` (the one process it may signal), compiled."""
-    machine = machine or platform.machine()
+    """The allowlist for the decoder process `pid` (the one process it may signal), compiled.
+
+    Assembled once per machine type (in Abhed, before the fork: see abhed/common/confine.py) and
+    only the pid written in per child: a forked child pays for every object it touches."""
+    program, slot = _decoder_program(machine or platform.machine())
+    return program[:slot] + struct.pack("=I", pid) + program[slot + 4:]
+
+
+@functools.lru_cache(maxsize=None)
+def _decoder_program(machine: str) -> tuple[bytes, int]:
+    """The compiled allowlist with pid 0, and the byte offset of the pid in it."""
     if machine not in _DECODER_ARCHES:
         raise BackendUnavailable(
             f"no seccomp filter for a decoder on machine type {machine!r} "
-            f"(known: {', '.join(sorted(_DECODER_ARCHES))}): add its syscall numbers to sandbox/seccomp.py, or run on a supported architecture."
+            f"(known: {', '.join(sorted(_DECODER_ARCHES))}): add its syscall numbers to sandbox/seccomp.py, or "
+            "run on a supported architecture."
         )
     audit_arch, table = _DECODER_ARCHES[machine]
     prog: list[tuple] = [("ld", _OFF_ARCH), ("jeq", audit_arch, None, "eperm"), ("ld", _OFF_NR)]
@@ -225,9 +236,11 @@ def decoder_filter(pid: int, machine: str | None = None) -> bytes:
         prog.append(("jeq", nr, _DECODER_RULES.get(name, "allow"), None))
     prog += [("ret", RET_EPERM),  # any other syscall
              # kill, tkill, tgkill: the target (first argument) is this process (a forked child has one thread).
-             ("label", "self"), ("ld", _arg_low(0)), ("jeq", pid, "allow", "eperm"),
+             ("label", "self"), ("ld", _arg_low(0))]  # fmt: skip
+    slot = 8 * sum(op[0] != "label" for op in prog) + 4  # the k of the next instruction
+    prog += [("jeq", 0, "allow", "eperm"),
              ("label", "thread"), ("ld", _arg_low(0)), ("jset", CLONE_THREAD, "allow", "eperm"),
              ("label", "enosys"), ("ret", RET_ENOSYS),
              ("label", "allow"), ("ret", RET_ALLOW),
              ("label", "eperm"), ("ret", RET_EPERM)]  # fmt: skip
-    return _encode(prog)
+    return _encode(prog), slot

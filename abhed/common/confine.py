@@ -29,11 +29,13 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
+from sandbox.errors import BackendUnavailable
 from sandbox.seccomp import decoder_filter
 
 PR_SET_PDEATHSIG, PR_SET_SECCOMP, PR_SET_NO_NEW_PRIVS = 1, 22, 38
 SECCOMP_MODE_FILTER = 2
 _libc = ctypes.CDLL(None, use_errno=True)  # loaded before any fork: the child opens nothing
+_prctl = _libc.prctl  # looked up here: a child after every fork would look it up again
 
 
 class _Program(ctypes.Structure):
@@ -55,17 +57,26 @@ def descriptors(keep: int) -> int:
     return kept
 
 
+def prepare() -> None:
+    """In Abhed, before the fork: assemble the filter once, so that each child only writes its pid
+    in. Where it cannot be assembled, the child finds out again, and reports it."""
+    try:
+        decoder_filter(0)
+    except BackendUnavailable:
+        pass
+
+
 def confine(parent: int) -> None:
     """Die with `parent`, no new privileges, no new imports, the seccomp allowlist. Irreversible."""
-    _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "PR_SET_PDEATHSIG")
+    _check(_prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "PR_SET_PDEATHSIG")
     if os.getppid() != parent:  # Abhed died before the signal was armed: nobody waits for this child
         os._exit(0)
-    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
+    _check(_prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
     sys.meta_path.insert(0, NoImports())
     program = decoder_filter(os.getpid())
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _Program(len(program) // 8, ctypes.addressof(buffer))
-    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
+    _check(_prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
 
 
 def _check(result: int, what: str) -> None:
