@@ -352,6 +352,8 @@ NOT_NEEDED = {
     "PIL.ImageQt": "Qt images: never made", "PIL.ImageShow": "Image.show: never called",
     "defusedxml": "Image.getxmp: never called",
     "mmap": "ImageFile maps files opened by name; the decoders get bytes",
+    "PIL.BmpImagePlugin": "Image.preinit's: BMP is no format Abhed decodes (refused in the child)",
+    "PIL.PpmImagePlugin": "Image.preinit's; pypdf opens PPM only from jbig2dec's output, and the child runs nothing",
 }
 # The Pillow modules the decoders run (Image.open, convert, resize, save; the plugins).
 PILLOW_RUN = ("PIL.Image", "PIL.ImageFile", "PIL.PngImagePlugin", "PIL.JpegImagePlugin", "PIL.GifImagePlugin",

@@ -32,11 +32,10 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 
 def pillow() -> ModuleType:
     """PIL.Image with the four decoders, imported when first needed: no command pays for Pillow at
-    start-up, and the parent imports it before it forks (with what Image.open and save import on
-    first use, preinit), so the confined child, which cannot import, finds it all loaded."""
+    start-up, and the parent imports it before it forks, so the confined child, which cannot
+    import, finds them loaded; and finds no other (Image.preinit's BMP and PPM fail to import there)."""
     from PIL import GifImagePlugin, Image, JpegImagePlugin, PngImagePlugin, WebPImagePlugin  # noqa: F401, F811
     from PIL import MpoImagePlugin  # noqa: F401 (a camera's JPEG holding several pictures opens as MPO)
-    Image.preinit()
     Image.MAX_IMAGE_PIXELS = MAX_SOURCE_PIXELS
     return Image
 
