@@ -414,3 +414,18 @@ def test_every_codec_pypdf_names_is_looked_up_before_the_fork():
              for match in re.findall(r"\.(?:de|en)code\(\s*\"([\w-]+)\"", path.read_text())}
     assert {"utf-16-be", "charmap"} <= named
     assert {codecs.lookup(name).name for name in named} <= {codecs.lookup(name).name for name in pdf.CODECS}
+
+
+@pytest.mark.parametrize("fault, said", [
+    ("filter", r"seccomp: Invalid argument"),  # a program the kernel refuses (one instruction, an unknown opcode)
+    ("signal", r"PR_SET_PDEATHSIG: Invalid argument"),  # a parent-death signal the kernel refuses
+])
+def test_a_step_the_kernel_refuses_stops_the_parse(monkeypatch, fault, said):
+    from types import SimpleNamespace
+    from abhed.common import confine
+    if fault == "filter":
+        monkeypatch.setattr(confine, "decoder_filter", lambda pid: b"\xff\xff\x00\x00\x00\x00\x00\x00")
+    else:
+        monkeypatch.setattr(confine, "signal", SimpleNamespace(SIGKILL=1000))
+    with pytest.raises(isolate.Unconfined, match=rf"^OSError: \[Errno 22\] {said}$"):
+        isolate.run(_parsed, bounds=LONG)

@@ -10,6 +10,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -186,6 +187,12 @@ def _status(pid: int) -> str:
         return handle.read()
 
 
+def _sleeping(pid: int) -> bool:
+    """In a sleeping syscall (nanosleep, after whatever it did first)."""
+    with open(f"/proc/{pid}/stat") as handle:
+        return handle.read().rsplit(")", 1)[1].split()[0] == "S"
+
+
 def _limit(pid: int, name: str) -> tuple[int, int]:
     with open(f"/proc/{pid}/limits") as handle:
         line = next(line for line in handle if line.startswith(name))
@@ -240,3 +247,75 @@ def _out_of_cpu():
 def test_a_child_stopped_by_the_cpu_limit_is_reported_as_out_of_time():
     with pytest.raises(isolate.Exceeded, match=r"^it took more than 1 seconds of CPU time$"):
         isolate.run(_out_of_cpu, bounds=SHORT)
+
+
+def test_a_child_whose_parent_died_before_it_was_confined_ends_at_once():
+    """confine() arms the parent-death signal, then finds Abhed already gone (another pid is its parent
+    now): it exits, status 0, before any other step, and never returns to parse."""
+    from abhed.common import confine
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            confine.confine(parent=os.getppid() + 1_000_000)  # not our parent: as if Abhed had died
+            os.write(write_end, b"returned")
+        finally:
+            os._exit(3)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        said = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    assert said == b"" and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def test_a_step_the_kernel_refuses_is_an_error_with_the_kernel_s_reason():
+    from abhed.common import confine
+    with pytest.raises(OSError, match=r"^\[Errno 22\] PR_SET_NO_NEW_PRIVS: Invalid argument$"):
+        # arg3 must be 0: the kernel refuses, as it would refuse a step on a host without seccomp
+        confine._check(confine._prctl(confine.PR_SET_NO_NEW_PRIVS, 1, 1, 0, 0), "PR_SET_NO_NEW_PRIVS")
+    confine._check(0, "a step that worked")  # no error
+
+
+# Abhed on the user's terminal: its 0, 1 and 2 are a pty. The decoder writes an escape sequence to
+# each, then sleeps.
+ON_A_TERMINAL = """
+import os, sys, time
+from abhed.common import isolate
+def decoder():
+    for fd in (0, 1, 2):
+        try:
+            os.write(fd, b"\\x1b]0;pwned\\x07")
+        except OSError:
+            pass
+    time.sleep(600)
+isolate.run(decoder, bounds=isolate.Bounds(seconds=600))
+"""
+
+
+def test_the_child_gets_none_of_abhed_s_terminal():
+    import pty
+    import subprocess
+    master, slave = pty.openpty()
+    abhed = subprocess.Popen([sys.executable, "-c", ON_A_TERMINAL], stdin=slave, stdout=slave, stderr=slave)
+    os.close(slave)
+    try:
+        child = None
+        while child is None and abhed.poll() is None:
+            kids = Path(f"/proc/{abhed.pid}/task/{abhed.pid}/children").read_text().split()
+            if kids and "Seccomp:\t2" in _status(int(kids[0])) and _sleeping(int(kids[0])):
+                child = int(kids[0])
+            time.sleep(0.01)
+        assert child is not None
+        fds = [os.readlink(f"/proc/{child}/fd/{fd}") for fd in (0, 1, 2)]
+        ours = [os.readlink(f"/proc/{abhed.pid}/fd/{fd}") for fd in (0, 1, 2)]
+    finally:
+        abhed.kill()
+        abhed.wait()
+    assert fds == ["/dev/null"] * 3 and all(link.startswith("/dev/pts/") for link in ours), (fds, ours)
+    os.set_blocking(master, False)
+    try:
+        written = os.read(master, 4096)
+    except OSError:  # EAGAIN, or EIO once no process holds the terminal: nothing was written
+        written = b""
+    os.close(master)
+    assert b"pwned" not in written

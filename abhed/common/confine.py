@@ -44,7 +44,7 @@ class _Program(ctypes.Structure):
 
 def descriptors(keep: int) -> int:
     """Leave this process /dev/null on 0, 1, 2 and `keep`, nothing else; `keep`'s number now (3 or more)."""
-    kept = fcntl.fcntl(keep, fcntl.F_DUPFD_CLOEXEC, 3)  # never 0-2, which /dev/null takes
+    kept = fcntl.fcntl(keep, fcntl.F_DUPFD_CLOEXEC, 3)  # pragma: no mutate (any number above 2: never 0-2, which /dev/null takes)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
@@ -61,22 +61,27 @@ def prepare() -> None:
     """In Abhed, before the fork: assemble the filter once, so that each child only writes its pid
     in. Where it cannot be assembled, the child finds out again, and reports it."""
     try:
-        decoder_filter(0)
+        decoder_filter(0)  # pragma: no mutate (equivalent: the child would assemble it then, only slower)
     except BackendUnavailable:
         pass
 
 
 def confine(parent: int) -> None:
     """Die with `parent`, no new privileges, no new imports, the seccomp allowlist. Irreversible."""
-    _check(_prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "PR_SET_PDEATHSIG")
+    armed = _prctl(PR_SET_PDEATHSIG, signal.SIGKILL,
+                   0, 0, 0)  # pragma: no mutate (the kernel reads no argument after the signal)
+    _check(armed, "PR_SET_PDEATHSIG")
     if os.getppid() != parent:  # Abhed died before the signal was armed: nobody waits for this child
         os._exit(0)
     _check(_prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
-    sys.meta_path.insert(0, NoImports())
+    sys.meta_path.insert(
+        0, NoImports())  # pragma: no mutate (1: after the finder of builtin modules, which needs no file)
     program = decoder_filter(os.getpid())
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _Program(len(program) // 8, ctypes.addressof(buffer))
-    _check(_prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
+    installed = _prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog),
+                       0, 0)  # pragma: no mutate (the kernel reads no argument after the program)
+    _check(installed, "seccomp")
 
 
 def _check(result: int, what: str) -> None:
