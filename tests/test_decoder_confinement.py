@@ -429,3 +429,23 @@ def test_a_step_the_kernel_refuses_stops_the_parse(monkeypatch, fault, said):
         monkeypatch.setattr(confine, "signal", SimpleNamespace(SIGKILL=1000))
     with pytest.raises(isolate.Unconfined, match=rf"^OSError: \[Errno 22\] {said}$"):
         isolate.run(_parsed, bounds=LONG)
+
+
+def test_a_decoder_s_own_complaint_still_crosses_the_pipe():
+    """Pillow's and pypdf's exceptions are among what an answer may carry: a damaged file is told as one."""
+    with pytest.raises(images.ImageError, match=r"^Pillow cannot decode it as a PNG, JPEG, GIF or WebP image: "):
+        images.prepare(b"\x89PNG\r\n\x1a\n" + b"\x00" * 64, images.ImageLimits())
+    with pytest.raises(pdf.PdfError, match=r"^pypdf could not parse it \((PdfReadError|PdfStreamError): "):
+        pdf.read_pages(b"%PDF-1.4\n1 0 obj << /Type /Catalog /Pages 9 0 R >> endobj\n", 1, 1, 1000, None)
+
+
+def _long_name():
+    _send(b"c" + b"m" * 400 + b"\nX\n.")  # a global of a 400-character module: the refusal quotes it
+
+
+def test_a_refused_answer_is_told_in_bounded_words():
+    with pytest.raises(isolate.Exceeded) as refused:
+        isolate.run(_long_name, bounds=LONG)
+    assert "its answer could not be read (" in refused.value.what
+    assert len(refused.value.what) == len("its answer could not be read (UnpicklingError: ") + 200 + len(
+        "), as if the file had taken control of the parser")

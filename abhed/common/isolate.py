@@ -24,7 +24,6 @@ imports under a lock another thread held; once confined it can import nothing at
 
 from __future__ import annotations
 
-import faulthandler
 import io
 import os
 import pickle
@@ -44,21 +43,20 @@ RESULT_LIMIT = 64 * 1024 * 1024  # the most bytes a child may send back
 TOO_LARGE = b"\0too large"  # what _collect answers for a result over RESULT_LIMIT (never a pickle's first bytes)
 
 
-class Exceeded(Exception):
-    """The child ran out of time or memory, died, or answered what no parser does; `what` says
-    which, in words for the model."""
+class Stopped(Exception):
+    """The parse did not give an answer; `what` says why, in words for the model."""
 
     def __init__(self, what: str) -> None:
-        super().__init__(what)
+        super().__init__(what)  # pragma: no mutate (equivalent: Exception.__new__ keeps the arguments too)
         self.what = what
 
 
-class Unconfined(Exception):
+class Exceeded(Stopped):
+    """The child ran out of time or memory, died, or answered what no parser does."""
+
+
+class Unconfined(Stopped):
     """The child could not confine itself (this host refused a step), so it parsed nothing."""
-
-    def __init__(self, what: str) -> None:
-        super().__init__(what)
-        self.what = what
 
 
 # The packages whose exception classes an answer may carry (a parser's own complaint).
@@ -80,7 +78,7 @@ def run(function: Callable[..., T], *args: Any, bounds: Bounds = Bounds(), retur
     confine.prepare()  # pragma: no mutate (equivalent: the child would assemble the filter itself, only slower)
     read_end, write_end = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: never returns
+    if pid == 0:  # the child, which never returns. pragma: no mutate (flipped, the test process itself runs the child's part and ends in os._exit(0), which pytest's exit status cannot tell from success)
         os.close(read_end)  # pragma: no mutate (equivalent: the child closes every descriptor but the pipe's write end)
         _child(write_end, parent, function, args, bounds)
     os.close(write_end)
@@ -102,10 +100,11 @@ def run(function: Callable[..., T], *args: Any, bounds: Bounds = Bounds(), retur
 
 
 def _child(fd: int, parent: int, function: Callable[..., Any], args: tuple[Any, ...], bounds: Bounds) -> None:
-    code = 0
+    """The child's whole life: it never returns (a crash report faulthandler would write goes to a
+    descriptor confine.descriptors closed)."""
+    code = 0  # pragma: no mutate (the status is not read; without it the child would return into the test's code, which pytest cannot see)
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-        faulthandler.disable()  # a crash report would go to a descriptor about to be closed, or the terminal
         try:
             fd = confine.descriptors(fd)  # nothing a parser says (warnings, a crash report) reaches the terminal
             cpu = int(bounds.seconds) + 1  # a second over the wall clock: that bound is the one a single thread meets
@@ -123,7 +122,7 @@ def _child(fd: int, parent: int, function: Callable[..., Any], args: tuple[Any, 
     except BaseException:
         code = 70  # pragma: no mutate (equivalent: the parent judges by the missing answer, not the code)
     finally:
-        os._exit(code)
+        os._exit(code)  # pragma: no mutate (deleted, the child returns into the test's code, which pytest cannot see)
 
 
 def _call(function: Callable[..., Any], args: tuple[Any, ...], bounds: Bounds) -> bytes:
