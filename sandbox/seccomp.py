@@ -232,13 +232,13 @@ def _decoder_program(machine: str) -> tuple[bytes, int]:
         )
     audit_arch, table = _DECODER_ARCHES[machine]
     prog: list[tuple] = [("ld", _OFF_ARCH), ("jeq", audit_arch, None, "eperm"), ("ld", _OFF_NR)]
-    for name, nr in sorted(table.items(), key=lambda item: item[1]):
+    for name, nr in sorted(table.items(), key=lambda item: item[1]):  # pragma: no mutate (any order: each test is exact)
         prog.append(("jeq", nr, _DECODER_RULES.get(name, "allow"), None))
     prog += [("ret", RET_EPERM),  # any other syscall
              # kill, tkill, tgkill: the target (first argument) is this process (a forked child has one thread).
              ("label", "self"), ("ld", _arg_low(0))]  # fmt: skip
     slot = 8 * sum(op[0] != "label" for op in prog) + 4  # the k of the next instruction
-    prog += [("jeq", 0, "allow", "eperm"),
+    prog += [("jeq", 0, "allow", "eperm"),  # pragma: no mutate (0: a placeholder, decoder_filter writes the pid over it)
              ("label", "thread"), ("ld", _arg_low(0)), ("jset", CLONE_THREAD, "allow", "eperm"),
              ("label", "enosys"), ("ret", RET_ENOSYS),
              ("label", "allow"), ("ret", RET_ALLOW),
