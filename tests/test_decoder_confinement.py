@@ -449,3 +449,11 @@ def test_a_refused_answer_is_told_in_bounded_words():
     assert "its answer could not be read (" in refused.value.what
     assert len(refused.value.what) == len("its answer could not be read (UnpicklingError: ") + 200 + len(
         "), as if the file had taken control of the parser")
+
+
+def test_where_the_child_cannot_be_confined_no_image_is_decoded(monkeypatch):
+    monkeypatch.setattr(platform, "machine", lambda: "sparc64")
+    with pytest.raises(images.ImageError, match=r"^Abhed decodes images and PDFs only in a confined process, and "
+                                                r"this host refused the confinement \(BackendUnavailable: no seccomp "
+                                                r"filter for a decoder on machine type 'sparc64'"):
+        images.prepare(image("PNG", 64, 48), images.ImageLimits())
