@@ -702,6 +702,44 @@ def test_no_setuid_or_setgid_file_reaches_the_host(runner, workspace):
     assert key not in Path("/proc/keys").read_text()  # no key landed in any keyring we can see
 
 
+# A key in the runner user's own user keyring on the host, added outside the sandbox (the driver
+# runs as that user), and the host's /proc/keys and /proc/key-users as that user reads them there.
+# The payload's random size makes the user's line in key-users (its bytes in keys) one of its own.
+HOST_KEY = """
+import ctypes, os, random
+libc = ctypes.CDLL(None, use_errno=True)
+ADD_KEY = {'x86_64': 248, 'aarch64': 217, 'riscv64': 217}[os.uname().machine]
+payload = os.urandom(random.randrange(3000, 9000))
+serial = libc.syscall(ADD_KEY, b'user', DESCRIPTION, payload, len(payload), ctypes.c_long(-4))  # the user keyring
+if serial < 0:
+    raise OSError(ctypes.get_errno(), 'add_key')
+answer = [serial, open('/proc/keys').read(), open('/proc/key-users').read()]
+"""
+DROP_HOST_KEY = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+KEYCTL = {'x86_64': 250, 'aarch64': 219, 'riscv64': 219}[os.uname().machine]
+answer = libc.syscall(KEYCTL, 21, SERIAL)  # KEYCTL_INVALIDATE
+"""
+
+
+def test_the_host_s_keyring_is_not_listed_in_proc(runner, workspace):
+    """/proc/keys and /proc/key-users list the host's keys (the keyring is not namespaced); under
+    microvm they are the guest kernel's own, which holds nothing of the host's."""
+    description = f"abhed-host-key-{uuid.uuid4().hex[:8]}"
+    serial, keys, key_users = runner.exec(HOST_KEY.replace("DESCRIPTION", repr(description.encode())))
+    try:
+        result = runner.run("cat /proc/keys; cat /proc/key-users; echo listed", workspace=workspace)
+    finally:
+        runner.exec(DROP_HOST_KEY.replace("SERIAL", str(serial)))
+    assert description in keys and f"{serial:08x}" in keys  # on the host, the user sees its key
+    mine = next(line.strip() for line in key_users.splitlines() if line.split(":")[0].strip() == str(runner.uid))
+    assert "listed" in result.output, result.output
+    assert description not in result.output and mine not in result.output, result.output
+    host_serials = [line.split()[0] for line in keys.splitlines()]
+    assert len(host_serials) >= 2 and not [s for s in host_serials if s in result.output], result.output
+
+
 # -- Host git runs nothing the session wrote (issue 12, item 3) --------------------------------
 
 
