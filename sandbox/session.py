@@ -26,6 +26,7 @@ from sandbox.hardlinks import unshare
 from sandbox.launcher import SETUP_TIMEOUT_S, BwrapLauncher, NoneLauncher, Spawned, collect
 from sandbox.microvm import MicrovmLauncher
 from sandbox.output import OutputCollector
+from sandbox.protect import place_gitfile
 from sandbox.shell import BASH_CTL_FD, parse_control
 
 UNSANDBOXED_WARNING = "ran WITHOUT a sandbox (the operator chose backend 'none')"
@@ -201,7 +202,10 @@ class Sandbox:
                 self._launcher.close()
                 raise
             _untold.add(self.workspace, self._links.notes)
-            # The repositories present now are the operator's: protect them; any other is quarantined.
+            # A root that is no repository gets a .git file that stops host git (sandbox.protect),
+            # before the guard records what is there. The repositories present now are the
+            # operator's: protect them; any other is quarantined.
+            place_gitfile(self.workspace, config.protected_paths)
             self._guard = GitGuard.start(self.workspace)
             self._protect_now()
         self._jobs: dict[str, BackgroundJob] = {}

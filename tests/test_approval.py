@@ -324,3 +324,22 @@ def test_a_deny_rule_holds_for_a_path_under_a_directory_named_with_a_newline(tmp
     for tool, rel in (("write", "a\nb/.env"), ("write", "x/\n/.env"), ("edit", "secrets/a\nb/k")):
         assert policy.check(tool, SimpleNamespace(path=str(tmp_path / rel))).decision == "deny", rel
     assert policy.check("write", SimpleNamespace(path=str(tmp_path / "a\nb" / "ok.txt"))).decision == "allow"
+
+
+def test_a_refusal_names_the_statement_that_writes_the_protected_path(tmp_path):
+    """Issue 30: the commondir probe was refused naming the copy (`cp -r .git .evilgit`), not the
+    statement that writes `.git/commondir`: the grammar hung the redirection on the whole list."""
+    def reason(line: str) -> str:
+        verdict = Policy.create("auto", [], [], tmp_path).check("bash", SimpleNamespace(command=line))
+        assert verdict.decision == "ask" and verdict.destructive, verdict
+        return verdict.reason
+
+    assert reason('cp -r .git .evilgit && echo "$PWD/.evilgit" > .git/commondir').startswith(
+        'destructive: writes the protected path .git/commondir (`echo "$PWD/.evilgit"`);')
+    # A certain write is named before an earlier statement that only names a protected path.
+    assert reason("cp x .git/config; echo y | tee z > .git/hooks/pre-commit").startswith(
+        "destructive: writes the protected path .git/hooks/pre-commit (`tee z`);")
+    assert reason("cp -r .git .evilgit").startswith("destructive: cp names the protected path .git (`cp -r .git .evilgit`)")
+    assert reason("echo x > /dev/sda && cp a .git/config").startswith("destructive: writes to the block device /dev/sda")
+    long = "x" * 300
+    assert reason(f"echo {long} > .git/config").endswith(f"(`echo {long[:195]}`); it needs a human's confirmation in every mode")

@@ -28,11 +28,12 @@ from abhed_testing import Tools, abhed
 
 
 def tree_state(root: Path, skip: tuple[str, ...] = (".abhed", ".git")) -> dict[str, tuple[str, int, bytes]]:
-    """Every entry below root: kind, exact permission bits, content (or link target)."""
+    """Every entry below root: kind, exact permission bits, content (or link target); not what the
+    sandbox's protection leaves (`.abhed/`, the `.git` placeholder file or directory)."""
     found = {}
     for directory, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in skip)
-        for name in dirs + files:
+        for name in dirs + [f for f in files if f not in skip]:
             path = Path(directory, name)
             st = path.lstat()
             rel = str(path.relative_to(root))

@@ -182,6 +182,23 @@ def test_nested_scripts_and_redirects_are_listed():
     assert analyze("cd a && cd b/c; pushd d; cd").directories == ["a", "b/c", "d", "~"]
 
 
+@pytest.mark.parametrize(("line", "expected"), [
+    ("cp a b && echo x > f", [("cp a b", []), ("echo x", ["f"])]),
+    ("a | b > f", [("a", []), ("b", ["f"])]),
+    ("a && b || c > f", [("a", []), ("b", []), ("c", ["f"])]),
+    ("a && b | c > f", [("a", []), ("b", []), ("c", ["f"])]),
+    ("a && b 2>e | c > f", [("a", []), ("b", ["e"]), ("c", ["f"])]),
+    ("! a && b > f", [("a", []), ("b", ["f"])]),
+    ("a && { b; c; } > f", [("a", []), ("b", ["f"]), ("c", ["f"])]),  # a group's redirection is all of it
+    ("(a && b) > f", [("a", ["f"]), ("b", ["f"])]),
+    ("{ a && b > f; } > g", [("a", ["g"]), ("b", ["g", "f"])]),
+])
+def test_a_redirection_after_a_list_or_pipeline_is_the_last_commands(line, expected):
+    """The grammar hangs `> f` of `a && b > f` on the whole list; bash gives it to b alone (issue 30)."""
+    found = [(c.text, [r.target for r in c.redirects]) for c in analyze(line).commands]
+    assert found == expected
+
+
 def test_fork_bombs_direct_and_mutual_are_found():
     assert analyze(":(){ :|:& };:").recursive_functions == [":"]
     assert analyze("a(){ b; }; b(){ a; }; a").recursive_functions == ["a", "b"]

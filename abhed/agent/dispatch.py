@@ -230,7 +230,12 @@ def _checkpointed(ctx: ToolContext, name: str, args: Any, action: ActionEvent | 
     result = run()
     facts: dict[str, Any] = {"number": before.number, "before": before.commit}
     try:
-        facts["after"] = checkpoints.after(session.id, before).commit
+        after = checkpoints.after(session.id, before)
+        facts["after"] = after.commit
+        if after.meta.get("uncovered"):
+            from abhed.session.uncovered import note
+            facts["uncovered"] = after.meta["uncovered"]
+            result.content += f"\n[Abhed: {note(after.meta['uncovered'])}.]"
     except CheckpointError as exc:
         facts["after_error"] = str(exc)
     if capture.not_covered:

@@ -179,7 +179,7 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
         with store.use(session_id, workspace, wait_s=settings.agent.session_wait_s) as session:
             for problem in session.log.load().problems:
                 display.notice(f"warning: {problem}")
-            fresh = not session.log.path.exists()
+            fresh = session.new
             if fresh and cwd is not None and cwd.resolve().is_relative_to(workspace):
                 session.state.cwd = str(cwd.resolve())
             if options is not None:

@@ -296,14 +296,18 @@ class Policy:
     @staticmethod
     def _danger(analysis: Analysis) -> tuple[str, bool] | None:
         """Why the line is on the courtesy list, and whether a checkpoint could undo it."""
-        from abhed.gate.courtesy import always_asks, emptied, harm
+        from abhed.gate.courtesy import always_asks, emptied, harm, written
         if analysis.recursive_functions:
             return f"the function {analysis.recursive_functions[0]} calls itself (a fork bomb)", False
         directories = tuple(analysis.directories)
-        for command in analysis.commands:
-            reason = always_asks(command, directories)
-            if reason:
-                return f"{reason} (`{command.text[:200]}`)", False
+        # A statement that certainly writes (a redirection into a protected path or a device) is
+        # named before one that only names such a path: `cp -r .git x && echo y > .git/commondir`
+        # is refused for the write, not for the copy.
+        for judge in (written, always_asks):
+            for command in analysis.commands:
+                reason = judge(command, directories)
+                if reason:
+                    return f"{reason} (`{command.text[:200]}`)", False
         for command in analysis.commands:
             reason = harm(command)
             if reason:

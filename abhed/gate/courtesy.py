@@ -77,6 +77,12 @@ def destructive(command: Command, directories: tuple[str, ...] = ()) -> str | No
 def always_asks(command: Command, directories: tuple[str, ...] = ()) -> str | None:
     """The part of the list no checkpoint makes acceptable: a write into a block device (outside the
     workspace) or into a protected path (host git's configuration and hooks: docs/security.md §2)."""
+    return written(command, directories) or next(
+        filter(None, (_named_paths(argv, directories) for argv, _ in wrappers.candidates(command.argv))), None)
+
+
+def written(command: Command, directories: tuple[str, ...] = ()) -> str | None:
+    """Why the command's redirections need a human: one writes a block device or a protected path."""
     for redirect in command.redirects:
         if redirect.operator in INPUTS or redirect.target is None or duplicates(redirect):
             continue
@@ -84,10 +90,6 @@ def always_asks(command: Command, directories: tuple[str, ...] = ()) -> str | No
             return f"writes to the block device {redirect.target}"
         if protected(redirect.target, directories):
             return f"writes the protected path {redirect.target}"
-    for argv, _ in wrappers.candidates(command.argv):
-        reason = _named_paths(argv, directories)
-        if reason:
-            return reason
     return None  # pragma: no mutate  (falling off the end returns None too)
 
 
