@@ -38,7 +38,9 @@ machine.
 ``--tree N`` first fills the workspace with N files (10 per directory, in a git repository)
 so the per-call cost of the git guard (sandbox.gitguard: the scan for repositories the
 command created) is part of the bwrap figures, and times that scan on its own beside
-``find -name .git`` over the same tree (what a naive full scan would cost).
+``find -name .git`` over the same tree (what a naive full scan would cost), then again with
+20 directories that hold HEAD, objects and refs without being git directories (the guard asks
+sandbox.gitshape about each at every check).
 """
 
 from __future__ import annotations
@@ -209,6 +211,27 @@ def guard_bench(root: Path, files: int, runs: int) -> None:
     print(f"git guard on {files} files in {dirs} directories: first scan {first:.1f} ms; per call (nothing changed) "
           f"median {check:.2f} ms, p90 {percentile(checks, 0.9):.2f} ms; `find -name .git` median {find:.2f} ms "
           f"(guard/find ratio {check / find:.2f})")
+    # Directories whose names make them candidates but that are no git directory (an invalid HEAD):
+    # sandbox.gitshape is asked about each at every check, through a descriptor.
+    for n in range(CANDIDATES):
+        (root / f"candidate{n}" / "objects").mkdir(parents=True)
+        (root / f"candidate{n}" / "refs").mkdir()
+        (root / f"candidate{n}" / "HEAD").write_text("not a ref\n")
+    guard.check()
+    with_candidates = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        guard.check()
+        with_candidates.append((time.perf_counter() - started) * 1000)
+    median = statistics.median(with_candidates)
+    print(f"  with {CANDIDATES} directories holding HEAD, objects and refs but no valid HEAD (asked again at each "
+          f"check): median {median:.2f} ms ({(median - check) / CANDIDATES * 1000:.0f} us per such directory)")
+    guard.close()
+    for n in range(CANDIDATES):  # the sandbox figures below are for the plain tree
+        shutil.rmtree(root / f"candidate{n}")
+
+
+CANDIDATES = 20
 
 
 GitGuardRecent = 0.3

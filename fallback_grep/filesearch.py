@@ -22,6 +22,8 @@ import os
 from . import dfa as dfa_mod
 from . import syntax as sx
 from . import pikevm
+from .lines import to_line_mode
+from .parser import parse
 from .prefilter import LINE_SRE_MAX
 from .record import Record
 from .regex import DOTALL, IGNORECASE, LINES, MULTILINE, Pattern
@@ -82,15 +84,8 @@ class Matcher:
     """
 
     def __init__(self, pattern, case_insensitive=False, multiline=False):
-        flags = MULTILINE
-        if case_insensitive:
-            flags |= IGNORECASE
-        if multiline:
-            flags |= DOTALL
-        else:
-            flags |= LINES
         self.multiline = multiline
-        self.pattern = Pattern(pattern, flags)
+        self.pattern = Pattern(pattern, _flags(case_insensitive, multiline))
         self.can_match_newline = _can_match_newline(self.pattern.tree)
         self.prefilter = self.pattern.prefilter
 
@@ -162,6 +157,23 @@ class Matcher:
                 return
             yield s, e
             pos = e if e > s else e + 1
+
+
+def _flags(case_insensitive, multiline):
+    flags = MULTILINE | (IGNORECASE if case_insensitive else 0)
+    return flags | (DOTALL if multiline else LINES)
+
+
+def check(pattern, case_insensitive=False, multiline=False):
+    """Raise fallback_grep.error where Matcher() would for the pattern as written, without
+    building a matcher (for a caller that searches with rg): RE2's syntax and, without
+    multiline, the line rule (a literal newline can never match a line). Returns the parse
+    tree, which translate.rust_tree() writes for rg. Linear in the pattern's length; what
+    only Matcher() refuses is a program past prog.MAX_INSTRUCTIONS, a limit of this engine."""
+    tree = parse(pattern, _flags(case_insensitive, multiline) & (IGNORECASE | MULTILINE | DOTALL)).tree
+    if not multiline:
+        to_line_mode(tree, pattern)
+    return tree
 
 
 def _can_match_newline(tree):

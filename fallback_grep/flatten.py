@@ -30,17 +30,19 @@ The steps, each named after the RE2 function it follows:
 A character class stays one instruction here: what matters is where it sits in the numbering, and
 its inner byte-range tree has no epsilon cycles (prog.py compiles it when the lists are emitted).
 """
+from . import bounded
 from . import charclass as cc
 from . import syntax as sx
 from .prog import (ASSERT, FAIL, MATCH, MAX_INSTRUCTIONS, NOP, SAVE, SPLIT, Prog, _Compiler,
-                   _deep_recursion, _depth, _LOOK_OF, compile_tree, too_large)
+                   _LOOK_OF, compile_tree, too_large)
 
 _STAR, _PLUS, _QUEST = (0, -1), (1, -1), (0, 1)
 
 
 def has_empty_loop(tree):
     """Does the pattern hold an unbounded repeat whose body can match empty (an epsilon cycle)?"""
-    return any(n.op == sx.REPEAT and n.max == -1 and sx.nullable(n.subs[0]) for n in sx.walk(tree))
+    memo = {}   # nested loops: each asks about the loops below it
+    return any(n.op == sx.REPEAT and n.max == -1 and sx.nullable(n.subs[0], memo) for n in sx.walk(tree))
 
 
 # ---- RE2's tree ---------------------------------------------------------------------------------
@@ -65,11 +67,15 @@ def _star_plus_quest(kind, sub, greedy, flags):
 
 
 def parse_shape(node):
+    return bounded.run(_parse_shape(node))
+
+
+def _parse_shape(node):
     op = node.op
     if op in (sx.CONCAT, sx.ALTERNATE):
         subs = []
         for s in node.subs:
-            s = parse_shape(s)
+            s = yield _parse_shape(s)
             subs.extend(s.subs if s.op == op else [s])   # DoCollapse splices same-op children
         if op == sx.ALTERNATE:
             subs = _factor(subs)
@@ -77,9 +83,9 @@ def parse_shape(node):
                 return subs[0]
         return sx.Node(op, subs=subs)
     if op == sx.CAPTURE:
-        return sx.Node(op, subs=[parse_shape(node.subs[0])], index=node.index, name=node.name)
+        return sx.Node(op, subs=[(yield _parse_shape(node.subs[0]))], index=node.index, name=node.name)
     if op == sx.REPEAT:
-        sub = parse_shape(node.subs[0])
+        sub = yield _parse_shape(node.subs[0])
         if node.counted:
             return sx.Node(sx.REPEAT, subs=[sub], min=node.min, max=node.max, greedy=node.greedy,
                            counted=True, flags=node.flags)
@@ -109,60 +115,93 @@ def _literal_run(node):
 # FactorAlternation (re2/parse.cc), rounds 1 to 3, on a list of alternatives.
 
 def _factor(subs):
-    subs = _factor_prefixes(subs, _leading_literal, _drop_leading)
-    subs = _factor_prefixes(subs, _leading_simple, _drop_leading)
-    return _merge_classes(subs)
+    """The alternatives `subs` factored; a walk on bounded.run (alternatives sharing a prefix of
+    thousands of items nest as deep), over views that drop an item without copying the rest."""
+    return bounded.run(_factor_walk([_Alt(s) for s in subs], {}))
 
 
-def _factor_prefixes(subs, leading, drop):
+def _factor_walk(alts, keys):
+    alts = yield from _factor_prefixes(alts, _leading_literal, keys)
+    alts = yield from _factor_prefixes(alts, _leading_simple, keys)
+    return _merge_classes([a.whole() for a in alts])
+
+
+class _Alt:
+    """An alternative of a factoring: its items with the first `skip` of them factored out, so
+    stripping one more copies nothing (copying the rest at every step was quadratic)."""
+
+    __slots__ = ("node", "items", "skip")
+
+    def __init__(self, node, items=None, skip=0):
+        self.node = node
+        if items is None:
+            items = node.subs if node.op == sx.CONCAT else [] if node.op == sx.EMPTY else [node]
+        self.items = items
+        self.skip = skip
+
+    def first(self):
+        return self.items[self.skip] if self.skip < len(self.items) else _EMPTY
+
+    def dropped(self):
+        return _Alt(self.node, self.items, self.skip + 1)
+
+    def whole(self):
+        """The alternative as a node: itself, or what is left of it."""
+        if self.skip == 0:
+            return self.node
+        rest = self.items[self.skip:]
+        if len(rest) >= 2:
+            return sx.Node(sx.CONCAT, subs=rest)
+        return rest[0] if rest else sx.Node(sx.EMPTY)
+
+
+_EMPTY = sx.Node(sx.EMPTY)
+
+
+def _factor_prefixes(alts, leading, keys):
     """Rounds 1 and 2: a run of 2+ alternatives that start alike becomes prefix(?:rest|rest...).
     Round 1 strips a common literal string; stripping one character at a time and factoring the
     rests again gives RE2's shape, since concatenation compiles to no instruction of its own."""
     out, i = [], 0
-    while i < len(subs):
-        key = leading(subs[i])
+    while i < len(alts):
+        key = leading(alts[i].first(), keys)
         j = i + 1
-        while key is not None and j < len(subs) and leading(subs[j]) == key:
+        while key is not None and j < len(alts) and leading(alts[j].first(), keys) == key:
             j += 1
         if j - i < 2:
-            out.append(subs[i])
+            out.append(alts[i])
         else:
-            rests = _factor([drop(s) for s in subs[i:j]])
+            rests = yield _factor_walk([a.dropped() for a in alts[i:j]], keys)
             rest = rests[0] if len(rests) == 1 else sx.Node(sx.ALTERNATE, subs=rests)
-            out.append(sx.Node(sx.CONCAT, subs=[_first(subs[i]), rest]))
+            out.append(_Alt(sx.Node(sx.CONCAT, subs=[alts[i].first(), rest])))
         i = j
     return out
 
 
-def _first(node):
-    return node.subs[0] if node.op == sx.CONCAT and node.subs else node
-
-
-def _leading_literal(node):
+def _leading_literal(first, keys):
     """Round 1's key: the first character of the alternative's leading literal string."""
-    return _as_literal(_first(node))
+    return _as_literal(first)
 
 
 _SIMPLE_LEADING = (sx.ASSERT, sx.CLASS, sx.ANY_BYTE)
 
 
-def _leading_simple(node):
-    """Round 2's key: a leading assertion, class (not a literal), \\C, or x{n} of one of those."""
-    if node.op == sx.EMPTY or node.op == sx.CONCAT and node.subs[0].op == sx.EMPTY:
-        return None  # pragma: no mutate (equivalent: an empty first item is no simple key below either)
-    first = _first(node)
+def _leading_simple(first, keys):
+    """Round 2's key: a leading assertion, class (not a literal), \\C, or x{n} of one of those.
+    keys: each node's key once (a class's is its whole dump, asked again at every level)."""
+    hit = keys.get(id(first))
+    if hit is None or hit[0] is not first:
+        hit = keys[id(first)] = (first, _simple_key(first))
+    return hit[1]
+
+
+def _simple_key(first):
     if first.op in _SIMPLE_LEADING and _as_literal(first) is None:
         return sx.dump(first)
     if first.op == sx.REPEAT and first.counted and first.min == first.max and \
             first.subs[0].op in (sx.LITERAL, sx.CLASS, sx.ANY_BYTE):
         return sx.dump(first), first.greedy, first.flags
     return None  # pragma: no mutate (equivalent: falling off the end returns None too)
-
-
-def _drop_leading(node):
-    if node.op == sx.CONCAT and len(node.subs) >= 2:
-        return node.subs[1] if len(node.subs) == 2 else sx.Node(sx.CONCAT, subs=node.subs[1:])
-    return sx.Node(sx.EMPTY)
 
 
 def _merge_classes(subs):
@@ -200,20 +239,34 @@ def required_prefix(tree):
     return subs[i:j], suffix
 
 
-def simplify(node):
-    """SimplifyWalker; returns node itself when nothing below it changed (RE2 compares pointers)."""
+def simplify(node, pattern=""):
+    """SimplifyWalker; returns node itself when nothing below it changed (RE2 compares pointers).
+
+    Counted repeats become copies (`x{2,5}` -> `xx(?:x(?:x(?:x)?)?)?`): each copy compiles to
+    an instruction at least, so past MAX_INSTRUCTIONS copies the pattern is too large, said
+    before building them (64 KiB of `(?:a|b){0,1000}` would be millions)."""
+    return bounded.run(_simplify(node, [MAX_INSTRUCTIONS, pattern]))
+
+
+def _simplify(node, copies):
+    # copies: [how many copies may still be made, the pattern for the error]
     op = node.op
     if op in (sx.CONCAT, sx.ALTERNATE, sx.CAPTURE):
-        subs = [simplify(s) for s in node.subs]
+        subs = []
+        for s in node.subs:
+            subs.append((yield _simplify(s, copies)))
         if all(a is b for a, b in zip(subs, node.subs)):
             return node
         return sx.Node(op, subs=subs, index=node.index, name=node.name)
     if op != sx.REPEAT:
         return node
-    sub = simplify(node.subs[0])
+    sub = yield _simplify(node.subs[0], copies)
     if sub.op == sx.EMPTY:
         return sub
     if node.counted:
+        copies[0] -= max(node.min, node.max)
+        if copies[0] < 0:
+            raise too_large(copies[1])
         return _simplify_repeat(sub, node.min, node.max, node.greedy, node.flags)
     if sub is node.subs[0]:
         return node
@@ -362,6 +415,9 @@ class _Re2Compiler:
 
     def walk(self, node):
         """Post-order, as Regexp::Walker: children are numbered before their parent."""
+        return bounded.run(self._walk(node))
+
+    def _walk(self, node):
         op = node.op
         if op in (sx.LITERAL, sx.CLASS, sx.ANY_BYTE):
             return self.leaf(I_CHAR, node)
@@ -371,7 +427,9 @@ class _Re2Compiler:
             return self.leaf(I_NOP)
         if op == sx.NO_MATCH:
             return _NO_MATCH
-        frags = [self.walk(s) for s in node.subs]
+        frags = []
+        for s in node.subs:
+            frags.append((yield self._walk(s)))
         if op == sx.CONCAT:
             f = frags[0]
             for g in frags[1:]:
@@ -429,9 +487,14 @@ def flatten(c, start, start_unanchored):
     mark(start)
     preds = _mark_successors(c, start_unanchored, mark)
     for root in sorted(roots)[:0:-1]:            # descending, a snapshot, never instruction 0
+        bounded.check()
         if root not in (start, start_unanchored):
             _mark_dominator(c, root, roots, preds, mark)
-    return [(root, _emit_list(c, root, roots)) for root in roots]
+    lists = []
+    for root in roots:
+        bounded.check()
+        lists.append((root, _emit_list(c, root, roots)))
+    return lists
 
 
 def _closure(c, root, roots, on_leaf):
@@ -503,23 +566,22 @@ def _emit_list(c, root, roots):
 
 def compile_flat(tree, ncap, pattern=""):
     """A forward Prog with RE2's flattened priority order (see the module docstring)."""
-    with _deep_recursion(_depth(tree) * 2):
-        shaped = parse_shape(tree)
-        split = required_prefix(shaped)
-        prefix, shaped = split if split else ([], shaped)
-        shaped = simplify(shaped)
-        shaped, anchor_start = strip_anchor(shaped, sx.BOT)
-        shaped, anchor_end = strip_anchor(shaped, sx.EOT)
-        c = _Re2Compiler(pattern)
-        start, start_unanchored = c.compile(shaped, anchor_start)
-        c.optimize(start)
-        prog = Prog()
-        prog.ncap = ncap
-        if not start:
-            prog.start = prog.emit(FAIL)
-            return prog
-        return _emit(c, flatten(c, start, start_unanchored), start, prefix,
-                     anchor_start or bool(prefix), anchor_end, prog, pattern)
+    shaped = parse_shape(tree)
+    split = required_prefix(shaped)
+    prefix, shaped = split if split else ([], shaped)
+    shaped = simplify(shaped, pattern)
+    shaped, anchor_start = strip_anchor(shaped, sx.BOT)
+    shaped, anchor_end = strip_anchor(shaped, sx.EOT)
+    c = _Re2Compiler(pattern)
+    start, start_unanchored = c.compile(shaped, anchor_start)
+    c.optimize(start)
+    prog = Prog()
+    prog.ncap = ncap
+    if not start:
+        prog.start = prog.emit(FAIL)
+        return prog
+    return _emit(c, flatten(c, start, start_unanchored), start, prefix,
+                 anchor_start or bool(prefix), anchor_end, prog, pattern)
 
 
 def _emit(c, lists, start, prefix, anchor_start, anchor_end, prog, pattern):

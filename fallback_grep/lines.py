@@ -8,6 +8,7 @@ gives the same set of matching lines, and lets prefilters and the DFA run over t
   * ^ and \\A become BOL, $ and \\z become EOL;
   * a pattern that can only match by consuming \\n (a literal \\n) is rejected, as ripgrep does.
 """
+from . import bounded
 from . import charclass as cc
 from . import syntax as sx
 from .errors import invalid
@@ -16,20 +17,22 @@ _NL = [(10, 10)]
 
 
 def to_line_mode(tree, pattern):
-    return _rewrite(tree, pattern)
+    # memo: a class node shared by many places of the tree (the parser builds a class written
+    # again only once) is rewritten once, and stays shared.
+    return bounded.run(_rewrite(tree, pattern, {}))
 
 
-def _rewrite(node, pattern):
+def _rewrite(node, pattern, memo):
     op = node.op
-    if op == sx.LITERAL and node.rune == 10 or op == sx.CLASS and list(node.ranges) == _NL:
-        raise invalid(
-            "newline in pattern", "the pattern contains a literal newline (`\\n`), but the "
-            "search is line by line, so it can never match", pattern, _find_newline(pattern),
-            "set multiline=true (--multiline) to match across lines, or use `$` / `^` to anchor "
-            "at a line end or start")
+    if op == sx.LITERAL and node.rune == 10:
+        raise _newline(pattern)
     if op == sx.CLASS:
-        ranges = cc.subtract(node.ranges, _NL)
-        return sx.char_class(ranges)
+        hit = memo.get(id(node))
+        if hit is None or hit[0] is not node:
+            if list(node.ranges) == _NL:
+                raise _newline(pattern)
+            hit = memo[id(node)] = (node, sx.char_class(cc.subtract(node.ranges, _NL)))
+        return hit[1]
     if op == sx.ANY_BYTE:
         # \C: any byte but the line terminator (its .ranges are byte ranges).
         return sx.Node(sx.ANY_BYTE, ranges=((0, 9), (11, 255)))
@@ -37,8 +40,19 @@ def _rewrite(node, pattern):
         kind = {sx.BOT: sx.BOL, sx.EOT: sx.EOL}.get(node.kind, node.kind)
         return sx.Node(sx.ASSERT, kind=kind)
     if node.subs:
-        return node.replace(subs=[_rewrite(s, pattern) for s in node.subs])
+        subs = []
+        for sub in node.subs:
+            subs.append((yield _rewrite(sub, pattern, memo)))
+        return node.replace(subs=subs)
     return node
+
+
+def _newline(pattern):
+    return invalid(
+        "newline in pattern", "the pattern contains a literal newline (`\\n`), but the "
+        "search is line by line, so it can never match", pattern, _find_newline(pattern),
+        "set multiline=true (--multiline) to match across lines, or use `$` / `^` to anchor "
+        "at a line end or start")
 
 
 def _find_newline(pattern):

@@ -1,12 +1,16 @@
 """RE2 syntax -> syntax tree, with teaching errors for everything RE2 rejects.
 
 The parser is iterative (an explicit stack of open groups) so deeply nested patterns cannot
-exhaust Python's recursion limit.  Case folding and flag effects are resolved here (see
-syntax.py).  Offsets in errors are 0-based indices into the pattern string (for a bytes pattern:
-into its UTF-8 decoding).
+exhaust Python's recursion limit, and linear in the pattern's length: RE2's check of nested
+repeat counts reads a product noted on each node as it is built (walking the subtree at every
+`{n}` was quadratic), and a class written again (`\\pL` a thousand times) is the node built the
+first time, so every later stage meets one class object and handles it once.  Case folding and
+flag effects are resolved here (see syntax.py).  Offsets in errors are 0-based indices into the
+pattern string (for a bytes pattern: into its UTF-8 decoding).
 """
 import unicodedata
 
+from . import bounded
 from . import charclass as cc
 from . import syntax as sx
 from .errors import invalid, unsupported
@@ -63,6 +67,15 @@ class _Parser:
         # Position just after the previous repetition operator: RE2 rejects `a**`, `a{2}{3}`.
         self.last_repeat_end = -1
         self.last_repeat_start = -1
+        # id(node) -> (node, the largest product of repeat counts on a path down from it):
+        # RE2's RepetitionWalker, kept as the tree grows.
+        self.products = {}
+        # (class text, fold flag) -> class node, and under (?i) a rune -> its fold class (None
+        # when it has no other case): a class written again is not built again, and later stages
+        # meet one node.
+        self.classes = {}
+        self.folded = {}
+        self.no_posix_close = len(text) + 1   # no `:]` from here on (posix_close)
 
     # ---- errors ----------------------------------------------------------------------------
     def fail(self, construct, what, pos, hint):
@@ -75,7 +88,11 @@ class _Parser:
     def parse(self):
         stack = [_Frame(self.flags, 0, None, 0)]
         t = self.t
+        steps = 0
         while self.i < len(t):
+            steps += 1
+            if steps % bounded.CHECK_EVERY == 0:
+                bounded.check()
             c = t[self.i]
             top = stack[-1]
             if c == "(":
@@ -100,7 +117,7 @@ class _Parser:
                 top.items.append(self.dot())
                 self.i += 1
             elif c == "[":
-                top.items.append(self.parse_class())
+                top.items.append(self.known_class(self.parse_class))
             elif c == "\\":
                 self.escape(top.items)
             else:
@@ -114,8 +131,23 @@ class _Parser:
         return Parsed(tree, self.ncap, self.names)
 
     def finish_alternation(self, frame):
-        alts = frame.alts + [frame.items]
-        return sx.alternate([sx.concat(items) for items in alts])
+        alts = [self.noted(sx.concat(items)) for items in frame.alts + [frame.items]]
+        return self.noted(sx.alternate(alts))
+
+    def noted(self, node):
+        """node, its repeat-count product noted (from its children's, noted when they were
+        built; a leaf's is 1)."""
+        own = 1
+        if node.op == sx.REPEAT:
+            m = node.max if node.max >= 0 else node.min
+            own = max(m, 1)
+        below = max((self.product(sub) for sub in node.subs), default=1)
+        self.products[id(node)] = (node, min(own * below, MAX_REPEAT + 1))
+        return node
+
+    def product(self, node):
+        hit = self.products.get(id(node))
+        return hit[1] if hit is not None and hit[0] is node else 1
 
     # ---- groups ----------------------------------------------------------------------------
     def open_group(self, stack):
@@ -246,7 +278,7 @@ class _Parser:
         frame = stack.pop()
         node = self.finish_alternation(frame)
         if frame.cap_index:
-            node = sx.Node(sx.CAPTURE, subs=[node], index=frame.cap_index, name=frame.cap_name)
+            node = self.noted(sx.Node(sx.CAPTURE, subs=[node], index=frame.cap_index, name=frame.cap_name))
         self.flags = frame.flags
         stack[-1].items.append(node)
         self.i += 1
@@ -292,9 +324,9 @@ class _Parser:
                 start, "write `{min,max}` with min <= max")
         if self.flags & FLAG_U:
             greedy = not greedy
-        node = sx.Node(sx.REPEAT, subs=[items[-1]], min=lo, max=hi, greedy=greedy,
-                       counted=c == "{", flags=self.flags & (FLAG_I | FLAG_M | FLAG_S))
-        if c == "{" and _repeat_budget(node, MAX_REPEAT) == 0:
+        node = self.noted(sx.Node(sx.REPEAT, subs=[items[-1]], min=lo, max=hi, greedy=greedy,
+                                  counted=c == "{", flags=self.flags & (FLAG_I | FLAG_M | FLAG_S)))
+        if c == "{" and self.product(node) > MAX_REPEAT:
             raise self.fail(
                 "repeat size", f"nested repetition `{op_text}` makes the total count exceed RE2's "
                 "limit of 1000 (the product of nested counts must be at most 1000)", start,
@@ -341,9 +373,12 @@ class _Parser:
     # ---- atoms -----------------------------------------------------------------------------
     def lit_node(self, r):
         if self.flags & FLAG_I:
-            orbit = cc.fold_orbit(r)
-            if len(orbit) > 1:
-                return sx.char_class(cc.normalize([(x, x) for x in orbit]))
+            if r not in self.folded:
+                orbit = cc.fold_orbit(r)
+                self.folded[r] = (sx.char_class(cc.normalize([(x, x) for x in orbit]))
+                                  if len(orbit) > 1 else None)
+            if self.folded[r] is not None:
+                return self.folded[r]
         return sx.literal(r)
 
     def dot(self):
@@ -382,6 +417,9 @@ class _Parser:
                 items.append(self.lit_node(ord(ch)))
             self.i = len(t) if end < 0 else end + 2
             return
+        elif c in "dswDSWpP":
+            items.append(self.known_class(self.class_escape_node))
+            return
         else:
             ranges, negated, j = self.class_escape(start, in_class=False)
             if ranges is not None:
@@ -391,6 +429,47 @@ class _Parser:
             self.i = j
             return
         self.i = start + 2
+
+    def class_escape_node(self):
+        """The class of the escape at self.i (\\d, \\pL, \\p{Greek}...); self.i moves past it."""
+        ranges, negated, self.i = self.class_escape(self.i, in_class=False)
+        return self.class_node(ranges, negated)
+
+    def known_class(self, parse):
+        """The class at self.i: the node built when the same text was parsed before under the same
+        fold flag (`\\pL` written a thousand times is one node, built once), else parse()'s."""
+        t, start, fold = self.t, self.i, self.flags & FLAG_I
+        text = t[start:self.class_end(start)]
+        node = self.classes.get((text, fold))
+        if node is not None:
+            self.i = start + len(text)
+            return node
+        node = parse()
+        self.classes[(t[start:self.i], fold)] = node
+        return node
+
+    def class_end(self, start):
+        """Where the class at start (`[...]` or a class escape) most likely ends, to look it up in
+        the memo. A wrong guess only misses: every stored text is one whole class, and parsing
+        reads a class from its first character on, so the same text is always the same class."""
+        t = self.t
+        if t[start] == "\\":
+            if t.startswith("{", start + 2):
+                return t.find("}", start) + 1      # 0 when unclosed: an empty text, never stored
+            return start + (3 if t[start + 1] in "pP" else 2)
+        j = start + 1
+        j += t.startswith("^", j)
+        j += t.startswith("]", j)                  # a `]` first is a literal
+        while j < len(t):
+            if t[j] == "]":
+                return j + 1
+            if t[j] == "\\":
+                j += 2
+            elif t.startswith("[:", j) and self.posix_close(j + 2) >= 0:
+                j = self.posix_close(j + 2) + 2
+            else:
+                j += 1
+        return start
 
     def class_escape(self, start, in_class):
         """Escape at start -> (ranges, negated, end) for a class or (None, rune, end) for a char.
@@ -563,9 +642,19 @@ class _Parser:
             return r, self.i_after_escape
         return ord(t[j]), j + 1
 
+    def posix_close(self, j):
+        """t.find(":]", j), remembering where none is left: a pattern of many `[[:` and no `:]`
+        would search to its end from each one."""
+        if j >= self.no_posix_close:
+            return -1
+        end = self.t.find(":]", j)
+        if end < 0:
+            self.no_posix_close = j
+        return end
+
     def posix_class(self, j):
         t = self.t
-        end = t.find(":]", j + 2)
+        end = self.posix_close(j + 2)
         if end < 0:
             return None
         name = t[j + 2:end]
@@ -581,18 +670,6 @@ class _Parser:
         if self.flags & FLAG_I:
             r = cc.add_fold(r)
         return r, negated, end + 2
-
-
-def _repeat_budget(node, budget):
-    """RE2's RepetitionWalker: divide the budget by each nested count; 0 means too large."""
-    if node.op == sx.REPEAT:
-        m = node.max if node.max >= 0 else node.min
-        if m > 0:
-            budget //= m
-    best = budget
-    for sub in node.subs:
-        best = min(best, _repeat_budget(sub, budget))
-    return best
 
 
 def parse(pattern, flags=0):

@@ -20,29 +20,47 @@ proven cheap, an sre (Python `re`) pattern that decides a whole line at once:
 * line_regex: an sre verifier for short candidate lines (see line_regex()).
 * needs_non_ascii: a pattern like \\p{Greek} cannot match a text for which bytes.isascii()
   holds (most source files), checked at ~12 GB/s.
+
+Planning is linear in the pattern's size (the grep tool plans every pattern it is given, up to
+64 KiB, in Abhed's own process): every walk runs on bounded.run (no recursion), a translation
+stops growing at its bounds (paths, bytes, sre source size and nesting) instead of being built
+whole and thrown away, the best factor is found in one sliding window over the concatenation
+(the window only moves right, as all its bounds are monotone), and a class repeated thousands of
+times is translated once (`memo`, by node identity, shared by every walk of one plan).
 """
 import re
+from functools import lru_cache
 
+from . import bounded
 from . import syntax as sx
 from . import utf8
-from .prog import _deep_recursion, _depth
 
 MAX_PATHS = 2000        # alternatives a finite translation may contain
 MAX_LENGTH = 1000       # longest byte length of a finite translation
 MAX_UNIT_BRANCHES = 600  # UTF-8 trie size for one class (\pL is ~ 500)
+MAX_SRC = 1 << 16       # longest sre source of a translation: sre compiles ~1.5 us a character
+MAX_NEST = 100          # deepest (?:...) nesting of a translation: sre's parser recurses per level
+CLASS_NEST = 3          # a class's UTF-8 trie nests (?:...) at most this deep (four byte levels)
 MIN_FACTOR_SCORE = 2    # a factor must pin down at least this many near-literal characters
 
 
 class Finite:
-    """A finite regex fragment: sre source, number of paths, max byte length, selectivity."""
+    """A finite regex fragment: sre source, number of paths, max byte length, selectivity, and
+    how deep its source nests groups."""
 
-    __slots__ = ("src", "paths", "length", "score")
+    __slots__ = ("src", "paths", "length", "score", "nest")
 
-    def __init__(self, src, paths, length, score):
+    def __init__(self, src, paths, length, score, nest=0):
         self.src = src
         self.paths = paths
         self.length = length
         self.score = score          # how many characters are nearly literal (selectivity)
+        self.nest = nest
+
+
+def _within(paths, length, size, nest):
+    """Are these a translation's numbers within every bound?"""
+    return paths <= MAX_PATHS and length <= MAX_LENGTH and size <= MAX_SRC and nest <= MAX_NEST
 
 
 def _byte_class(ranges):
@@ -58,8 +76,10 @@ def _byte_class(ranges):
     return "[" + "".join(parts) + "]"
 
 
+@lru_cache(maxsize=256)  # pragma: no mutate (any size: a cache)
 def _class_regex(ranges):
-    """sre source matching exactly the UTF-8 encoding of one code point in ranges, or None."""
+    """sre source matching exactly the UTF-8 encoding of one code point in ranges, or None.
+    (Cached: the same class recurs in patterns and in the walks of one plan.)"""
     trie = {}
     count = 0
     for lo, hi in ranges:
@@ -88,19 +108,25 @@ def _trie_regex(trie):
     return "(?:" + "|".join(alts) + ")"
 
 
+_CHARACTERS = (sx.LITERAL, sx.CLASS)
 _SRE_ASSERT = {sx.BOL: "(?m:^)", sx.EOL: "(?m:$)", sx.WORD: "\\b", sx.NOT_WORD: "\\B"}
 
 
-def finite(node, allow_assertions):
-    """Translate node into a Finite, or None if it is unbounded, too big or not translatable."""
+def finite(node, allow_assertions, memo=None):
+    """Translate node into a Finite, or None if it is unbounded, too big or not translatable.
+
+    memo: {id(leaf): (leaf, Finite)}, shared by the walks of one plan, so that a class that
+    occurs thousands of times is translated (and its size counted) once."""
+    memo = {} if memo is None else memo
+    if node.op in _CHARACTERS:
+        return _leaf(node, memo)
+    return bounded.run(_finite(node, allow_assertions, memo))
+
+
+def _finite(node, allow, memo):
     op = node.op
-    if op in (sx.LITERAL, sx.CLASS):
-        ranges = sx.node_ranges(node)
-        src = _class_regex(ranges)
-        if src is None:
-            return None
-        size = sum(hi - lo + 1 for lo, hi in ranges)
-        return Finite(src, 1, 4, 1 if size <= 4 else 0)
+    if op in _CHARACTERS:
+        return _leaf(node, memo)
     if op == sx.EMPTY:
         return Finite("", 1, 0, 0)
     if op == sx.NO_MATCH:
@@ -108,110 +134,267 @@ def finite(node, allow_assertions):
     if op == sx.ANY_BYTE:
         return Finite(_byte_class(list(node.ranges or [(0, 255)])), 1, 1, 0)
     if op == sx.CAPTURE:
-        return finite(node.subs[0], allow_assertions)
+        return (yield _finite(node.subs[0], allow, memo))
     if op == sx.ASSERT:
         src = _SRE_ASSERT.get(node.kind)
-        if src is None or not allow_assertions:
+        if src is None or not allow:
             return None
         return Finite(src, 1, 0, 0)
     if op == sx.CONCAT:
-        return _concat([finite(s, allow_assertions) for s in node.subs])
+        return (yield from _finite_concat(node.subs, allow, memo))
     if op == sx.ALTERNATE:
-        parts = [finite(s, allow_assertions) for s in node.subs]
-        if any(p is None for p in parts):
-            return None
-        paths = sum(p.paths for p in parts)
-        if paths > MAX_PATHS:
-            return None
-        return Finite("(?:" + "|".join(p.src for p in parts) + ")", paths,
-                      max(p.length for p in parts), min(p.score for p in parts))
+        return (yield from _finite_alternate(node.subs, allow, memo))
     if op == sx.REPEAT:  # pragma: no mutate (equivalent: REPEAT is the only kind left here)
-        if node.max < 0:
-            return None
-        sub = finite(node.subs[0], allow_assertions)
-        if sub is None:
-            return None
-        paths = sum(sub.paths ** k for k in range(node.min, node.max + 1))
-        length = sub.length * node.max
-        if paths > MAX_PATHS or length > MAX_LENGTH:
-            return None
-        lazy = "" if node.greedy else "?"  # pragma: no mutate (equivalent: only where a match starts is used)
-        counts = f"{{{node.min}}}" if node.min == node.max else f"{{{node.min},{node.max}}}"
-        return Finite(f"(?:{sub.src}){counts}{lazy}", paths, length, sub.score * node.min)
+        return (yield from _finite_repeat(node, allow, memo))
     raise AssertionError(op)  # pragma: no mutate (unreachable: every kind is handled above)
+
+
+def _leaf(node, memo):
+    """A literal's or class's translation, once per rune or class node (never changed after)."""
+    if node.op == sx.LITERAL:
+        return _rune_finite(node.rune)
+    hit = memo.get(id(node))
+    if hit is None or hit[0] is not node:
+        hit = memo[id(node)] = (node, _class_finite(node.ranges))   # the node kept alive with it:
+    return hit[1]                                                    # its id stays its own
+
+
+@lru_cache(maxsize=512)  # pragma: no mutate (any size: a cache)
+def _rune_finite(rune):
+    return _class_finite(((rune, rune),))
+
+
+def _class_finite(ranges):
+    src = _class_regex(tuple(ranges))
+    if src is None:
+        return None
+    size = sum(hi - lo + 1 for lo, hi in ranges)
+    return Finite(src, 1, 4, 1 if size <= 4 else 0, CLASS_NEST if "(?:" in src else 0)
+
+
+def _finite_concat(subs, allow, memo):
+    # Stops at the first item past a bound: a concatenation of 64 KiB of literals costs as much
+    # as its first MAX_LENGTH bytes.
+    parts = []
+    paths, length, size, nest = 1, 0, 0, 0
+    for sub in subs:
+        part = _leaf(sub, memo) if sub.op in _CHARACTERS else (yield _finite(sub, allow, memo))
+        if part is None:
+            return None
+        paths, length = paths * part.paths, length + part.length
+        size, nest = size + len(part.src), max(nest, part.nest)
+        if not _within(paths, length, size, nest):
+            return None
+        parts.append(part)
+    return Finite("".join(p.src for p in parts), paths, length, sum(p.score for p in parts), nest)
+
+
+def _finite_alternate(subs, allow, memo):
+    # size: the source's length so far, "(?:" and ")" around the parts and a bar before each but
+    # the first; past a bound, no need to translate the other alternatives.
+    parts, paths, size = [], 0, 3
+    for sub in subs:
+        part = yield _finite(sub, allow, memo)
+        if part is None:
+            return None
+        paths, size = paths + part.paths, size + len(part.src) + 1
+        if paths > MAX_PATHS or size > MAX_SRC:
+            return None
+        parts.append(part)
+    nest = max(p.nest for p in parts) + 1
+    if nest > MAX_NEST:
+        return None
+    return Finite("(?:" + "|".join(p.src for p in parts) + ")", paths, max(p.length for p in parts),
+                  min(p.score for p in parts), nest)
+
+
+def _finite_repeat(node, allow, memo):
+    if node.max < 0:
+        return None
+    sub = yield _finite(node.subs[0], allow, memo)
+    if sub is None:
+        return None
+    paths = _repeat_paths(sub.paths, node.min, node.max)
+    if paths is None:
+        return None
+    lazy = "" if node.greedy else "?"  # pragma: no mutate (equivalent: only where a match starts is used)
+    counts = f"{{{node.min}}}" if node.min == node.max else f"{{{node.min},{node.max}}}"
+    src = f"(?:{sub.src}){counts}{lazy}"
+    length = sub.length * node.max
+    if not _within(paths, length, len(src), sub.nest + 1):
+        return None
+    return Finite(src, paths, length, sub.score * node.min, sub.nest + 1)
+
+
+def _repeat_paths(paths, lo, hi):
+    """sum(paths ** k for k in lo..hi), or None past MAX_PATHS, found without the big powers
+    (`(?:a|b){1000}` would take a 1000-bit one)."""
+    if paths == 1:  # pragma: no mutate (speed only: the loop below sums the same ones, in hi steps)
+        return hi - lo + 1 if hi - lo + 1 <= MAX_PATHS else None  # pragma: no mutate (as above)
+    total, power = 0, 1
+    for k in range(hi + 1):
+        if power > MAX_PATHS:  # pragma: no mutate (speed only: the sum ends None below all the same)
+            return None  # pragma: no mutate (as above; paths ** max(k, lo), a term, is past the bound)
+        if k >= lo:
+            total += power
+        power *= paths
+    return total if total <= MAX_PATHS else None
 
 
 def _concat(parts):
     if any(p is None for p in parts):
         return None
-    paths, length, score = 1, 0, 0
+    paths, length, score, size, nest = 1, 0, 0, 0, 0
     for p in parts:
         paths *= p.paths
         length += p.length
         score += p.score
-    if paths > MAX_PATHS or length > MAX_LENGTH:
+        size += len(p.src)
+        nest = max(nest, p.nest)
+    if not _within(paths, length, size, nest):
         return None
-    return Finite("".join(p.src for p in parts), paths, length, score)
+    return Finite("".join(p.src for p in parts), paths, length, score, nest)
 
 
-def _edge(node, side):
+def _edge(node, memo):
     """The finite part of a concat item when it sits at the edge of a factor, or None.
 
     x{n,} (n >= 1) at the left edge of a factor contributes its last n iterations (they touch
     the next item); at the right edge its first n.  Either way: x{n}.
     """
-    if node.op == sx.CAPTURE:
-        return _edge(node.subs[0], side)
+    while node.op == sx.CAPTURE:
+        node = node.subs[0]
     if node.op != sx.REPEAT or node.max != -1 or node.min < 1:
         return None
-    return finite(sx.Node(sx.REPEAT, subs=node.subs, min=node.min, max=node.min), False)
+    return finite(sx.Node(sx.REPEAT, subs=node.subs, min=node.min, max=node.min), False, memo)
 
 
-def best_factor(tree):
-    """The most selective finite fragment every match must contain, or None."""
+class _Window:
+    """Consecutive translations side by side: their paths multiply, their lengths, scores and
+    sre sizes add up (nesting does not grow: a concatenation adds no group)."""
+
+    def __init__(self):
+        self.paths, self.length, self.score, self.size = 1, 0, 0, 0
+
+    def fits(self, part):
+        return (part is not None and self.paths * part.paths <= MAX_PATHS
+                and self.length + part.length <= MAX_LENGTH and self.size + len(part.src) <= MAX_SRC)
+
+    def add(self, part):
+        self.paths *= part.paths
+        self.length += part.length
+        self.score += part.score
+        self.size += len(part.src)
+
+    def drop(self, part):
+        self.paths //= part.paths    # exact: the product holds part.paths as a factor
+        self.length -= part.length
+        self.score -= part.score
+        self.size -= len(part.src)
+
+
+def best_factor(tree, memo=None):
+    """The most selective finite fragment every match must contain, or None.
+
+    A candidate starts at each item of the top-level concatenation that has a translation (or,
+    for x{n,}, an edge x{n}) and takes the translations after it for as long as they are within
+    the bounds, ending with the edge of the first item that has none: the longest prefix of that
+    list that fits. The first candidate of the highest score wins. Since every bound is
+    monotone, the end of the candidates of one run of translations only moves right: one sliding
+    window finds them all in linear time (the old way built each candidate and cut it back one
+    item at a time: cubic, an hour for 64 KiB)."""
+    memo = {} if memo is None else memo
+    while tree.op == sx.CAPTURE:
+        tree = tree.subs[0]
     items = tree.subs if tree.op == sx.CONCAT else [tree]
-    if tree.op == sx.CAPTURE:
-        return best_factor(tree.subs[0])
-    best = None
-    trans = [finite(it, False) for it in items]
-    n = len(items)
-    for i in range(n):
-        left = trans[i] or _edge(items[i], "left")
-        if left is None:
+    trans = [finite(it, False, memo) for it in items]
+    edges = {}
+
+    def edge(j):
+        if j not in edges:  # pragma: no mutate (speed only: an edge computed again is the same)
+            edges[j] = _edge(items[j], memo)
+        return edges[j]
+
+    best = None   # (score, first item's part, index after it, end index, right edge or None)
+    n, i = len(items), 0
+    while i < n:
+        bounded.check()
+        if trans[i] is None:
+            left = edge(i)
+            if left is not None:
+                best = _better(best, _from_edge(left, i + 1, trans, edge))
+            i += 1
             continue
-        parts = [left]
-        j = i + 1
-        while j < n and trans[j] is not None:
-            parts.append(trans[j])
-            j += 1
-        if j < n:
-            parts.append(_edge(items[j], "right"))   # None when it lends nothing: popped below
-        # left alone is within the bounds (finite() checked it): drop from the right until all fit.
-        cand = _concat(parts)
-        while cand is None:
-            parts.pop()
-            cand = _concat(parts)
-        if best is None or cand.score > best.score:
-            best = cand
-    return best if best is not None and best.score >= MIN_FACTOR_SCORE else None
+        end = i
+        while end < n and trans[end] is not None:
+            end += 1
+        best = _slide(best, i, end, trans, edge)
+        i = end
+    if best is None or best[0] < MIN_FACTOR_SCORE:
+        return None
+    _, first, lo, hi, right = best
+    return _concat([first, *trans[lo:hi]] + ([right] if right is not None else []))
+
+
+def _better(best, cand):
+    return cand if best is None or cand[0] > best[0] else best
+
+
+def _from_edge(left, start, trans, edge):
+    """The candidate that starts with an item's edge copy `left` and goes on at `start`."""
+    win = _Window()
+    win.add(left)
+    r = start
+    while r < len(trans) and trans[r] is not None and win.fits(trans[r]):
+        win.add(trans[r])
+        r += 1
+    return _with_right_edge((win.score, left, start, r), win, r, trans, edge)
+
+
+def _slide(best, lo, end, trans, edge):
+    """The candidates starting at each item of the run of translations trans[lo:end]."""
+    win, r = _Window(), lo
+    for i in range(lo, end):
+        # (When the window is empty, r == i: trans[i] alone always fits, so it enters here.)
+        while r < end and win.fits(trans[r]):
+            win.add(trans[r])
+            r += 1
+        best = _better(best, _with_right_edge((win.score, trans[i], i + 1, r), win, r, trans, edge))
+        win.drop(trans[i])
+    return best
+
+
+def _with_right_edge(cand, win, r, trans, edge):
+    """cand = (score, first part, start, end); the edge copy of the item that ends the run is
+    added when the window reached it and it fits."""
+    score, first, start, end = cand
+    if r < len(trans) and trans[r] is None:
+        right = edge(r)
+        if win.fits(right):
+            return score + right.score, first, start, end, right
+    return score, first, start, end, None
 
 
 # ---- needles: required plain literals found with bytes.find ---------------------------------
 
 def _flatten(node):
     """Top-level items of a concatenation, looking through captures and nested concats."""
-    if node.op == sx.CAPTURE:
-        return _flatten(node.subs[0])
-    if node.op == sx.CONCAT:
-        out = []
-        for sub in node.subs:
-            out.extend(_flatten(sub))
-        return out
-    return [node]
+    out, stack = [], [node]
+    while stack:
+        node = stack.pop()
+        if node.op == sx.CAPTURE:
+            stack.append(node.subs[0])
+        elif node.op == sx.CONCAT:
+            stack.extend(reversed(node.subs))
+        else:
+            out.append(node)
+    return out
 
 
 def _unit(node):
     """One code point position: ('lit', bytes) | ('fold', lowered bytes, variants) | None."""
+    if node.op == sx.LITERAL:  # pragma: no mutate (speed only: the ranges below give the same)
+        return ("lit", chr(node.rune).encode("utf-8", "surrogatepass"))  # pragma: no mutate (as above)
     ranges = sx.node_ranges(node)
     if ranges is None:
         return None
@@ -288,39 +471,49 @@ def _finder(lit):
 
 
 def needles_for(tree):
-    if tree.op == sx.CAPTURE:
-        return needles_for(tree.subs[0])
-    if tree.op == sx.ALTERNATE:
-        # Every match contains a required literal of the alternative it came from, so the
-        # union of those literals is a valid needle set (`foo|bar\\d+` -> foo, bar).
-        lits, whole = [], True
-        for alt in tree.subs:
-            nd = needles_for(alt)
-            if nd is None or not nd.literals:
-                return None
-            lits.extend(nd.literals)
-            whole = whole and nd.whole
-        lits = list(dict.fromkeys(lits))   # each alternative gave at least one non-empty literal
-        return Needles(lits, whole=whole) if len(lits) <= 16 else None
+    return bounded.run(_needles(tree))
+
+
+def _needles(tree):
+    while tree.op == sx.CAPTURE:
+        tree = tree.subs[0]
+    if tree.op != sx.ALTERNATE:
+        return _concat_needles(tree)
+    # Every match contains a required literal of the alternative it came from, so the union of
+    # those literals is a valid needle set (`foo|bar\\d+` -> foo, bar).
+    lits, whole = {}, True     # (a dict: each literal once, in order)
+    for alt in tree.subs:
+        nd = yield _needles(alt)
+        if nd is None or not nd.literals:
+            return None
+        lits.update(dict.fromkeys(nd.literals))
+        if len(lits) > 16:
+            return None        # no need to look at the other alternatives
+        whole = whole and nd.whole
+    return Needles(lits, whole=whole)
+
+
+def _concat_needles(tree):
     items = _flatten(tree)
-    best_lit, best_fold = b"", None
+    best_len, best_lit, best_fold = 0, None, None
     for run in _runs(items):
-        # Longest all-literal stretch inside the run.
-        cur = b""
-        for u in run:
+        # Longest all-literal stretch inside the run: its bounds, joined once at the end.
+        start, cur_len = 0, 0
+        for k, u in enumerate(run):
             if u[0] == "lit":
-                cur += u[1]
-                if len(cur) > len(best_lit):
-                    best_lit = cur
+                cur_len += len(u[1])
+                if cur_len > best_len:
+                    best_len, best_lit = cur_len, (run, start, k + 1)
             else:
-                cur = b""
+                start, cur_len = k + 1, 0
         # (A folded unit's bytes are an ASCII letter; a non-ASCII literal cannot be lowered.)
         if any(u[0] == "fold" for u in run) and all(u[1].isascii() for u in run):
             folded = b"".join(u[1].lower() for u in run)
             variants = [v for u in run if u[0] == "fold" for v in u[2]]
             if best_fold is None or len(folded) > len(best_fold[0]):
                 best_fold = (folded, variants)
-    whole = all(_unit(it) is not None and _unit(it)[0] == "lit" for it in items)
+    best_lit = b"" if best_lit is None else b"".join(u[1] for u in best_lit[0][best_lit[1]:best_lit[2]])
+    whole = all(u is not None and u[0] == "lit" for u in map(_unit, items))
     fold, variants = best_fold or (b"", ())
     if len(best_lit) >= 3 or best_lit and len(fold) <= len(best_lit):
         return Needles([best_lit], whole=whole)
@@ -374,7 +567,7 @@ def class_needle(tree, min_len=3):
             # the next one (its last n copies touch what follows).
             if sets:
                 run.extend(sets)
-            if _compatible(run) and len(run) > len(best):
+            if len(run) > len(best) and _compatible(run):
                 best = run
             run = list(sets) if sets else []
             continue
@@ -383,10 +576,12 @@ def class_needle(tree, min_len=3):
 
 
 def _compatible(sets):
-    distinct = set(sets)
-    for a in distinct:
-        for b in distinct:
-            if a is not b and a != b and a & b:
+    """Are the classes pairwise equal or disjoint? Each byte may belong to one distinct class:
+    linear, where comparing every pair was quadratic in the classes of a long run."""
+    owner = {}
+    for bs in set(sets):
+        for b in bs:
+            if owner.setdefault(b, bs) is not bs:
                 return False
     return True
 
@@ -513,6 +708,10 @@ LINE_SRE_MAX = 256   # longest line verified with sre; longer lines go to the DF
 
 def _first_bytes(node):
     """Bytes that can start a non-empty match of node, or None if unknown / node is nullable."""
+    return bounded.run(_first(node))
+
+
+def _first(node):
     ranges = sx.node_ranges(node)
     if ranges is not None:
         out = set()
@@ -521,22 +720,24 @@ def _first_bytes(node):
                 out.update(range(seq[0][0], seq[0][1] + 1))
         return out
     if node.op == sx.CAPTURE:
-        return _first_bytes(node.subs[0])
+        return (yield _first(node.subs[0]))
     if node.op == sx.CONCAT and node.subs:
         # A nullable first item answers None itself (every nullable node does).
-        return _first_bytes(node.subs[0])
+        return (yield _first(node.subs[0]))
     if node.op == sx.ALTERNATE:
         out = set()
         for sub in node.subs:
-            f = _first_bytes(sub)
+            f = yield _first(sub)
             if f is None:
                 return None
             out |= f
         return out
-    return _first_bytes(node.subs[0]) if node.op == sx.REPEAT and node.min > 0 else None
+    if node.op == sx.REPEAT and node.min > 0:
+        return (yield _first(node.subs[0]))
+    return None  # pragma: no mutate (equivalent: falling off the end returns None too)
 
 
-def line_regex(tree):
+def line_regex(tree, memo=None):
     """An sre pattern with the same *matching lines* as tree (line mode), whose backtracking work
     per start position is O(line length), or None.
 
@@ -546,57 +747,86 @@ def line_regex(tree):
     fails at once for every shorter run), or only by assertions.  A leading or trailing C{m,}
     becomes C{m}: a line contains a match of C{m,}X iff it contains one of C{m}X.  With lines of
     at most LINE_SRE_MAX bytes this bounds the work per line by a constant times its length.
+    The whole translation keeps to MAX_SRC and MAX_NEST, as a finite one does.
     """
+    memo = {} if memo is None else memo
     items = _flatten(tree)
     if not any(it.op == sx.REPEAT and it.max < 0 for it in items):
         return None  # finite patterns are handled by the exact prefilter already
-    parts = []
+    follower = _followers(items)
+    parts, size = [], 0
     for j, item in enumerate(items):
-        fin = finite(item, True)
-        if fin is not None:
-            parts.append(fin.src)
-            continue
-        # Not finite, so a repeat here is unbounded unless its body is untranslatable.
-        ranges = sx.node_ranges(item.subs[0]) if item.op == sx.REPEAT else None
-        unit = None if ranges is None else _class_regex(ranges)
-        if unit is None or item.max != -1:
+        part = _line_part(items, j, follower[j], memo)
+        if part is None:
             return None
-        if j == 0 or j == len(items) - 1:
-            parts.append(f"(?:{unit}){{{item.min}}}")
-            continue
-        rest = [it for it in items[j + 1:] if it.op != sx.ASSERT]
-        if rest:
-            follow = _first_bytes(rest[0])
-            if follow is None or follow & _first_bytes(item.subs[0]):
-                return None
-        parts.append(f"(?:{unit}){{{item.min},}}")
+        size += len(part)
+        if size > MAX_SRC:
+            return None
+        parts.append(part)
     return re.compile("".join(parts).encode("latin-1"), re.DOTALL)
+
+
+def _followers(items):
+    """For each item, the index of the next item that is not an assertion (None at the end)."""
+    out, nxt = [None] * len(items), None
+    for j in range(len(items) - 1, -1, -1):
+        out[j] = nxt
+        if items[j].op != sx.ASSERT:
+            nxt = j
+    return out
+
+
+def _line_part(items, j, follower, memo):
+    """line_regex's sre source for items[j], or None when the item rules the verifier out."""
+    item = items[j]
+    fin = finite(item, True, memo)
+    if fin is not None:
+        return fin.src
+    # Not finite, so a repeat here is unbounded unless its body is untranslatable.
+    ranges = sx.node_ranges(item.subs[0]) if item.op == sx.REPEAT else None
+    unit = None if ranges is None else _class_regex(tuple(ranges))
+    if unit is None or item.max != -1:
+        return None
+    if j == 0 or j == len(items) - 1:
+        return f"(?:{unit}){{{item.min}}}"
+    if follower is not None:
+        follow = _first_bytes(items[follower])
+        if follow is None or follow & _first_bytes(item.subs[0]):
+            return None
+    return f"(?:{unit}){{{item.min},}}"
 
 
 def needs_non_ascii(node):
     """True if every match must contain a byte >= 0x80 (e.g. \\p{Greek}): then a text for
     which bytes.isascii() holds (most source files; checked at C speed) cannot match."""
+    return bounded.run(_non_ascii(node))
+
+
+def _non_ascii(node):
     op = node.op
     if op in (sx.LITERAL, sx.CLASS):
         return all(lo >= 0x80 for lo, _ in sx.node_ranges(node))
     if op == sx.CONCAT:
-        return any(needs_non_ascii(s) for s in node.subs)
+        for sub in node.subs:
+            if (yield _non_ascii(sub)):
+                return True
+        return False
     if op == sx.ALTERNATE:
-        return all(needs_non_ascii(s) for s in node.subs)
+        for sub in node.subs:
+            if not (yield _non_ascii(sub)):
+                return False
+        return True
     if op == sx.REPEAT:
-        return node.min > 0 and needs_non_ascii(node.subs[0])
+        return node.min > 0 and (yield _non_ascii(node.subs[0]))
     if op == sx.CAPTURE:
-        return needs_non_ascii(node.subs[0])
+        return (yield _non_ascii(node.subs[0]))
     return False
 
 
 def build(tree, exact_ok=False):
     """Prefilter for a tree. exact_ok: the tree is in grep line mode (anchors are BOL/EOL and no
     class contains \\n), so a finite translation can stand in for the whole matcher."""
-    # The planners recurse once per nesting level, like the compiler: 999 nested groups (legal
-    # in RE2) would otherwise exhaust Python's recursion limit.
-    with _deep_recursion(_depth(tree)):
-        return _build(tree, exact_ok)
+    return _build(tree, exact_ok)
 
 
 def _bare():
@@ -605,18 +835,19 @@ def _bare():
 
 
 def _build(tree, exact_ok):
+    memo = {}     # the leaves' translations, shared by the walks below
     needles = needles_for(tree)
     pf = None
     if exact_ok:
-        whole = finite(tree, True)
+        whole = finite(tree, True, memo)
         if whole is not None:
             pf = Prefilter(whole.src, True, needles)
     if pf is None:
-        factor = best_factor(tree)
+        factor = best_factor(tree, memo)
         if factor is not None or needles is not None:
             pf = Prefilter(None if factor is None else factor.src, False, needles)
     if exact_ok and (pf is None or not pf.exact):
-        lr = line_regex(tree)
+        lr = line_regex(tree, memo)
         if lr is not None:
             pf = pf or _bare()
             pf.line_regex = lr

@@ -7,9 +7,9 @@ follows it and returns the node's entry pc, which needs no patch lists.
 Instructions are stored column-wise (parallel lists) because the matchers index them in tight
 Python loops, where attribute access on instruction objects would dominate.
 """
-import sys
-from contextlib import contextmanager
+from functools import lru_cache
 
+from . import bounded
 from . import syntax as sx
 from . import utf8
 from .errors import invalid
@@ -89,33 +89,19 @@ def _mask_text(mask):
     return "[" + " ".join(parts) + "]"
 
 
+_CHARACTERS = (sx.LITERAL, sx.CLASS)
+
+
+@lru_cache(maxsize=512)
+def _ascii_mask(ranges):
+    return _mask(ranges)
+
+
 def _mask(ranges):
     m = bytearray(256)
     for lo, hi in ranges:
         m[lo:hi + 1] = b"\x01" * (hi - lo + 1)
     return bytes(m)
-
-
-@contextmanager
-def _deep_recursion(depth):
-    """Deeply nested groups recurse once per level; lift the limit only for this compile."""
-    old = sys.getrecursionlimit()
-    need = depth * 3 + 200
-    if need > old:
-        sys.setrecursionlimit(need)
-    try:
-        yield
-    finally:
-        sys.setrecursionlimit(old)
-
-
-def _depth(node):
-    best, stack = 0, [(node, 1)]
-    while stack:
-        n, d = stack.pop()
-        best = max(best, d)
-        stack.extend((s, d + 1) for s in n.subs)
-    return best
 
 
 def too_large(pattern):
@@ -127,39 +113,58 @@ def too_large(pattern):
 
 
 class _Compiler:
+    """Compiles trees into one program. The walk over the tree runs on bounded.run (a tree nests
+    as deep as its pattern); the answers that many nodes ask about the same subtree (is it
+    nullable, the UTF-8 trie of a class) are kept per compiler."""
+
     def __init__(self, prog, reverse, pattern):
         self.p = prog
         self.reverse = reverse
         self.pattern = pattern
+        self.nullable = {}   # sx.nullable's memo: nested loops ask about the loops below them
+        self.tries = {}      # id(ranges) -> (ranges, trie): a class repeated is split once
 
     def emit(self, *a, **k):
-        if len(self.p.op) >= MAX_INSTRUCTIONS:
+        n = len(self.p.op)
+        if n >= MAX_INSTRUCTIONS:
             raise too_large(self.pattern)
+        if n % 1024 == 0:
+            bounded.check()
         return self.p.emit(*a, **k)
 
     def c(self, node, nxt):
+        if node.op in _CHARACTERS:
+            return self.char_class(sx.node_ranges(node), nxt)
+        return bounded.run(self._c(node, nxt))
+
+    def _c(self, node, nxt):
         op = node.op
-        if op == sx.LITERAL or op == sx.CLASS:
+        if op in _CHARACTERS:
             return self.char_class(sx.node_ranges(node), nxt)
         if op == sx.CONCAT:
             # Back to front: the last item compiles first. A reverse program matches the
             # reversed text, so there the first item is the one compiled first.
             for sub in (node.subs if self.reverse else reversed(node.subs)):
-                nxt = self.c(sub, nxt)
+                if sub.op in _CHARACTERS:   # the common case, without a walk of its own
+                    nxt = self.char_class(sx.node_ranges(sub), nxt)
+                else:
+                    nxt = yield self._c(sub, nxt)
             return nxt
         if op == sx.ALTERNATE:
-            starts = [self.c(s, nxt) for s in node.subs]
+            starts = []
+            for sub in node.subs:
+                starts.append((yield self._c(sub, nxt)))
             pc = starts[-1]
             for s in reversed(starts[:-1]):
                 pc = self.emit(SPLIT, out=s, out1=pc)
             return pc
         if op == sx.REPEAT:
-            return self.repeat(node, nxt)
+            return (yield from self.repeat(node, nxt))
         if op == sx.CAPTURE:
             if self.reverse:
-                return self.c(node.subs[0], nxt)
+                return (yield self._c(node.subs[0], nxt))
             end = self.emit(SAVE, 2 * node.index + 1, out=nxt)
-            body = self.c(node.subs[0], end)
+            body = yield self._c(node.subs[0], end)
             return self.emit(SAVE, 2 * node.index, out=body)
         if op == sx.ASSERT:
             kind = _REVERSED_LOOK.get(node.kind, node.kind) if self.reverse else node.kind
@@ -176,29 +181,31 @@ class _Compiler:
 
     def repeat(self, node, nxt):
         sub, lo, hi, greedy = node.subs[0], node.min, node.max, node.greedy
-        if hi == -1 and lo == 0 and sx.nullable(sub):
+        if sub.op == sx.EMPTY:
+            return nxt   # copies of nothing are nothing (and `(?:){1000}` must not cost 1000 steps)
+        if hi == -1 and lo == 0 and sx.nullable(sub, self.nullable):
             # x* with an x that can match empty compiles as (x+)?, as RE2 does: otherwise the
             # empty iteration dies at the already-visited loop head and a lower-priority
             # non-empty branch wins, e.g. (|a)* would match "aaa" where RE2 matches "".
-            plus = self.repeat(sx.Node(sx.REPEAT, subs=[sub], min=1, max=-1, greedy=greedy), nxt)
+            plus = yield from self.repeat(sx.Node(sx.REPEAT, subs=[sub], min=1, max=-1, greedy=greedy), nxt)
             pc = self.emit(SPLIT)
             self.set_split(pc, plus, nxt, greedy)
             return pc
         if hi == -1:
             loop = self.emit(SPLIT)
-            body = self.c(sub, loop)
+            body = yield self._c(sub, loop)
             self.set_split(loop, body, nxt, greedy)
             cur = body if lo > 0 else loop
             copies = lo - 1 if lo > 0 else 0
         else:
             cur = nxt
             for _ in range(hi - lo):
-                body = self.c(sub, cur)
+                body = yield self._c(sub, cur)
                 cur = self.emit(SPLIT)
                 self.set_split(cur, body, nxt, greedy)
             copies = lo
         for _ in range(copies):
-            cur = self.c(sub, cur)
+            cur = yield self._c(sub, cur)
         return cur
 
     def set_split(self, pc, take, skip, greedy):
@@ -206,6 +213,16 @@ class _Compiler:
 
     def char_class(self, ranges, nxt):
         """A class as a trie of byte-range instructions ending at nxt."""
+        if ranges[-1][1] < 0x80:
+            # ASCII only: the trie would be one byte mask of all the ranges (either direction).
+            return self.emit(BYTE, _ascii_mask(tuple(ranges)), out=nxt)
+        return self.trie(self.class_trie(ranges), nxt, {})
+
+    def class_trie(self, ranges):
+        """The class's UTF-8 sequences as a trie of byte ranges (reversed in a reverse program)."""
+        hit = self.tries.get(id(ranges))
+        if hit is not None and hit[0] is ranges:
+            return hit[1]
         trie = {}
         for lo, hi in ranges:
             for seq in utf8.sequences(lo, hi):
@@ -215,7 +232,8 @@ class _Compiler:
                 for rng in seq[:-1]:
                     node = node.setdefault(rng, {})
                 node.setdefault(seq[-1], None)
-        return self.trie(trie, nxt, {})
+        self.tries[id(ranges)] = (ranges, trie)   # the ranges kept with it: their id stays theirs
+        return trie
 
     def trie(self, trie, nxt, memo):
         # Group sibling ranges that lead to the same continuation into one byte-mask
@@ -257,12 +275,11 @@ def compile_tree(tree, ncap, reverse=False, pattern=""):
     prog.reverse = reverse
     prog.ncap = ncap
     comp = _Compiler(prog, reverse, pattern)
-    with _deep_recursion(_depth(tree)):
-        match = prog.emit(MATCH)
-        if reverse:
-            prog.start = comp.c(tree, match)
-        else:
-            end = prog.emit(SAVE, 1, out=match)
-            body = comp.c(tree, end)
-            prog.start = prog.emit(SAVE, 0, out=body)
+    match = prog.emit(MATCH)
+    if reverse:
+        prog.start = comp.c(tree, match)
+    else:
+        end = prog.emit(SAVE, 1, out=match)
+        body = comp.c(tree, end)
+        prog.start = prog.emit(SAVE, 0, out=body)
     return prog

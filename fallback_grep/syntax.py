@@ -4,6 +4,7 @@ Like Go's regexp/syntax, case folding is resolved while parsing: a literal under
 character class of its fold orbit, so later stages never see flags except the few that change
 the meaning of an operator (greediness is stored on the repeat node, (?m) picks BOL vs BOT).
 """
+from . import bounded
 from .record import Record
 
 # Node kinds.
@@ -88,6 +89,10 @@ def node_ranges(node):
 
 def dump(node):
     """A compact, deterministic rendering for tests and debugging."""
+    return bounded.run(_dump(node))
+
+
+def _dump(node):
     op = node.op
     if op == LITERAL:
         return f"lit{{{chr(node.rune)!r}}}"
@@ -98,30 +103,54 @@ def dump(node):
         return node.kind
     if op == CAPTURE:
         name = f"<{node.name}>" if node.name else ""
-        return f"cap{node.index}{name}{{{dump(node.subs[0])}}}"
+        return f"cap{node.index}{name}{{{(yield _dump(node.subs[0]))}}}"
     if op == REPEAT:
         mx = "" if node.max < 0 else node.max
         lazy = "" if node.greedy else "?"
-        return f"rep{{{node.min},{mx}}}{lazy}{{{dump(node.subs[0])}}}"
+        return f"rep{{{node.min},{mx}}}{lazy}{{{(yield _dump(node.subs[0]))}}}"
     if op in (CONCAT, ALTERNATE):
-        return f"{op[:3]}{{" + " ".join(dump(s) for s in node.subs) + "}"
+        parts = []
+        for sub in node.subs:
+            parts.append((yield _dump(sub)))
+        return f"{op[:3]}{{" + " ".join(parts) + "}"
     return op
 
 
-def nullable(node):
-    """Can node match the empty string (ignoring whether its assertions hold)?"""
+def nullable(node, memo=None):
+    """Can node match the empty string (ignoring whether its assertions hold)?
+
+    memo: {id(node): (node, answer)}, for a caller asking about many nodes of one tree (every
+    loop of nested loops asks about the loops below it)."""
+    return bounded.run(_nullable(node, {} if memo is None else memo))
+
+
+def _nullable(node, memo):
+    hit = memo.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
     op = node.op
     if op in (EMPTY, ASSERT):
-        return True
-    if op in (LITERAL, CLASS, ANY_BYTE, NO_MATCH):
-        return False
-    if op == CONCAT:
-        return all(nullable(s) for s in node.subs)
-    if op == ALTERNATE:
-        return any(nullable(s) for s in node.subs)
-    if op == REPEAT:
-        return node.min == 0 or nullable(node.subs[0])
-    return nullable(node.subs[0])  # CAPTURE
+        answer = True
+    elif op in (LITERAL, CLASS, ANY_BYTE, NO_MATCH):
+        answer = False
+    elif op == CONCAT:
+        answer = True
+        for sub in node.subs:
+            if not (yield _nullable(sub, memo)):
+                answer = False
+                break
+    elif op == ALTERNATE:
+        answer = False
+        for sub in node.subs:
+            if (yield _nullable(sub, memo)):
+                answer = True
+                break
+    elif op == REPEAT:
+        answer = node.min == 0 or (yield _nullable(node.subs[0], memo))
+    else:
+        answer = yield _nullable(node.subs[0], memo)   # CAPTURE
+    memo[id(node)] = (node, answer)   # the node kept with it: its id is not reused meanwhile
+    return answer
 
 
 def walk(node):

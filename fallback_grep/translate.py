@@ -10,7 +10,14 @@ and without --multiline-dotall (dot-all is already expanded); rg still applies i
 semantics, which equal ours (lines.py).
 
     rust_pattern(r"(?i)\\w+\\b")  ->  '(?:[\\x{30}-\\x{39}...])+(?-u:\\b)'
+
+The translation is written piece by piece from an explicit stack (a pattern nests up to 1000
+groups deep, past Python's recursion limit; returning strings up the tree also copied the inner
+text once per level), each class's text once per class node, and it stops at `limit` bytes: a
+class expands to explicit ranges (`\\pL` is 10 KB of them), so 64 KiB of pattern could become
+hundreds of MB.
 """
+from . import bounded
 from . import syntax as sx
 from .parser import FLAG_I, FLAG_M, FLAG_S, FLAG_U, parse
 
@@ -18,12 +25,13 @@ _ASSERT = {sx.BOL: "(?m:^)", sx.EOL: "(?m:$)", sx.BOT: r"\A", sx.EOT: r"\z",
            sx.WORD: r"(?-u:\b)", sx.NOT_WORD: r"(?-u:\B)"}
 
 
-def rust_pattern(pattern, case_insensitive=False, multiline=False):
+def rust_pattern(pattern, case_insensitive=False, multiline=False, limit=None):
     """Translate an RE2 pattern (str) for `rg`. Raises fallback_grep.error like compile().
 
     case_insensitive / multiline: the grep tool's options; multiline makes `.` match newline
     (run rg with -U but without --multiline-dotall).  ^ and $ always match at line boundaries,
-    as rg's own line handling requires.
+    as rg's own line handling requires.  limit: the longest translation wanted, in bytes (it is ASCII);
+    None is returned past it.
     """
     flags = FLAG_M
     if case_insensitive:
@@ -31,13 +39,39 @@ def rust_pattern(pattern, case_insensitive=False, multiline=False):
     if multiline:
         flags |= FLAG_S
     parsed = parse(pattern, flags & (FLAG_I | FLAG_M | FLAG_S | FLAG_U))
-    return _emit(parsed.tree)
+    return rust_tree(parsed.tree, limit)
 
 
-def _emit(node):
+def rust_tree(tree, limit=None):
+    """The Rust text of a tree parsed as rust_pattern() parses (filesearch.check() returns one),
+    or None once it would be longer than limit bytes."""
+    out, size, classes = [], 0, {}
+    stack = [tree]            # nodes to write, and text to write between them
+    while stack:
+        if len(out) % bounded.CHECK_EVERY == 0:
+            bounded.check()
+        node = stack.pop()
+        if isinstance(node, str):
+            text = node
+        else:
+            text = _open(node, stack, classes)
+        out.append(text)
+        size += len(text)
+        if limit is not None and size > limit:
+            return None
+    return "".join(out)
+
+
+def _open(node, stack, classes):
+    """The text that starts node; what follows it (its children, the text after them) is pushed."""
     op = node.op
     if op in (sx.LITERAL, sx.CLASS):
-        return _class(sx.node_ranges(node))
+        if op == sx.LITERAL:
+            return _class(((node.rune, node.rune),))
+        hit = classes.get(id(node))      # the parser shares a class node written again
+        if hit is None or hit[0] is not node:
+            hit = classes[id(node)] = (node, _class(node.ranges))
+        return hit[1]
     if op == sx.EMPTY:
         return "(?:)"
     if op == sx.NO_MATCH:
@@ -48,28 +82,39 @@ def _emit(node):
         return _ASSERT[node.kind]
     if op == sx.CAPTURE:
         # Names do not change what matches, and RE2 accepts duplicate names that Rust rejects.
-        return f"({_emit(node.subs[0])})"
+        stack += [")", node.subs[0]]
+        return "("
     if op == sx.CONCAT:
-        return "".join(_emit(s) for s in node.subs)
+        stack.extend(reversed(node.subs))
+        return ""
     if op == sx.ALTERNATE:
-        return "(?:" + "|".join(_emit(s) for s in node.subs) + ")"
+        stack.append(")")
+        for k in range(len(node.subs) - 1, -1, -1):
+            stack.append(node.subs[k])
+            if k:
+                stack.append("|")
+        return "(?:"
     if op == sx.REPEAT:
-        sub = f"(?:{_emit(node.subs[0])})"
-        lo, hi = node.min, node.max
-        if (lo, hi) == (0, -1):
-            q = "*"
-        elif (lo, hi) == (1, -1):
-            q = "+"
-        elif (lo, hi) == (0, 1):
-            q = "?"
-        elif hi == -1:
-            q = f"{{{lo},}}"
-        elif lo == hi:
-            q = f"{{{lo}}}"
-        else:
-            q = f"{{{lo},{hi}}}"
-        return sub + q + ("" if node.greedy else "?")
+        stack += [")" + _quantifier(node), node.subs[0]]
+        return "(?:"
     raise AssertionError(op)
+
+
+def _quantifier(node):
+    lo, hi = node.min, node.max
+    if (lo, hi) == (0, -1):
+        q = "*"
+    elif (lo, hi) == (1, -1):
+        q = "+"
+    elif (lo, hi) == (0, 1):
+        q = "?"
+    elif hi == -1:
+        q = f"{{{lo},}}"
+    elif lo == hi:
+        q = f"{{{lo}}}"
+    else:
+        q = f"{{{lo},{hi}}}"
+    return q + ("" if node.greedy else "?")
 
 
 def _char(cp):

@@ -26,6 +26,10 @@ What a sandboxed command can do (bwrap backend, the default)
 - Git repositories the command creates (nested ``.git``, ``.git`` files and symlinks, bare
   repositories, a new ``commondir``) are quarantined after every command and at close, so
   git on the host runs nothing the session wrote (see sandbox/gitguard.py).
+- No write reaches a name outside the workspace through a hard link: when the session starts,
+  every workspace file that shares its inode with a name outside is replaced by a copy (large
+  git packs are bound read-only instead), and the first command's ``notes`` say so (see
+  sandbox/hardlinks.py).
 - Limits: processes (per sandbox; as host root also a pids cgroup), memory (a memory
   cgroup when one can be made, else RLIMIT_DATA), file size, open files, core dumps, a
   disk reserve on the workspace's filesystem (see ``Limits``); rlimits are hard limits.

@@ -19,6 +19,9 @@ from sandbox.hostview import Mount
 # --disable-userns appeared in 0.8.0; --perms/--size for tmpfs before that.
 MIN_BWRAP_VERSION = (0, 8, 0)
 
+# procfs files that list the host's kernel keyring (bwrap_argv says why they are covered).
+PROC_MASKED = ("/proc/keys", "/proc/key-users")
+
 
 @dataclass(frozen=True)
 class BwrapPlan:
@@ -108,6 +111,13 @@ def bwrap_argv(plan: BwrapPlan) -> list[str]:
     # the host's /proc/sys, read-only (the sandbox reads the same values, except net.*,
     # which then shows the host's network namespace).
     argv += ["--ro-bind", "/proc/sys", "/proc/sys"]
+    # The keyring is not namespaced, and the fresh procfs still lists it: /proc/keys shows the
+    # host's keys (descriptions, owners, the user's session and user keyrings) and /proc/key-users
+    # the host's per-uid key counts, for every uid mapped in -- the operator's own, all of root's.
+    # Covered like an /etc secret: /dev/null on a nodev mount, so reading fails (EACCES). The
+    # keyring syscalls themselves are refused by the seccomp filter.
+    for path in PROC_MASKED:
+        argv += _mount_flags(Mount("null-file", Path(path)))
     # A minimal /dev (null, zero, full, random, urandom, tty, a private devpts, shm), no disks.
     argv += ["--dev", "/dev"]
     # A private, size-capped /tmp (never the host's), holding HOME too.

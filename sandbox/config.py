@@ -25,7 +25,8 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Variables the sandbox sets itself; passing the host's value through would undo the
 # curation (e.g. a host GIT_EDITOR that opens vim and hangs the command).
 SANDBOX_OWNED_ENV: frozenset[str] = frozenset(
-    {"HOME", "TMPDIR", "TERM", "PAGER", "GIT_PAGER", "GIT_EDITOR", "GIT_TERMINAL_PROMPT", "PWD", "OLDPWD"}
+    {"HOME", "TMPDIR", "TERM", "PAGER", "GIT_PAGER", "GIT_EDITOR", "GIT_TERMINAL_PROMPT", "GIT_OPTIONAL_LOCKS", "PWD",
+     "OLDPWD"}
 )
 # Variables a shell acts on at startup, before the launcher's wrapper runs (BASH_ENV and
 # ENV source a file, BASH_FUNC_* define functions, SHELLOPTS/BASHOPTS change parsing).

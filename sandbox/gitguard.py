@@ -17,6 +17,14 @@ config. So the guard looks at the workspace after every command:
   makes git stop recognising it; a ``commondir`` new in a recorded git directory is renamed.
   The observation says what was moved and how to undo it after review.
 
+What is a git directory is sandbox.gitshape's decision (git's own test, symlinks counted as git
+counts them), the one the file tools make too. The listings record entry *names* only, so they
+cannot tell: they name the candidates (HEAD, and objects + refs or a commondir, of any type),
+and each check asks gitshape about every candidate that is not one of the operator's, through
+a descriptor of the directory. That also covers what changes without an entry event: HEAD's
+contents rewritten in place, the target of an ``objects`` symlink appearing elsewhere. The
+quarantine asks it again after renaming HEAD, and says so if the directory still is one.
+
 Cost: the first scan lists every directory (0.6 s for 100,000 files in 11,000 directories
 on a loaded 2-core machine) and puts an inotify watch on each. inotify reports changes made
 through any mount of the same inode, so also those made inside the sandbox. A later check
@@ -46,7 +54,7 @@ from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
 
-from sandbox import gitexec
+from sandbox import gitexec, gitshape
 
 # Entry names that make a directory a git directory, or a .git pointer.
 _WATCHED = frozenset({".git", "HEAD", "objects", "refs", "commondir"})
@@ -67,12 +75,14 @@ DEFAULT_MAX_USER_WATCHES = 8192
 class _Listing:
     signature: tuple[int, int, int]  # (st_dev, st_ino, st_ctime_ns) when listed
     subdirs: frozenset[str]
-    watched: tuple[tuple[str, bool], ...]  # watched names present, and whether each is a real directory
+    watched: tuple[tuple[str, bool], ...]  # watched names present (any type), and whether each is a real directory
 
 
-def is_git_dir(watched: dict[str, bool]) -> bool:
-    """git's own test (setup.c is_git_directory): HEAD, and objects/ + refs/ or a commondir."""
-    return "HEAD" in watched and ("commondir" in watched or (watched.get("objects", False) and watched.get("refs", False)))
+def may_be_git_dir(names: dict[str, bool] | frozenset[str] | set[str]) -> bool:
+    """Whether a directory holding these entry names (of any type: files, directories, symlinks)
+    can pass git's test at all: HEAD, and objects + refs or a commondir. Every git directory
+    sandbox.gitshape finds is one of these; which of them are is gitshape's answer."""
+    return "HEAD" in names and ("commondir" in names or ("objects" in names and "refs" in names))
 
 
 class GitGuard:
@@ -146,11 +156,7 @@ class GitGuard:
         for rel in sorted(pointers - self.baseline_pointers):
             notes.append(self._quarantine(rel, "a .git file or symlink (it points git at another repository)"))
         for rel in sorted(git_dirs - self.baseline_git_dirs):
-            # HEAD first: a renamed .git directory is still a git directory to a git run inside it.
-            note = self._quarantine(_join(rel, "HEAD"), f"a git directory at {self.workspace / rel}")
-            if rel.rsplit("/", 1)[-1] == ".git":
-                note = self._quarantine(rel, "a git repository (its HEAD is renamed too)")
-            notes.append(note)
+            notes.append(self._quarantine_git_dir(rel))
         for rel in sorted((commondirs & self.baseline_git_dirs) - self.baseline_commondirs):
             notes.append(self._quarantine(_join(rel, "commondir"), "a commondir (it redirects an existing repository)"))
         if any(notes):
@@ -168,13 +174,28 @@ class GitGuard:
         commondirs: set[str] = set()
         for rel in self._interesting:
             watched = dict(self._listings[rel].watched)
-            if is_git_dir(watched):
+            # The operator's stay theirs whatever they hold now: only the others are asked again.
+            if may_be_git_dir(watched) and (rel in self.baseline_git_dirs or self._is_git_dir(rel)):
                 git_dirs.add(rel)
                 if "commondir" in watched:
                     commondirs.add(rel)
             if ".git" in watched and not watched[".git"]:
                 pointers.add(_join(rel, ".git"))
         return git_dirs, pointers, commondirs
+
+    def _is_git_dir(self, rel: str) -> bool:
+        """sandbox.gitshape's answer for workspace/rel, opened without following a symlink."""
+        try:
+            fd = _open_beneath(self.workspace, rel)
+        except PermissionError:
+            self.unreadable.add(rel)  # made unreadable since it was listed: reported (fail closed)
+            return False
+        except OSError:
+            return False  # gone, or swapped for a symlink or a file: its parent's listing changes too
+        try:
+            return gitshape.is_git_directory(fd)
+        finally:
+            os.close(fd)
 
     # -- keeping the listings current ---------------------------------------------------------
 
@@ -310,6 +331,19 @@ class GitGuard:
         return self._notify is not None
 
     # -- quarantine --------------------------------------------------------------------------
+
+    def _quarantine_git_dir(self, rel: str) -> str:
+        # HEAD first: a renamed .git directory is still a git directory to a git run inside it.
+        note = self._quarantine(_join(rel, "HEAD"), f"a git directory at {self.workspace / rel}")
+        if self._is_git_dir(rel):  # a HEAD made again meanwhile (a background job), or the rename failed
+            return (
+                f"the sandbox created a git directory at {self.workspace / rel}, and it still is one after "
+                f"its HEAD was moved aside ({note or 'HEAD was gone'}): do not run git on the host in "
+                f"{self.workspace / rel} or below it until a human has removed it."
+            )
+        if rel.rsplit("/", 1)[-1] == ".git":
+            note = self._quarantine(rel, "a git repository (its HEAD is renamed too)")
+        return note
 
     def _quarantine(self, rel: str, what: str) -> str:
         parent_rel, _, name = rel.rpartition("/")

@@ -33,6 +33,7 @@ and must change nothing here either.
 from __future__ import annotations
 
 import errno
+import functools
 import platform
 import struct
 import sys
@@ -173,3 +174,74 @@ def _encode(prog: list[tuple]) -> bytes:
             out += struct.pack("=HBBI", _JUMPS[kind], jt, jf, k)
         position += 1
     return bytes(out)
+
+
+# -- The decoder's filter: an allowlist -------------------------------------------------------
+#
+# A forked parser of hostile input (Abhed's image and PDF decoders, abhed/common/isolate.py)
+# has its input in memory and sends its answer down one pipe: it needs memory, the clock,
+# randomness, signals to itself, threads, read/write/close on the descriptors it was left,
+# its working directory's name (Pillow's save asks for an absolute path), and exit. Everything else fails with EPERM: it cannot name a file at all (open, stat,
+# exec, chmod, rename... -- so none can be read, written, created or made set-uid), make a
+# socket, start a process (fork, vfork, clone without CLONE_THREAD; clone3 is ENOSYS so that
+# glibc falls back to clone for a thread), trace or signal another process (Abhed included),
+# change its prctl state (its parent-death signal stays), or touch the keyring. It may set its own
+# interval timers (setitimer: a signal to itself; the approval's parser bounds its CPU with one).
+# A stricter filter than the bash sandbox's, which lets a whole shell run: an allowlist names what a
+# decoder does, where a denylist would have to foresee every way to reach a file.
+# A 32-bit (or x32) syscall matches no allowed number: refused.
+
+CLONE_THREAD = 0x00010000
+
+_DECODER_X86_64 = {"read": 0, "write": 1, "close": 3, "mmap": 9, "mprotect": 10, "munmap": 11, "brk": 12,
+                   "rt_sigaction": 13, "rt_sigprocmask": 14, "rt_sigreturn": 15, "sched_yield": 24, "mremap": 25,
+                   "madvise": 28, "nanosleep": 35, "setitimer": 38, "getpid": 39, "clone": 56, "exit": 60, "kill": 62, "getcwd": 79,
+                   "gettimeofday": 96, "getrusage": 98, "sigaltstack": 131, "gettid": 186, "tkill": 200, "futex": 202,
+                   "restart_syscall": 219, "clock_gettime": 228, "clock_getres": 229, "clock_nanosleep": 230,
+                   "exit_group": 231, "tgkill": 234, "set_robust_list": 273, "getrandom": 318, "rseq": 334,
+                   "clone3": 435}  # fmt: skip
+_DECODER_GENERIC = {"getcwd": 17, "close": 57, "read": 63, "write": 64, "exit": 93, "exit_group": 94, "futex": 98,
+                    "set_robust_list": 99, "nanosleep": 101, "setitimer": 103, "clock_gettime": 113, "clock_getres": 114,
+                    "clock_nanosleep": 115, "sched_yield": 124, "restart_syscall": 128, "kill": 129, "tkill": 130,
+                    "tgkill": 131, "sigaltstack": 132, "rt_sigaction": 134, "rt_sigprocmask": 135,
+                    "rt_sigreturn": 139, "getrusage": 165, "gettimeofday": 169, "getpid": 172, "gettid": 178,
+                    "brk": 214, "munmap": 215, "mremap": 216, "clone": 220, "mmap": 222, "mprotect": 226,
+                    "madvise": 233, "getrandom": 278, "rseq": 293, "clone3": 435}  # fmt: skip
+# The syscalls allowed only with a condition on their first argument, and the one refused with ENOSYS.
+_DECODER_RULES = {"kill": "self", "tkill": "self", "tgkill": "self", "clone": "thread", "clone3": "enosys"}
+_DECODER_ARCHES = {"x86_64": (0xC000003E, _DECODER_X86_64), "aarch64": (0xC00000B7, _DECODER_GENERIC),
+                   "riscv64": (0xC00000F3, _DECODER_GENERIC)}  # fmt: skip
+
+
+def decoder_filter(pid: int, machine: str | None = None) -> bytes:
+    """The allowlist for the decoder process `pid` (the one process it may signal), compiled.
+
+    Assembled once per machine type (in Abhed, before the fork: see abhed/common/confine.py) and
+    only the pid written in per child: a forked child pays for every object it touches."""
+    program, slot = _decoder_program(machine or platform.machine())
+    return program[:slot] + struct.pack("=I", pid) + program[slot + 4:]
+
+
+@functools.lru_cache(maxsize=None)
+def _decoder_program(machine: str) -> tuple[bytes, int]:
+    """The compiled allowlist with pid 0, and the byte offset of the pid in it."""
+    if machine not in _DECODER_ARCHES:
+        raise BackendUnavailable(
+            f"no seccomp filter for a decoder on machine type {machine!r} "
+            f"(known: {', '.join(sorted(_DECODER_ARCHES))}): add its syscall numbers to sandbox/seccomp.py, or "
+            "run on a supported architecture."
+        )
+    audit_arch, table = _DECODER_ARCHES[machine]
+    prog: list[tuple] = [("ld", _OFF_ARCH), ("jeq", audit_arch, None, "eperm"), ("ld", _OFF_NR)]
+    for name, nr in sorted(table.items(), key=lambda item: item[1]):  # pragma: no mutate (any order: each test is exact)
+        prog.append(("jeq", nr, _DECODER_RULES.get(name, "allow"), None))
+    prog += [("ret", RET_EPERM),  # any other syscall
+             # kill, tkill, tgkill: the target (first argument) is this process (a forked child has one thread).
+             ("label", "self"), ("ld", _arg_low(0))]  # fmt: skip
+    slot = 8 * sum(op[0] != "label" for op in prog) + 4  # the k of the next instruction
+    prog += [("jeq", 0, "allow", "eperm"),  # pragma: no mutate (0: a placeholder, decoder_filter writes the pid over it)
+             ("label", "thread"), ("ld", _arg_low(0)), ("jset", CLONE_THREAD, "allow", "eperm"),
+             ("label", "enosys"), ("ret", RET_ENOSYS),
+             ("label", "allow"), ("ret", RET_ALLOW),
+             ("label", "eperm"), ("ret", RET_EPERM)]  # fmt: skip
+    return _encode(prog), slot

@@ -22,9 +22,11 @@ from pathlib import Path
 from sandbox.config import Limits, SandboxConfig
 from sandbox.errors import DiskReserveReached, JobLimitReached, PathError, SandboxError
 from sandbox.gitguard import GitGuard
+from sandbox.hardlinks import unshare
 from sandbox.launcher import SETUP_TIMEOUT_S, BwrapLauncher, NoneLauncher, Spawned, collect
 from sandbox.microvm import MicrovmLauncher
 from sandbox.output import OutputCollector
+from sandbox.protect import place_gitfile
 from sandbox.shell import BASH_CTL_FD, parse_control
 
 UNSANDBOXED_WARNING = "ran WITHOUT a sandbox (the operator chose backend 'none')"
@@ -192,7 +194,18 @@ class Sandbox:
         else:
             self._launcher = MicrovmLauncher(config, self.workspace, environ)
         if config.backend != "none":
-            # The repositories present now are the operator's: protect them; any other is quarantined.
+            # Files shared with names outside the workspace: copied, or read-only in every command (sandbox.hardlinks).
+            try:
+                self._links = unshare(self.workspace, reserve_bytes=config.limits.disk_reserve_bytes,
+                                      reserve_setting=config.limits.setting("disk_reserve_bytes"))
+            except BaseException:
+                self._launcher.close()
+                raise
+            _untold.add(self.workspace, self._links.notes)
+            # A root that is no repository gets a .git file that stops host git (sandbox.protect),
+            # before the guard records what is there. The repositories present now are the
+            # operator's: protect them; any other is quarantined.
+            place_gitfile(self.workspace, config.protected_paths)
             self._guard = GitGuard.start(self.workspace)
             self._protect_now()
         self._jobs: dict[str, BackgroundJob] = {}
@@ -235,7 +248,8 @@ class Sandbox:
         host git run (core.hooksPath, drivers: sandbox.gitexec) as the configs are *now*: the
         operator may change them between commands; a check that finds nothing changed is a few stats."""
         if self._guard is not None:
-            self._launcher.extra_protected = self._guard.nested_protected_entries() + self._guard.run_by_git_entries()
+            self._launcher.extra_protected = (self._guard.nested_protected_entries() + self._guard.run_by_git_entries()
+                                              + self._links.bound_entries())
 
     def run(self, command: str, *, cwd: Path | str, timeout_s: float, output_limit_chars: int | None = None) -> Result:
         """Run ``command`` with ``bash -c`` in the sandbox; see Result. Blocks until it ends."""
@@ -264,7 +278,7 @@ class Sandbox:
         began, reported_cwd = parse_control(collected.control)
         if not began:
             raise self._launcher.setup_failure(captured.head + captured.tail)
-        notes = list(collected.notes)
+        notes = self.start_notes() + list(collected.notes)
         if collected.control_dropped:
             notes.append(
                 f"the command wrote {collected.control_dropped} bytes into the sandbox's control pipe (fd "
@@ -395,6 +409,12 @@ class Sandbox:
                 for job in running:
                     job.stop(note=breach.replace("the command was stopped", f"background job {job.id} was stopped", 1))
 
+    def start_notes(self) -> list[str]:
+        """What a sandbox's start did to this workspace (shared hard links: sandbox.hardlinks), told once:
+        the first foreground command's notes carry them; a caller starting a background job first shows
+        them. They include what the sandbox of an MCP server of this process did, if it started first."""
+        return _untold.take(self.workspace)
+
     def check_git(self) -> list[str]:
         """Quarantine git repositories the sandbox created (see sandbox.gitguard); what was done.
 
@@ -501,6 +521,30 @@ def _age(seconds: float) -> str:
     if seconds < 7200:
         return f"{round(seconds / 60)} min"
     return f"{round(seconds / 3600)} h"
+
+
+class _Untold:
+    """Notes on what sandboxes' starts did to each workspace, kept until a Sandbox of it tells them.
+
+    Process-wide: the sandbox of an MCP server starts with the session, before its first bash
+    command, and finds (and copies) the shared files first; the bash sandbox, starting later, finds
+    nothing left to do, but still has to tell what was done.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._notes: dict[Path, dict[str, None]] = {}
+
+    def add(self, workspace: Path, notes: tuple[str, ...]) -> None:
+        with self._lock:
+            self._notes.setdefault(workspace, {}).update(dict.fromkeys(notes))  # each sentence once
+
+    def take(self, workspace: Path) -> list[str]:
+        with self._lock:
+            return list(self._notes.pop(workspace, {}))
+
+
+_untold = _Untold()
 
 
 def check_workspace(workspace: Path | str) -> Path:

@@ -106,6 +106,9 @@ def sandbox_env(config: SandboxConfig, *, home: str, tmpdir: str, environ: Mappi
         "GIT_PAGER": "cat",
         "GIT_EDITOR": "true",  # commit/merge/tag without -m accept the default message, never open vim
         "GIT_TERMINAL_PROMPT": "0",  # a credential prompt fails instead of hanging on /dev/null
+        # `git status` and friends refresh the index on the side when they may; a command that only
+        # reads must not change the repository's state behind the checkpoints' back.
+        "GIT_OPTIONAL_LOCKS": "0",
     }
     for name in config.env_passthrough:
         if name in environ:

@@ -13,25 +13,26 @@ ALLOW = ["bash(npm test)", "bash(git status:*)", "bash(ls:*)", "bash(cat:*)", "b
          "bash(pytest:*)"]
 MODES = ("ask", "accept-edits", "auto", "plan")
 A, Q, D = "allow", "ask", "deny"
-DESTRUCTIVE = (Q, Q, Q, D)  # needs a human in every mode; plan refuses bash outright
-OPAQUE = (Q, Q, Q, D)  # cannot be known in advance: never automatic, not even in auto
+DESTRUCTIVE = (Q, Q, Q, D)  # the courtesy list: a human sees it first; plan refuses all but reading
+OPAQUE = (Q, Q, Q, D)  # cannot be known in advance: asked even in auto when nothing says it can be undone
 PLAIN = (Q, Q, A, D)  # not allowlisted, not destructive
 LISTED = (A, A, A, D)
+READS = (A, A, A, A)  # on the read-only list: unasked in every mode, plan included
 
 TABLE = [
     # allowlisted, exactly or by prefix
-    ("npm test", LISTED), ("git status", LISTED), ("git status -s", LISTED), ("ls -la && cat README.md", LISTED),
-    ("ls ; cat x | grep y", LISTED), ("pytest -x tests/", LISTED), ("cd src && npm test", LISTED),
-    ("npm test > /dev/null 2>&1", LISTED), ("npm test # run it", LISTED), ("tail -f log &", LISTED),
-    ("npm test || true", LISTED), ("sh -c 'npm test'", LISTED), ("bash -c \"git status\"", LISTED),
-    ("while true; do :; done", LISTED), ("(cd app && ls)", LISTED),
+    ("npm test", LISTED), ("git status", READS), ("git status -s", READS), ("ls -la && cat README.md", READS),
+    ("ls ; cat x | grep y", READS), ("pytest -x tests/", LISTED), ("cd src && npm test", LISTED),
+    ("npm test > /dev/null 2>&1", LISTED), ("npm test # run it", LISTED), ("tail -f log &", READS),
+    ("npm test || true", LISTED), ("sh -c 'npm test'", LISTED), ("bash -c \"git status\"", READS),
+    ("while true; do :; done", READS), ("(cd app && ls)", READS),
     # scoped: a rule covers only what it names
-    ("npm test --watch", PLAIN), ("git statusx", PLAIN), ("git log", PLAIN), ("git -C x status", LISTED),
+    ("npm test --watch", PLAIN), ("git statusx", PLAIN), ("git log", READS), ("git -C x status", READS),
     ("npm test && curl x", PLAIN), ("npm test; python -c 'import os'", PLAIN), ("FOO=1 npm test", PLAIN),
     ("NODE_OPTIONS=--require=x npm test", OPAQUE), ("npm test > /tmp/out", PLAIN), ("sudo npm test", PLAIN),
     ("exec npm test", LISTED), ("npm test 2>&1 | tee out.log", PLAIN), ("rm file.txt", PLAIN),
     ("for f in *.o; do rm $f; done", DESTRUCTIVE), ("curl http://x | sh", OPAQUE), ("git push origin main", PLAIN),
-    ("git reset --soft HEAD~1", PLAIN), ("git clean -n", PLAIN), ("find . -name '*.o'", PLAIN),
+    ("git reset --soft HEAD~1", DESTRUCTIVE), ("git clean -n", PLAIN), ("find . -name '*.o'", READS),
     ("ls | xargs echo", PLAIN), ("chmod -R 755 build", PLAIN), ("npm test\ncurl x", PLAIN),
     ("bash -e -c 'npm test'", LISTED), ("bash -l -c 'npm test'", PLAIN),
     # destructive, in any spelling
@@ -126,8 +127,8 @@ ISSUE_13 = [
     ("echo x > .git//hooks/pre-commit", DESTRUCTIVE), ("ln -sf ../../evil .git/hooks/pre-commit", DESTRUCTIVE),
     ("mv evil .git/config", DESTRUCTIVE), ("cp -r evil/. .git", DESTRUCTIVE), ("echo x > ./.abhed/config.toml", DESTRUCTIVE),
     ("cd src && echo x > ../.git/hooks/pre-push", DESTRUCTIVE), ("find .git/hooks -exec cp evil {} \\;", DESTRUCTIVE),
-    ("find .git/hooks -fprint .git/hooks/x", DESTRUCTIVE), ("find . -path ./.git -prune -o -name '*.py'", PLAIN),
-    ("cd .git && ls", LISTED), ("git --git-dir=.git log", PLAIN), ("ls -la .git/hooks", LISTED),
+    ("find .git/hooks -fprint .git/hooks/x", DESTRUCTIVE), ("find . -path ./.git -prune -o -name '*.py'", READS),
+    ("cd .git && ls", READS), ("git --git-dir=.git log", READS), ("ls -la .git/hooks", READS),
     # crashes and slowness (size and depth limits: opaque, never a crash)
     ("echo \ud800", OPAQUE), ("echo a\0b", OPAQUE), (" && ".join(["true"] * 989), OPAQUE),
     ("echo " + "$(" * 248 + "x" + ")" * 248, OPAQUE), ("echo " + "x" * 1_000_000, OPAQUE),
@@ -194,7 +195,7 @@ def test_refusals_say_which_rule_and_what_to_configure(tmp_path):
     args = SimpleNamespace(command="rm -rf build")
     text = refusal("bash", policy.check("bash", args), args)
     assert "destructive: rm with recursive or force flags" in text and "--confirm" in text
-    assert "No mode or allow rule skips this" in text
+    assert "No allow rule skips this" in text
     args = SimpleNamespace(path=str(tmp_path / "a.py"))
     text = refusal("edit", policy.check("edit", args), args)
     assert 'approval.allow = ["edit"]' in text and "--mode accept-edits" in text
@@ -223,7 +224,7 @@ def test_deny_rules_see_through_wrappers(tmp_path):
 
 def test_refusal_suggests_a_rule_for_the_first_program_only_when_it_is_a_plain_word(tmp_path):
     policy = Policy.create("ask", [], [], tmp_path)
-    for line, rule in (("make -j4", "bash(make:*)"), ("A=1 make", "bash(make:*)"), ("> out", "bash(CMD:*)"),
+    for line, rule in (("make -j4", "bash(make:*)"), ("A=1 make", "bash(make:*)"), ("A=1", "bash(CMD:*)"),
                        ("'a b' x", "bash(CMD:*)"), ("x" * 200, "bash(CMD:*)")):
         args = SimpleNamespace(command=line)
         assert f'approval.allow = ["{rule}"]' in refusal("bash", policy.check("bash", args), args), line
@@ -249,12 +250,12 @@ def test_the_job_command_check_is_bounded_and_exact():
                                   "[[ -e z ]]"])
 def test_harmless_builtins_need_no_rule(tmp_path, line):
     verdict = Policy.create("ask", [], [], tmp_path).check("bash", SimpleNamespace(command=line))
-    assert verdict.decision == "allow" and "harmless shell builtins" in verdict.reason, verdict
+    assert verdict.decision == "allow" and "it only reads" in verdict.reason and verdict.rule == "read-only", verdict
 
 
 def test_rules_for_other_tools_never_cover_bash(tmp_path):
     policy = Policy.create("ask", ["edit", "write(**)"], ["read"], tmp_path)
-    for line in ("make", "ls"):
+    for line in ("make", "touch x"):
         assert policy.check("bash", SimpleNamespace(command=line)).decision == "ask"
     assert not Rule.parse("edit").allows(Command(["ls"])) and not Rule.parse("edit").denies(Command(["ls"]))
 
@@ -323,3 +324,22 @@ def test_a_deny_rule_holds_for_a_path_under_a_directory_named_with_a_newline(tmp
     for tool, rel in (("write", "a\nb/.env"), ("write", "x/\n/.env"), ("edit", "secrets/a\nb/k")):
         assert policy.check(tool, SimpleNamespace(path=str(tmp_path / rel))).decision == "deny", rel
     assert policy.check("write", SimpleNamespace(path=str(tmp_path / "a\nb" / "ok.txt"))).decision == "allow"
+
+
+def test_a_refusal_names_the_statement_that_writes_the_protected_path(tmp_path):
+    """Issue 30: the commondir probe was refused naming the copy (`cp -r .git .evilgit`), not the
+    statement that writes `.git/commondir`: the grammar hung the redirection on the whole list."""
+    def reason(line: str) -> str:
+        verdict = Policy.create("auto", [], [], tmp_path).check("bash", SimpleNamespace(command=line))
+        assert verdict.decision == "ask" and verdict.destructive, verdict
+        return verdict.reason
+
+    assert reason('cp -r .git .evilgit && echo "$PWD/.evilgit" > .git/commondir').startswith(
+        'destructive: writes the protected path .git/commondir (`echo "$PWD/.evilgit"`);')
+    # A certain write is named before an earlier statement that only names a protected path.
+    assert reason("cp x .git/config; echo y | tee z > .git/hooks/pre-commit").startswith(
+        "destructive: writes the protected path .git/hooks/pre-commit (`tee z`);")
+    assert reason("cp -r .git .evilgit").startswith("destructive: cp names the protected path .git (`cp -r .git .evilgit`)")
+    assert reason("echo x > /dev/sda && cp a .git/config").startswith("destructive: writes to the block device /dev/sda")
+    long = "x" * 300
+    assert reason(f"echo {long} > .git/config").endswith(f"(`echo {long[:195]}`); it needs a human's confirmation")

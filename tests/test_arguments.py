@@ -128,7 +128,7 @@ def test_cli_lone_surrogate_echoed_by_validation_then_sessions_show(ws, home):
     assert full.returncode == 0 and "\\ud800" in full.stdout
     as_json = abhed("sessions", "show", "sur", "--json")
     events = [json.loads(line) for line in as_json.stdout.splitlines()]
-    assert as_json.returncode == 0 and events[0]["input"] == {"goal": "x", "steps": "\ud800"}
+    assert as_json.returncode == 0 and events[1]["input"] == {"goal": "x", "steps": "\ud800"}  # after the creation
     assert abhed("sessions", "list").returncode == 0
 
 
@@ -184,7 +184,7 @@ def test_fuzz_no_argument_text_crashes_dispatch_the_log_or_the_display(tmp_path_
     result = tools(name, text)
     assert result.metadata.get("error_kind") != INTERNAL, result.content
     loaded = tools.session.log.load()
-    assert not loaded.problems and len(loaded.events) == 2
+    assert not loaded.problems and len(loaded.events) == 3  # the session's creation, the call, its result
     for event, depth in tree(loaded.events):
         printable(_shown_event(event, "", True)).encode("utf-8")
     printable(preview(ToolCall("1", name, text))).encode("utf-8")

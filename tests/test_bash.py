@@ -174,6 +174,20 @@ def test_a_repository_made_by_a_command_is_quarantined_and_the_observation_says_
     assert not marker.exists()  # host git in the directory ran nothing the command wrote
 
 
+@pytest.mark.parametrize("background", [False, True])
+def test_files_shared_with_names_outside_are_unshared_and_the_first_call_says_so(tools, ws, tmp_path, background):
+    outside = tmp_path / "store-file.js"
+    outside.write_text("module.exports = 1;\n")
+    (ws / "node_modules").mkdir()
+    os.link(outside, ws / "node_modules" / "m.js")  # pnpm's layout: a hard link into a store outside
+    first = sh(tools, "chmod u+w node_modules/m.js; echo hacked > node_modules/m.js; sleep 0.2", background=background)
+    assert ("[sandbox: 1 file in the workspace shared hard links with files outside it (e.g. node_modules/m.js: a local "
+            "`git clone`, a pnpm store or `ln` makes them)") in first.content
+    assert "1 of them (20 bytes) were replaced by copies" in first.content
+    assert "shared hard links" not in sh(tools, "true").content  # told once
+    assert outside.read_text() == "module.exports = 1;\n"
+
+
 def test_memory_and_disk_settings_reach_the_sandbox(make_tools):
     from abhed.tools.bash import sandbox_config
     tools = make_tools()

@@ -82,7 +82,8 @@ def test_mode_plan_refuses_writes_and_says_why(ws, home):
 def test_the_approval_decision_is_recorded_in_the_event(ws, home):
     abhed("tool", "read", json.dumps({"path": str(ws)}), "--workspace", str(ws), "--session", "ap")
     events = [json.loads(line) for line in (home / "sessions" / "ap" / "events.jsonl").read_text().splitlines()]
-    assert events[1]["metadata"]["approval"] == {"decision": "allow", "rule": "read-only", "reason": "read-only tool"}
+    assert events[0]["kind"] == "session"  # its creation, then the call and its result
+    assert events[2]["metadata"]["approval"] == {"decision": "allow", "rule": "read-only", "reason": "read-only tool"}
 
 
 def test_operator_deny_rules_from_the_config_apply(ws, home, tmp_path):

@@ -22,14 +22,14 @@ def test_a_large_write_keeps_the_log_small_and_loads_whole(tools, ws):
     tools.ok("write", path=str(ws / "big.txt"), content=content)
     log = tools.session.log
     assert log.path.stat().st_size < 4000
-    stored = _lines(log)[0]["input"]["content"]
+    stored = _lines(log)[1]["input"]["content"]  # line 1: the session's creation
     data = content.encode()
     from hashlib import sha256
     name = sha256(data).hexdigest()
     assert stored == f"\x00blob:{name}:{len(data)}"
     assert (log.blobs / name).read_bytes() == data and (log.blobs / name).stat().st_mode & 0o777 == 0o600
     loaded = log.load()
-    assert not loaded.problems and loaded.events[0].input["content"] == content
+    assert not loaded.problems and loaded.events[1].input["content"] == content
 
 
 def test_the_same_payload_is_stored_once(tools, ws):
@@ -145,7 +145,7 @@ def test_sessions_show_prints_payloads_from_blobs(ws, home):
                  "--session", "b")
     assert proc.returncode == 0
     as_json = abhed("sessions", "show", "b", "--json")
-    assert json.loads(as_json.stdout.splitlines()[0])["input"]["content"] == content
+    assert json.loads(as_json.stdout.splitlines()[1])["input"]["content"] == content  # after the session's creation
     assert "shown from a blob" in abhed("sessions", "show", "b").stdout
 
 

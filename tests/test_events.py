@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from abhed.session.events import ActionEvent, EventLog, ObservationEvent, line_hash
+from abhed.session.events import ActionEvent, EventLog, ObservationEvent, line_hash, who
 from abhed.session.store import SessionStore
 from abhed_testing import abhed
 
@@ -18,8 +18,8 @@ def test_every_call_is_an_action_and_an_observation(tools, ws):
     tools.err("read", path="relative")
     tools("nosuchtool", path="/x")
     tools("read", raw="{not json")
-    events = tools.session.log.load().events
-    assert [e.kind for e in events] == ["action", "observation"] * 4
+    created, *events = tools.session.log.load().events
+    assert created.kind == "session" and [e.kind for e in events] == ["action", "observation"] * 4
     actions, observations = events[0::2], events[1::2]
     assert [a.tool for a in actions] == ["read", "read", "nosuchtool", "read"]
     assert actions[3].input == "{not json"  # what the model sent, verbatim
@@ -33,7 +33,7 @@ def test_events_carry_schema_version_ids_and_agent_lineage(tools, ws):
     tools("read", path=str(ws))
     raw = [json.loads(line) for line in tools.session.log.path.read_text().splitlines()]
     for event in raw:
-        assert event["schema_version"] == 2 and len(event["id"]) == 32
+        assert event["schema_version"] == 3 and len(event["id"]) == 32
         assert event["agent_id"] == "main" and event["parent_id"] is None and event["at"].endswith("Z")
 
 
@@ -63,7 +63,7 @@ def test_torn_last_line_is_reported_skipped_and_later_appends_still_load(tmp_pat
 
 def test_lone_surrogates_from_the_model_are_logged_faithfully(tools, ws):
     tools("write", raw=json.dumps({"path": str(ws / "s"), "content": "a\ud800"}))
-    action = tools.session.log.load().events[0]
+    action = tools.session.log.load().events[1]  # after the session's creation
     assert action.input["content"] == "a\ud800"
 
 
@@ -97,12 +97,14 @@ def test_sessions_list_and_show(ws, home):
     assert "s1" not in hidden.stdout and "1 session of `abhed tool` calls not shown: --all lists them" in hidden.stderr
     listed = abhed("sessions", "list", "--all", env=env).stdout
     assert "s1" in listed and str(ws) in listed
-    assert json.loads(abhed("sessions", "list", "--all", "--json", env=env).stdout)[0]["events"] == 2
+    assert json.loads(abhed("sessions", "list", "--all", "--json", env=env).stdout)[0]["events"] == 3
     shown = abhed("sessions", "show", "s1", env=env).stdout.splitlines()
-    assert "[main] read" in shown[0] and str(ws / "f.txt") in shown[0]
-    assert shown[1].strip().startswith("-> ok") and "hello" in shown[1]
+    assert shown[0].endswith(f"[main] session created by {who()[0]}@{who()[1]} in {ws} (log hash-chained: "
+                             "sha256-prev/1)")
+    assert "[main] read" in shown[1] and str(ws / "f.txt") in shown[1]
+    assert shown[2].strip().startswith("-> ok") and "hello" in shown[2]
     as_json = [json.loads(x) for x in abhed("sessions", "show", "s1", "--json", env=env).stdout.splitlines()]
-    assert [e["kind"] for e in as_json] == ["action", "observation"]
+    assert [e["kind"] for e in as_json] == ["session", "action", "observation"]
 
 
 def test_show_reports_a_torn_log_and_still_prints_the_rest(ws, home):

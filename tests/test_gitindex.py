@@ -189,3 +189,105 @@ def test_a_damaged_cache_of_trees_is_dropped_not_trusted(tmp_path: Path) -> None
     index = gitindex.read(repo / ".git" / "index")
     for damage in (index.trees[:-3], index.trees + b"x", b"\0x y\n"):
         assert gitindex.updated(gitindex.Index(index.entries, damage), {b"side/s.txt": None}).trees is None
+
+
+def test_an_empty_index_is_read_and_written(tmp_path: Path) -> None:
+    written = gitindex.write(tmp_path / "idx", gitindex.Index([]))
+    data = (tmp_path / "idx").read_bytes()
+    assert len(data) == 32 and gitindex.parse(data) == gitindex.Index([], None, written.body)
+    assert oct((tmp_path / "idx").stat().st_mode & 0o777) == "0o600"
+    assert gitindex.checksum(tmp_path / "idx") == data[-20:].hex() and gitindex.checksum(tmp_path / "none") is None
+
+
+def test_an_index_that_cannot_be_read_or_ends_inside_an_entry_is_unreadable(repo: Path, tmp_path: Path) -> None:
+    with pytest.raises(gitindex.Unreadable) as refused:
+        gitindex.read(tmp_path)  # a directory
+    assert str(refused.value).startswith(f"cannot read {tmp_path}: ")
+    data = (repo / ".git" / "index").read_bytes()
+    body = data[:-20]
+    for cut in (63, 70):  # the last entry's stat data whole but its name cut, or its padding
+        with pytest.raises(gitindex.Unreadable) as refused:
+            gitindex.parse(_resum(body[:len(body) - (len(entries_of(repo)[-1].raw) - cut)]))
+        assert str(refused.value) == "it ends inside an entry"
+
+
+def test_an_index_in_the_middle_of_a_merge_is_unreadable_here(tmp_path: Path) -> None:
+    root = tmp_path / "merge"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    for key, value in (("user.name", "a"), ("user.email", "a@a")):
+        git(root, "config", key, value)
+    (root / "f").write_text("base\n")
+    git(root, "add", "f")
+    git(root, "commit", "-qm", "base")
+    git(root, "checkout", "-qb", "other")
+    (root / "f").write_text("other\n")
+    git(root, "commit", "-qam", "other")
+    git(root, "checkout", "-q", "main")
+    (root / "f").write_text("main\n")
+    git(root, "commit", "-qam", "main")
+    subprocess.run(["git", "-C", str(root), "merge", "-q", "other"], capture_output=True)  # a conflict: stages 1-3
+    with pytest.raises(gitindex.Unreadable) as refused:
+        gitindex.read(root / ".git" / "index")
+    assert str(refused.value) == "it holds an entry with a merge stage or extended flags"
+
+
+def test_only_the_cache_of_trees_is_taken_among_the_optional_extensions(tmp_path: Path) -> None:
+    repo = _deep_repo(tmp_path, 3)
+    data = (repo / ".git" / "index").read_bytes()
+    trees = gitindex.read(repo / ".git" / "index").trees
+    other = b"ZZZZ" + (5).to_bytes(4, "big") + b"12345"
+    before = _resum(data[:-20] + other)  # TREE, then another optional one
+    after_ = gitindex.parse(before)
+    assert after_.trees == trees and len(after_.entries) == len(gitindex.parse(data).entries)
+    start = data.index(b"TREE")
+    first = _resum(data[:start] + other + data[start:-20])  # another one first, then TREE
+    assert gitindex.parse(first).trees == trees
+    assert gitindex.parse(_resum(data[:start] + other)).trees is None
+
+
+def test_what_is_written_holds_the_cache_of_trees_and_git_s_rewrite_is_checked(tmp_path: Path) -> None:
+    repo = _deep_repo(tmp_path, 3)
+    path = repo / ".git" / "index"
+    index = gitindex.read(path)
+    written = gitindex.write(path, gitindex.updated(index, {b"side/s.txt": None}))
+    assert gitindex.read(path).trees == written.trees is not None
+    # git changed the entries (another process added a file): the whole file is read again
+    (repo / "new.txt").write_text("new\n")
+    git(repo, "add", "new.txt")
+    again = gitindex.after_git(path, written)
+    assert b"new.txt" in [e.name for e in again.entries]
+    (path).write_bytes(path.read_bytes()[:-1] + b"\0")  # damaged
+    with pytest.raises(gitindex.Unreadable):
+        gitindex.after_git(path, written)
+
+
+def test_updating_an_index_without_a_cache_of_trees_keeps_none(repo: Path) -> None:
+    index = gitindex.read(repo / ".git" / "index")
+    assert index.trees is None
+    assert gitindex.updated(index, {b"top.txt": None}).trees is None
+
+
+def test_an_empty_directory_s_cache_round_trips_and_a_missing_subtree_is_no_error(tmp_path: Path) -> None:
+    oid = b"\7" * 20
+    data = b"\0" + b"0 1\n" + oid + b"sub\0" + b"0 0\n" + oid  # entry counts of 0 are valid: they have an id
+    root = gitindex._parse_trees(data)
+    assert root.count == 0 and root.oid == oid and root.down[0].count == 0 and root.down[0].oid == oid
+    assert gitindex._serialise(root) == data
+    gitindex._invalidate(root, b"missing/deeper/file")  # no such subtree: only the root is invalid
+    assert root.count == -1 and root.down[0].count == 0
+    assert gitindex._serialise(root) == b"\0-1 1\nsub\0" + b"0 0\n" + oid
+
+
+def test_a_changed_name_that_is_a_cached_directory_removes_its_subtree(tmp_path: Path) -> None:
+    repo = _deep_repo(tmp_path, 3)
+    index = gitindex.read(repo / ".git" / "index")
+    root = gitindex._parse_trees(gitindex.updated(index, {b"side": None}).trees)
+    assert [d.name for d in root.down] == [b"d0"]  # `side` a file now (or gone): its cached tree goes
+
+
+def test_adding_a_path_drops_only_files_named_like_its_directories(repo: Path) -> None:
+    st = os.lstat(repo / "top.txt")
+    old = [gitindex.entry(b"a", st, b"\1" * 20, 0), gitindex.entry(b"ab", st, b"\1" * 20, 0)]
+    names = [e.name for e in gitindex.merged(old, {b"ab/c": gitindex.entry(b"ab/c", st, b"\2" * 20, 0)})]
+    assert names == [b"a", b"ab/c"]

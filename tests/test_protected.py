@@ -235,6 +235,12 @@ def _git_on_a_terminal(*args: str, cwd: Path) -> None:
         os.close(primary)
 
 
+def _pager_runs_nowhere(cwd: Path, marker: Path, *commands: tuple[str, ...]) -> None:
+    for args in commands:
+        _git_on_a_terminal(*args, cwd=cwd)
+    assert not marker.exists()
+
+
 def test_a_bare_repository_of_any_name_cannot_be_assembled_unattended(repo, home, tmp_path):
     """git run inside a directory holding HEAD, objects/ and refs/ (or HEAD and commondir) takes it
     for a repository and obeys its config (core.pager runs on a terminal), whatever the directory's
@@ -247,7 +253,7 @@ def test_a_bare_repository_of_any_name_cannot_be_assembled_unattended(repo, home
     results = [tools("write", path=str(evil / rel), content=content) for rel, content in [
         ("config", hostile), ("HEAD", "ref: refs/heads/master\n"), ("objects/keep", ""), ("refs/keep", "")]]
     assert [r.is_error for r in results] == [False, False, False, True], [r.content for r in results]
-    assert f"makes {evil} a git directory (HEAD, objects/ and refs/" in results[-1].content
+    assert f"makes {evil} a git directory (a valid HEAD, and objects and refs" in results[-1].content
     assert "needs approval" in results[-1].content and not (evil / "refs").exists()
     for args in (("branch", "-a"), ("log", "-1"), ("config", "-l")):
         _git_on_a_terminal(*args, cwd=evil)
@@ -260,14 +266,51 @@ def test_a_bare_repository_of_any_name_cannot_be_assembled_unattended(repo, home
     assert f"{evil} is a git directory and its config decides what host git runs there" in err
     assert "needs approval" in err and not (evil / "config").exists()
     assert "needs approval" in tools.err("write", path=str(evil / "hooks" / "pre-commit"), content="#!/bin/sh\n")
-    for args in (("branch", "-a"), ("config", "-l")):
-        _git_on_a_terminal(*args, cwd=evil)
-    assert not marker.exists()
+    _pager_runs_nowhere(evil, marker, ("branch", "-a"), ("config", "-l"))
     other = repo / "other"
     other.mkdir()
     (other / "commondir").write_text("../vendor/evil\n")
     assert f"makes {other} a git directory" in tools.err("write", path=str(other / "HEAD"), content="ref: x\n")
     tools.ok("write", path=str(repo / "src" / "refs" / "api.md"), content="a directory named refs is fine\n")
+
+
+def test_a_bare_shape_made_of_symlinks_is_judged_as_git_judges_it(repo, home, tmp_path):
+    """Issue 30: objects and refs as symlinks to real directories (git's access() follows them), as a
+    sandboxed command builds them. The file tools ask before writing the HEAD that completes the
+    shape, or the config of one complete; through a symlinked path the tool refuses even when a
+    human confirmed the path as named. Judged by host git on a terminal (its pager) afterwards."""
+    marker = tmp_path / "pager-ran"
+    hostile = f"[core]\n\tpager = touch {marker}; cat\n"
+    evil = repo / "vendor" / "evil"
+    evil.mkdir(parents=True)
+    (repo / "store" / "refs").mkdir(parents=True)
+    (evil / "objects").symlink_to("/usr/share")  # a real directory outside the workspace
+    (evil / "refs").symlink_to("../../store/refs")
+    tools = unattended(repo, home, "auto")
+    tools.ok("write", path=str(evil / "config"), content=hostile)  # no HEAD: not a git directory yet
+    err = tools.err("write", path=str(evil / "HEAD"), content="ref: refs/heads/master\n")
+    assert f"makes {evil} a git directory (a valid HEAD, and objects and refs or a commondir)" in err
+    assert "needs approval" in err and not (evil / "HEAD").exists()
+    (evil / "HEAD").write_text("not a ref\n")  # an invalid HEAD already there: rewriting it completes the shape
+    assert "needs approval" in tools.err("write", path=str(evil / "HEAD"), content="ref: refs/heads/master\n")
+    (evil / "HEAD").write_text("ref: refs/heads/master\n")  # made by bash (the guard takes it at its next check)
+    err = tools.err("edit", path=str(evil / "config"), old_string="cat", new_string="cat -v")
+    assert f"{evil} is a git directory and its config decides what host git runs there" in err
+    (evil / "config").unlink()
+    err = tools.err("write", path=str(evil / "config"), content=hostile)
+    assert f"{evil} is a git directory and its config decides what host git runs there" in err
+    (repo / "link").symlink_to(evil)
+    confirmed = Tools(repo, home, {"create_parents": True}, gate=Gate(Policy.create("auto", [], [], repo), confirmed=True))
+    err = confirmed.err("write", path=str(repo / "link" / "config"), content=hostile)
+    assert f"resolves through a symlink to {evil / 'config'}, which is protected" in err
+    assert not (evil / "config").exists()
+    _pager_runs_nowhere(evil, marker, ("branch", "-a"), ("log", "-1"))
+    # A dangling symlink counts too (its target may be made later, by a write that never looks here).
+    other = repo / "other"
+    other.mkdir()
+    (other / "objects").symlink_to("../not-yet")
+    (other / "refs").mkdir()
+    assert "needs approval" in tools.err("write", path=str(other / "HEAD"), content="ref: refs/heads/x\n")
 
 
 def _husky(repo: Path, marker: Path) -> Path:
@@ -363,3 +406,48 @@ def test_config_worktree_needs_a_human_once_git_reads_it(repo, home, tmp_path):
     (repo / "a.txt").write_text("changed\n")
     _git("status", cwd=repo)
     assert not marker.exists() and not target.exists()
+
+
+def test_a_directory_that_changes_under_the_shape_check_fails_closed(ws, monkeypatch):
+    """The directories on the way down are judged through descriptors (sandbox.gitshape); an error
+    there (a sandboxed job swapping them) asks a human rather than passing the path."""
+    from sandbox import gitshape
+
+    (ws / "a" / "b").mkdir(parents=True)
+    target = ws / "a" / "b" / "config"
+    assert protected.reason(target, ws) is None
+
+    def failing(fd, *, assume=None):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(gitshape, "verdict", failing)
+    assert protected.reason(target, ws) == f"changes {target}, whose directories changed while it was being checked"
+    assert protected.reason(ws.parent / "elsewhere" / "config", ws) is None  # outside the workspace: not judged here
+    missing = ws.parent / "no-such-workspace"
+    assert protected.reason(missing / "x" / "HEAD", missing) is None  # the tool reports the missing workspace
+
+
+def test_the_walk_down_stops_at_a_file_and_closes_what_it_opened(ws):
+    from fd_testing import fds_on
+
+    _bare_at(ws / "a" / "b")
+    (ws / "a" / "file").write_text("x\n")
+    assert protected.reason(ws / "a" / "file" / "HEAD", ws) is None  # no directory there: nothing to judge
+    assert "is a git directory" in protected.reason(ws / "a" / "b" / "config", ws)
+    assert protected.reason(ws / "a" / "c" / "config", ws) is None
+    assert fds_on(ws) == []
+
+
+def _bare_at(path: Path) -> Path:
+    (path / "objects").mkdir(parents=True)
+    (path / "refs").mkdir()
+    (path / "HEAD").write_text("ref: refs/heads/main\n")
+    return path
+
+
+def test_the_walk_down_stops_at_a_symlink_and_leaves_the_resolved_path_to_its_own_check(ws, home):
+    evil = _bare_at(ws / "real")
+    (ws / "link").symlink_to(evil)
+    assert protected.reason(ws / "link" / "config", ws) is None  # as named: the walk does not follow link
+    assert "is a git directory" in protected.reason(evil / "config", ws)
+    assert "is a git directory" in protected.confirmation_needed(str(ws / "link" / "config"), ws)  # both judged

@@ -108,7 +108,7 @@ RARE = ("traceback", "difflib", "tomllib", "socket")
 # What the approval layer needs only to judge a bash line, a path rule or a file tool's path: a
 # read-only tool is allowed by its name alone.
 SHELL_CHECKS = ("abhed.gate.shellparse", "abhed.gate.shellscan", "abhed.gate.wrappers", "abhed.gate.jobs",
-                "abhed.gate.protected", "abhed.files.globpattern", "shlex")
+                "abhed.gate.courtesy", "abhed.gate.readonly", "abhed.gate.protected", "abhed.files.globpattern", "shlex")
 # What sandbox.protect needs only to plan a sandbox's mounts: the config and the approval layer read its rule.
 SANDBOX_MOUNTS = ("sandbox.hostview",)
 

@@ -190,7 +190,10 @@ def _execute(ctx: ToolContext, name: str, parsed: Parsed, gate: Gate, action: Ac
     approval = {"decision": verdict.decision, "rule": verdict.rule, "reason": verdict.reason}
     if verdict.decision != "allow":
         return fail(refusal(name, verdict, args), error_kind=NOT_APPROVED, approval=approval)
-    result = _checkpointed(ctx, name, args, action, gate, lambda: _run(tool, args, ctx))
+    result = _checkpointed(ctx, name, args, action, gate, lambda: _run(tool, args, ctx), undoable=verdict.undoable)
+    number = result.metadata.get("checkpoint", {}).get("number")
+    if verdict.undoable and number is not None:  # why it ran unasked, with the checkpoint that undoes it
+        approval["reason"] = f"undoable: checkpoint {number} is taken first; {verdict.reason}"
     result.metadata["approval"] = approval
     return result
 
@@ -204,13 +207,16 @@ def changes_workspace(name: str, args: Any) -> bool:
 
 
 def _checkpointed(ctx: ToolContext, name: str, args: Any, action: ActionEvent | None, gate: Gate,
-                  run: Callable[[], ToolResult]) -> ToolResult:
+                  run: Callable[[], ToolResult], undoable: bool = False) -> ToolResult:
     """Run the call between a "before" snapshot (a numbered checkpoint, logged) and an "after" one.
     Fails closed: when the snapshot before a change cannot be taken, the change could not be undone, so
-    it runs only when a human says so, in every mode; the next call tries to take a snapshot again."""
+    it runs only when a human says so, in every mode; the next call tries to take a snapshot again.
+    `undoable`: the call was approved only because it can be undone, so a checkpoint it must have."""
     checkpoints = ctx.checkpoints
-    if checkpoints is None or action is None or not changes_workspace(name, args):
+    if not (undoable or changes_workspace(name, args)):
         return run()
+    if checkpoints is None or action is None:
+        return _without_checkpoint(name, args, gate, "checkpoints are off, and it was allowed only because one would undo it", run) if undoable else run()
     from abhed.session.checkpoint import CheckpointError  # here: a call that only reads never loads it
     session = ctx.session
     try:
@@ -224,7 +230,12 @@ def _checkpointed(ctx: ToolContext, name: str, args: Any, action: ActionEvent | 
     result = run()
     facts: dict[str, Any] = {"number": before.number, "before": before.commit}
     try:
-        facts["after"] = checkpoints.after(session.id, before).commit
+        after = checkpoints.after(session.id, before)
+        facts["after"] = after.commit
+        if after.meta.get("uncovered"):
+            from abhed.session.uncovered import note
+            facts["uncovered"] = after.meta["uncovered"]
+            result.content += f"\n[Abhed: {note(after.meta['uncovered'])}.]"
     except CheckpointError as exc:
         facts["after_error"] = str(exc)
     if capture.not_covered:

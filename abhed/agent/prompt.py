@@ -10,10 +10,14 @@ from abhed.tools.base import head_tail
 NOTES_FILES = ("ABHED.md", "AGENTS.md")
 NOTES_CHARS = 20_000
 MODES = {
-    "ask": "changes to files and commands outside the operator's allow rules need a human's approval",
-    "plan": "read-only: you may look and plan, but no file may change and no command may run",
-    "accept-edits": "file edits are allowed; commands outside the operator's allow rules need approval",
-    "auto": "edits and commands are allowed, except destructive ones, which always need a human",
+    "ask": "changes to files and commands outside the operator's allow rules need a human's approval; commands "
+           "that only read (ls, cat, grep, git status, git log...) run unasked",
+    "plan": "read-only: you may look and plan, and run commands that only read (ls, cat, grep, git status, git "
+            "log...), but no file may change",
+    "accept-edits": "file edits are allowed; commands outside the operator's allow rules need approval, except "
+                    "those that only read",
+    "auto": "edits and commands are allowed (each change can be undone), except clearly destructive ones, which "
+            "need a human",
 }
 
 

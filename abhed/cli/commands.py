@@ -114,6 +114,7 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
     from abhed.files.paths import PathPolicy
     from abhed.gate.approval import Gate, Policy
     from abhed.session import config
+    from abhed.session.events import head_token
     from abhed.session.store import SessionError, SessionStore
     from abhed.tools import BY_NAME
     from abhed.tools.base import ToolContext
@@ -135,9 +136,9 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
     except config.ConfigError as exc:
         _fail(str(exc))
     paths = PathPolicy.create(workspace, settings.allowed_roots)
-    rules = settings.approval
-    gate = Gate(Policy.create(mode or rules.mode, rules.allow, rules.deny, workspace), invoked_by_human=True,
-                confirmed=confirm)
+    checkpoints = _checkpoints(name, settings, workspace)
+    gate = Gate(Policy.from_settings(settings, workspace, checkpoints=checkpoints is not None, mode=mode),
+                invoked_by_human=True, confirmed=confirm)
     try:
         with SessionStore(settings.home).use(session_id, workspace, wait_s=limits.session_wait_s,
                                              origin="tool") as session:
@@ -145,13 +146,14 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
                 click.echo(f"abhed: session {session.id} (pass --session {session.id} to continue it)", err=True)
             gateway = _mcp_for(name, settings, workspace)
             ctx = ToolContext(session, settings, paths, one_shot=True, extra=gateway,
-                              checkpoints=_checkpoints(name, settings, workspace))
+                              checkpoints=checkpoints)
             try:
                 result = dispatch.call(ctx, name, arguments, gate)
             finally:
                 ctx.close()
                 if gateway is not None:
                     gateway.close()
+            head = session.log.head()  # while the session is still this process's
     except SessionError as exc:
         _fail(str(exc))
     if result.metadata.get("error_kind") == dispatch.UNKNOWN_TOOL:  # an MCP tool not admitted: a bad invocation
@@ -160,6 +162,7 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
         click.echo(json.dumps({"tool": name, "is_error": result.is_error, "content": result.content}))
     else:
         click.echo(printable(result.content))
+    click.echo(f"abhed: session {session.id} head {head_token(head)}", err=True)
 
 
 def _checkpoints(name: str, settings: config.Settings, workspace: Path) -> checkpoint.Checkpoints | None:
@@ -352,16 +355,51 @@ def sessions_show(session_id: str, as_json: bool, full: bool) -> None:
 
 
 @sessions.command("verify")
-@click.argument("session_id")
-def sessions_verify(session_id: str) -> None:
-    """Check that a session's event log is as it was written: recompute its hash chain and name the
-    first event changed, removed, reordered or cut; a line torn by a crash is told apart.
-    Exit status 0 intact, 1 tampered, 2 bad invocation."""
-    from abhed.session.audit import verify
-    session = _open_session(session_id)
-    verdict = verify(session.log.path)
-    click.echo(printable(verdict.summary(session.log.path)))
-    sys.exit(0 if verdict.ok else 1)
+@click.argument("session_id", required=False)
+@click.option("--all", "every", is_flag=True, help="Verify every session in the store (`abhed tool` ones too): a line "
+              "each, then the totals.")
+@click.option("--head", "kept", metavar="SEQ:SHA256", help="Also check that the log still holds this head, as printed "
+              "at the session's end and kept elsewhere: catches a log cut or rewritten together with events.head.")
+def sessions_verify(session_id: str | None, every: bool, kept: str | None) -> None:
+    """Check that a session's record is as it was written: recompute its event log's hash chain, and
+    check events.head and the payloads in blobs/; name the first event changed, removed, added,
+    reordered or cut, or a link stripped. A line torn by a crash is told apart.
+    Exit status 0 intact, 1 tampered, 2 bad invocation, 3 legacy (a session made before sessions
+    declared their chain at creation: its links agree, but it is not tamper-evident)."""
+    from abhed.session.audit import parse_head, verify_session
+    from abhed.session.store import SessionError, SessionStore
+    store = SessionStore(_settings().home)
+    if every:
+        if session_id is not None or kept is not None:
+            _fail("--all verifies every session: give it without a SESSION_ID or --head.")
+        _verify_all(store)
+    if session_id is None:
+        _fail("Name the session to verify (`abhed sessions list --all` lists them), or pass --all for every one.")
+    head = parse_head(kept) if kept is not None else None
+    if kept is not None and head is None:
+        _fail(f"--head {kept!r} is not a head: give it as printed at the session's end, SEQ:SHA256 (the event's "
+              "number, a colon, 64 hex digits), e.g. --head 12:3f5a...")
+    try:
+        directory = store.stored(session_id)
+    except SessionError as exc:
+        _fail(str(exc))
+    verdict = verify_session(directory, head)
+    click.echo(printable(verdict.summary(str(directory / "events.jsonl"))))
+    sys.exit(verdict.exit_code)
+
+
+def _verify_all(store) -> None:  # type: ignore[no-untyped-def]
+    """A line per stored session, then the totals; exit 1 if any is tampered, else 3 if any is legacy."""
+    from abhed.session.audit import verify_session
+    counts = {"OK": 0, "LEGACY": 0, "TAMPERED": 0}
+    for directory in store.stored_dirs():
+        verdict = verify_session(directory)
+        counts[verdict.status] += 1
+        click.echo(printable(verdict.line(directory.name)))
+    total = sum(counts.values())
+    click.echo(f"{total} session{'s' * (total != 1)} in {store.root}: {counts['OK']} OK, {counts['LEGACY']} legacy "
+               f"(not tamper-evident), {counts['TAMPERED']} TAMPERED")
+    sys.exit(1 if counts["TAMPERED"] else 3 if counts["LEGACY"] else 0)
 
 
 @sessions.command("export")
@@ -415,7 +453,7 @@ def tree(events: list[AnyEvent]) -> list[tuple[AnyEvent, int]]:
 
 def _shown_event(event: AnyEvent, indent: str, full: bool) -> str:
     from abhed.session.events import (ActionEvent, CheckpointEvent, CompactionEvent, MessageEvent, ModeEvent,
-                                      ObservationEvent)
+                                      ObservationEvent, SessionEvent)
     stamp = event.at.strftime("%Y-%m-%d %H:%M:%S")
     if isinstance(event, ActionEvent):
         args = json.dumps(event.input, ensure_ascii=False)
@@ -438,6 +476,9 @@ def _shown_event(event: AnyEvent, indent: str, full: bool) -> str:
         return f"{indent}{stamp} [{event.agent_id}] checkpoint {event.number} ({what}){missed}"
     if isinstance(event, ModeEvent):
         return f"{indent}{stamp} [{event.agent_id}] mode {event.mode} (was {event.previous}), set by {event.user or 'the human'}"
+    if isinstance(event, SessionEvent):
+        return (f"{indent}{stamp} [{event.agent_id}] session created by {event.user}@{event.host} in {event.workspace} "
+                f"(log hash-chained: {event.chain})")
     detail = f": {_preview(event.detail)}" if event.detail else ""
     return f"{indent}{stamp} [{event.agent_id}] run {event.status}{detail}"
 
@@ -593,15 +634,17 @@ def _prepare(kw: dict, session_id: str | None) -> tuple[config.Settings, Path, d
 REFUSED_EXIT = 4  # the run finished, but calls it needed were refused for want of a human to approve them
 
 
-def _finish(outcome, session_id: str, refused: list[str], usage: dict, as_json: bool) -> None:  # type: ignore[no-untyped-def]
-    """Print a run's result: the answer on stdout, why it stopped on stderr, then the session and what
-    it spent as the last line of stderr; exit with its status."""
+def _finish(outcome, session_id: str, refused: list[str], usage: dict, head: str,  # type: ignore[no-untyped-def]
+            as_json: bool) -> None:
+    """Print a run's result: the answer on stdout, why it stopped on stderr, then the session, what
+    it spent and its log's head (`SEQ:SHA256`, to keep elsewhere) as the last line of stderr; exit
+    with its status."""
     status = "refused" if outcome.status == "done" and refused else outcome.status
     code = REFUSED_EXIT if status == "refused" else outcome.exit_code
     if as_json:  # ensure_ascii: no control character reaches the terminal raw
         click.echo(json.dumps({"session": session_id, "status": status, "exit_code": code, "answer": outcome.answer,
                                "detail": outcome.detail, "files_changed": outcome.changed, "refused": refused,
-                               "usage": usage}))
+                               "usage": usage, "head": head}))
     elif outcome.answer:
         click.echo(printable(outcome.answer))
     if outcome.status != "done":
@@ -616,7 +659,7 @@ def _finish(outcome, session_id: str, refused: list[str], usage: dict, as_json: 
     if outcome.status == "interrupted":
         click.echo(f"abhed: continue with: abhed resume {session_id}", err=True)
     click.echo(f"abhed: session {session_id}; spent {usage['replies']} replies, {usage['tokens']} tokens, "
-               f"{usage['seconds']:.0f} s", err=True)
+               f"{usage['seconds']:.0f} s; head {head}", err=True)
     sys.exit(code)
 
 
@@ -633,6 +676,7 @@ def _prompt_text(prompt: str | None) -> str | None:
 def _run_prompt(kw: dict, prompt: str | None, session_id: str | None, as_json: bool = False) -> None:
     from abhed.cli import launch
     from abhed.cli.display import Progress
+    from abhed.session.events import head_token
     prompt = _prompt_text(prompt)
     settings, workspace, kw = _prepare(kw, session_id)
     display = Progress()
@@ -656,11 +700,12 @@ def _run_prompt(kw: dict, prompt: str | None, session_id: str | None, as_json: b
             budget = agent.budget
             usage = {"replies": budget.turns, "tokens": budget.tokens, "tool_calls": outcome.tool_calls,
                      "seconds": round(budget.clock() - budget.started, 1)}
+            head = head_token(agent.ctx.session.log.head())
     except launch.LaunchError as exc:
         _fail(str(exc))
     finally:
         model.client.close()
-    _finish(outcome, session, refused, usage, as_json)
+    _finish(outcome, session, refused, usage, head, as_json)
 
 
 def _last_checkpoint(checkpoints: checkpoint.Checkpoints | None, session_id: str) -> int:
@@ -686,12 +731,13 @@ def _tell_range(display, first: int, last: int, session_id: str) -> None:  # typ
 @_agent_options
 @click.option("--session", "session_id", help="Continue this existing session (default: a new one).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout: session, status, exit_code, "
-              "answer, detail, files_changed, refused, usage.")
+              "answer, detail, files_changed, refused, usage, head.")
 def run(prompt: str, session_id: str | None, as_json: bool, **kw) -> None:  # type: ignore[no-untyped-def]
     """Work on PROMPT (- reads it from stdin) without asking anyone, then print the answer.
 
-    Progress goes to stderr, the final answer to stdout; the last line of stderr names the session
-    and what the run spent. Calls that need approval are refused unless the mode, the operator's
+    Progress goes to stderr, the final answer to stdout; the last line of stderr names the session,
+    what the run spent and its log's head (SEQ:SHA256: keep it elsewhere, and `abhed sessions verify
+    ID --head` checks the log against it). Calls that need approval are refused unless the mode, the operator's
     allow rules or --allow permit them. Exit status: 0 done, 1 failed (the model server could not
     be used), 2 bad invocation, 3 a budget ran out, 4 done but calls were refused for want of
     approval, 130 interrupted.
@@ -745,6 +791,7 @@ def _chat(session_id: str | None, new: bool, kw: dict, release) -> None:  # type
 
     from abhed.cli.chat import Pending, StartFailed, chat_loop
     from abhed.cli.display import Chat
+    from abhed.session.events import head_token
     if new and session_id:
         _fail(f"--new starts a new session and --session {session_id} continues one: give only one of them.")
     settings, workspace, kw = _prepare(kw, session_id)  # settings' mistakes are cheap to find: before the prompt
@@ -776,13 +823,16 @@ def _chat(session_id: str | None, new: bool, kw: dict, release) -> None:  # type
     pending = Pending(build)
     try:
         chat_loop(pending, display, settings.home, workspace, release)
-        pending.result()  # a chat ended before its agent was ready still says why that could not be
+        agent, _ = pending.result()  # a chat ended before its agent was ready still says why that could not be
+        session, head = agent.ctx.session.id, head_token(agent.ctx.session.log.head())  # the session still held
     except StartFailed as exc:
         click.echo(printable(exc.message), err=True)
         sys.exit(exc.code)
     finally:
         pending.wait()
         held.close()
+    click.echo(f"abhed: session {session} ended; head {head} (keep it elsewhere: `abhed sessions verify {session} "
+               f"--head {head}` checks the log against it)", err=True)
 
 
 def _rule_saver(settings: config.Settings):  # type: ignore[no-untyped-def]

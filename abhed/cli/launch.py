@@ -173,12 +173,13 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
     store = SessionStore(settings.home)
     paths = PathPolicy.create(workspace, settings.allowed_roots)
     rules = settings.approval
-    gate = Gate(Policy.create(rules.mode, rules.allow, rules.deny, workspace), ask_human=ask_human)
+    checkpoints = from_settings(settings, workspace)
+    gate = Gate(Policy.from_settings(settings, workspace, checkpoints=checkpoints is not None), ask_human=ask_human)
     try:
         with store.use(session_id, workspace, wait_s=settings.agent.session_wait_s) as session:
             for problem in session.log.load().problems:
                 display.notice(f"warning: {problem}")
-            fresh = not session.log.path.exists()
+            fresh = session.new
             if fresh and cwd is not None and cwd.resolve().is_relative_to(workspace):
                 session.state.cwd = str(cwd.resolve())
             if options is not None:
@@ -186,7 +187,7 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
                                          "model": model.id}
                 session.save()
             gateway = mcp_gateway(settings, workspace, display.notice)
-            ctx = ToolContext(session, settings, paths, checkpoints=from_settings(settings, workspace), extra=gateway)
+            ctx = ToolContext(session, settings, paths, checkpoints=checkpoints, extra=gateway)
             try:
                 agent = Agent.restore(ctx, model, gate, budget(settings), config=settings.agent, display=display,
                                       tools=[*all_tools(), *(gateway.tools if gateway else [])])
@@ -207,8 +208,10 @@ def refused_for_want_of_a_human(session: Session, settings: config.Settings, wor
     from pydantic import ValidationError
 
     from abhed.agent.dispatch import NOT_APPROVED
+    from abhed.session.checkpoint import from_settings
     from abhed.session.events import ActionEvent, ObservationEvent, RunEvent
     from abhed.tools import BY_NAME
+    checkpoints = from_settings(settings, workspace) is not None  # as the run had them: the same policy
     events = session.log.load().events
     starts = [i for i, e in enumerate(events) if isinstance(e, RunEvent) and e.status == "started"
               and e.agent_id == "main"]
@@ -231,7 +234,7 @@ def refused_for_want_of_a_human(session: Session, settings: config.Settings, wor
             continue
         words = str(getattr(args, "command", "")).split()
         rule = f"bash({words[0]}:*)" if event.tool == "bash" and words else event.tool
-        policy = Policy.create(rules.mode, [*rules.allow, rule], rules.deny, workspace)
+        policy = Policy.from_settings(settings, workspace, checkpoints=checkpoints, allow=[*rules.allow, rule])
         out.append(f"--allow '{rule}'" if policy.check(event.tool, args).decision == "allow" else "--mode auto")
     return out
 

@@ -14,8 +14,10 @@ import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from fallback_grep.filesearch import BINARY_SNIFF, FileReader, Matcher, is_binary, search_bytes
+from fallback_grep import bounded
+from fallback_grep.filesearch import BINARY_SNIFF, FileReader, Matcher, check, is_binary, search_bytes
 from fallback_grep.parallel import default_workers, fork_map
+from fallback_grep.syntax import Node
 
 from abhed.files import beneath
 
@@ -27,6 +29,13 @@ BATCHES_PER_WORKER = 8
 # one process searches ~1.6 ms/MB: below ~16 MB the second core saves less than the forks cost.
 # benchmarks/grep_tool_bench.py --only-threshold shows the crossing on a quiet machine.
 PARALLEL_MIN_BYTES = 16 << 20
+# The most one grep call spends preparing its pattern (parse, translation for rg, and for
+# fallback_grep its program and prefilter): each of those is linear in the pattern's length and
+# takes well under a second for the longest pattern grep takes (grep.MAX_PATTERN_BYTES,
+# benchmarks/pattern_prep_bench.py); past this the call fails with fallback_grep's "too complex"
+# error, which says how to simplify. grep runs unasked in every mode: a pattern must not be able to
+# hold Abhed's process for long.
+PREPARE_SECONDS = 5.0
 
 
 def search_workers(files: int, size: int) -> int:
@@ -47,9 +56,18 @@ class Query:
     context: int = 0
     per_file: int | None = None  # content mode: matching lines wanted per file (None: all)
 
+    def check(self) -> Node:
+        """Our RE2 parser's verdict on the pattern, without building a matcher (all that rg
+        needs): the parse tree, or fallback_grep.error if RE2 rejects the pattern or it cannot match
+        a line, or if that took more than PREPARE_SECONDS."""
+        with bounded.deadline(PREPARE_SECONDS, self.pattern):
+            return check(self.pattern, case_insensitive=self.case_insensitive, multiline=self.multiline)
+
     def matcher(self) -> Matcher:
-        """Our RE2 parser's reading of the pattern; raises fallback_grep.error if RE2 rejects it."""
-        return Matcher(self.pattern, case_insensitive=self.case_insensitive, multiline=self.multiline)
+        """fallback_grep's matcher for the pattern; raises fallback_grep.error as check() does, or
+        when the pattern's program is too large, or building it took more than PREPARE_SECONDS."""
+        with bounded.deadline(PREPARE_SECONDS, self.pattern):
+            return Matcher(self.pattern, case_insensitive=self.case_insensitive, multiline=self.multiline)
 
 
 @dataclass
@@ -83,14 +101,16 @@ def why_unreadable(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def python_search(files: list[str], query: Query, opener: Opener = open_plain, workers: int = 1) -> Iterator[FileHits]:
-    """Search each file, read through `opener` (PathPolicy-checked descriptors in the grep tool).
+def python_search(files: list[str], query: Query, opener: Opener = open_plain, workers: int = 1,
+                  matcher: Matcher | None = None) -> Iterator[FileHits]:
+    """Search each file, read through `opener` (PathPolicy-checked descriptors in the grep tool),
+    with `matcher` (built from query when not given: a caller searching twice builds it once).
 
     With `workers` > 1 the files are searched by that many forked processes (fallback_grep's
     fork_map), each opening its files through the same `opener`, which it inherits; the hits come
     back in the same order as from one process.
     """
-    matcher = query.matcher()
+    matcher = query.matcher() if matcher is None else matcher
     if workers <= 1 or len(files) < 2:
         yield from _search_files(files, matcher, query, opener)
         return

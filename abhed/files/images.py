@@ -32,8 +32,10 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 
 def pillow() -> ModuleType:
     """PIL.Image with the four decoders, imported when first needed: no command pays for Pillow at
-    start-up, and the parent imports it before it forks, so the child imports nothing."""
+    start-up, and the parent imports it before it forks, so the confined child, which cannot
+    import, finds them loaded; and finds no other (Image.preinit's BMP and PPM fail to import there)."""
     from PIL import GifImagePlugin, Image, JpegImagePlugin, PngImagePlugin, WebPImagePlugin  # noqa: F401, F811
+    from PIL import MpoImagePlugin  # noqa: F401 (a camera's JPEG holding several pictures opens as MPO)
     Image.MAX_IMAGE_PIXELS = MAX_SOURCE_PIXELS
     return Image
 
@@ -85,7 +87,10 @@ def prepare(data: bytes, limits: ImageLimits, max_bytes: int | None = None,
                          "decodes")
     pil = pillow()
     try:
-        return isolate.run(_prepare, data, limits.max_pixels, max_bytes or limits.max_bytes, bounds=bounds)
+        return isolate.run(_prepare, data, limits.max_pixels, max_bytes or limits.max_bytes, bounds=bounds,
+                           returns=Prepared)
+    except isolate.Unconfined as exc:
+        raise ImageError(unconfined(exc)) from None
     except isolate.Exceeded as exc:
         raise ImageError(f"decoding it was stopped: {exc.what}. It may be built to exhaust whoever opens it")
     except pil.UnidentifiedImageError:
@@ -94,6 +99,12 @@ def prepare(data: bytes, limits: ImageLimits, max_bytes: int | None = None,
     except (OSError, ValueError, SyntaxError, EOFError) as exc:  # Pillow's words for a broken file
         raise ImageError(f"it could not be decoded ({exc}); the file is damaged, truncated, or not what its "
                          "header says") from None
+
+
+def unconfined(exc: isolate.Unconfined) -> str:
+    """Why nothing was decoded: the decoder could not be confined on this host."""
+    return (f"Abhed decodes images and PDFs only in a confined process, and this host refused the confinement "
+            f"({exc.what}), so nothing was decoded")
 
 
 def _too_large(pixels: str) -> ImageError:

@@ -44,6 +44,33 @@ class Document:
     pages: list[Page]
 
 
+# What pypdf imports only inside the functions that need it (a stream's filters, a page's images,
+# an inline image, RC4 where OpenSSL lacks it): the confined child can import nothing
+# (common/confine.py), so these are loaded before the fork; and the codecs pypdf decodes with by
+# name (CPython decodes utf-8, latin-1, ascii and utf-16 without a codec module). Both lists are
+# checked against pypdf's source by tests/test_decoder_confinement.py.
+LAZY_MODULES = ("pypdf.filters", "pypdf.generic._image_inline", "pypdf.generic._image_xobject",
+                "pypdf._crypt_providers._fallback")
+CODECS = ("ascii", "latin-1", "charmap", "utf-8", "utf-16", "utf-16-be", "utf-16-le")
+# The Pillow plugin pypdf opens a page's JPX images with, besides those of files/images.py (whose
+# MPO plugin brings TIFF, for CCITT and CMYK images: tests/decoder_corpus.py reads both kinds).
+PAGE_IMAGE_MODULES = ("PIL.Jpeg2KImagePlugin",)
+
+
+def load(vision: bool) -> None:
+    """Import pypdf and what it imports lazily (and, for `vision`, Pillow with the plugins a page's
+    images need) here, in Abhed, before the fork. Not at start-up: pypdf brings xml.dom."""
+    import codecs
+    import importlib
+
+    for name in LAZY_MODULES + (PAGE_IMAGE_MODULES if vision else ()):  # pragma: no mutate (always: only slower for a model that takes text)
+        importlib.import_module(name)
+    for name in CODECS:
+        codecs.lookup(name)
+    if vision:  # pragma: no mutate (always: only slower for a model that takes text)
+        images.pillow()
+
+
 class PdfError(Exception):
     """The PDF cannot be read; the message says why, in words fit for the model."""
 
@@ -52,13 +79,13 @@ def read_pages(data: bytes, first: int, limit: int, budget: int, vision: images.
                bounds: isolate.Bounds = isolate.Bounds()) -> Document:
     """Pages `first`.. (1-based) until `limit` pages or about `budget` characters of text; the
     images of textless pages when `vision` is given (at most vision.max_images)."""
-    # Imported here, not at start-up (pypdf brings xml.dom); and before the fork, so the child imports nothing.
-    import pypdf  # noqa: F401, F811
+    load(vision is not None)
     from pypdf.errors import FileNotDecryptedError, PyPdfError
-    if vision is not None:
-        images.pillow()
     try:
-        return isolate.run(_read, data, first, limit, budget, vision, bounds=bounds)
+        return isolate.run(_read, data, first, limit, budget, vision, bounds=bounds, returns=Document,
+                           parts=(Page, images.Prepared))
+    except isolate.Unconfined as exc:
+        raise PdfError(images.unconfined(exc)) from None
     except isolate.Exceeded as exc:
         raise PdfError(f"reading it was stopped: {exc.what}. The file may be built to loop or to exhaust "
                        "whoever opens it") from None

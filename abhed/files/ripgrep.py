@@ -18,12 +18,15 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from fallback_grep.translate import rust_pattern
+from fallback_grep import bounded
+from fallback_grep.syntax import Node
+from fallback_grep.translate import rust_pattern, rust_tree
 
 from abhed.common import frozen, hostproc
 from abhed.common.errors import ToolError
 from abhed.files.lines import LINE_CHARS
-from abhed.files.grepsearch import FileHits, Opener, Query, head_is_binary, open_plain, why_unreadable
+from abhed.files.grepsearch import (PREPARE_SECONDS, FileHits, Opener, Query, head_is_binary, open_plain,
+                                    why_unreadable)
 
 # Files (open descriptors) per rg run: each run costs a process start, so as many as the descriptor
 # limit leaves room for (a quarter of it; never more than 8192, far below the argument-size limit).
@@ -34,6 +37,25 @@ FD_DIR = "/proc/self/fd"
 MAX_COLUMNS = 4 * LINE_CHARS + 4
 PREVIEW_MARK = b" [... omitted end of long line]"
 RG_TIMEOUT_S = 300.0  # one rg run (a batch of files); rg reads a kernel tree in about a second
+# The longest translation rg is given. A class becomes explicit ranges for rg (`\\pL` is 10 KB of
+# them), so a short pattern can translate to megabytes; rg compiles 1 MiB in ~0.1 s, 10 MiB in ~0.7 s
+# and 240 MB of memory. Past this the fallback engine searches (its own bound is its program size).
+RG_MAX_PATTERN = 1 << 20
+# A translation longer than this reaches rg through its standard input (`--file -`), not as one
+# argument: Linux refuses a single argument over 128 KiB (E2BIG).
+RG_ARG_MAX = 64 * 1024
+
+
+class RgRejected(Exception):
+    """rg could not search with the pattern (a limit of its regex engine: nesting past 250 groups,
+    its compiled size, ...); str() is what rg said. The caller may search with fallback_grep."""
+
+
+def rg_regex(tree: Node, query: Query) -> str | None:
+    """The translation of the checked pattern (Query.check()'s tree) for rg, within the preparation
+    budget; None when it is longer than RG_MAX_PATTERN."""
+    with bounded.deadline(PREPARE_SECONDS, query.pattern):
+        return rust_tree(tree, RG_MAX_PATTERN)
 
 
 def find_rg(workspace: Path | None = None) -> Path | None:
@@ -81,13 +103,14 @@ def _open_batch(batch: list[str], opener: Opener) -> tuple[dict[str, str], list[
 
 
 def _argv(rg: Path, query: Query, regex: str) -> list[str]:
+    """rg's arguments; a regex past RG_ARG_MAX is read from its standard input (see _run)."""
     # --text: NUL is an ordinary byte in every mode (rg's own binary handling differs between -l,
     # -c and --json for files named on the command line); which files count as binary is decided
     # afterwards by the same test the fallback uses.
     # --mmap: rg reads files through a mapping of the file, not a buffer that grows to the longest
     # line (1.2 GB for a 200 MB line without it; the mapping's pages are the page cache's).
     argv = [str(rg), "--no-config", "--color=never", "--encoding=none", "--text", "--with-filename", "--mmap",
-            "-e", regex]
+            *(["-e", regex] if len(regex) <= RG_ARG_MAX else ["--file", "-"])]
     if query.multiline:
         argv.append("--multiline")
     if query.mode == "files_with_matches":
@@ -105,11 +128,15 @@ def _argv(rg: Path, query: Query, regex: str) -> list[str]:
     return argv
 
 
-def rg_search(rg: Path, root: str, files: list[str], query: Query, opener: Opener = open_plain) -> Iterator[FileHits]:
+def rg_search(rg: Path, root: str, files: list[str], query: Query, opener: Opener = open_plain,
+              regex: str | None = None) -> Iterator[FileHits]:
     """Search `files` with rg. rg never opens a path by name: each file is opened here (through
     `opener`, which the grep tool makes refuse any symlink) and rg reads the descriptor it
-    inherits, as /proc/self/fd/N, so what it searches is exactly what was checked."""
-    regex = rust_pattern(query.pattern, query.case_insensitive, query.multiline)
+    inherits, as /proc/self/fd/N, so what it searches is exactly what was checked. `regex`: the
+    pattern's translation (rg_regex), made here when not given. Raises RgRejected when rg cannot
+    search with it (before any file of the batch is reported)."""
+    if regex is None:
+        regex = rust_pattern(query.pattern, query.case_insensitive, query.multiline)
     for batch in _batches(files):
         names, failed = _open_batch(batch, opener)
         fds = [int(name.rsplit("/", 1)[1]) for name in names]
@@ -123,17 +150,20 @@ def rg_search(rg: Path, root: str, files: list[str], query: Query, opener: Opene
 
 
 def _run(rg: Path, regex: str, root: str, names: dict[str, str], fds: list[int], query: Query) -> Iterator[FileHits]:
-    argv = [*_argv(rg, query, regex), "--", *names]
+    options = _argv(rg, query, regex)
+    regex_input = regex.encode() + b"\n" if "--file" in options else None   # (see _argv)
+    argv = [*options, "--", *names]
     try:  # a host child on the model's behalf: a deadline, its own process group, dying with Abhed
         proc = hostproc.run(argv, cwd=root, pass_fds=fds, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"},
-                            timeout=RG_TIMEOUT_S)
+                            timeout=RG_TIMEOUT_S, input=regex_input)
     except hostproc.Timeout:
         raise ToolError(f"The search did not finish within {RG_TIMEOUT_S:g} s and was stopped (rg, over {len(names)} "
                         "files). Search fewer files (a path or glob), or a pattern that is simpler or more "
                         "specific.") from None
     unreadable = list(_file_errors(proc.stderr, names))
     if proc.returncode not in (0, 1) and not unreadable:
-        raise RuntimeError(f"rg failed (exit {proc.returncode}): {proc.stderr.decode('utf-8', 'replace')[:500]}")
+        # Not a file it could not read: rg did not search at all (its regex engine's limits).
+        raise RgRejected(_reason(proc.stderr, proc.returncode))
     fd_of = dict(zip(names, fds))
     parse = _parse_lines if query.mode == "content" else _parse_listing
     for hits, name in parse(proc.stdout, query):
@@ -143,6 +173,14 @@ def _run(rg: Path, regex: str, root: str, names: dict[str, str], fds: list[int],
         hits.path = path
         yield FileHits(path, binary=True) if head_is_binary(fd_of[name]) else hits
     yield from unreadable
+
+
+def _reason(stderr: bytes, returncode: int) -> str:
+    """What rg said when it did not search: the `error: ...` line that ends a regex error (the
+    regex it echoes before it may be a megabyte), else its first line."""
+    lines = [line.strip() for line in stderr.decode("utf-8", "replace").splitlines() if line.strip()]
+    said = next((line for line in reversed(lines) if line.startswith("error:")), lines[0] if lines else "")
+    return f"rg exit {returncode}: {said[:300]}"
 
 
 def _file_errors(stderr: bytes, names: dict[str, str]) -> Iterator[FileHits]:

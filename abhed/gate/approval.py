@@ -1,9 +1,12 @@
-"""Whether a tool call may run: per-command scoped rules, destructive patterns, modes (spec §7).
+"""Whether a tool call may run: per-command scoped rules, the courtesy list, modes (spec §7).
 
 `bash(npm test)` allowlisted does not allowlist `bash(rm -rf /)`: a bash line is split into its
-simple commands (shellparse) and every one must match a rule. Destructive commands need a human's
-confirmation in every mode, including `auto`; anything the parser cannot fully understand is never
-approved automatically. When unsure, ask: the layer fails closed.
+simple commands (shellparse) and every one must only read (readonly.py) or match a rule. In auto mode
+nothing irreversible happens without a human: a command runs unasked when the check understands it,
+or when it can be undone (the sandbox keeps it in the workspace without network, and a checkpoint is
+taken first), whatever it is; the courtesy list of clearly destructive commands (courtesy.py) still
+asks unless approval.auto_destructive = "undoable". When unsure and not undoable, ask: the layer
+fails closed.
 
 Rules (operator config, `approval.allow` / `approval.deny`):
   bash(npm test)       exactly this command line
@@ -16,7 +19,6 @@ Rules (operator config, `approval.allow` / `approval.deny`):
 from __future__ import annotations
 
 import os
-import posixpath
 import re
 import threading
 from collections.abc import Callable
@@ -26,40 +28,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from abhed.gate.modes import MODES, Mode
-from sandbox.protect import protected_reason
 
-# The shell parser, the wrapper tables, job control, the glob compiler and the protected-path check
-# are imported where a bash line, a path rule or a file tool's path is judged: a call of a read-only
+# The shell parser, the wrapper tables, the courtesy and read-only lists, job control, the glob
+# compiler and the protected-path check are imported where a bash line, a path rule or a file tool's path is judged: a call of a read-only
 # tool (`abhed tool read`, issue 18) needs none of them, and they were well over half of this module's load.
 if TYPE_CHECKING:
-    from abhed.gate import wrappers
-    from abhed.gate.shellparse import Analysis, Command, Redirect
+    from abhed.gate.shellparse import Analysis, Command
 
 READ_ONLY_TOOLS = frozenset({"read", "glob", "grep", "plan", "todo"})
 FILE_TOOLS = frozenset({"write", "edit"})
 Decision = Literal["allow", "ask", "deny"]  # pragma: no mutate  (a type hint: nothing reads it at run time)
 
-# How many path components sandbox.protect.protected_reason looks at together (tests/test_protected_agreement.py pins it).
-RULE_REACH = 3
-# Commands with no effect beyond the shell itself: they need no rule (redirections are still checked).
+# Commands with no effect beyond the shell itself (the read-only list, abhed/gate/readonly.py, holds them too).
 HARMLESS = frozenset({"true", "false", ":", "echo", "printf", "pwd", "cd", "test", "[", "[["})
-# Programs that only read the paths they are given: naming a device or a protected path is fine.
-READERS = frozenset({"cat", "head", "tail", "less", "more", "ls", "wc", "grep", "egrep", "fgrep", "rg", "stat", "file",
-                     "diff", "cmp", "md5sum", "sha1sum", "sha256sum", "sha512sum", "od", "xxd", "hexdump", "readlink",
-                     "realpath", "test", "[", "[[", "echo", "printf", "du", "tree", "which", "type", "basename",
-                     "dirname", "lsblk", "blkid"})
-# Devices that are not disks: writing them destroys nothing. Every other /dev path counts as a disk.
-HARMLESS_DEVICES = frozenset({"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/stdin",
-                              "/dev/stdout", "/dev/stderr", "/dev/tty"})
-HARMLESS_DEVICE_DIRS = ("/dev/fd/", "/dev/pts/", "/dev/shm/")
-INPUTS = ("<", "<<", "<<<", "<&", "<<-")
-# Programs that destroy data whatever their options.
-WIPERS = frozenset({
-    "dd", "dcfldd", "dc3dd", "ddrescue", "shred", "wipe", "srm", "wipefs", "blkdiscard", "mkswap", "fdisk", "sfdisk",
-    "cfdisk", "gdisk", "sgdisk", "cgdisk", "parted", "mke2fs", "mkdosfs", "mkntfs", "mkexfatfs", "mkfatfs", "mkreiserfs",
-    "mkisofs", "hdparm", "nvme", "sg_format", "cryptsetup", "lvremove", "vgremove", "pvremove", "mdadm", "zpool",
-    "truncate", "fallocate", "badblocks", "debugfs", "reboot", "shutdown", "poweroff", "halt",
-})
+# Why a call that may change the workspace might not be undoable, when the operator's settings are not known.
+UNDO_UNKNOWN = "Abhed was not told that checkpoints are on and the sandbox keeps commands in the workspace"
+AUTO_DESTRUCTIVE = ("ask", "undoable")
+# What makes a call undoable, in the reasons auto mode gives for running it unasked.
+UNDO_BOUND = ("the sandbox keeps it in the workspace without network, and a checkpoint taken first lets "
+              "`abhed undo` take it back")
 
 
 @dataclass(frozen=True)  # pragma: no mutate  (immutability guards against our own bugs; no decision depends on it)
@@ -67,8 +54,9 @@ class Verdict:
     decision: Decision
     reason: str  # why, in words the model and the human both read
     rule: str = ""  # the rule or check that decided
-    destructive: bool = False
-    opaque: bool = False  # the analysis could not see what would run: a human must look, as for destructive
+    destructive: bool = False  # on the courtesy list (abhed/gate/courtesy.py): a human sees it first
+    opaque: bool = False  # the analysis could not see what would run: a human must look, unless it can be undone
+    undoable: bool = False  # allowed only because it can be undone: dispatch must take a checkpoint first
 
 
 @dataclass(frozen=True)  # pragma: no mutate  (immutability guards against our own bugs; no decision depends on it)
@@ -189,7 +177,7 @@ def _spelled(argv: list[str | None], words: list[str | None], prefix: bool) -> b
     return prefix or i == len(given) or given[i] in (";", "+")
 
 
-# -- destructive patterns ---------------------------------------------------------------------
+# -- what runs through a wrapper --------------------------------------------------------------
 
 
 def unwrap(command: Command) -> tuple[list[str | None], list[str]]:
@@ -201,183 +189,20 @@ def unwrap(command: Command) -> tuple[list[str | None], list[str]]:
     return wrappers.primary(command.argv)
 
 
-def destructive(command: Command, directories: tuple[str, ...] = ()) -> str | None:
-    """Why this command needs a human's confirmation in every mode, or None.
-
-    Judged on the normalised command: every command a wrapper may run (wrappers.candidates), options
-    read generically with GNU abbreviations, git's global options skipped; and any redirection or
-    argument that names a block device or a protected path, whatever the statement.
-    """
-    for redirect in command.redirects:
-        if redirect.operator in INPUTS or redirect.target is None or _duplicates(redirect):
-            continue
-        if is_device(redirect.target):
-            return f"writes to the block device {redirect.target}"
-        if protected(redirect.target, directories):
-            return f"writes the protected path {redirect.target}"
-    import abhed.gate.wrappers as wrappers
-    for argv, via in wrappers.candidates(command.argv):
-        reason = _program(argv, via) or _named_paths(argv, directories)
-        if reason:
-            return reason
-    return None  # pragma: no mutate  (falling off the end returns None too)
-
-
-def _duplicates(redirect: Redirect) -> bool:
-    """`2>&1`, `>&-`: descriptors, not files."""
-    return "&" in redirect.operator and (redirect.target or "-").lstrip("-").isdigit() or redirect.target == "-"
-
-
-def is_device(path: str) -> bool:
-    if "dev" not in path:
-        return False  # no lexical normalisation makes a /dev path of one without "dev" (and this is per word)
-    from abhed.gate.shellparse import normalise
-    path = normalise(path)
-    return path.startswith("/dev/") and path not in HARMLESS_DEVICES and not path.startswith(HARMLESS_DEVICE_DIRS)
-
-
-def protected(path: str, directories: tuple[str, ...] = ()) -> bool:
-    """Whether a path is (or is inside) one the agent must not write unconfirmed, by the one rule the
-    file tools and the sandbox apply (sandbox.protect.protected_reason): a repository's config, hooks,
-    commondir, info and modules, any `.git` entry, Abhed's own `.abhed/`. Relative paths are also read
-    from every directory a `cd` of the line may have entered. Where the workspace root lies in a path
-    named on a command line is not known here, so every tail of the path is judged as if the root
-    were just above it (`.abhed` then counts at any depth: stricter, never looser, than the rule)."""
-    if ".git" not in path and ".abhed" not in path and not any(".git" in d or ".abhed" in d for d in directories):
-        return False  # the rule needs a component named .git or .abhed (and this runs for every word)
-    from abhed.gate.shellparse import normalise
-    paths = [path] + [posixpath.join(d, path) for d in directories if not path.startswith("/")]
-    for candidate in paths:
-        parts = [p for p in normalise(candidate).split("/") if p not in ("", ".")]
-        if any(_window_protected(parts[i:i + RULE_REACH], i + RULE_REACH < len(parts)) for i in range(len(parts))):
-            return True
-    return False
-
-
-def _window_protected(window: list[str], more: bool) -> bool:
-    """The rule on a few components of a path: judging each tail whole would be quadratic (a 64 KiB
-    line may hold 30,000 components), and the rule looks only at a component and the one after it
-    and whether the path ends there. A NUL, which no real name holds, stands for the rest."""
-    return protected_reason("/".join(window + ["\0"] if more else window)) is not None
-
-
-def _named_paths(argv: list[str | None], directories: tuple[str, ...]) -> str | None:
-    import abhed.gate.wrappers as wrappers
-    name = wrappers.program(argv)
-    if name is None or name in READERS:
-        return None
-    # git looks after its own directory (its writes are judged by _git); cd only moves; a find
-    # that runs nothing and writes nothing only reads.
-    own_business = name in ("git", "cd", "pushd") or (name == "find" and not set(argv) & wrappers.FIND_WRITES)
-    for arg in argv[1:]:
-        for value in (arg, arg.split("=", 1)[1] if arg and "=" in arg else None):
-            if not value:
-                continue
-            if is_device(value):
-                return f"{name} names the block device {value}"
-            if protected(value, directories) and not own_business:
-                return f"{name} names the protected path {value}"
-    return None  # pragma: no mutate  (falling off the end returns None too)
-
-
-def _program(argv: list[str | None], via: tuple[str, ...]) -> str | None:
-    import abhed.gate.wrappers as wrappers
-    name = wrappers.program(argv)
-    if name is None:
-        return None
-    args = argv[1:]
-    opts = wrappers.options(args)
-    if name == "rm":
-        if opts.has("rRf", "recursive", "force", "no-preserve-root"):
-            return "rm with recursive or force flags"
-        if None in args:
-            return "rm with arguments only known at run time (they may be -rf)"
-        if via and via[-1] == "find":  # (through xargs, rm gets run-time arguments: caught above)
-            return "find rm deletes every file it finds"
-    if name in WIPERS or name.startswith(("mkfs", "fsck")):
-        return f"{name} destroys filesystems or data"
-    if name == "rsync" and (opts.has("", "delete", "del", "remove-source-files")
-                            or any(given.startswith("delete") for given in opts.long)):
-        return "rsync --delete removes files at the destination"
-    if name == "tar" and opts.has("", "remove-files", "delete", "recursive-unlink"):
-        return "tar that deletes files"
-    if name == "find" and "-delete" in args:
-        return "find that deletes what it finds"
-    if name in ("chmod", "chown", "chgrp") and opts.has("R", "recursive"):
-        if any(t is None or t.rstrip("/") in ("", "~", "/*", "~/*") or t.startswith("$HOME")
-               for t in opts.operands[1:]):
-            return f"{name} -R on / or the home directory"
-    if name == "git":
-        return _git(args)
-    return None  # pragma: no mutate  (falling off the end returns None too)
-
-
-# git's global options that take a value as the next word
-_GIT_VALUE_OPTIONS = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env",
-                                "--super-prefix", "--exec-path", "--list-cmds", "--attr-source"})
-
-
-def _git(args: list[str | None]) -> str | None:
-    import abhed.gate.wrappers as wrappers
-    i = 0
-    while i < len(args) and args[i] is not None and args[i].startswith("-"):  # type: ignore[union-attr]
-        i += 2 if args[i] in _GIT_VALUE_OPTIONS else 1
-    if i >= len(args):
-        return None
-    sub, rest = args[i], args[i + 1:]
-    opts = wrappers.options(rest)
-    check = _GIT_CHECKS.get(sub or "")
-    return check(opts, rest) if check else None
-
-
-def _git_push(opts: wrappers.Options, rest: list[str | None]) -> str | None:
-    if (opts.has("fd", "force", "force-with-lease", "force-if-includes", "mirror", "delete", "prune")
-            or any(a is None or a.startswith(("+", ":")) for a in opts.operands)):
-        return "git push that rewrites or deletes remote history"
-    return None  # pragma: no mutate  (falling off the end returns None too)
-
-
-def _git_checkout(opts: wrappers.Options, rest: list[str | None]) -> str | None:
-    paths = "--" in rest or opts.has("fpB", "force", "ours", "theirs", "merge", "patch", "pathspec-from-file")
-    operands = [a for a in opts.operands if a is not None]
-    if paths or len(operands) > 1 or any(a == "." or "/" in a or "*" in a for a in operands) or None in opts.operands:
-        return "git checkout that overwrites files in the working tree"
-    return None  # pragma: no mutate  (falling off the end returns None too)
-
-
-def _git_config(opts: wrappers.Options, rest: list[str | None]) -> str | None:
-    reads = opts.has("l", "get", "get-all", "get-regexp", "get-urlmatch", "list", "show-origin", "show-scope")
-    writes = opts.has("e", "add", "replace-all", "unset", "unset-all", "rename-section", "remove-section", "edit")
-    operands = [a for a in opts.operands]
-    if writes or (not reads and (len(operands) >= 2 or list(operands[:1]) in (["set"], ["unset"], ["edit"]))):
-        return "git config that writes the configuration (which can name commands git runs)"
-    return None  # pragma: no mutate  (falling off the end returns None too)
-
-
-_GIT_CHECKS = {
-    "push": _git_push,
-    "checkout": _git_checkout,
-    "config": _git_config,
-    "reset": lambda o, r: "git reset --hard discards uncommitted work" if o.has("", "hard", "merge") else None,
-    "clean": lambda o, r: "git clean -f deletes untracked files" if o.has("f", "force") else None,
-    "restore": lambda o, r: None if o.has("S", "staged") and not o.has("W", "worktree")
-    else "git restore overwrites files in the working tree",
-    "switch": lambda o, r: "git switch that discards changes" if o.has("fC", "force", "discard-changes",
-                                                                          "force-create") else None,
-    "stash": lambda o, r: "git stash drop/clear deletes stashed work" if list(o.operands[:1]) in (["drop"], ["clear"])
-    else None,
-    "rm": lambda o, r: None if o.has("", "cached") else "git rm deletes files from the working tree",
-    "branch": lambda o, r: "git branch that deletes or overwrites a branch" if (
-        o.has("DMC") or (o.has("d", "delete") and o.has("f", "force"))) else None,
-    "reflog": lambda o, r: "git reflog expire/delete drops history" if list(o.operands[:1]) in (["expire"], ["delete"])
-    else None,
-    "gc": lambda o, r: "git gc --prune drops unreachable commits" if o.has("", "prune") else None,
-    "filter-branch": lambda o, r: "git filter-branch rewrites history",
-    "filter-repo": lambda o, r: "git filter-repo rewrites history",
-    "update-ref": lambda o, r: "git update-ref -d deletes a ref" if o.has("d", "delete") else None,
-    "worktree": lambda o, r: "git worktree remove --force deletes a working tree" if (
-        list(o.operands[:1]) == ["remove"] and o.has("f", "force")) else None,
-}
+def undo_gap(settings: Any, checkpoints: bool) -> str | None:
+    """Why a bash command's effects might not all be undoable under these settings (config.Settings),
+    or None when they are: a checkpoint is taken before it (`checkpoints`: the session has them), and
+    the sandbox confines it to the workspace, without network, with nothing else writable."""
+    sandbox = settings.sandbox
+    if not checkpoints:
+        return "checkpoints are off (checkpoints.enabled = false, or no git binary)"
+    if sandbox.backend == "none":
+        return "sandbox.backend = \"none\" confines nothing"
+    if sandbox.allow_network:
+        return "commands have network access (sandbox.allow_network), which no checkpoint takes back"
+    if sandbox.rw_binds:
+        return "commands can write outside the workspace (sandbox.rw_binds), where no checkpoint reaches"
+    return None
 
 
 # -- the policy -------------------------------------------------------------------------------
@@ -389,12 +214,29 @@ class Policy:
     allow: tuple[Rule, ...]
     deny: tuple[Rule, ...]
     workspace: Path
+    # Why a command might not be undoable (undo_gap), or None: then auto mode runs what the analysis
+    # cannot see into, since the sandbox bounds it and the checkpoint before it takes it back.
+    undo_gap: str | None = UNDO_UNKNOWN
+    auto_destructive: str = "ask"  # "undoable": auto mode runs the courtesy list too, after a checkpoint
 
     @classmethod
-    def create(cls, mode: str, allow: list[str], deny: list[str], workspace: Path) -> Policy:
+    def create(cls, mode: str, allow: list[str], deny: list[str], workspace: Path, *,
+               undo_gap: str | None = UNDO_UNKNOWN, auto_destructive: str = "ask") -> Policy:
         if mode not in MODES:
             raise ValueError(f"Unknown approval mode {mode!r}: use one of {', '.join(MODES)}.")
-        return cls(mode, tuple(map(Rule.parse, allow)), tuple(map(Rule.parse, deny)), workspace)  # type: ignore[arg-type]
+        if auto_destructive not in AUTO_DESTRUCTIVE:
+            raise ValueError(f"Unknown approval.auto_destructive {auto_destructive!r}: use ask or undoable.")
+        return cls(mode, tuple(map(Rule.parse, allow)), tuple(map(Rule.parse, deny)), workspace,  # type: ignore[arg-type]
+                   undo_gap, auto_destructive)
+
+    @classmethod
+    def from_settings(cls, settings: Any, workspace: Path, *, checkpoints: bool, mode: str | None = None,
+                      allow: list[str] | None = None) -> Policy:
+        """The operator's policy (config.Settings) for a session that has checkpoints or not; `mode`
+        and `allow` replace the configured ones (command-line flags)."""
+        rules = settings.approval
+        return cls.create(mode or rules.mode, rules.allow if allow is None else allow, rules.deny, workspace,
+                          undo_gap=undo_gap(settings, checkpoints), auto_destructive=rules.auto_destructive)
 
     def check(self, tool: str, args: Any) -> Verdict:
         if tool == "bash":
@@ -438,11 +280,10 @@ class Policy:
 
     def _bash(self, line: str) -> Verdict:
         from abhed.gate.jobs import job_command
+        from abhed.gate.readonly import read_only
         from abhed.gate.shellparse import analyze
         if job_command(line) is not None:
             return Verdict("allow", "lists or stops this session's own background jobs", "job control")
-        if self.mode == "plan":
-            return Verdict("deny", "plan mode allows read-only tools only; bash is not one", "mode: plan")
         analysis = analyze(line)
         for command in analysis.commands:
             rule = next((r for r in self.deny if r.denies(command)), None)
@@ -450,70 +291,103 @@ class Policy:
                 return Verdict("deny", f"`{command.text}` is forbidden by the operator's rule deny {rule}",
                                f"deny: {rule}")
         danger = self._danger(analysis)
+        reads = danger is None and read_only(analysis)
+        if reads:
+            return Verdict("allow", "it only reads: every command is on the read-only list", "read-only")
+        if self.mode == "plan":
+            return Verdict("deny", "plan mode allows read-only tools, and bash only for commands that only read "
+                           "(ls, cat, grep, git status, git log...); this line is not one", "mode: plan")
         if danger:
-            return Verdict("ask", f"destructive: {danger}; it needs a human's confirmation in every mode",
-                           f"destructive: {danger}", destructive=True)
+            return self._destructive(*danger, self._gap(analysis))
         if analysis.opaque:
-            return Verdict("ask", f"cannot be checked in advance: {analysis.opaque[0]}; it needs a human's "
-                           "confirmation in every mode", "opaque", opaque=True)
+            return self._opaque(analysis.opaque[0], self._gap(analysis))
         if self.mode == "auto":
             return Verdict("allow", "mode auto allows everything the check fully understands and finds not "
                            "destructive", "mode: auto")
+        return self._allowlisted(analysis)
+
+    def _allowlisted(self, analysis: Analysis) -> Verdict:
+        """Ask and accept-edits modes: each command must only read, or match an allow rule."""
+        from abhed.gate.courtesy import writes_files
+        from abhed.gate.readonly import reads
+        reading = False
         for command in analysis.commands:
-            if command.assignments or _writes_files(command):
+            if command.assignments or writes_files(command):
                 what = "sets environment variables" if command.assignments else "redirects output into a file"
                 return Verdict("ask", f"`{command.text}` {what}, which no allow rule covers", "not allowlisted")
-            if command.program in HARMLESS or command.runs_script:
-                continue  # a `sh -c 'script'` is judged by the commands of its script, listed too
-            if not any(r.allows(command) for r in self.allow):
+            if reads(command):
+                reading = True
+            elif not command.runs_script and not any(r.allows(command) for r in self.allow):
                 return Verdict("ask", f"`{command.text}` matches no allow rule", "not allowlisted")
+            # (a `sh -c 'script'` is judged by the commands of its script, listed too)
         rules = sorted({str(r) for c in analysis.commands for r in self.allow if r.allows(c)})
-        which = ", ".join(rules) or "harmless shell builtins"
-        return Verdict("allow", f"allowed by {which}", f"allow: {which}")
+        which = ", ".join(rules) or "no rule: it runs no command"
+        others = " (the other commands only read)" if reading else ""
+        return Verdict("allow", f"allowed by {which}{others}", f"allow: {which}")
+
+    def _gap(self, analysis: Analysis) -> str | None:
+        """Why running this line unasked might be irreversible, or escape the operator's deny rules: a
+        deny rule cannot be shown not to match what the check cannot see (`c=curl; $c x`)."""
+        if self.undo_gap is not None or not analysis.opaque:
+            return self.undo_gap
+        return next((f"the operator's rule deny {r} may match what it runs" for r in self.deny if r.tool == "bash"),
+                    None)
+
+    def _destructive(self, reason: str, undoable: bool, gap: str | None) -> Verdict:
+        """On the courtesy list: a human sees it first, unless the operator lets auto mode undo it instead."""
+        rule = f"destructive: {reason}"
+        if undoable and self.mode == "auto" and self.auto_destructive == "undoable" and gap is None:
+            return Verdict("allow", f"destructive: {reason}; approval.auto_destructive = \"undoable\" runs it after a "
+                           f"checkpoint ({UNDO_BOUND})", rule, destructive=True, undoable=True)
+        if not undoable or self.mode != "auto":
+            instead = ""
+        elif gap is not None:
+            instead = f" (auto mode does not run it unasked: {gap})"
+        else:
+            instead = " (approval.auto_destructive = \"undoable\" would run it after a checkpoint instead)"
+        return Verdict("ask", f"destructive: {reason}; it needs a human's confirmation{instead}", rule,
+                       destructive=True)
+
+    def _opaque(self, why: str, gap: str | None) -> Verdict:
+        """The analysis cannot see all it runs: auto mode runs it when it can be undone; otherwise a human decides."""
+        if self.mode == "auto" and gap is None:
+            return Verdict("allow", f"mode auto runs it unasked because it can be undone ({UNDO_BOUND}), though the "
+                           f"check cannot see all it runs: {why}", "undoable", opaque=True, undoable=True)
+        instead = f"; auto mode would not run it unasked either: {gap}" if self.mode == "auto" else (
+            "; auto mode runs such a line unasked when a checkpoint can undo it")
+        return Verdict("ask", f"cannot be checked in advance: {why}; it needs a human's confirmation{instead}",
+                       "opaque", opaque=True)
 
     @staticmethod
-    def _danger(analysis: Analysis) -> str | None:
+    def _danger(analysis: Analysis) -> tuple[str, bool] | None:
+        """Why the line is on the courtesy list, and whether a checkpoint could undo it."""
+        from abhed.gate.courtesy import always_asks, emptied, harm, written
         if analysis.recursive_functions:
-            return f"the function {analysis.recursive_functions[0]} calls itself (a fork bomb)"
+            return f"the function {analysis.recursive_functions[0]} calls itself (a fork bomb)", False
+        directories = tuple(analysis.directories)
+        # A statement that certainly writes (a redirection into a protected path or a device) is
+        # named before one that only names such a path: `cp -r .git x && echo y > .git/commondir`
+        # is refused for the write, not for the copy.
+        for judge in (written, always_asks):
+            for command in analysis.commands:
+                reason = judge(command, directories)
+                if reason:
+                    return f"{reason} (`{command.text[:200]}`)", False
         for command in analysis.commands:
-            reason = destructive(command, tuple(analysis.directories))
+            reason = harm(command)
             if reason:
-                return f"{reason} (`{command.text[:200]}`)"
-        return None  # pragma: no mutate  (falling off the end returns None too)
-
-
-# Programs that only read files and print, and have no option that writes a file or runs a program
-# (not rg: --pre runs one; not xxd, tree, sort: they can write a file; not less: LESSOPEN runs one).
-VIEWERS = frozenset({"cat", "head", "tail", "ls", "wc", "grep", "egrep", "fgrep", "stat", "diff", "cmp", "md5sum",
-                     "sha1sum", "sha256sum", "sha512sum", "od", "hexdump", "readlink", "realpath", "du", "which",
-                     "basename", "dirname", "find"}) | HARMLESS
+                return f"{reason} (`{command.text[:200]}`)", True
+        reason = emptied(analysis.commands)
+        return (reason, True) if reason else None
 
 
 def read_only_command(line: str) -> bool:
-    """Whether a bash line provably changes no file: every command it may run (through wrappers
-    too) is a viewer, nothing is redirected into a file, and the analysis saw everything. Anything
-    else may change the workspace, so it is checkpointed first (abhed/session/checkpoint.py)."""
-    import abhed.gate.wrappers as wrappers
+    """Whether a bash line provably changes no file (the read-only list, abhed/gate/readonly.py): then
+    dispatch takes no checkpoint before it, and ask and plan modes run it unasked. Anything else may
+    change the workspace, so it is checkpointed first (abhed/session/checkpoint.py)."""
+    from abhed.gate.readonly import read_only
     from abhed.gate.shellparse import analyze
-    analysis = analyze(line)
-    if analysis.opaque or analysis.recursive_functions or not analysis.commands:
-        return False
-    for command in analysis.commands:
-        if command.assignments or _writes_files(command):
-            return False
-        if command.runs_script:
-            continue  # its script's commands are listed and judged too
-        for argv, _ in wrappers.candidates(command.argv):
-            name = wrappers.program(argv)
-            if name not in VIEWERS or (name == "find" and set(argv) & wrappers.FIND_WRITES):
-                return False
-    return True
-
-
-def _writes_files(command: Command) -> bool:
-    """Output redirected into a file (anything but harmless devices and descriptor duplication)."""
-    return any(r.operator not in INPUTS and not _duplicates(r) and not (r.target and r.target in HARMLESS_DEVICES)
-               for r in command.redirects)
+    return read_only(analyze(line))
 
 
 @dataclass
@@ -571,7 +445,7 @@ class Gate:
 
     def confirm(self, tool: str, args: Any, verdict: Verdict) -> Verdict:
         """The human's answer to `verdict` (an "ask"), or the verdict unanswered when nobody can be asked.
-        A destructive or opaque one needs the human in every mode: `abhed tool` without --confirm does not do."""
+        A destructive or opaque one needs the human: `abhed tool` without --confirm does not do."""
         if self.confirmed:
             return replace(verdict, decision="allow", reason=f"confirmed by the human (--confirm); {verdict.reason}")
         if self.invoked_by_human and not (verdict.destructive or verdict.opaque):
@@ -594,7 +468,7 @@ class Gate:
         self.granted.allow.extend(Rule.parse(r) for r in rules)
 
     def set_mode(self, mode: str) -> None:
-        """`/mode`: the same rules under another mode (destructive and opaque calls still ask in every mode)."""
+        """`/mode`: the same rules under another mode (the courtesy list still asks, auto mode as configured)."""
         if mode not in MODES:
             raise ValueError(f"Unknown approval mode {mode!r}: use one of {', '.join(MODES)}.")
         self.granted.mode = mode
@@ -607,7 +481,7 @@ def refusal(tool: str, verdict: Verdict, args: Any) -> str:
                 "something else, or ask the user.")
     if verdict.destructive or verdict.opaque:
         how = ("A human must confirm it: in `abhed tool` rerun with --confirm; in `abhed chat` answer the "
-               "prompt. No mode or allow rule skips this.")
+               "prompt. No allow rule skips this.")
         if verdict.opaque:
             how += (" Or write it so every command name and argument is a plain word, without $(...), eval, "
                     "variables in commands, or functions.")

@@ -7,9 +7,10 @@ The name rule is the sandbox's (sandbox.protect.protected_reason, the one rule e
 applies); this module only adds what the file tools alone need: judging a path both as named and
 where its symlinks lead, and refusing to create the directory *below* a `.git` that does not
 exist yet (a `.git/HEAD` written into a fresh `.git` makes a repository), and git's own shape
-test for directories of any other name (HEAD + objects/ + refs/, or HEAD + commondir: git run
-inside one obeys its config), which sandbox.gitguard applies to what bash makes; and the work-tree
-files a repository's own config makes git run (core.hooksPath, drivers: sandbox.gitexec).
+test for directories of any other name (valid HEAD + objects + refs, or + commondir: git run
+inside one obeys its config), which is sandbox.gitshape's, the one sandbox.gitguard applies to
+what bash makes; and the work-tree files a repository's own config makes git run
+(core.hooksPath, drivers: sandbox.gitexec).
 
 The approval layer asks for confirmation when the path the model named is protected
 (`confirmation_needed`); the tool itself refuses when the path only becomes protected through a
@@ -23,8 +24,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sandbox import gitexec
-from sandbox.gitguard import is_git_dir
+from sandbox import gitexec, gitshape
 from sandbox.protect import DEFAULT_PROTECTED_PATHS, GIT_DIR_SENSITIVE, protected_reason
 
 GIT = ".git"
@@ -64,33 +64,54 @@ def _run_by_git(path: Path, workspace: Path) -> str | None:
 
 def _any_git_dir(path: Path, workspace: Path) -> str | None:
     """The name rule only knows `.git`; git run *inside* a directory of any name takes it for a
-    (bare) repository when it holds HEAD plus objects/ and refs/, or HEAD plus commondir, and then
-    obeys its config (core.pager, core.sshCommand...). So, for each directory on the way down:
-    changing what runs in one that already is a git directory, or writing the entry that makes
-    one, needs a human too (sandbox.gitguard quarantines the same shapes made by bash)."""
+    (bare) repository when it passes git's test (sandbox.gitshape: a valid HEAD plus objects and
+    refs, or plus a commondir, symlinks counted), and then obeys its config (core.pager,
+    core.sshCommand...). So, for each directory on the way down: changing what runs in one that
+    already is a git directory, or writing the entry that makes one, needs a human too
+    (sandbox.gitguard quarantines the same shapes made by bash). Each directory is judged through a
+    descriptor opened from its parent's without following a symlink: a sandboxed job may be
+    swapping them meanwhile. Where the way down ends (a missing or symlinked component), nothing
+    deeper exists to be judged: the path as resolved is judged on its own."""
     try:
         rel = path.relative_to(workspace).parts
     except ValueError:
         return None  # an operator root: its repositories are the operator's business, as for bash
-    for depth in range(len(rel)):
-        directory, entry = workspace.joinpath(*rel[:depth]), rel[depth]
-        present = {name for name in _GIT_SHAPE if os.path.lexists(directory / name)}
-        if entry in GIT_DIR_SENSITIVE and _is_git_dir(present):
-            return (f"changes {path}, a protected path: {directory} is a git directory and its {entry} decides "
-                    f"what host git runs there")
-        if entry in _GIT_SHAPE and entry not in present and _is_git_dir(present | {entry}):
-            return (f"makes {directory} a git directory (HEAD, objects/ and refs/, or HEAD and commondir): "
-                    f"host git run inside it would obey the config there")
-    return None
+    try:
+        fd = os.open(workspace, _DIRECTORY)
+    except OSError:
+        return None  # no workspace: the tool reports it
+    try:
+        for depth, entry in enumerate(rel):
+            why = _judge(fd, workspace.joinpath(*rel[:depth]), entry, path)
+            if why is not None:
+                return why
+            try:
+                child = os.open(entry, _DIRECTORY, dir_fd=fd)
+            except OSError:
+                return None
+            os.close(fd)
+            fd = child
+    except OSError:  # the directory changed under the check: fail closed
+        return f"changes {path}, whose directories changed while it was being checked"
+    finally:
+        os.close(fd)
+    return None  # pragma: no mutate  (falling off the end returns None too)
 
 
-_GIT_SHAPE = ("HEAD", "objects", "refs", "commondir")
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _is_git_dir(present: set[str]) -> bool:
-    """sandbox.gitguard's test, each name counted as a directory: an `objects` or `refs` that is
-    not one counts too (asking once too often is safe)."""
-    return is_git_dir(dict.fromkeys(present, True))
+def _judge(fd: int, directory: Path, entry: str, path: Path) -> str | None:
+    """Why writing `entry` in the directory open as `fd` needs a human, by git's shape test."""
+    now = gitshape.verdict(fd)
+    if entry in GIT_DIR_SENSITIVE and now is gitshape.Verdict.GIT_DIR:
+        return (f"changes {path}, a protected path: {directory} is a git directory and its {entry} decides "
+                f"what host git runs there")
+    if entry in gitshape.SHAPE and now is not gitshape.Verdict.GIT_DIR \
+            and gitshape.verdict(fd, assume=entry) is gitshape.Verdict.GIT_DIR:
+        return (f"makes {directory} a git directory (a valid HEAD, and objects and refs or a commondir): "
+                f"host git run inside it would obey the config there")
+    return None  # pragma: no mutate  (falling off the end returns None too)
 
 
 def lexical(raw: str, cwd: Path) -> Path:

@@ -148,7 +148,8 @@ def analyze(line: str) -> Analysis:
     from abhed.common import isolate  # here: most lines are short
     _parser()  # loaded before the fork: the child imports nothing under a lock another thread held
     try:
-        return isolate.run(_read_bounded, line, bounds=isolate.Bounds(seconds=CHILD_WALL_SECONDS, memory=CHILD_MEMORY))
+        return isolate.run(_read_bounded, line, bounds=isolate.Bounds(seconds=CHILD_WALL_SECONDS, memory=CHILD_MEMORY),
+                           returns=Analysis, parts=(Command, Redirect))
     except isolate.Exceeded as exceeded:
         analysis = Analysis()
         analysis.cut(f"the line could not be read within {CHILD_CPU_SECONDS * 1000:.0f} ms of CPU time and "
@@ -430,6 +431,9 @@ class _Walker:
                 return
             if extras:
                 self.opaque(f"words after a redirection of a compound statement ({self.text(node)[:40]!r})")
+            if [c.type for c in body] in (["list"], ["pipeline"]):
+                self.last_gets(body[0], redirects, own)
+                return
             for child in body:
                 self.visit(child, redirects + own)
             if not body:
@@ -461,6 +465,17 @@ class _Walker:
             self.opaque(f"arithmetic {self.text(node)[:40]!r}: bash evaluates it, subscripts and all, at run time")
         else:
             self.opaque(f"the construct {kind} ({self.text(node)[:40]!r}) is not one this check understands")
+
+    def last_gets(self, node: Node, redirects: list[Redirect], own: list[Redirect]) -> None:
+        """`a && b > f`, `a | b > f`: the grammar hangs the redirection on the whole list or pipeline;
+        bash gives it to the last command only (so a refusal names the statement that writes)."""
+        parts = [c for c in node.children if c.is_named and c.type != "comment"]  # pragma: no mutate (or: the operators it lets in are unnamed, skipped by visit, never last)
+        for child in parts[:-1]:
+            self.visit(child, redirects)
+        if parts[-1].type == "pipeline":  # `a && b | c > f`: a list ends in a pipeline, never in a list
+            self.last_gets(parts[-1], redirects, own)
+        else:
+            self.visit(parts[-1], redirects + own)
 
     def container(self, node: Node, redirects: list[Redirect]) -> None:
         kind = node.type

@@ -64,7 +64,7 @@ from typing import Any
 
 from abhed.common import hostproc
 from abhed.files.atomic import replace_file
-from abhed.session import collect, gitindex, gitobjects, treeio
+from abhed.session import collect, gitindex, gitobjects, repostate, treeio, uncovered
 
 MAX_LISTED = 50  # paths named in one message or event; the rest are counted
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}(?<!\.lock)")
@@ -79,6 +79,7 @@ SAFE_CONFIG = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.exclude
                "core.fileMode=true", "core.ignoreCase=false", "core.bare=false", "core.splitIndex=false",
                "core.sparseCheckout=false", "core.untrackedCache=false", "index.version=2",
                "feature.manyFiles=false", "core.checkStat=default", "core.trustctime=true") + _UNCONSULTED
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's id of the tree with nothing in it
 AUTHOR = {"GIT_AUTHOR_NAME": "abhed", "GIT_AUTHOR_EMAIL": "abhed@localhost", "GIT_COMMITTER_NAME": "abhed",
           "GIT_COMMITTER_EMAIL": "abhed@localhost"}
 
@@ -109,6 +110,8 @@ class Snapshot:
     kind: str  # "before" (a numbered checkpoint) or "after" (the call ended)
     number: int
     meta: dict[str, Any]
+    repo: str = ""  # the workspace repository's state (the commit's `repo`: repostate.py), "" without one
+    modes_blob: str = ""  # the exact permission bits git does not keep (the commit's `modes`)
 
 
 @dataclass
@@ -118,6 +121,8 @@ class Capture:
     tree: str
     modes_blob: str
     not_covered: list[str] = field(default_factory=list)  # "path (why)"
+    repo: str = ""  # the `.git` state's tree (repostate.py), "" when the workspace has no .git directory
+    left_out: list[str] = field(default_factory=list)  # files git listed that it could not take (too large...)
     collected: str = ""  # what the store's collection took away to stay within its caps, in words
 
 
@@ -155,6 +160,7 @@ class Shadow:
         self.max_store_bytes = max_store_bytes
         self.max_count = max_count
         self.disk_reserve_bytes = disk_reserve_bytes
+        self._surveys: dict[str, uncovered.Survey] = {}  # a running call -> what was left out before it
         self._index: gitindex.Index | None = None  # the index as this process last read or wrote it
         self._index_sum: str | None = None  # ... and its checksum then
 
@@ -275,6 +281,13 @@ class Shadow:
             (self.git_dir / "index").unlink(missing_ok=True)
             return self._capture()
 
+    def _survey(self, capture: Capture, earlier: list[str]) -> uncovered.Survey:
+        listed = self.git("ls-files", "-z", "-o", "-i", "--exclude-standard", "--directory").split(b"\0")
+        home = self.dir.parent.parent
+        skip = (".abhed", *([str(home.relative_to(self.workspace))] if home.is_relative_to(self.workspace) else []))
+        return uncovered.survey(str(self.workspace), [*(os.fsdecode(n) for n in listed if n), *capture.left_out,
+                                                      *earlier], skip)
+
     def _check_reserve(self) -> None:
         """The store's filesystem keeps the disk reserve: a snapshot is not written into the last of it."""
         if not self.disk_reserve_bytes:
@@ -307,15 +320,19 @@ class Shadow:
                 paths.add(path)
         modes = self._modes()
         changes: dict[bytes, gitindex.Entry | None] = {}
+        left_out: list[str] = []
         now = time.time()
         objects = self.git_dir / "objects"
         with treeio.Tree(str(self.workspace)) as tree:
+            repo, left_out = repostate.RepoState(self.dir, objects).capture(tree)
+            not_covered += left_out
             for path in sorted(paths):
                 got = tree.read(path, self.max_file_bytes)
                 name = os.fsencode(path)
                 if not isinstance(got, treeio.Read):
                     if got is not None:
                         not_covered.append(f"{path} ({got.why})")
+                        left_out.append(path)
                     changes[name] = None  # gone, beyond a symlink now, or not covered: out of the index
                     modes["modes"].pop(path, None)
                     continue
@@ -330,7 +347,7 @@ class Shadow:
         if changes:
             self._index = gitindex.write(path, gitindex.updated(self._read_index(path), changes))
             self._index_sum = gitindex.checksum(path)
-        return Capture(self._write_tree(path), blob, not_covered)
+        return Capture(self._write_tree(path), blob, not_covered, repo, left_out)
 
     def _read_index(self, path: Path) -> gitindex.Index:
         """The index, parsed once per process while no other process changes it (a kernel-sized
@@ -385,23 +402,35 @@ class Shadow:
             parent = self.tip(session_id)[0]
         objects = self.git_dir / "objects"
         root = gitobjects.write_object(objects, b"tree", b"40000 files\0" + bytes.fromhex(capture.tree) +
-                                       b"100644 modes\0" + bytes.fromhex(capture.modes_blob)).hex()
+                                       b"100644 modes\0" + bytes.fromhex(capture.modes_blob) +
+                                       (b"40000 repo\0" + bytes.fromhex(capture.repo) if capture.repo else b"")).hex()
         when = f"{int(time.time())} +0000"
         head = f"tree {root}\n" + (f"parent {parent}\n" if parent else "") + \
             f"author {AUTHOR['GIT_AUTHOR_NAME']} <{AUTHOR['GIT_AUTHOR_EMAIL']}> {when}\n" \
             f"committer {AUTHOR['GIT_COMMITTER_NAME']} <{AUTHOR['GIT_COMMITTER_EMAIL']}> {when}\n\n"
         commit = gitobjects.write_object(objects, b"commit", head.encode() + json.dumps(meta, sort_keys=True).encode())
         gitobjects.write_file(self.git_dir / _ref(session_id), commit.hex().encode() + b"\n")
-        return Snapshot(commit.hex(), capture.tree, meta["kind"], meta["number"], meta)
+        return Snapshot(commit.hex(), capture.tree, meta["kind"], meta["number"], meta, capture.repo,
+                        capture.modes_blob)
 
-    def snapshot(self, session_id: str, kind: str, meta: dict[str, Any]) -> tuple[Snapshot, Capture]:
-        """Capture and commit in one hold of the lock. A "before" gets the session's next number."""
+    def snapshot(self, session_id: str, kind: str, meta: dict[str, Any], *, watch: bool = False) -> tuple[Snapshot, Capture]:
+        """Capture and commit in one hold of the lock. A "before" gets the session's next number.
+        `watch`: survey what checkpoints leave out, before the call and after it (uncovered.py), so that
+        what the call did there, which undo cannot take back, is said (the after snapshot's `uncovered`)."""
         with self.locked():
             capture = self.capture()
             parent, tip = self.tip(session_id)
             last = _last(tip)
             number = last + 1 if kind == "before" else meta["number"]
-            meta = {**meta, "kind": kind, "number": number, "last": max(last, number), "at": stamp()}
+            meta = {**meta, "kind": kind, "number": number, "last": max(last, number), "at": stamp(),
+                    "ns": time.time_ns()}  # "at" for people; "ns" orders the checkpoints of all sessions (collect.py)
+            if watch:
+                earlier = self._surveys.pop(str(meta.get("call")), None) if kind == "after" else None
+                found = self._survey(capture, earlier.tops if earlier else [])
+                if kind == "before":
+                    self._surveys[str(meta.get("call"))] = found
+                elif earlier is not None:
+                    meta["uncovered"] = uncovered.changes(earlier, found)
             snapshot = self.commit(session_id, capture, meta, parent)
             if kind == "before":
                 capture.collected = collect.keep_within(self, session_id)
@@ -432,19 +461,51 @@ class Shadow:
         with self.locked():
             return self.chain_locked(session_id)
 
-    def diff(self, old_tree: str, new_tree: str) -> list[Change]:
-        """What changed from `old_tree` to `new_tree`, path by path."""
-        return [Change(c.status, c.path) for c in self._raw_diff(old_tree, new_tree)]
+    def diff(self, old: Snapshot | Capture, new: Snapshot | Capture) -> list[Change]:
+        """What changed from `old` to `new`, path by path (the repository's own files as .git/...)."""
+        return [Change(c.status, c.path) for c in self._raw_diff(old, new)]
 
-    def _raw_diff(self, old_tree: str, new_tree: str) -> list[_Raw]:
-        """The changes from `old_tree` to `new_tree` with the new side's mode and object (git's raw format)."""
+    def _raw_diff(self, old: Snapshot | Capture, new: Snapshot | Capture) -> list[_Raw]:
+        """The changes from `old` to `new` with the new side's mode and object (git's raw format); a file
+        whose exact permission bits alone changed (0600 -> 0644: git keeps only the executable bit) too."""
+        changes = self._tree_diff(old.tree, new.tree, "")
+        if old.modes_blob != new.modes_blob:
+            changes += self._mode_changes(old, new, {c.path for c in changes})
+        return changes + self._tree_diff(old.repo or EMPTY_TREE, new.repo or EMPTY_TREE, f"{repostate.GIT}/")
+
+    def _mode_changes(self, old: Snapshot | Capture, new: Snapshot | Capture, seen: set[str]) -> list[_Raw]:
+        before, after = self._mode_map(old.modes_blob), self._mode_map(new.modes_blob)
+        paths = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p) and p not in seen)
+        if not paths:
+            return []
+        listing = self.git("ls-tree", "-z", new.tree, "--", *paths).split(b"\0")
+        changes = []
+        for line in filter(None, listing):
+            info, _, name = line.partition(b"\t")
+            mode, _kind, oid = info.decode().split(" ")
+            path = os.fsdecode(name)
+            if path in before or path in after:  # ls-tree names a directory's entries only when asked by name
+                changes.append(_Raw("M", path, int(mode, 8), oid))
+        return changes
+
+    def _mode_map(self, blob: str) -> dict[str, int]:
+        if not blob:
+            return {}
+        try:
+            value = json.loads(self.git("cat-file", "blob", blob) or b"{}")
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
+    def _tree_diff(self, old_tree: str, new_tree: str, prefix: str) -> list[_Raw]:
         if old_tree == new_tree:
             return []
         out = self.git("diff-tree", "-r", "-z", "--no-renames", "--raw", old_tree, new_tree).split(b"\0")
         changes = []
         for i in range(0, len(out) - 1, 2):
             _old_mode, new_mode, _old_id, new_id, status = out[i].decode().lstrip(":").split(" ")
-            changes.append(_Raw("M" if status == "T" else status, os.fsdecode(out[i + 1]), int(new_mode, 8), new_id))
+            changes.append(_Raw("M" if status == "T" else status, prefix + os.fsdecode(out[i + 1]), int(new_mode, 8),
+                                new_id))
         return changes
 
     # -- undo ---------------------------------------------------------------------------------------
@@ -461,7 +522,7 @@ class Shadow:
                                   f"List them with `abhed checkpoints {session_id}`.")
         target = befores[number]
         now = self.capture()
-        changes = self.diff(now.tree, target.tree)
+        changes = self.diff(now, target)
         outside = self._outside_changes(chain[chain.index(target):], now)
         # Something not covered (ignored, excluded, too large) where undo would recreate a path: it
         # would have to go without a word.
@@ -474,17 +535,18 @@ class Shadow:
     def chain_locked(self, session_id: str) -> list[Snapshot]:
         out = self.git("log", "--first-parent", "-z", "--format=%H%n%T%n%B", _ref(session_id), "--", check=False)
         records = [r.strip(b"\n").split(b"\n", 2) for r in out.split(b"\0") if r.strip()]
-        trees = self._files_trees([r[1].decode() for r in records])
+        roots = self._roots_of([r[1].decode() for r in records])
         snapshots = []
         for commit, root, *body in records:
             meta = _meta(body[0] if body else b"")
-            snapshots.append(Snapshot(commit.decode(), trees[root.decode()], str(meta.get("kind", "?")),
-                                      int(meta.get("number", 0)), meta))
+            files, repo, modes = roots[root.decode()]
+            snapshots.append(Snapshot(commit.decode(), files, str(meta.get("kind", "?")),
+                                      int(meta.get("number", 0)), meta, repo, modes))
         snapshots.reverse()
         return snapshots
 
-    def _files_trees(self, roots: list[str]) -> dict[str, str]:
-        """Each commit's root tree -> its `files` tree, read in one git call."""
+    def _roots_of(self, roots: list[str]) -> dict[str, tuple[str, str, str]]:
+        """Each commit's root tree -> its `files` and `repo` trees and `modes` blob, read in one git call."""
         unique = list(dict.fromkeys(roots))
         if not unique:
             return {}
@@ -495,7 +557,7 @@ class Shadow:
             size = int(out[offset:end].split(b" ")[2])
             body = out[end + 1:end + 1 + size]
             offset = end + 1 + size + 1
-            found[root] = _tree_entry(body, b"files")
+            found[root] = (_tree_entry(body, b"files"), _tree_entry(body, b"repo"), _tree_entry(body, b"modes"))
         return found
 
     def _outside_changes(self, chain: list[Snapshot], now: Capture) -> set[str]:
@@ -507,13 +569,13 @@ class Shadow:
         for snapshot in chain:
             if snapshot.kind == "before":
                 if previous is not None and previous.kind == "after" and not running:
-                    outside |= {c.path for c in self.diff(previous.tree, snapshot.tree)}
+                    outside |= {c.path for c in self.diff(previous, snapshot)}
                 running.add(str(snapshot.meta.get("call", snapshot.number)))
             else:
                 running.discard(str(snapshot.meta.get("call", snapshot.number)))
             previous = snapshot
         if previous is not None and previous.kind == "after" and not running:
-            outside |= {c.path for c in self.diff(previous.tree, now.tree)}
+            outside |= {c.path for c in self.diff(previous, now)}
         return outside
 
     def apply(self, plan: UndoPlan) -> None:
@@ -531,13 +593,15 @@ class Shadow:
                                   f"{missing[0]}): it was damaged (a disk error, or files removed by hand), so those "
                                   "files cannot be restored from it. Undo to a later checkpoint may still work; "
                                   f"`git --git-dir {self.git_dir} fsck` names what is lost.")
-        raw = self._raw_diff(plan.now.tree, plan.to.tree)
-        modes = json.loads(self.git("cat-file", "blob", f"{plan.to.commit}:modes") or b"{}")
+        raw = self._raw_diff(plan.now, plan.to)
+        modes = self._mode_map(plan.to.modes_blob)
         failed: list[str] = []
         try:
             with treeio.Tree(str(self.workspace)) as tree, \
                     gitobjects.reader(self._command(), self._env(), self.timeout_s) as objects:
                 _remove_all(tree, [c.path for c in raw if c.status == "D"], failed)
+                if any(c.path.startswith(f"{repostate.GIT}/") for c in raw):  # the objects its refs name first
+                    repostate.RepoState(self.dir, self.git_dir / "objects").restore_objects(tree)
                 for change in sorted((c for c in raw if c.status != "D"), key=lambda c: c.path):
                     mode = change.mode if change.mode == 0o120000 else \
                         modes.get(change.path, 0o755 if change.mode & 0o100 else 0o644)
@@ -602,6 +666,8 @@ def _remove_all(tree: treeio.Tree, paths: list[str], failed: list[str]) -> None:
             emptied.add(parent)
             parent = parent.rpartition("/")[0]
     for directory in sorted(emptied, key=lambda p: (-p.count("/"), p)):
+        if directory == repostate.GIT or directory.startswith(f"{repostate.GIT}/"):
+            continue  # git wants its own directories (refs/, objects/...) even when empty
         try:
             tree.remove(directory)
         except OSError:
@@ -731,14 +797,18 @@ class Checkpoints:
         return cls(Shadow(home, workspace, git=git, exclude=tuple(exclude), max_file_bytes=max_file_bytes, **caps))
 
     def before(self, session_id: str, call: str | None, tool: str, agent_id: str) -> tuple[Snapshot, Capture]:
-        """Snapshot the workspace before the call `call` (an ActionEvent id) of `tool` runs."""
-        return self.shadow.snapshot(session_id, "before", {"call": call, "tool": tool, "agent_id": agent_id})
+        """Snapshot the workspace before the call `call` (an ActionEvent id) of `tool` runs. A bash call
+        may change anything: what checkpoints leave out is surveyed too (write and edit name their file)."""
+        return self.shadow.snapshot(session_id, "before", {"call": call, "tool": tool, "agent_id": agent_id},
+                                    watch=tool == "bash")
 
     def after(self, session_id: str, before: Snapshot) -> Snapshot:
-        """Snapshot the workspace when the call `before` was taken for has ended."""
+        """Snapshot the workspace when the call `before` was taken for has ended; its meta's `uncovered`
+        says what the call changed that the checkpoint does not cover."""
         snapshot, _ = self.shadow.snapshot(session_id, "after", {"call": before.meta.get("call"),
                                                                   "tool": before.meta.get("tool"),
-                                                                  "number": before.number})
+                                                                  "number": before.number},
+                                           watch=before.meta.get("tool") == "bash")
         return snapshot
 
     def listing(self, session_id: str) -> list[Entry]:
@@ -750,8 +820,8 @@ class Checkpoints:
             if snapshot.kind != "before":
                 continue
             after = afters.get(snapshot.meta.get("call"))
-            changed = self.shadow.diff(snapshot.tree, after.tree) if after else None
-            entries.append(Entry(snapshot, changed))
+            changed = self.shadow.diff(snapshot, after) if after else None
+            entries.append(Entry(snapshot, changed, list(after.meta.get("uncovered", [])) if after else []))
         return entries
 
 
@@ -769,3 +839,4 @@ class Entry:
 
     snapshot: Snapshot
     changed: list[Change] | None
+    uncovered: list[str] = field(default_factory=list)  # what the call changed that undo cannot take back

@@ -22,6 +22,7 @@ observation and the human are told; undo to a collected checkpoint says why it c
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -52,7 +53,7 @@ class _Point:
     commit: str
     kind: str
     number: int
-    at: str
+    at: int  # nanoseconds since the epoch (0 for snapshots before they were recorded: the oldest)
 
 
 def keep_within(shadow: Shadow, session_id: str) -> str:
@@ -71,10 +72,13 @@ def keep_within(shadow: Shadow, session_id: str) -> str:
 
 
 def measure(shadow: Shadow) -> int:
-    """The store's objects on disk, in bytes (loose and packed)."""
+    """The store's objects on disk, in bytes (loose and packed, and the repository's copied loose objects)."""
     out = shadow.git("count-objects", "-v").decode()
     fields = dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
-    return sum(int(fields.get(k, 0)) for k in ("size", "size-pack", "size-garbage")) * 1024
+    copied = 0
+    for directory, _dirs, files in os.walk(shadow.dir / "repo-objects"):
+        copied += sum(os.lstat(os.path.join(directory, name)).st_blocks * 512 for name in files)
+    return sum(int(fields.get(k, 0)) for k in ("size", "size-pack", "size-garbage")) * 1024 + copied
 
 
 def _collect(shadow: Shadow, session_id: str, state: dict[str, Any]) -> str:
@@ -124,7 +128,7 @@ def _chains(shadow: Shadow) -> dict[str, list[_Point]]:
     chains = {}
     for ref in refs:
         session = ref[len("refs/abhed/"):]
-        chains[session] = [_Point(session, s.commit, s.kind, s.number, str(s.meta.get("at", "")))
+        chains[session] = [_Point(session, s.commit, s.kind, s.number, int(s.meta.get("ns", 0)))
                            for s in shadow.chain_locked(session)]
     return chains
 

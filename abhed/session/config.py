@@ -106,6 +106,8 @@ class ApprovalConfig(_Section):
     allow: list[str] = []  # e.g. "bash(npm test)", "bash(git status:*)", "edit(src/**)"
     deny: list[str] = []
     save_rules: bool = False  # abhed chat may add a rule the human grants to approval.allow here
+    # The courtesy list in auto mode: a human sees it first ("ask"), or it runs after a checkpoint ("undoable").
+    auto_destructive: Literal["ask", "undoable"] = "ask"
 
     @field_validator("allow", "deny")
     @classmethod

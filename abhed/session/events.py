@@ -4,7 +4,8 @@ The agent loop adds three kinds so a session can be rebuilt from its log alone (
 MessageEvent (a user prompt or a model reply, with its tool calls), CompactionEvent (older turns
 replaced by a summary) and RunEvent (a run of the loop started or ended, and how); ModeEvent records
 a change of approval mode during the session (chat's /mode). Tool results are
-the ObservationEvents themselves; nothing is stored twice.
+the ObservationEvents themselves; nothing is stored twice. A SessionEvent opens every session's log:
+its creation, declaring that the log is hash-chained (abhed/session/audit.py).
 
 One JSON object a line, fsync'd per event, so the log is the durable record of what the agent did:
 `abhed sessions show` prints it and `abhed resume` rebuilds a session from it. A crash can cut only
@@ -45,7 +46,14 @@ from pydantic_core import to_jsonable_python
 
 from abhed.files.atomic import replace_file
 
-SCHEMA_VERSION = 2  # 2: payloads of BLOB_MIN bytes or more live in blobs/ (see the module doc)
+# 2: payloads of BLOB_MIN bytes or more live in blobs/ (see the module doc). 3: the log begins with a
+# SessionEvent declaring its chain, and every line carries its link (seq, prev): a line of version 3
+# or later without one had it stripped (abhed/session/audit.py).
+SCHEMA_VERSION = 3
+# The hash chain a session declares at creation (state.json and its first event): each event's `seq`
+# counts the log's readable lines from 1, its `prev` is the sha256 of the line before it ("" for the
+# first), and events.head holds the last event's seq and hash. Verify refuses a scheme it does not know.
+CHAIN = "sha256-prev/1"
 BLOB_MIN = 16 * 1024
 BLOB_REF = "\0blob:"
 _REF = re.compile(r"\0blob:([0-9a-f]{64}):(\d+)")
@@ -178,6 +186,19 @@ class CheckpointEvent(_Event):
     undo_to: int | None = None  # for an undo: the checkpoint whose state it restored
 
 
+class SessionEvent(_Event):
+    """The session was created: the first event of its log, written before state.json. `chain` says
+    the log is hash-chained from this line on (and how), so a log stripped of its links, or of this
+    line, cannot pass for one written before the chain existed (abhed/session/audit.py)."""
+
+    kind: Literal["session"] = "session"
+    chain: str = CHAIN
+    workspace: str
+    origin: str
+    user: str | None = None  # who created it, where
+    host: str | None = None
+
+
 class ModeEvent(_Event):
     """The human changed the approval mode during the session (chat's /mode): from the next model
     request on, the gate and the system prompt use `mode`, and `abhed resume` continues in it."""
@@ -189,7 +210,8 @@ class ModeEvent(_Event):
     host: str | None = None
 
 
-AnyEvent = ActionEvent | ObservationEvent | MessageEvent | CompactionEvent | RunEvent | CheckpointEvent | ModeEvent
+AnyEvent = (ActionEvent | ObservationEvent | MessageEvent | CompactionEvent | RunEvent | CheckpointEvent | ModeEvent
+            | SessionEvent)
 Event = Annotated[AnyEvent, Field(discriminator="kind")]
 
 
@@ -226,21 +248,27 @@ class EventLog:
             event.seq += 1
             body = to_json(event, self._stored).encode("ascii")
             os.write(fd, (b"\n" if torn else b"") + body + b"\n")  # a torn line stays on its own
-            _TAILS[self.path] = (os.fstat(fd).st_ino, os.fstat(fd).st_size, event.seq, line_hash(body))
+            digest = line_hash(body)
+            _TAILS[self.path] = (os.fstat(fd).st_ino, os.fstat(fd).st_size, event.seq, digest)
             if sync:
                 os.fsync(fd)
-                self._anchor(fd)
+            self._anchor(event.seq, digest)  # still under the lock: the heads follow the log's order
         finally:
             os.close(fd)  # releases the lock
 
-    def _anchor(self, fd: int) -> None:
-        """Note the last durable event's number and hash beside the log (`events.head`): a log cut
-        at the end (lines removed, not torn by a crash) then no longer reaches it. Written after the
-        fsync, never fsync'd itself: after a crash it is at worst older than the log, still true."""
-        seq, last = _tail(self.path, fd)
-        data = json.dumps({"seq": seq, "hash": last}).encode()
+    def _anchor(self, seq: int, digest: str) -> None:
+        """Note the last event's number and hash beside the log (`events.head`), after every event (a
+        synced one after its fsync): a log cut at the end no longer reaches it, and an event added
+        after it is past it (abhed/session/audit.py). Replaced by a rename, never fsync'd: a process
+        killed between an event and this leaves that one event past the head; only a crash of the
+        machine can lose more (events not yet fsync'd, or the head's last replacements)."""
+        data = json.dumps({"seq": seq, "hash": digest}).encode()
         temp = self.path.parent / f".events.head.{os.getpid()}.{threading.get_ident()}"
-        temp.write_bytes(data)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
         os.replace(temp, self.path.parent / "events.head")
 
     def sync(self) -> None:
@@ -249,7 +277,19 @@ class EventLog:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             os.fsync(fd)
-            self._anchor(fd)
+        finally:
+            os.close(fd)
+
+    def head(self) -> tuple[int, str]:
+        """The number and hash of the log's last event ((0, "") when it has none): what a site keeps
+        elsewhere, to check the log against later (`abhed sessions verify --head`)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)  # pragma: no mutate (O_RDONLY is 0: & is |)
+        except FileNotFoundError:
+            return 0, ""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)  # not in the middle of another process's append
+            return _tail(self.path, fd)
         finally:
             os.close(fd)
 
@@ -283,8 +323,7 @@ class EventLog:
                 continue
             try:
                 value = json.loads(raw)
-                if isinstance(value, dict) and isinstance(value.get("schema_version"), int) \
-                        and value["schema_version"] >= 2:
+                if _may_name_blobs(value):
                     value = _restored(value, payloads)
                     loaded.problems.extend(f"{self.path}:{number}: {problem}" for problem in payloads.take_problems())
                 loaded.events.append(_event_adapter().validate_python(value))
@@ -360,8 +399,33 @@ def _restored(value: dict[str, Any], payloads: _Payloads) -> dict[str, Any]:
     return _map_strings(value, payloads.text)
 
 
+def _may_name_blobs(value: Any) -> bool:
+    """Whether a parsed line is of a version whose NUL-led strings may be references (2 and later)."""
+    return isinstance(value, dict) and isinstance(value.get("schema_version"), int) and value["schema_version"] >= 2
+
+
+def blob_refs(value: Any) -> list[tuple[str, int]]:
+    """The payloads a parsed line names: (sha256, bytes) of each reference among its string values."""
+    found: list[tuple[str, int]] = []
+
+    def note(text: str) -> str:
+        ref = _REF.fullmatch(text)
+        if ref is not None:
+            found.append((ref.group(1), int(ref.group(2))))
+        return text
+    if _may_name_blobs(value):
+        _map_strings(value, note)
+    return found
+
+
 # The chain's end per log, so an append reads only what was added since: (inode, size, seq, hash).
 _TAILS: dict[Path, tuple[int, int, int, str]] = {}
+
+
+def head_token(head: tuple[int, str]) -> str:
+    """How a log's head (its last event's number and hash) is printed at a session's end, and given
+    back to `abhed sessions verify --head`: `SEQ:SHA256`."""
+    return f"{head[0]}:{head[1]}"
 
 
 def line_hash(line: bytes) -> str:

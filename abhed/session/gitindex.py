@@ -75,7 +75,7 @@ def checksum(path: str | os.PathLike[str]) -> str | None:
             f.seek(-20, os.SEEK_END)
             return f.read(20).hex()
     except OSError:
-        return None
+        return None  # pragma: no mutate (equivalent: falling off the end returns None too)
 
 
 @dataclass
@@ -114,8 +114,11 @@ def parse(data: bytes) -> Index:
         if flags & 0x7000:  # an extended entry (not in version 2) or a merge stage
             raise Unreadable("it holds an entry with a merge stage or extended flags")
         start = offset + STAT.size
-        stop = data.index(b"\0", start) if flags & NAME_MASK == NAME_MASK else start + (flags & NAME_MASK)
+        # A name of 0xFFF bytes or more ends at its NUL (any name does: the padding's first byte).
+        stop = data.index(b"\0", start) if flags & NAME_MASK == NAME_MASK else start + (flags & NAME_MASK)  # pragma: no mutate (equivalent: see above)
         size = (STAT.size + stop - start + 8) & ~7
+        if offset + size > end:
+            raise Unreadable("it ends inside an entry")
         entries.append(Entry(data[start:stop], fields[6], fields[10], data[offset:offset + size]))
         offset += size
     return Index(entries, _extensions(data, offset), data[:offset])
@@ -172,7 +175,7 @@ def updated(index: Index, changes: dict[bytes, Entry | None]) -> Index:
 class _Tree:
     """One node of git's cache of trees: a directory, how many entries it spans (-1: invalid), its id."""
 
-    __slots__ = ("name", "count", "oid", "down")
+    __slots__ = ("name", "count", "oid", "down")  # pragma: no mutate (equivalent: memory only)
 
     def __init__(self, name: bytes, count: int, oid: bytes | None) -> None:
         self.name, self.count, self.oid = name, count, oid
@@ -243,14 +246,13 @@ def merged(old: list[Entry], changes: dict[bytes, Entry | None]) -> list[Entry]:
             drop.add(at)
     for name, new in changes.items():
         drop_name(name)
-        if new is None:
+        if new is None:  # pragma: no mutate (equivalent: a valid index holds nothing below a file's name)
             continue
-        for i in range(1, len(name)):
-            if name[i:i + 1] == b"/":
-                drop_name(name[:i])  # a file where a directory of `name` must be
+        for directory in _directories(name):
+            drop_name(directory)  # a file where a directory of `name` must be
         # every entry below `name/` ("0" is the byte after "/": the range is contiguous in this order)
         drop.update(range(bisect_left(names, name + b"/"), bisect_left(names, name + b"0")))
-    kept = [e for i, e in enumerate(old) if i not in drop] if drop else list(old)
+    kept = [e for i, e in enumerate(old) if i not in drop]
     # A workspace changing while it was read can give both `d` (a symlink now) and `d/f` (read while `d`
     # was a directory): the file wins, as git's own --replace would have it.
     files = {name for name, new in changes.items() if new is not None}
@@ -261,4 +263,10 @@ def merged(old: list[Entry], changes: dict[bytes, Entry | None]) -> list[Entry]:
 
 def _below(name: bytes, files: set[bytes]) -> bool:
     """Whether one of the directories on the way to `name` is one of `files`."""
-    return any(name[:i] in files for i in range(1, len(name)) if name[i:i + 1] == b"/")
+    return any(directory in files for directory in _directories(name))
+
+
+def _directories(name: bytes) -> list[bytes]:
+    """The directories on the way to `name`: a/b/c -> a, a/b."""
+    parts = name.split(b"/")
+    return [b"/".join(parts[:i]) for i in range(1, len(parts))]

@@ -29,7 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from abhed.files.atomic import replace_file
-from abhed.session.events import AnyEvent, EventLog, ObservationEvent, now
+from abhed.session.events import CHAIN, AnyEvent, EventLog, ObservationEvent, SessionEvent, now, who
 from abhed.common.terminal import printable
 
 STATE_VERSION = 1
@@ -40,6 +40,7 @@ HASH_LIMIT = 64 * 1024 * 1024
 WAIT_S = 60.0  # default of agent.session_wait_s: how long to wait for a session another process holds
 TELL_AFTER_S = 1.0  # a wait longer than this is announced, with who holds the session
 POLL_S = 0.1
+RECORD = ("state.json", "events.jsonl", "events.head")  # what a session leaves, any one of which makes it one
 
 
 class SessionError(Exception):
@@ -87,6 +88,10 @@ class SessionState(BaseModel):
     # resume` runs as the session was started; {} for sessions of `abhed tool` calls.
     options: dict[str, Any] = {}
     origin: Literal["agent", "tool"] = "agent"  # tool: made by `abhed tool`, hidden from `sessions list`
+    # The hash chain the log declares in its first event (events.CHAIN), recorded at creation; None
+    # for a session made before sessions declared one (legacy: `sessions verify` says it is not
+    # tamper-evident). Kept here too, so stripping the log's declaration does not make it legacy.
+    chain: str | None = None
 
 
 @dataclass(frozen=True)  # pragma: no mutate (equivalent: nothing assigns to a mark)
@@ -148,6 +153,7 @@ class Session:
     # session (subagents run side by side) cannot both pass the check and overwrite each other.
     # Shared by every branch of the session.
     writes: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # pragma: no mutate
+    new: bool = False  # begun by this process (SessionStore.create), not continued from a log
 
     @property
     def id(self) -> str:
@@ -175,7 +181,7 @@ class Session:
         observations in the log, marked with its agent id.
         """
         state = SessionState(id=self.state.id, created_at=self.state.created_at, workspace=self.state.workspace,
-                             cwd=self.state.cwd)
+                             cwd=self.state.cwd, chain=self.state.chain)
         return Branch(self.dir, state, writes=self.writes)
 
     # -- what a call changed, for the log ----------------------------------------------------------
@@ -269,12 +275,24 @@ class SessionStore:
         return Session(directory, state)
 
     def create(self, workspace: Path, session_id: str | None = None, origin: str = "agent") -> Session:
+        """A new session: its log's first event declares the hash chain (SessionEvent), then state.json
+        records it too. A crash between the two leaves a log without a state; creating the session
+        again then keeps that log, and the state takes the chain its first event declares."""
         session_id = session_id or new_session_id()
         directory = self._dir(session_id)
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         state = SessionState(id=session_id, created_at=now(), workspace=str(workspace), cwd=str(workspace),
                              origin=origin)
         session = Session(directory, state)
+        events = session.log.load().events
+        session.new = not events
+        if events:
+            state.chain = events[0].chain if isinstance(events[0], SessionEvent) else None
+        else:
+            user, host = who()
+            session.record(SessionEvent(session_id=session_id, workspace=str(workspace), origin=origin, user=user,
+                                        host=host))
+            state.chain = CHAIN
         session.save()
         return session
 
@@ -301,6 +319,21 @@ class SessionStore:
         if not self.root.is_dir():
             return []
         return sorted(p.name for p in self.root.iterdir() if (p / "state.json").is_file())
+
+    def stored(self, session_id: str) -> Path:
+        """The directory of a session that left any record (state.json, its log or events.head),
+        for verifying: a session whose state.json is gone is still checked, not passed over."""
+        directory = self._dir(session_id)
+        if not any((directory / name).exists() for name in RECORD):
+            raise SessionError(f"No session {session_id!r} in {self.root}. List them with `abhed sessions list --all`.")
+        return directory
+
+    def stored_dirs(self) -> list[Path]:
+        """Every session directory that left any record, by name."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p for p in self.root.iterdir() if SESSION_ID.fullmatch(p.name)
+                      and any((p / name).exists() for name in RECORD))
 
     def exists(self, session_id: str) -> bool:
         return (self._dir(session_id) / "state.json").is_file()

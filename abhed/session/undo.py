@@ -30,6 +30,7 @@ class Row:
     agent_id: str
     call: str  # the call that followed, in a few words
     changed: list[Change] | None  # None: the call never ended (killed), so what it changed is unknown
+    uncovered: tuple[str, ...] = ()  # what it changed that checkpoints do not cover (undo cannot bring back)
 
 
 def rows(checkpoints: Checkpoints, session: Session) -> list[Row]:
@@ -46,7 +47,8 @@ def rows(checkpoints: Checkpoints, session: Session) -> list[Row]:
         else:
             call = str(meta.get("tool", "?"))
         at = action.at.strftime("%Y-%m-%d %H:%M:%S") if action else str(meta.get("at", ""))
-        out.append(Row(entry.snapshot.number, at, str(meta.get("agent_id", "main")), call, entry.changed))
+        out.append(Row(entry.snapshot.number, at, str(meta.get("agent_id", "main")), call, entry.changed,
+                       tuple(entry.uncovered)))
     return out
 
 
@@ -72,6 +74,8 @@ def table(found: list[Row], session_id: str) -> str:
         call = " ".join(row.call.split())
         call = call if len(call) <= 60 else call[:57] + "..."
         lines.append(f"{row.number:>4}  {row.at:<19}  {row.agent_id:<8} {call:<60}  {changed}")
+        if row.uncovered:
+            lines.append(f"      cannot be undone: {'; '.join(row.uncovered)}")
     first, last = found[0].number, found[-1].number
     lines.append(f"Undo the last call: abhed undo {session_id}; back to before checkpoint N: abhed undo --to N "
                  f"{session_id} (N from {first} to {last}).")

@@ -188,10 +188,11 @@ class Bash(Tool):
             raise ToolError(f"The background job did not start: {exc}") from None
         shell.jobs[handle] = job
         warning = f"[{sandbox.UNSANDBOXED_WARNING}]\n" if not job.sandboxed else ""
+        notes = "".join(f"\n[sandbox: {note}]" for note in shell.box.start_notes())  # the session's first call
         return ok(f"{warning}Started background job {handle}: {args.command}\n"
                   f"Output: {log} (read or grep it; it grows while the job runs)\n"
                   f"Stop it with the bash command `kill %{handle}`; list jobs with `jobs`. It is stopped when the "
-                  "session ends.", job=handle, log=str(log), sandboxed=job.sandboxed)
+                  f"session ends.{notes}", job=handle, log=str(log), sandboxed=job.sandboxed)
 
     @staticmethod
     def _too_many_jobs(shell: Shell, refused: sandbox.JobLimitReached) -> str:

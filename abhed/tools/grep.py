@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 import fallback_grep
+from fallback_grep.syntax import Node
 from pydantic import Field
 
 from abhed.files import filewalk, ripgrep
@@ -23,8 +24,53 @@ MAX_MATCHES = 100  # content mode: matching lines shown in all (spec §6)
 MAX_FILE_LINES = 50  # content mode: lines shown per file, context included (spec §6)
 MAX_FILES = 1000  # files_with_matches / count: files listed
 MAX_CONTEXT = 20
+# The longest pattern grep takes (UTF-8 bytes). Preparing one is linear in its length (a fraction of
+# a second at this size, benchmarks/pattern_prep_bench.py); a call's arguments may be 4 MiB.
+MAX_PATTERN_BYTES = 64 * 1024
+SHOWN_PATTERN = 200  # characters of the pattern an answer repeats
 CONTENT_CHUNK = 16  # content mode searches matching files a few at a time until the cap is met
 SHOWN_EXAMPLES = 3
+
+
+def shown(pattern: str) -> str:
+    """The pattern as an answer repeats it: whole up to SHOWN_PATTERN characters, else its head and
+    its length (a 64 KiB pattern must not come back whole: bounded output)."""
+    if len(pattern) <= SHOWN_PATTERN:
+        return pattern
+    return f"{pattern[:SHOWN_PATTERN]}... ({len(pattern):,} characters)"
+
+
+class _Search:
+    """How one call searches: search(files, query, workers=1) -> hits. With rg, the pattern's
+    translation; with fallback_grep, its matcher, built when the search is prepared (before the
+    walk: its errors come first). rg hands over to fallback_grep for the rest of the call when it
+    cannot search with the pattern (its regex engine nests at most 250 groups, RE2 1000), and a
+    note says so."""
+
+    def __init__(self, query: Query, rg: Path | None = None, regex: str | None = None, note: str | None = None):
+        self.rg, self.regex = rg, regex
+        self.matcher = None if rg is not None else query.matcher()
+        self.notes = [note] if note else []
+        self.cwd, self.opener = "", None
+
+    @property
+    def name(self) -> str:
+        return "rg" if self.rg is not None else "fallback_grep"
+
+    def bind(self, cwd: Path, open_file: Callable[[str], int]) -> _Search:
+        """Search below cwd, opening every file through open_file (a confined opener)."""
+        self.cwd = str(cwd)
+        self.opener = lambda path: check_regular(open_file(path))
+        return self
+
+    def __call__(self, files: list[str], query: Query, workers: int = 1) -> list[FileHits]:
+        if self.rg is not None:
+            try:
+                return list(ripgrep.rg_search(self.rg, self.cwd, files, query, self.opener, self.regex))
+            except ripgrep.RgRejected as exc:
+                self.notes.append(f"[searched with the built-in engine: rg could not search with this pattern ({exc})]")
+                self.rg, self.matcher = None, query.matcher()
+        return list(python_search(files, query, self.opener, workers, self.matcher))
 
 
 class GrepInput(ToolInput):
@@ -73,21 +119,33 @@ class Grep(Tool):
             raise ToolError(f"context only applies to output_mode \"content\" (this call uses \"{mode}\"). Set "
                             "output_mode to \"content\", or leave context out.")
         query = Query(args.pattern, mode, bool(args.case_insensitive), bool(args.multiline), args.context or 0)
+        length = len(args.pattern.encode("utf-8", "surrogatepass"))
+        if length > MAX_PATTERN_BYTES:
+            raise ToolError(f"The pattern is {length:,} bytes, over grep's limit of {MAX_PATTERN_BYTES:,} bytes. "
+                            "Search for a shorter, distinctive part of it (a few dozen characters of a literal find "
+                            "the same lines), or split an alternation into several grep calls.",
+                            pattern=shown(args.pattern))
         try:
-            query.matcher()
+            # Only what the backend needs: rg the parse and a translation, fallback_grep its matcher.
+            search = self._prepare(ctx, query, query.check())
         except fallback_grep.error as exc:
             raise ToolError(str(exc), pattern=args.pattern) from None
         root, files, notes, skipped, size = self._files(args, ctx)
         where = root if root.is_dir() else root.parent
         # One descriptor of the workspace root for every open of this call (and of its workers).
         with ctx.paths.opener_below(where, os.O_RDONLY | os.O_NONBLOCK) as open_file:
-            backend, search = self._searcher(ctx, where, open_file)
+            search.bind(where, open_file)
             # Content mode first learns which files match (cheap), then fetches lines from as few as it needs.
             first = query if mode != "content" else replace(query, mode="files_with_matches")
-            hits = sorted(search(files, first, search_workers(len(files), size)), key=lambda h: h.path)
-            found = [h for h in hits if not h.binary and h.error is None]
-            notes += self._problem_notes(hits)
-            facts = {"backend": backend, "files_searched": len(files), "files_matched": len(found), "mode": mode}
+            try:
+                hits = sorted(search(files, first, search_workers(len(files), size)), key=lambda h: h.path)
+                found = [h for h in hits if not h.binary and h.error is None]
+                body = self._content(found, query, search) if found and mode == "content" else []
+            except fallback_grep.error as exc:   # when rg handed over: fallback_grep's own limits
+                raise ToolError(str(exc), pattern=args.pattern) from None
+            notes += search.notes + self._problem_notes(hits)
+            facts = {"backend": search.name, "files_searched": len(files), "files_matched": len(found),
+                     "mode": mode}
             if not found:
                 return ok("\n".join([self._nothing(args, root, files, hits, skipped), *notes]), **facts)
             if mode == "files_with_matches":
@@ -97,8 +155,6 @@ class Grep(Tool):
                 body = [f"{h.path}:{h.count}" for h in found[:MAX_FILES]]
                 body += [self._cut_note(len(found), "files")] if len(found) > MAX_FILES else []
                 body.append(f"[total: {sum(h.count for h in found)} matching lines in {len(found)} files]")
-            else:
-                body = self._content(found, query, search)
             return ok("\n".join(body + notes), **facts)
 
     # -- which files ---------------------------------------------------------------------------
@@ -152,22 +208,23 @@ class Grep(Tool):
         return kept, total
 
     @staticmethod
-    def _searcher(ctx: ToolContext, cwd: Path,
-                  open_file: Callable[[str], int]) -> tuple[str, Callable[..., Iterator[FileHits]]]:
-        """The backend's name and its search function search(files, query, workers=1): rg when
-        present (unless the operator says otherwise; rg picks its own threads), else fallback_grep
-        (forked worker processes when workers > 1)."""
+    def _prepare(ctx: ToolContext, query: Query, tree: Node) -> _Search:
+        """The call's search: rg when present (unless the operator says otherwise; rg picks its own
+        threads), else fallback_grep (forked worker processes when workers > 1), which also searches
+        when the pattern's translation is too long for rg. Raises fallback_grep.error."""
         choice = ctx.settings.search.backend
         rg = ripgrep.find_rg(ctx.paths.workspace) if choice != "python" else None
         if rg is None and choice == "rg":
             raise ToolError("The operator requires the rg backend (search.backend = \"rg\"), but no rg executable "
                             "was found beside Abhed or on PATH. Ask the operator to install it or set the backend "
                             "to \"auto\".")
-        def opener(path: str) -> int:
-            return check_regular(open_file(path))
         if rg is None:
-            return "fallback_grep", lambda files, query, workers=1: python_search(files, query, opener, workers)
-        return "rg", lambda files, query, workers=1: ripgrep.rg_search(rg, str(cwd), files, query, opener)
+            return _Search(query)
+        regex = ripgrep.rg_regex(tree, query)
+        if regex is None:
+            return _Search(query, note=f"[searched with the built-in engine: this pattern's translation for rg is over "
+                                       f"{ripgrep.RG_MAX_PATTERN // 1024} KiB (each class becomes explicit ranges)]")
+        return _Search(query, rg, regex)
 
     # -- what to show --------------------------------------------------------------------------
 
@@ -179,9 +236,9 @@ class Grep(Tool):
         if root.is_file() and skipped:
             return f"[{root} was NOT searched (see below): this is not a \"no match\", no line of it was looked at.]"
         if unread or skipped:
-            return (f"[no matches for {args.pattern} in the {len(files) - unread} file(s) searched in {where}; some "
+            return (f"[no matches for {shown(args.pattern)} in the {len(files) - unread} file(s) searched in {where}; some "
                     "files were NOT searched (see below)]")
-        return f"[no matches for {args.pattern} in {where}]"
+        return f"[no matches for {shown(args.pattern)} in {where}]"
 
     @staticmethod
     def _cut_note(total: int, what: str) -> str:

@@ -42,8 +42,8 @@ def test_each_approval_choice(ws, term):
     turns = [Turn(calls=[run("touch one")]), Turn(calls=[run("touch two")]),  # a: this command, then...
              Turn(calls=[run("touch one")]),  # ...asked no more
              Turn(calls=[run("touch three")]), Turn(text="Made them."),  # n: declined
-             Turn(calls=[run("ls -a")]), Turn(text="Listed."),  # p: ls:* ...
-             Turn(calls=[run("ls -l")]), Turn(text="Listed again."),  # ...covers ls -l
+             Turn(calls=[run("mkdir d1")]), Turn(text="Listed."),  # p: mkdir:* ... (ls would not ask: it only reads)
+             Turn(calls=[run("mkdir -p d2")]), Turn(text="Listed again."),  # ...covers mkdir -p d2
              Turn(calls=[run("touch four")]), Turn(text="Understood."),  # r: no, with a reason
              Turn(calls=[run("touch five")]), Turn(text="Done.")]  # y: once
     with ReplayServer(turns) as server:
@@ -61,7 +61,7 @@ def test_each_approval_choice(ws, term):
         chat.type("list")
         chat.wait_for("Allow? [y/a/p/n/r]", 4)
         chat.type("p")
-        chat.wait_for("allowed for the rest of this session: bash(ls:*)")
+        chat.wait_for("allowed for the rest of this session: bash(mkdir:*)")
         chat.wait_for("Listed.")
         chat.type("list long")
         screen = chat.wait_for("Listed again.")
@@ -78,7 +78,7 @@ def test_each_approval_choice(ws, term):
         chat.wait_for("Done.")
         chat.type("/exit")
         chat.wait_for("CHAT-EXITED 0")
-    assert sorted(p.name for p in ws.iterdir() if not p.name.startswith(".")) == ["five", "one"]
+    assert sorted(p.name for p in ws.iterdir() if not p.name.startswith(".")) == ["d1", "d2", "five", "one"]
     declined = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
     assert any("the human declined it: use the Makefile" in c for c in declined)
     assert sum("the human declined it" in c for c in declined) == 3

@@ -20,7 +20,7 @@ def test_a_plain_answer_ends_the_run_and_is_recorded(ws, home):
         agent = make_agent(ws, home, server)
         outcome = agent.run("Is the code fine?")
     assert outcome.status == "done" and outcome.exit_code == 0 and outcome.answer == "Nothing to do: the code is fine."
-    assert kinds(agent) == ["run", "message:user", "message:assistant", "run"]
+    assert kinds(agent) == ["session", "run", "message:user", "message:assistant", "run"]  # from its creation on
     request = server.requests[0]
     assert request["messages"][0]["role"] == "system" and str(ws) in request["messages"][0]["content"]
     assert request["tool_choice"] == "auto" and {t["function"]["name"] for t in request["tools"]} >= {"plan", "todo"}

@@ -378,3 +378,37 @@ def ensure_user(name: str) -> str:
     if subprocess.run(["id", name], capture_output=True).returncode != 0:
         subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
     return name
+
+
+def test_every_decoder_path_works_confined_in_the_binary(run, ws):
+    """The decoders' child confines itself in the binary too (no interpreter but the binary; Nuitka's
+    loader): each image format and each image filter of a PDF (tests/decoder_corpus.py) reads as
+    from source, none refused for a module or a syscall."""
+    sys.path.insert(0, str(REPO / "tests"))
+    import decoder_corpus
+    from abhed.files import images, pdf
+    files = {f"p{i}.pdf": data for i, data in enumerate(decoder_corpus.pdfs().values())}
+    files |= {f"i{i}.{name.split()[0].lower()}": data
+              for i, (name, data) in enumerate(decoder_corpus.pictures().items())}
+    for name, data in files.items():
+        (ws / name).write_bytes(data)
+    names = list(files)
+    for start in range(0, len(names), 8):  # a few a session: no compaction of the conversation between
+        chunk = names[start:start + 8]
+        turns = [Turn(calls=[("read", {"path": str(ws / name)})]) for name in chunk] + [Turn(text="Read.")]
+        with ReplayServer(turns, model_id="Qwen/Qwen3-VL-8B-Instruct", images=8) as server:
+            proc = run("run", "look", "--endpoint", server.url, "--workspace", str(ws), cwd=ws)
+        assert proc.returncode == 0, proc.stderr
+        answers = [request["messages"][-1]["content"] for request in server.requests[1:]]
+        assert len(answers) == len(chunk)
+        for name, answer in zip(chunk, answers):
+            parts = answer if isinstance(answer, list) else [{"type": "text", "text": answer}]
+            text = " ".join(part.get("text", "") for part in parts)
+            assert "Internal error" not in text and "cannot be shown" not in text, (name, text)
+            shown = sum(part["type"] == "image_url" for part in parts)
+            if name.endswith(".pdf"):  # the text and the images a read from source gives
+                doc = pdf._read(files[name], 1, 10, 100_000, images.ImageLimits())
+                assert all(page.text in text for page in doc.pages), (name, text)
+                assert shown == sum(len(page.images) for page in doc.pages), (name, text)
+            else:
+                assert shown == 1, (name, text)

@@ -22,6 +22,7 @@ import pytest
 from sbx_helpers import DriverError, chown_to, host_pids_with, unique_marker, vmm_pids, wait_until
 
 import sandbox
+from sandbox.protect import PLACEHOLDER_GITFILE
 
 PY = "/usr/bin/python3"  # the host's system Python, visible inside the sandbox through /usr
 needs_python = pytest.mark.skipif(not os.access(PY, os.X_OK), reason=f"needs {PY} on the host to script the attempt inside the sandbox")
@@ -556,8 +557,10 @@ def test_missing_git_dir_and_abhed_dir_cannot_be_created(runner, workspace):
         assert not (workspace / ".git" / "hooks" / "pre-commit").exists()
         assert not (workspace / ".git" / "config").exists()
         assert not (workspace / ".abhed" / "config.toml").exists()
-    # What the protection leaves behind on the host: at most empty mount-point directories.
-    assert [p for p in workspace.rglob("*") if not p.is_dir() or any(p.iterdir())] == []
+    # What the protection leaves behind on the host: empty mount-point directories, and at the
+    # root the .git file that stops host git (sandbox.protect.place_gitfile).
+    assert (workspace / ".git").read_text() == PLACEHOLDER_GITFILE
+    assert [p for p in workspace.rglob("*") if p.name != ".git" and (not p.is_dir() or any(p.iterdir()))] == []
 
 
 @needs_git
@@ -699,6 +702,44 @@ def test_no_setuid_or_setgid_file_reaches_the_host(runner, workspace):
     assert key not in Path("/proc/keys").read_text()  # no key landed in any keyring we can see
 
 
+# A key in the runner user's own user keyring on the host, added outside the sandbox (the driver
+# runs as that user), and the host's /proc/keys and /proc/key-users as that user reads them there.
+# The payload's random size makes the user's line in key-users (its bytes in keys) one of its own.
+HOST_KEY = """
+import ctypes, os, random
+libc = ctypes.CDLL(None, use_errno=True)
+ADD_KEY = {'x86_64': 248, 'aarch64': 217, 'riscv64': 217}[os.uname().machine]
+payload = os.urandom(random.randrange(3000, 9000))
+serial = libc.syscall(ADD_KEY, b'user', DESCRIPTION, payload, len(payload), ctypes.c_long(-4))  # the user keyring
+if serial < 0:
+    raise OSError(ctypes.get_errno(), 'add_key')
+answer = [serial, open('/proc/keys').read(), open('/proc/key-users').read()]
+"""
+DROP_HOST_KEY = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+KEYCTL = {'x86_64': 250, 'aarch64': 219, 'riscv64': 219}[os.uname().machine]
+answer = libc.syscall(KEYCTL, 21, SERIAL)  # KEYCTL_INVALIDATE
+"""
+
+
+def test_the_host_s_keyring_is_not_listed_in_proc(runner, workspace):
+    """/proc/keys and /proc/key-users list the host's keys (the keyring is not namespaced); under
+    microvm they are the guest kernel's own, which holds nothing of the host's."""
+    description = f"abhed-host-key-{uuid.uuid4().hex[:8]}"
+    serial, keys, key_users = runner.exec(HOST_KEY.replace("DESCRIPTION", repr(description.encode())))
+    try:
+        result = runner.run("cat /proc/keys; cat /proc/key-users; echo listed", workspace=workspace)
+    finally:
+        runner.exec(DROP_HOST_KEY.replace("SERIAL", str(serial)))
+    assert description in keys and f"{serial:08x}" in keys  # on the host, the user sees its key
+    mine = next(line.strip() for line in key_users.splitlines() if line.split(":")[0].strip() == str(runner.uid))
+    assert "listed" in result.output, result.output
+    assert description not in result.output and mine not in result.output, result.output
+    host_serials = [line.split()[0] for line in keys.splitlines()]
+    assert len(host_serials) >= 2 and not [s for s in host_serials if s in result.output], result.output
+
+
 # -- Host git runs nothing the session wrote (issue 12, item 3) --------------------------------
 
 
@@ -815,6 +856,92 @@ def test_a_repo_created_by_a_background_job_is_quarantined_at_close(root_runner,
     host_git(workspace / "later", "status")
     assert not marker.exists()
     assert any("later/.git was renamed" in n for n in notes), notes
+
+
+# -- Host git and symlinked shapes (issue 30, finding 1) -------------------------------------------
+
+# Built by a sandboxed `python3 mk.py`: in sub/ and at the workspace root, a bare-repository shape
+# whose objects and refs are symlinks to real directories (git's access() follows them), a valid
+# HEAD, and a config whose pager (and fsmonitor) writes a marker; pager.status makes even
+# `git status` start the pager on a terminal (before it finds there is no work tree).
+MAKE_SYMLINKED_SHAPES = """
+import os, sys
+marker = sys.argv[1]
+config = ('[core]\\n\\tfsmonitor = "touch %s-fsmonitor; false"\\n\\tpager = "touch %s-pager; cat"\\n'
+          '[pager]\\n\\tstatus = true\\n\\tlog = true\\n' % (marker, marker))
+os.makedirs("store/refs/heads", exist_ok=True)
+for where, up in (("sub", "../"), (".", "")):
+    os.makedirs(where, exist_ok=True)
+    os.symlink("/usr/share", os.path.join(where, "objects"))  # a real directory outside the workspace
+    os.symlink(up + "store/refs", os.path.join(where, "refs"))  # and one inside it
+    with open(os.path.join(where, "HEAD"), "w") as f:
+        f.write("ref: refs/heads/main\\n")
+    with open(os.path.join(where, "config"), "w") as f:
+        f.write(config)
+print("made")
+"""
+
+
+def host_git_on_a_pty(cwd: Path, *args: str) -> str:
+    """git on the host as an operator types it, on a terminal (so its pager runs), trusting every directory."""
+    primary, secondary = os.openpty()
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd), "GIT_CONFIG_NOSYSTEM": "1", "TERM": "xterm"}
+    try:
+        subprocess.run(["git", "-c", "safe.directory=*", *args], cwd=cwd, env=env, stdin=secondary, stdout=secondary,
+                       stderr=secondary, timeout=60)
+        return os.read(primary, 65536).decode(errors="replace")
+    finally:
+        os.close(secondary)
+        os.close(primary)
+
+
+def build_shapes_then_run_host_git(runner, workspace: Path, marker: Path) -> tuple:
+    """Run mk.py sandboxed in ``workspace``, then git status and log on a pty in sub/ and at the root;
+    no payload may have run (judged by its markers). The result, and what git said each time."""
+    (workspace / "mk.py").write_text(MAKE_SYMLINKED_SHAPES)
+    chown_to(workspace, runner)
+    result = runner.run(f"{PY} mk.py {marker}", workspace=workspace)
+    assert "made" in result.output, result.output
+    said = [host_git_on_a_pty(where, *args) for where in (workspace / "sub", workspace) for args in (("status",), ("log", "-1"))]
+    assert not [m for m in (f"{marker}-fsmonitor", f"{marker}-pager") if os.path.exists(m)], said
+    return result, said
+
+
+@needs_git
+@needs_python
+def test_symlinked_bare_shapes_the_sandbox_builds_run_nothing_on_the_host(runner, tmp_path, marker):
+    """Positive control first: the same script run on the host (no sandbox) makes host git run the
+    payload. Then sandboxed, in a workspace that is no repository: no marker, from git in sub/ or
+    at the root, on a terminal."""
+    control = tmp_path / "control"
+    control.mkdir()
+    (control / "mk.py").write_text(MAKE_SYMLINKED_SHAPES)
+    subprocess.run([PY, "mk.py", f"{marker}-control"], cwd=control, check=True, capture_output=True)
+    host_git_on_a_pty(control / "sub", "status")
+    assert Path(f"{marker}-control-pager").exists(), "the shape did not make host git run its pager: the test proves nothing"
+    workspace = runner.new_workspace()
+    result, said = build_shapes_then_run_host_git(runner, workspace, marker)
+    notes = "\n".join(result.notes)
+    assert f"{workspace}/sub/HEAD was renamed to {workspace}/sub/HEAD.abhed-quarantined-" in notes, notes
+    assert f"{workspace}/HEAD was renamed to {workspace}/HEAD.abhed-quarantined-" in notes, notes
+    assert (workspace / ".git").read_text() == PLACEHOLDER_GITFILE  # and git stops there first
+    assert "fatal: not a git repository: /dev/null/not-a-repository" in said[-1], said
+
+
+@needs_git
+@needs_python
+def test_symlinked_bare_shapes_in_a_workspace_inside_a_repository_run_nothing_either(runner, marker):
+    """Where a repository encloses the workspace, git must still reach it, so no gitfile stops it at
+    the root: the guard alone takes the root's HEAD, and git goes on to the operator's repository."""
+    outer = runner.new_workspace()
+    make_repo(outer, runner)
+    workspace = outer / "ws"
+    workspace.mkdir()
+    result, said = build_shapes_then_run_host_git(runner, workspace, marker)
+    assert (workspace / ".git").is_dir() and not any((workspace / ".git").iterdir())  # the mount point, as before
+    assert "init" in said[-1], said  # git at the root found the operator's repository (its commit "init")
+    notes = "\n".join(result.notes)
+    assert f"{workspace}/HEAD was renamed" in notes and f"{workspace}/sub/HEAD was renamed" in notes, notes
 
 
 # -- Every channel to Abhed is bounded (issue 12, item 6) ---------------------------------------

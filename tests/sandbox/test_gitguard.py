@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from fd_testing import fds_on
 
-from sandbox.gitguard import QUARANTINE_SUFFIX, GitGuard, is_git_dir
+from sandbox.gitguard import QUARANTINE_SUFFIX, GitGuard, may_be_git_dir
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -40,14 +40,13 @@ def fake_repo(path: Path, *, bare: bool = False) -> Path:
     return gitdir
 
 
-def test_is_git_dir_follows_gits_own_rule():
-    assert is_git_dir({"HEAD": False, "objects": True, "refs": True})
-    assert is_git_dir({"HEAD": False, "commondir": False})
-    assert not is_git_dir({"HEAD": False, "objects": True})
-    assert not is_git_dir({"HEAD": False, "refs": True})
-    assert not is_git_dir({"objects": True, "refs": True, "commondir": False})
-    assert not is_git_dir({"HEAD": False, "objects": False, "refs": True})  # a file named objects is not enough
-    assert not is_git_dir({"HEAD": False, "objects": True, "refs": False})
+def test_the_candidates_are_every_name_set_gits_test_can_pass():
+    assert may_be_git_dir({"HEAD", "objects", "refs"})
+    assert may_be_git_dir({"HEAD", "commondir"})
+    assert not may_be_git_dir({"HEAD", "objects"})
+    assert not may_be_git_dir({"HEAD", "refs"})
+    assert not may_be_git_dir({"objects", "refs", "commondir"})
+    assert may_be_git_dir({"HEAD": False, "objects": False, "refs": False})  # of any type: gitshape decides
 
 
 def test_the_operators_repositories_are_the_baseline_and_protected(tmp_path, mode):
@@ -498,3 +497,120 @@ def test_an_entry_gone_before_its_quarantine_is_not_claimed_renamed(tmp_path, mo
     monkeypatch.setattr(os, "rename", vanish)
     assert guard.check() == []
     assert not (tmp_path / ".git").exists()
+
+
+# -- the shape rule is sandbox.gitshape's (issue 30) ---------------------------------------------
+
+
+def symlinked_bare(path: Path, outside: Path) -> Path:
+    """A bare shape whose objects and refs are symlinks to real directories (one outside the workspace)."""
+    (outside / "objects").mkdir(parents=True, exist_ok=True)
+    path.mkdir(parents=True)
+    (path / "store" / "refs").mkdir(parents=True)
+    (path / "objects").symlink_to(outside / "objects")
+    (path / "refs").symlink_to("store/refs")
+    (path / "HEAD").write_text("ref: refs/heads/main\n")
+    (path / "config").write_text("[core]\n\tpager = touch /tmp/pwned\n")
+    return path
+
+
+def test_a_shape_made_of_symlinks_is_quarantined(tmp_path, mode):
+    """git's access() follows symlinks: objects -> a real directory counts (the guard used to skip it)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    guard = start(ws, mode)
+    symlinked_bare(ws / "sub" / "b", tmp_path / "outside")
+    symlinked_bare(ws / "r" / ".git", tmp_path / "outside")
+    notes = guard.check()
+    assert len(notes) == 2, notes
+    assert f"{ws}/sub/b/HEAD was renamed to {ws}/sub/b/HEAD{QUARANTINE_SUFFIX}-" in notes[1]
+    assert f"{ws}/r/.git was renamed to {ws}/r/.git{QUARANTINE_SUFFIX}-" in notes[0]
+    assert not (ws / "sub" / "b" / "HEAD").exists() and not os.path.lexists(ws / "r" / ".git")
+
+
+def test_a_head_made_valid_in_place_is_caught_without_listing_anything(tmp_path, mode, monkeypatch):
+    """Rewriting HEAD's bytes changes no directory entry (no inotify event, no ctime): the guard asks
+    gitshape about the candidate at every check, so the same inode made valid is quarantined."""
+    from sandbox import gitguard
+
+    monkeypatch.setattr(gitguard, "RECENT_NS", 0)
+    (tmp_path / "x" / "objects").mkdir(parents=True)
+    (tmp_path / "x" / "refs").mkdir()
+    (tmp_path / "x" / "HEAD").write_text("not a ref\n")  # like .git/logs: HEAD, refs... and no git directory
+    guard = start(tmp_path, mode)
+    assert guard.baseline_git_dirs == set() and guard.check() == [] and guard.check() == []
+    calls = count_listings(monkeypatch)
+    with open(tmp_path / "x" / "HEAD", "r+") as head:
+        head.write("ref: refs/heads/main\n")
+    notes = guard.check()
+    assert len(notes) == 1 and f"{tmp_path}/x/HEAD was renamed" in notes[0]
+    assert calls == [str(tmp_path / "x")]  # listed once: after the guard's own rename, to take it in
+
+
+def test_the_operators_git_directories_are_not_asked_again(tmp_path, mode, monkeypatch):
+    from sandbox import gitguard
+
+    fake_repo(tmp_path)
+    fake_repo(tmp_path / "vendor", bare=True)
+    guard = start(tmp_path, mode)
+    asked: list[int] = []
+    real = gitguard.gitshape.is_git_directory
+    monkeypatch.setattr(gitguard.gitshape, "is_git_directory", lambda fd: asked.append(fd) or real(fd))
+    assert guard.check() == [] and asked == []  # a check costs no look at them
+    fake_repo(tmp_path / "new", bare=True)
+    assert len(guard.check()) == 1 and len(asked) == 2  # the new one, and again after its HEAD moved
+
+
+def test_a_git_directory_still_one_after_its_head_moved_is_reported(tmp_path, mode, monkeypatch):
+    """A background job that makes HEAD again between the rename and the look: the human is told."""
+    guard = start(tmp_path, mode)
+    fake_repo(tmp_path / "b", bare=True)
+    real = os.rename
+
+    def and_again(src, dst, *, src_dir_fd=None, dst_dir_fd=None):
+        real(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+        (tmp_path / "b" / "HEAD").write_text("ref: refs/heads/main\n")
+
+    monkeypatch.setattr(os, "rename", and_again)
+    notes = guard.check()
+    assert len(notes) == 1 and notes[0].startswith(
+        f"the sandbox created a git directory at {tmp_path}/b, and it still is one after its HEAD was moved aside "
+        f"(the sandbox created a git directory at {tmp_path}/b: {tmp_path}/b/HEAD was renamed to ")
+    assert notes[0].endswith(f"do not run git on the host in {tmp_path}/b or below it until a human has removed it.")
+
+
+def test_a_head_gone_before_its_quarantine_is_not_reported(tmp_path, mode, monkeypatch):
+    guard = start(tmp_path, mode)
+    fake_repo(tmp_path / ".hidden" / "x" / "b", bare=True)
+
+    def vanish(src, dst, *, src_dir_fd=None, dst_dir_fd=None):
+        os.unlink(src, dir_fd=src_dir_fd)
+        raise FileNotFoundError(2, "No such file or directory", src)
+
+    monkeypatch.setattr(os, "rename", vanish)
+    assert guard.check() == []
+
+
+@pytest.mark.parametrize(("error", "unreadable"), [(PermissionError(13, "Permission denied"), True),
+                                                   (FileNotFoundError(2, "No such file or directory"), False)])
+def test_a_candidate_that_cannot_be_opened_is_reported_only_when_unreadable(tmp_path, mode, monkeypatch, error, unreadable):
+    from sandbox import gitguard
+
+    (tmp_path / "x" / "objects").mkdir(parents=True)
+    (tmp_path / "x" / "refs").mkdir()
+    (tmp_path / "x" / "HEAD").write_text("not a ref\n")
+    guard = start(tmp_path, mode)
+    (tmp_path / "x" / "HEAD").write_text("ref: refs/heads/main\n")  # in place: no event
+    real = gitguard._open_beneath
+
+    def refusing(workspace, rel):
+        if rel == "x":
+            raise error
+        return real(workspace, rel)
+
+    monkeypatch.setattr(gitguard, "_open_beneath", refusing)
+    notes = guard.check()
+    expected = [f"the directory {tmp_path}/x cannot be read by Abhed, so it could not be checked for git repositories "
+                "the sandbox created; make it readable (chmod u+rx) or remove it before running git there."]
+    assert notes == (expected if unreadable else [])
+    assert fds_on(tmp_path) == []

@@ -13,7 +13,8 @@ def test_defaults_are_the_secure_choice():
     config = SandboxConfig()
     assert config.backend == "bwrap" and config.bwrap_path is None and config.allow_network is False
     assert config.env_passthrough == () and config.ro_binds == () and config.rw_binds == ()
-    assert config.protected_paths == DEFAULT_PROTECTED_PATHS == (".git/hooks/", ".git/config", ".git/modules/", ".git/info/", ".abhed/")
+    assert config.protected_paths == DEFAULT_PROTECTED_PATHS == (".git/hooks/", ".git/config", ".git/modules/", ".git/info/", ".abhed/",
+                                                                 ".git/objects/pack/")
     limits = config.limits
     assert limits.processes == 1024 and limits.file_size_bytes == 2 * 1024**3 and limits.open_files == 4096
     assert limits.core_dump_bytes == 0 and limits.address_space_bytes is None and limits.cpu_seconds is None

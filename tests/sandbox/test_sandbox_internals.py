@@ -232,7 +232,8 @@ def test_every_flag_comes_from_the_plan():
     for expected in (
         "--unshare-all --unshare-user --disable-userns --cap-drop ALL --new-session --die-with-parent",
         "--info-fd 5 --block-fd 6 --seccomp 7 --clearenv --setenv PATH /usr/bin",
-        "--proc /proc --ro-bind /proc/sys /proc/sys --dev /dev --size 1048576 --tmpfs /tmp --dir /tmp/home",
+        ("--proc /proc --ro-bind /proc/sys /proc/sys --ro-bind /dev/null /proc/keys --ro-bind /dev/null /proc/key-users "
+         "--dev /dev --size 1048576 --tmpfs /tmp --dir /tmp/home"),
         "--ro-bind /opt/ro /opt/ro --bind /srv/rw /srv/rw --bind /srv/ws /srv/ws",
         "--bind /srv/ws/.git /srv/ws/.git --perms 0555 --tmpfs /srv/ws/.abhed --remount-ro /srv/ws/.abhed",
         "--ro-bind /dev/null /etc/shadow --perms 0000 --tmpfs /etc/ssl/private --remount-ro /etc/ssl/private",

@@ -112,7 +112,7 @@ def test_curated_environment(runner, workspace):
     result = runner.run("env | sort", workspace=workspace)
     env = dict(line.split("=", 1) for line in result.output.splitlines() if "=" in line)
     assert env["TERM"] == "dumb" and env["PAGER"] == "cat" and env["GIT_PAGER"] == "cat"
-    assert env["GIT_EDITOR"] == "true" and env["GIT_TERMINAL_PROMPT"] == "0"
+    assert env["GIT_EDITOR"] == "true" and env["GIT_TERMINAL_PROMPT"] == "0" and env["GIT_OPTIONAL_LOCKS"] == "0"
     assert env["HOME"] == "/tmp/home" and env["TMPDIR"] == "/tmp" and env["LANG"] == "C.UTF-8"
     assert env["PATH"].split(":")[:4] == ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin"]
     assert set(env) <= {
@@ -123,6 +123,7 @@ def test_curated_environment(runner, workspace):
         "TERM",
         "PAGER",
         "GIT_PAGER",
+        "GIT_OPTIONAL_LOCKS",
         "GIT_EDITOR",
         "GIT_TERMINAL_PROMPT",
         "PWD",

@@ -11,7 +11,7 @@ import struct
 import pytest
 
 from sandbox import BackendUnavailable
-from sandbox.seccomp import syscall_filter
+from sandbox.seccomp import decoder_filter, syscall_filter
 
 # Written out, not imported: a wrong constant in the module must fail these tests.
 ALLOW = 0x7FFF0000  # SECCOMP_RET_ALLOW
@@ -213,3 +213,81 @@ def test_a_jump_too_far_for_classic_bpf_is_refused_at_assembly():
         seccomp._encode(back)
     near = [("ld", 0), ("jeq", 1, "end", None)] + [("ret", 0)] * 255 + [("label", "end"), ("ret", 0)]
     assert len(seccomp._encode(near)) == 8 * 258
+
+
+# -- The decoder's allowlist (decoder_filter) ---------------------------------------------------
+
+# What a decoder may do, by number (asm/unistd_64.h; asm-generic/unistd.h for aarch64 and riscv64),
+# written out here: a wrong number in the module must fail these tests.
+DECODER_X86_64 = {"read": 0, "write": 1, "close": 3, "mmap": 9, "mprotect": 10, "munmap": 11, "brk": 12,
+                  "rt_sigaction": 13, "rt_sigprocmask": 14, "rt_sigreturn": 15, "sched_yield": 24, "mremap": 25,
+                  "madvise": 28, "nanosleep": 35, "setitimer": 38, "getpid": 39, "exit": 60, "getcwd": 79, "gettimeofday": 96,
+                  "getrusage": 98, "sigaltstack": 131, "gettid": 186, "futex": 202, "restart_syscall": 219,
+                  "clock_gettime": 228, "clock_getres": 229, "clock_nanosleep": 230, "exit_group": 231,
+                  "set_robust_list": 273, "getrandom": 318, "rseq": 334}  # fmt: skip
+DECODER_GENERIC = {"getcwd": 17, "close": 57, "read": 63, "write": 64, "exit": 93, "exit_group": 94, "futex": 98,
+                   "set_robust_list": 99, "nanosleep": 101, "setitimer": 103, "clock_gettime": 113,
+                   "clock_getres": 114, "clock_nanosleep": 115, "sched_yield": 124, "restart_syscall": 128, "sigaltstack": 132,
+                   "rt_sigaction": 134, "rt_sigprocmask": 135, "rt_sigreturn": 139, "getrusage": 165,
+                   "gettimeofday": 169, "getpid": 172, "gettid": 178, "brk": 214, "munmap": 215, "mremap": 216,
+                   "mmap": 222, "mprotect": 226, "madvise": 233, "getrandom": 278, "rseq": 293}  # fmt: skip
+# What it may not: every way to name a file, a socket, a process, a debugger, its own prctl state.
+REFUSED_X86_64 = {"open": 2, "stat": 4, "fstat": 5, "lseek": 8, "ioctl": 16, "pread64": 17, "access": 21, "dup": 32,
+                  "socket": 41, "connect": 42, "sendto": 44, "socketpair": 53, "fork": 57, "vfork": 58, "execve": 59,
+                  "fcntl": 72, "truncate": 76, "chdir": 80, "rename": 82, "mkdir": 83, "creat": 85, "link": 86,
+                  "unlink": 87, "symlink": 88, "chmod": 90, "fchmod": 91, "chown": 92, "ptrace": 101, "setsid": 112,
+                  "mknod": 133, "prctl": 157, "mount": 165, "setxattr": 188, "openat": 257, "newfstatat": 262,
+                  "unshare": 272, "prlimit64": 302, "process_vm_readv": 310, "process_vm_writev": 311, "seccomp": 317,
+                  "memfd_create": 319, "execveat": 322, "bpf": 321, "statx": 332, "io_uring_setup": 425,
+                  "pidfd_open": 434, "openat2": 437, "pidfd_getfd": 438, "fchmodat2": 452, "add_key": 248,
+                  "keyctl": 250}  # fmt: skip
+REFUSED_GENERIC = {"ioctl": 29, "mknodat": 33, "unlinkat": 35, "linkat": 37, "renameat": 38, "fchmod": 52,
+                   "fchmodat": 53, "openat": 56, "lseek": 62, "pread64": 67, "newfstatat": 79, "ptrace": 117,
+                   "prctl": 167, "socket": 198, "connect": 203, "execve": 221, "process_vm_readv": 270,
+                   "execveat": 281, "statx": 291, "io_uring_setup": 425, "openat2": 437}  # fmt: skip
+PID = 4242
+CLONE_THREAD, THREAD_FLAGS, FORK_FLAGS = 0x10000, 0x3D0F00, 0x1200011  # glibc's pthread_create, and fork()
+DECODER_ARCHES = [("x86_64", X86_64, DECODER_X86_64, REFUSED_X86_64, (62, 200, 234), 56),
+                  ("aarch64", AARCH64, DECODER_GENERIC, REFUSED_GENERIC, (129, 130, 131), 220),
+                  ("riscv64", RISCV64, DECODER_GENERIC, REFUSED_GENERIC, (129, 130, 131), 220)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("machine", "arch", "allowed", "refused", "signals", "clone"), DECODER_ARCHES)
+def test_the_decoder_may_compute_and_nothing_else(machine, arch, allowed, refused, signals, clone):
+    program = decoder_filter(PID, machine)
+    for name, nr in allowed.items():
+        assert run_bpf(program, nr, arch, (7, 0o4755, 1, 1)) == ALLOW, (machine, name)
+    for name, nr in refused.items():
+        assert run_bpf(program, nr, arch, (0, 0, 0)) == DENY, (machine, name)
+    assert run_bpf(program, 435, arch, (0, 0)) == ENOSYS  # clone3: glibc falls back to clone, checked below
+    listed = set(allowed.values()) | set(signals) | {clone, 435}
+    assert [nr for nr in range(1000) if nr not in listed and run_bpf(program, nr, arch, (PID,)) != DENY] == []
+
+
+@pytest.mark.parametrize(("machine", "arch", "allowed", "refused", "signals", "clone"), DECODER_ARCHES)
+def test_the_decoder_signals_only_itself_and_starts_only_threads(machine, arch, allowed, refused, signals, clone):
+    program = decoder_filter(PID, machine)
+    for nr in signals:  # kill, tkill, tgkill
+        assert run_bpf(program, nr, arch, (PID, 9)) == ALLOW
+        assert run_bpf(program, nr, arch, (0xFFFFFFFF00000000 | PID, 9)) == ALLOW  # pid_t is 32 bits
+        for other in (PID - 1, PID + 1, 0, 1, 0xFFFFFFFF, (-PID) & 0xFFFFFFFF):  # another, its group, everyone
+            assert run_bpf(program, nr, arch, (other, 9)) == DENY, (machine, nr, other)
+    assert run_bpf(program, clone, arch, (THREAD_FLAGS,)) == ALLOW
+    assert run_bpf(program, clone, arch, (CLONE_THREAD,)) == ALLOW
+    assert run_bpf(program, clone, arch, (FORK_FLAGS,)) == DENY
+    assert run_bpf(program, clone, arch, (THREAD_FLAGS & ~CLONE_THREAD,)) == DENY
+
+
+def test_the_decoder_gets_no_other_abi():
+    program = decoder_filter(PID, "x86_64")
+    assert run_bpf(program, 0, I386, (PID,)) == DENY  # a 32-bit syscall (int 0x80) is refused whatever it is
+    assert run_bpf(program, 3, I386, (PID,)) == DENY
+    assert run_bpf(program, 0x40000000 | 0, X86_64, (PID,)) == DENY  # x32 read
+    assert run_bpf(program, 0x40000000 | 1, X86_64, (PID,)) == DENY
+    assert run_bpf(decoder_filter(PID, "aarch64"), 63, ARM, (PID,)) == DENY
+
+
+def test_the_decoder_filter_fails_closed_on_an_unknown_machine():
+    with pytest.raises(BackendUnavailable, match=r"^no seccomp filter for a decoder on machine type 'sparc64' "
+                                                 r"\(known: aarch64, riscv64, x86_64\)"):
+        decoder_filter(PID, "sparc64")
