@@ -39,7 +39,7 @@ def test_init_writes_a_commented_example_that_loads_and_show_says_where_each_set
 @pytest.mark.parametrize("text,message", [
     ("[approval]\nmdoe = \"auto\"\n", "approval.mdoe: Extra inputs are not permitted (did you mean approval.mode?)"),
     ("[modle]\nendpoint = \"x\"\n", "modle: Extra inputs are not permitted (did you mean model?)"),
-    ("[approval]\nzzz = 1\n", "approval.zzz: Extra inputs are not permitted (the keys here: mode, allow, deny, save_rules)"),
+    ("[approval]\nzzz = 1\n", "approval.zzz: Extra inputs are not permitted (the keys here: mode, allow, deny, save_rules, auto_destructive)"),
 ])
 def test_unknown_keys_get_did_you_mean(tmp_path, text, message):
     path = tmp_path / "config.toml"

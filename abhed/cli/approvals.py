@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from abhed.gate import wrappers
-from abhed.gate.approval import HARMLESS, Answer, Policy, Rule, Verdict
+from abhed.gate.approval import Answer, Policy, Rule, Verdict
+from abhed.gate.readonly import HARMLESS
 from abhed.gate.shellparse import analyze
 
 SUBCOMMAND = re.compile(r"[A-Za-z][\w.-]*")

@@ -39,8 +39,6 @@ READ_ONLY_TOOLS = frozenset({"read", "glob", "grep", "plan", "todo"})
 FILE_TOOLS = frozenset({"write", "edit"})
 Decision = Literal["allow", "ask", "deny"]  # pragma: no mutate  (a type hint: nothing reads it at run time)
 
-# Commands with no effect beyond the shell itself (the read-only list, abhed/gate/readonly.py, holds them too).
-HARMLESS = frozenset({"true", "false", ":", "echo", "printf", "pwd", "cd", "test", "[", "[["})
 # Why a call that may change the workspace might not be undoable, when the operator's settings are not known.
 UNDO_UNKNOWN = "Abhed was not told that checkpoints are on and the sandbox keeps commands in the workspace"
 AUTO_DESTRUCTIVE = ("ask", "undoable")
