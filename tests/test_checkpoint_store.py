@@ -159,3 +159,56 @@ def test_a_call_whose_checkpoint_meets_the_reserve_needs_a_human(ws: Path, home:
     result = t("write", path=str(ws / "a.txt"), content="a\n")
     assert result.is_error and result.metadata["error_kind"] == dispatch.CHECKPOINT_FAILED
     assert "under the disk reserve" in result.content and not (ws / "a.txt").exists()
+
+
+# -- the shadow repository's own set-up (mutation testing found these unjudged) ------------------------
+
+def test_a_shadow_made_without_settings_has_the_settings_defaults(ws: Path, home: Path) -> None:
+    """A Shadow made by code that passes no settings (tests, tools) keeps the operator's documented
+    defaults: the two must not drift apart."""
+    from abhed.session.config import CheckpointsConfig
+    shadow, defaults = Shadow(home, ws), CheckpointsConfig()
+    assert (shadow.max_file_bytes, shadow.timeout_s, shadow.max_store_bytes, shadow.max_count) == (
+        defaults.max_file_bytes, defaults.timeout_s, defaults.max_store_bytes, defaults.max_count)
+
+
+def test_a_lost_info_directory_is_made_again_and_its_attributes_still_hold(ws: Path, home: Path) -> None:
+    shadow = Shadow(home, ws)
+    with shadow.locked():
+        shadow.capture()
+    info = shadow.git_dir / "info"
+    for entry in info.iterdir():
+        entry.unlink()
+    info.rmdir()
+    (ws / "crlf.txt").write_bytes(b"a\r\nb\r\n")
+    (ws / ".gitattributes").write_text("* text eol=lf\n")
+    with shadow.locked():
+        taken = shadow.capture()
+    assert (info / "attributes").read_text().startswith("* -text")
+    assert shadow.git("cat-file", "blob", f"{taken.tree}:crlf.txt") == b"a\r\nb\r\n"  # byte for byte: no eol conversion
+
+
+def test_a_weakened_shadow_config_does_not_hide_a_change(ws: Path, home: Path) -> None:
+    """The settings that decide what a snapshot sees are on every command line: a config in the
+    store that says otherwise (trust no ctime, compare only sizes and whole seconds, ignore modes)
+    cannot make a same-size replacement that kept its mtime, or a mode change, look unchanged."""
+    shadow = Shadow(home, ws)
+    target, script = ws / "same.txt", ws / "run.sh"
+    target.write_bytes(b"first\n")
+    script.write_text("#!/bin/sh\n")
+    old = (1_600_000_000, 1_600_000_000)  # long before the index: never racy, so stat data decides
+    for path in (target, script):
+        os.utime(path, old)
+    with shadow.locked():
+        first = shadow.capture()
+    with open(shadow.git_dir / "config", "a") as config:
+        config.write("[core]\n\tcheckStat = minimal\n\ttrustctime = false\n\tfileMode = false\n")
+    (ws / "same.new").write_bytes(b"other\n")  # the same size
+    os.utime(ws / "same.new", old)  # and the same mtime: only the inode (and ctime) tell
+    os.replace(ws / "same.new", target)
+    script.chmod(0o755)
+    os.utime(script, old)
+    with shadow.locked():
+        second = shadow.capture()
+        changed = {c.path: c for c in shadow.diff(first, second)}
+    assert set(changed) >= {"same.txt", "run.sh"}, changed

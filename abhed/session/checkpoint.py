@@ -172,8 +172,7 @@ class Shadow:
                "GIT_INDEX_FILE": str(self.git_dir / "index"), "GIT_CONFIG_NOSYSTEM": "1",
                "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_ATTR_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
                "GIT_NO_REPLACE_OBJECTS": "1", "GIT_NO_LAZY_FETCH": "1"}
-        env.update(AUTHOR)
-        return env
+        return env  # (no identity: Abhed writes the commits itself, and no git run here writes a reflog)
 
     def _command(self) -> list[str]:
         command = [self.git_binary]
@@ -240,7 +239,7 @@ class Shadow:
             # the session store inside the workspace: snapshots must not take in the snapshots
             lines += ["# the session store itself", "/" + _escaped(str(home.relative_to(self.workspace))) + "/"]
         with treeio.Tree(str(self.workspace)) as tree:  # read through no symlink, and never blocking on a FIFO
-            project = tree.read(".git/info/exclude", 1024 * 1024)
+            project = tree.read(".git/info/exclude", 1024 * 1024)  # pragma: no mutate (a size bound far past any real file)
         if isinstance(project, treeio.Read) and not stat.S_ISLNK(project.st.st_mode):
             lines += ["# the project's .git/info/exclude", project.data.decode("utf-8", "replace")]
         return "\n".join(lines) + "\n"
