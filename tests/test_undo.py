@@ -166,3 +166,21 @@ def test_the_default_session_is_the_newest_in_the_workspace_and_a_damaged_one_is
     store.create(ws, "0-damaged")  # newer still, and first in the store's order
     (home / "sessions" / "0-damaged" / "state.json").write_text("{not json")
     assert undoing.latest_session(store, ws) == "c-newest"
+
+
+def test_sandboxed_processes_that_cannot_be_stopped_stop_the_undo_before_any_change(t: Tools, ws: Path,
+                                                                                    monkeypatch) -> None:
+    """The freeze is what keeps a running job from rearranging the workspace under the restore: when
+    it fails (the host refused to stop a process, or they kept forking), nothing is restored."""
+    from sandbox import freeze
+    (ws / "a.txt").write_text("a\n")
+    t.ok("bash", command="echo b > a.txt", description="change")
+
+    def refuse(workspace):
+        raise freeze.FreezeError(f"3 sandboxed processes of {workspace} did not stop within 5 s")
+    monkeypatch.setattr(freeze, "freeze", refuse)
+    with pytest.raises(CheckpointError) as stopped:
+        undo(t)
+    assert str(stopped.value) == (f"Undo stopped before changing anything: 3 sandboxed processes of {ws} did not "
+                                  "stop within 5 s")
+    assert (ws / "a.txt").read_text() == "b\n"  # nothing restored
