@@ -212,3 +212,18 @@ def test_a_weakened_shadow_config_does_not_hide_a_change(ws: Path, home: Path) -
         second = shadow.capture()
         changed = {c.path: c for c in shadow.diff(first, second)}
     assert set(changed) >= {"same.txt", "run.sh"}, changed
+
+
+def test_git_lock_files_a_killed_holder_left_are_cleared_by_the_next(ws: Path, home: Path) -> None:
+    """A process killed while its git held index.lock or a ref's lock (kill -9 of Abhed mid-snapshot)
+    would otherwise make every later snapshot of the workspace fail on them."""
+    shadow = Shadow(home, ws)
+    cp = Checkpoints(shadow)
+    session = SessionStore(home).create(ws)
+    calls(cp, session.id, ws, 1)
+    left = [shadow.git_dir / "index.lock", shadow.git_dir / "refs" / "abhed" / f"{session.id}.lock"]
+    for path in left:
+        path.write_text("")
+    calls(cp, session.id, ws, 1, start=1)
+    assert not any(path.exists() for path in left)
+    assert [row.snapshot.number for row in cp.listing(session.id)] == [1, 2]

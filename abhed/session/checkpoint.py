@@ -277,7 +277,7 @@ class Shadow:
         except gitindex.Unreadable:
             # Not an index this code or git wrote (damaged, another version): start again from none;
             # every file is then read again, and unchanged ones hash to the objects already stored.
-            (self.git_dir / "index").unlink(missing_ok=True)
+            (self.git_dir / "index").unlink(missing_ok=True)  # pragma: no mutate (it was just read: it exists)
             return self._capture()
 
     def _survey(self, capture: Capture, earlier: list[str]) -> uncovered.Survey:
