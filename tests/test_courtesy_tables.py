@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from abhed.gate.courtesy import destructive, emptied, is_device, written
+from abhed.gate.courtesy import commands_run, destructive, emptied, is_device, written
 from abhed.gate.shellparse import Command, Redirect
 
-READERS = ["cat", "head", "tail", "less", "more", "wc", "grep", "egrep", "fgrep", "rg", "stat", "file", "diff", "cmp",
+READERS = ["cat", "head", "tail", "less", "more", "ls", "wc", "grep", "egrep", "fgrep", "rg", "stat", "file", "diff", "cmp",
            "md5sum", "sha1sum", "sha256sum", "sha512sum", "od", "xxd", "hexdump", "readlink", "realpath", "test",
            "[", "[[", "echo", "printf", "du", "tree", "which", "type", "basename", "dirname", "lsblk", "blkid"]
 WIPERS = ["dd", "dcfldd", "dc3dd", "ddrescue", "shred", "wipe", "srm", "wipefs", "blkdiscard", "mkswap", "fdisk",
@@ -106,3 +106,50 @@ def test_every_gdb_option_that_runs_commands(option):
                                      "SecurityKeyProvider", "Include", "Match"])
 def test_every_ssh_keyword_that_runs_or_reads_more(keyword):
     assert destructive(Command(["ssh", "-o", f"{keyword}=x", "h"])) == f"ssh -o {keyword.lower()} runs a local command"
+
+
+# -- the parts a table does not show ----------------------------------------------------------------
+
+
+def test_the_extra_wrappers_budget_is_shared_by_the_whole_command():
+    """Two extra wrappers under one find, 9 starts each: 18 calls of wrappers.candidates, over EXTRA_CALLS."""
+    argv = ["find", ".", "-exec", "perf"] + ["w"] * 9 + [";", "-exec", "gdb"] + ["v"] * 9 + [";"]
+    assert commands_run(argv)[1] == "gdb runs a command this check cannot find among its many words"
+    assert commands_run(["find", ".", "-exec", "perf"] + ["w"] * 9 + [";"])[1] is None  # perf's 9 alone are within it
+
+
+@pytest.mark.parametrize("argv, shell", [(["perf", "stat", "bash", "x.sh"], "bash"), (["ssh-agent", "bash"], "bash"),
+                                         (["gdb", "--args", "sh", "-e"], "sh")])
+def test_an_extra_wrapper_running_a_shell_without_a_string_is_not_on_the_list(argv, shell):
+    assert destructive(Command(argv)) is None
+    assert destructive(Command(argv + ["-c", "x"])) == f"{argv[0]} runs a {shell} -c script, which this check does not read"
+
+
+def test_ssh_options_end_at_the_first_operand_and_values_are_consumed():
+    assert destructive(Command(["ssh", "aFb", "uptime"])) is None  # a host name, not -F
+    assert destructive(Command(["ssh", None, "uptime"])) is None
+    assert destructive(Command(["ssh", "-l", "-Fx", "host"])) is None  # -l's value
+    assert destructive(Command(["ssh", "-p", "22", "-F", "cfg", "host"])) == \
+        "ssh -F names a program, library or configuration that runs local commands"
+
+
+@pytest.mark.parametrize("argv", [["python3", "+x", "/dev/stdin"], ["python3", "-c", "pass", "/dev/stdin"],
+                                  ["bash", "-c", "echo", "/dev/stdin"], ["perl", "-e", "1", "/dev/stdin"],
+                                  ["sh", "script.sh", "/dev/stdin"]])
+def test_a_script_named_before_dev_stdin_or_a_code_string_is_not_read_from_the_input(argv):
+    """`python3 +x /dev/stdin` runs the file +x; after -c or -e, /dev/stdin is only an argument."""
+    assert destructive(Command(argv)) is None
+
+
+def test_ssh_option_values_attached_or_next_are_no_options():
+    assert destructive(Command(["ssh", "-p22", "-F", "cfg", "host"])) == \
+        "ssh -F names a program, library or configuration that runs local commands"
+    assert destructive(Command(["ssh", "-oForwardX11=yes", "host"])) is None  # -o's value, not -F
+    assert destructive(Command(["ssh", "-l"])) is None  # a value letter at the end: nothing more to read
+
+
+@pytest.mark.parametrize("line", [["git", "reflog"], ["git", "reflog", "show", "HEAD"], ["git", "stash", "list"],
+                                  ["git", "bisect", "start"], ["git", "submodule", "status"],
+                                  ["git", "worktree", "remove", "x"]])
+def test_gits_subcommands_that_only_read_or_keep_work_are_not_on_the_list(line):
+    assert destructive(Command(line)) is None
