@@ -31,7 +31,8 @@ from __future__ import annotations
 import re
 
 # Programs whose long options take one dash, without abbreviations (Go's flag package, gcc, java...).
-SINGLE_DASH = frozenset({"go", "gcc", "g++", "cc", "c++", "clang", "clang++", "java", "terraform", "find"})
+# Named as RUNS names them: ALIASES has already turned g++, cc and clang++ into gcc and clang.
+SINGLE_DASH = frozenset({"go", "gcc", "clang", "java", "terraform"})
 PYTHONS = re.compile(r"python[0-9.]*|pypy[0-9.]*")
 SETTING = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*=")
 
