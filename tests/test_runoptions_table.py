@@ -113,3 +113,21 @@ def test_single_dash_programs_read_long_options_with_one_or_two_dashes(program, 
                                              ("java", "-javaagen"), ("terraform", "-chdi")])
 def test_single_dash_programs_take_no_abbreviations(program, option):
     assert runoptions.reason([program, option], 1) is None
+
+
+def test_python_options_before_dash_m_and_a_script_before_it():
+    assert runoptions.reason(["python3", "-u", "-m", "pytest", "-p", "x"], 4) == \
+        "`-p` loads a plugin module (any importable file)"  # -u before -m: the module is still pytest
+    assert runoptions.reason(["python3", "x.py", "-m", "pytest", "-p", "y"], 4) is None  # x.py's own arguments
+    assert runoptions.reason(["python3", None, "-m", "pytest", "-p", "y"], 4) is None  # not the -m form
+
+
+def test_a_word_known_only_at_run_time_beyond_the_rule_may_be_any_option():
+    assert runoptions.reason(["npm", "test", None], 2) == \
+        "`a word known only at run time` runs every package script with this program instead of sh"
+    assert runoptions.reason(["npm", "test", "--", None], 2) is None  # after --: the script's arguments
+
+
+def test_multi_letter_single_dash_options_of_gnu_programs_are_whole_words():
+    assert runoptions.reason(["zip", "-T", "a.zip", "x"], 1) is None  # -T tests the archive with unzip
+    assert runoptions.reason(["zip", "-TT=touch P", "a.zip"], 1) == "`-TT=touch P` runs this command to test the archive"
