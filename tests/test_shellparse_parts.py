@@ -51,3 +51,18 @@ def test_a_nested_substitution_is_walked_once(line, argvs):
 def test_quoted_braces_in_a_concatenation_are_no_brace_expansion(line, argv):
     analysis = analyze(line)
     assert [c.argv for c in analysis.commands] == [argv] and not analysis.opaque, analysis
+
+
+LONG = "a" * 60
+
+
+@pytest.mark.parametrize("line, reason", [
+    (f"echo $(( {LONG} + 1 ))", f"arithmetic '$(( {LONG[:36]}': bash evaluates it, subscripts and all, at run time"),
+    (f"(( {LONG} ))", f"arithmetic '(( {LONG[:37]}': bash evaluates it, subscripts and all, at run time"),
+    (f"{{ ls; }} > f {LONG}", f"words after a redirection of a compound statement ('{{ ls; }} > f {LONG[:28]}')"),
+    (f"cat > ${LONG}", f"the redirection target '${LONG[:39]}' is only known at run time"),
+    ("nice " * 300 + "ls", "`nice nice nice nice nice nice nice nice ` nests too many wrappers to follow"),
+    (f"if {LONG}", f"the construct ERROR ('if {LONG[:37]}') is not one this check understands"),
+])
+def test_a_reason_quotes_40_characters_of_what_it_is_about(line, reason):
+    assert reason in analyze(line).opaque, analyze(line).opaque

@@ -122,8 +122,8 @@ class Analysis:
     # checked against them.
     whole: bool = True
     # What is left to spend on the line and the scripts nested in it (`bash -c '...'`, ssh commands).
-    nodes_left: int = field(default=MAX_NODES, repr=False, compare=False)
-    parse_left: float = field(default=PARSE_CPU_SECONDS, repr=False, compare=False)
+    nodes_left: int = field(default=MAX_NODES, repr=False, compare=False)  # pragma: no mutate  (repr, ==: no decision)
+    parse_left: float = field(default=PARSE_CPU_SECONDS, repr=False, compare=False)  # pragma: no mutate  (repr, ==: no decision)
 
     def cut(self, why: str) -> None:
         """Part of the line is left unread: it is opaque, and not whole."""
