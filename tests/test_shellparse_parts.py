@@ -66,3 +66,17 @@ LONG = "a" * 60
 ])
 def test_a_reason_quotes_40_characters_of_what_it_is_about(line, reason):
     assert reason in analyze(line).opaque, analyze(line).opaque
+
+
+@pytest.mark.parametrize("line, argvs", [
+    ("cat <(cat <(ls))", [["ls"], ["cat", None], ["cat", None]]),  # a process substitution is walked once too
+    ("find . -exec \\;", [["find", ".", "-exec", ";"]]), ("find -exec", [["find", "-exec"]]),  # runs nothing: no crash
+    ("[ -f a ]", [["["]]), ("[[ -f a ]]", [["[["]]), ("export", [["export"]]), ("x=1 y=2", [[], []]),
+])
+def test_what_each_line_runs(line, argvs):
+    assert [c.argv for c in analyze(line).commands] == argvs
+
+
+def test_a_redirection_target_on_the_next_line_is_opaque():
+    assert analyze("ls >\nfile").opaque == ["a redirection whose target is on the next line: the grammar reads it as "
+                                            "the target, bash as a syntax error"]
