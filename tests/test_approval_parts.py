@@ -76,3 +76,9 @@ def test_an_allowed_line_names_its_rules_and_says_when_the_rest_only_reads():
 def test_a_destructive_commands_text_is_cut_to_200_characters_in_the_reason(line, text):
     v = verdict(line, allow=["bash(*)"])
     assert v.destructive and f"(`{text[:200]}`)" in v.reason, v
+
+
+def test_an_operand_between_a_rules_words_is_no_options_value():
+    """`git push y x` pushes to y: `bash(git push x:*)` names another remote."""
+    assert verdict("git push y x", ["bash(git push x:*)"]).decision != "deny"
+    assert verdict("git push -v x", ["bash(git push x:*)"]).decision == "deny"

@@ -153,3 +153,9 @@ def test_ssh_option_values_attached_or_next_are_no_options():
                                   ["git", "worktree", "remove", "x"]])
 def test_gits_subcommands_that_only_read_or_keep_work_are_not_on_the_list(line):
     assert destructive(Command(line)) is None
+
+
+@pytest.mark.parametrize("argv", [["python3", "-c", "/dev/stdin"], ["bash", "-c", "/dev/stdin"],
+                                  ["perl", "-e", "/dev/stdin"], ["sh", "-ec", "/dev/stdin"]])
+def test_a_code_string_that_names_dev_stdin_is_code_not_a_script_read_from_the_input(argv):
+    assert destructive(Command(argv)) is None
