@@ -80,3 +80,9 @@ def test_what_each_line_runs(line, argvs):
 def test_a_redirection_target_on_the_next_line_is_opaque():
     assert analyze("ls >\nfile").opaque == ["a redirection whose target is on the next line: the grammar reads it as "
                                             "the target, bash as a syntax error"]
+
+
+def test_a_glob_argument_that_may_be_an_option_quotes_40_characters():
+    assert analyze(f"rm *{LONG}").opaque == [
+        f"the argument '*{LONG[:39]}' is a pattern that could expand to a file name starting with '-', read as an "
+        "option: write it as ./PATTERN, or after --"]
