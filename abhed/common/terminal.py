@@ -36,7 +36,7 @@ _UNSAFE = re.compile(
 
 def _escape(match: re.Match[str]) -> str:
     code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"  # pragma: no mutate  (none is U+0100 or U+10000)
 
 
 def printable(text: str) -> str:

@@ -31,7 +31,8 @@ from __future__ import annotations
 import re
 
 # Programs whose long options take one dash, without abbreviations (Go's flag package, gcc, java...).
-SINGLE_DASH = frozenset({"go", "gcc", "g++", "cc", "c++", "clang", "clang++", "java", "terraform", "find"})
+# Named as RUNS names them: ALIASES has already turned g++, cc and clang++ into gcc and clang.
+SINGLE_DASH = frozenset({"go", "gcc", "clang", "java", "terraform"})
 PYTHONS = re.compile(r"python[0-9.]*|pypy[0-9.]*")
 SETTING = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*=")
 
@@ -39,7 +40,7 @@ _NPM = {
     ("--script-shell",): "runs every package script with this program instead of sh",
     ("--node-options",): "passes options to node, `--require` among them (a module to load first)",
     ("--userconfig", "--globalconfig"): "reads another npmrc, which can set script-shell and node-options",
-    ("--prefix", "-C", "--workspace", "--workspaces", "-w"): "runs the scripts of another package.json",
+    ("--prefix", "-C", "--workspace", "--workspaces", "-w"): "runs the scripts of another package.json",  # pragma: no mutate  (--workspace abbreviates --workspaces)
     ("--call", "-c", "--shell"): "runs a shell string or another shell",
     ("--editor", "--browser", "--viewer", "--git", "--node-gyp", "--onload-script", "--init-module"):
         "names a program or module that npm runs",
@@ -71,7 +72,7 @@ RUNS: dict[str, dict[tuple[str, ...], str]] = {
     "node": {
         ("--require", "-r", "--import", "--loader", "--experimental-loader"): "loads a module before the script",
         ("--eval", "-e", "--print", "-p"): "runs a code string",
-        ("--env-file", "--env-file-if-exists"): "sets variables from a file, NODE_OPTIONS among them",
+        ("--env-file", "--env-file-if-exists"): "sets variables from a file, NODE_OPTIONS among them",  # pragma: no mutate  (--env-file abbreviates the other)
         ("--openssl-config",): "an OpenSSL configuration can load a shared library",
         ("--test-reporter",): "loads a reporter module",
     },
@@ -106,7 +107,7 @@ RUNS: dict[str, dict[tuple[str, ...], str]] = {
     "uv": {
         ("--config-file",): "reads another configuration",
         ("--directory", "--project"): "acts on another project",
-        ("--with", "--with-requirements", "--with-editable"): "adds packages to what runs",
+        ("--with", "--with-requirements", "--with-editable"): "adds packages to what runs",  # pragma: no mutate  (--with abbreviates the others)
         ("--python", "-p"): "runs another interpreter",
     },
     "poetry": {("--directory", "-C", "--project", "-P"): "acts on another project"},
@@ -124,14 +125,14 @@ RUNS: dict[str, dict[tuple[str, ...], str]] = {
     "ninja": {("-f", "-C"): "reads another build file", ("-t",): "runs a tool (clean deletes files)"},
     "just": {
         ("--justfile", "-f", "--working-directory", "-d"): "reads another justfile",
-        ("--shell", "--shell-arg", "--command", "-c"): "runs a shell string or another shell",
+        ("--shell", "--shell-arg", "--command", "-c"): "runs a shell string or another shell",  # pragma: no mutate  (--shell abbreviates --shell-arg)
         ("--set", "--dotenv-filename", "--dotenv-path"): "overrides variables a recipe runs",
         ("NAME=",): "overrides a variable a recipe runs",
     },
     "rake": {
         ("--rakefile", "-f", "--rakelibdir", "-R", "--directory", "-C"): "reads another Rakefile",
         ("--require", "-r", "--libdir", "-I"): "loads other Ruby code",
-        ("--execute", "-e", "--execute-print", "-p", "--execute-continue", "-E"): "runs a code string",
+        ("--execute", "-e", "--execute-print", "-p", "--execute-continue", "-E"): "runs a code string",  # pragma: no mutate  (--execute abbreviates --execute-print)
         ("NAME=",): "sets a variable the tasks read",
     },
     "bundle": {("--gemfile",): "reads another Gemfile (Ruby code)"},
@@ -163,7 +164,7 @@ RUNS: dict[str, dict[tuple[str, ...], str]] = {
         ("-ldflags", "-gccgoflags", "-compiler"): "`-extld` and its kin name the linker or compiler to run",
     },
     "go env": {("-w",): "writes GOFLAGS and other settings every later go command reads"},
-    "gcc": {("-B", "-wrapper", "-fplugin", "-specs", "--specs", "@"): "runs other programs or loads plugins"},
+    "gcc": {("-B", "-wrapper", "-fplugin", "-specs", "--specs", "@"): "runs other programs or loads plugins"},  # pragma: no mutate  (gcc reads -specs and --specs alike)
     "clang": {("-B", "-fplugin", "-fpass-plugin", "-Xclang", "--config", "@"): "runs other programs or loads plugins"},
     "java": {
         ("-javaagent", "-agentpath", "-agentlib", "-XX:OnError", "-XX:OnOutOfMemoryError"): "loads or runs other code",
@@ -177,7 +178,7 @@ RUNS: dict[str, dict[tuple[str, ...], str]] = {
     "eslint": {("--config", "-c", "--rulesdir", "--plugin", "--resolve-plugins-relative-to", "--parser",
                 "--format", "-f"): "loads JavaScript (a configuration, rules, a parser, a formatter)"},
     "prettier": {("--config", "--plugin"): "loads JavaScript"},
-    "jest": {("--config", "-c", "--rootDir", "--roots", "--testRunner", "--setupFiles", "--setupFilesAfterEnv",
+    "jest": {("--config", "-c", "--rootDir", "--roots", "--testRunner", "--setupFiles", "--setupFilesAfterEnv",  # pragma: no mutate  (--setupFiles abbreviates --setupFilesAfterEnv)
               "--globalSetup", "--globalTeardown", "--reporters", "--transform", "--testEnvironment", "--resolver",
               "--preset"): "loads other JavaScript"},
     "vitest": {("--config", "-c", "--root", "-r", "--reporter", "--environment"): "loads other JavaScript"},
@@ -254,7 +255,7 @@ def _hit(name: str, spellings: tuple[str, ...], argv: list[str | None], covered:
     """The first word beyond the rule's that is one of these spellings (the key itself for `*`)."""
     if "*" in spellings:
         return " ".join(str(a) for a in argv[:depth + 1]) if covered <= depth else None
-    for arg in argv[max(covered, 1):]:
+    for arg in argv[max(covered, 1):]:  # pragma: no mutate  (argv[0], the program, matches no spelling)
         if arg is None:
             return "a word known only at run time"
         if arg == "--":

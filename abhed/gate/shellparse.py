@@ -122,8 +122,8 @@ class Analysis:
     # checked against them.
     whole: bool = True
     # What is left to spend on the line and the scripts nested in it (`bash -c '...'`, ssh commands).
-    nodes_left: int = field(default=MAX_NODES, repr=False, compare=False)
-    parse_left: float = field(default=PARSE_CPU_SECONDS, repr=False, compare=False)
+    nodes_left: int = field(default=MAX_NODES, repr=False, compare=False)  # pragma: no mutate  (repr, ==: no decision)
+    parse_left: float = field(default=PARSE_CPU_SECONDS, repr=False, compare=False)  # pragma: no mutate  (repr, ==: no decision)
 
     def cut(self, why: str) -> None:
         """Part of the line is left unread: it is opaque, and not whole."""
@@ -144,7 +144,7 @@ def analyze(line: str) -> Analysis:
     EOF tree-sitter's error recovery runs without a progress report, as the square of the input
     (4 KiB of "` 2>&1 " took 0.17 s, 16 KiB 2.7 s and 200 MB), and only a child can be stopped."""
     if _unreadable(line) or len(line.encode("utf-8")) <= ISOLATE_BYTES:
-        return _read(line)
+        return _read(line)  # pragma: no mutate  (the child reads it the same, only slower)
     from abhed.common import isolate  # here: most lines are short
     _parser()  # loaded before the fork: the child imports nothing under a lock another thread held
     try:
@@ -212,7 +212,7 @@ def _parse(source: bytes, analysis: Analysis) -> Tree | None:
     until = started + analysis.parse_left
     try:
         return parser.parse(lambda byte, _point: source[byte:byte + READ_CHUNK],
-                            progress_callback=lambda *_: time.thread_time() > until)
+                            progress_callback=lambda *_: time.thread_time() > until)  # pragma: no mutate  (> or >= on a CPU clock)
     except ValueError:  # "Parsing failed": the callback stopped it
         return None
     finally:
@@ -297,7 +297,7 @@ def word(node: Node, source: bytes) -> Word:
     if kind in ("word", "number"):
         raw = _text(node, source)
         if not ("{" in raw or "*" in raw or "?" in raw or "[" in raw):
-            return Word(STATIC, _unescape(raw))  # the common case, without the two searches below
+            return Word(STATIC, _unescape(raw))  # pragma: no mutate  (the common case, without the two searches below, which return the same)
         if kind == "word" and BRACES.search(raw):
             return Word(GLOB_WORD, None, "")  # brace expansion: `-{r,f}` is two options
         if kind == "word" and GLOB.search(raw):
@@ -341,7 +341,7 @@ def _unescape(text: str, escapable: str | None = None) -> str:
     """Remove the backslashes the shell removes: before any character unquoted, and inside double
     quotes only before the characters in `escapable`; a backslash-newline disappears entirely."""
     if "\\" not in text:
-        return text
+        return text  # pragma: no mutate  (a shortcut: the loop returns it unchanged)
     out, i = [], 0
     while i < len(text):
         if text[i] == "\\" and i + 1 < len(text) and text[i + 1] == "\n":

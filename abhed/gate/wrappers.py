@@ -97,7 +97,7 @@ def program(argv: list[str | None]) -> str | None:
 FLAG, VALUE, OPTIONAL = 0, 1, 2  # an option takes no value, a value (attached or the next word), an attached one
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True)  # pragma: no mutate  (immutability guards against our own bugs; no decision depends on it)
 class Spec:
     """One wrapper's options, from its manual: what getopt_long reads before the command starts.
 
@@ -195,7 +195,7 @@ SETTING = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 NICE_NUMBER = re.compile(r"-[+-]?[0-9]+")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True)  # pragma: no mutate  (immutability guards against our own bugs; no decision depends on it)
 class Parsed:
     start: int  # where the wrapped command starts (len(argv): none)
     used: frozenset[str]  # the option keys given

@@ -1,0 +1,88 @@
+"""The analysis's bounds at their edges (mutation testing, issue 31, item 6)."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from abhed.gate.shellparse import analyze
+
+
+def test_a_line_of_1000_commands_is_read_whole_and_one_more_is_cut():
+    whole = analyze(":;" * 1000)
+    assert len(whole.commands) == 1000 and whole.whole and not whole.opaque
+    cut = analyze(":;" * 1001)
+    assert len(cut.commands) == 1000 and not cut.whole and cut.opaque == ["the line has more than 1000 commands"]
+
+
+def test_a_line_whose_parse_blows_up_at_its_end_is_stopped_in_its_child():
+    """tree-sitter's error recovery at EOF reports no progress: only the bounded child stops it."""
+    analysis = analyze("` 2>&1 " * 600)
+    assert not analysis.whole and analysis.opaque[0].startswith(
+        "the line could not be read within 40 ms of CPU time and 64 MiB ("), analysis.opaque
+
+
+def test_a_parse_over_its_cpu_time_says_so():
+    analysis = analyze("` 2>&1 " * 2000)
+    assert not analysis.whole and analysis.opaque[0] in (
+        "the shell grammar needed more than the 30 ms of CPU time this check gives it to read the line",
+        "the line could not be read within 40 ms of CPU time and 64 MiB (the parser crashed (SIGPROF))"), analysis.opaque
+
+
+def test_scripts_nested_three_deep_are_read_whole():
+    line = "sh -c " + shlex.quote("sh -c " + shlex.quote("sh -c ls"))
+    analysis = analyze(line)
+    assert [c.argv[0] for c in analysis.commands] == ["sh", "sh", "sh", "ls"] and not analysis.opaque, analysis
+
+
+@pytest.mark.parametrize("line, place", [("ls )", "(near ')', column 4)"), ("echo ok; if", "(near 'echo ok; if', column 1)")])
+def test_a_parse_error_says_where(line, place):
+    assert analyze(line).opaque[0] == f"the shell grammar could not parse it {place}"
+
+
+@pytest.mark.parametrize("line, argvs", [("x=$(echo $(ls))", [["ls"], ["echo", None], []]),
+                                         ("[[ $(echo $(ls)) ]]", [["ls"], ["echo", None], ["[["]])])
+def test_a_nested_substitution_is_walked_once(line, argvs):
+    assert [c.argv for c in analyze(line).commands] == argvs
+
+
+@pytest.mark.parametrize("line, argv", [('echo "{a,b}"x', ["echo", "{a,b}x"]), ("echo x'{a,b}'", ["echo", "x{a,b}"])])
+def test_quoted_braces_in_a_concatenation_are_no_brace_expansion(line, argv):
+    analysis = analyze(line)
+    assert [c.argv for c in analysis.commands] == [argv] and not analysis.opaque, analysis
+
+
+LONG = "a" * 60
+
+
+@pytest.mark.parametrize("line, reason", [
+    (f"echo $(( {LONG} + 1 ))", f"arithmetic '$(( {LONG[:36]}': bash evaluates it, subscripts and all, at run time"),
+    (f"(( {LONG} ))", f"arithmetic '(( {LONG[:37]}': bash evaluates it, subscripts and all, at run time"),
+    (f"{{ ls; }} > f {LONG}", f"words after a redirection of a compound statement ('{{ ls; }} > f {LONG[:28]}')"),
+    (f"cat > ${LONG}", f"the redirection target '${LONG[:39]}' is only known at run time"),
+    ("nice " * 300 + "ls", "`nice nice nice nice nice nice nice nice ` nests too many wrappers to follow"),
+    (f"if {LONG}", f"the construct ERROR ('if {LONG[:37]}') is not one this check understands"),
+])
+def test_a_reason_quotes_40_characters_of_what_it_is_about(line, reason):
+    assert reason in analyze(line).opaque, analyze(line).opaque
+
+
+@pytest.mark.parametrize("line, argvs", [
+    ("cat <(cat <(ls))", [["ls"], ["cat", None], ["cat", None]]),  # a process substitution is walked once too
+    ("find . -exec \\;", [["find", ".", "-exec", ";"]]), ("find -exec", [["find", "-exec"]]),  # runs nothing: no crash
+    ("[ -f a ]", [["["]]), ("[[ -f a ]]", [["[["]]), ("export", [["export"]]), ("x=1 y=2", [[], []]),
+])
+def test_what_each_line_runs(line, argvs):
+    assert [c.argv for c in analyze(line).commands] == argvs
+
+
+def test_a_redirection_target_on_the_next_line_is_opaque():
+    assert analyze("ls >\nfile").opaque == ["a redirection whose target is on the next line: the grammar reads it as "
+                                            "the target, bash as a syntax error"]
+
+
+def test_a_glob_argument_that_may_be_an_option_quotes_40_characters():
+    assert analyze(f"rm *{LONG}").opaque == [
+        f"the argument '*{LONG[:39]}' is a pattern that could expand to a file name starting with '-', read as an "
+        "option: write it as ./PATTERN, or after --"]
