@@ -86,3 +86,13 @@ def test_a_glob_argument_that_may_be_an_option_quotes_40_characters():
     assert analyze(f"rm *{LONG}").opaque == [
         f"the argument '*{LONG[:39]}' is a pattern that could expand to a file name starting with '-', read as an "
         "option: write it as ./PATTERN, or after --"]
+
+
+def test_a_parse_that_reports_no_progress_is_stopped_by_the_childs_cpu_timer():
+    """An open pipeline sends tree-sitter's error recovery into work that reports no progress (16 KB
+    once took 200 MB and seconds): only the child's own CPU timer (SIGPROF at 40 ms) stops it soon,
+    before the memory bound or the wall-clock backstop would."""
+    analysis = analyze("a | " * 4000)
+    assert not analysis.whole
+    assert analysis.opaque == ["the line could not be read within 40 ms of CPU time and 64 MiB (the parser crashed "
+                               "(SIGPROF))"]
