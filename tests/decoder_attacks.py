@@ -5,10 +5,12 @@ Python. The tests judge the host, not these reports."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import platform
 import socket
+import uuid
 
 LIBC = ctypes.CDLL(None, use_errno=True)
 # Syscall numbers the attacks make by hand (no Python wrapper), per machine.
@@ -19,6 +21,22 @@ NUMBERS = {"x86_64": {"openat2": 437, "io_uring_setup": 425, "fchmodat2": 452, "
                        "process_vm_readv": 270, "ptrace": 117, "prctl": 167, "socket": 198, "clone3": 435,
                        "clock_nanosleep": 115, "nanosleep": 101}}  # fmt: skip
 NR = NUMBERS.get(platform.machine(), NUMBERS["aarch64"])  # riscv64 shares the generic table
+
+
+@contextlib.contextmanager
+def listeners(prefix: str):
+    """What an attack may try to reach on the host: a TCP and a UDP listener on the loopback and an
+    abstract Unix socket, all non-blocking (a connection that got through waits in one of them).
+    Gives (tcp, udp, unix, the abstract name)."""
+    abstract = f"{prefix}-{uuid.uuid4().hex}"
+    with socket.create_server(("127.0.0.1", 0)) as tcp, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp, \
+            socket.socket(socket.AF_UNIX) as unix:
+        udp.bind(("127.0.0.1", 0))
+        unix.bind("\0" + abstract)
+        unix.listen()
+        for listener in (tcp, udp, unix):
+            listener.setblocking(False)
+        yield tcp, udp, unix, abstract
 
 
 def outcome(attempt) -> str:

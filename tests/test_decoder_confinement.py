@@ -81,14 +81,7 @@ def test_a_compromised_decoder_reads_no_file_of_the_user_s(tmp_path, monkeypatch
 
 
 def test_a_compromised_decoder_reaches_no_listener_on_the_host():
-    abstract = f"abhed-decoder-test-{uuid.uuid4().hex}"
-    with socket.create_server(("127.0.0.1", 0)) as tcp, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp, \
-            socket.socket(socket.AF_UNIX) as unix:
-        udp.bind(("127.0.0.1", 0))
-        unix.bind("\0" + abstract)
-        unix.listen()
-        for listener in (tcp, udp, unix):
-            listener.setblocking(False)
+    with attacks.listeners("abhed-decoder-test") as (tcp, udp, unix, abstract):
         outcomes = isolate.run(attacks.connect, tcp.getsockname()[1], udp.getsockname()[1], abstract, bounds=LONG)
         # A connection completes in the kernel before accept(): had one been made, it would wait there now.
         for listener, take in ((tcp, tcp.accept), (udp, lambda: udp.recvfrom(16)), (unix, unix.accept)):

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
-import uuid
 from pathlib import Path
 
 import pytest
+
+import decoder_attacks as attacks
 
 REPO = Path(__file__).resolve().parents[2]
 STAGED = ("abhed/__init__.py", "abhed/common/__init__.py", "abhed/common/isolate.py", "abhed/common/confine.py",
@@ -63,14 +63,7 @@ def test_a_compromised_decoder_of_an_unprivileged_abhed_changes_reads_and_reache
     tool.chmod(0o755)
     _own(base, runner)  # the user's own files: unconfined, it could change every one of them
     before = _snapshot(writable)
-    abstract = f"abhed-decoder-user-{uuid.uuid4().hex}"
-    with socket.create_server(("127.0.0.1", 0)) as tcp, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp, \
-            socket.socket(socket.AF_UNIX) as unix:
-        udp.bind(("127.0.0.1", 0))
-        unix.bind("\0" + abstract)
-        unix.listen()
-        for listener in (tcp, udp, unix):
-            listener.setblocking(False)
+    with attacks.listeners("abhed-decoder-user") as (tcp, udp, unix, abstract):
         values = {"STAGE": stage, "SECRET": secret, "HOME": home, "WRITABLE": writable, "TOOL": tool, "TOOLS": tools,
                   "TCP": tcp.getsockname()[1], "UDP": udp.getsockname()[1], "ABSTRACT": abstract}
         code = ATTACKS
