@@ -96,3 +96,20 @@ def test_a_parse_that_reports_no_progress_is_stopped_by_the_childs_cpu_timer():
     assert not analysis.whole
     assert analysis.opaque == ["the line could not be read within 40 ms of CPU time and 64 MiB (the parser crashed "
                                "(SIGPROF))"]
+
+
+def test_a_stopped_parse_is_not_resumed_by_the_next_line():
+    """tree-sitter resumes a halted parse on the next call unless the parser is reset: the next
+    line would be read as the rest of the one that ran out of time."""
+    from abhed.gate.shellparse import Analysis, _parse
+    assert _parse(b"ls | " * 200 + b"ls", Analysis(parse_left=0.0)) is None  # stopped at once
+    tree = _parse(b"echo hi", Analysis())
+    assert tree is not None and tree.root_node.text == b"echo hi" and not tree.root_node.has_error
+
+
+def test_every_parse_of_a_line_spends_the_lines_one_budget():
+    from abhed.gate.shellparse import PARSE_CPU_SECONDS, Analysis, _parse
+    analysis = Analysis()
+    for _ in range(3):
+        assert _parse(b"ls -la | grep x | wc -l; " * 40, analysis) is not None
+    assert 0 < PARSE_CPU_SECONDS - analysis.parse_left  # what the parses took is gone from the budget
