@@ -129,6 +129,19 @@ def counted_matchers(monkeypatch) -> list[str]:
     return built
 
 
+def test_python_search_builds_a_matcher_only_when_it_is_not_given(tmp_path, monkeypatch):
+    path = tmp_path / "a.txt"
+    path.write_text("needle\nneedly\nhay\n")
+    given = grepsearch.Matcher("needle")
+    built = counted_matchers(monkeypatch)
+    query = grepsearch.Query("need(le|ly)", "count")
+    assert [(h.path, h.count) for h in grepsearch.python_search([str(path)], query)] == [(str(path), 2)]
+    assert built == ["need(le|ly)"]
+    # A caller searching twice (the grep tool) hands over the one it built: it is what searches.
+    hits = grepsearch.python_search([str(path)], query, matcher=given)
+    assert [(h.path, h.count) for h in hits] == [(str(path), 1)] and built == ["need(le|ly)"]
+
+
 @pytest.mark.parametrize("mode", ["files_with_matches", "count", "content"])
 def test_rg_searching_builds_no_fallback_matcher(ws, home, monkeypatch, mode):
     from abhed_testing import Tools

@@ -101,7 +101,8 @@ def why_unreadable(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def python_search(files: list[str], query: Query, opener: Opener = open_plain, workers: int = 1,
+def python_search(files: list[str], query: Query, opener: Opener = open_plain,
+                  workers: int = 1,  # pragma: no mutate (0 is equivalent: workers <= 1 is one process)
                   matcher: Matcher | None = None) -> Iterator[FileHits]:
     """Search each file, read through `opener` (PathPolicy-checked descriptors in the grep tool),
     with `matcher` (built from query when not given: a caller searching twice builds it once).

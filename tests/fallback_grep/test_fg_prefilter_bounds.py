@@ -17,7 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fallback_grep import parser as fg_parser, prefilter
+import fallback_grep as fg
+from fallback_grep import bounded, parser as fg_parser, prefilter
 from fallback_grep import syntax as sx
 from fallback_grep.filesearch import Matcher
 
@@ -368,3 +369,36 @@ def test_first_bytes_walk_any_depth():
     assert prefilter._first_bytes(tree("(" * 900 + "ab|cd" + ")" * 900)) == {0x61, 0x63}
     assert prefilter._first_bytes(tree("(?:" * 900 + "a" + ")+" * 900)) == {0x61}
     assert prefilter._first_bytes(tree("(?:" * 900 + "a" + ")*" * 900)) is None
+
+
+# -- what mutation testing found (seed 30) ----------------------------------------------------------
+
+def group_depth(src: str) -> int:
+    """How deep `(?:` groups nest in an sre source of ASCII letters, classes and groups."""
+    depth = deepest = 0
+    for i, c in enumerate(src):
+        if src.startswith("(?:", i):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c == ")":
+            depth -= 1
+    return deepest
+
+
+@pytest.mark.parametrize("pattern, src, nest", [
+    ("abc", "abc", 0), ("[a-c]xyz", "[a-c]xyz", 0), ("(?:ab|cd)ef", "(?:ab|cd)ef", 1),
+    ("x+abc", "(?:x){1}abc", 1), ("(?:(?:ab|cd)e|f)gh", "(?:(?:ab|cd)e|f)gh", 2),
+])
+def test_a_factor_counts_the_nesting_its_source_has(pattern, src, nest):
+    # A concatenation adds no group: a factor of plain literals nests none.
+    fac = prefilter.best_factor(tree(pattern))
+    assert (fac.src, fac.nest) == (src, nest) and group_depth(fac.src) == nest
+
+
+def test_best_factor_looks_at_the_clock_even_when_no_walk_runs():
+    # Characters are translated without bounded.run (which looks at the clock every CHECK_EVERY
+    # steps); the window's loop looks itself, so a long literal still stops at the deadline.
+    node = tree("abcdefghij" * 500)
+    with bounded.deadline(0.0, "abcdefghij" * 500), pytest.raises(fg.error, match="pattern too complex"):
+        prefilter.best_factor(node)
+    assert prefilter.best_factor(node).src == "abcdefghij" * 25    # no deadline: planned
