@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from abhed.agent import dispatch
 from abhed.gate.approval import Gate, Policy
-from abhed.session import collect
+from abhed.session import collect, gitindex
 from abhed.session.checkpoint import Checkpoints, CheckpointError, Shadow
 from abhed.session.events import CheckpointEvent, new_id
 from abhed.session.store import SessionStore
@@ -227,3 +228,36 @@ def test_git_lock_files_a_killed_holder_left_are_cleared_by_the_next(ws: Path, h
     calls(cp, session.id, ws, 1, start=1)
     assert not any(path.exists() for path in left)
     assert [row.snapshot.number for row in cp.listing(session.id)] == [1, 2]
+
+
+def _chmod_undone(ws: Path, home: Path, settle: bool) -> None:
+    cp = Checkpoints(Shadow(home, ws))
+    session = SessionStore(home).create(ws)
+    secret = ws / "secret.txt"
+    if not settle:
+        time.sleep(1 - time.time() % 1)  # at the start of a second: what follows takes a few ms
+    secret.write_text("private\n")
+    secret.chmod(0o600)
+    os.utime(secret, (1_600_000_000, 1_600_000_000))  # an old mtime: only the change time is recent
+    if settle:
+        time.sleep(gitindex.RACY_S + 0.5)  # and then not even that: no snapshot reads the file again
+        calls(cp, session.id, ws, 2)  # two calls that change other files only
+    before, _ = cp.before(session.id, new_id(), "bash", "main")
+    secret.chmod(0o644)  # git keeps 100644 for both, and the mtime does not move
+    cp.after(session.id, before)
+    report = undo(cp, session, before.number, force=True, confirm=lambda plan: True)
+    assert report.startswith("Undone"), report
+    assert oct(secret.stat().st_mode & 0o7777) == oct(0o600)
+
+
+def test_a_permission_change_in_the_second_of_the_snapshot_is_undone(ws: Path, home: Path) -> None:
+    """git compares whole seconds of ctime (and keeps no permission bits but x): a chmod 600 -> 644
+    right after a snapshot looked unchanged, and undo left the file 0644. An entry whose inode
+    changed that recently is now made to be read again, as git does for a racy mtime."""
+    _chmod_undone(ws, home, settle=False)
+
+
+def test_a_mode_recorded_before_survives_calls_that_did_not_touch_its_file(ws: Path, home: Path) -> None:
+    """Each snapshot reads only the paths that changed; the modes of the others come from the record
+    of the snapshot before. Losing that record would restore a 0600 file as 0644."""
+    _chmod_undone(ws, home, settle=True)

@@ -37,6 +37,12 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
+def later() -> float:
+    """A snapshot's time well after the fixture's files last changed (mtime and ctime: utime moves the
+    change time to now), so that their entries are not racily clean and keep their stat data."""
+    return time.time() + gitindex.RACY_S + 1
+
+
 def entries_of(repo: Path) -> list[gitindex.Entry]:
     return gitindex.read(repo / ".git" / "index").entries
 
@@ -45,7 +51,7 @@ def test_the_entries_written_are_byte_for_byte_git_s_own(repo: Path) -> None:
     ours = []
     for entry in entries_of(repo):
         st = os.lstat(repo / os.fsdecode(entry.name))
-        ours.append(gitindex.entry(entry.name, st, entry.oid, time.time()))
+        ours.append(gitindex.entry(entry.name, st, entry.oid, later()))
     assert [e.raw for e in ours] == [e.raw for e in entries_of(repo)]
     assert [oct(e.mode) for e in ours] == ["0o100644", "0o120000", "0o100755", "0o100644"]
 
@@ -53,7 +59,7 @@ def test_the_entries_written_are_byte_for_byte_git_s_own(repo: Path) -> None:
 def test_git_reads_what_is_written_and_sees_nothing_changed(repo: Path) -> None:
     tree = git(repo, "write-tree")
     gitindex.write(repo / ".git" / "index", gitindex.Index([gitindex.entry(e.name, os.lstat(repo / os.fsdecode(e.name)),
-                                                                           e.oid, time.time()) for e in entries_of(repo)]))
+                                                                           e.oid, later()) for e in entries_of(repo)]))
     assert git(repo, "diff-files", "--name-only") == b""
     assert git(repo, "write-tree") == tree
     (repo / "top.txt").write_text("changed\n")
@@ -65,9 +71,11 @@ def test_a_racily_clean_or_unsettled_entry_is_made_to_look_changed(repo: Path) -
     oid = sha1(b"blob 6\0fresh\n").digest()
     git(repo, "hash-object", "-w", "fresh.txt")
     fresh = gitindex.entry(b"fresh.txt", os.lstat(repo / "fresh.txt"), oid, time.time())
-    settled = gitindex.entry(b"top.txt", os.lstat(repo / "top.txt"), entries_of(repo)[-1].oid, time.time())
-    torn = gitindex.entry(b"top.txt", os.lstat(repo / "top.txt"), entries_of(repo)[-1].oid, time.time(), settled=False)
+    settled = gitindex.entry(b"top.txt", os.lstat(repo / "top.txt"), entries_of(repo)[-1].oid, later())
+    torn = gitindex.entry(b"top.txt", os.lstat(repo / "top.txt"), entries_of(repo)[-1].oid, later(), settled=False)
+    changed = gitindex.entry(b"top.txt", os.lstat(repo / "top.txt"), entries_of(repo)[-1].oid, time.time())
     assert fresh.raw[8:16] == bytes(8) and torn.raw[8:16] == bytes(8)  # mtime 0: git re-lists them
+    assert changed.raw[8:16] == bytes(8)  # an old mtime, but the inode changed (utime) just now: the same
     assert settled.raw[8:16] != bytes(8)
     gitindex.write(repo / ".git" / "index", gitindex.Index(gitindex.merged(entries_of(repo), {b"fresh.txt": fresh})))
     assert git(repo, "diff-files", "--name-only") == b"fresh.txt\n"  # reported, never re-read by path

@@ -345,7 +345,7 @@ class Shadow:
         path = self.git_dir / "index"
         if changes:
             self._index = gitindex.write(path, gitindex.updated(self._read_index(path), changes))
-            self._index_sum = gitindex.checksum(path)
+            self._index_sum = gitindex.checksum(path)  # pragma: no mutate (a cache: unset, the index is read again)
         return Capture(self._write_tree(path), blob, not_covered, repo, left_out)
 
     def _read_index(self, path: Path) -> gitindex.Index:
@@ -370,7 +370,7 @@ class Shadow:
         checksum = gitindex.checksum(path)  # git wrote it again, with its cache of trees
         if checksum is not None:
             gitobjects.write_file(cache, f"{checksum} {tree_id}\n".encode())
-            if self._index is not None and checksum != self._index_sum:
+            if self._index is not None and checksum != self._index_sum:  # pragma: no mutate (a cache, as above)
                 self._index, self._index_sum = gitindex.after_git(path, self._index), checksum
         return tree_id
 

@@ -60,7 +60,10 @@ def entry(name: bytes, st: os.stat_result, oid: bytes, now: float, settled: bool
     changed while it was read (then, as when racily clean, git is made to report it next time)."""
     mode = mode_of(st)
     mtime_s, mtime_ns = divmod(st.st_mtime_ns, 1_000_000_000)
-    if not settled or st.st_mtime >= now - RACY_S:  # make git report it, so that it is read again
+    # Racily clean: changed too close to this snapshot for git's whole-second stat compare to see
+    # the next change. The inode's change time counts too: a chmod 600 -> 644 leaves the mtime and
+    # git's mode (100644) alone, so only ctime could tell, and in the same second it cannot.
+    if not settled or max(st.st_mtime, st.st_ctime) >= now - RACY_S:  # make git report it: read again
         mtime_s = mtime_ns = 0
     ctime_s, ctime_ns = divmod(st.st_ctime_ns, 1_000_000_000)
     fields = (ctime_s, ctime_ns, mtime_s, mtime_ns, st.st_dev, st.st_ino, mode, st.st_uid, st.st_gid, st.st_size)
