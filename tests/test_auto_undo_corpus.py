@@ -106,6 +106,13 @@ def test_in_auto_mode_a_harmful_input_is_asked_or_undone_exactly(ws: Path, home:
     scratch_repository(ws)
     before = state(ws)
     t = Tools(ws, home, gate=Gate(Policy.create("auto", [], [], ws)))  # `abhed run`: nobody to ask
+    try:
+        _asked_or_undone(t, ws, home, before, command)
+    finally:
+        t.ctx.close()  # the session's sandbox, its guard and its network pool: 177 of them otherwise
+
+
+def _asked_or_undone(t: Tools, ws: Path, home: Path, before: dict, command: str) -> None:
     t.ctx.checkpoints = Checkpoints(Shadow(home, ws))
     result = t("bash", command=command, description="the corpus")
     if result.metadata.get("error_kind") == dispatch.NOT_APPROVED:
