@@ -10,9 +10,12 @@ from abhed.gate.shellparse import analyze
 
 
 def test_a_line_of_1000_commands_is_read_whole_and_one_more_is_cut():
-    whole = analyze(":;" * 1000)
+    # Read here, not in the bounded child a 2 KB line goes to: the count is what is tested, and the
+    # child's 40 ms of CPU include copying a test process's pages, which a loaded machine inflates.
+    from abhed.gate.shellparse import _read
+    whole = _read(":;" * 1000)
     assert len(whole.commands) == 1000 and whole.whole and not whole.opaque
-    cut = analyze(":;" * 1001)
+    cut = _read(":;" * 1001)
     assert len(cut.commands) == 1000 and not cut.whole and cut.opaque == ["the line has more than 1000 commands"]
 
 
