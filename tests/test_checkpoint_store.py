@@ -261,3 +261,25 @@ def test_a_mode_recorded_before_survives_calls_that_did_not_touch_its_file(ws: P
     """Each snapshot reads only the paths that changed; the modes of the others come from the record
     of the snapshot before. Losing that record would restore a 0600 file as 0644."""
     _chmod_undone(ws, home, settle=True)
+
+
+def test_a_file_that_cannot_be_put_back_stops_the_undo_part_way_and_is_named(ws: Path, home: Path) -> None:
+    """Where a file is to be restored, a directory now holds an ignored file no checkpoint covers:
+    the undo cannot write the file, keeps the ignored one, and says so instead of reporting success."""
+    (ws / ".gitignore").write_text("*.log\n")
+    (ws / "x").write_text("data\n")
+    (ws / "other.txt").write_text("old\n")
+    cp = Checkpoints(Shadow(home, ws))
+    session = SessionStore(home).create(ws)
+    before, _ = cp.before(session.id, new_id(), "bash", "main")
+    (ws / "x").unlink()
+    (ws / "x").mkdir()
+    (ws / "x" / "keep.log").write_text("not covered\n")
+    (ws / "other.txt").write_text("new\n")
+    cp.after(session.id, before)
+    with pytest.raises(CheckpointError) as stopped:
+        undo(cp, session, before.number, force=True, confirm=lambda plan: True)
+    message = str(stopped.value)
+    assert message.startswith("Undo stopped part-way: 1 path could not be restored:\n"), message
+    assert "  x (" in message and "The other files are restored." in message
+    assert (ws / "x" / "keep.log").read_text() == "not covered\n" and (ws / "other.txt").read_text() == "old\n"
