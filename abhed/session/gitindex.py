@@ -8,8 +8,9 @@ tell an unchanged file from a changed one without reading either).
 
 git compares an entry with what lstat says of its path; when the two agree but the file was
 changed within the same second as the index was written ("racily clean"), git would re-read
-the file by path to be sure. An entry whose file changed too recently is therefore written with
-mtime 0: git reports it as changed, and the next snapshot reads it again through a descriptor.
+the file by path to be sure. An entry whose file changed too recently (its mtime, or its ctime: a
+chmod that git's 100644 does not show) is therefore written with mtime 0: git reports it as
+changed, and the next snapshot reads it again through a descriptor.
 
 The format (Documentation/gitformat-index.txt): "DIRC", version, entry count; the entries sorted
 by name, each 62 bytes of stat data, object id and flags, then the name and 1-8 NUL bytes up to a
