@@ -283,3 +283,26 @@ def test_a_file_that_cannot_be_put_back_stops_the_undo_part_way_and_is_named(ws:
     assert message.startswith("Undo stopped part-way: 1 path could not be restored:\n"), message
     assert "  x (" in message and "The other files are restored." in message
     assert (ws / "x" / "keep.log").read_text() == "not covered\n" and (ws / "other.txt").read_text() == "old\n"
+
+
+def test_listing_the_checkpoints_of_a_workspace_without_any_creates_no_store(ws: Path, home: Path) -> None:
+    shadow = Shadow(home, ws)
+    assert shadow.chain("s") == []
+    assert not shadow.dir.exists()  # `abhed checkpoints` looks; it makes nothing
+
+
+def test_undo_keeps_the_repositorys_own_directories_that_it_empties(ws: Path, home: Path) -> None:
+    """git wants refs/tags and the like even when empty: undoing the one tag in it leaves the directory."""
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    (ws / "f.txt").write_text("x\n")
+    subprocess.run(["git", "-C", str(ws), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c",
+                    "--allow-empty"], check=True)
+    assert (ws / ".git" / "refs" / "tags").is_dir() and not any((ws / ".git" / "refs" / "tags").iterdir())
+    cp = Checkpoints(Shadow(home, ws))
+    session = SessionStore(home).create(ws)
+    before, _ = cp.before(session.id, new_id(), "bash", "main")
+    subprocess.run(["git", "-C", str(ws), "tag", "v1"], check=True)
+    cp.after(session.id, before)
+    report = undo(cp, session, before.number, force=True, confirm=lambda plan: True)
+    assert report.startswith("Undone"), report
+    assert not (ws / ".git" / "refs" / "tags" / "v1").exists() and (ws / ".git" / "refs" / "tags").is_dir()
