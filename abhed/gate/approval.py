@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from abhed.gate.modes import MODES, Mode
 
 # The shell parser, the wrapper tables, the courtesy and read-only lists, job control, the glob
-# compiler and the protected-path check are imported where a bash line, a path rule or a file tool's path is judged: a call of a read-only
-# tool (`abhed tool read`, issue 18) needs none of them, and they were well over half of this module's load.
+# compiler and the protected-path check are imported where a bash line, a path rule or a file
+# tool's path is judged: a call of a read-only tool (`abhed tool read`, issue 18) needs none of
+# them, and they were well over half of this module's load.
 if TYPE_CHECKING:
     from abhed.gate.shellparse import Analysis, Command
 
