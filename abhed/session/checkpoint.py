@@ -683,12 +683,12 @@ def _in_the_way(tree: treeio.Tree, path: str, deleted: set[str]) -> bool:
         below = tree.dir(path)
         if below is not None:
             return not _only(below, path, deleted)
-        return _exists(dirfd, name)
+        return treeio.exists(dirfd, name)
     while parent:  # up to the nearest that exists: a directory is no obstacle, anything else is
         above, _, name = parent.rpartition("/")
         dirfd = tree.dir(above)
         if dirfd is not None:
-            return _exists(dirfd, name) and parent not in deleted
+            return treeio.exists(dirfd, name) and parent not in deleted
         parent = above
     return False  # pragma: no cover (the root always opens)
 
@@ -699,14 +699,6 @@ def _only(dirfd: int, path: str, deleted: set[str]) -> bool:
         prefix = path if top == "." else f"{path}/{top[2:]}"
         if any(f"{prefix}/{name}" not in deleted for name in files):
             return False
-    return True
-
-
-def _exists(dirfd: int, name: str) -> bool:
-    try:
-        os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
     return True
 
 

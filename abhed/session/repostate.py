@@ -199,7 +199,7 @@ class RepoState:
                 rel = f"{GIT}/objects/{fan.name}/{copy.name}"
                 if fandir is None:
                     fandir = tree.dir(f"{GIT}/objects/{fan.name}")
-                if fandir is not None and _exists(fandir, copy.name):
+                if fandir is not None and treeio.exists(fandir, copy.name):
                     continue
                 tree.write(rel, copy.read_bytes(), 0o444)
                 fandir = tree.dir(f"{GIT}/objects/{fan.name}")
@@ -243,14 +243,6 @@ def _names(data: bytes) -> str:
         return sha1(zlib.decompress(data)).hexdigest()
     except zlib.error:
         return ""
-
-
-def _exists(dirfd: int, name: str) -> bool:
-    try:
-        os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True
 
 
 def _write_trees(objects: Path, files: dict[str, tuple[int, str]]) -> str:

@@ -210,6 +210,15 @@ class Tree:
         _syncfs(self._fds[""])
 
 
+def exists(dirfd: int, name: str) -> bool:
+    """Whether `name` is an entry of the directory open as `dirfd` (a symlink counts, never followed)."""
+    try:
+        os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def _read_all(fd: int, limit: int) -> bytes:
     chunks, got = [], 0
     while got < limit:
