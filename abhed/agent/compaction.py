@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from abhed.model.adapters import visible
+from abhed.model.textcalls import prose
 from abhed.model.wire import Msg
 from abhed.session.store import SessionState
 from abhed.tools.base import head_tail
@@ -52,7 +52,7 @@ def transcript(messages: list[Msg], max_chars: int) -> str:
         if msg.role == "user":
             lines.append(f"USER:\n{head_tail(msg.content, TEXT_CHARS)[0]}")
         elif msg.role == "assistant":
-            text = visible(msg.content).strip()
+            text = prose(msg.content).strip()
             calls = "\n".join(f"[called {c.name} {c.arguments[:300]}]" for c in msg.tool_calls)
             lines.append("ASSISTANT:\n" + "\n".join(part for part in (head_tail(text, TEXT_CHARS)[0], calls) if part))
         elif msg.role == "tool":
@@ -70,7 +70,7 @@ def mechanical_summary(old: list[Msg]) -> str:
     lines = ["(The model could not summarise this part; this is the list of what was done.)"]
     for msg in old:
         if msg.role == "assistant":
-            text = visible(msg.content).strip().replace("\n", " ")
+            text = prose(msg.content).strip().replace("\n", " ")
             if text:
                 lines.append(f"- said: {text[:300]}")
             lines += [f"- called {c.name} {c.arguments[:200]}" for c in msg.tool_calls]

@@ -43,7 +43,8 @@ from abhed.agent.conversation import Gauge, chars, fit_observation, message_even
 from abhed.agent.display import Display
 from abhed.session.events import AnyEvent, CompactionEvent, ModeEvent, RunEvent, new_id, who
 from abhed.files.images import ImageLimits
-from abhed.model.adapters import VisibleStream, adapter_for, visible
+from abhed.model.adapters import adapter_for
+from abhed.model.textcalls import VisibleStream, prose
 from abhed.model.connect import Model
 from abhed.model.errors import ContextOverflow, ModelError, ToolsUnsupported
 from abhed.model.profiles import Vision
@@ -60,6 +61,8 @@ from abhed.tools.todo import render_todos
 PARALLEL = frozenset({"read", "glob", "grep"})  # touch nothing but the read-set: safe to run side by side
 SPAWN = "task"  # task calls of one reply run side by side too, each subagent in a session branch of its own
 GUARD_AFTER = 3  # the same failing call this many times gets the loop guard's hint
+REPEATED_NOTE = ("\n[Abhed: this reply came twice with tool-call markup that cannot run (see the errors before it); "
+                 "it is delivered as the answer, as written. Nothing in it was run.]")
 EMPTY_REPLIES = 3  # replies with neither text nor calls in a row before the run is given up
 Status = Literal["done", "failed", "budget", "interrupted"]
 CLEARED = ("[Abhed: the user cleared the conversation; earlier turns are not shown. Start afresh from the next "
@@ -188,6 +191,8 @@ class Agent:
         self._use_format(model.tool_format)
         self._shown = VisibleStream()
         self._said, self._changed_from = "", 0  # this run's last visible words, and where its changes start
+        self._tool_names = {tool.name for tool in self.tools}
+        self._refused_text: str | None = None  # the last reply whose calls could not run (_repeated_refusal)
 
     # -- one run ------------------------------------------------------------------------------------
 
@@ -224,13 +229,21 @@ class Agent:
                 reply = self._ask()
             except ModelError as exc:
                 return Outcome("failed", self.where_it_stopped("the model server failed"), exc.message)
-            calls = self._unique(self.adapter.calls(reply))
+            reading = self.adapter.read(reply)
+            calls = self._unique(reading.calls)
+            rest = self._shown.finish(reading.prose)  # text after the calls, or markup that was prose
+            if rest.strip():
+                self.display.text(rest)
+            if calls and self._repeated_refusal(calls, reply.text):
+                self._add(Msg("assistant", reply.text), origin="model", reply=reply)
+                self.display.reply_done(final=True)
+                return Outcome("done", reply.text.strip() + REPEATED_NOTE)
             self._add(Msg("assistant", reply.text, calls), origin="model", reply=reply)
             self.display.reply_done(final=not calls)
             if calls:
                 self._run_calls(calls, reply)
                 continue
-            answer = visible(reply.text).strip()
+            answer = reading.prose.strip()
             if answer:
                 cut = reply.finish_reason == "length"
                 return Outcome("done", answer + ("\n[this answer was cut off at the output limit]" if cut else ""))
@@ -240,6 +253,15 @@ class Agent:
                                f"the model sent {empty} empty replies in a row")
             self._add(Msg("user", "[Abhed: your reply was empty. Continue the task with a tool call, or give your "
                                   "final answer.]"), origin="hint")
+
+    def _repeated_refusal(self, calls: list[ToolCall], text: str) -> bool:
+        """Whether this reply is the same as the last one and, like it, holds only calls that cannot
+        run (markup that does not parse, tools that do not exist). The first time the model is told
+        why (dispatch's errors); the second time the markup is taken as meant: the answer, never a loop."""
+        refused = all(call.error is not None or call.name not in self._tool_names for call in calls)
+        repeated = refused and text == self._refused_text
+        self._refused_text = text if refused else None
+        return repeated
 
     # -- asking the model ---------------------------------------------------------------------------
 
@@ -388,7 +410,7 @@ class Agent:
             return compaction.mechanical_summary(old), "mechanical"
         if reply.usage:
             self.budget.charge(tokens=reply.usage.total_tokens)
-        text = visible(reply.text).strip()
+        text = prose(reply.text).strip()
         return (text, "model") if text else (compaction.mechanical_summary(old), "mechanical")
 
     # -- running calls ------------------------------------------------------------------------------
@@ -526,8 +548,8 @@ class Agent:
                               reasoning=reply.reasoning if reply else None, usage=reply.usage if reply else None,
                               finish_reason=reply.finish_reason if reply else None)
         msg.event_id = event.id
-        if msg.role == "assistant" and visible(msg.content).strip():
-            self._said = visible(msg.content).strip()
+        if msg.role == "assistant" and prose(msg.content).strip():
+            self._said = prose(msg.content).strip()
         self._record(event, sync=not msg.tool_calls)  # a reply's calls follow at once: their fsync covers it
         self.messages.append(msg)
         if reply is not None and reply.usage is not None:

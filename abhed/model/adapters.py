@@ -8,30 +8,24 @@ its calls in the text, as the family was trained to:
     hermes       <tool_call>{"name": "read", "arguments": {"path": "/w/a.py"}}</tool_call>
     qwen3_coder  <tool_call><function=read><parameter=path>/w/a.py</parameter></function></tool_call>
 
-Both text forms are read whatever the format asked for, and a native reply whose content still
-holds such markup (the server's parser gave up on it) is read the same way, so a call the model
-meant is never mistaken for a final answer. Markup that does not parse becomes a ToolCall with an
-`error`: the loop answers it with that message (dispatch.reject), never crashes on it.
+Every text form a model family writes (textcalls/) is read whatever the format asked for, and a
+native reply whose content still holds calls (the server's parser gave up on them, or has none for
+the form) is read the same way, so a call the model meant is never mistaken for a final answer.
+Markup that is a call but does not parse becomes a ToolCall with an `error`: the loop answers it
+with that message (dispatch.reject), never crashes on it.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
+from abhed.model import textcalls
 from abhed.model.profiles import Vision
-from abhed.model.wire import Encoded, Msg, Reply, ToolCall, call_id
+from abhed.model.textcalls.reading import Reading
+from abhed.model.wire import Encoded, Msg, Reply, ToolCall
 
 FORMATS = ("native", "hermes", "qwen3_coder")
-MARKERS = ("<tool_call>", "<function=")
-HERMES_EXAMPLE = '<tool_call>\n{"name": "read", "arguments": {"path": "/abs/path/file.py"}}\n</tool_call>'
-QWEN_EXAMPLE = "<tool_call>\n<function=read>\n<parameter=path>\n/abs/path/file.py\n</parameter>\n</function>\n</tool_call>"
-
-_FUNCTION = re.compile(r"<function=([^>\n]*)>(.*?)(?:</function>|$)", re.S)
-_PARAMETER = re.compile(r"<parameter=([^>\n]*)>(.*?)(?:</parameter>|(?=<parameter=)|(?=</function>)|$)", re.S)
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
-_NAME = re.compile(r'"name"\s*:\s*"([^"]+)"')
 
 
 class Adapter:
@@ -60,10 +54,14 @@ class Adapter:
     def system_addendum(self) -> str:
         return ""
 
-    def calls(self, reply: Reply) -> list[ToolCall]:
+    def read(self, reply: Reply) -> Reading:
+        """The reply's calls (the server's, else those written in its text) and its prose."""
         if reply.tool_calls:
-            return reply.tool_calls
-        return parse_text_calls(reply.text, self.schemas)
+            return Reading(reply.tool_calls, reply.text, ())
+        return textcalls.read(reply.text, self.schemas)
+
+    def calls(self, reply: Reply) -> list[ToolCall]:
+        return self.read(reply).calls
 
     def render(self, messages: list[Msg]) -> list[dict[str, Any]]:
         return [json.loads(text) for text in self.encode(messages)]
@@ -100,7 +98,7 @@ class Adapter:
 
     def _wire(self, msg: Msg) -> dict[str, Any]:
         if msg.role == "assistant" and msg.tool_calls:
-            return {"role": "assistant", "content": visible(msg.content) or None,
+            return {"role": "assistant", "content": textcalls.prose(msg.content) or None,
                     "tool_calls": [{"id": c.id, "type": "function",
                                     "function": {"name": c.name, "arguments": object_json(c.arguments)}}
                                    for c in msg.tool_calls]}
@@ -177,9 +175,6 @@ class TextAdapter(Adapter):
             value = call.arguments
         return "<tool_call>\n" + json.dumps({"name": call.name, "arguments": value}, ensure_ascii=False) + "\n</tool_call>"
 
-    def calls(self, reply: Reply) -> list[ToolCall]:
-        return reply.tool_calls or parse_text_calls(reply.text, self.schemas)
-
     def encode(self, messages: list[Msg]) -> Encoded:
         return Encoded(_dumps(message) for message in self.render(messages))  # results are grouped: no reuse
 
@@ -191,7 +186,7 @@ class TextAdapter(Adapter):
             text, labelled = self.image_parts(msg, sent) if msg.images else (msg.content, [])
             parts = [part for _, part in labelled]
             if msg.role == "assistant":
-                if msg.tool_calls and not any(marker in text for marker in MARKERS):
+                if msg.tool_calls and not any(opener in text for opener in textcalls.OPENERS):
                     text = "\n".join([text, *(self.format_call(c) for c in msg.tool_calls)]).strip()
                 _add(out, "assistant", text)
             elif msg.role == "tool":
@@ -306,113 +301,3 @@ def object_json(arguments: str) -> str:
     if value is not None:
         return arguments if arguments.strip() else "{}"
     return json.dumps({"unparsed_arguments": arguments[:2000]})
-
-
-def visible(text: str) -> str:
-    """The part of a (possibly still streaming) reply a human should see: up to the first tool-call
-    markup, holding back a tail that may be the start of one."""
-    cut = min((text.find(m) for m in MARKERS if m in text), default=len(text))
-    shown = text[:cut]
-    if cut < len(text):  # a marker: all before it is final
-        return shown
-    for marker in MARKERS:
-        for size in range(len(marker) - 1, 0, -1):
-            if shown.endswith(marker[:size]):
-                return shown[:-size]
-    return shown
-
-
-class VisibleStream:
-    """`visible` for a reply that arrives in pieces, in time linear in its length: text already
-    shown never holds the start of a marker (visible holds such a tail back), so only the held-back
-    tail and the new piece need looking at, never the whole reply again."""
-
-    def __init__(self) -> None:
-        self._held = ""
-        self._ended = False  # a marker was seen: nothing after it is for the human
-
-    def feed(self, delta: str) -> str:
-        """The text that became visible with `delta`."""
-        if self._ended:
-            return ""
-        text = self._held + delta
-        shown = visible(text)
-        self._ended = any(marker in text for marker in MARKERS)
-        self._held = "" if self._ended else text[len(shown):]
-        return shown
-
-
-def parse_text_calls(text: str, schemas: dict[str, dict[str, Any]]) -> list[ToolCall]:
-    """Every call written in `text`, in order, in either text form."""
-    if "<tool_call>" in text:
-        bodies = [part.split("</tool_call>", 1)[0] for part in text.split("<tool_call>")[1:]]
-    elif "<function=" in text:  # Qwen3-Coder sometimes leaves out the wrapper
-        bodies = ["<function=" + part for part in text.split("<function=")[1:]]
-    else:
-        return []
-    return [_parse_body(body.strip(), schemas) for body in bodies]
-
-
-def _parse_body(body: str, schemas: dict[str, dict[str, Any]]) -> ToolCall:
-    if body.startswith("<function="):
-        return _parse_xml(body, schemas)
-    fenced = _FENCE.match(body)
-    if fenced:
-        body = fenced.group(1)
-    try:
-        value = json.loads(body)
-        args = value.get("arguments", value.get("parameters", {})) if isinstance(value, dict) else None
-        arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep to parse
-        named = _NAME.search(body)
-        return ToolCall(call_id(), named.group(1) if named else "", body, error=(
-            f"The JSON in your <tool_call> block does not parse ({_json_error(exc)}); nothing was run. Write one JSON "
-            f"object per block, with the arguments as an object, e.g.\n{HERMES_EXAMPLE}"))
-    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
-        return ToolCall(call_id(), "", body, error=(
-            "Your <tool_call> block needs a JSON object with \"name\" (a string) and \"arguments\" (an object); "
-            f"nothing was run. For example:\n{HERMES_EXAMPLE}"))
-    return ToolCall(call_id(), value["name"], arguments)
-
-
-def _parse_xml(body: str, schemas: dict[str, dict[str, Any]]) -> ToolCall:
-    match = _FUNCTION.match(body)
-    if not match or not match.group(1).strip():
-        return ToolCall(call_id(), "", body, error=(
-            "Your tool call is malformed: it must start with <function=NAME> and hold one <parameter=NAME>VALUE"
-            f"</parameter> per argument; nothing was run. For example:\n{QWEN_EXAMPLE}"))
-    name = match.group(1).strip()
-    props = schemas.get(name, {}).get("properties", {})
-    args = {}
-    for key, raw in _PARAMETER.findall(match.group(2)):
-        value = raw[1:] if raw.startswith("\n") else raw
-        value = value[:-1] if value.endswith("\n") else value
-        args[key.strip()] = _typed(value, props.get(key.strip(), {}))
-    return ToolCall(call_id(), name, json.dumps(args, ensure_ascii=False))
-
-
-def _typed(value: str, prop: dict[str, Any]) -> Any:
-    """A parameter's text as the type its schema names; left as text when it is not one, so the
-    schema check names the field and the type expected."""
-    kind = prop.get("type", "string")
-    text = value.strip()
-    if kind == "integer" and re.fullmatch(r"[-+]?\d+", text):
-        return int(text)
-    if kind == "number" and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", text):
-        return float(text)
-    if kind == "boolean" and text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    if kind in ("array", "object"):
-        try:
-            return json.loads(text)
-        except (ValueError, RecursionError):
-            return value
-    return value
-
-
-def _json_error(exc: Exception) -> str:
-    if isinstance(exc, json.JSONDecodeError):
-        return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
-    if isinstance(exc, RecursionError):
-        return "it is nested too deeply"
-    return str(exc)

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from abhed.model.adapters import parse_text_calls
+from abhed.model import textcalls
 from abhed.model.replay import Turn
 
 Call = tuple[str, Any]
@@ -63,7 +63,7 @@ class View:
         if message.get("tool_calls"):
             raw = [(c["function"]["name"], c["function"]["arguments"]) for c in message["tool_calls"]]
         else:
-            raw = [(c.name, c.arguments) for c in parse_text_calls(message["content"] or "", {})]
+            raw = [(c.name, c.arguments) for c in textcalls.read(message["content"] or "", {}).calls]
         out = []
         for name, arguments in raw:
             try:

@@ -6,13 +6,18 @@ import json
 
 import pytest
 
-from abhed.model.adapters import adapter_for, parse_text_calls, visible
+from abhed.model import textcalls
+from abhed.model.adapters import adapter_for
 from abhed.model.client import ModelClient
 from abhed.model.replay import ReplayServer, Turn
 from abhed.model.wire import Msg, Reply, ToolCall
 from abhed.tools import definitions
 
 SCHEMAS = {d["function"]["name"]: d["function"]["parameters"] for d in definitions()}
+
+
+def parse_text_calls(text, schemas):
+    return textcalls.read(text, schemas).calls
 
 
 def test_hermes_calls_are_read_in_order_with_text_around_them():
@@ -65,10 +70,12 @@ def test_qwen3_coder_without_wrapper_or_closing_tags():
     assert bad.error.startswith("Your tool call is malformed") and "<function=read>" in bad.error
 
 
-def test_visible_hides_markup_and_holds_back_a_partial_marker():
-    assert visible("Reading it.\n<tool_call>{...") == "Reading it.\n"
-    assert visible("Reading it.\n<tool_c") == "Reading it.\n"
-    assert visible("a < b") == "a < b" and visible("x <") == "x "
+def test_the_stream_hides_markup_and_holds_back_a_partial_marker():
+    def shown(text):
+        return textcalls.VisibleStream().feed(text)
+    assert shown("Reading it.\n<tool_call>{...") == "Reading it.\n"
+    assert shown("Reading it.\n<tool_c") == "Reading it.\n"
+    assert shown("a < b") == "a < b" and shown("x <") == "x "
 
 
 def test_native_requests_carry_the_tools_and_history_stays_valid_for_the_server():
@@ -145,34 +152,32 @@ def test_encode_matches_render_and_reuses_earlier_encodings():
     assert [json.loads(t) for t in text.encode(conversation)] == text.render(conversation)
 
 
-def test_visible_stream_shows_what_visible_shows_however_the_reply_is_cut():
+def test_the_stream_shows_the_prose_and_never_a_call_however_the_reply_is_cut():
+    """Shown while streaming, then what `finish` adds: the reply's prose, whatever the cuts; and
+    while streaming, never a byte of a call's markup."""
     import random
-    from abhed.model.adapters import VisibleStream, visible
     rng = random.Random(14)
-    alphabet = ["a", "<", "t", "<tool_call>", "<function=", "<f", "<fun", "ool_c", "x\n", "<tool_"]
+    alphabet = ["a", "<", "t", "<tool_call>", "<function=", "<f", "<fun", "ool_c", "x\n", "<tool_", "`",
+                '{"name": "read", "arguments": {"path": "/x"}}', "</tool_call>", "<parameter=path>/y</parameter>"]
     for _ in range(5000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
         cuts = sorted(rng.sample(range(len(text) + 1), min(len(text) + 1, rng.randint(0, 5))))
-        stream, shown, so_far = VisibleStream(), "", ""
+        stream, shown = textcalls.VisibleStream(), ""
         for start, end in zip([0, *cuts], [*cuts, len(text)]):
-            so_far += text[start:end]
             shown += stream.feed(text[start:end])
-            assert shown == visible(so_far), (text, cuts)
+        reading = textcalls.read(text, SCHEMAS)
+        first = min((text.find(o) for o in textcalls.OPENERS if o in text), default=len(text))
+        assert text.startswith(shown) and len(shown) <= first, (text, cuts)
+        assert (shown + stream.finish(reading.prose)).strip() == reading.prose.strip(), (text, cuts)
 
 
-def test_visible_stream_looks_only_at_the_new_piece_and_a_short_tail(monkeypatch):
+def test_the_stream_looks_only_at_the_new_piece_and_a_short_tail(monkeypatch):
     """Linear in the reply: each chunk costs the chunk plus a held-back tail shorter than a marker,
     never the text so far (Agent._on_text joined and filtered the whole reply at every chunk)."""
-    from abhed.model import adapters
     seen: list[int] = []
-    real = adapters.visible
-    monkeypatch.setattr(adapters, "visible", lambda text: (seen.append(len(text)), real(text))[1])
-    stream = adapters.VisibleStream()
+    real = textcalls._partial_tail
+    monkeypatch.setattr(textcalls, "_partial_tail", lambda text: (seen.append(len(text)), real(text))[1])
+    stream = textcalls.VisibleStream()
     shown = "".join(stream.feed(piece) for piece in ["word <", "tool", " more ", "<", "x"] * 2000)
     assert max(seen) <= len(" more ") + len("<tool_call>") and len(shown) > 20000
     assert stream.feed("<tool_call>{") == "" and stream.feed("after the call") == ""
-
-
-def test_visible_keeps_text_before_a_marker_whole():
-    from abhed.model.adapters import visible
-    assert visible("a <f<function=x>") == "a <f" and visible("see <t") == "see " and visible("done") == "done"

@@ -1,0 +1,103 @@
+"""Hermes (Qwen2.5, Qwen3, Hermes, many fine-tunes): one JSON object per <tool_call> block.
+
+    <tool_call>
+    {"name": "read", "arguments": {"path": "/w/a.py"}}
+    </tool_call>
+
+vLLM's hermes parser cuts each block at the first </tool_call>. Here the JSON is decoded from
+the block's opening brace, so a string value that holds "</tool_call>" (a file about tool calls)
+stays whole; the block then ends at the first </tool_call> after the JSON. Also read, as models
+write them: "parameters" for "arguments", arguments given as a JSON string, a ```json fence inside
+the block, a JSON array of calls in one block, and a last block cut off before its closing tag.
+A block whose body is XML (<function=...) belongs to the Qwen3-Coder form (qwen3_xml.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from abhed.model.textcalls.base import Found, Span, json_call, json_error
+
+OPEN, CLOSE = "<tool_call>", "</tool_call>"
+EXAMPLE = '<tool_call>\n{"name": "read", "arguments": {"path": "/abs/path/file.py"}}\n</tool_call>'
+_NAME = re.compile(r'"name"\s*:\s*"([^"\\]{1,200})"')
+_FENCE = re.compile(r"```(?:json)?[ \t]*\n?")
+_DECODER = json.JSONDecoder()
+
+
+class Hermes:
+    name = "hermes"
+    openers = (OPEN,)
+
+    def find(self, text: str) -> list[Span]:
+        spans: list[Span] = []
+        at = text.find(OPEN)
+        while at >= 0:
+            span = self._block(text, at)
+            if span is not None:
+                spans.append(span)
+            at = text.find(OPEN, max(at + len(OPEN), span.end if span else 0))
+        return spans
+
+    def _block(self, text: str, at: int) -> Span | None:
+        body = at + len(OPEN)
+        start = _skip(text, body)
+        if text.startswith("<function=", start):
+            return None  # Qwen3-Coder's XML in a <tool_call> block
+        fence = _FENCE.match(text, start)
+        if fence:
+            start = _skip(text, fence.end())
+        try:
+            value, end = _decode(text, start)
+        except ValueError as exc:
+            return self._broken(text, at, body, exc)
+        end = _skip(text, end)
+        if fence and text.startswith("```", end):
+            end = _skip(text, end + 3)
+        if text.startswith(CLOSE, end):
+            end += len(CLOSE)
+        elif end < len(text) and text.find(CLOSE, end) >= 0:  # more than one JSON value in the block
+            return self._broken(text, at, body, ValueError("text follows the JSON object"))
+        calls = [json_call(item) for item in (value if isinstance(value, list) else [value])]
+        if not calls or any(call is None for call in calls):
+            return Span(at, end, self.name, error=_SHAPE, named=_named(text[body:end]))
+        return Span(at, end, self.name, [call for call in calls if call is not None])
+
+    def _broken(self, text: str, at: int, body: int, exc: Exception) -> Span:
+        close, reopened = text.find(CLOSE, body), text.find(OPEN, body)
+        end = len(text) if close < 0 else close + len(CLOSE)
+        if 0 <= reopened < close or (close < 0 <= reopened):  # a mention, then a real block: keep that block
+            end = reopened
+        return Span(at, end, self.name, named=_named(text[body:end]), error=(
+            f"The JSON in your <tool_call> block does not parse ({json_error(exc)}); nothing was run. Write one "
+            f"JSON object per block, with the arguments as an object, e.g.\n{EXAMPLE}"))
+
+
+_SHAPE = ("Your <tool_call> block needs a JSON object with \"name\" (a string) and \"arguments\" (an object); "
+          f"nothing was run. For example:\n{EXAMPLE}")
+
+
+def _decode(text: str, start: int) -> tuple[object, int]:
+    """The JSON value at text[start:] and where it ends; ValueError when there is none."""
+    if start >= len(text) or text[start] not in "{[":
+        raise ValueError("a JSON object must follow <tool_call>")
+    try:
+        value, length = _DECODER.raw_decode(text[start:])  # positions in errors count from the JSON's start
+    except RecursionError:
+        raise ValueError("it is nested too deeply") from None
+    return value, start + length
+
+
+def _skip(text: str, at: int) -> int:
+    while at < len(text) and text[at].isspace():
+        at += 1
+    return at
+
+
+def _named(body: str) -> str:
+    found = _NAME.search(body)
+    return found.group(1) if found else ""
+
+
+FORM = Hermes()
