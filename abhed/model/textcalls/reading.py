@@ -74,7 +74,8 @@ def _stands(text: str, span: Span, fences: list[tuple[int, int]], ends: bool, sc
         return False
     if not line.strip():
         return True
-    return ends and (span.error is None or span.named in schemas)
+    names = [call.name for call in span.calls] if span.error is None else [span.named]
+    return ends and all(name in schemas for name in names)  # mid-line: only a call to a tool we have
 
 
 def _fences(text: str) -> list[tuple[int, int]]:
