@@ -18,6 +18,7 @@ import click
 
 from abhed import __version__
 from abhed.cli import startup
+from abhed.common.formats import FORMATS
 from abhed.common.terminal import printable
 from abhed.gate.modes import MODES
 
@@ -576,7 +577,7 @@ def _agent_options(function):  # type: ignore[no-untyped-def]
         click.option("--endpoint", help="Model server, e.g. http://gpu1:8000/v1 (default: model.endpoint)."),
         click.option("--model", "model_name", help="Served model id (default: the first the server lists)."),
         click.option("--profile", help="Model profile name (default: chosen from the model id; see `abhed models`)."),
-        click.option("--tool-format", type=click.Choice(["auto", "native", "hermes", "qwen3_coder"]),
+        click.option("--tool-format", type=click.Choice(["auto", *FORMATS]),
                      help="How tool calls travel (default: the profile's, falling back to text if the server "
                           "has no tool parser)."),
         click.option("--max-turns", type=click.IntRange(1), help="Budget: model replies per run."),
@@ -954,7 +955,7 @@ def models(name: str | None, as_json: bool) -> None:
 @click.option("--endpoint", help="Model server to test (default: model.endpoint).")
 @click.option("--model", "model_name", help="Served model id to test (default: the first the server lists).")
 @click.option("--profile", help="Model profile to use (default: chosen from the model id).")
-@click.option("--tool-format", type=click.Choice(["auto", "native", "hermes", "qwen3_coder"]),
+@click.option("--tool-format", type=click.Choice(["auto", *FORMATS]),
               help="How tool calls travel (default: the profile's, falling back to text without a tool parser).")
 @click.option("--only", help="Categories to run, comma-separated: adapter, scenarios, recovery (default: all).")
 @click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True,

@@ -20,12 +20,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from abhed.common.formats import FORMATS
 from abhed.model import textcalls
 from abhed.model.profiles import Vision
 from abhed.model.textcalls.reading import Reading
 from abhed.model.wire import Encoded, Msg, Reply, ToolCall
 
-FORMATS = ("native", "hermes", "qwen3_coder")
 
 
 class Adapter:
@@ -237,6 +237,7 @@ _AFTER_CALLS = ("You may make several calls in one reply; they run in order. Aft
                 "plain text.")
 
 ADAPTERS: dict[str, type[Adapter]] = {"native": Adapter, "hermes": TextAdapter, "qwen3_coder": Qwen3CoderAdapter}
+assert tuple(ADAPTERS) == FORMATS, "a format named in common/formats.py needs its adapter here"
 
 
 def adapter_for(tool_format: str, tools: list[dict[str, Any]], vision: Vision | None = None) -> Adapter:

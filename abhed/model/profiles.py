@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from abhed.common.formats import TextFormat, ToolFormat
+
 GENERIC = "generic"
 
 
@@ -59,8 +61,8 @@ class Profile(BaseModel):
     match: list[str] = []  # case-insensitive globs over the served model id
     context_window: int = Field(ge=1024)  # used when the server does not report max_model_len
     max_output_tokens: int = Field(ge=256)
-    tool_format: Literal["native", "hermes", "qwen3_coder"] = "native"
-    text_format: Literal["hermes", "qwen3_coder"] = "hermes"  # when the server has no tool-call parser
+    tool_format: ToolFormat = "native"
+    text_format: TextFormat = "hermes"  # when the server has no tool-call parser
     sampling: Sampling = Sampling()
     vision: Vision | None = None  # None: the model takes text only
     vllm_serve: str

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sandbox.protect import DEFAULT_PROTECTED_PATHS
 from sandbox.errors import ConfigError as SandboxConfigError
 
+from abhed.common.formats import ToolFormat
 from abhed.gate.approval import Rule
 
 
@@ -123,7 +124,7 @@ class ModelConfig(_Section):
     api_key: str | None = None
     profile: str | None = None  # a profile name from offline_models/ (`abhed models`); None: chosen by model id
     # auto: the profile's format, falling back to its text protocol if the server has no tool parser
-    tool_format: Literal["auto", "native", "hermes", "qwen3_coder"] = "auto"
+    tool_format: Literal["auto", ToolFormat] = "auto"
     stream: bool = True  # False for servers that cannot stream
     timeout_s: float = Field(300.0, gt=0)  # longest wait for the server's next byte
     connect_s: float = Field(10.0, gt=0)  # longest wait for a connection, every request of a session
