@@ -110,4 +110,7 @@ def _prose(text: str, standing: list[Span]) -> str:
     pieces = [text[a.end:b.start].strip() for a, b in zip(standing, standing[1:])] + [text[standing[-1].end:].strip()]
     later = "\n\n".join(piece for piece in pieces if piece)
     before = text[:standing[0].start]
-    return before + ("\n\n" if before.strip() and later else "") + later if later else before
+    if not later:
+        return before
+    gap = "" if not before.strip() else "\n" if before.endswith("\n") else "\n\n"
+    return before + gap + later

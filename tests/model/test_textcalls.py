@@ -1,0 +1,243 @@
+"""The text forms of tool calls, held against what vLLM's parsers give (issue 32).
+
+Each row: a model output, the calls Abhed reads from it (name and arguments, or an error call's
+key words), the prose left for the human, and what vLLM's parser for that form gives when it
+differs: a documented deliberate difference. Every row is also streamed, cut at every point, and
+what a human saw must never include a byte of a call and must end as the prose.
+
+vLLM's hermes parser (`<tool_call>(.*?)</tool_call>|<tool_call>(.*)`, json.loads of each body,
+content = the text before the first <tool_call>, and on any failure no calls and the whole output
+as content) and qwen3_coder parser (each value up to the first </parameter>, content = the text
+before the first <tool_call>/<function=) are the references for the rows below.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from abhed.model import textcalls
+from abhed.tools import definitions
+
+SCHEMAS = {d["function"]["name"]: d["function"]["parameters"] for d in definitions()}
+ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    text: str
+    calls: list[tuple[str, Any]]  # (name, arguments) or (name, (ERROR, words the message holds))
+    prose: str
+    vllm: str = "same"  # what vLLM gives, where it differs, and why we differ
+    forms: tuple[str, ...] = field(default=())
+
+
+def call(name: str, **args: Any) -> tuple[str, Any]:
+    return name, args
+
+
+def broken(name: str, *words: str) -> tuple[str, Any]:
+    return name, (ERROR, words)
+
+
+H = '<tool_call>\n{"name": "read", "arguments": {"path": "/w/a.py"}}\n</tool_call>'
+X = "<tool_call>\n<function=read>\n<parameter=path>\n/w/a.py\n</parameter>\n</function>\n</tool_call>"
+READ = call("read", path="/w/a.py")
+NESTED = ('DOC = """\n<tool_call>\n<function=write>\n<parameter=path>\nspurious.txt\n</parameter>\n</function>\n'
+          '</tool_call>\n"""')
+
+ROWS = [
+    # -- Hermes ------------------------------------------------------------------------------------
+    Row("hermes-one", H, [READ], ""),
+    Row("hermes-text-before", "I will read it.\n" + H, [READ], "I will read it.\n"),
+    Row("hermes-text-after", H + "\nThen I will report.", [READ], "Then I will report.",
+        vllm="content is the text before the first block only: the text after is lost; we show it"),
+    Row("hermes-two", H + "\n" + H.replace("a.py", "b.py"), [READ, call("read", path="/w/b.py")], ""),
+    Row("hermes-parameters", '<tool_call>{"name": "glob", "parameters": {"pattern": "*.py"}}</tool_call>',
+        [call("glob", pattern="*.py")], "", vllm="current hermes reads only 'arguments' (None here); qwen2 reads both"),
+    Row("hermes-string-arguments", '<tool_call>{"name": "read", "arguments": "{\\"path\\": \\"/x\\"}"}</tool_call>',
+        [call("read", path="/x")], ""),
+    Row("hermes-no-arguments", '<tool_call>{"name": "todo"}</tool_call>', [call("todo")], ""),
+    Row("hermes-null-arguments", '<tool_call>{"name": "todo", "arguments": null}</tool_call>', [call("todo")], ""),
+    Row("hermes-unterminated", '<tool_call>\n{"name": "read", "arguments": {"path": "/x"}}', [call("read", path="/x")],
+        ""),
+    Row("hermes-fenced-inside", '<tool_call>\n```json\n{"name": "read", "arguments": {"path": "/x"}}\n```\n</tool_call>',
+        [call("read", path="/x")], "", vllm="json.loads of the fenced body fails: no calls, all as content"),
+    Row("hermes-close-tag-in-string",
+        '<tool_call>\n{"name": "write", "arguments": {"path": "/w/t.md", "content": "end with </tool_call> tags"}}\n'
+        "</tool_call>", [call("write", path="/w/t.md", content="end with </tool_call> tags")], "",
+        vllm="the body is cut at the </tool_call> inside the string: JSON fails, no calls"),
+    Row("hermes-array-in-block", '<tool_call>[{"name": "read", "arguments": {"path": "/a"}}, {"name": "read", '
+        '"arguments": {"path": "/b"}}]</tool_call>', [call("read", path="/a"), call("read", path="/b")], "",
+        vllm="a list has no .get: the parser fails, no calls"),
+    Row("hermes-unicode", '<tool_call>{"name": "write", "arguments": {"path": "/w/é.txt", "content": "ü 😀"}}</tool_call>',
+        [call("write", path="/w/é.txt", content="ü 😀")], ""),
+    Row("hermes-unknown-tool", '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>',
+        [call("get_weather", city="Oslo")], ""),
+    Row("hermes-broken-json-named", '<tool_call>{"name": "edit", "arguments": {"path": "/x", }</tool_call>',
+        [broken("edit", "does not parse", "line 1 column", "nothing was run", '"arguments": {"path"')], "",
+        vllm="no calls, the whole output as content (the run would end 'done' on it); we ask once"),
+    Row("hermes-broken-json-nameless", "<tool_call>{name: read}</tool_call>", [broken("", "does not parse")], "",
+        vllm="no calls, all as content; we ask once"),
+    Row("hermes-not-a-call-object", '<tool_call>["read"]</tool_call>', [broken("", '"name" (a string)')], "",
+        vllm="json.loads gives a list: the parser fails, all as content"),
+    Row("hermes-two-objects-in-block",
+        '<tool_call>{"name": "read", "arguments": {"path": "/a"}} {"name": "read", "arguments": {}}</tool_call>',
+        [broken("read", "text follows the JSON object")], "", vllm="'Extra data': no calls, all as content"),
+    Row("hermes-mid-line-at-end", 'I will read it: <tool_call>{"name": "read", "arguments": {"path": "/x"}}</tool_call>',
+        [call("read", path="/x")], "I will read it: "),
+    # -- prose about calls: an answer, not a call (deliberate differences) --------------------------
+    Row("prose-inline-code", "Calls go in `<tool_call>` tags.", [], "Calls go in `<tool_call>` tags.",
+        vllm="a call is looked for; its JSON fails: no calls, content = all (the same answer)"),
+    Row("prose-mid-sentence", "Wrap each call in <tool_call></tool_call>, one per call.", [],
+        "Wrap each call in <tool_call></tool_call>, one per call.", vllm="same outcome: JSON fails, all content"),
+    Row("prose-fenced-example", "The format:\n```\n" + H + "\n```\nThat is all.", [],
+        "The format:\n```\n" + H + "\n```\nThat is all.",
+        vllm="the example is run as a read of /w/a.py and the answer is cut to 'The format:\\n```\\n'"),
+    Row("prose-fenced-xml-example", "Qwen3-Coder writes:\n```xml\n" + X + "\n```\n", [],
+        "Qwen3-Coder writes:\n```xml\n" + X + "\n```\n", vllm="qwen3_coder runs the example"),
+    Row("prose-template-placeholder", "The template renders\n<tool_call>{{ tc.name }}</tool_call>\nfor each call.",
+        [broken("", "does not parse")], "The template renders\n\nfor each call.",
+        vllm="JSON fails: all content. Here the line-start markup is asked about once, then delivered"),
+    Row("prose-template-inline", "It renders `<tool_call>{{ tc.name }}</tool_call>` per call.", [],
+        "It renders `<tool_call>{{ tc.name }}</tool_call>` per call."),
+    Row("prose-bare-example-mid-line", "A bare <tool_call>example</tool_call> in prose.", [],
+        "A bare <tool_call>example</tool_call> in prose."),
+    Row("prose-mention-then-call", "Calls look like `<tool_call>` blocks. Reading now.\n" + H,
+        [READ], "Calls look like `<tool_call>` blocks. Reading now.\n",
+        vllm="the block regex starts at the mention: the body is prose, JSON fails, no calls at all"),
+    Row("prose-function-mention-at-end", "Qwen3-Coder writes <function=NAME> inside them.", [],
+        "Qwen3-Coder writes <function=NAME> inside them.",
+        vllm="qwen3_coder makes a call of a tool named 'NAME>...' from the mention"),
+    Row("prose-example-mid-line-then-more", 'Write <tool_call>{"name": "read", "arguments": {}}</tool_call> and '
+        "wait.", [], 'Write <tool_call>{"name": "read", "arguments": {}}</tool_call> and wait.',
+        vllm="a read call with no arguments is run; content 'Write '"),
+    Row("prose-unknown-tool-mid-line-at-end",
+        'The model ends with <tool_call>{"name": "get_weather", "arguments": {}}</tool_call>', [],
+        'The model ends with <tool_call>{"name": "get_weather", "arguments": {}}</tool_call>',
+        vllm="a get_weather call"),
+    Row("whole-reply-fenced-call", "```\n" + H + "\n```", [READ], "```\n\n```",
+        vllm="the call is read; content '```\\n'"),
+    # -- Qwen3-Coder XML -----------------------------------------------------------------------------
+    Row("xml-one", X, [READ], ""),
+    Row("xml-typed", "<tool_call>\n<function=read>\n<parameter=path>\n/w/a.py\n</parameter>\n<parameter=limit>\n20\n"
+        "</parameter>\n</function>\n</tool_call>", [call("read", path="/w/a.py", limit=20)], ""),
+    Row("xml-booleans-and-whitespace", "<tool_call><function=edit><parameter=path>/w/a.py</parameter><parameter="
+        "old_string>\n    x = 1\n\n</parameter><parameter=new_string>    x = 2</parameter><parameter=replace_all>true"
+        "</parameter></function></tool_call>",
+        [call("edit", path="/w/a.py", old_string="    x = 1\n", new_string="    x = 2", replace_all=True)], ""),
+    Row("xml-array-json", '<tool_call><function=todo><parameter=items>[{"content": "A"}]</parameter></function>'
+        "</tool_call>", [call("todo", items=[{"content": "A"}])], ""),
+    Row("xml-bad-integer-left-for-schema", "<tool_call><function=read><parameter=path>/x</parameter><parameter=limit>"
+        "ten</parameter></function></tool_call>", [call("read", path="/x", limit="ten")], ""),
+    Row("xml-no-wrapper", "<function=glob>\n<parameter=pattern>\n**/*.md\n</parameter>\n</function>",
+        [call("glob", pattern="**/*.md")], ""),
+    Row("xml-no-closing-tags", "<function=glob>\n<parameter=pattern>\n**/*.md\n</function>",
+        [call("glob", pattern="**/*.md")], ""),
+    Row("xml-cut-off", "<tool_call>\n<function=read>\n<parameter=path>\n/w/a.py", [READ], ""),
+    Row("xml-two", X + "\n" + X.replace("a.py", "b.py"), [READ, call("read", path="/w/b.py")], ""),
+    Row("xml-text-between", "First:\n" + X + "\nand then:\n" + X.replace("a.py", "b.py") + "\nDone.",
+        [READ, call("read", path="/w/b.py")], "First:\n\nand then:\n\nDone.",
+        vllm="content is 'First:\\n' only"),
+    Row("xml-nested-call-in-value", "<tool_call>\n<function=write>\n<parameter=path>\n/w/doc.py\n</parameter>\n"
+        f"<parameter=content>\n{NESTED}\n</parameter>\n</function>\n</tool_call>",
+        [call("write", path="/w/doc.py", content=NESTED)], "",
+        vllm="content cut at the inner </parameter> (file 'DOC = \"\"\"') and a spurious write of spurious.txt"),
+    Row("xml-closing-tag-in-value", "<tool_call><function=write><parameter=path>/w/x.xml</parameter><parameter=content>"
+        "<a>\n</parameter>\n</a></parameter></function></tool_call>",
+        [call("write", path="/w/x.xml", content="<a>\n</parameter>\n</a>")], "",
+        vllm="content cut to '<a>' at the first </parameter>"),
+    Row("xml-function-end-in-value", "<tool_call><function=write><parameter=path>/w/n.txt</parameter><parameter=content>"
+        "a </function> b</parameter></function></tool_call>", [call("write", path="/w/n.txt", content="a </function> b")],
+        ""),
+    Row("xml-empty-name", "<tool_call><function=>oops</tool_call>", [broken("", "malformed", "<function=read>")], "",
+        vllm="a call with an empty name; dispatch would refuse it as an unknown tool"),
+    Row("xml-unknown-parameter-kept", "<tool_call><function=read><parameter=path>/x</parameter><parameter=colour>red"
+        "</parameter></function></tool_call>", [call("read", path="/x", colour="red")], ""),
+    Row("xml-parameter-repeated", "<tool_call><function=read><parameter=path>/a</parameter><parameter=path>/b"
+        "</parameter></function></tool_call>", [call("read", path="/b")], ""),
+    Row("xml-text-before", "Let me look.\n" + X, [READ], "Let me look.\n"),
+    Row("xml-then-hermes", X + "\n" + H.replace("a.py", "b.py"), [READ, call("read", path="/w/b.py")], "",
+        vllm="each parser reads only its own form"),
+    Row("xml-value-with-entities", "<tool_call><function=bash><parameter=command>cat a &amp;&amp; echo '<ok>'"
+        "</parameter><parameter=description>Show it</parameter></function></tool_call>",
+        [call("bash", command="cat a &amp;&amp; echo '<ok>'", description="Show it")], ""),
+    Row("xml-multiline-value-exact", "<tool_call>\n<function=write>\n<parameter=path>\n/w/m.txt\n</parameter>\n"
+        "<parameter=content>\n\n  two blank-led lines\n\n</parameter>\n</function>\n</tool_call>",
+        [call("write", path="/w/m.txt", content="\n  two blank-led lines\n")], ""),
+]
+
+
+def _check(row: Row) -> None:
+    reading = textcalls.read(row.text, SCHEMAS)
+    assert len(reading.calls) == len(row.calls), (row.id, reading.calls)
+    for found, (name, wanted) in zip(reading.calls, row.calls):
+        assert found.name == name, row.id
+        if isinstance(wanted, tuple) and wanted and wanted[0] == ERROR:
+            assert found.error is not None and all(w in found.error for w in wanted[1]), (row.id, found.error)
+        else:
+            assert found.error is None and json.loads(found.arguments) == wanted, (row.id, found.arguments)
+    assert reading.prose == row.prose, (row.id, reading.prose)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])
+def test_each_model_output_reads_as_the_table_says(row):
+    _check(row)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])
+def test_every_cut_of_the_stream_shows_the_prose_and_no_call(row):
+    reading = textcalls.read(row.text, SCHEMAS)
+    first_call = _first_call_offset(row.text, reading)
+    for cut in range(len(row.text) + 1):
+        stream = textcalls.VisibleStream()
+        shown = stream.feed(row.text[:cut]) + stream.feed(row.text[cut:])
+        assert row.text.startswith(shown) and len(shown) <= first_call, (row.id, cut)
+        assert (shown + stream.finish(reading.prose)) == reading.prose, (row.id, cut)
+    stream = textcalls.VisibleStream()
+    shown = "".join(stream.feed(char) for char in row.text)
+    assert shown + stream.finish(reading.prose) == reading.prose, row.id
+
+
+def _first_call_offset(text: str, reading: textcalls.Reading) -> int:
+    if not reading.calls:
+        return len(text)
+    return min(span.start for span in textcalls.reading.spans(text, textcalls.FORMS))
+
+
+def test_the_table_has_the_rows_the_issue_asks_for():
+    ids = {row.id for row in ROWS}
+    assert len(ROWS) >= 50 and len(ids) == len(ROWS)
+    assert {"xml-nested-call-in-value", "prose-fenced-example", "prose-mention-then-call"} <= ids
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["<tool_call>", "</tool_call>", "<function=read>", "<function=", "</function>",
+                                         "<parameter=path>", "</parameter>", "/x", "\n", " ", "{", "}", '"name"', ":",
+                                  '"read"', "`", "```", "a", ">"]), max_size=40).map("".join))
+def test_any_arrangement_of_markup_reads_without_raising_and_calls_are_well_formed(text):
+    reading = textcalls.read(text, SCHEMAS)
+    for found in reading.calls:
+        assert found.error is not None or isinstance(json.loads(found.arguments), dict)
+    assert len(reading.prose) <= len(text) + 4 * len(reading.calls) + 4
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_any_text_reads_without_raising(text):
+    textcalls.read(text, SCHEMAS)
+    stream = textcalls.VisibleStream()
+    shown = stream.feed(text)
+    assert text.startswith(shown)
+
+
+def test_a_long_reply_with_many_tags_falls_back_and_stays_fast():
+    reply = "<tool_call><function=read>" + "<parameter=path>/x</parameter>" * 5000 + "</function></tool_call>"
+    [only] = textcalls.read(reply, SCHEMAS).calls
+    assert json.loads(only.arguments) == {"path": "/x"}
