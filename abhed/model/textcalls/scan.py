@@ -1,0 +1,69 @@
+"""Reading JSON where a text form puts it, shared by the forms whose calls are JSON (qwen25,
+llama_json, mistral, deepseek, harmony).
+
+A value is decoded where the markup puts it, to its own end, never cut at the next closing marker
+first: a string in the arguments may hold any marker (a file about tool calls), and JSON's own
+syntax says where it ends.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from abhed.model.textcalls.base import Found, json_call
+
+_DECODER = json.JSONDecoder()
+_NAME = re.compile(r'"name"\s*:\s*"([^"\\\n]{1,200})"')
+BLANKS = " \t\r\n"
+
+
+def skip(text: str, pos: int, chars: str = BLANKS) -> int:
+    """The first index at or after `pos` whose character is not one of `chars`."""
+    while pos < len(text) and text[pos] in chars:
+        pos += 1
+    return pos
+
+
+def decode_at(text: str, pos: int) -> tuple[Any, int]:
+    """The JSON value that starts at text[pos] (blanks skipped) and the index just past it.
+    ValueError when none starts there; a value nested too deeply to decode is one too."""
+    try:
+        return _DECODER.raw_decode(text, skip(text, pos))
+    except RecursionError:
+        raise ValueError("it is nested too deeply") from None
+
+
+def named_in(text: str) -> str:
+    """The first "name": "..." in markup whose JSON does not parse: the tool the model meant."""
+    found = _NAME.search(text)
+    return found.group(1).strip() if found else ""
+
+
+def shaped(value: Any) -> bool:
+    """A JSON object that means to be a call: a "name" and its "arguments" (or "parameters")."""
+    return isinstance(value, dict) and "name" in value and ("arguments" in value or "parameters" in value)
+
+
+def meant(values: list[Any]) -> bool:
+    """Some value (or an item of an array value) is shaped as a call: JSON that meant to call."""
+    return any(shaped(item) for value in values for item in (value if isinstance(value, list) else [value]))
+
+
+def calls_in(values: list[Any]) -> list[Found] | None:
+    """The calls the values hold, each a call object or an array of them; None unless every one is."""
+    calls: list[Found] = []
+    for value in values:
+        for item in value if isinstance(value, list) else [value]:
+            found = json_call(item)
+            if found is None:
+                return None
+            calls.append(found)
+    return calls or None
+
+
+def teach(problem: str, rule: str, example: str) -> str:
+    """The message an error call carries back to the model: what is wrong, that nothing ran, and
+    the form written right."""
+    return f"{problem}; nothing was run. {rule}, e.g.\n{example}"
