@@ -109,7 +109,7 @@ def _stripped(text: str) -> list[Span]:
         name = found.group(1)
         glued = _GLUED.search(name)
         name = name[:glued.start()] if glued and glued.start() > 0 else name
-        lead = _LEAD.search(text, 0, found.start())
+        lead = _LEAD.search(text, max(0, found.start() - 40), found.start())
         start = lead.start() if lead else found.start()
         try:
             value, end = decode_at(text, found.end())
