@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from abhed.model.textcalls.base import Span, json_error
-from abhed.model.textcalls.scan import calls_in, decode_at, meant, named_in, skip, teach
+from abhed.model.textcalls.scan import calls_in, decode_at, meant, named_in, named_of, skip, teach
 
 NAME = "llama_json"
 TAG = "<|python_tag|>"
@@ -70,8 +70,8 @@ def _whole(text: str, head: int) -> Span | None:
         problem = 'Your JSON reply is not a call: each object needs "name" (a string) and "parameters" (an object)'
     elif problem is None or not _meant_text(text[head:]):
         return None  # JSON, or broken JSON, that never meant to call
-    return Span(head, tail, NAME, error=teach(problem, RULE, EXAMPLE), named=named_in(text[head:]),
-                placement="whole")
+    named = named_of(values) if meant(values) else named_in(text[head:])
+    return Span(head, tail, NAME, error=teach(problem, RULE, EXAMPLE), named=named, placement="whole")
 
 
 def _meant_text(text: str) -> bool:
@@ -98,5 +98,6 @@ def _after_tag(text: str, at: int) -> Span:
     if problem is None:
         problem = ("Your <|python_tag|> is not followed by JSON calls" if not values
                    else 'Your JSON after <|python_tag|> is not a call: each object needs "name" and "parameters"')
+    named = named_of(values) if values else named_in(text[at:stop])
     return Span(at, max(stop, end), NAME, error=teach(problem, "Write JSON after <|python_tag|>", TAG + EXAMPLE),
-                named=named_in(text[at:stop]), placement="anywhere")
+                named=named, placement="anywhere")

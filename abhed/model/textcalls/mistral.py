@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from abhed.model.textcalls.base import Found, Span, json_error
-from abhed.model.textcalls.scan import BLANKS, calls_in, decode_at, named_in, skip, teach
+from abhed.model.textcalls.scan import BLANKS, calls_in, decode_at, named_in, named_of, skip, teach
 
 NAME = "mistral"
 TOKEN, ARGS, CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
@@ -64,7 +64,7 @@ def _listed(text: str, at: int, pos: int, bound: int) -> Span:
     if calls:
         return Span(at, end, NAME, calls=calls, placement="anywhere")
     problem = 'The JSON after your [TOOL_CALLS] is not a list of calls: each needs "name" and "arguments" (an object)'
-    return _error(text, at, max(end, bound), problem, named_in(text[pos:end]), LIST_RULE, LISTED)
+    return _error(text, at, max(end, bound), problem, named_of([value]), LIST_RULE, LISTED)
 
 
 def _named(text: str, at: int, pos: int, bound: int) -> Span:

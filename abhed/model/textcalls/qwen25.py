@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 from abhed.model.textcalls.base import Span, json_error, loads
-from abhed.model.textcalls.scan import calls_in, decode_at, meant, named_in, skip, teach
+from abhed.model.textcalls.scan import calls_in, decode_at, meant, named_in, named_of, skip, teach
 
 NAME = "qwen25"
 OPEN, CLOSE = "<tools>", "</tools>"
@@ -64,10 +64,10 @@ def _block(text: str, at: int) -> Span:
     if calls:
         return Span(at, end, NAME, calls=calls, placement="line")
     stop = _bound(text, body)
+    named = named_in(text[body:stop]) if problem else named_of(values)
     if problem is None:
-        problem = 'Your <tools> block holds JSON that is not a call'
-    return Span(at, max(stop, end), NAME, error=teach(problem, RULE, EXAMPLE), named=named_in(text[body:stop]),
-                placement="line")
+        problem = "Your <tools> block holds JSON that is not a call"
+    return Span(at, max(stop, end), NAME, error=teach(problem, RULE, EXAMPLE), named=named, placement="line")
 
 
 def _values(text: str, pos: int) -> tuple[list[Any], int, str | None]:
@@ -119,7 +119,7 @@ def _fences(text: str) -> Span | None:
         return Span(start, end, NAME, calls=calls, placement="whole")
     if not meant(parsed):
         return None
-    return Span(start, end, NAME, named=named_in("\n".join(tiles)), placement="whole", error=teach(
+    return Span(start, end, NAME, named=named_of(parsed), placement="whole", error=teach(
         "Your fenced JSON is not a call", 'Give "name" (a string) and "arguments" (an object)', FENCED))
 
 

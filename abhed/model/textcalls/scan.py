@@ -41,6 +41,16 @@ def named_in(text: str) -> str:
     return found.group(1).strip() if found else ""
 
 
+def named_of(values: list[Any]) -> str:
+    """The tool JSON that parses but is no call names at its top level ("" when none): a name deeper
+    down (a tool listing's) is not one the model called."""
+    for value in values:
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, dict) and isinstance(item.get("name"), str):
+                return item["name"].strip()
+    return ""
+
+
 def shaped(value: Any) -> bool:
     """A JSON object that means to be a call: a "name" and its "arguments" (or "parameters")."""
     return isinstance(value, dict) and "name" in value and ("arguments" in value or "parameters" in value)
