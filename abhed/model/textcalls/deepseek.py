@@ -17,11 +17,12 @@ Placement: "anywhere": prose does not hold these tokens.
 
 from __future__ import annotations
 
+import bisect
 import re
 from typing import Any
 
 from abhed.model.textcalls.base import Found, Span, json_error, loads
-from abhed.model.textcalls.scan import BLANKS, decode_at, skip, teach
+from abhed.model.textcalls.scan import decode_at, rstrip_at, skip, teach
 
 NAME = "deepseek"
 CALLS_BEGIN, CALLS_END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
@@ -35,6 +36,7 @@ RULE_V3 = f"Write {CALL_BEGIN}function{SEP}, the tool's name, then the arguments
 _V3_NAME = re.compile(r"[ \t]*([^\s`<｜]+)[ \t]*\r?\n[ \t]*```(?:json)?[ \t]*\r?\n?")
 _V3_CLOSE = re.compile(r"\s*```")
 _TOOL = re.compile(r"[^\s<｜]+")
+_BEGIN = re.compile(re.escape(CALLS_BEGIN) + "|" + re.escape(CALL_BEGIN))
 _LEADING = re.compile(r"([A-Za-z0-9_.-]+)(?:\s|\{|$)")  # the name a call without its separator begins with
 
 
@@ -43,30 +45,40 @@ class _DeepSeek:
     openers = (CALLS_BEGIN, CALL_BEGIN)
 
     def find(self, text: str) -> list[Span]:
+        if CALL_BEGIN not in text and CALLS_BEGIN not in text:
+            return []
+        begins = _Begins(text)
         spans: list[Span] = []
-        at = _next_begin(text, 0)
-        while at >= 0:
-            spans.append(_call(text, at))
-            at = _next_begin(text, spans[-1].end)
+        at = begins.after(0)
+        while at < len(text):
+            spans.append(_call(text, at, begins))
+            at = begins.after(spans[-1].end)
         return spans
 
 
 FORM = _DeepSeek()
 
 
-def _next_begin(text: str, pos: int) -> int:
-    found = [i for i in (text.find(CALLS_BEGIN, pos), text.find(CALL_BEGIN, pos)) if i >= 0]
-    return min(found, default=-1)
+class _Begins:
+    """Where each call may begin, found once: looking for the next one never rescans the text."""
+
+    def __init__(self, text: str) -> None:
+        self.positions = sorted(m.start() for m in _BEGIN.finditer(text))
+        self.end = len(text)
+
+    def after(self, pos: int) -> int:
+        """The first begin token at or after `pos`; the text's length when none."""
+        index = bisect.bisect_left(self.positions, pos)
+        return self.positions[index] if index < len(self.positions) else self.end
 
 
-def _call(text: str, at: int) -> Span:
+def _call(text: str, at: int, begins: _Begins) -> Span:
     pos = at + len(CALL_BEGIN)
     if text.startswith(CALLS_BEGIN, at):
         pos = skip(text, at + len(CALLS_BEGIN))
         if text.startswith(CALL_BEGIN, pos):
             pos += len(CALL_BEGIN)  # else the model left the inner token out: the call starts here
-    bound = _next_begin(text, pos)
-    bound = bound if bound >= 0 else len(text)
+    bound = begins.after(pos)
     sep = text.find(SEP, pos, bound)
     head = text[pos:sep if sep >= 0 else bound].strip()
     if sep < 0:
@@ -133,6 +145,6 @@ def _trailer(text: str, end: int) -> int:
 
 def _error(text: str, at: int, bound: int, problem: str, named: str, head: str) -> Span:
     v3 = head == "function"
-    end = len(text[:bound].rstrip(BLANKS))
+    end = rstrip_at(text, bound, at)
     return Span(at, _trailer(text, max(end, at + 1)), NAME, named=named, placement="anywhere",
                 error=teach(problem, RULE_V3 if v3 else RULE, EXAMPLE_V3 if v3 else EXAMPLE))

@@ -24,7 +24,7 @@ import json
 import re
 
 from abhed.model.textcalls.base import Found, Span, json_error
-from abhed.model.textcalls.scan import BLANKS, decode_at, skip, teach
+from abhed.model.textcalls.scan import decode_at, rstrip_at, skip, teach
 
 NAME = "harmony"
 MESSAGE, PREFIX = "<|message|>", "to=functions."
@@ -34,6 +34,7 @@ EXAMPLE = '<|channel|>commentary to=functions.read <|constrain|>json<|message|>{
 RULE = "Address the message to=functions.NAME on the commentary channel, with the arguments as one JSON object"
 _HEADER = re.compile(r"(?:<\|start\|>(?P<role>[^<]*))?(?:<\|channel\|>(?P<channel>[^<]*))?"
                      r"(?:<\|constrain\|>[^<]*)?<\|message\|>")
+_BOUNDARY = re.compile(r"(<\|(?:call|end|return)\|>)|<\|(?:start|channel)\|>")
 _RECIPIENT = re.compile(r"\bto=(\S+)")
 _STRIPPED = re.compile(r"to=functions\.([A-Za-z0-9_.-]+)[ \t]*(?:json|code)?[ \t]*(?=\{)")
 _GLUED = re.compile(r"(?:commentary|analysis|json)$")  # header words a stripped token left on the name
@@ -94,9 +95,11 @@ def _arguments(text: str, at: int, pos: int, name: str) -> Span:
 
 def _error(text: str, at: int, pos: int, problem: str, named: str) -> Span:
     """The message from its header through its end token (or up to the next message, or the end)."""
-    ends = [i + len(e) for e in ENDS if (i := text.find(e, pos)) >= 0]
-    ends += [i for e in NEXT if (i := text.find(e, pos)) >= 0]
-    end = min(ends, default=len(text.rstrip(BLANKS)))
+    boundary = _BOUNDARY.search(text, pos)
+    if boundary is None:
+        end = rstrip_at(text, len(text), pos)
+    else:
+        end = boundary.end() if boundary.group(1) else boundary.start()  # through an end token, not a next header
     return Span(at, max(end, pos), NAME, error=teach(problem, RULE, EXAMPLE), named=named, placement="anywhere")
 
 
@@ -104,7 +107,7 @@ def _stripped(text: str) -> list[Span]:
     """`to=functions.NAME json{...}` left by a decoder that dropped the tokens: a call only when its
     JSON ends the reply, as a call stopped by `<|call|>` does; JSON followed by more text is prose
     showing the format."""
-    tail = len(text.rstrip(BLANKS))
+    tail = rstrip_at(text, len(text))
     for found in _STRIPPED.finditer(text):
         name = found.group(1)
         glued = _GLUED.search(name)

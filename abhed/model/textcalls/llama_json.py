@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from abhed.model.textcalls.base import Span, json_error
-from abhed.model.textcalls.scan import calls_in, decode_at, meant, named_in, named_of, skip, teach
+from abhed.model.textcalls.scan import calls_in, decode_at, meant, named_in, named_of, rstrip_at, skip, teach
 
 NAME = "llama_json"
 TAG = "<|python_tag|>"
@@ -60,7 +60,7 @@ def _sequence(text: str, pos: int) -> tuple[list[Any], int, str | None]:
 
 def _whole(text: str, head: int) -> Span | None:
     values, end, problem = _sequence(text, head)
-    tail = len(text.rstrip())
+    tail = rstrip_at(text, len(text), head)
     if problem is None and skip(text, end, " \t\r\n;") < len(text):
         return None  # text after the JSON: a reply that shows JSON, not a call
     calls = calls_in(values) if problem is None else None

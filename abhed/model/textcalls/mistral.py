@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from abhed.model.textcalls.base import Found, Span, json_error
-from abhed.model.textcalls.scan import BLANKS, calls_in, decode_at, named_in, named_of, skip, teach
+from abhed.model.textcalls.scan import calls_in, decode_at, named_in, named_of, rstrip_at, skip, teach
 
 NAME = "mistral"
 TOKEN, ARGS, CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
@@ -92,6 +92,6 @@ def _named(text: str, at: int, pos: int, bound: int) -> Span:
 
 
 def _error(text: str, at: int, end: int, problem: str, named: str, rule: str, example: str) -> Span:
-    end = len(text[:end].rstrip(BLANKS))  # the blanks before the next token are not the call's
+    end = rstrip_at(text, end, at)  # the blanks before the next token are not the call's
     return Span(at, max(end, at + len(TOKEN)), NAME, error=teach(problem, rule, example), named=named,
                 placement="anywhere")

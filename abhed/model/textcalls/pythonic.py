@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 from abhed.model.textcalls.base import Found, Placement, Span
-from abhed.model.textcalls.scan import skip, teach
+from abhed.model.textcalls.scan import rstrip_at, skip, teach
 
 NAME = "pythonic"
 START, END = "<|python_start|>", "<|python_end|>"
@@ -54,7 +54,8 @@ FORM = _Pythonic()
 
 
 def _whole(text: str) -> Span | None:
-    start, end = skip(text, 0), len(text.rstrip())
+    start = skip(text, 0)
+    end = rstrip_at(text, len(text), start)
     fence = _FENCE.fullmatch(text, start, end)
     body = fence.group(1).strip() if fence else text[start:end]
     if _HEAD.match(body):
@@ -83,6 +84,8 @@ def _span(body: str, start: int, end: int, placement: Placement) -> Span:
 
 
 def _calls(body: str) -> list[Found]:
+    if not body.lstrip().startswith("["):  # no list, nothing to parse
+        raise _NotACall("Your reply is not a list of calls")
     try:
         tree = ast.parse(body.strip(), mode="eval")
     except SyntaxError as exc:

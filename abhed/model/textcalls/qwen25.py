@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 from abhed.model.textcalls.base import Span, json_error, loads
-from abhed.model.textcalls.scan import calls_in, decode_at, meant, named_in, named_of, skip, teach
+from abhed.model.textcalls.scan import calls_in, decode_at, meant, named_in, named_of, rstrip_at, skip, teach
 
 NAME = "qwen25"
 OPEN, CLOSE = "<tools>", "</tools>"
@@ -39,7 +39,7 @@ class _Qwen25:
 
     def find(self, text: str) -> list[Span]:
         spans = _blocks(text) if OPEN in text else []
-        if not spans and text.lstrip().startswith("```"):
+        if not spans and text.startswith("```", skip(text, 0)):
             whole = _fences(text)
             spans = [whole] if whole else []
         return spans
@@ -86,7 +86,7 @@ def _values(text: str, pos: int) -> tuple[list[Any], int, str | None]:
         try:
             value, pos = decode_at(text, pos)
         except ValueError as exc:
-            cut = "" if CLOSE in text[pos:] else " and is cut off before </tools>"
+            cut = "" if _bound(text, pos) < len(text) or text.endswith(CLOSE) else " and is cut off before </tools>"
             return values, pos, f"The JSON in your <tools> block does not parse ({json_error(exc)}){cut}"
         values.append(value)
 
@@ -94,21 +94,22 @@ def _values(text: str, pos: int) -> tuple[list[Any], int, str | None]:
 def _bound(text: str, body: int) -> int:
     """Where a block that does not parse ends: past its </tools>, or at the next <tools> (a mention
     of the tag must not swallow the block after it), or at the end."""
-    close, reopen = text.find(CLOSE, body), text.find(OPEN, body)
-    if close >= 0 and (reopen < 0 or close < reopen):
-        return close + len(CLOSE)
-    return reopen if reopen >= 0 else len(text)
+    reopen = text.find(OPEN, body)
+    limit = reopen if reopen >= 0 else len(text)
+    close = text.find(CLOSE, body, limit)  # never past the next block: each stretch is searched once
+    return close + len(CLOSE) if close >= 0 else limit
 
 
 def _fences(text: str) -> Span | None:
     """A reply that is nothing but ```json fences of calls; None when it is anything else (a fenced
     JSON answer is not a call)."""
-    start, end = len(text) - len(text.lstrip()), len(text.rstrip())
+    start = skip(text, 0)
+    end = rstrip_at(text, len(text), start)
     whole = _WHOLE.fullmatch(text, start, end)  # one fence, read first: its JSON may hold ``` itself
     tiles = [whole.group(1)] if whole else []
     parsed = _parsed(tiles)
-    if parsed is None:
-        tiles = _tiles(text, start, end)
+    if not isinstance(parsed, list):  # several fences, then
+        tiles = _tiles(text, start, end) or tiles
         parsed = _parsed(tiles)
     if not tiles:
         return None

@@ -28,11 +28,42 @@ def skip(text: str, pos: int, chars: str = BLANKS) -> int:
 
 def decode_at(text: str, pos: int) -> tuple[Any, int]:
     """The JSON value that starts at text[pos] (blanks skipped) and the index just past it.
-    ValueError when none starts there; a value nested too deeply to decode is one too."""
-    try:
-        return _DECODER.raw_decode(text, skip(text, pos))
-    except RecursionError:
-        raise ValueError("it is nested too deeply") from None
+    ValueError when none starts there; a value nested too deeply to decode is one too.
+
+    The value is decoded in a window that grows while the window's end is what stops it, so a
+    failure costs what the value spans, not what precedes it (JSONDecodeError counts lines from its
+    document's start), and an error's line and column count from the value's own start."""
+    pos = skip(text, pos)
+    size = _WINDOW
+    while True:
+        window = text[pos:pos + size]
+        whole = pos + size >= len(text)
+        try:
+            value, end = _DECODER.raw_decode(window)
+        except json.JSONDecodeError as exc:
+            if whole or not _cut_by(exc, window):
+                raise
+        except RecursionError:
+            raise ValueError("it is nested too deeply") from None
+        else:
+            if whole or end < len(window):  # a value that ends at the window's edge may go on past it
+                return value, pos + end
+        size *= 4
+
+
+_WINDOW = 4096
+
+
+def _cut_by(exc: json.JSONDecodeError, window: str) -> bool:
+    """The decoder stopped at the window's end (or in a string running to it), not at an error."""
+    return exc.msg.startswith("Unterminated string") or exc.pos >= len(window) - 6
+
+
+def rstrip_at(text: str, end: int, floor: int = 0) -> int:
+    """`end` moved back over blanks, not below `floor` (text[:end].rstrip() without the copy)."""
+    while end > floor and text[end - 1] in BLANKS:
+        end -= 1
+    return end
 
 
 def named_in(text: str) -> str:
