@@ -284,6 +284,10 @@ ROWS = [
         [], "same: no call; JSON that does not end the reply is prose showing the format"),
     Row("harmony-stripped-cut-off", "harmony", 'assistantcommentary to=functions.read json{"path": "/abs/pa',
         [Want(error="cut off", named="read")], "differs: as above"),
+    Row("harmony-stripped-cut-after-value", "harmony", 'assistantcommentary to=functions.read json{"path": "/a"',
+        [Want(error="cut off", named="read")], "differs: as above"),
+    Row("harmony-stripped-broken-in-prose", "harmony", 'Header: to=functions.read json{"path": /a} then more.', [],
+        "same: no call; broken JSON the reply goes on after is prose"),
 ]
 
 

@@ -117,7 +117,7 @@ def _stripped(text: str) -> list[Span]:
         try:
             value, end = decode_at(text, found.end())
         except ValueError as exc:
-            if not _cut(exc, tail):
+            if not _cut(exc, found.end(), tail):
                 continue
             problem = f"The arguments of your call of {name} are cut off ({json_error(exc)})"
             return [Span(start, tail, NAME, error=teach(problem, RULE, EXAMPLE), named=name, placement="anywhere")]
@@ -126,8 +126,8 @@ def _stripped(text: str) -> list[Span]:
     return []
 
 
-def _cut(exc: ValueError, tail: int) -> bool:
-    """JSON that fails only because the reply ended inside it."""
+def _cut(exc: ValueError, start: int, tail: int) -> bool:
+    """JSON (from `start`) that fails only because the reply ended inside it."""
     if not isinstance(exc, json.JSONDecodeError):
         return False
-    return exc.msg.startswith("Unterminated string") or exc.pos >= tail
+    return exc.msg.startswith("Unterminated string") or start + exc.pos >= tail  # exc.pos counts from the value

@@ -63,7 +63,7 @@ def _block(text: str, at: int) -> Span:
     calls = calls_in(values) if problem is None else None
     if calls:
         return Span(at, end, NAME, calls=calls, placement="line")
-    stop = _bound(text, body)
+    stop = _bound(text, end)  # from where reading stopped: a string read whole may hold </tools>
     named = named_in(text[body:stop]) if problem else named_of(values)
     if problem is None:
         problem = "Your <tools> block holds JSON that is not a call"
