@@ -159,6 +159,8 @@ ROWS = [
         "differs: vLLM drops positional arguments silently and calls read with {}"),
     Row("pythonic-in-prose", "pythonic", 'Let me read it: [read(path="/a")]', [],
         "same: the regex must match from the reply's start"),
+    Row("pythonic-example-then-prose", "pythonic", '[read(path="/a")] is how the call looks.', [],
+        "same: vLLM's ast.parse of the whole reply fails, so it is content"),
     Row("pythonic-cut-off", "pythonic", '[read(path="/abs/pa',
         [Want(error="not valid Python", named="read", placement="whole")], "differs: vLLM gives content"),
     Row("pythonic-python-start", "pythonic",

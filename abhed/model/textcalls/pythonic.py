@@ -59,12 +59,38 @@ def _whole(text: str) -> Span | None:
     fence = _FENCE.fullmatch(text, start, end)
     body = fence.group(1).strip() if fence else text[start:end]
     if _HEAD.match(body):
+        closed = _list_end(body)
+        if 0 <= closed < len(body):
+            return None  # the list closes and the reply goes on: prose that begins with an example
         return _span(body, start, end, "whole")
     bare = _BARE.match(body)
     if bare and not fence and body.endswith(")") and _one_call(body):  # a call the list was left off
         return Span(start, end, NAME, named=bare.group(1), placement="whole", error=teach(
             "Your call is not inside a list", RULE + ", in [ ] even for one call", EXAMPLE))
     return None
+
+
+def _list_end(body: str) -> int:
+    """Just past the "]" that closes the list `body` begins with; -1 when it never closes (cut off,
+    or unbalanced). Brackets inside strings do not count."""
+    depth, quote, pos = 0, "", 0
+    while pos < len(body):
+        char = body[pos]
+        if quote:
+            if char == "\\":
+                pos += 1
+            elif char == quote:
+                quote = ""
+        elif char in "\"'":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+            if depth == 0:
+                return pos + 1
+        pos += 1
+    return -1
 
 
 def _one_call(body: str) -> bool:
