@@ -124,6 +124,8 @@ ROWS = [
     Row("llama-broken-named", "llama_json", '{"name": "read", "parameters": {"path": "/a",}}',
         [Want(error="does not parse", named="read", placement="whole")],
         "differs: vLLM returns the text as content; we teach"),
+    Row("llama-broken-then-prose", "llama_json", '{"name": "read", "parameters": {"path": /a}}\n\nThat is the call.',
+        [], "same: no call; a broken example with prose after it is prose"),
     Row("llama-cut-off", "llama_json", '{"name": "bash", "parameters": {"command": "ls -l',
         [Want(error="Unterminated string", named="bash", placement="whole")], "differs: as above"),
     Row("llama-answer-json", "llama_json", '{"status": "ok", "count": 3}', [], "same: no name, no call"),

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from abhed.model.textcalls.base import Span, json_error
-from abhed.model.textcalls.scan import calls_in, decode_at, meant, named_in, named_of, rstrip_at, skip, teach
+from abhed.model.textcalls.scan import calls_in, closing, decode_at, meant, named_in, named_of, rstrip_at, skip, teach
 
 NAME = "llama_json"
 TAG = "<|python_tag|>"
@@ -68,8 +68,8 @@ def _whole(text: str, head: int) -> Span | None:
         return Span(head, tail, NAME, calls=calls, placement="whole")
     if problem is None and meant(values):
         problem = 'Your JSON reply is not a call: each object needs "name" (a string) and "parameters" (an object)'
-    elif problem is None or not _meant_text(text[head:]):
-        return None  # JSON, or broken JSON, that never meant to call
+    elif problem is None or not _meant_text(text[head:]) or 0 <= closing(text, head) < tail:
+        return None  # JSON, or broken JSON, that never meant to call, or that prose follows
     named = named_of(values) if meant(values) else named_in(text[head:])
     return Span(head, tail, NAME, error=teach(problem, RULE, EXAMPLE), named=named, placement="whole")
 

@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 from abhed.model.textcalls.base import Found, Placement, Span
-from abhed.model.textcalls.scan import rstrip_at, skip, teach
+from abhed.model.textcalls.scan import closing, rstrip_at, skip, teach
 
 NAME = "pythonic"
 START, END = "<|python_start|>", "<|python_end|>"
@@ -59,7 +59,7 @@ def _whole(text: str) -> Span | None:
     fence = _FENCE.fullmatch(text, start, end)
     body = fence.group(1).strip() if fence else text[start:end]
     if _HEAD.match(body):
-        closed = _list_end(body)
+        closed = closing(body, 0, "\"'")
         if 0 <= closed < len(body):
             return None  # the list closes and the reply goes on: prose that begins with an example
         return _span(body, start, end, "whole")
@@ -68,29 +68,6 @@ def _whole(text: str) -> Span | None:
         return Span(start, end, NAME, named=bare.group(1), placement="whole", error=teach(
             "Your call is not inside a list", RULE + ", in [ ] even for one call", EXAMPLE))
     return None
-
-
-def _list_end(body: str) -> int:
-    """Just past the "]" that closes the list `body` begins with; -1 when it never closes (cut off,
-    or unbalanced). Brackets inside strings do not count."""
-    depth, quote, pos = 0, "", 0
-    while pos < len(body):
-        char = body[pos]
-        if quote:
-            if char == "\\":
-                pos += 1
-            elif char == quote:
-                quote = ""
-        elif char in "\"'":
-            quote = char
-        elif char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-            if depth == 0:
-                return pos + 1
-        pos += 1
-    return -1
 
 
 def _one_call(body: str) -> bool:

@@ -59,6 +59,28 @@ def _cut_by(exc: json.JSONDecodeError, window: str) -> bool:
     return exc.msg.startswith("Unterminated string") or exc.pos >= len(window) - 6
 
 
+def closing(text: str, pos: int, quotes: str = '"') -> int:
+    """Just past the bracket that closes the one at text[pos]; -1 when none does (cut off, or
+    unbalanced). Brackets inside strings (opened by one of `quotes`) do not count: where broken
+    markup would have ended, to tell a cut-off call from an example with prose after it."""
+    depth, quote = 0, ""
+    while pos < len(text):
+        char = text[pos]
+        if quote:
+            pos += char == "\\"  # the escaped character is skipped with it
+            quote = "" if char == quote else quote
+        elif char in quotes:
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+            if depth == 0:
+                return pos + 1
+        pos += 1
+    return -1
+
+
 def rstrip_at(text: str, end: int, floor: int = 0) -> int:
     """`end` moved back over blanks, not below `floor` (text[:end].rstrip() without the copy)."""
     while end > floor and text[end - 1] in BLANKS:
