@@ -6,9 +6,10 @@
 | the whole reply is `[name(key=value, ...), ...]`; text with it is "INCORRECT" to the prompt | examples/tool_chat_template_llama4_pythonic.jinja, tool_chat_template_gemma3_pythonic.jinja |
 | vLLM matches a regex from the reply's first character, then `ast.parse`; a list of calls whose function is a plain name; keyword arguments only read; values: constants, lists, dicts with constant keys (no negative numbers: a unary minus is not a constant) | vLLM pythonic / llama4_pythonic parsers |
 | Llama 4 sometimes wraps the list in `<|python_start|>` ... `<|python_end|>` (special tokens: they arrive only when special tokens are kept) | vLLM llama4_pythonic parser |
-| Gemma writes the list in a ```tool_code fence when prompted the Gemma 2 way | Google's Gemma function-calling write-ups |
+| prompts in public agent code ask Gemma to wrap a call in a ```tool_code fence, bare (`schema_discovery(search_phrase='battery')`); the same fence also carries plain Python (Gemini's code execution), which is no call | public Gemma agent prompts; Gemini code-execution transcripts |
 
-The list is parsed with `ast` and only literal values are taken (strings, numbers, True/False/None,
+A ```tool_code fence that is the whole reply is read when it holds the list, or bare calls one per
+line; any other code in it is not a call. The list is parsed with `ast` and only literal values are taken (strings, numbers, True/False/None,
 lists, tuples as lists, dicts with string keys); nothing is evaluated.
 
 Placement: "whole" (the bare list, the ```tool_code fence: found only as the entire reply); inside
@@ -63,11 +64,32 @@ def _whole(text: str) -> Span | None:
         if 0 <= closed < len(body):
             return None  # the list closes and the reply goes on: prose that begins with an example
         return _span(body, start, end, "whole")
+    if fence:
+        return _fenced(body, start, end)
     bare = _BARE.match(body)
-    if bare and not fence and body.endswith(")") and _one_call(body):  # a call the list was left off
+    if bare and body.endswith(")") and _one_call(body):  # a call the list was left off
         return Span(start, end, NAME, named=bare.group(1), placement="whole", error=teach(
             "Your call is not inside a list", RULE + ", in [ ] even for one call", EXAMPLE))
     return None
+
+
+def _fenced(body: str, start: int, end: int) -> Span | None:
+    """Bare calls in a ```tool_code fence, one per line; None when the fence holds other code."""
+    try:
+        statements = ast.parse(body).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return None
+    nodes = [s.value for s in statements if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+             and isinstance(s.value.func, ast.Name)]
+    if not nodes or len(nodes) < len(statements):
+        return None  # code, not calls (Gemini runs Python from this fence)
+    try:
+        calls = [_call(node) for node in nodes]
+    except _NotACall as exc:
+        first = nodes[0].func
+        named = first.id if isinstance(first, ast.Name) else ""
+        return Span(start, end, NAME, error=teach(str(exc), RULE, EXAMPLE), named=named, placement="whole")
+    return Span(start, end, NAME, calls=calls, placement="whole")
 
 
 def _one_call(body: str) -> bool:
