@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from abhed.model.textcalls import hermes, qwen3_xml
+from abhed.model.textcalls import deepseek, harmony, hermes, llama_json, mistral, pythonic, qwen3_xml, qwen25
 from abhed.model.textcalls.base import Form
 from abhed.model.textcalls.reading import Reading
 from abhed.model.textcalls.reading import read as _read
 
-FORMS: tuple[Form, ...] = (hermes.FORM, qwen3_xml.FORM)
+FORMS: tuple[Form, ...] = (hermes.FORM, qwen3_xml.FORM, qwen25.FORM, llama_json.FORM, pythonic.FORM, mistral.FORM,
+                           deepseek.FORM, harmony.FORM)
 OPENERS = tuple(dict.fromkeys(opener for form in FORMS for opener in form.openers))
-WHOLE = ("{", "[", "```json")  # a reply that starts so may be one call as a whole (bare JSON, pythonic)
+LEADS = tuple(dict.fromkeys(lead for form in FORMS for lead in form.leads))
 
 
 def read(text: str, schemas: dict[str, dict[str, Any]]) -> Reading:
@@ -80,12 +81,12 @@ class VisibleStream:
 def _may_be_whole(text: str) -> bool:
     """Whether the reply so far (nothing shown yet) may still turn out to start like a whole-reply call."""
     start = text.lstrip()
-    return any(start.startswith(w) or w.startswith(start) for w in WHOLE)
+    return any(start.startswith(w) or w.startswith(start) for w in LEADS)
 
 
 def _is_whole(text: str) -> bool:
     start = text.lstrip()
-    return any(start.startswith(w) for w in WHOLE)
+    return any(start.startswith(w) for w in LEADS)
 
 
 def _partial_tail(text: str) -> int:

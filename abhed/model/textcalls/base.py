@@ -46,7 +46,8 @@ class Form(Protocol):
     """One way of writing tool calls in text."""
 
     name: str
-    openers: tuple[str, ...]  # what starts this form's markup (a stream holds back text from one)
+    openers: tuple[str, ...]  # what starts this form's markup anywhere (a stream holds back text from one)
+    leads: tuple[str, ...]  # what a reply that is one call as a whole starts with (held back at the start)
 
     def find(self, text: str) -> list[Span]:
         """Every stretch of `text` written in this form, in order, none overlapping."""

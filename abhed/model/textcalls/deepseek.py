@@ -43,6 +43,7 @@ _LEADING = re.compile(r"([A-Za-z0-9_.-]+)(?:\s|\{|$)")  # the name a call withou
 class _DeepSeek:
     name = NAME
     openers = (CALLS_BEGIN, CALL_BEGIN)
+    leads = ()
 
     def find(self, text: str) -> list[Span]:
         if CALL_BEGIN not in text and CALLS_BEGIN not in text:

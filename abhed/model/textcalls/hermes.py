@@ -14,21 +14,20 @@ A block whose body is XML (<function=...) belongs to the Qwen3-Coder form (qwen3
 
 from __future__ import annotations
 
-import json
 import re
 
-from abhed.model.textcalls.base import Found, Span, json_call, json_error
+from abhed.model.textcalls.base import Span, json_call, json_error
+from abhed.model.textcalls.scan import decode_at, named_in
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 EXAMPLE = '<tool_call>\n{"name": "read", "arguments": {"path": "/abs/path/file.py"}}\n</tool_call>'
-_NAME = re.compile(r'"name"\s*:\s*"([^"\\]{1,200})"')
 _FENCE = re.compile(r"```(?:json)?[ \t]*\n?")
-_DECODER = json.JSONDecoder()
 
 
 class Hermes:
     name = "hermes"
     openers = (OPEN,)
+    leads = ()
 
     def find(self, text: str) -> list[Span]:
         spans: list[Span] = []
@@ -61,17 +60,24 @@ class Hermes:
             return self._broken(text, at, body, ValueError("text follows the JSON object"))
         calls = [json_call(item) for item in (value if isinstance(value, list) else [value])]
         if not calls or any(call is None for call in calls):
-            return Span(at, end, self.name, error=_SHAPE, named=_named(text[body:end]))
+            return Span(at, end, self.name, error=_SHAPE, named=named_in(text[body:end]))
         return Span(at, end, self.name, [call for call in calls if call is not None])
 
     def _broken(self, text: str, at: int, body: int, exc: Exception) -> Span:
-        close, reopened = text.find(CLOSE, body), text.find(OPEN, body)
-        end = len(text) if close < 0 else close + len(CLOSE)
-        if 0 <= reopened < close or (close < 0 <= reopened):  # a mention, then a real block: keep that block
-            end = reopened
-        return Span(at, end, self.name, named=_named(text[body:end]), error=(
+        end = _bound(text, body)
+        return Span(at, end, self.name, named=named_in(text[body:end]), error=(
             f"The JSON in your <tool_call> block does not parse ({json_error(exc)}); nothing was run. Write one "
             f"JSON object per block, with the arguments as an object, e.g.\n{EXAMPLE}"))
+
+
+def _bound(text: str, body: int) -> int:
+    """Where a block that does not parse ends: past its </tool_call>, or at the next <tool_call> (a
+    mention of the tag must not swallow the block after it), or at the end. Each stretch of the
+    reply is searched once, so a reply of many broken blocks is read in linear time."""
+    reopened = text.find(OPEN, body)
+    limit = reopened if reopened >= 0 else len(text)
+    close = text.find(CLOSE, body, limit)
+    return close + len(CLOSE) if close >= 0 else limit
 
 
 _SHAPE = ("Your <tool_call> block needs a JSON object with \"name\" (a string) and \"arguments\" (an object); "
@@ -82,22 +88,13 @@ def _decode(text: str, start: int) -> tuple[object, int]:
     """The JSON value at text[start:] and where it ends; ValueError when there is none."""
     if start >= len(text) or text[start] not in "{[":
         raise ValueError("a JSON object must follow <tool_call>")
-    try:
-        value, length = _DECODER.raw_decode(text[start:])  # positions in errors count from the JSON's start
-    except RecursionError:
-        raise ValueError("it is nested too deeply") from None
-    return value, start + length
+    return decode_at(text, start)
 
 
 def _skip(text: str, at: int) -> int:
     while at < len(text) and text[at].isspace():
         at += 1
     return at
-
-
-def _named(body: str) -> str:
-    found = _NAME.search(body)
-    return found.group(1) if found else ""
 
 
 FORM = Hermes()

@@ -29,7 +29,8 @@ RULE = ('Reply with only JSON objects {"name": NAME, "parameters": {ARGUMENTS}},
 
 class _LlamaJson:
     name = NAME
-    openers = (TAG, "{", "[")  # braces only at the reply's start: the bare form is the whole reply
+    openers = (TAG,)
+    leads = ("{", "[")  # the bare form is the whole reply
 
     def find(self, text: str) -> list[Span]:
         head = skip(text, 0)

@@ -30,6 +30,7 @@ _TOOL = re.compile(r"[A-Za-z0-9_-]{1,64}")
 class _Mistral:
     name = NAME
     openers = (TOKEN,)
+    leads = ()
 
     def find(self, text: str) -> list[Span]:
         spans: list[Span] = []

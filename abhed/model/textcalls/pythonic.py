@@ -42,7 +42,8 @@ class _NotACall(Exception):
 
 class _Pythonic:
     name = NAME
-    openers = (START, "[", "```tool_code")  # "[" and the fence only at the reply's start
+    openers = (START,)
+    leads = ("[", "```tool_code")  # the bare list and the fence are the whole reply
 
     def find(self, text: str) -> list[Span]:
         if START in text:

@@ -35,7 +35,8 @@ _WHOLE = re.compile(r"```(?:json)?[ \t]*\n(.*)```", re.S)
 
 class _Qwen25:
     name = NAME
-    openers = (OPEN, "```")
+    openers = (OPEN,)
+    leads = ("```json", "```\n{", "```\n[")  # a reply that is all fences of calls
 
     def find(self, text: str) -> list[Span]:
         spans = _blocks(text) if OPEN in text else []

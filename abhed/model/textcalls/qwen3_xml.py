@@ -53,6 +53,7 @@ class _Call:
 class Qwen3Xml:
     name = "qwen3_coder"
     openers = (CALL, FUNCTION)
+    leads = ()
 
     def find(self, text: str) -> list[Span]:
         if FUNCTION not in text:
