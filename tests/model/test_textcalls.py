@@ -206,9 +206,16 @@ def test_every_cut_of_the_stream_shows_the_prose_and_no_call(row):
 
 
 def _first_call_offset(text: str, reading: textcalls.Reading) -> int:
-    if not reading.calls:
+    """Where the first call's markup begins (its first opener; a whole-reply call: its start): a
+    stream may show everything before it. Markup that does not parse may be prose and may be shown."""
+    if all(found.error is not None for found in reading.calls):
         return len(text)
-    return min(span.start for span in textcalls.reading.spans(text, textcalls.FORMS))
+    starts = []
+    for span in textcalls.reading.spans(text, textcalls.FORMS):
+        if span.error is None:
+            inside = [i for i in (text.find(o, span.start, span.end) for o in textcalls.OPENERS) if i >= 0]
+            starts.append(min(inside, default=span.start))
+    return min(starts)
 
 
 def test_the_table_has_the_rows_the_issue_asks_for():
@@ -241,3 +248,80 @@ def test_a_long_reply_with_many_tags_falls_back_and_stays_fast():
     reply = "<tool_call><function=read>" + "<parameter=path>/x</parameter>" * 5000 + "</function></tool_call>"
     [only] = textcalls.read(reply, SCHEMAS).calls
     assert json.loads(only.arguments) == {"path": "/x"}
+
+
+# -- the other families' forms (tests/model/test_textcall_forms.py), read whole by reading.py -------
+
+from test_textcall_forms import ROWS as FORM_ROWS  # noqa: E402 - the table lives with the forms' tests
+
+READABLE = [row for row in FORM_ROWS if row.want and all(w.error is None for w in row.want)]
+
+
+@pytest.mark.parametrize("row", READABLE, ids=[row.id for row in READABLE])
+def test_each_form_row_that_holds_calls_runs_them_through_the_reader(row):
+    """A form's calls, standing where they stand in the row, are the calls the reader gives (the
+    rows' schemas are empty: values stay as the form gave them)."""
+    reading = textcalls.read(row.text, {})
+    wanted = [(name, args) for want in row.want for name, args in want.calls]
+    got = [(c.name, json.loads(c.arguments) if c.arguments.strip() else {}) for c in reading.calls]
+    if all(w.placement != "line" for w in row.want):
+        assert got == [(n, a if isinstance(a, dict) else json.loads(a)) for n, a in wanted], row.id
+    assert all(c.error is None for c in reading.calls) or not got, row.id
+
+
+@pytest.mark.parametrize("row", FORM_ROWS, ids=[row.id for row in FORM_ROWS])
+def test_every_cut_of_every_form_row_shows_the_prose_and_no_call(row):
+    reading = textcalls.read(row.text, SCHEMAS)
+    first_call = _first_call_offset(row.text, reading)
+    for cut in range(0, len(row.text) + 1, max(1, len(row.text) // 60)):
+        stream = textcalls.VisibleStream()
+        shown = stream.feed(row.text[:cut]) + stream.feed(row.text[cut:])
+        assert row.text.startswith(shown) and len(shown) <= first_call, (row.id, cut, shown)
+        if not reading.calls or any(c.error is None for c in reading.calls):  # a broken call may have been shown
+            assert shown + stream.finish(reading.prose) == reading.prose, (row.id, cut)
+
+
+READING_ROWS = [
+    Row("llama-json-whole", '{"name": "read", "parameters": {"path": "/w/a.py"}}', [READ], ""),
+    Row("llama-json-two", '{"name": "read", "parameters": {"path": "/w/a.py"}}; {"name": "glob", "parameters": '
+        '{"pattern": "*.py"}}', [READ, call("glob", pattern="*.py")], ""),
+    Row("llama-json-in-prose", 'The reply was {"name": "read", "parameters": {"path": "/w/a.py"}} as you see.', [],
+        'The reply was {"name": "read", "parameters": {"path": "/w/a.py"}} as you see.',
+        vllm="llama3_json reads a call only when the output starts with { or <|python_tag|>: same answer"),
+    Row("json-answer-not-a-call", '{"status": "ok", "count": 3}', [], '{"status": "ok", "count": 3}',
+        vllm="llama3_json: no name, no call: same"),
+    Row("pythonic-whole", '[read(path="/w/a.py"), grep(pattern="TODO", output_mode="content")]',
+        [READ, call("grep", pattern="TODO", output_mode="content")], ""),
+    Row("pythonic-list-answer", "[1, 2, 3]", [], "[1, 2, 3]"),
+    Row("mistral-v11", '[TOOL_CALLS]read[ARGS]{"path": "/w/a.py"}', [READ], ""),
+    Row("mistral-after-text", 'Reading now. [TOOL_CALLS][{"name": "read", "arguments": {"path": "/w/a.py"}}]', [READ],
+        "Reading now. "),
+    Row("qwen25-tools-block", 'I will look.\n<tools>\n{"name": "read", "arguments": {"path": "/w/a.py"}}\n</tools>',
+        [READ], "I will look.\n", vllm="hermes (the parser the profile names) leaves it all in content"),
+    Row("qwen25-fenced-whole", '```json\n{"name": "read", "arguments": {"path": "/w/a.py"}}\n```', [READ], "",
+        vllm="no parser reads a fence: the reply is the answer"),
+    Row("qwen25-fenced-json-answer", 'The config:\n```json\n{"name": "read", "arguments": {}}\n```', [],
+        'The config:\n```json\n{"name": "read", "arguments": {}}\n```'),
+    Row("deepseek-v31", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>read<｜tool▁sep｜>{\"path\": \"/w/a.py\"}"
+        "<｜tool▁call▁end｜><｜tool▁calls▁end｜>", [READ], ""),
+    Row("harmony-tokens", '<|channel|>commentary to=functions.read <|constrain|>json<|message|>{"path": "/w/a.py"}'
+        "<|call|>", [READ], ""),
+]
+
+
+@pytest.mark.parametrize("row", READING_ROWS, ids=[row.id for row in READING_ROWS])
+def test_each_family_row_reads_as_the_table_says(row):
+    _check(row)
+
+
+def test_the_qwen3_coder_rows_read_structurally_not_by_the_fallback():
+    """The structural reading succeeds on every XML row (the fallback would read many the same way
+    and hide a broken structural reader)."""
+    from abhed.model.textcalls import qwen3_xml
+    for row in ROWS:
+        if row.id.startswith("xml-") and row.id != "xml-empty-name":
+            assert qwen3_xml._Structural(row.text).calls(0) is not None, row.id
+
+
+def test_the_table_and_the_forms_table_hold_over_a_hundred_outputs():
+    assert len(ROWS) + len(READING_ROWS) + len(FORM_ROWS) >= 100

@@ -44,7 +44,7 @@ _LEAD = re.compile(r"(?:assistant)?(?:commentary|analysis)?[ \t]*$")  # what a s
 class _Harmony:
     name = NAME
     openers = ("<|start|>", "<|channel|>", MESSAGE, PREFIX)
-    leads = ()
+    leads = ("assistant", "analysis", "commentary")  # a stripped header: what comes before to=functions.
 
     def find(self, text: str) -> list[Span]:
         if MESSAGE in text:
