@@ -98,7 +98,7 @@ class Adapter:
 
     def _wire(self, msg: Msg) -> dict[str, Any]:
         if msg.role == "assistant" and msg.tool_calls:
-            return {"role": "assistant", "content": textcalls.prose(msg.content) or None,
+            return {"role": "assistant", "content": textcalls.read(msg.content, self.schemas).prose or None,
                     "tool_calls": [{"id": c.id, "type": "function",
                                     "function": {"name": c.name, "arguments": object_json(c.arguments)}}
                                    for c in msg.tool_calls]}
