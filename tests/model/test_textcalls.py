@@ -124,6 +124,18 @@ ROWS = [
         vllm="a get_weather call"),
     Row("whole-reply-fenced-call", "```\n" + H + "\n```", [READ], "```\n\n```",
         vllm="the call is read; content '```\\n'"),
+    Row("prose-template-at-the-end", "Each call renders as <tool_call>{{ tc.name }}</tool_call>", [],
+        "Each call renders as <tool_call>{{ tc.name }}</tool_call>"),
+    Row("prose-first-line-mid-line", 'A<tool_call>{"name": "read", "arguments": {}}</tool_call> then more.', [],
+        'A<tool_call>{"name": "read", "arguments": {}}</tool_call> then more.'),
+    Row("prose-unclosed-inline-code-at-end", 'The syntax is `<tool_call>{"name": "read", "arguments": {"path": "/x"}}'
+        "</tool_call>", [], 'The syntax is `<tool_call>{"name": "read", "arguments": {"path": "/x"}}</tool_call>'),
+    Row("hermes-mid-line-then-two-more", "Reading all: " + H + "\n" + H.replace("a.py", "b.py") + "\n" +
+        H.replace("a.py", "c.py"), [READ, call("read", path="/w/b.py"), call("read", path="/w/c.py")],
+        "Reading all: "),
+    Row("hermes-broken-then-good", '<tool_call>{"name": "edit", "arguments": {,}}</tool_call>\n' + H,
+        [broken("edit", "does not parse"), READ], "", vllm="one broken block: no calls at all, all as content"),
+    Row("xml-then-hermes-adjacent", X + H.replace("a.py", "b.py"), [READ, call("read", path="/w/b.py")], ""),
     # -- Qwen3-Coder XML -----------------------------------------------------------------------------
     Row("xml-one", X, [READ], ""),
     Row("xml-typed", "<tool_call>\n<function=read>\n<parameter=path>\n/w/a.py\n</parameter>\n<parameter=limit>\n20\n"
@@ -325,3 +337,22 @@ def test_the_qwen3_coder_rows_read_structurally_not_by_the_fallback():
 
 def test_the_table_and_the_forms_table_hold_over_a_hundred_outputs():
     assert len(ROWS) + len(READING_ROWS) + len(FORM_ROWS) >= 100
+
+
+def test_a_whole_reply_form_stands_only_as_the_whole_reply():
+    """reading.py checks a "whole" span itself, whatever a form returns (defence in depth: the
+    forms only return such spans for a whole reply)."""
+    from abhed.model.textcalls.base import Found, Span
+
+    class Whole:
+        name, openers, leads = "whole-test", ("{",), ()
+
+        def find(self, text):
+            start = text.find("{")
+            return [Span(start, text.rfind("}") + 1, self.name, [Found("read", {"path": "/x"})],
+                         placement="whole")] if start >= 0 else []
+
+    def calls(text):
+        return [c.name for c in textcalls.reading.read(text, SCHEMAS, (Whole(),)).calls]
+    assert calls("{x}") == ["read"] and calls("  {x}\n") == ["read"]
+    assert calls("a{x}") == [] and calls("{x}b") == [] and calls("ab {x}") == [] and calls("{x} b") == []
