@@ -170,6 +170,9 @@ ROWS = [
         ""),
     Row("xml-empty-name", "<tool_call><function=>oops</tool_call>", [broken("", "malformed", "<function=read>")], "",
         vllm="a call with an empty name; dispatch would refuse it as an unknown tool"),
+    Row("xml-name-tag-unclosed", "<tool_call>\n<function=read\n<parameter=path>/x</parameter>\n</function>\n</tool_call>",
+        [broken("read", "malformed", "<function=read>")], "",
+        vllm="a call named 'read\\n<parameter=path' (up to the first >): an unknown tool"),
     Row("xml-unknown-parameter-kept", "<tool_call><function=read><parameter=path>/x</parameter><parameter=colour>red"
         "</parameter></function></tool_call>", [call("read", path="/x", colour="red")], ""),
     Row("xml-parameter-repeated", "<tool_call><function=read><parameter=path>/a</parameter><parameter=path>/b"
@@ -327,12 +330,46 @@ def test_each_family_row_reads_as_the_table_says(row):
 
 
 def test_the_qwen3_coder_rows_read_structurally_not_by_the_fallback():
-    """The structural reading succeeds on every XML row (the fallback would read many the same way
-    and hide a broken structural reader)."""
+    """The structural reading alone gives each XML row's calls (the fallback would read many rows
+    the same way and hide a broken structural reader); beside another form's block it reads only
+    its own."""
     from abhed.model.textcalls import qwen3_xml
     for row in ROWS:
-        if row.id.startswith("xml-") and row.id != "xml-empty-name":
-            assert qwen3_xml._Structural(row.text).calls(0) is not None, row.id
+        if not row.id.startswith("xml-"):
+            continue
+        structural = qwen3_xml._Structural(row.text).calls(0)
+        assert structural is not None, row.id
+        mine = [(name, args) for name, args in row.calls if row.id not in ("xml-then-hermes", "xml-then-hermes-adjacent")
+                or name != "read" or args != call("read", path="/w/b.py")[1]]
+        assert [c.name or "" for c in structural] == [
+            "" if isinstance(args, tuple) and args[0] == ERROR else name for name, args in mine], row.id
+        for found, (name, args) in zip(structural, mine):
+            if not (isinstance(args, tuple) and args[0] == ERROR):
+                assert list(dict.fromkeys(key for key, _ in found.params)) == list(args), row.id
+
+
+def test_the_structural_reading_is_tried_up_to_its_tag_limit_then_the_fallback_reads():
+    from abhed.model.textcalls import qwen3_xml
+    nested = "<parameter=x>\n</parameter>\n</function>"  # 2 tags, in a value
+
+    def reply(tags: int) -> str:
+        pad = "<parameter=path>/x</parameter>" * (tags - 3)  # and <function=write>, <parameter=content>, <parameter=x>
+        return f"<function=write>{pad}<parameter=content>a {nested} b</parameter></function>"
+    assert reply(qwen3_xml.MAX_TAGS).count("<parameter=") + reply(qwen3_xml.MAX_TAGS).count("<function=") == 150
+    [whole] = qwen3_xml.FORM.find(reply(qwen3_xml.MAX_TAGS))
+    assert whole.calls[0].arguments["content"] == f"a {nested} b"
+    [cut] = qwen3_xml.FORM.find(reply(qwen3_xml.MAX_TAGS + 1))
+    assert cut.calls[0].arguments["content"] == "a "  # vLLM's reading: up to the next tag
+
+
+def test_a_recursion_error_in_the_structural_reading_falls_back(monkeypatch):
+    from abhed.model.textcalls import qwen3_xml
+
+    def deep(self, at):
+        raise RecursionError
+    monkeypatch.setattr(qwen3_xml._Structural, "calls", deep)
+    [span] = qwen3_xml.FORM.find(X)
+    assert span.calls[0].name == "read" and span.calls[0].arguments == {"path": "/w/a.py"}
 
 
 def test_the_table_and_the_forms_table_hold_over_a_hundred_outputs():

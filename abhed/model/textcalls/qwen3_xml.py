@@ -40,6 +40,7 @@ MALFORMED = ("Your tool call is malformed: it must start with <function=NAME> an
 MAX_TAGS = 150  # more tags than this: the structural reading (recursive) is not tried, the fallback reads it
 _NAME = re.compile(r"([^>\n<]{1,200})>")
 _OPENER = re.compile(r"<tool_call>|<function=")
+_BARE_NAME = re.compile(r"[\w.\-]{1,200}")
 
 
 @dataclass
@@ -69,9 +70,10 @@ class Qwen3Xml:
         return [self._span(text, call) for call in calls]
 
     def _span(self, text: str, call: _Call) -> Span:
-        if not call.name:
-            named = _NAME.match(text, call.start + len(FUNCTION)) if FUNCTION in text[call.start:call.end] else None
-            return Span(call.start, call.end, self.name, error=MALFORMED, named=named.group(1).strip() if named else "")
+        if not call.name:  # the tool it means, if a name starts the tag (the model is then asked once)
+            at = text.find(FUNCTION, call.start, call.end)
+            named = _BARE_NAME.match(text, at + len(FUNCTION)) if at >= 0 else None
+            return Span(call.start, call.end, self.name, error=MALFORMED, named=named.group() if named else "")
         args = {key: _unframed(value) for key, value in call.params}
         return Span(call.start, call.end, self.name, [Found(call.name, args, texts=True)])
 
@@ -89,11 +91,11 @@ class _Structural:
     def __init__(self, text: str) -> None:
         self.text = text
         self._rest: dict[int, list[_Call] | None] = {}
-        self._params: dict[tuple[int, bool], tuple[list[tuple[str, str]], int] | None] = {}
+        self._params: dict[int, tuple[list[tuple[str, str]], int] | None] = {}
 
     def calls(self, at: int) -> list[_Call] | None:
         """The calls from `at` to the end; None when what follows cannot be read."""
-        if at not in self._rest:
+        if at not in self._rest:  # pragma: no mutate (the memo only saves time)
             self._rest[at] = self._calls(at)
         return self._rest[at]
 
@@ -118,43 +120,42 @@ class _Structural:
             end = len(self.text) if close < 0 else close + len(CALL_END if wrapped else FUNCTION_END)
             rest = self.calls(end)
             return None if rest is None else [_Call(start, None, [], end), *rest]
-        parsed = self.params(named.end(), wrapped)
+        parsed = self.params(named.end())
         if parsed is None:
             return None
         params, end = parsed
         rest = self.calls(end)
         return None if rest is None else [_Call(start, named.group(1).strip(), params, end), *rest]
 
-    def params(self, at: int, wrapped: bool) -> tuple[list[tuple[str, str]], int] | None:
+    def params(self, at: int) -> tuple[list[tuple[str, str]], int] | None:
         """The parameters from `at` to the end of the call, and where the call ends."""
-        key = (at, wrapped)
-        if key not in self._params:
-            self._params[key] = self._parameters(at, wrapped)
-        return self._params[key]
+        if at not in self._params:  # pragma: no mutate (the memo only saves time)
+            self._params[at] = self._parameters(at)
+        return self._params[at]
 
-    def _parameters(self, at: int, wrapped: bool) -> tuple[list[tuple[str, str]], int] | None:
+    def _parameters(self, at: int) -> tuple[list[tuple[str, str]], int] | None:
         at = _skip(self.text, at)
         if at >= len(self.text):
             return [], at  # cut off: the call as far as it went
         if self.text.startswith(FUNCTION_END, at):
-            return [], self._call_end(at + len(FUNCTION_END), wrapped)
+            return [], self._call_end(at + len(FUNCTION_END))
         if self.text.startswith(CALL_END, at):  # </function> left out
             return [], at + len(CALL_END)
         named = _NAME.match(self.text, at + len(PARAMETER)) if self.text.startswith(PARAMETER, at) else None
         if named is None:
             return None
-        return self._value(named.group(1).strip(), named.end(), wrapped)
+        return self._value(named.group(1).strip(), named.end())
 
-    def _value(self, key: str, at: int, wrapped: bool) -> tuple[list[tuple[str, str]], int] | None:
+    def _value(self, key: str, at: int) -> tuple[list[tuple[str, str]], int] | None:
         close = self.text.find(PARAMETER_END, at)
         while close >= 0:
-            rest = self.params(close + len(PARAMETER_END), wrapped)
+            rest = self.params(close + len(PARAMETER_END))
             if rest is not None and self._reads_on(rest[1]):
                 return [(key, self.text[at:close]), *rest[0]], rest[1]
             close = self.text.find(PARAMETER_END, close + 1)
         ends = [i for i in (self.text.find(t, at) for t in (PARAMETER, FUNCTION_END, CALL_END)) if i >= 0]
         stop = min(ends, default=len(self.text))  # </parameter> left out: the value ends at the next tag
-        rest = self.params(stop, wrapped)
+        rest = self.params(stop)
         if rest is None:
             return None
         return [(key, self.text[at:stop]), *rest[0]], rest[1]
@@ -162,7 +163,7 @@ class _Structural:
     def _reads_on(self, end: int) -> bool:
         return self.calls(end) is not None
 
-    def _call_end(self, at: int, wrapped: bool) -> int:
+    def _call_end(self, at: int) -> int:
         after = _skip(self.text, at)
         if self.text.startswith(CALL_END, after):
             return after + len(CALL_END)
