@@ -173,6 +173,12 @@ ROWS = [
     Row("xml-name-tag-unclosed", "<tool_call>\n<function=read\n<parameter=path>/x</parameter>\n</function>\n</tool_call>",
         [broken("read", "malformed", "<function=read>")], "",
         vllm="a call named 'read\\n<parameter=path' (up to the first >): an unknown tool"),
+    Row("xml-empty-name-then-prose", "<tool_call><function=>oops</tool_call>\nThen text.",
+        [broken("", "malformed")], "Then text."),
+    Row("xml-bare-empty-name-then-prose", "<function=>x</function>\nThen text.", [broken("", "malformed")],
+        "Then text."),
+    Row("xml-function-end-left-out", "<tool_call><function=read><parameter=path>/x</parameter></tool_call>\nAfter.",
+        [call("read", path="/x")], "After."),
     Row("xml-unknown-parameter-kept", "<tool_call><function=read><parameter=path>/x</parameter><parameter=colour>red"
         "</parameter></function></tool_call>", [call("read", path="/x", colour="red")], ""),
     Row("xml-parameter-repeated", "<tool_call><function=read><parameter=path>/a</parameter><parameter=path>/b"

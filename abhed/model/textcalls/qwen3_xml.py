@@ -57,22 +57,20 @@ class Qwen3Xml:
     leads = ()
 
     def find(self, text: str) -> list[Span]:
-        if FUNCTION not in text:
+        if FUNCTION not in text:  # pragma: no mutate (a shortcut: no tag, no call either way)
             return []
-        calls = None
-        if text.count(PARAMETER) + text.count(FUNCTION) <= MAX_TAGS:
-            try:
-                calls = _Structural(text).calls(0)
-            except RecursionError:  # a deep stack at the caller's end: the fallback needs none
-                calls = None
+        try:
+            small = text.count(PARAMETER) + text.count(FUNCTION) <= MAX_TAGS
+            calls = _Structural(text).calls(0) if small else None
+        except RecursionError:  # a deep stack at the caller's end: the fallback needs none
+            calls = None
         if calls is None:
             calls = _first_closing(text)
         return [self._span(text, call) for call in calls]
 
     def _span(self, text: str, call: _Call) -> Span:
         if not call.name:  # the tool it means, if a name starts the tag (the model is then asked once)
-            at = text.find(FUNCTION, call.start, call.end)
-            named = _BARE_NAME.match(text, at + len(FUNCTION)) if at >= 0 else None
+            named = _BARE_NAME.match(text, text.find(FUNCTION, call.start, call.end) + len(FUNCTION))
             return Span(call.start, call.end, self.name, error=MALFORMED, named=named.group() if named else "")
         args = {key: _unframed(value) for key, value in call.params}
         return Span(call.start, call.end, self.name, [Found(call.name, args, texts=True)])
@@ -148,7 +146,7 @@ class _Structural:
 
     def _value(self, key: str, at: int) -> tuple[list[tuple[str, str]], int] | None:
         close = self.text.find(PARAMETER_END, at)
-        while close >= 0:
+        while close >= 0:  # pragma: no mutate (> 0, >= 1: a value starts after its tag, never at 0)
             rest = self.params(close + len(PARAMETER_END))
             if rest is not None and self._reads_on(rest[1]):
                 return [(key, self.text[at:close]), *rest[0]], rest[1]
