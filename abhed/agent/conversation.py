@@ -41,11 +41,13 @@ def fit_observation(content: str, cap: int) -> str:
 
 def message_event(msg: Msg, session_id: str, agent_id: str, parent_id: str | None, *, origin: str,
                   reasoning: str | None = None, usage: Usage | None = None,
-                  finish_reason: str | None = None) -> MessageEvent:
+                  finish_reason: str | None = None, forms: tuple[str, ...] = ()) -> MessageEvent:
+    """`forms`: for a reply, the text forms its calls were read from (Reading.forms)."""
     assert msg.role in ("user", "assistant")
     return MessageEvent(session_id=session_id, agent_id=agent_id, parent_id=parent_id, role=msg.role,  # type: ignore[arg-type]
                         content=msg.content, origin=origin, reasoning=reasoning or None, images=msg.images,
                         tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in msg.tool_calls],
+                        forms=list(forms) if msg.tool_calls else [],
                         usage={"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
                         if usage else None, finish_reason=finish_reason)
 

@@ -5,7 +5,7 @@
         a budget exhausted?                    -> "budget": a summary of where it stopped
         context filling? compact                  (compaction.py; plan, todos, files read re-injected)
         reply = the model's next reply            (context overflow: compact harder, retry once)
-        the reply as a MessageEvent
+        the reply as a MessageEvent               (its calls, and the text forms they were read from)
         no calls?                              -> "done": the reply is the answer
         each call through dispatch.call           (read-only ones in parallel; events + approval there)
         a failing call repeated? a firmer hint    (loop guard)
@@ -238,7 +238,7 @@ class Agent:
                 self._add(Msg("assistant", reply.text), origin="model", reply=reply)
                 self.display.reply_done(final=True)
                 return Outcome("done", reply.text.strip() + REPEATED_NOTE)
-            self._add(Msg("assistant", reply.text, calls), origin="model", reply=reply)
+            self._add(Msg("assistant", reply.text, calls), origin="model", reply=reply, forms=reading.forms)
             self.display.reply_done(final=not calls)
             if calls:
                 self._run_calls(calls, reply)
@@ -543,10 +543,10 @@ class Agent:
     def _record(self, event: AnyEvent, *, sync: bool = True) -> None:
         self.ctx.session.record(event, sync=sync)
 
-    def _add(self, msg: Msg, *, origin: str, reply: Reply | None = None) -> None:
+    def _add(self, msg: Msg, *, origin: str, reply: Reply | None = None, forms: tuple[str, ...] = ()) -> None:
         event = message_event(msg, self.ctx.session.id, self.agent_id, self.parent_id, origin=origin,
                               reasoning=reply.reasoning if reply else None, usage=reply.usage if reply else None,
-                              finish_reason=reply.finish_reason if reply else None)
+                              finish_reason=reply.finish_reason if reply else None, forms=forms)
         msg.event_id = event.id
         if msg.role == "assistant" and prose(msg.content).strip():
             self._said = prose(msg.content).strip()

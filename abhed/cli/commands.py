@@ -466,7 +466,9 @@ def _shown_event(event: AnyEvent, indent: str, full: bool) -> str:
     if isinstance(event, MessageEvent):
         who = event.role if event.origin in ("user", "model") else f"{event.role} ({event.origin})"
         body = event.content if full else _preview(event.content)
-        calls = f" [{len(event.tool_calls)} call{'s' * (len(event.tool_calls) != 1)}]" if event.tool_calls else ""
+        written = f" written in the {' and '.join(event.forms)} form" if event.forms else ""
+        calls = (f" [{len(event.tool_calls)} call{'s' * (len(event.tool_calls) != 1)}{written}]" if event.tool_calls
+                 else "")
         return f"{indent}{stamp} [{event.agent_id}] {who}: {body}{calls}"
     if isinstance(event, CompactionEvent):
         return (f"{indent}{stamp} [{event.agent_id}] compacted ({event.method} summary): about "

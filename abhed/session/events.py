@@ -129,13 +129,17 @@ class MessageEvent(_Event):
     For a reply, `content` is the model's whole text (with a text-protocol reply, the tool-call
     markup too) and `tool_calls` the calls read from it: `{"id", "name", "arguments"}` with
     `arguments` the raw string the model sent, so a resumed session replays exactly what it said.
-    `origin` tells a human's prompt from text Abhed itself added (a loop-guard hint, a resume note).
+    `forms` names the text forms those calls were written in (textcalls: "hermes", "qwen3_coder",
+    ...): empty when the server parsed them (native calls) or there were none, and in lines from
+    before the field. `origin` tells a human's prompt from text Abhed itself added (a loop-guard
+    hint, a resume note).
     """
 
     kind: Literal["message"] = "message"
     role: Literal["user", "assistant"]
     content: str
     tool_calls: list[dict[str, Any]] = []
+    forms: list[str] = []  # the text forms of the calls read from `content`; [] for the server's own
     images: list[dict[str, str]] = []  # a user's attachments: {"url": data URL, "label"}
     reasoning: str | None = None
     usage: dict[str, int] | None = None

@@ -126,3 +126,32 @@ def test_no_reply_that_holds_a_call_ends_the_run_unrun(tmp_path_factory, before,
         results = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
     assert outcome.status == "done" and outcome.answer == "Answer."
     assert len(results) == 1 and "secret = 7" in results[0]
+
+
+def test_the_log_names_the_form_each_replys_calls_were_written_in(ws, home):
+    """The reply's MessageEvent says which form its calls came in: the conformance suite and a
+    reader of the log see a model asked for hermes that wrote Qwen3-Coder's XML, and a native
+    server that left a call in the text; the server's own structured calls have none."""
+    from abhed.session.events import EventLog, MessageEvent
+    (ws / "a.py").write_text("x = 1\n")
+    xml = f"<tool_call>\n<function=read>\n<parameter=path>\n{ws / 'a.py'}\n</parameter>\n</function>\n</tool_call>"
+    hermes = f'<tool_call>\n{{"name": "read", "arguments": {{"path": "{ws / "a.py"}"}}}}\n</tool_call>'
+    turns = [Turn(text=xml), Turn(text=hermes), Turn(calls=[("read", {"path": str(ws / "a.py")})]), Turn(text="x is 1.")]
+    for tool_format, parser, expected in (("hermes", False, [["qwen3_coder"], ["hermes"], ["hermes"], []]),
+                                          ("native", True, [["qwen3_coder"], ["hermes"], [], []])):
+        with ReplayServer(turns, tool_parser=parser) as server:
+            agent = make_agent(ws, home, server, tool_format=tool_format)
+            assert agent.run("go").answer == "x is 1."
+        events = agent.ctx.session.log.load().events
+        replies = [e for e in events if isinstance(e, MessageEvent) and e.role == "assistant"]
+        assert [e.forms for e in replies] == expected, tool_format  # a text protocol writes scripted calls as hermes
+        assert [len(e.tool_calls) for e in replies] == [1, 1, 1, 0]
+    shown = abhed("sessions", "show", agent.ctx.session.id, home=home, cwd=ws).stdout
+    assert shown.count("[1 call written in the qwen3_coder form]") == 1 and shown.count("[1 call]") == 1
+    # a line written before the field loads, with no forms
+    lines = [json.loads(text) for text in agent.ctx.session.log.path.read_text().splitlines()]
+    line = next(line for line in lines if line["kind"] == "message" and line["forms"] == ["qwen3_coder"])
+    del line["forms"]
+    old = EventLog(ws / "old.jsonl")
+    old.path.write_text(json.dumps(line) + "\n")
+    assert old.load().events[0].forms == []
