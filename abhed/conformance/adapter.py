@@ -1,12 +1,28 @@
 """Layer 1: can the model call each of the nine tools in a form Abhed can parse and validate?
 
-One trial per tool, one reply each: the model is asked for one call of the tool with arguments
-given in the prompt, in whatever format its profile uses (native calls, or a text protocol when the
-server has no tool parser), and the reply goes through the real adapter, dispatch and schema
-validation. A test passes when the reply holds a call of that tool whose arguments validate and
-say what was asked; it fails on markup that does not parse, JSON that does not parse, arguments
-the schema rejects, another tool, or no call at all. What the tool then does is not judged here
-(the task call, on a one-reply budget, is refused with "Budget limit reached" by design).
+One trial per case, one reply each, through the real adapter, dispatch and schema validation:
+
+  the nine    one call of each tool with arguments given in the prompt, in the format the model's
+              calls travel in (native, or a text protocol when the server has no tool parser or
+              model.tool_format pins one): CASES, named after the tool;
+  text:FMT    one per text protocol Abhed can ask for (adapters.FORMATS less native: hermes,
+              qwen3_coder): the trial's agent describes the tools in its system prompt and asks for
+              that form, as with a server without a parser, and the model must make one edit whose
+              multi-line old_string/new_string hold markup (<, </, &amp;), both kinds of quotes,
+              backslashes and braces, which is where each form breaks (JSON escaping in hermes, raw
+              values in qwen3_coder): TEXT_CASES.
+
+A test passes when the reply holds a call of the tool whose arguments validate and say what was
+asked, in whatever form Abhed read it (the form actually used is reported beside it, from the log:
+a model asked for hermes may write its family's own form); it fails on markup that does not parse,
+JSON that does not parse, arguments the schema rejects or that say something else, another tool,
+or no call at all. What the tool then does is not judged here (the task call, on a one-reply
+budget, is refused with "Budget limit reached" by design).
+
+Which cases count toward the adapter threshold (report.grade): the nine always; a text:FMT case
+only when FMT is the format the model's calls travel in, since that is the escaping-heavy call it
+will make in service. The other text protocols are informative: shown, never deciding the verdict,
+since a model served natively (or in one text protocol) never has to write them.
 """
 
 from __future__ import annotations
@@ -17,6 +33,7 @@ from typing import Any
 
 from abhed.agent import dispatch
 from abhed.conformance.trial import Record
+from abhed.model.adapters import FORMATS
 
 # error kinds that mean the call itself was malformed: what this layer exists to catch
 MALFORMED = frozenset({dispatch.MALFORMED, dispatch.BAD_JSON, dispatch.INVALID_INPUT, dispatch.UNKNOWN_TOOL})
@@ -31,6 +48,11 @@ class Case:
     files: dict[str, str] = field(default_factory=dict)
     pre_read: tuple[str, ...] = ()
     keys: tuple[str, ...] = ()  # arguments the call must give exactly as asked
+    protocol: str = ""  # the text protocol the trial's agent asks for; "": the format the model's calls travel in
+
+    @property
+    def name(self) -> str:
+        return f"text:{self.protocol}" if self.protocol else self.tool
 
     def args(self, workspace: str) -> dict[str, Any]:
         return json.loads(json.dumps(self.arguments).replace("WS", workspace))
@@ -57,6 +79,21 @@ CASES: tuple[Case, ...] = (
     Case("todo", {"items": [{"content": "Write the tests", "status": "in_progress"}, {"content": "Run them"}]},
          keys=("items",)),
 )
+
+
+# What breaks a text form: several lines, markup (opening and closing tags, &amp;), both kinds of quotes,
+# backslashes and braces: escaped in hermes's JSON, as they are in qwen3_coder's raw values.
+RENDER_OLD = r'''    if len(items) < 1:
+        return '<p class="empty">none</p>'
+    return "<ul>\n" + "\n".join(f"<li>{i}</li>" for i in items) + "\n</ul>"'''
+RENDER_NEW = r'''    if not items:
+        return '<p class="empty">nothing &amp; nobody</p>'
+    return "<ul>\n" + "\n".join(f'<li class="item">{i}</li>' for i in items) + "\n</ul>"'''
+TEXT_CASES: tuple[Case, ...] = tuple(
+    Case("edit", {"path": "WS/render.py", "old_string": RENDER_OLD, "new_string": RENDER_NEW},
+         {"render.py": f"def render(items):\n{RENDER_OLD}\n"}, pre_read=("render.py",),
+         keys=("path", "old_string", "new_string"), protocol=protocol)
+    for protocol in FORMATS if protocol != "native")
 
 
 def judge(case: Case, record: Record, workspace: str) -> str | None:

@@ -5,7 +5,13 @@ $ABHED_HOME/conformance, never inside the installed package) and what machines r
 threshold; the model passes when every category run does.
 
 Categories and their scores:
-  adapter    share of the nine tools called in a form that parses and validates (threshold 1.0: all)
+  adapter    share of the counted adapter cases whose call parses, validates and says what was
+             asked (threshold 1.0: all). Counted: the nine tools, in the format the model's calls
+             travel in, and the text:FMT case of that format when it is a text protocol. The
+             text:FMT cases of the other text protocols are informative: the table marks them so and
+             the adapter line lists them, but they never decide the verdict. A model served
+             natively need not master hermes and qwen3_coder both, while one whose calls travel in a
+             text protocol must write that protocol's hardest call (see adapter.py).
   scenarios  share of the everyday scenarios whose outcome on disk is right (0.8)
   recovery   the recovery rate: of the errors the recovery tasks provoked, the share whose next call
              of the same tool succeeded (0.6); also, at least `RECOVERY_OUTCOMES` of those tasks must
@@ -24,7 +30,9 @@ from pydantic import BaseModel, Field
 from abhed import __version__
 from abhed.files.atomic import replace_file
 
-SCHEMA_VERSION = 1
+# 2: tests carry protocol (the text protocol a text:FMT case asked for), forms (what the model's calls
+# came in) and counted (whether the test counts toward its category's score); reports of 1 still load.
+SCHEMA_VERSION = 2
 CATEGORIES = ("adapter", "scenarios", "recovery")
 THRESHOLDS: dict[str, float] = {"adapter": 1.0, "scenarios": 0.8, "recovery": 0.6}
 RECOVERY_OUTCOMES = 0.75
@@ -37,6 +45,9 @@ class TestReport(BaseModel):
     name: str
     passed: bool
     detail: str = ""  # why it failed; for recovery, what it recovered from
+    protocol: str = ""  # adapter text:FMT cases: the text protocol asked for; "": the model's own format
+    forms: list[str] = Field(default_factory=list)  # what the calls came in: "native", "hermes", "qwen3_coder", ...
+    counted: bool = True  # False: informative, not part of its category's score (set by grade)
     turns: int = 0  # model replies, subagents' included
     tool_calls: int = 0
     tool_errors: int = 0
@@ -72,23 +83,58 @@ class Report(BaseModel):
 
 
 def grade(report: Report, thresholds: dict[str, float]) -> Report:
-    """Score each category that ran, and the verdict."""
+    """Score each category that ran, and the verdict. A test that asked for a text protocol counts
+    only when that protocol is the format the model's calls travel in (report.tool_format)."""
     report.categories = []
+    for test in report.tests:
+        test.counted = not test.protocol or test.protocol == report.tool_format
     for name in CATEGORIES:
-        tests = [t for t in report.tests if t.category == name]
-        if not tests:
+        ran = [t for t in report.tests if t.category == name]
+        if not ran:
             continue
+        tests = [t for t in ran if t.counted]
         passed = sum(t.passed for t in tests)
         threshold = thresholds.get(name, THRESHOLDS[name])
+        note = _informative([t for t in ran if not t.counted], report.tool_format)
         if name == "recovery":
             report.categories.append(_recovery(tests, passed, threshold))
             report.recovery_rate = report.categories[-1].score
+        elif not tests:  # only informative tests: nothing that counts was run, which is no pass
+            report.categories.append(CategoryReport(name=name, passed=0, total=0, score=None, threshold=threshold,
+                                                    ok=False, note=note))
         else:
             score = passed / len(tests)
             report.categories.append(CategoryReport(name=name, passed=passed, total=len(tests), score=round(score, 3),
-                                                    threshold=threshold, ok=score >= threshold))
+                                                    threshold=threshold, ok=score >= threshold, note=note))
     report.passed = bool(report.categories) and all(c.ok for c in report.categories)
     return report
+
+
+def _informative(tests: list[TestReport], tool_format: str) -> str:
+    """The adapter line's note on the text protocols that do not count: each one's result."""
+    if not tests:
+        return ""
+    names = list(dict.fromkeys(t.name for t in tests))
+    results = []
+    for name in names:
+        runs = [t for t in tests if t.name == name]
+        passed = sum(t.passed for t in runs)
+        results.append(f"{name} " + (("PASS" if passed else "FAIL") if len(runs) == 1 else f"{passed}/{len(runs)}"))
+    return f"informative, not counted since the calls travel in {tool_format}: " + ", ".join(results)
+
+
+def form_note(test: TestReport, tool_format: str) -> str:
+    """What a person should know about the form a test's calls came in, or "": a text form other than
+    the one asked for (Abhed read it, as it reads every form), or, natively, calls the server's
+    parser left in the text for Abhed to recover."""
+    asked = test.protocol or tool_format
+    other = [form for form in test.forms if form not in (asked, "native")]
+    if not other:
+        return ""
+    if asked == "native":
+        return (f"the server's tool-call parser left calls in the text ({', '.join(other)} form); Abhed recovered "
+                "them: check the server's --tool-call-parser")
+    return f"asked for {asked}, the model wrote the {' and '.join(other)} form"
 
 
 def _recovery(tests: list[TestReport], passed: int, threshold: float) -> CategoryReport:
@@ -107,11 +153,16 @@ def table(report: Report) -> str:
     """The report for people: one line per test, one per category, and the verdict."""
     lines = [f"abhed conformance: {report.model} at {report.endpoint}; profile {report.profile}; tool calls "
              f"{report.tool_format}", ""]
-    lines.append(f"{'category':<10} {'test':<18} {'result':<6} {'turns':>5} {'calls':>5} {'errors':>6}  detail")
+    lines.append(f"{'category':<10} {'test':<18} {'result':<6} {'turns':>5} {'calls':>5} {'errors':>6}  "
+                 f"{'form':<12} detail")
     for t in report.tests:
-        detail = " / ".join(t.detail.split("\n")) if not t.passed or t.category == "recovery" else ""
+        notes = ["informative"] if not t.counted else []
+        if not t.passed or t.category == "recovery":
+            notes.append(" / ".join(t.detail.split("\n")))
+        notes.append(form_note(t, report.tool_format))
+        form = ",".join(t.forms) or "-"
         lines.append(f"{t.category:<10} {t.name:<18} {'PASS' if t.passed else 'FAIL':<6} {t.turns:>5} "
-                     f"{t.tool_calls:>5} {t.tool_errors:>6}  {detail}".rstrip())
+                     f"{t.tool_calls:>5} {t.tool_errors:>6}  {form:<12} {'; '.join(n for n in notes if n)}".rstrip())
     lines += ["", f"{'category':<10} {'passed':>7} {'score':>6} {'needs':>6}  result"]
     for c in report.categories:
         score = "n/a" if c.score is None else f"{c.score:.2f}"

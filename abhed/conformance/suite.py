@@ -35,7 +35,7 @@ def run(settings: Settings, model: Model, root: Path, options: Options) -> Repor
     home = root / "home"
     for number, (category, name, test) in enumerate(_tests(options)):
         for attempt in range(options.repeat):
-            trial = Trial(root / f"{number:02d}-{name}-{attempt + 1}", home, settings, model,
+            trial = Trial(root / f"{number:02d}-{name.replace(':', '-')}-{attempt + 1}", home, settings, model,
                           display=options.display(name))
             result = test(trial)
             report.tests.append(result)
@@ -47,8 +47,8 @@ def run(settings: Settings, model: Model, root: Path, options: Options) -> Repor
 
 def _tests(options: Options) -> Iterator[tuple[str, str, Callable[[Trial], TestReport]]]:
     if "adapter" in options.categories:
-        for case in adapter.CASES:
-            yield "adapter", case.tool, lambda trial, case=case: _adapter(case, trial)
+        for case in adapter.CASES + adapter.TEXT_CASES:
+            yield "adapter", case.name, lambda trial, case=case: _adapter(case, trial)
     for category, scenarios in (("scenarios", SCENARIOS), ("recovery", RECOVERY)):
         if category in options.categories:
             for scenario in scenarios:
@@ -58,9 +58,11 @@ def _tests(options: Options) -> Iterator[tuple[str, str, Callable[[Trial], TestR
 def _adapter(case: adapter.Case, trial: Trial) -> TestReport:
     trial.files(case.files)
     trial.pre_read(case.pre_read)
-    result = trial.run(case.prompt(str(trial.workspace)), max_turns=1)
+    result = trial.run(case.prompt(str(trial.workspace)), max_turns=1, tool_format=case.protocol or None)
     problem = _failed(result) or adapter.judge(case, result.record, str(trial.workspace))
-    return _report("adapter", case.tool, result, problem)
+    test = _report("adapter", case.name, result, problem)
+    test.protocol = case.protocol
+    return test
 
 
 def _scenario(scenario: Scenario, trial: Trial) -> TestReport:
@@ -90,4 +92,4 @@ def _report(category: str, name: str, result: Result, problem: str | None) -> Te
     record = result.record
     return TestReport(category=category, name=name, passed=problem is None, detail=problem or "",
                       turns=record.replies, tool_calls=len(record.calls), tool_errors=len(record.errors),
-                      seconds=round(result.seconds, 2), session=result.session_id)
+                      forms=record.forms, seconds=round(result.seconds, 2), session=result.session_id)

@@ -4,7 +4,9 @@ A Trial makes the workspace (its files), a session in the suite's own ABHED_HOME
 `auto` confined to that workspace, and runs one prompt on a turn budget. Everything the test
 judges afterwards comes from the files on disk and the session's event log, never from what the
 model says it did: `Record.read` turns the log into the calls each agent made, in order, with
-their results, and `recoveries` into the errors and whether the model's next call fixed them.
+their results and the form they came in, and `recoveries` into the errors and whether the model's
+next call fixed them. `run` can make the agent ask for a text protocol instead of the model's own
+format (the adapter layer's text:FMT cases), as it does when a server has no tool parser.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +66,9 @@ class Record:
     calls: list[Call] = field(default_factory=list)
     replies: int = 0  # model replies, subagents' included
     agents: list[str] = field(default_factory=list)
+    # the forms the calls came in, in order of first use: "native" for the server's structured calls,
+    # else the text form they were read from (MessageEvent.forms: hermes, qwen3_coder, ...)
+    forms: list[str] = field(default_factory=list)
 
     @classmethod
     def read(cls, events: Iterable[AnyEvent]) -> Record:
@@ -80,6 +85,9 @@ class Record:
                 number = replies.get(event.agent_id, 0)
                 replies[event.agent_id] = number + 1
                 record.replies += 1
+                for form in (event.forms or ["native"]) if event.tool_calls else []:
+                    if form not in record.forms:
+                        record.forms.append(form)
                 for raw in event.tool_calls:
                     call = Call(event.agent_id, number, raw["name"], _parsed(raw["arguments"]))
                     made[raw["id"]] = call
@@ -158,8 +166,12 @@ class Trial:
                                    agent_id=HARNESS)
             assert not result.is_error, result.content
 
-    def run(self, prompt: str, max_turns: int) -> Result:
-        agent = Agent(self.ctx, self.model, self.gate, Budget(Limits(turns=max_turns, seconds=TRIAL_SECONDS)),
+    def run(self, prompt: str, max_turns: int, tool_format: str | None = None) -> Result:
+        """`tool_format`: a text protocol for the agent to ask for instead of the model's own format
+        (the tools described in the system prompt, as for a server without a tool parser)."""
+        model = self.model if tool_format is None else replace(self.model, tool_format=tool_format,
+                                                                 fallback_format=None)
+        agent = Agent(self.ctx, model, self.gate, Budget(Limits(turns=max_turns, seconds=TRIAL_SECONDS)),
                       config=self.settings.agent, display=self.display)
         started = time.monotonic()
         try:

@@ -1,4 +1,4 @@
-"""Three "models" for the conformance suite's own tests, played on the replay server.
+"""Six "models" for the conformance suite's own tests, played on the replay server.
 
 They are policies, not transcripts: each request is read as a model would read it (the task in
 the first user message, the tool results that came back, in the native or a text protocol), and
@@ -12,18 +12,28 @@ whose error message stops saying what it relies on, stops working, and the suite
               loop guard speaks: it never recovers.
   Malformed   the competent model whose calls of some tools come out broken: a string where an
               integer goes, JSON cut short, a misspelt or missing parameter; in a text protocol,
-              <tool_call> markup that does not parse.
+              markup of the form asked for that does not parse.
+  Habitual    the competent model that, in a text protocol, writes its family's form (Qwen3-Coder's
+              XML) whatever form the system prompt describes, as a model trained on one form does.
+  Unparsed    the competent model on a server whose tool-call parser does not read its form: each
+              native call arrives as hermes markup in the reply's text.
+  Escaping    the competent model that, in Qwen3-Coder's XML form, escapes <, > and & in values as
+              XML would, where that form takes values as they are: its simple calls come out right,
+              a call whose values hold markup says something else than asked.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections.abc import Callable
 from typing import Any
 
 from abhed.model import textcalls
+from abhed.model.adapters import Qwen3CoderAdapter, TextAdapter
 from abhed.model.replay import Turn
+from abhed.model.wire import ToolCall
 
 Call = tuple[str, Any]
 RESPONSE = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.S)
@@ -312,7 +322,22 @@ CORRUPT: dict[str, Callable[[dict[str, Any]], Any]] = {
     "task": lambda a: {k: v for k, v in a.items() if k != "description"},  # a required parameter left out
     "plan": lambda a: {**a, "steps": "; ".join(a.get("steps", []))},  # a string where an array goes
 }
-BROKEN_MARKUP = '<tool_call>\n{"name": "%s", "arguments": {"path": }\n</tool_call>'
+BROKEN_MARKUP = {"hermes": '<tool_call>\n{"name": "%s", "arguments": {"path": }\n</tool_call>',
+                 "qwen3_coder": "<tool_call>\n<function=>\n<parameter=tool>\n%s\n</parameter>\n</function>\n</tool_call>"}
+
+
+def asked_form(body: dict[str, Any]) -> str | None:
+    """The text protocol the request's system prompt describes; None when it carries native tools."""
+    if body.get("tools"):
+        return None
+    return "qwen3_coder" if "<function=" in body["messages"][0]["content"] else "hermes"
+
+
+def qwen3_xml(calls: list[tuple[str, Any]], value: Callable[[Any], Any] = lambda v: v) -> str:
+    """The calls as Qwen3-Coder writes them, each argument passed through `value` first."""
+    writer = Qwen3CoderAdapter([])
+    return "\n".join(writer.format_call(ToolCall(f"c{n}", name, json.dumps({k: value(v) for k, v in args.items()})))
+                     for n, (name, args) in enumerate(calls))
 
 
 class Malformed(Competent):
@@ -322,7 +347,40 @@ class Malformed(Competent):
         turn = super().__call__(body)
         if not turn.calls:
             return turn
-        if not body.get("tools"):  # a text protocol: the markup itself is broken
-            return Turn(text="\n".join(BROKEN_MARKUP % name for name, _ in turn.calls))
+        form = asked_form(body)
+        if form:  # a text protocol: the markup itself is broken
+            return Turn(text="\n".join(BROKEN_MARKUP[form] % name for name, _ in turn.calls))
         return Turn(text=turn.text, calls=[(name, CORRUPT[name](args) if name in CORRUPT else args)
                                            for name, args in turn.calls])
+
+
+class Habitual(Competent):
+    """In a text protocol, Qwen3-Coder's XML whatever form was asked for."""
+
+    def __call__(self, body: dict[str, Any]) -> Turn:
+        turn = super().__call__(body)
+        if not turn.calls or not asked_form(body):
+            return turn
+        return Turn(text=qwen3_xml(turn.calls))
+
+
+class Unparsed(Competent):
+    """Native calls that come back as hermes markup in the text, as from a mismatched parser."""
+
+    def __call__(self, body: dict[str, Any]) -> Turn:
+        turn = super().__call__(body)
+        if not turn.calls or asked_form(body):
+            return turn
+        writer = TextAdapter([])
+        return Turn(text="\n".join(writer.format_call(ToolCall(f"c{n}", name, json.dumps(args)))
+                                   for n, (name, args) in enumerate(turn.calls)))
+
+
+class Escaping(Competent):
+    """In Qwen3-Coder's XML form, values with &lt; for <, &gt; for > and &amp; for &."""
+
+    def __call__(self, body: dict[str, Any]) -> Turn:
+        turn = super().__call__(body)
+        if not turn.calls or asked_form(body) != "qwen3_coder":
+            return turn
+        return Turn(text=qwen3_xml(turn.calls, lambda v: html.escape(v, quote=False) if isinstance(v, str) else v))

@@ -1,33 +1,36 @@
-"""The conformance suite against three fake models on the replay server: a competent one passes, one
+"""The conformance suite against fake models on the replay server: a competent one passes, one
 that writes malformed calls fails the adapter layer, one that never recovers from errors fails
-recovery. The fakes read their prompts and results (fake_models.py), so the suite is judged on
+recovery; the text protocols' cases count only for the format a model's calls travel in, and each
+test names the form its calls came back in. The fakes read their prompts and results (fake_models.py), so the suite is judged on
 what really happens: a tool error message that stops teaching makes even the competent one fail."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from abhed.session import config
 from abhed.conformance import suite
+from abhed.conformance import report as reports
 from abhed.conformance.report import Report
 from abhed.common.errors import ToolError
 from abhed.model.connect import connect
 from abhed.model.replay import ReplayServer
 from abhed.tools.edit import Edit
 from abhed_testing import abhed
-from fake_models import Competent, Malformed, Stubborn
+from fake_models import Competent, Escaping, Habitual, Malformed, Stubborn, Unparsed
 
 MODEL = "Qwen/Qwen2.5-Coder-32B-Instruct"
 
 
 def conformance(policy, home: Path, tmp_path: Path, *, tool_parser: bool = True, model_id: str = MODEL,
-                **options) -> Report:  # type: ignore[no-untyped-def]
+                tool_format: str = "auto", **options) -> Report:  # type: ignore[no-untyped-def]
     settings = config.load({}, env={"ABHED_HOME": str(home), "ABHED_CONFIG": ""})
     with ReplayServer(policy, tool_parser=tool_parser, model_id=model_id) as server:
-        model = connect(server.url, backoff_s=0)
+        model = connect(server.url, backoff_s=0, tool_format=tool_format)
         try:
             return suite.run(settings, model, tmp_path / "suite", suite.Options(**options))
         finally:
@@ -54,13 +57,72 @@ def test_a_competent_model_passes_every_category(home, tmp_path):
         assert (test.recoverable, test.recovered) == (1, 1) and test.detail == "1 of 1 errors fixed by the next call"
     assert tests["scenarios/delegate"].turns == 5  # the parent's three replies and its explore subagent's two
     assert [t.name for t in report.tests if t.category == "adapter"] == [
-        "read", "write", "edit", "glob", "grep", "bash", "task", "plan", "todo"]
+        "read", "write", "edit", "glob", "grep", "bash", "task", "plan", "todo", "text:hermes", "text:qwen3_coder"]
+    # served natively: each text protocol's case is run and shown, in its own form, but does not count
+    assert all(t.forms == ["native"] and t.counted for t in report.tests if not t.protocol)
+    for fmt in ("hermes", "qwen3_coder"):
+        text = tests[f"adapter/text:{fmt}"]
+        assert text.passed and not text.counted and text.protocol == fmt and text.forms == [fmt]
+    assert report.categories[0].note == ("informative, not counted since the calls travel in native: text:hermes PASS, "
+                                         "text:qwen3_coder PASS")
 
 
-@pytest.mark.parametrize("model_id,fmt", [(MODEL, "hermes"), ("Qwen/Qwen3-Coder-30B-A3B-Instruct", "qwen3_coder")])
-def test_a_competent_model_passes_through_a_text_protocol_too(home, tmp_path, model_id, fmt):
+@pytest.mark.parametrize("model_id,fmt,other", [(MODEL, "hermes", "qwen3_coder"),
+                                                ("Qwen/Qwen3-Coder-30B-A3B-Instruct", "qwen3_coder", "hermes")])
+def test_a_competent_model_passes_through_a_text_protocol_too(home, tmp_path, model_id, fmt, other):
     report = conformance(Competent(), home, tmp_path, tool_parser=False, model_id=model_id)
     assert report.passed and report.tool_format == fmt
+    tests = by_name(report)
+    # its own protocol's hardest call counts like the nine; the other protocol is informative
+    assert categories(report)["adapter"] == (10, 10, True)
+    assert tests[f"adapter/text:{fmt}"].counted and not tests[f"adapter/text:{other}"].counted
+    assert all(t.forms == [fmt] for t in report.tests if t.protocol != other)
+
+
+def test_the_text_protocols_count_only_for_the_format_the_calls_travel_in(home, tmp_path):
+    """A model that escapes markup in Qwen3-Coder's raw values: a natively served one passes (the
+    qwen3_coder case is shown, failed, as informative); one whose calls travel in qwen3_coder fails,
+    since its real edits of markup would say something else than meant."""
+    native = conformance(Escaping(), home, tmp_path / "native", categories=("adapter",))
+    failed = by_name(native)["adapter/text:qwen3_coder"]
+    assert native.passed and categories(native) == {"adapter": (9, 9, True)}
+    assert not failed.passed and not failed.counted and failed.forms == ["qwen3_coder"]
+    assert failed.detail.startswith("edit was called with other arguments than asked: old_string=\"    if len(items) "
+                                    "&lt; 1:")
+    assert "text:hermes PASS, text:qwen3_coder FAIL" in native.categories[0].note
+    table = reports.table(native)
+    assert re.search(r"adapter    text:qwen3_coder   FAIL .* qwen3_coder  informative; edit was called with other", table)
+    assert "adapter        9/9   1.00   1.00  PASS  (informative, not counted since the calls travel in native" in table
+    for fmt, model_id in (("qwen3_coder", "Qwen/Qwen3-Coder-30B-A3B-Instruct"), ("hermes", MODEL)):
+        pinned = conformance(Escaping(), home, tmp_path / fmt, tool_format=fmt, model_id=model_id,
+                             categories=("adapter",))
+        assert pinned.tool_format == fmt and pinned.passed == (fmt == "hermes")
+        assert by_name(pinned)["adapter/text:qwen3_coder"].counted == (fmt == "qwen3_coder")
+        assert categories(pinned) == {"adapter": (9 if fmt == "qwen3_coder" else 10, 10, fmt == "hermes")}
+
+
+def test_the_report_names_the_form_the_model_actually_wrote(home, tmp_path):
+    """Asked for hermes (the server has no parser), a model that writes Qwen3-Coder's XML still passes,
+    Abhed reading every form; each test says which form came back."""
+    report = conformance(Habitual(), home, tmp_path, tool_parser=False, categories=("adapter",))
+    assert report.passed and report.tool_format == "hermes" and categories(report) == {"adapter": (10, 10, True)}
+    assert all(t.forms == ["qwen3_coder"] for t in report.tests)
+    lines = reports.table(report).splitlines()
+    hermes = next(line for line in lines if "text:hermes" in line)
+    assert hermes.split()[2:7] == ["PASS", "1", "1", "0", "qwen3_coder"]
+    assert hermes.endswith("asked for hermes, the model wrote the qwen3_coder form")
+    assert next(line for line in lines if "text:qwen3_coder" in line).endswith("qwen3_coder  informative")
+    assert sum("the model wrote the qwen3_coder form" in line for line in lines) == 10
+
+
+def test_calls_a_native_servers_parser_left_in_the_text_are_reported(home, tmp_path):
+    report = conformance(Unparsed(), home, tmp_path, categories=("adapter",))
+    assert report.passed and report.tool_format == "native"  # Abhed recovers them: the calls work
+    read = by_name(report)["adapter/read"]
+    assert read.forms == ["hermes"]
+    line = next(line for line in reports.table(report).splitlines() if line.startswith("adapter    read "))
+    assert line.endswith("hermes       the server's tool-call parser left calls in the text (hermes form); Abhed "
+                         "recovered them: check the server's --tool-call-parser")
 
 
 def test_a_model_that_writes_malformed_calls_fails_the_adapter_layer(home, tmp_path):
@@ -68,6 +130,9 @@ def test_a_model_that_writes_malformed_calls_fails_the_adapter_layer(home, tmp_p
     assert not report.passed and categories(report) == {"adapter": (4, 9, False)}
     tests = by_name(report)
     assert {name.split("/")[1] for name, t in tests.items() if t.passed} == {"write", "glob", "grep", "todo"}
+    assert not any(t.passed or t.counted for t in report.tests if t.protocol)  # broken markup in both forms
+    assert tests["adapter/text:qwen3_coder"].forms == ["qwen3_coder"]
+    assert "Your tool call is malformed: it must start with <function=NAME>" in tests["adapter/text:qwen3_coder"].detail
     assert tests["adapter/read"].detail.startswith("read was malformed (invalid_input): Invalid arguments for `read`: "
                                                    "- `limit`")
     assert tests["adapter/edit"].detail.startswith("edit was malformed (bad_json)")
@@ -78,9 +143,10 @@ def test_a_model_that_writes_malformed_calls_fails_the_adapter_layer(home, tmp_p
 
 def test_a_model_whose_text_protocol_markup_is_broken_fails_every_adapter_test(home, tmp_path):
     report = conformance(Malformed(), home, tmp_path, tool_parser=False, categories=("adapter",))
-    assert categories(report) == {"adapter": (0, 9, False)} and report.tool_format == "hermes"
+    assert categories(report) == {"adapter": (0, 10, False)} and report.tool_format == "hermes"
     assert all("(malformed_call): The JSON in your <tool_call> block does not parse" in t.detail
-               for t in report.tests)
+               for t in report.tests if t.protocol != "qwen3_coder")
+    assert "(malformed_call): Your tool call is malformed" in by_name(report)["adapter/text:qwen3_coder"].detail
 
 
 def test_a_model_that_never_recovers_fails_recovery(home, tmp_path):
@@ -112,7 +178,8 @@ def test_thresholds_decide_and_can_be_raised(home, tmp_path, monkeypatch):
 
 def test_repeat_runs_every_test_again(home, tmp_path):
     report = conformance(Competent(), home, tmp_path, categories=("adapter",), repeat=2)
-    assert len(report.tests) == 18 and categories(report) == {"adapter": (18, 18, True)}
+    assert len(report.tests) == 22 and categories(report) == {"adapter": (18, 18, True)}
+    assert report.categories[0].note.endswith("text:hermes 2/2, text:qwen3_coder 2/2")
 
 
 # -- the command line -----------------------------------------------------------------------------------
@@ -125,10 +192,13 @@ def test_the_command_prints_the_table_writes_json_and_exits_0_for_a_passing_mode
     assert proc.returncode == 0, proc.stderr
     assert "PASS: the model may serve traffic" in proc.stdout
     assert "recovery   whitespace         PASS" in proc.stdout and "adapter        9/9   1.00   1.00  PASS" in proc.stdout
+    assert "adapter    text:qwen3_coder   PASS       1     1      0  qwen3_coder  informative\n" in proc.stdout
     assert "adapter    read               PASS  (1 replies, 0 tool errors)" in proc.stderr  # progress as it goes
     report = json.loads(out.read_text())
-    assert report["passed"] is True and report["recovery_rate"] == 1.0 and len(report["tests"]) == 18
-    assert set(report["tests"][0]) >= {"category", "name", "passed", "turns", "tool_calls", "tool_errors"}
+    assert report["passed"] is True and report["recovery_rate"] == 1.0 and len(report["tests"]) == 20
+    assert report["schema_version"] == 2 and report["tests"][0]["forms"] == ["native"]
+    assert set(report["tests"][0]) >= {"category", "name", "passed", "turns", "tool_calls", "tool_errors", "counted"}
+    assert [(t["protocol"], t["counted"]) for t in report["tests"][9:11]] == [("hermes", False), ("qwen3_coder", False)]
     (saved,) = tmp_path.glob("qwen2.5-coder.Qwen--Qwen2.5-Coder-32B-Instruct.*.conformance.json")
     assert json.loads(saved.read_text())["model"] == MODEL and f"Saved the report to {saved}" in proc.stderr
     root = Path(proc.stderr.split("workspaces in ")[1].split("\n")[0])
