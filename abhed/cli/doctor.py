@@ -1,7 +1,10 @@
 """`abhed doctor`: can Abhed work on this machine? Each check says OK, or what is wrong and the fix.
 
 The checks that need the model server stop at the first that fails (SKIP after it); the sandbox
-and rg checks run regardless.
+and rg checks run regardless. The tool-calling check names the form the model's call came back in
+when it is not the one asked for: in a text protocol, another form (and model.tool_format to set,
+when Abhed can ask for that form); natively, a call the server's parser left in the text (a WARN
+with the profile's `vllm serve` line: such calls work only because Abhed recovers them).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import sandbox
 from abhed.session import checkpoint
 from sandbox import microvm
 from abhed.session.config import Settings
-from abhed.model.adapters import adapter_for
+from abhed.model.adapters import FORMATS, adapter_for
 from abhed.model.client import ModelClient
 from abhed.model.connect import Model, connect
 from abhed.model.errors import ModelError, ToolsUnsupported
@@ -115,7 +118,7 @@ def _model_checks(settings: Settings) -> Iterator[Check]:
 
 
 def _probe(model: Model) -> Check:
-    """One tiny request with one tool: does a tool call come back, parsed?"""
+    """One tiny request with one tool: does a tool call come back, parsed, and in which form?"""
     try:
         return _probe_with(model.client, model, model.tool_format)
     except ToolsUnsupported:
@@ -126,28 +129,37 @@ def _probe(model: Model) -> Check:
         except ModelError as exc:
             return Check("FAIL", "tool calling", f"the server has no tool-call parser, and the {fallback} text "
                                                  f"protocol failed too ({exc}). {advice}")
-        if check.status == "OK":
-            return Check("WARN", "tool calling", f"the server has no tool-call parser; Abhed falls back to describing "
-                                                 f"the tools in the prompt ({fallback}), which works. {advice}")
-        return check
+        if check.status == "FAIL":
+            return check
+        works = ", which works" if check.status == "OK" else ""
+        return Check("WARN", "tool calling", f"the server has no tool-call parser; Abhed falls back to describing "
+                                             f"the tools in the prompt ({fallback}){works}: {check.message}. {advice}")
     except ModelError as exc:
         return Check("FAIL", "tool calling", f"the probe request failed: {exc}")
 
 
 def _probe_with(client: ModelClient, model: Model, tool_format: str) -> Check:
+    """The probe in `tool_format`. Names the form the call came in when it is not the one asked for:
+    a text protocol's model writing another form (set model.tool_format to it, when Abhed can ask
+    for it), or a native server whose parser left the call in the text (Abhed recovers it; the
+    server's --tool-call-parser is what to fix)."""
     adapter = adapter_for(tool_format, [BY_NAME["glob"].definition()])
     messages = [{"role": "system", "content": ("You are a test harness. " + adapter.system_addendum()).strip()},
                 {"role": "user", "content": PROBE}]
     body = {"model": model.id, "messages": messages, "max_tokens": 1024, "temperature": 0,
             **adapter.request_fields()}
     reply = client.chat(body, stream=model.stream)
-    calls = adapter.calls(reply)
-    if not calls:
+    reading = adapter.read(reply)
+    if not reading.calls:
         hint = (f"check that --tool-call-parser suits the family; the profile serves it with: "
                 f"{model.profile.vllm_serve}" if tool_format == "native" else "the model ignored the text protocol")
         return Check("FAIL", "tool calling", f"the model answered in text instead of calling glob "
                                              f"({reply.text.strip()[:120]!r}); {hint}")
-    call = calls[0]
+    call = reading.calls[0]
+    written = " and ".join(reading.forms)
+    if call.error is not None:
+        return Check("WARN", "tool calling", f"a call came back in the {written} form but does not parse: "
+                                             f"{call.error.splitlines()[0][:200]} Weak models need a stronger one.")
     try:
         args = json.loads(call.arguments)
     except ValueError:
@@ -155,7 +167,24 @@ def _probe_with(client: ModelClient, model: Model, tool_format: str) -> Check:
     if call.name != "glob" or not isinstance(args, dict) or "pattern" not in args:
         return Check("WARN", "tool calling", f"a call came back but not the one asked for: {call.name} "
                                              f"{call.arguments[:120]}. Weak models need a stronger one.")
-    return Check("OK", "tool calling", f"the model called glob {call.arguments} ({tool_format} tool calls)")
+    called = f"the model called glob {call.arguments}"
+    if tool_format == "native":
+        if reading.forms:
+            return Check("WARN", "tool calling", f"{called}, but the server's tool-call parser left it in the reply's "
+                                                 f"text ({written} form): it works only because Abhed recovers it "
+                                                 f"from there. Check that --tool-call-parser suits the family; the "
+                                                 f"profile serves it with: {model.profile.vllm_serve}")
+        return Check("OK", "tool calling", f"{called} (native tool calls)")
+    other = [form for form in reading.forms if form != tool_format]
+    if not other:
+        return Check("OK", "tool calling", f"{called} ({tool_format} tool calls)")
+    said = f"{called} ({tool_format} tool calls; it wrote them in the {' and '.join(other)} form)"
+    promptable = [form for form in other if form in FORMATS]
+    if promptable:
+        return Check("WARN", "tool calling", f"{said}. Abhed reads that form too, but describes the tools in another: "
+                                             f"set model.tool_format = \"{promptable[0]}\" (ABHED_TOOL_FORMAT) to "
+                                             "ask for the form the model writes")
+    return Check("OK", "tool calling", f"{said}, which Abhed reads but cannot ask for")
 
 
 def _tiny_png(rgb: tuple[int, int, int]) -> str:

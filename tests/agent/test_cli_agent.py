@@ -168,6 +168,16 @@ def test_doctor_without_tool_parser_suggests_the_flags_and_notes_the_fallback(ho
     assert line.startswith("WARN") and "no tool-call parser" in line and "--tool-call-parser hermes" in line
 
 
+def test_doctor_names_the_form_the_model_wrote_and_the_setting_that_asks_for_it(home):
+    xml = "<tool_call>\n<function=glob>\n<parameter=pattern>\n*.md\n</parameter>\n</function>\n</tool_call>"
+    with ReplayServer([Turn(text=xml)], model_id="Qwen/Qwen2.5-Coder-7B-Instruct", tool_parser=False) as server:
+        proc = abhed("doctor", "--endpoint", server.url, home=home)
+    line = next(line for line in proc.stdout.splitlines() if "tool calling" in line)
+    assert line.startswith("WARN  tool calling  the server has no tool-call parser")
+    assert '(hermes tool calls; it wrote them in the qwen3_coder form)' in line
+    assert 'set model.tool_format = "qwen3_coder"' in line and "--tool-call-parser hermes" in line
+
+
 def test_doctor_with_no_server(home):
     proc = abhed("doctor", "--endpoint", "http://127.0.0.1:9/v1", home=home)
     assert proc.returncode == 1
