@@ -977,7 +977,9 @@ def conformance(endpoint: str | None, model_name: str | None, profile: str | Non
                 save_to: Path | None, keep: bool, verbose: bool) -> None:
     """Decide whether a model may serve traffic: the conformance suite against a real endpoint.
 
-    Layer 1 (adapter): one call of each of the nine tools must parse and validate. Layer 2
+    Layer 1 (adapter): one call of each of the nine tools must parse and validate; then one
+    markup-heavy edit per text protocol (text:hermes, text:qwen3_coder), counted only for the
+    protocol the model's calls travel in (else shown as informative). Layer 2
     (scenarios, recovery): real tasks in throwaway workspaces, judged by their outcome on disk;
     the recovery tasks provoke errors and measure how often the model's next call is fixed by the
     error text alone. Prints a table (and --json, a JSON report). Exit status: 0 the model passes,
