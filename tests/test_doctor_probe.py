@@ -61,11 +61,15 @@ def test_a_pinned_text_protocol_names_the_form_the_model_wrote(parser):
     assert (same.status, same.message) == ("OK", f"the model called glob {ARGS} (qwen3_coder tool calls)")
 
 
-def test_a_form_abhed_cannot_ask_for_is_named_without_a_setting(monkeypatch):
-    monkeypatch.setattr(doctor, "FORMATS", ("native", "hermes"))  # as if qwen3_coder could only be read
-    check, _ = probe(Turn(text=XML), tool_format="hermes")
-    assert (check.status, check.message) == ("OK", f"the model called glob {ARGS} (hermes tool calls; it wrote them "
-                                                   "in the qwen3_coder form), which Abhed reads but cannot ask for")
+def test_a_form_abhed_cannot_ask_for_is_named_without_a_setting():
+    tools = '<tools>\n{"name": "glob", "arguments": {"pattern": "*.md"}}\n</tools>'  # Qwen2.5-Coder's own form
+    check, _ = probe(Turn(text=tools), tool_parser=False)
+    assert check.status == "WARN" and "no tool-call parser" in check.message  # native calls are still the fix
+    assert (f"the model called glob {ARGS} (hermes tool calls; it wrote them in the qwen25 form), which Abhed reads "
+            "but cannot ask for. Serve it") in check.message and "model.tool_format" not in check.message
+    pinned, _ = probe(Turn(text=tools), tool_format="hermes")
+    assert (pinned.status, pinned.message) == ("OK", f"the model called glob {ARGS} (hermes tool calls; it wrote them "
+                                                     "in the qwen25 form), which Abhed reads but cannot ask for")
 
 
 @pytest.mark.parametrize("text,form", [(HERMES, "hermes"), (XML, "qwen3_coder")])

@@ -22,7 +22,8 @@ import sandbox
 from abhed.session import checkpoint
 from sandbox import microvm
 from abhed.session.config import Settings
-from abhed.model.adapters import FORMATS, adapter_for
+from abhed.common.formats import TEXT_FORMATS
+from abhed.model.adapters import adapter_for
 from abhed.model.client import ModelClient
 from abhed.model.connect import Model, connect
 from abhed.model.errors import ModelError, ToolsUnsupported
@@ -179,7 +180,7 @@ def _probe_with(client: ModelClient, model: Model, tool_format: str) -> Check:
     if not other:
         return Check("OK", "tool calling", f"{called} ({tool_format} tool calls)")
     said = f"{called} ({tool_format} tool calls; it wrote them in the {' and '.join(other)} form)"
-    promptable = [form for form in other if form in FORMATS]
+    promptable = [form for form in other if form in TEXT_FORMATS]
     if promptable:
         return Check("WARN", "tool calling", f"{said}. Abhed reads that form too, but describes the tools in another: "
                                              f"set model.tool_format = \"{promptable[0]}\" (ABHED_TOOL_FORMAT) to "

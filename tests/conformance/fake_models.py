@@ -14,7 +14,8 @@ whose error message stops saying what it relies on, stops working, and the suite
               integer goes, JSON cut short, a misspelt or missing parameter; in a text protocol,
               markup of the form asked for that does not parse.
   Habitual    the competent model that, in a text protocol, writes its family's form (Qwen3-Coder's
-              XML) whatever form the system prompt describes, as a model trained on one form does.
+              XML, or Qwen2.5-Coder's <tools> blocks, which Abhed reads but never asks for) whatever
+              form the system prompt describes, as a model trained on one form does.
   Unparsed    the competent model on a server whose tool-call parser does not read its form: each
               native call arrives as hermes markup in the reply's text.
   Escaping    the competent model that, in Qwen3-Coder's XML form, escapes <, > and & in values as
@@ -355,12 +356,19 @@ class Malformed(Competent):
 
 
 class Habitual(Competent):
-    """In a text protocol, Qwen3-Coder's XML whatever form was asked for."""
+    """In a text protocol, its own form ("qwen3_coder" or "qwen25") whatever form was asked for."""
+
+    def __init__(self, form: str = "qwen3_coder") -> None:
+        super().__init__()
+        self.form = form
 
     def __call__(self, body: dict[str, Any]) -> Turn:
         turn = super().__call__(body)
         if not turn.calls or not asked_form(body):
             return turn
+        if self.form == "qwen25":
+            return Turn(text="\n".join(f"<tools>\n{json.dumps({'name': name, 'arguments': args})}\n</tools>"
+                                       for name, args in turn.calls))
         return Turn(text=qwen3_xml(turn.calls))
 
 

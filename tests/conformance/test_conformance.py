@@ -101,18 +101,22 @@ def test_the_text_protocols_count_only_for_the_format_the_calls_travel_in(home, 
         assert categories(pinned) == {"adapter": (9 if fmt == "qwen3_coder" else 10, 10, fmt == "hermes")}
 
 
-def test_the_report_names_the_form_the_model_actually_wrote(home, tmp_path):
-    """Asked for hermes (the server has no parser), a model that writes Qwen3-Coder's XML still passes,
-    Abhed reading every form; each test says which form came back."""
-    report = conformance(Habitual(), home, tmp_path, tool_parser=False, categories=("adapter",))
+@pytest.mark.parametrize("form", ["qwen3_coder", "qwen25"])
+def test_the_report_names_the_form_the_model_actually_wrote(home, tmp_path, form):
+    """Asked for hermes (the server has no parser), a model that writes its family's own form (one
+    Abhed can ask for, or Qwen2.5-Coder's <tools>, which it only reads) still passes, Abhed reading
+    every form; each test says which form came back."""
+    report = conformance(Habitual(form), home, tmp_path, tool_parser=False, categories=("adapter",))
     assert report.passed and report.tool_format == "hermes" and categories(report) == {"adapter": (10, 10, True)}
-    assert all(t.forms == ["qwen3_coder"] for t in report.tests)
+    assert all(t.forms == [form] for t in report.tests)
     lines = reports.table(report).splitlines()
     hermes = next(line for line in lines if "text:hermes" in line)
-    assert hermes.split()[2:7] == ["PASS", "1", "1", "0", "qwen3_coder"]
-    assert hermes.endswith("asked for hermes, the model wrote the qwen3_coder form")
-    assert next(line for line in lines if "text:qwen3_coder" in line).endswith("qwen3_coder  informative")
-    assert sum("the model wrote the qwen3_coder form" in line for line in lines) == 10
+    assert hermes.split()[2:7] == ["PASS", "1", "1", "0", form]
+    assert hermes.endswith(f"asked for hermes, the model wrote the {form} form")
+    qwen3 = next(line for line in lines if "text:qwen3_coder" in line)
+    assert qwen3.endswith("qwen3_coder  informative" if form == "qwen3_coder" else
+                          "qwen25       informative; asked for qwen3_coder, the model wrote the qwen25 form")
+    assert sum(f"the model wrote the {form} form" in line for line in lines) == (10 if form == "qwen3_coder" else 11)
 
 
 def test_calls_a_native_servers_parser_left_in_the_text_are_reported(home, tmp_path):
