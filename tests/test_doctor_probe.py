@@ -4,8 +4,6 @@ whose tool_parser=False is a vLLM started without a tool-call parser."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from abhed.cli import doctor
@@ -91,6 +89,13 @@ def test_markup_that_does_not_parse_is_named_with_its_form_and_the_reason():
     broken = '<tool_call>\n{"name": "glob", "arguments": {"pattern": }\n</tool_call>'
     check, _ = probe(Turn(text=broken), tool_format="hermes")
     assert check.status == "WARN"
-    assert check.message.startswith("a call came back in the hermes form but does not parse: The JSON in your "
-                                    "<tool_call> block does not parse")
-    assert json.dumps(broken)[:20] not in check.message
+    assert check.message == ("a call came back in the hermes form but does not parse: The JSON in your <tool_call> "
+                             "block does not parse (Expecting value at line 1 column 43); nothing was run. Weak models "
+                             "need a stronger one.")
+    xml = "<tool_call>\n<function=>\n<parameter=pattern>\n*.md\n</parameter>\n</function>\n</tool_call>"
+    unnamed, _ = probe(Turn(text=xml), tool_parser=False)  # the fallback's note says what came back, once
+    assert unnamed.status == "WARN" and unnamed.message.startswith(
+        "the server has no tool-call parser; Abhed falls back to describing the tools in the prompt (hermes): a call "
+        "came back in the qwen3_coder form but does not parse: Your tool call is malformed: it must start with "
+        "<function=NAME>")
+    assert "nothing was run. Weak models need a stronger one. Serve it with the profile's flags" in unnamed.message

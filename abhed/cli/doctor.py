@@ -134,7 +134,8 @@ def _probe(model: Model) -> Check:
             return check
         works = ", which works" if check.status == "OK" else ""
         return Check("WARN", "tool calling", f"the server has no tool-call parser; Abhed falls back to describing "
-                                             f"the tools in the prompt ({fallback}){works}: {check.message}. {advice}")
+                                             f"the tools in the prompt ({fallback}){works}: {check.message.rstrip('.')}. "
+                                             f"{advice}")
     except ModelError as exc:
         return Check("FAIL", "tool calling", f"the probe request failed: {exc}")
 
@@ -159,8 +160,10 @@ def _probe_with(client: ModelClient, model: Model, tool_format: str) -> Check:
     call = reading.calls[0]
     written = " and ".join(reading.forms)
     if call.error is not None:
-        return Check("WARN", "tool calling", f"a call came back in the {written} form but does not parse: "
-                                             f"{call.error.splitlines()[0][:200]} Weak models need a stronger one.")
+        first = re.match(r"(.*?\.)(\s|$)", call.error, re.S)  # the reason, not the example after it
+        reason = (first.group(1) if first else call.error)[:300]
+        return Check("WARN", "tool calling", f"a call came back in the {written} form but does not parse: {reason} "
+                                             "Weak models need a stronger one.")
     try:
         args = json.loads(call.arguments)
     except ValueError:
