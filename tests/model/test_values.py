@@ -4,13 +4,21 @@ them, and where it deliberately does not (values.py's docstring lists both)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
+from abhed.agent.dispatch import BY_NAME
+from abhed.common.errors import ToolError
+from abhed.mcp.gateway import McpTool
+from abhed.mcp.pins import Pin
 from abhed.model.textcalls.values import MAX_LITERAL, convert, type_name
+from abhed.tools.base import explain_invalid
 
 INT_ = {"type": "integer"}
 SAME = object()  # the value comes back as given: text the schema check will refuse (or a string kept)
@@ -228,6 +236,99 @@ def test_json_values_are_read_only_where_json_cannot_say_it(prop, value, expecte
         assert got is value
     else:
         assert got == expected and type(got) is type(expected)
+
+
+# -- null for an optional parameter ---------------------------------------------------------------
+
+NULLS = {"type": "object", "required": ["path"], "$defs": {"N": {"type": ["integer", "null"]}}, "properties": {
+    "path": STR, "limit": INT, "maybe": {"anyOf": [INT, {"type": "null"}]}, "listed": {"type": ["integer", "null"]},
+    "anything": {}, "referred": {"$ref": "#/$defs/N"}, "named": STR}}
+
+
+@pytest.mark.parametrize("texts", [True, False])
+def test_null_for_an_optional_parameter_that_takes_none_is_left_out(texts):
+    null = "null" if texts else None
+    args = {"path": "/x", "limit": null, "maybe": null, "listed": null, "anything": None, "referred": null,
+            "named": None, "extra": None}
+    assert convert(args, NULLS, texts) == {"path": "/x", "maybe": None, "listed": None, "anything": None,
+                                           "referred": None, "extra": None}
+
+
+@pytest.mark.parametrize("texts", [True, False])
+def test_null_for_a_required_parameter_stays_for_the_check_to_refuse(texts):
+    schema = {"type": "object", "properties": {"limit": INT}, "required": ["limit"]}
+    assert convert({"limit": "null" if texts else None}, schema, texts) == {"limit": None}
+
+
+def test_convert_keeps_order_and_does_not_change_its_input():
+    args = {"b": "1", "a": "2", "c": None}
+    schema = {"type": "object", "properties": {"a": INT, "b": INT, "c": INT}}
+    assert list(convert(args, schema, True).items()) == [("b", 1), ("a", 2)]
+    assert args == {"b": "1", "a": "2", "c": None}
+
+
+# -- what the schema check says about what is left ------------------------------------------------
+
+
+def refusal(tool_name: str, args: dict[str, Any], texts: bool) -> str:
+    tool = BY_NAME[tool_name]
+    with pytest.raises(ValidationError) as caught:
+        tool.validate(convert(args, tool.parameters(), texts))
+    return explain_invalid(tool, caught.value, Path("/ws"))
+
+
+def test_native_tools_take_converted_values_and_leave_out_optional_nulls():
+    read = BY_NAME["read"]
+    args = read.validate(convert({"path": "/x", "limit": "20", "offset": "null"}, read.parameters(), True))
+    assert (args.path, args.limit, args.offset) == ("/x", 20, None)
+    edit = BY_NAME["edit"]
+    args = edit.validate(convert({"path": "/x", "old_string": " a ", "new_string": "null", "replace_all": "yes"},
+                                 edit.parameters(), True))
+    assert (args.old_string, args.new_string, args.replace_all) == (" a ", "null", True)
+    plan = BY_NAME["plan"]
+    args = plan.validate(convert({"goal": "g", "steps": "['one', 'two']", "notes": None}, plan.parameters(), False))
+    assert args.steps == ["one", "two"] and args.notes is None
+
+
+def test_native_refusals_name_the_field_and_the_type_expected():
+    said = refusal("read", {"path": "/x", "limit": "twenty"}, True)
+    assert "`limit`" in said and "Expected an integer" in said and '"twenty"' in said
+    said = refusal("edit", {"path": "/x", "old_string": "a", "new_string": "b", "replace_all": "maybe"}, True)
+    assert "`replace_all`" in said and "Expected true or false" in said
+    said = refusal("read", {"path": None}, False)
+    assert "`path`" in said and "Expected a string" in said
+    said = refusal("plan", {"goal": "g", "steps": "a, b"}, True)
+    assert "`steps`" in said and "Expected an array" in said
+
+
+MCP_SCHEMA = {"type": "object", "required": ["query"], "properties": {
+    "query": {"type": "string"},
+    "limit": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None},
+    "tags": {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}]},
+    "mode": {"$ref": "#/$defs/Mode"}},
+    "$defs": {"Mode": {"type": "string", "enum": ["fast", "full"]}}}
+
+
+def mcp_tool() -> McpTool:
+    return McpTool(SimpleNamespace(name="srv"), Pin.of("search", "Search.", MCP_SCHEMA))  # type: ignore[arg-type]
+
+
+def test_an_mcp_tool_s_optional_integer_arrives_as_an_integer():
+    tool = mcp_tool()
+    args = convert({"query": " x ", "limit": "20", "tags": "['a', 'b']", "mode": "fast"}, tool.parameters(), True)
+    assert tool.validate(args) == {"query": " x ", "limit": 20, "tags": ["a", "b"], "mode": "fast"}
+    assert tool.validate(convert({"query": "x", "limit": "null"}, tool.parameters(), True)) == {"query": "x",
+                                                                                               "limit": None}
+
+
+def test_mcp_refusals_name_the_field_and_the_type_expected():
+    tool = mcp_tool()
+    with pytest.raises(ToolError) as caught:
+        tool.validate(convert({"query": "x", "limit": "twenty"}, tool.parameters(), True))
+    assert "`limit`" in caught.value.message and "must be integer" in caught.value.message
+    with pytest.raises(ToolError) as caught:
+        tool.validate(convert({"query": None}, tool.parameters(), False))
+    assert "`query` must be string; got null" in caught.value.message
 
 
 # -- the type the prompt shows ---------------------------------------------------------------------

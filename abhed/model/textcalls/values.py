@@ -37,6 +37,10 @@ Values from a JSON form (texts=False) are already typed; only what JSON cannot s
 commonly gets wrong is read: text for a property no string fits, holding a list or dict (Python
 or JSON), a yes/no/true/false/1/0, or a number (not "null": JSON has null). A value that fits a
 string, and every value that is not text, stays as given.
+
+Either way, a `None` for a parameter that is not required and whose schema does not admit null is
+dropped, as if the model had left it out (models write `"limit": null` for "no limit"); a `None`
+for a required parameter stays, so the check refuses it naming the type expected.
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ def convert(args: dict[str, Any], schema: dict[str, Any], texts: bool) -> dict[s
     root = schema if isinstance(schema, dict) else {}
     top = _deref(root, root)
     props = top.get("properties") if isinstance(top.get("properties"), dict) else {}
+    required = top.get("required") if isinstance(top.get("required"), list) else []
     out: dict[str, Any] = {}
     for key, value in args.items():
         if key not in props:  # not a parameter: left for the schema check to name
@@ -88,6 +93,8 @@ def convert(args: dict[str, Any], schema: dict[str, Any], texts: bool) -> dict[s
         kinds = [kind for kind, _ in _branches(props[key], root)]
         if isinstance(value, str):
             value = _from_text(value, kinds) if texts else _from_json_text(value, kinds)
+        if value is None and key not in required and "null" not in kinds and "any" not in kinds:
+            continue  # an optional parameter given as null: absent
         out[key] = value
     return out
 
