@@ -17,6 +17,7 @@ from abhed.agent.dispatch import BY_NAME
 from abhed.common.errors import ToolError
 from abhed.mcp.gateway import McpTool
 from abhed.mcp.pins import Pin
+from abhed.model.adapters import adapter_for
 from abhed.model.textcalls.values import MAX_LITERAL, convert, type_name
 from abhed.tools.base import explain_invalid
 
@@ -356,6 +357,16 @@ def test_mcp_refusals_name_the_field_and_the_type_expected():
 ])
 def test_type_name_says_every_type_a_parameter_takes(prop, name):
     assert type_name(prop, {"$defs": DEFS}) == name
+
+
+def test_the_qwen3_coder_prompt_shows_an_optional_mcp_parameter_s_real_type():
+    tool = mcp_tool()
+    addendum = adapter_for("qwen3_coder", [tool.definition()]).system_addendum()
+    assert "<name>limit</name>\n<type>integer or null</type>" in addendum
+    assert "<name>tags</name>\n<type>array of string or null</type>" in addendum
+    assert "<name>mode</name>\n<type>string</type>" in addendum
+    read = adapter_for("qwen3_coder", [BY_NAME["read"].definition()]).system_addendum()
+    assert "<name>limit</name>\n<type>integer</type>" in read
 
 
 # -- never raises; strings stay strings ------------------------------------------------------------
