@@ -148,7 +148,8 @@ TEXT_ROWS = [
     (ARR, "(" * DEEP + "1" + ",)" * DEEP, SAME),
     (ARR, "(" * 50 + ")" * 50, []),  # parentheses that only group: the empty tuple
     (ARR, "[" * 100_000, SAME),
-    (ARR, "[" + "-" * 100_000 + "1]", SAME),  # MemoryError in the parser
+    (ARR, "[" + "-" * 3000 + "1]", SAME),  # RecursionError in ast.literal_eval
+    (ARR, "[" + "-" * 10_000 + "1]", SAME),  # MemoryError in its parser
     (ARR, "[" + ", ".join(["'a'"] * (MAX_LITERAL // 4)) + "]", SAME),  # too long a literal
     (ARR, json.dumps(["a"] * (MAX_LITERAL // 4)), ["a"] * (MAX_LITERAL // 4)),  # JSON is bounded elsewhere
     ({"type": "list"}, "['a']", ["a"]),
@@ -259,6 +260,12 @@ def test_null_for_an_optional_parameter_that_takes_none_is_left_out(texts):
 def test_null_for_a_required_parameter_stays_for_the_check_to_refuse(texts):
     schema = {"type": "object", "properties": {"limit": INT}, "required": ["limit"]}
     assert convert({"limit": "null" if texts else None}, schema, texts) == {"limit": None}
+
+
+def test_a_schema_that_is_a_ref_is_followed():
+    schema = {"$ref": "#/$defs/Args", "$defs": {"Args": {"type": "object", "required": ["n"],
+                                                         "properties": {"n": INT, "m": INT}}}}
+    assert convert({"n": "1", "m": "null"}, schema, True) == {"n": 1}
 
 
 def test_convert_keeps_order_and_does_not_change_its_input():
@@ -391,7 +398,7 @@ props = st.recursive(leaves, lambda inner: st.one_of(
 ), max_leaves=8)
 
 NASTY = ["[" * n + "]" * n for n in (1, 63, 64, 65, 100, 199, 200, 1000)] + [
-    "(" * 300 + ")" * 300, "{'a':" * 100 + "1" + "}" * 100, "[" * 100_000, "-" * 100_000 + "1", "[" + "9" * 5000 + "]",
+    "(" * 300 + ")" * 300, "-" * 3000 + "1", "not " * 10_000 + "1", "{'a':" * 100 + "1" + "}" * 100, "[" * 100_000, "-" * 100_000 + "1", "[" + "9" * 5000 + "]",
     "1e999999", "9" * 5000, "[1e400]", "{1: 2}", "{1, 2}", "b'x'", "1j", "...", "'\ud800'", "'\x00'", "\"\\ud800\"",
     "[True, None, (1,)]", "NaN", "-Infinity", "\u0661", "0x1F", "2_000", " yes ", "None", "null", "\"[\\\"a\\\"]\"",
     "\"\\\"x\\\"\"", "[" * 5000 + "'", "[" + "1," * (MAX_LITERAL // 2) + "]",

@@ -113,8 +113,7 @@ def _describe(prop: Any, root: dict[str, Any], depth: int) -> str:
         if kind == "array" and isinstance(items, dict) and depth < 4:
             inner = _describe(items, root, depth + 1)
             word = "array" if inner == "any" else f"array of ({inner})" if " or " in inner else f"array of {inner}"
-        if word not in words:
-            words.append(word)
+        words.append(word)  # one per type: _branches names each once
     return " or ".join(words)
 
 
@@ -289,7 +288,7 @@ _READERS = {"integer": _integer, "number": _number, "boolean": _boolean, "array"
 def _literal(word: str, again: bool = True) -> Any:
     """JSON, else a Python literal; a JSON string holding one is read once more."""
     try:
-        value = json.loads(word, parse_constant=_no_constant)
+        value = json.loads(word)
     except (ValueError, RecursionError):
         if len(word) > MAX_LITERAL:
             raise _Unfit from None
@@ -302,12 +301,9 @@ def _literal(word: str, again: bool = True) -> Any:
     return _plain(value, 0)
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
-
-
 def _plain(value: Any, depth: int) -> Any:
-    """`value` as JSON holds it (tuples as lists); _Unfit when JSON cannot hold it."""
+    """`value` as JSON holds it (tuples as lists); _Unfit when JSON cannot hold it (NaN, which
+    json.loads reads too)."""
     if depth > MAX_DEPTH:
         raise _Unfit
     if value is None or isinstance(value, (bool, int, str)):
