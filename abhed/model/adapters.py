@@ -24,6 +24,7 @@ from abhed.common.formats import FORMATS
 from abhed.model import textcalls
 from abhed.model.profiles import Vision
 from abhed.model.textcalls.reading import Reading
+from abhed.model.textcalls.values import type_name
 from abhed.model.wire import Encoded, Msg, Reply, ToolCall
 
 
@@ -207,7 +208,7 @@ class Qwen3CoderAdapter(TextAdapter):
             lines = ["<function>", f"<name>{fn['name']}</name>", f"<description>{fn.get('description', '')}</description>",
                      "<parameters>"]
             for pname, prop in params.get("properties", {}).items():
-                lines += ["<parameter>", f"<name>{pname}</name>", f"<type>{prop.get('type', 'string')}</type>"]
+                lines += ["<parameter>", f"<name>{pname}</name>", f"<type>{type_name(prop, params)}</type>"]
                 if prop.get("description"):
                     lines.append(f"<description>{prop['description']}</description>")
                 if prop.get("enum"):
