@@ -18,12 +18,14 @@ with that message (dispatch.reject), never crashes on it.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from abhed.common.formats import FORMATS
 from abhed.model import textcalls
 from abhed.model.profiles import Vision
 from abhed.model.textcalls.reading import Reading
+from abhed.model.textcalls import values
 from abhed.model.textcalls.values import type_name
 from abhed.model.wire import Encoded, Msg, Reply, ToolCall
 
@@ -57,8 +59,10 @@ class Adapter:
 
     def read(self, reply: Reply) -> Reading:
         """The reply's calls (the server's, else those written in its text) and its prose."""
-        if reply.tool_calls:
-            return Reading(reply.tool_calls, reply.text, ())
+        if reply.tool_calls:  # the server's parser read them; values it left as text are read by the schema
+            calls = [replace(call, arguments=values.convert_json(call.arguments, self.schemas.get(call.name, {})))
+                     for call in reply.tool_calls]
+            return Reading(calls, reply.text, ())
         return textcalls.read(reply.text, self.schemas)
 
     def calls(self, reply: Reply) -> list[ToolCall]:

@@ -155,3 +155,16 @@ def test_the_log_names_the_form_each_replys_calls_were_written_in(ws, home):
     old = EventLog(ws / "old.jsonl")
     old.path.write_text(json.dumps(line) + "\n")
     assert old.load().events[0].forms == []
+
+
+def test_native_calls_get_the_same_lenient_values(ws, home):
+    """A server's parser that passes null for an optional integer, or a number as a string, is read
+    as a text form's value would be: the read runs instead of being refused for its type."""
+    (ws / "a.py").write_text("one\ntwo\nthree\n")
+    turns = [Turn(calls=[("read", json.dumps({"path": str(ws / "a.py"), "offset": "2", "limit": None}))]),
+             Turn(text="Done.")]
+    with ReplayServer(turns) as server:
+        agent = make_agent(ws, home, server)
+        outcome = agent.run("go")
+        [result] = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+    assert outcome.answer == "Done." and "two" in result and "one" not in result

@@ -136,7 +136,8 @@ def _calls(text: str, span: Span, schemas: dict[str, dict[str, Any]]) -> list[To
     out = []
     for found in span.calls:
         if isinstance(found.arguments, str):
-            out.append(ToolCall(call_id(), found.name, found.arguments))
+            arguments = values.convert_json(found.arguments, schemas.get(found.name, {}))
+            out.append(ToolCall(call_id(), found.name, arguments))
             continue
         args = values.convert(found.arguments, schemas.get(found.name, {}), found.texts)
         out.append(ToolCall(call_id(), found.name, json.dumps(args, ensure_ascii=False)))

@@ -99,6 +99,20 @@ def convert(args: dict[str, Any], schema: dict[str, Any], texts: bool) -> dict[s
     return out
 
 
+def convert_json(arguments: str, schema: dict[str, Any]) -> str:
+    """Arguments given as JSON text (a native call, or a JSON string in a text form) converted as
+    `convert` converts a JSON form's; the text as it came when it is no JSON object (dispatch then
+    says what is wrong with it) or nothing changes."""
+    try:
+        value = json.loads(arguments) if arguments.strip() else {}
+    except (ValueError, RecursionError):
+        return arguments
+    if not isinstance(value, dict):
+        return arguments
+    converted = convert(value, schema, texts=False)
+    return arguments if converted == value else json.dumps(converted, ensure_ascii=False)
+
+
 def type_name(prop: Any, schema: Any) -> str:
     """The type(s) a property takes, in words for a prompt: "integer", "array of string",
     "integer or null", "any" (a property that constrains none)."""
