@@ -167,7 +167,7 @@ ROWS = [
         vllm="content cut to '<a>' at the first </parameter>"),
     Row("xml-function-end-in-value", "<tool_call><function=write><parameter=path>/w/n.txt</parameter><parameter=content>"
         "a </function> b</parameter></function></tool_call>", [call("write", path="/w/n.txt", content="a </function> b")],
-        ""),
+        "", vllm="the function body ends at the first </function>: content 'a '"),
     Row("xml-empty-name", "<tool_call><function=>oops</tool_call>", [broken("", "malformed", "<function=read>")], "",
         vllm="a call with an empty name; dispatch would refuse it as an unknown tool"),
     Row("xml-name-tag-unclosed", "<tool_call>\n<function=read\n<parameter=path>/x</parameter>\n</function>\n</tool_call>",
@@ -179,6 +179,10 @@ ROWS = [
         "Then text."),
     Row("xml-function-end-left-out", "<tool_call><function=read><parameter=path>/x</parameter></tool_call>\nAfter.",
         [call("read", path="/x")], "After."),
+    Row("xml-no-wrapper-then-prose", "<function=glob>\n<parameter=pattern>\n**/*.md\n</parameter>\n</function>\nDone.",
+        [call("glob", pattern="**/*.md")], "Done."),
+    Row("xml-broken-parameter-tag", "<function=read><parameter=path>/x<parameter=>y</function>",
+        [call("read", path="/x", **{"": "y"})], "", vllm="same: read by the first-closing-tag fallback"),
     Row("xml-unknown-parameter-kept", "<tool_call><function=read><parameter=path>/x</parameter><parameter=colour>red"
         "</parameter></function></tool_call>", [call("read", path="/x", colour="red")], ""),
     Row("xml-parameter-repeated", "<tool_call><function=read><parameter=path>/a</parameter><parameter=path>/b"
@@ -341,7 +345,7 @@ def test_the_qwen3_coder_rows_read_structurally_not_by_the_fallback():
     its own."""
     from abhed.model.textcalls import qwen3_xml
     for row in ROWS:
-        if not row.id.startswith("xml-"):
+        if not row.id.startswith("xml-") or row.id == "xml-broken-parameter-tag":
             continue
         structural = qwen3_xml._Structural(row.text).calls(0)
         assert structural is not None, row.id
@@ -399,3 +403,17 @@ def test_a_whole_reply_form_stands_only_as_the_whole_reply():
         return [c.name for c in textcalls.reading.read(text, SCHEMAS, (Whole(),)).calls]
     assert calls("{x}") == ["read"] and calls("  {x}\n") == ["read"]
     assert calls("a{x}") == [] and calls("{x}b") == [] and calls("ab {x}") == [] and calls("{x} b") == []
+
+
+def test_the_fallback_reads_what_vllm_reads_alike_as_the_structural_reader_does():
+    """Where vLLM's first-closing-tag reading and the structural one agree (the rows marked "same"),
+    the fallback gives the very calls, extents included."""
+    from abhed.model.textcalls import qwen3_xml
+    checked = 0
+    for row in ROWS:
+        if row.id.startswith("xml-") and row.vllm == "same" and row.id != "xml-broken-parameter-tag":
+            structural = [(c.start, c.name, c.params, c.end) for c in qwen3_xml._Structural(row.text).calls(0)]
+            fallback = [(c.start, c.name, c.params, c.end) for c in qwen3_xml._first_closing(row.text)]
+            assert fallback == structural, row.id
+            checked += 1
+    assert checked >= 15

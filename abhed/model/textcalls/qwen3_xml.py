@@ -151,7 +151,8 @@ class _Structural:
             if rest is not None and self._reads_on(rest[1]):
                 return [(key, self.text[at:close]), *rest[0]], rest[1]
             close = self.text.find(PARAMETER_END, close + 1)
-        ends = [i for i in (self.text.find(t, at) for t in (PARAMETER, FUNCTION_END, CALL_END)) if i >= 0]
+        ends = [i for i in (self.text.find(t, at) for t in (PARAMETER, FUNCTION_END, CALL_END))
+                if i >= 0]  # pragma: no mutate (> 0, >= 1: a tag is never found at 0 after a value's start)
         stop = min(ends, default=len(self.text))  # </parameter> left out: the value ends at the next tag
         rest = self.params(stop)
         if rest is None:
