@@ -136,6 +136,14 @@ ROWS = [
     Row("hermes-broken-then-good", '<tool_call>{"name": "edit", "arguments": {,}}</tool_call>\n' + H,
         [broken("edit", "does not parse"), READ], "", vllm="one broken block: no calls at all, all as content"),
     Row("xml-then-hermes-adjacent", X + H.replace("a.py", "b.py"), [READ, call("read", path="/w/b.py")], ""),
+    Row("hermes-broken-then-good-adjacent", '<tool_call>{"name": "edit", "arguments": {,}}</tool_call>' + H,
+        [broken("edit", "does not parse"), READ], ""),
+    Row("prose-fenced-call-then-prose", "```\n" + H + "\n```\nThat is the format.", [],
+        "```\n" + H + "\n```\nThat is the format."),
+    Row("hermes-after-two-fenced-samples", "Samples:\n```\na\n```\nand\n```\nb\n```\n" + H, [READ],
+        "Samples:\n```\na\n```\nand\n```\nb\n```\n"),
+    Row("hermes-mid-line-after-inline-code", 'Use `a` and `b`: <tool_call>{"name": "read", "arguments": {"path": "/x"}}'
+        "</tool_call>", [call("read", path="/x")], "Use `a` and `b`: "),
     # -- Qwen3-Coder XML -----------------------------------------------------------------------------
     Row("xml-one", X, [READ], ""),
     Row("xml-typed", "<tool_call>\n<function=read>\n<parameter=path>\n/w/a.py\n</parameter>\n<parameter=limit>\n20\n"

@@ -57,7 +57,7 @@ def _place(kept: list[Span], span: Span) -> int:
     low, high = 0, len(kept)
     while low < high:
         mid = (low + high) // 2
-        if kept[mid].start < span.start:  # pragma: no mutate (<=: a span of the same start overlaps: refused either way)
+        if kept[mid].start < span.start:  # pragma: no mutate (<=: spans of one start overlap: refused either way)
             low = mid + 1
         else:
             high = mid
@@ -106,11 +106,12 @@ class _Layout:
 
     def line_start(self, at: int) -> int:
         before = bisect.bisect_left(self._newlines, at)
-        return self._newlines[before - 1] + 1 if before else 0
+        return self._newlines[before - 1] + 1 if before else 0  # pragma: no mutate (+ 0: the newline is blank)
 
     def in_code(self, at: int) -> bool:
         """Inside `inline code`: an odd number of backticks before `at` on its line."""
-        return (bisect.bisect_left(self._ticks, at) - bisect.bisect_left(self._ticks, self.line_start(at))) % 2 == 1
+        start = bisect.bisect_left(self._ticks, self.line_start(at))
+        return (bisect.bisect_left(self._ticks, at) - start) % 2 == 1  # pragma: no mutate (+: the same parity)
 
     def fenced(self, at: int) -> bool:
         index = bisect.bisect_right(self._fence_starts, at) - 1
@@ -125,7 +126,7 @@ def _fences(text: str) -> list[tuple[int, int]]:
     if len(blocks) == 1 and not text[:blocks[0][0]].strip():
         close = blocks[0][1]
         after = text.find("\n", close)
-        if close == len(text) or not text[after if after >= 0 else len(text):].strip():
+        if not text[after if after >= 0 else len(text):].strip():  # pragma: no mutate (> 0, >= 1: a fence starts it)
             return []
     return blocks
 
