@@ -144,6 +144,8 @@ ROWS = [
         "Samples:\n```\na\n```\nand\n```\nb\n```\n"),
     Row("hermes-mid-line-after-inline-code", 'Use `a` and `b`: <tool_call>{"name": "read", "arguments": {"path": "/x"}}'
         "</tool_call>", [call("read", path="/x")], "Use `a` and `b`: "),
+    Row("hermes-indented-then-prose-below", "Reading it.\n  " + H + "\nThen I report.", [READ],
+        "Reading it.\n  \n\nThen I report."),
     # -- Qwen3-Coder XML -----------------------------------------------------------------------------
     Row("xml-one", X, [READ], ""),
     Row("xml-typed", "<tool_call>\n<function=read>\n<parameter=path>\n/w/a.py\n</parameter>\n<parameter=limit>\n20\n"

@@ -141,7 +141,8 @@ def _calls(text: str, span: Span, schemas: dict[str, dict[str, Any]]) -> list[To
             out.append(ToolCall(call_id(), found.name, arguments))
             continue
         args = values.convert(found.arguments, schemas.get(found.name, {}), found.texts)
-        out.append(ToolCall(call_id(), found.name, json.dumps(args, ensure_ascii=False)))
+        arguments = json.dumps(args, ensure_ascii=False)  # pragma: no mutate (True: the same JSON, escaped)
+        out.append(ToolCall(call_id(), found.name, arguments))
     return out
 
 
