@@ -317,7 +317,7 @@ class Stubborn(Competent):
 
 
 CORRUPT: dict[str, Callable[[dict[str, Any]], Any]] = {
-    "read": lambda a: {**a, "limit": str(a.get("limit", 50))},  # a string where an integer goes
+    "read": lambda a: {**a, "limit": "fifty"},  # a word where an integer goes (a number as text is read as one)
     "edit": lambda a: json.dumps(a)[:-3],  # JSON cut short
     "bash": lambda a: {"cmd": a.get("command"), "description": a.get("description")},  # a misspelt parameter
     "task": lambda a: {k: v for k, v in a.items() if k != "description"},  # a required parameter left out
