@@ -92,6 +92,19 @@ ROWS = [
         [broken("read", "text follows the JSON object")], "", vllm="'Extra data': no calls, all as content"),
     Row("hermes-mid-line-at-end", 'I will read it: <tool_call>{"name": "read", "arguments": {"path": "/x"}}</tool_call>',
         [call("read", path="/x")], "I will read it: "),
+    Row("hermes-open-tag-in-string",
+        '<tool_call>{"name": "write", "arguments": {"path": "/w/t.md", "content": "<tool_call> opens one"}}</tool_call>',
+        [call("write", path="/w/t.md", content="<tool_call> opens one")], "",
+        vllm="the regex is not fooled here (non-greedy to the first </tool_call>): same"),
+    Row("hermes-fence-closed-on-the-tag-line", '<tool_call>```json\n{"name": "read", "arguments": {"path": "/x"}}\n'
+        "```</tool_call>", [call("read", path="/x")], "", vllm="the fenced body does not parse: all content"),
+    Row("hermes-stray-closing-fence", '<tool_call>\n{"name": "read", "arguments": {"path": "/x"}}\n```\n</tool_call>',
+        [broken("read", "text follows the JSON object")], "", vllm="'Extra data': all content"),
+    Row("hermes-unterminated-then-prose", '<tool_call>\n{"name": "read", "arguments": {"path": "/x"}}\nI will wait.',
+        [call("read", path="/x")], "I will wait.", vllm="json.loads of the rest fails: all content"),
+    Row("hermes-broken-cut-off", '<tool_call>\n{"name": "read", "arguments": {', [broken("read", "does not parse")], ""),
+    Row("hermes-not-json", "<tool_call>\nread /x\n</tool_call>", [broken("", "a JSON object must follow <tool_call>")],
+        ""),
     # -- prose about calls: an answer, not a call (deliberate differences) --------------------------
     Row("prose-inline-code", "Calls go in `<tool_call>` tags.", [], "Calls go in `<tool_call>` tags.",
         vllm="a call is looked for; its JSON fails: no calls, content = all (the same answer)"),
@@ -427,3 +440,11 @@ def test_the_fallback_reads_what_vllm_reads_alike_as_the_structural_reader_does(
             assert fallback == structural, row.id
             checked += 1
     assert checked >= 15
+
+
+def test_the_hermes_form_returns_ordered_spans_that_never_overlap():
+    from abhed.model.textcalls import hermes
+    for row in ROWS:
+        spans = hermes.FORM.find(row.text)
+        assert all(a.end <= b.start for a, b in zip(spans, spans[1:])), row.id
+    assert len(hermes.FORM.find(ROWS[[r.id for r in ROWS].index("hermes-open-tag-in-string")].text)) == 1

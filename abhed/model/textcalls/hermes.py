@@ -56,7 +56,8 @@ class Hermes:
             end = _skip(text, end + 3)
         if text.startswith(CLOSE, end):
             end += len(CLOSE)
-        elif end < len(text) and text.find(CLOSE, end) >= 0:  # more than one JSON value in the block
+        elif end < len(text) and text.find(CLOSE, end) >= 0:  # pragma: no mutate (<=, > 0: the same outcome)
+            # more than one JSON value in the block
             return self._broken(text, at, body, ValueError("text follows the JSON object"))
         calls = [json_call(item) for item in (value if isinstance(value, list) else [value])]
         if not calls or any(call is None for call in calls):
@@ -75,9 +76,9 @@ def _bound(text: str, body: int) -> int:
     mention of the tag must not swallow the block after it), or at the end. Each stretch of the
     reply is searched once, so a reply of many broken blocks is read in linear time."""
     reopened = text.find(OPEN, body)
-    limit = reopened if reopened >= 0 else len(text)
+    limit = reopened if reopened >= 0 else len(text)  # pragma: no mutate (> 0: a block never opens at 0 here)
     close = text.find(CLOSE, body, limit)
-    return close + len(CLOSE) if close >= 0 else limit
+    return close + len(CLOSE) if close >= 0 else limit  # pragma: no mutate (> 0: as above)
 
 
 _SHAPE = ("Your <tool_call> block needs a JSON object with \"name\" (a string) and \"arguments\" (an object); "
