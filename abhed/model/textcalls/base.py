@@ -75,6 +75,7 @@ def loads(text: str) -> Any:
 
 
 def json_error(exc: Exception) -> str:
-    if isinstance(exc, json.JSONDecodeError):
-        return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    """What is wrong with the JSON, where: "Expecting ',' delimiter at line 1 column 9"."""
+    if isinstance(exc, json.JSONDecodeError):  # some messages end "starting at": no second "at"
+        return f"{exc.msg.removesuffix(' at')} at line {exc.lineno} column {exc.colno}"
     return str(exc)
