@@ -103,6 +103,8 @@ ROWS = [
     Row("hermes-unterminated-then-prose", '<tool_call>\n{"name": "read", "arguments": {"path": "/x"}}\nI will wait.',
         [call("read", path="/x")], "I will wait.", vllm="json.loads of the rest fails: all content"),
     Row("hermes-broken-cut-off", '<tool_call>\n{"name": "read", "arguments": {', [broken("read", "does not parse")], ""),
+    Row("hermes-unterminated-string", '<tool_call>{"name": "read", "arguments": {"path": "/x',
+        [broken("read", "(Unterminated string starting at line 1 column 39)")], ""),
     Row("hermes-not-json", "<tool_call>\nread /x\n</tool_call>", [broken("", "a JSON object must follow <tool_call>")],
         ""),
     # -- prose about calls: an answer, not a call (deliberate differences) --------------------------
