@@ -104,7 +104,7 @@ ROWS = [
         [call("read", path="/x")], "I will wait.", vllm="json.loads of the rest fails: all content"),
     Row("hermes-broken-cut-off", '<tool_call>\n{"name": "read", "arguments": {', [broken("read", "does not parse")], ""),
     Row("hermes-unterminated-string", '<tool_call>{"name": "read", "arguments": {"path": "/x',
-        [broken("read", "(Unterminated string starting at line 1 column 39)")], ""),
+        [broken("read", "(Unterminated string starting at line 1 column 40)")], ""),
     Row("hermes-not-json", "<tool_call>\nread /x\n</tool_call>", [broken("", "a JSON object must follow <tool_call>")],
         ""),
     # -- prose about calls: an answer, not a call (deliberate differences) --------------------------
