@@ -548,8 +548,9 @@ class Agent:
                               reasoning=reply.reasoning if reply else None, usage=reply.usage if reply else None,
                               finish_reason=reply.finish_reason if reply else None, forms=forms)
         msg.event_id = event.id
-        if msg.role == "assistant" and prose(msg.content).strip():
-            self._said = prose(msg.content).strip()
+        said = prose(msg.content).strip() if msg.role == "assistant" else ""
+        if said:
+            self._said = said
         self._record(event, sync=not msg.tool_calls)  # a reply's calls follow at once: their fsync covers it
         self.messages.append(msg)
         if reply is not None and reply.usage is not None:

@@ -15,6 +15,8 @@ from typing import Any
 
 import fallback_grep
 
+from abhed.common.jsonref import local
+
 MAX_PROBLEMS = 10
 MAX_DEPTH = 64  # schema nesting followed ($ref cycles end here)
 _TYPES = {
@@ -47,17 +49,7 @@ def _shown(value: Any) -> str:
 
 def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any] | None:
     ref = schema.get("$ref")
-    if not isinstance(ref, str):
-        return schema
-    if not ref.startswith("#/"):
-        return None  # a remote schema is never fetched
-    node: Any = root
-    for part in ref[2:].split("/"):
-        part = part.replace("~1", "/").replace("~0", "~")
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node if isinstance(node, dict) else None
+    return local(root, ref) if isinstance(ref, str) else schema
 
 
 def _check(value: Any, schema: Any, path: str, root: dict[str, Any], found: list[str], depth: int) -> None:

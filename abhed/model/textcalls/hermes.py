@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from abhed.model.textcalls.base import Span, json_call, json_error
-from abhed.model.textcalls.scan import decode_at, named_in
+from abhed.model.textcalls.scan import decode_at, named_in, skip_space
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 EXAMPLE = '<tool_call>\n{"name": "read", "arguments": {"path": "/abs/path/file.py"}}\n</tool_call>'
@@ -41,19 +41,19 @@ class Hermes:
 
     def _block(self, text: str, at: int) -> Span | None:
         body = at + len(OPEN)
-        start = _skip(text, body)
+        start = skip_space(text, body)
         if text.startswith("<function=", start):
             return None  # Qwen3-Coder's XML in a <tool_call> block
         fence = _FENCE.match(text, start)
         if fence:
-            start = _skip(text, fence.end())
+            start = skip_space(text, fence.end())
         try:
             value, end = _decode(text, start)
         except ValueError as exc:
             return self._broken(text, at, body, exc)
-        end = _skip(text, end)
+        end = skip_space(text, end)
         if fence and text.startswith("```", end):
-            end = _skip(text, end + 3)
+            end = skip_space(text, end + 3)
         if text.startswith(CLOSE, end):
             end += len(CLOSE)
         elif end < len(text) and text.find(CLOSE, end) >= 0:  # pragma: no mutate (<=, > 0: the same outcome)
@@ -90,12 +90,6 @@ def _decode(text: str, start: int) -> tuple[object, int]:
     if start >= len(text) or text[start] not in "{[":
         raise ValueError("a JSON object must follow <tool_call>")
     return decode_at(text, start)
-
-
-def _skip(text: str, at: int) -> int:
-    while at < len(text) and text[at].isspace():
-        at += 1
-    return at
 
 
 FORM = Hermes()

@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass
 
 from abhed.model.textcalls.base import Found, Span
+from abhed.model.textcalls.scan import skip_space
 
 CALL, CALL_END = "<tool_call>", "</tool_call>"
 FUNCTION, FUNCTION_END = "<function=", "</function>"
@@ -105,7 +106,7 @@ class _Structural:
         if found is None:
             return []
         if found.group() == CALL:
-            body = _skip(self.text, found.end())
+            body = skip_space(self.text, found.end())
             if not self.text.startswith(FUNCTION, body):  # not this form's block (hermes JSON, prose)
                 return self.calls(found.end())
             return self._function(found.start(), body, wrapped=True)
@@ -132,7 +133,7 @@ class _Structural:
         return self._params[at]
 
     def _parameters(self, at: int) -> tuple[list[tuple[str, str]], int] | None:
-        at = _skip(self.text, at)
+        at = skip_space(self.text, at)
         if at >= len(self.text):
             return [], at  # cut off: the call as far as it went
         if self.text.startswith(FUNCTION_END, at):
@@ -148,7 +149,7 @@ class _Structural:
         close = self.text.find(PARAMETER_END, at)
         while close >= 0:  # pragma: no mutate (> 0, >= 1: a value starts after its tag, never at 0)
             rest = self.params(close + len(PARAMETER_END))
-            if rest is not None and self._reads_on(rest[1]):
+            if rest is not None and self.calls(rest[1]) is not None:
                 return [(key, self.text[at:close]), *rest[0]], rest[1]
             close = self.text.find(PARAMETER_END, close + 1)
         ends = [i for i in (self.text.find(t, at) for t in (PARAMETER, FUNCTION_END, CALL_END))
@@ -159,11 +160,8 @@ class _Structural:
             return None
         return [(key, self.text[at:stop]), *rest[0]], rest[1]
 
-    def _reads_on(self, end: int) -> bool:
-        return self.calls(end) is not None
-
     def _call_end(self, at: int) -> int:
-        after = _skip(self.text, at)
+        after = skip_space(self.text, at)
         if self.text.startswith(CALL_END, after):
             return after + len(CALL_END)
         return at
@@ -173,7 +171,7 @@ def _first_closing(text: str) -> list[_Call]:
     """The reading vLLM's parser gives: each value ends at the first closing tag after it."""
     calls = []
     for found in _OPENER.finditer(text):
-        if found.group() == CALL and not text.startswith(FUNCTION, _skip(text, found.end())):
+        if found.group() == CALL and not text.startswith(FUNCTION, skip_space(text, found.end())):
             continue
         if calls and found.start() < calls[-1].end:
             continue
@@ -187,12 +185,6 @@ def _first_closing(text: str) -> list[_Call]:
         calls.append(_Call(found.start(), named.group(1).strip() if named and named.group(1).strip() else None,
                            params, end))
     return calls
-
-
-def _skip(text: str, at: int) -> int:
-    while at < len(text) and text[at].isspace():
-        at += 1
-    return at
 
 
 FORM = Qwen3Xml()

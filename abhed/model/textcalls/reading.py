@@ -46,22 +46,10 @@ def spans(text: str, forms: tuple[Form, ...]) -> list[Span]:
     found = sorted((span for form in forms for span in form.find(text)), key=lambda s: (s.start, -s.end))
     kept: list[Span] = []  # disjoint, in order of start
     for span in [s for s in found if s.error is None] + [s for s in found if s.error is not None]:
-        at = _place(kept, span)
+        at = bisect.bisect_left(kept, span.start, key=lambda other: other.start)
         if (at == 0 or kept[at - 1].end <= span.start) and (at == len(kept) or span.end <= kept[at].start):
             kept.insert(at, span)
     return kept
-
-
-def _place(kept: list[Span], span: Span) -> int:
-    """Where `span` goes among the disjoint, ordered `kept` (bisect by start)."""
-    low, high = 0, len(kept)
-    while low < high:
-        mid = (low + high) // 2
-        if kept[mid].start < span.start:  # pragma: no mutate (<=: spans of one start overlap: refused either way)
-            low = mid + 1
-        else:
-            high = mid
-    return low
 
 
 def read(text: str, schemas: dict[str, dict[str, Any]], forms: tuple[Form, ...]) -> Reading:

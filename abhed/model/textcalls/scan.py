@@ -19,6 +19,13 @@ _NAME = re.compile(r'"name"\s*:\s*"([^"\\\n]{1,200})"')
 BLANKS = " \t\r\n"
 
 
+def skip_space(text: str, pos: int) -> int:
+    """The first index at or after `pos` that is not whitespace (any Unicode space, as str.isspace)."""
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos
+
+
 def skip(text: str, pos: int, chars: str = BLANKS) -> int:
     """The first index at or after `pos` whose character is not one of `chars`."""
     while pos < len(text) and text[pos] in chars:

@@ -51,6 +51,8 @@ import math
 import re
 from typing import Any
 
+from abhed.common.jsonref import local
+
 MAX_LITERAL = 32_768  # characters read by ast.literal_eval (JSON is bounded by dispatch instead)
 MAX_DEPTH = 64  # nesting of a converted array or object; also $refs and branches followed
 MAX_BRANCHES = 256  # schemas looked at for one property's types: anyOf of $refs to themselves doubles each level
@@ -203,25 +205,11 @@ def _deref(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(ref, str):
             return node
         rest = {key: value for key, value in node.items() if key != "$ref"}
-        target = _pointer(root, ref)
+        target = root if ref == "#" else local(root, ref)
         if target is None:
             return rest
         node = {**target, **rest}
     return {}
-
-
-def _pointer(root: dict[str, Any], ref: str) -> dict[str, Any] | None:
-    if ref == "#":
-        return root
-    if not ref.startswith("#/"):
-        return None  # another document: never fetched
-    node: Any = root
-    for part in ref[2:].split("/"):
-        part = part.replace("~1", "/").replace("~0", "~")
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node if isinstance(node, dict) else None
 
 
 # -- reading a value ------------------------------------------------------------------------------
