@@ -34,7 +34,7 @@ class Reserve:
     def shortfall(self, where: str) -> str:
         """`where` ("the workspace's filesystem") with its path, its free space and the reserve."""
         return (f"{where} ({self.path}) has {size_text(self.free)} free, under the disk reserve of "
-                f"{size_text(self.amount)} ({self.origin})")
+                f"{size_text(self.amount)}, set by {self.origin}")
 
 
 def measure(path: Path | str, setting: int | str | None, name: str) -> Reserve | None:
