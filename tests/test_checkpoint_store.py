@@ -148,7 +148,7 @@ def test_a_snapshot_is_not_written_into_the_store_s_disk_reserve(ws: Path, home:
         shadow.snapshot("s", "before", {"call": "1", "tool": "bash"})
     message = str(refused.value)
     assert message.startswith(f"the checkpoint store's filesystem ({shadow.dir}) has ")
-    assert f"under the disk reserve of {reserve.size_text(free + 1024**3)} (sandbox.disk_reserve_bytes = " in message
+    assert f"under the disk reserve of {reserve.size_text(free + 1024**3)}, set by sandbox.disk_reserve_bytes = " in message
     assert message.endswith("Free space on that filesystem, or lower sandbox.disk_reserve_bytes (0 turns the reserve "
                             "off), or move ABHED_HOME to a larger disk")
     assert not any((shadow.git_dir / "objects").glob("??/*"))  # nothing was written

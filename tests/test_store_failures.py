@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,9 +25,10 @@ from abhed.agent import dispatch
 from abhed.session.audit import verify_session
 from abhed.session.events import ActionEvent, ObservationEvent
 from abhed.session.store import SessionError, SessionStore
+from abhed.session.storefail import store_error
 from abhed_testing import REPO, Tools, abhed
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to mount a small tmpfs")
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to mount a small tmpfs (or drop its override)")
 
 PAGE = 4096
 FULL = "its filesystem is full"
@@ -96,6 +98,7 @@ def assert_not_run(result, log: Path, reason: str) -> None:
 
 # -- the store apart from the workspace ----------------------------------------------------------------
 
+@needs_root
 @pytest.mark.parametrize("name, args", [
     ("write", {"path": "new.txt", "content": "hello\n"}),
     ("edit", {"path": "old.txt", "old_string": "old", "new_string": "new"}),
@@ -122,6 +125,7 @@ def test_a_full_store_runs_no_call_and_says_what_to_free(small: Path, tmp_path: 
     assert_intact(tools)
 
 
+@needs_root
 def test_a_call_that_landed_before_the_store_filled_is_told_as_landed(small: Path) -> None:
     """The store fills between the call's action and its result: for some free space the write's
     action (and its content, a blob) fits, the file is written, and its result no longer fits. Every
@@ -161,6 +165,7 @@ def test_a_call_that_landed_before_the_store_filled_is_told_as_landed(small: Pat
     assert "landed" in outcomes and "not run" in outcomes and outcomes[-1] == "recorded", outcomes
 
 
+@needs_root
 def test_a_full_store_starts_no_session(small: Path, tmp_path: Path) -> None:
     fill(small)
     with pytest.raises(SessionError) as refused:
@@ -171,6 +176,7 @@ def test_a_full_store_starts_no_session(small: Path, tmp_path: Path) -> None:
     assert leftovers(small / "home" / "sessions" / "s1") == []
 
 
+@needs_root
 def test_abhed_tool_on_a_full_store_is_an_error_not_a_traceback(small: Path, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -195,6 +201,7 @@ def test_abhed_tool_on_a_full_store_is_an_error_not_a_traceback(small: Path, tmp
 
 # -- the store and the workspace on one filesystem -------------------------------------------------------
 
+@needs_root
 def test_a_command_that_fills_the_shared_disk_is_told_as_landed_and_stops_the_run(small: Path) -> None:
     """`abhed run` against the replay server: the model's first call fills the disk the workspace
     and the store share; the command's effect is in place and reported so, the run stops with
@@ -229,6 +236,7 @@ def test_a_command_that_fills_the_shared_disk_is_told_as_landed_and_stops_the_ru
 
 # -- read-only and refused stores -------------------------------------------------------------------------
 
+@needs_root
 def test_a_read_only_store_runs_no_call_and_says_to_remount(small: Path, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -251,6 +259,7 @@ def test_a_read_only_store_runs_no_call_and_says_to_remount(small: Path, tmp_pat
     assert_intact(tools)
 
 
+@needs_root
 def test_a_store_its_user_may_not_write_runs_no_call_and_says_whom_to_let(tmp_path: Path, home: Path) -> None:
     """The session directory made read-only for its owner, root's override dropped (setpriv): the
     append works (the log is writable), the head's replacement is refused, and the log is cut back."""
@@ -275,3 +284,32 @@ def test_a_store_its_user_may_not_write_runs_no_call_and_says_whom_to_let(tmp_pa
     assert not (ws / "a.txt").exists()
     assert (session / "events.jsonl").stat().st_size == size  # cut back: no action of a call that never ran
     assert verify_session(session).ok and leftovers(session) == []
+
+
+# -- what each failure says (the advice itself, for the causes a test cannot make on demand) --------------
+
+@pytest.mark.parametrize("code, says", [
+    (errno.ENOSPC, "its filesystem is full ("), (errno.EDQUOT, "its filesystem is full ("),
+    (errno.EROFS, "its filesystem is read-only: remount it read-write, or point ABHED_HOME to a writable directory"),
+    (errno.EACCES, "may not write there: give that user write access to"),
+    (errno.EPERM, "may not write there: give that user write access to"),
+    (errno.EIO, "the disk or filesystem failed: check it (dmesg, fsck), or point ABHED_HOME to another disk"),
+])
+def test_each_cause_says_what_to_do(tmp_path: Path, code: int, says: str) -> None:
+    log = tmp_path / "home" / "sessions" / "s" / "events.jsonl"  # nothing of it exists: the nearest parent answers
+    error = store_error(OSError(code, os.strerror(code)), log, "append an event to")
+    assert error.message.startswith(f"the session store could not append an event to {log} ({os.strerror(code)}); ")
+    assert says in error.message and (error.path, error.errno) == (log, code)
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        assert re.search(r"its filesystem is full \(\d{1,3}(,\d{3})* bytes free\): free space there", error.message)
+        assert f"old sessions are in {tmp_path / 'home' / 'sessions'})" in error.message
+    if code in (errno.EACCES, errno.EPERM):
+        assert f"(uid {os.getuid()}) may not write there" in error.message
+        assert f"write access to {tmp_path / 'home' / 'sessions'} (chown or chmod)" in error.message
+
+
+def test_a_path_outside_any_sessions_directory_names_its_own_directory(tmp_path: Path) -> None:
+    error = store_error(OSError(errno.EACCES, "Permission denied"), tmp_path / "x" / "f", "open")
+    assert f"write access to {tmp_path / 'x'} (chown or chmod)" in error.message
+    bare = store_error(OSError("no errno"), tmp_path / "f", "open")
+    assert bare.message.startswith(f"the session store could not open {tmp_path / 'f'} (OSError); the disk or ")
