@@ -151,9 +151,13 @@ def test_a_call_that_landed_before_the_store_filled_is_told_as_landed(small: Pat
             outcomes.append("landed")
             assert target.read_text() == content  # the effect happened, and is reported so:
             assert result.content.startswith(f"Created {target}: wrote {len(content)} bytes")  # the result first
-            assert ("[Abhed: this call ran and its result above stands (its effect is in place), but the session log "
-                    "does not hold the result: the session store could not ") in result.content
-            assert FULL in result.content
+            last = events(tools)[-1]
+            observed = isinstance(last, ObservationEvent) and str(target) in last.content
+            lost = ("its result is in the session log, but the session's state after it could not be saved"
+                    if observed else "the session log does not hold its result")
+            assert (f"\n[Abhed: this call ran: its result above stands and its effect is in place, but {lost}: the "
+                    "session store could not ") in result.content
+            assert FULL in result.content and result.content.endswith("no call runs until the store can record it.]")
         elif result.is_error:  # the workspace's own ENOSPC: the write's usual error, recorded
             outcomes.append("refused")
             assert not target.exists() and "ObservationEvent" in logged
@@ -313,3 +317,46 @@ def test_a_path_outside_any_sessions_directory_names_its_own_directory(tmp_path:
     assert f"write access to {tmp_path / 'x'} (chown or chmod)" in error.message
     bare = store_error(OSError("no errno"), tmp_path / "f", "open")
     assert bare.message.startswith(f"the session store could not open {tmp_path / 'f'} (OSError); the disk or ")
+
+
+def test_the_error_reads_as_its_message(tmp_path: Path) -> None:
+    error = store_error(OSError(errno.EROFS, "Read-only file system"), tmp_path / "f", "open")
+    assert str(error) == error.message
+
+
+@needs_root
+def test_a_user_without_a_name_is_named_by_uid() -> None:
+    """A process of a uid with no passwd entry (a container's, a CI runner's): its uid alone."""
+    from abhed.session import storefail
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        try:
+            os.setuid(54321)
+            os.write(write, storefail._user().encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read, "rb") as answer:
+        assert answer.read() == b"uid 54321"
+
+
+def test_a_sync_that_fails_names_the_log(tmp_path: Path) -> None:
+    """An fsync of events appended unsynced cannot be made (here: the log is gone): told, as a store failure."""
+    from abhed.session.events import EventLog
+    from abhed.session.storefail import StoreError
+    log = EventLog(tmp_path / "events.jsonl")
+    with pytest.raises(StoreError) as failed:
+        log.sync()
+    assert failed.value.message.startswith(f"the session store could not make durable the events of {log.path} (No "
+                                           "such file or directory); the disk or filesystem failed")
+
+
+def test_the_log_and_its_head_are_the_owner_s_alone(tmp_path: Path) -> None:
+    import stat
+    from abhed.session.events import ActionEvent, EventLog
+    log = EventLog(tmp_path / "events.jsonl")
+    log.append(ActionEvent(session_id="s", tool="t", input={}))
+    for path in (log.path, tmp_path / "events.head"):
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600

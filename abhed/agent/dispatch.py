@@ -327,15 +327,17 @@ def _persisted(ctx: ToolContext, name: str, arguments: Any, run: Callable[[Actio
     changes = session.changes_since(mark)
     if changes:  # the log alone can rebuild the state (session.rebuild_state)
         result.metadata["state"] = changes
+    observed = False
     try:
         session.record(ObservationEvent(
             session_id=session.id, agent_id=agent_id, parent_id=parent_id, action_id=action.id, tool=name,
             content=result.content, is_error=result.is_error, metadata=result.metadata, images=result.images,
             duration_ms=round((time.perf_counter() - started) * 1000, 3)), sync=durable)
+        observed = True
         if durable:
             session.save()
     except StoreError as exc:
-        _landed(result, exc)
+        _landed(result, exc, observed)
     return result
 
 
@@ -345,12 +347,13 @@ def not_recorded(exc: StoreError) -> ToolResult:
                 "it.", error_kind=STORE_FAILED, store_error=exc.message)
 
 
-def _landed(result: ToolResult, exc: StoreError) -> None:
+def _landed(result: ToolResult, exc: StoreError, observed: bool) -> None:
     """The call ran, but its result (or the state after it) is not in the store: the result stands, as
     the call's effect does, and the failure is told beside it."""
-    did = "failed" if result.is_error else "ran"
-    result.content += (f"\n[Abhed: this call {did} and its result above stands (its effect is in place), but the "
-                       f"session log does not hold the result: {exc.message}. Tell the user: no call runs until the "
+    what = "ran and failed as said above" if result.is_error else "ran: its result above stands and its effect is in place"
+    lost = ("its result is in the session log, but the session's state after it could not be saved" if observed
+            else "the session log does not hold its result")
+    result.content += (f"\n[Abhed: this call {what}, but {lost}: {exc.message}. Tell the user: no call runs until the "
                        "store can record it.]")
     result.metadata["store_error"] = exc.message
 
