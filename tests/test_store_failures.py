@@ -360,3 +360,20 @@ def test_the_log_and_its_head_are_the_owner_s_alone(tmp_path: Path) -> None:
     log.append(ActionEvent(session_id="s", tool="t", input={}))
     for path in (log.path, tmp_path / "events.head"):
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+@needs_root
+def test_a_session_whose_first_event_cannot_be_written_is_not_begun(tmp_path: Path, home: Path) -> None:
+    """The log refuses its first event (its file is not writable: root's override dropped) while
+    state.json could be saved: the session is not begun at all, rather than begun without the event
+    that declares its chain."""
+    directory, ws = home / "sessions" / "first", tmp_path / "ws"
+    directory.mkdir(parents=True)
+    ws.mkdir()
+    (directory / "events.jsonl").touch(mode=0o400)
+    proc = abhed("tool", "read", json.dumps({"path": str(REPO / "README.md")}), "--workspace", str(ws),
+                 "--session", "first", env={"ABHED_HOME": str(home), "ABHED_CONFIG": ""}, obey_permissions=True)
+    assert "Traceback" not in proc.stderr and proc.returncode == 2
+    assert (f"Session 'first' could not be started, and nothing was run: the session store could not open "
+            f"{directory / 'events.jsonl'} (Permission denied)") in proc.stderr
+    assert not (directory / "state.json").exists() and (directory / "events.jsonl").read_bytes() == b""

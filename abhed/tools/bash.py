@@ -153,13 +153,13 @@ class Bash(Tool):
         reason = interactive_reason(analyze(args.command))
         if reason:
             raise ToolError(f"Not run: {reason}", reason="interactive")
-        if ctx.shell is None:
-            ctx.shell = Shell.open(ctx)
-        cwd = self._cwd(ctx)
         store = store_reserve(ctx)
         if store:
             raise ToolError(f"The {'background job did not start' if args.background else 'command did not run'}: "
                             f"{store}", reason="disk_reserve")
+        if ctx.shell is None:
+            ctx.shell = Shell.open(ctx)
+        cwd = self._cwd(ctx)
         if args.background:
             return self._background(args, ctx, cwd)
         timeout_ms = args.timeout_ms or DEFAULT_TIMEOUT_MS
