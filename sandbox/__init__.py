@@ -57,9 +57,10 @@ ro_binds=(), rw_binds=(), hidden_paths=(), protected_paths=DEFAULT_PROTECTED_PAT
 limits=Limits(), tmp_size_bytes=1 GiB)`` -- frozen, validated (``ConfigError``).
 
 ``Limits(processes=1024, file_size_bytes=2 GiB, open_files=4096, address_space_bytes=None,
-cpu_seconds=None, core_dump_bytes=0, memory_bytes=4 GiB, disk_reserve_bytes=1 GiB,
+cpu_seconds=None, core_dump_bytes=0, memory_bytes=4 GiB, disk_reserve_bytes="auto",
 session_memory_bytes=8 GiB, session_processes=2048, background_jobs=8)`` -- ``None`` keeps
-the inherited limit (no reserve for ``disk_reserve_bytes``, no total or cap for the session's).
+the inherited limit (no reserve for ``disk_reserve_bytes``, no total or cap for the session's);
+"auto" keeps the smaller of 1 GiB and 5% of the workspace's filesystem (sandbox.reserve).
 
 ``Sandbox(config, workspace, *, environ=None, on_refusal=None)`` -- one per session; inspects the
 host once. ``on_refusal(sentence)`` hears each connection the ``allow_hosts`` proxy refused.

@@ -12,6 +12,8 @@ from typing import Literal
 
 from sandbox.errors import ConfigError
 from sandbox.protect import DEFAULT_PROTECTED_PATHS
+from sandbox.reserve import AUTO
+from sandbox.reserve import valid as valid_reserve
 
 Backend = Literal["bwrap", "none", "microvm"]  # pragma: no mutate (annotations only; BACKENDS is what is checked)
 BACKENDS: tuple[str, ...] = ("bwrap", "none", "microvm")
@@ -57,6 +59,8 @@ class Limits:
     disk_reserve_bytes  free space to keep on the workspace's filesystem: a command that
                       brings it below this is stopped (checked every ``DISK_CHECK_S``) and the
                       Result says so; a command is refused from the start when it already is.
+                      "auto" (the default): the smaller of 1 GiB and 5% of that filesystem's
+                      size (sandbox.reserve); None or 0: no reserve.
 
     Totals over one session (one ``Sandbox``: every command and background job at once), in
     the session's own cgroup, the parent of its commands' cgroups (sandbox.limits.SessionCgroups);
@@ -82,7 +86,7 @@ class Limits:
     cpu_seconds: int | None = None
     core_dump_bytes: int | None = 0
     memory_bytes: int | None = 4 * GiB
-    disk_reserve_bytes: int | None = 1 * GiB
+    disk_reserve_bytes: int | str | None = AUTO
     session_memory_bytes: int | None = 8 * GiB
     session_processes: int | None = 2048
     background_jobs: int | None = 8
@@ -98,8 +102,11 @@ class Limits:
     def __post_init__(self) -> None:
         # Pairs may arrive as lists (a JSON config): a tuple of tuples keeps the dataclass hashable.
         object.__setattr__(self, "setting_names", tuple((str(f), str(n)) for f, n in self.setting_names))
+        if not valid_reserve(self.disk_reserve_bytes):
+            raise ConfigError(f'limits.disk_reserve_bytes must be a non-negative integer, "{AUTO}" or None (no '
+                              f"reserve), got {self.disk_reserve_bytes!r}.")
         for name in ("processes", "file_size_bytes", "open_files", "address_space_bytes", "cpu_seconds", "core_dump_bytes",
-                     "memory_bytes", "disk_reserve_bytes", "session_memory_bytes", "session_processes", "background_jobs"):
+                     "memory_bytes", "session_memory_bytes", "session_processes", "background_jobs"):
             value = getattr(self, name)
             if value is None:
                 continue

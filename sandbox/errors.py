@@ -43,7 +43,15 @@ class UserNamespacesUnavailable(BackendUnavailable):
 
 
 class DiskReserveReached(SandboxError):
-    """The workspace's filesystem has less free space than the configured reserve."""
+    """The workspace's filesystem has less free space than the configured reserve; nothing ran.
+
+    ``detail`` says so without "did not run" (the free space, the reserve and where it comes
+    from, the filesystem, what to do), for a caller that says that itself.
+    """
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail or message
 
 
 class SandboxSetupError(SandboxError):

@@ -27,11 +27,13 @@ from sandbox.launcher import SETUP_TIMEOUT_S, BwrapLauncher, NoneLauncher, Spawn
 from sandbox.microvm import MicrovmLauncher
 from sandbox.output import OutputCollector
 from sandbox.protect import place_gitfile
+from sandbox.reserve import Reserve, measure, remedy
 from sandbox.shell import BASH_CTL_FD, parse_control
 
 UNSANDBOXED_WARNING = "ran WITHOUT a sandbox (the operator chose backend 'none')"
 # How much of a job's command BackgroundJob.summary quotes.
 SUMMARY_COMMAND_CHARS = 80
+WORKSPACE_FS = "the workspace's filesystem"
 # How often background jobs are checked against the disk reserve.
 JOB_WATCH_S = 0.1
 
@@ -196,8 +198,9 @@ class Sandbox:
         if config.backend != "none":
             # Files shared with names outside the workspace: copied, or read-only in every command (sandbox.hardlinks).
             try:
-                self._links = unshare(self.workspace, reserve_bytes=config.limits.disk_reserve_bytes,
-                                      reserve_setting=config.limits.setting("disk_reserve_bytes"))
+                reserve = self._reserve()
+                self._links = unshare(self.workspace, reserve_bytes=reserve.amount if reserve else None,
+                                      reserve_setting=reserve.origin if reserve else "")
             except BaseException:
                 self._launcher.close()
                 raise
@@ -372,30 +375,34 @@ class Sandbox:
         return spawned
 
     def _disk_watch(self):
-        if self.config.limits.disk_reserve_bytes is None:
+        if not self.config.limits.disk_reserve_bytes:
             return None
         return self._disk_reserve_breach
 
+    def _reserve(self) -> Reserve | None:
+        """The disk reserve on the workspace's filesystem, measured now (None: no reserve)."""
+        limits = self.config.limits
+        return measure(self.workspace, limits.disk_reserve_bytes, limits.setting("disk_reserve_bytes"))
+
     def _disk_reserve_breach(self) -> str | None:
         """Why the command must stop (the workspace's filesystem is below the reserve), else None."""
-        reserve = self.config.limits.disk_reserve_bytes
-        free = free_bytes(self.workspace)
-        if reserve is None or free is None or free >= reserve:
+        reserve = self._reserve()
+        if reserve is None or not reserve.short:
             return None
-        return (
-            f"the command was stopped: the workspace's filesystem ({self.workspace}) had {free} bytes free, below the "
-            f"reserve of {reserve} bytes ({self.config.limits.setting('disk_reserve_bytes')}). Delete what the command wrote that is not "
-            "needed (du -sh * shows where the space went) or write less; the operator can lower the reserve."
-        )
+        return (f"the command was stopped: {reserve.shortfall(WORKSPACE_FS)}. Delete what the command wrote that is "
+                "not needed (du -sh * shows where the space went) or write less; or free space elsewhere on that "
+                f"filesystem, or lower {self.config.limits.setting('disk_reserve_bytes')} (0 turns the reserve off).")
 
     def _check_disk_reserve(self) -> None:
-        breach = self._disk_reserve_breach()
-        if breach is not None:
-            raise DiskReserveReached(breach.replace("the command was stopped", "the command did not run", 1))
+        """Refuse to start a command while the workspace's filesystem is below the reserve."""
+        reserve = self._reserve()
+        if reserve is not None and reserve.short:
+            detail = f"{reserve.shortfall(WORKSPACE_FS)}. {remedy(self.config.limits.setting('disk_reserve_bytes'))}."
+            raise DiskReserveReached(f"the command did not run: {detail}", detail)
 
     def _watch_jobs_disk(self) -> None:
         """Start (once, with the lock held) the thread that stops jobs at the disk reserve."""
-        if self._disk_watcher is None and self.config.limits.disk_reserve_bytes is not None:
+        if self._disk_watcher is None and self.config.limits.disk_reserve_bytes:
             self._disk_watcher = threading.Thread(target=self._disk_watch_loop, name="abhed-sandbox-disk", daemon=True)
             self._disk_watcher.start()
 
@@ -570,15 +577,6 @@ def check_workspace(workspace: Path | str) -> Path:
                 "read-only. Use a project directory instead, e.g. /srv/projects/myapp or ~/src/myapp."
             )
     return real
-
-
-def free_bytes(path: Path) -> int | None:
-    """Bytes an unprivileged writer can still use on ``path``'s filesystem (None if unknown)."""
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return None
-    return st.f_bavail * st.f_frsize
 
 
 def _check_timeout(timeout_s: float) -> None:

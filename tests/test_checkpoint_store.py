@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sandbox import reserve
 
 from abhed.agent import dispatch
 from abhed.gate.approval import Gate, Policy
@@ -146,9 +147,10 @@ def test_a_snapshot_is_not_written_into_the_store_s_disk_reserve(ws: Path, home:
     with pytest.raises(CheckpointError) as refused:
         shadow.snapshot("s", "before", {"call": "1", "tool": "bash"})
     message = str(refused.value)
-    assert message.startswith(f"the checkpoint store {shadow.dir} is on a filesystem with ")
-    assert "under the disk reserve of " in message and "(sandbox.disk_reserve_bytes)" in message
-    assert "Free space there, or move ABHED_HOME to a larger disk." in message
+    assert message.startswith(f"the checkpoint store's filesystem ({shadow.dir}) has ")
+    assert f"under the disk reserve of {reserve.size_text(free + 1024**3)}, set by sandbox.disk_reserve_bytes = " in message
+    assert message.endswith("Free space on that filesystem, or lower sandbox.disk_reserve_bytes (0 turns the reserve "
+                            "off), or move ABHED_HOME to a larger disk")
     assert not any((shadow.git_dir / "objects").glob("??/*"))  # nothing was written
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from abhed.session import store as session_module
+from abhed.session.storefail import StoreError
 from abhed.session.store import SessionError, SessionState, SessionStore
 from abhed_testing import REPO, abhed
 
@@ -67,10 +68,12 @@ def test_a_save_that_fails_midway_leaves_the_old_state_whole(home, ws, monkeypat
     def broken(fd: int) -> None:
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(os, "fsync", broken)
-    with pytest.raises(OSError):
+    with pytest.raises(StoreError) as raised:
         session.save()
     monkeypatch.undo()
     assert SessionStore(home).open("s").state.cwd == str(ws)
+    assert str(session.dir / "state.json") in raised.value.message and "filesystem is full" in raised.value.message
+    assert sorted(p.name for p in session.dir.iterdir()) == ["events.head", "events.jsonl", "state.json"]
 
 
 def test_kill_9_during_saves_never_leaves_a_torn_state_json(home, ws):

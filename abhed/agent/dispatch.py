@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from abhed.gate.approval import Gate, read_only_command, refusal
 from abhed.common.errors import ToolError
 from abhed.session.events import ActionEvent, CheckpointEvent, ObservationEvent, who
+from abhed.session.storefail import StoreError
 from abhed.tools import BY_NAME
 from abhed.tools.base import Tool, ToolContext, ToolResult, ToolSource, cap_text, explain_invalid, fail
 
@@ -30,6 +31,7 @@ UNKNOWN_TOOL, BAD_JSON, INVALID_INPUT, NOT_APPROVED, TOOL_ERROR, INTERNAL = (
 MALFORMED = "malformed_call"  # the model's tool-call markup itself did not parse (text protocols)
 TOO_LARGE = "too_large"  # the arguments are over the size or nesting bound: refused before parsing
 CHECKPOINT_FAILED = "checkpoint_failed"  # the snapshot before a change failed: the call did not run
+STORE_FAILED = "store_failed"  # the session log could not record the call: it did not run
 # Tools that check the read-set and then replace a file: one at a time per session (Session.writes),
 # so agents running side by side cannot both pass the check and overwrite each other.
 READ_SET_WRITERS = frozenset({"write", "edit"})
@@ -223,10 +225,13 @@ def _checkpointed(ctx: ToolContext, name: str, args: Any, action: ActionEvent | 
         before, capture = checkpoints.before(session.id, action.id, name, action.agent_id)
     except CheckpointError as exc:
         return _without_checkpoint(name, args, gate, str(exc), run)
-    session.record(CheckpointEvent(session_id=session.id, agent_id=action.agent_id, parent_id=action.parent_id,
-                                   number=before.number, commit=before.commit, action_id=action.id, tool=name,
-                                   not_covered=capture.not_covered[:50], not_covered_count=len(capture.not_covered),
-                                   collected=capture.collected))
+    try:
+        session.record(CheckpointEvent(session_id=session.id, agent_id=action.agent_id, parent_id=action.parent_id,
+                                       number=before.number, commit=before.commit, action_id=action.id, tool=name,
+                                       not_covered=capture.not_covered[:50],
+                                       not_covered_count=len(capture.not_covered), collected=capture.collected))
+    except StoreError as exc:  # the checkpoint exists, but the log would not say which call it was for
+        return not_recorded(exc)
     result = run()
     facts: dict[str, Any] = {"number": before.number, "before": before.commit}
     try:
@@ -311,7 +316,10 @@ def _persisted(ctx: ToolContext, name: str, arguments: Any, run: Callable[[Actio
     user, host = who()
     action = ActionEvent(session_id=session.id, agent_id=agent_id, parent_id=parent_id, tool=name,
                          tool_call_id=tool_call_id, input=_logged_input(arguments, parsed), user=user, host=host)
-    session.record(action)
+    try:
+        session.record(action)
+    except StoreError as exc:  # a call the log does not hold never runs (docs/security.md, the session store)
+        return not_recorded(exc)
     mark = session.mark()
     started = time.perf_counter()
     result = run(action, parsed)
@@ -319,13 +327,35 @@ def _persisted(ctx: ToolContext, name: str, arguments: Any, run: Callable[[Actio
     changes = session.changes_since(mark)
     if changes:  # the log alone can rebuild the state (session.rebuild_state)
         result.metadata["state"] = changes
-    session.record(ObservationEvent(
-        session_id=session.id, agent_id=agent_id, parent_id=parent_id, action_id=action.id, tool=name,
-        content=result.content, is_error=result.is_error, metadata=result.metadata, images=result.images,
-        duration_ms=round((time.perf_counter() - started) * 1000, 3)), sync=durable)
-    if durable:
-        session.save()
+    observed = False
+    try:
+        session.record(ObservationEvent(
+            session_id=session.id, agent_id=agent_id, parent_id=parent_id, action_id=action.id, tool=name,
+            content=result.content, is_error=result.is_error, metadata=result.metadata, images=result.images,
+            duration_ms=round((time.perf_counter() - started) * 1000, 3)), sync=durable)
+        observed = True
+        if durable:
+            session.save()
+    except StoreError as exc:
+        _landed(result, exc, observed)
     return result
+
+
+def not_recorded(exc: StoreError) -> ToolResult:
+    """The call was not run because the log could not record it (or its checkpoint)."""
+    return fail(f"Not run: {exc.message}. Nothing was changed. Tell the user: no call runs until the store can record "
+                "it.", error_kind=STORE_FAILED, store_error=exc.message)
+
+
+def _landed(result: ToolResult, exc: StoreError, observed: bool) -> None:
+    """The call ran, but its result (or the state after it) is not in the store: the result stands, as
+    the call's effect does, and the failure is told beside it."""
+    what = "ran and failed as said above" if result.is_error else "ran: its result above stands and its effect is in place"
+    lost = ("its result is in the session log, but the session's state after it could not be saved" if observed
+            else "the session log does not hold its result")
+    result.content += (f"\n[Abhed: this call {what}, but {lost}: {exc.message}. Tell the user: no call runs until the "
+                       "store can record it.]")
+    result.metadata["store_error"] = exc.message
 
 
 def _logged_input(arguments: Any, parsed: Parsed) -> Any:

@@ -52,6 +52,7 @@ from abhed.model.wire import Msg, Reply, ToolCall, call_id
 from abhed.agent.gitstatus import git_summary
 from abhed.agent.prompt import project_notes, system_prompt
 from abhed.session.store import rebuild_state
+from abhed.session.storefail import StoreError
 from abhed.tools import BY_NAME, all_tools
 from abhed.tools.base import Tool, ToolContext, ToolResult
 from abhed.tools.bash import stop_running_commands
@@ -68,6 +69,7 @@ Status = Literal["done", "failed", "budget", "interrupted"]
 CLEARED = ("[Abhed: the user cleared the conversation; earlier turns are not shown. Start afresh from the next "
            "message.]")
 EXIT_CODES: dict[str, int] = {"done": 0, "failed": 1, "budget": 3, "interrupted": 130}
+STORE_STOPPED = "the run stopped because the session store failed (no call runs that the log does not record)"
 RESUME_NOTE = ("[Abhed: this session stopped before the task was finished and is resuming now. Continue where you "
                "stopped; check the state of any file you were changing before you rely on it.]")
 
@@ -200,24 +202,47 @@ class Agent:
         """Work on `prompt` until the model answers (None: carry on where an unfinished run stopped).
         `images`: the user's attachments ({"url", "label"}, cli/attachments.py), sent with the prompt."""
         user, host = who()
-        self._record(RunEvent(status="started", prompt=prompt, model=self.model.id, user=user, host=host,
-                              **self._ids()), sync=False)  # the prompt's fsync
         turns, calls, changed = self.budget.turns, self.tool_calls, len(self.changed)
         self._said, self._changed_from = "", changed  # what where_it_stopped reports is this run's
-        if prompt is not None:
-            self._add(Msg("user", prompt, images=list(images or [])), origin="user")
-        else:
-            self._add(Msg("user", RESUME_NOTE), origin="resume")
-        try:
-            outcome = self._loop()
-        except KeyboardInterrupt:
-            stop_running_commands()  # commands of parallel calls run in worker threads: the interrupt missed them
-            outcome = self._interrupted()
-        self._record(RunEvent(status=outcome.status, detail=outcome.detail, **self._ids()))
-        self.ctx.session.save()  # state.json, a cache of the log, once a run (dispatch.call's durable=False)
+        store_failed = False
+        try:  # the store failing anywhere in the run ends it: nothing runs that the log does not hold
+            self._record(RunEvent(status="started", prompt=prompt, model=self.model.id, user=user, host=host,
+                                  **self._ids()), sync=False)  # the prompt's fsync
+            if prompt is not None:
+                self._add(Msg("user", prompt, images=list(images or [])), origin="user")
+            else:
+                self._add(Msg("user", RESUME_NOTE), origin="resume")
+            try:
+                outcome = self._loop()
+            except KeyboardInterrupt:
+                stop_running_commands()  # commands of parallel calls run in worker threads: the interrupt missed them
+                outcome = self._interrupted()
+        except StoreError as exc:
+            outcome, store_failed = self._store_failed(exc), True
+        self._end_run(outcome, store_failed)
         outcome.agent_id, outcome.turns = self.agent_id, self.budget.turns - turns
         outcome.tool_calls, outcome.changed = self.tool_calls - calls, list(dict.fromkeys(self.changed[changed:]))
         return outcome
+
+    def _end_run(self, outcome: Outcome, store_failed: bool) -> None:
+        """Record how the run ended, and save state.json (a cache of the log, once a run: dispatch.call's
+        durable=False). A store that fails only now leaves the answer standing, told as not recorded."""
+        try:
+            self._record(RunEvent(status=outcome.status, detail=outcome.detail, **self._ids()))
+            self.ctx.session.save()
+        except StoreError as exc:
+            if not store_failed:  # else it was told already
+                outcome.status = "failed"
+                outcome.detail = f"{STORE_STOPPED}: the end of the run is not recorded: {exc.message}"
+
+    def _store_failed(self, exc: StoreError) -> Outcome:
+        """The store could not record an event: the run stops (docs/security.md, the session store). The
+        conversation is rebuilt from the log, which holds exactly what was recorded, so chat can go on
+        once the store is fixed."""
+        self.display.reply_done(final=True)
+        self.messages = rebuild(self.ctx.session.log.load().events, self.agent_id, self.cap)
+        self.gauge.forget()
+        return Outcome("failed", self.where_it_stopped("the session store failed"), f"{STORE_STOPPED}: {exc.message}")
 
     def _loop(self) -> Outcome:
         empty = 0
@@ -339,7 +364,11 @@ class Agent:
         previous = self.gate.effective().mode
         self.gate.set_mode(mode)
         user, host = who()
-        self._record(ModeEvent(mode=mode, previous=previous, user=user, host=host, **self._ids()))
+        try:
+            self._record(ModeEvent(mode=mode, previous=previous, user=user, host=host, **self._ids()))
+        except StoreError:
+            self.gate.set_mode(previous)  # a change the log does not hold is not made
+            raise
         with self.ctx.session.lock:
             self.ctx.session.state.options = {**self.ctx.session.state.options, "mode": mode}
         self.ctx.session.save()
@@ -424,11 +453,15 @@ class Agent:
             while index + len(batch) < len(calls) and calls[index + len(batch)].name in side_by_side:
                 batch.append(calls[index + len(batch)])
             run = self._run_tasks if batch[0].name == SPAWN else self._run_batch
-            for call, result in zip(batch, run(batch)):
+            results = run(batch)
+            for call, result in zip(batch, results):
                 hint = self._take(call, result)
                 if hint:
                     hints.append(hint)
             index += len(batch)
+            failed = next((r.metadata["store_error"] for r in results if r.metadata.get("store_error")), None)
+            if failed:  # the calls after it are not run
+                raise StoreError(failed, self.ctx.session.log.path, None)
         if reply.finish_reason == "length":
             hints.append(f"[Abhed: your last reply was cut off at the output limit ({self.model.max_output} tokens), "
                          "so its last call may be incomplete. Make calls smaller: write a large file in parts (write "

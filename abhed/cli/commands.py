@@ -109,7 +109,8 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
 
     Typing the call approves it, as answering the prompt would, except for a destructive command,
     which also needs --confirm; the mode and the operator's deny rules still apply.
-    Exit status 0 whenever the tool ran (error observation or not); 2 for a bad invocation.
+    Exit status 0 whenever the tool ran (error observation or not); 1 when the session store failed
+    (the output says whether the call ran); 2 for a bad invocation.
     """
     from abhed.agent import dispatch
     from abhed.files.paths import PathPolicy
@@ -164,6 +165,9 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
     else:
         click.echo(printable(result.content))
     click.echo(f"abhed: session {session.id} head {head_token(head)}", err=True)
+    if result.metadata.get("store_error"):  # told beside the result, which says whether the call ran
+        click.echo(printable(f"abhed: {result.metadata['store_error']}"), err=True)
+        sys.exit(1)
 
 
 def _checkpoints(name: str, settings: config.Settings, workspace: Path) -> checkpoint.Checkpoints | None:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from abhed.cli import startup
 from abhed.gate.approval import Gate, Policy, Rule, Verdict
 from abhed.session import config
-from abhed.session.store import Session, SessionError, SessionStore
+from abhed.session.store import Session, SessionError, SessionStore, not_begun
+from abhed.session.storefail import StoreError
 
 # What only a session at work needs (the model client, the agent, every tool) is imported where it
 # is used: settings and the workspace are found before chat's prompt, all of this after it (issue 18).
@@ -185,12 +186,15 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
             if options is not None:
                 session.state.options = {**{k: options.get(k) for k in REMEMBERED}, "mode": rules.mode,
                                          "model": model.id}
-                session.save()
+                _saved(session)
             gateway = mcp_gateway(settings, workspace, display.notice)
             ctx = ToolContext(session, settings, paths, checkpoints=checkpoints, extra=gateway)
             try:
-                agent = Agent.restore(ctx, model, gate, budget(settings), config=settings.agent, display=display,
-                                      tools=[*all_tools(), *(gateway.tools if gateway else [])])
+                try:
+                    agent = Agent.restore(ctx, model, gate, budget(settings), config=settings.agent, display=display,
+                                          tools=[*all_tools(), *(gateway.tools if gateway else [])])
+                except StoreError as exc:  # restore saves the state it rebuilt
+                    raise LaunchError(str(not_begun(session.id, exc))) from None
                 startup.end()  # what the session works with is loaded: collect garbage as usual from here
                 yield agent
             finally:
@@ -199,6 +203,13 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
                     gateway.close()  # and so do the MCP servers
     except SessionError as exc:
         raise LaunchError(str(exc)) from None
+
+
+def _saved(session: Session) -> None:
+    try:
+        session.save()
+    except StoreError as exc:
+        raise LaunchError(str(not_begun(session.id, exc))) from None
 
 
 def refused_for_want_of_a_human(session: Session, settings: config.Settings, workspace: Path) -> list[str]:

@@ -19,6 +19,7 @@ from abhed.common.terminal import printable
 from abhed.gate.approval import MODES
 from abhed.session.events import ActionEvent, ObservationEvent
 from abhed.session.store import SessionError, SessionStore
+from abhed.session.storefail import StoreError
 
 COMMAND = re.compile(r"/([a-z]+)(?:\s+(.*))?", re.S)
 HELP = {
@@ -62,7 +63,11 @@ class Slash:
             self._say(f"Unknown command /{name}: nothing was sent to the model. Commands: {', '.join(NAMES)} "
                       "(/help says what each does).", "yellow")
             return True
-        return handler(argument) is not False
+        try:
+            return handler(argument) is not False
+        except StoreError as exc:  # the event of a /mode, /compact, /clear or /undo note: not in the log
+            self._say(f"Not recorded: {exc.message}. A /mode change was not made; the chat goes on.", "red")
+            return True
 
     def _say(self, message: str, style: str = "") -> None:
         self.console.print(Text(printable(message), style=style))

@@ -65,6 +65,7 @@ from typing import Any
 from abhed.common import hostproc
 from abhed.files.atomic import replace_file
 from abhed.session import collect, gitindex, gitobjects, repostate, treeio, uncovered
+from sandbox import reserve
 
 MAX_LISTED = 50  # paths named in one message or event; the rest are counted
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}(?<!\.lock)")
@@ -148,7 +149,7 @@ class Shadow:
     def __init__(self, home: Path, workspace: Path, *, git: str = "git", exclude: tuple[str, ...] = (),
                  max_file_bytes: int = 50 * 1024 * 1024, timeout_s: float = 120.0,
                  max_store_bytes: int = 4 * 1024**3, max_count: int = 2000,
-                 disk_reserve_bytes: int | None = None) -> None:
+                 disk_reserve_bytes: int | str | None = None) -> None:
         self.workspace = workspace
         key = sha256(os.fsencode(str(workspace))).hexdigest()[:24]
         self.dir = home / "checkpoints" / key
@@ -287,20 +288,15 @@ class Shadow:
         return uncovered.survey(str(self.workspace), [*(os.fsdecode(n) for n in listed if n), *capture.left_out,
                                                       *earlier], skip)
 
+    STORE_FS = "the checkpoint store's filesystem"
+
     def _check_reserve(self) -> None:
         """The store's filesystem keeps the disk reserve: a snapshot is not written into the last of it."""
-        if not self.disk_reserve_bytes:
-            return
-        try:
-            st = os.statvfs(self.dir)
-        except OSError:
-            return  # made by _ensure, under the lock; a failure there says more
-        free = st.f_bavail * st.f_frsize
-        if free < self.disk_reserve_bytes:
+        name = "sandbox.disk_reserve_bytes"
+        found = reserve.measure(self.dir, self.disk_reserve_bytes, name)  # None before _ensure made the store
+        if found is not None and found.short:
             raise CheckpointError(
-                f"the checkpoint store {self.dir} is on a filesystem with {_size(free)} free, under the disk reserve "
-                f"of {_size(self.disk_reserve_bytes)} (sandbox.disk_reserve_bytes); no snapshot is written into the "
-                "last of the disk. Free space there, or move ABHED_HOME to a larger disk.")
+                f"{found.shortfall(self.STORE_FS)}; no snapshot is written into the last of the disk. {reserve.remedy(name)}, or move ABHED_HOME to a larger disk")
 
     def _capture(self) -> Capture:
         # Tracked files whose stat differs from the index (diff-files lstat's them in parallel), then
@@ -700,10 +696,6 @@ def _only(dirfd: int, path: str, deleted: set[str]) -> bool:
         if any(f"{prefix}/{name}" not in deleted for name in files):
             return False
     return True
-
-
-def _size(n: int) -> str:
-    return f"{n / 1024**3:.1f} GiB" if n >= 1024**3 else f"{n / 1024**2:.0f} MiB"
 
 
 def _last(meta: dict[str, Any]) -> int:

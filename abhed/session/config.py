@@ -13,7 +13,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -94,7 +94,9 @@ class SandboxSettings(_Section):
     max_processes: int | None = Field(1024, ge=1)
     max_file_bytes: int | None = Field(2 * 1024**3, ge=0)
     max_memory_bytes: int | None = Field(4 * 1024**3, ge=64 * 1024**2)  # per command; see sandbox.Limits
-    disk_reserve_bytes: int | None = Field(1024**3, ge=0)  # free space kept on the workspace's filesystem
+    # Free space kept on the filesystems of the workspace, the session store and the checkpoint store
+    # (sandbox.reserve): "auto", the smaller of 1 GiB and 5% of each one's size; a number of bytes; 0 or None: none.
+    disk_reserve_bytes: Annotated[int, Field(ge=0)] | Literal["auto"] | None = "auto"
     # Totals over a session (every command and background job at once; the session's cgroup, see sandbox.Limits).
     max_session_memory_bytes: int | None = Field(8 * 1024**3, ge=64 * 1024**2)
     max_session_processes: int | None = Field(2048, ge=1)

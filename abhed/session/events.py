@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
 from abhed.files.atomic import replace_file
+from abhed.session.storefail import store_error
 
 # 2: payloads of BLOB_MIN bytes or more live in blobs/ (see the module doc). 3: the log begins with a
 # SessionEvent declaring its chain, and every line carries its link (seq, prev): a line of version 3
@@ -243,46 +244,69 @@ class EventLog:
         """Append one event. `sync=False` leaves it to the next synced append (or `sync()`) to make
         it durable: fsync flushes everything written to the file, so an event followed at once by a
         synced one (a reply by the call it makes) costs no fsync of its own. Blobs are always
-        durable before the line that names them is written."""
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        durable before the line that names it is written.
+
+        All or nothing: when the store fails (a full disk, EIO, ...) the log is cut back to where it
+        was, `events.head` still names its last event, and StoreError says where and what to do."""
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise store_error(exc, self.path, "open") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # the link to the last line and the write are one step (subagents)
-            torn = _ends_torn(fd)
-            event.seq, event.prev = _tail(self.path, fd)
-            event.seq += 1
-            body = to_json(event, self._stored).encode("ascii")
-            os.write(fd, (b"\n" if torn else b"") + body + b"\n")  # a torn line stays on its own
-            digest = line_hash(body)
-            _TAILS[self.path] = (os.fstat(fd).st_ino, os.fstat(fd).st_size, event.seq, digest)
-            if sync:
-                os.fsync(fd)
-            self._anchor(event.seq, digest)  # still under the lock: the heads follow the log's order
+            size = os.fstat(fd).st_size
+            try:
+                self._append_locked(fd, event, sync)
+            except OSError as exc:  # _TAILS still holds the log's end before this append: right after the cut
+                _cut(fd, size)
+                raise store_error(exc, self.path, "append an event to") from None
         finally:
             os.close(fd)  # releases the lock
+
+    def _append_locked(self, fd: int, event: AnyEvent, sync: bool) -> None:
+        torn = _ends_torn(fd)
+        event.seq, event.prev = _tail(self.path, fd)
+        event.seq += 1
+        body = to_json(event, self._stored).encode("ascii")
+        _write_all(fd, (b"\n" if torn else b"") + body + b"\n")  # a torn line stays on its own
+        digest = line_hash(body)
+        if sync:
+            os.fsync(fd)
+        self._anchor(event.seq, digest)  # still under the lock: the heads follow the log's order
+        # pragma: no mutate (a cache: without it the next append reads this line back, to the same link)
+        _TAILS[self.path] = (os.fstat(fd).st_ino, os.fstat(fd).st_size, event.seq, digest)  # pragma: no mutate
 
     def _anchor(self, seq: int, digest: str) -> None:
         """Note the last event's number and hash beside the log (`events.head`), after every event (a
         synced one after its fsync): a log cut at the end no longer reaches it, and an event added
         after it is past it (abhed/session/audit.py). Replaced by a rename, never fsync'd: a process
         killed between an event and this leaves that one event past the head; only a crash of the
-        machine can lose more (events not yet fsync'd, or the head's last replacements)."""
+        machine can lose more (events not yet fsync'd, or the head's last replacements). A failed
+        replacement removes its temporary file and leaves the old head."""
         data = json.dumps({"seq": seq, "hash": digest}).encode()
         temp = self.path.parent / f".events.head.{os.getpid()}.{threading.get_ident()}"
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        os.replace(temp, self.path.parent / "events.head")
+            try:
+                _write_all(fd, data)
+            finally:
+                os.close(fd)
+            os.replace(temp, self.path.parent / "events.head")
+        except BaseException:
+            temp.unlink(missing_ok=True)  # pragma: no mutate (equivalent: it exists whenever this runs)
+            raise
 
     def sync(self) -> None:
-        """Make every event appended so far durable."""
-        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)  # pragma: no mutate (O_RDONLY is 0: & is |)
+        """Make every event appended so far durable (StoreError when the disk cannot)."""
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)  # pragma: no mutate (O_RDONLY is 0: & is |)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # pragma: no mutate (not between another append's write and head)
+                os.fsync(fd)  # pragma: no mutate (durability: only a power cut tells)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise store_error(exc, self.path, "make durable the events of") from None
 
     def head(self) -> tuple[int, str]:
         """The number and hash of the log's last event ((0, "") when it has none): what a site keeps
@@ -505,6 +529,22 @@ def _object(line: bytes) -> dict[str, Any] | None:
 
 def _is_object(line: bytes) -> bool:
     return _object(line) is not None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of `data`: a short write (a disk filling up) is continued, and the next write raises."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _cut(fd: int, size: int) -> None:
+    """Take back what a failed append wrote after `size` (a torn line, or a line the head does not
+    name): the log is as it was. If even that fails, the torn line is skipped on loading."""
+    try:
+        os.ftruncate(fd, size)
+    except OSError:
+        pass
 
 
 def _ends_torn(fd: int) -> bool:

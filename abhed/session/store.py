@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 
 from abhed.files.atomic import replace_file
 from abhed.session.events import CHAIN, AnyEvent, EventLog, ObservationEvent, SessionEvent, now, who
+from abhed.session.storefail import StoreError, store_error
 from abhed.common.terminal import printable
 
 STATE_VERSION = 1
@@ -167,9 +168,14 @@ class Session:
         self.log.append(event, sync=sync)
 
     def save(self) -> None:
+        """Replace state.json (atomically: on a failure the old one stays, with no temporary file
+        left); StoreError when the store cannot be written."""
         with self.lock:
             data = self.state.model_dump_json(indent=1).encode("utf-8")
-            replace_file(self.dir / "state.json", data, mode=0o600)
+            try:
+                replace_file(self.dir / "state.json", data, mode=0o600)
+            except OSError as exc:
+                raise store_error(exc, self.dir / "state.json", "save the session's state to") from None
 
     def branch(self) -> Session:
         """A subagent's view of this session: the same log and write lock, a state of its own.
@@ -279,8 +285,7 @@ class SessionStore:
         records it too. A crash between the two leaves a log without a state; creating the session
         again then keeps that log, and the state takes the chain its first event declares."""
         session_id = session_id or new_session_id()
-        directory = self._dir(session_id)
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        directory = self._made(session_id)
         state = SessionState(id=session_id, created_at=now(), workspace=str(workspace), cwd=str(workspace),
                              origin=origin)
         session = Session(directory, state)
@@ -290,10 +295,16 @@ class SessionStore:
             state.chain = events[0].chain if isinstance(events[0], SessionEvent) else None
         else:
             user, host = who()
-            session.record(SessionEvent(session_id=session_id, workspace=str(workspace), origin=origin, user=user,
-                                        host=host))
+            try:
+                session.record(SessionEvent(session_id=session_id, workspace=str(workspace), origin=origin,
+                                            user=user, host=host))
+            except StoreError as exc:
+                raise not_begun(session_id, exc) from None
             state.chain = CHAIN
-        session.save()
+        try:
+            session.save()
+        except StoreError as exc:
+            raise not_begun(session_id, exc) from None
         return session
 
     @contextmanager
@@ -306,14 +317,26 @@ class SessionStore:
         naming the process that holds the session; after `wait_s` seconds, SessionError.
         """
         session_id = session_id or new_session_id()
-        directory = self._dir(session_id)
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(directory / "lock", "a+") as handle:
+        directory = self._made(session_id)
+        try:
+            handle = open(directory / "lock", "a+")
+        except OSError as exc:
+            raise not_begun(session_id, store_error(exc, directory / "lock", "open the lock file")) from None
+        with handle:
             _take(handle, session_id, wait_s, on_wait or _tell_stderr)
             if (directory / "state.json").exists():
                 yield self.open(session_id)
             else:
                 yield self.create(workspace, session_id, origin)
+
+    def _made(self, session_id: str) -> Path:
+        """The session's directory, made if new; SessionError (nothing begun) when the store cannot."""
+        directory = self._dir(session_id)
+        try:
+            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise not_begun(session_id, store_error(exc, directory, "make the session directory")) from None
+        return directory
 
     def ids(self) -> list[str]:
         if not self.root.is_dir():
@@ -364,9 +387,17 @@ def _take(handle: Any, session_id: str, wait_s: float, on_wait: Callable[[str], 
                         f"{wait_s:g} s (agent.session_wait_s)")
                 told = True
             time.sleep(POLL_S)
-    handle.truncate(0)
-    handle.write(f"{os.getpid()} abhed {' '.join(sys.argv[1:])}"[:240] + "\n")  # pragma: no mutate (the cap's size)
-    handle.flush()
+    note = f"{os.getpid()} abhed {' '.join(sys.argv[1:])}"[:240] + "\n"  # pragma: no mutate (the cap's size)
+    try:  # who holds it, for a process that waits: a nicety; on a full disk the lock holds all the same
+        os.ftruncate(handle.fileno(), 0)
+        os.pwrite(handle.fileno(), note.encode("utf-8", "replace"), 0)
+    except OSError:
+        pass
+
+
+def not_begun(session_id: str, exc: StoreError) -> SessionError:
+    """A store failure before any tool ran: the session could not be begun or continued."""
+    return SessionError(f"Session {session_id!r} could not be started, and nothing was run: {exc.message}.")
 
 
 def _holder(handle: Any) -> str:

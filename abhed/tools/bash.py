@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import sandbox
+from sandbox import reserve
 from pydantic import Field, field_validator
 
 from abhed.common import frozen
@@ -85,6 +87,27 @@ def sandbox_config(settings: Settings) -> sandbox.SandboxConfig:
                                  limits=limits, microvm=sandbox.MicrovmConfig(**cfg.microvm.model_dump()))
 
 
+def store_reserve(ctx: ToolContext) -> str | None:
+    """Why a command must not start because the session store's filesystem is below the disk reserve
+    (its log must have room for the call's result), else None. A store on the workspace's filesystem
+    is left to the sandbox's own check, which names that filesystem."""
+    name = dict(SANDBOX_SETTING_NAMES)["disk_reserve_bytes"]
+    found = reserve.measure(ctx.session.dir, ctx.settings.sandbox.disk_reserve_bytes, name)
+    if found is None or not found.short or _same_filesystem(ctx.session.dir, ctx.paths.workspace):
+        return None
+    return f"{found.shortfall(STORE_FS)}. {reserve.remedy(name)}."
+
+
+def _same_filesystem(one: Path, other: Path) -> bool:
+    try:
+        return os.stat(one).st_dev == os.stat(other).st_dev
+    except OSError:
+        return False
+
+
+STORE_FS = "the session store's filesystem"
+
+
 @dataclass
 class Shell:
     """The sandbox of one session's process, and the background jobs started in it."""
@@ -130,6 +153,10 @@ class Bash(Tool):
         reason = interactive_reason(analyze(args.command))
         if reason:
             raise ToolError(f"Not run: {reason}", reason="interactive")
+        store = store_reserve(ctx)
+        if store:
+            raise ToolError(f"The {'background job did not start' if args.background else 'command did not run'}: "
+                            f"{store}", reason="disk_reserve")
         if ctx.shell is None:
             ctx.shell = Shell.open(ctx)
         cwd = self._cwd(ctx)
@@ -139,6 +166,8 @@ class Bash(Tool):
         try:
             result = ctx.shell.box.run(args.command, cwd=cwd, timeout_s=timeout_ms / 1000,
                                        output_limit_chars=OUTPUT_CHARS)
+        except sandbox.DiskReserveReached as exc:
+            raise ToolError(f"The command did not run: {exc.detail}", reason="disk_reserve") from None
         except sandbox.SandboxError as exc:
             raise ToolError(f"The command did not run: {exc}") from None
         return self._report(result, ctx, cwd, timeout_ms)
@@ -184,6 +213,8 @@ class Bash(Tool):
             job = shell.box.start_background(args.command, cwd=cwd, log_path=log)
         except sandbox.JobLimitReached as exc:
             raise ToolError(self._too_many_jobs(shell, exc), reason="background_jobs") from None
+        except sandbox.DiskReserveReached as exc:
+            raise ToolError(f"The background job did not start: {exc.detail}", reason="disk_reserve") from None
         except sandbox.SandboxError as exc:
             raise ToolError(f"The background job did not start: {exc}") from None
         shell.jobs[handle] = job

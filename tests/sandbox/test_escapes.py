@@ -1051,13 +1051,18 @@ def test_a_command_filling_the_disk_is_stopped_at_the_reserve(runner, small_fs):
     free = os.statvfs(small_fs).f_bavail * os.statvfs(small_fs).f_frsize
     assert free > 24 * MiB  # stopped within a few MiB of the reserve, far from full (judged on the host)
     note = "\n".join(result.notes)
-    assert f"the command was stopped: the workspace's filesystem ({small_fs}) had" in note
-    assert f"below the reserve of {32 * MiB} bytes (op.reserve)" in note and "du -sh" in note
+    assert f"the command was stopped: the workspace's filesystem ({small_fs}) has " in note
+    assert f"under the disk reserve of 32.0 MiB ({32 * MiB:,} bytes), set by op.reserve = {32 * MiB}. " in note
+    assert "du -sh" in note and note.endswith("or lower op.reserve (0 turns the reserve off).")
     # Still below the reserve: the next command is refused before it runs, and says why.
     with pytest.raises(Exception) as err:
         runner.run("touch ran", workspace=small_fs, config=config)
     assert "DiskReserveReached" in (type(err.value).__name__ + getattr(err.value, "error_type", ""))
-    assert "the command did not run: the workspace's filesystem" in str(err.value)
+    refusal = getattr(err.value, "error", str(err.value))  # the message alone (a driver adds its trace)
+    assert f"the command did not run: the workspace's filesystem ({small_fs}) has " in refusal
+    assert refusal.endswith(f", set by op.reserve = {32 * MiB}. Free space on that filesystem, or lower op.reserve (0 "
+                            "turns the reserve off).")
+    assert "du -sh" not in refusal and refusal.count("did not run") == 1  # nothing ran: no output to delete
     assert not (small_fs / "ran").exists()
 
 
@@ -1075,7 +1080,7 @@ def test_a_background_job_filling_the_disk_is_stopped_at_the_reserve(root_runner
             assert wait_until(lambda: not job.poll().running, timeout_s=120)
             status = job.poll()
         assert status.stopped and status.exit_code is None
-        assert f"background job {job.id} was stopped: the workspace's filesystem ({workspace}) had" in status.note
+        assert f"background job {job.id} was stopped: the workspace's filesystem ({workspace}) has " in status.note
         assert os.statvfs(workspace).f_bavail * os.statvfs(workspace).f_frsize > 20 * MiB  # judged on the host
         assert "FINISHED" not in (workspace.parent / f"{workspace.name}.log").read_text()
         with sandbox.Sandbox(sandbox.SandboxConfig(limits=sandbox.Limits(disk_reserve_bytes=32 * MiB)), workspace) as box:

@@ -18,7 +18,7 @@ def test_defaults_are_the_secure_choice():
     limits = config.limits
     assert limits.processes == 1024 and limits.file_size_bytes == 2 * 1024**3 and limits.open_files == 4096
     assert limits.core_dump_bytes == 0 and limits.address_space_bytes is None and limits.cpu_seconds is None
-    assert limits.memory_bytes == 4 * 1024**3 and limits.disk_reserve_bytes == 1024**3
+    assert limits.memory_bytes == 4 * 1024**3 and limits.disk_reserve_bytes == "auto"  # min(1 GiB, 5%): sandbox.reserve
 
 
 def test_lists_and_strings_from_a_config_file_are_normalised():
@@ -73,7 +73,8 @@ def test_invalid_configuration_is_explained(kwargs, message):
         ({"cpu_seconds": True}, "limits.cpu_seconds must be a non-negative integer or None"),
         ({"memory_bytes": 1024}, "limits.memory_bytes must be at least 64 MiB (the shell and the sandbox's setup need memory too), got 1024; use None"),
         ({"memory_bytes": -1}, "limits.memory_bytes must be a non-negative integer or None"),
-        ({"disk_reserve_bytes": "1G"}, "limits.disk_reserve_bytes must be a non-negative integer or None"),
+        ({"disk_reserve_bytes": "1G"}, 'limits.disk_reserve_bytes must be a non-negative integer, "auto" or None (no '
+                                       "reserve), got '1G'."),
         ({"session_memory_bytes": 1024}, "limits.session_memory_bytes must be at least 64 MiB (the shell and the sandbox's setup "
                                          "need memory too), got 1024; use None for no memory limit."),
         ({"session_processes": 0}, "limits.session_processes must be at least 1 (each command is a process); use None for no limit."),
@@ -142,7 +143,10 @@ def test_limits_accept_their_minimum_exactly():
 def test_every_limit_refuses_what_is_not_a_non_negative_integer(name, bad):
     with pytest.raises(ConfigError) as err:
         Limits(**{name: bad})
-    assert str(err.value) == f"limits.{name} must be a non-negative integer or None (no limit), got {bad!r}."
+    if name == "disk_reserve_bytes":  # "auto" too (sandbox.reserve)
+        assert str(err.value) == f'limits.{name} must be a non-negative integer, "auto" or None (no reserve), got {bad!r}.'
+    else:
+        assert str(err.value) == f"limits.{name} must be a non-negative integer or None (no limit), got {bad!r}."
 
 
 def test_a_limit_is_named_as_the_embedding_application_names_it():
