@@ -1,4 +1,4 @@
-"""Server-sent events: the `data` payloads of a stream of lines (WHATWG event-stream rules).
+"""Server-sent events: the lines of a byte stream, and their `data` payloads (WHATWG event-stream rules).
 
 Only `data` matters for chat completions; comments (`:` keep-alives), `event`, `id` and `retry`
 are read past. An event ends at a blank line; a stream that stops mid-event still yields it, so
@@ -7,7 +7,37 @@ the caller, not the parser, decides whether a stream was cut.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
+
+_END = re.compile(rb"\r\n|\r|\n")
+
+
+class LineTooLong(Exception):
+    """A line passed the bound `lines` was given: it is not read further."""
+
+
+def lines(chunks: Iterable[bytes], limit: int) -> Iterator[str]:
+    """The lines of a byte stream, ended by CRLF, LF or CR, decoded as UTF-8 (an invalid byte
+    becomes U+FFFD). A line is held only up to `limit` bytes: LineTooLong past that, so a stream
+    that never ends a line cannot fill the memory."""
+    held = bytearray()
+    after_cr = False  # the last chunk ended with CR: an LF opening this one ends no second line
+    for chunk in chunks:
+        start = 1 if after_cr and chunk.startswith(b"\n") else 0
+        for end in _END.finditer(chunk, start):
+            held += chunk[start:end.start()]
+            if len(held) > limit:
+                raise LineTooLong(len(held))
+            yield held.decode("utf-8", "replace")
+            held.clear()
+            start = end.end()
+        held += chunk[start:]
+        if len(held) > limit:
+            raise LineTooLong(len(held))
+        after_cr = chunk.endswith(b"\r")
+    if held:
+        yield held.decode("utf-8", "replace")
 
 
 def data_events(lines: Iterable[str]) -> Iterator[str]:
