@@ -246,8 +246,11 @@ class ModelClient:
                 waiting = wait and exc.unavailable is not None
                 failures += not waiting
                 spent = self.clock() - started
-                pause = min(delay, WAIT_INTERVAL_S) if waiting else delay
-                out_of_time = spent + pause >= self.max_request_s  # the next try could not even start in time
+                left = self.max_request_s - spent
+                if waiting:  # up to the bound: the last pause is shortened to end there, for a last look
+                    pause, out_of_time = min(delay, WAIT_INTERVAL_S, left), left <= 0
+                else:  # a failing try may take long (timeout_s): none starts that could not end in time
+                    pause, out_of_time = delay, spent + delay >= self.max_request_s
                 if not exc.retryable or failures >= allowed or out_of_time:
                     raise self._given_up(exc, tries, spent, out_of_time, waiting)
                 if on_retry is not None:

@@ -106,16 +106,16 @@ def test_connection_refused_is_waited_out_up_to_max_request_s_then_names_the_end
     with pytest.raises(ModelError) as caught:
         ModelClient(endpoint, backoff_s=0.5, attempts=3, max_request_s=30, sleep=fake.sleep,
                     clock=fake.clock).chat(BODY, on_retry=told.append)
-    assert fake.waits == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0, 5.0, 5.0]  # backoff, capped at WAIT_INTERVAL_S
+    assert fake.waits == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0, 5.0, 5.0, 2.5]  # backoff, capped, the last up to the bound
     assert caught.value.message == (
         f"Cannot connect to the model server at {endpoint} (connection refused). Check that vLLM is running and "
         "listening there, and that the endpoint is right (--endpoint, ABHED_ENDPOINT or model.endpoint; vLLM serves "
-        "http://HOST:8000/v1 by default). Abhed waited 28 s for it to come back (9 tries; model.max_request_s = 30 s): "
+        "http://HOST:8000/v1 by default). Abhed waited 30 s for it to come back (10 tries; model.max_request_s = 30 s): "
         "start the server, or raise model.max_request_s if loading its model takes longer.")
     assert [r.notice() for r in told][-1] == (
-        f"Waiting for the model server at {endpoint} (connection refused): 22 s of 30 s (model.max_request_s); "
-        "next try in 5 s. It may be restarting or loading its model; Ctrl-C stops waiting.")
-    assert len(told) == 8 and all(r.waiting and r.failures == 0 for r in told)  # not counted against attempts
+        f"Waiting for the model server at {endpoint} (connection refused): 28 s of 30 s (model.max_request_s); "
+        "next try in 2.5 s. It may be restarting or loading its model; Ctrl-C stops waiting.")
+    assert len(told) == 9 and all(r.waiting and r.failures == 0 for r in told)  # not counted against attempts
 
 
 def test_a_host_that_drops_packets_is_given_up_on_after_the_startup_connect_bound(silent_endpoint):
@@ -137,8 +137,8 @@ def test_mid_session_requests_keep_their_own_connect_bound_and_wait(silent_endpo
     with pytest.raises(ModelError) as caught:
         client.chat(BODY)
     message = caught.value.message
-    assert "within 0.2 s (model.connect_s)" in message and "waited 2 s for it to come back (3 tries;" in message
-    assert fake.waits == [0.5, 1.0]  # waited for, as a drop mid-session should be
+    assert "within 0.2 s (model.connect_s)" in message and "waited 2 s for it to come back (4 tries;" in message
+    assert fake.waits == [0.5, 1.0, 0.5]  # waited for, as a drop mid-session should be
 
 
 def test_connect_keeps_the_sessions_connect_bound_after_a_short_probe():

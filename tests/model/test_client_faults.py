@@ -161,8 +161,8 @@ def test_waits_pause_at_most_wait_interval_and_stop_before_max_request_s():
                          clock=fake.clock)
     with pytest.raises(ModelError) as caught:
         client._retrying(down, None, wait=True)
-    assert fake.waits == [1, 2, 4, 5, 5] and tries == [0, 1, 3, 7, 12, 17]  # 17 s + 5 s would pass 20 s
-    assert caught.value.message == ("down Abhed waited 17 s for it to come back (6 tries; model.max_request_s = 20 s): "
+    assert fake.waits == [1, 2, 4, 5, 5, 3] and tries == [0, 1, 3, 7, 12, 17, 20]  # the last pause ends at 20 s
+    assert caught.value.message == ("down Abhed waited 20 s for it to come back (7 tries; model.max_request_s = 20 s): "
                                     "start the server, or raise model.max_request_s if loading its model takes longer.")
 
 
