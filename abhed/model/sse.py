@@ -7,10 +7,7 @@ the caller, not the parser, decides whether a stream was cut.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
-
-_END = re.compile(rb"\r\n|\r|\n")
 
 
 class LineTooLong(Exception):
@@ -21,21 +18,26 @@ def lines(chunks: Iterable[bytes], limit: int) -> Iterator[str]:
     """The lines of a byte stream, ended by CRLF, LF or CR, decoded as UTF-8 (an invalid byte
     becomes U+FFFD). A line is held only up to `limit` bytes: LineTooLong past that, so a stream
     that never ends a line cannot fill the memory."""
-    held = bytearray()
+    held = bytearray()  # the start of a line not yet ended
     after_cr = False  # the last chunk ended with CR: an LF opening this one ends no second line
     for chunk in chunks:
-        start = 1 if after_cr and chunk.startswith(b"\n") else 0
-        for end in _END.finditer(chunk, start):
-            held += chunk[start:end.start()]
-            if len(held) > limit:
-                raise LineTooLong(len(held))
-            yield held.decode("utf-8", "replace")
-            held.clear()
-            start = end.end()
-        held += chunk[start:]
+        if after_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        after_cr = chunk.endswith(b"\r")
+        ended = after_cr or chunk.endswith(b"\n")
+        pieces = chunk.splitlines()  # bytes split at CRLF, LF and CR only (str would split at more)
+        tail = b"" if ended or not pieces else pieces.pop()
+        for piece in pieces:
+            if held:
+                held += piece
+                piece = bytes(held)
+                held.clear()
+            if len(piece) > limit:
+                raise LineTooLong(len(piece))
+            yield piece.decode("utf-8", "replace")
+        held += tail
         if len(held) > limit:
             raise LineTooLong(len(held))
-        after_cr = chunk.endswith(b"\r")
     if held:
         yield held.decode("utf-8", "replace")
 
