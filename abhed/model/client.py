@@ -5,7 +5,7 @@
 argument fragments are joined by `index` (the last one may come in the chunk that carries
 `finish_reason`), and `stream_options.include_usage` brings the token counts in a final chunk.
 
-Faults the server or the network cause (refused or reset connections, timeouts, 5xx, 408 and 429, a
+Faults the server or the network cause (reset connections, timeouts, 5xx, 408 and 429, a
 stream cut mid-way or stalled, an error event inside the stream) are retried with exponential
 backoff, up to `attempts` tries: a completion has no side effects, and no tool runs before a reply
 is whole, so a retry never repeats an effect (what streamed of the failed try is discarded: the
@@ -193,12 +193,13 @@ class ModelClient:
                             reply.feed(_event(data, self.endpoint))
                     except LineTooLong:
                         raise too_large(self.endpoint, self.max_reply_bytes) from None
-                    except httpx.HTTPError:
+                    except (httpx.HTTPError, ModelError):
                         if not watchdog.stalled:
                             raise
                     # The watchdog shut the connection: a chunked stream fails the read, one that ends with
-                    # the connection (HTTP/1.0, some proxies) merely ends. Either way it is a stall, unless
-                    # the reply was whole (its finish_reason came) and only the usage or [DONE] was missing.
+                    # the connection (HTTP/1.0, some proxies) merely ends, maybe mid-event (which then does
+                    # not parse). Each is a stall, unless the reply was whole (its finish_reason came) and
+                    # only the usage or [DONE] was missing.
                     if watchdog.stalled and not done and reply.finish_reason is None:
                         raise self._stalled()
                 return reply.finish(done)

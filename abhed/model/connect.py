@@ -40,8 +40,9 @@ class Model:
 
 def connect(endpoint: str, *, api_key: str | None = None, model: str | None = None, profile: str | None = None,
             tool_format: str = "auto", stream: bool = True, timeout_s: float = 300.0, attempts: int = 4,
-            backoff_s: float = 1.0, stall_s: float = 60.0, max_request_s: float = 900.0, max_reply_bytes: int = MAX_REPLY_BYTES,
-            profiles_dir: Path | None = None, images: str = "auto", image_limits: dict[str, Any] | None = None,
+            backoff_s: float = 1.0, stall_s: float = 60.0, max_request_s: float = 900.0,
+            max_reply_bytes: int = MAX_REPLY_BYTES, profiles_dir: Path | None = None, images: str = "auto",
+            image_limits: dict[str, Any] | None = None,
             probe_attempts: int | None = None, connect_s: float = 10.0, probe_connect_s: float | None = None,
             on_retry: RetrySink | None = None, client_factory: Callable[..., ModelClient] = ModelClient) -> Model:
     """Ask the server what it serves and set up the model to use; ModelError or ProfileError if impossible.

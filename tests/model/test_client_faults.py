@@ -75,6 +75,33 @@ def test_a_stalled_stream_is_reported_as_a_stall_after_stall_s_whatever_ends_it(
     assert spent >= 0.5  # told after stall_s of silence, not before
 
 
+def test_a_stall_in_the_middle_of_an_event_is_a_stall_not_a_malformed_event():
+    """A server that ends its stream with the connection stalls halfway through a `data:` line: when
+    the watchdog shuts the socket the half line arrives as the stream's last, which does not parse."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    hold: list[socket.socket] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        hold.append(conn)
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+                     b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
+                     b'data: {"choices":[{"index":0,"delta":{"cont')  # ...and nothing more
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    try:
+        with pytest.raises(ModelError) as caught:
+            ModelClient(url, stall_s=0.4, attempts=1).chat(BODY)
+    finally:
+        thread.join()
+        for conn in hold:
+            conn.close()
+        listener.close()
+    assert caught.value.message == stall_message(url, "0.4")
+
+
 def test_a_stall_on_a_connection_delimited_stream_is_retried_and_the_retry_says_stall():
     with ReplayServer([Turn(fault="stall_mid"), Turn(text="second try")], stall_s=30.0, chunked=False) as server:
         told: list[Retry] = []
@@ -109,7 +136,8 @@ def test_a_stall_inside_a_tool_call_discards_the_partial_call_and_asks_again():
 
 def test_a_server_that_refuses_then_comes_up_is_waited_for_and_used():
     port, servers = free_port(), []
-    starter = threading.Timer(1.0, lambda: servers.append(ReplayServer([Turn(text="back again")], port=port).__enter__()))
+    starter = threading.Timer(1.0, lambda: servers.append(ReplayServer([Turn(text="back again")],
+                                                                        port=port).__enter__()))
     starter.start()  # nothing listens on the port for a second: connections are refused
     told: list[Retry] = []
     try:
@@ -300,7 +328,8 @@ def test_lines_end_at_crlf_lf_or_cr_wherever_the_chunks_are_cut(chunks):
 
 
 def test_lines_decode_utf8_and_replace_what_is_not():
-    assert list(lines(["é\n".encode(), b"\xff\n", "€".encode()[:2], "€".encode()[2:]], 100)) == ["é", "\ufffd", "€"]
+    euro = "€".encode()
+    assert list(lines(["é\n".encode(), b"\xff\n", euro[:2], euro[2:]], 100)) == ["é", "\ufffd", "€"]
 
 
 def test_a_line_is_held_only_up_to_the_limit():
