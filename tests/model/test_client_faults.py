@@ -8,7 +8,6 @@ each test takes seconds; a few use a fake clock where only the arithmetic of the
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 
@@ -18,6 +17,8 @@ from abhed.model.client import MAX_REPLY_BYTES, ModelClient, Retry
 from abhed.model.errors import ModelError
 from abhed.model.replay import ReplayServer, Turn
 from abhed.model.sse import LineTooLong, lines
+from test_client import FakeTime
+from test_client import _free_port as free_port
 
 BODY = {"model": "replay/abhed-demo", "messages": [{"role": "user", "content": "hi"}]}
 WITH_TOOLS = {**BODY, "tools": [{"type": "function", "function": {"name": "write", "parameters": {}}}],
@@ -38,27 +39,6 @@ def too_large_message(url: str, limit: int) -> str:
             "this long are meant.")
 
 
-def free_port() -> int:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
-
-
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.waits: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        self.now += seconds
-
-
 # -- stalls (item 7) ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("chunked", [False, True])
@@ -73,33 +53,6 @@ def test_a_stalled_stream_is_reported_as_a_stall_after_stall_s_whatever_ends_it(
         spent = time.monotonic() - started
     assert caught.value.message == stall_message(server.url, "0.5") and caught.value.retryable
     assert spent >= 0.5  # told after stall_s of silence, not before
-
-
-def test_a_stall_in_the_middle_of_an_event_is_a_stall_not_a_malformed_event():
-    """A server that ends its stream with the connection stalls halfway through a `data:` line: when
-    the watchdog shuts the socket the half line arrives as the stream's last, which does not parse."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    hold: list[socket.socket] = []
-
-    def serve() -> None:
-        conn, _ = listener.accept()
-        hold.append(conn)
-        conn.recv(65536)
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
-                     b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
-                     b'data: {"choices":[{"index":0,"delta":{"cont')  # ...and nothing more
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
-    try:
-        with pytest.raises(ModelError) as caught:
-            ModelClient(url, stall_s=0.4, attempts=1).chat(BODY)
-    finally:
-        thread.join()
-        for conn in hold:
-            conn.close()
-        listener.close()
-    assert caught.value.message == stall_message(url, "0.4")
 
 
 def test_a_stall_on_a_connection_delimited_stream_is_retried_and_the_retry_says_stall():
