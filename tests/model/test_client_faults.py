@@ -280,6 +280,12 @@ def test_lines_end_at_crlf_lf_or_cr_wherever_the_chunks_are_cut(chunks):
     assert list(lines(chunks, 100)) == ["a", "b", "", "c"]
 
 
+def test_lines_at_the_edges_of_a_stream():
+    assert list(lines([b"\nA"], 100)) == ["", "A"]  # an LF first is a line of its own (no CR came before)
+    assert list(lines([b"a\n"], 100)) == ["a"]  # a stream ended with its line yields no empty one after
+    assert list(lines([], 100)) == []
+
+
 def test_lines_decode_utf8_and_replace_what_is_not():
     euro = "€".encode()
     assert list(lines(["é\n".encode(), b"\xff\n", euro[:2], euro[2:]], 100)) == ["é", "\ufffd", "€"]
