@@ -209,6 +209,16 @@ def test_a_streamed_reply_past_max_reply_bytes_stops_reading_and_closes_the_conn
     assert server.sent < 4_000_000 if turn.text or turn.reasoning else server.sent < 25_000_000
 
 
+def test_tool_call_arguments_count_toward_the_bound():
+    """Three fragments of 50,000 characters: each line is well under the line bound, their sum is
+    over max_reply_bytes, so it is the count of arguments that stops the reply."""
+    args = json.dumps({"path": "/w/a", "content": "w" * 150_000})
+    with ReplayServer([Turn(text="writing", calls=[("write", args)])]) as server:
+        with pytest.raises(ModelError) as caught:
+            ModelClient(server.url, max_reply_bytes=LIMIT).chat(WITH_TOOLS)
+    assert caught.value.message == too_large_message(server.url, LIMIT)
+
+
 def test_the_count_is_of_utf8_bytes():
     text = "é" * (LIMIT // 2 + 1)  # LIMIT / 2 + 1 characters, LIMIT + 2 bytes
     with ReplayServer([Turn(text=text)], chunk_chars=512) as server:
