@@ -45,6 +45,7 @@ from abhed.session.events import AnyEvent, CompactionEvent, ModeEvent, RunEvent,
 from abhed.files.images import ImageLimits
 from abhed.model.adapters import adapter_for
 from abhed.model.textcalls import VisibleStream, prose
+from abhed.model.client import Retry
 from abhed.model.connect import Model
 from abhed.model.errors import ContextOverflow, ModelError, ToolsUnsupported
 from abhed.model.profiles import Vision
@@ -337,10 +338,9 @@ class Agent:
         if shown:
             self.display.text(shown)
 
-    def _on_retry(self, exc: ModelError, attempt: int, wait: float) -> None:
+    def _on_retry(self, retry: Retry) -> None:
         self.display.reply_done(final=True)  # what streamed before the fault is discarded
-        self.display.notice(f"{exc.message} Retrying in {wait:g} s (attempt {attempt + 1} of "
-                            f"{self.model.client.attempts}).")
+        self.display.notice(retry.notice())
         self._shown = VisibleStream()
 
     def _use_format(self, tool_format: str) -> None:

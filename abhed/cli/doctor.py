@@ -91,6 +91,7 @@ def _model_checks(settings: Settings) -> Iterator[Check]:
     try:
         model = connect(m.endpoint, api_key=m.api_key, model=m.model, profile=m.profile, tool_format=m.tool_format,
                         stream=m.stream, timeout_s=min(m.timeout_s, 60.0), attempts=1, connect_s=m.connect_s,
+                        max_request_s=min(m.max_request_s, 60.0), max_reply_bytes=m.max_reply_bytes,
                         probe_connect_s=m.startup_connect_s, profiles_dir=m.profiles_dir,
                         images=m.images, image_limits=m.vision_overrides())
     except (ModelError, ProfileError) as exc:

@@ -103,10 +103,10 @@ def open_model(settings: config.Settings, display: Display) -> Model:
     m = settings.model
     return connect(m.endpoint, api_key=m.api_key, model=m.model, profile=m.profile, tool_format=m.tool_format,
                    stream=m.stream, timeout_s=m.timeout_s, attempts=m.attempts, stall_s=m.stall_s,
-                   max_request_s=m.max_request_s, profiles_dir=m.profiles_dir, images=m.images,
-                   image_limits=m.vision_overrides(), probe_attempts=1, connect_s=m.connect_s,
+                   max_request_s=m.max_request_s, max_reply_bytes=m.max_reply_bytes, profiles_dir=m.profiles_dir,
+                   images=m.images, image_limits=m.vision_overrides(), probe_attempts=1, connect_s=m.connect_s,
                    probe_connect_s=m.startup_connect_s,
-                   on_retry=lambda exc, n, wait: display.notice(f"{exc.message} Retrying in {wait:g} s."))
+                   on_retry=lambda retry: display.notice(retry.notice()))
 
 
 def budget(settings: config.Settings) -> Budget:

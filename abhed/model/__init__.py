@@ -1,7 +1,8 @@
 """The model layer: talking to the site's OpenAI-compatible server (vLLM). It never touches files.
 
-client.py    ModelClient: /v1/models, /v1/chat/completions (streaming SSE or not), retries, errors
-sse.py       server-sent events framing
+client.py    ModelClient: /v1/models, /v1/chat/completions (streaming SSE or not), retries, waits for a
+             server that is down, the stall watchdog, the bound on a reply, errors
+sse.py       server-sent events framing: bounded lines of a byte stream, their data payloads
 errors.py    ModelError, ContextOverflow, ToolsUnsupported: messages that name the endpoint and the fix
 wire.py      Msg, Reply, ToolCall, Usage: the conversation as the loop and the adapters share it
 adapters.py  tool-call formats: native, hermes and qwen3_coder text protocols

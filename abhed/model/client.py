@@ -5,10 +5,18 @@
 argument fragments are joined by `index` (the last one may come in the chunk that carries
 `finish_reason`), and `stream_options.include_usage` brings the token counts in a final chunk.
 
-Faults the server or the network cause (refused or reset connections, timeouts, 5xx and 429, a
-stream cut mid-way, an error event inside the stream) are retried with exponential backoff: a
-completion has no side effects, and no tool runs before a reply is whole. The rest raise at once.
+Faults the server or the network cause (reset connections, timeouts, 5xx, 408 and 429, a
+stream cut mid-way or stalled, an error event inside the stream) are retried with exponential
+backoff, up to `attempts` tries: a completion has no side effects, and no tool runs before a reply
+is whole, so a retry never repeats an effect (what streamed of the failed try is discarded: the
+loop's on_retry tells the display). The rest raise at once (other 4xx: the request itself is wrong).
 Every error names the endpoint and what to check (errors.py).
+
+A server that is not up (ModelError.unavailable: no connection, HTTP 502/503 while it restarts or
+loads a model, minutes for a large one) is waited out by chat(): those tries are not counted
+against `attempts`, the pause between them grows to at most WAIT_INTERVAL_S, and every pause is
+told (Retry.notice: the endpoint, what was seen, the time waited of max_request_s). models() does
+not wait: it is the question at start-up and in `abhed doctor`, where a wrong endpoint is told at once.
 
 Two waits are told apart. Before a reply begins, the server may be busy for long (a queue, the
 prefill of a long prompt): `timeout_s` bounds that wait, and a non-streamed reply, which sends
@@ -16,6 +24,12 @@ nothing until it is whole. Once a streamed reply has begun, tokens come every fe
 second, so silence for `stall_s` means the server stalled: a watchdog closes the connection and the
 request is retried. A slow long answer that keeps streaming is never cut. `max_request_s` bounds all
 the tries of one failing request, waits included: no retry starts that would end past it.
+
+A reply is bounded by `max_reply_bytes` (model.max_reply_bytes), counted as it arrives: the UTF-8
+bytes of text, reasoning and tool-call arguments of a stream (one stream line may be at most twice
+that, for JSON's escapes), the body of a reply that is not streamed. At the bound the client stops
+reading and closes the connection: a server that ignores max_tokens cannot fill the memory or the
+screen. Error bodies are read up to ERROR_BODY_LIMIT.
 
 Connecting has a bound of its own, `connect_s` (10 s), for every request of a session. The first
 question at start-up (`models(connect_s=...)`, 2 s from model.startup_connect_s) gets a shorter one:
@@ -44,7 +58,7 @@ sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 import httpx  # noqa: E402
 
 from abhed.model.errors import ModelError, error_text, from_status, is_overflow, overflow
-from abhed.model.sse import data_events
+from abhed.model.sse import LineTooLong, data_events, lines
 from abhed.model.wire import Encoded, Reply, ToolCall, Usage, call_id
 
 T = TypeVar("T")
@@ -52,8 +66,37 @@ T = TypeVar("T")
 # (dispatch's bound, checked later): a server streaming gigabytes of arguments must not take the
 # process with it. Beyond this the fragments are counted, not kept, and the call comes back refused.
 WIRE_ARGUMENT_LIMIT = 16 * 1024 * 1024
+MAX_REPLY_BYTES = 16 * 1024 * 1024  # model.max_reply_bytes's default
+ERROR_BODY_LIMIT = 64 * 1024  # what is read of an error's body: the message is at its start
+BACKOFF_CAP_S = 30.0  # the longest pause between two tries of a failing request
+# ...and between two tries while the server is down: a restarted server is used within seconds of
+# coming up, and the human hears at every pause that Abhed is still waiting.
+WAIT_INTERVAL_S = 5.0
 TextSink = Callable[[str], None]
-RetrySink = Callable[[ModelError, int, float], None]  # the error, the attempt that failed, the wait before the next
+
+
+@dataclass(frozen=True)
+class Retry:
+    """One try failed and another follows after `pause` seconds: what to tell the human."""
+
+    error: ModelError
+    endpoint: str
+    failures: int  # the tries that failed, waits for an unavailable server not counted
+    attempts: int  # the tries a request may fail
+    pause: float
+    elapsed: float  # since the request's first try
+    limit: float  # model.max_request_s
+    waiting: bool  # the server is not up, and this is a wait for it, not a counted failure
+
+    def notice(self) -> str:
+        if self.waiting:
+            return (f"Waiting for the model server at {self.endpoint} ({self.error.unavailable}): "
+                    f"{self.elapsed:.0f} s of {self.limit:g} s (model.max_request_s); next try in {self.pause:g} s. "
+                    "It may be restarting or loading its model; Ctrl-C stops waiting.")
+        return f"{self.error.message} Retrying in {self.pause:g} s (attempt {self.failures + 1} of {self.attempts})."
+
+
+RetrySink = Callable[[Retry], None]
 
 
 @dataclass(frozen=True)
@@ -65,8 +108,8 @@ class ServedModel:
 class ModelClient:
     def __init__(self, endpoint: str, *, api_key: str | None = None, timeout_s: float = 300.0,
                  connect_s: float = 10.0, attempts: int = 4, backoff_s: float = 1.0, stall_s: float = 60.0,
-                 max_request_s: float = 900.0, sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 max_request_s: float = 900.0, max_reply_bytes: int = MAX_REPLY_BYTES,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
         self.endpoint = endpoint.rstrip("/")
         self.timeout_s = timeout_s
         self.connect_s = connect_s
@@ -74,6 +117,7 @@ class ModelClient:
         self.backoff_s = backoff_s
         self.stall_s = stall_s
         self.max_request_s = max_request_s
+        self.max_reply_bytes = max_reply_bytes
         self.sleep = sleep
         self.clock = clock
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -112,10 +156,10 @@ class ModelClient:
     def _get_models(self, limit: tuple[float, str] | None) -> Any:
         with self._faults(limit):
             timeout = httpx.Timeout(self.timeout_s, connect=limit[0]) if limit else httpx.USE_CLIENT_DEFAULT
-            response = self._http.get(self.endpoint + "/models", timeout=timeout)
-            if response.status_code != 200:
-                raise self._status_error(response)
-            return _json(response, self.endpoint)
+            with self._http.stream("GET", self.endpoint + "/models", timeout=timeout) as response:
+                if response.status_code != 200:
+                    raise self._status_error(response)
+                return _json(self._body(response), self.endpoint)
 
     # -- /v1/chat/completions -------------------------------------------------------------------------
 
@@ -127,29 +171,37 @@ class ModelClient:
             body["stream_options"] = {"include_usage": True}
         payload = _payload(body)
         if stream:
-            return self._retrying(lambda: self._stream(payload, on_text, on_reasoning), on_retry)
-        return self._retrying(lambda: self._complete(payload), on_retry)
+            return self._retrying(lambda: self._stream(payload, on_text, on_reasoning), on_retry, wait=True)
+        return self._retrying(lambda: self._complete(payload), on_retry, wait=True)
 
     def _stream(self, payload: bytes, on_text: TextSink | None, on_reasoning: TextSink | None) -> Reply:
         with self._faults():
             with self._http.stream("POST", self.endpoint + "/chat/completions", content=payload,
                                    headers={"Content-Type": "application/json"}) as response:
                 if response.status_code != 200:
-                    response.read()
                     raise self._status_error(response)
-                reply = Assembler(self.endpoint, on_text, on_reasoning)
+                reply = Assembler(self.endpoint, on_text, on_reasoning, limit=self.max_reply_bytes)
                 done = False
                 with Watchdog(response, self.stall_s) as watchdog:
                     try:
-                        for data in data_events(watchdog.lines(response.iter_lines())):
+                        # One line may hold at most twice the reply's bound: JSON escapes what it carries.
+                        for data in data_events(watchdog.lines(lines(response.iter_bytes(),
+                                                                     2 * self.max_reply_bytes))):
                             if data.strip() == "[DONE]":
                                 done = True
                                 break
                             reply.feed(_event(data, self.endpoint))
-                    except httpx.HTTPError:
-                        if watchdog.stalled:
-                            raise self._stalled() from None
-                        raise
+                    except LineTooLong:
+                        raise too_large(self.endpoint, self.max_reply_bytes) from None
+                    except (httpx.HTTPError, ModelError):
+                        if not watchdog.stalled:
+                            raise
+                    # The watchdog shut the connection: a chunked stream fails the read, one that ends with
+                    # the connection (HTTP/1.0, some proxies) merely ends, maybe mid-event (which then does
+                    # not parse). Each is a stall, unless the reply was whole (its finish_reason came) and
+                    # only the usage or [DONE] was missing.
+                    if watchdog.stalled and not done and reply.finish_reason is None:
+                        raise self._stalled()
                 return reply.finish(done)
 
     def _stalled(self) -> ModelError:
@@ -159,11 +211,11 @@ class ModelClient:
 
     def _complete(self, payload: bytes) -> Reply:
         with self._faults():
-            response = self._http.post(self.endpoint + "/chat/completions", content=payload,
-                                       headers={"Content-Type": "application/json"})
-            if response.status_code != 200:
-                raise self._status_error(response)
-            body = _json(response, self.endpoint)
+            with self._http.stream("POST", self.endpoint + "/chat/completions", content=payload,
+                                   headers={"Content-Type": "application/json"}) as response:
+                if response.status_code != 200:
+                    raise self._status_error(response)
+                body = _json(self._body(response), self.endpoint)
         if not isinstance(body, dict):
             raise ModelError(f"The model server at {self.endpoint} answered {str(body)[:200]!r}, not a completion.")
         if "error" in body or body.get("object") == "error":
@@ -179,36 +231,64 @@ class ModelClient:
 
     # -- faults ---------------------------------------------------------------------------------------
 
-    def _retrying(self, attempt: Callable[[], T], on_retry: RetrySink | None, attempts: int | None = None) -> T:
+    def _retrying(self, attempt: Callable[[], T], on_retry: RetrySink | None, attempts: int | None = None,
+                  wait: bool = False) -> T:
+        """`attempt()` until it succeeds, fails for good, or fails `attempts` times; with `wait`, the
+        tries that find the server down are not counted, only bounded by max_request_s."""
         delay = self.backoff_s
         started = self.clock()
-        attempts = max(1, attempts or self.attempts)
-        for number in range(1, attempts + 1):
+        allowed = max(1, attempts or self.attempts)
+        tries = failures = 0
+        while True:
+            tries += 1
             try:
                 return attempt()
             except ModelError as exc:
+                waiting = wait and exc.unavailable is not None
+                failures += not waiting
                 spent = self.clock() - started
-                out_of_time = spent + delay >= self.max_request_s  # the next try could not even start in time
-                if not exc.retryable or number == attempts or out_of_time:
-                    if exc.retryable and (number > 1 or out_of_time):
-                        exc.message = f"{exc.message} (tried {number} time{'s' * (number != 1)} in {spent:.0f} s"
-                        if out_of_time and number < attempts:
-                            exc.message += (f"; gave up: model.max_request_s bounds one request to "
-                                            f"{self.max_request_s:g} s")
-                        exc.message += ")"
-                        exc.args = (exc.message,)
-                    raise
+                left = self.max_request_s - spent
+                if waiting:  # up to the bound: the last pause is shortened to end there, for a last look
+                    pause, out_of_time = min(delay, WAIT_INTERVAL_S, left), left <= 0
+                else:  # a failing try may take long (timeout_s): none starts that could not end in time
+                    pause, out_of_time = delay, spent + delay >= self.max_request_s
+                if not exc.retryable or failures >= allowed or out_of_time:
+                    raise self._given_up(exc, tries, spent, out_of_time, waiting)
                 if on_retry is not None:
-                    on_retry(exc, number, delay)
-                self.sleep(delay)
-                delay = min(delay * 2, 30.0)
-        raise AssertionError("unreachable")
+                    on_retry(Retry(exc, self.endpoint, failures, allowed, pause, spent, self.max_request_s, waiting))
+                self.sleep(pause)
+                delay = min(delay * 2, BACKOFF_CAP_S)
+
+    def _given_up(self, exc: ModelError, tries: int, spent: float, out_of_time: bool, waiting: bool) -> ModelError:
+        """The last error, saying how long it was tried (when it was tried more than once, or not
+        retried for want of time)."""
+        if not exc.retryable or (tries == 1 and not out_of_time):
+            return exc
+        if waiting:
+            exc.message = (f"{exc.message} Abhed waited {spent:.0f} s for it to come back ({tries} tries; "
+                           f"model.max_request_s = {self.max_request_s:g} s): start the server, or raise "
+                           "model.max_request_s if loading its model takes longer.")
+        else:
+            exc.message = f"{exc.message} (tried {tries} time{'s' * (tries != 1)} in {spent:.0f} s"
+            if out_of_time:
+                exc.message += f"; gave up: model.max_request_s bounds one request to {self.max_request_s:g} s"
+            exc.message += ")"
+        exc.args = (exc.message,)
+        return exc
+
+    def _body(self, response: httpx.Response) -> bytes:
+        """A reply's whole body, or the reply-too-large error past max_reply_bytes."""
+        data, whole = _read(response, self.max_reply_bytes)
+        if not whole:
+            raise too_large(self.endpoint, self.max_reply_bytes)
+        return data
 
     def _status_error(self, response: httpx.Response) -> ModelError:
+        data, _ = _read(response, ERROR_BODY_LIMIT)
         try:
-            body: Any = response.json()
+            body: Any = json.loads(data)
         except ValueError:
-            body = response.text
+            body = data.decode("utf-8", "replace")
         return from_status(response.status_code, error_text(body), self.endpoint)
 
     @contextmanager
@@ -223,11 +303,13 @@ class ModelClient:
             raise ModelError(f"No connection to the model server at {where} within {seconds:g} s ({setting}): "
                              "nothing answered, as when the host is down or a firewall drops the packets. Check "
                              "that the host is up and reachable from this machine (firewall, VPN) and that the "
-                             f"endpoint is right; on a slow link raise {setting}.", retryable=True) from None
+                             f"endpoint is right; on a slow link raise {setting}.",
+                             unavailable=f"no answer to a connection within {seconds:g} s") from None
         except httpx.ConnectError as exc:
             raise ModelError(f"Cannot connect to the model server at {where} ({_reason(exc)}). Check that vLLM is "
                              "running and listening there, and that the endpoint is right (--endpoint, ABHED_ENDPOINT "
-                             "or model.endpoint; vLLM serves http://HOST:8000/v1 by default).", retryable=True) from None
+                             "or model.endpoint; vLLM serves http://HOST:8000/v1 by default).",
+                             unavailable=_reason(exc)) from None
         except httpx.ReadTimeout:
             raise ModelError(f"The model server at {where} sent nothing for {self.timeout_s:g} s. It may be overloaded "
                              "or the request queued behind others; check the vLLM logs, or raise model.timeout_s.",
@@ -258,6 +340,15 @@ class Assembler:
     calls: dict[int, dict[str, Any]] = field(default_factory=dict)
     finish_reason: str | None = None
     usage: Usage | None = None
+    limit: int = MAX_REPLY_BYTES  # bytes of text, reasoning and arguments (model.max_reply_bytes)
+    size: int = 0  # ...received so far
+
+    def _count(self, delta: str) -> None:
+        """Count a delta before it is kept or shown: nothing past the bound is either."""
+        # pragma below: equivalent when forced either way (ASCII's UTF-8 is as long as it; isascii() spares a copy)
+        self.size += len(delta) if delta.isascii() else len(delta.encode("utf-8", "surrogatepass"))  # pragma: no mutate
+        if self.size > self.limit:
+            raise too_large(self.endpoint, self.limit)
 
     def feed(self, chunk: Any) -> None:
         if not isinstance(chunk, dict):
@@ -275,10 +366,12 @@ class Assembler:
         delta = choice.get("delta") or {}
         thought = delta.get("reasoning_content") or delta.get("reasoning")
         if thought:
+            self._count(thought)
             self.reasoning.append(thought)
             if self.on_reasoning:
                 self.on_reasoning(thought)
         if delta.get("content"):
+            self._count(delta["content"])
             self.text.append(delta["content"])
             if self.on_text:
                 self.on_text(delta["content"])
@@ -292,6 +385,7 @@ class Assembler:
             slot["name"] = name if name.startswith(slot["name"]) else slot["name"] + name
             if function.get("arguments"):
                 fragment = _arguments(function["arguments"])
+                self._count(fragment)
                 slot["size"] += len(fragment)
                 if slot["size"] <= WIRE_ARGUMENT_LIMIT:
                     slot["args"].append(fragment)
@@ -327,6 +421,15 @@ def _payload(body: dict[str, Any]) -> bytes:
     rest = json.dumps({k: v for k, v in body.items() if k != "messages"}, ensure_ascii=True)
     spliced = '"messages":[' + ",".join(messages) + "]"
     return (rest[:-1] + ("," if rest != "{}" else "") + spliced + "}").encode("ascii")
+
+
+def too_large(endpoint: str, limit: int) -> ModelError:
+    return ModelError(
+        f"The reply from the model server at {endpoint} passed {limit:,} bytes (model.max_reply_bytes): Abhed stopped "
+        "reading it there and closed the connection; nothing of it was used or run. A reply is bounded by the "
+        "request's max_tokens, far below that, so the server ignores max_tokens or a proxy between here and it "
+        "sends something else: check the vLLM logs and the endpoint. Raise model.max_reply_bytes only if replies "
+        "this long are meant.")
 
 
 def in_band_error(body: dict[str, Any], endpoint: str) -> ModelError:
@@ -373,7 +476,8 @@ class Watchdog:
             yield line
 
     def _watch(self) -> None:
-        while not self._done.wait(self.stall_s / 4 if self._last is not None else min(1.0, self.stall_s / 4)):
+        # Looks at least every second: a stall is told within a second of stall_s.
+        while not self._done.wait(min(1.0, self.stall_s / 4)):
             last = self._last
             if last is not None and time.monotonic() - last >= self.stall_s:
                 self.stalled = True
@@ -401,13 +505,23 @@ def _event(data: str, endpoint: str) -> Any:
                          "here and it rewrites or buffers the stream (text/event-stream).", retryable=True) from None
 
 
-def _json(response: httpx.Response, endpoint: str) -> Any:
+def _read(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+    """At most `limit` bytes of a body, and whether that was all of it; reading stops there."""
+    data = bytearray()
+    for chunk in response.iter_bytes():
+        data += chunk
+        if len(data) > limit:
+            return bytes(data[:limit]), False
+    return bytes(data), True
+
+
+def _json(data: bytes, endpoint: str) -> Any:
     try:
-        return response.json()
+        return json.loads(data)
     except ValueError:
         raise ModelError(f"The model server at {endpoint} answered with something that is not JSON: "
-                         f"{response.text[:200]!r}. Is the endpoint an OpenAI-compatible API (ending in /v1)?",
-                         retryable=True) from None
+                         f"{data[:200].decode('utf-8', 'replace')!r}. Is the endpoint an OpenAI-compatible API "
+                         "(ending in /v1)?", retryable=True) from None
 
 
 def _arguments(value: Any) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from abhed.model import profiles
-from abhed.model.client import ModelClient, RetrySink
+from abhed.model.client import MAX_REPLY_BYTES, ModelClient, RetrySink
 from abhed.model.errors import ModelError
 from abhed.model.profiles import Profile, Vision
 
@@ -41,14 +41,16 @@ class Model:
 def connect(endpoint: str, *, api_key: str | None = None, model: str | None = None, profile: str | None = None,
             tool_format: str = "auto", stream: bool = True, timeout_s: float = 300.0, attempts: int = 4,
             backoff_s: float = 1.0, stall_s: float = 60.0, max_request_s: float = 900.0,
-            profiles_dir: Path | None = None, images: str = "auto", image_limits: dict[str, Any] | None = None,
+            max_reply_bytes: int = MAX_REPLY_BYTES, profiles_dir: Path | None = None, images: str = "auto",
+            image_limits: dict[str, Any] | None = None,
             probe_attempts: int | None = None, connect_s: float = 10.0, probe_connect_s: float | None = None,
             on_retry: RetrySink | None = None, client_factory: Callable[..., ModelClient] = ModelClient) -> Model:
     """Ask the server what it serves and set up the model to use; ModelError or ProfileError if impossible.
     `probe_attempts` bounds the tries of that first question (default: `attempts`, as every request) and
     `probe_connect_s` its connect (default: `connect_s`, as every request)."""
     client = client_factory(endpoint, api_key=api_key, timeout_s=timeout_s, attempts=attempts, backoff_s=backoff_s,
-                            stall_s=stall_s, max_request_s=max_request_s, connect_s=connect_s)
+                            stall_s=stall_s, max_request_s=max_request_s, connect_s=connect_s,
+                            max_reply_bytes=max_reply_bytes)
     try:
         served = client.models(on_retry=on_retry, attempts=probe_attempts, connect_s=probe_connect_s)
         if not served:

@@ -3,6 +3,11 @@
 `retryable` marks faults where asking again can help (the server was down, overloaded, or cut the
 stream). A chat completion has no side effects, so any of these may be retried; the caller decides
 how often. ContextOverflow is never retried as is: the conversation must shrink first.
+
+`unavailable` marks, among those, a server that is not up at all: no connection (refused, reset
+before a word, nothing answering) or HTTP 502/503, what a proxy or a server says while the model
+loads. That is waited out rather than counted as a failed try (client.py). Statuses retried: 408,
+429 and 5xx but 501 and 505 (which say the request can never succeed); other 4xx are final.
 """
 
 from __future__ import annotations
@@ -12,12 +17,13 @@ import re
 
 class ModelError(Exception):
     def __init__(self, message: str, *, retryable: bool = False, status: int | None = None,
-                 server_said: str | None = None) -> None:
+                 server_said: str | None = None, unavailable: str | None = None) -> None:
         super().__init__(message)
         self.message = message
-        self.retryable = retryable
+        self.retryable = retryable or unavailable is not None
         self.status = status
         self.server_said = server_said  # the server's own words, when it answered with an error
+        self.unavailable = unavailable  # the server is not up: what was seen, in a few words
 
 
 class ContextOverflow(ModelError):
@@ -98,7 +104,11 @@ def from_status(status: int, message: str, endpoint: str) -> ModelError:
                 f" The endpoint usually ends in /v1: try {endpoint.rstrip('/')}/v1.")
         return ModelError(f"Not found at {endpoint} (HTTP 404: {message}). Check the endpoint and the model name "
                           f"(`abhed doctor` lists what the server serves).{hint}", status=status)
-    if status == 429 or status >= 500:
+    if status in (502, 503):
+        return ModelError(f"The model server at {endpoint} is not serving (HTTP {status}: {message}). It may be "
+                          "restarting or still loading the model; check the vLLM logs.", status=status,
+                          unavailable=f"HTTP {status}: {' '.join(message.split())[:100]}")
+    if status in (408, 429) or (status >= 500 and status not in (501, 505)):
         return ModelError(f"The model server at {endpoint} failed (HTTP {status}: {message}). It may be overloaded or "
                           "restarting; check the vLLM logs.", retryable=True, status=status)
     return ModelError(f"The model server at {endpoint} rejected the request (HTTP {status}: {message}).",

@@ -6,6 +6,9 @@ deltas, tool calls announced with id and name and their arguments sent in fragme
 in the chunk that carries `finish_reason`), the usage chunk with `choices: []` when
 `stream_options.include_usage` asks for it, `data: [DONE]`, chunked transfer encoding, vLLM's error
 bodies, its context-length 400 and its refusal of `tools` when started without a tool parser.
+`chunked=False` plays a server (or proxy) that ends a stream by closing the connection instead, as
+HTTP/1.0 does; `port` serves on a given port (a server that comes back where it was). `sent` counts
+the bytes of completions written and `hung_up` is set when a client closed a connection mid-answer.
 
 A turn can also be a fault: an HTTP status with an error body, a reset connection, a stream cut
 mid-way, an error event inside the stream, a stall, a context-length refusal. When the request
@@ -65,12 +68,15 @@ class ReplayServer:
 
     # stall: nothing at all for stall_s, then a reset. stall_mid: the reply begins, then nothing for stall_s,
     # then a reset. late_start: the headers, nothing for stall_s, then the reply (a long queue or prefill).
+    # stall_in_call: the turn's text and the first fragment of its first call, then as stall_mid.
+    # stall_end: the whole reply, its finish_reason included, then as stall_mid (no usage, no [DONE]).
     FAULTS = ("status:CODE", "flat:CODE", "reset", "cut", "cut_clean", "error_event", "stall", "stall_mid",
-              "late_start", "overflow", "garbage")
+              "late_start", "stall_in_call", "stall_end", "overflow", "garbage")
 
     def __init__(self, script: Script, *, model_id: str = "replay/abhed-demo", max_model_len: int | None = 32768,
                  tool_parser: bool = True, chunk_chars: int = 16, delay_s: float = 0.0, stall_s: float = 2.0,
-                 report_max_model_len: bool = True, images: int = 0, tool_images: bool = True) -> None:
+                 report_max_model_len: bool = True, images: int = 0, tool_images: bool = True,
+                 chunked: bool = True, port: int = 0) -> None:
         self.script = script
         self.model_id = model_id
         self.max_model_len = max_model_len
@@ -81,12 +87,15 @@ class ReplayServer:
         self.stall_s = stall_s
         self.images = images
         self.tool_images = tool_images
+        self.chunked = chunked
+        self.sent = 0
+        self.hung_up = threading.Event()
         self.requests: list[dict[str, Any]] = []
         self.handler_seconds: list[float] = []  # time spent answering each completion (the "model's time")
         self.refused: list[str] = []  # context-length refusals, as vLLM words them
         self._turn = 0
         self._lock = threading.Lock()
-        self._http = _Server(("127.0.0.1", 0), _Handler)
+        self._http = _Server(("127.0.0.1", port), _Handler)
         self._http.daemon_threads = True
         self._http.replay = self  # type: ignore[attr-defined]
         self._thread = threading.Thread(target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -183,6 +192,7 @@ def _text_calls(body: dict[str, Any], calls: list[ToolCall]) -> str:
 class _Server(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that hangs up (or is killed) mid-request is normal here, not worth a traceback."""
+        self.replay.hung_up.set()  # type: ignore[attr-defined]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -240,7 +250,6 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if turn.fault and self._fault(turn.fault, replay, prompt, wanted):
             return
-        late = turn.fault == "late_start"
         calls = [ToolCall(f"chatcmpl-tool-{uuid.uuid4().hex}", name,
                           args if isinstance(args, str) else json.dumps(args)) for name, args in turn.calls]
         text = turn.text
@@ -251,7 +260,7 @@ class _Handler(BaseHTTPRequestHandler):
         completion = estimate_tokens([text, turn.reasoning, [c.arguments for c in calls]])
         usage = {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion}
         if body.get("stream"):
-            self._stream(body, turn, text, calls, finish, usage, late)
+            self._stream(body, turn, text, calls, finish, usage)
         else:
             self._json(200, _completion(replay.model_id, text, turn.reasoning, calls, finish, usage))
 
@@ -274,8 +283,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._event(_chunk(replay.model_id, {"role": "assistant", "content": ""}))
             self._event(_chunk(replay.model_id, {"content": "Let me look"}))
             if kind == "stall_mid":
-                time.sleep(replay.stall_s)
-                self._reset()
+                self._stall()
                 return True
             if kind == "cut":
                 self._reset()
@@ -286,16 +294,16 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send("data: [DONE]\n\n")
             elif kind == "garbage":
                 self._send("data: {not json\n\n")
-            self._send_raw(b"0\r\n\r\n")
+            self._end_stream()
         else:
             return False
         return True
 
     def _stream(self, body: dict[str, Any], turn: Turn, text: str, calls: list[ToolCall], finish: str,
-                usage: dict[str, int], late: bool = False) -> None:
+                usage: dict[str, int]) -> None:
         replay, model = self.replay, self.replay.model_id
         self._start_stream()
-        if late:
+        if turn.fault == "late_start":
             self.wfile.flush()
             time.sleep(replay.stall_s)
         self._event(_chunk(model, {"role": "assistant", "content": ""}))
@@ -311,16 +319,23 @@ class _Handler(BaseHTTPRequestHandler):
             final = index == len(calls) - 1
             for number, fragment in enumerate(fragments):
                 delta = {"tool_calls": [{"index": index, "function": {"arguments": fragment}}]}
+                if turn.fault == "stall_in_call":
+                    self._event(_chunk(model, delta))
+                    self._stall()
+                    return
                 if final and number == len(fragments) - 1:
                     last = delta  # vLLM sends what its parser held back with finish_reason
                 else:
                     self._event(_chunk(model, delta))
         self._event(_chunk(model, last, finish))
+        if turn.fault == "stall_end":
+            self._stall()
+            return
         if turn.usage and (body.get("stream_options") or {}).get("include_usage"):
             self._event({"id": _id(), "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
                          "choices": [], "usage": usage})
         self._send("data: [DONE]\n\n")
-        self._send_raw(b"0\r\n\r\n")
+        self._end_stream()
 
     # -- the bytes on the wire ----------------------------------------------------------------------
 
@@ -335,8 +350,16 @@ class _Handler(BaseHTTPRequestHandler):
     def _start_stream(self) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-        self.send_header("Transfer-Encoding", "chunked")
+        if self.replay.chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:  # the stream ends when the connection does
+            self.send_header("Connection", "close")
+            self.close_connection = True
         self.end_headers()
+
+    def _end_stream(self) -> None:
+        if self.replay.chunked:
+            self._send_raw(b"0\r\n\r\n")
 
     def _event(self, obj: Any) -> None:
         self._send("data: " + json.dumps(obj, separators=(",", ":")) + "\n\n")
@@ -345,11 +368,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, text: str) -> None:
         data = text.encode()
-        self._send_raw(b"%x\r\n%s\r\n" % (len(data), data))
+        self._send_raw(b"%x\r\n%s\r\n" % (len(data), data) if self.replay.chunked else data)
 
     def _send_raw(self, data: bytes) -> None:
         self.wfile.write(data)
         self.wfile.flush()
+        self.replay.sent += len(data)
+
+    def _stall(self) -> None:
+        time.sleep(self.replay.stall_s)
+        self._reset()
 
     def _reset(self) -> None:
         """Drop the connection with a TCP reset, as a crashed server or a cut cable would."""

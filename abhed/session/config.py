@@ -134,7 +134,12 @@ class ModelConfig(_Section):
     startup_connect_s: float = Field(2.0, gt=0)
     attempts: int = Field(4, ge=1, le=20)  # tries per request when the server or network fails
     stall_s: float = Field(60.0, gt=0)  # longest silence once a streamed reply has begun: a stalled server
-    max_request_s: float = Field(900.0, gt=0)  # all the tries of one failing request, waits included
+    # All the tries of one failing request, waits included; also how long a server that is down (refused
+    # connections, HTTP 502/503 while it restarts or loads a model: minutes for a large one) is waited for.
+    max_request_s: float = Field(900.0, gt=0)
+    # One reply's text, reasoning and tool-call arguments: past it the client stops reading (a server
+    # that ignores max_tokens). Far above any real reply: 16 MiB is millions of tokens.
+    max_reply_bytes: int = Field(16 * 1024 * 1024, ge=64 * 1024)
     profiles_dir: Path | None = None  # the operator's own profiles, added to (and overriding) the shipped ones
     # Images (read of PNG/JPEG/GIF/WebP, scanned PDF pages, chat attachments). auto: as the profile's
     # [vision] table says; on: the model takes images (the profile's limits, else the defaults); off: text only.

@@ -73,45 +73,56 @@ def test_models_lists_ids_and_the_context_window():
 def test_transient_faults_are_retried_and_the_retry_is_reported(fault):
     with ReplayServer([Turn(fault=fault), Turn(text="recovered")]) as server:
         retries = []
-        reply = client(server).chat(BODY, on_retry=lambda exc, n, wait: retries.append((n, exc.message)))
+        reply = client(server).chat(BODY, on_retry=lambda r: retries.append((r.failures, r.error.message)))
     assert reply.text == "recovered" and len(retries) == 1 and server.url in retries[0][1]
 
 
 def test_a_stall_past_the_read_timeout_is_retried():
     with ReplayServer([Turn(fault="stall"), Turn(text="late but fine")], stall_s=1.0) as server:
         retries = []
-        reply = client(server, timeout_s=0.2).chat(BODY, on_retry=lambda e, n, w: retries.append(e.message))
+        reply = client(server, timeout_s=0.2).chat(BODY, on_retry=lambda r: retries.append(r.error.message))
     assert reply.text == "late but fine" and "sent nothing for 0.2 s" in retries[0]
 
 
 def test_persistent_5xx_gives_up_with_the_endpoint_the_status_and_the_attempts():
-    with ReplayServer([Turn(fault="status:503")] * 3) as server:
+    with ReplayServer([Turn(fault="status:500")] * 3) as server:
         with pytest.raises(ModelError) as caught:
             client(server, attempts=3).chat(BODY)
     message = caught.value.message
-    assert server.url in message and "HTTP 503" in message and "tried 3 times" in message and "vLLM logs" in message
+    assert server.url in message and "HTTP 500" in message and "tried 3 times" in message and "vLLM logs" in message
 
 
-def test_connection_refused_names_the_endpoint_and_what_to_check():
+def _free_port() -> int:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()  # nothing listens there now
-    endpoint = f"http://127.0.0.1:{port}/v1"
-    waits = []
+    return port
+
+
+def test_connection_refused_is_waited_out_up_to_max_request_s_then_names_the_endpoint_and_what_to_check():
+    endpoint = f"http://127.0.0.1:{_free_port()}/v1"
+    fake, told = FakeTime(), []
     with pytest.raises(ModelError) as caught:
-        ModelClient(endpoint, backoff_s=0.5, attempts=3, sleep=waits.append).chat(BODY)
-    message = caught.value.message
-    assert f"Cannot connect to the model server at {endpoint} (connection refused)" in message
-    assert "--endpoint" in message and "ABHED_ENDPOINT" in message and "tried 3 times" in message
-    assert waits == [0.5, 1.0]  # exponential backoff between attempts
+        ModelClient(endpoint, backoff_s=0.5, attempts=3, max_request_s=30, sleep=fake.sleep,
+                    clock=fake.clock).chat(BODY, on_retry=told.append)
+    assert fake.waits == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0, 5.0, 5.0, 2.5]  # backoff, capped, the last up to the bound
+    assert caught.value.message == (
+        f"Cannot connect to the model server at {endpoint} (connection refused). Check that vLLM is running and "
+        "listening there, and that the endpoint is right (--endpoint, ABHED_ENDPOINT or model.endpoint; vLLM serves "
+        "http://HOST:8000/v1 by default). Abhed waited 30 s for it to come back (10 tries; model.max_request_s = 30 s): "
+        "start the server, or raise model.max_request_s if loading its model takes longer.")
+    assert [r.notice() for r in told][-1] == (
+        f"Waiting for the model server at {endpoint} (connection refused): 28 s of 30 s (model.max_request_s); "
+        "next try in 2.5 s. It may be restarting or loading its model; Ctrl-C stops waiting.")
+    assert len(told) == 9 and all(r.waiting and r.failures == 0 for r in told)  # not counted against attempts
 
 
 def test_a_host_that_drops_packets_is_given_up_on_after_the_startup_connect_bound(silent_endpoint):
     client = ModelClient(silent_endpoint, connect_s=30, attempts=4, backoff_s=0)
     retries = []
     with pytest.raises(ModelError) as caught:
-        client.models(attempts=1, connect_s=0.2, on_retry=lambda *a: retries.append(a))
+        client.models(attempts=1, connect_s=0.2, on_retry=retries.append)
     message = caught.value.message
     assert message.startswith(f"No connection to the model server at {silent_endpoint} within 0.2 s "
                               "(model.startup_connect_s): nothing answered")
@@ -119,14 +130,15 @@ def test_a_host_that_drops_packets_is_given_up_on_after_the_startup_connect_boun
     assert retries == [] and "tried" not in message  # gave up at once: one try, the short bound, not 30 s
 
 
-def test_mid_session_requests_keep_their_own_connect_bound_and_retries(silent_endpoint):
-    waits = []
-    client = ModelClient(silent_endpoint, connect_s=0.2, attempts=2, backoff_s=0.5, sleep=waits.append)
+def test_mid_session_requests_keep_their_own_connect_bound_and_wait(silent_endpoint):
+    fake = FakeTime()
+    client = ModelClient(silent_endpoint, connect_s=0.2, attempts=2, backoff_s=0.5, max_request_s=2, sleep=fake.sleep,
+                         clock=fake.clock)
     with pytest.raises(ModelError) as caught:
         client.chat(BODY)
     message = caught.value.message
-    assert "within 0.2 s (model.connect_s)" in message and "tried 2 times" in message
-    assert waits == [0.5]  # retried, as a drop mid-session should be
+    assert "within 0.2 s (model.connect_s)" in message and "waited 2 s for it to come back (4 tries;" in message
+    assert fake.waits == [0.5, 1.0, 0.5]  # waited for, as a drop mid-session should be
 
 
 def test_connect_keeps_the_sessions_connect_bound_after_a_short_probe():
@@ -195,7 +207,7 @@ def test_a_stream_that_stops_midway_is_detected_as_a_stall_and_retried():
     that try (long before timeout_s) and retries."""
     with ReplayServer([Turn(fault="stall_mid"), Turn(text="second try")], stall_s=30.0) as server:
         retries: list[str] = []
-        reply = client(server, timeout_s=120, stall_s=0.5).chat(BODY, on_retry=lambda e, n, w: retries.append(e.message))
+        reply = client(server, timeout_s=120, stall_s=0.5).chat(BODY, on_retry=lambda r: retries.append(r.error.message))
     assert reply.text == "second try" and len(retries) == 1
     assert retries[0] == (f"The model server at {server.url} stalled: its reply had begun, then nothing came for 0.5 s. "
                           "The server may be hung or overloaded; check the vLLM logs (and GPU health), or raise "
@@ -215,7 +227,7 @@ def test_a_slow_long_answer_is_not_a_stall():
     text = "a slow but steady answer " * 4
     with ReplayServer([Turn(text=text)], chunk_chars=4, delay_s=0.1) as server:
         retries: list[str] = []
-        reply = client(server, stall_s=1.0).chat(BODY, on_retry=lambda e, n, w: retries.append(e.message))
+        reply = client(server, stall_s=1.0).chat(BODY, on_retry=lambda r: retries.append(r.error.message))
     assert reply.text == text and retries == []  # 27 chunks, about 2.7 s in all
 
 
@@ -224,7 +236,7 @@ def test_a_late_first_token_waits_for_timeout_s_not_stall_s():
     prefill): that is timeout_s's to bound, not a stall."""
     with ReplayServer([Turn(fault="late_start", text="after a long prefill")], stall_s=1.5) as server:
         retries: list[str] = []
-        reply = client(server, timeout_s=60, stall_s=0.3).chat(BODY, on_retry=lambda e, n, w: retries.append(e.message))
+        reply = client(server, timeout_s=60, stall_s=0.3).chat(BODY, on_retry=lambda r: retries.append(r.error.message))
     assert reply.text == "after a long prefill" and retries == []
 
 
