@@ -313,7 +313,7 @@ def test_the_size_bound_counts_utf8_bytes_exactly_at_the_limit():
     ('["\\\\"]]]', False),  # an escaped backslash ends before the quote: the string closes there
     ('["\\"[[[["]', False),  # an escaped quote does not close it: the brackets stay inside
     ('["a\\\n[[["]', False),  # an escaped raw newline (re.DOTALL) stays in the string
-    ('[["x"],[[', True),
+    ('[["x"],[[[', True),  # 1, 2, back to 1, then 4
     ('"[[[[', False),  # an unterminated string runs to the end
     ('{"a":{"b":{"c":[', True),
     ('[[]][[]][[]]', False),  # depth falls back: siblings do not add up
