@@ -33,7 +33,7 @@ import os
 import re
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from hashlib import sha256
@@ -244,6 +244,7 @@ class EventLog:
         it durable: fsync flushes everything written to the file, so an event followed at once by a
         synced one (a reply by the call it makes) costs no fsync of its own. Blobs are always
         durable before the line that names them is written."""
+        from abhed.session import summary  # here: it imports this module
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # the link to the last line and the write are one step (subagents)
@@ -251,7 +252,9 @@ class EventLog:
             event.seq, event.prev = _tail(self.path, fd)
             event.seq += 1
             body = to_json(event, self._stored).encode("ascii")
+            before = os.fstat(fd).st_size
             os.write(fd, (b"\n" if torn else b"") + body + b"\n")  # a torn line stays on its own
+            summary.noted(self, fd, event, before)  # what `sessions list` shows, counted in (never raises)
             digest = line_hash(body)
             _TAILS[self.path] = (os.fstat(fd).st_ino, os.fstat(fd).st_size, event.seq, digest)
             if sync:
@@ -297,6 +300,14 @@ class EventLog:
         finally:
             os.close(fd)
 
+    def stored(self, text: str) -> str:
+        """`text` as a line of this log holds it (a blob reference when large; the blob is written)."""
+        return self._stored(text)
+
+    def payload(self, stored: str) -> str:
+        """A string as a line of this log holds it, as it was given (a blob reference read back)."""
+        return _Payloads(self.blobs).text(stored)
+
     def _stored(self, text: str) -> str:
         """A string as the line holds it: a reference to its blob when large, else itself."""
         # A shortcut (pragma: equivalent mutants): fewer than blob_min / 4 characters cannot reach
@@ -314,30 +325,48 @@ class EventLog:
         return f"{BLOB_REF}{name}:{len(data)}"
 
     def load(self) -> LoadedLog:
+        """Every event, in a list: for what needs them all at once (`sessions show`). What needs only
+        what they add up to (a resume, `sessions list`) reads `stream()` instead."""
         loaded = LoadedLog()
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return loaded
-        lines = data.split(b"\n")
-        last = len(lines) - 1
-        payloads = _Payloads(self.blobs)
-        for number, raw in enumerate(lines, start=1):
-            if not raw.strip():
-                continue
-            try:
-                value = json.loads(raw)
-                if _may_name_blobs(value):
-                    value = _restored(value, payloads)
-                    loaded.problems.extend(f"{self.path}:{number}: {problem}" for problem in payloads.take_problems())
-                loaded.events.append(_event_adapter().validate_python(value))
-            except (ValidationError, ValueError, RecursionError) as exc:  # Recursion: nested too deep to parse
-                torn = number - 1 == last  # the final line had no newline: cut by a crash mid-write
-                what = "torn final line (cut by a crash mid-write)" if torn else "unreadable line"
-                loaded.problems.append(
-                    f"{self.path}:{number}: {what}, {len(raw)} bytes, skipped ({_first_error(exc)})"
-                )
+        loaded.events.extend(self.stream(loaded.problems))
         return loaded
+
+    def stream(self, problems: list[str]) -> Iterator[AnyEvent]:
+        """The log's events one at a time, read line by line: memory for one line (and its payloads),
+        not for the log. Each line skipped is noted in `problems` as it is met."""
+        for _end, _whole, event in self.scan(0, problems):
+            if event is not None:
+                yield event
+
+    def scan(self, start: int = 0, problems: list[str] | None = None) -> Iterator[tuple[int, bool, AnyEvent | None]]:
+        """From byte `start` (a line's beginning), each line as (the offset just past it, whether it
+        ends with a newline, its event or None when it is blank or unreadable). Only the final line
+        can lack its newline: cut by a crash mid-write, or being written right now."""
+        try:
+            handle = open(self.path, "rb")  # noqa: SIM115 (closed below, also when the caller stops early)
+        except FileNotFoundError:
+            return
+        noted = problems if problems is not None else []
+        with handle:
+            handle.seek(start)
+            payloads, end = _Payloads(self.blobs), start
+            for number, raw in enumerate(handle, start=1):
+                end += len(raw)
+                whole = raw.endswith(b"\n")
+                yield end, whole, (self._event(raw, number, whole, payloads, noted) if raw.strip() else None)
+
+    def _event(self, raw: bytes, number: int, whole: bool, payloads: "_Payloads", problems: list[str]) -> AnyEvent | None:
+        try:
+            value = json.loads(raw)
+            if _may_name_blobs(value):
+                value = _restored(value, payloads)
+                problems.extend(f"{self.path}:{number}: {problem}" for problem in payloads.take_problems())
+            return _event_adapter().validate_python(value)
+        except (ValidationError, ValueError, RecursionError) as exc:  # Recursion: nested too deep to parse
+            what = "unreadable line" if whole else "torn final line (cut by a crash mid-write)"
+            problems.append(f"{self.path}:{number}: {what}, {len(raw) - whole} bytes, skipped "
+                            f"({_first_error(exc)})")
+            return None
 
 
 def to_json(event: AnyEvent, stored: Callable[[str], str] | None = None) -> str:
@@ -362,7 +391,8 @@ def _map_strings(value: Any, change: Callable[[str], str]) -> Any:
 
 
 class _Payloads:
-    """The blobs a log's lines refer to, read (and checked against their name) once per load."""
+    """The blobs a log's lines refer to, read (and checked against their name) as they are met; the
+    last one is kept, for the strings of one event that hold the same payload."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -376,8 +406,8 @@ class _Payloads:
         if ref is None:
             return stored[1:]  # a string of the model's own that started with NUL
         name, size = ref.group(1), int(ref.group(2))
-        if name not in self.read:
-            self.read[name] = self._load(name, size)
+        if name not in self.read:  # only the last payload is kept: a log read through holds one, not all
+            self.read = {name: self._load(name, size)}
         return self.read[name]
 
     def _load(self, name: str, size: int) -> str:
