@@ -100,7 +100,8 @@ print(json.dumps({"peak": rss("VmHWM:") - base, "messages": len(conversation), "
 
 
 def _child(code: str, *args: str) -> dict:
-    out = subprocess.run([PYTHON, "-c", code, *args], capture_output=True, text=True, check=True, cwd=REPO)
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}  # RSS follows what is held (see tests/test_arguments.py)
+    out = subprocess.run([PYTHON, "-c", code, *args], capture_output=True, text=True, check=True, cwd=REPO, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
