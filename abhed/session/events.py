@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
 from abhed.files.atomic import replace_file
+from abhed.session import summary
 
 # 2: payloads of BLOB_MIN bytes or more live in blobs/ (see the module doc). 3: the log begins with a
 # SessionEvent declaring its chain, and every line carries its link (seq, prev): a line of version 3
@@ -244,7 +245,6 @@ class EventLog:
         it durable: fsync flushes everything written to the file, so an event followed at once by a
         synced one (a reply by the call it makes) costs no fsync of its own. Blobs are always
         durable before the line that names them is written."""
-        from abhed.session import summary  # here: it imports this module
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # the link to the last line and the write are one step (subagents)

@@ -19,18 +19,30 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from hashlib import sha256
 from pathlib import Path
-
-from abhed.session.events import AnyEvent, EventLog, RunEvent
+from typing import Any, Protocol
 
 NAME = "summary.json"
 VERSION = 1
 # Bytes before the covered end that must still be the same: a cut or rewritten last line is caught.
 TAIL = 256  # pragma: no mutate (its size: any window covering the last line's end catches the same)
 EMPTY = sha256(b"").hexdigest()  # the tail of nothing: a summary of an empty log
+
+
+class Log(Protocol):
+    """What this module needs of a session's log (events.EventLog, which calls it: so it is
+    described here, not imported)."""
+
+    path: Path
+
+    def scan(self, start: int = 0) -> Iterator[tuple[int, bool, Any]]: ...
+
+    def stored(self, text: str) -> str: ...
+
+    def payload(self, stored: str) -> str: ...
 
 
 @dataclass
@@ -42,16 +54,16 @@ class Summary:
     prompt: str | None = None  # the first prompt of its runs, as the log's line stores it (maybe a blob reference)
 
 
-def fold(summary: Summary, event: AnyEvent, stored: Callable[[str], str]) -> None:
-    """`summary` with one more event of the log counted in."""
+def fold(summary: Summary, event: Any, stored: Callable[[str], str]) -> None:
+    """`summary` with one more event of the log (an events.AnyEvent) counted in."""
     summary.events += 1
-    if isinstance(event, RunEvent) and event.agent_id == "main":
+    if event.kind == "run" and event.agent_id == "main":
         summary.status = event.status
         if summary.prompt is None and event.status == "started" and event.prompt:
             summary.prompt = stored(event.prompt)
 
 
-def noted(log: EventLog, fd: int, event: AnyEvent, before: int) -> None:
+def noted(log: Log, fd: int, event: Any, before: int) -> None:
     """After `log.append` wrote `event` (under its lock, the log `before` bytes long until then):
     count it into the summary when that covered the log exactly up to it; else leave it to readers."""
     try:
@@ -70,7 +82,7 @@ def noted(log: EventLog, fd: int, event: AnyEvent, before: int) -> None:
         pass  # a cache: the next reader catches up from what the summary still covers
 
 
-def current(log: EventLog) -> Summary:
+def current(log: Log) -> Summary:
     """The log's summary, up to date: as stored when it covers the whole log, caught up from where it
     ends when the log only grew, rebuilt from the start otherwise; saved again when it changed (when
     the store lets it). Takes no lock, so it never holds up an append: it reads only whole lines,
@@ -93,14 +105,14 @@ def current(log: EventLog) -> Summary:
         os.close(fd)
 
 
-def first_prompt(log: EventLog, summary: Summary) -> str:
+def first_prompt(log: Log, summary: Summary) -> str:
     """The summary's first prompt as the model was given it (a large one is read from its blob)."""
     if summary.prompt is None:
         return ""
     return log.payload(summary.prompt)
 
 
-def _catch_up(log: EventLog, fd: int, summary: Summary) -> None:
+def _catch_up(log: Log, fd: int, summary: Summary) -> None:
     """Count in the whole lines after what `summary` covers; a final line without its newline (torn,
     or being written) is left for later, when it is whole or followed by a new line."""
     for end, whole, event in log.scan(summary.size):
@@ -117,11 +129,11 @@ def _tail(fd: int, end: int) -> str:
     return sha256(os.pread(fd, end - start, start)).hexdigest()
 
 
-def _path(log: EventLog) -> Path:
+def _path(log: Log) -> Path:
     return log.path.parent / NAME
 
 
-def _read(log: EventLog) -> Summary | None:
+def _read(log: Log) -> Summary | None:
     """The stored summary, or None when there is none or it cannot be trusted to be one."""
     try:
         value = json.loads(_path(log).read_bytes())
@@ -140,7 +152,7 @@ def _count(value: object) -> bool:
     return type(value) is int and value >= 0  # not a bool, a float or a string of digits
 
 
-def _write(log: EventLog, summary: Summary) -> None:
+def _write(log: Log, summary: Summary) -> None:
     """Replace summary.json by a rename: a reader sees the old one or the new one, never half. A
     store that will not take it (full, read-only, another user's) keeps the old one: the list is
     still right, only not faster next time."""
