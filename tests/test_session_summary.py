@@ -38,8 +38,8 @@ def _stored(session: Session) -> dict:
     return json.loads((session.dir / "summary.json").read_text())
 
 
-def _run(session: Session, status: str, prompt: str | None = None, agent: str = "main") -> None:
-    session.record(RunEvent(session_id=session.id, status=status, prompt=prompt, agent_id=agent), sync=False)
+def _run(session: Session, status: str, prompt: str | None = None, agent: str = "main", sync: bool = True) -> None:
+    session.record(RunEvent(session_id=session.id, status=status, prompt=prompt, agent_id=agent), sync=sync)
 
 
 def _busy(session: Session) -> None:
@@ -117,6 +117,8 @@ def test_an_append_leaves_a_summary_not_in_step_to_the_next_reader(session):
     _run(session, "done")
     assert not path.exists()  # gone: an append does not guess a summary of a log it did not see whole
     assert _seen(session.log) == _expected(session.log) == (12, "done", "fix the bug\nin parse()")
+    _run(session, "failed")  # the reader saved it: in step again
+    assert _stored(session)["events"] == 13 and _stored(session)["status"] == "failed"
 
 
 @pytest.mark.parametrize("damage", [
@@ -306,3 +308,20 @@ def test_appends_and_readings_leave_no_descriptor_open(session):
         (session.dir / "summary.json").unlink()
         current(session.log)
     assert open_fds() == before
+
+
+def test_unsynced_appends_are_counted_in_memory_and_saved_with_the_next_synced_one(session):
+    _busy(session)
+    saved = _stored(session)
+    inode = (session.dir / "summary.json").stat().st_ino
+    _run(session, "interrupted", sync=False)
+    _run(session, "started", "again", sync=False)
+    assert _stored(session) == saved and (session.dir / "summary.json").stat().st_ino == inode  # no file written
+    assert _seen(session.log) == _expected(session.log) == (11, "started", "fix the bug\nin parse()")  # caught up
+    _run(session, "done", sync=False)
+    summary_module._KEPT.clear()  # as another process sees it: it did not count these
+    assert _seen(session.log) == (12, "done", "fix the bug\nin parse()")
+    _run(session, "failed", sync=False)
+    _run(session, "done")  # synced: saved, with every event counted
+    assert _stored(session)["events"] == 14 and _stored(session)["size"] == session.log.path.stat().st_size
+    assert _seen(session.log) == _expected(session.log)

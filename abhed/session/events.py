@@ -254,7 +254,7 @@ class EventLog:
             body = to_json(event, self._stored).encode("ascii")
             before = os.fstat(fd).st_size
             os.write(fd, (b"\n" if torn else b"") + body + b"\n")  # a torn line stays on its own
-            summary.noted(self, fd, event, before)  # what `sessions list` shows, counted in (never raises)
+            summary.noted(self, fd, event, before, sync)  # what `sessions list` shows, counted in (never raises)
             digest = line_hash(body)
             _TAILS[self.path] = (os.fstat(fd).st_ino, os.fstat(fd).st_size, event.seq, digest)
             if sync:

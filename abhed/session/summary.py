@@ -63,11 +63,16 @@ def fold(summary: Summary, event: Any, stored: Callable[[str], str]) -> None:
             summary.prompt = stored(event.prompt)
 
 
-def noted(log: Log, fd: int, event: Any, before: int) -> None:
+def noted(log: Log, fd: int, event: Any, before: int, save: bool) -> None:
     """After `log.append` wrote `event` (under its lock, the log `before` bytes long until then):
-    count it into the summary when that covered the log exactly up to it; else leave it to readers."""
+    count it into the summary when that covered the log exactly up to it; else leave it to readers.
+    The summary this process keeps of the log is counted in memory, and saved with the appends that
+    are synced (`save`): an unsynced one is followed at once by a synced one, and a reader in between
+    catches up the few lines the saved one lacks (an unsynced append costs no file written)."""
     try:
-        summary = _read(log)
+        summary = _KEPT.pop(log.path, None)
+        if summary is None or summary.size != before:  # another process appended since: its summary may be
+            summary = _read(log)
         # The log's first line: there was nothing to miss. (pragma: `or` is equivalent: a summary
         # of more than an empty log is not in step with it either way, and is rebuilt by a reader.)
         if summary is None and before == 0:  # pragma: no mutate
@@ -77,9 +82,15 @@ def noted(log: Log, fd: int, event: Any, before: int) -> None:
         fold(summary, event, log.stored)
         summary.size = os.fstat(fd).st_size
         summary.tail = _tail(fd, summary.size)
-        _write(log, summary)
+        _KEPT[log.path] = summary
+        if save or before == 0:  # the first line saves it: a summary exists from the start
+            _write(log, summary)
     except OSError:
         pass  # a cache: the next reader catches up from what the summary still covers
+
+
+# The summary of each log this process appends to, as counted after its last append.
+_KEPT: dict[Path, Summary] = {}
 
 
 def current(log: Log) -> Summary:
