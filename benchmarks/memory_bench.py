@@ -147,7 +147,7 @@ def _write_session(directory: Path, session_id: str, events: int, prompt_every: 
                                            metadata={"state": changes}, duration_ms=1.0)
             batch = [reply, action, observation]
         for event in batch[: events - made]:
-            log.append(event, sync=False)
+            log.append(event, sync=isinstance(event, ActionEvent))  # as dispatch does: a call's action is synced
             made += 1
 
 
