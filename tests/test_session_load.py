@@ -149,3 +149,12 @@ def test_stream_stops_cleanly_when_its_reader_does(session):
     events.close()  # the file is closed with the generator
     assert first.kind == "session"
     assert isinstance(EventLog(session.dir / "missing.jsonl").load().events, list)
+
+
+def test_blank_lines_are_no_problem_and_unreadable_ones_are_named(home, ws):
+    made = SessionStore(home).create(ws, "s")
+    with open(made.log.path, "ab") as handle:
+        handle.write(b"\n   \n{not an event}\n\n")
+    loaded = made.log.load()
+    assert len(loaded.events) == 1 and len(loaded.problems) == 1
+    assert loaded.problems[0].startswith(f"{made.log.path}:4: unreadable line, 14 bytes, skipped")

@@ -325,3 +325,13 @@ def test_unsynced_appends_are_counted_in_memory_and_saved_with_the_next_synced_o
     _run(session, "done")  # synced: saved, with every event counted
     assert _stored(session)["events"] == 14 and _stored(session)["size"] == session.log.path.stat().st_size
     assert _seen(session.log) == _expected(session.log)
+
+
+def test_a_logs_first_line_saves_the_summary_even_unsynced(tmp_path):
+    log = EventLog(tmp_path / "events.jsonl")
+    log.append(RunEvent(session_id="s", status="started", prompt="first"), sync=False)
+    saved = json.loads((tmp_path / "summary.json").read_text())
+    assert (saved["events"], saved["status"], saved["prompt"]) == (1, "started", "first")
+    log.append(RunEvent(session_id="s", status="done"), sync=False)  # not the first: not saved
+    assert json.loads((tmp_path / "summary.json").read_text()) == saved
+    assert _seen(log) == _expected(log) == (2, "done", "first")
