@@ -335,3 +335,20 @@ def test_a_logs_first_line_saves_the_summary_even_unsynced(tmp_path):
     log.append(RunEvent(session_id="s", status="done"), sync=False)  # not the first: not saved
     assert json.loads((tmp_path / "summary.json").read_text()) == saved
     assert _seen(log) == _expected(log) == (2, "done", "first")
+
+
+def test_a_sync_saves_the_summary_counted_since_the_last_synced_append(session):
+    _busy(session)
+    _run(session, "interrupted", sync=False)
+    _run(session, "started", "more", sync=False)
+    assert _stored(session)["events"] == 9
+    session.log.sync()
+    assert _stored(session)["events"] == 11 and _stored(session)["size"] == session.log.path.stat().st_size
+    with open(session.log.path, "ab") as handle:  # a line this process did not count: not saved over it
+        handle.write(to_json(RunEvent(session_id="s", status="done")).encode() + b"\n")
+    session.log.sync()
+    assert _stored(session)["events"] == 11
+    summary_module._KEPT.clear()
+    session.log.sync()  # nothing counted: nothing saved
+    assert _stored(session)["events"] == 11
+    assert _seen(session.log) == _expected(session.log) == (12, "done", "fix the bug\nin parse()")

@@ -284,6 +284,7 @@ class EventLog:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             os.fsync(fd)
+            summary.synced(self, fd)  # the summary counted in memory, saved with the events (never raises)
         finally:
             os.close(fd)
 

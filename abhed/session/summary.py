@@ -90,6 +90,17 @@ def noted(log: Log, fd: int, event: Any, before: int, save: bool) -> None:
         pass  # a cache: the next reader catches up from what the summary still covers
 
 
+def synced(log: Log, fd: int) -> None:
+    """After `log.sync()` made every append durable (under the log's lock): save the summary this
+    process counted, when it still covers the whole log, so unsynced appends made it to the file too."""
+    summary = _KEPT.get(log.path)
+    try:
+        if summary is not None and summary.size == os.fstat(fd).st_size and summary.tail == _tail(fd, summary.size):
+            _write(log, summary)
+    except OSError:
+        pass  # a cache: the next reader catches up
+
+
 # The summary of each log this process appends to, as counted after its last append.
 _KEPT: dict[Path, Summary] = {}
 
