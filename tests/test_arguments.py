@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -238,3 +240,112 @@ def test_a_bug_in_a_tool_is_an_instruction_with_the_traceback_kept_aside(tools, 
     assert "Traceback" not in result.content and "Try another way, or tell the user." in result.content
     assert 'raise RuntimeError("planted bug")' in result.metadata["traceback"]
     assert "RuntimeError: planted bug" in capsys.readouterr().err
+
+
+# -- memory: the check holds no copy of the arguments (issue 33, item 8) --------------------------------
+
+# glibc gives every block of 64 KiB or more its own mapping, returned when freed: the RSS then follows
+# what is held, not what the allocator kept from earlier (by default it raises that threshold after a
+# large free, and reuses the freed heap without the peak showing it).
+EXACT_RSS = {"MALLOC_MMAP_THRESHOLD_": "65536"}
+
+_HELD = """
+import gc, json, sys, tempfile
+from pathlib import Path
+from abhed_testing import Tools
+def rss(field):
+    return next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith(field))
+root = Path(tempfile.mkdtemp())
+(root / "ws").mkdir()
+tools = Tools(root / "ws", root / "home")
+tools.settings.agent.max_argument_bytes = 1 << 30
+line = sys.argv[1]
+raw = json.dumps({"path": str(root / "ws" / "big.txt"), "content": line * (30 * 2**20 // len(line.encode()))},
+                 ensure_ascii=False)
+tools.ok("write", path=str(root / "ws" / "warm.txt"), content="x")  # imports and first-use caches
+gc.collect()
+open("/proc/self/clear_refs", "w").write("5")  # VmHWM, the peak, starts again from here
+base = rss("VmRSS:")
+result = tools("write", raw)
+assert not result.is_error, result.content
+peak = rss("VmHWM:") - base
+del result
+gc.collect()
+open("/proc/self/clear_refs", "w").write("5")
+base = rss("VmRSS:")
+floor = json.loads(raw)["content"].encode()  # what any writer of the file must hold: the value, its bytes
+del floor
+print(json.dumps({"bytes": len(raw.encode()), "peak": peak, "floor": rss("VmHWM:") - base,
+                  "written": (root / "ws" / "big.txt").stat().st_size}))
+"""
+
+
+@pytest.mark.parametrize(("line", "within"), [
+    ('a line with a "quote", a \\ and a tab\t\n', 3),
+    ("é ü 中文 [{ ends\n", 3),
+    ("é 🎉\n", None),  # one astral character: Python holds the text at 4 bytes a character, 2.7x its UTF-8
+], ids=["ascii-escapes", "non-ascii", "astral"])
+def test_a_30_mb_write_is_held_within_3x_its_size(line, within):
+    """Measured as the host sees it: the peak RSS of a real process above what it held before the
+    call (the argument text itself), through the whole call (bounds, parse, validation, the
+    ActionEvent and its blob, the write). Before issue 33 the check alone took 115x (3.6 GB). Beside
+    it, the floor: the parsed value and its UTF-8 bytes, which no writer can do without."""
+    out = subprocess.run([sys.executable, "-c", _HELD, line], capture_output=True, text=True,
+                         cwd=Path(__file__).parent, check=True, env={**os.environ, **EXACT_RSS})
+    facts = json.loads(out.stdout.strip().splitlines()[-1])
+    assert facts["bytes"] > 30 * 2**20 - 100 and facts["written"] > 29 * 2**20
+    assert facts["peak"] < 1.15 * facts["floor"] + 4 * 2**20, facts
+    if within is not None:
+        assert facts["peak"] < within * facts["bytes"], facts
+
+
+def test_utf8_size_counts_bytes_across_chunks_without_encoding_whole(monkeypatch):
+    monkeypatch.setattr(dispatch, "_COUNT_CHUNK", 3)
+    for text in ["", "abc", "abcdefg", "é", "aé中🎉\ud800x", "🎉" * 7, "\udfff" * 4 + "é"]:
+        assert dispatch.utf8_size(text) == len(text.encode("utf-8", "surrogatepass")), text
+        assert b"".join(dispatch.utf8_chunks(text)) == text.encode("utf-8", "surrogatepass")
+    assert [len(c) for c in dispatch.utf8_chunks("abcdefg")] == [3, 3, 1]
+
+
+def test_the_size_bound_counts_utf8_bytes_exactly_at_the_limit():
+    text = json.dumps("é" * 100, ensure_ascii=False)  # 202 bytes, 102 characters
+    assert bounds_error(text, max_bytes=202) is None
+    assert bounds_error(text, max_bytes=201) == ("they are 202 bytes, over the limit of 201 bytes for one call "
+                                                 "(agent.max_argument_bytes)")
+
+
+@pytest.mark.parametrize(("text", "deep"), [
+    ('["\\\\"]]]', False),  # an escaped backslash ends before the quote: the string closes there
+    ('["\\"[[[["]', False),  # an escaped quote does not close it: the brackets stay inside
+    ('["a\\\n[[["]', False),  # an escaped raw newline (re.DOTALL) stays in the string
+    ('[["x"],[[[', True),  # 1, 2, back to 1, then 4
+    ('"[[[[', False),  # an unterminated string runs to the end
+    ('{"a":{"b":{"c":[', True),
+    ('[[]][[]][[]]', False),  # depth falls back: siblings do not add up
+])
+def test_nesting_is_counted_outside_strings_only(text, deep):
+    assert dispatch.too_deep(text, 3) is deep
+    assert (bounds_error(text, max_depth=3) is not None) is deep
+
+
+def test_the_nesting_scan_keeps_no_state_per_character():
+    import tracemalloc
+    text = json.dumps({"content": 'x\\"y\n' * 400_000})  # 3.2 MB: escapes everywhere
+    tracemalloc.start()
+    try:
+        assert bounds_error(text, max_bytes=1 << 30) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 1024, peak  # was 130 bytes a character: 400 MB
+
+
+def test_refused_arguments_are_hashed_in_chunks_with_their_exact_size(tools, monkeypatch):
+    monkeypatch.setattr(dispatch, "_COUNT_CHUNK", 5)
+    tools.settings.agent.max_argument_bytes = 1024
+    raw = json.dumps({"path": "x", "content": "é中" * 400}, ensure_ascii=False)
+    result = tools("write", raw)
+    assert result.metadata["error_kind"] == TOO_LARGE
+    data = raw.encode()
+    logged = _action(tools).input
+    assert logged["bytes"] == len(data) and logged["sha256"] == __import__("hashlib").sha256(data).hexdigest()

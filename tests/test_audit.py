@@ -636,7 +636,7 @@ for i in range(60):
     verdict = checked(t)
     assert verdict.status == "OK" and verdict.chained == 241, verdict.problem
     assert json.loads(head_file(t).read_text()) == {"seq": 241, "hash": line_hash(lines(t)[-1])}
-    assert sorted(p.name for p in t.session.dir.iterdir()) == ["events.head", "events.jsonl", "state.json"]
+    assert sorted(p.name for p in t.session.dir.iterdir()) == ["events.head", "events.jsonl", "state.json", "summary.json"]
 
 
 def test_verify_while_the_session_is_written_never_sees_a_half_append(ws: Path, home: Path) -> None:

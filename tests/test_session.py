@@ -73,7 +73,7 @@ def test_a_save_that_fails_midway_leaves_the_old_state_whole(home, ws, monkeypat
     monkeypatch.undo()
     assert SessionStore(home).open("s").state.cwd == str(ws)
     assert str(session.dir / "state.json") in raised.value.message and "filesystem is full" in raised.value.message
-    assert sorted(p.name for p in session.dir.iterdir()) == ["events.head", "events.jsonl", "state.json"]
+    assert sorted(p.name for p in session.dir.iterdir()) == ["events.head", "events.jsonl", "state.json", "summary.json"]
 
 
 def test_kill_9_during_saves_never_leaves_a_torn_state_json(home, ws):

@@ -32,7 +32,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to mount a
 
 PAGE = 4096
 FULL = "its filesystem is full"
-SESSION_FILES = {"events.jsonl", "events.head", "state.json", "lock", "blobs"}
+SESSION_FILES = {"events.jsonl", "events.head", "state.json", "lock", "blobs", "summary.json"}
 
 
 @pytest.fixture

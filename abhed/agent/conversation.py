@@ -66,6 +66,8 @@ def rebuild(events: Iterable[AnyEvent], agent_id: str, cap: int) -> list[Msg]:
             messages.append(results.get(call.id) or Msg("tool", text, tool_call_id=call.id, name=call.name))
         calls.clear()
         results.clear()
+        started.clear()  # only the calls of the reply being read need them: the log's earlier calls are
+        actions.clear()  # not held (a resume reads the log through, holding what the conversation keeps)
 
     for event in events:
         if event.agent_id != agent_id:

@@ -11,7 +11,7 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from hashlib import sha256
 from typing import Any, NamedTuple
@@ -40,37 +40,64 @@ READ_SET_WRITERS = frozenset({"write", "edit"})
 # Defaults of agent.max_argument_bytes / max_argument_depth (session/config.py), for callers without settings.
 MAX_BYTES, MAX_DEPTH = 4 * 1024 * 1024, 32
 # JSON strings (their brackets do not nest) and the brackets that do: enough to measure nesting
-# without parsing, so a 100,000-deep `[[[[...` never reaches json.loads' recursion.
-_STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
+# without parsing, so a 100,000-deep `[[[[...` never reaches json.loads' recursion. The string is
+# matched "unrolled" (runs of plain characters, then one escape) with possessive quantifiers: the
+# regex engine keeps no backtracking state per character, where `(?:[^"\\]|\\.)*` kept about
+# 130 bytes a character (a 30 MB argument took 3.6 GB, issue 33).
+_STRING_OR_BRACKET = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"?|[\[\]{}]', re.DOTALL)
+# How much of the text is encoded at a time to count its UTF-8 bytes: a bounded copy, not a whole one.
+_COUNT_CHUNK = 1 << 20  # pragma: no mutate (any size counts the same; this one bounds the copy)
 KEPT_IN_LOG = 4096  # characters of refused arguments the ActionEvent keeps (with their size and hash)
+
+
+def utf8_chunks(text: str) -> Iterator[bytes]:
+    """`text` in UTF-8 (a lone surrogate as 3 bytes), _COUNT_CHUNK characters at a time: no copy of
+    the whole text is ever held (a Python character is never split across chunks)."""
+    for start in range(0, len(text), _COUNT_CHUNK):
+        yield text[start:start + _COUNT_CHUNK].encode("utf-8", "surrogatepass")
+
+
+def utf8_size(text: str) -> int:
+    """How many bytes `text` takes in UTF-8, without encoding it whole."""
+    if text.isascii():  # pragma: no mutate (a shortcut: the chunks would count the same)
+        return len(text)  # pragma: no mutate (the same shortcut)
+    return sum(len(chunk) for chunk in utf8_chunks(text))
+
+
+def too_deep(text: str, max_depth: int) -> bool:
+    """Whether the JSON text nests objects and arrays more than `max_depth` deep, brackets inside
+    strings aside. One match per string or bracket, each dropped at once: memory stays constant."""
+    depth = 0
+    for match in _STRING_OR_BRACKET.finditer(text):
+        token = text[match.start()]  # one character: no copy of a matched string
+        if token in "[{":
+            depth += 1
+            if depth > max_depth:
+                return True
+        elif token in "]}":
+            depth -= 1
+    return False
 
 
 def bounds_error(arguments: Any, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> str | None:
     """Why the arguments are too large or too deeply nested to parse, or None when within bounds.
 
-    Checked on the raw text, before json.loads: size by UTF-8 bytes (counted without encoding
-    when every character fits in one), nesting by counting brackets outside strings.
+    Checked on the raw text, before json.loads: size by UTF-8 bytes (counted without encoding the
+    whole text, utf8_size), nesting by counting brackets outside strings (too_deep).
     """
     if not isinstance(arguments, str):
         arguments = _to_json(arguments)
         if arguments is None:
             return f"they are nested more than {max_depth} levels deep"
     size = len(arguments)
-    if size > max_bytes // 4 and not arguments.isascii():
-        size = len(arguments.encode("utf-8", "surrogatepass"))
+    if size > max_bytes // 4:  # pragma: no mutate (a shortcut: fewer characters cannot reach the limit)
+        size = utf8_size(arguments)
     if size > max_bytes:
         return (f"they are {size:,} bytes, over the limit of {max_bytes:,} bytes for one call "
                 "(agent.max_argument_bytes)")
-    depth = 0
-    for match in _STRING_OR_BRACKET.finditer(arguments):
-        token = match.group()
-        if token in "[{":
-            depth += 1
-            if depth > max_depth:
-                return f"they are nested more than {max_depth} levels deep (agent.max_argument_depth)"
-        elif token in "]}":
-            depth -= 1
-    return None
+    if too_deep(arguments, max_depth):
+        return f"they are nested more than {max_depth} levels deep (agent.max_argument_depth)"
+    return None  # pragma: no mutate (deleted, the function still returns None)
 
 
 def _to_json(value: Any) -> str | None:
@@ -364,5 +391,8 @@ def _logged_input(arguments: Any, parsed: Parsed) -> Any:
     if parsed.too_large is None:
         return parsed.value
     raw = arguments if isinstance(arguments, str) else repr(arguments)[: KEPT_IN_LOG * 2]
-    data = raw.encode("utf-8", "surrogatepass")
-    return {"refused_arguments": raw[:KEPT_IN_LOG], "bytes": len(data), "sha256": sha256(data).hexdigest()}
+    hashed, size = sha256(), 0
+    for chunk in utf8_chunks(raw):  # refused for its size: never encoded whole
+        hashed.update(chunk)
+        size += len(chunk)
+    return {"refused_arguments": raw[:KEPT_IN_LOG], "bytes": size, "sha256": hashed.hexdigest()}

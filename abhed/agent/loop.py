@@ -30,11 +30,11 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from abhed.agent import compaction, dispatch
 from abhed.gate.approval import Gate
@@ -52,7 +52,7 @@ from abhed.model.profiles import Vision
 from abhed.model.wire import Msg, Reply, ToolCall, call_id
 from abhed.agent.gitstatus import git_summary
 from abhed.agent.prompt import project_notes, system_prompt
-from abhed.session.store import rebuild_state
+from abhed.session.store import Session, SessionState, rebuild_state, replay
 from abhed.session.storefail import StoreError
 from abhed.tools import BY_NAME, all_tools
 from abhed.tools.base import Tool, ToolContext, ToolResult
@@ -663,14 +663,39 @@ class Agent:
     def restore(cls, ctx: ToolContext, model: Model, gate: Gate, budget: Budget, **kwargs: Any) -> tuple[Agent, bool]:
         """An agent continuing the session's conversation from its log, and whether its last run was
         left unfinished (a crash, a kill, an interrupt, a budget or a failure)."""
-        loaded = ctx.session.log.load()
+        problems = kwargs.pop("problems", [])  # lines of the log skipped, for the caller to tell
         agent_id = kwargs.get("agent_id", "main")
-        own = [e for e in loaded.events if e.agent_id == agent_id]  # a subagent's reads and cwd were its own
+        found = resumed(ctx.session, agent_id, observation_cap(model.context_window))
+        problems.extend(found.problems)
         with ctx.session.lock:
-            ctx.session.state = rebuild_state(ctx.session.state, own)
+            ctx.session.state = found.state
         ctx.session.save()
-        conversation = rebuild(loaded.events, agent_id, observation_cap(model.context_window))
-        runs = [e for e in loaded.events if isinstance(e, RunEvent) and e.agent_id == agent_id]
-        unfinished = bool(runs) and runs[-1].status != "done"
-        return cls(ctx, model, gate, budget, conversation=conversation, **kwargs), unfinished
+        return cls(ctx, model, gate, budget, conversation=found.conversation, **kwargs), found.unfinished
+
+
+class Resumed(NamedTuple):
+    state: SessionState
+    conversation: list[Msg]
+    unfinished: bool  # the agent's last run did not end "done"
+    problems: list[str]
+
+
+def resumed(session: Session, agent_id: str, cap: int) -> Resumed:
+    """What the session's log adds up to for agent `agent_id`, read in one pass that holds one event
+    at a time: its state (state.json brought up to date), its conversation, whether its last run was
+    left unfinished, the lines skipped. Memory follows what is kept, not the length of the log."""
+    state = session.state.model_copy(deep=True)
+    problems: list[str] = []
+    last_run: list[str] = []
+
+    def own() -> Iterator[AnyEvent]:
+        for event in session.log.stream(problems):
+            if event.agent_id != agent_id:  # a subagent's reads, cwd and runs were its own
+                continue
+            replay(state, event)
+            if isinstance(event, RunEvent):
+                last_run[:] = [event.status]
+            yield event
+    conversation = rebuild(own(), agent_id, cap)
+    return Resumed(state, conversation, bool(last_run) and last_run[0] != "done", problems)
 

@@ -292,7 +292,7 @@ def sessions_list(as_json: bool, show_all: bool) -> None:
     """List sessions, the most recently used first: status, mode, model, workspace, first prompt."""
     from datetime import datetime, timezone
 
-    from abhed.session.events import RunEvent
+    from abhed.session import summary
     from abhed.session.store import SessionError, SessionStore
     store = SessionStore(_settings().home)
     rows, hidden, used_at = [], 0, {}
@@ -306,18 +306,17 @@ def sessions_list(as_json: bool, show_all: bool) -> None:
         if state.origin == "tool" and not show_all:
             hidden += 1
             continue
-        events = session.log.load().events
-        runs = [e for e in events if isinstance(e, RunEvent) and e.agent_id == "main"]
-        prompts = [e.prompt for e in runs if e.status == "started" and e.prompt]
-        last = runs[-1].status if runs else "new"
+        log = session.log
+        seen = summary.current(log)  # reads no event when the summary is up to date (session/summary.py)
+        last = seen.status
         used = store.last_used(session_id)
         used_at[state.id] = used
         rows.append({"id": state.id, "created_at": state.created_at.isoformat(timespec="seconds"),
                      "last_used": datetime.fromtimestamp(used, timezone.utc).isoformat(timespec="seconds"),
                      "status": "running or cut short" if last == "started" else last,
                      "mode": state.options.get("mode") or "", "model": state.options.get("model") or "",
-                     "origin": state.origin, "events": len(events), "workspace": state.workspace,
-                     "first_prompt": prompts[0] if prompts else ""})
+                     "origin": state.origin, "events": seen.events, "workspace": state.workspace,
+                     "first_prompt": summary.first_prompt(log, seen)})
     # Newest first by the exact time: the shown one is cut to the second, where two sessions tie.
     rows.sort(key=lambda row: (used_at[row["id"]], row["id"]), reverse=True)
     if as_json:

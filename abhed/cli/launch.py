@@ -178,8 +178,6 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
     gate = Gate(Policy.from_settings(settings, workspace, checkpoints=checkpoints is not None), ask_human=ask_human)
     try:
         with store.use(session_id, workspace, wait_s=settings.agent.session_wait_s) as session:
-            for problem in session.log.load().problems:
-                display.notice(f"warning: {problem}")
             fresh = session.new
             if fresh and cwd is not None and cwd.resolve().is_relative_to(workspace):
                 session.state.cwd = str(cwd.resolve())
@@ -190,11 +188,14 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
             gateway = mcp_gateway(settings, workspace, display.notice)
             ctx = ToolContext(session, settings, paths, checkpoints=checkpoints, extra=gateway)
             try:
+                problems: list[str] = []  # the log is read once, by restore: the lines it skipped
                 try:
                     agent = Agent.restore(ctx, model, gate, budget(settings), config=settings.agent, display=display,
-                                          tools=[*all_tools(), *(gateway.tools if gateway else [])])
+                                          tools=[*all_tools(), *(gateway.tools if gateway else [])], problems=problems)
                 except StoreError as exc:  # restore saves the state it rebuilt
                     raise LaunchError(str(not_begun(session.id, exc))) from None
+                for problem in problems:
+                    display.notice(f"warning: {problem}")
                 startup.end()  # what the session works with is loaded: collect garbage as usual from here
                 yield agent
             finally:
@@ -220,13 +221,14 @@ def refused_for_want_of_a_human(session: Session, settings: config.Settings, wor
 
     from abhed.agent.dispatch import NOT_APPROVED
     from abhed.session.checkpoint import from_settings
-    from abhed.session.events import ActionEvent, ObservationEvent, RunEvent
+    from abhed.session.events import ActionEvent, AnyEvent, ObservationEvent, RunEvent
     from abhed.tools import BY_NAME
     checkpoints = from_settings(settings, workspace) is not None  # as the run had them: the same policy
-    events = session.log.load().events
-    starts = [i for i, e in enumerate(events) if isinstance(e, RunEvent) and e.status == "started"
-              and e.agent_id == "main"]
-    recent = events[starts[-1]:] if starts else events
+    recent: list[AnyEvent] = []  # the events of the last run (all of them when none started): one run's held
+    for event in session.log.stream([]):
+        if isinstance(event, RunEvent) and event.status == "started" and event.agent_id == "main":
+            recent = []
+        recent.append(event)
     actions = {e.id: e for e in recent if isinstance(e, ActionEvent)}
     rules = settings.approval
     out = []
@@ -252,13 +254,20 @@ def refused_for_want_of_a_human(session: Session, settings: config.Settings, wor
 
 def recent_conversation(session: Session, messages: int = 6, width: int = 200) -> list[str]:
     """The last few prompts and replies of the session, for a person picking it up again."""
+    from collections import deque
+
     from abhed.session.events import MessageEvent
-    said = [e for e in session.log.load().events if isinstance(e, MessageEvent) and e.agent_id == "main"
-            and e.origin in ("user", "model") and e.content.strip()]
+    said: deque[MessageEvent] = deque(maxlen=messages)  # the log is read through, the last few kept
+    count = 0
+    for event in session.log.stream([]):
+        if (isinstance(event, MessageEvent) and event.agent_id == "main" and event.origin in ("user", "model")
+                and event.content.strip()):
+            said.append(event)
+            count += 1
     if not said:
         return []
-    lines = [f"-- the last {min(messages, len(said))} of {len(said)} messages of this session --"]
-    for event in said[-messages:]:
+    lines = [f"-- the last {len(said)} of {count} messages of this session --"]
+    for event in said:
         text = " ".join(event.content.split())
         lines.append(f"{'you' if event.role == 'user' else 'abhed'}: {text[:width]}{' ...' if len(text) > width else ''}")
     return lines + ["--"]

@@ -33,7 +33,7 @@ import os
 import re
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from hashlib import sha256
@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
 from abhed.files.atomic import replace_file
+from abhed.session import summary
 from abhed.session.storefail import store_error
 
 # 2: payloads of BLOB_MIN bytes or more live in blobs/ (see the module doc). 3: the log begins with a
@@ -268,11 +269,14 @@ class EventLog:
         event.seq, event.prev = _tail(self.path, fd)
         event.seq += 1
         body = to_json(event, self._stored).encode("ascii")
+        before = os.fstat(fd).st_size
         _write_all(fd, (b"\n" if torn else b"") + body + b"\n")  # a torn line stays on its own
         digest = line_hash(body)
         if sync:
             os.fsync(fd)
         self._anchor(event.seq, digest)  # still under the lock: the heads follow the log's order
+        # Last: an append that failed (and was cut back) is never counted into the summary.
+        summary.noted(self, fd, event, before, sync)  # what `sessions list` shows (never raises)
         # pragma: no mutate (a cache: without it the next append reads this line back, to the same link)
         _TAILS[self.path] = (os.fstat(fd).st_ino, os.fstat(fd).st_size, event.seq, digest)  # pragma: no mutate
 
@@ -303,6 +307,7 @@ class EventLog:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)  # pragma: no mutate (not between another append's write and head)
                 os.fsync(fd)  # pragma: no mutate (durability: only a power cut tells)
+                summary.synced(self, fd)  # the summary counted in memory, saved with the events (never raises)
             finally:
                 os.close(fd)
         except OSError as exc:
@@ -321,6 +326,14 @@ class EventLog:
         finally:
             os.close(fd)
 
+    def stored(self, text: str) -> str:
+        """`text` as a line of this log holds it (a blob reference when large; the blob is written)."""
+        return self._stored(text)
+
+    def payload(self, stored: str) -> str:
+        """A string as a line of this log holds it, as it was given (a blob reference read back)."""
+        return _Payloads(self.blobs).text(stored)
+
     def _stored(self, text: str) -> str:
         """A string as the line holds it: a reference to its blob when large, else itself."""
         # A shortcut (pragma: equivalent mutants): fewer than blob_min / 4 characters cannot reach
@@ -338,30 +351,48 @@ class EventLog:
         return f"{BLOB_REF}{name}:{len(data)}"
 
     def load(self) -> LoadedLog:
+        """Every event, in a list: for what needs them all at once (`sessions show`). What needs only
+        what they add up to (a resume, `sessions list`) reads `stream()` instead."""
         loaded = LoadedLog()
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return loaded
-        lines = data.split(b"\n")
-        last = len(lines) - 1
-        payloads = _Payloads(self.blobs)
-        for number, raw in enumerate(lines, start=1):
-            if not raw.strip():
-                continue
-            try:
-                value = json.loads(raw)
-                if _may_name_blobs(value):
-                    value = _restored(value, payloads)
-                    loaded.problems.extend(f"{self.path}:{number}: {problem}" for problem in payloads.take_problems())
-                loaded.events.append(_event_adapter().validate_python(value))
-            except (ValidationError, ValueError, RecursionError) as exc:  # Recursion: nested too deep to parse
-                torn = number - 1 == last  # the final line had no newline: cut by a crash mid-write
-                what = "torn final line (cut by a crash mid-write)" if torn else "unreadable line"
-                loaded.problems.append(
-                    f"{self.path}:{number}: {what}, {len(raw)} bytes, skipped ({_first_error(exc)})"
-                )
+        loaded.events.extend(self.stream(loaded.problems))
         return loaded
+
+    def stream(self, problems: list[str]) -> Iterator[AnyEvent]:
+        """The log's events one at a time, read line by line: memory for one line (and its payloads),
+        not for the log. Each line skipped is noted in `problems` as it is met."""
+        for _end, _whole, event in self.scan(0, problems):
+            if event is not None:
+                yield event
+
+    def scan(self, start: int, problems: list[str] | None = None) -> Iterator[tuple[int, bool, AnyEvent | None]]:
+        """From byte `start` (a line's beginning), each line as (the offset just past it, whether it
+        ends with a newline, its event or None when it is blank or unreadable). Only the final line
+        can lack its newline: cut by a crash mid-write, or being written right now."""
+        try:
+            handle = open(self.path, "rb")  # noqa: SIM115 (closed below, also when the caller stops early)
+        except FileNotFoundError:
+            return
+        noted = problems if problems is not None else []
+        with handle:
+            handle.seek(start)
+            payloads, end = _Payloads(self.blobs), start
+            for number, raw in enumerate(handle, start=1):
+                end += len(raw)
+                whole = raw.endswith(b"\n")
+                yield end, whole, (self._event(raw, number, whole, payloads, noted) if raw.strip() else None)
+
+    def _event(self, raw: bytes, number: int, whole: bool, payloads: "_Payloads", problems: list[str]) -> AnyEvent | None:
+        try:
+            value = json.loads(raw)
+            if _may_name_blobs(value):
+                value = _restored(value, payloads)
+                problems.extend(f"{self.path}:{number}: {problem}" for problem in payloads.take_problems())
+            return _event_adapter().validate_python(value)
+        except (ValidationError, ValueError, RecursionError) as exc:  # Recursion: nested too deep to parse
+            what = "unreadable line" if whole else "torn final line (cut by a crash mid-write)"
+            problems.append(f"{self.path}:{number}: {what}, {len(raw) - whole} bytes, skipped "
+                            f"({_first_error(exc)})")
+            return None  # pragma: no mutate (deleted, it still returns None)
 
 
 def to_json(event: AnyEvent, stored: Callable[[str], str] | None = None) -> str:
@@ -386,7 +417,8 @@ def _map_strings(value: Any, change: Callable[[str], str]) -> Any:
 
 
 class _Payloads:
-    """The blobs a log's lines refer to, read (and checked against their name) once per load."""
+    """The blobs a log's lines refer to, read (and checked against their name) as they are met; the
+    last one is kept, for the strings of one event that hold the same payload."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -400,8 +432,8 @@ class _Payloads:
         if ref is None:
             return stored[1:]  # a string of the model's own that started with NUL
         name, size = ref.group(1), int(ref.group(2))
-        if name not in self.read:
-            self.read[name] = self._load(name, size)
+        if name not in self.read:  # only the last payload is kept: a log read through holds one, not all
+            self.read = {name: self._load(name, size)}
         return self.read[name]
 
     def _load(self, name: str, size: int) -> str:

@@ -130,9 +130,15 @@ def rebuild_state(state: SessionState, events: Iterable[AnyEvent]) -> SessionSta
     """
     rebuilt = state.model_copy(deep=True)
     for event in events:
-        if isinstance(event, ObservationEvent) and isinstance(event.metadata.get("state"), dict):
-            apply_changes(rebuilt, event.metadata["state"])
+        replay(rebuilt, event)
     return rebuilt
+
+
+def replay(state: SessionState, event: AnyEvent) -> None:
+    """`state` with what one event of the log changed applied (see rebuild_state): for a reader that
+    goes through the log once, event by event, holding none of them."""
+    if isinstance(event, ObservationEvent) and isinstance(event.metadata.get("state"), dict):
+        apply_changes(state, event.metadata["state"])
 
 
 def digest(data: bytes) -> str:
@@ -289,10 +295,10 @@ class SessionStore:
         state = SessionState(id=session_id, created_at=now(), workspace=str(workspace), cwd=str(workspace),
                              origin=origin)
         session = Session(directory, state)
-        events = session.log.load().events
-        session.new = not events
-        if events:
-            state.chain = events[0].chain if isinstance(events[0], SessionEvent) else None
+        first = next(session.log.stream([]), None)  # the first event is all it needs: not the whole log
+        session.new = first is None
+        if first is not None:
+            state.chain = first.chain if isinstance(first, SessionEvent) else None
         else:
             user, host = who()
             try:
