@@ -25,14 +25,21 @@ from pathlib import Path
 from typing import Any
 
 from abhed.files.atomic import replace_file
+from abhed.session import gitobjects
 
 UNDO = "undo.journal"
 SNAPSHOT = "snapshot.journal"
 
 
 def write(store: Path, name: str, facts: dict[str, Any]) -> None:
-    """Record `facts` as the journal `name` of the store (lock held), whole or not at all."""
-    replace_file(store / name, json.dumps({**facts, "pid": os.getpid()}, sort_keys=True).encode(), mode=0o600)
+    """Record `facts` as the journal `name` of the store (lock held), whole or not at all. An undo's is
+    fsync'd (it guards the workspace's files); a snapshot's is not, as the store's refs are not
+    (gitobjects.write_file): two per call, and a power cut loses the snapshot it names anyway."""
+    data = json.dumps({**facts, "pid": os.getpid()}, sort_keys=True).encode()
+    if name == UNDO:
+        replace_file(store / name, data, mode=0o600)
+    else:
+        gitobjects.write_file(store / name, data)
 
 
 def read(store: Path, name: str) -> dict[str, Any] | None:

@@ -184,7 +184,7 @@ def _apply(shadow: Shadow, session: Session, plan: UndoPlan, now: Capture,
 def _refuse_if_interrupted(shadow: Shadow) -> None:
     facts = journal.read(shadow.dir, journal.UNDO)
     if facts is not None:
-        raise CheckpointError(f"Undo refused: {journal.undo_notice(facts)} Nothing was changed.")
+        raise UndoRefused(f"Undo refused: {journal.undo_notice(facts)} Nothing was changed.", [])
 
 
 def interrupted(checkpoints: Checkpoints) -> str | None:
