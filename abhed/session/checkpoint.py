@@ -29,8 +29,13 @@ call's "after" and the next "before", or since the last "after", were made by so
 human, another session): undo never overwrites those silently.
 
 One process at a time works on a shadow repository (flock on its `lock`, which also serialises the
-threads of subagents); a kill -9 mid-snapshot leaves at most git's own `*.lock` files, removed by
-the next holder of the lock, and objects written whole (renamed into place).
+threads of subagents, and which every git child inherits, so it is free only once they are gone too);
+a kill -9 mid-snapshot leaves at most git's own `*.lock` files, removed by the next holder of the
+lock, objects written whole (renamed into place), and a journal the next snapshot names
+(journal.py; an undo's journal offers to finish or roll it back).
+
+What cannot be read (a file or directory this user may not read, a FIFO, socket or device) is
+skipped and named as not covered, never a reason to refuse the call; undo leaves such paths alone.
 
 The workspace is read and written through descriptors opened beneath its root, never by path
 (abhed/session/treeio.py): git only lists what changed (`diff-files`, `ls-files -o`: names and
