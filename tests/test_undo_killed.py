@@ -204,3 +204,50 @@ def test_git_children_inherit_the_lock(ws: Path, home: Path) -> None:
         out = shadow.git("rev-parse", "--git-dir")  # a git child: the descriptor is open in it
         assert out
     assert shadow.lock_fds() == ()
+
+
+def test_a_journal_is_read_back_whole_and_a_damaged_one_reads_as_an_empty_record(tmp_path: Path,
+                                                                                    monkeypatch) -> None:
+    assert journal.read(tmp_path, journal.UNDO) is None
+    journal.write(tmp_path, journal.UNDO, {"session": "s", "number": 3, "to": 1})
+    assert journal.read(tmp_path, journal.UNDO) == {"session": "s", "number": 3, "to": 1, "pid": os.getpid()}
+    assert stat.S_IMODE((tmp_path / journal.UNDO).stat().st_mode) == 0o600
+    journal.write(tmp_path, journal.SNAPSHOT, {"kind": "before"})
+    assert journal.read(tmp_path, journal.SNAPSHOT) == {"kind": "before", "pid": os.getpid()}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [journal.SNAPSHOT, journal.UNDO]  # no temporary left
+    (tmp_path / journal.UNDO).write_text("{half")
+    assert journal.read(tmp_path, journal.UNDO) == {}
+    (tmp_path / journal.UNDO).write_text("[1]")
+    assert journal.read(tmp_path, journal.UNDO) == {}
+    journal.clear(tmp_path, journal.UNDO)
+    journal.clear(tmp_path, journal.UNDO)  # gone already: no error
+    assert journal.read(tmp_path, journal.UNDO) is None
+    monkeypatch.setenv("ABHED_TEST_PAUSE", "undo:2")
+    monkeypatch.setenv("ABHED_TEST_PAUSE_MARKER", str(tmp_path / "marker"))
+    journal.pause("undo:1")  # another point: returns at once
+    assert not (tmp_path / "marker").exists()
+
+
+def test_the_notices_say_which_undo_to_which_checkpoint_and_when() -> None:
+    facts = {"session": "s1", "number": 4, "to": 2, "started": "2026-01-02 03:04:05", "pid": 77}
+    assert journal.undo_notice(facts) == (
+        "An undo was interrupted: undo checkpoint 4 of session s1, taking the workspace back to before checkpoint 2, "
+        "started 2026-01-02 03:04:05 (process 77), never finished: Abhed was killed or the machine stopped while it "
+        "restored files, so the workspace is part-way between the two. Finish it with `abhed undo --finish s1`, or "
+        "put back the workspace as it was before it with `abhed undo --rollback s1`.")
+    assert journal.undo_notice({}).startswith("An undo was interrupted: undo checkpoint ? of session ?, taking the "
+                                              "workspace back to before checkpoint ?, started ? (process ?)")
+    said = journal.snapshot_notice({"session": "s1", "kind": "after", "call": "c9", "tool": "bash",
+                                    "started": "then", "pid": 5})
+    assert said.startswith("the after snapshot of call c9 (bash) of session s1, started then by process 5, was "
+                           "interrupted")
+    assert journal.snapshot_notice({}).startswith("the ? snapshot of call ? (?) of session ?, started ? by process ?")
+
+
+def test_a_damaged_undo_journal_is_said_and_not_guessed(ws: Path, home: Path) -> None:
+    t, old, new = _session(ws, home)
+    shadow = Shadow(home, ws)
+    (shadow.dir / journal.UNDO).write_text("{}")
+    out = abhed("undo", "--finish", "--yes", t.session.id, cwd=ws)
+    assert out.returncode == 2 and f"{shadow.dir / journal.UNDO}, is damaged" in out.stderr
+    assert tree_state(ws) == new
