@@ -251,3 +251,19 @@ def test_a_damaged_undo_journal_is_said_and_not_guessed(ws: Path, home: Path) ->
     out = abhed("undo", "--finish", "--yes", t.session.id, cwd=ws)
     assert out.returncode == 2 and f"{shadow.dir / journal.UNDO}, is damaged" in out.stderr
     assert tree_state(ws) == new
+
+
+def test_chat_start_names_the_interrupted_undo_and_finishes_it_with_slash_undo(ws: Path, home: Path,
+                                                                                 tmp_path: Path) -> None:
+    from abhed.model.replay import ReplayServer, Turn
+    t, old, new = _session(ws, home)
+    _killed_undo(ws, home, t, tmp_path / "paused", "undo:3")
+    with ReplayServer([Turn(text="unused")]) as server:
+        out = abhed("chat", "--session", t.session.id, "--endpoint", server.url, "--workspace", str(ws),
+                    input="/undo --finish\ny\n/exit\n", cwd=ws)
+    shown = out.stdout + out.stderr
+    assert f"An undo was interrupted: undo checkpoint 2 of session {t.session.id}" in " ".join(shown.split())
+    assert "In this chat: /undo --finish or /undo --rollback." in " ".join(shown.split())
+    assert "Finished: the interrupted undo is closed" in " ".join(shown.split()), shown[-3000:]
+    assert tree_state(ws) == old
+    assert journal.read(Shadow(home, ws).dir, journal.UNDO) is None

@@ -163,7 +163,7 @@ def _tell_interrupted_undo(checkpoints: Any, display: Display) -> None:
     except CheckpointError as exc:
         notice = str(exc)
     if notice:
-        display.notice(f"warning: {notice}")
+        display.notice(f"warning: {notice} In this chat: /undo --finish or /undo --rollback.")
 
 
 @contextmanager

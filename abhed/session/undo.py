@@ -206,7 +206,7 @@ def interrupted_session(checkpoints: Checkpoints) -> str | None:
 
 
 def finish(checkpoints: Checkpoints, session: Session, *, rollback: bool, force: bool,
-           confirm: Callable[[str], bool]) -> str:
+           confirm: Callable[[str], bool], tell: Callable[[str], None] | None = None) -> str:
     """Finish the interrupted undo (the workspace as before its target checkpoint), or roll it back
     (as before the undo itself, its own checkpoint); then the mode fix-up over every path it touched."""
     shadow = checkpoints.shadow
@@ -220,6 +220,10 @@ def finish(checkpoints: Checkpoints, session: Session, *, rollback: bool, force:
             raise CheckpointError(f"The journal of an interrupted undo, {shadow.dir / journal.UNDO}, is damaged, so "
                                   "which undo it was is unknown. Remove it, then look at `abhed checkpoints` and undo "
                                   "to the checkpoint you want.") from None
+        if facts.get("session") != session.id:
+            raise CheckpointError(f"The interrupted undo is one of session {facts.get('session')}, not of "
+                                  f"{session.id}: run `abhed undo {'--rollback' if rollback else '--finish'} "
+                                  f"{facts.get('session')}` (outside a chat of that session).")
         target = mine if rollback else to
         plan = shadow.plan_undo(session.id, target)
         if plan.outside and not force:
@@ -241,7 +245,10 @@ def finish(checkpoints: Checkpoints, session: Session, *, rollback: bool, force:
             f"as it was before checkpoint {to}")
     note = (f"[Abhed: an undo interrupted earlier was {'rolled back' if rollback else 'finished'}: the workspace is "
             f"{done}. Files you read or wrote since may differ now: read them again before editing.]")
-    session.record(MessageEvent(session_id=session.id, role="user", origin="undo", content=note))
+    if tell is not None:
+        tell(note)
+    else:
+        session.record(MessageEvent(session_id=session.id, role="user", origin="undo", content=note))
     return f"{'Rolled back' if rollback else 'Finished'}: the interrupted undo is closed; the workspace is {done}."
 
 
