@@ -40,7 +40,8 @@ out = {"calls": []}
 t.ok("read", path=str(ws / "a.txt"))
 for name, args in [("write", {"path": str(ws / "a.txt"), "content": "written\n"}),
                    ("edit", {"path": str(ws / "a.txt"), "old_string": "written", "new_string": "edited"}),
-                   ("bash", {"command": "chmod 000 later.txt; echo new > b.txt", "description": "x"})]:
+                   ("bash", {"command": "chmod 000 later.txt tracked; echo new > b.txt", "description": "x"}),
+                   ("write", {"path": str(ws / "c.txt"), "content": "c\n"})]:
     r = t(name, **args)
     out["calls"].append({"error": r.is_error, "content": r.content, "checkpoint": r.metadata.get("checkpoint")})
 out["recorded"] = [e.not_covered for e in t.session.log.load().events if isinstance(e, CheckpointEvent)]
@@ -84,6 +85,8 @@ def test_unreadable_entries_are_named_and_skipped_and_undo_leaves_them(user: pwd
         (ws / "secret").write_text("secret bytes\n")
         (ws / "locked").mkdir()
         (ws / "locked" / "inner").write_text("inner bytes\n")
+        (ws / "tracked").mkdir()  # covered by checkpoint 1, unreadable after the bash call
+        (ws / "tracked" / "f").write_text("tracked bytes\n")
         os.mkfifo(ws / "fifo")  # no writer: opening it for reading would block for ever
         with socket.socket(socket.AF_UNIX) as sock:
             sock.bind(str(ws / "sock"))
@@ -98,7 +101,7 @@ def test_unreadable_entries_are_named_and_skipped_and_undo_leaves_them(user: pwd
                                   "ABHED_CONFIG": ""}, timeout=600)
         assert out.returncode == 0, out.stderr[-3000:]
         seen = json.loads(out.stdout.splitlines()[-1])
-        write, edit, bash = seen["calls"]
+        write, edit, bash, later = seen["calls"]
         # Every call ran (none refused for what it could not read), and each observation names it.
         for call in (write, edit, bash):
             assert not call["error"], call["content"]
@@ -113,15 +116,19 @@ def test_unreadable_entries_are_named_and_skipped_and_undo_leaves_them(user: pwd
         # The undo's plan says what it leaves, and the host shows it: everything covered restored,
         # nothing unreadable deleted or overwritten.
         assert "later.txt (cannot be read: Permission denied)" in seen["plan"][0]
+        assert "tracked/f (its directory cannot be read: Permission denied)" in seen["plan"][0]
+        assert "tracked/ (a directory that cannot be read: Permission denied; nothing in it is covered)" in seen["recorded"][3]
+        assert "tracked/ (a directory that cannot be read: Permission denied; nothing in it is covered)" in later["content"]
         assert seen["undo"].startswith("Undone: the workspace is as it was before checkpoint 1")
         assert (ws / "a.txt").read_text() == "original\n"
-        assert not (ws / "b.txt").exists()
+        assert not (ws / "b.txt").exists() and not (ws / "c.txt").exists()
         for path, data in (("secret", b"secret bytes\n"), ("later.txt", b"later bytes\n"),
-                           ("locked/inner", b"inner bytes\n")):
+                           ("locked/inner", b"inner bytes\n"), ("tracked/f", b"tracked bytes\n")):
             assert (ws / path).read_bytes() == data
         assert stat.S_IMODE((ws / "secret").stat().st_mode) == 0
         assert stat.S_IMODE((ws / "later.txt").stat().st_mode) == 0
         assert stat.S_IMODE((ws / "locked").stat().st_mode) == 0
+        assert stat.S_IMODE((ws / "tracked").stat().st_mode) == 0
         assert stat.S_ISFIFO((ws / "fifo").lstat().st_mode) and stat.S_ISSOCK((ws / "sock").lstat().st_mode)
     finally:
         shutil.rmtree(base, ignore_errors=True)
