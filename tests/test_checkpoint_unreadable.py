@@ -73,6 +73,49 @@ def _site_packages() -> str:
     return str(Path(httpx.__file__).resolve().parent.parent)
 
 
+def _as_user(user: pwd.struct_passwd, code: str, base: Path, ws: Path, home: Path):  # type: ignore[no-untyped-def]
+    """Run `code` (argv: workspace, home, tests) as the user; what it printed last, as JSON."""
+    out = subprocess.run([PYTHON, "-c", code, str(ws), str(home), str(REPO / "tests")], user=user.pw_uid,
+                         group=user.pw_gid, extra_groups=[], cwd=str(base), capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(base),
+                              "PYTHONPATH": f"{REPO}:{_site_packages()}", "ABHED_HOME": str(home),
+                              "ABHED_CONFIG": ""}, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+REPO_DRIVER = r'''
+import json, os, sys
+from pathlib import Path
+from abhed.session.checkpoint import Shadow
+ws, home = Path(sys.argv[1]), Path(sys.argv[2])
+shadow, said = Shadow(home, ws), []
+for mode in (None, 0o300, 0):
+    if mode is not None:
+        os.chmod(ws / ".git" / "refs" if mode else ws / ".git", mode)
+    said.append(shadow.snapshot("s", "before", {"call": str(mode), "tool": "bash"}, watch=True)[1].not_covered)
+print(json.dumps(said))
+'''
+
+
+def test_an_unreadable_repository_directory_is_named_not_a_failure(user: pwd.struct_passwd) -> None:
+    base = Path(tempfile.mkdtemp(prefix="abhed-unreadable-"))
+    try:
+        base.chmod(0o755)
+        ws, home = base / "ws", base / "home"
+        home.mkdir()
+        subprocess.run(["git", "init", "-q", str(ws)], check=True)
+        (ws / "a").write_text("a\n")
+        for path in [base, home, ws, *ws.rglob("*")]:
+            os.lchown(path, user.pw_uid, user.pw_gid)
+        said = _as_user(user, REPO_DRIVER, base, ws, home)
+        assert said == [[], [".git/refs/ (cannot be read)"],
+                        [".git/ (a directory that cannot be read: Permission denied; the repository's state is not "
+                         "covered)"]]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def test_unreadable_entries_are_named_and_skipped_and_undo_leaves_them(user: pwd.struct_passwd) -> None:
     base = Path(tempfile.mkdtemp(prefix="abhed-unreadable-"))
     try:
@@ -94,13 +137,7 @@ def test_unreadable_entries_are_named_and_skipped_and_undo_leaves_them(user: pwd
             os.lchown(path, user.pw_uid, user.pw_gid)
         (ws / "secret").chmod(0)
         (ws / "locked").chmod(0)
-        out = subprocess.run([PYTHON, "-c", DRIVER, str(ws), str(home), str(REPO / "tests")], user=user.pw_uid,
-                             group=user.pw_gid, extra_groups=[], cwd=str(base), capture_output=True, text=True,
-                             env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(base),
-                                  "PYTHONPATH": f"{REPO}:{_site_packages()}", "ABHED_HOME": str(home),
-                                  "ABHED_CONFIG": ""}, timeout=600)
-        assert out.returncode == 0, out.stderr[-3000:]
-        seen = json.loads(out.stdout.splitlines()[-1])
+        seen = _as_user(user, DRIVER, base, ws, home)
         write, edit, bash, later = seen["calls"]
         # Every call ran (none refused for what it could not read), and each observation names it.
         for call in (write, edit, bash):
