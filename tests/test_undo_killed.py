@@ -267,3 +267,14 @@ def test_chat_start_names_the_interrupted_undo_and_finishes_it_with_slash_undo(w
     assert "Finished: the interrupted undo is closed" in " ".join(shown.split()), shown[-3000:]
     assert tree_state(ws) == old
     assert journal.read(Shadow(home, ws).dir, journal.UNDO) is None
+
+
+def test_a_snapshot_that_fails_and_says_so_is_not_called_interrupted_later(ws: Path, home: Path) -> None:
+    from abhed.session.checkpoint import CheckpointError
+    (ws / "a.txt").write_text("a\n")
+    with pytest.raises(CheckpointError):  # the store's disk reserve, out of reach
+        Shadow(home, ws, disk_reserve_bytes=10**18).snapshot("s", "before", {"call": "c", "tool": "write"})
+    shadow = Shadow(home, ws)
+    assert journal.read(shadow.dir, journal.SNAPSHOT) is None
+    _, capture = shadow.snapshot("s", "before", {"call": "d", "tool": "write"})
+    assert capture.interrupted == ""

@@ -460,31 +460,38 @@ class Shadow:
             killed = journal.read(self.dir, journal.SNAPSHOT)
             journal.write(self.dir, journal.SNAPSHOT, {"session": session_id, "kind": kind, "call": meta.get("call"),
                                                        "tool": meta.get("tool"), "started": stamp()})
-            capture = self.capture()
-            if killed is not None:
-                capture.interrupted = journal.snapshot_notice(killed)
-                meta = {**meta, "interrupted": capture.interrupted}
-            if watch:  # only a bash call can make one (write and edit make regular files)
-                found_specials = [s for s in self._specials() if s not in capture.skipped]
-                capture.skipped += found_specials
-                capture.not_covered += found_specials
-            parent, tip = self.tip(session_id)
-            last = _last(tip)
-            number = last + 1 if kind == "before" else meta["number"]
-            meta = {**meta, "kind": kind, "number": number, "last": max(last, number), "at": stamp(),
-                    "ns": time.time_ns()}  # "at" for people; "ns" orders the checkpoints of all sessions (collect.py)
-            if watch:
-                earlier = self._surveys.pop(str(meta.get("call")), None) if kind == "after" else None
-                found = self._survey(capture, earlier.tops if earlier else [])
-                if kind == "before":
-                    self._surveys[str(meta.get("call"))] = found
-                elif earlier is not None:
-                    meta["uncovered"] = uncovered.changes(earlier, found)
-            snapshot = self.commit(session_id, capture, meta, parent)
-            journal.clear(self.dir, journal.SNAPSHOT)
+            try:
+                return self._snapshot(session_id, kind, meta, watch, killed)
+            finally:  # done, or failed and said so: only a kill leaves the journal
+                journal.clear(self.dir, journal.SNAPSHOT)
+
+    def _snapshot(self, session_id: str, kind: str, meta: dict[str, Any], watch: bool,
+                  killed: dict[str, Any] | None) -> tuple[Snapshot, Capture]:
+        """snapshot()'s work, lock held; `killed`: the journal of a snapshot killed before it, if any."""
+        capture = self.capture()
+        if killed is not None:
+            capture.interrupted = journal.snapshot_notice(killed)
+            meta = {**meta, "interrupted": capture.interrupted}
+        if watch:  # only a bash call can make one (write and edit make regular files)
+            found_specials = [s for s in self._specials() if s not in capture.skipped]
+            capture.skipped += found_specials
+            capture.not_covered += found_specials
+        parent, tip = self.tip(session_id)
+        last = _last(tip)
+        number = last + 1 if kind == "before" else meta["number"]
+        meta = {**meta, "kind": kind, "number": number, "last": max(last, number), "at": stamp(),
+                "ns": time.time_ns()}  # "at" for people; "ns" orders the checkpoints of all sessions (collect.py)
+        if watch:
+            earlier = self._surveys.pop(str(meta.get("call")), None) if kind == "after" else None
+            found = self._survey(capture, earlier.tops if earlier else [])
             if kind == "before":
-                capture.collected = collect.keep_within(self, session_id)
-            return snapshot, capture
+                self._surveys[str(meta.get("call"))] = found
+            elif earlier is not None:
+                meta["uncovered"] = uncovered.changes(earlier, found)
+        snapshot = self.commit(session_id, capture, meta, parent)
+        if kind == "before":
+            capture.collected = collect.keep_within(self, session_id)
+        return snapshot, capture
 
     def tip(self, session_id: str) -> tuple[str, dict[str, Any]]:
         """The session's newest snapshot and what its message says; ("", {}) before the first."""
