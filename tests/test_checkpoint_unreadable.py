@@ -73,6 +73,16 @@ def _site_packages() -> str:
     return str(Path(httpx.__file__).resolve().parent.parent)
 
 
+@pytest.fixture
+def base():  # type: ignore[no-untyped-def]
+    """A directory the user can reach, holding `home` (made) and `ws` (for the test to make)."""
+    made = Path(tempfile.mkdtemp(prefix="abhed-unreadable-"))
+    made.chmod(0o755)
+    (made / "home").mkdir()
+    yield made
+    shutil.rmtree(made, ignore_errors=True)
+
+
 def _as_user(user: pwd.struct_passwd, code: str, base: Path, ws: Path, home: Path):  # type: ignore[no-untyped-def]
     """Run `code` (argv: workspace, home, tests) as the user; what it printed last, as JSON."""
     out = subprocess.run([PYTHON, "-c", code, str(ws), str(home), str(REPO / "tests")], user=user.pw_uid,
@@ -98,74 +108,64 @@ print(json.dumps(said))
 '''
 
 
-def test_an_unreadable_repository_directory_is_named_not_a_failure(user: pwd.struct_passwd) -> None:
-    base = Path(tempfile.mkdtemp(prefix="abhed-unreadable-"))
-    try:
-        base.chmod(0o755)
-        ws, home = base / "ws", base / "home"
-        home.mkdir()
-        subprocess.run(["git", "init", "-q", str(ws)], check=True)
-        (ws / "a").write_text("a\n")
-        for path in [base, home, ws, *ws.rglob("*")]:
-            os.lchown(path, user.pw_uid, user.pw_gid)
-        said = _as_user(user, REPO_DRIVER, base, ws, home)
-        assert said == [[], [".git/refs/ (cannot be read)"],
-                        [".git/ (a directory that cannot be read: Permission denied; the repository's state is not "
-                         "covered)"]]
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+def _give(user: pwd.struct_passwd, base: Path) -> tuple[Path, Path]:
+    for path in [base, *base.rglob("*")]:
+        os.lchown(path, user.pw_uid, user.pw_gid)
+    return base / "ws", base / "home"
 
 
-def test_unreadable_entries_are_named_and_skipped_and_undo_leaves_them(user: pwd.struct_passwd) -> None:
-    base = Path(tempfile.mkdtemp(prefix="abhed-unreadable-"))
-    try:
-        base.chmod(0o755)
-        ws, home = base / "ws", base / "home"
-        ws.mkdir()
-        home.mkdir()
-        (ws / "a.txt").write_text("original\n")
-        (ws / "later.txt").write_text("later bytes\n")
-        (ws / "secret").write_text("secret bytes\n")
-        (ws / "locked").mkdir()
-        (ws / "locked" / "inner").write_text("inner bytes\n")
-        (ws / "tracked").mkdir()  # covered by checkpoint 1, unreadable after the bash call
-        (ws / "tracked" / "f").write_text("tracked bytes\n")
-        os.mkfifo(ws / "fifo")  # no writer: opening it for reading would block for ever
-        with socket.socket(socket.AF_UNIX) as sock:
-            sock.bind(str(ws / "sock"))
-        for path in [base, ws, home, *ws.rglob("*")]:
-            os.lchown(path, user.pw_uid, user.pw_gid)
-        (ws / "secret").chmod(0)
-        (ws / "locked").chmod(0)
-        seen = _as_user(user, DRIVER, base, ws, home)
-        write, edit, bash, later = seen["calls"]
-        # Every call ran (none refused for what it could not read), and each observation names it.
-        for call in (write, edit, bash):
-            assert not call["error"], call["content"]
-            assert "does not cover" in call["content"] and "it cannot read (undo leaves them as they are)" in call["content"]
-            assert "secret (cannot be read: Permission denied)" in call["content"]
-            assert "locked/ (a directory that cannot be read: Permission denied; nothing in it is covered)" in call["content"]
-            assert "fifo (a FIFO: it has no content to keep)" in call["content"] or call is not bash
-        assert "sock (a socket: it has no content to keep)" in bash["content"]
-        assert bash["checkpoint"]["skipped"] and bash["checkpoint"]["number"] == 3
-        # ... and the checkpoint records name them too.
-        assert all("secret (cannot be read: Permission denied)" in names for names in seen["recorded"])
-        # The undo's plan says what it leaves, and the host shows it: everything covered restored,
-        # nothing unreadable deleted or overwritten.
-        assert "later.txt (cannot be read: Permission denied)" in seen["plan"][0]
-        assert "tracked/f (its directory cannot be read: Permission denied)" in seen["plan"][0]
-        assert "tracked/ (a directory that cannot be read: Permission denied; nothing in it is covered)" in seen["recorded"][3]
-        assert "tracked/ (a directory that cannot be read: Permission denied; nothing in it is covered)" in later["content"]
-        assert seen["undo"].startswith("Undone: the workspace is as it was before checkpoint 1")
-        assert (ws / "a.txt").read_text() == "original\n"
-        assert not (ws / "b.txt").exists() and not (ws / "c.txt").exists()
-        for path, data in (("secret", b"secret bytes\n"), ("later.txt", b"later bytes\n"),
-                           ("locked/inner", b"inner bytes\n"), ("tracked/f", b"tracked bytes\n")):
-            assert (ws / path).read_bytes() == data
-        assert stat.S_IMODE((ws / "secret").stat().st_mode) == 0
-        assert stat.S_IMODE((ws / "later.txt").stat().st_mode) == 0
-        assert stat.S_IMODE((ws / "locked").stat().st_mode) == 0
-        assert stat.S_IMODE((ws / "tracked").stat().st_mode) == 0
-        assert stat.S_ISFIFO((ws / "fifo").lstat().st_mode) and stat.S_ISSOCK((ws / "sock").lstat().st_mode)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+def test_an_unreadable_repository_directory_is_named_not_a_failure(user: pwd.struct_passwd, base: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(base / "ws")], check=True)
+    (base / "ws" / "a").write_text("a\n")
+    said = _as_user(user, REPO_DRIVER, base, *_give(user, base))
+    assert said == [[], [".git/refs/ (cannot be read)"],
+                    [".git/ (a directory that cannot be read: Permission denied; the repository's state is not "
+                     "covered)"]]
+
+
+def test_unreadable_entries_are_named_and_skipped_and_undo_leaves_them(user: pwd.struct_passwd, base: Path) -> None:
+    ws = base / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("original\n")
+    (ws / "later.txt").write_text("later bytes\n")
+    (ws / "secret").write_text("secret bytes\n")
+    (ws / "locked").mkdir()
+    (ws / "locked" / "inner").write_text("inner bytes\n")
+    (ws / "tracked").mkdir()  # covered by checkpoint 1, unreadable after the bash call
+    (ws / "tracked" / "f").write_text("tracked bytes\n")
+    os.mkfifo(ws / "fifo")  # no writer: opening it for reading would block for ever
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(ws / "sock"))
+    ws, home = _give(user, base)
+    (ws / "secret").chmod(0)
+    (ws / "locked").chmod(0)
+    seen = _as_user(user, DRIVER, base, ws, home)
+    write, edit, bash, later = seen["calls"]
+    # Every call ran (none refused for what it could not read), and each observation names it.
+    for call in (write, edit, bash):
+        assert not call["error"], call["content"]
+        assert "does not cover" in call["content"] and "it cannot read (undo leaves them as they are)" in call["content"]
+        assert "secret (cannot be read: Permission denied)" in call["content"]
+        assert "locked/ (a directory that cannot be read: Permission denied; nothing in it is covered)" in call["content"]
+        assert call is not bash or "fifo (a FIFO: it has no content to keep)" in call["content"]  # bash calls look
+    assert "sock (a socket: it has no content to keep)" in bash["content"]
+    assert bash["checkpoint"]["skipped"] and bash["checkpoint"]["number"] == 3
+    # ... and the checkpoint records name them too.
+    assert all("secret (cannot be read: Permission denied)" in names for names in seen["recorded"])
+    # The undo's plan says what it leaves, and the host shows it: everything covered restored,
+    # nothing unreadable deleted or overwritten.
+    assert "later.txt (cannot be read: Permission denied)" in seen["plan"][0]
+    assert "tracked/f (its directory cannot be read: Permission denied)" in seen["plan"][0]
+    assert "tracked/ (a directory that cannot be read: Permission denied; nothing in it is covered)" in seen["recorded"][3]
+    assert "tracked/ (a directory that cannot be read: Permission denied; nothing in it is covered)" in later["content"]
+    assert seen["undo"].startswith("Undone: the workspace is as it was before checkpoint 1")
+    assert (ws / "a.txt").read_text() == "original\n"
+    assert not (ws / "b.txt").exists() and not (ws / "c.txt").exists()
+    for path, data in (("secret", b"secret bytes\n"), ("later.txt", b"later bytes\n"),
+                       ("locked/inner", b"inner bytes\n"), ("tracked/f", b"tracked bytes\n")):
+        assert (ws / path).read_bytes() == data
+    assert stat.S_IMODE((ws / "secret").stat().st_mode) == 0
+    assert stat.S_IMODE((ws / "later.txt").stat().st_mode) == 0
+    assert stat.S_IMODE((ws / "locked").stat().st_mode) == 0
+    assert stat.S_IMODE((ws / "tracked").stat().st_mode) == 0
+    assert stat.S_ISFIFO((ws / "fifo").lstat().st_mode) and stat.S_ISSOCK((ws / "sock").lstat().st_mode)
