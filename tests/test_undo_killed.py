@@ -9,6 +9,7 @@ host: which processes survive, whether the workspace still changes, the files' b
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import signal
 import stat
@@ -22,6 +23,7 @@ import pytest
 
 from abhed.session import journal
 from abhed.session.checkpoint import Checkpoints, Shadow
+from abhed.session.store import SessionStore
 from abhed_testing import Tools, abhed
 from test_checkpoint import tree_state
 
@@ -278,3 +280,46 @@ def test_a_snapshot_that_fails_and_says_so_is_not_called_interrupted_later(ws: P
     assert journal.read(shadow.dir, journal.SNAPSHOT) is None
     _, capture = shadow.snapshot("s", "before", {"call": "d", "tool": "write"})
     assert capture.interrupted == ""
+
+
+def _finish(t: Tools, home: Path, ws: Path, *, rollback: bool = False, asked: list | None = None) -> str:
+    from abhed.session import undo as undoing
+    session = SessionStore(home).open(t.session.id)
+    return undoing.finish(Checkpoints(Shadow(home, ws)), session, rollback=rollback, force=False,
+                          confirm=lambda plan: (asked if asked is not None else []).append(plan) or True)
+
+
+def test_finishing_an_undo_killed_after_its_last_file_still_does_the_mode_fix_up(ws: Path, home: Path) -> None:
+    """Killed between the last restored file and the mode fix-up: nothing is left to restore, the
+    fix-up and the undo's "after" snapshot still happen, and the journal goes."""
+    from abhed.session import undo as undoing
+    t, old, new = _session(ws, home)
+    shadow = Shadow(home, ws)
+    session = SessionStore(home).open(t.session.id)
+    undoing.undo(Checkpoints(shadow), session, 1, force=False, confirm=lambda plan: True)
+    assert tree_state(ws) == old
+    (shadow.dir / "modes.json").unlink()  # as if the fix-up never ran
+    journal.write(shadow.dir, journal.UNDO, {"session": t.session.id, "number": 2, "to": 1, "call": "undo-x",
+                                             "started": "then"})
+    assert undoing.interrupted(Checkpoints(shadow)).startswith("An undo was interrupted: undo checkpoint 2")
+    asked: list[str] = []
+    assert _finish(t, home, ws, asked=asked) == ("Finished: the interrupted undo is closed; the workspace is as it "
+                                                 "was before checkpoint 1.")
+    assert asked == []  # nothing to change: nothing to confirm
+    assert json.loads((shadow.dir / "modes.json").read_text())["modes"] == {
+        f"f{i:02}.txt": 0o640 if i % 3 else 0o600 for i in range(FILES)}
+    assert undoing.interrupted(Checkpoints(shadow)) is None
+    tip = shadow.tip(t.session.id)[1]
+    assert (tip["kind"], tip["number"], tip["ended"], tip["call"]) == ("after", 2, "finish done", "undo-x")
+
+
+def test_finish_refuses_the_undo_of_another_session_and_changes_nothing(ws: Path, home: Path) -> None:
+    from abhed.session.checkpoint import CheckpointError
+    t, old, new = _session(ws, home)
+    shadow = Shadow(home, ws)
+    journal.write(shadow.dir, journal.UNDO, {"session": "other-1", "number": 2, "to": 1})
+    with pytest.raises(CheckpointError) as refused:
+        _finish(t, home, ws, rollback=True)
+    assert str(refused.value) == (f"The interrupted undo is one of session other-1, not of {t.session.id}: run "
+                                  "`abhed undo --rollback other-1` (outside a chat of that session).")
+    assert tree_state(ws) == new and journal.read(shadow.dir, journal.UNDO) is not None

@@ -210,39 +210,29 @@ def finish(checkpoints: Checkpoints, session: Session, *, rollback: bool, force:
     """Finish the interrupted undo (the workspace as before its target checkpoint), or roll it back
     (as before the undo itself, its own checkpoint); then the mode fix-up over every path it touched."""
     shadow = checkpoints.shadow
+    what = "Roll back" if rollback else "Finish"
     with shadow.locked(), _frozen(shadow.workspace):
         facts = journal.read(shadow.dir, journal.UNDO)
         if facts is None:
             return "No undo was interrupted in this workspace: nothing to finish or roll back."
-        try:
-            mine, to = int(facts["number"]), int(facts["to"])
-        except (KeyError, TypeError, ValueError):
-            raise CheckpointError(f"The journal of an interrupted undo, {shadow.dir / journal.UNDO}, is damaged, so "
-                                  "which undo it was is unknown. Remove it, then look at `abhed checkpoints` and undo "
-                                  "to the checkpoint you want.") from None
-        if facts.get("session") != session.id:
-            raise CheckpointError(f"The interrupted undo is one of session {facts.get('session')}, not of "
-                                  f"{session.id}: run `abhed undo {'--rollback' if rollback else '--finish'} "
-                                  f"{facts.get('session')}` (outside a chat of that session).")
-        target = mine if rollback else to
-        plan = shadow.plan_undo(session.id, target)
+        mine, to = _journalled(shadow, facts, session, rollback)
+        plan = shadow.plan_undo(session.id, mine if rollback else to)
         if plan.outside and not force:
             raise UndoRefused(f"Not done: {len(plan.outside)} of the files it would change were changed by someone "
                               f"else since:\n{listed(plan.outside)}\nNothing was changed. Rerun with --force to "
                               "overwrite them.", plan.outside)
-        what = "Roll back" if rollback else "Finish"
         if plan.changes and not confirm(f"{what} the interrupted undo: {describe(plan, str(shadow.workspace))}"):
             return f"{what} cancelled; nothing was changed."
         if plan.changes:
             shadow.apply(plan)
-        mine_before = next(s for s in shadow.chain_locked(session.id) if s.kind == "before" and s.number == mine)
-        shadow.fix_modes(plan.to, [c.path for c in shadow.diff(mine_before, plan.to)])  # the killed run's too
-        shadow.commit(session.id, shadow.capture(), {"kind": "after", "number": mine, "last": shadow.last_number(
-            session.id), "call": facts.get("call"), "tool": "undo", "at": stamp(),
-            "ended": "rolled back" if rollback else "finished"})
+        # The mode fix-up over every path the whole undo touches: the killed run's too.
+        started = next((s for s in shadow.chain_locked(session.id) if s.kind == "before" and s.number == mine), None)
+        shadow.fix_modes(plan.to, [c.path for c in (shadow.diff(started, plan.to) if started else plan.changes)])
+        shadow.commit(session.id, shadow.capture(), {"kind": "after", "number": mine, "call": facts.get("call"),
+                                                      "last": shadow.last_number(session.id), "tool": "undo",
+                                                      "at": stamp(), "ended": f"{what.lower()} done"})
         journal.clear(shadow.dir, journal.UNDO)
-    done = (f"as it was before the undo (checkpoint {mine})" if rollback else
-            f"as it was before checkpoint {to}")
+    done = f"as it was before the undo (checkpoint {mine})" if rollback else f"as it was before checkpoint {to}"
     note = (f"[Abhed: an undo interrupted earlier was {'rolled back' if rollback else 'finished'}: the workspace is "
             f"{done}. Files you read or wrote since may differ now: read them again before editing.]")
     if tell is not None:
@@ -250,6 +240,22 @@ def finish(checkpoints: Checkpoints, session: Session, *, rollback: bool, force:
     else:
         session.record(MessageEvent(session_id=session.id, role="user", origin="undo", content=note))
     return f"{'Rolled back' if rollback else 'Finished'}: the interrupted undo is closed; the workspace is {done}."
+
+
+def _journalled(shadow: Shadow, facts: dict, session: Session, rollback: bool) -> tuple[int, int]:
+    """The interrupted undo's own checkpoint and its target, from its journal; refused when the journal
+    is damaged or the undo is another session's."""
+    try:
+        mine, to = int(facts["number"]), int(facts["to"])
+    except (KeyError, TypeError, ValueError):
+        raise CheckpointError(f"The journal of an interrupted undo, {shadow.dir / journal.UNDO}, is damaged, so "
+                              "which undo it was is unknown. Remove it, then look at `abhed checkpoints` and undo "
+                              "to the checkpoint you want.") from None
+    if facts.get("session") != session.id:
+        raise CheckpointError(f"The interrupted undo is one of session {facts.get('session')}, not of "
+                              f"{session.id}: run `abhed undo {'--rollback' if rollback else '--finish'} "
+                              f"{facts.get('session')}` (outside a chat of that session).")
+    return mine, to
 
 
 def _summary(changes: list[Change]) -> str:
