@@ -35,8 +35,8 @@ def write(store: Path, name: str, facts: dict[str, Any]) -> None:
     """Record `facts` as the journal `name` of the store (lock held), whole or not at all. An undo's is
     fsync'd (it guards the workspace's files); a snapshot's is not, as the store's refs are not
     (gitobjects.write_file): two per call, and a power cut loses the snapshot it names anyway."""
-    data = json.dumps({**facts, "pid": os.getpid()}, sort_keys=True).encode()
-    if name == UNDO:
+    data = json.dumps({**facts, "pid": os.getpid()}, sort_keys=True).encode()  # pragma: no mutate (key order: any)
+    if name == UNDO:  # pragma: no mutate (equivalent short of a power cut: both write whole, 0600; only fsync differs)
         replace_file(store / name, data, mode=0o600)
     else:
         gitobjects.write_file(store / name, data)
@@ -82,5 +82,5 @@ def pause(point: str) -> None:
     if os.environ.get("ABHED_TEST_PAUSE") != point:
         return
     Path(os.environ["ABHED_TEST_PAUSE_MARKER"]).write_text(str(os.getpid()))
-    while True:  # pragma: no cover (killed here by the test)
-        time.sleep(1)
+    while True:  # pragma: no cover no mutate (killed here by the test; a mutant that returns races the kill)
+        time.sleep(1)  # pragma: no mutate (any wait, even a busy one, waits for the kill)
