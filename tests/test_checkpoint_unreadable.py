@@ -40,7 +40,7 @@ out = {"calls": []}
 t.ok("read", path=str(ws / "a.txt"))
 for name, args in [("write", {"path": str(ws / "a.txt"), "content": "written\n"}),
                    ("edit", {"path": str(ws / "a.txt"), "old_string": "written", "new_string": "edited"}),
-                   ("bash", {"command": "chmod 000 later.txt tracked; echo new > b.txt", "description": "x"}),
+                   ("bash", {"command": "chmod 000 later.txt tracked; rm piped.txt; mkfifo piped.txt; echo new > b.txt", "description": "x"}),
                    ("write", {"path": str(ws / "c.txt"), "content": "c\n"})]:
     r = t(name, **args)
     out["calls"].append({"error": r.is_error, "content": r.content, "checkpoint": r.metadata.get("checkpoint")})
@@ -134,6 +134,10 @@ def test_unreadable_entries_are_named_and_skipped_and_undo_leaves_them(user: pwd
     (ws / "tracked").mkdir()  # covered by checkpoint 1, unreadable after the bash call
     (ws / "tracked" / "f").write_text("tracked bytes\n")
     os.mkfifo(ws / "fifo")  # no writer: opening it for reading would block for ever
+    (ws / "sub").mkdir()
+    (ws / "sub" / "kept.txt").write_text("kept\n")
+    os.mkfifo(ws / "sub" / "pipe")
+    (ws / "piped.txt").write_text("covered, then a FIFO\n")  # bash puts a FIFO in its place
     with socket.socket(socket.AF_UNIX) as sock:
         sock.bind(str(ws / "sock"))
     ws, home = _give(user, base)
@@ -149,6 +153,7 @@ def test_unreadable_entries_are_named_and_skipped_and_undo_leaves_them(user: pwd
         assert "locked/ (a directory that cannot be read: Permission denied; nothing in it is covered)" in call["content"]
         assert call is not bash or "fifo (a FIFO: it has no content to keep)" in call["content"]  # bash calls look
     assert "sock (a socket: it has no content to keep)" in bash["content"]
+    assert "sub/pipe (a FIFO: it has no content to keep)" in bash["content"]
     assert bash["checkpoint"]["skipped"] and bash["checkpoint"]["number"] == 3
     # ... and the checkpoint records name them too.
     assert all("secret (cannot be read: Permission denied)" in names for names in seen["recorded"])
@@ -156,6 +161,7 @@ def test_unreadable_entries_are_named_and_skipped_and_undo_leaves_them(user: pwd
     # nothing unreadable deleted or overwritten.
     assert "later.txt (cannot be read: Permission denied)" in seen["plan"][0]
     assert "tracked/f (its directory cannot be read: Permission denied)" in seen["plan"][0]
+    assert "piped.txt (a FIFO: it has no content to keep)" in seen["plan"][0]
     assert "tracked/ (a directory that cannot be read: Permission denied; nothing in it is covered)" in seen["recorded"][3]
     assert "tracked/ (a directory that cannot be read: Permission denied; nothing in it is covered)" in later["content"]
     assert seen["undo"].startswith("Undone: the workspace is as it was before checkpoint 1")
@@ -168,4 +174,5 @@ def test_unreadable_entries_are_named_and_skipped_and_undo_leaves_them(user: pwd
     assert stat.S_IMODE((ws / "later.txt").stat().st_mode) == 0
     assert stat.S_IMODE((ws / "locked").stat().st_mode) == 0
     assert stat.S_IMODE((ws / "tracked").stat().st_mode) == 0
+    assert stat.S_ISFIFO((ws / "piped.txt").lstat().st_mode)  # not clobbered by the file it replaced
     assert stat.S_ISFIFO((ws / "fifo").lstat().st_mode) and stat.S_ISSOCK((ws / "sock").lstat().st_mode)

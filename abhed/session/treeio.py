@@ -178,12 +178,12 @@ class Tree:
         for rel in directories:
             try:
                 fd = self.dir(rel)
-                entries = list(os.scandir(fd)) if fd is not None else []
+                entries = list(os.scandir(fd)) if fd is not None else []  # pragma: no mutate (None: a race, the directory went since the index)
             except OSError:
                 continue
             for entry in entries:
-                if entry.name != ".git" and not entry.is_dir(follow_symlinks=False) and \
-                        not entry.is_file(follow_symlinks=False) and not entry.is_symlink():
+                plain = entry.is_symlink() or entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False)  # pragma: no mutate (following or not: a symlink is excluded first)
+                if entry.name != ".git" and not plain:
                     kind = _kind_of(entry)
                     found.append(f"{rel + '/' if rel else ''}{entry.name} ({kind}: it has no content to keep)")
         return found
