@@ -111,6 +111,10 @@ def test_kill_9_of_undo_leaves_no_git_running_and_the_next_commands_offer_to_fin
     done = abhed("undo", "--finish", "--yes", t.session.id, cwd=ws)
     assert done.returncode == 0, done.stderr
     assert "Finished: the interrupted undo is closed; the workspace is as it was before checkpoint 1." in done.stdout
+    notes = [e.content for e in SessionStore(home).open(t.session.id).log.load().events
+             if getattr(e, "origin", None) == "undo"]
+    assert notes[-1].startswith("[Abhed: an undo interrupted earlier was finished: the workspace is as it was before "
+                                "checkpoint 1.")
     assert tree_state(ws) == old  # bytes and exact modes, the killed run's files included
     assert journal.read(shadow.dir, journal.UNDO) is None
     assert "An undo was interrupted" not in abhed("checkpoints", t.session.id, cwd=ws).stderr
@@ -323,3 +327,17 @@ def test_finish_refuses_the_undo_of_another_session_and_changes_nothing(ws: Path
     assert str(refused.value) == (f"The interrupted undo is one of session other-1, not of {t.session.id}: run "
                                   "`abhed undo --rollback other-1` (outside a chat of that session).")
     assert tree_state(ws) == new and journal.read(shadow.dir, journal.UNDO) is not None
+
+
+def test_a_cancelled_rollback_changes_nothing_and_keeps_the_journal(ws: Path, home: Path, tmp_path: Path) -> None:
+    from abhed.session import undo as undoing
+    t, old, new = _session(ws, home)
+    _killed_undo(ws, home, t, tmp_path / "paused", "undo:4")
+    half = tree_state(ws)
+    shadow = Shadow(home, ws)
+    shown: list[str] = []
+    said = undoing.finish(Checkpoints(shadow), SessionStore(home).open(t.session.id), rollback=True, force=False,
+                          confirm=lambda plan: shown.append(plan) and False)
+    assert said == "Roll back cancelled; nothing was changed."
+    assert shown[0].startswith("Roll back the interrupted undo: Undo to before checkpoint 2 changes ")
+    assert tree_state(ws) == half and journal.read(shadow.dir, journal.UNDO) is not None

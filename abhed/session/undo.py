@@ -192,7 +192,7 @@ def interrupted(checkpoints: Checkpoints) -> str | None:
     `abhed undo` and chat start say). The lock makes sure its undo is not still running."""
     shadow = checkpoints.shadow
     if not (shadow.dir / journal.UNDO).exists():
-        return None  # the common case, without waiting for the lock
+        return None  # pragma: no mutate (a shortcut: the common case, without waiting for the lock)
     with shadow.locked():
         facts = journal.read(shadow.dir, journal.UNDO)
     return None if facts is None else journal.undo_notice(facts)
