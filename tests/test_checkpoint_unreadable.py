@@ -153,6 +153,8 @@ def test_unreadable_entries_are_named_and_skipped_and_undo_leaves_them(user: pwd
         assert "locked/ (a directory that cannot be read: Permission denied; nothing in it is covered)" in call["content"]
         assert call is not bash or "fifo (a FIFO: it has no content to keep)" in call["content"]  # bash calls look
     assert "sock (a socket: it has no content to keep)" in bash["content"]
+    assert "fifo (" not in write["content"]  # write and edit make no FIFO: only bash calls look for them
+    assert "fifo (a FIFO: it has no content to keep)" in seen["recorded"][2]  # bash's checkpoint record too
     assert "sub/pipe (a FIFO: it has no content to keep)" in bash["content"]
     assert bash["checkpoint"]["skipped"] and bash["checkpoint"]["number"] == 3
     # ... and the checkpoint records name them too.
@@ -176,3 +178,27 @@ def test_unreadable_entries_are_named_and_skipped_and_undo_leaves_them(user: pwd
     assert stat.S_IMODE((ws / "tracked").stat().st_mode) == 0
     assert stat.S_ISFIFO((ws / "piped.txt").lstat().st_mode)  # not clobbered by the file it replaced
     assert stat.S_ISFIFO((ws / "fifo").lstat().st_mode) and stat.S_ISSOCK((ws / "sock").lstat().st_mode)
+
+
+# -- what root can check in-process too: no descriptor left, and a directory that cannot be opened --
+
+
+def test_asking_whether_a_path_can_be_read_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    from abhed.session import treeio
+    (tmp_path / "a.txt").write_text("a\n")
+    os.mkfifo(tmp_path / "pipe")
+    with treeio.Tree(str(tmp_path)) as tree:
+        before = len(os.listdir("/proc/self/fd"))
+        assert [tree.unreadable(p) for p in ("a.txt", "a.txt", "pipe", "none")] == [
+            None, None, "a FIFO: it has no content to keep", None]
+        assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_directory_that_cannot_be_opened_is_passed_over_when_looking_for_fifos(tmp_path: Path) -> None:
+    from abhed.session import treeio
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "d").mkdir()
+    os.mkfifo(tmp_path / "d" / "inner")
+    with treeio.Tree(str(tmp_path)) as tree:  # a name too long to open (ENAMETOOLONG): skipped, not raised
+        assert tree.specials(["x" * 300, "", "d"]) == ["pipe (a FIFO: it has no content to keep)",
+                                                       "d/inner (a FIFO: it has no content to keep)"]

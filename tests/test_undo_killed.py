@@ -165,6 +165,7 @@ def test_a_killed_first_checkpoint_is_named_by_the_next_call(ws: Path, home: Pat
     assert "was interrupted (Abhed was killed) and never recorded: that call has no checkpoint of its own. This " \
            "snapshot retakes the workspace whole" in out.content
     assert out.metadata["checkpoint"]["number"] == 1
+    assert Shadow(home, ws).chain(t.session.id)[0].meta["interrupted"] == out.metadata["checkpoint"]["interrupted"]
     again = t("write", path=str(ws / "a.txt"), content="newer\n")
     assert "interrupted" not in again.content  # said once
     t.ctx.close()

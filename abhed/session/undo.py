@@ -191,8 +191,8 @@ def interrupted(checkpoints: Checkpoints) -> str | None:
     """The notice of an undo that was interrupted in this workspace, or None (what `abhed checkpoints`,
     `abhed undo` and chat start say). The lock makes sure its undo is not still running."""
     shadow = checkpoints.shadow
-    if not (shadow.dir / journal.UNDO).exists():
-        return None  # pragma: no mutate (a shortcut: the common case, without waiting for the lock)
+    if not (shadow.dir / journal.UNDO).exists():  # pragma: no mutate (a shortcut: the common case, without the lock)
+        return None
     with shadow.locked():
         facts = journal.read(shadow.dir, journal.UNDO)
     return None if facts is None else journal.undo_notice(facts)
@@ -226,8 +226,8 @@ def finish(checkpoints: Checkpoints, session: Session, *, rollback: bool, force:
         if plan.changes:
             shadow.apply(plan)
         # The mode fix-up over every path the whole undo touches: the killed run's too.
-        started = next((s for s in shadow.chain_locked(session.id) if s.kind == "before" and s.number == mine), None)
-        shadow.fix_modes(plan.to, [c.path for c in (shadow.diff(started, plan.to) if started else plan.changes)])
+        started = next((s for s in shadow.chain_locked(session.id) if s.kind == "before" and s.number == mine), None)  # pragma: no mutate (which paths: see Shadow.fix_modes)
+        shadow.fix_modes(plan.to, [c.path for c in (shadow.diff(started, plan.to) if started else plan.changes)])  # pragma: no mutate (as above)
         shadow.commit(session.id, shadow.capture(), {"kind": "after", "number": mine, "call": facts.get("call"),
                                                       "last": shadow.last_number(session.id), "tool": "undo",
                                                       "at": stamp(), "ended": f"{what.lower()} done"})
