@@ -183,14 +183,20 @@ def test_unreadable_entries_are_named_and_skipped_and_undo_leaves_them(user: pwd
 # -- what root can check in-process too: no descriptor left, and a directory that cannot be opened --
 
 
-def test_asking_whether_a_path_can_be_read_leaves_no_descriptor_open(tmp_path: Path) -> None:
+def test_asking_whether_a_path_can_be_read_leaves_no_descriptor_open(tmp_path: Path, monkeypatch) -> None:
     from abhed.session import treeio
-    (tmp_path / "a.txt").write_text("a\n")
-    os.mkfifo(tmp_path / "pipe")
-    with treeio.Tree(str(tmp_path)) as tree:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("a\n")
+    os.mkfifo(ws / "pipe")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(ws / "sock"))
+    os.mkfifo(tmp_path / "elsewhere")  # in the process's working directory, never looked at
+    monkeypatch.chdir(tmp_path)
+    with treeio.Tree(str(ws)) as tree:
         before = len(os.listdir("/proc/self/fd"))
-        assert [tree.unreadable(p) for p in ("a.txt", "a.txt", "pipe", "none")] == [
-            None, None, "a FIFO: it has no content to keep", None]
+        assert [tree.unreadable(p) for p in ("a.txt", "a.txt", "pipe", "none", "sock", "gone/elsewhere")] == [
+            None, None, "a FIFO: it has no content to keep", None, "a socket: it has no content to keep", None]
         assert len(os.listdir("/proc/self/fd")) == before
 
 
