@@ -275,6 +275,15 @@ def _checkpointed(ctx: ToolContext, name: str, args: Any, action: ActionEvent | 
     if capture.collected:
         facts["collected"] = capture.collected
         result.content += f"\n[Abhed: {capture.collected}.]"
+    if capture.skipped:  # the call ran all the same; what its checkpoint cannot bring back is said
+        from abhed.session.checkpoint import listed
+        facts["skipped"] = capture.skipped[:50]
+        result.content += (f"\n[Abhed: checkpoint {before.number} does not cover {len(capture.skipped)} "
+                           f"path{'s' * (len(capture.skipped) != 1)} it cannot read (undo leaves them as they are):"
+                           f"\n{listed(capture.skipped, 10)}]")
+    if capture.interrupted:
+        facts["interrupted"] = capture.interrupted
+        result.content += f"\n[Abhed: {capture.interrupted}]"
     result.metadata["checkpoint"] = facts
     return result
 

@@ -521,14 +521,17 @@ def checkpoints_list(session_id: str | None) -> None:
     the call that followed, and the files that call changed."""
     from abhed.session import checkpoint
     from abhed.session.store import SessionStore
-    from abhed.session.undo import rows, table
+    from abhed.session.undo import interrupted, rows, table
     settings = _settings()
     session_id, found = _checkpointed_session(settings, session_id)
     session = SessionStore(settings.home).open(session_id)
     try:
         click.echo(printable(table(rows(found, session), session_id)))
+        notice = interrupted(found)
     except checkpoint.CheckpointError as exc:
         _fail(str(exc))
+    if notice:
+        click.echo(f"abhed: {printable(notice)}", err=True)
 
 
 @main.command("undo")
@@ -537,14 +540,26 @@ def checkpoints_list(session_id: str | None) -> None:
               "(default: the last checkpoint, i.e. undo the last change).")
 @click.option("--yes", is_flag=True, help="Do not ask; undo at once.")
 @click.option("--force", is_flag=True, help="Also overwrite files someone else changed since (they are listed).")
-def undo_command(session_id: str | None, number: int | None, yes: bool, force: bool) -> None:
+@click.option("--finish", is_flag=True, help="Finish an undo that was interrupted (Abhed was killed mid-way).")
+@click.option("--rollback", is_flag=True, help="Roll back an undo that was interrupted: the workspace as before it.")
+def undo_command(session_id: str | None, number: int | None, yes: bool, force: bool, finish: bool,
+                 rollback: bool) -> None:
     """Take the workspace back to before a call: every file that call and later ones modified, created
     or deleted. Shows what it will change and asks first. The undo is itself a checkpoint, so it can
-    be undone. Exit status 0 done (or nothing to do), 1 refused or cancelled, 2 bad invocation."""
+    be undone. An undo that was interrupted is finished with --finish or rolled back with --rollback
+    first. Exit status 0 done (or nothing to do), 1 refused or cancelled, 2 bad invocation."""
     from abhed.session import checkpoint, undo
     from abhed.session.store import SessionError, SessionStore
+    if finish and rollback or (finish or rollback) and number is not None:
+        click.echo("abhed: --finish, --rollback and --to exclude one another: pass one of them.", err=True)
+        sys.exit(2)
     settings = _settings()
     session_id, found = _checkpointed_session(settings, session_id)
+    if finish or rollback:  # the session of the interrupted undo, whichever was named
+        try:
+            session_id = undo.interrupted_session(found) or session_id
+        except checkpoint.CheckpointError as exc:
+            _fail(str(exc))
 
     def confirm(plan: str) -> bool:
         click.echo(printable(plan))
@@ -559,14 +574,17 @@ def undo_command(session_id: str | None, number: int | None, yes: bool, force: b
     try:
         with SessionStore(settings.home).use(session_id, Path(found.shadow.workspace),
                                              wait_s=settings.agent.session_wait_s) as session:
-            report = undo.undo(found, session, number, force=force, confirm=confirm)
+            if finish or rollback:
+                report = undo.finish(found, session, rollback=rollback, force=force, confirm=confirm)
+            else:
+                report = undo.undo(found, session, number, force=force, confirm=confirm)
     except checkpoint.UndoRefused as exc:
         click.echo(f"abhed: {printable(str(exc))}", err=True)
         sys.exit(1)
     except (checkpoint.CheckpointError, SessionError) as exc:
         _fail(str(exc))
     click.echo(printable(report))
-    sys.exit(1 if report.startswith("Undo cancelled") else 0)
+    sys.exit(1 if " cancelled" in report.split(";")[0] else 0)
 
 
 # -- the agent: run, chat, resume, demo, doctor, models ------------------------------------------

@@ -153,6 +153,20 @@ def mcp_gateway(settings: config.Settings, workspace: Path, notice: Callable[[st
         raise LaunchError(str(exc)) from None
 
 
+def _tell_interrupted_undo(checkpoints: Any, display: Display) -> None:
+    """Chat start says so when an undo in this workspace was interrupted (session/journal.py)."""
+    if checkpoints is None:
+        return
+    from abhed.session.checkpoint import CheckpointError
+    from abhed.session.undo import interrupted
+    try:
+        notice = interrupted(checkpoints)
+    except CheckpointError as exc:
+        notice = str(exc)
+    if notice:
+        display.notice(f"warning: {notice} In this chat: /undo --finish or /undo --rollback.")
+
+
 @contextmanager
 def agent_in_session(settings: config.Settings, workspace: Path, session_id: str | None, model: Model,
                      display: Display, ask_human: Callable[[str, Any, Verdict], bool] | None = None,
@@ -178,6 +192,7 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
     gate = Gate(Policy.from_settings(settings, workspace, checkpoints=checkpoints is not None), ask_human=ask_human)
     try:
         with store.use(session_id, workspace, wait_s=settings.agent.session_wait_s) as session:
+            _tell_interrupted_undo(checkpoints, display)
             fresh = session.new
             if fresh and cwd is not None and cwd.resolve().is_relative_to(workspace):
                 session.state.cwd = str(cwd.resolve())

@@ -29,7 +29,7 @@ HELP = {
     "todo": "show the todo list",
     "diff": "what this session changed: every edit and write, as diffs",
     "undo": "undo the last call's changes; /undo N: back to before checkpoint N; --force overwrites changes "
-            "made outside the agent",
+            "made outside the agent; --finish or --rollback closes an interrupted undo",
     "compact": "summarise the older turns now to free context",
     "clear": "start a new conversation in this session (the log keeps the old one)",
     "sessions": "the sessions of this workspace, newest first",
@@ -131,9 +131,12 @@ class Slash:
         if checkpoints is None:
             self._say("/undo: checkpoints are off (abhed doctor says why)", "yellow")
             return
-        if [w for w in words if not w.isdigit() and w != "--force"] or len(numbers) > 1:
+        closing = [w for w in words if w in ("--finish", "--rollback")]
+        if [w for w in words if not w.isdigit() and w not in ("--force", "--finish", "--rollback")] or \
+                len(numbers) + len(closing) > 1:
             self._say("use /undo (the last call), /undo N (back to before checkpoint N), and --force to overwrite "
-                      "changes made outside the agent", "yellow")
+                      "changes made outside the agent; /undo --finish or /undo --rollback closes an interrupted "
+                      "undo", "yellow")
             return
 
         def confirm(plan: str) -> bool:
@@ -143,10 +146,14 @@ class Slash:
             except (EOFError, KeyboardInterrupt):  # a no, as at an approval prompt; the session goes on
                 self._say("(no: nothing was undone)", "dim")
                 return False
+        tell = lambda note: self.agent.tell(note, "undo")  # noqa: E731
         try:
-            report = undo.undo(checkpoints, self.agent.ctx.session, int(numbers[0]) if numbers else None,
-                               force="--force" in words, confirm=confirm,
-                               tell=lambda note: self.agent.tell(note, "undo"))
+            if closing:
+                report = undo.finish(checkpoints, self.agent.ctx.session, rollback=closing[0] == "--rollback",
+                                     force="--force" in words, confirm=confirm, tell=tell)
+            else:
+                report = undo.undo(checkpoints, self.agent.ctx.session, int(numbers[0]) if numbers else None,
+                                   force="--force" in words, confirm=confirm, tell=tell)
         except checkpoint.CheckpointError as exc:
             report = str(exc)
         self.console.print(Text(printable(report)))

@@ -100,11 +100,12 @@ def run(argv: Sequence[str], *, timeout: float, input: bytes | None = None, env:
 
 @contextmanager
 def streaming(argv: Sequence[str], *, timeout: float, env: dict[str, str] | None = None,
-              cwd: str | os.PathLike[str] | None = None) -> Iterator[subprocess.Popen]:
+              cwd: str | os.PathLike[str] | None = None, pass_fds: Sequence[int] = ()) -> Iterator[subprocess.Popen]:
     """A child to talk to over its stdin and stdout (git cat-file --batch), killed with its group
     when the block ends, or at the deadline: then reads see end of file, and `Timeout` is raised
     when the block ends."""
-    proc = popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
+    proc = popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd,
+                 pass_fds=tuple(pass_fds))
     expired = threading.Event()
 
     def expire() -> None:

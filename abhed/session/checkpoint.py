@@ -29,8 +29,13 @@ call's "after" and the next "before", or since the last "after", were made by so
 human, another session): undo never overwrites those silently.
 
 One process at a time works on a shadow repository (flock on its `lock`, which also serialises the
-threads of subagents); a kill -9 mid-snapshot leaves at most git's own `*.lock` files, removed by
-the next holder of the lock, and objects written whole (renamed into place).
+threads of subagents, and which every git child inherits, so it is free only once they are gone too);
+a kill -9 mid-snapshot leaves at most git's own `*.lock` files, removed by the next holder of the
+lock, objects written whole (renamed into place), and a journal the next snapshot names
+(journal.py; an undo's journal offers to finish or roll it back).
+
+What cannot be read (a file or directory this user may not read, a FIFO, socket or device) is
+skipped and named as not covered, never a reason to refuse the call; undo leaves such paths alone.
 
 The workspace is read and written through descriptors opened beneath its root, never by path
 (abhed/session/treeio.py): git only lists what changed (`diff-files`, `ls-files -o`: names and
@@ -54,6 +59,7 @@ import os
 import re
 import shutil
 import stat
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -64,7 +70,7 @@ from typing import Any
 
 from abhed.common import hostproc
 from abhed.files.atomic import replace_file
-from abhed.session import collect, gitindex, gitobjects, repostate, treeio, uncovered
+from abhed.session import collect, gitindex, gitobjects, journal, repostate, treeio, uncovered
 from sandbox import reserve
 
 MAX_LISTED = 50  # paths named in one message or event; the rest are counted
@@ -80,6 +86,10 @@ SAFE_CONFIG = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.exclude
                "core.fileMode=true", "core.ignoreCase=false", "core.bare=false", "core.splitIndex=false",
                "core.sparseCheckout=false", "core.untrackedCache=false", "index.version=2",
                "feature.manyFiles=false", "core.checkStat=default", "core.trustctime=true") + _UNCONSULTED
+# What git says on stderr of a directory it could not list (ls-files -o), and of a tracked path it could
+# not lstat (diff-files' perror): both carry on without it, so the checkpoint names them (LANG=C: English).
+_UNLISTED_DIR = re.compile(r"warning: could not open directory '(.+)/': (.+)")
+_UNSTATED = re.compile(r"(.+): ([A-Z][a-z ]+)")
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's id of the tree with nothing in it
 AUTHOR = {"GIT_AUTHOR_NAME": "abhed", "GIT_AUTHOR_EMAIL": "abhed@localhost", "GIT_COMMITTER_NAME": "abhed",
           "GIT_COMMITTER_EMAIL": "abhed@localhost"}
@@ -125,6 +135,8 @@ class Capture:
     repo: str = ""  # the `.git` state's tree (repostate.py), "" when the workspace has no .git directory
     left_out: list[str] = field(default_factory=list)  # files git listed that it could not take (too large...)
     collected: str = ""  # what the store's collection took away to stay within its caps, in words
+    skipped: list[str] = field(default_factory=list)  # "path (why)": unreadable, or a FIFO, socket, device
+    interrupted: str = ""  # a snapshot killed before this one, in words (journal.py)
 
 
 @dataclass
@@ -141,6 +153,7 @@ class UndoPlan:
     now: Capture
     changes: list[Change]
     outside: list[str]  # paths the plan touches that someone other than the agent changed since
+    left: list[str] = field(default_factory=list)  # "path (why)": unreadable now, left as they are
 
 
 class Shadow:
@@ -164,6 +177,7 @@ class Shadow:
         self._surveys: dict[str, uncovered.Survey] = {}  # a running call -> what was left out before it
         self._index: gitindex.Index | None = None  # the index as this process last read or wrote it
         self._index_sum: str | None = None  # ... and its checksum then
+        self._held = threading.local()  # the lock's descriptor while this thread holds it (`fd`)
 
     # -- running git ----------------------------------------------------------------------------
 
@@ -181,14 +195,16 @@ class Shadow:
             command += ["-c", item]
         return command
 
-    def git(self, *args: str, data: bytes | None = None, check: bool = True) -> bytes:
+    def git(self, *args: str, data: bytes | None = None, check: bool = True, errors: list[str] | None = None) -> bytes:
+        """git's output; `errors`: given, gets the lines it printed on stderr."""
         command = self._command()
         env = self._env()
         if args[0] == "init":  # creating the repository itself: it has no work tree yet
             del env["GIT_WORK_TREE"], env["GIT_DIR"], env["GIT_INDEX_FILE"]
             command = [self.git_binary]
         try:
-            done = hostproc.run(command + list(args), input=data, env=env, cwd=self.workspace, timeout=self.timeout_s)
+            done = hostproc.run(command + list(args), input=data, env=env, cwd=self.workspace, timeout=self.timeout_s,
+                                pass_fds=self.lock_fds())
         except hostproc.Timeout:
             raise CheckpointError(
                 f"git {args[0]} did not finish within {self.timeout_s:g} s (checkpoints.timeout_s) in the shadow "
@@ -202,7 +218,15 @@ class Shadow:
             error = done.stderr.decode("utf-8", "replace").strip()[-800:]  # pragma: no mutate (any short bound)
             raise CheckpointError(f"git {args[0]} failed in the shadow repository {self.git_dir} (exit "
                                   f"{done.returncode}): {error}")
+        if errors is not None:
+            errors += os.fsdecode(done.stderr).splitlines()
         return done.stdout
+
+    def lock_fds(self) -> tuple[int, ...]:
+        """The lock's descriptor, for every git child: the lock then outlives a killed Abhed until its
+        children are gone too, so the next holder finds no git of ours still writing (journal.py)."""
+        fd = getattr(self._held, "fd", None)
+        return () if fd is None else (fd,)
 
     # -- setting up, and the lock -------------------------------------------------------------------
 
@@ -256,14 +280,17 @@ class Shadow:
                                   f"{self.dir.parent} a writable directory") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            self._held.fd = fd
             self._ensure()
             self._clear_stale_locks()
             yield
         finally:
+            self._held.fd = None
             os.close(fd)
 
     def _clear_stale_locks(self) -> None:
-        """git's own lock files: only a holder of our lock writes here, so any left is from a killed one."""
+        """git's own lock files (index.lock...): only a holder of our lock writes here, and its git children
+        hold the lock too, so any left now is from a holder and children that are all gone."""
         stale = list(self.git_dir.glob("*.lock")) + list((self.git_dir / "refs").rglob("*.lock"))
         for path in stale:
             path.unlink(missing_ok=True)
@@ -301,10 +328,15 @@ class Shadow:
     def _capture(self) -> Capture:
         # Tracked files whose stat differs from the index (diff-files lstat's them in parallel), then
         # untracked ones the ignore rules let through: names only; nothing is read by git.
-        listed = self.git("diff-files", "-z", "--name-only", "--no-renames").split(b"\0")
-        listed += self.git("ls-files", "-z", "-o", "--exclude-standard").split(b"\0")
-        paths: set[str] = set()
+        errors: list[str] = []
+        listed = self.git("diff-files", "-z", "--name-only", "--no-renames", errors=errors).split(b"\0")
+        unstated = [m[1] for m in map(_UNSTATED.fullmatch, errors) if m]  # tracked, lstat failed: read again
+        errors.clear()  # pragma: no mutate (equivalent: diff-files never says "could not open directory")
+        listed += self.git("ls-files", "-z", "-o", "--exclude-standard", errors=errors).split(b"\0")
+        paths: set[str] = set(unstated)
         not_covered: list[str] = []
+        skipped = [f"{m[1]}/ (a directory that cannot be read: {m[2]}; nothing in it is covered)"
+                   for m in map(_UNLISTED_DIR.fullmatch, errors) if m]
         for entry in listed:
             if not entry:
                 continue  # pragma: no mutate (the split's empty last name: read, it would be the missing "", a no-op)
@@ -326,7 +358,7 @@ class Shadow:
                 name = os.fsencode(path)
                 if not isinstance(got, treeio.Read):
                     if got is not None:
-                        not_covered.append(f"{path} ({got.why})")
+                        (skipped if got.unreadable else not_covered).append(f"{path} ({got.why})")
                         left_out.append(path)
                     changes[name] = None  # gone, beyond a symlink now, or not covered: out of the index
                     modes["modes"].pop(path, None)
@@ -337,12 +369,20 @@ class Shadow:
                     modes["modes"][path] = perm
                 else:
                     modes["modes"].pop(path, None)
+            journal.pause("snapshot")
         blob = self._save_modes(modes)  # before the index: a kill between them leaves paths to look at again
         path = self.git_dir / "index"
         if changes:
             self._index = gitindex.write(path, gitindex.updated(self._read_index(path), changes))
             self._index_sum = gitindex.checksum(path)  # pragma: no mutate (a cache: unset, the index is read again)
-        return Capture(self._write_tree(path), blob, not_covered, repo, left_out)
+        return Capture(self._write_tree(path), blob, not_covered + skipped, repo, left_out, skipped=skipped)
+
+    def _specials(self) -> list[str]:
+        """FIFOs, sockets and devices in the directories of the covered files (git lists none of them)."""
+        names = {os.fsdecode(e.name) for e in self._read_index(self.git_dir / "index").entries}
+        directories = {""} | {"/".join(n.split("/")[:i]) for n in names for i in range(1, n.count("/") + 1)}  # pragma: no mutate (from 0: "" again)
+        with treeio.Tree(str(self.workspace)) as tree:
+            return tree.specials(sorted(directories))
 
     def _read_index(self, path: Path) -> gitindex.Index:
         """The index, parsed once per process while no other process changes it (a kernel-sized
@@ -413,23 +453,41 @@ class Shadow:
         `watch`: survey what checkpoints leave out, before the call and after it (uncovered.py), so that
         what the call did there, which undo cannot take back, is said (the after snapshot's `uncovered`)."""
         with self.locked():
-            capture = self.capture()
-            parent, tip = self.tip(session_id)
-            last = _last(tip)
-            number = last + 1 if kind == "before" else meta["number"]
-            meta = {**meta, "kind": kind, "number": number, "last": max(last, number), "at": stamp(),
-                    "ns": time.time_ns()}  # "at" for people; "ns" orders the checkpoints of all sessions (collect.py)
-            if watch:
-                earlier = self._surveys.pop(str(meta.get("call")), None) if kind == "after" else None
-                found = self._survey(capture, earlier.tops if earlier else [])
-                if kind == "before":
-                    self._surveys[str(meta.get("call"))] = found
-                elif earlier is not None:
-                    meta["uncovered"] = uncovered.changes(earlier, found)
-            snapshot = self.commit(session_id, capture, meta, parent)
+            killed = journal.read(self.dir, journal.SNAPSHOT)
+            journal.write(self.dir, journal.SNAPSHOT, {"session": session_id, "kind": kind, "call": meta.get("call"),
+                                                       "tool": meta.get("tool"), "started": stamp()})
+            try:
+                return self._snapshot(session_id, kind, meta, watch, killed)
+            finally:  # done, or failed and said so: only a kill leaves the journal
+                journal.clear(self.dir, journal.SNAPSHOT)
+
+    def _snapshot(self, session_id: str, kind: str, meta: dict[str, Any], watch: bool,
+                  killed: dict[str, Any] | None) -> tuple[Snapshot, Capture]:
+        """snapshot()'s work, lock held; `killed`: the journal of a snapshot killed before it, if any."""
+        capture = self.capture()
+        if killed is not None:
+            capture.interrupted = journal.snapshot_notice(killed)
+            meta = {**meta, "interrupted": capture.interrupted}
+        if watch:  # only a bash call can make one (write and edit make regular files)
+            found_specials = [s for s in self._specials() if s not in capture.skipped]
+            capture.skipped += found_specials
+            capture.not_covered += found_specials
+        parent, tip = self.tip(session_id)
+        last = _last(tip)
+        number = last + 1 if kind == "before" else meta["number"]
+        meta = {**meta, "kind": kind, "number": number, "last": max(last, number), "at": stamp(),
+                "ns": time.time_ns()}  # "at" for people; "ns" orders the checkpoints of all sessions (collect.py)
+        if watch:
+            earlier = self._surveys.pop(str(meta.get("call")), None) if kind == "after" else None
+            found = self._survey(capture, earlier.tops if earlier else [])
             if kind == "before":
-                capture.collected = collect.keep_within(self, session_id)
-            return snapshot, capture
+                self._surveys[str(meta.get("call"))] = found
+            elif earlier is not None:
+                meta["uncovered"] = uncovered.changes(earlier, found)
+        snapshot = self.commit(session_id, capture, meta, parent)
+        if kind == "before":
+            capture.collected = collect.keep_within(self, session_id)
+        return snapshot, capture
 
     def tip(self, session_id: str) -> tuple[str, dict[str, Any]]:
         """The session's newest snapshot and what its message says; ("", {}) before the first."""
@@ -523,9 +581,28 @@ class Shadow:
         # would have to go without a word.
         deleted = {c.path for c in changes if c.status == "D"}
         with treeio.Tree(str(self.workspace)) as tree:
+            # What cannot be read now (an unreadable file or directory, a FIFO) was not covered: undo
+            # neither deletes nor overwrites it, and says so.
+            why = {c.path: tree.unreadable(c.path) for c in changes}
+            left = [f"{path} ({reason})" for path, reason in why.items() if reason]
+            changes = [c for c in changes if not why[c.path]]
             outside |= {c.path for c in changes if c.status == "A" and _in_the_way(tree, c.path, deleted)}
         touched = {c.path for c in changes}
-        return UndoPlan(target, now, changes, sorted(touched & outside))
+        return UndoPlan(target, now, changes, sorted(touched & outside), left)
+
+    def fix_modes(self, to: Snapshot, paths: list[str]) -> None:
+        """The restored `paths`' exact modes are the index's again (those of `to`): after every restore,
+        and when an interrupted undo is finished (undo.py), for every path that undo touched."""
+        modes = self._mode_map(to.modes_blob)
+        current = self._modes()
+        # Equivalent mutants, all four: the capture that follows every restore reads each restored file
+        # again (renamed into place: a new inode) and sets its mode; this keeps modes.json right until then.
+        for path in paths:
+            if path in modes:  # pragma: no mutate (see above)
+                current["modes"][path] = modes[path]  # pragma: no mutate (see above)
+            else:
+                current["modes"].pop(path, None)  # pragma: no mutate (see above)
+        self._save_modes(current)  # pragma: no mutate (see above)
 
     def chain_locked(self, session_id: str) -> list[Snapshot]:
         out = self.git("log", "--first-parent", "-z", "--format=%H%n%T%n%B", _ref(session_id), "--", check=False)
@@ -588,16 +665,17 @@ class Shadow:
                                   f"{missing[0]}): it was damaged (a disk error, or files removed by hand), so those "
                                   "files cannot be restored from it. Undo to a later checkpoint may still work; "
                                   f"`git --git-dir {self.git_dir} fsck` names what is lost.")
-        raw = self._raw_diff(plan.now, plan.to)
+        kept = {c.path for c in plan.changes}
+        raw = [c for c in self._raw_diff(plan.now, plan.to) if c.path in kept]
         modes = self._mode_map(plan.to.modes_blob)
         failed: list[str] = []
         try:
             with treeio.Tree(str(self.workspace)) as tree, \
-                    gitobjects.reader(self._command(), self._env(), self.timeout_s) as objects:
+                    gitobjects.reader(self._command(), self._env(), self.timeout_s, self.lock_fds()) as objects:
                 _remove_all(tree, [c.path for c in raw if c.status == "D"], failed)
                 if any(c.path.startswith(f"{repostate.GIT}/") for c in raw):  # the objects its refs name first
                     repostate.RepoState(self.dir, self.git_dir / "objects").restore_objects(tree)
-                for change in sorted((c for c in raw if c.status != "D"), key=lambda c: c.path):
+                for done, change in enumerate(sorted((c for c in raw if c.status != "D"), key=lambda c: c.path), 1):
                     mode = change.mode if change.mode == 0o120000 else \
                         modes.get(change.path, 0o755 if change.mode & 0o100 else 0o644)
                     data = objects.blob(change.oid)
@@ -605,6 +683,7 @@ class Shadow:
                         tree.write(change.path, data, mode)
                     except OSError as exc:
                         failed.append(f"{change.path} ({exc.strerror})")
+                    journal.pause(f"undo:{done}")
                 tree.sync()
         except gitobjects.Missing as exc:
             raise CheckpointError(f"Undo stopped part-way: the shadow repository {self.git_dir} could not give "
@@ -614,13 +693,7 @@ class Shadow:
             raise CheckpointError(f"Undo stopped part-way: reading the shadow repository {self.git_dir} took longer "
                                   f"than {self.timeout_s:g} s (checkpoints.timeout_s). Files it restored before it "
                                   "stopped stay restored.") from None
-        current = self._modes()
-        for change in raw:  # the restored files' exact modes are the index's again
-            if change.path in modes:
-                current["modes"][change.path] = modes[change.path]
-            else:
-                current["modes"].pop(change.path, None)
-        self._save_modes(current)
+        self.fix_modes(plan.to, [c.path for c in raw])
         if failed:
             raise CheckpointError(f"Undo stopped part-way: {len(failed)} path{'s' * (len(failed) != 1)} could not be "
                                   f"restored:\n{listed(failed)}\nSomething not covered by checkpoints stands there "

@@ -106,7 +106,8 @@ class Reader:
 
 
 @contextmanager
-def reader(git: Sequence[str], env: dict[str, str], timeout: float) -> Iterator[Reader]:
-    """A Reader over `git cat-file --batch` (`git`: the command up to the subcommand)."""
-    with hostproc.streaming([*git, "cat-file", "--batch"], timeout=timeout, env=env) as proc:
+def reader(git: Sequence[str], env: dict[str, str], timeout: float, pass_fds: Sequence[int] = ()) -> Iterator[Reader]:
+    """A Reader over `git cat-file --batch` (`git`: the command up to the subcommand; `pass_fds`: the
+    store's lock, which the child holds too)."""
+    with hostproc.streaming([*git, "cat-file", "--batch"], timeout=timeout, env=env, pass_fds=pass_fds) as proc:
         yield Reader(proc)

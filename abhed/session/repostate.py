@@ -68,7 +68,10 @@ class RepoState:
 
     def capture(self, tree: treeio.Tree, max_bytes: int = MAX_FILE) -> tuple[str, list[str]]:
         """The `repo` tree id ("" when the workspace has no .git directory) and what was left out."""
-        gitfd = tree.dir(GIT)
+        try:
+            gitfd = tree.dir(GIT)
+        except OSError as exc:  # this user may not open it: named, and undo leaves it alone (treeio.unreadable)
+            return "", [f"{GIT}/ (a directory that cannot be read: {exc.strerror}; the repository's state is not covered)"]
         if gitfd is None:
             return "", []
         seen = self._load()
@@ -90,8 +93,12 @@ class RepoState:
         while stack:
             fd, rel, top = stack.pop()
             try:
-                with os.scandir(fd) as entries:
-                    listed = list(entries)
+                try:
+                    with os.scandir(fd) as entries:
+                        listed = list(entries)
+                except OSError as exc:  # opened, but not listable (mode 0300): skipped and named
+                    not_covered.append(f"{GIT}/{rel} (cannot be read: {exc.strerror})")
+                    continue
                 for entry in listed:
                     name = f"{rel}{entry.name}"
                     if top and entry.name in SKIP:

@@ -45,6 +45,7 @@ class Skipped:
     """An entry a checkpoint cannot hold: why, in a few words."""
 
     why: str
+    unreadable: bool = True  # False: readable, only too large (what checkpoints.max_file_bytes leaves out)
 
 
 KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
@@ -94,7 +95,10 @@ class Tree:
     def read(self, path: str, max_bytes: int) -> Read | Skipped | None:
         """What `path` holds: a Read, Skipped (with why), or None when no file or symlink is there."""
         parent, _, name = path.rpartition("/")
-        dirfd = self.dir(parent)
+        try:
+            dirfd = self.dir(parent)
+        except OSError as exc:  # a directory on the way this user may not open (EACCES): skipped, named
+            return Skipped(f"its directory cannot be read: {exc.strerror}")
         if dirfd is None:
             return None
         try:
@@ -112,10 +116,10 @@ class Tree:
             if not stat.S_ISREG(st.st_mode):
                 return Skipped(f"{KINDS.get(stat.S_IFMT(st.st_mode), 'not a regular file')}: it has no content to keep")
             if st.st_size > max_bytes:
-                return Skipped(f"{st.st_size:,} bytes, over checkpoints.max_file_bytes")
+                return Skipped(f"{st.st_size:,} bytes, over checkpoints.max_file_bytes", unreadable=False)
             data = _read_all(fd, max_bytes + 1)
             if len(data) > max_bytes:
-                return Skipped(f"over {max_bytes:,} bytes (checkpoints.max_file_bytes) while it was read")
+                return Skipped(f"over {max_bytes:,} bytes (checkpoints.max_file_bytes) while it was read", unreadable=False)
             after = os.fstat(fd)
             settled = (after.st_mtime_ns, after.st_size, len(data)) == (st.st_mtime_ns, st.st_size, st.st_size)
             return Read(data, after, settled)
@@ -143,6 +147,46 @@ class Tree:
             return None
         kind = KINDS.get(stat.S_IFMT(st.st_mode))
         return Skipped(f"{kind}: it has no content to keep") if kind else None
+
+    def unreadable(self, path: str) -> str | None:
+        """Why `path` (a file or directory) or a directory on the way to it cannot be read now, or None:
+        undo leaves such a path alone (it did not cover what stands there, and must not clobber it)."""
+        parent, _, name = path.rpartition("/")
+        try:
+            dirfd = self.dir(parent)
+        except OSError as exc:
+            return f"its directory cannot be read: {exc.strerror}"
+        if dirfd is None:
+            return None
+        try:
+            fd = os.open(name, READ_FLAGS, dir_fd=dirfd)
+        except OSError as exc:
+            if exc.errno in GONE:
+                return None  # nothing there, or a symlink (read as a symlink: no content to refuse)
+            special = self._special(dirfd, name)
+            return special.why if special else f"cannot be read: {exc.strerror}"
+        try:
+            kind = KINDS.get(stat.S_IFMT(os.fstat(fd).st_mode))
+        finally:
+            os.close(fd)
+        return f"{kind}: it has no content to keep" if kind else None
+
+    def specials(self, directories: list[str]) -> list[str]:
+        """FIFOs, sockets and devices directly in `directories` (git lists none of them), "path (what)";
+        a directory that cannot be listed is skipped (git names it). d_type only: nothing is opened."""
+        found = []
+        for rel in directories:
+            try:
+                fd = self.dir(rel)
+                entries = list(os.scandir(fd)) if fd is not None else []  # pragma: no mutate (None: a race, the directory went since the index)
+            except OSError:
+                continue
+            for entry in entries:
+                plain = entry.is_symlink() or entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False)  # pragma: no mutate (following or not: a symlink is excluded first)
+                if entry.name != ".git" and not plain:
+                    kind = _kind_of(entry)
+                    found.append(f"{rel + '/' if rel else ''}{entry.name} ({kind}: it has no content to keep)")
+        return found
 
     # -- writing ----------------------------------------------------------------------------------
 
@@ -217,6 +261,13 @@ def exists(dirfd: int, name: str) -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+def _kind_of(entry: os.DirEntry) -> str:
+    try:
+        return KINDS.get(stat.S_IFMT(entry.stat(follow_symlinks=False).st_mode), "not a regular file")  # pragma: no mutate (never a symlink here)
+    except OSError:
+        return "not a regular file"  # pragma: no mutate (gone since the listing, a race: None reads the same)
 
 
 def _read_all(fd: int, limit: int) -> bytes:

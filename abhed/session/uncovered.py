@@ -53,7 +53,7 @@ def survey(workspace: str, listed: list[str], skip: tuple[str, ...]) -> Survey:
 
 def _walk(tree: treeio.Tree, top: str, found: Survey, budget: list[int]) -> None:
     parent, _, name = top.rpartition("/")
-    dirfd = tree.dir(parent)
+    dirfd = _opened(tree, parent)
     if dirfd is None:
         return
     try:
@@ -66,7 +66,7 @@ def _walk(tree: treeio.Tree, top: str, found: Survey, budget: list[int]) -> None
     stack = [top]
     while stack:
         rel = stack.pop()
-        fd = tree.dir(rel)
+        fd = _opened(tree, rel)
         if fd is None:
             continue
         try:
@@ -88,6 +88,15 @@ def _walk(tree: treeio.Tree, top: str, found: Survey, budget: list[int]) -> None
             if stat.S_ISDIR(st.st_mode):
                 stack.append(path)
         tree.forget(rel)  # one descriptor at a time: a left-out tree may hold thousands of directories
+
+
+def _opened(tree: treeio.Tree, rel: str) -> int | None:
+    """The directory `rel`, or None when it is gone or cannot be opened (this user may not read it: the
+    checkpoint names it as not covered)."""
+    try:
+        return tree.dir(rel)
+    except OSError:
+        return None  # pragma: no mutate (equivalent: falling off the end returns None too)
 
 
 def _key(st: os.stat_result) -> tuple[str, int, int, int]:

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from abhed.session import journal
 from abhed.session.checkpoint import Capture, Change, Checkpoints, CheckpointError, Shadow, UndoPlan, UndoRefused, listed, stamp
 from abhed.session.events import ActionEvent, CheckpointEvent, MessageEvent, new_id
 from abhed.session.store import Session, SessionError, SessionStore
@@ -87,7 +88,9 @@ def describe(plan: UndoPlan, workspace: str) -> str:
     count = len(plan.changes)
     head = f"Undo to before checkpoint {plan.to.number} changes {count} file{'s' * (count != 1)} in {workspace}:"
     body = listed([f"{WHAT.get(c.status, c.status)} {c.path}" for c in plan.changes])
-    return f"{head}\n{body}\nFiles not covered by checkpoints (ignored, excluded or too large) are left as they are."
+    left = (f"\nLeft as they are, because they cannot be read now (undo neither deletes nor overwrites what it did "
+            f"not cover):\n{listed(plan.left)}") if plan.left else ""
+    return f"{head}\n{body}{left}\nFiles not covered by checkpoints (ignored, excluded or too large) are left as they are."
 
 
 def undo(checkpoints: Checkpoints, session: Session, number: int | None, *, force: bool,
@@ -100,6 +103,7 @@ def undo(checkpoints: Checkpoints, session: Session, number: int | None, *, forc
     """
     shadow = checkpoints.shadow
     with shadow.locked():
+        _refuse_if_interrupted(shadow)
         number = number or _last(shadow, session.id)
         plan = shadow.plan_undo(session.id, number)
     if not plan.changes:
@@ -115,6 +119,7 @@ def undo(checkpoints: Checkpoints, session: Session, number: int | None, *, forc
     # The lock keeps new commands of this store's sessions from starting (each takes a checkpoint first);
     # the freeze stops those already running in the workspace, whichever session or process started them.
     with shadow.locked(), _frozen(shadow.workspace):
+        _refuse_if_interrupted(shadow)
         now = shadow.capture()
         if now.tree != plan.now.tree:
             raise CheckpointError("The workspace changed while the undo waited for your answer; nothing was changed. "
@@ -152,13 +157,19 @@ def _apply(shadow: Shadow, session: Session, plan: UndoPlan, now: Capture,
                                              "to": plan.to.number, "agent_id": "human", "at": stamp()})
     session.record(CheckpointEvent(session_id=session.id, agent_id="human", number=number, commit=before.commit,
                                    action_id=None, tool="undo", undo_to=plan.to.number))
+    # Before the first file changes: a kill from here on leaves the journal, which the next undo,
+    # `abhed checkpoints` and chat start name, with a way to finish or roll back (finish()).
+    journal.write(shadow.dir, journal.UNDO, {"session": session.id, "number": number, "to": plan.to.number,
+                                             "call": call, "started": stamp()})
     try:
         shadow.apply(plan)
     except CheckpointError as exc:
+        journal.clear(shadow.dir, journal.UNDO)  # it stopped by itself, and says how to take it back
         raise CheckpointError(f"{exc} Nothing is lost: this undo is checkpoint {number}: `abhed undo --to {number} "
                               f"{session.id}` puts back the workspace as it was before it.") from None
     shadow.commit(session.id, shadow.capture(), {"kind": "after", "number": number, "last": number, "call": call,
                                                   "tool": "undo", "at": stamp()})
+    journal.clear(shadow.dir, journal.UNDO)
     note = (f"[Abhed: the user undid the changes since checkpoint {plan.to.number}: the workspace is back to its "
             f"state before that call ({_summary(plan.changes)}). Files you read or wrote since may differ now: read "
             "them again before editing.]")
@@ -168,6 +179,83 @@ def _apply(shadow: Shadow, session: Session, plan: UndoPlan, now: Capture,
         session.record(MessageEvent(session_id=session.id, role="user", origin="undo", content=note))
     return (f"Undone: the workspace is as it was before checkpoint {plan.to.number} ({_summary(plan.changes)}). This "
             f"undo is checkpoint {number}: `abhed undo --to {number} {session.id}` takes it back.")
+
+
+def _refuse_if_interrupted(shadow: Shadow) -> None:
+    facts = journal.read(shadow.dir, journal.UNDO)
+    if facts is not None:
+        raise UndoRefused(f"Undo refused: {journal.undo_notice(facts)} Nothing was changed.", [])
+
+
+def interrupted(checkpoints: Checkpoints) -> str | None:
+    """The notice of an undo that was interrupted in this workspace, or None (what `abhed checkpoints`,
+    `abhed undo` and chat start say). The lock makes sure its undo is not still running."""
+    shadow = checkpoints.shadow
+    if not (shadow.dir / journal.UNDO).exists():  # pragma: no mutate (a shortcut: the common case, without the lock)
+        return None
+    with shadow.locked():
+        facts = journal.read(shadow.dir, journal.UNDO)
+    return None if facts is None else journal.undo_notice(facts)
+
+
+def interrupted_session(checkpoints: Checkpoints) -> str | None:
+    """The session of the interrupted undo in this workspace, if any (what --finish and --rollback act on)."""
+    with checkpoints.shadow.locked():
+        facts = journal.read(checkpoints.shadow.dir, journal.UNDO)
+    return None if facts is None else str(facts.get("session", ""))
+
+
+def finish(checkpoints: Checkpoints, session: Session, *, rollback: bool, force: bool,
+           confirm: Callable[[str], bool], tell: Callable[[str], None] | None = None) -> str:
+    """Finish the interrupted undo (the workspace as before its target checkpoint), or roll it back
+    (as before the undo itself, its own checkpoint); then the mode fix-up over every path it touched."""
+    shadow = checkpoints.shadow
+    what = "Roll back" if rollback else "Finish"
+    with shadow.locked(), _frozen(shadow.workspace):
+        facts = journal.read(shadow.dir, journal.UNDO)
+        if facts is None:
+            return "No undo was interrupted in this workspace: nothing to finish or roll back."
+        mine, to = _journalled(shadow, facts, session, rollback)
+        plan = shadow.plan_undo(session.id, mine if rollback else to)
+        if plan.outside and not force:
+            raise UndoRefused(f"Not done: {len(plan.outside)} of the files it would change were changed by someone "
+                              f"else since:\n{listed(plan.outside)}\nNothing was changed. Rerun with --force to "
+                              "overwrite them.", plan.outside)
+        if plan.changes and not confirm(f"{what} the interrupted undo: {describe(plan, str(shadow.workspace))}"):
+            return f"{what} cancelled; nothing was changed."
+        if plan.changes:
+            shadow.apply(plan)
+        # The mode fix-up over every path the whole undo touches: the killed run's too.
+        started = next((s for s in shadow.chain_locked(session.id) if s.kind == "before" and s.number == mine), None)  # pragma: no mutate (which paths: see Shadow.fix_modes)
+        shadow.fix_modes(plan.to, [c.path for c in (shadow.diff(started, plan.to) if started else plan.changes)])  # pragma: no mutate (as above)
+        shadow.commit(session.id, shadow.capture(), {"kind": "after", "number": mine, "call": facts.get("call"),
+                                                      "last": shadow.last_number(session.id), "tool": "undo",
+                                                      "at": stamp(), "ended": f"{what.lower()} done"})
+        journal.clear(shadow.dir, journal.UNDO)
+    done = f"as it was before the undo (checkpoint {mine})" if rollback else f"as it was before checkpoint {to}"
+    note = (f"[Abhed: an undo interrupted earlier was {'rolled back' if rollback else 'finished'}: the workspace is "
+            f"{done}. Files you read or wrote since may differ now: read them again before editing.]")
+    if tell is not None:
+        tell(note)
+    else:
+        session.record(MessageEvent(session_id=session.id, role="user", origin="undo", content=note))
+    return f"{'Rolled back' if rollback else 'Finished'}: the interrupted undo is closed; the workspace is {done}."
+
+
+def _journalled(shadow: Shadow, facts: dict, session: Session, rollback: bool) -> tuple[int, int]:
+    """The interrupted undo's own checkpoint and its target, from its journal; refused when the journal
+    is damaged or the undo is another session's."""
+    try:
+        mine, to = int(facts["number"]), int(facts["to"])
+    except (KeyError, TypeError, ValueError):
+        raise CheckpointError(f"The journal of an interrupted undo, {shadow.dir / journal.UNDO}, is damaged, so "
+                              "which undo it was is unknown. Remove it, then look at `abhed checkpoints` and undo "
+                              "to the checkpoint you want.") from None
+    if facts.get("session") != session.id:
+        raise CheckpointError(f"The interrupted undo is one of session {facts.get('session')}, not of "
+                              f"{session.id}: run `abhed undo {'--rollback' if rollback else '--finish'} "
+                              f"{facts.get('session')}` (outside a chat of that session).")
+    return mine, to
 
 
 def _summary(changes: list[Change]) -> str:
