@@ -100,14 +100,37 @@ def open_parent(path: Path, ctx: ToolContext, *, may_create: bool) -> tuple[int,
 
 @contextmanager
 def held(path: Path, ctx: ToolContext, *, may_create: bool) -> Iterator[tuple[int, list[str]]]:
-    """The parent directory's descriptor (see `open_parent`), with `path`'s cross-process write
-    lock held: no other Abhed process changes this file until the block ends."""
+    """The parent directory's descriptor (see `open_parent`), with that directory's write lock held
+    (files/filelock.py): no other Abhed process, of any home or user, writes there until the block ends."""
     dirfd, made = open_parent(path, ctx, may_create=may_create)
     try:
-        with filelock.locked(ctx.settings.home, dirfd, path.name):
-            yield dirfd, made
+        try:
+            filelock.acquire(dirfd, ctx.settings.files.lock_wait_s)
+        except filelock.Busy as exc:
+            raise busy_error(path, exc) from None
+        except OSError as exc:
+            raise lock_failed(path, exc) from None
+        yield dirfd, made
     finally:
-        os.close(dirfd)
+        os.close(dirfd)  # releases the lock
+
+
+def busy_error(path: Path, exc: filelock.Busy) -> ToolError:
+    who = ", ".join(exc.holders) or "a process Abhed cannot see"
+    return ToolError(
+        f"Nothing was written to {path}: its directory {path.parent} has been locked for {exc.waited_s:g} s by {who}. "
+        "Abhed writes a file only under that lock, so that no other writer changes it at the same moment. If a "
+        "command of yours holds it (e.g. `flock` in a background bash job), stop that command; if another Abhed "
+        "session is writing there, wait for it; then retry. (The wait is files.lock_wait_s.)",
+        reason="locked", holders=exc.holders)
+
+
+def lock_failed(path: Path, exc: OSError) -> ToolError:
+    return ToolError(
+        f"Nothing was written to {path}: its directory {path.parent} could not be locked ({exc.strerror}, errno "
+        f"{exc.errno}), and Abhed does not write without that lock, since another writer could change the file at the "
+        "same moment and one change would be lost. The filesystem may not support locks (e.g. some network mounts): "
+        "work on a copy on a local filesystem, or ask the user.", reason="lock_failed", errno=exc.errno)
 
 
 def exists_in(dirfd: int, name: str) -> bool:
