@@ -154,3 +154,5 @@ def test_plausible_edits_change_exactly_what_they_say(tmp_path_factory, data, na
             assert after == before, result.content
         else:
             assert after == expected_after(tool, args, before, ws, result.content), result.content
+            if tool == "edit":  # issue 33 #9: the count is exactly what was replaced
+                assert result.metadata["replacements"] == (text.count(old) if replace_all else 1), result.content
