@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from abhed.files import beneath
+from abhed.files import beneath, namelimits
 from abhed.common.errors import ToolError
 
 
@@ -78,16 +78,24 @@ class PathPolicy:
                 f"`{field}` must be an absolute path: got {raw!r}. "
                 f"Relative to the working directory {base} that is {guess}; send that instead."
             )
+        self._within_limits(os.path.normpath(raw), field)
         try:
             real = _real(Path(raw))
         except OSError as exc:  # a symlink on the path changed while it was followed
             raise PathError(f"`{field}` {raw} could not be resolved: a component of it changed while Abhed followed "
                             f"it ({exc.strerror}). Retry once; if a command is rearranging these files, wait for "
                             "it to finish.") from None
+        self._within_limits(str(real), field)  # symlinks on the way may have made it longer
         for root in self.roots:
             if is_within(real, root):
                 return real
         raise PathError(self._outside_message(raw, real, field))
+
+    @staticmethod
+    def _within_limits(path: str, field: str) -> None:
+        error = namelimits.too_long(path, field)
+        if error is not None:
+            raise PathError(error.message, **error.metadata)
 
     def root_of(self, real: Path) -> Path:
         """The allowed root `real` (a path `resolve` returned) lies under."""

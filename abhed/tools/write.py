@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from abhed.files import beneath, filelock, textfile
+from abhed.files import beneath, filelock, namelimits, textfile
 from abhed.gate import protected
 from abhed.files.atomic import Conflict, replace_at
 from abhed.common.errors import ToolError, explain_oserror
@@ -72,6 +72,7 @@ def open_parent(path: Path, ctx: ToolContext, *, may_create: bool) -> tuple[int,
     except OSError as exc:
         raise textfile.open_failed(exc, path.parent, ctx.paths.workspace, "writing") from None
     missing, existing = _missing_dirs(path)
+    refuse_control([*((d, "directory") for d in missing), (path, "file")])  # before any directory is made
     if not ctx.settings.files.create_parents:
         raise ToolError(
             f"The parent directory {path.parent} does not exist, and creating directories is disabled by the operator "
@@ -169,8 +170,17 @@ def replace(dirfd: int, path: Path, data: bytes, *, mode: int, owner: tuple[int,
         raise explain_oserror(exc, path, action, unchanged=action != "creating") from None
 
 
+def refuse_control(new: list[tuple[Path, str]]) -> None:
+    """Refuse to make a file or directory whose name holds a line break or another control character."""
+    for path, what in new:
+        error = namelimits.control_error(str(path), path.name, what)
+        if error is not None:
+            raise error
+
+
 def create(path: Path, data: bytes, ctx: ToolContext, dirfd: int, made: list[str], tool: str) -> ToolResult:
     """Create `path` (absent: checked under the lock), in the directory `dirfd`."""
+    refuse_control([(path, "file")])
     st = replace(dirfd, path, data, mode=ctx.settings.files.new_file_mode, owner=None, expect=None, record=None,
                  tool=tool, action="creating")
     ctx.session.remember(path, data if len(data) <= HASH_LIMIT else None, st.st_size, st.st_mtime_ns)
