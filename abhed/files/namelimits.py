@@ -21,7 +21,8 @@ from abhed.common.errors import ToolError
 
 NAME_MAX = 255  # bytes in one name (ext4, xfs, btrfs, tmpfs, overlayfs); a smaller limit surfaces as ENAMETOOLONG
 PATH_MAX = 4096  # bytes the kernel takes in one path, its terminating NUL included
-SHOWN = 40  # characters of an overlong name shown in a message
+SHOWN = 40  # characters of an overlong name (or path) shown in a message
+SHOWN_WHERE = 200  # characters of the directory holding it
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -29,8 +30,8 @@ def _size(text: str) -> int:
     return len(os.fsencode(text))
 
 
-def _cut(name: str) -> str:
-    return name if len(name) <= SHOWN else f"{name[:SHOWN]}..."
+def _cut(text: str, limit: int = SHOWN) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}..."
 
 
 def too_long(path: str, field: str = "path") -> ToolError | None:
@@ -40,7 +41,7 @@ def too_long(path: str, field: str = "path") -> ToolError | None:
         if size > NAME_MAX:
             where = "/".join(path.split("/")[:position]) or "/"
             return ToolError(
-                f"`{field}` holds a name of {size} bytes ({_cut(name)!r}, in {_cut(where)}), but a file or directory "
+                f"`{field}` holds a name of {size} bytes ({_cut(name)!r}, in {_cut(where, SHOWN_WHERE)}), but a file or directory "
                 f"name may have at most {NAME_MAX} bytes, so no file can have that path; nothing was read or written. "
                 f"Use a shorter name (at most {NAME_MAX} bytes), or split it into directories.",
                 reason="name_too_long", bytes=size, limit=NAME_MAX)
