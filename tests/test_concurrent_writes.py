@@ -299,3 +299,66 @@ def test_saving_a_rule_or_pins_in_a_locked_directory_says_so_and_writes_nothing(
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_holders_are_those_holding_not_those_waiting_and_a_gone_locker_is_named_by_pid(tmp_path):
+    """`flock DIR sleep` killed: its child keeps the lock, /proc/locks still names the dead locker;
+    a second `flock DIR` blocked on it is a waiter, not a holder."""
+    held = subprocess.Popen(["flock", str(tmp_path), "sleep", "600"])
+    dirfd = _dir(tmp_path)
+    waiter, sleeper = None, None
+    try:
+        while not filelock.holders(dirfd):
+            time.sleep(0.01)
+        sleeper = int(Path(f"/proc/{held.pid}/task/{held.pid}/children").read_text().split()[0])
+        waiter = subprocess.Popen(["flock", str(tmp_path), "true"])
+        key = filelock._lock_key(dirfd)
+        while f"-> FLOCK  ADVISORY  WRITE {waiter.pid} {key}" not in Path("/proc/locks").read_text():
+            time.sleep(0.01)
+        assert filelock.holders(dirfd) == [f"PID {held.pid} (flock)"]
+        held.kill()
+        held.wait()  # gone; its child sleep keeps the lock
+        assert filelock.holders(dirfd) == [f"PID {held.pid}"]
+        with pytest.raises(filelock.Busy, match=rf"locked by PID {held.pid} for 0.1 s"):
+            filelock.acquire(dirfd, 0.1)
+    finally:
+        os.close(dirfd)
+        held.kill()
+        held.wait()
+        if sleeper is not None:
+            os.kill(sleeper, 9)  # the lock goes with the last descriptor
+        if waiter is not None:
+            waiter.wait()
+
+
+def test_without_proc_locks_the_holder_is_unknown_but_still_refused(ws, monkeypatch):
+    monkeypatch.setattr(filelock, "PROC_LOCKS", ws / "no-such-file")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(ws)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    dirfd = _dir(ws)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(filelock.Busy, match="locked by an unknown process for 0.1 s") as busy:
+            filelock.acquire(dirfd, 0.1)
+        assert busy.value.holders == []
+    finally:
+        os.close(dirfd)
+        holder.kill()
+        holder.wait()
+
+
+def test_waiting_for_the_lock_sleeps_rather_than_spins(ws):
+    """A held lock is polled with pauses: half a second of waiting costs little CPU time."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(ws)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    dirfd = _dir(ws)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        cpu = time.process_time()
+        with pytest.raises(filelock.Busy):
+            filelock.acquire(dirfd, 0.5)
+        assert time.process_time() - cpu < 0.15
+    finally:
+        os.close(dirfd)
+        holder.kill()
+        holder.wait()
