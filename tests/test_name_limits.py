@@ -74,6 +74,8 @@ def test_the_limits_at_their_edges():
     fill = "/" + "f" * (4095 - len(edge) - 1)
     assert namelimits.too_long(edge + fill) is None  # 4095 bytes: the longest path the kernel takes
     assert namelimits.too_long(edge + fill + "g").metadata == {"reason": "path_too_long", "bytes": 4096, "limit": 4095}
+    at_edge = namelimits.too_long("/" + "w" * 199 + "/" + "v" * 256).message  # 200 characters shown whole
+    assert f"('{'v' * 40}...', in /{'w' * 199})" in at_edge
     where = namelimits.too_long("/" + "/".join(["w" * 100] * 3) + "/" + LONG, field="cwd").message
     assert where.startswith(f"`cwd` holds a name of 5000 bytes ('{'a' * 40}...', in /{'w' * 100}/{'w' * 98}...)")
 
