@@ -195,6 +195,8 @@ def test_the_temporary_name_of_a_255_byte_name_fits_the_limit_and_splits_no_char
         assert name.startswith(kept) and len(kept) >= 50  # a prefix of whole characters
         assert len(os.fsencode(temp)) >= 255 - 3  # shortened no more than a character's bytes beyond need
     assert atomic.temp_name("short.txt").startswith(f".short.txt{atomic.TEMP_MARK}{os.getpid()}-")
+    room = 255 - 1 - len(f"{atomic.TEMP_MARK}{os.getpid()}-") - 8
+    assert len(os.fsencode(atomic.temp_name("r" * room))) == 255  # a name that just fits is kept whole
     target = tmp_path / ("n" * 255)
     atomic.replace_file(target, b"data", mode=0o644)
     assert target.read_bytes() == b"data" and os.listdir(tmp_path) == [target.name]

@@ -272,12 +272,38 @@ def test_a_lock_a_sandboxed_command_holds_for_ever_is_a_clear_error_not_a_hang(m
 
 
 def test_an_unlockable_directory_refuses_the_write_saying_why(tools, ws):
-    from abhed.tools.write import lock_failed
+    from abhed.common.errors import ToolError
+    from abhed.tools.write import lock, lock_failed
+    fd = os.open(ws, os.O_PATH | os.O_DIRECTORY)  # cannot be flocked (EBADF), as on a filesystem without locks
+    try:
+        with pytest.raises(ToolError) as refused:
+            lock(fd, ws / "f.txt", 60)
+    finally:
+        os.close(fd)
+    assert refused.value.metadata == {"reason": "lock_failed", "errno": 9}
+    assert refused.value.message.startswith(f"Nothing was written to {ws / 'f.txt'}: its directory {ws} could not be "
+                                            "locked (Bad file descriptor, errno 9)")
     error = lock_failed(ws / "f.txt", OSError(37, "No locks available"))
     assert error.message.startswith(f"Nothing was written to {ws / 'f.txt'}: its directory {ws} could not be locked "
                                     "(No locks available, errno 37), and Abhed does not write without that lock")
     assert "work on a copy on a local filesystem" in error.message
     assert error.metadata == {"reason": "lock_failed", "errno": 37}
+
+
+@pytest.mark.parametrize("tool", ["write", "edit"])
+def test_the_lock_and_the_directory_descriptor_go_when_the_call_ends(tools, ws, tool):
+    from fd_testing import fds_on
+    target = ws / "f.txt"
+    target.write_text("old\n")
+    tools.ok("read", path=str(target))
+    args = {"content": "new\n"} if tool == "write" else {"old_string": "old", "new_string": "new"}
+    tools.ok(tool, path=str(target), **args)
+    assert fds_on(ws) == []
+    dirfd = _dir(ws)
+    try:
+        fcntl.flock(dirfd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free at once
+    finally:
+        os.close(dirfd)
 
 
 def test_saving_a_rule_or_pins_in_a_locked_directory_says_so_and_writes_nothing(tmp_path, monkeypatch):

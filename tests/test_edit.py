@@ -59,6 +59,7 @@ def test_overlapping_occurrences_count_as_ambiguous(tools, ws):
 def test_replace_all_changes_every_occurrence(tools, src):
     out = edit(tools, src, "return a - b", "return 0", replace_all=True).content
     assert out.startswith(f"Edited {src}: replaced 2 occurrences at lines 2, 6")
+    assert "more changed regions" not in out and " more (" not in out  # all shown: no note of more
     assert src.read_text().count("return 0") == 2
 
 

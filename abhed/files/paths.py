@@ -78,14 +78,13 @@ class PathPolicy:
                 f"`{field}` must be an absolute path: got {raw!r}. "
                 f"Relative to the working directory {base} that is {guess}; send that instead."
             )
-        self._within_limits(os.path.normpath(raw), field)
         try:
             real = _real(Path(raw))
         except OSError as exc:  # a symlink on the path changed while it was followed
             raise PathError(f"`{field}` {raw} could not be resolved: a component of it changed while Abhed followed "
                             f"it ({exc.strerror}). Retry once; if a command is rearranging these files, wait for "
                             "it to finish.") from None
-        self._within_limits(str(real), field)  # symlinks on the way may have made it longer
+        self._within_limits(str(real), field)  # what is opened (below its root); a missing tail stays as given
         for root in self.roots:
             if is_within(real, root):
                 return real

@@ -37,7 +37,7 @@ def stat_root(root: Path, ctx: ToolContext) -> os.stat_result | None:
     try:
         return os.stat(root)
     except FileNotFoundError:
-        return None
+        return None  # pragma: no mutate  (deleted, the function returns None all the same)
     except OSError as exc:  # e.g. a parent Abhed may not search (EACCES), or a name too long for its filesystem
         raise textfile.open_failed(exc, root, ctx.paths.workspace, "searching") from None
 

@@ -105,15 +105,20 @@ def held(path: Path, ctx: ToolContext, *, may_create: bool) -> Iterator[tuple[in
     (files/filelock.py): no other Abhed process, of any home or user, writes there until the block ends."""
     dirfd, made = open_parent(path, ctx, may_create=may_create)
     try:
-        try:
-            filelock.acquire(dirfd, ctx.settings.files.lock_wait_s)
-        except filelock.Busy as exc:
-            raise busy_error(path, exc) from None
-        except OSError as exc:
-            raise lock_failed(path, exc) from None
+        lock(dirfd, path, ctx.settings.files.lock_wait_s)
         yield dirfd, made
     finally:
         os.close(dirfd)  # releases the lock
+
+
+def lock(dirfd: int, path: Path, wait_s: float) -> None:
+    """Take the lock of `path`'s directory `dirfd` (filelock.acquire), or the instruction why not."""
+    try:
+        filelock.acquire(dirfd, wait_s)
+    except filelock.Busy as exc:
+        raise busy_error(path, exc) from None
+    except OSError as exc:
+        raise lock_failed(path, exc) from None
 
 
 def busy_error(path: Path, exc: filelock.Busy) -> ToolError:
