@@ -13,6 +13,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -357,34 +359,33 @@ def test_holders_are_those_holding_not_those_waiting_and_a_gone_locker_is_named_
             waiter.wait()
 
 
-def test_without_proc_locks_the_holder_is_unknown_but_still_refused(ws, monkeypatch):
-    monkeypatch.setattr(filelock, "PROC_LOCKS", ws / "no-such-file")
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(ws)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
-    dirfd = _dir(ws)
+@contextmanager
+def held_elsewhere(directory: Path) -> Iterator[int]:
+    """Another process holds `directory`'s lock for the block; yields our own descriptor of it."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(directory)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    dirfd = _dir(directory)
     try:
         assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(filelock.Busy, match="locked by an unknown process for 0.1 s") as busy:
-            filelock.acquire(dirfd, 0.1)
-        assert busy.value.holders == []
+        yield dirfd
     finally:
         os.close(dirfd)
         holder.kill()
         holder.wait()
+
+
+def test_without_proc_locks_the_holder_is_unknown_but_still_refused(ws, monkeypatch):
+    monkeypatch.setattr(filelock, "PROC_LOCKS", ws / "no-such-file")
+    with held_elsewhere(ws) as dirfd:
+        with pytest.raises(filelock.Busy, match="locked by an unknown process for 0.1 s") as busy:
+            filelock.acquire(dirfd, 0.1)
+        assert busy.value.holders == []
 
 
 def test_waiting_for_the_lock_sleeps_rather_than_spins(ws):
     """A held lock is polled with pauses: half a second of waiting costs little CPU time."""
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(ws)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
-    dirfd = _dir(ws)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with held_elsewhere(ws) as dirfd:
         cpu = time.process_time()
         with pytest.raises(filelock.Busy):
             filelock.acquire(dirfd, 0.5)
         assert time.process_time() - cpu < 0.15
-    finally:
-        os.close(dirfd)
-        holder.kill()
-        holder.wait()
