@@ -184,3 +184,19 @@ def test_replace_file_holds_its_directory_close_on_exec_and_as_a_directory(tmp_p
     with pytest.raises(NotADirectoryError):
         atomic.replace_file(tmp_path / "file" / "f.txt", b"x", mode=0o600)
     assert seen == [(True, True)]  # refused at the open, before any write
+
+
+def test_the_temporary_name_of_a_255_byte_name_fits_the_limit_and_splits_no_character(tmp_path):
+    """Issue 33 #5: `.NAME.abhed-tmp-PID-RANDOM` of a long name was over 255 bytes (ENAMETOOLONG)."""
+    for name in ("n" * 255, "é" * 127, "日" * 85, "a" + "é" * 127):
+        temp = atomic.temp_name(name)
+        assert len(os.fsencode(temp)) <= 255 and atomic.is_temp(temp)
+        kept = temp[1:temp.index(atomic.TEMP_MARK)]
+        assert name.startswith(kept) and len(kept) >= 50  # a prefix of whole characters
+        assert len(os.fsencode(temp)) >= 255 - 3  # shortened no more than a character's bytes beyond need
+    assert atomic.temp_name("short.txt").startswith(f".short.txt{atomic.TEMP_MARK}{os.getpid()}-")
+    room = 255 - 1 - len(f"{atomic.TEMP_MARK}{os.getpid()}-") - 8
+    assert len(os.fsencode(atomic.temp_name("r" * room))) == 255  # a name that just fits is kept whole
+    target = tmp_path / ("n" * 255)
+    atomic.replace_file(target, b"data", mode=0o644)
+    assert target.read_bytes() == b"data" and os.listdir(tmp_path) == [target.name]

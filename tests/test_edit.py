@@ -59,6 +59,7 @@ def test_overlapping_occurrences_count_as_ambiguous(tools, ws):
 def test_replace_all_changes_every_occurrence(tools, src):
     out = edit(tools, src, "return a - b", "return 0", replace_all=True).content
     assert out.startswith(f"Edited {src}: replaced 2 occurrences at lines 2, 6")
+    assert "more changed regions" not in out and " more (" not in out  # all shown: no note of more
     assert src.read_text().count("return 0") == 2
 
 
@@ -297,3 +298,43 @@ def test_very_many_matches_are_counted_up_to_a_bound_and_replace_all_still_chang
     assert "50 and 9950 more)" in err and path.read_text() == "x\n" * 12_000
     tools.ok("edit", path=str(path), old_string="x", new_string="y", replace_all=True)
     assert path.read_text() == "y\n" * 12_000
+
+
+def test_replace_all_reports_the_exact_count_beyond_any_bound(tools, ws):
+    """Issue 33 #9: the count was the ambiguity scan's, capped at 10 000; it is str.replace's own."""
+    path = ws / "many.txt"
+    path.write_text("x\n" * 12_345)
+    tools.ok("read", path=str(path))
+    result = tools("edit", path=str(path), old_string="x", new_string="yy", replace_all=True)
+    lines = ", ".join(map(str, range(1, 51)))
+    assert result.content.startswith(f"Edited {path}: replaced 12345 occurrences at lines {lines} and 12295 more "
+                                      "(1 line replaced by 1 line).")
+    assert result.content.endswith("[... 12340 more changed regions not shown]")
+    assert result.metadata["replacements"] == 12_345 and path.read_text() == "yy\n" * 12_345
+
+
+@pytest.mark.parametrize("text, old, count, after", [
+    ("aaaa\n", "aa", 2, "bb\n"),  # 3 overlapping matches, 2 replaced
+    ("aaa\n", "aa", 1, "ba\n"),  # 2 overlapping (ambiguous without replace_all), 1 replaced
+    ("ababa\nababa\n", "aba", 2, "Xba\nXba\n"),
+    ("x\ny\n", "x\ny", 1, "X\n"),
+])
+def test_replace_all_counts_what_it_replaced_not_overlapping_matches(tools, ws, text, old, count, after):
+    path = ws / "o.txt"
+    path.write_text(text)
+    tools.ok("read", path=str(path))
+    new = "X" if "\n" in old else ("b" if old == "aa" else "X")
+    result = tools("edit", path=str(path), old_string=old, new_string=new, replace_all=True)
+    assert result.metadata["replacements"] == count, result.content
+    word = "occurrence" if count == 1 else "occurrences"
+    assert result.content.startswith(f"Edited {path}: replaced {count} {word} at line")
+    assert path.read_text() == after
+
+
+def test_a_changed_file_matching_beyond_the_bound_says_at_least(tools, ws):
+    path = ws / "many.txt"
+    path.write_text("x\n")
+    tools.ok("read", path=str(path))
+    path.write_text("x\n" * 10_001)
+    err = tools.err("edit", path=str(path), old_string="x", new_string="y")
+    assert "changed on disk since you read it" in err and "old_string now matches at least 10000 times" in err

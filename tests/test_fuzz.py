@@ -154,3 +154,63 @@ def test_plausible_edits_change_exactly_what_they_say(tmp_path_factory, data, na
             assert after == before, result.content
         else:
             assert after == expected_after(tool, args, before, ws, result.content), result.content
+            if tool == "edit":  # issue 33 #9: the count is exactly what was replaced
+                assert result.metadata["replacements"] == (text.count(old) if replace_all else 1), result.content
+
+
+# -- issue 33 #5: every path argument of every tool, over the system's limits -------------------------
+
+PATH_FIELDS = [("read", "path"), ("write", "path"), ("edit", "path"), ("glob", "path"), ("glob", "pattern"),
+               ("grep", "path"), ("grep", "glob")]  # bash has no path argument (its cwd is the session's)
+ODD = ["\x00", "\n", "\r", "\t", "\x1b", "\x7f", "\udce9", "\udcff", "\ud800", "\udfff", "\ufffd", "\u2028", "/", ".."]
+
+
+def hostile_paths(ws: str):
+    """Long names (at and over NAME_MAX, in bytes), long totals (around PATH_MAX), NUL, line breaks
+    and other control characters, undecodable bytes (surrogate escapes) and lone surrogates, mixed
+    into real paths of the workspace."""
+    names = st.one_of(
+        st.sampled_from(["a.txt", "sub", "deep.py", "new.txt", "x" * 255, "é" * 127, "é" * 128, "日" * 85, "日" * 86]),
+        st.integers(240, 6000).map(lambda n: "n" * n),
+        st.text(max_size=12),
+    )
+    with_odd = st.builds(lambda name, odd, at: name[:at] + odd + name[at:], names, st.sampled_from(ODD),
+                         st.integers(0, 12))
+    parts = st.lists(st.one_of(names, with_odd), min_size=1, max_size=4)
+    nested = parts.map(lambda p: f"{ws}/" + "/".join(p))
+    total = st.builds(lambda n, size, tail: f"{ws}/" + "/".join(["d" * size] * n) + tail,
+                      st.integers(14, 40), st.integers(100, 255), st.sampled_from(["", "/a.txt", "/*.py"]))
+    return st.one_of(nested, nested, total, with_odd, st.sampled_from(["a.txt" + odd for odd in ODD]))
+
+
+def call_with(tool: str, field: str, path: str, ws: Path) -> dict:
+    base = {"read": {}, "write": {"content": "new\n"}, "edit": {"old_string": "alpha\n", "new_string": "ALPHA\n"},
+            "glob": {"pattern": "*"}, "grep": {"pattern": "alpha"}}[tool]
+    return {**base, field: path}
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), where=st.sampled_from(PATH_FIELDS))
+def test_hostile_paths_in_every_tool_give_an_instruction_and_touch_nothing_else(tmp_path_factory, data, where):
+    tool, field = where
+    with fresh_workspace(tmp_path_factory) as (ws, tools):
+        outside = ws.parent / "outside"
+        outside.mkdir()
+        (outside / "keep.txt").write_bytes(b"outside\n")
+        for name in FILES:
+            tools("read", path=str(ws / name))
+        before, before_outside = snapshot(ws), snapshot(outside)
+        args = call_with(tool, field, data.draw(hostile_paths(str(ws))), ws)
+        result = tools(tool, raw=json.dumps(args))
+        event(f"{tool}.{field}: {result.metadata.get('error_kind') or 'ok'} {result.metadata.get('reason', '')}")
+        assert isinstance(result.content, str) and result.content.strip()
+        assert "Traceback" not in result.content and result.metadata.get("error_kind") != INTERNAL, result.content
+        assert len(result.content) <= tools.settings.files.max_output_chars + 200
+        assert snapshot(outside) == before_outside
+        after = snapshot(ws)
+        changed = {name for name in before.keys() | after.keys() if before.get(name) != after.get(name)}
+        if result.is_error or tool in ("read", "glob", "grep"):
+            assert changed == set(), result.content
+        else:  # a write or edit that was allowed changed its own target only
+            assert changed <= {str(Path(args["path"]).resolve().relative_to(ws))}, (changed, result.content)
+        assert not any(".abhed-tmp-" in name for name in after)

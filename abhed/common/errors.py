@@ -50,8 +50,9 @@ def explain_oserror(exc: OSError, path: Path, action: str, *, unchanged: bool = 
         why = f"The file is too large for the file-size limit while {action} {path}."
         todo = "Write less, or split the content over several files."
     elif code == errno.ENAMETOOLONG:
-        why = f"The path is too long: {str(path)[:120]}..."
-        todo = "Use a shorter file name."
+        shown = str(path) if len(str(path)) <= 120 else f"{str(path)[:120]}..."
+        why = f"A name in {shown}, or the whole path, is too long for its filesystem (errno {code}) while {action} it."
+        todo = "Use a shorter file name or path."
     elif code == errno.ENOTDIR:
         why = f"A component of {path} is a file, not a directory."
         todo = "Check the path with glob; a parent of this path is a regular file."

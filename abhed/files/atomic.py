@@ -21,6 +21,8 @@ import secrets
 import time
 from pathlib import Path
 
+from abhed.files.namelimits import NAME_MAX
+
 TEMP_MARK = ".abhed-tmp-"
 TEMP_NAME = re.compile(r"\..+\.abhed-tmp-(\d+)-[0-9a-f]{8}")
 STALE_SECONDS = 24 * 3600  # a temp file this old is stale even if its PID was reused
@@ -35,7 +37,13 @@ def is_temp(name: str) -> bool:
 
 
 def temp_name(name: str) -> str:
-    return f".{name}{TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
+    """`.NAME.abhed-tmp-PID-RANDOM`, NAME shortened as needed to keep it within NAME_MAX bytes: a
+    file may be named with up to 255 bytes, and its temporary name must exist too (issue 33 #5)."""
+    tail = f"{TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
+    room = NAME_MAX - 1 - len(tail)
+    while len(os.fsencode(name)) > room:
+        name = name[:-1]  # by characters, so a multi-byte one is never split
+    return f".{name}{tail}"
 
 
 def _alive(pid: int) -> bool:

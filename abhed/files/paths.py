@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from abhed.files import beneath
+from abhed.files import beneath, namelimits
 from abhed.common.errors import ToolError
 
 
@@ -84,10 +84,17 @@ class PathPolicy:
             raise PathError(f"`{field}` {raw} could not be resolved: a component of it changed while Abhed followed "
                             f"it ({exc.strerror}). Retry once; if a command is rearranging these files, wait for "
                             "it to finish.") from None
+        self._within_limits(str(real), field)  # what is opened (below its root); a missing tail stays as given
         for root in self.roots:
             if is_within(real, root):
                 return real
         raise PathError(self._outside_message(raw, real, field))
+
+    @staticmethod
+    def _within_limits(path: str, field: str) -> None:
+        error = namelimits.too_long(path, field)
+        if error is not None:
+            raise PathError(error.message, **error.metadata)
 
     def root_of(self, real: Path) -> Path:
         """The allowed root `real` (a path `resolve` returned) lies under."""

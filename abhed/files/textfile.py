@@ -9,7 +9,7 @@ import os
 import stat
 from pathlib import Path
 
-from abhed.files import beneath
+from abhed.files import beneath, namelimits
 from abhed.common.errors import ToolError, explain_oserror
 from abhed.files.filetype import SNIFF_BYTES, Kind, sniff
 from abhed.files.paths import PathPolicy, swapped_error
@@ -27,6 +27,12 @@ def human_size(size: int) -> str:
 
 
 def not_found(path: Path, workspace: Path) -> ToolError:
+    control = namelimits.CONTROL.search(str(path))
+    if control is not None:  # a path copied with the end of its line, most likely
+        clean = str(path)[:control.start()].rstrip("/") or "/"
+        return ToolError(f"File not found: {str(path)!r}: the path holds the control character {control.group()!r} "
+                         f"at position {control.start()}, which file names seldom do. Did you mean {clean}? Send the "
+                         "path without it.", suggestions=[clean])
     hints = similar_paths(path, within=workspace)
     if hints:
         also = " or ".join(str(h) for h in hints)

@@ -22,7 +22,7 @@ from typing import Any
 
 from abhed.files.atomic import replace_file
 from abhed.session.config import ConfigError, check_ownership, config_path
-from abhed.files.filelock import locked
+from abhed.files import filelock
 from abhed.mcp.screen import canonical
 
 FILE_NAME = "mcp-pins.json"
@@ -84,12 +84,14 @@ def load(path: Path) -> dict[str, dict[str, Pin]]:
 
 
 def save_server(path: Path, home: Path, server: str, pins: dict[str, Pin] | None) -> None:
-    """Replace one server's pins (None: forget the server), keeping every other server's."""
+    """Replace one server's pins (None: forget the server), keeping every other server's.
+
+    `home` is no longer used (the lock is the pins directory's own since issue 33); kept for the callers."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    # The directory's descriptor only names the lock (filelock.slot); any read-only open would do.
-    dirfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # pragma: no mutate
+    # The lock is the directory's own (filelock), taken on this read descriptor.
+    dirfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        with locked(home, dirfd, path.name):
+        with filelock.locked(dirfd, filelock.WAIT_S):
             try:
                 with open(path, "rb") as handle:
                     check_ownership(path, os.fstat(handle.fileno()))
@@ -107,5 +109,8 @@ def save_server(path: Path, home: Path, server: str, pins: dict[str, Pin] | None
             layout = {"indent": 1, "sort_keys": True}  # pragma: no mutate  (for the human reading it; any layout loads)
             text = json.dumps({"version": VERSION, "servers": servers}, ensure_ascii=True, **layout)
             replace_file(path, (text + "\n").encode("ascii"), mode=0o600)
+    except filelock.Busy as exc:
+        raise ConfigError(f"The MCP pins {path} were not saved: the directory {path.parent} is {exc} (another Abhed "
+                          "process saving there?). Retry in a moment.") from None
     finally:
         os.close(dirfd)

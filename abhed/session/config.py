@@ -37,6 +37,8 @@ class FilesConfig(_Section):
     new_file_mode: int = Field(0o644, ge=0, le=0o7777)
     max_output_chars: int = Field(100_000, ge=1000)  # safety net on any one observation
     edit_max_bytes: int = Field(32 * 1024 * 1024, ge=1024)  # edit/write hold the file in memory
+    # edit/write wait this long for another writer's lock on the directory (files/filelock.py).
+    lock_wait_s: float = Field(10.0, gt=0, le=600)
     # read parses images and PDFs in a child process bounded in time and memory (common/isolate.py).
     parse_max_seconds: float = Field(20.0, gt=0, le=600)
     parse_max_memory: int = Field(768 * 1024 * 1024, ge=64 * 1024 * 1024)

@@ -16,7 +16,7 @@ import tomllib
 from pathlib import Path
 
 from abhed.files.atomic import replace_at
-from abhed.files.filelock import locked
+from abhed.files import filelock
 from abhed.gate.approval import Rule
 
 SECTION = re.compile(r"^[ \t]*\[approval\][ \t]*(#.*)?$", re.M)
@@ -29,12 +29,14 @@ class SaveError(Exception):
 
 
 def save_rule(config: Path, rule: str, home: Path) -> str:
-    """Add `rule` to approval.allow in `config` (created if missing); what was done, for the human."""
+    """Add `rule` to approval.allow in `config` (created if missing); what was done, for the human.
+
+    `home` is no longer used (the lock is the config directory's own since issue 33); kept for the callers."""
     text_rule = str(Rule.parse(rule))
     config.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     dirfd = os.open(config.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        with locked(home, dirfd, config.name):
+        with filelock.locked(dirfd, filelock.WAIT_S):
             try:
                 old = config.read_text(encoding="utf-8") if config.exists() else ""
                 before = tomllib.loads(old)
@@ -50,6 +52,9 @@ def save_rule(config: Path, rule: str, home: Path) -> str:
                                 f"cannot edit safely. Add \"{text_rule}\" to approval.allow there by hand.")
             mode = config.stat().st_mode if config.exists() else 0o600
             replace_at(dirfd, config.name, new.encode("utf-8"), mode=mode)
+    except filelock.Busy as exc:
+        raise SaveError(f"The rule {text_rule} was not saved: the directory {config.parent} is {exc} (another Abhed "
+                        "process saving there?). Retry in a moment, or add the rule to approval.allow by hand.") from None
     finally:
         os.close(dirfd)
     return f"saved {text_rule} to approval.allow in {config}"

@@ -29,11 +29,11 @@ class EditInput(ToolInput):
     replace_all: bool | None = Field(None, description="Replace every occurrence. Default false.")
 
 
-def find_all(text: str, needle: str, step: int) -> list[int]:
-    """Start offsets of `needle`; step 1 counts overlapping occurrences (ambiguity), len(needle) the
-    ones str.replace would replace."""
+def find_all(text: str, needle: str, step: int, limit: int = MAX_POSITIONS) -> list[int]:
+    """Start offsets of `needle`, at most `limit`; step 1 counts overlapping occurrences (ambiguity),
+    len(needle) the ones str.replace would replace."""
     found, at = [], text.find(needle)
-    while at >= 0 and len(found) < MAX_POSITIONS:
+    while at >= 0 and len(found) < limit:
         found.append(at)
         at = text.find(needle, at + step)
     return found
@@ -61,6 +61,11 @@ def split_lines(text: str) -> list[str]:
 
 def _span(first: int, last: int) -> str:
     return f"line {first}" if first == last else f"lines {first}-{last}"
+
+
+def _times(positions: list[int]) -> str:
+    """How many matches `find_all` found, honest about its bound."""
+    return f"{len(positions)}" if len(positions) < MAX_POSITIONS else f"at least {MAX_POSITIONS}"
 
 
 def _lines(n: int) -> str:
@@ -128,7 +133,7 @@ class Edit(Tool):
         if changed and len(positions) != 1:
             raise ToolError(
                 f"{path} changed on disk since you read it (at {record.at:%H:%M:%S} UTC), and old_string now matches "
-                f"{len(positions)} times, so nothing was changed. Read the file again, then retry with text from its "
+                f"{_times(positions)} times, so nothing was changed. Read the file again, then retry with text from its "
                 "current content.", reason="changed", matches=len(positions))
         if not positions:
             raise self._no_match(path, text, old, new)
@@ -138,30 +143,32 @@ class Edit(Tool):
 
     def _apply(self, path: Path, text: str, st: os.stat_result, old: str, new: str, replace_all: bool,
                changed: bool, ctx: ToolContext, dirfd: int, expect: str) -> ToolResult:
-        spots = find_all(text, old, len(old)) if replace_all else find_all(text, old, 1)[:1]
-        result = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+        # The exact count is str.replace's own (non-overlapping, uncapped); offsets only for what is shown.
+        count = text.count(old) if replace_all else 1
+        spots = find_all(text, old, len(old), SHOWN_LINE_NUMBERS)
+        result = text.replace(old, new, count)
         data = encode(result, "new_string")
         new_st = replace(dirfd, path, data, mode=st.st_mode, owner=(st.st_uid, st.st_gid), expect=expect,
                          record=ctx.session.last_read(path), tool=self.name, action="editing")
         ctx.session.remember(path, data, new_st.st_size, new_st.st_mtime_ns)
-        return ok(self._report(path, result, spots, old, new, changed), path=str(path), action="edited",
-                  replacements=len(spots),
-                  file_had_changed=changed)
+        return ok(self._report(path, result, spots[:count], count, old, new, changed), path=str(path),
+                  action="edited", replacements=count, file_had_changed=changed)
 
-    def _report(self, path: Path, result: str, spots: list[int], old: str, new: str, changed: bool) -> str:
+    def _report(self, path: Path, result: str, spots: list[int], count: int, old: str, new: str,
+                changed: bool) -> str:
+        """`count` replacements were made; `spots`: the offsets of the first of them (up to SHOWN_LINE_NUMBERS)."""
         shift = len(new) - len(old)
         starts = [at + i * shift for i, at in enumerate(spots)]  # where each new_string landed
         first_lines = line_numbers(result, starts)
         span = new.count("\n")
-        where = ", ".join(map(str, first_lines[:SHOWN_LINE_NUMBERS]))
-        more = "" if len(spots) <= SHOWN_LINE_NUMBERS else f" and {len(spots) - SHOWN_LINE_NUMBERS} more"
-        count = f"{len(spots)} occurrence{'s' * (len(spots) != 1)}"
-        head = (f"Edited {path}: replaced {count} at line{'s' * (len(spots) != 1)} {where}{more} "
-                f"({_lines(old.count(chr(10)) + 1)} replaced by {_lines(span + 1)}).")
+        where = ", ".join(map(str, first_lines))
+        more = "" if count <= len(spots) else f" and {count - len(spots)} more"
+        head = (f"Edited {path}: replaced {count} occurrence{'s' * (count != 1)} at line{'s' * (count != 1)} "
+                f"{where}{more} ({_lines(old.count(chr(10)) + 1)} replaced by {_lines(span + 1)}).")
         lines = split_lines(result)
         parts = [snippet(lines, line, line + span) for line in first_lines[:SHOWN_REGIONS]]
-        if len(spots) > SHOWN_REGIONS:
-            parts.append(f"[... {len(spots) - SHOWN_REGIONS} more changed regions not shown]")
+        if count > SHOWN_REGIONS:
+            parts.append(f"[... {count - SHOWN_REGIONS} more changed regions not shown]")
         if changed:
             head = (f"Note: {path} had changed on disk since you read it; old_string still matched exactly once, so "
                     f"the edit was applied. Read the file to see the other changes.\n{head}")
@@ -171,9 +178,8 @@ class Edit(Tool):
         lines = line_numbers(text, positions)
         shown = ", ".join(map(str, lines[:SHOWN_LINE_NUMBERS]))
         more = f" and {len(lines) - SHOWN_LINE_NUMBERS} more" if len(lines) > SHOWN_LINE_NUMBERS else ""
-        count = f"{len(positions)}" if len(positions) < MAX_POSITIONS else f"at least {MAX_POSITIONS}"
         return ToolError(
-            f"old_string matches {count} times in {path} (at lines {shown}{more}); nothing was changed. Include "
+            f"old_string matches {_times(positions)} times in {path} (at lines {shown}{more}); nothing was changed. Include "
             "more surrounding lines in old_string to make it unique, or set replace_all to true to change every "
             "occurrence.", reason="several", matches=len(positions), lines=lines[:SHOWN_LINE_NUMBERS])
 

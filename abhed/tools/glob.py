@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 import os
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
@@ -30,12 +31,24 @@ class GlobInput(ToolInput):
     path: str | None = Field(None, description="Directory to search from. Defaults to workspace root.")
 
 
+def stat_root(root: Path, ctx: ToolContext) -> os.stat_result | None:
+    """What the search root is (None: nothing there), or the instruction for why it cannot be known.
+    By name: the walk reopens it below its root; this only decides which message or mode applies."""
+    try:
+        return os.stat(root)
+    except FileNotFoundError:
+        return None  # pragma: no mutate  (deleted, the function returns None all the same)
+    except OSError as exc:  # e.g. a parent Abhed may not search (EACCES), or a name too long for its filesystem
+        raise textfile.open_failed(exc, root, ctx.paths.workspace, "searching") from None
+
+
 def search_root(raw: str | None, ctx: ToolContext, tool: str) -> Path:
     """The directory a search starts at: validated, inside the roots, and really a directory."""
     root = ctx.resolve(raw) if raw else ctx.paths.workspace
-    if root.is_dir():
+    st = stat_root(root, ctx)
+    if st is not None and stat.S_ISDIR(st.st_mode):
         return root
-    if root.exists():
+    if st is not None:
         raise ToolError(f"path {root} is a file, not a directory. {tool} searches directories: set path to "
                         f"{root.parent}" + (" and pattern to its name." if tool == "glob" else
                                             ", or keep this path to search only this file with grep."))

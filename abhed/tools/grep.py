@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -18,7 +19,7 @@ from abhed.files.textfile import human_size
 from abhed.files.globpattern import GlobError, expand_braces
 from abhed.files.grepsearch import FileHits, Query, check_regular, python_search, search_workers
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, cut_line, more_items, ok
-from abhed.tools.glob import hidden_note, search_root, walk_checked
+from abhed.tools.glob import hidden_note, search_root, stat_root, walk_checked
 
 MAX_MATCHES = 100  # content mode: matching lines shown in all (spec §6)
 MAX_FILE_LINES = 50  # content mode: lines shown per file, context included (spec §6)
@@ -163,7 +164,8 @@ class Grep(Tool):
         """The search root, the files to search, notes, how many files were left out for size, and
         the bytes to search."""
         root = ctx.resolve(args.path) if args.path else ctx.paths.workspace
-        if root.is_file():
+        st = stat_root(root, ctx)
+        if st is not None and stat.S_ISREG(st.st_mode):
             keep = glob_filter(args.glob, root.parent)
             files = [str(root)] if keep is None or keep(str(root)) else []
             kept, size = self._small_enough(files, ctx, notes := [])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from abhed.files import beneath, filelock, textfile
+from abhed.files import beneath, filelock, namelimits, textfile
 from abhed.gate import protected
 from abhed.files.atomic import Conflict, replace_at
 from abhed.common.errors import ToolError, explain_oserror
@@ -72,6 +72,7 @@ def open_parent(path: Path, ctx: ToolContext, *, may_create: bool) -> tuple[int,
     except OSError as exc:
         raise textfile.open_failed(exc, path.parent, ctx.paths.workspace, "writing") from None
     missing, existing = _missing_dirs(path)
+    refuse_control([*((d, "directory") for d in missing), (path, "file")])  # before any directory is made
     if not ctx.settings.files.create_parents:
         raise ToolError(
             f"The parent directory {path.parent} does not exist, and creating directories is disabled by the operator "
@@ -100,14 +101,42 @@ def open_parent(path: Path, ctx: ToolContext, *, may_create: bool) -> tuple[int,
 
 @contextmanager
 def held(path: Path, ctx: ToolContext, *, may_create: bool) -> Iterator[tuple[int, list[str]]]:
-    """The parent directory's descriptor (see `open_parent`), with `path`'s cross-process write
-    lock held: no other Abhed process changes this file until the block ends."""
+    """The parent directory's descriptor (see `open_parent`), with that directory's write lock held
+    (files/filelock.py): no other Abhed process, of any home or user, writes there until the block ends."""
     dirfd, made = open_parent(path, ctx, may_create=may_create)
     try:
-        with filelock.locked(ctx.settings.home, dirfd, path.name):
-            yield dirfd, made
+        lock(dirfd, path, ctx.settings.files.lock_wait_s)
+        yield dirfd, made
     finally:
-        os.close(dirfd)
+        os.close(dirfd)  # releases the lock
+
+
+def lock(dirfd: int, path: Path, wait_s: float) -> None:
+    """Take the lock of `path`'s directory `dirfd` (filelock.acquire), or the instruction why not."""
+    try:
+        filelock.acquire(dirfd, wait_s)
+    except filelock.Busy as exc:
+        raise busy_error(path, exc) from None
+    except OSError as exc:
+        raise lock_failed(path, exc) from None
+
+
+def busy_error(path: Path, exc: filelock.Busy) -> ToolError:
+    who = ", ".join(exc.holders) or "a process Abhed cannot see"
+    return ToolError(
+        f"Nothing was written to {path}: its directory {path.parent} has been locked for {exc.waited_s:g} s by {who}. "
+        "Abhed writes a file only under that lock, so that no other writer changes it at the same moment. If a "
+        "command of yours holds it (e.g. `flock` in a background bash job), stop that command; if another Abhed "
+        "session is writing there, wait for it; then retry. (The wait is files.lock_wait_s.)",
+        reason="locked", holders=exc.holders)
+
+
+def lock_failed(path: Path, exc: OSError) -> ToolError:
+    return ToolError(
+        f"Nothing was written to {path}: its directory {path.parent} could not be locked ({exc.strerror}, errno "
+        f"{exc.errno}), and Abhed does not write without that lock, since another writer could change the file at the "
+        "same moment and one change would be lost. The filesystem may not support locks (e.g. some network mounts): "
+        "work on a copy on a local filesystem, or ask the user.", reason="lock_failed", errno=exc.errno)
 
 
 def exists_in(dirfd: int, name: str) -> bool:
@@ -146,8 +175,17 @@ def replace(dirfd: int, path: Path, data: bytes, *, mode: int, owner: tuple[int,
         raise explain_oserror(exc, path, action, unchanged=action != "creating") from None
 
 
+def refuse_control(new: list[tuple[Path, str]]) -> None:
+    """Refuse to make a file or directory whose name holds a line break or another control character."""
+    for path, what in new:
+        error = namelimits.control_error(str(path), path.name, what)
+        if error is not None:
+            raise error
+
+
 def create(path: Path, data: bytes, ctx: ToolContext, dirfd: int, made: list[str], tool: str) -> ToolResult:
     """Create `path` (absent: checked under the lock), in the directory `dirfd`."""
+    refuse_control([(path, "file")])
     st = replace(dirfd, path, data, mode=ctx.settings.files.new_file_mode, owner=None, expect=None, record=None,
                  tool=tool, action="creating")
     ctx.session.remember(path, data if len(data) <= HASH_LIMIT else None, st.st_size, st.st_mtime_ns)
