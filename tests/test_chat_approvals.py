@@ -209,14 +209,14 @@ def test_mode_changes_for_the_session_but_destructive_still_asks(ws):
 
 def test_save_rule_keeps_comments_and_other_settings(tmp_path):
     config = tmp_path / "cfg" / "config.toml"
-    assert save_rule(config, "bash(npm test)", tmp_path) == f"saved bash(npm test) to approval.allow in {config}"
+    assert save_rule(config, "bash(npm test)") == f"saved bash(npm test) to approval.allow in {config}"
     config.write_text("# mine\n[approval]\nmode = \"ask\"  # keep\nallow = [\"edit\"]\n\n[model]\nendpoint = \"x\"\n")
-    save_rule(config, "bash(git status:*)", tmp_path)
+    save_rule(config, "bash(git status:*)")
     text = config.read_text()
     assert "# mine" in text and "# keep" in text
     assert tomllib.loads(text) == {"approval": {"mode": "ask", "allow": ["bash(git status:*)", "edit"]},
                                    "model": {"endpoint": "x"}}
-    assert save_rule(config, "edit", tmp_path) == f"edit is already in approval.allow of {config}"
+    assert save_rule(config, "edit") == f"edit is already in approval.allow of {config}"
 
 
 def test_save_rule_refuses_a_form_it_cannot_edit_and_writes_nothing(tmp_path):
@@ -224,11 +224,11 @@ def test_save_rule_refuses_a_form_it_cannot_edit_and_writes_nothing(tmp_path):
     config.write_text("approval.allow = [\"edit\"]\n")
     with pytest.raises(SaveError, match=r"writes approval.allow in a form this cannot edit safely. Add "
                                         r"\"bash\(make\)\" to approval.allow there by hand"):
-        save_rule(config, "bash(make)", tmp_path)
+        save_rule(config, "bash(make)")
     assert config.read_text() == "approval.allow = [\"edit\"]\n"
     config.write_text("[approval\n")
     with pytest.raises(SaveError, match="cannot be read as TOML"):
-        save_rule(config, "bash(make)", tmp_path)
+        save_rule(config, "bash(make)")
 
 
 def test_a_declined_answer_grants_nothing_and_a_blank_reason_adds_nothing(ws):

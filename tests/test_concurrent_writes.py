@@ -319,10 +319,10 @@ def test_saving_a_rule_or_pins_in_a_locked_directory_says_so_and_writes_nothing(
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(SaveError, match=rf"The rule edit was not saved: the directory {tmp_path} is locked by "
                                             rf"PID {holder.pid} \(.+\) for 0.2 s .* Retry in a moment"):
-            save_rule(tmp_path / "config.toml", "edit", tmp_path)
+            save_rule(tmp_path / "config.toml", "edit")
         with pytest.raises(ConfigError, match=rf"The MCP pins {tmp_path}/p.json were not saved: the directory "
                                               rf"{tmp_path} is locked by PID {holder.pid} \(.+\) for 0.2 s"):
-            save_server(tmp_path / "p.json", tmp_path, "a", None)
+            save_server(tmp_path / "p.json", "a", None)
         assert sorted(os.listdir(tmp_path)) == []
     finally:
         holder.kill()

@@ -869,7 +869,7 @@ def _rule_saver(settings: config.Settings):  # type: ignore[no-untyped-def]
 
     def save(rule: str) -> str:
         try:
-            return save_rule(path, rule, settings.home)
+            return save_rule(path, rule)
         except (SaveError, OSError) as exc:
             return f"{exc} (the rule still holds for this session)"
     return save

@@ -238,7 +238,7 @@ def review(name: str, yes: bool, allow_flagged: bool, workspace: Path) -> None:
         else:
             refused[tool] = reason
     try:
-        pinning.save_server(pins_file, settings.home, name, admitted)
+        pinning.save_server(pins_file, name, admitted)
     except (ConfigError, OSError) as exc:
         _fail(f"Could not save the pins to {pins_file}: {exc}")
     click.echo("")
@@ -271,7 +271,7 @@ def remove(name: str) -> None:
         _fail(f"No tools of an MCP server {name!r} are pinned in {pins_file}; pinned servers: "
               f"{', '.join(pinned) or 'none'}.")
     try:
-        pinning.save_server(pins_file, settings.home, name, None)
+        pinning.save_server(pins_file, name, None)
     except (ConfigError, OSError) as exc:
         _fail(f"Could not save the pins to {pins_file}: {exc}")
     still = " Its [mcp.servers." + name + "] entry is still in the config file: delete it there to stop starting it." \

@@ -83,10 +83,8 @@ def load(path: Path) -> dict[str, dict[str, Pin]]:
     return out
 
 
-def save_server(path: Path, home: Path, server: str, pins: dict[str, Pin] | None) -> None:
-    """Replace one server's pins (None: forget the server), keeping every other server's.
-
-    `home` is no longer used (the lock is the pins directory's own since issue 33); kept for the callers."""
+def save_server(path: Path, server: str, pins: dict[str, Pin] | None) -> None:
+    """Replace one server's pins (None: forget the server), keeping every other server's."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     # The lock is the directory's own (filelock), taken on this read descriptor.
     dirfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)

@@ -28,10 +28,9 @@ class SaveError(Exception):
     pass
 
 
-def save_rule(config: Path, rule: str, home: Path) -> str:
+def save_rule(config: Path, rule: str) -> str:
     """Add `rule` to approval.allow in `config` (created if missing); what was done, for the human.
-
-    `home` is no longer used (the lock is the config directory's own since issue 33); kept for the callers."""
+    Locked by the config directory itself (filelock), so any two processes take turns."""
     text_rule = str(Rule.parse(rule))
     config.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     dirfd = os.open(config.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)

@@ -16,21 +16,21 @@ SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}
 
 def test_saved_pins_load_back_and_other_servers_are_kept(tmp_path):
     path = tmp_path / "etc" / "abhed" / "mcp-pins.json"  # directories made as needed
-    save_server(path, tmp_path / "home", "a", {"t": Pin.of("t", "T.", SCHEMA, {"readOnlyHint": True})})
-    save_server(path, tmp_path / "home", "b", {"u": Pin.of("u", "U.", SCHEMA)})
+    save_server(path, "a", {"t": Pin.of("t", "T.", SCHEMA, {"readOnlyHint": True})})
+    save_server(path, "b", {"u": Pin.of("u", "U.", SCHEMA)})
     loaded = load(path)
     assert loaded["a"]["t"] == Pin("t", "T.", SCHEMA, tool_hash("t", "T.", SCHEMA), {"readOnlyHint": True})
     assert list(loaded["b"]) == ["u"]
     assert path.stat().st_mode & 0o777 == 0o600 and path.parent.stat().st_mode & 0o777 == 0o700
     data = json.loads(path.read_text())
     assert data["version"] == 1 and data["servers"]["a"]["reviewed_at"].endswith("+00:00")
-    save_server(path, tmp_path / "home", "a", None)
+    save_server(path, "a", None)
     assert list(load(path)) == ["b"]
 
 
 def test_a_pin_that_does_not_match_its_text_is_dropped(tmp_path):
     path = tmp_path / "mcp-pins.json"
-    save_server(path, tmp_path / "home", "a", {"t": Pin.of("t", "T.", SCHEMA), "v": Pin.of("v", "V.", SCHEMA)})
+    save_server(path, "a", {"t": Pin.of("t", "T.", SCHEMA), "v": Pin.of("v", "V.", SCHEMA)})
     data = json.loads(path.read_text())
     data["servers"]["a"]["tools"]["t"]["inputSchema"]["properties"]["q"]["type"] = "integer"
     data["servers"]["a"]["tools"]["v"]["hash"] = "0" * 64
@@ -47,12 +47,12 @@ def test_missing_is_empty_and_broken_is_an_instruction(tmp_path):
                                           "servers again"):
         load(broken)
     with pytest.raises(ConfigError, match="Fix or remove it"):
-        save_server(broken, tmp_path / "home", "a", {})
+        save_server(broken, "a", {})
 
 
 def test_a_pins_file_others_could_write_is_refused(tmp_path):
     path = tmp_path / "mcp-pins.json"
-    save_server(path, tmp_path / "home", "a", {"t": Pin.of("t", "T.", SCHEMA)})
+    save_server(path, "a", {"t": Pin.of("t", "T.", SCHEMA)})
     os.chmod(path, 0o620)
     with pytest.raises(ConfigError, match="is writable by its group"):
         load(path)
@@ -69,14 +69,14 @@ def test_odd_shapes_admit_nothing_and_can_be_replaced(tmp_path):
         path.write_text(text)
         assert load(path) == expected
     path.write_text("[]")
-    save_server(path, tmp_path / "home", "a", {"t": Pin.of("t", "T.", SCHEMA)})
+    save_server(path, "a", {"t": Pin.of("t", "T.", SCHEMA)})
     assert list(load(path)["a"]) == ["t"]
 
 
 def test_any_text_round_trips_as_ascii_json(tmp_path):
     path = tmp_path / "mcp-pins.json"
     text = "Sucht \u00e9t\u00e9 \u202e" + chr(0xE0041)
-    save_server(path, tmp_path / "home", "a", {"t": Pin.of("t", text, SCHEMA)})
+    save_server(path, "a", {"t": Pin.of("t", text, SCHEMA)})
     assert path.read_bytes().isascii()
     assert load(path)["a"]["t"].description == text
 
@@ -85,11 +85,11 @@ def test_saving_refuses_a_file_others_could_write_and_leaks_no_descriptor(tmp_pa
     path = tmp_path / "mcp-pins.json"
     before = len(os.listdir("/proc/self/fd"))
     for _ in range(5):
-        save_server(path, tmp_path / "home", "a", {"t": Pin.of("t", "T.", SCHEMA)})
+        save_server(path, "a", {"t": Pin.of("t", "T.", SCHEMA)})
     assert len(os.listdir("/proc/self/fd")) == before
     os.chmod(path, 0o666)
     with pytest.raises(ConfigError, match="writable by its group and every user"):
-        save_server(path, tmp_path / "home", "b", {})
+        save_server(path, "b", {})
 
 
 def test_the_default_pins_path_follows_the_environment(tmp_path, monkeypatch):
