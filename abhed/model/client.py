@@ -91,7 +91,7 @@ class Retry:
     def notice(self) -> str:
         if self.waiting:
             return (f"Waiting for the model server at {self.endpoint} ({self.error.unavailable}): "
-                    f"{self.elapsed:.0f} s of {self.limit:g} s (model.max_request_s); next try in {self.pause:g} s. "
+                    f"{self.elapsed:.0f} s of {self.limit:g} s (model.max_request_s); next try in {round(self.pause, 1):g} s. "
                     "It may be restarting or loading its model; Ctrl-C stops waiting.")
         return f"{self.error.message} Retrying in {self.pause:g} s (attempt {self.failures + 1} of {self.attempts})."
 

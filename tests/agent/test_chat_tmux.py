@@ -448,3 +448,46 @@ def test_the_approval_panel_shows_separators_and_invisible_characters_as_escapes
         chat.type("/exit")
         chat.wait_for("CHAT-EXITED 0")
     assert not (ws / "made").exists()
+
+
+def test_a_server_that_goes_down_mid_chat_is_waited_for_and_the_wait_is_shown(ws, term):
+    """Issue 33, finding 7: a restarting server (503 while its model loads) is waited out, and the
+    human sees what Abhed waits for; the chat goes on when it is back."""
+    turns = [Turn(text="First."), Turn(fault="status:503"), Turn(fault="status:503"), Turn(text="Back.")]
+    with ReplayServer(turns) as server:
+        chat = term("--endpoint", server.url, "--workspace", str(ws))
+        chat.wait_for("ends the session.")
+        chat.type("one")
+        chat.wait_for("First.")
+        chat.type("two")
+        shown = " ".join(chat.wait_for("Back.").split())
+        chat.type("/exit")
+        chat.wait_for("CHAT-EXITED 0")
+    assert shown.count(f"Waiting for the model server at {server.url} (HTTP 503") == 2
+    assert "(model.max_request_s); next try in " in shown and "Ctrl-C stops waiting." in shown
+    assert "Traceback" not in shown
+
+
+def test_chat_start_names_an_undo_killed_mid_way_and_slash_undo_finish_completes_it(ws, term, home, tmp_path):
+    """Issue 33, finding 6, in a real terminal: the notice at chat start, then /undo --finish;
+    judged by the workspace's bytes and modes."""
+    from abhed.session import journal
+    from abhed.session.checkpoint import Shadow
+    from test_checkpoint import tree_state
+    from test_undo_killed import _killed_undo, _session
+    t, old, _new = _session(ws, home)
+    _killed_undo(ws, home, t, tmp_path / "paused", "undo:3")
+    with ReplayServer([Turn(text="unused")]) as server:
+        chat = term("--session", t.session.id, "--endpoint", server.url, "--workspace", str(ws))
+        chat.wait_for("ends the session.")
+        notice = " ".join(chat.wait_for("/undo --rollback.").split())  # shown once the session is loaded
+        chat.type("/undo --finish")
+        chat.wait_for("Undo? [y/N]")
+        chat.type("y")
+        chat.wait_for("Finished: the interrupted undo is closed")
+        chat.type("/exit")
+        chat.wait_for("CHAT-EXITED 0")
+    assert f"An undo was interrupted: undo checkpoint 2 of session {t.session.id}" in notice
+    assert "In this chat: /undo --finish or /undo --rollback." in notice
+    assert tree_state(ws) == old
+    assert journal.read(Shadow(home, ws).dir, journal.UNDO) is None

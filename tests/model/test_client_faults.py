@@ -107,6 +107,12 @@ def test_a_server_that_refuses_then_comes_up_is_waited_for_and_used():
                                 "loading its model; Ctrl-C stops waiting.")
 
 
+
+def test_a_shortened_last_pause_is_told_to_a_tenth_of_a_second():
+    """The last pause before max_request_s is cut to end there: told as 1.2 s, not 1.23457 s."""
+    wait = Retry(ModelError("down", unavailable="HTTP 503: loading"), "http://m/v1", 0, 4, 1.23456, 898.8, 900, True)
+    assert "; next try in 1.2 s. " in wait.notice() and "899 s of 900 s" in wait.notice()
+
 @pytest.mark.parametrize("status", [503, 502])
 def test_a_server_answering_503_while_it_loads_is_waited_out_not_counted_as_failures(status):
     turns = [Turn(fault=f"status:{status}")] * 5 + [Turn(text="loaded")]
