@@ -106,7 +106,7 @@ def open_model(settings: config.Settings, display: Display) -> Model:
                    max_request_s=m.max_request_s, max_reply_bytes=m.max_reply_bytes, profiles_dir=m.profiles_dir,
                    images=m.images, image_limits=m.vision_overrides(), probe_attempts=1, connect_s=m.connect_s,
                    probe_connect_s=m.startup_connect_s,
-                   on_retry=lambda retry: display.notice(retry.notice()))
+                   on_retry=lambda retry: display.notice(retry.notice()), wait_loading=True)
 
 
 def budget(settings: config.Settings) -> Budget:

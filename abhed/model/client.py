@@ -15,8 +15,9 @@ Every error names the endpoint and what to check (errors.py).
 A server that is not up (ModelError.unavailable: no connection, HTTP 502/503 while it restarts or
 loads a model, minutes for a large one) is waited out by chat(): those tries are not counted
 against `attempts`, the pause between them grows to at most WAIT_INTERVAL_S, and every pause is
-told (Retry.notice: the endpoint, what was seen, the time waited of max_request_s). models() does
-not wait: it is the question at start-up and in `abhed doctor`, where a wrong endpoint is told at once.
+told (Retry.notice: the endpoint, what was seen, the time waited of max_request_s). models() is
+the question at start-up and in `abhed doctor`, where a wrong endpoint is told at once: it waits
+only, when asked to (a session's start), for a server that answers 502/503, which is there.
 
 Two waits are told apart. Before a reply begins, the server may be busy for long (a queue, the
 prefill of a long prompt): `timeout_s` bounds that wait, and a non-streamed reply, which sends
@@ -73,6 +74,11 @@ BACKOFF_CAP_S = 30.0  # the longest pause between two tries of a failing request
 # coming up, and the human hears at every pause that Abhed is still waiting.
 WAIT_INTERVAL_S = 5.0
 TextSink = Callable[[str], None]
+
+
+def _answered_unavailable(exc: ModelError) -> bool:
+    """The server answered that it is not serving yet (502/503), rather than not answering at all."""
+    return exc.status in (502, 503)
 
 
 @dataclass(frozen=True)
@@ -142,11 +148,15 @@ class ModelClient:
     # -- /v1/models -------------------------------------------------------------------------------
 
     def models(self, on_retry: RetrySink | None = None, attempts: int | None = None,
-               connect_s: float | None = None) -> list[ServedModel]:
+               connect_s: float | None = None, wait_loading: bool = False) -> list[ServedModel]:
         """The served models; `attempts` and `connect_s` override the client's (1 try and a short
-        connect at start-up: a wrong endpoint is better told at once than after a minute of retries)."""
+        connect at start-up: a wrong endpoint is better told at once than after a minute of retries).
+        With `wait_loading`, a server that answers 502/503 (there, loading its model: no wrong
+        endpoint answers so) is waited out to max_request_s, each pause told; `abhed doctor` does
+        not wait, it says what it saw."""
         limit = (connect_s, "model.startup_connect_s") if connect_s is not None else None
-        body = self._retrying(lambda: self._get_models(limit), on_retry, attempts)
+        body = self._retrying(lambda: self._get_models(limit), on_retry, attempts,
+                              wait=_answered_unavailable if wait_loading else False)
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, list):
             raise ModelError(f"{self.endpoint}/models did not answer with a model list (got {str(body)[:200]!r}). "
@@ -232,9 +242,10 @@ class ModelClient:
     # -- faults ---------------------------------------------------------------------------------------
 
     def _retrying(self, attempt: Callable[[], T], on_retry: RetrySink | None, attempts: int | None = None,
-                  wait: bool = False) -> T:
-        """`attempt()` until it succeeds, fails for good, or fails `attempts` times; with `wait`, the
-        tries that find the server down are not counted, only bounded by max_request_s."""
+                  wait: Callable[[ModelError], bool] | bool = False) -> T:
+        """`attempt()` until it succeeds, fails for good, or fails `attempts` times; with `wait` (True:
+        whenever the server is down; or a test of the error), the tries that find the server down are
+        not counted, only bounded by max_request_s."""
         delay = self.backoff_s
         started = self.clock()
         allowed = max(1, attempts or self.attempts)
@@ -244,7 +255,7 @@ class ModelClient:
             try:
                 return attempt()
             except ModelError as exc:
-                waiting = wait and exc.unavailable is not None
+                waiting = exc.unavailable is not None and (wait(exc) if callable(wait) else wait)
                 failures += not waiting
                 spent = self.clock() - started
                 left = self.max_request_s - spent

@@ -76,8 +76,9 @@ class ReplayServer:
     def __init__(self, script: Script, *, model_id: str = "replay/abhed-demo", max_model_len: int | None = 32768,
                  tool_parser: bool = True, chunk_chars: int = 16, delay_s: float = 0.0, stall_s: float = 2.0,
                  report_max_model_len: bool = True, images: int = 0, tool_images: bool = True,
-                 chunked: bool = True, port: int = 0) -> None:
+                 chunked: bool = True, port: int = 0, loading: int = 0) -> None:
         self.script = script
+        self.loading = loading  # the first `loading` GET /v1/models answer 503, as a proxy before a loading vLLM
         self.model_id = model_id
         self.max_model_len = max_model_len
         self.report_max_model_len = report_max_model_len
@@ -126,6 +127,11 @@ class ReplayServer:
                 return None
             self._turn += 1
             return self.script[self._turn - 1]
+
+    def still_loading(self) -> bool:
+        with self._lock:
+            self.loading -= 1
+            return self.loading >= 0
 
     def models_body(self) -> dict[str, Any]:
         card: dict[str, Any] = {"id": self.model_id, "object": "model", "created": int(time.time()),
@@ -207,7 +213,9 @@ class _Handler(BaseHTTPRequestHandler):
         return self.server.replay  # type: ignore[attr-defined,no-any-return]
 
     def do_GET(self) -> None:  # noqa: N802
-        if self.path.rstrip("/") == "/v1/models":
+        if self.path.rstrip("/") == "/v1/models" and self.replay.still_loading():
+            self._json(503, error_body("Service Unavailable: the model is loading", 503, "ServiceUnavailable"))
+        elif self.path.rstrip("/") == "/v1/models":
             self._json(200, self.replay.models_body())
         else:
             self._json(404, error_body(f"Not Found: {self.path}", 404, "NotFoundError"))

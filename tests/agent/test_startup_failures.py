@@ -40,6 +40,24 @@ def test_a_server_that_drops_mid_session_is_still_retried(ws, home):
                              "503): 0 s of 900 s (model.max_request_s); next try in 1 s.") == 1  # issue 33: waited
 
 
+def test_a_server_still_loading_its_model_at_start_up_is_waited_for_and_each_wait_told(ws, home):
+    """Issue 33, finding 7: 503 from /models is a server that is there and loading (a proxy before
+    vLLM, which opens its port once loaded): `abhed run` waits, telling stderr, then runs. A refused
+    connection is still told at once (the test above): that is how a wrong endpoint looks too."""
+    with ReplayServer([Turn(text="Loaded and answering.")], loading=2) as server:
+        proc = abhed("run", "hi", "--endpoint", server.url, "--workspace", str(ws), home=home)
+    assert proc.returncode == 0 and proc.stdout == "Loaded and answering.\n"
+    waits = [line for line in proc.stderr.splitlines() if "Waiting for the model server" in line]
+    assert len(waits) == 2 and all(f"at {server.url} (HTTP 503: Service Unavailable: the model is loading)" in w
+                                   and "of 900 s (model.max_request_s)" in w for w in waits)
+
+
+def test_doctor_says_a_loading_server_is_not_serving_rather_than_wait(ws, home):
+    with ReplayServer([Turn(text="unused")], loading=1000) as server:
+        proc = abhed("doctor", "--endpoint", server.url, home=home)
+    assert "is not serving (HTTP 503: Service Unavailable: the model is loading)" in proc.stdout + proc.stderr
+    assert "Waiting" not in proc.stdout + proc.stderr and server.loading >= 998  # asked once or twice, not waited
+
 def test_after_a_failure_the_summary_is_of_this_run_not_an_earlier_one(ws, home):
     (ws / "a.txt").write_text("a\n")
     turns = [Turn(calls=[("write", {"path": str(ws / "b.txt"), "content": "b\n"})]), Turn(text="Wrote b.txt."),
