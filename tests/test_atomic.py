@@ -13,6 +13,7 @@ from fd_testing import fds_on
 
 from abhed.files import atomic
 from abhed.session.store import ReadRecord, changed_since
+from abhed.session.storefail import StoreError
 
 OTHER = 65534  # nobody
 
@@ -63,8 +64,9 @@ def test_a_save_that_fails_half_way_leaves_the_old_state(tools, monkeypatch):
         raise OSError(5, "Input/output error")
     monkeypatch.setattr(os, "fsync", crash)
     tools.session.state.cwd = "/elsewhere"
-    with pytest.raises(OSError):
+    with pytest.raises(StoreError) as failed:  # an instruction naming the file, not a bare OSError (issue 33)
         tools.session.save()
+    assert f"could not save the session's state to {state} (Input/output error)" in failed.value.message
     assert state.read_bytes() == old
     assert [n for n in os.listdir(tools.session.dir) if atomic.TEMP_MARK in n] == []
 
