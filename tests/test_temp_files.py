@@ -155,14 +155,23 @@ def test_an_unprivileged_cleaner_keeps_the_temp_file_of_another_users_live_write
     base = Path(tempfile.mkdtemp(prefix="abhed-clean-"))
     try:
         base.chmod(0o755)
-        shutil.copy(atomic.__file__, base / "atomic.py")  # atomic.py needs only the standard library
+        # atomic.py and what it imports (namelimits, errors) need only the standard library: copied
+        # where user nobody can read them, under empty package files.
+        source = Path(atomic.__file__).parents[2]
+        for module in ("abhed/files/atomic.py", "abhed/files/namelimits.py", "abhed/common/errors.py"):
+            (base / module).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source / module, base / module)
+        for package in ("abhed", "abhed/files", "abhed/common"):
+            (base / package / "__init__.py").touch()
+        for entry in base.rglob("*"):
+            entry.chmod(0o755 if entry.is_dir() else 0o644)
         directory = base / "dir"
         directory.mkdir()
         others = _leftover(directory, "f.txt", 1)
         dead = _leftover(directory, "g.txt", _dead_pid())
         for path in (directory, directory / others, directory / dead):
             os.chown(path, 65534, 65534)
-        code = ("import os, atomic; fd = os.open('dir', os.O_RDONLY | os.O_DIRECTORY); "
+        code = ("import os; from abhed.files import atomic; fd = os.open('dir', os.O_RDONLY | os.O_DIRECTORY); "
                 "print(atomic.clean_stale(fd))")
         out = subprocess.run([python, "-S", "-c", code], user=65534, group=65534, extra_groups=[], cwd=base,
                              capture_output=True, text=True, timeout=60, env={"PYTHONPATH": str(base)})
