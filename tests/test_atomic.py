@@ -143,12 +143,12 @@ def test_no_descriptor_is_left_open(tmp_path):
 
 def test_the_temporary_file_is_private_while_it_is_written(tmp_path, monkeypatch):
     seen = []
-    real = atomic._write_all
+    real = atomic.write_all
 
     def spy(fd, data):
         seen.append(stat.S_IMODE(os.fstat(fd).st_mode))
         return real(fd, data)
-    monkeypatch.setattr(atomic, "_write_all", spy)
+    monkeypatch.setattr(atomic, "write_all", spy)
     old = os.umask(0)
     try:
         atomic.replace_file(tmp_path / "f.txt", b"secret\n", mode=0o644)

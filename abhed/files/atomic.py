@@ -79,7 +79,8 @@ def clean_stale(dirfd: int) -> list[str]:
     return removed
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of `data`: a short write (a disk filling up) is continued, and the next write raises."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
@@ -113,7 +114,7 @@ def replace_at(dirfd: int, name: str, data: bytes, *, mode: int, owner: tuple[in
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dirfd)
     try:
         try:
-            _write_all(fd, data)
+            write_all(fd, data)
             if owner is not None:
                 try:
                     os.fchown(fd, *owner)
@@ -133,6 +134,23 @@ def replace_at(dirfd: int, name: str, data: bytes, *, mode: int, owner: tuple[in
             pass
         raise
     os.fsync(dirfd)
+
+
+def replace_unsynced(target: Path, data: bytes) -> None:
+    """Replace `target`, a file of Abhed's own store rewritten after every event (events.head, the
+    list summary), by a rename and without fsync: a reader sees the old or the new, and a power cut
+    may keep an older one. On any failure the temporary file is removed and the error propagates."""
+    temp = target.with_name(temp_name(target.name))
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            write_all(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)  # pragma: no mutate (equivalent: it exists whenever this runs)
+        raise
 
 
 def replace_file(target: Path, data: bytes, *, mode: int, owner: tuple[int, int] | None = None) -> None:

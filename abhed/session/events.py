@@ -31,7 +31,6 @@ import getpass
 import json
 import os
 import re
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -44,7 +43,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
-from abhed.files.atomic import replace_file
+from abhed.files.atomic import replace_file, replace_unsynced, write_all
 from abhed.session import summary
 from abhed.session.storefail import store_error
 
@@ -270,7 +269,7 @@ class EventLog:
         event.seq += 1
         body = to_json(event, self._stored).encode("ascii")
         before = os.fstat(fd).st_size
-        _write_all(fd, (b"\n" if torn else b"") + body + b"\n")  # a torn line stays on its own
+        write_all(fd, (b"\n" if torn else b"") + body + b"\n")  # a torn line stays on its own
         digest = line_hash(body)
         if sync:
             os.fsync(fd)
@@ -288,17 +287,7 @@ class EventLog:
         machine can lose more (events not yet fsync'd, or the head's last replacements). A failed
         replacement removes its temporary file and leaves the old head."""
         data = json.dumps({"seq": seq, "hash": digest}).encode()
-        temp = self.path.parent / f".events.head.{os.getpid()}.{threading.get_ident()}"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            try:
-                _write_all(fd, data)
-            finally:
-                os.close(fd)
-            os.replace(temp, self.path.parent / "events.head")
-        except BaseException:
-            temp.unlink(missing_ok=True)  # pragma: no mutate (equivalent: it exists whenever this runs)
-            raise
+        replace_unsynced(self.path.parent / "events.head", data)
 
     def sync(self) -> None:
         """Make every event appended so far durable (StoreError when the disk cannot)."""
@@ -562,12 +551,6 @@ def _object(line: bytes) -> dict[str, Any] | None:
 def _is_object(line: bytes) -> bool:
     return _object(line) is not None
 
-
-def _write_all(fd: int, data: bytes) -> None:
-    """Write all of `data`: a short write (a disk filling up) is continued, and the next write raises."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 def _cut(fd: int, size: int) -> None:

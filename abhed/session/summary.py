@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from hashlib import sha256
 from pathlib import Path
 from typing import Any, Protocol
+
+from abhed.files.atomic import replace_unsynced
 
 NAME = "summary.json"
 VERSION = 1
@@ -179,15 +180,8 @@ def _write(log: Log, summary: Summary) -> None:
     """Replace summary.json by a rename: a reader sees the old one or the new one, never half. A
     store that will not take it (full, read-only, another user's) keeps the old one: the list is
     still right, only not faster next time."""
-    target = _path(log)
-    temp = target.parent / f".{NAME}.{os.getpid()}.{threading.get_ident()}"
     data = json.dumps({"version": VERSION, **asdict(summary)}).encode()
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        os.replace(temp, target)
+        replace_unsynced(_path(log), data)
     except OSError:
-        temp.unlink(missing_ok=True)  # pragma: no mutate (missing_ok: either way nothing is left, nothing raised)
+        pass  # a cache: nothing is left behind, and the next reader catches up
