@@ -52,7 +52,7 @@ from abhed.model.profiles import Vision
 from abhed.model.wire import Msg, Reply, ToolCall, call_id
 from abhed.agent.gitstatus import git_summary
 from abhed.agent.prompt import project_notes, system_prompt
-from abhed.session.store import Session, SessionState, rebuild_state, replay
+from abhed.session.store import Session, SessionState, replay
 from abhed.session.storefail import StoreError
 from abhed.tools import BY_NAME, all_tools
 from abhed.tools.base import Tool, ToolContext, ToolResult
