@@ -21,9 +21,10 @@ The sequence, each kind --calls times unless said (its rows; the bare operation 
   grep   files_with_matches, content, count, on the root and on drivers/   rg -l / rg -n / rg -c
   glob   `**/*.c`                                                         rg --files --sortr modified -g '*.c'
   read   one source file                                                  a Python read of it
-  bash   `true`, the first call of the session (cold: the workspace's     bash -c true in the bwrap the
-         first checkpoint, the sandbox's start), once per repeat          sandbox uses (sandbox/bwrap.py)
-  bash   `true` again, 2 x --calls times (warm)                           the same
+  bash   `env true`, the first call of the session (cold: the workspace's bash -c 'env true' in the bwrap
+         first checkpoint, the sandbox's start), once per repeat          the sandbox uses (sandbox/bwrap.py)
+  bash   `env true` again, 2 x --calls times (warm)                       the same
+  bash   `true`: provably read-only, so no checkpoint (the sandbox alone) bash -c true in that bwrap
   edit   a one-line edit of a tracked file (read first)                   a Python read, replace, write
   write  a new 4 KB file                                                  a Python write
   bash   a command that appends to 3 tracked files and creates one        the same command in that bwrap
@@ -47,6 +48,7 @@ import json
 import os
 import random
 import resource
+import signal
 import shutil
 import statistics
 import subprocess
@@ -74,6 +76,7 @@ from sandbox.bwrap import bwrap_argv  # noqa: E402
 from sandbox.seccomp import syscall_filter  # noqa: E402
 
 KERNEL_GIT = grep_bench.CORPUS / "linux-6.1-git"
+MAY_CHANGE = "env true"  # a bash command that changes nothing, yet is checkpointed first (see sequence)
 KINDS = ("grep", "glob", "read", "bash", "edit", "write", "undo")
 GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
 GIT_ENV = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
@@ -195,11 +198,12 @@ class Agent:
                                checkpoints=checkpoints)
         self.gate = Gate(Policy.from_settings(self.settings, workspace, checkpoints=True))
 
-    def call(self, name: str, **args: Any) -> str:
+    def call(self, name: str, **args: Any) -> dict[str, Any]:
+        """The call's metadata (its checkpoint's facts among them); SystemExit when it failed."""
         result = dispatch.call(self.ctx, name, json.dumps(args), self.gate)
         if result.is_error:
             raise SystemExit(f"the {name} call {args} failed (the benchmark would time an error):\n{result.content}")
-        return result.content
+        return result.metadata
 
     def undo(self) -> str:
         assert self.ctx.checkpoints is not None
@@ -328,13 +332,23 @@ def sequence(agent: Agent, box: BareBwrap, tree: Tree, ws: Path, bare: Path, onl
                     lambda: agent.call("read", path=str(target)), python_read(target))
     if not only & {"bash", "edit", "write", "undo"}:
         return
-    # The first call that changes the workspace: its first checkpoint, and the sandbox's start.
-    cold = timed(lambda: agent.call("bash", command="true", description="first"))
-    rows.add("bash cold", "bash", "bash `true`, first call (cold)", "bash -c true in bwrap", cold,
-             timed(lambda: box.run("true")))
+    # The first call that may change the workspace: its first checkpoint, and the sandbox's start.
+    # `env true` changes nothing but is no provably read-only command (gate.approval.read_only_command),
+    # so it gets a checkpoint as a build or a script would; a plain `true` gets none.
+    facts: dict[str, Any] = {}
+    cold = timed(lambda: facts.update(agent.call("bash", command=MAY_CHANGE, description="first")))
+    if facts.get("checkpoint", {}).get("number") != 1:
+        raise SystemExit(f"the first `{MAY_CHANGE}` took no first checkpoint ({facts.get('checkpoint')}): the cold row "
+                         "would not measure one; pick a command the gate does not prove read-only")
+    rows.add("bash cold", "bash", f"bash `{MAY_CHANGE}`, first call (cold)", f"bash -c '{MAY_CHANGE}' in bwrap", cold,
+             timed(lambda: box.run(MAY_CHANGE)))
     if "bash" in only:
-        interleaved(rows, 2 * calls, "bash warm", "bash", "bash `true`, later calls", "bash -c true in bwrap",
-                    lambda: agent.call("bash", command="true", description="again"), lambda: box.run("true"))
+        interleaved(rows, 2 * calls, "bash warm", "bash", f"bash `{MAY_CHANGE}`, later calls",
+                    f"bash -c '{MAY_CHANGE}' in bwrap",
+                    lambda: agent.call("bash", command=MAY_CHANGE, description="again"), lambda: box.run(MAY_CHANGE))
+        interleaved(rows, calls, "bash read-only", "bash", "bash `true` (read-only: no checkpoint)",
+                    "bash -c true in bwrap", lambda: agent.call("bash", command="true", description="again"),
+                    lambda: box.run("true"))
     if "edit" in only:
         agent.call("read", path=str(target))  # edit wants the file read first
         text = target.read_text()
@@ -424,6 +438,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip-kernel", action="store_true", help="only the generated tree")
     parser.add_argument("--tmp", type=Path, help="where the workspaces are copied (default: the system's temp)")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill by TERM still removes the copies
     only = set(args.only or KINDS)
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, uid {os.getuid()}, load {load()}, "
           f"rg {grep_bench.find_rg()}")

@@ -16,7 +16,8 @@ REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "benchmarks" / "agent_tax_bench.py"
 ROWS = ("grep files_with_matches, root", "grep content, root", "grep count, root", "grep files_with_matches, drivers/",
         "grep content, drivers/", "grep count, drivers/", "glob **/*.c", "read drivers/",
-        "bash `true`, first call (cold)", "bash `true`, later calls", "edit (one line)", "write (new 4 KB file)",
+        "bash `env true`, first call (cold)", "bash `env true`, later calls",
+        "bash `true` (read-only: no checkpoint)", "edit (one line)", "write (new 4 KB file)",
         "bash changing 4 files", "undo of that bash call")
 
 
