@@ -180,6 +180,8 @@ class Rows(dict):
         row = self.setdefault(key, Row(kind, label, bare))
         row.abhed.append(ours)
         row.native.append(theirs)
+        # On stderr, so a kernel run that takes minutes shows where it is (the tables go to stdout).
+        print(f"  {label}: {ms(ours[0])} (bare {ms(theirs[0])})", file=sys.stderr, flush=True)
 
 
 # -- the agent's side ---------------------------------------------------------------------------------------
