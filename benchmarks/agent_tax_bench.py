@@ -425,8 +425,8 @@ def run_tree(tree: Tree, repeat: int, only: set[str], calls: int, tmp: Path | No
         scratch = Path(tempfile.mkdtemp(prefix="abhed-tax-", dir=tmp))
         try:
             one_workspace(tree, scratch, only, calls, rows)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+        finally:  # rm, not shutil.rmtree: several times faster on the kernel's 80,000 files
+            subprocess.run(["rm", "-rf", "--one-file-system", str(scratch)], check=False)
     report(tree, rows, files, repeat, load_before)
 
 
