@@ -85,7 +85,7 @@ def last_after_is_what_a_full_listing_finds(t: Tools) -> None:
     assert after.kind == "after"
     with sh.locked():
         full = sh.capture()
-    assert (full.tree, full.modes_blob) == (after.tree, after.modes_blob), sh.diff(after, full)
+    assert (full.tree, full.modes_blob, full.repo) == (after.tree, after.modes_blob, after.repo), sh.diff(after, full)
 
 
 def undo_last(t: Tools) -> str:
@@ -112,6 +112,7 @@ CHANGES = [
     ("python3 -c \"import os; os.utime('src/m11.py', (0, 0))\"", ()),
     ("truncate -s 0 src/m12.py; : > src/m13.py", ()),
     ("echo 'x' > a_file && mkdir d1 && mv a_file d1/ && mv d1 d2", ()),
+    ("git add -A && git -c user.name=a -c user.email=a@a commit -qm one && git branch feature", ()),
 ]
 
 

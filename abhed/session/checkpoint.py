@@ -389,6 +389,17 @@ class Shadow:
         not_covered, skipped = self.later.listed
         return paths, list(not_covered), list(skipped)
 
+    def _repo(self, tree: treeio.Tree, since: Since | None) -> tuple[str, list[str]]:
+        """The repository's state (repostate.py): walked, or, in an "after" snapshot from the change set that
+        names nothing under .git, what the last walk found (git writes its files, it maps none)."""
+        if since is not None and since.listing is not None and not since.stat_all and self.later.repo is not None \
+                and not any(p == repostate.GIT or p.startswith(f"{repostate.GIT}/") for p in since.touched):
+            repo, left_out = self.later.repo
+        else:
+            repo, left_out = repostate.RepoState(self.dir, self.git_dir / "objects").capture(tree)
+        self.later.repo = (repo, list(left_out))
+        return repo, list(left_out)
+
     def _ignored(self, paths: list[str]) -> list[str]:
         """Those of the untracked `paths` the ignore rules leave out (git check-ignore: names only)."""
         data = b"".join(os.fsencode(p) + b"\0" for p in paths)
@@ -418,7 +429,7 @@ class Shadow:
         now = time.time()
         objects = self.git_dir / "objects"
         with treeio.Tree(str(self.workspace)) as tree:
-            repo, left_out = repostate.RepoState(self.dir, objects).capture(tree)
+            repo, left_out = self._repo(tree, since)
             not_covered += left_out
             for path in sorted(paths):
                 got = tree.read(path, self.max_file_bytes)
@@ -841,6 +852,7 @@ class Later:
     survey: uncovered.Survey | None = None
     pending: set[str] = field(default_factory=set)  # touched since the last specials and survey
     names: tuple[gitindex.Index, changeset.Names] | None = None
+    repo: tuple[str, list[str]] | None = None  # the last repostate capture: its tree, and what it left out
     fallback: str = ""  # why the last snapshot listed everything (tests, profiles)
 
 
