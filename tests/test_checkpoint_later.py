@@ -232,3 +232,19 @@ def test_a_snapshot_by_another_process_between_calls_makes_the_next_one_full(ses
     chain = shadow(session).chain(session.session.id)
     assert shadow(session).git("show", f"{chain[-2].tree}:src/m20.py") == b"changed\n"
     last_after_is_what_a_full_listing_finds(session)
+
+
+def test_a_later_snapshot_gives_git_no_workspace_file_to_read(session: Tools, monkeypatch) -> None:
+    """As test_checkpoint_races' rule: only listing, tree and object plumbing; check-ignore matches names
+    (and lstat's them, as ls-files does) against the ignore rules."""
+    from abhed.session import checkpoint
+    seen: list[tuple[str, ...]] = []
+    real = checkpoint.hostproc.run
+    monkeypatch.setattr(checkpoint.hostproc, "run", lambda argv, **kw: seen.append(tuple(argv)) or real(argv, **kw))
+    bash(session, "echo new > fresh.txt; mkdir -p n/m && echo x > n/m/y.txt && echo ignored > n/m/z.log")
+    assert shadow(session).later.fallback == ""
+    commands = {argv[argv.index(next(a for a in argv[1:] if not a.startswith("-") and "=" not in a))]
+                for argv in seen if len(argv) > 1}
+    assert commands <= {"diff-files", "check-ignore", "write-tree", "cat-file"}, commands
+    assert "check-ignore" in commands
+    last_after_is_what_a_full_listing_finds(session)
