@@ -522,8 +522,11 @@ _boxes: weakref.WeakSet[Sandbox] = weakref.WeakSet()  # every Sandbox of this pr
 
 def sandboxed_alive() -> bool:
     """Whether a sandboxed process of this process may be running: a foreground command in any
-    thread, or a background job or server of any Sandbox not known to have ended."""
-    return running_count() > 0 or any(job.running for box in list(_boxes) for job in box.jobs())
+    thread, a background job or server of any Sandbox not known to have ended, or a microVM (it
+    outlives its commands, and its page cache may write back later)."""
+    boxes = list(_boxes)
+    return running_count() > 0 or any(box.backend == "microvm" and not box._closed for box in boxes) or \
+        any(job.running for box in boxes for job in box.jobs())
 
 
 def limit_notes(reached: tuple[tuple[str, int], ...], limits: Limits, subject: str) -> list[str]:

@@ -248,3 +248,25 @@ def test_a_later_snapshot_gives_git_no_workspace_file_to_read(session: Tools, mo
     assert commands <= {"diff-files", "check-ignore", "write-tree", "cat-file"}, commands
     assert "check-ignore" in commands
     last_after_is_what_a_full_listing_finds(session)
+
+
+def test_a_microvm_counts_as_a_sandboxed_process_alive(monkeypatch) -> None:
+    """A microVM outlives its commands (and its page cache writes back later): an after snapshot then
+    lstat's every tracked file, as while a background job runs."""
+    import weakref
+
+    from sandbox import session as sandbox_session
+
+    class Box:
+        backend, _closed = "microvm", False
+
+        def jobs(self) -> tuple[()]:
+            return ()
+    box = Box()
+    monkeypatch.setattr(sandbox_session, "_boxes", weakref.WeakSet([box]))
+    monkeypatch.setattr(sandbox_session, "running_count", lambda: 0)
+    assert sandbox_session.sandboxed_alive()
+    box._closed = True
+    assert not sandbox_session.sandboxed_alive()
+    box.backend, box._closed = "bwrap", False
+    assert not sandbox_session.sandboxed_alive()
