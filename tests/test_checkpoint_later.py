@@ -113,6 +113,7 @@ CHANGES = [
     ("truncate -s 0 src/m12.py; : > src/m13.py", ()),
     ("echo 'x' > a_file && mkdir d1 && mv a_file d1/ && mv d1 d2", ()),
     ("git add -A && git -c user.name=a -c user.email=a@a commit -qm one && git branch feature", ()),
+    ("ln src/m0.py hard.py && echo more >> hard.py", ()),  # src/m0.py changed too, and no event names it
 ]
 
 

@@ -34,6 +34,7 @@ listing of a snapshot without a change set:
 from __future__ import annotations
 
 import os
+import stat
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
@@ -135,6 +136,21 @@ def listing(tree: treeio.Tree, names: Names, paths: set[str], dirs: set[str], ne
                 found.untracked.add(path)
     found.dirs = seen
     return found
+
+
+def linked(tree: treeio.Tree, paths: set[str]) -> bool:
+    """Whether one of `paths` is a file with more than one name (a hard link): a write through one name
+    is named by inotify under that name only, so the snapshot must lstat every tracked file."""
+    for path in paths:
+        parent, _, name = path.rpartition("/")
+        try:
+            fd = tree.dir(parent)
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False) if fd is not None else None
+        except OSError:
+            continue  # gone, or its directory cannot be opened: the read names it
+        if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            return True
+    return False
 
 
 def _entries(tree: treeio.Tree, rel: str) -> list[os.DirEntry[str]]:

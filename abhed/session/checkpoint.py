@@ -385,6 +385,8 @@ class Shadow:
         names = self._names()
         with treeio.Tree(str(self.workspace)) as tree:
             found = changeset.listing(tree, names, changes.paths, changes.dirs, changes.new_dirs, not since.stat_all)
+            if not since.stat_all and changeset.linked(tree, found.tracked | found.untracked):
+                since.stat_all = True  # written through one name, the others' content changed too, unnamed
         paths = found.tracked | set(self.later.left_out)
         if since.stat_all:
             errors: list[str] = []
