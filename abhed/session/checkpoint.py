@@ -10,7 +10,7 @@ snapshot from the index's stat cache, so a snapshot of an unchanged tree costs o
 nothing; objects are content-addressed, so every snapshot of every session of a workspace shares
 one object store.
 
-A later snapshot of a bash call walks nothing (changeset.py): once the sandbox's git guard watches
+A later snapshot of a bash call lists no directory that did not change (changeset.py): once the git guard watches
 the workspace with inotify, a snapshot takes what changed since this process's last one from it.
 New untracked files are looked for only in directories whose entries changed (`check-ignore` on
 those names, instead of `ls-files -o`), FIFOs likewise, the left-out survey re-walks only the tops
@@ -19,8 +19,9 @@ only the files the events name and keeps the repository's state unless an event 
 A "before" snapshot still runs `diff-files` (the lstat of every tracked file): a write through a
 shared mapping makes no inotify event while the mapping lives, and the human's processes may hold
 one across calls. Whatever the change set cannot vouch for (an overflow, a watch missing, another
-process's snapshot since, a `.gitignore` changed...) gets the full listing. Without a `git` binary checkpoints are off and `abhed doctor` says so (see
-available()).
+process's snapshot since, a `.gitignore` changed...) gets the full listing.
+
+Without a `git` binary checkpoints are off and `abhed doctor` says so (see available()).
 
 The git here runs on the host over a workspace the model controls, so it is given nothing from
 there that could run a command or change bytes: no system or global config, no hooks
