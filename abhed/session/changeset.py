@@ -38,7 +38,7 @@ import stat
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
-from abhed.session import treeio
+from abhed.session import gitindex, treeio
 
 
 class Fallback(Exception):
@@ -57,35 +57,41 @@ class Listing:
 
 
 class Names:
-    """The shadow index's paths, sorted as git sorts them (bytes), for lookups by path and by prefix."""
+    """The shadow index's paths, sorted as git sorts them (bytes), for lookups by path and by prefix:
+    bisected in the index's own entries (a list of them all would cost a pass over a kernel's 78,000)."""
 
-    def __init__(self, names: list[bytes]) -> None:
-        self.names = names
+    def __init__(self, entries: list[gitindex.Entry]) -> None:
+        self.entries = entries
+
+    def _at(self, name: bytes) -> int:
+        return bisect_left(self.entries, name, key=_name)
 
     def has(self, path: str) -> bool:
         name = os.fsencode(path)
-        i = bisect_left(self.names, name)
-        return i < len(self.names) and self.names[i] == name
+        i = self._at(name)
+        return i < len(self.entries) and self.entries[i].name == name
 
     def below(self, path: str) -> list[str]:
         """The paths under the directory `path` ("" is the root)."""
-        if not path:
-            return [os.fsdecode(n) for n in self.names]
-        prefix = os.fsencode(path) + b"/"
-        i = bisect_left(self.names, prefix)
+        prefix = os.fsencode(path) + b"/" if path else b""
+        i = self._at(prefix)
         found = []
-        while i < len(self.names) and self.names[i].startswith(prefix):
-            found.append(os.fsdecode(self.names[i]))
+        while i < len(self.entries) and self.entries[i].name.startswith(prefix):
+            found.append(os.fsdecode(self.entries[i].name))
             i += 1
         return found
 
     def is_dir(self, path: str) -> bool:
         """Whether `path` is a directory of a covered file."""
         if not path:
-            return bool(self.names)
+            return bool(self.entries)
         prefix = os.fsencode(path) + b"/"
-        i = bisect_left(self.names, prefix)
-        return i < len(self.names) and self.names[i].startswith(prefix)
+        i = self._at(prefix)
+        return i < len(self.entries) and self.entries[i].name.startswith(prefix)
+
+
+def _name(entry: gitindex.Entry) -> bytes:
+    return entry.name
 
 
 def check_listing_rules(touched_paths: set[str], carried: list[str]) -> None:

@@ -424,7 +424,7 @@ class Shadow:
         """The shadow index's paths (changeset.Names), made once per index this process read or wrote."""
         index = self._read_index(self.git_dir / "index")
         if self.later.names is None or self.later.names[0] is not index:
-            self.later.names = (index, changeset.Names([e.name for e in index.entries]))
+            self.later.names = (index, changeset.Names(index.entries))
         return self.later.names[1]
 
     def _capture(self, since: Since | None = None) -> Capture:
