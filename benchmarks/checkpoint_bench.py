@@ -12,6 +12,15 @@ is abhed / plain. The goals: an unchanged 10,000-file tree under 100 ms, Linux u
 Abhed reads every changed file itself, through descriptors beneath the workspace (issue 30), where
 plain git reads them by path.
 Disk: the shadow repository's size after the first checkpoint, against the tree's own.
+
+``--later-bash`` (issue 34) times what the agent pays per later bash call instead: in-process, as
+dispatch makes it (a "before" snapshot, the command in the bwrap sandbox, an "after" snapshot), on
+a 1,000-file git repository and on a copy of the kernel git tree (benchmarks/corpus/linux-6.1-git,
+copied with `cp -a` into a scratch directory; --later-tree DIR for another git tree, copied too),
+beside the bare command through the same Sandbox.run, interleaved: the difference is the
+checkpoints' (and dispatch's) cost, with the ratio and the load average. Rows: `exit 0` (nothing
+changed) and `echo N >> one file`; then where the time of the snapshots went, phase by phase.
+Goal: under 50 ms beyond the command when little changed.
 """
 
 from __future__ import annotations
@@ -125,12 +134,137 @@ def bench(label: str, tree: Path, repeat: int, goal_s: float, change: bool) -> N
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+LATER_GOAL_MS = 50.0
+KERNEL_GIT = HERE / "corpus" / "linux-6.1-git"
+
+
+class Phases:
+    """Wall time spent in the snapshot's phases (the methods named), summed while installed."""
+
+    NAMES = (("Shadow.snapshot", "snapshots in all"), ("Shadow.capture", "capture (listing, reading, index)"),
+             ("Shadow._listed", "  full listing (diff-files, ls-files -o)"),
+             ("Shadow._listed_since", "  listing from the change set"), ("Shadow._repo", "  the repository's state"),
+             ("Shadow._specials", "FIFO/socket/device scan"), ("Shadow._survey", "left-out survey"),
+             ("Shadow.commit", "commit and ref"), ("Sandbox.take_changes", "the guard's change set"))
+
+    def __init__(self) -> None:
+        import sandbox
+        from abhed.session import checkpoint
+        self.spent: dict[str, float] = {}
+        self.restore: list[tuple[object, str, object]] = []
+        owners = {"Shadow": checkpoint.Shadow, "Sandbox": sandbox.Sandbox}
+        for name, _ in self.NAMES:
+            owner_name, method = name.split(".")
+            owner = owners[owner_name]
+            real = getattr(owner, method, None)
+            if real is None:
+                continue
+            self.restore.append((owner, method, real))
+            setattr(owner, method, self._timed(name, real))
+
+    def _timed(self, name: str, real):  # type: ignore[no-untyped-def]
+        def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+            started = time.perf_counter()
+            try:
+                return real(*args, **kwargs)
+            finally:
+                self.spent[name] = self.spent.get(name, 0.0) + time.perf_counter() - started
+        return wrapper
+
+    def close(self) -> None:
+        for owner, method, real in self.restore:
+            setattr(owner, method, real)
+
+
+def later_bash(label: str, tree: Path, runs: int) -> None:
+    """Later bash calls in-process beside the bare command in the same bwrap sandbox (see the docstring)."""
+    sys.path.insert(0, str(HERE.parent / "tests"))
+    from abhed_testing import Tools
+    from abhed.gate.approval import Gate, Policy
+    from abhed.session import checkpoint
+
+    scratch = Path(tempfile.mkdtemp(prefix="ckpt-later-"))
+    try:
+        tools = Tools(tree, scratch / "home", gate=Gate(Policy.create("auto", [], [], tree), invoked_by_human=True,
+                                                         confirmed=True))
+        tools.ctx.checkpoints = checkpoint.from_settings(tools.settings, tree)
+        files = int(subprocess.run(["git", "-C", str(tree), "ls-files"], capture_output=True, check=True,
+                                   text=True).stdout.count("\n"))
+        print(f"\n== later bash calls, in-process: {label}: {tree} ({files:,} tracked files)", flush=True)
+        first = timed(lambda: tools("bash", command="exit 0", description="first"))
+        print(f"first bash call (snapshots from no change set): {first * 1000:.0f} ms", flush=True)
+        tools("bash", command="exit 0", description="second")  # its before snapshot sets the base
+        box = tools.ctx.shell.box  # type: ignore[union-attr]
+        victim = sorted(p for p in tree.rglob("*.c") if p.is_file())[:1] or sorted(p for p in tree.rglob("*.py"))[:1]
+        original = victim[0].read_bytes()
+        try:
+            for name, command in (("exit 0 (nothing changed)", "exit 0"),
+                                  ("echo N >> one file", f"echo {{n}} >> {victim[0].relative_to(tree)}")):
+                phases = Phases()
+                ours, bare, cpu_ours, cpu_bare = [], [], [], []
+                try:
+                    for i in range(runs):
+                        line = command.format(n=i)
+                        started, cpu = time.perf_counter(), time.process_time()
+                        result = tools("bash", command=line, description="bench")
+                        ours.append(time.perf_counter() - started)
+                        cpu_ours.append(time.process_time() - cpu)
+                        assert not result.is_error and "checkpoint" in result.metadata, result.content
+                        started, cpu = time.perf_counter(), time.process_time()
+                        box.run(line, cwd=tree, timeout_s=60)
+                        bare.append(time.perf_counter() - started)
+                        cpu_bare.append(time.process_time() - cpu)
+                finally:
+                    phases.close()
+                a, b = statistics.median(ours) * 1000, statistics.median(bare) * 1000
+                verdict = "meets" if a - b < LATER_GOAL_MS else "MISSES"
+                print(f"{name:<26} abhed {a:8.1f} ms (cpu {statistics.median(cpu_ours) * 1000:6.1f})   bare in bwrap "
+                      f"{b:7.1f} ms (cpu {statistics.median(cpu_bare) * 1000:5.1f})   beyond the command {a - b:7.1f} ms   "
+                      f"ratio {a / b:5.2f}   load {os.getloadavg()[0]:.2f}   (median of {runs}; goal < "
+                      f"{LATER_GOAL_MS:.0f} ms beyond: {verdict})", flush=True)
+                for key, what in Phases.NAMES:
+                    if key in phases.spent:
+                        print(f"    {what:<44} {phases.spent[key] / runs * 1000:8.2f} ms per call")
+            why = tools.ctx.checkpoints.shadow.later.fallback  # type: ignore[union-attr]
+            print(f"    last snapshot: {'from the change set' if not why else 'full listing: ' + why}")
+        finally:
+            victim[0].write_bytes(original)
+            tools.ctx.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def later_trees(options: argparse.Namespace) -> None:
+    scratch = Path(tempfile.mkdtemp(prefix="ckpt-later-trees-"))
+    try:
+        small = make_repo(scratch / "small", dirs=10, per_dir=100)
+        later_bash("1,000-file repository", small, options.repeat)
+        source = options.later_tree or KERNEL_GIT
+        if options.skip_linux or not (source / ".git").exists():
+            if not options.skip_linux:
+                print(f"\n(no git tree at {source}: the kernel rows need benchmarks/corpus/linux-6.1-git or --later-tree)")
+            return
+        copy = scratch / "kernel"
+        print(f"\ncopying {source} (cp -a) ...", flush=True)
+        subprocess.run(["cp", "-a", "--reflink=auto", str(source), str(copy)], check=True)
+        later_bash("the kernel git tree", copy, options.repeat)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=11)
     parser.add_argument("--tree", type=Path, help="the Linux 6.1 tree (default: benchmarks/corpus, fetched if missing)")
     parser.add_argument("--skip-linux", action="store_true")
+    parser.add_argument("--later-bash", action="store_true", help="time later bash calls in-process (issue 34)")
+    parser.add_argument("--later-tree", type=Path, help="a git tree for --later-bash (copied; default: the kernel's)")
     options = parser.parse_args()
+    if options.later_bash:
+        print(f"git {subprocess.run(['git', '--version'], capture_output=True, text=True).stdout.split()[-1]}, "
+              f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+        later_trees(options)
+        return
     print(f"git {subprocess.run(['git', '--version'], capture_output=True, text=True).stdout.split()[-1]}, "
           f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
     scratch = Path(tempfile.mkdtemp(prefix="ckpt-repo-"))

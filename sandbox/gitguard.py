@@ -50,7 +50,7 @@ import os
 import struct
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import count
 from pathlib import Path
 
@@ -78,6 +78,20 @@ class _Listing:
     watched: tuple[tuple[str, bool], ...]  # watched names present (any type), and whether each is a real directory
 
 
+@dataclass
+class Changes:
+    """What inotify saw change between two GitGuard.take_changes() calls (the `number`-th interval):
+    `paths` named by an event (an entry created, deleted, moved, written, its mode changed, closed after
+    writing), `dirs` whose entries changed, `new_dirs` that appeared (each walked whole: what was made in
+    them before their watch was placed is in no event). Not `complete` when something was missed."""
+
+    number: int
+    complete: bool = True
+    paths: set[str] = field(default_factory=set)
+    dirs: set[str] = field(default_factory=set)
+    new_dirs: set[str] = field(default_factory=set)
+
+
 def may_be_git_dir(names: dict[str, bool] | frozenset[str] | set[str]) -> bool:
     """Whether a directory holding these entry names (of any type: files, directories, symlinks)
     can pass git's test at all: HEAD, and objects + refs or a commondir. Every git directory
@@ -98,6 +112,7 @@ class GitGuard:
         self._notify = _Inotify.open(self._budget) if use_inotify else None
         self._wd_rel: dict[int, str] = {}
         self._full_walk_needed = True
+        self._changes = Changes(0, complete=False)  # what changed since the last take_changes(), for checkpoints
         self.baseline_git_dirs: frozenset[str] = frozenset()  # workspace-relative ("" is the workspace itself)
         self.baseline_pointers: frozenset[str] = frozenset()  # relative paths of .git files and symlinks
         self.baseline_commondirs: frozenset[str] = frozenset()  # git dirs that had a commondir at the start
@@ -205,7 +220,20 @@ class GitGuard:
                 return
         self._full_walk()
 
+    def take_changes(self) -> Changes:
+        """What changed in the workspace since the previous call (sandbox.Sandbox.take_changes): the paths
+        inotify named and the directories whose entries changed. `complete` only when inotify saw
+        the whole interval (no overflow, no watch missing, nothing unreadable) since that call;
+        the numbers chain the intervals, so a caller can tell that none was taken by someone else."""
+        self._refresh()
+        taken = self._changes
+        if self._notify is None or self.unreadable:
+            taken.complete = False
+        self._changes = Changes(taken.number + 1, complete=self._notify is not None)
+        return taken
+
     def _full_walk(self) -> None:
+        self._changes.complete = False  # a walk learns names, not what changed: the interval is not known
         if self._notify is not None:
             self._notify.close()
             self._notify = _Inotify.open(self._budget)
@@ -280,12 +308,17 @@ class GitGuard:
         """Bring the listings up to date from inotify events; False when a full walk is needed."""
         assert self._notify is not None
         dirty: set[str] = set()
-        for wd, mask in self._notify.read():
+        for wd, mask, *named in self._notify.read():  # (a test's stand-in may give no name)
+            name = named[0] if named else ""
             if mask & _IN_Q_OVERFLOW:
                 return False
             rel = self._wd_rel.get(wd)
             if rel is None:
                 continue
+            # (no name: the directory itself, its mode changed, say: whatever lies below it is named)
+            self._changes.paths.add(_join(rel, name) if name else rel)
+            if mask & _CHANGED:
+                self._changes.dirs.add(rel)
             if mask & _IN_IGNORED:
                 del self._wd_rel[wd]  # pragma: no mutate (equivalent: the parent's event makes _drop_tree drop it too)
                 if rel == "":
@@ -326,6 +359,7 @@ class GitGuard:
                     except OSError:
                         continue
                     self._walk(child, _join(rel, name), {})
+                    self._changes.new_dirs.add(_join(rel, name))  # and all below it: checkpoints list them whole
             finally:
                 os.close(fd)
         return self._notify is not None
@@ -408,6 +442,11 @@ def _open_beneath(workspace: Path, rel: str) -> int:
 # -- inotify, through libc (linux/inotify.h) ---------------------------------------------------------
 
 _IN_MOVED_FROM, _IN_MOVED_TO, _IN_CREATE, _IN_DELETE = 0x40, 0x80, 0x100, 0x200
+# For checkpoints (Changes): a file written, its mode or times changed, or closed after being open for
+# writing -- the last also comes when a shared writable mapping of it goes away (munmap, exit), so a write
+# through mmap, which makes no IN_MODIFY, is named once its writer is done.
+_IN_MODIFY, _IN_ATTRIB, _IN_CLOSE_WRITE = 0x2, 0x4, 0x8
+_CONTENT = _IN_MODIFY | _IN_ATTRIB | _IN_CLOSE_WRITE
 _IN_Q_OVERFLOW = 0x4000  # pragma: no mutate (0x4001 is equivalent: bit 0x1, IN_ACCESS, is never watched)
 _IN_ONLYDIR = 0x01000000  # pragma: no mutate (+1 adds IN_ACCESS to the mask: extra events, all ignored)
 _IN_IGNORED = 0x8000  # pragma: no mutate (0x8001 is equivalent: bit 0x1, IN_ACCESS, is never watched)
@@ -481,7 +520,7 @@ class _Inotify:
         the budget or the kernel has no watch left."""
         if not self._budget.take():
             return None
-        wd = self._libc.inotify_add_watch(self.fd, f"/proc/self/fd/{dir_fd}".encode(), _CHANGED | _IN_ONLYDIR)
+        wd = self._libc.inotify_add_watch(self.fd, f"/proc/self/fd/{dir_fd}".encode(), _CHANGED | _CONTENT | _IN_ONLYDIR)
         if wd < 0:  # pragma: no mutate (<= 0 is equivalent: inotify numbers watches from 1)
             self._budget.give(1)
             if ctypes.get_errno() in (errno.ENOSPC, errno.ENOMEM):
@@ -493,8 +532,9 @@ class _Inotify:
             self._wds.add(wd)
         return wd
 
-    def read(self) -> list[tuple[int, int]]:
-        events: list[tuple[int, int]] = []
+    def read(self) -> list[tuple[int, int, str]]:
+        """The events queued: (watch, mask, the entry's name or "" for the directory itself)."""
+        events: list[tuple[int, int, str]] = []
         while True:
             try:
                 data = os.read(self.fd, 65536)
@@ -506,7 +546,8 @@ class _Inotify:
                 if mask & _IN_IGNORED and wd in self._wds:  # the kernel dropped the watch (its directory is gone)
                     self._wds.discard(wd)
                     self._budget.give(1)
-                events.append((wd, mask))
+                name = data[offset + _EVENT.size:offset + _EVENT.size + length].split(b"\0", 1)[0]
+                events.append((wd, mask, os.fsdecode(name)))
                 offset += _EVENT.size + length
 
     def close(self) -> None:

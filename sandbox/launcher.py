@@ -192,6 +192,12 @@ _running: dict[int, Spawned] = {}
 _running_lock = threading.Lock()
 
 
+def running_count() -> int:
+    """How many foreground commands this process is waiting for, in every thread."""
+    with _running_lock:
+        return len(_running)
+
+
 def kill_running() -> int:
     """SIGKILL every foreground command this process is waiting for, in every thread; how many.
 

@@ -12,6 +12,7 @@ import os
 import select
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,9 +22,9 @@ from pathlib import Path
 
 from sandbox.config import Limits, SandboxConfig
 from sandbox.errors import DiskReserveReached, JobLimitReached, PathError, SandboxError
-from sandbox.gitguard import GitGuard
+from sandbox.gitguard import Changes, GitGuard
 from sandbox.hardlinks import unshare
-from sandbox.launcher import SETUP_TIMEOUT_S, BwrapLauncher, NoneLauncher, Spawned, collect
+from sandbox.launcher import SETUP_TIMEOUT_S, BwrapLauncher, NoneLauncher, Spawned, collect, running_count
 from sandbox.microvm import MicrovmLauncher
 from sandbox.output import OutputCollector
 from sandbox.protect import place_gitfile
@@ -222,6 +223,7 @@ class Sandbox:
         self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="abhed-sandbox-spawner")
         self._disk_watcher: threading.Thread | None = None
         self._closing = threading.Event()
+        _boxes.add(self)
 
     @property
     def backend(self) -> str:
@@ -433,6 +435,18 @@ class Sandbox:
         with self._lock:
             return self._guard.check()
 
+    def take_changes(self) -> tuple[Changes, bool] | None:
+        """What changed in the workspace since the previous call (sandbox.gitguard.Changes; None without a
+        guard: backend none), and whether no sandboxed process of this process was alive when it was
+        taken (no foreground command in any thread, no background job or server of any Sandbox): only
+        then is every shared writable mapping a command made gone, and with it the write inotify
+        cannot see (a write through mmap is named when the mapping goes: IN_CLOSE_WRITE)."""
+        if self._guard is None:
+            return None
+        with self._lock:
+            changes = self._guard.take_changes()
+        return changes, not sandboxed_alive()
+
     def jobs(self) -> tuple[BackgroundJob, ...]:
         with self._lock:
             return tuple(self._jobs.values())
@@ -501,6 +515,18 @@ _LIMIT_NOTES = {
                          "unavailable\"). Stop the background jobs that are no longer needed, or ask the operator to "
                          "raise {setting}.",
 }
+
+
+_boxes: weakref.WeakSet[Sandbox] = weakref.WeakSet()  # every Sandbox of this process (sandboxed_alive)
+
+
+def sandboxed_alive() -> bool:
+    """Whether a sandboxed process of this process may be running: a foreground command in any
+    thread, a background job or server of any Sandbox not known to have ended, or a microVM (it
+    outlives its commands, and its page cache may write back later)."""
+    boxes = list(_boxes)
+    return running_count() > 0 or any(box.backend == "microvm" and not box._closed for box in boxes) or \
+        any(job.running for box in boxes for job in box.jobs())
 
 
 def limit_notes(reached: tuple[tuple[str, int], ...], limits: Limits, subject: str) -> list[str]:

@@ -249,7 +249,7 @@ def _checkpointed(ctx: ToolContext, name: str, args: Any, action: ActionEvent | 
     from abhed.session.checkpoint import CheckpointError  # here: a call that only reads never loads it
     session = ctx.session
     try:
-        before, capture = checkpoints.before(session.id, action.id, name, action.agent_id)
+        before, capture = checkpoints.before(session.id, action.id, name, action.agent_id, changes=_changes(ctx))
     except CheckpointError as exc:
         return _without_checkpoint(name, args, gate, str(exc), run)
     try:
@@ -262,7 +262,7 @@ def _checkpointed(ctx: ToolContext, name: str, args: Any, action: ActionEvent | 
     result = run()
     facts: dict[str, Any] = {"number": before.number, "before": before.commit}
     try:
-        after = checkpoints.after(session.id, before)
+        after = checkpoints.after(session.id, before, changes=_changes(ctx))
         facts["after"] = after.commit
         if after.meta.get("uncovered"):
             from abhed.session.uncovered import note
@@ -286,6 +286,13 @@ def _checkpointed(ctx: ToolContext, name: str, args: Any, action: ActionEvent | 
         result.content += f"\n[Abhed: {capture.interrupted}]"
     result.metadata["checkpoint"] = facts
     return result
+
+
+def _changes(ctx: ToolContext) -> Callable[[], Any] | None:
+    """Where a snapshot takes what changed since the last one: the bash tool's sandbox watches the
+    workspace once its first command has run (session/changeset.py); None before that."""
+    shell = ctx.shell
+    return getattr(shell, "changes", None)
 
 
 def _without_checkpoint(name: str, args: Any, gate: Gate, why: str, run: Callable[[], ToolResult]) -> ToolResult:

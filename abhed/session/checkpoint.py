@@ -8,8 +8,20 @@ stash, config, hooks) is never read or written; git itself skips every entry nam
 Why git, and only plumbing: `diff-files` and `ls-files -o` find what changed since the last
 snapshot from the index's stat cache, so a snapshot of an unchanged tree costs one directory walk and hashes
 nothing; objects are content-addressed, so every snapshot of every session of a workspace shares
-one object store. Without a `git` binary checkpoints are off and `abhed doctor` says so (see
-available()).
+one object store.
+
+A later snapshot of a bash call lists no directory that did not change (changeset.py): once the git guard watches
+the workspace with inotify, a snapshot takes what changed since this process's last one from it.
+New untracked files are looked for only in directories whose entries changed (`check-ignore` on
+those names, instead of `ls-files -o`), FIFOs likewise, the left-out survey re-walks only the tops
+the change set touches, and an "after" snapshot taken while no sandboxed process is alive reads
+only the files the events name and keeps the repository's state unless an event names `.git`.
+A "before" snapshot still runs `diff-files` (the lstat of every tracked file): a write through a
+shared mapping makes no inotify event while the mapping lives, and the human's processes may hold
+one across calls. Whatever the change set cannot vouch for (an overflow, a watch missing, another
+process's snapshot since, a `.gitignore` changed...) gets the full listing.
+
+Without a `git` binary checkpoints are off and `abhed doctor` says so (see available()).
 
 The git here runs on the host over a workspace the model controls, so it is given nothing from
 there that could run a command or change bytes: no system or global config, no hooks
@@ -70,7 +82,7 @@ from typing import Any
 
 from abhed.common import hostproc
 from abhed.files.atomic import replace_file
-from abhed.session import collect, gitindex, gitobjects, journal, repostate, treeio, uncovered
+from abhed.session import changeset, collect, gitindex, gitobjects, journal, repostate, treeio, uncovered
 from sandbox import reserve
 
 MAX_LISTED = 50  # paths named in one message or event; the rest are counted
@@ -178,6 +190,7 @@ class Shadow:
         self._index: gitindex.Index | None = None  # the index as this process last read or wrote it
         self._index_sum: str | None = None  # ... and its checksum then
         self._held = threading.local()  # the lock's descriptor while this thread holds it (`fd`)
+        self.later = Later()  # what a later snapshot of this process takes from the last one (changeset.py)
 
     # -- running git ----------------------------------------------------------------------------
 
@@ -236,7 +249,8 @@ class Shadow:
         info = self.git_dir / "info"
         info.mkdir(exist_ok=True)
         _write_if_changed(info / "attributes", ATTRIBUTES)
-        _write_if_changed(info / "exclude", self._excludes())
+        self.later.excludes = self._excludes()  # a change set is trusted only while these stay as they were
+        _write_if_changed(info / "exclude", self.later.excludes)
 
     def _init(self) -> None:
         """Make the repository under another name and rename it into place: a kill mid-way leaves no
@@ -297,23 +311,34 @@ class Shadow:
 
     # -- taking a snapshot ----------------------------------------------------------------------
 
-    def capture(self) -> Capture:
-        """Bring the index up to the workspace and write its tree (call with the lock held)."""
+    def capture(self, since: Since | None = None) -> Capture:
+        """Bring the index up to the workspace and write its tree (call with the lock held); `since`:
+        what changed since this process's last snapshot, when known (changeset.py)."""
         self._check_reserve()
         try:
-            return self._capture()
+            return self._capture(since)
         except gitindex.Unreadable:
             # Not an index this code or git wrote (damaged, another version): start again from none;
             # every file is then read again, and unchanged ones hash to the objects already stored.
             (self.git_dir / "index").unlink(missing_ok=True)  # pragma: no mutate (it was just read: it exists)
-            return self._capture()
+            return self._capture(None)
 
-    def _survey(self, capture: Capture, earlier: list[str]) -> uncovered.Survey:
-        listed = self.git("ls-files", "-z", "-o", "-i", "--exclude-standard", "--directory").split(b"\0")
+    def _survey(self, capture: Capture, earlier: list[str], since: Since | None = None) -> uncovered.Survey:
         home = self.dir.parent.parent
         skip = (".abhed", *([str(home.relative_to(self.workspace))] if home.is_relative_to(self.workspace) else []))
-        return uncovered.survey(str(self.workspace), [*(os.fsdecode(n) for n in listed if n), *capture.left_out,
-                                                      *earlier], skip)
+        last = self.later.survey
+        if since is not None and since.listing is not None and last is not None and not last.partial:
+            # Where the change set touched nothing, the tops and what lies below them are as the last survey found.
+            names = self._names()
+            tops = [t for t in last.tops if not names.has(t)] + since.new_tops
+            found = uncovered.survey(str(self.workspace), [*tops, *capture.left_out, *earlier], skip, last,
+                                     since.touched | self.later.pending)
+        else:
+            listed = self.git("ls-files", "-z", "-o", "-i", "--exclude-standard", "--directory").split(b"\0")
+            found = uncovered.survey(str(self.workspace), [*(os.fsdecode(n) for n in listed if n), *capture.left_out,
+                                                           *earlier], skip)
+        self.later.survey = found
+        return found
 
     STORE_FS = "the checkpoint store's filesystem"
 
@@ -325,7 +350,9 @@ class Shadow:
             raise CheckpointError(
                 f"{found.shortfall(self.STORE_FS)}; no snapshot is written into the last of the disk. {reserve.remedy(name)}, or move ABHED_HOME to a larger disk")
 
-    def _capture(self) -> Capture:
+    def _listed(self) -> tuple[set[str], list[str], list[str]]:
+        """Every path that may differ from the index, what git's listing names as not covered, and the
+        directories it could not list: the full listing, from no change set."""
         # Tracked files whose stat differs from the index (diff-files lstat's them in parallel), then
         # untracked ones the ignore rules let through: names only; nothing is read by git.
         errors: list[str] = []
@@ -335,23 +362,88 @@ class Shadow:
         listed += self.git("ls-files", "-z", "-o", "--exclude-standard", errors=errors).split(b"\0")
         paths: set[str] = set(unstated)
         not_covered: list[str] = []
-        skipped = [f"{m[1]}/ (a directory that cannot be read: {m[2]}; nothing in it is covered)"
-                   for m in map(_UNLISTED_DIR.fullmatch, errors) if m]
+        unlisted = [m for m in map(_UNLISTED_DIR.fullmatch, errors) if m]
+        skipped = [f"{m[1]}/ (a directory that cannot be read: {m[2]}; nothing in it is covered)" for m in unlisted]
+        self.later.carried = [m[1] for m in unlisted]
         for entry in listed:
             if not entry:
                 continue  # pragma: no mutate (the split's empty last name: read, it would be the missing "", a no-op)
             path = os.fsdecode(entry)
             if path.endswith("/"):
                 not_covered.append(f"{path} (a nested git repository: commit or copy it yourself)")
+                self.later.carried.append(path.rstrip("/"))
             else:
                 paths.add(path)
+        self.later.listed = (list(not_covered), list(skipped))
+        return paths, not_covered, skipped
+
+    def _listed_since(self, since: Since) -> tuple[set[str], list[str], list[str]]:
+        """What `_listed` finds, from the change set (changeset.py): the tracked files diff-files names (or,
+        in an "after" snapshot with no sandboxed process alive, those the events name), the untracked
+        files in the changed directories the ignore rules let through, and the files left out last time."""
+        changes = since.changes
+        changeset.check_listing_rules(changes.paths, self.later.carried)
+        names = self._names()
+        with treeio.Tree(str(self.workspace)) as tree:
+            found = changeset.listing(tree, names, changes.paths, changes.dirs, changes.new_dirs, not since.stat_all)
+            if not since.stat_all and changeset.linked(tree, found.tracked | found.untracked):
+                since.stat_all = True  # written through one name, the others' content changed too, unnamed
+        paths = found.tracked | set(self.later.left_out)
+        if since.stat_all:
+            errors: list[str] = []
+            listed = self.git("diff-files", "-z", "--name-only", "--no-renames", errors=errors).split(b"\0")
+            paths |= {os.fsdecode(n) for n in listed if n} | {m[1] for m in map(_UNSTATED.fullmatch, errors) if m}
+        candidates = sorted(found.untracked | found.untracked_dirs)
+        ignored = set(self._ignored(candidates)) if candidates else set()
+        paths |= found.untracked - ignored
+        tops = set(self.later.survey.tops) if self.later.survey is not None else set()
+        since.new_tops = [c for c in candidates if c in ignored and not _below_any(c, ignored | tops)]
+        since.dirs = found.dirs | {p for p in since.touched if names.is_dir(p)}
+        since.listing = found
+        not_covered, skipped = self.later.listed
+        return paths, list(not_covered), list(skipped)
+
+    def _repo(self, tree: treeio.Tree, since: Since | None) -> tuple[str, list[str]]:
+        """The repository's state (repostate.py): walked, or, in an "after" snapshot from the change set that
+        names nothing under .git, what the last walk found (git writes its files, it maps none)."""
+        if since is not None and since.listing is not None and not since.stat_all and self.later.repo is not None \
+                and not any(p == repostate.GIT or p.startswith(f"{repostate.GIT}/") for p in since.touched):
+            repo, left_out = self.later.repo
+        else:
+            repo, left_out = repostate.RepoState(self.dir, self.git_dir / "objects").capture(tree)
+        self.later.repo = (repo, list(left_out))
+        return repo, list(left_out)
+
+    def _ignored(self, paths: list[str]) -> list[str]:
+        """Those of the untracked `paths` the ignore rules leave out (git check-ignore: names only)."""
+        data = b"".join(os.fsencode(p) + b"\0" for p in paths)
+        out = self.git("check-ignore", "-z", "--stdin", "--no-index", data=data, check=False)
+        return [os.fsdecode(n) for n in out.split(b"\0") if n]
+
+    def _names(self) -> changeset.Names:
+        """The shadow index's paths (changeset.Names), made once per index this process read or wrote."""
+        index = self._read_index(self.git_dir / "index")
+        if self.later.names is None or self.later.names[0] is not index:
+            self.later.names = (index, changeset.Names(index.entries))
+        return self.later.names[1]
+
+    def _capture(self, since: Since | None = None) -> Capture:
+        paths: set[str] | None = None
+        if since is not None and since.valid:
+            try:
+                paths, not_covered, skipped = self._listed_since(since)
+            except changeset.Fallback as why:
+                since.listing, self.later.fallback = None, str(why)
+        if paths is None:
+            paths, not_covered, skipped = self._listed()
         modes = self._modes()
         changes: dict[bytes, gitindex.Entry | None] = {}
         left_out: list[str] = []
+        left_here: list[str] = []  # files this listing named that were not taken (read again next time)
         now = time.time()
         objects = self.git_dir / "objects"
         with treeio.Tree(str(self.workspace)) as tree:
-            repo, left_out = repostate.RepoState(self.dir, objects).capture(tree)
+            repo, left_out = self._repo(tree, since)
             not_covered += left_out
             for path in sorted(paths):
                 got = tree.read(path, self.max_file_bytes)
@@ -360,6 +452,7 @@ class Shadow:
                     if got is not None:
                         (skipped if got.unreadable else not_covered).append(f"{path} ({got.why})")
                         left_out.append(path)
+                        left_here.append(path)
                     changes[name] = None  # gone, beyond a symlink now, or not covered: out of the index
                     modes["modes"].pop(path, None)
                     continue
@@ -370,6 +463,7 @@ class Shadow:
                 else:
                     modes["modes"].pop(path, None)
             journal.pause("snapshot")
+        self.later.left_out = left_here
         blob = self._save_modes(modes)  # before the index: a kill between them leaves paths to look at again
         path = self.git_dir / "index"
         if changes:
@@ -377,12 +471,21 @@ class Shadow:
             self._index_sum = gitindex.checksum(path)  # pragma: no mutate (a cache: unset, the index is read again)
         return Capture(self._write_tree(path), blob, not_covered + skipped, repo, left_out, skipped=skipped)
 
-    def _specials(self) -> list[str]:
-        """FIFOs, sockets and devices in the directories of the covered files (git lists none of them)."""
-        names = {os.fsdecode(e.name) for e in self._read_index(self.git_dir / "index").entries}
-        directories = {""} | {"/".join(n.split("/")[:i]) for n in names for i in range(1, n.count("/") + 1)}  # pragma: no mutate (from 0: "" again)
-        with treeio.Tree(str(self.workspace)) as tree:
-            return tree.specials(sorted(directories))
+    def _specials(self, since: Since | None = None) -> list[str]:
+        """FIFOs, sockets and devices in the directories of the covered files (git lists none of them);
+        with a change set, only the changed directories are listed again (changeset.specials)."""
+        last = self.later.specials
+        if since is not None and since.listing is not None and last is not None:
+            dirs = since.dirs | {d for d in self.later.pending if self._names().is_dir(d)}
+            with treeio.Tree(str(self.workspace)) as tree:
+                found = changeset.specials(tree, self._names(), last, dirs)
+        else:
+            names = {os.fsdecode(e.name) for e in self._read_index(self.git_dir / "index").entries}
+            directories = {""} | {"/".join(n.split("/")[:i]) for n in names for i in range(1, n.count("/") + 1)}  # pragma: no mutate (from 0: "" again)
+            with treeio.Tree(str(self.workspace)) as tree:
+                found = tree.specials(sorted(directories))
+        self.later.specials = found
+        return found
 
     def _read_index(self, path: Path) -> gitindex.Index:
         """The index, parsed once per process while no other process changes it (a kernel-sized
@@ -448,28 +551,61 @@ class Shadow:
         return Snapshot(commit.hex(), capture.tree, meta["kind"], meta["number"], meta, capture.repo,
                         capture.modes_blob)
 
-    def snapshot(self, session_id: str, kind: str, meta: dict[str, Any], *, watch: bool = False) -> tuple[Snapshot, Capture]:
+    def snapshot(self, session_id: str, kind: str, meta: dict[str, Any], *, watch: bool = False,
+                 changes: ChangeSource | None = None) -> tuple[Snapshot, Capture]:
         """Capture and commit in one hold of the lock. A "before" gets the session's next number.
         `watch`: survey what checkpoints leave out, before the call and after it (uncovered.py), so that
-        what the call did there, which undo cannot take back, is said (the after snapshot's `uncovered`)."""
+        what the call did there, which undo cannot take back, is said (the after snapshot's `uncovered`).
+        `changes`: the sandbox's change set (changeset.py), taken here, before anything is read."""
         with self.locked():
             killed = journal.read(self.dir, journal.SNAPSHOT)
             journal.write(self.dir, journal.SNAPSHOT, {"session": session_id, "kind": kind, "call": meta.get("call"),
                                                        "tool": meta.get("tool"), "started": stamp()})
             try:
-                return self._snapshot(session_id, kind, meta, watch, killed)
+                since = self._since(changes, kind)
+                done = self._snapshot(session_id, kind, meta, watch, killed, since)
+                self._chain(changes, since, watch)
+                return done
             finally:  # done, or failed and said so: only a kill leaves the journal
                 journal.clear(self.dir, journal.SNAPSHOT)
 
+    def _since(self, changes: ChangeSource | None, kind: str) -> Since | None:
+        """The change set since this process's last snapshot, `valid` only when it covers that whole
+        interval and the shadow index is still the one that snapshot left (changeset.py)."""
+        base, self.later.base = self.later.base, None  # a snapshot that fails leaves no base to trust
+        got = changes() if changes is not None else None
+        if got is None:
+            self.later.pending = set()
+            return None
+        taken, quiet = got
+        since = Since(taken, stat_all=not (kind == "after" and quiet), touched=taken.paths | taken.new_dirs)
+        since.valid = taken.complete and base == (changes, taken.number - 1, gitindex.checksum(self.git_dir / "index"),
+                                                  self.later.excludes)
+        self.later.fallback = "" if since.valid else "no complete change set since this process's last snapshot"
+        return since
+
+    def _chain(self, changes: ChangeSource | None, since: Since | None, watch: bool) -> None:
+        """Make this snapshot the base the next one's change set starts from."""
+        if since is None:
+            return
+        self.later.base = (changes, since.changes.number, gitindex.checksum(self.git_dir / "index"), self.later.excludes)
+        if watch:  # its specials and survey looked at all that changed (or at everything)
+            self.later.pending = set()
+        elif since.valid and not since.changes.new_dirs:  # for the next snapshot that looks at them
+            self.later.pending |= since.touched | since.changes.dirs
+        else:  # what changed is not known, or is a tree of directories: the next one looks at everything
+            self.later.specials = self.later.survey = None
+            self.later.pending = set()
+
     def _snapshot(self, session_id: str, kind: str, meta: dict[str, Any], watch: bool,
-                  killed: dict[str, Any] | None) -> tuple[Snapshot, Capture]:
+                  killed: dict[str, Any] | None, since: Since | None = None) -> tuple[Snapshot, Capture]:
         """snapshot()'s work, lock held; `killed`: the journal of a snapshot killed before it, if any."""
-        capture = self.capture()
+        capture = self.capture(since)
         if killed is not None:
             capture.interrupted = journal.snapshot_notice(killed)
             meta = {**meta, "interrupted": capture.interrupted}
         if watch:  # only a bash call can make one (write and edit make regular files)
-            found_specials = [s for s in self._specials() if s not in capture.skipped]
+            found_specials = [s for s in self._specials(since) if s not in capture.skipped]
             capture.skipped += found_specials
             capture.not_covered += found_specials
         parent, tip = self.tip(session_id)
@@ -479,7 +615,7 @@ class Shadow:
                 "ns": time.time_ns()}  # "at" for people; "ns" orders the checkpoints of all sessions (collect.py)
         if watch:
             earlier = self._surveys.pop(str(meta.get("call")), None) if kind == "after" else None
-            found = self._survey(capture, earlier.tops if earlier else [])
+            found = self._survey(capture, earlier.tops if earlier else [], since)
             if kind == "before":
                 self._surveys[str(meta.get("call"))] = found
             elif earlier is not None:
@@ -701,6 +837,49 @@ class Shadow:
                                   "directory is not writable. The other files are restored.")
 
 
+ChangeSource = Callable[[], "tuple[Any, bool] | None"]  # sandbox.Sandbox.take_changes: (Changes, quiet) or None
+
+
+@dataclass
+class Since:
+    """One snapshot's change set (sandbox.gitguard.Changes) and what the snapshot made of it."""
+
+    changes: Any
+    stat_all: bool  # diff-files still lstat's every tracked file (a "before", or a sandboxed process alive)
+    touched: set[str]
+    valid: bool = False
+    listing: changeset.Listing | None = None  # set when the snapshot was taken from the change set
+    new_tops: list[str] = field(default_factory=list)  # left-out entries that appeared (for the survey)
+    dirs: set[str] = field(default_factory=set)  # directories whose entries may differ (for the specials)
+
+
+@dataclass
+class Later:
+    """What this process keeps from its last snapshot of the workspace, for the next (changeset.py)."""
+
+    base: tuple[Any, ...] | None = None  # (change source, its interval number, index checksum, excludes)
+    excludes: str = ""  # info/exclude as written at this hold of the lock
+    carried: list[str] = field(default_factory=list)  # nested repositories, unlistable directories: git's to name
+    listed: tuple[list[str], list[str]] = ([], [])  # their not_covered and skipped lines
+    left_out: list[str] = field(default_factory=list)  # files named but not taken: read again next time
+    specials: list[str] | None = None
+    survey: uncovered.Survey | None = None
+    pending: set[str] = field(default_factory=set)  # touched since the last specials and survey
+    names: tuple[gitindex.Index, changeset.Names] | None = None
+    repo: tuple[str, list[str]] | None = None  # the last repostate capture: its tree, and what it left out
+    fallback: str = ""  # why the last snapshot listed everything (tests, profiles)
+
+
+def _below_any(path: str, tops: set[str]) -> bool:
+    """Whether a proper ancestor of `path` is one of `tops`."""
+    parent = path.rpartition("/")[0]
+    while parent:
+        if parent in tops:
+            return True
+        parent = parent.rpartition("/")[0]
+    return False
+
+
 @dataclass(frozen=True)  # pragma: no mutate (equivalent: nothing assigns to it)
 class _Raw:
     status: str  # A, M or D, as Change
@@ -852,19 +1031,21 @@ class Checkpoints:
             return None
         return cls(Shadow(home, workspace, git=git, exclude=tuple(exclude), max_file_bytes=max_file_bytes, **caps))
 
-    def before(self, session_id: str, call: str | None, tool: str, agent_id: str) -> tuple[Snapshot, Capture]:
+    def before(self, session_id: str, call: str | None, tool: str, agent_id: str,
+               changes: ChangeSource | None = None) -> tuple[Snapshot, Capture]:
         """Snapshot the workspace before the call `call` (an ActionEvent id) of `tool` runs. A bash call
-        may change anything: what checkpoints leave out is surveyed too (write and edit name their file)."""
+        may change anything: what checkpoints leave out is surveyed too (write and edit name their file).
+        `changes`: the sandbox's change set (sandbox.Sandbox.take_changes), when it has one."""
         return self.shadow.snapshot(session_id, "before", {"call": call, "tool": tool, "agent_id": agent_id},
-                                    watch=tool == "bash")
+                                    watch=tool == "bash", changes=changes)
 
-    def after(self, session_id: str, before: Snapshot) -> Snapshot:
+    def after(self, session_id: str, before: Snapshot, changes: ChangeSource | None = None) -> Snapshot:
         """Snapshot the workspace when the call `before` was taken for has ended; its meta's `uncovered`
         says what the call changed that the checkpoint does not cover."""
         snapshot, _ = self.shadow.snapshot(session_id, "after", {"call": before.meta.get("call"),
                                                                   "tool": before.meta.get("tool"),
                                                                   "number": before.number},
-                                           watch=before.meta.get("tool") == "bash")
+                                           watch=before.meta.get("tool") == "bash", changes=changes)
         return snapshot
 
     def listing(self, session_id: str) -> list[Entry]:

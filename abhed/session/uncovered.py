@@ -35,20 +35,44 @@ class Survey:
     tops: list[str] = field(default_factory=list)  # what was surveyed, as listed
 
 
-def survey(workspace: str, listed: list[str], skip: tuple[str, ...]) -> Survey:
+def survey(workspace: str, listed: list[str], skip: tuple[str, ...], previous: Survey | None = None,
+           touched: set[str] | None = None) -> Survey:
     """Stat everything below the left-out `listed` entries (git's names; a directory ends in "/"; the
     files git could not take; what the survey before the call saw); `skip`: workspace-relative
-    directories never watched (Abhed's own: .abhed/, a session store inside the workspace)."""
+    directories never watched (Abhed's own: .abhed/, a session store inside the workspace).
+    `previous` and `touched` (changeset.py): a top walked whole by `previous` that no path of
+    `touched` lies at, above or below keeps what `previous` found there, unwalked."""
     found = Survey()
     budget = [MAX_ENTRIES]
+    kept = _by_top(previous, touched) if previous is not None and touched is not None else {}
     with treeio.Tree(workspace) as tree:
         for name in dict.fromkeys(name.rstrip("/") for name in listed):
             if not name or is_temp(name.rsplit("/", 1)[-1]) or any(name == s or name.startswith(s + "/") for s in skip):
                 continue
             found.tops.append(name)
-            if name not in found.entries:
+            if name in found.entries:
+                continue
+            if name in kept and len(kept[name]) <= budget[0]:
+                found.entries.update(kept[name])
+                budget[0] -= len(kept[name]) - 1  # (as _walk counts: the top itself is free)
+            else:
                 _walk(tree, name, found, budget)
     return found
+
+
+def _by_top(previous: Survey, touched: set[str]) -> dict[str, dict[str, tuple[str, int, int, int]]]:
+    """`previous`'s entries of each top it walked whole and `touched` leaves alone."""
+    tops = {t for t in previous.tops if t not in previous.partial and t in previous.entries}
+    tops -= {t for t in tops if any(p == t or p.startswith(t + "/") or t.startswith(p + "/") for p in touched)}
+    kept: dict[str, dict[str, tuple[str, int, int, int]]] = {t: {} for t in tops}
+    for path, key in previous.entries.items():
+        parts = path.split("/")
+        for depth in range(1, len(parts) + 1):
+            top = "/".join(parts[:depth])
+            if top in kept:
+                kept[top][path] = key
+                break
+    return kept
 
 
 def _walk(tree: treeio.Tree, top: str, found: Survey, budget: list[int]) -> None:

@@ -134,6 +134,10 @@ class Shell:
             n += 1
         return f"job-{n}", self.log_dir / f"job-{n}.log"
 
+    def changes(self) -> tuple[object, bool] | None:
+        """What changed in the workspace since the last call, for checkpoints (sandbox.Sandbox.take_changes)."""
+        return self.box.take_changes()
+
     def close(self) -> list[str]:
         """Stop every job still running, then quarantine repositories they created; what was done."""
         return self.box.close()

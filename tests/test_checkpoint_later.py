@@ -1,0 +1,273 @@
+"""Later snapshots from the git guard's change set (issue 34; abhed/session/changeset.py).
+
+Each case runs real bash calls in the real sandbox through dispatch, as the agent does, after a
+first call that sets the base. It judges by what the host has: the snapshot taken from the change
+set must be the tree a full listing gives (the same shadow index, captured again in full), and
+`undo` must put the workspace back. Each of inotify's blind spots is made the way it happens -- a
+write through mmap from a sandboxed command, one from a background job whose mapping outlives
+the call, an event queue overflow, the human's edit between calls (by write and by mmap), another
+process writing the shadow index -- and must fall back to something complete.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from abhed.gate.approval import Gate, Policy
+from abhed.session.checkpoint import Checkpoints, Shadow, UndoRefused
+from abhed.session.undo import undo
+from abhed_testing import Tools
+
+def state(ws: Path) -> dict[str, object]:
+    """Every entry of the work tree but .git and Abhed's own: its kind, mode and content."""
+    found: dict[str, object] = {}
+    for top, dirs, files in os.walk(ws):
+        rel = os.path.relpath(top, ws)
+        dirs[:] = [d for d in dirs if not (rel == "." and d in (".git", ".abhed"))]
+        for name in dirs + files:
+            path = Path(top) / name
+            st = path.lstat()
+            key = os.path.normpath(os.path.join(rel, name))
+            if path.is_symlink():
+                found[key] = ("link", os.readlink(path))
+            elif path.is_dir():
+                found[key] = ("dir", oct(st.st_mode & 0o7777))
+            elif path.is_file():
+                found[key] = ("file", oct(st.st_mode & 0o7777), path.read_bytes())
+            else:
+                found[key] = ("other",)
+    return found
+
+
+@pytest.fixture
+def session(ws: Path, home: Path):
+    (ws / "src" / "deep").mkdir(parents=True)
+    for i in range(20):
+        (ws / "src" / f"m{i}.py").write_text(f"value = {i}\n")
+    (ws / "src" / "deep" / "x.txt").write_text("deep\n")
+    (ws / "run.sh").write_text("#!/bin/sh\n")
+    (ws / "run.sh").chmod(0o755)
+    (ws / ".gitignore").write_text("build/\n*.log\n")
+    (ws / "build").mkdir()
+    (ws / "build" / "out.o").write_text("object\n")
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    t = Tools(ws, home, gate=Gate(Policy.create("auto", [], [], ws), invoked_by_human=True, confirmed=True))
+    t.ctx.checkpoints = Checkpoints(Shadow(home, ws))
+    bash(t, "exit 0")  # the first call: its snapshots are full (no change set yet) and set the base
+    bash(t, "exit 0")
+    yield t
+    t.ctx.close()
+
+
+def bash(t: Tools, command: str) -> str:
+    result = t("bash", command=command, description="test")
+    assert not result.is_error, result.content
+    assert "checkpoint" in result.metadata, result.metadata  # a snapshot was taken before and after
+    assert "after_error" not in result.metadata["checkpoint"], result.metadata
+    return result.content
+
+
+def shadow(t: Tools) -> Shadow:
+    assert t.ctx.checkpoints is not None
+    return t.ctx.checkpoints.shadow
+
+
+def last_after_is_what_a_full_listing_finds(t: Tools) -> None:
+    """The after snapshot of the last call, against a full capture of the same workspace now."""
+    sh = shadow(t)
+    after = sh.chain(t.session.id)[-1]
+    assert after.kind == "after"
+    with sh.locked():
+        full = sh.capture()
+    assert (full.tree, full.modes_blob, full.repo) == (after.tree, after.modes_blob, after.repo), sh.diff(after, full)
+
+
+def undo_last(t: Tools) -> str:
+    number = shadow(t).chain(t.session.id)[-1].number
+    return undo(t.ctx.checkpoints, t.session, number, force=False, confirm=lambda plan: True)
+
+
+# Each command, and what undo leaves as it is because checkpoints do not cover it.
+CHANGES = [
+    ("echo new > top.txt", ()),
+    ("echo more >> src/m3.py", ()),
+    ("mkdir -p a/b/c && echo x > a/b/c/new.txt && echo y > a/top.txt", ()),
+    ("mv src/deep src/moved", ()),
+    ("rm -rf src/deep", ()),
+    ("rm src/m1.py && mv src/m2.py src/m2b.py", ()),
+    ("chmod 600 src/m4.py; chmod 755 src/m5.py", ()),
+    ("ln -s m6.py src/link.py", ()),
+    ("echo 'src/m7.py' >> .gitignore; echo 'ignored' > new.log; echo w > new.txt", ("new.log",)),
+    ("mkdir -p build/sub && echo o > build/sub/x.o; echo w > src/m8.py", ("build/sub", "build/sub/x.o")),
+    ("mkfifo src/pipe; echo z > src/m9.py", ("src/pipe",)),
+    ("mkdir -p nested && git -C nested init -q && echo n > nested/file", ("nested",)),
+    ("python3 -c \"import mmap; f=open('src/m10.py','r+b'); m=mmap.mmap(f.fileno(),0); m[0:5]=b'VALUE'; m.flush()\"",
+     ()),
+    ("python3 -c \"import os; os.utime('src/m11.py', (0, 0))\"", ()),
+    ("truncate -s 0 src/m12.py; : > src/m13.py", ()),
+    ("echo 'x' > a_file && mkdir d1 && mv a_file d1/ && mv d1 d2", ()),
+    ("git add -A && git -c user.name=a -c user.email=a@a commit -qm one && git branch feature", ()),
+    ("ln src/m0.py hard.py && echo more >> hard.py", ()),  # src/m0.py changed too, and no event names it
+]
+
+
+@pytest.mark.parametrize(("command", "uncovered"), CHANGES)
+def test_a_later_snapshot_from_the_change_set_is_the_full_listing_and_undo_restores(session: Tools, command: str,
+                                                                                      uncovered: tuple[str, ...]) -> None:
+    (session.ws / "old.log").write_text("kept out\n")  # the human, between calls: seen by the watch
+    bash(session, "exit 0")
+    before = state(session.ws)
+    bash(session, command)
+    fallback = shadow(session).later.fallback  # what git's own listing decides falls back to it
+    assert fallback == "" or ".gitignore changed" in fallback or "nested/.git" in fallback, fallback
+    last_after_is_what_a_full_listing_finds(session)
+    assert undo_last(session).startswith(("Undone", "Nothing to undo"))
+    after = state(session.ws)
+    left = {k for k in set(before) | set(after) if any(k == u or k.startswith(u + "/") for u in uncovered)}
+    assert {k: v for k, v in after.items() if k not in left} == {k: v for k, v in before.items() if k not in left}
+
+
+def test_later_calls_run_no_walk_and_an_after_snapshot_no_stat_of_every_file(session: Tools, monkeypatch) -> None:
+    ran: list[tuple[str, ...]] = []
+    real = Shadow.git
+
+    def spy(self, *args, **kwargs):
+        ran.append(args[:2])
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(Shadow, "git", spy)
+    bash(session, "echo hello > src/m0.py")
+    assert shadow(session).later.fallback == ""
+    assert ("ls-files", "-z") not in ran, ran  # neither ls-files -o nor ls-files -o -i
+    assert [a for a in ran if a[0] == "diff-files"] == [("diff-files", "-z")], ran  # the before snapshot's only
+    assert (session.ws / "src" / "m0.py").read_text() == "hello\n"
+    last_after_is_what_a_full_listing_finds(session)
+
+
+def test_a_write_through_a_mapping_that_outlives_the_call_is_found_by_stat(session: Tools) -> None:
+    """A background job maps a tracked file and writes through it during a later call: no inotify event
+    while the mapping lives, so that call's after snapshot lstat's every file (diff-files)."""
+    script = ("import mmap, os, time\n"
+              "f = open('src/m14.py', 'r+b'); m = mmap.mmap(f.fileno(), 0)\n"
+              "while not os.path.exists('go'): time.sleep(0.02)\n"
+              "m[0:5] = b'MAPPD'; m.flush(); open('done', 'w').close()\n"
+              "time.sleep(60)\n")
+    (session.ws / "mapper.py").write_text(script)
+    started = session("bash", command="python3 mapper.py", description="mapper", background=True)
+    assert not started.is_error, started.content
+    original = (session.ws / "src" / "m14.py").read_bytes()
+    bash(session, "touch go; while [ ! -e done ]; do sleep 0.02; done")
+    assert (session.ws / "src" / "m14.py").read_bytes().startswith(b"MAPPD")
+    last_after_is_what_a_full_listing_finds(session)
+    bash(session, f"kill %{started.metadata['job']}")
+    assert undo_last(session).startswith(("Undone", "Nothing"))
+    after, = [s for s in shadow(session).chain(session.session.id) if s.kind == "after"][-2:-1]
+    # the call that let the job write: its after snapshot has the write, so undoing it restores the original
+    number = after.number
+    assert undo(session.ctx.checkpoints, session.session, number, force=False,
+                confirm=lambda plan: True).startswith("Undone")
+    assert (session.ws / "src" / "m14.py").read_bytes() == original
+
+
+def test_a_command_s_own_mapping_is_named_when_it_goes(session: Tools) -> None:
+    """The command maps, writes and exits: IN_CLOSE_WRITE names the file, with no stat of every file."""
+    original = (session.ws / "src" / "m15.py").read_bytes()
+    bash(session, "python3 -c \"import mmap; f=open('src/m15.py','r+b'); m=mmap.mmap(f.fileno(),0); "
+                  "f.close(); m[0:5]=b'WROTE'\"")
+    assert shadow(session).later.fallback == ""
+    assert (session.ws / "src" / "m15.py").read_bytes().startswith(b"WROTE")
+    last_after_is_what_a_full_listing_finds(session)
+    assert undo_last(session).startswith("Undone")
+    assert (session.ws / "src" / "m15.py").read_bytes() == original
+
+
+def test_an_event_queue_overflow_falls_back_to_the_full_listing(session: Tools) -> None:
+    before = state(session.ws)
+    limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    bash(session, f"cd src && seq 1 {limit // 2 + 10} | xargs touch && echo x > m16.py")
+    assert shadow(session).later.fallback == "no complete change set since this process's last snapshot"
+    last_after_is_what_a_full_listing_finds(session)
+    assert undo_last(session).startswith("Undone")
+    assert state(session.ws) == before
+    bash(session, "echo y > src/m17.py")  # and the next one trusts the change set again
+    assert shadow(session).later.fallback == ""
+    last_after_is_what_a_full_listing_finds(session)
+
+
+def test_the_human_s_edits_between_calls_are_in_the_next_before_snapshot(session: Tools) -> None:
+    """By write (inotify sees it) and through a mapping the human's process holds (only stat sees it):
+    either way the next checkpoint has them, and undo does not overwrite them without --force."""
+    path = session.ws / "src" / "m18.py"
+    with open(path, "r+b") as f:
+        mapped = mmap.mmap(f.fileno(), 0)
+    bash(session, "exit 0")
+    mapped[0:5] = b"HUMAN"
+    mapped.flush()
+    (session.ws / "src" / "m19.py").write_text("the human's\n")
+    bash(session, "echo model > src/m18.py; echo model > src/m19.py")
+    chain = shadow(session).chain(session.session.id)
+    before = chain[-2]
+    assert before.kind == "before"
+    listed = shadow(session).git("show", f"{before.tree}:src/m18.py")
+    assert listed.startswith(b"HUMAN"), listed
+    assert shadow(session).git("show", f"{before.tree}:src/m19.py") == b"the human's\n"
+    with pytest.raises(UndoRefused) as refused:  # the human's edits, since the call before, are in the way
+        undo(session.ctx.checkpoints, session.session, chain[-4].number, force=False, confirm=lambda plan: True)
+    assert set(refused.value.paths) >= {"src/m18.py", "src/m19.py"}
+    assert undo_last(session).startswith("Undone")  # the last call only: back to the human's content
+    assert path.read_bytes().startswith(b"HUMAN") and (session.ws / "src" / "m19.py").read_text() == "the human's\n"
+    mapped.close()
+
+
+def test_a_snapshot_by_another_process_between_calls_makes_the_next_one_full(session: Tools, home: Path) -> None:
+    other = Checkpoints(Shadow(home, session.ws))  # another process's (its own Shadow: its own memory)
+    (session.ws / "src" / "m20.py").write_text("changed\n")
+    other.before("other-session", "call-1", "write", "main")
+    bash(session, "echo z > src/m21.py")
+    assert shadow(session).later.fallback == ""  # the after snapshot: its base is this process's before
+    chain = shadow(session).chain(session.session.id)
+    assert shadow(session).git("show", f"{chain[-2].tree}:src/m20.py") == b"changed\n"
+    last_after_is_what_a_full_listing_finds(session)
+
+
+def test_a_later_snapshot_gives_git_no_workspace_file_to_read(session: Tools, monkeypatch) -> None:
+    """As test_checkpoint_races' rule: only listing, tree and object plumbing; check-ignore matches names
+    (and lstat's them, as ls-files does) against the ignore rules."""
+    from abhed.session import checkpoint
+    seen: list[tuple[str, ...]] = []
+    real = checkpoint.hostproc.run
+    monkeypatch.setattr(checkpoint.hostproc, "run", lambda argv, **kw: seen.append(tuple(argv)) or real(argv, **kw))
+    bash(session, "echo new > fresh.txt; mkdir -p n/m && echo x > n/m/y.txt && echo ignored > n/m/z.log")
+    assert shadow(session).later.fallback == ""
+    commands = {argv[argv.index(next(a for a in argv[1:] if not a.startswith("-") and "=" not in a))]
+                for argv in seen if len(argv) > 1}
+    assert commands <= {"diff-files", "check-ignore", "write-tree", "cat-file"}, commands
+    assert "check-ignore" in commands
+    last_after_is_what_a_full_listing_finds(session)
+
+
+def test_a_microvm_counts_as_a_sandboxed_process_alive(monkeypatch) -> None:
+    """A microVM outlives its commands (and its page cache writes back later): an after snapshot then
+    lstat's every tracked file, as while a background job runs."""
+    import weakref
+
+    from sandbox import session as sandbox_session
+
+    class Box:
+        backend, _closed = "microvm", False
+
+        def jobs(self) -> tuple[()]:
+            return ()
+    box = Box()
+    monkeypatch.setattr(sandbox_session, "_boxes", weakref.WeakSet([box]))
+    monkeypatch.setattr(sandbox_session, "running_count", lambda: 0)
+    assert sandbox_session.sandboxed_alive()
+    box._closed = True
+    assert not sandbox_session.sandboxed_alive()
+    box.backend, box._closed = "bwrap", False
+    assert not sandbox_session.sandboxed_alive()
