@@ -70,7 +70,7 @@ from typing import Any
 
 from abhed.common import hostproc
 from abhed.files.atomic import replace_file
-from abhed.session import collect, gitindex, gitobjects, journal, repostate, treeio, uncovered
+from abhed.session import collect, gitindex, gitobjects, journal, repostate, seed, treeio, uncovered
 from sandbox import reserve
 
 MAX_LISTED = 50  # paths named in one message or event; the rest are counted
@@ -137,6 +137,7 @@ class Capture:
     collected: str = ""  # what the store's collection took away to stay within its caps, in words
     skipped: list[str] = field(default_factory=list)  # "path (why)": unreadable, or a FIFO, socket, device
     interrupted: str = ""  # a snapshot killed before this one, in words (journal.py)
+    first: str = ""  # a first snapshot that had to hash much, in words (seed.py)
 
 
 @dataclass
@@ -178,6 +179,7 @@ class Shadow:
         self._index: gitindex.Index | None = None  # the index as this process last read or wrote it
         self._index_sum: str | None = None  # ... and its checksum then
         self._held = threading.local()  # the lock's descriptor while this thread holds it (`fd`)
+        self.started_ns = time.time_ns()  # no model command of this session ran before: see seed.py
 
     # -- running git ----------------------------------------------------------------------------
 
@@ -300,13 +302,43 @@ class Shadow:
     def capture(self) -> Capture:
         """Bring the index up to the workspace and write its tree (call with the lock held)."""
         self._check_reserve()
+        first = self._first()
         try:
-            return self._capture()
+            return first.done(self._capture(), self)
         except gitindex.Unreadable:
             # Not an index this code or git wrote (damaged, another version): start again from none;
             # every file is then read again, and unchanged ones hash to the objects already stored.
             (self.git_dir / "index").unlink(missing_ok=True)  # pragma: no mutate (it was just read: it exists)
             return self._capture()
+
+    # A first snapshot that still reads this many files is named in the call's result (seed.py says why).
+    FIRST_NOTE_FILES = 2000
+
+    def _first(self) -> _First:
+        """A workspace's first snapshot (no shadow index yet): seed the index from the repository's own
+        (seed.py), so that only what differs from it is read and hashed; timed, for the call's note."""
+        started = time.monotonic()
+        if (self.git_dir / "index").exists():
+            return _First(None, started, 0)
+        with treeio.Tree(str(self.workspace)) as tree:
+            found = seed.Seeder(tree, self.dir, self.started_ns, self.max_file_bytes, self.max_store_bytes // 4).seed()
+        if found.entries:
+            path = self.git_dir / "index"
+            self._index = gitindex.write(path, gitindex.Index(sorted(found.entries.values(), key=lambda e: e.name)))
+            # What checkpoints.exclude (and the store itself, .git/info/exclude) leave out: out again. A
+            # tracked file that a .gitignore names stays covered: it is the repository's own content.
+            rules = f"--exclude-from={self.git_dir / 'info' / 'exclude'}"
+            ignored = [n for n in self.git("ls-files", "-z", "-c", "-i", rules).split(b"\0") if n]
+            for name in ignored:
+                found.entries.pop(name, None)
+                found.modes.pop(os.fsdecode(name), None)
+            if ignored:
+                self._index = gitindex.write(path, gitindex.Index(sorted(found.entries.values(), key=lambda e: e.name)))
+            self._index_sum = gitindex.checksum(path)
+            modes = self._modes()
+            modes["modes"] = {**modes["modes"], **found.modes}
+            self._save_modes(modes)
+        return _First(found, started, len(found.entries))
 
     def _survey(self, capture: Capture, earlier: list[str]) -> uncovered.Survey:
         listed = self.git("ls-files", "-z", "-o", "-i", "--exclude-standard", "--directory").split(b"\0")
@@ -402,7 +434,8 @@ class Shadow:
                 return tree_id
         except (OSError, ValueError):
             pass
-        tree_id = self.git("write-tree").decode().strip()
+        # Blobs taken from the repository's packs are not in the store's object directory (seed.py).
+        tree_id = self.git("write-tree", *(["--missing-ok"] if seed.linked(self.dir) else [])).decode().strip()
         checksum = gitindex.checksum(path)  # git wrote it again, with its cache of trees
         if checksum is not None:
             gitobjects.write_file(cache, f"{checksum} {tree_id}\n".encode())
@@ -658,7 +691,8 @@ class Shadow:
         target, with its exact mode."""
         # Reading stops at the first object a damaged store lacks: look for all of them before any change.
         listing = self.git("rev-list", "--objects", "--missing=print", f"{plan.to.commit}^{{tree}}", f"^{plan.now.tree}")
-        missing = [line[1:] for line in listing.decode().splitlines() if line.startswith("?")]
+        missing = seed.missing_elsewhere([line[1:] for line in listing.decode().splitlines() if line.startswith("?")],
+                                         self.dir)
         if missing:
             raise CheckpointError(f"Undo stopped before changing anything: the shadow repository {self.git_dir} lacks "
                                   f"{len(missing)} of the objects checkpoint {plan.to.number} is made of (e.g. "
@@ -671,7 +705,7 @@ class Shadow:
         failed: list[str] = []
         try:
             with treeio.Tree(str(self.workspace)) as tree, \
-                    gitobjects.reader(self._command(), self._env(), self.timeout_s, self.lock_fds()) as objects:
+                    seed.reader(self._command(), self._env(), self.timeout_s, self.lock_fds(), self.dir) as objects:
                 _remove_all(tree, [c.path for c in raw if c.status == "D"], failed)
                 if any(c.path.startswith(f"{repostate.GIT}/") for c in raw):  # the objects its refs name first
                     repostate.RepoState(self.dir, self.git_dir / "objects").restore_objects(tree)
@@ -699,6 +733,26 @@ class Shadow:
                                   f"restored:\n{listed(failed)}\nSomething not covered by checkpoints stands there "
                                   "(a directory with ignored files, a file over checkpoints.max_file_bytes), or the "
                                   "directory is not writable. The other files are restored.")
+
+
+@dataclass
+class _First:
+    """A first snapshot under way: what it took from the repository, when it started."""
+
+    seeded: seed.Seeded | None  # None: not a first snapshot
+    started: float
+    taken: int  # index entries taken from the repository
+
+    def done(self, capture: Capture, shadow: Shadow) -> Capture:
+        """`capture`, with a note when this first snapshot still had to read many files."""
+        if self.seeded is None:
+            return capture
+        read = len(shadow._read_index(shadow.git_dir / "index").entries) - self.taken
+        if read >= Shadow.FIRST_NOTE_FILES:
+            why = f" ({self.seeded.why_not})" if self.seeded.why_not else ""
+            capture.first = (f"the first checkpoint of this workspace read and hashed {read:,} files in "
+                             f"{time.monotonic() - self.started:.0f} s{why}; later ones only read what changed")
+        return capture
 
 
 @dataclass(frozen=True)  # pragma: no mutate (equivalent: nothing assigns to it)
