@@ -332,8 +332,12 @@ class Shadow:
             for name in ignored:
                 found.entries.pop(name, None)
                 found.modes.pop(os.fsdecode(name), None)
-            if ignored:
-                self._index = gitindex.write(path, gitindex.Index(sorted(found.entries.values(), key=lambda e: e.name)))
+            entries = sorted(found.entries.values(), key=lambda e: e.name)
+            trees = seed.trees_of(entries)
+            if trees is not None:  # its trees as one pack, and the index's cache of them: write-tree has none to write
+                self.git("index-pack", str(seed.write_pack(self.git_dir / "objects" / "pack", trees[0])))
+            if ignored or trees is not None:
+                self._index = gitindex.write(path, gitindex.Index(entries, trees[1] if trees is not None else None))
             self._index_sum = gitindex.checksum(path)
             modes = self._modes()
             modes["modes"] = {**modes["modes"], **found.modes}
