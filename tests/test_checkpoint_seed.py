@@ -276,3 +276,17 @@ def test_a_first_snapshot_that_hashed_many_files_says_so(tmp_path: Path, monkeyp
         (repo / f"f{i}.txt").write_text(f"{i}\n")
     _, _, capture = first(tmp_path / "home2", repo)
     assert capture.first == ""  # 3 untracked files read: under the bar; the 6 taken are not counted
+
+
+def test_trees_of_names_that_sort_differently_in_a_tree_than_in_the_index(tmp_path: Path) -> None:
+    """git orders a directory's entries as if a subdirectory's name ended in "/": a-b, a.c, a/, a0."""
+    ws = tmp_path / "ws"
+    repository(ws)
+    for name in ("a-b", "a.c", "a0", "a/b-c/d", "a/b/c", "a/b.x", "z/y/x/w"):
+        (ws / name).parent.mkdir(parents=True, exist_ok=True)
+        (ws / name).write_text(name)
+    commit(ws)
+    shadow, snap = same_as_hashing(tmp_path, ws)
+    assert snap.tree == git(ws, "rev-parse", "HEAD^{tree}").strip()
+    assert taken(shadow) == 13
+    assert shadow.git("fsck", "--connectivity-only", "--no-dangling", check=False).count(b"missing tree") == 0

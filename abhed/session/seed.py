@@ -504,52 +504,80 @@ MAX_DEPTH = 256  # deeper trees are left to git's write-tree (no recursion limit
 
 def trees_of(entries: list[gitindex.Entry]) -> tuple[list[bytes], bytes] | None:
     """The tree objects' bodies (deepest first) and the index's TREE extension data for `entries`
-    (sorted, as in an index); None when they make no tree (a file where a directory is, too deep)."""
-    root: dict[bytes, object] = {}
-    for entry in entries:
-        parts = entry.name.split(b"/")
-        if len(parts) > MAX_DEPTH:
-            return None
-        node = root
-        for part in parts[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                return None
-            node = child
-        if parts[-1] in node:
-            return None
-        node[parts[-1]] = entry
+    (sorted by name, as in an index: each directory's entries are contiguous); None when they make
+    no tree (a file where a directory is, too deep)."""
     bodies: list[bytes] = []
-    record: dict[int, tuple[bytes, int]] = {}  # id(node) -> (tree id, entries below)
-    stack: list[tuple[dict, bool]] = [(root, False)]
-    while stack:  # post-order without recursion
-        node, ready = stack.pop()
-        if not ready:
-            stack.append((node, True))
-            stack.extend((child, False) for child in node.values() if isinstance(child, dict))
-            continue
-        items, count = [], 0
-        for name, child in node.items():
-            if isinstance(child, dict):
-                oid, below = record[id(child)]
-                items.append((name + b"/", b"40000 %s\0%s" % (name, oid)))
-                count += below
-            else:
-                items.append((name, b"%o %s\0%s" % (child.mode, name, child.oid)))
-                count += 1
+    done: dict[bytes, tuple[bytes, int, list[bytes]]] = {}  # directory -> (tree id, entries below, subdirectories)
+    # The directories open on the way to the current entry: [path, its items (sort key, bytes), entries, subdirs].
+    open_dirs: list[list] = [[b"", [], 0, []]]
+
+    def close() -> None:
+        path, items, count, subdirs = open_dirs.pop()
+        _one_each(items)
         items.sort()
         body = b"".join(item for _key, item in items)
+        oid = sha1(b"tree %d\0" % len(body) + body).digest()
         bodies.append(body)
-        record[id(node)] = (sha1(b"tree %d\0" % len(body) + body).digest(), count)
+        done[path] = (oid, count, subdirs)
+        name = path.rpartition(b"/")[2]
+        parent = open_dirs[-1]
+        parent[1].append((name + b"/", b"40000 %s\0%s" % (name, oid)))
+        parent[2] += count
+        parent[3].append(path)
+
+    for entry in entries:
+        directory, _, name = entry.name.rpartition(b"/")
+        if directory != open_dirs[-1][0]:
+            while open_dirs[-1][0] and not directory.startswith(open_dirs[-1][0] + b"/") \
+                    and directory != open_dirs[-1][0]:
+                try:
+                    close()
+                except ValueError:
+                    return None
+            top = open_dirs[-1][0]
+            rest = directory[len(top) + 1:] if top else directory
+            if rest:
+                parts = rest.split(b"/")
+                if len(open_dirs) + len(parts) > MAX_DEPTH:
+                    return None
+                for part in parts:
+                    path = open_dirs[-1][0] + b"/" + part if open_dirs[-1][0] else part
+                    if path in done:
+                        return None  # not sorted as an index is
+                    open_dirs.append([path, [], 0, []])
+        top = open_dirs[-1]
+        top[1].append((name, b"%o %s\0%s" % (entry.mode, name, entry.oid)))
+        top[2] += 1
+    while len(open_dirs) > 1:
+        try:
+            close()
+        except ValueError:
+            return None
+    root = open_dirs[0]
+    try:
+        for node in open_dirs:  # pragma: no mutate (only the root is left)
+            _one_each(node[1])
+    except ValueError:
+        return None
+    root[1].sort()
+    body = b"".join(item for _key, item in root[1])
+    bodies.append(body)
+    done[b""] = (sha1(b"tree %d\0" % len(body) + body).digest(), root[2], root[3])
     out: list[bytes] = []
-    walk: list[tuple[bytes, dict]] = [(b"", root)]
+    walk = [b""]
     while walk:  # pre-order: each directory, then its subdirectories
-        name, node = walk.pop()
-        subdirs = sorted((k, v) for k, v in node.items() if isinstance(v, dict))
-        oid, count = record[id(node)]
-        out.append(b"%s\0%d %d\n%s" % (name, count, len(subdirs), oid))
+        path = walk.pop()
+        oid, count, subdirs = done[path]
+        out.append(b"%s\0%d %d\n%s" % (path.rpartition(b"/")[2], count, len(subdirs), oid))
         walk.extend(reversed(subdirs))
     return bodies, b"".join(out)
+
+
+def _one_each(items: list[tuple[bytes, bytes]]) -> None:
+    """ValueError when a name is both a file and a directory here (a crafted index): git would write a
+    tree with both; write-tree is left to refuse it."""
+    if len({key.rstrip(b"/") for key, _item in items}) != len(items):
+        raise ValueError("a name is both a file and a directory")
 
 
 def write_pack(pack_dir: Path, bodies: list[bytes]) -> Path:
