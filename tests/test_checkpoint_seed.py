@@ -290,3 +290,32 @@ def test_trees_of_names_that_sort_differently_in_a_tree_than_in_the_index(tmp_pa
     assert snap.tree == git(ws, "rev-parse", "HEAD^{tree}").strip()
     assert taken(shadow) == 13
     assert shadow.git("fsck", "--connectivity-only", "--no-dangling", check=False).count(b"missing tree") == 0
+
+
+def test_a_write_call_whose_first_checkpoint_hashed_many_files_says_so_in_its_result(
+        ws: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from abhed.session import checkpoint
+    from abhed_testing import Tools
+    monkeypatch.setattr(Shadow, "FIRST_NOTE_FILES", 3)
+    for i in range(4):
+        (ws / f"f{i}.txt").write_text(f"{i}\n")
+    t = Tools(ws, home)
+    t.ctx.checkpoints = checkpoint.Checkpoints(Shadow(home, ws))
+    first_result = t.ok("write", path=str(ws / "new.txt"), content="n")
+    assert "[Abhed: the first checkpoint of this workspace read and hashed 4 files in" in first_result
+    assert "later ones only read what changed" in first_result
+    assert "first checkpoint" not in t.ok("write", path=str(ws / "new2.txt"), content="n")
+
+
+def test_linked_packs_count_against_the_store_cap_only_once_the_repository_dropped_them(tmp_path: Path) -> None:
+    from abhed.session import collect
+    ws = tmp_path / "ws"
+    repository(ws)
+    shadow, _, _ = first(tmp_path / "home", ws)
+    shared = collect.measure(shadow)
+    packs = list((ws / ".git" / "objects" / "pack").glob("pack-*"))
+    size = sum(p.stat().st_size for p in packs if p.suffix in (".pack", ".idx"))
+    for pack in packs:
+        pack.chmod(0o644)
+        pack.unlink()  # the user's gc replaced them: the store's links are the last ones
+    assert collect.measure(shadow) >= shared + size

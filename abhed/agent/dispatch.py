@@ -284,6 +284,9 @@ def _checkpointed(ctx: ToolContext, name: str, args: Any, action: ActionEvent | 
     if capture.interrupted:
         facts["interrupted"] = capture.interrupted
         result.content += f"\n[Abhed: {capture.interrupted}]"
+    if capture.first:  # a first snapshot that read a whole tree: why this call took long, once
+        facts["first"] = capture.first
+        result.content += f"\n[Abhed: {capture.first}.]"
     result.metadata["checkpoint"] = facts
     return result
 
