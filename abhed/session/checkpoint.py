@@ -46,6 +46,13 @@ sandboxed job swapping a directory for a symlink to the user's home while a snap
 runs gets no byte of the home into the store, and no file of the model's into the home. Every git
 run here has a deadline (checkpoints.timeout_s) and dies with Abhed (abhed/common/hostproc.py).
 
+A workspace's first snapshot (no shadow index yet) does not hash every file of a git workspace: it
+takes the blob ids of the repository's own index where they can be trusted and links the packs
+that hold them into the store (seed.py says when, and why that is safe); only what differs or is
+untracked is read as above. Its trees are stored as one pack, with the index's cache of trees, so
+git's write-tree has nothing to write. A first snapshot that still read many files (no git, many
+untracked) says so in its call's result (Capture.first).
+
 The store is kept within checkpoints.max_store_bytes and checkpoints.max_count per workspace: past
 either, the oldest checkpoints of the workspace (all sessions) are collected (their commits cut off
 through git's `shallow` file, then `git prune`), and the snapshot that did it says so.
