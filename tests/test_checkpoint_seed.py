@@ -110,9 +110,9 @@ def same_as_hashing(tmp_path: Path, ws: Path, **kw) -> tuple[Shadow, object]:
     return shadow, snap
 
 
-def undo_to(shadow: Shadow, number: int = 1) -> None:
+def undo_to(shadow: Shadow, number: int = 1, session: str = "s1") -> None:
     with shadow.locked():
-        shadow.apply(shadow.plan_undo("s1", number))
+        shadow.apply(shadow.plan_undo(session, number))
 
 
 def test_the_first_snapshot_takes_the_repository_s_blobs_and_undo_restores_them(tmp_path: Path) -> None:
@@ -319,3 +319,21 @@ def test_linked_packs_count_against_the_store_cap_only_once_the_repository_dropp
         pack.chmod(0o644)
         pack.unlink()  # the user's gc replaced them: the store's links are the last ones
     assert collect.measure(shadow) >= shared + size
+
+
+def test_an_index_written_since_the_session_began_in_an_earlier_process_is_not_trusted(
+        tmp_path: Path, home: Path) -> None:
+    """`abhed tool` runs each call in a process of its own: a call that ran without its checkpoint (a
+    human allowed it) may have written the index before the process of the next call started."""
+    from abhed.session import checkpoint
+    from abhed_testing import Tools
+    ws = tmp_path / "ws"
+    repository(ws)
+    t = Tools(ws, home)  # the session begins
+    crafted_index(ws, b"src/lib/a.py", b"notes.md")  # a call of it, run without a checkpoint
+    real = (ws / "src" / "lib" / "a.py").read_bytes()
+    t.ctx.checkpoints = checkpoint.Checkpoints(Shadow(home, ws))  # the next call's process
+    t.ok("read", path=str(ws / "src" / "lib" / "a.py"))
+    t.ok("write", path=str(ws / "src" / "lib" / "a.py"), content="the model's change\n")
+    undo_to(t.ctx.checkpoints.shadow, session=t.session.id)
+    assert (ws / "src" / "lib" / "a.py").read_bytes() == real

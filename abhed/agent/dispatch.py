@@ -248,6 +248,7 @@ def _checkpointed(ctx: ToolContext, name: str, args: Any, action: ActionEvent | 
         return _without_checkpoint(name, args, gate, "checkpoints are off, and it was allowed only because one would undo it", run) if undoable else run()
     from abhed.session.checkpoint import CheckpointError  # here: a call that only reads never loads it
     session = ctx.session
+    checkpoints.session_started(session.state.created_at.timestamp())
     try:
         before, capture = checkpoints.before(session.id, action.id, name, action.agent_id)
     except CheckpointError as exc:

@@ -917,6 +917,11 @@ class Checkpoints:
             return None
         return cls(Shadow(home, workspace, git=git, exclude=tuple(exclude), max_file_bytes=max_file_bytes, **caps))
 
+    def session_started(self, when: float) -> None:
+        """The session began at `when` (seconds): a repository index written since is not trusted by a
+        first snapshot (seed.py), even one taken in a later process of the session (`abhed tool`)."""
+        self.shadow.started_ns = min(self.shadow.started_ns, int(when * 1_000_000_000))
+
     def before(self, session_id: str, call: str | None, tool: str, agent_id: str) -> tuple[Snapshot, Capture]:
         """Snapshot the workspace before the call `call` (an ActionEvent id) of `tool` runs. A bash call
         may change anything: what checkpoints leave out is surveyed too (write and edit name their file)."""
