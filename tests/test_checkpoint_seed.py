@@ -307,11 +307,24 @@ def test_a_write_call_whose_first_checkpoint_hashed_many_files_says_so_in_its_re
     assert "first checkpoint" not in t.ok("write", path=str(ws / "new2.txt"), content="n")
 
 
-def test_linked_packs_count_against_the_store_cap_only_once_the_repository_dropped_them(tmp_path: Path) -> None:
+def test_only_a_large_pack_is_linked_so_the_sandbox_copies_nothing_of_the_repository_apart(tmp_path: Path) -> None:
+    """sandbox.hardlinks copies apart every workspace file with a name outside the workspace (a store's
+    link is one) at each session's start, but binds a large pack read-only: small packs and every .idx
+    are copied into the store, so the repository's files keep one name."""
+    ws = tmp_path / "ws"
+    repository(ws)
+    first(tmp_path / "home", ws)
+    assert [p.stat().st_nlink for p in (ws / ".git" / "objects" / "pack").glob("pack-*")] == [1, 1]
+
+
+def test_linked_packs_count_against_the_store_cap_only_once_the_repository_dropped_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from abhed.session import collect
+    monkeypatch.setattr(seed, "BIND_MIN_BYTES", 0)  # this small pack linked as a large one would be
     ws = tmp_path / "ws"
     repository(ws)
     shadow, _, _ = first(tmp_path / "home", ws)
+    assert max(p.stat().st_nlink for p in (ws / ".git" / "objects" / "pack").glob("pack-*.pack")) == 2
     shared = collect.measure(shadow)
     packs = list((ws / ".git" / "objects" / "pack").glob("pack-*"))
     size = sum(p.stat().st_size for p in packs if p.suffix in (".pack", ".idx"))

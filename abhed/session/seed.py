@@ -36,7 +36,10 @@ Which entries are taken (every other is read and hashed like an untracked file):
 
 The packs holding the taken blobs are hard-linked (linkat of the opened descriptor) into the
 store's `repo-packs/pack/`, or copied when the store is on another filesystem (then only while
-they take under a quarter of checkpoints.max_store_bytes); their ctime must precede the session
+they take under a quarter of checkpoints.max_store_bytes). Only a pack of 16 MiB or more is
+linked, never its `.idx` or a smaller pack (copied: they are small): the sandbox copies apart every
+workspace file that has a name outside the workspace, at each session's start, but binds a large
+pack read-only instead (sandbox.hardlinks), which changes nothing here; their ctime must precede the session
 too (the sandbox keeps `.git/objects/pack` read-only and the write tool refuses it: no model
 writes a pack). A link keeps the pack's inode after the user's own `git gc` deletes it from the
 repository, so undo can still read those blobs; it costs no disk until then.
@@ -64,6 +67,7 @@ from hashlib import sha1
 from pathlib import Path
 
 from abhed.session import gitindex, gitobjects, treeio
+from sandbox.hardlinks import BIND_MIN_BYTES
 
 PACKS = "repo-packs"  # the store's directory of linked packs (an object directory: pack/ below it)
 MAX_INDEX = 1 << 30  # a repository index larger than this is not read
@@ -386,7 +390,11 @@ class Seeder:
         todo = [(n, fd) for n, fd in plan if not (target / n).exists()]
         copies = []
         for name, fd in todo:
-            if not _link_fd(fd, target, name):
+            # Only a large pack is linked: a file with a name outside the workspace is copied apart by the
+            # sandbox at each session's start (sandbox.hardlinks), except a large pack, which it binds
+            # read-only (as sandbox.protect keeps the whole pack directory anyway). The rest is small.
+            large = name.endswith(".pack") and os.fstat(fd).st_size >= BIND_MIN_BYTES
+            if not (large and _link_fd(fd, target, name)):
                 copies.append((name, fd))
         if sum(os.fstat(fd).st_size for _n, fd in copies) > self.max_copy_bytes:
             for name, _fd in todo:
