@@ -271,7 +271,7 @@ def test_a_first_snapshot_that_hashed_many_files_says_so(tmp_path: Path, monkeyp
     _, _, capture = first(tmp_path / "home", ws)
     assert "first checkpoint of this workspace read and hashed 7 files" in capture.first
     assert "later ones only read what changed" in capture.first
-    assert "no index" in capture.first  # why: no repository to take them from
+    assert "the workspace is no git repository" in capture.first  # why: no index to take them from
     repo = tmp_path / "repo"
     repository(repo)
     for i in range(3):

@@ -226,6 +226,11 @@ class Seeder:
         self._dirs: dict[bytes, int | None] = {}  # directory -> its descriptor (the tree's), None: not taken
 
     def seed(self) -> Seeded:
+        try:
+            if self.tree.dir(".git") is None:
+                return Seeded(why_not="the workspace is no git repository whose index could say what is unchanged")
+        except OSError:
+            return Seeded(why_not="the repository's .git cannot be read")
         index = self.tree.read(".git/index", MAX_INDEX)
         if not isinstance(index, treeio.Read) or not stat.S_ISREG(index.st.st_mode) or not index.settled:
             return Seeded(why_not="the repository has no index Abhed can read")
