@@ -352,3 +352,30 @@ def test_an_index_written_since_the_session_began_in_an_earlier_process_is_not_t
     t.ok("write", path=str(ws / "src" / "lib" / "a.py"), content="the model's change\n")
     undo_to(t.ctx.checkpoints.shadow, session=t.session.id)
     assert (ws / "src" / "lib" / "a.py").read_bytes() == real
+
+
+def test_undo_reads_the_store_s_own_object_first_and_a_linked_pack_only_for_what_the_store_lacks() -> None:
+    """git would look in every pack before the loose objects: a linked pack must never override a blob
+    Abhed hashed itself, so seed.Reader asks the store first."""
+    from contextlib import contextmanager
+    from abhed.session import gitobjects
+
+    class Store:
+        def blob(self, oid: str) -> bytes:
+            if oid == "own":
+                return b"the store's bytes"
+            raise gitobjects.Missing(oid)
+
+    class Packs:
+        def blob(self, oid: str) -> bytes:
+            return b"the pack's bytes"
+
+    @contextmanager
+    def packs():
+        yield Packs()
+    reader = seed.Reader(Store(), packs())
+    assert reader.blob("own") == b"the store's bytes"
+    assert reader.blob("taken") == b"the pack's bytes"
+    reader.close()
+    with pytest.raises(gitobjects.Missing):
+        seed.Reader(Store(), None).blob("taken")
