@@ -379,3 +379,20 @@ def test_undo_reads_the_store_s_own_object_first_and_a_linked_pack_only_for_what
     reader.close()
     with pytest.raises(gitobjects.Missing):
         seed.Reader(Store(), None).blob("taken")
+
+
+def test_a_seeded_first_snapshot_hands_git_no_workspace_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As tests/test_checkpoint_races.py's rule: listing, tree and object plumbing only; the one addition,
+    index-pack, reads the store's own pack of trees."""
+    from abhed.session import checkpoint
+    ws = tmp_path / "ws"
+    repository(ws)
+    seen: list[tuple[str, ...]] = []
+    real = checkpoint.hostproc.run
+    monkeypatch.setattr(checkpoint.hostproc, "run", lambda argv, **kw: seen.append(tuple(argv)) or real(argv, **kw))
+    shadow, _, _ = first(tmp_path / "home", ws)
+    commands = {next(a for a in argv[1:] if not a.startswith("-") and "=" not in a) for argv in seen}
+    assert commands <= {"init", "diff-files", "ls-files", "write-tree", "index-pack", "cat-file", "log",
+                        "for-each-ref", "count-objects"}, commands
+    packs = [argv[-1] for argv in seen if "index-pack" in argv]
+    assert packs and all(Path(p).is_relative_to(shadow.git_dir / "objects" / "pack") for p in packs)
