@@ -248,6 +248,7 @@ def _checkpointed(ctx: ToolContext, name: str, args: Any, action: ActionEvent | 
         return _without_checkpoint(name, args, gate, "checkpoints are off, and it was allowed only because one would undo it", run) if undoable else run()
     from abhed.session.checkpoint import CheckpointError  # here: a call that only reads never loads it
     session = ctx.session
+    checkpoints.session_started(session.state.created_at.timestamp())
     try:
         before, capture = checkpoints.before(session.id, action.id, name, action.agent_id, changes=_changes(ctx))
     except CheckpointError as exc:
@@ -284,6 +285,9 @@ def _checkpointed(ctx: ToolContext, name: str, args: Any, action: ActionEvent | 
     if capture.interrupted:
         facts["interrupted"] = capture.interrupted
         result.content += f"\n[Abhed: {capture.interrupted}]"
+    if capture.first:  # a first snapshot that read a whole tree: why this call took long, once
+        facts["first"] = capture.first
+        result.content += f"\n[Abhed: {capture.first}.]"
     result.metadata["checkpoint"] = facts
     return result
 

@@ -58,6 +58,13 @@ sandboxed job swapping a directory for a symlink to the user's home while a snap
 runs gets no byte of the home into the store, and no file of the model's into the home. Every git
 run here has a deadline (checkpoints.timeout_s) and dies with Abhed (abhed/common/hostproc.py).
 
+A workspace's first snapshot (no shadow index yet) does not hash every file of a git workspace: it
+takes the blob ids of the repository's own index where they can be trusted and links the packs
+that hold them into the store (seed.py says when, and why that is safe); only what differs or is
+untracked is read as above. Its trees are stored as one pack, with the index's cache of trees, so
+git's write-tree has nothing to write. A first snapshot that still read many files (no git, many
+untracked) says so in its call's result (Capture.first).
+
 The store is kept within checkpoints.max_store_bytes and checkpoints.max_count per workspace: past
 either, the oldest checkpoints of the workspace (all sessions) are collected (their commits cut off
 through git's `shallow` file, then `git prune`), and the snapshot that did it says so.
@@ -82,7 +89,7 @@ from typing import Any
 
 from abhed.common import hostproc
 from abhed.files.atomic import replace_file
-from abhed.session import changeset, collect, gitindex, gitobjects, journal, repostate, treeio, uncovered
+from abhed.session import changeset, collect, gitindex, gitobjects, journal, repostate, seed, treeio, uncovered
 from sandbox import reserve
 
 MAX_LISTED = 50  # paths named in one message or event; the rest are counted
@@ -149,6 +156,7 @@ class Capture:
     collected: str = ""  # what the store's collection took away to stay within its caps, in words
     skipped: list[str] = field(default_factory=list)  # "path (why)": unreadable, or a FIFO, socket, device
     interrupted: str = ""  # a snapshot killed before this one, in words (journal.py)
+    first: str = ""  # a first snapshot that had to hash much, in words (seed.py)
 
 
 @dataclass
@@ -191,6 +199,7 @@ class Shadow:
         self._index_sum: str | None = None  # ... and its checksum then
         self._held = threading.local()  # the lock's descriptor while this thread holds it (`fd`)
         self.later = Later()  # what a later snapshot of this process takes from the last one (changeset.py)
+        self.started_ns = time.time_ns()  # no model command of this session ran before: see seed.py
 
     # -- running git ----------------------------------------------------------------------------
 
@@ -315,13 +324,47 @@ class Shadow:
         """Bring the index up to the workspace and write its tree (call with the lock held); `since`:
         what changed since this process's last snapshot, when known (changeset.py)."""
         self._check_reserve()
+        first = self._first()
         try:
-            return self._capture(since)
+            return first.done(self._capture(since), self)
         except gitindex.Unreadable:
             # Not an index this code or git wrote (damaged, another version): start again from none;
             # every file is then read again, and unchanged ones hash to the objects already stored.
             (self.git_dir / "index").unlink(missing_ok=True)  # pragma: no mutate (it was just read: it exists)
             return self._capture(None)
+
+    # A first snapshot that still reads this many files is named in the call's result (seed.py says why).
+    FIRST_NOTE_FILES = 2000
+
+    def _first(self) -> _First:
+        """A workspace's first snapshot (no shadow index yet): seed the index from the repository's own
+        (seed.py), so that only what differs from it is read and hashed; timed, for the call's note."""
+        started = time.monotonic()
+        if (self.git_dir / "index").exists():
+            return _First(None, started, 0)
+        with treeio.Tree(str(self.workspace)) as tree:
+            found = seed.Seeder(tree, self.dir, self.started_ns, self.max_file_bytes, self.max_store_bytes // 4).seed()
+        if found.entries:
+            path = self.git_dir / "index"
+            self._index = gitindex.write(path, gitindex.Index(sorted(found.entries.values(), key=lambda e: e.name)))
+            # What checkpoints.exclude (and the store itself, .git/info/exclude) leave out: out again. A
+            # tracked file that a .gitignore names stays covered: it is the repository's own content.
+            rules = f"--exclude-from={self.git_dir / 'info' / 'exclude'}"
+            ignored = [n for n in self.git("ls-files", "-z", "-c", "-i", rules).split(b"\0") if n]
+            for name in ignored:
+                found.entries.pop(name, None)
+                found.modes.pop(os.fsdecode(name), None)
+            entries = sorted(found.entries.values(), key=lambda e: e.name)
+            trees = seed.trees_of(entries)
+            if trees is not None:  # its trees as one pack, and the index's cache of them: write-tree has none to write
+                self.git("index-pack", str(seed.write_pack(self.git_dir / "objects" / "pack", trees[0])))
+            if ignored or trees is not None:
+                self._index = gitindex.write(path, gitindex.Index(entries, trees[1] if trees is not None else None))
+            self._index_sum = gitindex.checksum(path)
+            modes = self._modes()
+            modes["modes"] = {**modes["modes"], **found.modes}
+            self._save_modes(modes)
+        return _First(found, started, len(found.entries))
 
     def _survey(self, capture: Capture, earlier: list[str], since: Since | None = None) -> uncovered.Survey:
         home = self.dir.parent.parent
@@ -505,7 +548,8 @@ class Shadow:
                 return tree_id
         except (OSError, ValueError):
             pass
-        tree_id = self.git("write-tree").decode().strip()
+        # Blobs taken from the repository's packs are not in the store's object directory (seed.py).
+        tree_id = self.git("write-tree", *(["--missing-ok"] if seed.linked(self.dir) else [])).decode().strip()
         checksum = gitindex.checksum(path)  # git wrote it again, with its cache of trees
         if checksum is not None:
             gitobjects.write_file(cache, f"{checksum} {tree_id}\n".encode())
@@ -794,7 +838,8 @@ class Shadow:
         target, with its exact mode."""
         # Reading stops at the first object a damaged store lacks: look for all of them before any change.
         listing = self.git("rev-list", "--objects", "--missing=print", f"{plan.to.commit}^{{tree}}", f"^{plan.now.tree}")
-        missing = [line[1:] for line in listing.decode().splitlines() if line.startswith("?")]
+        missing = seed.missing_elsewhere([line[1:] for line in listing.decode().splitlines() if line.startswith("?")],
+                                         self.dir)
         if missing:
             raise CheckpointError(f"Undo stopped before changing anything: the shadow repository {self.git_dir} lacks "
                                   f"{len(missing)} of the objects checkpoint {plan.to.number} is made of (e.g. "
@@ -807,7 +852,7 @@ class Shadow:
         failed: list[str] = []
         try:
             with treeio.Tree(str(self.workspace)) as tree, \
-                    gitobjects.reader(self._command(), self._env(), self.timeout_s, self.lock_fds()) as objects:
+                    seed.reader(self._command(), self._env(), self.timeout_s, self.lock_fds(), self.dir) as objects:
                 _remove_all(tree, [c.path for c in raw if c.status == "D"], failed)
                 if any(c.path.startswith(f"{repostate.GIT}/") for c in raw):  # the objects its refs name first
                     repostate.RepoState(self.dir, self.git_dir / "objects").restore_objects(tree)
@@ -878,6 +923,26 @@ def _below_any(path: str, tops: set[str]) -> bool:
             return True
         parent = parent.rpartition("/")[0]
     return False
+
+
+@dataclass
+class _First:
+    """A first snapshot under way: what it took from the repository, when it started."""
+
+    seeded: seed.Seeded | None  # None: not a first snapshot
+    started: float
+    taken: int  # index entries taken from the repository
+
+    def done(self, capture: Capture, shadow: Shadow) -> Capture:
+        """`capture`, with a note when this first snapshot still had to read many files."""
+        if self.seeded is None:
+            return capture
+        read = len(shadow._read_index(shadow.git_dir / "index").entries) - self.taken
+        if read >= Shadow.FIRST_NOTE_FILES:
+            why = f" ({self.seeded.why_not})" if self.seeded.why_not else ""
+            capture.first = (f"the first checkpoint of this workspace read and hashed {read:,} files in "
+                             f"{time.monotonic() - self.started:.0f} s{why}; later ones only read what changed")
+        return capture
 
 
 @dataclass(frozen=True)  # pragma: no mutate (equivalent: nothing assigns to it)
@@ -1030,6 +1095,11 @@ class Checkpoints:
         if git is None:
             return None
         return cls(Shadow(home, workspace, git=git, exclude=tuple(exclude), max_file_bytes=max_file_bytes, **caps))
+
+    def session_started(self, when: float) -> None:
+        """The session began at `when` (seconds): a repository index written since is not trusted by a
+        first snapshot (seed.py), even one taken in a later process of the session (`abhed tool`)."""
+        self.shadow.started_ns = min(self.shadow.started_ns, int(when * 1_000_000_000))
 
     def before(self, session_id: str, call: str | None, tool: str, agent_id: str,
                changes: ChangeSource | None = None) -> tuple[Snapshot, Capture]:

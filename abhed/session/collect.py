@@ -78,6 +78,10 @@ def measure(shadow: Shadow) -> int:
     copied = 0
     for directory, _dirs, files in os.walk(shadow.dir / "repo-objects"):
         copied += sum(os.lstat(os.path.join(directory, name)).st_blocks * 512 for name in files)
+    for directory, _dirs, files in os.walk(shadow.dir / "repo-packs"):  # the repository's packs (seed.py):
+        for name in files:  # a hard link still shared with the repository costs no disk of its own
+            st = os.lstat(os.path.join(directory, name))
+            copied += st.st_blocks * 512 if st.st_nlink == 1 else 0
     return sum(int(fields.get(k, 0)) for k in ("size", "size-pack", "size-garbage")) * 1024 + copied
 
 
