@@ -76,7 +76,8 @@ def checkpoint_note(result: ToolResult) -> str | None:
         return None
     missed = f"; {facts['not_covered']} files not covered" if facts.get("not_covered") else ""
     failed = "; the snapshot after it failed" if facts.get("after_error") else ""
-    return f"checkpoint {facts.get('number')}{missed}{failed} (/undo takes this call back)"
+    first = f"; {facts['first']}" if facts.get("first") else ""  # why this call took long, once
+    return f"checkpoint {facts.get('number')}{missed}{failed} (/undo takes this call back){first}"
 
 
 def first_line(text: str, width: int = 110) -> str:
