@@ -250,7 +250,8 @@ def _checkpointed(ctx: ToolContext, name: str, args: Any, action: ActionEvent | 
     session = ctx.session
     checkpoints.session_started(session.state.created_at.timestamp())
     try:
-        before, capture = checkpoints.before(session.id, action.id, name, action.agent_id, changes=_changes(ctx))
+        before, capture = checkpoints.before(session.id, action.id, name, action.agent_id, changes=_changes(ctx),
+                                              report=ctx.progress)
     except CheckpointError as exc:
         return _without_checkpoint(name, args, gate, str(exc), run)
     try:
@@ -263,7 +264,7 @@ def _checkpointed(ctx: ToolContext, name: str, args: Any, action: ActionEvent | 
     result = run()
     facts: dict[str, Any] = {"number": before.number, "before": before.commit}
     try:
-        after = checkpoints.after(session.id, before, changes=_changes(ctx))
+        after = checkpoints.after(session.id, before, changes=_changes(ctx), report=ctx.progress)
         facts["after"] = after.commit
         if after.meta.get("uncovered"):
             from abhed.session.uncovered import note

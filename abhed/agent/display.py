@@ -9,6 +9,7 @@ nothing, serves tests and the conformance suite.
 from __future__ import annotations
 
 from abhed.model.wire import ToolCall
+from abhed.session.hashing import Hashing
 from abhed.session.store import Plan, TodoItem
 from abhed.tools.base import ToolResult
 
@@ -24,6 +25,10 @@ class Display:
     def todos(self, items: list[TodoItem]) -> None: ...
     def plan(self, plan: Plan) -> None: ...
     def notice(self, message: str) -> None: ...
+    def hashing(self, progress: Hashing) -> None:
+        """A snapshot before or after a call is reading many files (a workspace's first): how far it has
+        got, a few times a second; `progress.finished` once it is done. Called from the call's thread."""
+
     def waiting(self) -> None:
         """The model was asked and has not answered yet (a chat shows a spinner)."""
 

@@ -175,6 +175,8 @@ class Agent:
         self.ctx, self.model, self.gate, self.budget = ctx, model, gate, budget
         # The tools see what the model can see: read shows images only to a model that takes them.
         ctx.vision = image_limits(model.vision)
+        if parent_id is None:  # a long snapshot shows on this display; subagents' contexts are copies of this one
+            ctx.progress = display.hashing if display is not None else None
         self.config = config or AgentConfig()
         self.display = display or Display()
         self.agent_id, self.parent_id = agent_id, parent_id

@@ -26,6 +26,7 @@ class Activity:
         self.console = console
         self.tokens_in = self.tokens_out = self.context_used = self.context_max = 0
         self._what = ""
+        self._detail = ""  # how far the work under way has got (a long snapshot's progress)
         self._since = 0.0
         self._spinner = Spinner("dots", style="cyan")
         self._live: Live | None = None
@@ -34,6 +35,8 @@ class Activity:
     def line(self) -> str:
         """The status text (without the spinner)."""
         parts = [f"{self._what} {time.monotonic() - self._since:.0f}s"] if self._what else []
+        if self._detail:
+            parts.append(self._detail)
         parts.append(f"tokens in {_k(self.tokens_in)} out {_k(self.tokens_out)}")
         if self.context_max:
             share = 100 * self.context_used // self.context_max
@@ -47,14 +50,19 @@ class Activity:
     def start(self, what: str) -> None:
         with self._lock:
             if what != self._what:
-                self._what, self._since = what, time.monotonic()
+                self._what, self._since, self._detail = what, time.monotonic(), ""
             if self._live is None and self.console.is_terminal:
                 self._live = Live(self, console=self.console, transient=True, refresh_per_second=8)
                 self._live.start()
 
+    def detail(self, text: str) -> None:
+        """Beside what is under way, until it changes or this is called with ""; the timer runs on."""
+        with self._lock:
+            self._detail = text
+
     def stop(self) -> None:
         with self._lock:
-            self._what = ""
+            self._what = self._detail = ""
             if self._live is not None:
                 self._live.stop()
                 self._live = None

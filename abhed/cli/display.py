@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any, TextIO
@@ -30,6 +31,7 @@ from abhed.cli.activity import Activity
 from abhed.cli.replytext import MarkdownStream
 from abhed.gate.approval import Answer, Gate, Verdict
 from abhed.model.wire import ToolCall
+from abhed.session.hashing import Hashing
 from abhed.session.store import Plan, TodoItem
 from abhed.common.terminal import printable
 from abhed.agent.display import Display
@@ -74,7 +76,8 @@ def checkpoint_note(result: ToolResult) -> str | None:
         return None
     missed = f"; {facts['not_covered']} files not covered" if facts.get("not_covered") else ""
     failed = "; the snapshot after it failed" if facts.get("after_error") else ""
-    return f"checkpoint {facts.get('number')}{missed}{failed} (/undo takes this call back)"
+    first = f"; {facts['first']}" if facts.get("first") else ""  # why this call took long, once
+    return f"checkpoint {facts.get('number')}{missed}{failed} (/undo takes this call back){first}"
 
 
 def first_line(text: str, width: int = 110) -> str:
@@ -128,12 +131,16 @@ def _tag(agent_id: str, label: str) -> str:
     return f"[{agent_id} {label[:40] + '...' if len(label) > 40 else label}]"
 
 
+HASHING_EVERY_S = 5.0  # `abhed run`: a long snapshot's progress, a line this often at most
+
+
 class Progress(Display):
     """One line per step on stderr; the text of intermediate replies, never the final answer."""
 
     def __init__(self, out: TextIO | None = None, lock: threading.Lock | None = None) -> None:
         self.out = out or sys.stderr
         self._text: list[str] = []
+        self._hashing_next = 0.0  # when the next line of a long snapshot's progress may be printed
         self._lock = lock or threading.Lock()  # one line at a time: subagents write from their threads
 
     def _line(self, text: str) -> None:
@@ -168,6 +175,21 @@ class Progress(Display):
 
     def notice(self, message: str) -> None:
         self._line(f"abhed: {message}")
+
+    def hashing(self, progress: Hashing) -> None:
+        """On a terminal only (a log keeps the call's own note): a line every few seconds."""
+        now = time.monotonic()
+        if progress.finished or now < self._hashing_next or not _is_terminal(self.out):
+            return
+        self._hashing_next = now + HASHING_EVERY_S
+        self._line(f"   {progress.words()}")
+
+
+def _is_terminal(out: TextIO) -> bool:
+    try:
+        return out.isatty()
+    except (AttributeError, ValueError):  # no isatty, or closed
+        return False
 
 
 class _ProgressOf(Display):
@@ -204,12 +226,21 @@ class Chat(Display):
         self.save_rule: Callable[[str], str] | None = None  # set where the operator allows saving rules
         self.reply = MarkdownStream(self.console)
         self.activity = Activity(self.console)
+        self._running = "running"  # what the status line says while the last call started runs
 
     def waiting(self) -> None:
         self.activity.start("thinking")
 
     def usage(self, tokens_in: int, tokens_out: int, context_used: int, context_max: int) -> None:
         self.activity.count(tokens_in, tokens_out, context_used, context_max)
+
+    def hashing(self, progress: Hashing) -> None:
+        """On the status line, beside the running call; started again if an approval prompt stopped it."""
+        if progress.finished:
+            self.activity.detail("")
+            return
+        self.activity.start(self._running)
+        self.activity.detail(progress.words())
 
     def idle(self) -> None:
         """The turn is over: no spinner while the human types."""
@@ -243,7 +274,8 @@ class Chat(Display):
 
     def tool_started(self, call: ToolCall) -> None:
         self._end_stream()
-        self.activity.start(f"running {call.name}")
+        self._running = f"running {call.name}"
+        self.activity.start(self._running)
         width = max(20, self.console.width - len(call.name) - 4)
         self.console.print(f"[cyan]  {escape(call.name)}[/] [dim]{escape(preview(call, width))}[/]")
 

@@ -89,7 +89,7 @@ from typing import Any
 
 from abhed.common import hostproc
 from abhed.files.atomic import replace_file
-from abhed.session import changeset, collect, gitindex, gitobjects, journal, repostate, seed, treeio, uncovered
+from abhed.session import changeset, collect, gitindex, gitobjects, hashing, journal, repostate, seed, treeio, uncovered
 from sandbox import reserve
 
 MAX_LISTED = 50  # paths named in one message or event; the rest are counted
@@ -320,18 +320,19 @@ class Shadow:
 
     # -- taking a snapshot ----------------------------------------------------------------------
 
-    def capture(self, since: Since | None = None) -> Capture:
+    def capture(self, since: Since | None = None, report: hashing.Report | None = None) -> Capture:
         """Bring the index up to the workspace and write its tree (call with the lock held); `since`:
-        what changed since this process's last snapshot, when known (changeset.py)."""
+        what changed since this process's last snapshot, when known (changeset.py); `report`: told how
+        far the read loop has got when it has many files to read (hashing.py)."""
         self._check_reserve()
         first = self._first()
         try:
-            return first.done(self._capture(since), self)
+            return first.done(self._capture(since, report, first.seeded is not None), self)
         except gitindex.Unreadable:
             # Not an index this code or git wrote (damaged, another version): start again from none;
             # every file is then read again, and unchanged ones hash to the objects already stored.
             (self.git_dir / "index").unlink(missing_ok=True)  # pragma: no mutate (it was just read: it exists)
-            return self._capture(None)
+            return self._capture(None, report, True)
 
     # A first snapshot that still reads this many files is named in the call's result (seed.py says why).
     FIRST_NOTE_FILES = 2000
@@ -470,7 +471,8 @@ class Shadow:
             self.later.names = (index, changeset.Names(index.entries))
         return self.later.names[1]
 
-    def _capture(self, since: Since | None = None) -> Capture:
+    def _capture(self, since: Since | None = None, report: hashing.Report | None = None,
+                 first: bool = False) -> Capture:
         paths: set[str] | None = None
         if since is not None and since.valid:
             try:
@@ -485,12 +487,15 @@ class Shadow:
         left_here: list[str] = []  # files this listing named that were not taken (read again next time)
         now = time.time()
         objects = self.git_dir / "objects"
-        with treeio.Tree(str(self.workspace)) as tree:
+        ticker = hashing.ticker(report, len(paths), first, self.FIRST_NOTE_FILES)
+        with treeio.Tree(str(self.workspace)) as tree, hashing.ended(ticker):
             repo, left_out = self._repo(tree, since)
             not_covered += left_out
             for path in sorted(paths):
                 got = tree.read(path, self.max_file_bytes)
                 name = os.fsencode(path)
+                if ticker is not None:
+                    ticker.tick(len(got.data) if isinstance(got, treeio.Read) else 0)
                 if not isinstance(got, treeio.Read):
                     if got is not None:
                         (skipped if got.unreadable else not_covered).append(f"{path} ({got.why})")
@@ -596,18 +601,19 @@ class Shadow:
                         capture.modes_blob)
 
     def snapshot(self, session_id: str, kind: str, meta: dict[str, Any], *, watch: bool = False,
-                 changes: ChangeSource | None = None) -> tuple[Snapshot, Capture]:
+                 changes: ChangeSource | None = None, report: hashing.Report | None = None) -> tuple[Snapshot, Capture]:
         """Capture and commit in one hold of the lock. A "before" gets the session's next number.
         `watch`: survey what checkpoints leave out, before the call and after it (uncovered.py), so that
         what the call did there, which undo cannot take back, is said (the after snapshot's `uncovered`).
-        `changes`: the sandbox's change set (changeset.py), taken here, before anything is read."""
+        `changes`: the sandbox's change set (changeset.py), taken here, before anything is read.
+        `report`: how far a read of many files has got (hashing.py)."""
         with self.locked():
             killed = journal.read(self.dir, journal.SNAPSHOT)
             journal.write(self.dir, journal.SNAPSHOT, {"session": session_id, "kind": kind, "call": meta.get("call"),
                                                        "tool": meta.get("tool"), "started": stamp()})
             try:
                 since = self._since(changes, kind)
-                done = self._snapshot(session_id, kind, meta, watch, killed, since)
+                done = self._snapshot(session_id, kind, meta, watch, killed, since, report)
                 self._chain(changes, since, watch)
                 return done
             finally:  # done, or failed and said so: only a kill leaves the journal
@@ -642,9 +648,10 @@ class Shadow:
             self.later.pending = set()
 
     def _snapshot(self, session_id: str, kind: str, meta: dict[str, Any], watch: bool,
-                  killed: dict[str, Any] | None, since: Since | None = None) -> tuple[Snapshot, Capture]:
+                  killed: dict[str, Any] | None, since: Since | None = None,
+                  report: hashing.Report | None = None) -> tuple[Snapshot, Capture]:
         """snapshot()'s work, lock held; `killed`: the journal of a snapshot killed before it, if any."""
-        capture = self.capture(since)
+        capture = self.capture(since, report)
         if killed is not None:
             capture.interrupted = journal.snapshot_notice(killed)
             meta = {**meta, "interrupted": capture.interrupted}
@@ -1102,20 +1109,22 @@ class Checkpoints:
         self.shadow.started_ns = min(self.shadow.started_ns, int(when * 1_000_000_000))
 
     def before(self, session_id: str, call: str | None, tool: str, agent_id: str,
-               changes: ChangeSource | None = None) -> tuple[Snapshot, Capture]:
+               changes: ChangeSource | None = None, report: hashing.Report | None = None) -> tuple[Snapshot, Capture]:
         """Snapshot the workspace before the call `call` (an ActionEvent id) of `tool` runs. A bash call
         may change anything: what checkpoints leave out is surveyed too (write and edit name their file).
-        `changes`: the sandbox's change set (sandbox.Sandbox.take_changes), when it has one."""
+        `changes`: the sandbox's change set (sandbox.Sandbox.take_changes), when it has one.
+        `report`: how far the snapshot has got, while it reads many files (hashing.py)."""
         return self.shadow.snapshot(session_id, "before", {"call": call, "tool": tool, "agent_id": agent_id},
-                                    watch=tool == "bash", changes=changes)
+                                    watch=tool == "bash", changes=changes, report=report)
 
-    def after(self, session_id: str, before: Snapshot, changes: ChangeSource | None = None) -> Snapshot:
+    def after(self, session_id: str, before: Snapshot, changes: ChangeSource | None = None,
+              report: hashing.Report | None = None) -> Snapshot:
         """Snapshot the workspace when the call `before` was taken for has ended; its meta's `uncovered`
         says what the call changed that the checkpoint does not cover."""
         snapshot, _ = self.shadow.snapshot(session_id, "after", {"call": before.meta.get("call"),
                                                                   "tool": before.meta.get("tool"),
                                                                   "number": before.number},
-                                           watch=before.meta.get("tool") == "bash", changes=changes)
+                                           watch=before.meta.get("tool") == "bash", changes=changes, report=report)
         return snapshot
 
     def listing(self, session_id: str) -> list[Entry]:

@@ -23,6 +23,7 @@ from abhed.session.store import Session
 if TYPE_CHECKING:  # annotations only: importing them costs every tool call's start-up (issue 18)
     from abhed.files.images import ImageLimits
     from abhed.session.checkpoint import Checkpoints
+    from abhed.session.hashing import Report
 
 LINE_CUT_NOTE = "[...line truncated]"
 
@@ -72,6 +73,8 @@ class ToolContext:
     `vision`: set by the agent from its model's profile (and the operator's override); read shows
     images only when it is set.
     `checkpoints`: where dispatch snapshots the workspace before a call that may change it.
+    `progress`: told how far a snapshot that reads many files has got (session/hashing.py); set by
+    the agent to its display's `hashing`, None where nobody watches.
 
     `spawn`: how the task tool starts a subagent (tools/task.py: `Spawn`). Only the context an
     agent hands to its own task calls carries it (dataclasses.replace), so a subagent runs under
@@ -86,6 +89,7 @@ class ToolContext:
     spawn: Callable[..., Any] | None = None
     vision: ImageLimits | None = None  # what images the model takes; None: text only (read refuses images)
     checkpoints: Checkpoints | None = None  # snapshots before every change (None: off, or no git)
+    progress: Report | None = None  # a long snapshot's progress, for the display (None: not shown)
     # Tools beyond the native nine (the MCP gateway's admitted tools); whoever made it closes it.
     extra: ToolSource | None = None
 

@@ -491,3 +491,43 @@ def test_chat_start_names_an_undo_killed_mid_way_and_slash_undo_finish_completes
     assert "In this chat: /undo --finish or /undo --rollback." in notice
     assert tree_state(ws) == old
     assert journal.read(Shadow(home, ws).dir, journal.UNDO) is None
+
+
+SLOW_READS = '''
+import time
+from abhed.session import treeio
+_read = treeio.Tree.read
+def _slow(self, *args, **kwargs):
+    time.sleep(0.002)
+    return _read(self, *args, **kwargs)
+treeio.Tree.read = _slow
+'''
+
+
+def test_a_first_checkpoint_that_hashes_many_files_shows_its_progress_then_says_so(ws, term, tmp_path):
+    """A workspace of 3,000 files without git: the first bash call's snapshot reads every one. While it
+    runs the status line counts them; the call's checkpoint line then says why it took long. (Each read
+    is slowed by 2 ms, by a sitecustomize of the test's own, so that the line stays up to be seen.)"""
+    for d in range(30):
+        (ws / f"d{d:02}").mkdir()
+        for i in range(100):
+            (ws / f"d{d:02}" / f"f{i:03}.c").write_text(f"int f{d}_{i};\n")
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text(SLOW_READS)
+    turns = [Turn(calls=[run("touch made")]), Turn(text="Made.")]
+    with ReplayServer(turns) as server:
+        chat = term("--endpoint", server.url, "--workspace", str(ws), "--mode", "auto",
+                    env={"PYTHONPATH": f"{slow}:{REPO}"})
+        chat.wait_for("ends the session.")
+        chat.type("make it")
+        screen = chat.wait_for("first checkpoint of this workspace: hashing ")
+        line = next(s for s in screen.splitlines() if "first checkpoint of this workspace: hashing" in s)
+        assert " / 3,000 files (" in line and "later calls only read what changed" in line
+        screen = chat.wait_for("Made.")
+        assert "checkpoint 1 (/undo takes this call back); the first checkpoint of this workspace read and hashed " \
+               "3,000 files in" in " ".join(screen.split())
+        assert "the workspace is no git repository" in screen
+        assert (ws / "made").exists()
+        chat.type("/exit")
+        chat.wait_for("CHAT-EXITED 0")
