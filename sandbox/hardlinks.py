@@ -32,6 +32,14 @@ binds cost quadratically (measured: 10 binds +1.7 ms per command, 100 +23 ms, 1,
 a bound file cannot be removed or renamed (EBUSY: ``rm -rf node_modules`` would fail). Figures and
 the choice: docs/security.md, "Shared hard links"; ``benchmarks/hardlink_bench.py``.
 
+Abhed's own links are not told: the first checkpoint of a git workspace hard-links its large
+packs into the checkpoint store (abhed.session.seed, ``repo-packs/pack``), from descriptors of
+read-only packs. The caller names that directory (``own``); a file whose other names are all
+entries of it, matched by (device, inode) through the directory's descriptor (never a path
+inside it), is handled as any shared file (bound or copied: the store's name, outside the
+workspace, keeps its content) but left out of the note, which would otherwise greet every
+session with Abhed's own bookkeeping. A file with one more name anywhere else is told as before.
+
 Links made while a session runs (only a process outside the sandbox can: inside it only the
 workspace and a tmpfs /tmp are writable, and link() across mounts fails with EXDEV) are found by
 the next session's start; until then that session's commands can write through them
@@ -69,6 +77,7 @@ class Shared:
     name: str  # workspace-relative
     ident: tuple[int, int]  # (st_dev, st_ino)
     size: int
+    own: bool = False  # every other name is in the caller's own directory (``unshare``'s ``own``): not told
 
 
 @dataclass(frozen=True)
@@ -93,25 +102,28 @@ class Links:
 
 
 def unshare(workspace: Path, *, reserve_bytes: int | None, reserve_setting: str = "disk_reserve_bytes",
-            budget_s: float = COPY_BUDGET_S) -> Links:
+            budget_s: float = COPY_BUDGET_S, own: Path | None = None) -> Links:
     """Copy or bind every workspace name of a file that has a name outside the workspace; see the module docstring.
 
     Raises DiskReserveReached when a copy would leave less than ``reserve_bytes`` free, and
     SandboxSetupError when a file cannot be copied or the copying took longer than ``budget_s``
-    (what was copied stays copied: the next start goes on from there).
+    (what was copied stays copied: the next start goes on from there). ``own``: a directory of the
+    caller's own links to workspace files (the module docstring), or None.
     """
-    shared, unreadable = find_shared(workspace)
+    shared, unreadable = find_shared(workspace, own)
     bound = choose_binds(shared)
     to_copy = [item for item in shared if item not in bound]
     copier = _Copier(workspace, reserve_bytes, reserve_setting, budget_s, len(to_copy))
     copied = [item for item in to_copy if copier.copy(item)]
     if copied:  # pragma: no mutate (a sync with nothing copied is harmless: durability no test can see)
         _sync(workspace)
-    return Links(workspace, tuple(bound), tuple(describe(copied, bound) + [_unreadable_note(workspace, rel) for rel in unreadable]))
+    told = describe([item for item in copied if not item.own], [item for item in bound if not item.own])
+    return Links(workspace, tuple(bound), tuple(told + [_unreadable_note(workspace, rel) for rel in unreadable]))
 
 
-def find_shared(workspace: Path) -> tuple[list[Shared], list[str]]:
-    """Workspace names of files with a name outside it (largest first), and the directories that could not be read."""
+def find_shared(workspace: Path, own: Path | None = None) -> tuple[list[Shared], list[str]]:
+    """Workspace names of files with a name outside it (largest first), and the directories that could not be read;
+    ``own``: a directory of the caller's own links (``Shared.own`` marks a file whose other names are all there)."""
     names: dict[tuple[int, int], list[str]] = defaultdict(list)
     stats: dict[tuple[int, int], os.stat_result] = {}
     unreadable: list[str] = []
@@ -136,10 +148,31 @@ def find_shared(workspace: Path) -> tuple[list[Shared], list[str]]:
                             stats[(st.st_dev, st.st_ino)] = st
         finally:
             os.close(fd)
-    shared = [Shared(name, ident, stats[ident].st_size)
-              for ident, found in names.items() if stats[ident].st_nlink > len(found) for name in found]
+    outside = {ident: stats[ident].st_nlink - len(found) for ident, found in names.items() if stats[ident].st_nlink > len(found)}
+    ours = _own_links(own) if own is not None and outside else {}
+    shared = [Shared(name, ident, stats[ident].st_size, ours.get(ident, 0) == count)
+              for ident, count in outside.items() for name in names[ident]]
     shared.sort(key=lambda item: (-item.size, item.name))
     return shared, sorted(unreadable)
+
+
+def _own_links(own: Path) -> dict[tuple[int, int], int]:
+    """How many names each file has directly in the directory ``own``: its entries read and lstat'ed
+    through its descriptor (O_NOFOLLOW: a symlink there is no directory of ours); none when it is missing."""
+    try:
+        fd = os.open(own, _DIR_FLAGS)
+    except OSError:
+        return {}  # no store yet, or not a directory: nothing of ours to leave out of the note
+    counts: dict[tuple[int, int], int] = defaultdict(int)
+    try:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                st = _stat(fd, entry.name)  # lstat: a symlink there has its own inode, never a pack's
+                if st is not None:
+                    counts[(st.st_dev, st.st_ino)] += 1
+    finally:
+        os.close(fd)
+    return counts
 
 
 def choose_binds(shared: list[Shared]) -> list[Shared]:

@@ -181,9 +181,11 @@ class Sandbox:
     """Runs shell commands confined to one workspace. Use as a context manager, or call close()."""
 
     def __init__(self, config: SandboxConfig, workspace: Path | str, *, environ: Mapping[str, str] | None = None,
-                 on_refusal: Callable[[str], None] | None = None) -> None:
+                 on_refusal: Callable[[str], None] | None = None, own_links: Path | None = None) -> None:
         """``on_refusal`` hears, one sentence each, every connection the egress proxy refused
-        (``config.allow_hosts``), from whichever thread serves it."""
+        (``config.allow_hosts``), from whichever thread serves it. ``own_links``: the caller's directory
+        of its own hard links to workspace files (the checkpoint store's linked packs), which the
+        start's note about shared hard links leaves out (sandbox.hardlinks)."""
         if not isinstance(config, SandboxConfig):
             raise TypeError(f"config must be a sandbox.SandboxConfig, got {type(config).__name__}")
         self.config = config
@@ -201,7 +203,7 @@ class Sandbox:
             try:
                 reserve = self._reserve()
                 self._links = unshare(self.workspace, reserve_bytes=reserve.amount if reserve else None,
-                                      reserve_setting=reserve.origin if reserve else "")
+                                      reserve_setting=reserve.origin if reserve else "", own=own_links)
             except BaseException:
                 self._launcher.close()
                 raise

@@ -271,3 +271,16 @@ def test_a_microvm_counts_as_a_sandboxed_process_alive(monkeypatch) -> None:
     assert not sandbox_session.sandboxed_alive()
     box.backend, box._closed = "bwrap", False
     assert not sandbox_session.sandboxed_alive()
+
+
+def test_the_covered_directories_are_every_ancestor_of_every_indexed_name() -> None:
+    """changeset.Names.dirs (the FIFO scan's directories) in one pass over the sorted index: the same
+    set as every prefix of every name, whatever sorts between a directory's files ("a-b", "a.c")."""
+    from abhed.session import changeset, gitindex
+
+    names = sorted([b"top.txt", b"a/b/c/d.txt", b"a/b/e.txt", b"a/b-x/f", b"a/b.c", b"a/z/y/x/w", b"a-b/g",
+                    b"a.c/h", b"q/r"])
+    entries = [gitindex.Entry(n, 0, 0, b"") for n in names]
+    expected = sorted({""} | {"/".join(n.decode().split("/")[:i]) for n in names for i in range(1, n.count(b"/") + 1)})
+    assert changeset.Names(entries).dirs() == expected
+    assert changeset.Names([]).dirs() == [""]

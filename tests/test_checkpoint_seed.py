@@ -396,3 +396,38 @@ def test_a_seeded_first_snapshot_hands_git_no_workspace_path(tmp_path: Path, mon
                         "for-each-ref", "count-objects"}, commands
     packs = [argv[-1] for argv in seen if "index-pack" in argv]
     assert packs and all(Path(p).is_relative_to(shadow.git_dir / "objects" / "pack") for p in packs)
+
+
+def test_a_later_session_s_first_bash_call_says_nothing_of_the_store_s_own_pack_links(
+        tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store's repo-packs links (made by the first snapshot) are Abhed's own: the sandbox's hard-link
+    check of every later session leaves them out of its note (still bound read-only); a link of the
+    user's to a file outside is still told."""
+    from abhed.gate.approval import Gate, Policy
+    from abhed.session import checkpoint
+    from abhed_testing import Tools
+    from sandbox import hardlinks
+    monkeypatch.setattr(seed, "BIND_MIN_BYTES", 0)  # this small pack linked, and bound, as a large one would be
+    monkeypatch.setattr(hardlinks, "BIND_MIN_BYTES", 0)
+    ws = tmp_path / "ws"
+    repository(ws)
+
+    def session() -> str:
+        t = Tools(ws, home, gate=Gate(Policy.create("auto", [], [], ws), invoked_by_human=True, confirmed=True))
+        t.ctx.checkpoints = checkpoint.from_settings(t.settings, ws)
+        try:
+            return t.ok("bash", command="echo ran | tee -a out.txt", description="x")
+        finally:
+            t.ctx.close()
+
+    assert "ran" in session()  # the first snapshot links the pack into the store
+    pack = max((ws / ".git" / "objects" / "pack").glob("pack-*.pack"), key=lambda p: p.stat().st_size)
+    assert pack.stat().st_nlink == 2
+    told = session()
+    assert "shared hard links" not in told, told
+    assert pack.stat().st_nlink == 2  # bound read-only, not copied apart
+    outside = tmp_path / "outside.txt"
+    outside.write_text("the user's\n")
+    os.link(outside, ws / "linked.txt")
+    told = session()
+    assert "1 file in the workspace shared hard links with files outside it (e.g. linked.txt" in told, told

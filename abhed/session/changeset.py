@@ -62,6 +62,25 @@ class Names:
 
     def __init__(self, entries: list[gitindex.Entry]) -> None:
         self.entries = entries
+        self._dirs: list[str] | None = None
+
+    def dirs(self) -> list[str]:
+        """Every directory of a covered file, "" (the root) included, sorted; made once per index. One
+        pass over the sorted names: a file's ancestors are looked at only when its directory differs
+        from the previous file's, and only up to one already found (its ancestors are found too)."""
+        if self._dirs is None:
+            found = {b""}
+            last = None
+            for entry in self.entries:
+                parent = entry.name.rpartition(b"/")[0]
+                if parent == last:
+                    continue
+                last = parent
+                while parent not in found:
+                    found.add(parent)
+                    parent = parent.rpartition(b"/")[0]
+            self._dirs = sorted(os.fsdecode(d) for d in found)
+        return self._dirs
 
     def _at(self, name: bytes) -> int:
         return bisect_left(self.entries, name, key=_name)

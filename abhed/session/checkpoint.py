@@ -528,10 +528,8 @@ class Shadow:
             with treeio.Tree(str(self.workspace)) as tree:
                 found = changeset.specials(tree, self._names(), last, dirs)
         else:
-            names = {os.fsdecode(e.name) for e in self._read_index(self.git_dir / "index").entries}
-            directories = {""} | {"/".join(n.split("/")[:i]) for n in names for i in range(1, n.count("/") + 1)}  # pragma: no mutate (from 0: "" again)
             with treeio.Tree(str(self.workspace)) as tree:
-                found = tree.specials(sorted(directories))
+                found = tree.specials(self._names().dirs())
         self.later.specials = found
         return found
 

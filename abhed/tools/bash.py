@@ -11,6 +11,7 @@ from sandbox import reserve
 from pydantic import Field, field_validator
 
 from abhed.common import frozen
+from abhed.session import seed
 from abhed.session.config import Settings
 from abhed.common.errors import ToolError
 from abhed.gate.interactive import interactive_reason
@@ -119,7 +120,10 @@ class Shell:
     @classmethod
     def open(cls, ctx: ToolContext) -> Shell:
         try:
-            box = sandbox.Sandbox(sandbox_config(ctx.settings), ctx.paths.workspace, environ=frozen.host_environ())
+            # The checkpoint store's links to the repository's packs (seed.py) are Abhed's own: not told as shared.
+            own = ctx.checkpoints.shadow.dir / seed.PACKS / "pack" if ctx.checkpoints is not None else None
+            box = sandbox.Sandbox(sandbox_config(ctx.settings), ctx.paths.workspace, environ=frozen.host_environ(),
+                                  own_links=own)
         except sandbox.SandboxError as exc:
             raise ToolError(f"The command did not run: the sandbox is not usable. {exc}") from None
         return cls(box, ctx.paths.workspace / ".abhed" / "jobs" / ctx.session.id)

@@ -511,3 +511,76 @@ def test_a_bound_pack_stays_read_only_in_every_command_of_the_session(runner, wo
 
     assert all("done" in o["output"] for o in outs[1:])
     assert digests(src / ".git" / "objects") == before
+
+
+# -- Abhed's own links (the checkpoint store's repo-packs, abhed.session.seed) ----------------------
+
+
+def own_pack(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A workspace pack whose only other name is in the store's repo-packs/pack (as seed links it)."""
+    workspace = tmp_path / "ws"
+    pack = workspace / ".git/objects/pack/pack-1.pack"
+    pack.parent.mkdir(parents=True)
+    pack.write_bytes(b"P" * hardlinks.BIND_MIN_BYTES)
+    own = tmp_path / "home/checkpoints/key/repo-packs/pack"
+    own.mkdir(parents=True)
+    os.link(pack, own / "pack-1.pack")
+    return workspace, pack, own
+
+
+def test_a_pack_linked_only_into_the_store_s_repo_packs_is_not_told_but_still_bound(tmp_path):
+    workspace, pack, own = own_pack(tmp_path)
+
+    links = hardlinks.unshare(workspace, reserve_bytes=None, own=own)
+
+    assert links.notes == ()  # Abhed's own bookkeeping: nothing to tell the model
+    assert links.bound_entries() == (".git/objects/pack/pack-1.pack",)  # read-only in commands as before
+    assert pack.stat().st_nlink == 2 and (own / "pack-1.pack").read_bytes() == pack.read_bytes()
+
+
+def test_a_pack_also_linked_outside_the_store_is_still_told(tmp_path):
+    workspace, pack, own = own_pack(tmp_path)
+    os.link(pack, tmp_path / "a-local-clone-source.pack")  # one more name, not Abhed's
+
+    links = hardlinks.unshare(workspace, reserve_bytes=None, own=own)
+
+    assert links.notes and "1 file in the workspace shared hard links" in links.notes[0], links.notes
+    assert "large git pack files" in links.notes[0]
+
+
+def test_a_real_outside_link_is_copied_and_told_beside_an_own_pack(tmp_path):
+    workspace, pack, own = own_pack(tmp_path)
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"the user's own\n")
+    os.link(outside, workspace / "f")
+
+    links = hardlinks.unshare(workspace, reserve_bytes=None, own=own)
+
+    assert len(links.notes) == 1 and "1 file in the workspace" in links.notes[0] and "(e.g. f:" in links.notes[0]
+    assert "large git pack files" not in links.notes[0]
+    assert (workspace / "f").stat().st_nlink == 1 and outside.read_bytes() == b"the user's own\n"
+
+
+def test_own_links_are_matched_by_inode_through_the_directory_not_by_name(tmp_path):
+    workspace, pack, own = own_pack(tmp_path)
+    (own / "pack-1.pack").unlink()
+    (own / "pack-1.pack").write_bytes(pack.read_bytes())  # same name and bytes, another file
+    os.link(pack, tmp_path / "elsewhere.pack")
+    assert "large git pack files" in hardlinks.unshare(workspace, reserve_bytes=None, own=own).notes[0]
+
+    workspace, pack, own = own_pack(tmp_path / "2")
+    linked_dir = tmp_path / "linked"
+    os.symlink(own, linked_dir)  # the store's directory reached through a symlink: never followed
+    shared, _ = hardlinks.find_shared(workspace, linked_dir)
+    assert [item.own for item in shared] == [False]
+    assert [item.own for item in hardlinks.find_shared(workspace, tmp_path / "missing")[0]] == [False]
+    assert [item.own for item in hardlinks.find_shared(workspace, own)[0]] == [True]
+
+
+def test_a_session_with_own_links_says_nothing_of_them(tmp_path):
+    workspace, pack, own = own_pack(tmp_path)
+    with sandbox.Sandbox(sandbox.SandboxConfig(), workspace, own_links=own) as sb:
+        assert sb.start_notes() == []
+    workspace2, pack2, _ = own_pack(tmp_path / "2")
+    with sandbox.Sandbox(sandbox.SandboxConfig(), workspace2) as sb:
+        assert any("large git pack files" in note for note in sb.start_notes())
