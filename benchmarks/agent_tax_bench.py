@@ -8,7 +8,8 @@
 Replays an agent-like sequence in this process, through abhed/agent/dispatch.py as the agent loop calls
 it: a real session store, checkpoints on, the bwrap sandbox, approval mode auto (nothing asks). Two
 git repositories, each copied fresh into a temporary workspace with a fresh ABHED_HOME for every
-repeat, so that the first call that changes the workspace really takes its first checkpoint:
+repeat, so that the first call that changes the workspace really takes its first checkpoint (the
+copy's index refreshed and its files a few seconds old, as a user's repository is):
 
   small   a generated tree of --files files (default 1,000; seeded, so every run gets the same tree):
           C, headers, Python, Go, JavaScript, Markdown, Makefiles and JSON in nested directories, a
@@ -65,6 +66,7 @@ sys.path.insert(0, str(HERE))
 import grep_bench  # noqa: E402
 from abhed.agent import dispatch  # noqa: E402
 from abhed.files.paths import PathPolicy  # noqa: E402
+from abhed.session.gitindex import RACY_S  # noqa: E402
 from abhed.gate.approval import Gate, Policy  # noqa: E402
 from abhed.session import config  # noqa: E402
 from abhed.session import undo as undoing  # noqa: E402
@@ -306,6 +308,13 @@ def one_workspace(tree: Tree, scratch: Path, only: set[str], calls: int, rows: R
     ws, home, bare = scratch / "ws", scratch / "home", scratch / "bare"
     subprocess.run(["cp", "-a", str(tree.source), str(ws)], check=True)
     ws = ws.resolve()
+    # A user's repository as the user has it: the copy gave every file a new inode and ctime, which
+    # the index records, so refresh it as the user's next `git status` would (a checkpoint trusts
+    # only entries whose stat matches); and older than gitindex.RACY_S, since a file changed in the
+    # last seconds is read again by every snapshot until it settles (files seconds old are a copy's
+    # artefact, not a user's repository).
+    subprocess.run(["git", "-C", str(ws), "update-index", "-q", "--refresh"], check=False)
+    time.sleep(RACY_S + 0.2)
     bare.mkdir()
     agent = Agent(ws, home)
     with BareBwrap() as box:
