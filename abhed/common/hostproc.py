@@ -19,11 +19,14 @@ import os
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _libc = ctypes.CDLL(None, use_errno=True)
+# run(watch=...): how often the watch looks at a running child.
+WATCH_S = 0.02
 
 
 class Timeout(Exception):
@@ -82,13 +85,31 @@ def kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+class Stuck(Exception):
+    """run(watch=...): the watch said the child cannot go on; it was killed with its group."""
+
+
 def run(argv: Sequence[str], *, timeout: float, input: bytes | None = None, env: dict[str, str] | None = None,
-        cwd: str | os.PathLike[str] | None = None, pass_fds: Sequence[int] = ()) -> subprocess.CompletedProcess:
-    """Run to completion with stdout and stderr captured; `Timeout` past `timeout` seconds."""
+        cwd: str | os.PathLike[str] | None = None, pass_fds: Sequence[int] = (),
+        watch: Callable[[int], bool] | None = None) -> subprocess.CompletedProcess:
+    """Run to completion with stdout and stderr captured; `Timeout` past `timeout` seconds.
+    `watch(pid)`, asked every WATCH_S while the child runs: True kills it and raises `Stuck`
+    (rg blocked on a FIFO has no deadline of its own short of `timeout`)."""
     proc = popen(argv, stdin=subprocess.DEVNULL if input is None else subprocess.PIPE, stdout=subprocess.PIPE,
                  stderr=subprocess.PIPE, env=env, cwd=cwd, pass_fds=tuple(pass_fds))
+    deadline = time.monotonic() + timeout
     try:
-        out, err = proc.communicate(input, timeout=timeout)
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                # communicate() may be called again after a timeout: no output is lost.
+                out, err = proc.communicate(input, timeout=max(0.0, min(left, WATCH_S) if watch else left))
+                break
+            except subprocess.TimeoutExpired:
+                if left <= WATCH_S or watch is None:
+                    raise
+                if watch(proc.pid):
+                    raise Stuck(f"`{argv[0]}` was stopped: it could not go on") from None
     except subprocess.TimeoutExpired:
         kill(proc)
         raise Timeout(argv, timeout) from None

@@ -13,7 +13,7 @@ import fallback_grep
 from fallback_grep.syntax import Node
 from pydantic import Field
 
-from abhed.files import filewalk, ripgrep
+from abhed.files import filewalk, rgjail, ripgrep
 from abhed.common.errors import ToolError
 from abhed.files.textfile import human_size
 from abhed.files.globpattern import GlobError, expand_braces
@@ -52,22 +52,26 @@ class _Search:
         self.rg, self.regex = rg, regex
         self.matcher = None if rg is not None else query.matcher()
         self.notes = [note] if note else []
-        self.cwd, self.opener = "", None
+        self.cwd, self.opener, self.jail = "", None, None
+        self.large: frozenset[str] = frozenset()  # files rg maps (ripgrep.MMAP_FROM)
 
     @property
     def name(self) -> str:
         return "rg" if self.rg is not None else "fallback_grep"
 
-    def bind(self, cwd: Path, open_file: Callable[[str], int]) -> _Search:
-        """Search below cwd, opening every file through open_file (a confined opener)."""
+    def bind(self, cwd: Path, open_file: Callable[[str], int], jail: rgjail.Jail | None = None) -> _Search:
+        """Search below cwd, opening every file through open_file (a confined opener); rg reads
+        names in `jail` when there is one (rgjail), what it cannot read there through open_file."""
         self.cwd = str(cwd)
         self.opener = lambda path: check_regular(open_file(path))
+        self.jail = jail
         return self
 
     def __call__(self, files: list[str], query: Query, workers: int = 1) -> list[FileHits]:
         if self.rg is not None:
             try:
-                return list(ripgrep.rg_search(self.rg, self.cwd, files, query, self.opener, self.regex))
+                return list(ripgrep.rg_search(self.rg, self.cwd, files, query, self.opener, self.regex, self.jail,
+                                              self.large))
             except ripgrep.RgRejected as exc:
                 self.notes.append(f"[searched with the built-in engine: rg could not search with this pattern ({exc})]")
                 self.rg, self.matcher = None, query.matcher()
@@ -131,11 +135,11 @@ class Grep(Tool):
             search = self._prepare(ctx, query, query.check())
         except fallback_grep.error as exc:
             raise ToolError(str(exc), pattern=args.pattern) from None
-        root, files, notes, skipped, size = self._files(args, ctx)
+        root, files, notes, skipped, size = self._files(args, ctx, search)
         where = root if root.is_dir() else root.parent
         # One descriptor of the workspace root for every open of this call (and of its workers).
         with ctx.paths.opener_below(where, os.O_RDONLY | os.O_NONBLOCK) as open_file:
-            search.bind(where, open_file)
+            search.bind(where, open_file, self._jail(ctx, search, where))
             # Content mode first learns which files match (cheap), then fetches lines from as few as it needs.
             first = query if mode != "content" else replace(query, mode="files_with_matches")
             try:
@@ -146,7 +150,7 @@ class Grep(Tool):
                 raise ToolError(str(exc), pattern=args.pattern) from None
             notes += search.notes + self._problem_notes(hits)
             facts = {"backend": search.name, "files_searched": len(files), "files_matched": len(found),
-                     "mode": mode}
+                     "mode": mode, "rg_jail": search.jail is not None}
             if not found:
                 return ok("\n".join([self._nothing(args, root, files, hits, skipped), *notes]), **facts)
             if mode == "files_with_matches":
@@ -160,22 +164,22 @@ class Grep(Tool):
 
     # -- which files ---------------------------------------------------------------------------
 
-    def _files(self, args: GrepInput, ctx: ToolContext) -> tuple[Path, list[str], list[str], int, int]:
+    def _files(self, args: GrepInput, ctx: ToolContext, search: _Search) -> tuple[Path, list[str], list[str], int, int]:
         """The search root, the files to search, notes, how many files were left out for size, and
-        the bytes to search."""
+        the bytes to search; `search` learns which files are large."""
         root = ctx.resolve(args.path) if args.path else ctx.paths.workspace
         st = stat_root(root, ctx)
         if st is not None and stat.S_ISREG(st.st_mode):
             keep = glob_filter(args.glob, root.parent)
             files = [str(root)] if keep is None or keep(str(root)) else []
-            kept, size = self._small_enough(files, ctx, notes := [])
+            kept, size = self._small_enough(files, ctx, notes := [], search)
             return root, kept, notes, len(files) - len(kept), size
         root = search_root(args.path, ctx, self.name)
         keep = glob_filter(args.glob, root)
         prefix = str(root) + "/"
         listing = walk_checked(root, ctx, keep and (lambda rel: keep(prefix + rel)))
         notes: list[str] = []
-        files, size = self._small_enough(listing.files, ctx, notes)
+        files, size = self._small_enough(listing.files, ctx, notes, search)
         hidden = hidden_note(root, listing.hidden_dirs, len(listing.hidden_files))
         notes += [hidden] if hidden else []
         if listing.unreadable:
@@ -183,10 +187,10 @@ class Grep(Tool):
         return root, files, notes, len(listing.files) - len(files), size
 
     @staticmethod
-    def _small_enough(files: list[str], ctx: ToolContext, notes: list[str]) -> tuple[list[str], int]:
+    def _small_enough(files: list[str], ctx: ToolContext, notes: list[str], search: _Search) -> tuple[list[str], int]:
         """The files within search.max_file_bytes (a note names the others) and their total size."""
         limit = ctx.settings.search.max_file_bytes
-        kept, big, total = [], [], 0
+        kept, big, total, large = [], [], 0, []
         for path in files:
             try:
                 # Never through a link: every listed path was a regular file (the walk follows no
@@ -201,6 +205,9 @@ class Grep(Tool):
             else:
                 kept.append(path)
                 total += size
+                if size >= ripgrep.MMAP_FROM:
+                    large.append(path)
+        search.large = frozenset(large)
         if big:
             shown = ", ".join(f"{p} ({human_size(size)})" for p, size in sorted(big)[:SHOWN_EXAMPLES])
             notes.append(f"[{len(big)} file(s) NOT searched, over grep's limit of {human_size(limit)} per file "
@@ -208,6 +215,17 @@ class Grep(Tool):
                          "them with bash, showing only the head of long lines: rg -n --max-columns 300 "
                          "--max-columns-preview 'PATTERN' FILE (or grep -c 'PATTERN' FILE to count).]")
         return kept, total
+
+    @staticmethod
+    def _jail(ctx: ToolContext, search: _Search, where: Path) -> rgjail.Jail | None:
+        """rg's read-only view of the root being searched, when rg searches and bwrap can make one;
+        None: rg reads descriptors opened here (as safe, slower on many files)."""
+        if search.rg is None:
+            return None
+        sandbox = ctx.settings.sandbox
+        writable = (*ctx.paths.roots, *(Path(os.path.realpath(p)) for p in sandbox.rw_binds))
+        return rgjail.jail_for(search.rg, ctx.paths.root_of(where), backend=sandbox.backend,
+                               bwrap_path=sandbox.bwrap_path, writable=writable, home=ctx.settings.home)
 
     @staticmethod
     def _prepare(ctx: ToolContext, query: Query, tree: Node) -> _Search:

@@ -1,0 +1,162 @@
+"""rg reading by name, in a read-only view of one allowed root (sandbox.bwrap.reader_argv).
+
+The descriptor path (ripgrep.rg_search without a jail) opens every file in Abhed's process and
+hands rg /proc/self/fd/N: safe, but a descriptor per file and rg resolving a magic link per file
+cost 4-8x rg on a big tree. Here rg opens names itself, inside a mount namespace that holds only
+the searched root (read-only, at its own path) and an execute-only copy of rg. A name a sandboxed
+job turned into a symlink (to /etc, to the home directory) leads to a file of that root or to
+nothing: the boundary by construction, for one bwrap start per batch of names.
+
+What the view does not stop, the caller handles:
+- a FIFO swapped in after the walk: rg blocks opening or reading it (rg searches whatever it is
+  named). `fifo_bound` sees a thread of rg waiting on a pipe (its wchan); the run is then killed
+  (`hostproc.Stuck`) and that batch is searched through descriptors, which refuse anything but a regular
+  file. Devices cannot be opened (every bwrap bind is nodev); a socket refuses open (ENXIO).
+- a file rg cannot read there (a link that leads nowhere, a file only host root may read: rg
+  holds no capability): rg reports it, and the caller searches it through descriptors, which
+  give the same answer, and the same message, as before.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from sandbox.bwrap import bwrap_version, locate_bwrap, reader_argv
+from sandbox.errors import SandboxError
+
+# Where rg appears inside the view (a name in the view's own tmpfs root, outside every root).
+EXE_AT = Path("/abhed-rg")
+# A thread of rg asleep in one of these waits on a FIFO (open without a writer, or a read from
+# a writer that sends nothing): the kernel's names for those waits, old and new.
+FIFO_WAITS = frozenset({"wait_for_partner", "fifo_open", "pipe_read", "pipe_wait", "pipe_wait_readable"})
+# The kernel's view of a failed bwrap: its own messages start with this (rg's with "rg: ").
+BWRAP_SAID = b"bwrap: "
+
+
+
+@dataclass(frozen=True)
+class Jail:
+    """How to run rg in a view of `root`: bwrap, and the execute-only copy of rg."""
+
+    bwrap: Path
+    exe: Path
+    root: Path
+
+    def argv(self, options: list[str], cwd: Path) -> list[str]:
+        return reader_argv(self.bwrap, (self.root,), self.exe, EXE_AT, cwd, tuple(options))
+
+
+# bwrap's path (or why there is none) per configured path and writable roots: one look per process.
+_bwrap_seen: dict[tuple, Path | None] = {}
+# Set when bwrap could not build a view on this host (no user namespaces): the process stops trying.
+_broken: list[str] = []
+
+
+def jail_for(rg: Path, root: Path, *, backend: str, bwrap_path: Path | None, writable: tuple[Path, ...],
+             home: Path) -> Jail | None:
+    """The jail for searching below `root`, or None (then rg reads descriptors): the sandbox backend
+    is not bwrap (the operator chose none or microvm: no bwrap to rely on), bwrap is missing or
+    refused, or failed before on this host, rg is not a static executable (the view has no
+    libraries), `root` is / (nothing could be bound beside it), or no execute-only copy of rg can
+    be kept outside the roots."""
+    if backend != "bwrap" or _broken or root == Path("/") or EXE_AT == root or root in EXE_AT.parents:
+        return None
+    key = (bwrap_path, writable)
+    if key not in _bwrap_seen:
+        try:
+            found = locate_bwrap(bwrap_path, writable_roots=writable)
+            bwrap_version(found)
+            _bwrap_seen[key] = found
+        except SandboxError:
+            _bwrap_seen[key] = None
+    bwrap = _bwrap_seen[key]
+    if bwrap is None or not is_static(rg):
+        return None
+    exe = exec_only_copy(rg, home / "cache", writable)
+    return None if exe is None else Jail(bwrap, exe, root)
+
+
+def failed(stderr: bytes) -> bool:
+    """Whether bwrap itself failed (it did not start rg); then this process stops using jails."""
+    if stderr.startswith(BWRAP_SAID):
+        _broken.append(stderr.decode("utf-8", "replace")[:300])
+        return True
+    return False
+
+
+def is_static(exe: Path) -> bool:
+    """Whether the ELF executable `exe` names no program interpreter (needs no shared library)."""
+    try:
+        with open(exe, "rb") as f:
+            head = f.read(64)
+            if head[:4] != b"\x7fELF" or head[4] != 2:  # 64-bit only (what the wheels ship)
+                return False
+            phoff, = struct.unpack_from("<Q", head, 32)
+            phentsize, phnum = struct.unpack_from("<HH", head, 54)
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+    except (OSError, struct.error, IndexError):
+        return False
+    PT_INTERP = 3
+    return all(struct.unpack_from("<I", table, i * phentsize)[0] != PT_INTERP for i in range(phnum))
+
+
+def exec_only_copy(rg: Path, cache: Path, writable: tuple[Path, ...]) -> Path | None:
+    """A copy of rg that only its owner can execute and nobody can read (mode 0111), in Abhed's
+    cache (made once, reused): inside the view, a name leading to it cannot be searched. None when
+    the cache lies where sandboxed commands write (they could replace it) or cannot be made."""
+    cache = Path(os.path.realpath(cache))
+    if any(cache == w or w in cache.parents for w in writable):
+        return None
+    st = os.stat(rg)
+    exe = cache / f"rg-{st.st_size}-{st.st_mtime_ns}"
+    if _is_exec_only(exe, st.st_size):
+        return exe
+    try:
+        os.makedirs(cache, mode=0o700, exist_ok=True)
+        temp = cache / f".{exe.name}.{os.getpid()}.tmp"
+        with open(rg, "rb") as src, open(temp, "wb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW, 0o600)) as dst:
+            while chunk := src.read(1 << 20):
+                dst.write(chunk)
+        os.chmod(temp, 0o111)
+        os.replace(temp, exe)
+    except OSError:
+        return None
+    return exe if _is_exec_only(exe, st.st_size) else None
+
+
+def _is_exec_only(path: Path, size: int) -> bool:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return (stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o111 and st.st_uid == os.geteuid()
+            and st.st_size == size)
+
+
+def fifo_bound(bwrap_pid: int) -> bool:
+    """Whether a process bwrap started (rg) has a thread waiting on a FIFO."""
+    try:
+        with open(f"/proc/{bwrap_pid}/task/{bwrap_pid}/children") as f:
+            children = f.read().split()
+    except OSError:
+        return False
+    for child in children:
+        try:
+            threads = os.listdir(f"/proc/{child}/task")
+        except OSError:
+            continue
+        for tid in threads:
+            try:
+                with open(f"/proc/{child}/task/{tid}/wchan") as f:
+                    if f.read().strip() in FIFO_WAITS:
+                        return True
+            except OSError as exc:
+                if exc.errno not in (errno.ENOENT, errno.ESRCH):
+                    raise
+    return False
