@@ -31,9 +31,6 @@ from sandbox.errors import SandboxError
 
 # Where rg appears inside the view (a name in the view's own tmpfs root, outside every root).
 EXE_AT = Path("/abhed-rg")
-# A thread of rg asleep in one of these waits on a FIFO (open without a writer, or a read from
-# a writer that sends nothing): the kernel's names for those waits, old and new.
-FIFO_WAITS = frozenset({"wait_for_partner", "fifo_open", "pipe_read", "pipe_wait", "pipe_wait_readable"})
 # The kernel's view of a failed bwrap: its own messages start with this (rg's with "rg: ").
 BWRAP_SAID = b"bwrap: "
 
@@ -139,6 +136,14 @@ def _is_exec_only(path: Path, size: int) -> bool:
             and st.st_size == size)
 
 
+def waits_on_fifo(wchan: str) -> bool:
+    """Whether a thread asleep in `wchan` waits on a FIFO: its open without a writer
+    (wait_for_partner, fifo_open) or a read from a writer that sends nothing (pipe_read,
+    pipe_wait_readable, 6.18's anon_pipe_read...). Not a write: rg's output goes to a pipe of
+    ours, and its standard input is /dev/null, so a read of a pipe can only be a FIFO's."""
+    return wchan == "wait_for_partner" or "fifo" in wchan or ("pipe" in wchan and "write" not in wchan)
+
+
 def fifo_bound(bwrap_pid: int) -> bool:
     """Whether a process bwrap started (rg) has a thread waiting on a FIFO."""
     try:
@@ -154,7 +159,7 @@ def fifo_bound(bwrap_pid: int) -> bool:
         for tid in threads:
             try:
                 with open(f"/proc/{child}/task/{tid}/wchan") as f:
-                    if f.read().strip() in FIFO_WAITS:
+                    if waits_on_fifo(f.read().strip()):
                         return True
             except OSError as exc:
                 if exc.errno not in (errno.ENOENT, errno.ESRCH):

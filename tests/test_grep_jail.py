@@ -1,0 +1,301 @@
+"""Issue 34: rg reads names inside a read-only view of the searched root (abhed/files/rgjail.py).
+
+Attacks judged on the host: whatever is swapped in after the walk (a directory for a symlink to a
+secret outside, a file for a FIFO, a name leading to the execute-only rg), no byte of a file outside
+the root reaches the answer, and no call hangs. Both paths: the jail (sandbox backend bwrap) and
+the descriptor fallback (backend none).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from abhed.files import rgjail, ripgrep
+from abhed.tools import grep as grep_tool
+from abhed_testing import Tools
+from test_race import SWAPPER
+
+SECRET = "SECRET-OUTSIDE-4711"
+MODES = ("files_with_matches", "count", "content")
+
+
+@pytest.fixture
+def tree(ws: Path, tmp_path: Path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f.txt").write_text(f"{SECRET} inside\n")
+    (outside / "g.txt").write_text(f"{SECRET} inside\n")
+    (ws / "d").mkdir()
+    (ws / "d" / "f.txt").write_text("inside one\n")
+    (ws / "d" / "g.txt").write_text("inside two\n")
+    (ws / "e").mkdir()
+    (ws / "e" / "h.txt").write_text("inside three\n")
+    return ws, outside
+
+
+def _tools(ws: Path, home: Path, backend: str = "bwrap") -> Tools:
+    tools = Tools(ws, home)
+    tools.settings.search.backend = "rg"
+    tools.settings.sandbox.backend = backend
+    return tools
+
+
+def _after_walk(monkeypatch, change) -> None:
+    """Run `change()` once the grep tool's walk has listed the files (before rg reads any)."""
+    real = grep_tool.walk_checked
+
+    def walk_then_change(*args, **kwargs):
+        listing = real(*args, **kwargs)
+        change()
+        return listing
+    monkeypatch.setattr(grep_tool, "walk_checked", walk_then_change)
+
+
+def test_the_jail_answers_as_the_descriptor_path_in_every_mode(tree, home):
+    ws, _ = tree
+    (ws / "bin.dat").write_bytes(b"inside\0binary\n")
+    for mode in MODES:
+        jailed = _tools(ws, home)(name := "grep", pattern="inside", output_mode=mode)
+        plain = _tools(ws, home, "none")(name, pattern="inside", output_mode=mode)
+        assert jailed.metadata["rg_jail"] is True and plain.metadata["rg_jail"] is False
+        assert jailed.content == plain.content
+        assert "binary file(s) matched and were skipped: " + str(ws / "bin.dat") in jailed.content
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "none"])
+def test_a_directory_swapped_for_a_symlink_after_the_walk_leaks_nothing(tree, home, monkeypatch, backend):
+    ws, outside = tree
+    _after_walk(monkeypatch, lambda: (os.rename(ws / "d", ws / "d-away"), os.symlink(outside, ws / "d")))
+    for mode in MODES:
+        result = _tools(ws, home, backend)("grep", pattern="SECRET|inside", output_mode=mode)
+        assert result.metadata["rg_jail"] is (backend == "bwrap")
+        assert SECRET not in result.content
+        assert "became a symbolic link during the search" in result.content  # the two files, named
+        os.unlink(ws / "d")
+        os.rename(ws / "d-away", ws / "d")
+
+
+def test_a_file_swapped_for_a_symlink_to_etc_leaks_nothing(tree, home, monkeypatch):
+    ws, outside = tree
+    _after_walk(monkeypatch, lambda: (os.unlink(ws / "e" / "h.txt"), os.symlink(outside / "f.txt", ws / "e" / "h.txt")))
+    result = _tools(ws, home)("grep", pattern="SECRET|inside", output_mode="content")
+    assert result.metadata["rg_jail"] is True
+    assert SECRET not in result.content and "inside one" in result.content
+
+
+def test_a_name_leading_to_the_execute_only_rg_shows_nothing_of_it(tree, home, monkeypatch):
+    ws, _ = tree
+    (ws / "x").mkdir()
+    (ws / "x" / rgjail.EXE_AT.name).write_text("inside\n")   # listed by the walk, then x -> /
+    _after_walk(monkeypatch, lambda: (os.rename(ws / "x", ws / "x-away"), os.symlink("/", ws / "x")))
+    result = _tools(ws, home)("grep", pattern="ripgrep|inside|ELF", output_mode="count")
+    assert result.metadata["rg_jail"] is True
+    assert f"{ws}/x/{rgjail.EXE_AT.name}:" not in result.content
+    exe = next((home / "cache").iterdir())
+    assert oct(exe.stat().st_mode & 0o777) == "0o111"
+
+
+@pytest.mark.parametrize("writer", [False, True], ids=["no-writer", "writer-holding-it-open"])
+def test_a_file_swapped_for_a_fifo_after_the_walk_does_not_block(tree, home, monkeypatch, writer):
+    """rg opens whatever it is named: a FIFO blocks its open (no writer) or its read (a writer that
+    sends nothing). The watch sees the wait, kills rg, and the batch is searched by descriptor."""
+    ws, _ = tree
+    monkeypatch.setattr(ripgrep, "RG_TIMEOUT_S", 60.0)   # a failed watch shows as this call's timeout
+    held: list[int] = []
+
+    def fifo() -> None:
+        os.unlink(ws / "d" / "f.txt")
+        os.mkfifo(ws / "d" / "f.txt")
+        if writer:
+            held.append(os.open(ws / "d" / "f.txt", os.O_RDWR))  # both ends: an open for reading returns
+    _after_walk(monkeypatch, fifo)
+    stuck = []
+    real = ripgrep._by_descriptor
+    monkeypatch.setattr(ripgrep, "_by_descriptor", lambda *a: stuck.append(a[3]) or real(*a))
+    try:
+        for mode in MODES:
+            result = _tools(ws, home)("grep", pattern="inside", output_mode=mode)
+            assert not result.is_error, result.content
+            assert result.metadata["rg_jail"] is True
+            assert "not a regular file any more" in result.content and str(ws / "d" / "g.txt") in result.content
+            os.unlink(ws / "d" / "f.txt")
+            (ws / "d" / "f.txt").write_text("inside one\n")
+            for fd in held:
+                os.close(fd)
+            held.clear()
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert stuck and all(str(ws / "d" / "f.txt") in batch for batch in stuck)
+
+
+def test_without_bwrap_the_descriptor_path_searches(tree, home, monkeypatch):
+    ws, _ = tree
+    for backend in ("none", "microvm"):
+        assert _tools(ws, home, backend)("grep", pattern="inside").metadata["rg_jail"] is False
+    monkeypatch.setattr(rgjail, "_broken", ["bwrap: setting up uid map: Permission denied"])
+    result = _tools(ws, home)("grep", pattern="inside")
+    assert result.metadata["rg_jail"] is False and str(ws / "d" / "f.txt") in result.content
+
+
+def test_a_bwrap_that_fails_hands_the_batch_to_descriptors(tree, home, monkeypatch):
+    ws, _ = tree
+    monkeypatch.setattr(rgjail, "_broken", [])
+    monkeypatch.setattr(rgjail.Jail, "argv", lambda self, options, cwd: [
+        sys.executable, "-c", "import sys; sys.stderr.write('bwrap: No permissions to create new namespace\\n'); "
+        "sys.exit(1)"])
+    result = _tools(ws, home)("grep", pattern="inside", output_mode="count")
+    assert f"{ws}/d/f.txt:1" in result.content and f"{ws}/e/h.txt:1" in result.content
+    assert rgjail._broken and "namespace" in rgjail._broken[0]
+
+
+def test_the_execute_only_copy_is_never_kept_where_sandboxed_commands_write(tmp_path):
+    rg = ripgrep.find_rg()
+    assert rg is not None
+    assert rgjail.exec_only_copy(rg, tmp_path / "ws" / "cache", (tmp_path / "ws",)) is None
+    exe = rgjail.exec_only_copy(rg, tmp_path / "home" / "cache", (tmp_path / "ws",))
+    assert exe is not None and oct(exe.stat().st_mode & 0o777) == "0o111" and exe.stat().st_size == rg.stat().st_size
+    assert rgjail.exec_only_copy(rg, tmp_path / "home" / "cache", (tmp_path / "ws",)) == exe  # made once
+    assert rgjail.is_static(rg) and not rgjail.is_static(Path(sys.executable).resolve())
+
+
+# -- real races ---------------------------------------------------------------------------------
+
+CALLS = 40
+
+FIFO_SWAPPER = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(1, 9)
+a, b = os.fsencode(sys.argv[1]), os.fsencode(sys.argv[2])
+print("swapping", flush=True)
+while True:
+    if libc.renameat2(-100, a, -100, b, 2) != 0:
+        sys.exit(f"renameat2: {os.strerror(ctypes.get_errno())}")
+"""
+
+
+def _swapper(code: str, a: Path, b: Path) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", code, str(a), str(b)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "swapping"
+    return proc
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.kill()
+    proc.wait()
+    assert proc.returncode == -9, "the swapper stopped by itself: the attack did not run the whole time"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["bwrap", "none"])
+def test_swapper_loop_through_the_jail_never_leaks(tree, home, backend):
+    ws, outside = tree
+    (ws / "link").symlink_to(outside)
+    proc = _swapper(SWAPPER, ws / "d", ws / "link")
+    try:
+        tools = _tools(ws, home, backend)
+        answers = [tools("grep", pattern="SECRET|inside", output_mode=MODES[n % 3]) for n in range(CALLS)]
+    finally:
+        _stop(proc)
+    assert all(a.metadata["rg_jail"] is (backend == "bwrap") for a in answers)
+    text = "\n".join(a.content for a in answers)
+    assert SECRET not in text
+    met = sum("became a symbolic link" in a.content for a in answers)
+    print(f"\n{CALLS} greps ({backend}), {met} met the swap", flush=True)
+    assert met > 0, "no call ever met the swap: the test did not exercise the race"
+
+
+@pytest.mark.slow
+def test_fifo_swapper_loop_never_blocks_the_jail(tree, home, monkeypatch):
+    """A FIFO and a file exchanged in a loop while grep runs: every call ends (the watch sees rg
+    wait on the FIFO), and each either read the file or said it is not a regular file."""
+    ws, _ = tree
+    monkeypatch.setattr(ripgrep, "RG_TIMEOUT_S", 60.0)
+    (ws / "p").mkdir()
+    os.mkfifo(ws / "p" / "f.txt")
+    proc = _swapper(FIFO_SWAPPER, ws / "d" / "f.txt", ws / "p" / "f.txt")
+    try:
+        tools = _tools(ws, home)
+        answers = [tools("grep", pattern="inside", output_mode=MODES[n % 3]) for n in range(CALLS)]
+    finally:
+        _stop(proc)
+    assert not any(a.is_error for a in answers), [a.content for a in answers if a.is_error]
+    assert all(a.metadata["rg_jail"] for a in answers)
+    met = sum("not a regular file any more" in a.content for a in answers)
+    print(f"\n{CALLS} greps, {met} met the FIFO", flush=True)
+    assert met > 0, "no call ever met the FIFO: the test did not exercise the race"
+
+
+# -- an unprivileged user -----------------------------------------------------------------------
+
+USER = "abhed-sbx-test"  # the sandbox suites' user (tests/sandbox/conftest.py)
+PYTHON = "/usr/bin/python3.11"
+DRIVER = r'''
+import json, os, sys, threading
+from pathlib import Path
+sys.path.insert(0, sys.argv[3])
+from abhed_testing import Tools
+ws, home, outside = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[4])
+t = Tools(ws, home)
+t.settings.search.backend = "rg"
+stop = threading.Event()
+def swap():
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    while not stop.is_set():
+        libc.renameat2(-100, os.fsencode(ws / "d"), -100, os.fsencode(ws / "link"), 2)
+threading.Thread(target=swap, daemon=True).start()
+out = [t("grep", pattern="SECRET|inside", output_mode=("content", "count", "files_with_matches")[n % 3])
+       for n in range(30)]
+stop.set()
+print(json.dumps({"jail": [r.metadata.get("rg_jail") for r in out], "text": "\n".join(r.content for r in out)}))
+'''
+
+
+@pytest.mark.slow
+def test_an_unprivileged_user_greps_through_the_jail(tmp_path):
+    if os.geteuid() != 0 or not os.access(PYTHON, os.X_OK):
+        pytest.skip(f"needs root (to become an ordinary user) and {PYTHON}")
+    try:
+        user = pwd.getpwnam(USER)
+    except KeyError:
+        subprocess.run([shutil.which("useradd") or "/usr/sbin/useradd", "--system", "--no-create-home", "--user-group",
+                        "--shell", "/usr/sbin/nologin", USER], check=True)
+        user = pwd.getpwnam(USER)
+    base = Path(tempfile.mkdtemp(prefix="abhed-jail-"))
+    try:
+        base.chmod(0o755)
+        ws, home, outside = base / "ws", base / "home", base / "outside"
+        for d in (ws / "d", home, outside):
+            d.mkdir(parents=True)
+        (ws / "d" / "f.txt").write_text("inside\n")
+        (outside / "f.txt").write_text(f"{SECRET}\n")   # the user's own file, outside the workspace
+        (ws / "link").symlink_to(outside)
+        for path in [base, *base.rglob("*")]:
+            os.lchown(path, user.pw_uid, user.pw_gid)
+        import httpx
+        site = str(Path(httpx.__file__).resolve().parent.parent)
+        repo = Path(__file__).resolve().parent.parent
+        rg_dir = str(ripgrep.find_rg().parent)
+        out = subprocess.run([PYTHON, "-c", DRIVER, str(ws), str(home), str(repo / "tests"), str(outside)],
+                             user=user.pw_uid, group=user.pw_gid, extra_groups=[], cwd=str(base), capture_output=True,
+                             text=True, timeout=600,
+                             env={"PATH": f"{rg_dir}:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(base),
+                                  "PYTHONPATH": f"{repo}:{site}", "ABHED_HOME": str(home), "ABHED_CONFIG": ""})
+        assert out.returncode == 0, out.stderr[-3000:]
+        said = json.loads(out.stdout.splitlines()[-1])
+        assert all(said["jail"]), said["jail"]
+        assert SECRET not in said["text"] and "inside" in said["text"]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
