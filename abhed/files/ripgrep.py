@@ -6,8 +6,12 @@ and `\\b` are Unicode where RE2's are ASCII), so rg never sees the model's patte
 fallback_grep's parse of it printed back for rust (`fallback_grep.translate.rust_pattern`), with
 folding and RE2's class meanings already applied. Whatever RE2 means, rg then means too.
 
-rg is given the file list (never walks itself), so both backends search the same files; it gets
-them as descriptors this process opened and checked (rg_search), never as names it could be raced on.
+rg is given the file list (never walks itself), so both backends search the same files. Where bwrap
+can make one (sandbox backend bwrap), rg reads the names inside a read-only view holding only the
+searched root and an execute-only copy of itself (abhed/files/rgjail.py): a name a sandboxed job
+swapped for a symlink leads into that root or to nothing; a FIFO it waits on is seen and the batch
+searched by descriptor. Elsewhere, and for what rg could not read in the view, it gets descriptors
+this process opened and checked (rg_search), never names it could be raced on.
 """
 
 from __future__ import annotations
