@@ -139,6 +139,59 @@ def test_a_file_swapped_for_a_fifo_after_the_walk_does_not_block(tree, home, mon
     assert stuck and all(str(ws / "d" / "f.txt") in batch for batch in stuck)
 
 
+@pytest.mark.parametrize("writer", [False, True], ids=["no-writer", "writer-holding-it-open"])
+def test_a_fifo_is_found_without_wait_channel_names(tree, home, monkeypatch, writer):
+    """Whatever the kernel names its FIFO waits (or when wchan cannot be read), rg that makes no
+    progress for STALL_S is stopped and its batch searched by descriptor."""
+    ws, _ = tree
+    monkeypatch.setattr(ripgrep, "RG_TIMEOUT_S", 60.0)   # a failed watch shows as this call's timeout
+    monkeypatch.setattr(rgjail, "_waits_on_fifo", lambda pid: False)   # wchan says nothing
+    held: list[int] = []
+
+    def fifo() -> None:
+        os.unlink(ws / "d" / "f.txt")
+        os.mkfifo(ws / "d" / "f.txt")
+        if writer:
+            held.append(os.open(ws / "d" / "f.txt", os.O_RDWR))
+    _after_walk(monkeypatch, fifo)
+    stuck = []
+    real = ripgrep._by_descriptor
+    monkeypatch.setattr(ripgrep, "_by_descriptor", lambda *a: stuck.append(a[3]) or real(*a))
+    try:
+        result = _tools(ws, home)("grep", pattern="inside", output_mode="count")
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert not result.is_error and result.metadata["rg_jail"] is True, result.content
+    assert "not a regular file any more" in result.content and f"{ws}/d/g.txt:1" in result.content
+    assert stuck and all(str(ws / "d" / "f.txt") in batch for batch in stuck)
+
+
+def test_the_watch_waits_for_a_run_that_moves_and_stops_one_that_does_not(monkeypatch):
+    """rgjail.Watch on real processes: a busy one is never stuck; an idle one is once STALL_S has passed
+    with nothing done; one that reads a little now and then is not."""
+    monkeypatch.setattr(rgjail, "_waits_on_fifo", lambda pid: False)
+    monkeypatch.setattr(rgjail, "STALL_S", 0.3)
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    idle = subprocess.Popen(["sleep", "60"])
+    trickle = subprocess.Popen([sys.executable, "-c", "import time, os\nwhile True:\n os.read(os.open('/etc/hostname', "
+                                "os.O_RDONLY), 1); time.sleep(0.05)"])
+    try:
+        watches = {p.pid: rgjail.Watch() for p in (busy, idle, trickle)}
+        said = {pid: [] for pid in watches}
+        for _ in range(12):
+            for pid, watch in watches.items():
+                # each watched as bwrap would be: itself, and its children (none)
+                said[pid].append(watch(pid))
+            threading.Event().wait(0.06)
+    finally:
+        for p in (busy, idle, trickle):
+            p.kill()
+            p.wait()
+    assert not any(said[busy.pid]) and not any(said[trickle.pid])
+    assert said[idle.pid][-1] and not said[idle.pid][0]
+
+
 def test_without_bwrap_the_descriptor_path_searches(tree, home, monkeypatch):
     ws, _ = tree
     for backend in ("none", "microvm"):

@@ -9,9 +9,10 @@ nothing: the boundary by construction, for one bwrap start per batch of names.
 
 What the view does not stop, the caller handles:
 - a FIFO swapped in after the walk: rg blocks opening or reading it (rg searches whatever it is
-  named). `fifo_bound` sees a thread of rg waiting on a pipe (its wchan); the run is then killed
-  (`hostproc.Stuck`) and that batch is searched through descriptors, which refuse anything but a regular
-  file. Devices cannot be opened (every bwrap bind is nodev); a socket refuses open (ENXIO).
+  named). `Watch` sees rg stuck (a thread's wchan in a FIFO wait, as a fast hint; whatever the
+  kernel, no progress at all for STALL_S); the run is then killed (`hostproc.Stuck`) and that
+  batch is searched through descriptors, which refuse anything but a regular file. Devices
+  cannot be opened (every bwrap bind is nodev); a socket refuses open (ENXIO).
 - a file rg cannot read there (a link that leads nowhere, a file only host root may read: rg
   holds no capability): rg reports it, and the caller searches it through descriptors, which
   give the same answer, and the same message, as before.
@@ -19,10 +20,10 @@ What the view does not stop, the caller handles:
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 import struct
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,6 +137,89 @@ def _is_exec_only(path: Path, size: int) -> bool:
             and st.st_size == size)
 
 
+# Watch: rg that has made no progress this long (no CPU time, no page fault, no byte read, no
+# thread running or waiting on a disk) is taken to be stuck; its batch is searched by descriptor.
+# (A false stall costs a second search of the batch, never a wrong answer.)
+STALL_S = 0.3
+
+
+class Watch:
+    """hostproc.run's watch over one jailed run (bwrap and the rg it started): True once rg cannot
+    go on. Two rules: a thread asleep where a FIFO's reader waits (its wchan, a fast hint: kernels
+    rename these functions, and wchan may be unreadable), and, whatever the kernel, no progress
+    at all for STALL_S (see _progress)."""
+
+    def __init__(self) -> None:
+        self.mark: object = None
+        self.since = time.monotonic()
+
+    def __call__(self, bwrap_pid: int) -> bool:
+        pids = [bwrap_pid, *_children(bwrap_pid)]
+        if any(_waits_on_fifo(pid) for pid in pids[1:]):
+            return True
+        now, mark = time.monotonic(), _progress(pids)
+        if mark is None or mark != self.mark:
+            self.mark, self.since = mark, now
+            return False
+        return now - self.since >= STALL_S
+
+
+def _children(pid: int) -> list[int]:
+    """The processes `pid` started (rg, for bwrap): its children file, or, on a kernel without
+    one (CONFIG_PROC_CHILDREN), the members of its process group (hostproc gives it its own)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(child) for child in f.read().split()]
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return []
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != pid:
+            fields = _stat(f"/proc/{entry}/stat")
+            if fields and fields[2] == str(pid):
+                members.append(int(entry))
+    return members
+
+
+def _stat(path: str) -> list[str]:
+    """The fields of a /proc stat file after the command name (state first); [] when it is gone."""
+    try:
+        with open(path) as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _progress(pids: list[int]) -> tuple | None:
+    """What the processes have done so far: per process its page faults (minor, major), CPU
+    time (user, system) and, where readable, bytes read; None while one of their threads runs
+    or waits on a disk (state R or D: moving, whatever the counters say)."""
+    marks: list[object] = []
+    for pid in pids:
+        try:
+            threads = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue  # gone
+        for tid in threads:
+            state = _stat(f"/proc/{pid}/task/{tid}/stat")[:1]
+            if state and state[0] in "RD":
+                return None
+        fields = _stat(f"/proc/{pid}/stat")
+        marks.append((pid, *fields[7:8], *fields[9:10], *fields[11:13], _bytes_read(pid)))
+    return tuple(marks)
+
+
+def _bytes_read(pid: int) -> int:
+    """rchar of /proc/PID/io (bytes read by any means), -1 where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            return int(next(line for line in f if line.startswith("rchar:")).split()[1])
+    except (OSError, StopIteration, ValueError, IndexError):
+        return -1
+
+
 def waits_on_fifo(wchan: str) -> bool:
     """Whether a thread asleep in `wchan` waits on a FIFO: its open without a writer
     (wait_for_partner, fifo_open) or a read from a writer that sends nothing (pipe_read,
@@ -144,24 +228,17 @@ def waits_on_fifo(wchan: str) -> bool:
     return wchan == "wait_for_partner" or "fifo" in wchan or ("pipe" in wchan and "write" not in wchan)
 
 
-def fifo_bound(bwrap_pid: int) -> bool:
-    """Whether a process bwrap started (rg) has a thread waiting on a FIFO."""
+def _waits_on_fifo(pid: int) -> bool:
+    """Whether a thread of `pid` is asleep in a FIFO wait, by its wchan (False when unreadable)."""
     try:
-        with open(f"/proc/{bwrap_pid}/task/{bwrap_pid}/children") as f:
-            children = f.read().split()
+        threads = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return False
-    for child in children:
+    for tid in threads:
         try:
-            threads = os.listdir(f"/proc/{child}/task")
+            with open(f"/proc/{pid}/task/{tid}/wchan") as f:
+                if waits_on_fifo(f.read().strip()):
+                    return True
         except OSError:
             continue
-        for tid in threads:
-            try:
-                with open(f"/proc/{child}/task/{tid}/wchan") as f:
-                    if waits_on_fifo(f.read().strip()):
-                        return True
-            except OSError as exc:
-                if exc.errno not in (errno.ENOENT, errno.ESRCH):
-                    raise
     return False

@@ -215,8 +215,8 @@ def _jailed(rg: Path, jail: Jail, regex: str, root: str, batch: list[str], mmap:
     cut = len(root) + 1
     names = {path[cut:]: path for path in batch}
     argv = jail.argv([*_argv(rg, query, regex, mmap)[1:], "--", *names], Path(root))
-    try:  # as _run, and killed as soon as a thread of rg waits on a FIFO
-        proc = hostproc.run(argv, timeout=RG_TIMEOUT_S, watch=rgjail.fifo_bound)
+    try:  # as _run, and killed once rg is stuck (on a FIFO: rgjail.Watch)
+        proc = hostproc.run(argv, timeout=RG_TIMEOUT_S, watch=rgjail.Watch())
     except hostproc.Stuck:
         yield from _by_descriptor(rg, regex, root, batch, query, opener)
         return
