@@ -192,6 +192,61 @@ def test_the_watch_waits_for_a_run_that_moves_and_stops_one_that_does_not(monkey
     assert said[idle.pid][-1] and not said[idle.pid][0]
 
 
+@pytest.fixture
+def many(ws: Path):
+    """40 directories of 5 files (a few matching, one binary, one over a small size limit, one large)."""
+    for d in range(40):
+        (ws / f"d{d:02d}").mkdir()
+        for f in range(5):
+            (ws / f"d{d:02d}" / f"f{f}.txt").write_text(("needle here\n" if (d + f) % 7 == 0 else "hay\n") * 3)
+    (ws / "d03" / "bin.dat").write_bytes(b"needle\0\n")
+    (ws / "d05" / "big.txt").write_text("needle\n" * 400)      # over the limit the tests set
+    (ws / "d07" / "mapped.txt").write_text("needle\n" * 100)   # "large": rg maps it
+    (ws / ".gitignore").write_text("d09/\n")
+    return ws
+
+
+def test_rg_starts_while_the_walk_goes_on_and_answers_as_before(many, home, monkeypatch):
+    """Streaming (ripgrep.Stream): with small first batches, runs start before the walk ends, and
+    every mode answers exactly as the descriptor path does (notes, binary, size limit included)."""
+    monkeypatch.setattr(ripgrep, "FIRST_NAMES", 3)
+    monkeypatch.setattr(ripgrep, "MMAP_FROM", 500)
+    started_before_end = []
+    real_walk = grep_tool.walk_checked
+
+    def walk(*args, **kwargs):
+        listing = real_walk(*args, **kwargs)
+        started_before_end.append(len(ripgrep._started))
+        return listing
+    monkeypatch.setattr(grep_tool, "walk_checked", walk)
+    monkeypatch.setattr(ripgrep, "_started", [], raising=False)
+    real_jailed = ripgrep._jailed
+    monkeypatch.setattr(ripgrep, "_jailed", lambda rg, jail, regex, root, batch, mmap, *rest: (
+        ripgrep._started.append((len(batch), mmap)), real_jailed(rg, jail, regex, root, batch, mmap, *rest))[1])
+    for mode in MODES:
+        tools = {b: _tools(many, home, b) for b in ("bwrap", "none")}
+        for t in tools.values():
+            t.settings.search.max_file_bytes = 1000
+        jailed = tools["bwrap"]("grep", pattern="needle", output_mode=mode)
+        plain = tools["none"]("grep", pattern="needle", output_mode=mode)
+        assert jailed.metadata["rg_jail"] is True and jailed.content == plain.content
+        assert "over grep's limit" in jailed.content and "binary file(s) matched" in jailed.content
+        assert f"{many}/d07/mapped.txt" in jailed.content and "d09" in jailed.content   # (the hidden note)
+    assert all(n > 1 for n in started_before_end), started_before_end   # runs began during the walk
+    sizes = [n for n, mmap in ripgrep._started if not mmap]
+    assert sizes[:3] == [3, 6, 12] and (1, True) in ripgrep._started   # growing batches; the large file mapped
+
+
+def test_a_pattern_rg_refuses_mid_stream_is_searched_by_the_built_in_engine(many, home, monkeypatch):
+    monkeypatch.setattr(ripgrep, "FIRST_NAMES", 2)
+    nested = "(" * 300 + "needle" + ")" * 300   # RE2 nests 1000 groups, rg's engine 250
+    jailed = _tools(many, home)("grep", pattern=nested, output_mode="count")
+    plain = _tools(many, home, "python")("grep", pattern="needle", output_mode="count")
+    assert "rg could not search with this pattern" in jailed.content
+    lines = jailed.content.splitlines()
+    assert [line for line in lines if not line.startswith("[searched with the built-in")] == plain.content.splitlines()
+
+
 def test_without_bwrap_the_descriptor_path_searches(tree, home, monkeypatch):
     ws, _ = tree
     for backend in ("none", "microvm"):

@@ -311,7 +311,7 @@ class Listing:
 
 def walk(root: Path, excludes: Iterable[str], keep: Callable[[str], bool] | None = None,
          open_root: Callable[[Path], int] | None = None, stamp: Callable[[str], bool] | None = None,
-         descend: Callable[[str], bool] | None = None) -> Listing:
+         descend: Callable[[str], bool] | None = None, found: Callable[[list[str]], None] | None = None) -> Listing:
     """Every regular file below `root` that the rules let through (and that `keep` accepts).
 
     `keep` gets the path relative to `root`. The order is the walk's, not sorted: every caller
@@ -322,10 +322,12 @@ def walk(root: Path, excludes: Iterable[str], keep: Callable[[str], bool] | None
     modification time to record in `Listing.stamps`, read through the same descriptors.
     `descend`: whether a directory (relative path) can hold a wanted file; False prunes it, which
     must then hold nothing `keep` or `stamp` wants, nor any hidden entry the caller reports.
+    `found`: called with each listed directory's files (those `Listing.files` gains, in walk
+    order) as the walk goes, so that a caller can start on them before the walk ends.
     """
     with Walk(root, excludes, keep, open_root, stamp, descend) as walking:
         listing = Listing()
-        walking.run(listing)
+        walking.run(listing, found=found)
         return listing
 
 
@@ -349,20 +351,20 @@ class Walk:
     def __exit__(self, *exc: object) -> None:
         os.close(self.rootfd)
 
-    def run(self, listing: Listing, limit: int | None = None) -> int:
+    def run(self, listing: Listing, limit: int | None = None,
+            found: Callable[[list[str]], None] | None = None) -> int:
         """List pending directories into `listing` until none is left, or `limit` have been listed:
         then breadth first, so that what is left pending is many directories near the top (shares
         of about equal work), not one deep directory's siblings beside the rest of the tree.
-        Returns how many were listed."""
-        pending, listed = self.pending, 0
-        if limit is None:
-            while pending:
-                self._list(*pending.pop(), listing)  # depth first: the fewest directories pending
-                listed += 1
-            return listed
-        while pending and listed < limit:
-            self._list(*pending.popleft(), listing)
+        `found(files)`: each directory's files, as it is listed (see walk). Returns how many were listed."""
+        pending, listed, files = self.pending, 0, listing.files
+        while pending and (limit is None or listed < limit):
+            # depth first when walking to the end: the fewest directories pending
+            had = len(files)
+            self._list(*(pending.pop() if limit is None else pending.popleft()), listing)
             listed += 1
+            if found is not None and len(files) > had:
+                found(files[had:])
         return listed
 
     def _list(self, directory: str, chain: Chain, listing: Listing) -> None:

@@ -48,6 +48,7 @@ PREVIEW_MARK = b" [... omitted end of long line]"
 NAME_BYTES = min(1 << 20, os.sysconf("SC_ARG_MAX") // 4)
 NAME_COUNT = 8000  # and at most this many: bwrap refuses more than 9000 arguments
 RG_RUNS = 2  # jailed runs at once
+FIRST_NAMES = 1000  # Stream: files the first run takes (then twice as many each run, up to NAME_COUNT)
 # Files from this size are searched through a mapping (see _argv): below it rg's buffer (one per
 # thread) grows to the longest line, at most this; reading is faster than mapping small files.
 MMAP_FROM = 8 << 20
@@ -159,7 +160,7 @@ def rg_search(rg: Path, root: str, files: list[str], query: Query, opener: Opene
     /proc/self/fd/N, so what it searches is exactly what was checked."""
     if regex is None:
         regex = rust_pattern(query.pattern, query.case_insensitive, query.multiline)
-    if jail is not None and len(regex) <= RG_ARG_MAX:  # (a longer one goes through stdin: rare, see below)
+    if streams(jail, regex):  # (a longer one goes through stdin: rare, see below)
         small = [path for path in files if path not in large] if large else files
         batches = [(batch, False) for batch in _name_batches(small, len(root) + 1)]
         if len(small) < len(files):
@@ -179,6 +180,67 @@ def rg_search(rg: Path, root: str, files: list[str], query: Query, opener: Opene
         return
     for batch in _batches(files):
         yield from _by_descriptor(rg, regex, root, batch, query, opener)
+
+
+class Stream:
+    """Jailed rg runs started while the walk still lists files (Python's walk of drivers/ takes
+    about as long as rg's search of it): `add` the files as they are found, then `hits()` once
+    the walk is done. The first run starts after FIRST_NAMES files, each later one takes twice
+    as many (up to NAME_COUNT), RG_RUNS at once; large files (mapped, see _argv) wait for the
+    end. The hits are those rg_search gives for all the files (order aside: the caller sorts).
+    `close()` always (it waits for runs under way)."""
+
+    def __init__(self, rg: Path, jail: Jail, regex: str, root: str, query: Query, opener: Opener) -> None:
+        self.run = lambda batch, mmap: list(_jailed(rg, jail, regex, root, batch, mmap, query, opener))
+        self.cut = len(root) + 1
+        self.pool = ThreadPoolExecutor(RG_RUNS)
+        self.runs: list = []
+        self.batch: list[str] = []
+        self.size = 0  # bytes of the batch's names (see _name_batches)
+        self.large: list[str] = []
+        self.wanted = FIRST_NAMES
+
+    def add(self, files: list[str], large: list[str] = ()) -> None:  # type: ignore[assignment]
+        """More files to search (all below the root); `large`: among them, those of MMAP_FROM bytes or more."""
+        if large:
+            self.large += large
+            skip = set(large)
+            files = [path for path in files if path not in skip]
+        for path in files:
+            size = len(path) - self.cut + 1
+            if self.batch and self.size + size > NAME_BYTES:
+                self._start()
+            self.batch.append(path)
+            self.size += size
+            if len(self.batch) >= self.wanted:
+                self._start()
+
+    def _start(self) -> None:
+        if any(run.done() and run.exception() for run in self.runs):
+            # rg refused the pattern (or timed out): hits() raises that; searching on is wasted
+            self.batch, self.size = [], 0
+            return
+        self.runs.append(self.pool.submit(self.run, self.batch, False))
+        self.batch, self.size = [], 0
+        self.wanted = min(NAME_COUNT, self.wanted * 2)
+
+    def hits(self) -> Iterator[FileHits]:
+        """Every file's hits, once the last files were added. Raises as rg_search does."""
+        if self.batch:
+            self._start()
+        self.runs += [self.pool.submit(self.run, batch, True) for batch in _name_batches(self.large, self.cut)]
+        self.large = []
+        for run in self.runs:
+            yield from run.result()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def streams(jail: Jail | None, regex: str) -> bool:
+    """Whether `Stream` can search with this jail and translation (a translation past RG_ARG_MAX
+    goes through rg's standard input, on the descriptor path)."""
+    return jail is not None and len(regex) <= RG_ARG_MAX
 
 
 def _by_descriptor(rg: Path, regex: str, root: str, batch: list[str], query: Query,
