@@ -85,6 +85,22 @@ def test_a_directory_swapped_for_a_symlink_after_the_walk_leaks_nothing(tree, ho
         os.rename(ws / "d-away", ws / "d")
 
 
+@pytest.mark.parametrize("backend", ["bwrap", "none"])
+def test_a_parent_swapped_for_a_symlink_leaks_no_size_of_a_file_outside(tree, home, monkeypatch, backend):
+    """The size check reads each size through the listed directory's descriptor: a directory
+    swapped after the walk for a link to one outside (where the same name is a big file) does not
+    put that file's size in the over-the-limit note (a stat by path follows the parent link)."""
+    ws, outside = tree
+    (outside / "big.log").write_text("needle " + "y" * 70000 + "\n")
+    (ws / "d" / "big.log").write_text("needle\n")
+    _after_walk(monkeypatch, lambda: (os.rename(ws / "d", ws / "d-away"), os.symlink(outside, ws / "d")))
+    tools = _tools(ws, home, backend)
+    tools.settings.search.max_file_bytes = 1000
+    result = tools("grep", pattern="needle|SECRET", output_mode="content")
+    assert "68.4 KiB" not in result.content and "over grep's limit" not in result.content
+    assert SECRET not in result.content and "y" * 20 not in result.content
+
+
 def test_a_file_swapped_for_a_symlink_to_etc_leaks_nothing(tree, home, monkeypatch):
     ws, outside = tree
     _after_walk(monkeypatch, lambda: (os.unlink(ws / "e" / "h.txt"), os.symlink(outside / "f.txt", ws / "e" / "h.txt")))

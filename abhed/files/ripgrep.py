@@ -206,6 +206,11 @@ class Stream:
             self.large += large
             skip = set(large)
             files = [path for path in files if path not in skip]
+        names = sum(map(len, files)) - len(files) * (self.cut - 1)
+        if len(self.batch) + len(files) < self.wanted and self.size + names <= NAME_BYTES:
+            self.batch += files   # the common case: a directory's files all fit in the batch
+            self.size += names
+            return
         for path in files:
             size = len(path) - self.cut + 1
             if self.batch and self.size + size > NAME_BYTES:

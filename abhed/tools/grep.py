@@ -118,27 +118,35 @@ class _Sizes:
         self.large: list[str] = []  # kept files rg maps (ripgrep.MMAP_FROM)
         self.total = 0
 
-    def add(self, files: list[str]) -> None:
-        kept, large, limit = [], [], self.limit
-        for path in files:
-            try:
-                # Never through a link: every listed path was a regular file (the walk follows no
-                # link, a named file is resolved), so a link here was swapped in since by a command
-                # in the sandbox; the confined open refuses it, and its target's size stays unsaid.
-                size = os.stat(path, follow_symlinks=False).st_size
-            except OSError:
-                kept.append(path)  # the backend reports why it cannot be read
-                continue
-            if size > limit:
-                self.big.append((path, size))
-                continue
-            kept.append(path)
-            self.total += size
-            if size >= ripgrep.MMAP_FROM:
-                large.append(path)
+    def add(self, files: list[str], sizes: list[int]) -> None:
+        """Files as the walk lists them, with their sizes (filewalk: read through the directory's
+        descriptor, no link followed; -1 when it could not be read: the backend says why)."""
+        limit, top = self.limit, max(sizes, default=-1)
+        if top < ripgrep.MMAP_FROM and top <= limit:   # the common case: every file kept, none mapped
+            kept, large = files, []
+            self.total += sum(sizes) + sizes.count(-1)
+        else:
+            kept, large = [], []
+            for path, size in zip(files, sizes):
+                if size > limit:
+                    self.big.append((path, size))
+                    continue
+                kept.append(path)
+                self.total += max(size, 0)
+                if size >= ripgrep.MMAP_FROM:
+                    large.append(path)
         self.kept += kept
         self.large += large
         self.search.take(kept, large)
+
+    def add_named(self, path: str) -> None:
+        """A file named by the call (resolved, so a link here was swapped in since: not followed;
+        the confined open refuses it, and its target's size stays unsaid)."""
+        try:
+            size = os.stat(path, follow_symlinks=False).st_size
+        except OSError:
+            size = -1
+        self.add([path], [size])
 
     def notes(self) -> list[str]:
         if not self.big:
@@ -258,7 +266,8 @@ class Grep(Tool):
         sizes = _Sizes(ctx.settings.search.max_file_bytes, search)
         if single:
             listed = [str(root)] if keep is None or keep(str(root)) else []
-            sizes.add(listed)
+            for path in listed:
+                sizes.add_named(path)
             search.large = frozenset(sizes.large)
             return sizes.kept, sizes.notes(), len(listed) - len(sizes.kept), sizes.total
         prefix = str(root) + "/"
