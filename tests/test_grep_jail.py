@@ -121,6 +121,52 @@ def test_a_name_leading_to_the_execute_only_rg_shows_nothing_of_it(tree, home, m
     assert oct(exe.stat().st_mode & 0o777) == "0o111"
 
 
+@pytest.mark.parametrize("mode", ["count", "files_with_matches"])
+def test_a_name_swapped_back_before_the_hosts_reopen_shows_nothing_of_the_execute_only_rg(tree, home, monkeypatch,
+                                                                                          mode):
+    """x -> / while rg reads (x/abhed-rg is then the execute-only rg), the real x back before the
+    host re-opens the hit: rg must not have been able to read rg (it holds no capability, so
+    the 0111 mode holds even for root), else the answer counts lines of rg for an inside file."""
+    ws, _ = tree
+    (ws / "x").mkdir()
+    (ws / "x" / rgjail.EXE_AT.name).write_text("inside\n")
+    _after_walk(monkeypatch, lambda: (os.rename(ws / "x", ws / "x-away"), os.symlink("/", ws / "x")))
+    real = ripgrep._sniffed
+
+    def back_then_sniff(hits, opener):
+        if os.path.islink(ws / "x"):
+            os.unlink(ws / "x")
+            os.rename(ws / "x-away", ws / "x")
+        return real(hits, opener)
+    monkeypatch.setattr(ripgrep, "_sniffed", back_then_sniff)
+    result = _tools(ws, home)("grep", pattern="ELF|GNU|ripgrep", output_mode=mode)
+    assert result.metadata["rg_jail"] is True
+    hit = f"{ws}/x/{rgjail.EXE_AT.name}"
+    assert not [line for line in result.content.splitlines() if line == hit or line.startswith(hit + ":")]
+
+
+def test_rg_in_the_jail_holds_no_capability(tree, home, monkeypatch):
+    """Looked at on the host while rg is held on a FIFO: no capability in any set (root's rg in
+    its user namespace would otherwise hold them all: DAC override inside the view)."""
+    ws, _ = tree
+    seen: list[dict[str, int]] = []
+
+    class Looking(rgjail.Watch):
+        def __call__(self, pid: int) -> bool:
+            for child in rgjail._children(pid):
+                with open(f"/proc/{child}/status") as f:
+                    caps = dict(line.split(":") for line in f if line.startswith("Cap"))
+                seen.append({k: int(v, 16) for k, v in caps.items()})
+            return super().__call__(pid)
+    monkeypatch.setattr(rgjail, "Watch", Looking)
+    monkeypatch.setattr(ripgrep, "RG_TIMEOUT_S", 60.0)
+    _after_walk(monkeypatch, lambda: (os.unlink(ws / "d" / "f.txt"), os.mkfifo(ws / "d" / "f.txt")))
+    result = _tools(ws, home)("grep", pattern="inside")
+    assert result.metadata["rg_jail"] is True and "not a regular file any more" in result.content
+    assert seen and all(set(caps) == {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} for caps in seen)
+    assert all(value == 0 for caps in seen for value in caps.values()), seen
+
+
 @pytest.mark.parametrize("writer", [False, True], ids=["no-writer", "writer-holding-it-open"])
 def test_a_file_swapped_for_a_fifo_after_the_walk_does_not_block(tree, home, monkeypatch, writer):
     """rg opens whatever it is named: a FIFO blocks its open (no writer) or its read (a writer that
