@@ -193,7 +193,7 @@ class Stream:
     def __init__(self, rg: Path, jail: Jail, regex: str, root: str, query: Query, opener: Opener) -> None:
         self.run = lambda batch, mmap: list(_jailed(rg, jail, regex, root, batch, mmap, query, opener))
         self.cut = len(root) + 1
-        self.pool = ThreadPoolExecutor(RG_RUNS)
+        self.pool = ThreadPoolExecutor(RG_RUNS)   # (its threads start with the first run)
         self.runs: list = []
         self.batch: list[str] = []
         self.size = 0  # bytes of the batch's names (see _name_batches)
@@ -231,6 +231,10 @@ class Stream:
 
     def hits(self) -> Iterator[FileHits]:
         """Every file's hits, once the last files were added. Raises as rg_search does."""
+        if not self.runs and not self.large:   # a small tree: one run, in this thread (no hand-over)
+            batch, self.batch = self.batch, []
+            yield from self.run(batch, False) if batch else ()
+            return
         if self.batch:
             self._start()
         self.runs += [self.pool.submit(self.run, batch, True) for batch in _name_batches(self.large, self.cut)]
