@@ -339,6 +339,27 @@ def test_the_execute_only_copy_is_never_kept_where_sandboxed_commands_write(tmp_
     assert rgjail.is_static(rg) and not rgjail.is_static(Path(sys.executable).resolve())
 
 
+def test_a_new_copy_of_rg_removes_the_older_ones_and_nothing_else(tmp_path):
+    rg = ripgrep.find_rg()
+    cache = tmp_path / "home" / "cache"
+    cache.mkdir(parents=True)
+    older = [cache / "rg-123-456", cache / "rg-7-8"]
+    for path in older:
+        path.write_bytes(b"old rg")
+        path.chmod(0o111)
+    others = [cache / "rg-1-2.keep", cache / "other", cache / "xrg-1-2", cache / "rg-a-1"]
+    for path in others:
+        path.write_text("not a copy")
+    outside = tmp_path / "outside"
+    outside.write_text("stays")
+    (cache / "rg-9-9").symlink_to(outside)   # a copy's name that is a link: the link goes, not its target
+    exe = rgjail.exec_only_copy(rg, cache, (tmp_path / "ws",))
+    assert exe is not None and exe.exists()
+    assert not any(p.exists() for p in older) and not os.path.lexists(cache / "rg-9-9")
+    assert all(p.read_text() == "not a copy" for p in others) and outside.read_text() == "stays"
+    assert sorted(p.name for p in cache.iterdir()) == sorted([exe.name, *(p.name for p in others)])
+
+
 # -- real races ---------------------------------------------------------------------------------
 
 CALLS = 40

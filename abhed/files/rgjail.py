@@ -21,6 +21,7 @@ What the view does not stop, the caller handles:
 from __future__ import annotations
 
 import os
+import re
 import stat
 import struct
 import time
@@ -32,6 +33,8 @@ from sandbox.errors import SandboxError
 
 # Where rg appears inside the view (a name in the view's own tmpfs root, outside every root).
 EXE_AT = Path("/abhed-rg")
+# The execute-only copies of rg in the cache: rg-SIZE-MTIME_NS (exec_only_copy).
+COPY_NAME = re.compile(r"rg-[0-9]+-[0-9]+")
 # The kernel's view of a failed bwrap: its own messages start with this (rg's with "rg: ").
 BWRAP_SAID = b"bwrap: "
 
@@ -125,7 +128,27 @@ def exec_only_copy(rg: Path, cache: Path, writable: tuple[Path, ...]) -> Path | 
         os.replace(temp, exe)
     except OSError:
         return None
+    _remove_older(cache, exe.name)
     return exe if _is_exec_only(exe, st.st_size) else None
+
+
+def _remove_older(cache: Path, keep: str) -> None:
+    """Remove the copies of earlier rg builds from `cache` (names rg-SIZE-MTIME other than `keep`),
+    through the directory's descriptor (no link followed on the way, none followed by unlink).
+    Best effort: a copy another Abhed still uses is made again by it when it next needs one."""
+    try:
+        fd = os.open(cache, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        for name in os.listdir(fd):
+            if name != keep and COPY_NAME.fullmatch(name):
+                try:
+                    os.unlink(name, dir_fd=fd)
+                except OSError:
+                    pass
+    finally:
+        os.close(fd)
 
 
 def _is_exec_only(path: Path, size: int) -> bool:
