@@ -61,11 +61,16 @@ def _after_walk(monkeypatch, change) -> None:
     monkeypatch.setattr(grep_tool, "walk_checked", walk_then_change)
 
 
-def test_the_jail_answers_as_the_descriptor_path_in_every_mode(tree, home):
+def test_the_jail_answers_as_the_descriptor_path_in_every_mode(tree, home, monkeypatch):
     ws, _ = tree
     (ws / "bin.dat").write_bytes(b"inside\0binary\n")
+    by_descriptor = []
+    real = ripgrep._by_descriptor
     for mode in MODES:
+        monkeypatch.setattr(ripgrep, "_by_descriptor", lambda *a: by_descriptor.append(a[3]) or real(*a))
         jailed = _tools(ws, home)(name := "grep", pattern="inside", output_mode=mode)
+        assert not by_descriptor, by_descriptor   # rg read every file in the jail: none handed back
+        monkeypatch.setattr(ripgrep, "_by_descriptor", real)
         plain = _tools(ws, home, "none")(name, pattern="inside", output_mode=mode)
         assert jailed.metadata["rg_jail"] is True and plain.metadata["rg_jail"] is False
         assert jailed.content == plain.content
@@ -145,26 +150,57 @@ def test_a_name_swapped_back_before_the_hosts_reopen_shows_nothing_of_the_execut
     assert not [line for line in result.content.splitlines() if line == hit or line.startswith(hit + ":")]
 
 
-def test_rg_in_the_jail_holds_no_capability(tree, home, monkeypatch):
-    """Looked at on the host while rg is held on a FIFO: no capability in any set (root's rg in
-    its user namespace would otherwise hold them all: DAC override inside the view)."""
-    ws, _ = tree
-    seen: list[dict[str, int]] = []
+def _held_rg(ws: Path, home: Path, monkeypatch) -> list[dict]:
+    """What the host sees of rg in the jail while it is held on a FIFO swapped in after the walk
+    (read by the watch's first look): capabilities, environment, namespaces, mounts, directory."""
+    seen: list[dict] = []
 
     class Looking(rgjail.Watch):
         def __call__(self, pid: int) -> bool:
             for child in rgjail._children(pid):
                 with open(f"/proc/{child}/status") as f:
                     caps = dict(line.split(":") for line in f if line.startswith("Cap"))
-                seen.append({k: int(v, 16) for k, v in caps.items()})
+                with open(f"/proc/{child}/environ", "rb") as f:
+                    env = f.read().split(b"\0")
+                with open(f"/proc/{child}/mountinfo") as f:
+                    mounts = [line.split() for line in f]
+                seen.append({"caps": {k: int(v, 16) for k, v in caps.items()}, "env": [e for e in env if e],
+                             "ns": {n: os.readlink(f"/proc/{child}/ns/{n}") != os.readlink(f"/proc/self/ns/{n}")
+                                    for n in ("user", "mnt", "ipc", "uts", "net", "pid")},
+                             "mounts": [(m[4], m[5].split(",")) for m in mounts],
+                             "cwd": os.readlink(f"/proc/{child}/cwd")})
             return super().__call__(pid)
     monkeypatch.setattr(rgjail, "Watch", Looking)
     monkeypatch.setattr(ripgrep, "RG_TIMEOUT_S", 60.0)
     _after_walk(monkeypatch, lambda: (os.unlink(ws / "d" / "f.txt"), os.mkfifo(ws / "d" / "f.txt")))
     result = _tools(ws, home)("grep", pattern="inside")
     assert result.metadata["rg_jail"] is True and "not a regular file any more" in result.content
-    assert seen and all(set(caps) == {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} for caps in seen)
-    assert all(value == 0 for caps in seen for value in caps.values()), seen
+    assert seen
+    return seen
+
+
+def test_rg_in_the_jail_holds_no_capability(tree, home, monkeypatch):
+    """Looked at on the host while rg is held: no capability in any set (root's rg in its user
+    namespace would otherwise hold them all: DAC override inside the view)."""
+    ws, _ = tree
+    for rg in _held_rg(ws, home, monkeypatch):
+        assert set(rg["caps"]) == {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}
+        assert all(value == 0 for value in rg["caps"].values()), rg["caps"]
+
+
+def test_rg_in_the_jail_sees_only_the_root_read_only_in_namespaces_of_its_own(tree, home, monkeypatch):
+    """The view itself, read on the host from the held rg: only the root (at its own path) and rg,
+    every mount read-only (the tmpfs root too), no /proc, no /dev; its own user, mount, IPC and
+    UTS namespaces; an environment of LC_ALL alone (no variable of Abhed's); the root as its
+    directory (rg is given names relative to it)."""
+    ws, _ = tree
+    for rg in _held_rg(ws, home, monkeypatch):
+        points = [point for point, _ in rg["mounts"]]
+        assert sorted(points) == sorted(["/", str(ws), str(rgjail.EXE_AT)]), points
+        assert all("ro" in options for _, options in rg["mounts"]), rg["mounts"]
+        assert rg["ns"] == {"user": True, "mnt": True, "ipc": True, "uts": True, "net": False, "pid": False}
+        assert sorted(rg["env"]) == [b"LC_ALL=C.UTF-8", f"PWD={ws}".encode()]   # (PWD: bwrap's own)
+        assert rg["cwd"] == str(ws)
 
 
 @pytest.mark.parametrize("writer", [False, True], ids=["no-writer", "writer-holding-it-open"])
