@@ -396,6 +396,61 @@ def test_a_new_copy_of_rg_removes_the_older_ones_and_nothing_else(tmp_path):
     assert sorted(p.name for p in cache.iterdir()) == sorted([exe.name, *(p.name for p in others)])
 
 
+HELD_DRIVER = r"""
+import os, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[3])
+from abhed.files import rgjail
+from abhed.tools import grep as grep_tool
+from abhed_testing import Tools
+ws, home = Path(sys.argv[1]), Path(sys.argv[2])
+rgjail.Watch.__call__ = lambda self, pid: print("held", *rgjail._children(pid), flush=True) or False
+real = grep_tool.walk_checked
+def walk_then_fifo(*args, **kwargs):
+    listing = real(*args, **kwargs)
+    os.unlink(ws / "d" / "f.txt")
+    os.mkfifo(ws / "d" / "f.txt")
+    return listing
+grep_tool.walk_checked = walk_then_fifo
+t = Tools(ws, home)
+t.settings.search.backend = "rg"
+t("grep", pattern="inside")
+"""
+
+
+def test_rg_held_in_the_jail_dies_with_abhed(tree, home):
+    """Abhed killed (-9) while rg is held on a FIFO: bwrap dies with it (hostproc), and rg with
+    bwrap (--die-with-parent); nothing is left blocked on the FIFO."""
+    ws, _ = tree
+    driver = subprocess.Popen([sys.executable, "-c", HELD_DRIVER, str(ws), str(home), str(Path(__file__).parent)],
+                              stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    try:
+        line = driver.stdout.readline().split()
+        assert line[:1] == ["held"] and len(line) == 2, line
+        rg = int(line[1])
+        assert _alive(rg)
+    finally:
+        driver.kill()
+        driver.wait()
+    for _ in range(300):
+        if not _alive(rg):
+            break
+        threading.Event().wait(0.01)
+    left = _alive(rg)
+    if left:
+        os.kill(rg, 9)   # (the test's own leftover)
+    assert not left, "rg outlived Abhed, held on the FIFO"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except OSError:
+        return False
+
+
 # -- real races ---------------------------------------------------------------------------------
 
 CALLS = 40
