@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -154,7 +155,7 @@ def thousand_files() -> Path:
     return root
 
 
-def bench_rg(roots, repeat, pattern="PM_RESUME"):
+def bench_rg(roots, repeat, pattern="PM_RESUME", descriptors=True):
     from abhed_testing import Tools
     from abhed.tools.grep import Grep, GrepInput
 
@@ -175,7 +176,7 @@ def bench_rg(roots, repeat, pattern="PM_RESUME"):
                 result = Grep().run(GrepInput(pattern=pattern, output_mode=mode), tools.ctx)
                 assert not result.is_error and result.metadata["rg_jail"] is (backend == "bwrap"), result.content
                 return result.content
-            runs = {"jailed": lambda: tool("bwrap"), "descriptors": lambda: tool("none"),
+            runs = {"jailed": lambda: tool("bwrap"), "descriptors": lambda: tool("none") if descriptors else "",
                     "rg": lambda: subprocess.run([rg, "--no-config", "-uu", *flag, pattern, str(root)],
                                                  capture_output=True)}
             got = {k: [] for k in runs}
@@ -196,12 +197,17 @@ def main():
     ap.add_argument("--only-threshold", action="store_true")
     ap.add_argument("--only-tool", action="store_true")
     ap.add_argument("--only-rg", action="store_true", help="only the rg backend beside rg (issue 34)")
+    ap.add_argument("--skip-descriptors", action="store_true", help="--only-rg without the descriptor column (faster)")
     args = ap.parse_args()
     if not TREE.is_dir():
         sys.exit(f"{TREE} is missing: run benchmarks/grep_bench.py once, it installs the corpus")
     if args.only_rg:
-        bench_rg([("1,000 files", thousand_files()), ("drivers/", TREE / "drivers"), ("whole tree", TREE)],
-                 args.repeat)
+        small = thousand_files()
+        try:
+            bench_rg([("1,000 files", small), ("drivers/", TREE / "drivers"), ("whole tree", TREE)], args.repeat,
+                     descriptors=not args.skip_descriptors)
+        finally:
+            shutil.rmtree(small, ignore_errors=True)
         return
     root = TREE / args.subdir
     if not args.only_tool:

@@ -12,6 +12,7 @@ import json
 import os
 import pwd
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -449,6 +450,36 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] not in "ZX"
     except OSError:
         return False
+
+
+def _elf(ptype: int, *, magic: bytes = b"\x7fELF", cls: int = 2) -> bytes:
+    """A 64-bit ELF header with one program header of type `ptype` right after it."""
+    head = bytearray(64)
+    head[:5] = magic + bytes([cls])
+    struct.pack_into("<Q", head, 32, 64)        # e_phoff
+    struct.pack_into("<HH", head, 54, 56, 1)    # e_phentsize, e_phnum
+    return bytes(head) + struct.pack("<I", ptype) + bytes(52)
+
+
+def test_only_an_elf_without_a_program_interpreter_counts_as_static(tmp_path):
+    PT_LOAD, PT_INTERP = 1, 3
+    cases = {"static": (_elf(PT_LOAD), True), "dynamic": (_elf(PT_INTERP), False),
+             "not elf": (_elf(PT_LOAD, magic=b"MZ\0\0"), False), "32-bit": (_elf(PT_LOAD, cls=1), False),
+             "short": (b"\x7fELF\x02", False), "empty": (b"", False)}
+    for name, (data, static) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        assert rgjail.is_static(tmp_path / name) is static, name
+    assert rgjail.is_static(tmp_path / "missing") is False
+
+
+def test_a_missing_bwrap_means_descriptors_not_an_error(tree, home, monkeypatch):
+    ws, _ = tree
+    monkeypatch.setattr(rgjail, "_bwrap_seen", {})
+    tools = _tools(ws, home)
+    tools.settings.sandbox.bwrap_path = Path("/nonexistent/bwrap")
+    result = tools("grep", pattern="inside", output_mode="count")
+    assert not result.is_error and result.metadata["rg_jail"] is False
+    assert f"{ws}/d/f.txt:1" in result.content
 
 
 # -- real races ---------------------------------------------------------------------------------
