@@ -376,6 +376,23 @@ def test_the_execute_only_copy_is_never_kept_where_sandboxed_commands_write(tmp_
     assert rgjail.is_static(rg) and not rgjail.is_static(Path(sys.executable).resolve())
 
 
+def test_a_readable_file_under_the_copys_name_is_replaced_not_used(tmp_path):
+    """A file in the cache with the copy's name and size but readable (or not a regular file)
+    is not taken for the execute-only copy: a new one is made in its place."""
+    rg = ripgrep.find_rg()
+    st = rg.stat()
+    cache = tmp_path / "home" / "cache"
+    cache.mkdir(parents=True)
+    planted = cache / f"rg-{st.st_size}-{st.st_mtime_ns}"
+    shutil.copyfile(rg, planted)
+    planted.chmod(0o755)
+    exe = rgjail.exec_only_copy(rg, cache, (tmp_path / "ws",))
+    assert exe == planted and oct(exe.stat().st_mode & 0o777) == "0o111"
+    planted.unlink()
+    planted.mkdir()
+    assert rgjail.exec_only_copy(rg, cache, (tmp_path / "ws",)) is None   # (cannot be replaced: no jail)
+
+
 def test_a_new_copy_of_rg_removes_the_older_ones_and_nothing_else(tmp_path):
     rg = ripgrep.find_rg()
     cache = tmp_path / "home" / "cache"
