@@ -132,21 +132,22 @@ def _collect(proc: subprocess.Popen, input: bytes | None, deadline: float,
             selector.register(fd, selectors.EVENT_READ)
         if proc.stdin is not None:
             selector.register(proc.stdin.fileno(), selectors.EVENT_WRITE)
-        selector.register(exited, selectors.EVENT_READ)
-        done = False
-        while not done or selector.get_map():
+        if exited is not None:
+            selector.register(exited, selectors.EVENT_READ)
+        gone = False  # (known only with a pidfd)
+        while selector.get_map():
             now = time.monotonic()
             if now >= deadline:
                 raise subprocess.TimeoutExpired(proc.args, 0)
-            if watch is not None and not done and now >= look:
-                if watch(proc.pid):
+            looking = watch is not None and not gone
+            if looking and now >= look:
+                if watch(proc.pid):  # type: ignore[misc]
                     raise Stuck()
                 look = now + WATCH_S
-            wake = min(deadline, look) if watch is not None and not done else deadline
-            for key, _ in selector.select(wake - now):
+            for key, _ in selector.select((min(deadline, look) if looking else deadline) - now):
                 fd = key.fd
                 if fd == exited:
-                    done = True
+                    gone = True
                     selector.unregister(fd)
                 elif fd in out:
                     chunk = os.read(fd, 1 << 16)
@@ -159,16 +160,23 @@ def _collect(proc: subprocess.Popen, input: bytes | None, deadline: float,
                     if not pending:
                         selector.unregister(fd)
                         proc.stdin.close()  # type: ignore[union-attr]
-    proc.wait()  # it has exited: reaping does not wait
+    # With a pidfd it has exited: reaping does not wait. Without one (Linux before 5.3) its pipes
+    # are closed and Popen's wait polls for the exit until the deadline.
+    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
     proc.stdout.close()  # type: ignore[union-attr]
     proc.stderr.close()  # type: ignore[union-attr]
     return b"".join(out[stdout]), b"".join(out[stderr])
 
 
 @contextmanager
-def _exit_fd(pid: int) -> Iterator[int]:
-    """A descriptor readable once process `pid` (our unreaped child) has exited."""
-    fd = os.pidfd_open(pid)
+def _exit_fd(pid: int) -> Iterator[int | None]:
+    """A descriptor readable once process `pid` (our unreaped child) has exited; None where the
+    kernel has no pidfd_open (before 5.3)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        yield None
+        return
     try:
         yield fd
     finally:
