@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/grep_tool_bench.py --only-threshold --repeat 5
     .venv/bin/python benchmarks/grep_tool_bench.py --subdir fs --repeat 3
     .venv/bin/python benchmarks/grep_tool_bench.py --only-rg --repeat 5   # issue 34: the rg backend beside rg
+    .venv/bin/python benchmarks/grep_tool_bench.py --only-rg --skip-descriptors --repeat 3   # the jail only (faster)
 
 threshold: python_search (the tool's fallback backend, confined opener included) over the first
   files of the tree, growing sizes, with workers=1 and workers=N, interleaved; shows where the forks
