@@ -346,6 +346,27 @@ def test_a_pattern_rg_refuses_mid_stream_is_searched_by_the_built_in_engine(many
     assert [line for line in lines if not line.startswith("[searched with the built-in")] == plain.content.splitlines()
 
 
+def test_without_a_children_file_the_watch_finds_rg_by_its_process_group(monkeypatch):
+    """On a kernel without /proc/PID/task/TID/children, rg is found as a member of bwrap's process
+    group (hostproc gives each child its own); a process of another group is not taken."""
+    leader = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60 & echo started; wait"], stdout=subprocess.PIPE,
+                              process_group=0, text=True)
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        assert leader.stdout.readline().strip() == "started"
+        real = sorted(rgjail._children(leader.pid))
+        monkeypatch.setattr(rgjail, "CHILDREN", "/nonexistent/{pid}")
+        assert len(real) == 2 and sorted(rgjail._children(leader.pid)) == real
+        assert other.pid not in rgjail._children(leader.pid) and leader.pid not in real
+        monkeypatch.setattr(rgjail, "CHILDREN", "/etc/hostname/{pid}")   # another error (ENOTDIR): nothing, no scan
+        assert rgjail._children(leader.pid) == []
+    finally:
+        os.killpg(leader.pid, 9)
+        other.kill()
+        leader.wait()
+        other.wait()
+
+
 def test_without_bwrap_the_descriptor_path_searches(tree, home, monkeypatch):
     ws, _ = tree
     for backend in ("none", "microvm"):

@@ -187,21 +187,28 @@ class Watch:
         return now - self.since >= STALL_S
 
 
+CHILDREN = "/proc/{pid}/task/{pid}/children"  # (a kernel built without CONFIG_PROC_CHILDREN has none)
+
+
 def _children(pid: int) -> list[int]:
     """The processes `pid` started (rg, for bwrap): its children file, or, on a kernel without
-    one (CONFIG_PROC_CHILDREN), the members of its process group (hostproc gives it its own)."""
+    one, the other members of its process group (hostproc gives it its own)."""
     try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
+        with open(CHILDREN.format(pid=pid)) as f:
             return [int(child) for child in f.read().split()]
     except FileNotFoundError:
-        pass
+        return _group_members(pid)
     except OSError:
         return []
+
+
+def _group_members(pgid: int) -> list[int]:
+    """The processes of process group `pgid`, its leader `pgid` left out."""
     members = []
     for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != pid:
+        if entry.isdigit() and int(entry) != pgid:
             fields = _stat(f"/proc/{entry}/stat")
-            if fields and fields[2] == str(pid):
+            if fields and fields[2] == str(pgid):
                 members.append(int(entry))
     return members
 
