@@ -346,6 +346,15 @@ def test_a_pattern_rg_refuses_mid_stream_is_searched_by_the_built_in_engine(many
     assert [line for line in lines if not line.startswith("[searched with the built-in")] == plain.content.splitlines()
 
 
+def test_the_wait_channel_hint_names_fifo_waits_only():
+    """The hint (the stall rule decides in the end): a FIFO's open or read, whatever the kernel
+    version calls it; never a write (rg's output pipe), nor a wait for a child or a lock."""
+    for name in ("wait_for_partner", "fifo_open", "pipe_read", "anon_pipe_read", "pipe_wait_readable"):
+        assert rgjail.waits_on_fifo(name), name
+    for name in ("pipe_write", "anon_pipe_write", "pipe_wait_writable", "do_wait", "futex_wait_queue", "0", ""):
+        assert not rgjail.waits_on_fifo(name), name
+
+
 def test_without_a_children_file_the_watch_finds_rg_by_its_process_group(monkeypatch):
     """On a kernel without /proc/PID/task/TID/children, rg is found as a member of bwrap's process
     group (hostproc gives each child its own); a process of another group is not taken."""
