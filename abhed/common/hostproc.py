@@ -99,8 +99,9 @@ def run(argv: Sequence[str], *, timeout: float, input: bytes | None = None, env:
         cwd: str | os.PathLike[str] | None = None, pass_fds: Sequence[int] = (),
         watch: Callable[[int], bool] | None = None) -> subprocess.CompletedProcess:
     """Run to completion with stdout and stderr captured; `Timeout` past `timeout` seconds.
-    `watch(pid)`, asked once the child has run WATCH_AFTER_S, then every WATCH_S: True kills it
-    and raises `Stuck` (rg blocked on a FIFO has no deadline of its own short of `timeout`)."""
+    `watch(pid)`, asked once the child has run WATCH_AFTER_S, then every WATCH_S while its pipes
+    have nothing to read: True kills it and raises `Stuck` (rg blocked on a FIFO has no deadline
+    of its own short of `timeout`)."""
     proc = popen(argv, stdin=subprocess.DEVNULL if input is None else subprocess.PIPE, stdout=subprocess.PIPE,
                  stderr=subprocess.PIPE, env=env, cwd=cwd, pass_fds=tuple(pass_fds))
     try:
@@ -140,11 +141,14 @@ def _collect(proc: subprocess.Popen, input: bytes | None, deadline: float,
             if now >= deadline:
                 raise subprocess.TimeoutExpired(proc.args, 0)
             looking = watch is not None and not gone
-            if looking and now >= look:
+            events = selector.select((min(deadline, look) if looking else deadline) - now)
+            # The watch looks only when nothing was left to read: a child blocked writing to a
+            # full pipe of ours waits on us, not stuck (the pipes are drained first).
+            if looking and not events and time.monotonic() >= look:
                 if watch(proc.pid):  # type: ignore[misc]
                     raise Stuck()
-                look = now + WATCH_S
-            for key, _ in selector.select((min(deadline, look) if looking else deadline) - now):
+                look = time.monotonic() + WATCH_S
+            for key, _ in events:
                 fd = key.fd
                 if fd == exited:
                     gone = True

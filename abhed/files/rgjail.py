@@ -254,8 +254,8 @@ def waits_on_fifo(wchan: str) -> bool:
     """Whether a thread asleep in `wchan` waits on a FIFO: its open without a writer
     (wait_for_partner, fifo_open) or a read from a writer that sends nothing (pipe_read,
     pipe_wait_readable, 6.18's anon_pipe_read...). Not a write (pipe_write, pipe_wait_writable):
-    rg's output goes to a pipe of
-    ours, and its standard input is /dev/null, so a read of a pipe can only be a FIFO's."""
+    rg's output goes to a pipe of ours, and its standard input is /dev/null, so a read of a pipe
+    can only be a FIFO's."""
     return wchan == "wait_for_partner" or "fifo" in wchan or ("pipe" in wchan and "writ" not in wchan)
 
 
