@@ -4,6 +4,8 @@
     .venv/bin/python benchmarks/grep_tool_bench.py                 # both tables, drivers/ of Linux 6.1
     .venv/bin/python benchmarks/grep_tool_bench.py --only-threshold --repeat 5
     .venv/bin/python benchmarks/grep_tool_bench.py --subdir fs --repeat 3
+    .venv/bin/python benchmarks/grep_tool_bench.py --only-rg --repeat 5   # issue 34: the rg backend beside rg
+    .venv/bin/python benchmarks/grep_tool_bench.py --only-rg --skip-descriptors --repeat 3   # the jail only (faster)
 
 threshold: python_search (the tool's fallback backend, confined opener included) over the first
   files of the tree, growing sizes, with workers=1 and workers=N, interleaved; shows where the forks
@@ -11,6 +13,9 @@ threshold: python_search (the tool's fallback backend, confined opener included)
 tool: a whole grep tool call (walk with ignore rules, stat, search, answer) with search.backend =
   "python", which forks workers above the threshold, against GNU grep -r (one thread), rg -j1 and
   rg (its default threads), each searching the same directory, files_with_matches mode.
+rg (issue 34): a whole grep tool call on the rg backend (jailed: rg reads names in a read-only bwrap
+  view; descriptors: sandbox.backend = "none", rg reads /proc/self/fd/N) beside bare `rg -uu` on the
+  same directory, every output mode, on drivers/, the whole tree and a generated 1,000-file tree.
 Wall and CPU time (this process and its reaped children for the tool, the child for grep and rg),
 medians of --repeat runs, the load average beside every table. The script never asserts times.
 Corpus: benchmarks/corpus/linux-source-6.1 (see grep_bench.py, which fetches it).
@@ -19,6 +24,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -136,15 +142,74 @@ def _tool(tools, pattern, workers):
     return result.content
 
 
+RG_MODES = {"files_with_matches": ["-l"], "count": ["-c"], "content": ["-n"]}
+
+
+def thousand_files() -> Path:
+    """A generated tree of 1,000 C-like files (4 KiB each, 10 per directory), a few matching."""
+    root = Path(tempfile.mkdtemp(prefix="grep-1000-"))
+    for i in range(1000):
+        d = root / f"dir{i // 10:03d}"
+        d.mkdir(exist_ok=True)
+        body = "".join(f"static int value_{i}_{k}(void) {{ return {k}; }}\n" for k in range(100))
+        (d / f"f{i:04d}.c").write_text(body + ("PM_RESUME\n" if i % 97 == 0 else ""))
+    return root
+
+
+def bench_rg(roots, repeat, pattern="PM_RESUME", descriptors=True):
+    from abhed_testing import Tools
+    from abhed.tools.grep import Grep, GrepInput
+
+    rg = str(Path(sys.executable).with_name("rg"))
+    print(f"\ngrep tool on the rg backend beside `rg -uu` (same directory, same mode), pattern {pattern!r}; wall ms "
+          f"(CPU ms, children included), medians of {repeat}, interleaved")
+    print("\n| tree | mode | tool, jailed | tool, descriptors | rg | jailed / rg wall | descriptors / rg wall | "
+          "jailed / rg CPU | load |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for label, root in roots:
+        tools = Tools(root, Path(tempfile.mkdtemp()))
+        tools.settings.search.backend = "rg"
+        for mode, flag in RG_MODES.items():
+            def tool(backend):
+                # The tool's own run with a real ToolContext (walk and formatting included), as the
+                # agent calls it, without dispatch's session-log write (an fsync, not grep's work).
+                tools.settings.sandbox.backend = backend
+                result = Grep().run(GrepInput(pattern=pattern, output_mode=mode), tools.ctx)
+                assert not result.is_error and result.metadata["rg_jail"] is (backend == "bwrap"), result.content
+                return result.content
+            runs = {"jailed": lambda: tool("bwrap"), "descriptors": lambda: tool("none") if descriptors else "",
+                    "rg": lambda: subprocess.run([rg, "--no-config", "-uu", *flag, pattern, str(root)],
+                                                 capture_output=True)}
+            got = {k: [] for k in runs}
+            for _ in range(repeat):
+                for k, fn in runs.items():
+                    got[k].append(timed(fn))
+            m = {k: medians(v) for k, v in got.items()}
+            cells = " | ".join(f"{w * 1000:.0f} ({c * 1000:.0f})" for w, c in m.values())
+            print(f"| {label} | {mode} | {cells} | {m['jailed'][0] / m['rg'][0]:.2f}x | "
+                  f"{m['descriptors'][0] / m['rg'][0]:.2f}x | {m['jailed'][1] / max(m['rg'][1], 1e-6):.2f}x | "
+                  f"{os.getloadavg()[0]:.1f} |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--subdir", default="drivers", help="part of the tree to search (default drivers)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per cell; the median is shown")
     ap.add_argument("--only-threshold", action="store_true")
     ap.add_argument("--only-tool", action="store_true")
+    ap.add_argument("--only-rg", action="store_true", help="only the rg backend beside rg (issue 34)")
+    ap.add_argument("--skip-descriptors", action="store_true", help="--only-rg without the descriptor column (faster)")
     args = ap.parse_args()
     if not TREE.is_dir():
         sys.exit(f"{TREE} is missing: run benchmarks/grep_bench.py once, it installs the corpus")
+    if args.only_rg:
+        small = thousand_files()
+        try:
+            bench_rg([("1,000 files", small), ("drivers/", TREE / "drivers"), ("whole tree", TREE)], args.repeat,
+                     descriptors=not args.skip_descriptors)
+        finally:
+            shutil.rmtree(small, ignore_errors=True)
+        return
     root = TREE / args.subdir
     if not args.only_tool:
         bench_threshold(root, args.repeat, default_workers())

@@ -259,3 +259,38 @@ def setup_failure(bwrap: Path, diagnostic: str) -> Exception:
         "will fail the same way. Check the paths in ro_binds/rw_binds exist, and run 'abhed doctor'.",
         detail=diagnostic,
     )
+
+
+# -- A read-only view for one host program (the grep tool's rg) -----------------------------------
+
+
+def reader_argv(bwrap: Path, shown: tuple[Path, ...], exe: Path, exe_at: Path, cwd: Path,
+                command: tuple[str, ...]) -> list[str]:
+    """bwrap flags that run `command` (the program `exe`, seen at `exe_at`) where the filesystem
+    holds nothing but `shown` (read-only, at their own paths) and that program.
+
+    For a program Abhed runs on the host that reads files by name (rg): whatever a sandboxed job
+    swaps in (a symlink to /etc, to the user's home), a name can only lead to a file of `shown`
+    or to nothing. `exe` must be execute-only (mode 0111, owned by the caller): it is bound
+    too, and nobody here can read its bytes."""
+    argv = [str(bwrap)]
+    # A user namespace (also for an unprivileged caller), with the mount namespace it allows;
+    # IPC and UTS for good measure. No pid or network namespace: the program is Abhed's own,
+    # runs no other, and dies with bwrap (below); a network namespace would cost its setup.
+    argv += ["--unshare-user", "--unshare-ipc", "--unshare-uts"]
+    # No capability, not even for host root: no DAC override, so an execute-only file stays
+    # unreadable and the program reads only what the caller's uid may read.
+    argv += ["--cap-drop", "ALL"]
+    # Dies with bwrap, which dies with Abhed (abhed.common.hostproc); same process group as
+    # bwrap (no --new-session), so killing bwrap's group kills it at once.
+    argv += ["--die-with-parent"]
+    argv += ["--clearenv", "--setenv", "LC_ALL", "C.UTF-8"]
+    # The root is a fresh tmpfs: no /proc, /dev, /sys, /etc, /usr, no /tmp. Each shown tree is
+    # bound read-only (and, as every bwrap bind, nodev: a device node cannot be opened).
+    for path in shown:
+        argv += ["--ro-bind", str(path), str(path)]
+    argv += ["--ro-bind", str(exe), str(exe_at)]
+    argv += ["--remount-ro", "/"]
+    argv += ["--chdir", str(cwd)]
+    argv += ["--", str(exe_at), *command]
+    return argv

@@ -111,3 +111,36 @@ def test_a_streaming_child_ended_in_time_raises_nothing_and_is_reaped() -> None:
         proc.stdin.flush()
         assert proc.stdout.readline() == b"x\n"
     assert proc.returncode is not None and not alive(proc.pid)
+
+
+def test_a_run_returns_at_once_when_the_child_is_done_and_works_without_a_pidfd(monkeypatch) -> None:
+    """hostproc.run waits on the child's exit (a pidfd), not in steps; on a kernel without
+    pidfd_open it still returns the output, the status, and stops a child at its deadline."""
+    started = time.monotonic()
+    for _ in range(20):
+        assert hostproc.run(["true"], timeout=30, watch=lambda pid: False).returncode == 0
+    assert time.monotonic() - started < 20   # (no step of its own: a generous bound, not a benchmark)
+
+    def no_pidfd(pid: int) -> int:
+        raise OSError(38, "Function not implemented")
+    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    done = hostproc.run(["sh", "-c", "cat; echo err >&2; exit 3"], input=b"in" * 50000, timeout=30)
+    assert (done.returncode, done.stdout, done.stderr) == (3, b"in" * 50000, b"err\n")
+    with pytest.raises(hostproc.Timeout):
+        hostproc.run(["sh", "-c", "exec sleep 600"], timeout=1)
+    looked: list[int] = []
+    with pytest.raises(hostproc.Stuck):
+        hostproc.run(["sleep", "600"], timeout=60, watch=lambda pid: looked.append(pid) or len(looked) > 2)
+    assert len(looked) == 3
+
+
+def test_the_watch_is_not_asked_about_a_short_run_and_stops_a_long_one(monkeypatch) -> None:
+    looked: list[int] = []
+    monkeypatch.setattr(hostproc, "WATCH_AFTER_S", 10.0)   # (so that `true` surely ends before, however busy the host)
+    hostproc.run(["true"], timeout=30, watch=lambda pid: looked.append(pid) or True)
+    assert looked == []   # done before WATCH_AFTER_S: never looked at (not stopped either)
+    monkeypatch.setattr(hostproc, "WATCH_AFTER_S", 0.1)
+    proc_pids: list[int] = []
+    with pytest.raises(hostproc.Stuck):
+        hostproc.run(["sh", "-c", "exec sleep 600"], timeout=60, watch=lambda pid: proc_pids.append(pid) or True)
+    assert proc_pids and wait_gone(proc_pids[0])

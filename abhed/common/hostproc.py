@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import ctypes
 import os
+import select
+import selectors
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -82,20 +85,106 @@ def kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+class Stuck(Exception):
+    """run(watch=...): the watch said the child cannot go on; it was killed with its group."""
+
+
+# run(watch=...): a child is first looked at once it has run this long (a shorter run is never
+# looked at: no /proc read, no wake-up), then every WATCH_S.
+WATCH_AFTER_S = 0.1
+WATCH_S = 0.05
+
+
 def run(argv: Sequence[str], *, timeout: float, input: bytes | None = None, env: dict[str, str] | None = None,
-        cwd: str | os.PathLike[str] | None = None, pass_fds: Sequence[int] = ()) -> subprocess.CompletedProcess:
-    """Run to completion with stdout and stderr captured; `Timeout` past `timeout` seconds."""
+        cwd: str | os.PathLike[str] | None = None, pass_fds: Sequence[int] = (),
+        watch: Callable[[int], bool] | None = None) -> subprocess.CompletedProcess:
+    """Run to completion with stdout and stderr captured; `Timeout` past `timeout` seconds.
+    `watch(pid)`, asked once the child has run WATCH_AFTER_S, then every WATCH_S while its pipes
+    have nothing to read: True kills it and raises `Stuck` (rg blocked on a FIFO has no deadline
+    of its own short of `timeout`)."""
     proc = popen(argv, stdin=subprocess.DEVNULL if input is None else subprocess.PIPE, stdout=subprocess.PIPE,
                  stderr=subprocess.PIPE, env=env, cwd=cwd, pass_fds=tuple(pass_fds))
     try:
-        out, err = proc.communicate(input, timeout=timeout)
+        out, err = _collect(proc, input, time.monotonic() + timeout, watch)
     except subprocess.TimeoutExpired:
         kill(proc)
         raise Timeout(argv, timeout) from None
+    except Stuck:
+        kill(proc)
+        raise Stuck(f"`{argv[0]}` was stopped: it could not go on") from None
     except BaseException:
         kill(proc)
         raise
     return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
+
+
+def _collect(proc: subprocess.Popen, input: bytes | None, deadline: float,
+             watch: Callable[[int], bool] | None) -> tuple[bytes, bytes]:
+    """The child's output, once it has exited and closed its pipes. One select waits on the pipes
+    and on the child's exit (a pidfd): it returns the moment the child is done, with no polling
+    (Popen.communicate with a timeout ends in a sleep loop of up to 50 ms per step), and wakes
+    before that only for the deadline and the watch. Raises subprocess.TimeoutExpired or Stuck."""
+    stdout, stderr = proc.stdout.fileno(), proc.stderr.fileno()  # type: ignore[union-attr]
+    out: dict[int, list[bytes]] = {stdout: [], stderr: []}
+    pending = memoryview(input or b"")
+    look = time.monotonic() + WATCH_AFTER_S
+    with selectors.DefaultSelector() as selector, _exit_fd(proc.pid) as exited:
+        for fd in out:
+            selector.register(fd, selectors.EVENT_READ)
+        if proc.stdin is not None:
+            selector.register(proc.stdin.fileno(), selectors.EVENT_WRITE)
+        if exited is not None:
+            selector.register(exited, selectors.EVENT_READ)
+        gone = False  # (known only with a pidfd)
+        while selector.get_map():
+            now = time.monotonic()
+            if now >= deadline:
+                raise subprocess.TimeoutExpired(proc.args, 0)
+            looking = watch is not None and not gone
+            events = selector.select((min(deadline, look) if looking else deadline) - now)
+            # The watch looks only when nothing was left to read: a child blocked writing to a
+            # full pipe of ours waits on us, not stuck (the pipes are drained first).
+            if looking and not events and time.monotonic() >= look:
+                if watch(proc.pid):  # type: ignore[misc]
+                    raise Stuck()
+                look = time.monotonic() + WATCH_S
+            for key, _ in events:
+                fd = key.fd
+                if fd == exited:
+                    gone = True
+                    selector.unregister(fd)
+                elif fd in out:
+                    chunk = os.read(fd, 1 << 16)
+                    out[fd].append(chunk) if chunk else selector.unregister(fd)
+                else:  # stdin: a pipe takes PIPE_BUF bytes without blocking once select says it is writable
+                    try:
+                        pending = pending[os.write(fd, pending[:select.PIPE_BUF]):]
+                    except BrokenPipeError:
+                        pending = pending[:0]   # the child stopped reading: its exit status says why
+                    if not pending:
+                        selector.unregister(fd)
+                        proc.stdin.close()  # type: ignore[union-attr]
+    # With a pidfd it has exited: reaping does not wait. Without one (Linux before 5.3) its pipes
+    # are closed and Popen's wait polls for the exit until the deadline.
+    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    proc.stdout.close()  # type: ignore[union-attr]
+    proc.stderr.close()  # type: ignore[union-attr]
+    return b"".join(out[stdout]), b"".join(out[stderr])
+
+
+@contextmanager
+def _exit_fd(pid: int) -> Iterator[int | None]:
+    """A descriptor readable once process `pid` (our unreaped child) has exited; None where the
+    kernel has no pidfd_open (before 5.3)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        yield None
+        return
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 @contextmanager

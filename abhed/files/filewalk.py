@@ -311,7 +311,8 @@ class Listing:
 
 def walk(root: Path, excludes: Iterable[str], keep: Callable[[str], bool] | None = None,
          open_root: Callable[[Path], int] | None = None, stamp: Callable[[str], bool] | None = None,
-         descend: Callable[[str], bool] | None = None) -> Listing:
+         descend: Callable[[str], bool] | None = None,
+         found: Callable[[list[str], list[int]], None] | None = None) -> Listing:
     """Every regular file below `root` that the rules let through (and that `keep` accepts).
 
     `keep` gets the path relative to `root`. The order is the walk's, not sorted: every caller
@@ -322,10 +323,14 @@ def walk(root: Path, excludes: Iterable[str], keep: Callable[[str], bool] | None
     modification time to record in `Listing.stamps`, read through the same descriptors.
     `descend`: whether a directory (relative path) can hold a wanted file; False prunes it, which
     must then hold nothing `keep` or `stamp` wants, nor any hidden entry the caller reports.
+    `found(files, sizes)`: called with each listed directory's files (those `Listing.files`
+    gains, in walk order) and their sizes as the walk goes, so that a caller can start on them
+    before the walk ends. The sizes are read through the directory's descriptor, no link
+    followed (a name swapped since for a link gives the link's size), -1 for a file gone since.
     """
     with Walk(root, excludes, keep, open_root, stamp, descend) as walking:
         listing = Listing()
-        walking.run(listing)
+        walking.run(listing, found=found)
         return listing
 
 
@@ -349,23 +354,21 @@ class Walk:
     def __exit__(self, *exc: object) -> None:
         os.close(self.rootfd)
 
-    def run(self, listing: Listing, limit: int | None = None) -> int:
+    def run(self, listing: Listing, limit: int | None = None,
+            found: Callable[[list[str], list[int]], None] | None = None) -> int:
         """List pending directories into `listing` until none is left, or `limit` have been listed:
         then breadth first, so that what is left pending is many directories near the top (shares
         of about equal work), not one deep directory's siblings beside the rest of the tree.
-        Returns how many were listed."""
+        `found`: see walk. Returns how many were listed."""
         pending, listed = self.pending, 0
-        if limit is None:
-            while pending:
-                self._list(*pending.pop(), listing)  # depth first: the fewest directories pending
-                listed += 1
-            return listed
-        while pending and listed < limit:
-            self._list(*pending.popleft(), listing)
+        while pending and (limit is None or listed < limit):
+            # depth first when walking to the end: the fewest directories pending
+            self._list(*(pending.pop() if limit is None else pending.popleft()), listing, found)
             listed += 1
         return listed
 
-    def _list(self, directory: str, chain: Chain, listing: Listing) -> None:
+    def _list(self, directory: str, chain: Chain, listing: Listing,
+              found: Callable[[list[str], list[int]], None] | None = None) -> None:
         """One directory, whole (map, filter, compress: loops in C), so that the Python code runs per
         directory and per ignored entry, not per file: over the Linux tree that halves the walk's time.
         Its subdirectories go onto self.pending."""
@@ -376,6 +379,7 @@ class Walk:
         except OSError:
             listing.unreadable.append(directory)
             return
+        had, sized = len(listing.files), None
         try:
             with os.scandir(fd) as scan:
                 entries = list(scan)
@@ -389,10 +393,14 @@ class Walk:
                 directory, {n for n in names + subdirs if n in (".git", ".gitignore")}, fd))
             _directory(fd, directory + "/", cut, names, subdirs, chain, self.pending, listing, self.keep, self.stamp,
                        self.descend)
+            if found is not None and len(listing.files) > had:
+                sized = _sized(fd, listing.files[had:], len(directory) + 1)
         except OSError:
             listing.unreadable.append(directory)
         finally:
             os.close(fd)
+        if sized is not None:
+            found(*sized)  # (outside the try: the caller's own errors are not this directory's)
 
 
 def _directory(fd: int, prefix: str, cut: int, names: list[str], subdirs: list[str], chain: Chain,
@@ -430,6 +438,23 @@ def _directory(fd: int, prefix: str, cut: int, names: list[str], subdirs: list[s
         times = [_mtime(fd, name) for name in names]
     listing.stamped.extend(paths)
     listing.stamps.extend(times)
+
+
+def _sized(fd: int, paths: list[str], cut: int) -> tuple[list[str], list[int]]:
+    """`paths`, files of the directory open as `fd` (each `cut` characters of directory before its
+    name), and their sizes read through `fd` without following a link; -1 for one gone since."""
+    stat = os.stat
+    try:
+        return paths, [stat(path[cut:], dir_fd=fd, follow_symlinks=False).st_size for path in paths]
+    except OSError:
+        return paths, [_size(fd, path[cut:]) for path in paths]
+
+
+def _size(fd: int, name: str) -> int:
+    try:
+        return os.stat(name, dir_fd=fd, follow_symlinks=False).st_size
+    except OSError:
+        return -1
 
 
 def _mtime(fd: int, name: str) -> int:

@@ -58,11 +58,12 @@ def search_root(raw: str | None, ctx: ToolContext, tool: str) -> Path:
                     f"{ctx.paths.workspace}.")
 
 
-def walk_checked(root: Path, ctx: ToolContext, keep=None, stamp=None, descend=None) -> filewalk.Listing:
-    """filewalk.walk through descriptors opened below the allowed root (no symlink followed)."""
+def walk_checked(root: Path, ctx: ToolContext, keep=None, stamp=None, descend=None, found=None) -> filewalk.Listing:
+    """filewalk.walk through descriptors opened below the allowed root (no symlink followed);
+    `found`: see filewalk.walk."""
     try:
         return filewalk.walk(root, ctx.settings.search.exclude, keep, open_root=ctx.paths.open_dir, stamp=stamp,
-                             descend=descend)
+                             descend=descend, found=found)
     except OSError as exc:
         raise textfile.open_failed(exc, root, ctx.paths.workspace, "searching") from None
 

@@ -13,7 +13,7 @@ import fallback_grep
 from fallback_grep.syntax import Node
 from pydantic import Field
 
-from abhed.files import filewalk, ripgrep
+from abhed.files import filewalk, rgjail, ripgrep
 from abhed.common.errors import ToolError
 from abhed.files.textfile import human_size
 from abhed.files.globpattern import GlobError, expand_braces
@@ -52,26 +52,110 @@ class _Search:
         self.rg, self.regex = rg, regex
         self.matcher = None if rg is not None else query.matcher()
         self.notes = [note] if note else []
-        self.cwd, self.opener = "", None
+        self.cwd, self.opener, self.jail = "", None, None
+        self.large: frozenset[str] = frozenset()  # files rg maps (ripgrep.MMAP_FROM)
+        self.stream: ripgrep.Stream | None = None
 
     @property
     def name(self) -> str:
         return "rg" if self.rg is not None else "fallback_grep"
 
-    def bind(self, cwd: Path, open_file: Callable[[str], int]) -> _Search:
-        """Search below cwd, opening every file through open_file (a confined opener)."""
+    def bind(self, cwd: Path, open_file: Callable[[str], int], jail: rgjail.Jail | None = None) -> _Search:
+        """Search below cwd, opening every file through open_file (a confined opener); rg reads
+        names in `jail` when there is one (rgjail), what it cannot read there through open_file."""
         self.cwd = str(cwd)
         self.opener = lambda path: check_regular(open_file(path))
+        self.jail = jail
         return self
 
     def __call__(self, files: list[str], query: Query, workers: int = 1) -> list[FileHits]:
         if self.rg is not None:
             try:
-                return list(ripgrep.rg_search(self.rg, self.cwd, files, query, self.opener, self.regex))
+                return list(ripgrep.rg_search(self.rg, self.cwd, files, query, self.opener, self.regex, self.jail,
+                                              self.large))
             except ripgrep.RgRejected as exc:
                 self.notes.append(f"[searched with the built-in engine: rg could not search with this pattern ({exc})]")
                 self.rg, self.matcher = None, query.matcher()
         return list(python_search(files, query, self.opener, workers, self.matcher))
+
+    def begin(self, query: Query) -> None:
+        """Search with `query` the files `take` is given as the walk finds them, where rg can
+        start on them at once (rg in the jail); else they are searched by `finish`."""
+        if self.rg is not None and ripgrep.streams(self.jail, self.regex):
+            self.stream = ripgrep.Stream(self.rg, self.jail, self.regex, self.cwd, query, self.opener)
+
+    def take(self, files: list[str], large: list[str]) -> None:
+        if self.stream is not None:
+            self.stream.add(files, large)
+
+    def finish(self, files: list[str], query: Query, workers: int) -> list[FileHits]:
+        """The hits of `files` (every file `take` was given): the answer of self(files, query, workers)."""
+        if self.stream is None:
+            return self(files, query, workers)
+        try:
+            return list(self.stream.hits())
+        except ripgrep.RgRejected as exc:
+            self.end()
+            self.notes.append(f"[searched with the built-in engine: rg could not search with this pattern ({exc})]")
+            self.rg, self.matcher = None, query.matcher()
+            return list(python_search(files, query, self.opener, workers, self.matcher))
+
+    def end(self) -> None:
+        """Wait for the stream's runs (always, also when the walk failed)."""
+        if self.stream is not None:
+            self.stream.close()
+            self.stream = None
+
+
+class _Sizes:
+    """The per-file size check, a directory's files at a time as the walk lists them: what is
+    within search.max_file_bytes goes on to the search at once, a note names the rest."""
+
+    def __init__(self, limit: int, search: _Search) -> None:
+        self.limit, self.search = limit, search
+        self.kept: list[str] = []
+        self.big: list[tuple[str, int]] = []
+        self.large: list[str] = []  # kept files rg maps (ripgrep.MMAP_FROM)
+        self.total = 0
+
+    def add(self, files: list[str], sizes: list[int]) -> None:
+        """Files as the walk lists them, with their sizes (filewalk: read through the directory's
+        descriptor, no link followed; -1 when it could not be read: the backend says why)."""
+        limit, top = self.limit, max(sizes, default=-1)
+        if top < ripgrep.MMAP_FROM and top <= limit:   # the common case: every file kept, none mapped
+            kept, large = files, []
+            self.total += sum(sizes) + sizes.count(-1)
+        else:
+            kept, large = [], []
+            for path, size in zip(files, sizes):
+                if size > limit:
+                    self.big.append((path, size))
+                    continue
+                kept.append(path)
+                self.total += max(size, 0)
+                if size >= ripgrep.MMAP_FROM:
+                    large.append(path)
+        self.kept += kept
+        self.large += large
+        self.search.take(kept, large)
+
+    def add_named(self, path: str) -> None:
+        """A file named by the call (resolved, so a link here was swapped in since: not followed;
+        the confined open refuses it, and its target's size stays unsaid)."""
+        try:
+            size = os.stat(path, follow_symlinks=False).st_size
+        except OSError:
+            size = -1
+        self.add([path], [size])
+
+    def notes(self) -> list[str]:
+        if not self.big:
+            return []
+        shown = ", ".join(f"{p} ({human_size(size)})" for p, size in sorted(self.big)[:SHOWN_EXAMPLES])
+        return [f"[{len(self.big)} file(s) NOT searched, over grep's limit of {human_size(self.limit)} per file "
+                f"(search.max_file_bytes): {shown}{more_items(SHOWN_EXAMPLES, len(self.big), 'files')}. Search "
+                "them with bash, showing only the head of long lines: rg -n --max-columns 300 "
+                "--max-columns-preview 'PATTERN' FILE (or grep -c 'PATTERN' FILE to count).]"]
 
 
 class GrepInput(ToolInput):
@@ -131,22 +215,27 @@ class Grep(Tool):
             search = self._prepare(ctx, query, query.check())
         except fallback_grep.error as exc:
             raise ToolError(str(exc), pattern=args.pattern) from None
-        root, files, notes, skipped, size = self._files(args, ctx)
-        where = root if root.is_dir() else root.parent
+        root, single, keep = self._root(args, ctx)
+        where = root.parent if single else root
         # One descriptor of the workspace root for every open of this call (and of its workers).
         with ctx.paths.opener_below(where, os.O_RDONLY | os.O_NONBLOCK) as open_file:
-            search.bind(where, open_file)
+            search.bind(where, open_file, self._jail(ctx, search, where))
             # Content mode first learns which files match (cheap), then fetches lines from as few as it needs.
             first = query if mode != "content" else replace(query, mode="files_with_matches")
+            search.begin(first)
             try:
-                hits = sorted(search(files, first, search_workers(len(files), size)), key=lambda h: h.path)
+                # The walk hands each directory's files to the search as it goes (rg starts before it ends).
+                files, notes, skipped, size = self._files(root, single, keep, ctx, search)
+                hits = sorted(search.finish(files, first, search_workers(len(files), size)), key=lambda h: h.path)
                 found = [h for h in hits if not h.binary and h.error is None]
                 body = self._content(found, query, search) if found and mode == "content" else []
             except fallback_grep.error as exc:   # when rg handed over: fallback_grep's own limits
                 raise ToolError(str(exc), pattern=args.pattern) from None
+            finally:
+                search.end()
             notes += search.notes + self._problem_notes(hits)
             facts = {"backend": search.name, "files_searched": len(files), "files_matched": len(found),
-                     "mode": mode}
+                     "mode": mode, "rg_jail": search.jail is not None}
             if not found:
                 return ok("\n".join([self._nothing(args, root, files, hits, skipped), *notes]), **facts)
             if mode == "files_with_matches":
@@ -160,54 +249,47 @@ class Grep(Tool):
 
     # -- which files ---------------------------------------------------------------------------
 
-    def _files(self, args: GrepInput, ctx: ToolContext) -> tuple[Path, list[str], list[str], int, int]:
-        """The search root, the files to search, notes, how many files were left out for size, and
-        the bytes to search."""
+    def _root(self, args: GrepInput, ctx: ToolContext) -> tuple[Path, bool, Callable[[str], bool] | None]:
+        """The search root, whether it is a single file, and the glob's test of a path."""
         root = ctx.resolve(args.path) if args.path else ctx.paths.workspace
         st = stat_root(root, ctx)
         if st is not None and stat.S_ISREG(st.st_mode):
-            keep = glob_filter(args.glob, root.parent)
-            files = [str(root)] if keep is None or keep(str(root)) else []
-            kept, size = self._small_enough(files, ctx, notes := [])
-            return root, kept, notes, len(files) - len(kept), size
+            return root, True, glob_filter(args.glob, root.parent)
         root = search_root(args.path, ctx, self.name)
-        keep = glob_filter(args.glob, root)
+        return root, False, glob_filter(args.glob, root)
+
+    @staticmethod
+    def _files(root: Path, single: bool, keep: Callable[[str], bool] | None, ctx: ToolContext,
+               search: _Search) -> tuple[list[str], list[str], int, int]:
+        """The files to search, notes, how many files were left out for size, and the bytes to
+        search; each file within the size limit goes to `search.take` as soon as it is listed."""
+        sizes = _Sizes(ctx.settings.search.max_file_bytes, search)
+        if single:
+            listed = [str(root)] if keep is None or keep(str(root)) else []
+            for path in listed:
+                sizes.add_named(path)
+            search.large = frozenset(sizes.large)
+            return sizes.kept, sizes.notes(), len(listed) - len(sizes.kept), sizes.total
         prefix = str(root) + "/"
-        listing = walk_checked(root, ctx, keep and (lambda rel: keep(prefix + rel)))
-        notes: list[str] = []
-        files, size = self._small_enough(listing.files, ctx, notes)
+        listing = walk_checked(root, ctx, keep and (lambda rel: keep(prefix + rel)), found=sizes.add)
+        search.large = frozenset(sizes.large)
+        notes = sizes.notes()
         hidden = hidden_note(root, listing.hidden_dirs, len(listing.hidden_files))
         notes += [hidden] if hidden else []
         if listing.unreadable:
             notes.append(f"[{len(listing.unreadable)} directories could not be read, e.g. {listing.unreadable[0]}]")
-        return root, files, notes, len(listing.files) - len(files), size
+        return sizes.kept, notes, len(listing.files) - len(sizes.kept), sizes.total
 
     @staticmethod
-    def _small_enough(files: list[str], ctx: ToolContext, notes: list[str]) -> tuple[list[str], int]:
-        """The files within search.max_file_bytes (a note names the others) and their total size."""
-        limit = ctx.settings.search.max_file_bytes
-        kept, big, total = [], [], 0
-        for path in files:
-            try:
-                # Never through a link: every listed path was a regular file (the walk follows no
-                # link, a named file is resolved), so a link here was swapped in since by a command
-                # in the sandbox; the confined open refuses it, and its target's size stays unsaid.
-                size = os.stat(path, follow_symlinks=False).st_size
-            except OSError:
-                kept.append(path)  # the backend reports why it cannot be read
-                continue
-            if size > limit:
-                big.append((path, size))
-            else:
-                kept.append(path)
-                total += size
-        if big:
-            shown = ", ".join(f"{p} ({human_size(size)})" for p, size in sorted(big)[:SHOWN_EXAMPLES])
-            notes.append(f"[{len(big)} file(s) NOT searched, over grep's limit of {human_size(limit)} per file "
-                         f"(search.max_file_bytes): {shown}{more_items(SHOWN_EXAMPLES, len(big), 'files')}. Search "
-                         "them with bash, showing only the head of long lines: rg -n --max-columns 300 "
-                         "--max-columns-preview 'PATTERN' FILE (or grep -c 'PATTERN' FILE to count).]")
-        return kept, total
+    def _jail(ctx: ToolContext, search: _Search, where: Path) -> rgjail.Jail | None:
+        """rg's read-only view of the root being searched, when rg searches and bwrap can make one;
+        None: rg reads descriptors opened here (as safe, slower on many files)."""
+        if search.rg is None:
+            return None
+        sandbox = ctx.settings.sandbox
+        writable = (*ctx.paths.roots, *(Path(os.path.realpath(p)) for p in sandbox.rw_binds))
+        return rgjail.jail_for(search.rg, ctx.paths.root_of(where), backend=sandbox.backend,
+                               bwrap_path=sandbox.bwrap_path, writable=writable, home=ctx.settings.home)
 
     @staticmethod
     def _prepare(ctx: ToolContext, query: Query, tree: Node) -> _Search:
