@@ -14,10 +14,11 @@ When the repository's index is trusted (else nothing is taken from it and every 
 - it is a regular file whose checksum is right (a SHA-1 index: a SHA-256 repository, or one
   written with index.skipHash, is not used), versions 2 to 4, no required extension (a split
   index, a sparse index);
-- its ctime is older than the session (`since`): a model could write `.git/index` only through a
-  sandboxed command or a tool call, each of which takes its checkpoint first, so an index changed
-  during this session could pair a file's real stat with another blob's id (undo would restore the
-  wrong bytes); no one can set a ctime back. An index crafted elsewhere (a copied tarball) cannot
+- its ctime is older than the session (`since`): a model writes `.git/index` only through a
+  sandboxed command (one the gate proved read-only too, such as `git status`, which refreshes it)
+  or a tool call, so an index changed during this session could pair a file's real stat with
+  another blob's id (undo would restore the wrong bytes); any such write moves its ctime past the
+  session's start, and no one can set a ctime back. An index crafted elsewhere (a copied tarball) cannot
   name the stat of files made here: their inode and ctime are new.
 
 Which entries are taken (every other is read and hashed like an untracked file):
