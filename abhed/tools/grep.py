@@ -74,9 +74,13 @@ class _Search:
                 return list(ripgrep.rg_search(self.rg, self.cwd, files, query, self.opener, self.regex, self.jail,
                                               self.large))
             except ripgrep.RgRejected as exc:
-                self.notes.append(f"[searched with the built-in engine: rg could not search with this pattern ({exc})]")
-                self.rg, self.matcher = None, query.matcher()
+                self._without_rg(exc, query)
         return list(python_search(files, query, self.opener, workers, self.matcher))
+
+    def _without_rg(self, exc: ripgrep.RgRejected, query: Query) -> None:
+        """rg refused the pattern: the built-in engine searches from now on, and the answer says why."""
+        self.notes.append(f"[searched with the built-in engine: rg could not search with this pattern ({exc})]")
+        self.rg, self.matcher = None, query.matcher()
 
     def begin(self, query: Query) -> None:
         """Search with `query` the files `take` is given as the walk finds them, where rg can
@@ -96,8 +100,7 @@ class _Search:
             return list(self.stream.hits())
         except ripgrep.RgRejected as exc:
             self.end()
-            self.notes.append(f"[searched with the built-in engine: rg could not search with this pattern ({exc})]")
-            self.rg, self.matcher = None, query.matcher()
+            self._without_rg(exc, query)
             return list(python_search(files, query, self.opener, workers, self.matcher))
 
     def end(self) -> None:
