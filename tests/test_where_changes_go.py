@@ -170,6 +170,18 @@ def test_traits_of_the_native_tools_and_mcp():
     assert bash.call_traits(BashInput(command="rm -f x", description="Remove x")).checkpoint
 
 
+def test_a_tool_of_unknown_effect_needs_a_rule_naming_it_or_a_human_in_every_mode(tmp_path):
+    """What an MCP tool declares (UNKNOWN): not read-only, whatever it is called."""
+    args = SimpleNamespace(path=str(tmp_path / "a"))
+    for mode in ("ask", "accept-edits", "auto"):
+        for name in ("mcp__jira__create_issue", "read"):  # a native name with unknown traits is not trusted either
+            verdict = Policy.create(mode, [], [], tmp_path).check(name, args, UNKNOWN)
+            assert verdict.decision == "ask", (mode, name, verdict)
+    assert Policy.create("plan", [], [], tmp_path).check("mcp__jira__x", args, UNKNOWN).decision == "deny"
+    allowed = Policy.create("auto", ["mcp__jira__*"], [], tmp_path).check("mcp__jira__x", args, UNKNOWN)
+    assert allowed.decision == "allow" and allowed.rule == "allow: mcp__jira__*"
+
+
 def _touched(heading: str) -> list[str]:
     return [path.replace("<name>", "*") for path in entries()[heading]]
 
