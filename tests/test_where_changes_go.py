@@ -163,7 +163,8 @@ def test_traits_of_the_native_tools_and_mcp():
     assert by_name["bash"].runs_code and by_name["bash"].checkpoint and not by_name["read"].mutates
     assert by_name["task"].spawns and not by_name["task"].mutates and by_name["task"].kind == "changes files"
     from abhed.mcp.gateway import McpTool
-    assert McpTool.traits == UNKNOWN and not UNKNOWN.known
+    assert McpTool.traits == UNKNOWN and not UNKNOWN.known and UNKNOWN.kind == "unknown"
+    assert [name for name, traits in by_name.items() if traits.edits_files] == ["write", "edit"]  # bash runs code
     from abhed.tools.bash import BashInput
     bash = registry.BY_NAME["bash"]
     assert not bash.call_traits(BashInput(command="ls -la", description="List")).checkpoint  # the tool's refinement

