@@ -1,0 +1,136 @@
+"""A tool-call format is defined once (abhed/common/formats.py, issue 35). A scratch format is added
+here the way a new one is (a `register` call naming its adapter, description and the form its calls
+are written in) and nothing else is touched: config validation and profiles accept it, the CLI
+offers it (both --tool-format options), doctor probes and reports it, and the agent's adapter is
+the one it names. A second test keeps the built-in names spelled only where docs/architecture.md
+says a format lives."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any, Iterator
+
+import pytest
+from click.testing import CliRunner
+
+from abhed.cli import doctor
+from abhed.cli.commands import main
+from abhed.common import formats
+from abhed.model import profiles
+from abhed.model.adapters import TextAdapter, adapter_for
+from abhed.model.connect import connect
+from abhed.model.replay import ReplayServer, Turn
+from abhed.session import config
+from agent_helpers import REPO, make_agent
+
+HERMES_GLOB = '<tool_call>\n{"name": "glob", "arguments": {"pattern": "*.md"}}\n</tool_call>'
+
+
+class ScratchAdapter(TextAdapter):
+    """The scratch format's adapter: its own prompt; the calls come back in the hermes form."""
+
+    def system_addendum(self) -> str:
+        return "SCRATCH PROTOCOL\n" + super().system_addendum()
+
+
+SCRATCH = formats.Format("scratch", f"{__name__}:ScratchAdapter", "a scratch format of this test", form="hermes")
+
+
+@pytest.fixture
+def scratch() -> Iterator[formats.Format]:
+    formats.register(SCRATCH)
+    try:
+        yield SCRATCH
+    finally:
+        formats.unregister(SCRATCH.name)
+
+
+def settings_with(tool_format: str) -> config.Settings:
+    return config.load({"model": {"tool_format": tool_format}}, env={"ABHED_CONFIG": ""})
+
+
+PROFILE = """name = "scratchy"\nfamily = "scratch"\ncontext_window = 8192\nmax_output_tokens = 1024
+vllm_serve = "vllm serve scratch"\ntool_format = "scratch"\ntext_format = "scratch"\n"""
+
+
+def test_config_and_profiles_take_a_format_once_it_is_registered(scratch):
+    assert settings_with("scratch").model.tool_format == "scratch"
+    with pytest.raises(config.ConfigError, match="'hermes', 'qwen3_coder' or 'scratch'"):
+        settings_with("xml")  # the error names it among the known ones
+    profile = profiles.parse("scratchy.toml", PROFILE)
+    assert (profile.tool_format, profile.text_format) == ("scratch", "scratch")
+    assert formats.names() == ("native", "hermes", "qwen3_coder", "scratch")
+    assert formats.text_names() == ("hermes", "qwen3_coder", "scratch")
+
+
+def test_before_registration_config_and_profiles_refuse_it():
+    with pytest.raises(config.ConfigError) as caught:
+        settings_with("scratch")  # the registry is read when a value is validated, not when the class is made
+    assert "model.tool_format: Input should be 'auto', 'native', 'hermes' or 'qwen3_coder'" in str(caught.value)
+    with pytest.raises(profiles.ProfileError, match="Input should be 'hermes' or 'qwen3_coder'"):
+        profiles.parse("scratchy.toml", PROFILE)
+
+
+@pytest.mark.parametrize("command", [["run"], ["conformance"]])
+def test_the_cli_offers_it_in_both_tool_format_options(scratch, command):
+    shown = CliRunner().invoke(main, [*command, "--help"])
+    assert "--tool-format [auto|native|hermes|qwen3_coder|scratch]" in shown.output
+    refused = CliRunner().invoke(main, [*command, "--tool-format", "xml"])
+    assert refused.exit_code == 2 and "'auto', 'native', 'hermes', 'qwen3_coder', 'scratch'" in refused.output
+    formats.unregister("scratch")
+    gone = CliRunner().invoke(main, [*command, "--help"])
+    assert "--tool-format [auto|native|hermes|qwen3_coder]" in gone.output
+
+
+def probe(turn: Turn, tool_format: str) -> tuple[doctor.Check, list[dict[str, Any]]]:
+    with ReplayServer([turn], model_id="Qwen/Qwen2.5-Coder-7B-Instruct", tool_parser=False) as server:
+        model = connect(server.url, backoff_s=0, attempts=1, tool_format=tool_format)
+        try:
+            return doctor._probe(model), server.requests
+        finally:
+            model.client.close()
+
+
+def test_doctor_probes_it_and_reports_it(scratch):
+    check, requests = probe(Turn(text=HERMES_GLOB), "scratch")
+    assert (check.status, check.message) == ("OK", 'the model called glob {"pattern": "*.md"} (scratch tool calls)')
+    assert requests[0]["messages"][0]["content"].startswith("You are a test harness. SCRATCH PROTOCOL\n")
+    ignored, _ = probe(Turn(text="I would rather not."), "scratch")
+    assert ignored.status == "FAIL" and "ignored the text protocol (scratch: a scratch format of this test)" in \
+        ignored.message
+
+
+def test_the_agent_asks_in_it_and_runs_the_calls(scratch, ws, home):
+    (ws / "notes.md").write_text("hi\n")
+    assert type(adapter_for("scratch", [])) is ScratchAdapter
+    with ReplayServer([Turn(text=HERMES_GLOB), Turn(text="One file.")], tool_parser=False) as server:
+        agent = make_agent(ws, home, server, tool_format="scratch")
+        outcome = agent.run("which markdown files are there?")
+        sent = server.requests
+    assert (outcome.answer, outcome.tool_calls) == ("One file.", 1)
+    assert "SCRATCH PROTOCOL" in sent[0]["messages"][0]["content"] and "tools" not in sent[0]
+    assert "notes.md" in sent[1]["messages"][-1]["content"]  # the glob ran; its result came back as text
+
+
+def test_a_format_whose_adapter_is_not_one_is_told():
+    broken = formats.Format("broken", f"{__name__}:SCRATCH", "names a Format, not an Adapter", form="hermes")
+    with pytest.raises(TypeError, match="'broken' names .*:SCRATCH' as its adapter, which is not an Adapter"):
+        from abhed.model.adapters import adapter_class
+        adapter_class(broken)
+    with pytest.raises(ValueError, match="Unknown tool format 'broken': use one of native, hermes, qwen3_coder."):
+        adapter_for("broken", [])
+    with pytest.raises(ValueError, match="already registered"):
+        formats.register(formats.Format("hermes", "abhed.model.adapters:TextAdapter", "again", form="hermes"))
+
+
+def test_the_built_in_format_names_are_spelled_only_where_a_format_lives():
+    """Where a text format's name is a string constant in the package: its registration
+    (common/formats.py) and the textcalls form that reads its calls. Anywhere else it would be a
+    second list to keep in step with the registry."""
+    allowed = {"abhed/common/formats.py", "abhed/model/textcalls/hermes.py", "abhed/model/textcalls/qwen3_xml.py"}
+    found = set()
+    for path in sorted((REPO / "abhed").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and node.value in formats.text_names():
+                found.add((str(path.relative_to(REPO)), node.value))
+    assert {where for where, _ in found} <= allowed, sorted(found)
