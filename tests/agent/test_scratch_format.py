@@ -8,6 +8,7 @@ says a format lives."""
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any, Iterator
 
 import pytest
@@ -23,6 +24,8 @@ from abhed.model.replay import ReplayServer, Turn
 from abhed.session import config
 from agent_helpers import REPO, make_agent
 
+BUILT_IN = formats.names()  # before the scratch format is registered (each test takes it away again)
+TEXT = formats.text_names()
 HERMES_GLOB = '<tool_call>\n{"name": "glob", "arguments": {"pattern": "*.md"}}\n</tool_call>'
 
 
@@ -45,6 +48,12 @@ def scratch() -> Iterator[formats.Format]:
         formats.unregister(SCRATCH.name)
 
 
+def one_of(names: tuple[str, ...]) -> str:
+    """Names as pydantic lists a Literal's values: 'a', 'b' or 'c'."""
+    quoted = [repr(name) for name in names]
+    return f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+
+
 def settings_with(tool_format: str) -> config.Settings:
     return config.load({"model": {"tool_format": tool_format}}, env={"ABHED_CONFIG": ""})
 
@@ -55,31 +64,30 @@ vllm_serve = "vllm serve scratch"\ntool_format = "scratch"\ntext_format = "scrat
 
 def test_config_and_profiles_take_a_format_once_it_is_registered(scratch):
     assert settings_with("scratch").model.tool_format == "scratch"
-    with pytest.raises(config.ConfigError, match="'hermes', 'qwen3_coder' or 'scratch'"):
+    with pytest.raises(config.ConfigError, match=re.escape(one_of((*BUILT_IN, "scratch")))):
         settings_with("xml")  # the error names it among the known ones
     profile = profiles.parse("scratchy.toml", PROFILE)
     assert (profile.tool_format, profile.text_format) == ("scratch", "scratch")
-    assert formats.names() == ("native", "hermes", "qwen3_coder", "scratch")
-    assert formats.text_names() == ("hermes", "qwen3_coder", "scratch")
+    assert formats.names() == (*BUILT_IN, "scratch") and formats.text_names() == (*TEXT, "scratch")
 
 
 def test_before_registration_config_and_profiles_refuse_it():
     with pytest.raises(config.ConfigError) as caught:
         settings_with("scratch")  # the registry is read when a value is validated, not when the class is made
-    assert "model.tool_format: Input should be 'auto', 'native', 'hermes' or 'qwen3_coder'" in str(caught.value)
-    with pytest.raises(profiles.ProfileError, match="Input should be 'hermes' or 'qwen3_coder'"):
+    assert f"model.tool_format: Input should be {one_of(('auto', *BUILT_IN))}" in str(caught.value)
+    with pytest.raises(profiles.ProfileError, match=re.escape(f"Input should be {one_of(TEXT)}")):
         profiles.parse("scratchy.toml", PROFILE)
 
 
 @pytest.mark.parametrize("command", [["run"], ["conformance"]])
 def test_the_cli_offers_it_in_both_tool_format_options(scratch, command):
     shown = CliRunner().invoke(main, [*command, "--help"])
-    assert "--tool-format [auto|native|hermes|qwen3_coder|scratch]" in shown.output
+    assert f"--tool-format [auto|{'|'.join(BUILT_IN)}|scratch]" in shown.output
     refused = CliRunner().invoke(main, [*command, "--tool-format", "xml"])
-    assert refused.exit_code == 2 and "'auto', 'native', 'hermes', 'qwen3_coder', 'scratch'" in refused.output
+    assert refused.exit_code == 2 and ", ".join(map(repr, ("auto", *BUILT_IN, "scratch"))) in refused.output
     formats.unregister("scratch")
     gone = CliRunner().invoke(main, [*command, "--help"])
-    assert "--tool-format [auto|native|hermes|qwen3_coder]" in gone.output
+    assert f"--tool-format [auto|{'|'.join(BUILT_IN)}]" in gone.output
 
 
 def probe(turn: Turn, tool_format: str) -> tuple[doctor.Check, list[dict[str, Any]]]:
@@ -117,20 +125,36 @@ def test_a_format_whose_adapter_is_not_one_is_told():
     with pytest.raises(TypeError, match="'broken' names .*:SCRATCH' as its adapter, which is not an Adapter"):
         from abhed.model.adapters import adapter_class
         adapter_class(broken)
-    with pytest.raises(ValueError, match="Unknown tool format 'broken': use one of native, hermes, qwen3_coder."):
+    with pytest.raises(ValueError, match=re.escape(f"Unknown tool format 'broken': use one of {', '.join(BUILT_IN)}.")):
         adapter_for("broken", [])
     with pytest.raises(ValueError, match="already registered"):
         formats.register(formats.Format("hermes", "abhed.model.adapters:TextAdapter", "again", form="hermes"))
+    with pytest.raises(ValueError, match="already registered .or reserved"):
+        formats.register(formats.Format("auto", "abhed.model.adapters:TextAdapter", "--tool-format's own", form="hermes"))
+    with pytest.raises(ValueError, match='names its adapter as "module:Class", not \'TextAdapter\''):
+        formats.register(formats.Format("bare", "TextAdapter", "no module", form="hermes"))
+    assert formats.names() == BUILT_IN
 
 
 def test_the_built_in_format_names_are_spelled_only_where_a_format_lives():
     """Where a text format's name is a string constant in the package: its registration
-    (common/formats.py) and the textcalls form that reads its calls. Anywhere else it would be a
-    second list to keep in step with the registry."""
-    allowed = {"abhed/common/formats.py", "abhed/model/textcalls/hermes.py", "abhed/model/textcalls/qwen3_xml.py"}
+    (common/formats.py) and the textcalls form that reads its calls (the form's `name`). Anywhere
+    else it would be a second list to keep in step with the registry."""
     found = set()
     for path in sorted((REPO / "abhed").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and node.value in formats.text_names():
                 found.add((str(path.relative_to(REPO)), node.value))
-    assert {where for where, _ in found} <= allowed, sorted(found)
+    assert all(where == "abhed/common/formats.py" or where.startswith("abhed/model/textcalls/")
+               for where, _ in found), sorted(found)
+    assert {name for _, name in found} == set(TEXT)  # each is found: the check looks in the right places
+
+
+def test_the_architecture_doc_names_the_files_a_format_changes():
+    """docs/architecture.md, "Where a change goes": the tool-call format entry names the registry
+    and every file it names exists (a renamed or moved one makes the entry wrong)."""
+    doc = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    entry = doc.split("- **A tool-call format**", 1)[1].split("\n- **", 1)[0]
+    named = re.findall(r"`?((?:abhed|tests)/[\w/.]+\.py)`?", entry)
+    assert "abhed/common/formats.py" in named and "tests/agent/test_scratch_format.py" in named
+    assert [path for path in named if not (REPO / path).is_file()] == []
