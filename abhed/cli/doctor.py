@@ -181,7 +181,7 @@ def _probe_with(client: ModelClient, model: Model, tool_format: str) -> Check:
                                                  f"from there. Check that --tool-call-parser suits the family; the "
                                                  f"profile serves it with: {model.profile.vllm_serve}")
         return Check("OK", "tool calling", f"{called} (native tool calls)")
-    other = [form for form in reading.forms if form != formats.get(tool_format).form]
+    other = [form for form in reading.forms if form != formats.form_of(tool_format)]
     if not other:
         return Check("OK", "tool calling", f"{called} ({tool_format} tool calls)")
     said = f"{called} ({tool_format} tool calls; it wrote them in the {' and '.join(other)} form)"

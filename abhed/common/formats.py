@@ -67,6 +67,13 @@ def get(name: str) -> Format:
     return _REGISTRY[name]
 
 
+def form_of(name: str) -> str:
+    """The textcalls form the format `name` has its calls written in; its own name when it is native
+    or not registered (a saved conformance report may name a format no longer known)."""
+    fmt = _REGISTRY.get(name)
+    return fmt.form if fmt is not None and fmt.form is not None else name
+
+
 def asking_for(form: str) -> str | None:
     """The format whose calls are written in the textcalls form `form`, if Abhed can ask for it."""
     return next((f.name for f in _REGISTRY.values() if f.form == form), None)

@@ -1,8 +1,8 @@
 """A tool-call format is defined once (abhed/common/formats.py, issue 35). A scratch format is added
 here the way a new one is (a `register` call naming its adapter, description and the form its calls
 are written in) and nothing else is touched: config validation and profiles accept it, the CLI
-offers it (both --tool-format options), doctor probes and reports it, and the agent's adapter is
-the one it names. A second test keeps the built-in names spelled only where docs/architecture.md
+offers it (both --tool-format options), doctor probes and reports it, conformance judges its form,
+and the agent's adapter is the one it names. A second test keeps the built-in names spelled only where docs/architecture.md
 says a format lives."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from abhed.cli import doctor
 from abhed.cli.commands import main
 from abhed.common import formats
+from abhed.conformance.report import TestReport, form_note
 from abhed.model import profiles
 from abhed.model.adapters import TextAdapter, adapter_for
 from abhed.model.connect import connect
@@ -118,6 +119,14 @@ def test_the_agent_asks_in_it_and_runs_the_calls(scratch, ws, home):
     assert (outcome.answer, outcome.tool_calls) == ("One file.", 1)
     assert "SCRATCH PROTOCOL" in sent[0]["messages"][0]["content"] and "tools" not in sent[0]
     assert "notes.md" in sent[1]["messages"][-1]["content"]  # the glob ran; its result came back as text
+
+
+def test_conformance_has_it_write_its_form_and_judges_that_form_its_own(scratch):
+    case = TestReport(category="adapter", name="text:scratch", passed=True, protocol="scratch", forms=["hermes"])
+    assert form_note(case, "native") == ""  # hermes markup is how the scratch format writes calls
+    other = TestReport(category="adapter", name="text:scratch", passed=True, protocol="scratch",
+                       forms=["qwen3_coder"])
+    assert form_note(other, "native") == "asked for scratch, the model wrote the qwen3_coder form"
 
 
 def test_a_format_whose_adapter_is_not_one_is_told():
