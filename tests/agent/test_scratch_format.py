@@ -167,3 +167,9 @@ def test_the_architecture_doc_names_the_files_a_format_changes():
     named = re.findall(r"`?((?:abhed|tests)/[\w/.]+\.py)`?", entry)
     assert "abhed/common/formats.py" in named and "tests/agent/test_scratch_format.py" in named
     assert [path for path in named if not (REPO / path).is_file()] == []
+
+
+def test_the_readme_offers_every_format_to_the_operator():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    row = next(line for line in readme.splitlines() if line.startswith("| `model.tool_format`"))
+    assert [name for name in BUILT_IN if f"`{name}`" not in row] == []
