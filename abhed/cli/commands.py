@@ -973,7 +973,8 @@ def models(name: str | None, as_json: bool) -> None:
     if name:
         profile = chosen[0]
         for key, value in profile.model_dump(exclude={"sampling", "notes", "vllm_serve"}).items():
-            click.echo(f"{key:<18} {value}")
+            described = f": {formats.get(value).description}" if key in ("tool_format", "text_format") else ""
+            click.echo(f"{key:<18} {value}{described}")
         click.echo(f"{'sampling':<18} {profile.sampling.fields()}")
         click.echo(f"\nServe it with:\n  {profile.vllm_serve}\n\n{profile.notes}")
         from abhed.conformance.report import one_line, saved

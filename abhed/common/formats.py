@@ -6,12 +6,13 @@ model writes its calls in the text, in a form one of abhed/model/textcalls/ read
 reads replies in every form a family writes, asked for or not; this registry names only the forms
 Abhed can *ask* for, and the adapter that asks).
 
-Config validation (session/config.py), the profiles (model/profiles.py), the CLI's --tool-format
-choices, `abhed doctor` and the adapters (model/adapters.adapter_for) all read this registry; adding
-a format is one `register` here (and its adapter and parser, see docs/architecture.md, "Where a
-change goes"). The adapter is named as "module:Class", not imported: this module sits below the
-model layer, and the CLI reads the names without loading the model client. model/adapters.py
-imports it when the format is used.
+Config validation (session/config.py), the profiles (model/profiles.py), the CLI (--tool-format's
+choices, `abhed models NAME`), `abhed doctor`, conformance's text cases and the adapters
+(model/adapters.adapter_for) all read this registry: adding a format is one `register` here, with
+its adapter and, if no form reads its calls yet, its parser (docs/architecture.md, "Where a change
+goes"). The adapter is named as "module:Class", not imported: this module sits below the model
+layer, and the CLI reads the names without loading the model client; model/adapters.py imports it
+when the format is used.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import NamedTuple
 class Format(NamedTuple):
     name: str  # model.tool_format, --tool-format, a profile's tool_format / text_format
     adapter: str  # "module:Class" of its Adapter (model/adapters.py): the request, prompt and history
-    description: str  # one line for the CLI and doctor
+    description: str  # one line: `abhed models NAME` and doctor show it beside the name
     # The textcalls form its calls are written in (textcalls/, the form's `name`), read back by the
     # adapter; None: the server's parser reads them (native), so the format needs that parser.
     form: str | None = None
@@ -95,8 +96,8 @@ def validated(value: object, *, auto: bool = False, text: bool = False) -> str:
 DEFAULT_TEXT = "hermes"  # a profile's text_format when it names none, and the loop's last resort
 
 register(Format("native", "abhed.model.adapters:Adapter",
-                "the server parses the calls (vLLM --enable-auto-tool-choice --tool-call-parser); the request "
-                "carries the tools"))
+                "the request carries the tools and the server's tool-call parser reads the calls (vLLM "
+                "--enable-auto-tool-choice --tool-call-parser)"))
 register(Format("hermes", "abhed.model.adapters:TextAdapter",
                 "tools described in the prompt; calls written as JSON in <tool_call> tags", form="hermes"))
 register(Format("qwen3_coder", "abhed.model.adapters:Qwen3CoderAdapter",

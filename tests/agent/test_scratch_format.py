@@ -100,6 +100,15 @@ def probe(turn: Turn, tool_format: str) -> tuple[doctor.Check, list[dict[str, An
             model.client.close()
 
 
+def test_models_describes_a_profiles_formats(scratch, tmp_path):
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "scratchy.toml").write_text(PROFILE)
+    (tmp_path / "config.toml").write_text(f'[model]\nprofiles_dir = "{tmp_path / "profiles"}"\n')
+    env = {"ABHED_CONFIG": str(tmp_path / "config.toml"), "ABHED_HOME": str(tmp_path / "home")}
+    shown = CliRunner().invoke(main, ["models", "scratchy"], env=env)
+    assert "tool_format        scratch: a scratch format of this test\n" in shown.output, shown.output
+
+
 def test_doctor_probes_it_and_reports_it(scratch):
     check, requests = probe(Turn(text=HERMES_GLOB), "scratch")
     assert (check.status, check.message) == ("OK", 'the model called glob {"pattern": "*.md"} (scratch tool calls)')
