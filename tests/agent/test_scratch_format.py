@@ -182,3 +182,13 @@ def test_the_readme_offers_every_format_to_the_operator():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     row = next(line for line in readme.splitlines() if line.startswith("| `model.tool_format`"))
     assert [name for name in BUILT_IN if f"`{name}`" not in row] == []
+
+
+def test_every_registered_format_has_an_adapter_and_a_form_that_reads_its_calls():
+    from abhed.model import textcalls
+    from abhed.model.adapters import Adapter, adapter_class
+    forms = {form.name for form in textcalls.FORMS}
+    for name in BUILT_IN:
+        fmt = formats.get(name)
+        assert issubclass(adapter_class(fmt), Adapter) and fmt.description
+        assert fmt.form is None or fmt.form in forms, f"{name} is written in {fmt.form}, which no textcalls form reads"
