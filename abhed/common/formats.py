@@ -93,7 +93,7 @@ def validated(value: object, *, auto: bool = False, text: bool = False) -> str:
     raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
 
 
-DEFAULT_TEXT = "hermes"  # a profile's text_format when it names none, and the loop's last resort
+DEFAULT_TEXT = "hermes"  # a profile's text_format when it names none
 
 register(Format("native", "abhed.model.adapters:Adapter",
                 "the request carries the tools and the server's tool-call parser reads the calls (vLLM "
