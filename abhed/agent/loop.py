@@ -335,7 +335,7 @@ class Agent:
             except ToolsUnsupported:
                 if not self.model.fallback_format:
                     raise
-                self._fall_back_to_text_protocol()
+                self._fall_back_to_text_protocol(self.model.fallback_format)
                 continue
             spent = reply.usage.total_tokens if reply.usage else self._estimate() + len(reply.text) // 3
             self.budget.charge(tokens=spent)  # the turn was taken before asking (_loop)
@@ -395,8 +395,8 @@ class Agent:
         self.ctx.session.save()
         self._build_system()
 
-    def _fall_back_to_text_protocol(self) -> None:
-        fmt = self.model.fallback_format or "hermes"
+    def _fall_back_to_text_protocol(self, fmt: str) -> None:
+        """`fmt`: the text format the connection chose to fall back to (model.fallback_format)."""
         self.display.notice(f"the model server at {self.model.client.endpoint} has no tool-call parser, so the tools "
                             f"are described in the prompt instead ({fmt} format). For native tool calls serve the "
                             f"model as its profile says: {self.model.profile.vllm_serve}")

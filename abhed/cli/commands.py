@@ -18,7 +18,7 @@ import click
 
 from abhed import __version__
 from abhed.cli import startup
-from abhed.common.formats import FORMATS
+from abhed.common import formats
 from abhed.common.terminal import printable
 from abhed.gate.modes import MODES
 
@@ -592,6 +592,22 @@ def undo_command(session_id: str | None, number: int | None, yes: bool, force: b
 # -- the agent: run, chat, resume, demo, doctor, models ------------------------------------------
 
 
+class FormatChoice(click.Choice[str]):
+    """--tool-format: "auto" or a format of common/formats.py, read from the registry when the line
+    is parsed or --help shown, so a format is offered wherever it is registered."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return ("auto", *formats.names())
+
+    @choices.setter
+    def choices(self, given: tuple[str, ...]) -> None:
+        pass  # click.Choice.__init__ stores the tuple it is given; the registry is the list
+
+
 def _agent_options(function):  # type: ignore[no-untyped-def]
     """The flags every agent command shares; they override the config file and the environment."""
     options = [
@@ -602,7 +618,7 @@ def _agent_options(function):  # type: ignore[no-untyped-def]
         click.option("--endpoint", help="Model server, e.g. http://gpu1:8000/v1 (default: model.endpoint)."),
         click.option("--model", "model_name", help="Served model id (default: the first the server lists)."),
         click.option("--profile", help="Model profile name (default: chosen from the model id; see `abhed models`)."),
-        click.option("--tool-format", type=click.Choice(["auto", *FORMATS]),
+        click.option("--tool-format", type=FormatChoice(),
                      help="How tool calls travel (default: the profile's, falling back to text if the server "
                           "has no tool parser)."),
         click.option("--max-turns", type=click.IntRange(1), help="Budget: model replies per run."),
@@ -959,7 +975,8 @@ def models(name: str | None, as_json: bool) -> None:
     if name:
         profile = chosen[0]
         for key, value in profile.model_dump(exclude={"sampling", "notes", "vllm_serve"}).items():
-            click.echo(f"{key:<18} {value}")
+            described = f": {formats.get(value).description}" if key in ("tool_format", "text_format") else ""
+            click.echo(f"{key:<18} {value}{described}")
         click.echo(f"{'sampling':<18} {profile.sampling.fields()}")
         click.echo(f"\nServe it with:\n  {profile.vllm_serve}\n\n{profile.notes}")
         from abhed.conformance.report import one_line, saved
@@ -980,7 +997,7 @@ def models(name: str | None, as_json: bool) -> None:
 @click.option("--endpoint", help="Model server to test (default: model.endpoint).")
 @click.option("--model", "model_name", help="Served model id to test (default: the first the server lists).")
 @click.option("--profile", help="Model profile to use (default: chosen from the model id).")
-@click.option("--tool-format", type=click.Choice(["auto", *FORMATS]),
+@click.option("--tool-format", type=FormatChoice(),
               help="How tool calls travel (default: the profile's, falling back to text without a tool parser).")
 @click.option("--only", help="Categories to run, comma-separated: adapter, scenarios, recovery (default: all).")
 @click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True,

@@ -22,7 +22,7 @@ import sandbox
 from abhed.session import checkpoint
 from sandbox import microvm
 from abhed.session.config import Settings
-from abhed.common.formats import TEXT_FORMATS
+from abhed.common import formats
 from abhed.model.adapters import adapter_for
 from abhed.model.client import ModelClient
 from abhed.model.connect import Model, connect
@@ -155,7 +155,8 @@ def _probe_with(client: ModelClient, model: Model, tool_format: str) -> Check:
     reading = adapter.read(reply)
     if not reading.calls:
         hint = (f"check that --tool-call-parser suits the family; the profile serves it with: "
-                f"{model.profile.vllm_serve}" if tool_format == "native" else "the model ignored the text protocol")
+                f"{model.profile.vllm_serve}" if tool_format == "native" else
+                f"the model ignored the text protocol ({tool_format}: {formats.get(tool_format).description})")
         return Check("FAIL", "tool calling", f"the model answered in text instead of calling glob "
                                              f"({reply.text.strip()[:120]!r}); {hint}")
     call = reading.calls[0]
@@ -180,11 +181,11 @@ def _probe_with(client: ModelClient, model: Model, tool_format: str) -> Check:
                                                  f"from there. Check that --tool-call-parser suits the family; the "
                                                  f"profile serves it with: {model.profile.vllm_serve}")
         return Check("OK", "tool calling", f"{called} (native tool calls)")
-    other = [form for form in reading.forms if form != tool_format]
+    other = [form for form in reading.forms if form != formats.form_of(tool_format)]
     if not other:
         return Check("OK", "tool calling", f"{called} ({tool_format} tool calls)")
     said = f"{called} ({tool_format} tool calls; it wrote them in the {' and '.join(other)} form)"
-    promptable = [form for form in other if form in TEXT_FORMATS]
+    promptable = [name for name in map(formats.asking_for, other) if name is not None]
     if promptable:
         return Check("WARN", "tool calling", f"{said}. Abhed reads that form too, but describes the tools in another: "
                                              f"set model.tool_format = \"{promptable[0]}\" (ABHED_TOOL_FORMAT) to "

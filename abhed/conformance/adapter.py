@@ -5,7 +5,7 @@ One trial per case, one reply each, through the real adapter, dispatch and schem
   the nine    one call of each tool with arguments given in the prompt, in the format the model's
               calls travel in (native, or a text protocol when the server has no tool parser or
               model.tool_format pins one): CASES, named after the tool;
-  text:FMT    one per text protocol Abhed can ask for (common/formats.TEXT_FORMATS: hermes,
+  text:FMT    one per text protocol Abhed can ask for (common/formats.text_names(): hermes,
               qwen3_coder): the trial's agent describes the tools in its system prompt and asks for
               that form, as with a server without a parser, and the model must make one edit whose
               multi-line old_string/new_string hold markup (<, </, &amp;), both kinds of quotes,
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from abhed.agent import dispatch
-from abhed.common.formats import TEXT_FORMATS
+from abhed.common import formats
 from abhed.conformance.trial import Record
 
 # error kinds that mean the call itself was malformed: what this layer exists to catch
@@ -93,7 +93,7 @@ TEXT_CASES: tuple[Case, ...] = tuple(
     Case("edit", {"path": "WS/render.py", "old_string": RENDER_OLD, "new_string": RENDER_NEW},
          {"render.py": f"def render(items):\n{RENDER_OLD}\n"}, pre_read=("render.py",),
          keys=("path", "old_string", "new_string"), protocol=protocol)
-    for protocol in TEXT_FORMATS)
+    for protocol in formats.text_names())
 
 
 def judge(case: Case, record: Record, workspace: str) -> str | None:

@@ -28,6 +28,7 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from abhed import __version__
+from abhed.common import formats
 from abhed.files.atomic import replace_file
 
 # 2: tests carry protocol (the text protocol a text:FMT case asked for), forms (what the model's calls
@@ -128,7 +129,7 @@ def form_note(test: TestReport, tool_format: str) -> str:
     the one asked for (Abhed read it, as it reads every form), or, natively, calls the server's
     parser left in the text for Abhed to recover."""
     asked = test.protocol or tool_format
-    other = [form for form in test.forms if form not in (asked, "native")]
+    other = [form for form in test.forms if form not in (formats.form_of(asked), "native")]
     if not other:
         return ""
     if asked == "native":

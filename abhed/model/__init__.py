@@ -5,7 +5,7 @@ client.py    ModelClient: /v1/models, /v1/chat/completions (streaming SSE or not
 sse.py       server-sent events framing: bounded lines of a byte stream, their data payloads
 errors.py    ModelError, ContextOverflow, ToolsUnsupported: messages that name the endpoint and the fix
 wire.py      Msg, Reply, ToolCall, Usage: the conversation as the loop and the adapters share it
-adapters.py  tool-call formats: native, hermes and qwen3_coder text protocols
+adapters.py  the adapters of the tool-call formats common/formats.py registers (native, text protocols)
 profiles.py  model profiles (offline_models/*.toml): window, output cap, format, sampling, vllm flags
 replay.py    ReplayServer: scripted turns in vLLM's wire format (abhed demo, the tests)
 """

@@ -17,11 +17,12 @@ with that message (dispatch.reject), never crashes on it.
 
 from __future__ import annotations
 
+import importlib
 import json
 from dataclasses import replace
 from typing import Any
 
-from abhed.common.formats import FORMATS
+from abhed.common import formats
 from abhed.model import textcalls
 from abhed.model.profiles import Vision
 from abhed.model.textcalls.reading import Reading
@@ -42,8 +43,6 @@ class Adapter:
     are sent, and each one left out is named in the text with the way to see it again. Without
     `vision` (a text-only model) no image is sent, only those notes.
     """
-
-    name = "native"
 
     def __init__(self, tools: list[dict[str, Any]], vision: Vision | None = None) -> None:
         self.tools = tools
@@ -162,8 +161,6 @@ class Adapter:
 class TextAdapter(Adapter):
     """Tools described in the system prompt; calls and results written in the text."""
 
-    name = "hermes"
-
     def request_fields(self) -> dict[str, Any]:
         return {}
 
@@ -202,8 +199,6 @@ class TextAdapter(Adapter):
 
 
 class Qwen3CoderAdapter(TextAdapter):
-    name = "qwen3_coder"
-
     def system_addendum(self) -> str:
         blocks = []
         for tool in self.tools:
@@ -241,14 +236,21 @@ _AFTER_CALLS = ("You may make several calls in one reply; they run in order. Aft
                 "result comes back inside <tool_response></tool_response> tags. When you need no tool, answer in "
                 "plain text.")
 
-ADAPTERS: dict[str, type[Adapter]] = {"native": Adapter, "hermes": TextAdapter, "qwen3_coder": Qwen3CoderAdapter}
-assert tuple(ADAPTERS) == FORMATS, "a format named in common/formats.py needs its adapter here"
-
-
 def adapter_for(tool_format: str, tools: list[dict[str, Any]], vision: Vision | None = None) -> Adapter:
-    if tool_format not in ADAPTERS:
-        raise ValueError(f"Unknown tool format {tool_format!r}: use one of {', '.join(FORMATS)}.")
-    return ADAPTERS[tool_format](tools, vision)
+    """The adapter of the format common/formats.py registers as `tool_format` (ValueError naming the
+    known ones if none)."""
+    return adapter_class(formats.get(tool_format))(tools, vision)
+
+
+def adapter_class(fmt: formats.Format) -> type[Adapter]:
+    """The class the registry names as "module:Class" (the registry sits below this layer and may not
+    import it); a name that does not lead to an Adapter is a programming error, said as one."""
+    module, _, attr = fmt.adapter.partition(":")
+    found = getattr(importlib.import_module(module), attr, None)
+    if not (isinstance(found, type) and issubclass(found, Adapter)):
+        raise TypeError(f"the tool-call format {fmt.name!r} names {fmt.adapter!r} as its adapter, which is not an "
+                        "Adapter class (common/formats.py)")
+    return found
 
 
 # -- shared helpers ------------------------------------------------------------------------------

@@ -15,9 +15,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from abhed.common.formats import TextFormat, ToolFormat
+from abhed.common import formats
 
 GENERIC = "generic"
 
@@ -61,12 +61,22 @@ class Profile(BaseModel):
     match: list[str] = []  # case-insensitive globs over the served model id
     context_window: int = Field(ge=1024)  # used when the server does not report max_model_len
     max_output_tokens: int = Field(ge=256)
-    tool_format: ToolFormat = "native"
-    text_format: TextFormat = "hermes"  # when the server has no tool-call parser
+    tool_format: str = "native"  # a name in common/formats.py
+    text_format: str = formats.DEFAULT_TEXT  # a text format there: when the server has no tool-call parser
     sampling: Sampling = Sampling()
     vision: Vision | None = None  # None: the model takes text only
     vllm_serve: str
     notes: str = ""
+
+    @field_validator("tool_format", mode="before")
+    @classmethod
+    def _known_format(cls, value: object) -> str:
+        return formats.validated(value)
+
+    @field_validator("text_format", mode="before")
+    @classmethod
+    def _known_text_format(cls, value: object) -> str:
+        return formats.validated(value, text=True)
 
     def score(self, model_id: str) -> int:
         """How specifically this profile matches `model_id`: the longest matching pattern, 0 if none."""

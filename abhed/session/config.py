@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sandbox.protect import DEFAULT_PROTECTED_PATHS
 from sandbox.errors import ConfigError as SandboxConfigError
 
-from abhed.common.formats import ToolFormat
+from abhed.common import formats
 from abhed.gate.approval import Rule
 
 
@@ -128,7 +128,7 @@ class ModelConfig(_Section):
     api_key: str | None = None
     profile: str | None = None  # a profile name from offline_models/ (`abhed models`); None: chosen by model id
     # auto: the profile's format, falling back to its text protocol if the server has no tool parser
-    tool_format: Literal["auto", ToolFormat] = "auto"
+    tool_format: str = "auto"  # or a name in common/formats.py
     stream: bool = True  # False for servers that cannot stream
     timeout_s: float = Field(300.0, gt=0)  # longest wait for the server's next byte
     connect_s: float = Field(10.0, gt=0)  # longest wait for a connection, every request of a session
@@ -150,6 +150,11 @@ class ModelConfig(_Section):
     image_max_pixels: int | None = Field(None, ge=32 * 32)  # each image is downscaled to at most this
     image_max_bytes: int | None = Field(None, ge=64 * 1024)  # image data (base64) in one request
     image_placement: Literal["tool", "user"] | None = None  # where a tool result's images go (profiles.Vision)
+
+    @field_validator("tool_format", mode="before")
+    @classmethod
+    def _known_format(cls, value: object) -> str:
+        return formats.validated(value, auto=True)
 
     def vision_overrides(self) -> dict[str, Any]:
         """The operator's image limits, named as a profile's [vision] table names them."""
