@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
-from abhed.gate.approval import Gate, read_only_command, refusal
+from abhed.gate.approval import Gate, refusal
 from abhed.common.errors import ToolError
 from abhed.session.events import ActionEvent, CheckpointEvent, ObservationEvent, who
 from abhed.session.storefail import StoreError
@@ -32,9 +32,6 @@ MALFORMED = "malformed_call"  # the model's tool-call markup itself did not pars
 TOO_LARGE = "too_large"  # the arguments are over the size or nesting bound: refused before parsing
 CHECKPOINT_FAILED = "checkpoint_failed"  # the snapshot before a change failed: the call did not run
 STORE_FAILED = "store_failed"  # the session log could not record the call: it did not run
-# Tools that check the read-set and then replace a file: one at a time per session (Session.writes),
-# so agents running side by side cannot both pass the check and overwrite each other.
-READ_SET_WRITERS = frozenset({"write", "edit"})
 
 
 # Defaults of agent.max_argument_bytes / max_argument_depth (session/config.py), for callers without settings.
@@ -193,8 +190,13 @@ def _read(ctx: ToolContext, arguments: Any) -> Parsed:
     return read_arguments(arguments, ctx.settings.agent.max_argument_bytes, ctx.settings.agent.max_argument_depth)
 
 
+def find(ctx: ToolContext, name: str) -> Tool | None:
+    """The tool a call names: a native one, or one of the context's other tools (MCP); None if none."""
+    return BY_NAME.get(name) or (ctx.extra.tool(name) if ctx.extra is not None else None)
+
+
 def _execute(ctx: ToolContext, name: str, parsed: Parsed, gate: Gate, action: ActionEvent | None) -> ToolResult:
-    tool = BY_NAME.get(name) or (ctx.extra.tool(name) if ctx.extra is not None else None)
+    tool = find(ctx, name)
     if tool is None:
         return unknown_tool(name, ctx.extra)
     if parsed.too_large:
@@ -215,11 +217,11 @@ def _execute(ctx: ToolContext, name: str, parsed: Parsed, gate: Gate, action: Ac
         return fail(explain_invalid(tool, exc, ctx.paths.workspace), error_kind=INVALID_INPUT)
     except ToolError as exc:  # a tool with a schema of its own (MCP) explains the problem itself
         return fail(exc.message, error_kind=INVALID_INPUT)
-    verdict = gate.review(name, args)
+    verdict = gate.review(name, args, tool.traits)
     approval = {"decision": verdict.decision, "rule": verdict.rule, "reason": verdict.reason}
     if verdict.decision != "allow":
         return fail(refusal(name, verdict, args), error_kind=NOT_APPROVED, approval=approval)
-    result = _checkpointed(ctx, name, args, action, gate, lambda: _run(tool, args, ctx), undoable=verdict.undoable)
+    result = _checkpointed(ctx, tool, args, action, gate, lambda: _run(tool, args, ctx), undoable=verdict.undoable)
     number = result.metadata.get("checkpoint", {}).get("number")
     if verdict.undoable and number is not None:  # why it ran unasked, with the checkpoint that undoes it
         approval["reason"] = f"undoable: checkpoint {number} is taken first; {verdict.reason}"
@@ -227,22 +229,22 @@ def _execute(ctx: ToolContext, name: str, parsed: Parsed, gate: Gate, action: Ac
     return result
 
 
-def changes_workspace(name: str, args: Any) -> bool:
-    """Whether a call may change the workspace, so a checkpoint must come first: write, edit, and
-    every bash line not provably read-only (approval.read_only_command)."""
-    if name == "bash":
-        return not read_only_command(str(getattr(args, "command", "")))
-    return name in READ_SET_WRITERS
+def changes_workspace(name: str, args: Any, tool: Tool | None = None) -> bool:
+    """Whether a call may change the workspace, so a checkpoint must come first: what the tool (the
+    native one named `name` when not given) declares for this call (Tool.call_traits: write, edit,
+    and every bash line not provably read-only)."""
+    tool = tool if tool is not None else BY_NAME.get(name)
+    return tool is not None and tool.call_traits(args).checkpoint
 
 
-def _checkpointed(ctx: ToolContext, name: str, args: Any, action: ActionEvent | None, gate: Gate,
+def _checkpointed(ctx: ToolContext, tool: Tool, args: Any, action: ActionEvent | None, gate: Gate,
                   run: Callable[[], ToolResult], undoable: bool = False) -> ToolResult:
     """Run the call between a "before" snapshot (a numbered checkpoint, logged) and an "after" one.
     Fails closed: when the snapshot before a change cannot be taken, the change could not be undone, so
     it runs only when a human says so, in every mode; the next call tries to take a snapshot again.
     `undoable`: the call was approved only because it can be undone, so a checkpoint it must have."""
-    checkpoints = ctx.checkpoints
-    if not (undoable or changes_workspace(name, args)):
+    name, checkpoints = tool.name, ctx.checkpoints
+    if not (undoable or changes_workspace(name, args, tool)):
         return run()
     if checkpoints is None or action is None:
         return _without_checkpoint(name, args, gate, "checkpoints are off, and it was allowed only because one would undo it", run) if undoable else run()
@@ -321,7 +323,9 @@ def _without_checkpoint(name: str, args: Any, gate: Gate, why: str, run: Callabl
 def _run(tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
     name = tool.name
     try:
-        with ctx.session.writes if name in READ_SET_WRITERS else nullcontext():
+        # A tool that checks the read-set and then replaces a file runs one at a time per session, so
+        # agents side by side cannot both pass the check and overwrite each other.
+        with ctx.session.writes if tool.traits.edits_files else nullcontext():
             return tool.run(args, ctx)
     except ToolError as exc:
         return fail(exc.message, error_kind=TOOL_ERROR, **exc.metadata)

@@ -37,6 +37,7 @@ from functools import partial
 from typing import Any, Literal, NamedTuple
 
 from abhed.agent import compaction, dispatch
+from abhed.common.traits import Traits
 from abhed.gate.approval import Gate
 from abhed.session.config import AgentConfig
 from abhed.agent.conversation import Gauge, chars, fit_observation, message_event, observation_cap, rebuild
@@ -60,8 +61,6 @@ from abhed.tools.bash import stop_running_commands
 from abhed.tools.task import BudgetLimitReached
 from abhed.tools.todo import render_todos
 
-PARALLEL = frozenset({"read", "glob", "grep"})  # touch nothing but the read-set: safe to run side by side
-SPAWN = "task"  # task calls of one reply run side by side too, each subagent in a session branch of its own
 GUARD_AFTER = 3  # the same failing call this many times gets the loop guard's hint
 REPEATED_NOTE = ("\n[Abhed: this reply came twice with tool-call markup that cannot run (see the errors before it); "
                  "it is delivered as the answer, as written. Nothing in it was run.]")
@@ -73,6 +72,26 @@ EXIT_CODES: dict[str, int] = {"done": 0, "failed": 1, "budget": 3, "interrupted"
 STORE_STOPPED = "the run stopped because the session store failed (no call runs that the log does not record)"
 RESUME_NOTE = ("[Abhed: this session stopped before the task was finished and is resuming now. Continue where you "
                "stopped; check the state of any file you were changing before you rely on it.]")
+
+
+def batches(calls: Sequence[ToolCall], traits_of: Callable[[str], Traits | None]) -> list[list[ToolCall]]:
+    """The calls of one reply in the groups that run side by side, in order: neighbouring calls of
+    tools that declare `parallel` (they touch nothing but the read-set), or neighbouring calls of
+    tools that `spawn` a subagent (each in a session branch of its own); every other call alone."""
+    def group(call: ToolCall) -> str | None:
+        traits = traits_of(call.name)
+        if traits is None:
+            return None
+        return "parallel" if traits.parallel else "spawns" if traits.spawns else None
+
+    out: list[list[ToolCall]] = []
+    for call in calls:
+        kind = group(call)
+        if out and kind is not None and group(out[-1][0]) == kind:
+            out[-1].append(call)
+        else:
+            out.append([call])
+    return out
 
 
 @dataclass(frozen=True)
@@ -446,21 +465,20 @@ class Agent:
 
     # -- running calls ------------------------------------------------------------------------------
 
+    def _traits(self, name: str) -> Traits | None:
+        """What the tool a call names declares (None: no such tool; dispatch says so)."""
+        tool = dispatch.find(self.ctx, name)
+        return tool.traits if tool is not None else None
+
     def _run_calls(self, calls: list[ToolCall], reply: Reply) -> None:
         hints: list[str] = []
-        index = 0
-        while index < len(calls):
-            batch = [calls[index]]
-            side_by_side = PARALLEL if batch[0].name in PARALLEL else {SPAWN} if batch[0].name == SPAWN else set()
-            while index + len(batch) < len(calls) and calls[index + len(batch)].name in side_by_side:
-                batch.append(calls[index + len(batch)])
-            run = self._run_tasks if batch[0].name == SPAWN else self._run_batch
-            results = run(batch)
+        for batch in batches(calls, self._traits):
+            first = self._traits(batch[0].name)
+            results = (self._run_tasks if first is not None and first.spawns else self._run_batch)(batch)
             for call, result in zip(batch, results):
                 hint = self._take(call, result)
                 if hint:
                     hints.append(hint)
-            index += len(batch)
             failed = next((r.metadata["store_error"] for r in results if r.metadata.get("store_error")), None)
             if failed:  # the calls after it are not run
                 raise StoreError(failed, self.ctx.session.log.path, None)
@@ -522,8 +540,9 @@ class Agent:
 
     def _unavailable(self, name: str) -> str:
         mine = ", ".join(t.name for t in self.tools)
-        if name == SPAWN and self.parent_id is not None:
-            return (f"`task` is not available to a subagent: subagents cannot start subagents of their own "
+        traits = self._traits(name)
+        if traits is not None and traits.spawns and self.parent_id is not None:
+            return (f"`{name}` is not available to a subagent: subagents cannot start subagents of their own "
                     f"(agent.max_subagent_depth is {self.config.max_subagent_depth}). Do the work with your own "
                     f"tools: {mine}.")
         return f"`{name}` is not available to this agent. Its tools are: {mine}."
@@ -534,15 +553,15 @@ class Agent:
         self.tool_calls += 1
         self.messages.append(Msg("tool", fit_observation(result.content, self.cap), tool_call_id=call.id,
                                  name=call.name, images=result.images))
-        state = self.ctx.session.state
+        state, traits = self.ctx.session.state, self._traits(call.name)
         if not result.is_error:
             if call.name == "todo" and result.metadata.get("changed"):
                 self.display.todos(state.todos)
             elif call.name == "plan" and result.metadata.get("changed") and state.plan:
                 self.display.plan(state.plan)
-            elif call.name in ("write", "edit") and result.metadata.get("path"):
+            elif traits is not None and traits.edits_files and result.metadata.get("path"):
                 self.changed.append(result.metadata["path"])
-        if call.name == SPAWN:
+        if traits is not None and traits.spawns:
             self.changed.extend(result.metadata.get("changed") or [])  # what its subagent changed
         return self._guard(call, result)
 
@@ -639,7 +658,7 @@ class Agent:
         budget = under.child(Limits(turns=max_turns))
         child = Agent(ctx, self.model, self.gate.labelled(agent_id, label, budget.stopped), budget, config=self.config,
                       display=display, agent_id=agent_id, parent_id=self.agent_id,
-                      tools=tools if tools is not None else [t for t in self.tools if t.name != SPAWN], role=role)
+                      tools=tools if tools is not None else [t for t in self.tools if not t.traits.spawns], role=role)
         try:
             outcome = child.run(prompt)
         finally:
@@ -656,7 +675,7 @@ class Agent:
         if reason:
             raise BudgetLimitReached(reason)
         nested = self.agent_id.count(".") + 1 < self.config.max_subagent_depth
-        mine = [t for t in self.tools if t.name != SPAWN or nested]
+        mine = [t for t in self.tools if not t.traits.spawns or nested]
         chosen = mine if tools is None else [t for t in mine if t.name in tools]
         return self.spawn(prompt, max_turns=max_turns or self.config.subagent_max_turns, tools=chosen, role=role,
                           label=label, under=under)

@@ -82,7 +82,7 @@ def tools(as_json: bool, check: bool, workspace: Path) -> None:
         click.echo(json.dumps([*definitions(), *mcp], indent=2, ensure_ascii=False))
         return
     for tool in all_tools():
-        kind = "read-only" if tool.read_only else "changes files"
+        kind = tool.traits.kind
         click.echo(f"{tool.name:<8} {kind:<14} {tool.description.split('. ')[0]}.")
     for entry in mcp:
         facts = entry["mcp"]
@@ -172,9 +172,11 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
 
 def _checkpoints(name: str, settings: config.Settings, workspace: Path) -> checkpoint.Checkpoints | None:
     """The workspace's checkpoints for a call of `name` that may change it (dispatch snapshots only
-    those); None for a tool that only reads, which then does not load the checkpoint module."""
-    from abhed.agent.dispatch import READ_SET_WRITERS
-    if name != "bash" and name not in READ_SET_WRITERS:
+    those: the tool declares `checkpoint`); None for a tool that only reads, which then does not load
+    the checkpoint module."""
+    from abhed.tools import native_traits
+    traits = native_traits(name)
+    if traits is None or not traits.checkpoint:
         return None
     from abhed.session import checkpoint
     return checkpoint.from_settings(settings, workspace)

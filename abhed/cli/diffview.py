@@ -10,9 +10,17 @@ from typing import Any
 from rich.text import Text
 
 from abhed.common.terminal import printable
+from abhed.tools import native_traits
 
 MAX_LINES = 40
 STYLES = {"+": "green", "-": "red", "@": "cyan"}
+
+
+def shown(tool: str) -> bool:
+    """Whether a call of `tool` is shown as a diff: a native tool that changes the file its path
+    names (its traits: edits_files)."""
+    traits = native_traits(tool)
+    return traits is not None and traits.edits_files
 
 
 def change_lines(tool: str, args: Any) -> list[str]:

@@ -292,7 +292,7 @@ class Chat(Display):
             shown = collapsed(result.content)
             if shown:
                 self.console.print(Padding(Text(shown, style="dim"), (0, 0, 0, 6)))
-        elif call.name in ("edit", "write"):
+        elif diffview.shown(call.name):
             args = call_arguments(call)
             if args is not None:
                 self.console.print(Padding(diffview.render(call.name, args, max_lines=20), (0, 0, 0, 6)))
@@ -328,7 +328,7 @@ class Chat(Display):
         literal = getattr(args, "command", None) or getattr(args, "path", None) or ""
         if literal:  # whole and literal: a `# \x1b[1A...` tail cannot redraw the line to hide what runs
             lines.append(f"{tool}: {printable(str(literal))}\n")
-        if tool in ("edit", "write"):
+        if diffview.shown(tool):
             lines.append_text(diffview.render(tool, args))
             lines.append("\n")
         lines.append(f"why asked: {printable(verdict.reason)}", style="yellow")

@@ -109,7 +109,7 @@ class Slash:
     def do_diff(self, _: str) -> None:
         events = self.agent.ctx.session.log.load().events
         succeeded = {e.action_id for e in events if isinstance(e, ObservationEvent) and not e.is_error}
-        changes = [e for e in events if isinstance(e, ActionEvent) and e.tool in ("edit", "write")
+        changes = [e for e in events if isinstance(e, ActionEvent) and diffview.shown(e.tool)
                    and e.id in succeeded and isinstance(e.input, dict)]
         if not changes:
             self._say("[this session changed no file]", "dim")

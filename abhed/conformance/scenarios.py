@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 from abhed.conformance.trial import Result
+from abhed.tools import native_traits
 
 Check = Callable[[Path, Result], "str | None"]
 
@@ -146,6 +147,12 @@ main()
 TEST_FILES = {"calc.py": CALC, "test_calc.py": CALC_TESTS}
 
 
+def _edits_files(tool: str) -> bool:
+    """Whether `tool` changes the file its path names (its traits), as edit and write do."""
+    traits = native_traits(tool)
+    return traits is not None and traits.edits_files
+
+
 def _test_fix(ws: Path, result: Result) -> str | None:
     problem = unchanged(ws, TEST_FILES, but=("calc.py",))
     if problem:
@@ -155,7 +162,7 @@ def _test_fix(ws: Path, result: Result) -> str | None:
         return "the tests still fail: " + " / ".join(run.stdout.strip().splitlines()[-3:])
     runs = [i for i, c in enumerate(result.record.calls) if c.name == "bash" and "test_calc" in str(c.args.get(
         "command", ""))]
-    edits = [i for i, c in enumerate(result.record.calls) if c.name in ("edit", "write") and not c.is_error]
+    edits = [i for i, c in enumerate(result.record.calls) if _edits_files(c.name) and not c.is_error]
     if len(runs) < 2:
         return "the tests were not run before and after the fix with bash"
     if edits and runs[-1] < edits[-1]:

@@ -14,6 +14,9 @@ Rules (operator config, `approval.allow` / `approval.deny`):
   bash(*)              any bash command (destructive and opaque ones still ask)
   edit, write          a whole tool
   edit(src/**)         a file tool on paths matching a glob (relative to the workspace, or absolute)
+
+What a tool is (read-only, a file tool, a runner of command lines, of unknown effect) the gate takes
+from the tool's declared traits (abhed/common/traits.py), never from a list of names here.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from abhed.common import traits as tool_traits
+from abhed.common.traits import Traits
 from abhed.gate.modes import MODES, Mode
 
 # The shell parser, the wrapper tables, the courtesy and read-only lists, job control, the glob
@@ -36,8 +41,6 @@ from abhed.gate.modes import MODES, Mode
 if TYPE_CHECKING:
     from abhed.gate.shellparse import Analysis, Command
 
-READ_ONLY_TOOLS = frozenset({"read", "glob", "grep", "plan", "todo"})
-FILE_TOOLS = frozenset({"write", "edit"})
 Decision = Literal["allow", "ask", "deny"]  # pragma: no mutate  (a type hint: nothing reads it at run time)
 
 # Why a call that may change the workspace might not be undoable, when the operator's settings are not known.
@@ -237,31 +240,37 @@ class Policy:
         return cls.create(mode or rules.mode, rules.allow if allow is None else allow, rules.deny, workspace,
                           undo_gap=undo_gap(settings, checkpoints), auto_destructive=rules.auto_destructive)
 
-    def check(self, tool: str, args: Any) -> Verdict:
-        if tool == "bash":
+    def check(self, tool: str, args: Any, traits: Traits | None = None) -> Verdict:
+        """The verdict on a call of `tool` with `args`, by what the tool declares it does (`traits`;
+        when not given, what the tool registry says of the name: common/traits.of)."""
+        traits = traits or tool_traits.of(tool)
+        if traits is not None and traits.known and traits.runs_code:
             return self._bash(str(getattr(args, "command", "")))
         deny = next((r for r in self.deny if r.names(tool) and self._tool_rule_hits(r, args)), None)
         if deny is not None:
             return Verdict("deny", f"the operator's rule deny {deny} forbids it", f"deny: {deny}")
-        if tool in READ_ONLY_TOOLS or tool == "task":
+        if traits is None or not traits.known:
+            return self._mcp(tool) if tool.startswith("mcp__") else Verdict(
+                "ask", f"no rule covers the tool {tool}", "unknown tool")
+        if not traits.mutates:  # task too: it changes nothing itself, and each call of its subagent is approved
             return Verdict("allow", "read-only tool", "read-only")
-        if tool in FILE_TOOLS:
-            if self.mode == "plan":
-                return Verdict("deny", "plan mode allows read-only tools only", "mode: plan")
-            from abhed.gate.protected import confirmation_needed  # here: only a file tool's path needs it
-            guarded = confirmation_needed(getattr(args, "path", None), self.workspace)
-            if guarded:
-                return Verdict("ask", f"{tool} {guarded}; it needs a human's confirmation in every mode",
-                               "protected path", destructive=True)
-            if self.mode in ("accept-edits", "auto"):
-                return Verdict("allow", f"mode {self.mode} allows file edits", f"mode: {self.mode}")
-            rule = next((r for r in self.allow if r.tool == tool and self._tool_rule_hits(r, args)), None)
-            if rule is not None:
-                return Verdict("allow", f"allowed by the rule {rule}", f"allow: {rule}")
-            return Verdict("ask", f"{tool} changes files and no rule allows it in mode ask", "mode: ask")
-        if tool.startswith("mcp__"):
-            return self._mcp(tool)
-        return Verdict("ask", f"no rule covers the tool {tool}", "unknown tool")
+        return self._file_tool(tool, args)
+
+    def _file_tool(self, tool: str, args: Any) -> Verdict:
+        """A tool that changes the file its `path` names (write, edit)."""
+        if self.mode == "plan":
+            return Verdict("deny", "plan mode allows read-only tools only", "mode: plan")
+        from abhed.gate.protected import confirmation_needed  # here: only a file tool's path needs it
+        guarded = confirmation_needed(getattr(args, "path", None), self.workspace)
+        if guarded:
+            return Verdict("ask", f"{tool} {guarded}; it needs a human's confirmation in every mode",
+                           "protected path", destructive=True)
+        if self.mode in ("accept-edits", "auto"):
+            return Verdict("allow", f"mode {self.mode} allows file edits", f"mode: {self.mode}")
+        rule = next((r for r in self.allow if r.tool == tool and self._tool_rule_hits(r, args)), None)
+        if rule is not None:
+            return Verdict("allow", f"allowed by the rule {rule}", f"allow: {rule}")
+        return Verdict("ask", f"{tool} changes files and no rule allows it in mode ask", "mode: ask")
 
     def _mcp(self, tool: str) -> Verdict:
         """An admitted MCP tool: what it does is the server's business, so no mode allows it by itself
@@ -436,8 +445,8 @@ class Gate:
         mode = self.granted.mode or self.policy.mode
         return replace(self.policy, mode=mode, allow=self.policy.allow + tuple(self.granted.allow))  # type: ignore[arg-type]
 
-    def review(self, tool: str, args: Any) -> Verdict:
-        verdict = self.effective().check(tool, args)
+    def review(self, tool: str, args: Any, traits: Traits | None = None) -> Verdict:
+        verdict = self.effective().check(tool, args, traits)
         if verdict.decision != "ask":
             return verdict
         return self.confirm(tool, args, verdict)

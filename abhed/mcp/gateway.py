@@ -28,6 +28,7 @@ from abhed.common import frozen
 from abhed.session.config import McpServerConfig, Settings
 from abhed.common.errors import ToolError
 from abhed.common.terminal import printable
+from abhed.common.traits import UNKNOWN
 from abhed.mcp import pins as pinning
 from abhed.mcp.client import Connection, HttpConnection, McpError, StdioConnection, read_tail
 from abhed.mcp.pins import Pin, tool_hash
@@ -268,7 +269,7 @@ class Server:
 class McpTool(Tool):
     """`mcp__SERVER__TOOL`: the pinned description and schema; a call goes to the server."""
 
-    read_only = False  # the server's own hints are not trusted: approval rules decide
+    traits = UNKNOWN  # the server's own hints are not trusted: an allow rule or a human decides
 
     def __init__(self, server: Server, pin: Pin) -> None:
         self.server, self.pin = server, pin

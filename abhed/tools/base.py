@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from abhed.common.traits import Traits
 from abhed.session.config import Settings
 from abhed.files.lines import LINE_CHARS  # noqa: F401  (tools import it from here, beside LINE_CUT_NOTE)
 from abhed.files.paths import PathPolicy
@@ -124,12 +125,18 @@ class Tool(ABC):
     name: ClassVar[str]
     description: ClassVar[str]
     Input: ClassVar[type[ToolInput]]
-    read_only: ClassVar[bool]
+    # What it does (abhed/common/traits.py): the gate, dispatch, the loop and the CLI read it here.
+    traits: ClassVar[Traits]
     # A valid call, shown when the model's input fails validation. "WORKSPACE" becomes the real root.
     example: ClassVar[dict[str, Any]]
 
     @abstractmethod
     def run(self, args: Any, ctx: ToolContext) -> ToolResult: ...
+
+    def call_traits(self, args: Any) -> Traits:
+        """The traits of one call with these (validated) arguments: the tool's own unless a call can
+        do less (bash: a line proven read-only needs no checkpoint)."""
+        return self.traits
 
     def validate(self, value: Any) -> Any:
         """The arguments as `run` takes them; pydantic's ValidationError (or a ToolError from a tool that

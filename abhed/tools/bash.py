@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import sandbox
@@ -13,6 +13,7 @@ from pydantic import Field, field_validator
 from abhed.common import frozen
 from abhed.session import seed
 from abhed.session.config import Settings
+from abhed.common.traits import Traits
 from abhed.common.errors import ToolError
 from abhed.gate.interactive import interactive_reason
 from abhed.gate.jobs import JobCommand, job_command
@@ -151,8 +152,16 @@ class Bash(Tool):
     name = "bash"
     description = DESCRIPTION
     Input = BashInput
-    read_only = False
+    traits = Traits(mutates=True, runs_code=True, checkpoint=True)  # call_traits: a read-only line less
     example = {"command": "pytest -x tests/", "description": "Run the test suite"}
+
+    def call_traits(self, args: BashInput) -> Traits:
+        """A line proven read-only (gate/readonly.py: every command on the read-only list) changes no
+        file, so no checkpoint is taken before it; any other line may change the workspace."""
+        from abhed.gate.approval import read_only_command
+        if read_only_command(args.command):
+            return replace(self.traits, reads_only=True, mutates=False, checkpoint=False)
+        return self.traits
 
     def run(self, args: BashInput, ctx: ToolContext) -> ToolResult:
         control = job_command(args.command)

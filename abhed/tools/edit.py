@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import Field
 
 from abhed.files import textfile
+from abhed.common.traits import Traits
 from abhed.common.errors import ToolError
 from abhed.session.store import changed_since, digest
 from abhed.files.suggest import glob_hint
@@ -88,7 +89,7 @@ class Edit(Tool):
                    "including whitespace and indentation. Include enough surrounding context to make the match "
                    "unique.")
     Input = EditInput
-    read_only = False
+    traits = Traits(mutates=True, checkpoint=True)
     example = {"path": "WORKSPACE/src/main.py", "old_string": "    return a - b\n", "new_string": "    return a + b\n"}
 
     def run(self, args: EditInput, ctx: ToolContext) -> ToolResult:

@@ -15,6 +15,7 @@ from typing import TypeVar
 from pydantic import Field
 
 from abhed.files import filewalk, splitwalk, textfile
+from abhed.common.traits import Traits
 from abhed.common.errors import ToolError
 from abhed.files.globpattern import compile_glob, literal_prefix, path_test
 from abhed.files.suggest import similar_paths
@@ -164,7 +165,7 @@ class Glob(Tool):
     name = "glob"
     description = "Find files matching a glob pattern. Returns paths sorted by modification time, newest first."
     Input = GlobInput
-    read_only = True
+    traits = Traits(reads_only=True, parallel=True)
     example = {"pattern": "src/**/*.py"}
 
     def run(self, args: GlobInput, ctx: ToolContext) -> ToolResult:

@@ -14,6 +14,7 @@ from fallback_grep.syntax import Node
 from pydantic import Field
 
 from abhed.files import filewalk, rgjail, ripgrep
+from abhed.common.traits import Traits
 from abhed.common.errors import ToolError
 from abhed.files.textfile import human_size
 from abhed.files.globpattern import GlobError, expand_braces
@@ -198,7 +199,7 @@ class Grep(Tool):
                    "prefer it over reading files speculatively. The syntax is RE2: no lookahead/lookbehind or "
                    "backreferences (an error says what to use instead); \\w, \\d, \\b are ASCII.")
     Input = GrepInput
-    read_only = True
+    traits = Traits(reads_only=True, parallel=True)
     example = {"pattern": "def \\w+\\(", "glob": "*.py", "output_mode": "content"}
 
     def run(self, args: GrepInput, ctx: ToolContext) -> ToolResult:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from abhed.common.traits import Traits
 from abhed.common.errors import ToolError
 from abhed.session.store import Plan
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, ok
@@ -63,7 +64,9 @@ class PlanTool(Tool):
                    "call replaces the whole plan. The plan is kept when older conversation is summarised, so write "
                    "one at the start of multi-step work and update it whenever the approach changes.")
     Input = PlanInput
-    read_only = True  # it changes no file; approval treats it as read-only in every mode
+    # It changes no file, only the session's plan (the loop shows it when it changed): approved in
+    # every mode, but not run beside other calls.
+    traits = Traits(reads_only=True)
     example = {"goal": "Make the failing test in tests/test_calc.py pass",
                "steps": ["Run the tests to see the failure", "Read the code under test", "Fix it", "Re-run the tests"]}
 

@@ -9,6 +9,7 @@ from typing import BinaryIO
 from pydantic import Field
 
 from abhed.files import textfile
+from abhed.common.traits import Traits
 from abhed.common.errors import ToolError, explain_oserror
 from abhed.files.lines import LineIndex, LineIndexCache, LineScanner
 from abhed.session.store import HASH_LIMIT
@@ -129,7 +130,7 @@ class Read(Tool):
                    "as its text page by page: for a PDF, offset and limit count pages, not lines. An image "
                    "(PNG, JPEG, GIF, WebP) is shown to you when this model can see images.")
     Input = ReadInput
-    read_only = True
+    traits = Traits(reads_only=True, parallel=True)
     example = {"path": "WORKSPACE/src/main.py", "offset": 1, "limit": 200}
 
     def run(self, args: ReadInput, ctx: ToolContext) -> ToolResult:

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from pydantic import Field
 
+from abhed.common.traits import Traits
 from abhed.common.errors import ToolError
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, fail, head_tail, ok
 
@@ -157,7 +158,9 @@ class Task(Tool):
     name = "task"
     description = DESCRIPTION
     Input = TaskInput
-    read_only = False  # the spec's footnote: task changes nothing itself, but its subagent can
+    # The spec's footnote: task changes nothing itself, but its subagent can (each of its calls is
+    # approved), so it is allowed in every mode and not listed as read-only.
+    traits = Traits(spawns=True)
     example = {"prompt": "Find where WORKSPACE/src reads the environment variable DATABASE_URL and report each file "
                          "and line.", "description": "Find DATABASE_URL reads", "agent_type": "explore"}
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from abhed.common.traits import Traits
 from abhed.common.errors import ToolError
 from abhed.session.store import TodoItem, TodoStatus
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, ok
@@ -120,7 +121,9 @@ class TodoTool(Tool):
                    "The human watches this list, and it is kept when older conversation is summarised: call it "
                    "often, whenever you start or finish a step. Call it with no arguments to see the list.")
     Input = TodoInput
-    read_only = True  # it changes no file; approval treats it as read-only in every mode
+    # It changes no file, only the session's todo list (the loop shows it when it changed): approved
+    # in every mode, but not run beside other calls.
+    traits = Traits(reads_only=True)
     example = {"items": [{"id": "t1", "status": "done"}, {"id": "t2", "status": "in_progress"},
                          {"content": "Run the tests again"}]}
 

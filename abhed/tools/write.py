@@ -12,6 +12,7 @@ from pydantic import Field
 from abhed.files import beneath, filelock, namelimits, textfile
 from abhed.gate import protected
 from abhed.files.atomic import Conflict, replace_at
+from abhed.common.traits import Traits
 from abhed.common.errors import ToolError, explain_oserror
 from abhed.files.filetype import SNIFF_BYTES, sniff
 from abhed.session.store import HASH_LIMIT, ReadRecord, changed_since, digest
@@ -199,7 +200,7 @@ class Write(Tool):
     description = ("Write content to a file, creating it or overwriting it entirely. For modifying part of an "
                    "existing file, use `edit` instead — it is safer and cheaper.")
     Input = WriteInput
-    read_only = False
+    traits = Traits(mutates=True, checkpoint=True)
     example = {"path": "WORKSPACE/notes.txt", "content": "first line\nsecond line\n"}
 
     def run(self, args: WriteInput, ctx: ToolContext) -> ToolResult:
