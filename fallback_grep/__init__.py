@@ -19,6 +19,8 @@ Pipeline (after Go's regexp/syntax + regexp): parser.py -> syntax.py tree -> pro
 program -> dfa.py (lazy DFA) / pikevm.py (captures), with prefilter.py in front and lines.py
 for grep's line semantics.  Standard library only; nothing from abhed.
 """
+from __future__ import annotations
+
 from .errors import error
 from .regex import (DOTALL, I, IGNORECASE, LONGEST, M, MULTILINE, DOTALL as S, U, UNGREEDY,
                     Match, Pattern)
@@ -27,7 +29,7 @@ __all__ = ["compile", "escape", "search", "match", "fullmatch", "finditer", "fin
            "Match", "I", "IGNORECASE", "M", "MULTILINE", "S", "DOTALL", "U", "UNGREEDY", "LONGEST"]
 
 _CACHE_MAX = 64
-_cache = {}
+_cache: dict[tuple[type, str | bytes, int], Pattern] = {}
 
 
 def compile(pattern, flags=0):  # noqa: A001 - mirrors re.compile

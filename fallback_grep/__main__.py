@@ -121,8 +121,11 @@ def _terminal_columns():
     if columns > 0:
         return columns
     try:
-        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
-    except (AttributeError, ValueError, OSError):   # no stdout, or not a terminal
+        stdout = sys.__stdout__
+        if stdout is None:   # no stdout
+            return 80
+        return os.get_terminal_size(stdout.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):   # not a terminal
         return 80
 
 

@@ -31,7 +31,7 @@ POSIX = {
 
 
 def normalize(ranges):
-    out = []
+    out: list[tuple[int, int]] = []
     for lo, hi in sorted(ranges):
         if out and lo <= out[-1][1] + 1:
             if hi > out[-1][1]:

@@ -102,13 +102,13 @@ class DFA:
     @staticmethod
     def _byte_classes(prog):
         """Bytes that no instruction tells apart share one class: one closure per class."""
-        sig = [[] for _ in range(256)]
+        sig: list[list[bool]] = [[] for _ in range(256)]
         for pc, op in enumerate(prog.op):
             if op == BYTE:
                 mask = prog.arg[pc]
                 for b in range(256):
                     sig[b].append(mask[b])
-        groups = {}
+        groups: dict[tuple[tuple[bool, ...], bool, bool], list[int]] = {}
         for b in range(256):
             key = (tuple(sig[b]), b == 10, b in WORD_BYTES)
             groups.setdefault(key, []).append(b)

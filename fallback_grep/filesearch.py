@@ -221,7 +221,7 @@ def _multiline_line_spans(matcher, data, res, output_mode, max_count):
     Counting follows `rg -U -c`: a pattern that can match a newline counts matches; one that
     cannot (so every match sits inside one line) counts matching lines, as without -U.
     """
-    spans = []
+    spans: list[tuple[int, int]] = []
     per_line = not matcher.can_match_newline
     counted_line = -1
     for s, e in matcher.iter_regions(data):
@@ -451,16 +451,17 @@ class Walk:
         while stack:
             d = stack.pop()
             try:
-                dfd = os.open(d, _DIR_FLAGS)
+                fd = os.open(d, _DIR_FLAGS)
             except OSError:
                 continue
             try:
-                prefix, names, subdirs = _list_directory(d, dfd, keep)
+                prefix, names, subdirs = _list_directory(d, fd, keep)
             except BaseException:
-                os.close(dfd)
+                os.close(fd)
                 raise
+            dfd: int | None = fd
             if not keep_open:
-                os.close(dfd)
+                os.close(fd)
                 dfd = None
             stack.extend(reversed(subdirs))
             yield d, dfd, prefix, names

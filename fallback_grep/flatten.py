@@ -41,7 +41,7 @@ _STAR, _PLUS, _QUEST = (0, -1), (1, -1), (0, 1)
 
 def has_empty_loop(tree):
     """Does the pattern hold an unbounded repeat whose body can match empty (an epsilon cycle)?"""
-    memo = {}   # nested loops: each asks about the loops below it
+    memo: dict[int, tuple[sx.Node, bool]] = {}   # nested loops: each asks about the loops below it
     return any(n.op == sx.REPEAT and n.max == -1 and sx.nullable(n.subs[0], memo) for n in sx.walk(tree))
 
 
@@ -73,7 +73,7 @@ def parse_shape(node):
 def _parse_shape(node):
     op = node.op
     if op in (sx.CONCAT, sx.ALTERNATE):
-        subs = []
+        subs: list[sx.Node] = []
         for s in node.subs:
             s = yield _parse_shape(s)
             subs.extend(s.subs if s.op == op else [s])   # DoCollapse splices same-op children
@@ -212,7 +212,7 @@ def _merge_classes(subs):
         while j < len(subs) and subs[j].op in (sx.LITERAL, sx.CLASS):
             j += 1
         if j - i >= 2:
-            out.append(sx.char_class(cc.normalize([r for s in subs[i:j] for r in sx.node_ranges(s)])))
+            out.append(sx.char_class(cc.normalize([r for s in subs[i:j] for r in sx.node_ranges(s) or ()])))
             i = j
         else:
             out.append(subs[i])
@@ -477,7 +477,7 @@ class _Re2Compiler:
 
 def flatten(c, start, start_unanchored):
     """The lists: [(root, [('leaf', inst) | ('root', other root)])], in RE2's list order."""
-    roots = {}                                   # instruction -> list number, in marking order
+    roots: dict[int, int] = {}                                   # instruction -> list number, in marking order
 
     def mark(pc):
         roots.setdefault(pc, len(roots))
@@ -524,7 +524,7 @@ def _closure(c, root, roots, on_leaf):
 def _mark_successors(c, start_unanchored, mark):
     """MarkSuccessors: whatever follows a byte, capture or assertion is a root; returns each
     instruction's Alt predecessors."""
-    preds = {}
+    preds: dict[int, list[int]] = {}
     seen, stack = set(), [start_unanchored]
     while stack:
         pc = stack.pop()

@@ -17,6 +17,10 @@ import os
 from .filesearch import _DIR_FLAGS, FileResult, Walk, dir_prefix, in_directory
 from .filesearch import search_paths as search_paths_serial
 
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every search its import
+if TYPE_CHECKING:
+    from typing import Any
+
 BATCH_FILES = 512    # files per task: enough that a task's IPC is small next to its search
 SHARE_BATCHES = 8    # batches per forked child: a fork per 4096 files is cheap next to their
 #                      search, and a child that finishes early makes room for the next share.
@@ -44,7 +48,8 @@ def search_paths(matcher, walk, output_mode="files_with_matches", before=0, afte
         yield from search_paths_serial(matcher, walk, output_mode, before, after, max_count,
                                        every_file)
         return
-    handed_out = collections.deque()   # the batches fork_map has taken and not yet answered
+    # the batches fork_map has taken and not yet answered
+    handed_out: collections.deque[Any] = collections.deque()
 
     def tasks():
         for batch in _batches(walk):
@@ -189,10 +194,11 @@ def _fork_runs(fn, runs, workers, limit):
     import selectors
     import signal  # noqa: F401 - for _start, _end and the children
 
-    pending = {}             # index -> task, for tasks taken and not yet yielded
-    done = {}                # index -> result that came back
-    lost = set()             # indices whose child ended without sending their result
-    children = {}            # read end -> (pid, bytearray of unread bytes, the run's indices)
+    pending: dict[int, Any] = {}    # index -> task, for tasks taken and not yet yielded
+    done: dict[int, Any] = {}       # index -> result that came back
+    lost: set[int] = set()          # indices whose child ended without sending their result
+    # read end -> (pid, bytearray of unread bytes, the run's indices)
+    children: dict[int, tuple[int, bytearray, list[int]]] = {}
     runs = iter(runs)
     more, nxt = True, 0
     sel = selectors.DefaultSelector()

@@ -10,6 +10,10 @@ Semantics: leftmost-first (Perl/RE2 default: thread priority decides) or leftmos
 from .prog import (ASSERT, BYTE, FAIL, LOOK_BOL, LOOK_BOT, LOOK_EOL, LOOK_EOT, LOOK_NOT_WORD,
                    LOOK_WORD, MATCH, NOP, SAVE, SPLIT, WORD_BYTES)
 
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every search its import
+if TYPE_CHECKING:
+    from typing import Any
+
 
 def look_at(text, i):
     """The set of LOOK_* conditions that hold at position i of text (a bytes object)."""
@@ -52,7 +56,8 @@ def search(prog, text, pos=0, endpos=None, anchored=False, anchor_end=False, lon
     op, arg, out, out1 = prog.op, prog.arg, prog.out, prog.out1
     seen = [-1] * len(op)
     empty_caps = (-1,) * nslots
-    clist, nlist = [], []
+    clist: list[Any] = []
+    nlist: list[Any] = []
     matched = None
     uses_look = prog.uses_look
     steps = 0

@@ -35,6 +35,10 @@ from . import bounded
 from . import syntax as sx
 from . import utf8
 
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every search its import
+if TYPE_CHECKING:
+    from typing import Any
+
 MAX_PATHS = 2000        # alternatives a finite translation may contain
 MAX_LENGTH = 1000       # longest byte length of a finite translation
 MAX_UNIT_BRANCHES = 600  # UTF-8 trie size for one class (\pL is ~ 500)
@@ -80,7 +84,7 @@ def _byte_class(ranges):
 def _class_regex(ranges):
     """sre source matching exactly the UTF-8 encoding of one code point in ranges, or None.
     (Cached: the same class recurs in patterns and in the walks of one plan.)"""
-    trie = {}
+    trie: dict[tuple[int, int], Any] = {}   # a byte range -> its sub-trie, or None at a leaf
     count = 0
     for lo, hi in ranges:
         for seq in utf8.sequences(lo, hi):
@@ -398,7 +402,7 @@ def _unit(node):
     ranges = sx.node_ranges(node)
     if ranges is None:
         return None
-    cps = []
+    cps: list[int] = []
     for lo, hi in ranges:
         if len(cps) + hi - lo + 1 > 4:   # at most four code points (checked before listing them)
             return None
@@ -418,7 +422,8 @@ def _unit(node):
 
 def _runs(items):
     """Maximal runs of consecutive near-literal units (x{n} of a unit counts n times)."""
-    runs, cur = [], []
+    runs: list[list[Any]] = []
+    cur: list[Any] = []
     for item in items:
         reps = 1
         if item.op == sx.REPEAT and item.min == item.max and item.min <= 16:
@@ -512,11 +517,11 @@ def _concat_needles(tree):
             variants = [v for u in run if u[0] == "fold" for v in u[2]]
             if best_fold is None or len(folded) > len(best_fold[0]):
                 best_fold = (folded, variants)
-    best_lit = b"" if best_lit is None else b"".join(u[1] for u in best_lit[0][best_lit[1]:best_lit[2]])
+    lit = b"" if best_lit is None else b"".join(u[1] for u in best_lit[0][best_lit[1]:best_lit[2]])
     whole = all(u is not None and u[0] == "lit" for u in map(_unit, items))
-    fold, variants = best_fold or (b"", ())
-    if len(best_lit) >= 3 or best_lit and len(fold) <= len(best_lit):
-        return Needles([best_lit], whole=whole)
+    fold, variants = best_fold or (b"", [])
+    if len(lit) >= 3 or lit and len(fold) <= len(lit):
+        return Needles([lit], whole=whole)
     return Needles(folded=fold, variants=variants) if len(fold) >= 3 else None
 
 
@@ -538,7 +543,7 @@ class ClassNeedle:
     """
 
     def __init__(self, sets):
-        symbols = {}
+        symbols: dict[bytes, int] = {}
         table = bytearray(b"\xff" * 256)
         for bs in sets:
             if bs not in symbols:
@@ -551,8 +556,8 @@ class ClassNeedle:
 
 
 def class_needle(tree, min_len=3):
-    best = []
-    run = []
+    best: list[bytes] = []
+    run: list[bytes] = []
     for item in _flatten(tree) + [None]:
         sets = None
         if item is not None:
@@ -578,7 +583,7 @@ def class_needle(tree, min_len=3):
 def _compatible(sets):
     """Are the classes pairwise equal or disjoint? Each byte may belong to one distinct class:
     linear, where comparing every pair was quadratic in the classes of a long run."""
-    owner = {}
+    owner: dict[int, bytes] = {}
     for bs in set(sets):
         for b in bs:
             if owner.setdefault(b, bs) is not bs:
@@ -684,6 +689,7 @@ class Prefilter:
 
     def confirm(self, data, start, end):
         """For an exact prefilter: does data[start:end] (one whole line) contain a match?"""
+        assert self.regex is not None, "confirm() is for exact prefilters, which have a regex"
         return self.regex.search(data, start, end) is not None
 
     def may_match(self, data, pos, endpos):
@@ -714,7 +720,7 @@ def _first_bytes(node):
 def _first(node):
     ranges = sx.node_ranges(node)
     if ranges is not None:
-        out = set()
+        out: set[int] = set()
         for lo, hi in ranges:
             for seq in utf8.sequences(lo, hi):
                 out.update(range(seq[0][0], seq[0][1] + 1))
@@ -768,7 +774,8 @@ def line_regex(tree, memo=None):
 
 def _followers(items):
     """For each item, the index of the next item that is not an assertion (None at the end)."""
-    out, nxt = [None] * len(items), None
+    out: list[int | None] = [None] * len(items)
+    nxt: int | None = None
     for j in range(len(items) - 1, -1, -1):
         out[j] = nxt
         if items[j].op != sx.ASSERT:
@@ -805,7 +812,7 @@ def needs_non_ascii(node):
 def _non_ascii(node):
     op = node.op
     if op in (sx.LITERAL, sx.CLASS):
-        return all(lo >= 0x80 for lo, _ in sx.node_ranges(node))
+        return all(lo >= 0x80 for lo, _ in sx.node_ranges(node) or ())
     if op == sx.CONCAT:
         for sub in node.subs:
             if (yield _non_ascii(sub)):
@@ -835,7 +842,7 @@ def _bare():
 
 
 def _build(tree, exact_ok):
-    memo = {}     # the leaves' translations, shared by the walks below
+    memo: dict[int, Any] = {}     # the leaves' translations, shared by the walks below
     needles = needles_for(tree)
     pf = None
     if exact_ok:

@@ -14,6 +14,10 @@ from . import syntax as sx
 from . import utf8
 from .errors import invalid
 
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every search its import
+if TYPE_CHECKING:
+    from typing import Any
+
 # Opcodes.
 BYTE = 0     # arg: 256-byte mask (1 = byte accepted); out
 SPLIT = 1    # out (preferred), out1
@@ -223,7 +227,7 @@ class _Compiler:
         hit = self.tries.get(id(ranges))
         if hit is not None and hit[0] is ranges:
             return hit[1]
-        trie = {}
+        trie: dict[tuple[int, int], Any] = {}   # a byte range -> its sub-trie, or None at a leaf
         for lo, hi in ranges:
             for seq in utf8.sequences(lo, hi):
                 if self.reverse:
@@ -238,7 +242,7 @@ class _Compiler:
     def trie(self, trie, nxt, memo):
         # Group sibling ranges that lead to the same continuation into one byte-mask
         # instruction; identical sub-tries (common [80-BF] suffixes) are shared through memo.
-        by_target = {}
+        by_target: dict[int, list[tuple[int, int]]] = {}
         for rng, child in trie.items():
             target = nxt if child is None else self.subtrie(child, nxt, memo)
             by_target.setdefault(target, []).append(rng)

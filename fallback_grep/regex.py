@@ -6,6 +6,8 @@ mapped back to character offsets.  Engine choice per call (see Pattern._find):
   2. the lazy DFA finds where the leftmost match ends (forward) and starts (reverse);
   3. the Pike VM runs only on that span, and only when capture groups are wanted.
 """
+from __future__ import annotations
+
 import threading
 
 from . import dfa as dfa_mod
@@ -15,6 +17,10 @@ from . import prefilter
 from .lines import to_line_mode
 from .parser import FLAG_I, FLAG_M, FLAG_S, FLAG_U, parse
 from .prog import compile_tree
+
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every search its import
+if TYPE_CHECKING:
+    from typing import Literal
 
 IGNORECASE = I = FLAG_I
 MULTILINE = M = FLAG_M
@@ -37,7 +43,7 @@ class _Text:
             self.is_str = True
             self.data = subject.encode("utf-8", "surrogatepass")
             # ASCII text needs no mapping; otherwise build it lazily on first use.
-            self._char_of = None if len(self.data) == len(subject) else False
+            self._char_of: list[int] | Literal[False] | None = None if len(self.data) == len(subject) else False
         elif isinstance(subject, (bytes, bytearray, memoryview)):
             self.is_str = False
             self.data = bytes(subject)
@@ -48,9 +54,10 @@ class _Text:
     def to_orig(self, off):
         if off < 0 or self._char_of is None:
             return off
-        if self._char_of is False:
-            self._char_of = _char_offsets(self.data)
-        return self._char_of[off]
+        char_of = self._char_of
+        if char_of is False:
+            char_of = self._char_of = _char_offsets(self.data)
+        return char_of[off]
 
     def to_bytes(self, off):
         if not self.is_str or self._char_of is None:

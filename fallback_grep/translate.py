@@ -21,6 +21,10 @@ from . import bounded
 from . import syntax as sx
 from .parser import FLAG_I, FLAG_M, FLAG_S, FLAG_U, parse
 
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every search its import
+if TYPE_CHECKING:
+    from typing import Any
+
 _ASSERT = {sx.BOL: "(?m:^)", sx.EOL: "(?m:$)", sx.BOT: r"\A", sx.EOT: r"\z",
            sx.WORD: r"(?-u:\b)", sx.NOT_WORD: r"(?-u:\B)"}
 
@@ -45,7 +49,9 @@ def rust_pattern(pattern, case_insensitive=False, multiline=False, limit=None):
 def rust_tree(tree, limit=None):
     """The Rust text of a tree parsed as rust_pattern() parses (filesearch.check() returns one),
     or None once it would be longer than limit bytes."""
-    out, size, classes = [], 0, {}
+    out: list[str] = []
+    size = 0
+    classes: dict[Any, str] = {}
     stack = [tree]            # nodes to write, and text to write between them
     while stack:
         if len(out) % bounded.CHECK_EVERY == 0:
