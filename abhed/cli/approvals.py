@@ -36,7 +36,7 @@ def exact_rules(tool: str, args: Any, workspace: Path) -> tuple[str, ...]:
     wrapper such as `timeout 5` runs, never the wrapper), or this one file."""
     if tool == "bash":
         commands = _ruled(str(getattr(args, "command", "")))
-        return tuple(dict.fromkeys(f"bash({shlex.join(argv)})" for argv in commands))  # type: ignore[arg-type]
+        return tuple(dict.fromkeys(f"bash({shlex.join(argv)})" for argv in commands))
     relative = _relative(getattr(args, "path", None), workspace)
     return (f"{tool}({relative})",) if relative else ()
 
@@ -49,7 +49,7 @@ def prefix_rules(tool: str, args: Any, workspace: Path) -> tuple[str, ...]:
         for argv in _ruled(str(getattr(args, "command", ""))):
             words = argv[:2] if argv[0] in WITH_SUBCOMMANDS and len(argv) > 1 \
                 and SUBCOMMAND.fullmatch(argv[1] or "") else argv[:1]
-            rules.append(f"bash({shlex.join(words)}:*)")  # type: ignore[arg-type]
+            rules.append(f"bash({shlex.join(words)}:*)")
         return tuple(dict.fromkeys(rules))
     relative = _relative(getattr(args, "path", None), workspace)
     if not relative:

@@ -38,7 +38,7 @@ class Timeout(Exception):
         super().__init__(f"`{' '.join(self.argv[:3])}` was still running after {seconds:g} s and was stopped")
 
 
-def _dies_with(parent: int):  # type: ignore[no-untyped-def]
+def _dies_with(parent: int):
     """The child's first act: die when Abhed dies (or already has, before the prctl took effect).
 
     PR_SET_PDEATHSIG follows the *thread* that forked; every caller here waits for its child in
@@ -52,7 +52,7 @@ def _dies_with(parent: int):  # type: ignore[no-untyped-def]
     return first
 
 
-def popen(argv: Sequence[str], **kwargs) -> subprocess.Popen:  # type: ignore[no-untyped-def]
+def popen(argv: Sequence[str], **kwargs) -> subprocess.Popen:
     """subprocess.Popen in a process group of its own, dying with Abhed.
 
     A Ctrl-C that arrives while Popen starts the child would leave it running with no one to kill it
