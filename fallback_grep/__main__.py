@@ -11,6 +11,8 @@ tool applies ignore rules itself through the walk filter).
 Exit status like grep: 0 = something matched, 1 = nothing matched, 2 = error (the pattern was
 rejected - the teaching message goes to stderr - or a file could not be read).
 """
+from __future__ import annotations
+
 import argparse
 import os
 import re

@@ -17,8 +17,17 @@ cuts it just like any other lower-priority thread.
 The cache is bounded (MAX_STATES).  When full it is flushed; if flushes come too often for the
 amount of input consumed, search() returns GAVE_UP and the caller uses the Pike VM instead.
 """
+from __future__ import annotations
+
+import enum
+
 from .prog import (ASSERT, BYTE, FAIL, LOOK_BOL, LOOK_BOT, LOOK_EOL, LOOK_EOT, LOOK_NOT_WORD,
                    LOOK_WORD, MATCH, NOP, SAVE, SPLIT, WORD_BYTES)
+
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every search its import
+if TYPE_CHECKING:
+    from typing import Final
+
 
 END = 256            # pseudo-byte: end of text
 STRIDE = 257         # transition row: bytes 0..255 plus END
@@ -34,12 +43,16 @@ MAX_STATES = 4000
 MIN_BYTES_PER_STATE = 10  # fewer bytes per new state than this after a flush -> give up
 
 
-class _GaveUp:
-    def __repr__(self):
+class GaveUp(enum.Enum):
+    """What a search returns when the DFA stopped (its cache thrashed): run the Pike VM instead. An
+    enum's single member, so that the type checker narrows `x is GAVE_UP` (enum: loaded by re already)."""
+    GAVE_UP = "GAVE_UP"
+
+    def __repr__(self) -> str:
         return "GAVE_UP"
 
 
-GAVE_UP = _GaveUp()
+GAVE_UP: Final = GaveUp.GAVE_UP
 
 
 def _look(lb, c):

@@ -16,6 +16,8 @@ Speed: the whole file is one bytes object; the prefilter (bytes.find or a bounde
 see prefilter.py) jumps to candidate positions at C speed, lines are only split around hits,
 and only candidate lines reach the Python-level DFA.
 """
+from __future__ import annotations
+
 import operator
 import os
 

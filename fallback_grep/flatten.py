@@ -30,6 +30,8 @@ The steps, each named after the RE2 function it follows:
 A character class stays one instruction here: what matters is where it sits in the numbering, and
 its inner byte-range tree has no epsilon cycles (prog.py compiles it when the lists are emitted).
 """
+from __future__ import annotations
+
 from . import bounded
 from . import charclass as cc
 from . import syntax as sx

@@ -11,6 +11,8 @@ Costs: a fork per run of SHARE_BATCHES batches, the walk in the parent, and a pi
 per matching file; on one core it is slower than search_paths, so workers=1 (or a root that is
 a file) runs search_paths.
 """
+from __future__ import annotations
+
 import collections
 import os
 

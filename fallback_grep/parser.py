@@ -8,6 +8,8 @@ first time, so every later stage meets one class object and handles it once.  Ca
 flag effects are resolved here (see syntax.py).  Offsets in errors are 0-based indices into the
 pattern string (for a bytes pattern: into its UTF-8 decoding).
 """
+from __future__ import annotations
+
 import unicodedata
 
 from . import bounded
@@ -584,7 +586,7 @@ class _Parser:
         if j < len(t) and t[j] == "^":
             negated = True
             j += 1
-        ranges = []
+        ranges: list[tuple[int, int]] = []
         first = True
         while True:
             if j >= len(t):

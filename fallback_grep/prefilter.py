@@ -28,6 +28,8 @@ whole and thrown away, the best factor is found in one sliding window over the c
 (the window only moves right, as all its bounds are monotone), and a class repeated thousands of
 times is translated once (`memo`, by node identity, shared by every walk of one plan).
 """
+from __future__ import annotations
+
 import re
 from functools import lru_cache
 

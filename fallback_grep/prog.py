@@ -7,6 +7,8 @@ follows it and returns the node's entry pc, which needs no patch lists.
 Instructions are stored column-wise (parallel lists) because the matchers index them in tight
 Python loops, where attribute access on instruction objects would dominate.
 """
+from __future__ import annotations
+
 from functools import lru_cache
 
 from . import bounded
