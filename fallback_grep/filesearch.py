@@ -30,6 +30,11 @@ from .prefilter import LINE_SRE_MAX
 from .record import Record
 from .regex import DOTALL, IGNORECASE, LINES, MULTILINE, Pattern
 
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every search its import
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
 OUTPUT_MODES = ("content", "files_with_matches", "count")
 # ripgrep (15.x, recursive search) reads 64 KiB first and skips the file if that holds a NUL; a
 # later NUL stops the search there (rg -n / -l report what came before it, rg -c skips the file).
@@ -40,7 +45,7 @@ READ_CHUNK = 1 << 20
 class Line(Record):
     _fields = ("number", "text", "is_match")
 
-    def __init__(self, number, text, is_match):
+    def __init__(self, number: int, text: str, is_match: bool) -> None:
         self.number = number      # 1-based line number
         self.text = text          # the line without its terminator, decoded as UTF-8 (invalid -> U+FFFD)
         self.is_match = is_match  # False for a context line
@@ -48,18 +53,18 @@ class Line(Record):
 
 class FileResult(Record):
     _fields = ("path", "matched", "count", "lines", "binary", "stopped_at", "error", "truncated")
-    path = ""
+    path: str = ""
     matched = False
     count = 0                      # matching lines; multiline mode counts like `rg -U -c`:
     #                                matches if the pattern can match \n, else matching lines
-    lines = ()                     # content mode: Line objects in file order (a list once set)
+    lines: Sequence[Line] = ()     # content mode: Line objects in file order (a list once set)
     binary = False                 # skipped: looks binary (a NUL in the first 64 KiB, or
     #                                count mode and a NUL anywhere), as rg does
-    stopped_at = None              # a later NUL: only the lines before it were searched
-    error = None                   # unreadable: why (the file was skipped)
+    stopped_at: int | None = None  # a later NUL: only the lines before it were searched
+    error: str | None = None       # unreadable: why (the file was skipped)
     truncated = False              # stopped after max_count matching lines
 
-    def __init__(self, path, **given):
+    def __init__(self, path: str, **given: Any) -> None:
         # Most files of a search do not match: their result sets only the path and reads every
         # other field from the class defaults (setting all eight cost about a
         # microsecond per file, a tenth of a literal search's per-file budget).

@@ -597,7 +597,7 @@ def _emit(c, lists, start, prefix, anchor_start, anchor_end, prog, pattern):
 
     def leaf(pc):
         if pc not in leaves:
-            op, nxt = c.op[pc], head.get(c.out[pc])
+            op, nxt = c.op[pc], head[c.out[pc]]   # what follows a leaf is a root (MarkSuccessors), reachable with it
             if op == I_CHAR:
                 leaves[pc] = comp.c(c.arg[pc], nxt)
             elif op == I_CAP:

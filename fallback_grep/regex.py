@@ -167,6 +167,7 @@ class Pattern:
         start = self._dfa("rev").search_reverse(data, pos, end)
         if start is dfa_mod.GAVE_UP:
             return start
+        assert start is not None  # a match ends at `end`, so the reverse program finds where it starts
         return (start, end)
 
     # ---- re-like methods ---------------------------------------------------------------------
