@@ -597,9 +597,11 @@ def _emit(c, lists, start, prefix, anchor_start, anchor_end, prog, pattern):
 
     def leaf(pc):
         if pc not in leaves:
-            op, nxt = c.op[pc], head[c.out[pc]]   # what follows a leaf is a root (MarkSuccessors), reachable with it
+            op, nxt = c.op[pc], head.get(c.out[pc])
             if op == I_CHAR:
-                leaves[pc] = comp.c(c.arg[pc], nxt)
+                # nxt is None when what follows is no list of its own (as the program always had it;
+                # tests/fallback_grep/test_fg_bounded.py has such patterns); prog.py types it int.
+                leaves[pc] = comp.c(c.arg[pc], nxt)  # type: ignore[arg-type]
             elif op == I_CAP:
                 leaves[pc] = comp.emit(SAVE, c.arg[pc], out=nxt)
             elif op == I_EMPTY:
