@@ -160,7 +160,8 @@ def rg_search(rg: Path, root: str, files: list[str], query: Query, opener: Opene
     /proc/self/fd/N, so what it searches is exactly what was checked."""
     if regex is None:
         regex = rust_pattern(query.pattern, query.case_insensitive, query.multiline)
-    if streams(jail, regex):  # (a longer one goes through stdin: rare, see below)
+        assert regex is not None  # without a limit there is always a translation
+    if jail is not None and streams(jail, regex):  # (a longer one goes through stdin: rare, see below)
         small = [path for path in files if path not in large] if large else files
         batches = [(batch, False) for batch in _name_batches(small, len(root) + 1)]
         if len(small) < len(files):
@@ -172,9 +173,11 @@ def rg_search(rg: Path, root: str, files: list[str], query: Query, opener: Opene
         # run, so one run after the other leaves cores idle (0.60 s against 0.38 s on drivers/).
         # Each thread starts its rg and waits for it (hostproc: a child dies with the thread that
         # forked it).
+        def search(batch: list[str], mmap: bool) -> list[FileHits]:
+            return list(_jailed(rg, jail, regex, root, batch, mmap, query, opener))
+
         with ThreadPoolExecutor(RG_RUNS) as pool:
-            runs = [pool.submit(lambda b, m: list(_jailed(rg, jail, regex, root, b, m, query, opener)), *batch)
-                    for batch in batches]
+            runs = [pool.submit(search, *batch) for batch in batches]
             for run in runs:
                 yield from run.result()
         return
@@ -268,7 +271,8 @@ def _by_descriptor(rg: Path, regex: str, root: str, batch: list[str], query: Que
 def _name_batches(files: list[str], cut: int) -> Iterator[list[str]]:
     """`files` in batches of NAME_COUNT names at most, which (relative: each cut `cut` characters)
     fit in NAME_BYTES."""
-    batch, size = [], 0
+    batch: list[str] = []
+    size = 0
     for path in files:
         size += len(path) - cut + 1
         if batch and (size > NAME_BYTES or len(batch) == NAME_COUNT):

@@ -97,8 +97,9 @@ class Rule:
         import shlex  # here: only a bash rule needs it
 
         import abhed.gate.wrappers as wrappers
-        prefix = (self.spec or "").endswith(":*")
-        words: list[str | None] = list(shlex.split(self.spec[:-2] if prefix else self.spec or ""))
+        spec = self.spec or ""
+        prefix = spec.endswith(":*")
+        words: list[str | None] = list(shlex.split(spec[:-2] if prefix else spec))
         found = wrappers.normal(words) if words else None
         return (found[0] if found else words), prefix
 
