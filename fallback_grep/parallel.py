@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Iterable, Iterator
     from typing import Any, NoReturn, TypeVar
 
-    from .filesearch import Matcher
+    from .filesearch import Entries, Entry, Matcher
 
     T = TypeVar("T")
     R = TypeVar("R")
@@ -48,7 +48,7 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
-def search_paths(matcher: Matcher, walk: Walk | Iterable[str], output_mode: str = "files_with_matches", before: int = 0,
+def search_paths(matcher: Matcher, walk: Entries | Iterable[str], output_mode: str = "files_with_matches", before: int = 0,
                  after: int = 0, max_count: int | None = None, workers: int | None = None,
                  every_file: bool = True) -> Generator[FileResult, None, None]:
     """Like filesearch.search_paths over walk (a filesearch.walk() result), with `workers`
@@ -115,7 +115,7 @@ class _Run:
     def __init__(self, batch: Batch) -> None:
         self.batch = batch
 
-    def entries(self) -> Iterator[tuple[int | None, str, str]]:
+    def entries(self) -> Iterator[Entry]:
         for directory, names in self.batch:
             prefix = dir_prefix(directory)
             try:
