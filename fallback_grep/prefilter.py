@@ -545,7 +545,7 @@ class ClassNeedle:
     """
 
     def __init__(self, sets):
-        symbols: dict[bytes, int] = {}
+        symbols: dict[frozenset[int], int] = {}
         table = bytearray(b"\xff" * 256)
         for bs in sets:
             if bs not in symbols:
@@ -558,8 +558,8 @@ class ClassNeedle:
 
 
 def class_needle(tree, min_len=3):
-    best: list[bytes] = []
-    run: list[bytes] = []
+    best: list[frozenset[int]] = []
+    run: list[frozenset[int]] = []
     for item in _flatten(tree) + [None]:
         sets = None
         if item is not None:
@@ -585,7 +585,7 @@ def class_needle(tree, min_len=3):
 def _compatible(sets):
     """Are the classes pairwise equal or disjoint? Each byte may belong to one distinct class:
     linear, where comparing every pair was quadratic in the classes of a long run."""
-    owner: dict[int, bytes] = {}
+    owner: dict[int, frozenset[int]] = {}
     for bs in set(sets):
         for b in bs:
             if owner.setdefault(b, bs) is not bs:
