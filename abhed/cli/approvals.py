@@ -62,15 +62,16 @@ def _ruled(line: str) -> list[list[str]]:
     """Each command of the line that needs a rule, normalised as rules are matched (wrappers.normal);
     none at all when one of them cannot be said exactly or is a wrapper itself (`sudo x`, `xargs x`,
     `nice` alone): a rule on a wrapper would read as allowing what it wraps, so none is offered."""
-    found = []
+    found: list[list[str]] = []
     for command in analyze(line).commands:
         if command.program in HARMLESS or command.runs_script:
             continue
         normal = wrappers.normal(command.argv)
-        if normal is None or None in normal[0] or _wraps(normal[0]):
+        words = [] if normal is None else [word for word in normal[0] if word is not None]
+        if normal is None or len(words) < len(normal[0]) or _wraps(normal[0]):
             return []
-        found.append(normal[0])
-    return found  # type: ignore[return-value]
+        found.append(words)
+    return found
 
 
 def _wraps(argv: list[str | None]) -> bool:

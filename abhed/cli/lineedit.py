@@ -135,6 +135,8 @@ def _completer_base():
     return Completer
 
 
+# The base is imported when the class is made, not with this module (prompt_toolkit is start-up
+# time), so the checker cannot see it: Any as a base.
 class _Completer(_completer_base()):  # type: ignore[misc]
     """Slash commands at the start of the message; otherwise the word under the cursor as a path."""
 

@@ -273,6 +273,8 @@ class McpTool(Tool):
 
     def __init__(self, server: Server, pin: Pin) -> None:
         self.server, self.pin = server, pin
+        # Per instance here (one class serves every server's tools), where Tool declares these ClassVar
+        # for the native tools, which the registry reads without an instance: hence the three ignores.
         self.name = full_name(server.name, pin.name)  # type: ignore[misc]
         self.description = pin.description or f"The tool {pin.name} of the MCP server {server.name}."  # type: ignore[misc]
         self.example = _example(pin.schema)  # type: ignore[misc]
