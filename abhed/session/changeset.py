@@ -63,6 +63,17 @@ class Names:
     def __init__(self, entries: list[gitindex.Entry]) -> None:
         self.entries = entries
         self._dirs: list[str] | None = None
+        self._mapped: tuple[frozenset[int], list[str]] = (frozenset(), [])
+
+    def with_inodes(self, inodes: set[int]) -> list[str]:
+        """The paths whose entry has one of `inodes` (the low 32 bits, as the index keeps them): the covered
+        files a process maps shared and writable now (mapped.py). One pass over the entries, kept while
+        the same inodes are asked for again."""
+        wanted = frozenset(inodes)
+        if wanted and wanted != self._mapped[0]:
+            keys = {i.to_bytes(4, "big") for i in wanted}
+            self._mapped = (wanted, [os.fsdecode(e.name) for e in self.entries if e.raw[_INO] in keys])
+        return self._mapped[1] if wanted else []
 
     def dirs(self) -> list[str]:
         """Every directory of a covered file, "" (the root) included, sorted; made once per index. One
@@ -107,6 +118,9 @@ class Names:
         prefix = os.fsencode(path) + b"/"
         i = self._at(prefix)
         return i < len(self.entries) and self.entries[i].name.startswith(prefix)
+
+
+_INO = slice(20, 24)  # an entry's inode in its stat data (ctime, mtime, dev, ino...: gitindex.STAT)
 
 
 def _name(entry: gitindex.Entry) -> bytes:

@@ -1,0 +1,119 @@
+"""What inotify cannot see in the workspace, found without a stat of every file (issue 34; changeset.py).
+
+A later snapshot takes the tracked files that changed from the git guard's inotify change set. A
+directory watch names every write made through a name in the watched tree at the time it is made
+(write, pwrite, io_uring, fallocate, truncate, copy_file_range, splice: IN_MODIFY; chmod, utime:
+IN_ATTRIB) -- except a write through a shared writable mapping. The kernel sends nothing for those
+while the mapping lives; the last reference to the open file goes with the last mapping and
+descriptor (the mapping holds one: vma->vm_file), and then __fput sends IN_CLOSE_WRITE for a file
+opened for writing. So once every writable shared mapping of a workspace file is gone, each such
+write has been named by an event.
+
+The stat data (git's diff-files) is no better for mappings: the kernel moves mtime and ctime on the
+first write fault of a clean page only (page_mkwrite, or file_update_time in mm/memory.c);
+further writes to a page that is still dirty move nothing until writeback. The experiment in
+tests/test_checkpoint_mapped.py shows it: a second write through a mapping the human holds across
+two calls changes neither the stat nor makes an event.
+
+So a snapshot does better by asking which covered files are mapped shared and writable right now,
+and reading those: `shared_writable()` reads /proc/*/maps (every process's, sandboxed ones included:
+they are this host's processes) for mappings with write and shared permissions (`rw-s`, `-w-s`) on
+the workspace's filesystems (`devices()`: the mount holding the workspace and every mount below it,
+as /proc/self/mountinfo numbers them, which is how maps numbers them too), and the snapshot reads
+the covered files whose inode is one of them (changeset.Names.with_inodes).
+
+What this leaves out, on purpose and said in docs/security.md:
+- a process whose maps this user may not read (another user's, root's when Abhed is not root, or
+  one that made itself undumpable): it can write into the workspace only through a file whose
+  permissions let it, or as root; such a write is taken when the mapping goes (IN_CLOSE_WRITE);
+- a shared mapping made read-only from a writable descriptor and made writable (mprotect) only
+  between two snapshots: as a second write to a dirty page, which no stat sees either.
+
+`trusted_filesystem()` is the other condition: inotify sees every writer only on a local
+filesystem whose writes all pass through this kernel. On NFS, CIFS/SMB, FUSE, 9p or Ceph another
+host (or a user-space server) writes without an event, and on overlayfs a write to a lower or
+upper layer directly makes none on the overlay; there every snapshot keeps lstat'ing every file.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+
+# statfs f_type of the filesystems whose every write passes through this kernel's VFS (linux/magic.h):
+# ext2, ext3 and ext4 share one, then xfs, btrfs, tmpfs.
+LOCAL_FILESYSTEMS = {0xEF53: "ext4", 0x58465342: "xfs", 0x9123683E: "btrfs", 0x01021994: "tmpfs"}
+
+# A maps line: range, perms, offset, dev (major:minor, hex), inode, path. Writable (w) and shared (s).
+_SHARED_WRITABLE = re.compile(rb"^\S+ .w.s \S+ ([0-9a-f]+):([0-9a-f]+) (\d+)", re.M)
+
+
+class _StatFs(ctypes.Structure):
+    _fields_ = [("f_type", ctypes.c_long), ("rest", ctypes.c_byte * 112)]
+
+
+def trusted_filesystem(fd: int) -> str | None:
+    """None when the filesystem of the directory open as `fd` is one inotify sees every writer of, else
+    why not (its statfs type, in words)."""
+    buf = _StatFs()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.fstatfs(fd, ctypes.byref(buf)) != 0:
+        return f"its filesystem's type cannot be read ({os.strerror(ctypes.get_errno())})"
+    kind = buf.f_type & 0xFFFFFFFF
+    if kind in LOCAL_FILESYSTEMS:
+        return None
+    return f"the workspace is on a filesystem of type {kind:#x}, where inotify may not see every writer"
+
+
+def devices(workspace: str, mountinfo: str = "/proc/self/mountinfo") -> set[tuple[int, int]] | None:
+    """The (major, minor) of the mount holding `workspace` and of every mount below it, as /proc/PID/maps
+    names a mapped file's device; None when mountinfo cannot be read."""
+    try:
+        with open(mountinfo, "rb") as f:
+            lines = f.read().decode("utf-8", "surrogateescape").splitlines()
+    except OSError:
+        return None
+    top = os.path.realpath(workspace)
+    holding: tuple[int, tuple[int, int]] | None = None
+    found: set[tuple[int, int]] = set()
+    for line in lines:
+        fields = line.split(" ")
+        if len(fields) < 5:
+            continue
+        major, _, minor = fields[2].partition(":")
+        dev = (int(major), int(minor))
+        point = _unescape(fields[4])
+        if point == top or point.startswith(top.rstrip("/") + "/"):
+            found.add(dev)  # the workspace itself, or a mount inside it
+        if top == point or top.startswith(point.rstrip("/") + "/"):
+            if holding is None or len(point) >= holding[0]:  # the deepest (the last of equal ones) holds it
+                holding = (len(point), dev)
+    if holding is not None:
+        found.add(holding[1])
+    return found
+
+
+def _unescape(field: str) -> str:
+    """A mountinfo path: space, tab, newline and backslash come as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), field)
+
+
+def shared_writable(devs: set[tuple[int, int]], proc: str = "/proc") -> set[int]:
+    """The inodes (low 32 bits, as git's index keeps them) of every file mapped shared and writable on
+    one of `devs` by a process whose maps this user may read (see the module docstring)."""
+    found: set[int] = set()
+    try:
+        pids = [p for p in os.listdir(proc) if p.isdigit()]
+    except OSError:
+        return found
+    for pid in pids:
+        try:
+            with open(f"{proc}/{pid}/maps", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue  # gone, or not ours to read: see the module docstring
+        for match in _SHARED_WRITABLE.finditer(data):
+            if (int(match[1], 16), int(match[2], 16)) in devs:
+                found.add(int(match[3]) & 0xFFFFFFFF)
+    return found
