@@ -14,12 +14,16 @@ A later snapshot of a bash call lists no directory that did not change (changese
 the workspace with inotify, a snapshot takes what changed since this process's last one from it.
 New untracked files are looked for only in directories whose entries changed (`check-ignore` on
 those names, instead of `ls-files -o`), FIFOs likewise, the left-out survey re-walks only the tops
-the change set touches, and an "after" snapshot taken while no sandboxed process is alive reads
-only the files the events name and keeps the repository's state unless an event names `.git`.
-A "before" snapshot still runs `diff-files` (the lstat of every tracked file): a write through a
-shared mapping makes no inotify event while the mapping lives, and the human's processes may hold
-one across calls. Whatever the change set cannot vouch for (an overflow, a watch missing, another
-process's snapshot since, a `.gitignore` changed...) gets the full listing.
+the change set touches, and tracked files are read only where the events name them or where a
+process maps them shared and writable now (mapped.py: inotify names such a write only when the
+mapping goes, and the stat moves only on the first write to a clean page, so reading them is what
+sees the human's mapping held across calls). No `diff-files` then, "before" or "after", and the
+repository's state is kept unless an event names `.git`. `diff-files` (the lstat of every tracked
+file) still runs on a filesystem where inotify does not see every writer, and in an "after"
+snapshot while a sandboxed process may be alive. Whatever the change set cannot vouch for (an
+overflow, a watch missing, another process's snapshot since, a `.gitignore` changed...) gets the
+full listing. A write through a second name outside the workspace (a hard link made there) is
+seen only by a full listing: docs/security.md says what that leaves.
 
 Without a `git` binary checkpoints are off and `abhed doctor` says so (see available()).
 
