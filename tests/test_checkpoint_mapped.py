@@ -253,3 +253,20 @@ def test_trusted_filesystems_are_the_local_ones(tmp_path: Path) -> None:
         assert "0x9fa0" in str(mapped.trusted_filesystem(fd))
     finally:
         os.close(fd)
+
+
+def test_the_text_of_the_maps_says_what_the_kernel_s_query_says(tmp_path: Path, monkeypatch) -> None:
+    """A kernel before 6.11 has no PROCMAP_QUERY: the maps' text is read, with the same answer."""
+    path = tmp_path / "shared"
+    path.write_bytes(b"z" * 4096)
+    devs = mapped.devices(str(tmp_path))
+    assert devs
+    with open(path, "r+b") as f:
+        m = mmap.mmap(f.fileno(), 0)
+    try:
+        ino = path.stat().st_ino & 0xFFFFFFFF
+        assert ino in mapped.shared_writable(devs)
+        monkeypatch.setattr(mapped, "_no_query", True)
+        assert ino in mapped.shared_writable(devs)  # (other processes' mappings may change between the two)
+    finally:
+        m.close()

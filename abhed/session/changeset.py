@@ -72,6 +72,7 @@ class Names:
         self.entries = entries
         self._dirs: list[str] | None = None
         self._mapped: tuple[frozenset[int], list[str]] = (frozenset(), [])
+        self._has: dict[str, bool] = {}
 
     def with_inodes(self, inodes: set[int]) -> list[str]:
         """The paths whose entry has one of `inodes` (the low 32 bits, as the index keeps them): the covered
@@ -105,9 +106,12 @@ class Names:
         return bisect_left(self.entries, name, key=_name)
 
     def has(self, path: str) -> bool:
-        name = os.fsencode(path)
-        i = self._at(name)
-        return i < len(self.entries) and self.entries[i].name == name
+        known = self._has.get(path)
+        if known is None:  # (each snapshot asks again for every top the last survey found: kept per index)
+            name = os.fsencode(path)
+            i = self._at(name)
+            known = self._has[path] = i < len(self.entries) and self.entries[i].name == name
+        return known
 
     def below(self, path: str) -> list[str]:
         """The paths under the directory `path` ("" is the root)."""

@@ -38,8 +38,11 @@ upper layer directly makes none on the overlay; there every snapshot keeps lstat
 from __future__ import annotations
 
 import ctypes
+import errno
+import fcntl
 import os
 import re
+import struct
 
 # statfs f_type of the filesystems whose every write passes through this kernel's VFS (linux/magic.h):
 # ext2, ext3 and ext4 share one, then xfs, btrfs, tmpfs.
@@ -107,13 +110,56 @@ def shared_writable(devs: set[tuple[int, int]], proc: str = "/proc") -> set[int]
         pids = [p for p in os.listdir(proc) if p.isdigit()]
     except OSError:
         return found
+    query = _query if proc == "/proc" else _parse  # (the ioctl answers for the real /proc only)
     for pid in pids:
         try:
-            with open(f"{proc}/{pid}/maps", "rb") as f:
-                data = f.read()
+            fd = os.open(f"{proc}/{pid}/maps", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             continue  # gone, or not ours to read: see the module docstring
-        for match in _SHARED_WRITABLE.finditer(data):
-            if (int(match[1], 16), int(match[2], 16)) in devs:
-                found.add(int(match[3]) & 0xFFFFFFFF)
+        try:
+            for dev, inode in query(fd):
+                if dev in devs:
+                    found.add(inode & 0xFFFFFFFF)
+        except OSError:
+            continue  # gone while it was read: its mappings with it
+        finally:
+            os.close(fd)
     return found
+
+
+# PROCMAP_QUERY (Linux 6.11): the kernel hands over the next mapping that matches, with no text made
+# for the others -- a tenth of what formatting every process's maps costs. Older kernels: the text.
+_PROCMAP_QUERY = 0xC0686611  # _IOWR('f', 17, struct procmap_query)
+_QUERY = struct.Struct("<9Q4I2Q")  # size, flags, addr; out: start, end, flags, page size, offset, inode, major, minor...
+_WANTED = 0x02 | 0x08 | 0x10 | 0x20  # writable, shared, the covering or next mapping, backed by a file
+_no_query = False
+
+
+def _query(fd: int) -> list[tuple[tuple[int, int], int]]:
+    global _no_query
+    if _no_query:
+        return _parse(fd)
+    found = []
+    addr = 0
+    while True:
+        buf = bytearray(_QUERY.pack(_QUERY.size, _WANTED, addr, *(0,) * 6, 0, 0, 0, 0, 0, 0))
+        try:
+            fcntl.ioctl(fd, _PROCMAP_QUERY, buf, True)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:  # no mapping past `addr` matches
+                return found
+            if exc.errno in (errno.ENOTTY, errno.EINVAL, errno.EOPNOTSUPP):  # a kernel before 6.11
+                _no_query = True
+                return _parse(fd)
+            raise
+        _size, _flags, _addr, _start, end, _vflags, _page, _offset, inode, major, minor, *_ = _QUERY.unpack(buf)
+        found.append(((major, minor), inode))
+        addr = end
+
+
+def _parse(fd: int) -> list[tuple[tuple[int, int], int]]:
+    """The shared writable file mappings of an open maps file, from its text."""
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return [((int(m[1], 16), int(m[2], 16)), int(m[3])) for m in _SHARED_WRITABLE.finditer(b"".join(chunks))]
