@@ -236,9 +236,11 @@ def test_devices_are_the_mount_holding_the_workspace_and_those_below_it(tmp_path
                     "30 22 0:40 / /home/u rw - ext4 /dev/vdb rw\n"
                     "31 30 0:41 / /home/u/my\\040work/tmp rw - tmpfs tmpfs rw\n"
                     "32 22 0:42 / /home/u/my\\040workshop rw - tmpfs tmpfs rw\n"
-                    "33 22 0:43 / /srv rw - nfs h:/x rw\n")
+                    "33 22 0:43 / /srv rw - nfs h:/x rw\n"
+                    "34 33 0:44 / /srv rw - ext4 /dev/vdc rw\n")  # mounted over the one before: it holds /srv now
     assert mapped.devices("/home/u/my work", str(info)) == {(0, 40), (0, 41)}
-    assert mapped.devices("/srv/a", str(info)) == {(0, 43)}
+    assert mapped.devices("/srv/a", str(info)) == {(0, 44)}
+    assert mapped.devices("/", str(info)) == {(254, 0), (0, 40), (0, 41), (0, 42), (0, 43), (0, 44)}
     assert mapped.devices("/x", str(tmp_path / "none")) is None
 
 
@@ -253,6 +255,7 @@ def test_trusted_filesystems_are_the_local_ones(tmp_path: Path) -> None:
         assert "0x9fa0" in str(mapped.trusted_filesystem(fd))
     finally:
         os.close(fd)
+    assert mapped.trusted_filesystem(-1) == "its filesystem's type cannot be read (Bad file descriptor)"
 
 
 def test_the_text_of_the_maps_says_what_the_kernel_s_query_says(tmp_path: Path, monkeypatch) -> None:

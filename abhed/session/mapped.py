@@ -53,7 +53,7 @@ _SHARED_WRITABLE = re.compile(rb"^\S+ .w.s \S+ ([0-9a-f]+):([0-9a-f]+) (\d+)", r
 
 
 class _StatFs(ctypes.Structure):
-    _fields_ = [("f_type", ctypes.c_long), ("rest", ctypes.c_byte * 112)]
+    _fields_ = [("f_type", ctypes.c_long), ("rest", ctypes.c_byte * 112)]  # pragma: no mutate (room to spare is harmless)
 
 
 def trusted_filesystem(fd: int) -> str | None:
