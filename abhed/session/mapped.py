@@ -7,20 +7,24 @@ IN_ATTRIB) -- except a write through a shared writable mapping. The kernel sends
 while the mapping lives; the last reference to the open file goes with the last mapping and
 descriptor (the mapping holds one: vma->vm_file), and then __fput sends IN_CLOSE_WRITE for a file
 opened for writing. So once every writable shared mapping of a workspace file is gone, each such
-write has been named by an event.
+write has been named by an event. (Not a write through a name outside the watched tree: a hard
+link made outside the workspace, whose making is no event in it either. changeset.py and
+docs/security.md say what that leaves.)
 
-The stat data (git's diff-files) is no better for mappings: the kernel moves mtime and ctime on the
-first write fault of a clean page only (page_mkwrite, or file_update_time in mm/memory.c);
-further writes to a page that is still dirty move nothing until writeback. The experiment in
-tests/test_checkpoint_mapped.py shows it: a second write through a mapping the human holds across
-two calls changes neither the stat nor makes an event.
+The stat data (git's diff-files) is no better for mappings: the kernel moves mtime and ctime only
+on a write fault (a page's first write since it was last written back: page_mkwrite, or
+file_update_time in mm/memory.c); further writes to a page still dirty move nothing. The
+experiment in tests/test_checkpoint_mapped.py shows it, and the attack there loses the human's
+bytes under a rule of `diff-files` in every snapshot.
 
 So a snapshot does better by asking which covered files are mapped shared and writable right now,
 and reading those: `shared_writable()` reads /proc/*/maps (every process's, sandboxed ones included:
 they are this host's processes) for mappings with write and shared permissions (`rw-s`, `-w-s`) on
 the workspace's filesystems (`devices()`: the mount holding the workspace and every mount below it,
 as /proc/self/mountinfo numbers them, which is how maps numbers them too), and the snapshot reads
-the covered files whose inode is one of them (changeset.Names.with_inodes).
+the covered files whose inode is one of them (changeset.Names.with_inodes). On Linux 6.11 and later
+the kernel is asked for just those mappings (the PROCMAP_QUERY ioctl on each maps file: no text
+made for the others), else the text is read: a few milliseconds for a hundred processes.
 
 What this leaves out, on purpose and said in docs/security.md:
 - a process whose maps this user may not read (another user's, root's when Abhed is not root, or
@@ -31,8 +35,9 @@ What this leaves out, on purpose and said in docs/security.md:
 
 `trusted_filesystem()` is the other condition: inotify sees every writer only on a local
 filesystem whose writes all pass through this kernel. On NFS, CIFS/SMB, FUSE, 9p or Ceph another
-host (or a user-space server) writes without an event, and on overlayfs a write to a lower or
-upper layer directly makes none on the overlay; there every snapshot keeps lstat'ing every file.
+host (or a user-space server) writes without an event; on overlayfs a write to a layer directly
+makes none on the overlay, and a mapping holds the layer's file, not the overlay's (whose
+IN_CLOSE_WRITE comes with the descriptor's close); there every snapshot keeps lstat'ing every file.
 """
 
 from __future__ import annotations
