@@ -226,20 +226,25 @@ def test_a_process_whose_maps_cannot_be_read_is_passed_over(tmp_path: Path) -> N
                                       "7f02-7f03 r--s 00000000 fe:01 79 /w/c\n7f03-7f04 -w-s 00000000 fe:01 80 /w/d\n"
                                       "7f04-7f05 rw-s 00000000 fe:02 81 /o/e\n")
     (proc / "self").mkdir()
+    (proc / "12").mkdir()  # gone before its maps were opened
+    fds = len(os.listdir("/proc/self/fd"))
     assert mapped.shared_writable({(0xFE, 1)}, str(proc)) == {77, 80}
+    assert len(os.listdir("/proc/self/fd")) == fds  # every maps file closed
     assert mapped.shared_writable({(0xFE, 1)}, str(tmp_path / "none")) == set()
 
 
 def test_devices_are_the_mount_holding_the_workspace_and_those_below_it(tmp_path: Path) -> None:
     info = tmp_path / "mountinfo"
     info.write_text("22 1 254:0 / / rw - ext4 /dev/vda rw\n"
+                    "not a mount\n"
                     "30 22 0:40 / /home/u rw - ext4 /dev/vdb rw\n"
                     "31 30 0:41 / /home/u/my\\040work/tmp rw - tmpfs tmpfs rw\n"
                     "32 22 0:42 / /home/u/my\\040workshop rw - tmpfs tmpfs rw\n"
                     "33 22 0:43 / /srv rw - nfs h:/x rw\n"
                     "34 33 0:44 / /srv rw - ext4 /dev/vdc rw\n")  # mounted over the one before: it holds /srv now
-    assert mapped.devices("/home/u/my work", str(info)) == {(0, 40), (0, 41)}
-    assert mapped.devices("/srv/a", str(info)) == {(0, 44)}
+    assert mapped.devices("/home/u/my work", str(info)) == {(254, 0), (0, 40), (0, 41)}
+    assert mapped.devices("/srv/a", str(info)) == {(254, 0), (0, 43), (0, 44)}
+    assert mapped.devices("/home/u/my work/tmp", str(info)) == {(254, 0), (0, 40), (0, 41)}
     assert mapped.devices("/", str(info)) == {(254, 0), (0, 40), (0, 41), (0, 42), (0, 43), (0, 44)}
     assert mapped.devices("/x", str(tmp_path / "none")) is None
 
@@ -248,6 +253,11 @@ def test_trusted_filesystems_are_the_local_ones(tmp_path: Path) -> None:
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         assert mapped.trusted_filesystem(fd) is None  # the tests' own (ext4 or tmpfs)
+    finally:
+        os.close(fd)
+    fd = os.open("/dev/shm", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert mapped.trusted_filesystem(fd) is None  # tmpfs
     finally:
         os.close(fd)
     fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
@@ -269,7 +279,7 @@ def test_the_text_of_the_maps_says_what_the_kernel_s_query_says(tmp_path: Path, 
     try:
         ino = path.stat().st_ino & 0xFFFFFFFF
         assert ino in mapped.shared_writable(devs)
-        monkeypatch.setattr(mapped, "_no_query", True)
+        monkeypatch.setattr(mapped, "_PROCMAP_QUERY", 0xC0686600)  # no such ioctl: as on a kernel before 6.11
         assert ino in mapped.shared_writable(devs)  # (other processes' mappings may change between the two)
     finally:
         m.close()

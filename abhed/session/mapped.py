@@ -20,8 +20,8 @@ bytes under a rule of `diff-files` in every snapshot.
 So a snapshot does better by asking which covered files are mapped shared and writable right now,
 and reading those: `shared_writable()` reads /proc/*/maps (every process's, sandboxed ones included:
 they are this host's processes) for mappings with write and shared permissions (`rw-s`, `-w-s`) on
-the workspace's filesystems (`devices()`: the mount holding the workspace and every mount below it,
-as /proc/self/mountinfo numbers them, which is how maps numbers them too), and the snapshot reads
+the workspace's filesystems (`devices()`: every mount at, above or below the workspace, as
+/proc/self/mountinfo numbers them, which is how maps numbers them too), and the snapshot reads
 the covered files whose inode is one of them (changeset.Names.with_inodes). On Linux 6.11 and later
 the kernel is asked for just those mappings (the PROCMAP_QUERY ioctl on each maps file: no text
 made for the others), else the text is read: a few milliseconds for a hundred processes.
@@ -51,7 +51,8 @@ import struct
 
 # statfs f_type of the filesystems whose every write passes through this kernel's VFS (linux/magic.h):
 # ext2, ext3 and ext4 share one, then xfs, btrfs, tmpfs.
-LOCAL_FILESYSTEMS = {0xEF53: "ext4", 0x58465342: "xfs", 0x9123683E: "btrfs", 0x01021994: "tmpfs"}
+LOCAL_FILESYSTEMS = {0xEF53: "ext4", 0x01021994: "tmpfs",
+                     0x58465342: "xfs", 0x9123683E: "btrfs"}  # pragma: no mutate (no such filesystem in the tests)
 
 # A maps line: range, perms, offset, dev (major:minor, hex), inode, path. Writable (w) and shared (s).
 _SHARED_WRITABLE = re.compile(rb"^\S+ .w.s \S+ ([0-9a-f]+):([0-9a-f]+) (\d+)", re.M)
@@ -75,30 +76,24 @@ def trusted_filesystem(fd: int) -> str | None:
 
 
 def devices(workspace: str, mountinfo: str = "/proc/self/mountinfo") -> set[tuple[int, int]] | None:
-    """The (major, minor) of the mount holding `workspace` and of every mount below it, as /proc/PID/maps
-    names a mapped file's device; None when mountinfo cannot be read."""
+    """The (major, minor) of every mount at, above or below `workspace` (the one holding it among them:
+    taking all is simpler than knowing which covers which), as /proc/PID/maps names a mapped file's
+    device; None when mountinfo cannot be read."""
     try:
         with open(mountinfo, "rb") as f:
             lines = f.read().decode("utf-8", "surrogateescape").splitlines()
     except OSError:
         return None
-    top = os.path.realpath(workspace)
-    holding: tuple[int, tuple[int, int]] | None = None
+    top = os.path.realpath(workspace).rstrip("/") + "/"
     found: set[tuple[int, int]] = set()
     for line in lines:
         fields = line.split(" ")
         if len(fields) < 5:
-            continue
-        major, _, minor = fields[2].partition(":")
-        dev = (int(major), int(minor))
-        point = _unescape(fields[4])
-        if point == top or point.startswith(top.rstrip("/") + "/"):
-            found.add(dev)  # the workspace itself, or a mount inside it
-        if top == point or top.startswith(point.rstrip("/") + "/"):
-            if holding is None or len(point) >= holding[0]:  # the deepest (the last of equal ones) holds it
-                holding = (len(point), dev)
-    if holding is not None:
-        found.add(holding[1])
+            continue  # not a mount's line
+        point = _unescape(fields[4]).rstrip("/") + "/"
+        if point.startswith(top) or top.startswith(point):
+            major, _, minor = fields[2].partition(":")
+            found.add((int(major), int(minor)))
     return found
 
 
@@ -115,18 +110,15 @@ def shared_writable(devs: set[tuple[int, int]], proc: str = "/proc") -> set[int]
         pids = [p for p in os.listdir(proc) if p.isdigit()]
     except OSError:
         return found
-    query = _query if proc == "/proc" else _parse  # (the ioctl answers for the real /proc only)
     for pid in pids:
         try:
-            fd = os.open(f"{proc}/{pid}/maps", os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(f"{proc}/{pid}/maps", os.O_RDONLY | os.O_CLOEXEC)  # pragma: no mutate (closed below)
         except OSError:
             continue  # gone, or not ours to read: see the module docstring
         try:
-            for dev, inode in query(fd):
-                if dev in devs:
-                    found.add(inode & 0xFFFFFFFF)
+            found |= {inode & 0xFFFFFFFF for dev, inode in _query(fd) if dev in devs}
         except OSError:
-            continue  # gone while it was read: its mappings with it
+            pass  # gone while it was read: its mappings with it
         finally:
             os.close(fd)
     return found
@@ -137,13 +129,9 @@ def shared_writable(devs: set[tuple[int, int]], proc: str = "/proc") -> set[int]
 _PROCMAP_QUERY = 0xC0686611  # _IOWR('f', 17, struct procmap_query)
 _QUERY = struct.Struct("<9Q4I2Q")  # size, flags, addr; out: start, end, flags, page size, offset, inode, major, minor...
 _WANTED = 0x02 | 0x08 | 0x10 | 0x20  # writable, shared, the covering or next mapping, backed by a file
-_no_query = False
 
 
 def _query(fd: int) -> list[tuple[tuple[int, int], int]]:
-    global _no_query
-    if _no_query:
-        return _parse(fd)
     found = []
     addr = 0
     while True:
@@ -153,8 +141,7 @@ def _query(fd: int) -> list[tuple[tuple[int, int], int]]:
         except OSError as exc:
             if exc.errno == errno.ENOENT:  # no mapping past `addr` matches
                 return found
-            if exc.errno in (errno.ENOTTY, errno.EINVAL, errno.EOPNOTSUPP):  # a kernel before 6.11
-                _no_query = True
+            if exc.errno in (errno.ENOTTY, errno.EINVAL, errno.EOPNOTSUPP):  # a kernel before 6.11 (or not /proc)
                 return _parse(fd)
             raise
         _size, _flags, _addr, _start, end, _vflags, _page, _offset, inode, major, minor, *_ = _QUERY.unpack(buf)
