@@ -237,15 +237,16 @@ def test_devices_are_the_mount_holding_the_workspace_and_those_below_it(tmp_path
     info = tmp_path / "mountinfo"
     info.write_text("22 1 254:0 / / rw - ext4 /dev/vda rw\n"
                     "not a mount\n"
+                    "40 22 0:45 / /home/u/my\\040work/sub\n"  # the fields a mount's line needs, and no more
                     "30 22 0:40 / /home/u rw - ext4 /dev/vdb rw\n"
                     "31 30 0:41 / /home/u/my\\040work/tmp rw - tmpfs tmpfs rw\n"
                     "32 22 0:42 / /home/u/my\\040workshop rw - tmpfs tmpfs rw\n"
                     "33 22 0:43 / /srv rw - nfs h:/x rw\n"
                     "34 33 0:44 / /srv rw - ext4 /dev/vdc rw\n")  # mounted over the one before: it holds /srv now
-    assert mapped.devices("/home/u/my work", str(info)) == {(254, 0), (0, 40), (0, 41)}
+    assert mapped.devices("/home/u/my work", str(info)) == {(254, 0), (0, 40), (0, 41), (0, 45)}
     assert mapped.devices("/srv/a", str(info)) == {(254, 0), (0, 43), (0, 44)}
     assert mapped.devices("/home/u/my work/tmp", str(info)) == {(254, 0), (0, 40), (0, 41)}
-    assert mapped.devices("/", str(info)) == {(254, 0), (0, 40), (0, 41), (0, 42), (0, 43), (0, 44)}
+    assert mapped.devices("/", str(info)) == {(254, 0), (0, 40), (0, 41), (0, 42), (0, 43), (0, 44), (0, 45)}
     assert mapped.devices("/x", str(tmp_path / "none")) is None
 
 
