@@ -284,3 +284,24 @@ def test_the_text_of_the_maps_says_what_the_kernel_s_query_says(tmp_path: Path, 
         assert ino in mapped.shared_writable(devs)  # (other processes' mappings may change between the two)
     finally:
         m.close()
+
+
+def test_the_kernel_s_query_answers_by_itself_where_it_exists(tmp_path: Path, monkeypatch) -> None:
+    """On Linux 6.11 and later PROCMAP_QUERY gives the mapping (the text is not read), with its device."""
+    if tuple(int(x) for x in os.uname().release.split(".")[:2]) < (6, 11):
+        pytest.skip("PROCMAP_QUERY came with Linux 6.11")
+    path = tmp_path / "shared"
+    path.write_bytes(b"q" * 4096)
+    monkeypatch.setattr(mapped, "_parse", lambda fd: pytest.fail("the text was read"))
+    with open(path, "r+b") as f:
+        m = mmap.mmap(f.fileno(), 0)
+    try:
+        st = path.stat()
+        fd = os.open("/proc/self/maps", os.O_RDONLY)
+        try:
+            found = mapped._query(fd)
+        finally:
+            os.close(fd)
+        assert ((os.major(st.st_dev), os.minor(st.st_dev)), st.st_ino) in found
+    finally:
+        m.close()
