@@ -29,7 +29,8 @@ What inotify cannot see must not be trusted from it:
   names in the workspace: an event naming a file whose link count is above one makes the snapshot
   lstat every file. A name outside the workspace (a hard link made outside it, `ln`, `cp -al`) is
   no event at all, nor is the link's making: what is written through it is taken by the next
-  snapshot that lstat's every file (see docs/security.md, which says what that leaves);
+  snapshot that lstat's every file: every later one in a workspace of up to
+  checkpoint.STAT_EVERY_FILE_UP_TO tracked files (see docs/security.md, which says what that leaves);
 - an interval not wholly seen gets the full listing of a snapshot without a change set: the
   guard's queue overflowed, a watch could not be added, something could not be listed (the guard
   walks then, and says `complete` False), the guard started after the last snapshot, or another

@@ -97,6 +97,9 @@ from abhed.session import changeset, collect, gitindex, gitobjects, hashing, jou
 from sandbox import reserve
 
 MAX_LISTED = 50  # paths named in one message or event; the rest are counted
+# Up to this many tracked files, a later snapshot still lstat's every one (diff-files: ~20 ms at most here):
+# the one write inotify never names, through a hard link made outside the workspace, is then seen too.
+STAT_EVERY_FILE_UP_TO = 20_000
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}(?<!\.lock)")
 ATTRIBUTES = "* -text -filter -ident -eol -working-tree-encoding -diff -merge\n"
 # Speed, and settings the commands run here never consult (info/attributes unsets every attribute that changes
@@ -432,6 +435,8 @@ class Shadow:
         changes = since.changes
         changeset.check_listing_rules(changes.paths, self.later.carried)
         names = self._names()
+        if len(names.entries) <= STAT_EVERY_FILE_UP_TO:
+            since.stat_all = True
         with treeio.Tree(str(self.workspace)) as tree:
             found = changeset.listing(tree, names, changes.paths, changes.dirs, changes.new_dirs, not since.stat_all)
             if not since.stat_all and changeset.linked(tree, found.tracked | found.untracked):
