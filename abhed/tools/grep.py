@@ -13,7 +13,7 @@ import fallback_grep
 from fallback_grep.syntax import Node
 from pydantic import Field
 
-from abhed.files import filewalk, rgjail, ripgrep
+from abhed.files import filewalk, rgjail, ripgrep, rgwalk
 from abhed.common.errors import ToolError
 from abhed.files.textfile import human_size
 from abhed.files.globpattern import GlobError, expand_braces
@@ -31,6 +31,9 @@ MAX_PATTERN_BYTES = 64 * 1024
 SHOWN_PATTERN = 200  # characters of the pattern an answer repeats
 CONTENT_CHUNK = 16  # content mode searches matching files a few at a time until the cap is met
 SHOWN_EXAMPLES = 3
+# rg walks by itself in the view where its walk lists what the Python walk lists (rgwalk); False:
+# the Python walk always lists the files (the path every backend shares; tests pin races on it).
+RG_WALK = True
 
 
 def shown(pattern: str) -> str:
@@ -225,11 +228,18 @@ class Grep(Tool):
             search.bind(where, open_file, self._jail(ctx, search, where))
             # Content mode first learns which files match (cheap), then fetches lines from as few as it needs.
             first = query if mode != "content" else replace(query, mode="files_with_matches")
-            search.begin(first)
+            walked = None if single else self._walked(args, ctx, search, root, first, open_file)
+            if walked is None:
+                search.begin(first)
             try:
-                # The walk hands each directory's files to the search as it goes (rg starts before it ends).
-                files, notes, skipped, size = self._files(root, single, keep, ctx, search)
-                hits = sorted(search.finish(files, first, search_workers(len(files), size)), key=lambda h: h.path)
+                if walked is not None:
+                    searched, notes, skipped, hits = walked
+                else:
+                    # The walk hands each directory's files to the search as it goes (rg starts before it ends).
+                    files, notes, skipped, size = self._files(root, single, keep, ctx, search)
+                    hits = search.finish(files, first, search_workers(len(files), size))
+                    searched = len(files)
+                hits = sorted(hits, key=lambda h: h.path)
                 found = [h for h in hits if not h.binary and h.error is None]
                 body = self._content(found, query, search) if found and mode == "content" else []
             except fallback_grep.error as exc:   # when rg handed over: fallback_grep's own limits
@@ -237,10 +247,10 @@ class Grep(Tool):
             finally:
                 search.end()
             notes += search.notes + self._problem_notes(hits)
-            facts = {"backend": search.name, "files_searched": len(files), "files_matched": len(found),
-                     "mode": mode, "rg_jail": search.jail is not None}
+            facts = {"backend": search.name, "files_searched": searched, "files_matched": len(found),
+                     "mode": mode, "rg_jail": search.jail is not None, "rg_walk": walked is not None}
             if not found:
-                return ok("\n".join([self._nothing(args, root, files, hits, skipped), *notes]), **facts)
+                return ok("\n".join([self._nothing(args, root, searched, hits, skipped), *notes]), **facts)
             if mode == "files_with_matches":
                 body = [h.path for h in found[:MAX_FILES]]
                 body += [self._cut_note(len(found), "files")] if len(found) > MAX_FILES else []
@@ -284,6 +294,32 @@ class Grep(Tool):
         return sizes.kept, notes, len(listing.files) - len(sizes.kept), sizes.total
 
     @staticmethod
+    def _walked(args: GrepInput, ctx: ToolContext, search: _Search, root: Path, query: Query,
+                open_any: Callable[[str], int]) -> tuple[int, list[str], int, list[FileHits]] | None:
+        """The directory `root` searched by rg walking by itself in the view (rgwalk): files
+        searched, notes, files left out for size, hits. None where its walk could list other files
+        than the Python walk, or cannot say what the notes need: then the Python walk lists them."""
+        if not RG_WALK or search.rg is None or search.jail is None or not ripgrep.streams(search.jail, search.regex):
+            return None
+        flags = rgwalk.usable(search.jail.root, ctx.settings.search.exclude, args.glob)
+        if flags is None:
+            return None
+        limit = ctx.settings.search.max_file_bytes
+        try:
+            walked = rgwalk.walk(search.rg, search.jail, search.regex, str(root), query, search.opener, open_any,
+                                 flags, limit)
+        except rgwalk.Fallback:
+            return None
+        except ripgrep.RgRejected as exc:
+            search._without_rg(exc, query)
+            return None
+        search.large = frozenset(walked.large)
+        sizes = _Sizes(limit, search)
+        sizes.big = walked.big
+        hidden = hidden_note(root, walked.hidden_dirs, walked.hidden_files)
+        return walked.searched, sizes.notes() + ([hidden] if hidden else []), len(walked.big), walked.hits
+
+    @staticmethod
     def _jail(ctx: ToolContext, search: _Search, where: Path) -> rgjail.Jail | None:
         """rg's read-only view of the root being searched, when rg searches and bwrap can make one;
         None: rg reads descriptors opened here (as safe, slower on many files)."""
@@ -316,14 +352,14 @@ class Grep(Tool):
     # -- what to show --------------------------------------------------------------------------
 
     @staticmethod
-    def _nothing(args: GrepInput, root: Path, files: list[str], hits: list[FileHits], skipped: int) -> str:
+    def _nothing(args: GrepInput, root: Path, searched: int, hits: list[FileHits], skipped: int) -> str:
         """The head of an answer without matches: never a plain "no matches" when files went unsearched."""
         where = f"{root}" + (f" (glob {args.glob})" if args.glob else "")
         unread = sum(1 for h in hits if h.error)
         if root.is_file() and skipped:
             return f"[{root} was NOT searched (see below): this is not a \"no match\", no line of it was looked at.]"
         if unread or skipped:
-            return (f"[no matches for {shown(args.pattern)} in the {len(files) - unread} file(s) searched in {where}; some "
+            return (f"[no matches for {shown(args.pattern)} in the {searched - unread} file(s) searched in {where}; some "
                     "files were NOT searched (see below)]")
         return f"[no matches for {shown(args.pattern)} in {where}]"
 
