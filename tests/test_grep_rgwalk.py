@@ -52,7 +52,8 @@ def _write(ws: Path, files: dict[str, str | bytes]) -> None:
 @pytest.fixture
 def tricky(ws: Path) -> Path:
     """Negation, nested .gitignore overriding a shallower one, dir-only and anchored rules, an
-    exclusion at depth, hidden (dot) files and directories, a symlink, a binary file, a .git."""
+    exclusion at depth, hidden (dot) files and directories, a symlink, a binary file, a .git,
+    .ignore and .rgignore files (filewalk reads neither)."""
     _write(ws, {
         ".gitignore": "*.log\n!keep.log\nbuild/\n/top.txt\nsub/deep/*.gen\ndocs/**/tmp\n",
         ".git/info/exclude": "secret.txt\n",
@@ -66,7 +67,7 @@ def tricky(ws: Path) -> Path:
         "deep/er/node_modules/m.js": "needle\n", "deep/er/__pycache__/m.pyc": "needle\n",
         ".config/c.toml": "needle = 1\n", ".env": "needle\n",
         "bin.dat": b"needle\0\n", "plain.c": "int needle;\nint needle2;\n" + "hay\n" * 30 + "needle\n",
-        "empty.txt": "",
+        "empty.txt": "", ".ignore": "plain.c\n", "sub/.rgignore": "deep/\n",   # (rg's own files: not read)
     })
     os.symlink("plain.c", ws / "link.c")
     os.symlink("/etc", ws / "etc-link")
@@ -128,6 +129,9 @@ def test_names_with_newlines_and_not_utf8_answer_as_the_python_walk(ws, home, mo
         _both(ws, home, monkeypatch, pattern="needle", output_mode=mode)
     (ws / ".gitignore").write_text("*.txt\n!ok.txt\n")
     _both(ws, home, monkeypatch, walked=False, pattern="needle")   # ignored: the names are in rg's log
+    os.unlink(ws / "a\nb.txt")
+    result = _both(ws, home, monkeypatch, walked=False, pattern="needle")   # the one not UTF-8 alone
+    assert "exclusions: 1 file. To include one" in result.content
 
 
 def test_rules_above_the_root_fall_back_to_the_python_walk(tmp_path, home, monkeypatch):
@@ -210,3 +214,50 @@ def test_rg_logs_what_the_walk_reads(tmp_path):
                for s in said), said
     stats = rgwalk.STATS.search(proc.stdout)
     assert stats and stats.group(2) == b"1" and proc.stdout[:stats.start()] == b"./b.txt\0"
+
+
+# -- races on rg's own walk -------------------------------------------------------------------------
+
+def test_a_stalled_walk_is_answered_by_the_python_walk(tricky, home, monkeypatch):
+    """rg stuck (a FIFO swapped in during its walk: rgjail.Watch) is killed, and the Python walk's
+    path (descriptors for what rg cannot read) answers the call."""
+    from abhed.common import hostproc
+
+    real = hostproc.run
+    stalled = []
+
+    def stall(argv, **kwargs):
+        if "--debug" in argv:
+            stalled.append(argv)
+            raise hostproc.Stuck("`bwrap` was stopped: it could not go on")
+        return real(argv, **kwargs)
+    monkeypatch.setattr(rgwalk.hostproc, "run", stall)
+    result = _both(tricky, home, monkeypatch, walked=False, pattern="needle", output_mode="count")
+    assert stalled and f"{tricky}/plain.c:3" in result.content
+
+
+def test_a_fifo_in_the_tree_is_skipped_as_the_python_walk_skips_it(tricky, home, monkeypatch):
+    os.mkfifo(tricky / "sub" / "pipe.c")
+    result = _both(tricky, home, monkeypatch, pattern="needle", output_mode="count")
+    assert "pipe.c" not in result.content
+
+
+@pytest.mark.slow
+def test_swapper_loop_through_rgs_own_walk_never_leaks(tmp_path, home):
+    """A directory and a symlink to a secret outside exchanged in a loop while rg walks: no byte of
+    the secret, and rg's own walk answered some of the calls (the race was run on it)."""
+    from test_grep_jail import CALLS, SECRET, SWAPPER, _stop, _swapper
+
+    ws = (tmp_path / "ws").resolve()
+    outside = tmp_path / "outside"
+    _write(outside, {"f.txt": f"{SECRET} inside\n", "g.txt": f"{SECRET} inside\n"})
+    _write(ws, {"d/f.txt": "inside one\n", "d/g.txt": "inside two\n", "e/h.txt": "inside three\n"})
+    (ws / "link").symlink_to(outside)
+    proc = _swapper(SWAPPER, ws / "d", ws / "link")
+    try:
+        tools = _tools(ws, home)
+        answers = [tools("grep", pattern="SECRET|inside", output_mode=MODES[n % 3]) for n in range(CALLS)]
+    finally:
+        _stop(proc)
+    assert SECRET not in "\n".join(a.content for a in answers)
+    assert any(a.metadata["rg_walk"] for a in answers)
