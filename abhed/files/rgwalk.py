@@ -10,8 +10,9 @@ need:
   root, and binding them would put a file outside the roots within reach of a swapped name;
 - a nested repository's .git/info/exclude (rg reads one in every directory, filewalk at the root
   and its parents only);
-- an operator exclusion or a glob that is not a plain name pattern (rg's `--glob` overrides beat
-  .gitignore, so the glob goes in as a file type, which matches names only);
+- an operator exclusion that is not a plain name, and any glob (rg's `--glob` overrides beat
+  .gitignore; as a file type, rg logs every file it leaves out, which costs more than it saves);
+- a root whose last walk logged many left-out entries (a built tree: see NOISY_ENTRIES);
 - anything rg says on its standard error besides its debug log (a file or directory it could not
   read), a debug line it does not end where expected (a name with a newline), a name it could not
   print (not UTF-8);
@@ -20,7 +21,7 @@ need:
 What the notes need comes from rg itself (pinned by tests/test_grep_rgwalk.py): `--stats` ("N
 files searched", after the results), and `--debug`'s log of the walk: `ignoring PATH: N bytes`
 for a file over --max-filesize, `ignoring PATH: Ignore(IgnoreMatch(Gitignore|Override(...)))` for
-an entry the rules leave out (`Types` there is the glob's filter, not a hidden entry). Whether a
+an entry the rules leave out. Whether a
 left-out entry is a directory or a file is read here, beneath the root, one open per entry (as
 filewalk's listing tells them apart: no link followed; links and other kinds are neither).
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,13 +49,16 @@ from abhed.files.rgjail import Jail
 DEBUG = "rg: DEBUG|"
 WALK_LOG = "ignore::walk"   # the walk's own lines (rg::haystack's name links and other kinds it skips)
 SIZE_LINE = re.compile(r"ignoring \./(.*): ([0-9]+) bytes")
-RULE_LINE = re.compile(r"ignoring \./(.*?): Ignore\(IgnoreMatch\((Gitignore|Override|Types)\(")
+RULE_LINE = re.compile(r"ignoring \./(.*?): Ignore\(IgnoreMatch\((Gitignore|Override)\(")
 # --stats, printed after the results (a newline before it ends the listing in -l --null mode).
 STATS = re.compile(rb"\n?([0-9]+) matches\n[0-9]+ matched lines\n[0-9]+ files contained matches\n"
                    rb"([0-9]+) files searched\n(?:[^\n]*\n){4}\Z")
 PLAIN_NAME = re.compile(r"[A-Za-z0-9._+-]+")        # an exclusion rg matches as filewalk does
-GLOB_NAME = re.compile(r"[A-Za-z0-9._+*?-]+")       # a glob as a file type: a name, * and ? only
-TYPE = "abhedglob"
+# A walk whose log held more left-out entries than this (a built tree: every object file ignored)
+# cost rg more than the Python walk would (see usable): that root goes to the Python walk for a while.
+NOISY_ENTRIES = 3000
+NOISY_FOR_S = 600.0
+_noisy_roots: dict[Path, float] = {}
 
 
 class Fallback(Exception):
@@ -73,34 +78,19 @@ class Walked:
 
 
 def usable(workspace_root: Path, excludes: list[str], glob: str | None) -> list[str] | None:
-    """rg's flags for the walk's rules when its walk lists what filewalk lists, else None."""
+    """rg's flags for the walk's rules when its walk lists what filewalk lists and its log stays
+    short, else None. A glob: rg's --glob overrides .gitignore, and as a file type (names only) rg
+    logs every file it leaves out, each line a few writes to its unbuffered stderr (80 us a line:
+    7.5 s instead of 1.1 s for `*.h` on the kernel tree); the Python walk is cheaper there."""
+    if glob or _noisy(workspace_root):
+        return None
     if ".git" not in excludes or not all(PLAIN_NAME.fullmatch(name) for name in excludes):
         return None
     if filewalk.Rules._parents(str(workspace_root)):   # rules above the root: not in the view
         return None
     flags = ["--hidden", "--no-require-git", "--no-ignore-dot", "--no-ignore-global", "--no-follow",
              *(f"--glob=!{name}" for name in excludes)]
-    if glob:
-        chosen = _glob_type(glob)
-        if chosen is None:
-            return None
-        flags += chosen
     return flags
-
-
-def _glob_type(glob: str) -> list[str] | None:
-    """The glob as a file type (names only: rg's --glob would override .gitignore), when it is a
-    name pattern of literal characters, * and ? (what rg's globs and gitignore's read alike)."""
-    from abhed.files.globpattern import GlobError, expand_braces
-    negate = glob.startswith("!")
-    try:
-        patterns = expand_braces(glob[1:] if negate else glob)
-    except GlobError:
-        return None
-    patterns = [p[3:] if p.startswith("**/") else p for p in patterns]
-    if not patterns or not all(GLOB_NAME.fullmatch(p) and "**" not in p for p in patterns):
-        return None
-    return [*(f"--type-add={TYPE}:{p}" for p in patterns), f"--type-not={TYPE}" if negate else f"--type={TYPE}"]
 
 
 def walk(rg: Path, jail: Jail, regex: str, cwd: str, query: Query, opener: Opener, open_any: Callable[[str], int],
@@ -123,7 +113,8 @@ def walk(rg: Path, jail: Jail, regex: str, cwd: str, query: Query, opener: Opene
     if found is None:   # rg searched nothing: its regex engine's limits (it reports them and stops)
         raise ripgrep.RgRejected(ripgrep._reason(proc.stderr, proc.returncode))
     walked = Walked()
-    _read_log(proc.stderr, cwd, limit, walked, open_any)
+    if _read_log(proc.stderr, cwd, limit, walked, open_any) > NOISY_ENTRIES:
+        _noisy_roots[jail.root] = time.monotonic()
     walked.searched = int(found.group(2)) + len(walked.large)
     parse = ripgrep._parse_lines if query.mode == "content" else ripgrep._parse_listing
     prefix = cwd.rstrip("/") + "/"
@@ -137,9 +128,17 @@ def walk(rg: Path, jail: Jail, regex: str, cwd: str, query: Query, opener: Opene
     return walked
 
 
-def _read_log(stderr: bytes, cwd: str, limit: int, walked: Walked, open_any: Callable[[str], int]) -> None:
-    """The sizes and left-out entries of rg's debug log into `walked`; Fallback on anything else."""
+def _noisy(root: Path) -> bool:
+    """Whether a recent walk of `root` logged too many left-out entries (NOISY_ENTRIES)."""
+    since = _noisy_roots.get(root)
+    return since is not None and time.monotonic() - since < NOISY_FOR_S
+
+
+def _read_log(stderr: bytes, cwd: str, limit: int, walked: Walked, open_any: Callable[[str], int]) -> int:
+    """The sizes and left-out entries of rg's debug log into `walked`; Fallback on anything else.
+    Returns how many entries it logged as left out."""
     prefix = cwd.rstrip("/") + "/"
+    entries = 0
     for line in stderr.decode("utf-8", "replace").splitlines():
         if not line.startswith(DEBUG):
             raise Fallback(f"rg said: {line[:200]}")   # an unreadable entry, or a name with a newline
@@ -147,6 +146,7 @@ def _read_log(stderr: bytes, cwd: str, limit: int, walked: Walked, open_any: Cal
         message = said.partition(": ")[2]
         if module != WALK_LOG or not message.startswith("ignoring ./"):
             continue
+        entries += 1
         sized, ruled = SIZE_LINE.fullmatch(message), RULE_LINE.match(message)
         name = sized.group(1) if sized else ruled.group(1) if ruled else None
         if name is None or "\ufffd" in name:
@@ -157,10 +157,11 @@ def _read_log(stderr: bytes, cwd: str, limit: int, walked: Walked, open_any: Cal
         if sized:
             size = int(sized.group(2))
             (walked.big.append((path, size)) if size > limit else walked.large.append(path))
-        elif ruled.group(2) != "Types":
+        else:
             if "/" in name and name.endswith("/.git") and _has_rules(path + "/info/exclude", open_any):
                 raise Fallback(f"a nested repository's exclude file: {path}")
             _hidden(path, walked, open_any)
+    return entries
 
 
 def _has_rules(path: str, open_any: Callable[[str], int]) -> bool:

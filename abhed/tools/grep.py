@@ -386,11 +386,15 @@ class Grep(Tool):
         body: list[str] = []
         budget, shown_files = MAX_MATCHES, 0
         wanted = replace(query, per_file=MAX_FILE_LINES + 1)
-        for start in range(0, len(found), CONTENT_CHUNK):
+        # Every file shown holds a match, so MAX_MATCHES files always suffice: without context, one
+        # run (each costs a process start, a bwrap start in the jail); with context, fewer files a
+        # run, so that a run fetches about as many lines as before.
+        step = max(CONTENT_CHUNK, MAX_MATCHES // (1 + 2 * query.context))
+        for start in range(0, len(found), step):
             if budget <= 0:
                 break
-            chunk = {h.path: h for h in search([h.path for h in found[start:start + CONTENT_CHUNK]], wanted)}
-            for hit in found[start:start + CONTENT_CHUNK]:
+            chunk = {h.path: h for h in search([h.path for h in found[start:start + step]], wanted)}
+            for hit in found[start:start + step]:
                 if budget <= 0:
                     break
                 detail = chunk.get(hit.path)
