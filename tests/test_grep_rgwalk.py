@@ -267,3 +267,15 @@ def test_swapper_loop_through_rgs_own_walk_never_leaks(tmp_path, home):
         _stop(proc)
     assert SECRET not in "\n".join(a.content for a in answers)
     assert any(a.metadata["rg_walk"] for a in answers)
+
+
+def test_a_walk_past_the_deadline_is_an_error_that_says_what_to_do(tricky, home, monkeypatch):
+    from abhed.common import hostproc
+
+    def late(argv, **kwargs):
+        raise hostproc.Timeout(argv, kwargs["timeout"])
+    monkeypatch.setattr(rgwalk.hostproc, "run", late)
+    monkeypatch.setattr(grep_tool, "RG_WALK", True)
+    result = _tools(tricky, home)("grep", pattern="needle")
+    assert result.is_error and "did not finish within 300 s" in result.content
+    assert f"walking {tricky}" in result.content and "a path or glob" in result.content

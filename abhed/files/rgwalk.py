@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from abhed.common import hostproc
+from abhed.common.errors import ToolError
 from abhed.files import atomic, filewalk, rgjail, ripgrep
 from abhed.files.grepsearch import FileHits, Opener, Query
 from abhed.files.rgjail import Jail
@@ -106,7 +107,9 @@ def walk(rg: Path, jail: Jail, regex: str, cwd: str, query: Query, opener: Opene
     except hostproc.Stuck:
         raise Fallback("rg stalled (a FIFO?)") from None
     except hostproc.Timeout:
-        raise ripgrep._timeout(0) from None
+        raise ToolError(f"The search did not finish within {ripgrep.RG_TIMEOUT_S:g} s and was stopped (rg, "
+                        f"walking {cwd}). Search fewer files (a path or glob), or a pattern that is simpler or "
+                        "more specific.") from None
     if rgjail.failed(proc.stderr):
         raise Fallback("bwrap failed")
     found = STATS.search(proc.stdout, max(0, len(proc.stdout) - 4096))
@@ -179,13 +182,15 @@ def _has_rules(path: str, open_any: Callable[[str], int]) -> bool:
 
 def _hidden(path: str, walked: Walked, open_any: Callable[[str], int]) -> None:
     """An entry the rules left out: a directory or a file, read beneath the root, no link
-    followed (filewalk counts nothing else)."""
-    try:
-        fd = open_any(path)
+    followed (filewalk counts nothing else: links, FIFOs, sockets)."""
+    try:   # (its directory opened, not the entry itself: the host opens no FIFO or device here)
+        fd = open_any(os.path.dirname(path) + "/.")   # ("/.": the root itself is not below the root)
     except OSError:
-        return   # a link (not followed), gone since, or a socket
+        return
     try:
-        mode = os.fstat(fd).st_mode
+        mode = os.stat(os.path.basename(path), dir_fd=fd, follow_symlinks=False).st_mode
+    except OSError:
+        return   # gone since, or its directory swapped for something else
     finally:
         os.close(fd)
     if stat.S_ISDIR(mode):
