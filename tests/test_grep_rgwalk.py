@@ -279,3 +279,21 @@ def test_a_walk_past_the_deadline_is_an_error_that_says_what_to_do(tricky, home,
     result = _tools(tricky, home)("grep", pattern="needle")
     assert result.is_error and "did not finish within 300 s" in result.content
     assert f"walking {tricky}" in result.content and "a path or glob" in result.content
+
+
+@pytest.mark.parametrize("cap", [1 << 20, 10])
+def test_content_mode_in_one_run_or_after_a_listing_answers_as_the_python_walk(tricky, home, monkeypatch, cap):
+    """Content mode: the walk's own run prints the lines when they are few; past CONTENT_WALK_BYTES
+    it is stopped, and a files_with_matches walk, then the lines of the first files, answer."""
+    _write(tricky, {f"many/f{i:03d}.c": "needle\n" * (i % 60) + "hay\n" for i in range(130)})
+    monkeypatch.setattr(grep_tool, "CONTENT_WALK_BYTES", cap)
+    runs = []
+    real = rgwalk.walk
+    monkeypatch.setattr(rgwalk, "walk", lambda rg, jail, regex, cwd, query, *rest: (
+        runs.append(query.mode), real(rg, jail, regex, cwd, query, *rest))[1])
+    for context in (0, 2):
+        result = _both(tricky, home, monkeypatch, pattern="needle", output_mode="content", context=context or None)
+        assert "[truncated: showing 100 matching lines from" in result.content
+        assert "[more matches in this file not shown" in result.content
+    assert runs == (["content"] * 2 if cap > 10 else ["content", "files_with_matches"] * 2)
+

@@ -66,6 +66,11 @@ class Fallback(Exception):
     """rg's own walk cannot give this call's answer exactly: the Python walk lists the files."""
 
 
+class TooLong(Exception):
+    """walk(max_output=...): rg printed more than that (a content search with many matching files);
+    it was stopped. A files_with_matches walk, then lines from the first files, costs less."""
+
+
 @dataclass
 class Walked:
     """One walk of rg: its hits (binary ones marked), and what the notes need."""
@@ -95,15 +100,19 @@ def usable(workspace_root: Path, excludes: list[str], glob: str | None) -> list[
 
 
 def walk(rg: Path, jail: Jail, regex: str, cwd: str, query: Query, opener: Opener, open_any: Callable[[str], int],
-         flags: list[str], limit: int) -> Walked:
+         flags: list[str], limit: int, max_output: int | None = None) -> Walked:
     """Search below `cwd` with rg walking by itself in `jail`. `opener` opens a file to search
-    (beneath the root, regular files only), `open_any` any entry (to tell a directory from a
-    file). Raises Fallback, ripgrep.RgRejected, ToolError (timeout)."""
+    (beneath the root, regular files only), `open_any` an entry's directory (to tell a directory
+    from a file). Raises Fallback, TooLong (past `max_output` bytes of results), ripgrep.RgRejected,
+    ToolError (timeout)."""
     cap = min(limit, ripgrep.MMAP_FROM - 1)
     options = [*ripgrep._argv(rg, query, regex, mmap=False)[1:], *flags, f"--max-filesize={cap}",
                "--stats", "--debug", "--", "./"]
     try:
-        proc = hostproc.run(jail.argv(options, Path(cwd)), timeout=ripgrep.RG_TIMEOUT_S, watch=rgjail.Watch())
+        proc = hostproc.run(jail.argv(options, Path(cwd)), timeout=ripgrep.RG_TIMEOUT_S, watch=rgjail.Watch(),
+                            max_output=max_output)
+    except hostproc.TooMuch:
+        raise TooLong() from None
     except hostproc.Stuck:
         raise Fallback("rg stalled (a FIFO?)") from None
     except hostproc.Timeout:

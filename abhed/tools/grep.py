@@ -31,6 +31,9 @@ MAX_PATTERN_BYTES = 64 * 1024
 SHOWN_PATTERN = 200  # characters of the pattern an answer repeats
 CONTENT_CHUNK = 16  # content mode searches matching files a few at a time until the cap is met
 SHOWN_EXAMPLES = 3
+# Content mode on rg's own walk: one run prints the lines (each file's first MAX_FILE_LINES + 1) when
+# they come to at most this much; past it, a files_with_matches walk, then lines of the first files.
+CONTENT_WALK_BYTES = 1 << 20
 # rg walks by itself in the view where its walk lists what the Python walk lists (rgwalk); False:
 # the Python walk always lists the files (the path every backend shares; tests pin races on it).
 RG_WALK = True
@@ -228,12 +231,13 @@ class Grep(Tool):
             search.bind(where, open_file, self._jail(ctx, search, where))
             # Content mode first learns which files match (cheap), then fetches lines from as few as it needs.
             first = query if mode != "content" else replace(query, mode="files_with_matches")
-            walked = None if single else self._walked(args, ctx, search, root, first, open_file)
+            walked = None if single else self._walked(args, ctx, search, root, query, open_file)
+            fetched = search   # (where content mode's lines come from)
             if walked is None:
                 search.begin(first)
             try:
                 if walked is not None:
-                    searched, notes, skipped, hits = walked
+                    searched, notes, skipped, hits, fetched = walked
                 else:
                     # The walk hands each directory's files to the search as it goes (rg starts before it ends).
                     files, notes, skipped, size = self._files(root, single, keep, ctx, search)
@@ -241,7 +245,7 @@ class Grep(Tool):
                     searched = len(files)
                 hits = sorted(hits, key=lambda h: h.path)
                 found = [h for h in hits if not h.binary and h.error is None]
-                body = self._content(found, query, search) if found and mode == "content" else []
+                body = self._content(found, query, fetched) if found and mode == "content" else []
             except fallback_grep.error as exc:   # when rg handed over: fallback_grep's own limits
                 raise ToolError(str(exc), pattern=args.pattern) from None
             finally:
@@ -295,19 +299,30 @@ class Grep(Tool):
 
     @staticmethod
     def _walked(args: GrepInput, ctx: ToolContext, search: _Search, root: Path, query: Query,
-                open_any: Callable[[str], int]) -> tuple[int, list[str], int, list[FileHits]] | None:
+                open_any: Callable[[str], int]) -> tuple[int, list[str], int, list[FileHits], Callable] | None:
         """The directory `root` searched by rg walking by itself in the view (rgwalk): files
-        searched, notes, files left out for size, hits. None where its walk could list other files
-        than the Python walk, or cannot say what the notes need: then the Python walk lists them."""
+        searched, notes, files left out for size, hits, and where content mode's lines come from
+        (the walk's own when it printed them, else `search`). None where its walk could list other
+        files than the Python walk, or cannot say what the notes need: then the Python walk lists them."""
         if not RG_WALK or search.rg is None or search.jail is None or not ripgrep.streams(search.jail, search.regex):
             return None
         flags = rgwalk.usable(search.jail.root, ctx.settings.search.exclude, args.glob)
         if flags is None:
             return None
         limit = ctx.settings.search.max_file_bytes
+        walk = lambda wanted, cap=None: rgwalk.walk(search.rg, search.jail, search.regex, str(root), wanted,  # noqa: E731
+                                                    search.opener, open_any, flags, limit, cap)
+        fetched: Callable = search
         try:
-            walked = rgwalk.walk(search.rg, search.jail, search.regex, str(root), query, search.opener, open_any,
-                                 flags, limit)
+            if query.mode == "content":
+                try:   # the lines in the same run, when they are few (as the content pass asks for them)
+                    walked = walk(replace(query, per_file=MAX_FILE_LINES + 1), CONTENT_WALK_BYTES)
+                    lines = {h.path: h for h in walked.hits}
+                    fetched = lambda paths, wanted: [lines[p] for p in paths if p in lines]  # noqa: E731
+                except rgwalk.TooLong:
+                    walked = walk(replace(query, mode="files_with_matches"))
+            else:
+                walked = walk(query)
         except rgwalk.Fallback:
             return None
         except ripgrep.RgRejected as exc:
@@ -317,7 +332,7 @@ class Grep(Tool):
         sizes = _Sizes(limit, search)
         sizes.big = walked.big
         hidden = hidden_note(root, walked.hidden_dirs, walked.hidden_files)
-        return walked.searched, sizes.notes() + ([hidden] if hidden else []), len(walked.big), walked.hits
+        return walked.searched, sizes.notes() + ([hidden] if hidden else []), len(walked.big), walked.hits, fetched
 
     @staticmethod
     def _jail(ctx: ToolContext, search: _Search, where: Path) -> rgjail.Jail | None:
