@@ -52,7 +52,9 @@ def _tools(ws: Path, home: Path, backend: str = "bwrap") -> Tools:
 
 
 def _after_walk(monkeypatch, change) -> None:
-    """Run `change()` once the grep tool's walk has listed the files (before rg reads any)."""
+    """Run `change()` once the grep tool's walk has listed the files (before rg reads any). (The
+    Python walk's path: rg walking by itself has no such moment; test_grep_rgwalk.py races it.)"""
+    monkeypatch.setattr(grep_tool, "RG_WALK", False)
     real = grep_tool.walk_checked
 
     def walk_then_change(*args, **kwargs):
@@ -310,6 +312,7 @@ def test_rg_starts_while_the_walk_goes_on_and_answers_as_before(many, home, monk
     every mode answers exactly as the descriptor path does (notes, binary, size limit included)."""
     monkeypatch.setattr(ripgrep, "FIRST_NAMES", 3)
     monkeypatch.setattr(ripgrep, "MMAP_FROM", 500)
+    monkeypatch.setattr(grep_tool, "RG_WALK", False)   # (the Python walk's path)
     started_before_end = []
     real_walk = grep_tool.walk_checked
 
@@ -453,6 +456,7 @@ from abhed.tools import grep as grep_tool
 from abhed_testing import Tools
 ws, home = Path(sys.argv[1]), Path(sys.argv[2])
 rgjail.Watch.__call__ = lambda self, pid: print("held", *rgjail._children(pid), flush=True) or False
+grep_tool.RG_WALK = False   # (the Python walk's path: see _after_walk)
 real = grep_tool.walk_checked
 def walk_then_fifo(*args, **kwargs):
     listing = real(*args, **kwargs)

@@ -144,3 +144,9 @@ def test_the_watch_is_not_asked_about_a_short_run_and_stops_a_long_one(monkeypat
     with pytest.raises(hostproc.Stuck):
         hostproc.run(["sh", "-c", "exec sleep 600"], timeout=60, watch=lambda pid: proc_pids.append(pid) or True)
     assert proc_pids and wait_gone(proc_pids[0])
+
+
+def test_a_run_past_max_output_is_killed_and_said():
+    with pytest.raises(hostproc.TooMuch):
+        hostproc.run(["sh", "-c", "head -c 300000 /dev/zero; sleep 30"], timeout=20, max_output=100000)   # (and not 30 s later)
+    assert hostproc.run(["sh", "-c", "head -c 1000 /dev/zero"], timeout=20, max_output=1000).stdout == b"\0" * 1000

@@ -89,6 +89,10 @@ class Stuck(Exception):
     """run(watch=...): the watch said the child cannot go on; it was killed with its group."""
 
 
+class TooMuch(Exception):
+    """run(max_output=...): the child printed more than that; it was killed with its group."""
+
+
 # run(watch=...): a child is first looked at once it has run this long (a shorter run is never
 # looked at: no /proc read, no wake-up), then every WATCH_S.
 WATCH_AFTER_S = 0.1
@@ -97,15 +101,19 @@ WATCH_S = 0.05
 
 def run(argv: Sequence[str], *, timeout: float, input: bytes | None = None, env: dict[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None, pass_fds: Sequence[int] = (),
-        watch: Callable[[int], bool] | None = None) -> subprocess.CompletedProcess:
+        watch: Callable[[int], bool] | None = None, max_output: int | None = None) -> subprocess.CompletedProcess:
     """Run to completion with stdout and stderr captured; `Timeout` past `timeout` seconds.
     `watch(pid)`, asked once the child has run WATCH_AFTER_S, then every WATCH_S while its pipes
     have nothing to read: True kills it and raises `Stuck` (rg blocked on a FIFO has no deadline
-    of its own short of `timeout`)."""
+    of its own short of `timeout`). `max_output`: past this many bytes on its standard output, it
+    is killed and `TooMuch` raised."""
     proc = popen(argv, stdin=subprocess.DEVNULL if input is None else subprocess.PIPE, stdout=subprocess.PIPE,
                  stderr=subprocess.PIPE, env=env, cwd=cwd, pass_fds=tuple(pass_fds))
     try:
-        out, err = _collect(proc, input, time.monotonic() + timeout, watch)
+        out, err = _collect(proc, input, time.monotonic() + timeout, watch, max_output)
+    except TooMuch:
+        kill(proc)
+        raise
     except subprocess.TimeoutExpired:
         kill(proc)
         raise Timeout(argv, timeout) from None
@@ -119,7 +127,7 @@ def run(argv: Sequence[str], *, timeout: float, input: bytes | None = None, env:
 
 
 def _collect(proc: subprocess.Popen, input: bytes | None, deadline: float,
-             watch: Callable[[int], bool] | None) -> tuple[bytes, bytes]:
+             watch: Callable[[int], bool] | None, max_output: int | None = None) -> tuple[bytes, bytes]:
     """The child's output, once it has exited and closed its pipes. One select waits on the pipes
     and on the child's exit (a pidfd): it returns the moment the child is done, with no polling
     (Popen.communicate with a timeout ends in a sleep loop of up to 50 ms per step), and wakes
@@ -128,6 +136,7 @@ def _collect(proc: subprocess.Popen, input: bytes | None, deadline: float,
     out: dict[int, list[bytes]] = {stdout: [], stderr: []}
     pending = memoryview(input or b"")
     look = time.monotonic() + WATCH_AFTER_S
+    room = max_output if max_output is not None else -1
     with selectors.DefaultSelector() as selector, _exit_fd(proc.pid) as exited:
         for fd in out:
             selector.register(fd, selectors.EVENT_READ)
@@ -156,6 +165,10 @@ def _collect(proc: subprocess.Popen, input: bytes | None, deadline: float,
                 elif fd in out:
                     chunk = os.read(fd, 1 << 16)
                     out[fd].append(chunk) if chunk else selector.unregister(fd)
+                    if fd == stdout and room >= 0:
+                        room -= len(chunk)
+                        if room < 0:
+                            raise TooMuch()
                 else:  # stdin: a pipe takes PIPE_BUF bytes without blocking once select says it is writable
                     try:
                         pending = pending[os.write(fd, pending[:select.PIPE_BUF]):]

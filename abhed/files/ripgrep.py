@@ -378,11 +378,14 @@ def _parse_listing(out: bytes, query: Query) -> Iterator[tuple[FileHits, str]]:
     if query.mode == "files_with_matches":
         entries = [(p, 1) for p in out.split(b"\0") if p]
     else:
+        # Each name ends at its NUL and each count at its newline (a name may hold a newline).
         entries = []
-        for line in out.split(b"\n"):
-            if line:
-                path, _, count = line.rpartition(b"\0")
-                entries.append((path, int(count)))
+        pieces = out.split(b"\0")
+        path = pieces[0]
+        for piece in pieces[1:]:
+            count, _, following = piece.partition(b"\n")
+            entries.append((path, int(count)))
+            path = following
     for raw, count in entries:
         name = os.fsdecode(raw)
         yield FileHits(name, count), name

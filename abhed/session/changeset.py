@@ -12,23 +12,32 @@ being open for writing. Between two snapshots of one process it hands over what 
   last snapshot found -- instead of listing every directory;
 - the left-out entries (uncovered.py): the tops the change set touches are walked again, the
   others keep what the last survey found -- instead of `ls-files -o -i` and a walk of them all;
-- tracked files changed in place: in an "after" snapshot taken while no sandboxed process is
-  alive, the tracked files the events name -- instead of `diff-files`' lstat of every file.
+- tracked files changed in place: the tracked files the events name, and every covered file some
+  process maps shared and writable now (mapped.py) -- instead of `diff-files`' lstat of every file.
 
-What inotify cannot see must not be trusted from it, so each of these falls back to the full
-listing of a snapshot without a change set:
+What inotify cannot see must not be trusted from it:
 - a write through a shared writable mapping makes no event while the mapping lives: only when it
-  goes (munmap, exit) does IN_CLOSE_WRITE name the file. So `diff-files` (stat data: the write
-  changed the mtime and ctime) still runs in every "before" snapshot -- the human's processes are
-  not the sandbox's, and may hold a mapping across calls -- and in an "after" snapshot whenever a
-  sandboxed process may still be alive (a background job, a server, a command of another thread);
-- an interval not wholly seen: the guard's queue overflowed, a watch could not be added,
-  something could not be listed (the guard walks then, and says `complete` False), the guard
-  started after the last snapshot, or another process wrote the shadow index since (its
-  checksum is not the one this process left): the full listing, as before this module;
-- what changes git's own listing of the tree: a `.gitignore` touched, the excludes changed, a
-  `.git` entry in a changed directory (a repository inside), the workspace directory itself, or
-  a nested repository or an unlistable directory named by the last listing touched.
+  goes (munmap, exit: the last reference to the open file) does IN_CLOSE_WRITE name the file. Nor
+  does the stat always move: the kernel updates mtime on the first write to a clean page only, so
+  a second write to a page still dirty is seen by neither `diff-files` nor inotify. So a snapshot
+  reads every covered file mapped shared and writable at the time (/proc/*/maps, mapped.py), in
+  every process it may read; `diff-files` still runs where inotify does not see every writer (a
+  filesystem outside mapped.LOCAL_FILESYSTEMS: NFS, SMB, FUSE, 9p, overlayfs), when mountinfo
+  cannot be read, and in an "after" snapshot whenever a sandboxed process may still be alive (a
+  background job, a server, a command of another thread, a microVM);
+- a file with more than one name: a write through one name is named under that name only. Two
+  names in the workspace: an event naming a file whose link count is above one makes the snapshot
+  lstat every file. A name outside the workspace (a hard link made outside it, `ln`, `cp -al`) is
+  no event at all, nor is the link's making: what is written through it is taken by the next
+  snapshot that lstat's every file: every later one in a workspace of up to
+  checkpoint.STAT_EVERY_FILE_UP_TO tracked files (see docs/security.md, which says what that leaves);
+- an interval not wholly seen gets the full listing of a snapshot without a change set: the
+  guard's queue overflowed, a watch could not be added, something could not be listed (the guard
+  walks then, and says `complete` False), the guard started after the last snapshot, or another
+  process wrote the shadow index since (its checksum is not the one this process left);
+- so does what changes git's own listing of the tree: a `.gitignore` touched, the excludes
+  changed, a `.git` entry in a changed directory (a repository inside), the workspace directory
+  itself, or a nested repository or an unlistable directory named by the last listing touched.
 """
 
 from __future__ import annotations
@@ -63,6 +72,18 @@ class Names:
     def __init__(self, entries: list[gitindex.Entry]) -> None:
         self.entries = entries
         self._dirs: list[str] | None = None
+        self._mapped: tuple[frozenset[int], list[str]] = (frozenset(), [])
+        self._has: dict[str, bool] = {}
+
+    def with_inodes(self, inodes: set[int]) -> list[str]:
+        """The paths whose entry has one of `inodes` (the low 32 bits, as the index keeps them): the covered
+        files a process maps shared and writable now (mapped.py). One pass over the entries, kept while
+        the same inodes are asked for again."""
+        wanted = frozenset(inodes)
+        if wanted and wanted != self._mapped[0]:
+            keys = {i.to_bytes(4, "big") for i in wanted}
+            self._mapped = (wanted, [os.fsdecode(e.name) for e in self.entries if e.raw[_INO] in keys])
+        return self._mapped[1] if wanted else []
 
     def dirs(self) -> list[str]:
         """Every directory of a covered file, "" (the root) included, sorted; made once per index. One
@@ -86,9 +107,12 @@ class Names:
         return bisect_left(self.entries, name, key=_name)
 
     def has(self, path: str) -> bool:
-        name = os.fsencode(path)
-        i = self._at(name)
-        return i < len(self.entries) and self.entries[i].name == name
+        known = self._has.get(path)
+        if known is None:  # (each snapshot asks again for every top the last survey found: kept per index)
+            name = os.fsencode(path)
+            i = self._at(name)
+            known = self._has[path] = i < len(self.entries) and self.entries[i].name == name
+        return known
 
     def below(self, path: str) -> list[str]:
         """The paths under the directory `path` ("" is the root)."""
@@ -107,6 +131,9 @@ class Names:
         prefix = os.fsencode(path) + b"/"
         i = self._at(prefix)
         return i < len(self.entries) and self.entries[i].name.startswith(prefix)
+
+
+_INO = slice(20, 24)  # an entry's inode in its stat data (ctime, mtime, dev, ino...: gitindex.STAT)
 
 
 def _name(entry: gitindex.Entry) -> bytes:

@@ -14,12 +14,16 @@ A later snapshot of a bash call lists no directory that did not change (changese
 the workspace with inotify, a snapshot takes what changed since this process's last one from it.
 New untracked files are looked for only in directories whose entries changed (`check-ignore` on
 those names, instead of `ls-files -o`), FIFOs likewise, the left-out survey re-walks only the tops
-the change set touches, and an "after" snapshot taken while no sandboxed process is alive reads
-only the files the events name and keeps the repository's state unless an event names `.git`.
-A "before" snapshot still runs `diff-files` (the lstat of every tracked file): a write through a
-shared mapping makes no inotify event while the mapping lives, and the human's processes may hold
-one across calls. Whatever the change set cannot vouch for (an overflow, a watch missing, another
-process's snapshot since, a `.gitignore` changed...) gets the full listing.
+the change set touches, and tracked files are read only where the events name them or where a
+process maps them shared and writable now (mapped.py: inotify names such a write only when the
+mapping goes, and the stat moves only on the first write to a clean page, so reading them is what
+sees the human's mapping held across calls). No `diff-files` then, "before" or "after", and the
+repository's state is kept unless an event names `.git`. `diff-files` (the lstat of every tracked
+file) still runs on a filesystem where inotify does not see every writer, and in an "after"
+snapshot while a sandboxed process may be alive. Whatever the change set cannot vouch for (an
+overflow, a watch missing, another process's snapshot since, a `.gitignore` changed...) gets the
+full listing. A write through a second name outside the workspace (a hard link made there) is
+seen only by a full listing: docs/security.md says what that leaves.
 
 Without a `git` binary checkpoints are off and `abhed doctor` says so (see available()).
 
@@ -89,10 +93,13 @@ from typing import Any
 
 from abhed.common import hostproc
 from abhed.files.atomic import replace_file
-from abhed.session import changeset, collect, gitindex, gitobjects, hashing, journal, repostate, seed, treeio, uncovered
+from abhed.session import changeset, collect, gitindex, gitobjects, hashing, journal, mapped, repostate, seed, treeio, uncovered
 from sandbox import reserve
 
 MAX_LISTED = 50  # paths named in one message or event; the rest are counted
+# Up to this many tracked files, a later snapshot still lstat's every one (diff-files: ~20 ms at most here):
+# the one write inotify never names, through a hard link made outside the workspace, is then seen too.
+STAT_EVERY_FILE_UP_TO = 20_000
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}(?<!\.lock)")
 ATTRIBUTES = "* -text -filter -ident -eol -working-tree-encoding -diff -merge\n"
 # Speed, and settings the commands run here never consult (info/attributes unsets every attribute that changes
@@ -428,6 +435,8 @@ class Shadow:
         changes = since.changes
         changeset.check_listing_rules(changes.paths, self.later.carried)
         names = self._names()
+        if len(names.entries) <= STAT_EVERY_FILE_UP_TO:
+            since.stat_all = True
         with treeio.Tree(str(self.workspace)) as tree:
             found = changeset.listing(tree, names, changes.paths, changes.dirs, changes.new_dirs, not since.stat_all)
             if not since.stat_all and changeset.linked(tree, found.tracked | found.untracked):
@@ -481,6 +490,8 @@ class Shadow:
                 since.listing, self.later.fallback = None, str(why)
         if paths is None:
             paths, not_covered, skipped = self._listed()
+        if since is not None and since.mapped:  # written through a live mapping: no stat or event need say so (mapped.py)
+            paths |= set(self._names().with_inodes(since.mapped))
         modes = self._modes()
         changes: dict[bytes, gitindex.Entry | None] = {}
         left_out: list[str] = []
@@ -621,16 +632,37 @@ class Shadow:
         """The change set since this process's last snapshot, `valid` only when it covers that whole
         interval and the shadow index is still the one that snapshot left (changeset.py)."""
         base, self.later.base = self.later.base, None  # a snapshot that fails leaves no base to trust
+        # The mappings before the change set: one that goes between the two has sent its IN_CLOSE_WRITE by then.
+        inodes, unseen = self._mapped() if changes is not None else (set(), None)
         got = changes() if changes is not None else None
         if got is None:
             self.later.pending = set()
             return None
         taken, quiet = got
-        since = Since(taken, stat_all=not (kind == "after" and quiet), touched=taken.paths | taken.new_dirs)
+        # inotify names every write but one through a mapping that lives on (mapped.py): those files are read.
+        # Still lstat every file where that cannot be known, and in an "after" while a sandboxed process lives.
+        since = Since(taken, stat_all=unseen is not None or (kind == "after" and not quiet),
+                      touched=taken.paths | taken.new_dirs, mapped=inodes)
         since.valid = taken.complete and base == (changes, taken.number - 1, gitindex.checksum(self.git_dir / "index"),
                                                   self.later.excludes)
         self.later.fallback = "" if since.valid else "no complete change set since this process's last snapshot"
         return since
+
+    def _mapped(self) -> tuple[set[int], str | None]:
+        """The inodes mapped shared and writable on the workspace's filesystems now (mapped.py), and why
+        inotify cannot be trusted with the rest here (None: it can)."""
+        try:
+            fd = os.open(self.workspace, treeio.DIR_FLAGS)
+        except OSError as exc:
+            return set(), f"the workspace cannot be opened ({exc.strerror})"
+        try:
+            unseen = mapped.trusted_filesystem(fd)
+        finally:
+            os.close(fd)
+        devs = mapped.devices(str(self.workspace))
+        if devs is None:
+            return set(), unseen or "/proc/self/mountinfo cannot be read"
+        return mapped.shared_writable(devs), unseen
 
     def _chain(self, changes: ChangeSource | None, since: Since | None, watch: bool) -> None:
         """Make this snapshot the base the next one's change set starts from."""
@@ -895,8 +927,9 @@ class Since:
     """One snapshot's change set (sandbox.gitguard.Changes) and what the snapshot made of it."""
 
     changes: Any
-    stat_all: bool  # diff-files still lstat's every tracked file (a "before", or a sandboxed process alive)
+    stat_all: bool  # diff-files still lstat's every tracked file (see _since)
     touched: set[str]
+    mapped: set[int] = field(default_factory=set)  # inodes mapped shared and writable now: their files are read
     valid: bool = False
     listing: changeset.Listing | None = None  # set when the snapshot was taken from the change set
     new_tops: list[str] = field(default_factory=list)  # left-out entries that appeared (for the survey)

@@ -13,7 +13,7 @@ import fallback_grep
 from fallback_grep.syntax import Node
 from pydantic import Field
 
-from abhed.files import filewalk, rgjail, ripgrep
+from abhed.files import filewalk, rgjail, ripgrep, rgwalk
 from abhed.common.traits import Traits
 from abhed.common.errors import ToolError
 from abhed.files.textfile import human_size
@@ -32,6 +32,12 @@ MAX_PATTERN_BYTES = 64 * 1024
 SHOWN_PATTERN = 200  # characters of the pattern an answer repeats
 CONTENT_CHUNK = 16  # content mode searches matching files a few at a time until the cap is met
 SHOWN_EXAMPLES = 3
+# Content mode on rg's own walk: one run prints the lines (each file's first MAX_FILE_LINES + 1) when
+# they come to at most this much; past it, a files_with_matches walk, then lines of the first files.
+CONTENT_WALK_BYTES = 1 << 20
+# rg walks by itself in the view where its walk lists what the Python walk lists (rgwalk); False:
+# the Python walk always lists the files (the path every backend shares; tests pin races on it).
+RG_WALK = True
 
 
 def shown(pattern: str) -> str:
@@ -226,22 +232,30 @@ class Grep(Tool):
             search.bind(where, open_file, self._jail(ctx, search, where))
             # Content mode first learns which files match (cheap), then fetches lines from as few as it needs.
             first = query if mode != "content" else replace(query, mode="files_with_matches")
-            search.begin(first)
+            walked = None if single else self._walked(args, ctx, search, root, query, open_file)
+            fetched = search   # (where content mode's lines come from)
+            if walked is None:
+                search.begin(first)
             try:
-                # The walk hands each directory's files to the search as it goes (rg starts before it ends).
-                files, notes, skipped, size = self._files(root, single, keep, ctx, search)
-                hits = sorted(search.finish(files, first, search_workers(len(files), size)), key=lambda h: h.path)
+                if walked is not None:
+                    searched, notes, skipped, hits, fetched = walked
+                else:
+                    # The walk hands each directory's files to the search as it goes (rg starts before it ends).
+                    files, notes, skipped, size = self._files(root, single, keep, ctx, search)
+                    hits = search.finish(files, first, search_workers(len(files), size))
+                    searched = len(files)
+                hits = sorted(hits, key=lambda h: h.path)
                 found = [h for h in hits if not h.binary and h.error is None]
-                body = self._content(found, query, search) if found and mode == "content" else []
+                body = self._content(found, query, fetched) if found and mode == "content" else []
             except fallback_grep.error as exc:   # when rg handed over: fallback_grep's own limits
                 raise ToolError(str(exc), pattern=args.pattern) from None
             finally:
                 search.end()
             notes += search.notes + self._problem_notes(hits)
-            facts = {"backend": search.name, "files_searched": len(files), "files_matched": len(found),
-                     "mode": mode, "rg_jail": search.jail is not None}
+            facts = {"backend": search.name, "files_searched": searched, "files_matched": len(found),
+                     "mode": mode, "rg_jail": search.jail is not None, "rg_walk": walked is not None}
             if not found:
-                return ok("\n".join([self._nothing(args, root, files, hits, skipped), *notes]), **facts)
+                return ok("\n".join([self._nothing(args, root, searched, hits, skipped), *notes]), **facts)
             if mode == "files_with_matches":
                 body = [h.path for h in found[:MAX_FILES]]
                 body += [self._cut_note(len(found), "files")] if len(found) > MAX_FILES else []
@@ -285,6 +299,43 @@ class Grep(Tool):
         return sizes.kept, notes, len(listing.files) - len(sizes.kept), sizes.total
 
     @staticmethod
+    def _walked(args: GrepInput, ctx: ToolContext, search: _Search, root: Path, query: Query,
+                open_any: Callable[[str], int]) -> tuple[int, list[str], int, list[FileHits], Callable] | None:
+        """The directory `root` searched by rg walking by itself in the view (rgwalk): files
+        searched, notes, files left out for size, hits, and where content mode's lines come from
+        (the walk's own when it printed them, else `search`). None where its walk could list other
+        files than the Python walk, or cannot say what the notes need: then the Python walk lists them."""
+        if not RG_WALK or search.rg is None or search.jail is None or not ripgrep.streams(search.jail, search.regex):
+            return None
+        flags = rgwalk.usable(search.jail.root, ctx.settings.search.exclude, args.glob)
+        if flags is None:
+            return None
+        limit = ctx.settings.search.max_file_bytes
+        walk = lambda wanted, cap=None: rgwalk.walk(search.rg, search.jail, search.regex, str(root), wanted,  # noqa: E731
+                                                    search.opener, open_any, flags, limit, cap)
+        fetched: Callable = search
+        try:
+            if query.mode == "content":
+                try:   # the lines in the same run, when they are few (as the content pass asks for them)
+                    walked = walk(replace(query, per_file=MAX_FILE_LINES + 1), CONTENT_WALK_BYTES)
+                    lines = {h.path: h for h in walked.hits}
+                    fetched = lambda paths, wanted: [lines[p] for p in paths if p in lines]  # noqa: E731
+                except rgwalk.TooLong:
+                    walked = walk(replace(query, mode="files_with_matches"))
+            else:
+                walked = walk(query)
+        except rgwalk.Fallback:
+            return None
+        except ripgrep.RgRejected as exc:
+            search._without_rg(exc, query)
+            return None
+        search.large = frozenset(walked.large)
+        sizes = _Sizes(limit, search)
+        sizes.big = walked.big
+        hidden = hidden_note(root, walked.hidden_dirs, walked.hidden_files)
+        return walked.searched, sizes.notes() + ([hidden] if hidden else []), len(walked.big), walked.hits, fetched
+
+    @staticmethod
     def _jail(ctx: ToolContext, search: _Search, where: Path) -> rgjail.Jail | None:
         """rg's read-only view of the root being searched, when rg searches and bwrap can make one;
         None: rg reads descriptors opened here (as safe, slower on many files)."""
@@ -317,14 +368,14 @@ class Grep(Tool):
     # -- what to show --------------------------------------------------------------------------
 
     @staticmethod
-    def _nothing(args: GrepInput, root: Path, files: list[str], hits: list[FileHits], skipped: int) -> str:
+    def _nothing(args: GrepInput, root: Path, searched: int, hits: list[FileHits], skipped: int) -> str:
         """The head of an answer without matches: never a plain "no matches" when files went unsearched."""
         where = f"{root}" + (f" (glob {args.glob})" if args.glob else "")
         unread = sum(1 for h in hits if h.error)
         if root.is_file() and skipped:
             return f"[{root} was NOT searched (see below): this is not a \"no match\", no line of it was looked at.]"
         if unread or skipped:
-            return (f"[no matches for {shown(args.pattern)} in the {len(files) - unread} file(s) searched in {where}; some "
+            return (f"[no matches for {shown(args.pattern)} in the {searched - unread} file(s) searched in {where}; some "
                     "files were NOT searched (see below)]")
         return f"[no matches for {shown(args.pattern)} in {where}]"
 
@@ -351,11 +402,15 @@ class Grep(Tool):
         body: list[str] = []
         budget, shown_files = MAX_MATCHES, 0
         wanted = replace(query, per_file=MAX_FILE_LINES + 1)
-        for start in range(0, len(found), CONTENT_CHUNK):
+        # Every file shown holds a match, so MAX_MATCHES files always suffice: without context, one
+        # run (each costs a process start, a bwrap start in the jail); with context, fewer files a
+        # run, so that a run fetches about as many lines as before.
+        step = max(CONTENT_CHUNK, MAX_MATCHES // (1 + 2 * query.context))
+        for start in range(0, len(found), step):
             if budget <= 0:
                 break
-            chunk = {h.path: h for h in search([h.path for h in found[start:start + CONTENT_CHUNK]], wanted)}
-            for hit in found[start:start + CONTENT_CHUNK]:
+            chunk = {h.path: h for h in search([h.path for h in found[start:start + step]], wanted)}
+            for hit in found[start:start + step]:
                 if budget <= 0:
                     break
                 detail = chunk.get(hit.path)
