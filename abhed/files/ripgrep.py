@@ -375,6 +375,7 @@ def _file_errors(stderr: bytes, names: dict[str, str]) -> Iterator[FileHits]:
 
 def _parse_listing(out: bytes, query: Query) -> Iterator[tuple[FileHits, str]]:
     """`--files-with-matches --null`: path\\0 ...; `--count --null`: path\\0count\\n ..."""
+    entries: list[tuple[bytes, int]]
     if query.mode == "files_with_matches":
         entries = [(p, 1) for p in out.split(b"\0") if p]
     else:
@@ -386,9 +387,9 @@ def _parse_listing(out: bytes, query: Query) -> Iterator[tuple[FileHits, str]]:
             count, _, following = piece.partition(b"\n")
             entries.append((path, int(count)))
             path = following
-    for raw, count in entries:
+    for raw, hits in entries:
         name = os.fsdecode(raw)
-        yield FileHits(name, count), name
+        yield FileHits(name, hits), name
 
 
 def _parse_lines(out: bytes, query: Query) -> Iterator[tuple[FileHits, str]]:
@@ -396,14 +397,14 @@ def _parse_lines(out: bytes, query: Query) -> Iterator[tuple[FileHits, str]]:
     between context groups. A line longer than MAX_COLUMNS bytes arrives as its head and PREVIEW_MARK."""
     found: dict[str, FileHits] = {}
     for line in out.split(b"\n"):
-        name, nul, rest = line.partition(b"\0")
+        raw, nul, rest = line.partition(b"\0")
         if not nul:
             continue  # "--" between context groups, or the final empty piece
         digits = len(rest) - len(rest.lstrip(b"0123456789"))
         number, kind, text = int(rest[:digits]), rest[digits:digits + 1], rest[digits + 1:]
         if text.endswith(PREVIEW_MARK) and len(text) - len(PREVIEW_MARK) == MAX_COLUMNS:
             text = text[:MAX_COLUMNS]  # at least LINE_CHARS + 1 characters: the tool cuts it and says so
-        hits = found.setdefault(os.fsdecode(name), FileHits(os.fsdecode(name)))
+        hits = found.setdefault(os.fsdecode(raw), FileHits(os.fsdecode(raw)))
         hits.lines.append((number, text.decode("utf-8", "replace"), kind == b":"))
         hits.count += kind == b":"
     for name, hits in found.items():
