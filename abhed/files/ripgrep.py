@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import resource
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -203,7 +203,7 @@ class Stream:
         self.large: list[str] = []
         self.wanted = FIRST_NAMES
 
-    def add(self, files: list[str], large: list[str] = ()) -> None:  # type: ignore[assignment]
+    def add(self, files: list[str], large: Sequence[str] = ()) -> None:
         """More files to search (all below the root); `large`: among them, those of MMAP_FROM bytes or more."""
         if large:
             self.large += large
