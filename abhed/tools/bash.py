@@ -8,7 +8,7 @@ from pathlib import Path
 
 import sandbox
 from sandbox import reserve
-from pydantic import Field, field_validator
+from pydantic import Field, PrivateAttr, field_validator
 
 from abhed.common import frozen
 from abhed.session import seed
@@ -18,7 +18,8 @@ from abhed.common.errors import ToolError
 from abhed.gate.interactive import interactive_reason
 from abhed.gate.jobs import JobCommand, job_command
 from abhed.files.paths import is_within
-from abhed.gate.shellparse import analyze
+from abhed.gate.readonly import read_only
+from abhed.gate.shellparse import Analysis, analysis_of, analyze
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, ok
 
 OUTPUT_CHARS = 30_000  # combined stdout+stderr kept, head and tail (spec §7)
@@ -57,6 +58,18 @@ class BashInput(ToolInput):
     timeout_ms: int | None = Field(None, ge=1, le=MAX_TIMEOUT_MS, description="Default 120000, max 600000.")
     background: bool | None = Field(None, description="Run detached; returns a handle. Use for servers and long "
                                                       "builds.")
+    # The line's analysis, with the exact line it was made from: one parse per call (issue 35).
+    _analysis: tuple[str, Analysis] | None = PrivateAttr(default=None)
+
+    def analysis(self) -> Analysis:
+        """What the command line runs (gate/shellparse.py), parsed once for the whole call: the gate's
+        verdict, the checkpoint decision, the interactive check, the approval prompt and the refusal
+        all read this one (gate/shellparse.analysis_of). Kept beside the exact line it was made from,
+        so a changed command is parsed again, never judged by another line's analysis."""
+        kept = self._analysis
+        if kept is None or kept[0] != self.command:
+            kept = self._analysis = (self.command, analyze(self.command))
+        return kept[1]
 
     @field_validator("command", "description")
     @classmethod
@@ -158,8 +171,7 @@ class Bash(Tool):
     def call_traits(self, args: BashInput) -> Traits:
         """A line proven read-only (gate/readonly.py: every command on the read-only list) changes no
         file, so no checkpoint is taken before it; any other line may change the workspace."""
-        from abhed.gate.approval import read_only_command
-        if read_only_command(args.command):
+        if read_only(analysis_of(args)):  # the call's one analysis (a caller's plain object: parsed here)
             return replace(self.traits, reads_only=True, mutates=False, checkpoint=False)
         return self.traits
 
@@ -167,7 +179,7 @@ class Bash(Tool):
         control = job_command(args.command)
         if control is not None:
             return self._job_control(control, ctx)
-        reason = interactive_reason(analyze(args.command))
+        reason = interactive_reason(args.analysis())
         if reason:
             raise ToolError(f"Not run: {reason}", reason="interactive")
         store = store_reserve(ctx)
