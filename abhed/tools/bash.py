@@ -124,15 +124,16 @@ STORE_FS = "the session store's filesystem"
 
 
 @dataclass
-class Shell:
-    """The sandbox of one session's process, and the background jobs started in it."""
+class BashSandbox:
+    """The bash tool's sandbox for one session's process, and the background jobs started in it
+    (ToolContext.shell). The shell program it runs is sandbox/shell.py's Shell."""
 
     box: sandbox.Sandbox
     log_dir: Path
     jobs: dict[str, sandbox.BackgroundJob] = field(default_factory=dict)
 
     @classmethod
-    def open(cls, ctx: ToolContext) -> Shell:
+    def open(cls, ctx: ToolContext) -> BashSandbox:
         try:
             # The checkpoint store's links to the repository's packs (seed.py) are Abhed's own: not told as shared.
             own = ctx.checkpoints.shadow.dir / seed.PACKS / "pack" if ctx.checkpoints is not None else None
@@ -187,7 +188,7 @@ class Bash(Tool):
             raise ToolError(f"The {'background job did not start' if args.background else 'command did not run'}: "
                             f"{store}", reason="disk_reserve")
         if ctx.shell is None:
-            ctx.shell = Shell.open(ctx)
+            ctx.shell = BashSandbox.open(ctx)
         cwd = self._cwd(ctx)
         if args.background:
             return self._background(args, ctx, cwd)
@@ -255,7 +256,7 @@ class Bash(Tool):
                   f"session ends.{notes}", job=handle, log=str(log), sandboxed=job.sandboxed)
 
     @staticmethod
-    def _too_many_jobs(shell: Shell, refused: sandbox.JobLimitReached) -> str:
+    def _too_many_jobs(shell: BashSandbox, refused: sandbox.JobLimitReached) -> str:
         """The refusal of a job beyond sandbox.max_background_jobs, naming the running ones as the model
         knows them (their handles) and how it stops one."""
         handles = {id(job): handle for handle, job in shell.jobs.items()}
