@@ -120,3 +120,23 @@ def test_the_compiled_regexes_kept_are_bounded(monkeypatch):
     assert len(filewalk._COMPILED) == 3 and filewalk._compile("a1") is filewalk._COMPILED["a1"]
     filewalk._compile("a3")
     assert list(filewalk._COMPILED) == ["a3"] and filewalk._compile("a3").fullmatch("a3")
+
+
+def test_a_glob_matching_few_files_still_splits_a_big_walk(tmp_path, monkeypatch):
+    """The split's estimate counts the files the walk meets, not the few the pattern keeps: after
+    the root (STEP 1), 10 files seen and 4 directories pending make 40 files still to walk."""
+    from abhed.files import splitwalk
+    for i in range(10):
+        (tmp_path / f"f{i}.txt").write_text("x")
+    for d in range(4):
+        (tmp_path / f"d{d}").mkdir()
+        (tmp_path / f"d{d}" / "g.c").write_text("x")
+    split = []
+    real = splitwalk.fork_map
+    monkeypatch.setattr(splitwalk, "fork_map", lambda *a: split.append(a[2]) or real(*a))
+    monkeypatch.setattr(splitwalk, "STEP", 1)
+    monkeypatch.setattr(splitwalk, "MIN_FILES", 40)
+    with filewalk.Walk(tmp_path, EXCLUDES, stamp=matching("**/*.c", tmp_path), only_stamped=True) as walking:
+        shares = splitwalk.summaries(walking, lambda listing: sorted(listing.stamped), 2)
+    assert sorted(p for share in shares for p in share) == [str(tmp_path / f"d{d}" / "g.c") for d in range(4)]
+    assert split == [2]

@@ -333,6 +333,7 @@ class Listing:
     unreadable: list[str] = field(default_factory=list)  # directories that could not be listed
     stamped: list[str] = field(default_factory=list)  # walk(stamp=...): the files stamped, in walk order
     stamps: list[int] = field(default_factory=list)  # and their modification times (ns), index for index
+    seen: int = 0  # regular files in the directories listed, whatever the rules or `stamp` (only_stamped) say
 
 
 def walk(root: Path, excludes: Iterable[str], keep: Callable[[str], bool] | None = None,
@@ -417,6 +418,7 @@ class Walk:
             names = list(map(_NAME, filter(_IS_FILE, entries)))
             subdirs = list(map(_NAME, filter(_IS_DIR, entries)))
             rule_files = _RULE_FILES.intersection(names).union(_RULE_FILES.intersection(subdirs))
+            listing.seen += len(names)
             stamp = self.stamp
             if self.only_stamped:  # the rest are not seen: every file left is stamped
                 names = list(compress(names, map(stamp, map(add, repeat((directory + "/")[cut:]), names))))
