@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, MutableSequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from functools import partial
+from functools import lru_cache, partial
 from operator import add, attrgetter, methodcaller
 from pathlib import Path
 
@@ -30,21 +30,14 @@ from abhed.files import atomic, beneath
 
 ANY_DEPTH = "^(?:.+/)?"  # how pathspec starts a pattern without a slash: it matches a name at any depth
 GLOB_CHARS = frozenset("*?[\\")
-# The compiled rule regexes, by source. re's own cache holds 512 and drops the oldest first: the
-# Linux tree alone makes ~200 (a union per directory chain and depth), and a long session compiles
-# many more, so a walk found them evicted and compiled them all again (~65 ms a glob of the kernel).
-_COMPILED: dict[str, re.Pattern[str]] = {}
-MAX_COMPILED = 4096  # pragma: no mutate (a bound on memory: a tree with more unions recompiles some)
 
 
+@lru_cache(maxsize=4096)  # pragma: no mutate (a bound on memory: a tree with more unions recompiles some)
 def _compile(source: str) -> re.Pattern[str]:
-    """re.compile(source), kept here for the life of the process (up to MAX_COMPILED sources)."""
-    regex = _COMPILED.get(source)
-    if regex is None:
-        if len(_COMPILED) >= MAX_COMPILED:
-            _COMPILED.clear()
-        regex = _COMPILED[source] = re.compile(source)
-    return regex
+    """re.compile(source), memoized for the life of the process. re's own cache holds 512 patterns
+    and drops the oldest first: the Linux tree's ignore files alone make ~170, and a long session
+    compiles many more, so a walk found its regexes evicted and compiled them all again."""
+    return re.compile(source)
 
 
 def _combine(alternatives: list[str]) -> re.Pattern[str] | None:
