@@ -6,9 +6,13 @@ from __future__ import annotations
 import os
 import re
 
-from abhed.files import filewalk
+import pytest
+
+from abhed.files import filewalk, splitwalk
 from abhed.files.filewalk import walk
 from abhed.files.globpattern import compile_glob, path_test
+from abhed.tools.glob import Found, pruner
+from test_glob_split import _workspace
 
 EXCLUDES = ["node_modules", ".git", "target", "dist", "__pycache__"]
 FUTURE = 3_000_000_000  # 2065: newer than any file made now
@@ -120,7 +124,6 @@ def test_the_compiled_regexes_kept_are_bounded():
 def test_a_glob_matching_few_files_still_splits_a_big_walk(tmp_path, monkeypatch):
     """The split's estimate counts the files the walk meets, not the few the pattern keeps: after
     the root (STEP 1), 10 files seen and 4 directories pending make 40 files still to walk."""
-    from abhed.files import splitwalk
     for i in range(10):
         (tmp_path / f"f{i}.txt").write_text("x")
     for d in range(4):
@@ -135,3 +138,16 @@ def test_a_glob_matching_few_files_still_splits_a_big_walk(tmp_path, monkeypatch
         shares = splitwalk.summaries(walking, lambda listing: sorted(listing.stamped), 2)
     assert sorted(p for share in shares for p in share) == [str(tmp_path / f"d{d}" / "g.c") for d in range(4)]
     assert split == [2]
+
+
+@pytest.mark.parametrize("pattern", ["**/*", "**/*.c", "src*/**/*.h", "*.txt", "**/*.log", "**/{a,b}*.c",
+                                     "lib*/deep/**", "src1/m*/a0[0-9].c", "nothing/**/*.zz"])
+def test_what_glob_reports_is_the_same_whether_the_walk_sees_only_matches_or_every_file(ws, pattern):
+    """Found (the newest, the counts, the hidden directories and matches) from a walk that sees only
+    the pattern's files equals Found from a walk that sees every file and stamps the matches."""
+    _workspace(ws)
+    regex, expanded = compile_glob(pattern, str(ws))
+    found = [Found.of(walk(ws, EXCLUDES, stamp=path_test(regex, expanded), descend=pruner(expanded), only_stamped=only),
+                      ws, regex, expanded) for only in (False, True)]
+    assert found[0] == found[1]
+    assert found[1].count == len(found[1].newest) or len(found[1].newest) == 1000
