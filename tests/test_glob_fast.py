@@ -117,7 +117,7 @@ def test_a_tree_walked_before_compiles_no_regex_again(ws, monkeypatch):
 
 
 def test_the_compiled_regexes_kept_are_bounded():
-    assert filewalk._compile.cache_info().maxsize == 4096
+    assert filewalk._compile.cache_info().maxsize == 1024
     assert filewalk._compile("a(b)c") is filewalk._compile("a(b)c") and filewalk._compile("a(b)c").fullmatch("abc")
 
 

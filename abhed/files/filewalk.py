@@ -32,7 +32,7 @@ ANY_DEPTH = "^(?:.+/)?"  # how pathspec starts a pattern without a slash: it mat
 GLOB_CHARS = frozenset("*?[\\")
 
 
-@lru_cache(maxsize=4096)  # pragma: no mutate (a bound on memory: a tree with more unions recompiles some)
+@lru_cache(maxsize=1024)  # pragma: no mutate (a bound on memory, a few MB: the Linux tree needs ~170)
 def _compile(source: str) -> re.Pattern[str]:
     """re.compile(source), memoized for the life of the process. re's own cache holds 512 patterns
     and drops the oldest first: the Linux tree's ignore files alone make ~170, and a long session
