@@ -331,22 +331,6 @@ def _searchable_length(buf: bytearray, n: int, output_mode: str) -> int:
     return buf.rfind(b"\n", 0, nul) + 1
 
 
-def read_file(path):
-    """The whole file as one bytes object, read through a raw descriptor (cheaper per file than
-    open().read(), which matters over tens of thousands of small files)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        chunks = []
-        while True:
-            chunk = os.read(fd, READ_CHUNK)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
 class FileReader:
     """Reads files into one reused buffer.
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from abhed.agent import dispatch
-from abhed.agent.dispatch import INTERNAL, INVALID_INPUT, TOO_LARGE, bounds_error, nul_error, parse_arguments
+from abhed.agent.dispatch import INTERNAL, INVALID_INPUT, TOO_LARGE, bounds_error, nul_error, read_arguments
 from abhed.session.events import ActionEvent
 from abhed_testing import Tools, abhed
 
@@ -200,11 +200,11 @@ def test_an_integer_too_long_for_python_is_bad_json_not_a_crash(tools):
     assert "Send one JSON object" in result.content and not tools.session.log.load().problems
 
 
-def test_parse_arguments_reports_bounds_without_parsing():
-    value, why = parse_arguments("[" * 50 + "]" * 50)
-    assert value == "[" * 50 + "]" * 50 and "nested more than 32" in why
-    assert parse_arguments("") == ({}, None) and parse_arguments({"a": 1}) == ({"a": 1}, None)
-    assert parse_arguments("{oops")[1] == "Expecting property name enclosed in double quotes at line 1 column 2 (character 1)"
+def test_read_arguments_reports_bounds_without_parsing():
+    deep = read_arguments("[" * 50 + "]" * 50)
+    assert deep.value == "[" * 50 + "]" * 50 and "nested more than 32" in deep.too_large and deep.bad_json is None
+    assert read_arguments("") == dispatch.Parsed({}) and read_arguments({"a": 1}) == dispatch.Parsed({"a": 1})
+    assert read_arguments("{oops").bad_json == "Expecting property name enclosed in double quotes at line 1 column 2 (character 1)"
 
 
 CLI_NASTY = ["[" * 3000, '{"path": ' + "[" * 900 + "]" * 900 + "}", '{"path": "\\u0000"}', '{"path": "\\ud800"}',

@@ -4,6 +4,7 @@ process group, and dies with Abhed. Judged by the host's process table, never by
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -78,14 +79,15 @@ def test_an_interrupt_while_waiting_kills_the_child(tmp_path: Path) -> None:
 DIES_WITH = r"""
 import sys
 from abhed.common import hostproc
-proc = hostproc.popen(["sleep", "600"])
+proc = hostproc.popen([sys.argv[1], "600"])
 print(proc.pid, flush=True)
 sys.stdin.read()
 """
 
 
-def test_the_child_dies_with_abhed_even_on_kill_9() -> None:
-    parent = subprocess.Popen([sys.executable, "-c", DIES_WITH], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+@pytest.mark.parametrize("sleep", ["sleep", shutil.which("sleep")], ids=["by name: preexec_fn", "by path: setpriv"])
+def test_the_child_dies_with_abhed_even_on_kill_9(sleep: str) -> None:
+    parent = subprocess.Popen([sys.executable, "-c", DIES_WITH, sleep], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               env={**os.environ, "PYTHONPATH": str(REPO)})
     child = int(parent.stdout.readline())
     assert alive(child)
@@ -150,3 +152,16 @@ def test_a_run_past_max_output_is_killed_and_said():
     with pytest.raises(hostproc.TooMuch):
         hostproc.run(["sh", "-c", "head -c 300000 /dev/zero; sleep 30"], timeout=20, max_output=100000)   # (and not 30 s later)
     assert hostproc.run(["sh", "-c", "head -c 1000 /dev/zero"], timeout=20, max_output=1000).stdout == b"\0" * 1000
+
+
+def test_a_program_given_by_path_is_started_through_setpriv_without_a_python_function_in_the_child() -> None:
+    """No preexec_fn: the child is started with vfork, not a fork that copies Abhed's page tables."""
+    line, first = hostproc._dying_with_abhed(["/bin/true", "x"])
+    assert line[-2:] == ["/bin/true", "x"] and line[1:4] == ["--pdeathsig", "KILL", "--"], line
+    assert first is None
+    assert hostproc._dying_with_abhed(["true"])[1] is not None  # by name: Popen's own lookup, as before
+
+
+def test_a_missing_program_still_raises_file_not_found(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        hostproc.run([str(tmp_path / "no-such-program")], timeout=5)

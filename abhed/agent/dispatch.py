@@ -134,14 +134,6 @@ def read_arguments(arguments: Any, max_bytes: int = MAX_BYTES, max_depth: int = 
         return Parsed(arguments, bad_json=str(exc).split(";")[0])
 
 
-def parse_arguments(arguments: Any, max_bytes: int = MAX_BYTES,
-                    max_depth: int = MAX_DEPTH) -> tuple[Any, str | None]:
-    """The arguments as a Python value, or the reason they are not valid JSON. Arguments over the
-    bounds (bounds_error) are not parsed: the value is the raw text, the reason that."""
-    parsed = read_arguments(arguments, max_bytes, max_depth)
-    return parsed.value, parsed.too_large or parsed.bad_json
-
-
 _UNENCODABLE = re.compile("[\0\ud800-\udfff]")
 
 
@@ -180,10 +172,6 @@ def unknown_tool(name: str, extra: ToolSource | None = None) -> ToolResult:
     hint = f" Did you mean `{close[0]}`?" if close else ""
     return fail(f"There is no tool named `{name}`.{hint} The tools are: {', '.join(names)}. Call one of them by its "
                 "exact name.", error_kind=UNKNOWN_TOOL)
-
-
-def execute(ctx: ToolContext, name: str, arguments: Any, gate: Gate, action: ActionEvent | None = None) -> ToolResult:
-    return _execute(ctx, name, _read(ctx, arguments), gate, action)
 
 
 def _read(ctx: ToolContext, arguments: Any) -> Parsed:

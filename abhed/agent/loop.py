@@ -104,17 +104,23 @@ def batches(calls: Sequence[ToolCall], traits_of: Callable[[str], Traits | None]
 
 
 @dataclass(frozen=True)
-class Limits:
+class RunLimits:
+    """How far a run may go (None: no bound): the budget's turns, tokens and wall-clock seconds.
+    (The sandbox's per-command resource limits are sandbox.Limits.)"""
+
     turns: int | None = None
     tokens: int | None = None
     seconds: float | None = None
+
+
+Limits = RunLimits  # the old name, kept only because tests import it (tests/agent, tests/task, test_where_changes_go.py)
 
 
 class Budget:
     """Turns, tokens and wall time of a run. Hierarchical: a child's spend is charged to every
     ancestor too, and a child is exhausted when any ancestor is."""
 
-    def __init__(self, limits: Limits, parent: Budget | None = None,
+    def __init__(self, limits: RunLimits, parent: Budget | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.limits, self.parent, self.clock = limits, parent, clock
         self.turns = self.tokens = 0
@@ -124,7 +130,7 @@ class Budget:
         self._lock: threading.Lock = parent._lock if parent is not None else threading.Lock()
         self._stopped: str | None = None
 
-    def child(self, limits: Limits) -> Budget:
+    def child(self, limits: RunLimits) -> Budget:
         return Budget(limits, self, self.clock)
 
     def charge(self, *, turns: int = 0, tokens: int = 0) -> None:
@@ -516,7 +522,7 @@ class Agent:
         subagents draw on one budget below this agent's, so stopping it stops them all."""
         for call in batch:
             self.display.tool_started(call)
-        group = self.budget.child(Limits())
+        group = self.budget.child(RunLimits())
         ctx = replace(self.ctx, spawn=partial(self._spawn_task, under=group))
         pool = ThreadPoolExecutor(max_workers=min(self.config.max_parallel_subagents, len(batch)),
                                   thread_name_prefix="abhed-task")
@@ -664,7 +670,7 @@ class Agent:
         agent_id = f"{self.agent_id}.{next(self._children)}"
         display = display or self.display.subagent(agent_id, label or prompt)
         ctx = replace(self.ctx, session=self.ctx.session.branch(), spawn=None)
-        budget = under.child(Limits(turns=max_turns))
+        budget = under.child(RunLimits(turns=max_turns))
         child = Agent(ctx, self.model, self.gate.labelled(agent_id, label, budget.stopped), budget, config=self.config,
                       display=display, agent_id=agent_id, parent_id=self.agent_id,
                       tools=tools if tools is not None else [t for t in self.tools if not t.traits.spawns], role=role)

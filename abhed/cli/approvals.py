@@ -20,7 +20,7 @@ from typing import Any
 from abhed.gate import wrappers
 from abhed.gate.approval import Answer, Policy, Rule, Verdict
 from abhed.gate.readonly import HARMLESS
-from abhed.gate.shellparse import analyze
+from abhed.gate.shellparse import analysis_of
 
 SUBCOMMAND = re.compile(r"[A-Za-z][\w.-]*")
 # Programs whose second word names what they do (`git status`, `npm test`): their prefix rule keeps it.
@@ -35,7 +35,7 @@ def exact_rules(tool: str, args: Any, workspace: Path) -> tuple[str, ...]:
     """Rules allowing exactly this call: every command of a bash line as a rule sees it (what a
     wrapper such as `timeout 5` runs, never the wrapper), or this one file."""
     if tool == "bash":
-        commands = _ruled(str(getattr(args, "command", "")))
+        commands = _ruled(args)
         return tuple(dict.fromkeys(f"bash({shlex.join(argv)})" for argv in commands))
     relative = _relative(getattr(args, "path", None), workspace)
     return (f"{tool}({relative})",) if relative else ()
@@ -46,7 +46,7 @@ def prefix_rules(tool: str, args: Any, workspace: Path) -> tuple[str, ...]:
     rule sees it (`timeout 5 npm test` -> `bash(npm test:*)`); the file's directory."""
     if tool == "bash":
         rules = []
-        for argv in _ruled(str(getattr(args, "command", ""))):
+        for argv in _ruled(args):
             words = argv[:2] if argv[0] in WITH_SUBCOMMANDS and len(argv) > 1 \
                 and SUBCOMMAND.fullmatch(argv[1] or "") else argv[:1]
             rules.append(f"bash({shlex.join(words)}:*)")
@@ -58,12 +58,12 @@ def prefix_rules(tool: str, args: Any, workspace: Path) -> tuple[str, ...]:
     return (f"{tool}({folder}/**)",) if folder else (tool,)
 
 
-def _ruled(line: str) -> list[list[str]]:
-    """Each command of the line that needs a rule, normalised as rules are matched (wrappers.normal);
+def _ruled(args: Any) -> list[list[str]]:
+    """Each command of the call's line (its one analysis, shellparse.analysis_of) that needs a rule, normalised as rules are matched (wrappers.normal);
     none at all when one of them cannot be said exactly or is a wrapper itself (`sudo x`, `xargs x`,
     `nice` alone): a rule on a wrapper would read as allowing what it wraps, so none is offered."""
     found: list[list[str]] = []
-    for command in analyze(line).commands:
+    for command in analysis_of(args).commands:
         if command.program in HARMLESS or command.runs_script:
             continue
         normal = wrappers.normal(command.argv)

@@ -110,9 +110,9 @@ def open_model(settings: config.Settings, display: Display) -> Model:
 
 
 def budget(settings: config.Settings) -> Budget:
-    from abhed.agent.loop import Budget, Limits
+    from abhed.agent.loop import Budget, RunLimits
     a = settings.agent
-    return Budget(Limits(turns=a.max_turns, tokens=a.max_tokens, seconds=a.max_seconds))
+    return Budget(RunLimits(turns=a.max_turns, tokens=a.max_tokens, seconds=a.max_seconds))
 
 
 def project_root(start: Path) -> Path:

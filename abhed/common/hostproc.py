@@ -9,7 +9,13 @@ Each child therefore
   group) and `Timeout` says what was stopped and after how long;
 - runs in a process group of its own, so that kill reaches its children too, and a Ctrl-C typed
   at Abhed's terminal reaches Abhed alone, which then kills the group (every exit path does);
-- dies with Abhed (PR_SET_PDEATHSIG = SIGKILL, checked against a parent that died first).
+- dies with Abhed (PR_SET_PDEATHSIG = SIGKILL). util-linux's `setpriv --pdeathsig KILL` sets it
+  between exec and exec, so the child is started with vfork: a Python function run in the child
+  (`preexec_fn`) forces a fork, which copies the page tables of all of Abhed's memory (31 ms per
+  child for a process holding 200 MB, against 0.6 ms). The one thing setpriv does not do is check
+  that Abhed was still alive when it set the signal: a child whose Abhed was killed in that half
+  millisecond runs to its end. Where setpriv is missing, the child does it itself, with that
+  check, at fork's price.
 """
 
 from __future__ import annotations
@@ -52,6 +58,29 @@ def _dies_with(parent: int):
     return first
 
 
+def _setpriv() -> str | None:
+    """setpriv, when it can set the parent-death signal (util-linux 2.33 and later)."""
+    for directory in ("/usr/bin", "/bin"):
+        path = os.path.join(directory, "setpriv")
+        if os.access(path, os.X_OK):
+            done = subprocess.run([path, "--pdeathsig", "KILL", "--", "/bin/true"], capture_output=True)
+            return path if done.returncode == 0 else None
+    return None
+
+
+_SETPRIV: list[str | None] = []  # looked for once per process
+
+
+def _dying_with_abhed(argv: Sequence[str]) -> tuple[list[str], Callable[[], None] | None]:
+    """The command line and the preexec function that make a child die with Abhed."""
+    if not _SETPRIV:
+        _SETPRIV.append(_setpriv())
+    # A program given by name or missing: as before (Popen's own lookup, and its FileNotFoundError).
+    if _SETPRIV[0] is not None and os.path.isabs(argv[0]) and os.access(argv[0], os.X_OK):
+        return [_SETPRIV[0], "--pdeathsig", "KILL", "--", *argv], None
+    return list(argv), _dies_with(os.getpid())
+
+
 def popen(argv: Sequence[str], **kwargs) -> subprocess.Popen:
     """subprocess.Popen in a process group of its own, dying with Abhed.
 
@@ -62,7 +91,8 @@ def popen(argv: Sequence[str], **kwargs) -> subprocess.Popen:
     main = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is not None
     previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum)) if main else None
     try:
-        proc = subprocess.Popen(list(argv), process_group=0, preexec_fn=_dies_with(os.getpid()), **kwargs)
+        line, first = _dying_with_abhed(argv)
+        proc = subprocess.Popen(line, process_group=0, preexec_fn=first, **kwargs)
     finally:
         if main:
             signal.signal(signal.SIGINT, previous)

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from abhed.conformance.trial import Result
+from abhed.conformance.trial import TrialResult
 from abhed.tools import native_traits
 
-Check = Callable[[Path, Result], "str | None"]
+Check = Callable[[Path, TrialResult], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def farewell(name):
 READ_EDIT_FILES = {"greeting.py": GREETING}
 
 
-def _read_edit(ws: Path, result: Result) -> str | None:
+def _read_edit(ws: Path, result: TrialResult) -> str | None:
     return expect(ws, "greeting.py", GREETING.replace('"Helo, "', '"Hello, "'))
 
 
@@ -106,7 +106,7 @@ NAV_FILES = {
 }
 
 
-def _navigate(ws: Path, result: Result) -> str | None:
+def _navigate(ws: Path, result: TrialResult) -> str | None:
     return first(expect(ws, "app/settings/limits.py", NAV_FILES["app/settings/limits.py"].replace(
         "MAX_RETRIES = 3", "MAX_RETRIES = 5")), unchanged(ws, NAV_FILES, but=("app/settings/limits.py",)))
 
@@ -153,7 +153,7 @@ def _edits_files(tool: str) -> bool:
     return traits is not None and traits.edits_files
 
 
-def _test_fix(ws: Path, result: Result) -> str | None:
+def _test_fix(ws: Path, result: TrialResult) -> str | None:
     problem = unchanged(ws, TEST_FILES, but=("calc.py",))
     if problem:
         return problem
@@ -175,7 +175,7 @@ def _test_fix(ws: Path, result: Result) -> str | None:
 COLOURS = ("red", "green", "blue")
 
 
-def _plan_todo(ws: Path, result: Result) -> str | None:
+def _plan_todo(ws: Path, result: TrialResult) -> str | None:
     problem = first(*(expect(ws, f"{c}.txt", f"{c}\n") for c in COLOURS),
                     expect(ws, "index.txt", "".join(f"{c}.txt\n" for c in COLOURS)))
     if problem:
@@ -204,7 +204,7 @@ DELEGATE_FILES = {
 }
 
 
-def _delegate(ws: Path, result: Result) -> str | None:
+def _delegate(ws: Path, result: TrialResult) -> str | None:
     problem = expect(ws, "FOUND.txt", str(ws / "mirrors/select/policy.py") + "\n")
     if problem and (ws / "FOUND.txt").is_file() and (ws / "FOUND.txt").read_text().strip() == str(
             ws / "mirrors/select/policy.py"):
@@ -272,15 +272,15 @@ RETRY_FILES = {
 ASSIGNING = ("svc/client.py", "svc/tuning.py", "svc/worker.py")
 
 
-def _whitespace(ws: Path, result: Result) -> str | None:
+def _whitespace(ws: Path, result: TrialResult) -> str | None:
     return expect(ws, "settings.py", TABBED.replace("= 30", "= 60"))
 
 
-def _relative(ws: Path, result: Result) -> str | None:
+def _relative(ws: Path, result: TrialResult) -> str | None:
     return expect(ws, "config/app.ini", APP_INI.replace("debug = true", "debug = false"))
 
 
-def _lookahead(ws: Path, result: Result) -> str | None:
+def _lookahead(ws: Path, result: TrialResult) -> str | None:
     wanted = "".join(f"{ws / name}\n" for name in sorted(ASSIGNING))
     path = ws / "ASSIGNS.txt"
     if path.is_file() and path.read_text().strip() == wanted.strip():
@@ -288,7 +288,7 @@ def _lookahead(ws: Path, result: Result) -> str | None:
     return expect(ws, "ASSIGNS.txt", wanted) or unchanged(ws, RETRY_FILES)
 
 
-def _several(ws: Path, result: Result) -> str | None:
+def _several(ws: Path, result: TrialResult) -> str | None:
     parts = SHAPES.split("def perimeter")
     return expect(ws, "shapes.py", parts[0] + "def perimeter" + parts[1].replace("return None", "return 0"))
 

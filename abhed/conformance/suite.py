@@ -13,7 +13,7 @@ from abhed.session.config import Settings
 from abhed.conformance import adapter
 from abhed.conformance.report import CATEGORIES, Report, TestReport, grade
 from abhed.conformance.scenarios import RECOVERY, SCENARIOS, Scenario
-from abhed.conformance.trial import Result, Trial
+from abhed.conformance.trial import Trial, TrialResult
 from abhed.agent.display import Display
 from abhed.model.connect import Model
 
@@ -83,13 +83,13 @@ def _scenario(scenario: Scenario, trial: Trial) -> TestReport:
     return test
 
 
-def _failed(result: Result) -> str | None:
+def _failed(result: TrialResult) -> str | None:
     if result.outcome.status in ("failed", "interrupted"):
         return f"the run {result.outcome.status}: {result.outcome.detail}"
     return None
 
 
-def _report(category: str, name: str, result: Result, problem: str | None) -> TestReport:
+def _report(category: str, name: str, result: TrialResult, problem: str | None) -> TestReport:
     record = result.record
     return TestReport(category=category, name=name, passed=problem is None, detail=problem or "",
                       turns=record.replies, tool_calls=len(record.calls), tool_errors=len(record.errors),

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from abhed.agent import dispatch
-from abhed.agent.loop import Agent, Budget, Limits, Outcome
+from abhed.agent.loop import Agent, Budget, Outcome, RunLimits
 from abhed.gate.approval import Gate, Policy
 from abhed.session.config import Settings
 from abhed.agent.display import Display
@@ -128,7 +128,7 @@ def _parsed(arguments: str) -> Any:
 
 
 @dataclass
-class Result:
+class TrialResult:
     """A finished trial: how the run ended, the log's record, and the session's final state."""
 
     outcome: Outcome
@@ -166,12 +166,12 @@ class Trial:
                                    agent_id=HARNESS)
             assert not result.is_error, result.content
 
-    def run(self, prompt: str, max_turns: int, tool_format: str | None = None) -> Result:
+    def run(self, prompt: str, max_turns: int, tool_format: str | None = None) -> TrialResult:
         """`tool_format`: a text protocol for the agent to ask for instead of the model's own format
         (the tools described in the system prompt, as for a server without a tool parser)."""
         model = self.model if tool_format is None else replace(self.model, tool_format=tool_format,
                                                                  fallback_format=None)
-        agent = Agent(self.ctx, model, self.gate, Budget(Limits(turns=max_turns, seconds=TRIAL_SECONDS)),
+        agent = Agent(self.ctx, model, self.gate, Budget(RunLimits(turns=max_turns, seconds=TRIAL_SECONDS)),
                       config=self.settings.agent, display=self.display)
         started = time.monotonic()
         try:
@@ -179,4 +179,4 @@ class Trial:
         finally:
             self.ctx.close()
         record = Record.read(self.session.log.load().events)
-        return Result(outcome, record, self.session.state, self.session.id, time.monotonic() - started)
+        return TrialResult(outcome, record, self.session.state, self.session.id, time.monotonic() - started)

@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, MutableSequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
+from functools import lru_cache
 from operator import add
 from pathlib import Path
 
@@ -29,6 +30,14 @@ from abhed.files import atomic, beneath
 
 ANY_DEPTH = "^(?:.+/)?"  # how pathspec starts a pattern without a slash: it matches a name at any depth
 GLOB_CHARS = frozenset("*?[\\")
+
+
+@lru_cache(maxsize=1024)  # pragma: no mutate (a bound on memory, a few MB: the Linux tree needs ~170)
+def _compile(source: str) -> re.Pattern[str]:
+    """re.compile(source), memoized for the life of the process. re's own cache holds 512 patterns
+    and drops the oldest first: the Linux tree's ignore files alone make ~170, and a long session
+    compiles many more, so a walk found its regexes evicted and compiled them all again."""
+    return re.compile(source)
 
 
 def _combine(alternatives: list[str]) -> re.Pattern[str] | None:
@@ -41,7 +50,7 @@ def _combine(alternatives: list[str]) -> re.Pattern[str] | None:
     if not alternatives:
         return None
     hoisted = [a.replace(">^", ">", 1) for a in reversed(alternatives)]
-    return re.compile("^(?:" + "|".join(hoisted) + ")")
+    return _compile("^(?:" + "|".join(hoisted) + ")")
 
 
 def _simple(line: str) -> tuple[str, str, bool, bool] | None:
@@ -113,6 +122,7 @@ class IgnoreFile:
         self._suffixes: list[tuple[str, int, bool, bool]] = []
         by_name, by_path = [], []
         self._path_rules: list[tuple[int | None, str]] = []  # (depth, regex): for Chain's per-depth test
+        self._at_depth: dict[int, re.Pattern[str] | None] = {}
         for position, line in enumerate(lines):
             simple = _simple(line)
             if simple is not None:
@@ -159,6 +169,13 @@ class IgnoreFile:
             return None
         return rules if rules.has_rules else None
 
+    def at_depth(self, depth: int) -> re.Pattern[str] | None:
+        """One regex for the path rules that can match an entry `depth` components below `base`
+        (anonymous groups: a yes/no test of the path below `base` with "/" appended), or None."""
+        if depth not in self._at_depth:
+            self._at_depth[depth] = _union([rule for at, rule in self._path_rules if at is None or at == depth])
+        return self._at_depth[depth]
+
     @property
     def has_rules(self) -> bool:
         return bool(self._exact or self._suffixes or self._by_name or self._by_path)
@@ -192,7 +209,7 @@ def _union(sources: list[str]) -> re.Pattern[str] | None:
     anonymous, since two files may number their rules alike): a yes/no test, not the verdict."""
     if not sources:
         return None
-    return re.compile("|".join(f"(?:{_RULE_GROUP.sub('(?:', src)})" for src in sources))
+    return _compile("|".join(f"(?:{_RULE_GROUP.sub('(?:', src)})" for src in sources))
 
 
 class Chain:
@@ -213,24 +230,27 @@ class Chain:
         self.suffixes: dict[str, tuple[str, ...]] = {}
         for text in (text for f in every for text in f._suffix_tuple):
             self.suffixes[text[-1]] = (*self.suffixes.get(text[-1], ()), text)
-        # One regex for the name rules of every file in the chain: one match per entry, not one
-        # per ignore file (a deep tree has several in force).
-        self.by_name = _union([f._by_name.pattern for f in every if f._by_name is not None])
-        # Path rules are relative to their file's directory: anchored there, one regex tests the
-        # absolute path against all of them. Most match at one depth only (`/vmlinux*`,
-        # `arch/*/include/generated/`), so the regex for a depth holds only the rules that can
-        # match there; below the top levels of a tree it is usually None, and costs nothing.
-        self._path_rules = [(f.base.rstrip("/") + "/", depth, regex) for f in every for depth, regex in f._path_rules]
-        self._by_depth: dict[int, re.Pattern[str] | None] = {}
+        # The name rules of each file in the chain (each file's own regex, compiled with it): not one
+        # regex for the chain. A union per chain was compiled for every directory holding a
+        # .gitignore (~200 over the Linux tree, 0.1-0.2 s), again in every child of a split walk,
+        # whose compilations die with it; a file's regex is compiled once for its content.
+        self.by_name = tuple(f._by_name for f in every if f._by_name is not None)
+        # Path rules are relative to their file's directory. Most match at one depth only
+        # (`/vmlinux*`, `arch/*/include/generated/`), so each file is tried only with its rules
+        # for the depth at hand (IgnoreFile.at_depth); below the top levels of a tree that is
+        # usually none, and costs nothing.
+        self.path_files = tuple((f, f.base.rstrip("/").count("/")) for f in every if f._path_rules)
 
-    def by_path(self, slashes: int) -> re.Pattern[str] | None:
-        """One regex for the path rules that can match an entry whose absolute path holds
-        `slashes` slashes (anonymous groups: a yes/no test)."""
-        if slashes not in self._by_depth:
-            sources = [re.escape(base) + f"(?:{regex})" for base, depth, regex in self._path_rules
-                       if depth is None or depth == slashes - base.count("/") + 1]
-            self._by_depth[slashes] = _union(sources)
-        return self._by_depth[slashes]
+    def by_path(self, slashes: int) -> list[tuple[int, re.Pattern[str]]]:
+        """(where its subject starts, regex) of each file's path rules that can match an entry whose
+        absolute path holds `slashes` slashes, the subject being that path relative to the file's
+        directory with "/" appended (a yes/no test)."""
+        found = []
+        for rules, base_slashes in self.path_files:
+            regex = rules.at_depth(slashes - base_slashes)
+            if regex is not None:
+                found.append((rules._prefix, regex))
+        return found
 
     def extend(self, more: list[IgnoreFile]) -> Chain:
         return Chain(self.files + tuple(more), self.override) if more else self
@@ -245,12 +265,11 @@ class Chain:
         the entry as a file and as a directory: one match instead of two."""
         exact, ending = self.exact, self.suffixes.get
         hits = {name for name in names if name in exact or name.endswith(ending(name[-1:], ()))}
-        if self.by_name is not None:
-            hits.update(name[:-1] for name in filter(self.by_name.fullmatch, slashed))
-        by_path = self.by_path(prefix.count("/"))
-        if by_path is not None:
-            cut = len(prefix)
-            hits.update(path[cut:-1] for path in filter(by_path.fullmatch, map(add, repeat(prefix), slashed)))
+        for regex in self.by_name:
+            hits.update(name[:-1] for name in filter(regex.fullmatch, slashed))
+        for start, regex in self.by_path(prefix.count("/")):
+            below, cut = prefix[start:], len(prefix) - start
+            hits.update(path[cut:-1] for path in filter(regex.fullmatch, map(add, repeat(below), slashed)))
         return hits
 
     def ignored(self, path: str, name: str, is_dir: bool) -> bool:
@@ -307,12 +326,13 @@ class Listing:
     unreadable: list[str] = field(default_factory=list)  # directories that could not be listed
     stamped: list[str] = field(default_factory=list)  # walk(stamp=...): the files stamped, in walk order
     stamps: list[int] = field(default_factory=list)  # and their modification times (ns), index for index
+    seen: int = 0  # regular files in the directories listed, whatever the rules or `stamp` (only_stamped) say
 
 
 def walk(root: Path, excludes: Iterable[str], keep: Callable[[str], bool] | None = None,
          open_root: Callable[[Path], int] | None = None, stamp: Callable[[str], bool] | None = None,
          descend: Callable[[str], bool] | None = None,
-         found: Callable[[list[str], list[int]], None] | None = None) -> Listing:
+         found: Callable[[list[str], list[int]], None] | None = None, only_stamped: bool = False) -> Listing:
     """Every regular file below `root` that the rules let through (and that `keep` accepts).
 
     `keep` gets the path relative to `root`. The order is the walk's, not sorted: every caller
@@ -327,8 +347,10 @@ def walk(root: Path, excludes: Iterable[str], keep: Callable[[str], bool] | None
     gains, in walk order) and their sizes as the walk goes, so that a caller can start on them
     before the walk ends. The sizes are read through the directory's descriptor, no link
     followed (a name swapped since for a link gives the link's size), -1 for a file gone since.
+    `only_stamped`: the files `stamp` rejects are not seen at all, as if absent: neither listed nor
+    counted as hidden (glob: it reports matches only, and the ignore rules then test only those).
     """
-    with Walk(root, excludes, keep, open_root, stamp, descend) as walking:
+    with Walk(root, excludes, keep, open_root, stamp, descend, only_stamped) as walking:
         listing = Listing()
         walking.run(listing, found=found)
         return listing
@@ -341,10 +363,11 @@ class Walk:
 
     def __init__(self, root: Path, excludes: Iterable[str], keep: Callable[[str], bool] | None = None,
                  open_root: Callable[[Path], int] | None = None, stamp: Callable[[str], bool] | None = None,
-                 descend: Callable[[str], bool] | None = None) -> None:
+                 descend: Callable[[str], bool] | None = None, only_stamped: bool = False) -> None:
         self.top = str(root)
         self.rules = Rules(self.top, excludes)
         self.keep, self.stamp, self.descend = keep, stamp, descend
+        self.only_stamped = only_stamped and stamp is not None  # see walk
         self.rootfd = open_root(root) if open_root else os.open(self.top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         self.pending: deque[tuple[str, Chain]] = deque([(self.top, self.rules.inherited)])
 
@@ -384,14 +407,20 @@ class Walk:
             with os.scandir(fd) as scan:
                 entries = list(scan)
             # follow_symlinks=False: a symlink is neither, so it is skipped, as ripgrep does by
-            # default; so are sockets, fifos and devices.
+            # default; so are sockets, fifos and devices. (Comprehensions: a methodcaller with a
+            # keyword, in filter, costs three times as much a call.)
             names = [entry.name for entry in entries if entry.is_file(follow_symlinks=False)]
             subdirs = [entry.name for entry in entries if entry.is_dir(follow_symlinks=False)]
+            rule_files = _RULE_FILES.intersection(names).union(_RULE_FILES.intersection(subdirs))
+            listing.seen += len(names)
+            stamp = self.stamp
+            if self.only_stamped:  # the rest are not seen: every file left is stamped
+                names = list(compress(names, map(stamp, map(add, repeat((directory + "/")[cut:]), names))))
+                stamp = _every_file
             if atomic.TEMP_MARK in "/".join(names):  # "/" is in no name, so the join makes no false mark
                 names = [name for name in names if not atomic.is_temp(name)]  # writes in progress or interrupted
-            chain = chain.extend(self.rules.here(
-                directory, {n for n in names + subdirs if n in (".git", ".gitignore")}, fd))
-            _directory(fd, directory + "/", cut, names, subdirs, chain, self.pending, listing, self.keep, self.stamp,
+            chain = chain.extend(self.rules.here(directory, rule_files, fd))
+            _directory(fd, directory + "/", cut, names, subdirs, chain, self.pending, listing, self.keep, stamp,
                        self.descend)
             if found is not None and len(listing.files) > had:
                 sized = _sized(fd, listing.files[had:], len(directory) + 1)
@@ -401,6 +430,14 @@ class Walk:
             os.close(fd)
         if sized is not None:
             found(*sized)  # (outside the try: the caller's own errors are not this directory's)
+
+
+_RULE_FILES = frozenset((".git", ".gitignore"))  # the entries Rules.here reads
+
+
+def _every_file(relative: str) -> bool:
+    """The `stamp` of a walk whose files were all chosen by it already (only_stamped)."""
+    return True
 
 
 def _directory(fd: int, prefix: str, cut: int, names: list[str], subdirs: list[str], chain: Chain,
@@ -428,10 +465,11 @@ def _directory(fd: int, prefix: str, cut: int, names: list[str], subdirs: list[s
     listing.files.extend(paths)
     if stamp is None:
         return
-    wanted = list(map(stamp, map(add, repeat(relative), names)))
-    if not all(wanted):
-        names, paths = list(compress(names, wanted)), list(compress(paths, wanted))
-    stat = os.stat
+    if stamp is not _every_file:
+        wanted = list(map(stamp, map(add, repeat(relative), names)))
+        if not all(wanted):
+            names, paths = list(compress(names, wanted)), list(compress(paths, wanted))
+    stat = os.stat  # (a comprehension: a partial with keywords costs a dict per call)
     try:
         times = [stat(name, dir_fd=fd, follow_symlinks=False).st_mtime_ns for name in names]
     except OSError:  # a file vanished since the listing: it sorts last, still listed as found

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from operator import methodcaller
 
 from abhed.common.errors import ToolError
 
@@ -173,5 +174,4 @@ def path_test(regex: re.Pattern[str], expanded: list[str]) -> Callable[[str], ob
         if not pattern.startswith("**/*") or "/" in tail or WILDCARDS.intersection(tail):
             return regex.fullmatch
         suffixes.append(tail)
-    ends = tuple(suffixes)
-    return lambda path: path.endswith(ends)
+    return methodcaller("endswith", tuple(suffixes))  # (no Python frame per file: the walk maps it in C)

@@ -68,7 +68,8 @@ def summaries(walking: Walk, summarize: Callable[[Listing], T], workers: int) ->
     here, listed = Listing(), 0
     while workers >= 2 and walking.pending:
         listed += walking.run(here, STEP)
-        if walking.pending and len(walking.pending) * len(here.files) >= MIN_FILES * listed:
+        # (files seen, not listed: a glob that matches few files still walks every directory)
+        if walking.pending and len(walking.pending) * here.seen >= MIN_FILES * listed:
             shares = _split(walking, here, summarize, workers)  # first: it may add to `here`
             return [summarize(here)] + shares
     walking.run(here)

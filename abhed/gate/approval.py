@@ -246,7 +246,7 @@ class Policy:
         when not given, what the tool registry says of the name: common/traits.of)."""
         traits = traits or tool_traits.of(tool)
         if traits is not None and traits.known and traits.runs_code:
-            return self._bash(str(getattr(args, "command", "")))
+            return self._bash(args)
         deny = next((r for r in self.deny if r.names(tool) and self._tool_rule_hits(r, args)), None)
         if deny is not None:
             return Verdict("deny", f"the operator's rule deny {deny} forbids it", f"deny: {deny}")
@@ -287,13 +287,14 @@ class Policy:
         path = getattr(args, "path", None)
         return rule.spec is None or (path is not None and rule.matches_path(str(path), self.workspace))
 
-    def _bash(self, line: str) -> Verdict:
+    def _bash(self, args: Any) -> Verdict:
+        """A command line (`args.command`), judged by the call's one analysis (shellparse.analysis_of)."""
         from abhed.gate.jobs import job_command
         from abhed.gate.readonly import read_only
-        from abhed.gate.shellparse import analyze
-        if job_command(line) is not None:
+        from abhed.gate.shellparse import analysis_of
+        if job_command(str(getattr(args, "command", ""))) is not None:
             return Verdict("allow", "lists or stops this session's own background jobs", "job control")
-        analysis = analyze(line)
+        analysis = analysis_of(args)
         for command in analysis.commands:
             rule = next((r for r in self.deny if r.denies(command)), None)
             if rule is not None:
@@ -393,7 +394,9 @@ class Policy:
 def read_only_command(line: str) -> bool:
     """Whether a bash line provably changes no file (the read-only list, abhed/gate/readonly.py): then
     dispatch takes no checkpoint before it, and ask and plan modes run it unasked. Anything else may
-    change the workspace, so it is checkpointed first (abhed/session/checkpoint.py)."""
+    change the workspace, so it is checkpointed first (abhed/session/checkpoint.py). A call's own
+    line is judged through its one analysis instead (tools/bash.py Bash.call_traits); this is the
+    same question asked of a bare line (the read-only list's tests)."""
     from abhed.gate.readonly import read_only
     from abhed.gate.shellparse import analyze
     return read_only(analyze(line))
@@ -496,7 +499,7 @@ def refusal(tool: str, verdict: Verdict, args: Any) -> str:
                     "variables in commands, or functions.")
     elif tool == "bash":
         how = (f"No human is attached to approve it (non-interactive). The operator can allow it with "
-               f"approval.allow = [\"bash({_first_word(str(getattr(args, 'command', '')))}:*)\"] in the config, or run "
+               f"approval.allow = [\"bash({_first_word(args)}:*)\"] in the config, or run "
                "with --mode auto; a human can pass --confirm.")
     else:
         how = ("No human is attached to approve it (non-interactive). The operator can allow it with approval.allow "
@@ -504,9 +507,9 @@ def refusal(tool: str, verdict: Verdict, args: Any) -> str:
     return f"Not run: this {tool} call needs approval ({verdict.reason}). {how}"
 
 
-def _first_word(command: str) -> str:
-    """The program of the line's first command, for the suggested rule (bounded: the analysis is)."""
-    from abhed.gate.shellparse import analyze
-    commands = analyze(command).commands
+def _first_word(args: Any) -> str:
+    """The program of the call's line's first command, for the suggested rule (bounded: the analysis is)."""
+    from abhed.gate.shellparse import analysis_of
+    commands = analysis_of(args).commands
     first = next((c.argv[0] for c in commands if c.argv), None)
     return first if first and re.fullmatch(r"[\w./+-]{1,100}", first) else "CMD"

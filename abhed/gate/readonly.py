@@ -5,7 +5,7 @@ nothing is redirected into a file, no variable is set, and every command is a pr
 no option that writes a file or runs a program (`sort -o`, `rg --pre`, `find -exec`, `git diff
 --output`, `git log --show-signature`...); through a wrapper, nothing is on it. One test for two
 uses, so they cannot disagree: ask and plan modes run such a line unasked (approval.Policy), and
-dispatch takes no checkpoint before it (approval.read_only_command).
+dispatch takes no checkpoint before it (tools/bash.py Bash.call_traits).
 
 git's read-only subcommands may run what the user's own git configuration names (a pager, a
 textconv driver, fsmonitor): the sandbox keeps that configuration read-only (docs/security.md §2),

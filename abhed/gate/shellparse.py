@@ -23,7 +23,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from abhed.gate import wrappers
 from abhed.gate.shellscan import scan
@@ -155,6 +155,17 @@ def analyze(line: str) -> Analysis:
         analysis.cut(f"the line could not be read within {CHILD_CPU_SECONDS * 1000:.0f} ms of CPU time and "
                      f"{CHILD_MEMORY >> 20} MiB ({exceeded.what})")
         return analysis
+
+
+def analysis_of(call: Any) -> Analysis:
+    """The analysis of a call's command line (its `command`), made once per call: arguments that keep
+    their own (tools/bash.py BashInput.analysis) hand that one to the gate, the approval prompt and
+    the refusal alike; any other object (a test's, a tool's without one) is parsed here."""
+    kept = getattr(call, "analysis", None)
+    if callable(kept):
+        analysis: Analysis = kept()
+        return analysis
+    return analyze(str(getattr(call, "command", "")))
 
 
 def _read_bounded(line: str) -> Analysis:

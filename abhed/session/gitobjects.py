@@ -25,10 +25,6 @@ class Missing(Exception):
     """An object the store should hold is not there (a damaged store)."""
 
 
-def blob_id(data: bytes) -> bytes:
-    return sha1(b"blob %d\0" % len(data) + data).digest()
-
-
 def write_blob(objects: Path, data: bytes) -> bytes:
     """Store `data` as a blob in the object directory `objects`; its 20-byte id."""
     return write_object(objects, b"blob", data)

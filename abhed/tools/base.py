@@ -57,7 +57,7 @@ def fail(content: str, **metadata: Any) -> ToolResult:
 
 class Closable(Protocol):
     """What a tool keeps in the context for as long as the session's process runs: the bash tool's
-    sandbox and jobs (tools/bash.py: Shell). Named by what the context does with it, so that base
+    sandbox and jobs (tools/bash.py: BashSandbox). Named by what the context does with it, so that base
     does not import bash (bash imports base)."""
 
     def close(self) -> Any: ...
@@ -86,7 +86,7 @@ class ToolContext:
     settings: Settings
     paths: PathPolicy
     one_shot: bool = False
-    shell: Closable | None = None  # tools/bash.py: Shell
+    shell: Closable | None = None  # tools/bash.py: BashSandbox
     spawn: Callable[..., Any] | None = None
     vision: ImageLimits | None = None  # what images the model takes; None: text only (read refuses images)
     checkpoints: Checkpoints | None = None  # snapshots before every change (None: off, or no git)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import sandbox
 from sandbox import reserve
-from pydantic import Field, field_validator
+from pydantic import Field, PrivateAttr, field_validator
 
 from abhed.common import frozen
 from abhed.session import seed
@@ -18,7 +18,8 @@ from abhed.common.errors import ToolError
 from abhed.gate.interactive import interactive_reason
 from abhed.gate.jobs import JobCommand, job_command
 from abhed.files.paths import is_within
-from abhed.gate.shellparse import analyze
+from abhed.gate.readonly import read_only
+from abhed.gate.shellparse import Analysis, analysis_of, analyze
 from abhed.tools.base import Tool, ToolContext, ToolInput, ToolResult, ok
 
 OUTPUT_CHARS = 30_000  # combined stdout+stderr kept, head and tail (spec §7)
@@ -57,6 +58,18 @@ class BashInput(ToolInput):
     timeout_ms: int | None = Field(None, ge=1, le=MAX_TIMEOUT_MS, description="Default 120000, max 600000.")
     background: bool | None = Field(None, description="Run detached; returns a handle. Use for servers and long "
                                                       "builds.")
+    # The line's analysis, with the exact line it was made from: one parse per call (issue 35).
+    _analysis: tuple[str, Analysis] | None = PrivateAttr(default=None)
+
+    def analysis(self) -> Analysis:
+        """What the command line runs (gate/shellparse.py), parsed once for the whole call: the gate's
+        verdict, the checkpoint decision, the interactive check, the approval prompt and the refusal
+        all read this one (gate/shellparse.analysis_of). Kept beside the exact line it was made from,
+        so a changed command is parsed again, never judged by another line's analysis."""
+        kept = self._analysis
+        if kept is None or kept[0] != self.command:
+            kept = self._analysis = (self.command, analyze(self.command))
+        return kept[1]
 
     @field_validator("command", "description")
     @classmethod
@@ -111,15 +124,16 @@ STORE_FS = "the session store's filesystem"
 
 
 @dataclass
-class Shell:
-    """The sandbox of one session's process, and the background jobs started in it."""
+class BashSandbox:
+    """The bash tool's sandbox for one session's process, and the background jobs started in it
+    (ToolContext.shell). The shell program it runs is sandbox/shell.py's Shell."""
 
     box: sandbox.Sandbox
     log_dir: Path
     jobs: dict[str, sandbox.BackgroundJob] = field(default_factory=dict)
 
     @classmethod
-    def open(cls, ctx: ToolContext) -> Shell:
+    def open(cls, ctx: ToolContext) -> BashSandbox:
         try:
             # The checkpoint store's links to the repository's packs (seed.py) are Abhed's own: not told as shared.
             own = ctx.checkpoints.shadow.dir / seed.PACKS / "pack" if ctx.checkpoints is not None else None
@@ -158,8 +172,7 @@ class Bash(Tool):
     def call_traits(self, args: BashInput) -> Traits:
         """A line proven read-only (gate/readonly.py: every command on the read-only list) changes no
         file, so no checkpoint is taken before it; any other line may change the workspace."""
-        from abhed.gate.approval import read_only_command
-        if read_only_command(args.command):
+        if read_only(analysis_of(args)):  # the call's one analysis (a caller's plain object: parsed here)
             return replace(self.traits, reads_only=True, mutates=False, checkpoint=False)
         return self.traits
 
@@ -167,7 +180,7 @@ class Bash(Tool):
         control = job_command(args.command)
         if control is not None:
             return self._job_control(control, ctx)
-        reason = interactive_reason(analyze(args.command))
+        reason = interactive_reason(args.analysis())
         if reason:
             raise ToolError(f"Not run: {reason}", reason="interactive")
         store = store_reserve(ctx)
@@ -175,7 +188,7 @@ class Bash(Tool):
             raise ToolError(f"The {'background job did not start' if args.background else 'command did not run'}: "
                             f"{store}", reason="disk_reserve")
         if ctx.shell is None:
-            ctx.shell = Shell.open(ctx)
+            ctx.shell = BashSandbox.open(ctx)
         cwd = self._cwd(ctx)
         if args.background:
             return self._background(args, ctx, cwd)
@@ -243,7 +256,7 @@ class Bash(Tool):
                   f"session ends.{notes}", job=handle, log=str(log), sandboxed=job.sandboxed)
 
     @staticmethod
-    def _too_many_jobs(shell: Shell, refused: sandbox.JobLimitReached) -> str:
+    def _too_many_jobs(shell: BashSandbox, refused: sandbox.JobLimitReached) -> str:
         """The refusal of a job beyond sandbox.max_background_jobs, naming the running ones as the model
         knows them (their handles) and how it stops one."""
         handles = {id(job): handle for handle, job in shell.jobs.items()}

@@ -70,11 +70,12 @@ def walk_checked(root: Path, ctx: ToolContext, keep=None, stamp=None, descend=No
 
 
 def walk_summaries(root: Path, ctx: ToolContext, summarize: Callable[[filewalk.Listing], T],
-                   stamp=None, descend=None) -> list[T]:
+                   stamp=None, descend=None, only_stamped: bool = False) -> list[T]:
     """splitwalk.summaries of a walk through descriptors opened below the allowed root: a big tree
-    is walked by forked children too."""
+    is walked by forked children too. `only_stamped`: see filewalk.walk."""
     try:
-        with filewalk.Walk(root, ctx.settings.search.exclude, None, ctx.paths.open_dir, stamp, descend) as walking:
+        with filewalk.Walk(root, ctx.settings.search.exclude, None, ctx.paths.open_dir, stamp, descend,
+                           only_stamped) as walking:
             return splitwalk.summaries(walking, summarize, splitwalk.workers())
     except OSError as exc:
         raise textfile.open_failed(exc, root, ctx.paths.workspace, "searching") from None
@@ -172,7 +173,8 @@ class Glob(Tool):
         root = search_root(args.path, ctx, self.name)
         regex, expanded = compile_glob(args.pattern, str(root))
         found = Found.merged(walk_summaries(root, ctx, lambda listing: Found.of(listing, root, regex, expanded),
-                                            stamp=path_test(regex, expanded), descend=pruner(expanded)))
+                                            stamp=path_test(regex, expanded), descend=pruner(expanded),
+                                            only_stamped=True))
         note = hidden_note(root, found.holding, found.hidden_matches, "matching file")
         if not found.count:
             return ok("\n".join(filter(None, [f"[no files matched: {args.pattern}]",
