@@ -628,6 +628,18 @@ class Shadow:
             finally:  # done, or failed and said so: only a kill leaves the journal
                 journal.clear(self.dir, journal.SNAPSHOT)
 
+    def prepare(self, changes: ChangeSource | None = None, report: hashing.Report | None = None) -> Capture:
+        """A first snapshot's work ahead of the first call (tools/warmup.py): the index seeded and
+        brought up to the workspace, its tree, the specials and the survey, with no commit; with
+        `changes`, the base the next snapshot's change set starts from (as after a snapshot)."""
+        with self.locked():
+            since = self._since(changes, "before")
+            capture = self.capture(since, report)
+            self._specials(since)
+            self._survey(capture, [], since)
+            self._chain(changes, since, True)
+            return capture
+
     def _since(self, changes: ChangeSource | None, kind: str) -> Since | None:
         """The change set since this process's last snapshot, `valid` only when it covers that whole
         interval and the shadow index is still the one that snapshot left (changeset.py)."""
@@ -1147,6 +1159,10 @@ class Checkpoints:
         `report`: how far the snapshot has got, while it reads many files (hashing.py)."""
         return self.shadow.snapshot(session_id, "before", {"call": call, "tool": tool, "agent_id": agent_id},
                                     watch=tool == "bash", changes=changes, report=report)
+
+    def prepare(self, changes: ChangeSource | None = None, report: hashing.Report | None = None) -> Capture:
+        """The first snapshot's work, done before a call needs it (Shadow.prepare)."""
+        return self.shadow.prepare(changes, report)
 
     def after(self, session_id: str, before: Snapshot, changes: ChangeSource | None = None,
               report: hashing.Report | None = None) -> Snapshot:

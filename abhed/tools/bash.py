@@ -174,6 +174,7 @@ class Bash(Tool):
         if store:
             raise ToolError(f"The {'background job did not start' if args.background else 'command did not run'}: "
                             f"{store}", reason="disk_reserve")
+        ctx.warmed()  # the warm-up may be opening the shell (tools/warmup.py)
         if ctx.shell is None:
             ctx.shell = Shell.open(ctx)
         cwd = self._cwd(ctx)
