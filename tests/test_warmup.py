@@ -146,3 +146,28 @@ def test_a_call_that_changes_nothing_does_not_wait(tmp_path: Path, home: Path, m
     finally:
         release.set()
         t.ctx.close()
+
+
+def test_a_session_that_closes_first_starts_no_snapshot_and_closes_the_shell_the_warm_up_opened(
+        tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from abhed.tools import bash
+    ws = tmp_path / "ws"
+    repository(ws)
+    closed: list[bool] = []
+    prepared: list[bool] = []
+
+    class Fake:
+        def close(self) -> list[str]:
+            closed.append(True)
+            return []
+
+    def opening(ctx):
+        time.sleep(0.3)
+        return Fake()
+    monkeypatch.setattr(bash.Shell, "open", classmethod(lambda cls, ctx: opening(ctx)))
+    monkeypatch.setattr(Shadow, "prepare", lambda self, *a, **kw: prepared.append(True))
+    t = session(ws, home)
+    warmup.start(t.ctx)
+    t.ctx.close()
+    assert closed == [True] and prepared == [] and t.ctx.shell is None
+    assert not (t.ctx.checkpoints.shadow.git_dir / "index").exists()

@@ -104,7 +104,8 @@ class ToolContext:
             self.warmup.wait()
 
     def close(self) -> None:
-        self.warmed()  # it may be opening the shell: closed below once it has
+        if self.warmup is not None:  # it may be opening the shell: closed below once it has
+            self.warmup.stop()
         if self.shell is not None:
             self.shell.close()
             self.shell = None

@@ -35,6 +35,7 @@ class Warmup:
         self._ctx = ctx
         self._waiting = threading.Event()  # a call waits: progress reaches the display from then on
         self._note = ""  # the first snapshot's note (Capture.first), for the first checkpointed call
+        self._closing = False  # the session's process is done: nothing more is started
         self._thread = threading.Thread(target=self._run, name="abhed-warmup", daemon=True)
 
     def start(self) -> Warmup:
@@ -46,6 +47,12 @@ class Warmup:
         if self._thread.is_alive():
             self._waiting.set()
             self._thread.join()
+
+    def stop(self) -> None:
+        """The session's process is done with it: what has not begun does not, what runs ends (a first
+        snapshot cut off part-way could leave an index without the exact modes it read)."""
+        self._closing = True
+        self.wait()
 
     def note(self) -> str:
         """The first snapshot's note, once (it read many files: why the first call took long)."""
@@ -62,11 +69,13 @@ class Warmup:
         from abhed.tools.bash import Shell
         try:
             ctx.checkpoints.session_started(ctx.session.state.created_at.timestamp())
-            if ctx.shell is None:
+            if ctx.shell is None and not self._closing:
                 try:
                     ctx.shell = Shell.open(ctx)
                 except ToolError:
                     pass  # no usable sandbox: the bash call says so itself
+            if self._closing:
+                return
             changes = getattr(ctx.shell, "changes", None)
             self._note = ctx.checkpoints.prepare(changes, self._report).first
         except Exception:  # noqa: BLE001 (CheckpointError, or anything: the call does the work again and says what failed)
