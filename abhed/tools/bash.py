@@ -187,6 +187,7 @@ class Bash(Tool):
         if store:
             raise ToolError(f"The {'background job did not start' if args.background else 'command did not run'}: "
                             f"{store}", reason="disk_reserve")
+        ctx.warmed()  # the warm-up may be opening the shell (tools/warmup.py)
         if ctx.shell is None:
             ctx.shell = BashSandbox.open(ctx)
         cwd = self._cwd(ctx)
