@@ -164,7 +164,7 @@ def test_a_session_that_closes_first_starts_no_snapshot_and_closes_the_shell_the
     def opening(ctx):
         time.sleep(0.3)
         return Fake()
-    monkeypatch.setattr(bash.Shell, "open", classmethod(lambda cls, ctx: opening(ctx)))
+    monkeypatch.setattr(bash.BashSandbox, "open", classmethod(lambda cls, ctx: opening(ctx)))
     monkeypatch.setattr(Shadow, "prepare", lambda self, *a, **kw: prepared.append(True))
     t = session(ws, home)
     warmup.start(t.ctx)

@@ -66,12 +66,12 @@ class Warmup:
 
     def _run(self) -> None:
         ctx = self._ctx
-        from abhed.tools.bash import Shell
+        from abhed.tools.bash import BashSandbox
         try:
             ctx.checkpoints.session_started(ctx.session.state.created_at.timestamp())
             if ctx.shell is None and not self._closing:
                 try:
-                    ctx.shell = Shell.open(ctx)
+                    ctx.shell = BashSandbox.open(ctx)
                 except ToolError:
                     pass  # no usable sandbox: the bash call says so itself
             if self._closing:
