@@ -9,7 +9,10 @@ Replays an agent-like sequence in this process, through abhed/agent/dispatch.py 
 it: a real session store, checkpoints on, the bwrap sandbox, approval mode auto (nothing asks). Two
 git repositories, each copied fresh into a temporary workspace with a fresh ABHED_HOME for every
 repeat, so that the first call that changes the workspace really takes its first checkpoint (the
-copy's index refreshed and its files a few seconds old, as a user's repository is):
+copy's index refreshed and its files a few seconds old, as a user's repository is). The session
+starts its warm-up as `abhed run` does (tools/warmup.py: the first checkpoint and the sandbox, while
+the model takes its first turn), so the first bash call is measured twice: at once after the session
+opened (with --only bash: the worst case, it waits for the whole warm-up) and after --turn seconds:
 
   small   a generated tree of --files files (default 1,000; seeded, so every run gets the same tree):
           C, headers, Python, Go, JavaScript, Markdown, Makefiles and JSON in nested directories, a
@@ -24,6 +27,8 @@ The sequence, each kind --calls times unless said (its rows; the bare operation 
   read   one source file                                                  a Python read of it
   bash   `env true`, the first call of the session (cold: the workspace's bash -c 'env true' in the bwrap
          first checkpoint, the sandbox's start), once per repeat          the sandbox uses (sandbox/bwrap.py)
+  bash   the same first call in another fresh workspace, --turn seconds   the same
+         after the session opened (a model's first turn; default 3)
   bash   `env true` again, 2 x --calls times (warm)                       the same
   bash   `true`: provably read-only, so no checkpoint (the sandbox alone) bash -c true in that bwrap
   edit   a one-line edit of a tracked file (read first)                   a Python read, replace, write
@@ -73,12 +78,16 @@ from abhed.session import undo as undoing  # noqa: E402
 from abhed.session.checkpoint import from_settings  # noqa: E402
 from abhed.session.store import SessionStore  # noqa: E402
 from abhed.tools.base import ToolContext  # noqa: E402
+from abhed.tools import warmup  # noqa: E402
 from sandbox import launcher  # noqa: E402
 from sandbox.bwrap import bwrap_argv  # noqa: E402
 from sandbox.seccomp import syscall_filter  # noqa: E402
 
 KERNEL_GIT = grep_bench.CORPUS / "linux-6.1-git"
 MAY_CHANGE = "env true"  # a bash command that changes nothing, yet is checkpointed first (see sequence)
+# A model's first turn before it calls bash: a self-hosted model reads the system prompt and the tools
+# (some 10,000 tokens) and writes its first call; a few seconds, more with a grep or read first.
+TURN_S = 3.0
 KINDS = ("grep", "glob", "read", "bash", "edit", "write", "undo")
 GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
 GIT_ENV = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
@@ -201,6 +210,7 @@ class Agent:
         self.ctx = ToolContext(self.session, self.settings, PathPolicy.create(workspace, self.settings.allowed_roots),
                                checkpoints=checkpoints)
         self.gate = Gate(Policy.from_settings(self.settings, workspace, checkpoints=True))
+        warmup.start(self.ctx)  # as cli/launch.py does when the session opens
 
     def call(self, name: str, **args: Any) -> dict[str, Any]:
         """The call's metadata (its checkpoint's facts among them); SystemExit when it failed."""
@@ -303,8 +313,9 @@ def interleaved(rows: Rows, n: int, key: str, kind: str, label: str, bare: str, 
         rows.add(key, kind, label, bare, a, b)
 
 
-def one_workspace(tree: Tree, scratch: Path, only: set[str], calls: int, rows: Rows) -> None:
-    """One fresh copy of the tree and a fresh ABHED_HOME, the whole sequence on it."""
+def one_workspace(tree: Tree, scratch: Path, only: set[str], calls: int, rows: Rows, turn_s: float = 0.0) -> None:
+    """One fresh copy of the tree and a fresh ABHED_HOME, the whole sequence on it; with `turn_s`, only
+    the first bash call, that long after the session opened (a model's first turn)."""
     ws, home, bare = scratch / "ws", scratch / "home", scratch / "bare"
     subprocess.run(["cp", "-a", str(tree.source), str(ws)], check=True)
     ws = ws.resolve()
@@ -319,7 +330,11 @@ def one_workspace(tree: Tree, scratch: Path, only: set[str], calls: int, rows: R
     agent = Agent(ws, home)
     with BareBwrap() as box:
         try:
-            sequence(agent, box, tree, ws, bare, only, calls, rows)
+            if turn_s:
+                time.sleep(turn_s)
+                first_bash(agent, box, rows, "bash cold turn", f"first call {turn_s:g} s after the session opened")
+            else:
+                sequence(agent, box, tree, ws, bare, only, calls, rows)
         finally:
             agent.close()
 
@@ -346,13 +361,9 @@ def sequence(agent: Agent, box: BareBwrap, tree: Tree, ws: Path, bare: Path, onl
     # The first call that may change the workspace: its first checkpoint, and the sandbox's start.
     # `env true` changes nothing but is no provably read-only command (gate.approval.read_only_command),
     # so it gets a checkpoint as a build or a script would; a plain `true` gets none.
-    facts: dict[str, Any] = {}
-    cold = timed(lambda: facts.update(agent.call("bash", command=MAY_CHANGE, description="first")))
-    if facts.get("checkpoint", {}).get("number") != 1:
-        raise SystemExit(f"the first `{MAY_CHANGE}` took no first checkpoint ({facts.get('checkpoint')}): the cold row "
-                         "would not measure one; pick a command the gate does not prove read-only")
-    rows.add("bash cold", "bash", f"bash `{MAY_CHANGE}`, first call (cold)", f"bash -c '{MAY_CHANGE}' in bwrap", cold,
-             timed(lambda: box.run(MAY_CHANGE)))
+    # With --only bash it comes at once after the session opened: the warm-up (tools/warmup.py) has just begun.
+    first_bash(agent, box, rows, "bash cold", "first call (cold)" if only & {"grep", "glob", "read"} else
+               "first call at once after the session opened (cold)")
     if "bash" in only:
         interleaved(rows, 2 * calls, "bash warm", "bash", f"bash `{MAY_CHANGE}`, later calls",
                     f"bash -c '{MAY_CHANGE}' in bwrap",
@@ -401,6 +412,17 @@ def sequence(agent: Agent, box: BareBwrap, tree: Tree, ws: Path, bare: Path, onl
 # -- the report ---------------------------------------------------------------------------------------------
 
 
+def first_bash(agent: Agent, box: BareBwrap, rows: Rows, key: str, label: str) -> None:
+    """The session's first call that may change the workspace: it must take checkpoint 1."""
+    facts: dict[str, Any] = {}
+    cold = timed(lambda: facts.update(agent.call("bash", command=MAY_CHANGE, description="first")))
+    if facts.get("checkpoint", {}).get("number") != 1:
+        raise SystemExit(f"the first `{MAY_CHANGE}` took no first checkpoint ({facts.get('checkpoint')}): the cold row "
+                         "would not measure one; pick a command the gate does not prove read-only")
+    rows.add(key, "bash", f"bash `{MAY_CHANGE}`, {label}", f"bash -c '{MAY_CHANGE}' in bwrap", cold,
+             timed(lambda: box.run(MAY_CHANGE)))
+
+
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -425,7 +447,7 @@ def ratio(a: float, b: float) -> str:
     return f"{a / b:.1f}x" if b > 0 else "-"
 
 
-def run_tree(tree: Tree, repeat: int, only: set[str], calls: int, tmp: Path | None) -> None:
+def run_tree(tree: Tree, repeat: int, only: set[str], calls: int, tmp: Path | None, turn_s: float = 0.0) -> None:
     files = len(subprocess.run(["git", "-C", str(tree.source), "ls-files", "-z"], capture_output=True, check=True,
                                env=GIT_ENV).stdout.split(b"\0")) - 1
     print(f"\n== {tree.name}: copying it into a fresh workspace {repeat} time{'s' * (repeat != 1)} ...", flush=True)
@@ -436,6 +458,12 @@ def run_tree(tree: Tree, repeat: int, only: set[str], calls: int, tmp: Path | No
             one_workspace(tree, scratch, only, calls, rows)
         finally:  # rm, not shutil.rmtree: several times faster on the kernel's 80,000 files
             subprocess.run(["rm", "-rf", "--one-file-system", str(scratch)], check=False)
+        if "bash" in only and turn_s:  # the same first call, after a model's turn: another fresh workspace
+            scratch = Path(tempfile.mkdtemp(prefix="abhed-tax-", dir=tmp))
+            try:
+                one_workspace(tree, scratch, only, calls, rows, turn_s)
+            finally:
+                subprocess.run(["rm", "-rf", "--one-file-system", str(scratch)], check=False)
     report(tree, rows, files, repeat, load_before)
 
 
@@ -447,6 +475,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--files", type=int, default=1000, help="files of the generated tree (default 1000)")
     parser.add_argument("--only", action="append", choices=KINDS, help="only this call kind (repeatable)")
     parser.add_argument("--skip-kernel", action="store_true", help="only the generated tree")
+    parser.add_argument("--turn", type=float, default=TURN_S, help="seconds of a model's first turn before the "
+                        f"first bash call of another fresh workspace (default {TURN_S:g}; 0: no such row)")
     parser.add_argument("--tmp", type=Path, help="where the workspaces are copied (default: the system's temp)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill by TERM still removes the copies
@@ -459,7 +489,7 @@ def main(argv: list[str] | None = None) -> None:
         sources = sorted(str(p.relative_to(small)) for p in small.rglob("*") if p.suffix in (".c", ".py", ".h", ".go"))
         read = next(path for path in sources if path.startswith("drivers/"))
         run_tree(Tree(f"generated tree of {args.files:,} files", small, "PM_RESUME", "drivers", read,
-                      tuple(path for path in sources if path != read)[:3]), args.repeat, only, args.calls, args.tmp)
+                      tuple(path for path in sources if path != read)[:3]), args.repeat, only, args.calls, args.tmp, args.turn)
     finally:
         shutil.rmtree(made, ignore_errors=True)
     if args.skip_kernel:
@@ -467,7 +497,7 @@ def main(argv: list[str] | None = None) -> None:
     kernel = ensure_kernel_git()
     run_tree(Tree("Linux 6.1 (git, one commit)", kernel, "PM_RESUME", "drivers", "drivers/usb/core/hub.c",
                   ("drivers/usb/core/hub.h", "kernel/sched/core.c", "README")), args.repeat, only, args.calls,
-             args.tmp)
+             args.tmp, args.turn)
 
 
 if __name__ == "__main__":

@@ -234,6 +234,7 @@ def _checkpointed(ctx: ToolContext, tool: Tool, args: Any, action: ActionEvent |
     name, checkpoints = tool.name, ctx.checkpoints
     if not (undoable or changes_workspace(name, args, tool)):
         return run()
+    ctx.warmed()  # the first snapshot's work, started as the session opened (tools/warmup.py)
     if checkpoints is None or action is None:
         return _without_checkpoint(name, args, gate, "checkpoints are off, and it was allowed only because one would undo it", run) if undoable else run()
     from abhed.session.checkpoint import CheckpointError  # here: a call that only reads never loads it
@@ -276,6 +277,8 @@ def _checkpointed(ctx: ToolContext, tool: Tool, args: Any, action: ActionEvent |
     if capture.interrupted:
         facts["interrupted"] = capture.interrupted
         result.content += f"\n[Abhed: {capture.interrupted}]"
+    if not capture.first and ctx.warmup is not None:  # the warm-up took the first snapshot: its note, once
+        capture.first = ctx.warmup.note()
     if capture.first:  # a first snapshot that read a whole tree: why this call took long, once
         facts["first"] = capture.first
         result.content += f"\n[Abhed: {capture.first}.]"

@@ -179,7 +179,7 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
     from abhed.agent.loop import Agent
     from abhed.files.paths import PathPolicy
     from abhed.session.checkpoint import from_settings
-    from abhed.tools import all_tools
+    from abhed.tools import all_tools, warmup
     from abhed.tools.base import ToolContext
     try:
         config.refuse_workspace_control(settings, workspace)
@@ -202,6 +202,7 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
                 _saved(session)
             gateway = mcp_gateway(settings, workspace, display.notice)
             ctx = ToolContext(session, settings, paths, checkpoints=checkpoints, extra=gateway)
+            warmup.start(ctx)  # the first checkpoint and the sandbox, while the model takes its first turn
             try:
                 problems: list[str] = []  # the log is read once, by restore: the lines it skipped
                 try:

@@ -334,7 +334,8 @@ class Shadow:
         self._check_reserve()
         first = self._first()
         try:
-            return first.done(self._capture(since, report, first.seeded is not None), self)
+            seeded = first.seeded is not None and bool(first.seeded.entries)
+            return first.done(self._capture(since, report, first.seeded is not None, seeded), self)
         except gitindex.Unreadable:
             # Not an index this code or git wrote (damaged, another version): start again from none;
             # every file is then read again, and unchanged ones hash to the objects already stored.
@@ -354,7 +355,7 @@ class Shadow:
             found = seed.Seeder(tree, self.dir, self.started_ns, self.max_file_bytes, self.max_store_bytes // 4).seed()
         if found.entries:
             path = self.git_dir / "index"
-            self._index = gitindex.write(path, gitindex.Index(sorted(found.entries.values(), key=lambda e: e.name)))
+            self._seed_index(path, found)
             # What checkpoints.exclude (and the store itself, .git/info/exclude) leave out: out again. A
             # tracked file that a .gitignore names stays covered: it is the repository's own content.
             rules = f"--exclude-from={self.git_dir / 'info' / 'exclude'}"
@@ -362,17 +363,22 @@ class Shadow:
             for name in ignored:
                 found.entries.pop(name, None)
                 found.modes.pop(os.fsdecode(name), None)
-            entries = sorted(found.entries.values(), key=lambda e: e.name)
-            trees = seed.trees_of(entries)
-            if trees is not None:  # its trees as one pack, and the index's cache of them: write-tree has none to write
-                self.git("index-pack", str(seed.write_pack(self.git_dir / "objects" / "pack", trees[0])))
-            if ignored or trees is not None:
-                self._index = gitindex.write(path, gitindex.Index(entries, trees[1] if trees is not None else None))
+            if ignored:
+                self._seed_index(path, found)
             self._index_sum = gitindex.checksum(path)
             modes = self._modes()
             modes["modes"] = {**modes["modes"], **found.modes}
             self._save_modes(modes)
         return _First(found, started, len(found.entries))
+
+    def _seed_index(self, path: Path, found: seed.Seeded) -> None:
+        """Write the seeded index, with its trees as one pack and the index's cache of them (write-tree
+        has none to write); the pack first, so that no cache names a tree the store lacks."""
+        entries = sorted(found.entries.values(), key=lambda e: e.name)
+        trees = seed.trees_of(entries)
+        if trees is not None:
+            self.git("index-pack", str(seed.write_pack(self.git_dir / "objects" / "pack", trees[0])))
+        self._index = gitindex.write(path, gitindex.Index(entries, trees[1] if trees is not None else None))
 
     def _survey(self, capture: Capture, earlier: list[str], since: Since | None = None) -> uncovered.Survey:
         home = self.dir.parent.parent
@@ -401,13 +407,15 @@ class Shadow:
             raise CheckpointError(
                 f"{found.shortfall(self.STORE_FS)}; no snapshot is written into the last of the disk. {reserve.remedy(name)}, or move ABHED_HOME to a larger disk")
 
-    def _listed(self) -> tuple[set[str], list[str], list[str]]:
+    def _listed(self, tracked: bool = True) -> tuple[set[str], list[str], list[str]]:
         """Every path that may differ from the index, what git's listing names as not covered, and the
-        directories it could not list: the full listing, from no change set."""
+        directories it could not list: the full listing, from no change set. `tracked` False: no
+        diff-files, for an index the seed has just written from each file's lstat (seed.py)."""
         # Tracked files whose stat differs from the index (diff-files lstat's them in parallel), then
         # untracked ones the ignore rules let through: names only; nothing is read by git.
         errors: list[str] = []
-        listed = self.git("diff-files", "-z", "--name-only", "--no-renames", errors=errors).split(b"\0")
+        listed = self.git("diff-files", "-z", "--name-only", "--no-renames", errors=errors).split(b"\0") \
+            if tracked else []
         unstated = [m[1] for m in map(_UNSTATED.fullmatch, errors) if m]  # tracked, lstat failed: read again
         errors.clear()  # pragma: no mutate (equivalent: diff-files never says "could not open directory")
         listed += self.git("ls-files", "-z", "-o", "--exclude-standard", errors=errors).split(b"\0")
@@ -481,7 +489,7 @@ class Shadow:
         return self.later.names[1]
 
     def _capture(self, since: Since | None = None, report: hashing.Report | None = None,
-                 first: bool = False) -> Capture:
+                 first: bool = False, seeded: bool = False) -> Capture:
         paths: set[str] | None = None
         if since is not None and since.valid:
             try:
@@ -489,7 +497,7 @@ class Shadow:
             except changeset.Fallback as why:
                 since.listing, self.later.fallback = None, str(why)
         if paths is None:
-            paths, not_covered, skipped = self._listed()
+            paths, not_covered, skipped = self._listed(tracked=not seeded)
         if since is not None and since.mapped:  # written through a live mapping: no stat or event need say so (mapped.py)
             paths |= set(self._names().with_inodes(since.mapped))
         modes = self._modes()
@@ -627,6 +635,18 @@ class Shadow:
                 return done
             finally:  # done, or failed and said so: only a kill leaves the journal
                 journal.clear(self.dir, journal.SNAPSHOT)
+
+    def prepare(self, changes: ChangeSource | None = None, report: hashing.Report | None = None) -> Capture:
+        """A first snapshot's work ahead of the first call (tools/warmup.py): the index seeded and
+        brought up to the workspace, its tree, the specials and the survey, with no commit; with
+        `changes`, the base the next snapshot's change set starts from (as after a snapshot)."""
+        with self.locked():
+            since = self._since(changes, "before")
+            capture = self.capture(since, report)
+            self._specials(since)
+            self._survey(capture, [], since)
+            self._chain(changes, since, True)
+            return capture
 
     def _since(self, changes: ChangeSource | None, kind: str) -> Since | None:
         """The change set since this process's last snapshot, `valid` only when it covers that whole
@@ -1147,6 +1167,10 @@ class Checkpoints:
         `report`: how far the snapshot has got, while it reads many files (hashing.py)."""
         return self.shadow.snapshot(session_id, "before", {"call": call, "tool": tool, "agent_id": agent_id},
                                     watch=tool == "bash", changes=changes, report=report)
+
+    def prepare(self, changes: ChangeSource | None = None, report: hashing.Report | None = None) -> Capture:
+        """The first snapshot's work, done before a call needs it (Shadow.prepare)."""
+        return self.shadow.prepare(changes, report)
 
     def after(self, session_id: str, before: Snapshot, changes: ChangeSource | None = None,
               report: hashing.Report | None = None) -> Snapshot:

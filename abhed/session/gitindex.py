@@ -28,6 +28,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from hashlib import sha1
 from pathlib import Path
+from typing import NamedTuple
 
 from abhed.files.atomic import replace_file
 
@@ -41,8 +42,7 @@ class Unreadable(Exception):
     """The index is not one this module writes (damaged, another version, a required extension)."""
 
 
-@dataclass(frozen=True)  # pragma: no mutate (equivalent: nothing assigns to an entry)
-class Entry:
+class Entry(NamedTuple):  # a tuple: a kernel-sized index makes 80,000 of them at once (4x a frozen dataclass's speed)
     name: bytes
     mode: int  # 0o100644, 0o100755 or 0o120000
     oid: bytes  # 20 bytes

@@ -77,6 +77,9 @@ class ToolContext:
     `progress`: told how far a snapshot that reads many files has got (session/hashing.py); set by
     the agent to its display's `hashing`, None where nobody watches.
 
+    `warmup`: the session's warm-up (tools/warmup.py), when one was started; whatever may run a
+    command or take a snapshot waits for it first.
+
     `spawn`: how the task tool starts a subagent (tools/task.py: `Spawn`). Only the context an
     agent hands to its own task calls carries it (dataclasses.replace), so a subagent runs under
     the agent that asked for it; None where no agent is running (`abhed tool`).
@@ -93,8 +96,16 @@ class ToolContext:
     progress: Report | None = None  # a long snapshot's progress, for the display (None: not shown)
     # Tools beyond the native nine (the MCP gateway's admitted tools); whoever made it closes it.
     extra: ToolSource | None = None
+    warmup: Any = None  # tools/warmup.py: the first call's fixed costs, paid as the session opens
+
+    def warmed(self) -> None:
+        """Wait for the warm-up (tools/warmup.py), if one runs: before running a command or taking a snapshot."""
+        if self.warmup is not None:
+            self.warmup.wait()
 
     def close(self) -> None:
+        if self.warmup is not None:  # it may be opening the shell: closed below once it has
+            self.warmup.stop()
         if self.shell is not None:
             self.shell.close()
             self.shell = None

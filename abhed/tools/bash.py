@@ -203,6 +203,7 @@ class Bash(Tool):
         if store:
             raise ToolError(f"The {'background job did not start' if args.background else 'command did not run'}: "
                             f"{store}", reason="disk_reserve")
+        ctx.warmed()  # the warm-up may be opening the shell (tools/warmup.py)
         shell = _opened(ctx)
         cwd = self._cwd(ctx)
         if args.background:
@@ -210,7 +211,7 @@ class Bash(Tool):
         timeout_ms = args.timeout_ms or DEFAULT_TIMEOUT_MS
         try:
             result = shell.box.run(args.command, cwd=cwd, timeout_s=timeout_ms / 1000,
-                                       output_limit_chars=OUTPUT_CHARS)
+                                   output_limit_chars=OUTPUT_CHARS)
         except sandbox.DiskReserveReached as exc:
             raise ToolError(f"The command did not run: {exc.detail}", reason="disk_reserve") from None
         except sandbox.SandboxError as exc:

@@ -1,0 +1,173 @@
+"""Issue 34: the first checkpoint and the sandbox's start, done while the model takes its first turn
+(abhed/tools/warmup.py). Judged on the host: what undo writes back, and when a command ran
+relative to the warm-up's snapshot."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from abhed.gate.approval import Gate, Policy
+from abhed.session import checkpoint, gitindex, seed
+from abhed.session.checkpoint import CheckpointError, Shadow
+from abhed.session.hashing import Hashing
+from abhed.tools import warmup
+from abhed_testing import Tools
+
+from test_checkpoint_seed import no_user_config, repository  # noqa: F401 (a fixture, and the repository)
+
+
+@pytest.fixture(autouse=True)
+def settled_ctimes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gitindex, "RACY_S", -10)  # as in test_checkpoint_seed: files made a moment ago
+
+
+def session(ws: Path, home: Path) -> Tools:
+    """A session as `abhed run --mode auto` opens one: checkpoints on, the warm-up started."""
+    t = Tools(ws, home, gate=Gate(Policy.create("auto", [], [], ws), invoked_by_human=True, confirmed=True))
+    t.ctx.checkpoints = checkpoint.from_settings(t.settings, ws)
+    return t
+
+
+def test_the_warm_up_takes_the_first_snapshot_and_undo_restores_the_real_bytes(tmp_path: Path, home: Path) -> None:
+    ws = tmp_path / "ws"
+    repository(ws)
+    original = (ws / "src" / "lib" / "a.py").read_bytes()
+    t = session(ws, home)
+    try:
+        assert warmup.start(t.ctx) is t.ctx.warmup and warmup.start(t.ctx) is None  # one per process
+        t.ctx.warmed()
+        shadow = t.ctx.checkpoints.shadow
+        assert (shadow.git_dir / "index").exists() and t.ctx.shell is not None  # done before any call
+        assert list((shadow.dir / seed.PACKS / "pack").glob("pack-*.pack"))  # seeded from the repository
+        out = t.ok("bash", command="printf 'broken\\n' > src/lib/a.py && rm run.sh", description="x")
+        assert "checkpoint" not in out or "first checkpoint" not in out
+        assert (ws / "src" / "lib" / "a.py").read_bytes() == b"broken\n"
+        with shadow.locked():
+            shadow.apply(shadow.plan_undo(t.session.id, 1))
+        assert (ws / "src" / "lib" / "a.py").read_bytes() == original
+        assert (ws / "run.sh").read_text() == "#!/bin/sh\necho hi\n" and (ws / "run.sh").stat().st_mode & 0o100
+    finally:
+        t.ctx.close()
+
+
+def test_no_command_and_no_write_runs_before_the_warm_up_s_snapshot_is_over(
+        tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command run while the warm-up trusts the repository's index could pair a file's stat with another
+    blob: every call that may change the workspace waits for it (dispatch, the bash tool)."""
+    ws = tmp_path / "ws"
+    repository(ws)
+    done: list[float] = []
+    real = Shadow.prepare
+
+    def slow(self, *args, **kw):
+        time.sleep(0.5)
+        try:
+            return real(self, *args, **kw)
+        finally:
+            done.append(time.time())
+    monkeypatch.setattr(Shadow, "prepare", slow)
+    for tool, args in (("bash", {"command": "date +%s.%N > stamp", "description": "x"}),
+                       ("bash", {"command": "true", "description": "read-only: no checkpoint, still waits"}),
+                       ("write", {"path": str(ws / "stamp"), "content": "x"})):
+        (ws / "stamp").unlink(missing_ok=True)
+        done.clear()
+        t = session(ws, home / tool / str(len(args)))
+        try:
+            warmup.start(t.ctx)
+            t.ok(tool, **args)
+            assert done, "the call did not wait for the warm-up"
+            if args.get("command") != "true":
+                assert (ws / "stamp").stat().st_mtime >= done[0] - 0.01, (tool, args)
+        finally:
+            t.ctx.close()
+
+
+def test_a_warm_up_that_fails_leaves_the_first_call_to_take_its_checkpoint(
+        tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = tmp_path / "ws"
+    repository(ws)
+
+    def fails(self, *args, **kw):
+        raise CheckpointError("the store's disk is full")
+    monkeypatch.setattr(Shadow, "prepare", fails)
+    t = session(ws, home)
+    try:
+        warmup.start(t.ctx)
+        result = t("bash", command="echo x >> notes.md", description="x")
+        assert not result.is_error and result.metadata["checkpoint"]["number"] == 1, result.content
+    finally:
+        t.ctx.close()
+    with t.ctx.checkpoints.shadow.locked():
+        shadow = t.ctx.checkpoints.shadow
+        shadow.apply(shadow.plan_undo(t.session.id, 1))
+    assert (ws / "notes.md").read_text() == "line 1\nline 2\n"
+
+
+def test_the_warm_up_s_progress_shows_only_while_a_call_waits_and_its_note_reaches_the_first_call(
+        tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for i in range(4):
+        (ws / f"f{i}.txt").write_text(f"{i}\n")
+    monkeypatch.setattr(Shadow, "FIRST_NOTE_FILES", 3)
+    t = session(ws, home)
+    shown: list[Hashing] = []
+    t.ctx.progress = shown.append
+    w = warmup.Warmup(t.ctx)
+    w._report(Hashing(1, 4, 2, True))
+    assert shown == []  # nobody waits: the model's turn shows nothing
+    w._waiting.set()
+    w._report(Hashing(2, 4, 4, True))
+    assert shown == [Hashing(2, 4, 4, True)]
+    try:
+        warmup.start(t.ctx)
+        t.ctx.warmed()
+        out = t.ok("write", path=str(ws / "new.txt"), content="n")
+        assert "[Abhed: the first checkpoint of this workspace read and hashed 4 files in" in out
+        assert "first checkpoint" not in t.ok("write", path=str(ws / "new2.txt"), content="n")
+    finally:
+        t.ctx.close()
+
+
+def test_a_call_that_changes_nothing_does_not_wait(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = tmp_path / "ws"
+    repository(ws)
+    release = threading.Event()
+    monkeypatch.setattr(Shadow, "prepare", lambda self, *a, **kw: release.wait(30))
+    t = session(ws, home)
+    try:
+        warmup.start(t.ctx)
+        assert "line 1" in t.ok("read", path=str(ws / "notes.md"))  # while the warm-up still runs
+        assert t.ctx.warmup._thread.is_alive()
+    finally:
+        release.set()
+        t.ctx.close()
+
+
+def test_a_session_that_closes_first_starts_no_snapshot_and_closes_the_shell_the_warm_up_opened(
+        tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from abhed.tools import bash
+    ws = tmp_path / "ws"
+    repository(ws)
+    closed: list[bool] = []
+    prepared: list[bool] = []
+
+    class Fake:
+        def close(self) -> list[str]:
+            closed.append(True)
+            return []
+
+    def opening(ctx):
+        time.sleep(0.3)
+        return Fake()
+    monkeypatch.setattr(bash.BashSandbox, "open", classmethod(lambda cls, ctx: opening(ctx)))
+    monkeypatch.setattr(Shadow, "prepare", lambda self, *a, **kw: prepared.append(True))
+    t = session(ws, home)
+    warmup.start(t.ctx)
+    t.ctx.close()
+    assert closed == [True] and prepared == [] and t.ctx.shell is None
+    assert not (t.ctx.checkpoints.shadow.git_dir / "index").exists()
