@@ -98,12 +98,13 @@ class ReplayServer:
         self._lock = threading.Lock()
         self._http = _Server(("127.0.0.1", port), _Handler, self)
         self._http.daemon_threads = True
+        host, port = self._http.socket.getsockname()[:2]  # (server_address, typed: an AF_INET pair)
+        self._url = f"http://{host}:{port}/v1"  # read after the server closes too
         self._thread = threading.Thread(target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
     def url(self) -> str:
-        host, port = self._http.socket.getsockname()[:2]  # what server_address holds, typed
-        return f"http://{host}:{port}/v1"
+        return self._url
 
     def __enter__(self) -> ReplayServer:
         self._thread.start()
