@@ -142,7 +142,7 @@ def _prompt_text(prompt: str | None) -> str | None:
         prompt = sys.stdin.read()
     if prompt is not None and not prompt.strip():
         base.fail("The prompt is empty: say what to do, as PROMPT or on stdin with `-` (echo 'fix the test' | "
-              "abhed run -).")
+                  "abhed run -).")
     return prompt
 
 
@@ -164,8 +164,8 @@ def _run_prompt(kw: dict, prompt: str | None, session_id: str | None, as_json: b
                 for line in launch.recent_conversation(agent.ctx.session):
                     click.echo(printable(line), err=True)
             if prompt is None and not unfinished:
-                base.fail(f"Session {session} finished its last run; nothing to continue. Give a PROMPT to go on with it, "
-                      f"or chat: abhed chat --session {session}")
+                base.fail(f"Session {session} finished its last run; nothing to continue. Give a PROMPT to go on "
+                          f"with it, or chat: abhed chat --session {session}")
             checkpoints = agent.ctx.checkpoints
             first = last_number(checkpoints, session) + 1
             outcome = agent.run(prompt)

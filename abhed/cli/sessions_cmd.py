@@ -89,7 +89,7 @@ def sessions_verify(session_id: str | None, every: bool, kept: str | None) -> No
     head = parse_head(kept) if kept is not None else None
     if kept is not None and head is None:
         base.fail(f"--head {kept!r} is not a head: give it as printed at the session's end, SEQ:SHA256 (the event's "
-              "number, a colon, 64 hex digits), e.g. --head 12:3f5a...")
+                  "number, a colon, 64 hex digits), e.g. --head 12:3f5a...")
     try:
         directory = store.stored(session_id)
     except SessionError as exc:

@@ -161,9 +161,9 @@ def _stdin_arguments(limit: int) -> str:
     data = sys.stdin.buffer.read(limit + 1)  # one byte more than the limit is enough to know it is over
     if len(data) > limit:
         base.fail(f"ARGUMENTS on stdin is too large: over the limit of {limit:,} bytes for one call "
-              "(agent.max_argument_bytes). Split the work into smaller calls.")
+                  "(agent.max_argument_bytes). Split the work into smaller calls.")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         base.fail(f"ARGUMENTS on stdin is not valid UTF-8 (byte {exc.start}: {data[exc.start:exc.start + 1]!r}). "
-              "Send JSON text; escape other characters as \\uXXXX.")
+                  "Send JSON text; escape other characters as \\uXXXX.")
