@@ -13,7 +13,7 @@ import pytest
 from abhed.conformance.report import CATEGORIES, chosen
 from abhed.session import config
 from abhed.session.checkpoint import CheckpointError
-from abhed.session.configfile import example, flat, write_example
+from abhed.session.configfile import HEADER, example, flat, write_example
 from abhed.session.eventtree import preview
 from abhed.session.store import SessionError
 from abhed.session.undo import checkpointed_session
@@ -26,6 +26,7 @@ def test_every_category_by_default_and_the_overrides_as_numbers():
     assert chosen(None, ()) == (CATEGORIES, {})
     assert chosen(" scenarios, recovery ,", ("recovery=0.5", "scenarios=1")) == (("scenarios", "recovery"),
                                                                                   {"recovery": 0.5, "scenarios": 1.0})
+    assert chosen("adapter", ("adapter=0", "recovery=1.0")) == (("adapter",), {"adapter": 0.0, "recovery": 1.0})
 
 
 @pytest.mark.parametrize("only,overrides,message", [
@@ -46,7 +47,10 @@ def test_a_wrong_category_or_threshold_says_what_to_write(only, overrides, messa
 
 def test_the_example_uncommented_is_every_setting_at_its_default():
     text = example()
-    assert text.startswith("# Abhed's operator settings.") and text.endswith("\n")
+    assert text.splitlines()[:3] == HEADER and text.endswith("\n")
+    top = text.split("\n[", 1)[0]  # before the first section: the top-level settings that are not sections
+    assert {line[2:].split(" = ")[0] for line in top.splitlines() if " = " in line} == {
+        key for key, value in config.Settings().model_dump(mode="json").items() if not isinstance(value, dict)}
     # A nested section (sandbox.microvm) is written as one JSON object, which is not TOML: left
     # commented here, and out of the comparison (the split kept `config init`'s output as it was).
     uncommented = "\n".join(line[2:] if line.startswith("# ") and " = " in line and " = {\"" not in line else line
@@ -63,10 +67,12 @@ def test_flat_names_every_leaf_by_its_dotted_key():
 
 
 def test_the_example_is_written_private_and_never_over_a_file(tmp_path: Path):
-    path = tmp_path / "new" / "config.toml"
+    path = tmp_path / "new" / "abhed" / "config.toml"  # its directories made, private
     write_example(path)
     assert path.read_text() == example()
     assert path.stat().st_mode & 0o777 == 0o600 and path.parent.stat().st_mode & 0o777 == 0o700
+    write_example(tmp_path / "config.toml")  # in a directory that exists
+    assert (tmp_path / "config.toml").read_text() == example()
     path.write_text("mine\n")
     with pytest.raises(FileExistsError):
         write_example(path)
