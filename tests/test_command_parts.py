@@ -12,11 +12,12 @@ import pytest
 
 from abhed.conformance.report import CATEGORIES, chosen
 from abhed.session import config
+from abhed.session import checkpoint
 from abhed.session.checkpoint import CheckpointError
 from abhed.session.configfile import HEADER, example, flat, write_example
 from abhed.session.eventtree import preview
 from abhed.session.store import SessionError
-from abhed.session.undo import checkpointed_session
+from abhed.session.undo import checkpointed_session, last_number
 from abhed_testing import abhed
 
 # -- conformance: the categories run and the thresholds overridden ---------------------------------
@@ -92,7 +93,7 @@ def test_config_init_says_why_it_cannot_write(tmp_path: Path, home: Path):
 # -- the session a checkpoint command acts on ------------------------------------------------------
 
 
-def test_the_checkpointed_session_is_found_or_the_reason_given(ws: Path, home: Path):
+def test_the_checkpointed_session_is_found_or_the_reason_given(ws: Path, home: Path, monkeypatch):
     abhed("tool", "write", json.dumps({"path": str(ws / "b.txt"), "content": "x"}), "--session", "s",
           "--workspace", str(ws))
     settings = config.load()
@@ -105,6 +106,24 @@ def test_the_checkpointed_session_is_found_or_the_reason_given(ws: Path, home: P
     off = settings.model_copy(update={"checkpoints": settings.checkpoints.model_copy(update={"enabled": False})})
     with pytest.raises(CheckpointError, match="Checkpoints are off: checkpoints.enabled is false."):
         checkpointed_session(off, "s", ws)
+    monkeypatch.setattr(checkpoint, "available", lambda: None)  # no git binary on this machine
+    with pytest.raises(CheckpointError, match=r"Checkpoints are off: there is no git binary \(abhed doctor\)."):
+        checkpointed_session(settings, "s", ws)
+
+
+def test_a_run_counts_its_checkpoints_from_the_last_one_before_it(ws: Path, home: Path, monkeypatch):
+    settings = config.load()
+    found = checkpoint.from_settings(settings, ws)
+    assert last_number(None, "s") == 0 and last_number(found, "s") == 0  # checkpoints off; none taken yet
+    for name in ("a", "b"):
+        abhed("tool", "write", json.dumps({"path": str(ws / name), "content": "x"}), "--session", "s",
+              "--workspace", str(ws))
+    assert last_number(found, "s") == 2 and last_number(found, "other") == 0
+
+    def broken(session_id: str) -> int:
+        raise CheckpointError("the shadow repository cannot be read")
+    monkeypatch.setattr(found.shadow, "last_number", broken)
+    assert last_number(found, "s") == 0  # the run still runs; it just cannot name its range
 
 
 def test_checkpoints_off_is_told_by_the_command(ws: Path, home: Path):
