@@ -1,5 +1,7 @@
 """Starting one confined process (bwrap or none backend), collecting its output, ending it.
 
+The launchers here are rows of sandbox.backends.BACKENDS; what they provide is its ``Launcher``.
+
 A launcher is built once per session (it looks at the host once: bwrap, /etc secrets,
 cgroups; it builds the layer hiding those secrets, sandbox.hidelayer, and as root a pool
 of network namespaces, sandbox.netpool) and then spawns any number of commands.
@@ -622,7 +624,8 @@ class NoneLauncher:
 
     name = "none"
 
-    def __init__(self, config: SandboxConfig, workspace: Path, environ: Mapping[str, str]) -> None:
+    def __init__(self, config: SandboxConfig, workspace: Path, environ: Mapping[str, str],
+                 on_refusal: Callable[[str], None] = lambda message: None) -> None:  # no proxy: nothing is refused
         self.config = config
         self.workspace = workspace
         self.shell = find_shell()
