@@ -632,6 +632,7 @@ class NoneLauncher:
         self.env = sandbox_env(config, home=environ.get("HOME", "/"), tmpdir=environ.get("TMPDIR", "/tmp"), environ=environ)
         # RLIMIT_NPROC would count every process of the operator's uid on the host here.
         self.rlimits = effective_rlimits(config.limits, include_processes=False)
+        self.extra_protected: tuple[str, ...] = ()  # nothing is protected here (no guard: it confines nothing)
 
     def close(self) -> None:
         pass
