@@ -45,7 +45,6 @@ class Process(Protocol):
 class Launcher(Protocol):
     """What ``sandbox.Sandbox`` asks of a backend's launcher, and nothing more."""
 
-    name: str  # the backend's name in the table (Result.backend, BackgroundJob.backend)
     # Workspace-relative paths to keep read-only in the next command besides config.protected_paths:
     # the session's nested repositories and what host git would run (set by the Sandbox before each spawn).
     extra_protected: tuple[str, ...]
@@ -95,7 +94,7 @@ class Capabilities:
 
 @dataclass(frozen=True)
 class Backend:
-    """One row of the table: the name the operator writes, its launcher, what it is.
+    """One row of the table (its key is the name the operator writes): its launcher, what it is.
 
     launcher    "module:Class" of its launcher, a ``Launcher`` built as Class(config, workspace,
                 environ, on_refusal) (config: a SandboxConfig; on_refusal hears each connection an
@@ -108,8 +107,6 @@ class Backend:
     first command (start-up). ``launch`` and ``check_host`` import them when called.
     """
 
-    name: str
-    summary: str  # what it is, for messages and docs
     launcher: str
     capabilities: Capabilities
     host_check: str | None = None
@@ -132,11 +129,14 @@ def _load(reference: str) -> Any:
 
 # The table, in the order messages list the names (the first is the default).
 BACKENDS: dict[str, Backend] = {
-    "bwrap": Backend("bwrap", "bubblewrap namespaces (the default)", "sandbox.launcher:BwrapLauncher",
+    # bubblewrap namespaces (sandbox.bwrap, sandbox.launcher)
+    "bwrap": Backend("sandbox.launcher:BwrapLauncher",
                      Capabilities(isolates=True, lingers=False, pipes=True, host_bwrap=True)),
-    "none": Backend("none", "no sandbox: commands run with the operator's full access", "sandbox.launcher:NoneLauncher",
+    # no sandbox: commands run with the operator's full access, and every Result says so
+    "none": Backend("sandbox.launcher:NoneLauncher",
                     Capabilities(isolates=False, lingers=False, pipes=True, host_bwrap=False)),
-    "microvm": Backend("microvm", "one virtual machine per session (sandbox.microvm)", "sandbox.microvm:MicrovmLauncher",
+    # one virtual machine per session (sandbox.microvm); qemu itself runs in bwrap
+    "microvm": Backend("sandbox.microvm:MicrovmLauncher",
                        Capabilities(isolates=True, lingers=True, pipes=False, host_bwrap=False),
                        host_check="sandbox.microvm:check_host"),
 }

@@ -286,8 +286,6 @@ def _collect(
 class BwrapLauncher:
     """Spawns commands confined by bubblewrap."""
 
-    name = "bwrap"
-
     def __init__(self, config: SandboxConfig, workspace: Path, environ: Mapping[str, str],
                  on_refusal: Callable[[str], None] = lambda message: None) -> None:
         self.config = config
@@ -621,8 +619,6 @@ class BwrapLauncher:
 
 class NoneLauncher:
     """Runs commands WITHOUT a sandbox: only the environment, rlimits and process group apply."""
-
-    name = "none"
 
     def __init__(self, config: SandboxConfig, workspace: Path, environ: Mapping[str, str],
                  on_refusal: Callable[[str], None] = lambda message: None) -> None:  # no proxy: nothing is refused

@@ -680,8 +680,6 @@ def console_tail(path: Path, limit: int = 600) -> str:
 class MicrovmLauncher:
     """Spawns commands in the session's VM: sandbox.backends.Launcher, without pipes (Capabilities.pipes)."""
 
-    name = "microvm"
-
     def __init__(self, config: SandboxConfig, workspace: Path, environ: Mapping[str, str],
                  on_refusal: Callable[[str], None] = lambda message: None) -> None:  # no proxy (allow_hosts refused)
         self.config = config
@@ -748,7 +746,10 @@ class MicrovmLauncher:
     def prepare(self) -> None:
         self._ensure_vm()
 
-    def spawn(self, command: str, *, cwd: Path, out_fd: int, report_cwd: bool) -> VmSpawned:
+    def spawn(self, command: str, *, cwd: Path, out_fd: int, report_cwd: bool, in_fd: int | None = None,
+              err_fd: int | None = None) -> VmSpawned:
+        if in_fd is not None or err_fd is not None:  # Sandbox.start_server refuses first (Capabilities.pipes)
+            raise BackendUnavailable("the microvm backend cannot hand a command the caller's pipes; nothing was started.")
         vm = self._ensure_vm()
         protect = []
         for mount in protection_mounts(self.workspace, self.config.protected_paths + self.extra_protected):

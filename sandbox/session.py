@@ -227,7 +227,7 @@ class Sandbox:
 
     @property
     def backend(self) -> str:
-        return self._launcher.name
+        return self.config.backend  # its key in sandbox.backends.BACKENDS
 
     def describe(self) -> list[str]:
         """Human-readable lines on how commands are confined here (for `abhed doctor`)."""

@@ -34,9 +34,7 @@ events: list[str] = []
 
 
 class ScratchLauncher(NoneLauncher):
-    """A test backend: runs like `none`, names itself, says what was asked of it."""
-
-    name = "scratch"
+    """A test backend: runs like `none`, says what was asked of it."""
 
     def __init__(self, config, workspace, environ, on_refusal):
         super().__init__(config, workspace, environ, on_refusal)
@@ -61,7 +59,7 @@ def scratch_host(sandbox_config) -> tuple[list[str], list[str]]:
 def scratch(monkeypatch):
     """Registers the scratch backend (its capabilities patched by the test if needed)."""
     events.clear()
-    row = Backend("scratch", "a test backend", f"{__name__}:ScratchLauncher", SCRATCH, host_check=f"{__name__}:scratch_host")
+    row = Backend(f"{__name__}:ScratchLauncher", SCRATCH, host_check=f"{__name__}:scratch_host")
     monkeypatch.setitem(BACKENDS, "scratch", row)
 
     def declare(**capabilities: bool) -> None:

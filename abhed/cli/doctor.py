@@ -262,11 +262,11 @@ def _tool_image_messages() -> list[dict[str, Any]]:
 
 def _host_check(settings: Settings) -> Check:
     """The backend's own check of the host (its row's host_check), named after the backend."""
-    backend = lookup(settings.sandbox.backend)
-    problems, facts = backend.check_host(sandbox_config(settings)) or ([], [])
+    name = settings.sandbox.backend
+    problems, facts = lookup(name).check_host(sandbox_config(settings)) or ([], [])
     if problems:
-        return Check("FAIL", backend.name, "; ".join(problems))
-    return Check("OK", backend.name, "; ".join(facts))
+        return Check("FAIL", name, "; ".join(problems))
+    return Check("OK", name, "; ".join(facts))
 
 
 def _sandbox(settings: Settings) -> Check:
