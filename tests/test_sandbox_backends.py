@@ -9,6 +9,7 @@ a fall-through to another backend.
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -184,8 +185,36 @@ def test_no_caller_tells_backends_apart_by_name():
                        "(sandbox.backends.capabilities(name), or a new Capabilities field):\n" + "\n".join(found))
 
 
+def name_lists(tree: ast.AST) -> list[int]:
+    """Lines of tuples, lists, sets and dict keys written in the source whose strings are two or more
+    of the table's names and nothing else (a Literal of them, a tuple to test membership in)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Set, ast.Tuple, ast.List)):
+            items = node.elts
+        elif isinstance(node, ast.Dict):
+            items = [key for key in node.keys if key is not None]
+        else:
+            continue
+        strings = [item.value for item in items if isinstance(item, ast.Constant) and isinstance(item.value, str)]
+        if len(set(strings)) >= 2 and set(strings) <= {"bwrap", "none", "microvm"}:
+            found.append(node.lineno)
+    return found
+
+
+def test_no_module_lists_the_backends_but_the_table():
+    found = [f"{path.relative_to(ROOT)}:{line}" for path in sorted([*(ROOT / "abhed").rglob("*.py"),
+                                                                   *(ROOT / "sandbox").rglob("*.py")])
+             if path != ROOT / "sandbox" / "backends.py" for line in name_lists(ast.parse(path.read_text()))]
+    assert not found, ("These lines list sandbox backends by name; take the names from sandbox.backends.BACKENDS "
+                       "(lookup, names) instead:\n" + "\n".join(found))
+
+
 def test_the_name_test_sees_a_comparison():
     for line in ('if settings.sandbox.backend == "microvm":', 'if config.backend != "none":',
                  'return "none" == box.backend', 'if backend in ("bwrap", "microvm"):'):
         assert NAME_TEST.search(line), line
     assert not NAME_TEST.search('if ctx.settings.search.backend == "rg":')
+    tree = ast.parse('backend: Literal["bwrap", "none", "microvm"]\nok = x in ("none", "bwrap")\n'
+                     'argv = ["-M", "microvm", "-display", "none"]')
+    assert name_lists(tree) == [1, 2]
