@@ -10,6 +10,7 @@ a fall-through to another backend.
 from __future__ import annotations
 
 import ast
+import os
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -218,3 +219,18 @@ def test_the_name_test_sees_a_comparison():
     tree = ast.parse('backend: Literal["bwrap", "none", "microvm"]\nok = x in ("none", "bwrap")\n'
                      'argv = ["-M", "microvm", "-display", "none"]')
     assert name_lists(tree) == [1, 2]
+
+
+def test_the_microvm_launcher_refuses_pipes_itself_before_booting(ws):
+    """Sandbox.start_server refuses first (pipes=False); the launcher does not rely on it."""
+    from sandbox import microvm
+    missing = microvm.missing_requirements()
+    if missing:
+        pytest.skip(f"the microvm backend cannot be built here: {'; '.join(missing)}")
+    launcher = microvm.MicrovmLauncher(sandbox.SandboxConfig(backend="microvm"), ws, os.environ, lambda message: None)
+    try:
+        with pytest.raises(sandbox.BackendUnavailable, match="cannot hand a command the caller's pipes; nothing was started"):
+            launcher.spawn("cat", cwd=ws, out_fd=1, report_cwd=False, in_fd=0)
+        assert launcher._vm is None  # refused before any boot
+    finally:
+        launcher.close()
