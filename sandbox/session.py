@@ -531,7 +531,7 @@ def sandboxed_alive() -> bool:
     thread, a background job or server of any Sandbox not known to have ended, or a microVM (it
     outlives its commands, and its page cache may write back later)."""
     boxes = list(_boxes)
-    return running_count() > 0 or any(capabilities(box.backend).lingers and not box._closed for box in boxes) or \
+    return running_count() > 0 or any(not box._closed and capabilities(box.backend).lingers for box in boxes) or \
         any(job.running for box in boxes for job in box.jobs())
 
 
