@@ -48,7 +48,10 @@ Every bwrap flag, and why, is in one place: ``sandbox.bwrap.bwrap_argv``.
 Backends: ``bwrap`` (default); ``none`` (only when the operator names it: no confinement,
 every ``Result.warning`` says "ran WITHOUT a sandbox"); ``microvm`` (one qemu ``-M microvm``
 VM per Sandbox, same semantics, the hypervisor as the boundary; ``MicrovmConfig``; see
-sandbox/microvm.py and docs/security.md).
+sandbox/microvm.py and docs/security.md). They are the rows of ``sandbox.backends.BACKENDS``: each
+names its launcher (``sandbox.backends.Launcher``) and declares its ``Capabilities`` (confines or
+not, lingers between commands, takes pipes, bwrap usable for host helpers), which callers read
+instead of comparing names; any other name is a ``ConfigError`` naming the known ones.
 
 API
 ---
@@ -64,6 +67,8 @@ the inherited limit (no reserve for ``disk_reserve_bytes``, no total or cap for 
 
 ``Sandbox(config, workspace, *, environ=None, on_refusal=None)`` -- one per session; inspects the
 host once. ``on_refusal(sentence)`` hears each connection the ``allow_hosts`` proxy refused.
+``.capabilities`` is its backend's ``sandbox.backends.Capabilities``; ``.start_server`` on a
+backend without ``pipes`` (microvm) raises ``BackendUnavailable``.
 
 - ``.run(command, *, cwd, timeout_s, output_limit_chars=None) -> Result`` -- ``bash -c`` (``sh``
   without bash), stdin ``/dev/null``, stdout+stderr as one stream in arrival order. Blocks.
