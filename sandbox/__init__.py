@@ -204,7 +204,7 @@ if TYPE_CHECKING:
     from sandbox.launcher import kill_running
     from sandbox.limits import workspace_cgroups, workspace_processes
     from sandbox.probe import ProbeReport, probe
-    from sandbox.session import UNSANDBOXED_WARNING, BackgroundJob, JobStatus, Result, Sandbox
+    from sandbox.box import UNSANDBOXED_WARNING, BackgroundJob, JobStatus, Result, Sandbox
 
 # The settings' classes (sandbox.config) and the cgroup look-up (sandbox.limits) load on first use of
 # one of their names, alone; the launchers (bwrap, microvm, none) on first use of a name that needs
@@ -217,7 +217,7 @@ _ALONE = {
 }
 _LAZY = {
     "sandbox.launcher": ("kill_running",),
-    "sandbox.session": ("UNSANDBOXED_WARNING", "BackgroundJob", "JobStatus", "Result", "Sandbox"),
+    "sandbox.box": ("UNSANDBOXED_WARNING", "BackgroundJob", "JobStatus", "Result", "Sandbox"),
     "sandbox.probe": ("ProbeReport", "probe"),
 }
 
@@ -275,7 +275,7 @@ def run(
     output_limit_chars: int | None = None,
 ) -> Result:
     """One-shot: build a Sandbox, run ``command``, close it. A session should keep a Sandbox instead."""
-    from sandbox.session import Sandbox
+    from sandbox.box import Sandbox
     with Sandbox(config, workspace) as sandbox:
         return sandbox.run(command, cwd=cwd, timeout_s=timeout_s, output_limit_chars=output_limit_chars)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sandbox.config import SandboxConfig
 from sandbox.errors import SandboxError
-from sandbox.session import UNSANDBOXED_WARNING, Sandbox
+from sandbox.box import UNSANDBOXED_WARNING, Sandbox
 
 
 @dataclass(frozen=True)

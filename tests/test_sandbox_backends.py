@@ -21,7 +21,7 @@ import sandbox
 from sandbox import backends
 from sandbox.backends import BACKENDS, Backend, Capabilities
 from sandbox.launcher import NoneLauncher
-from sandbox.session import sandboxed_alive
+from sandbox.box import sandboxed_alive
 
 from abhed.cli import doctor
 from abhed.files import rgjail, ripgrep
