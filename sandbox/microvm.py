@@ -49,7 +49,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -336,6 +336,11 @@ def missing_requirements(config: MicrovmConfig | None = None, environ: Mapping[s
     except BackendUnavailable as exc:
         missing.append(str(exc))
     return missing
+
+
+def check_host(config: SandboxConfig) -> tuple[list[str], list[str]]:
+    """The backend's host check (sandbox.backends: its row's host_check): host_report of its settings."""
+    return host_report(config.microvm)
 
 
 def host_report(config: MicrovmConfig, environ: Mapping[str, str] | None = None) -> tuple[list[str], list[str]]:
@@ -674,11 +679,10 @@ def console_tail(path: Path, limit: int = 600) -> str:
 
 
 class MicrovmLauncher:
-    """Spawns commands in the session's VM; same interface as launcher.BwrapLauncher."""
+    """Spawns commands in the session's VM: sandbox.backends.Launcher, without pipes (Capabilities.pipes)."""
 
-    name = "microvm"
-
-    def __init__(self, config: SandboxConfig, workspace: Path, environ: Mapping[str, str]) -> None:
+    def __init__(self, config: SandboxConfig, workspace: Path, environ: Mapping[str, str],
+                 on_refusal: Callable[[str], None] = lambda message: None) -> None:  # no proxy (allow_hosts refused)
         self.config = config
         self.workspace = workspace
         if config.allow_hosts:
@@ -743,7 +747,10 @@ class MicrovmLauncher:
     def prepare(self) -> None:
         self._ensure_vm()
 
-    def spawn(self, command: str, *, cwd: Path, out_fd: int, report_cwd: bool) -> VmSpawned:
+    def spawn(self, command: str, *, cwd: Path, out_fd: int, report_cwd: bool, in_fd: int | None = None,
+              err_fd: int | None = None) -> VmSpawned:
+        if in_fd is not None or err_fd is not None:  # Sandbox.start_server refuses first (Capabilities.pipes)
+            raise BackendUnavailable("the microvm backend cannot hand a command the caller's pipes; nothing was started.")
         vm = self._ensure_vm()
         protect = []
         for mount in protection_mounts(self.workspace, self.config.protected_paths + self.extra_protected):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sandbox.config import SandboxConfig
 from sandbox.errors import SandboxError
-from sandbox.session import UNSANDBOXED_WARNING, Sandbox
+from sandbox.box import UNSANDBOXED_WARNING, Sandbox
 
 
 @dataclass(frozen=True)
@@ -45,5 +45,5 @@ def _probe_in(config: SandboxConfig, workspace: Path) -> ProbeReport:
         text = f"{config.backend} backend NOT usable: a trivial command exited {result.exit_code}: {result.output.strip()[:500]!r}"
         return ProbeReport(False, config.backend, text, details)
     if not result.sandboxed:
-        return ProbeReport(True, "none", f"backend 'none': commands run, but {UNSANDBOXED_WARNING}", details)
+        return ProbeReport(True, result.backend, f"backend '{result.backend}': commands run, but {UNSANDBOXED_WARNING}", details)
     return ProbeReport(True, result.backend, f"{result.backend} sandbox works", details)

@@ -259,7 +259,7 @@ def test_a_microvm_counts_as_a_sandboxed_process_alive(monkeypatch) -> None:
     lstat's every tracked file, as while a background job runs."""
     import weakref
 
-    from sandbox import session as sandbox_session
+    from sandbox import box as sandbox_session
 
     class Box:
         backend, _closed = "microvm", False

@@ -23,7 +23,7 @@ from abhed.tools import CLASSES
 UI = ("rich", "prompt_toolkit", "abhed.cli.display", "abhed.cli.chat")
 MODEL = ("httpx", "abhed.model", "abhed.agent.loop")
 SHELL = ("tree_sitter", "tree_sitter_bash")
-SANDBOX = ("sandbox.launcher", "sandbox.session", "sandbox.microvm", "sandbox.probe", "sandbox.config")
+SANDBOX = ("sandbox.launcher", "sandbox.box", "sandbox.microvm", "sandbox.probe", "sandbox.config")
 SEARCH = ("fallback_grep", "rapidfuzz")
 MEDIA = ("PIL", "pypdf", "cryptography")
 OTHER_TOOLS = tuple(f"abhed.tools.{where.rpartition('.')[0]}" for name, where in CLASSES.items() if name != "read")
@@ -309,8 +309,8 @@ def test_parallel_first_lookups_share_one_tool(monkeypatch):
 def test_the_sandbox_package_loads_its_launchers_on_first_use():
     code = """
 import sys, sandbox, sandbox.config
-before = "sandbox.session" in sys.modules
-from sandbox.session import Sandbox  # a direct import of a submodule first
+before = "sandbox.box" in sys.modules
+from sandbox.box import Sandbox  # a direct import of a submodule first
 print(before, sandbox.probe.__name__, callable(sandbox.probe), sandbox.Sandbox is Sandbox,
       sandbox.kill_running.__module__, sandbox.ProbeReport.__name__)
 try:

@@ -41,7 +41,8 @@ from abhed_testing import REPO, Tools
 DOC = REPO / "docs" / "architecture.md"
 SECTION = "## Where a change goes"
 # An existing instance of each kind, for the paths named with <name>.
-EXAMPLES = {"A tool": "read", "A model family": "devstral", "A tool-call format": "hermes", "An MCP transport": "http"}
+EXAMPLES = {"A tool": "read", "A model family": "devstral", "A tool-call format": "hermes", "A sandbox backend": "microvm",
+            "An MCP transport": "http"}
 
 
 def entries() -> dict[str, list[str]]:

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import sandbox
 from abhed.session import checkpoint
-from sandbox import microvm
+from sandbox.backends import capabilities, lookup
 from abhed.session.config import Settings
 from abhed.common import formats
 from abhed.model.adapters import adapter_for
@@ -30,7 +30,7 @@ from abhed.model.errors import ModelError, ToolsUnsupported
 from abhed.model.profiles import ProfileError
 from abhed.files.ripgrep import find_rg
 from abhed.tools import BY_NAME
-from abhed.tools.bash import sandbox_config
+from abhed.session.sandboxing import sandbox_config
 
 PROBE = 'Call the glob tool once with the pattern "*.md". Write nothing else.'
 IMAGE_PROBE = "What colour are these images? Answer in one word."
@@ -45,8 +45,8 @@ class Check:
 
 def checks(settings: Settings) -> Iterator[Check]:
     yield from _model_checks(settings)
-    if settings.sandbox.backend == "microvm":
-        yield _microvm(settings)  # before the probe, which boots a VM (tens of seconds without KVM)
+    if lookup(settings.sandbox.backend).host_check is not None:
+        yield _host_check(settings)  # before the probe (microvm: it boots a VM, tens of seconds without KVM)
     yield _sandbox(settings)
     yield _rg()
     yield checkpoints_check(settings)
@@ -260,17 +260,19 @@ def _tool_image_messages() -> list[dict[str, Any]]:
                 {"type": "image_url", "image_url": {"url": _tiny_png((30, 30, 200))}}]}]
 
 
-def _microvm(settings: Settings) -> Check:
-    problems, facts = microvm.host_report(sandbox_config(settings).microvm)
+def _host_check(settings: Settings) -> Check:
+    """The backend's own check of the host (its row's host_check), named after the backend."""
+    name = settings.sandbox.backend
+    problems, facts = lookup(name).check_host(sandbox_config(settings)) or ([], [])
     if problems:
-        return Check("FAIL", "microvm", "; ".join(problems))
-    return Check("OK", "microvm", "; ".join(facts))
+        return Check("FAIL", name, "; ".join(problems))
+    return Check("OK", name, "; ".join(facts))
 
 
 def _sandbox(settings: Settings) -> Check:
     report = sandbox.probe(sandbox_config(settings))
     if report.ok:
-        return Check("OK" if report.backend != "none" else "WARN", "sandbox", report.summary)
+        return Check("OK" if capabilities(report.backend).isolates else "WARN", "sandbox", report.summary)
     return Check("FAIL", "sandbox", f"{report.summary} bash cannot run until this is fixed.")
 
 

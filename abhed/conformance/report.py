@@ -39,6 +39,27 @@ THRESHOLDS: dict[str, float] = {"adapter": 1.0, "scenarios": 0.8, "recovery": 0.
 RECOVERY_OUTCOMES = 0.75
 
 
+def chosen(only: str | None, overrides: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, float]]:
+    """The categories to run (`only`: comma-separated, None: all) and the thresholds overridden
+    (`CATEGORY=SCORE` each, SCORE from 0 to 1), as `abhed conformance --only/--threshold` give them.
+    A mistake raises ValueError saying what to write instead."""
+    categories = tuple(c.strip() for c in only.split(",") if c.strip()) if only else CATEGORIES
+    unknown = [c for c in categories + tuple(t.partition("=")[0] for t in overrides) if c not in CATEGORIES]
+    if unknown:
+        raise ValueError(f"Unknown category {unknown[0]!r}: the categories are {', '.join(CATEGORIES)}.")
+    limits: dict[str, float] = {}
+    for item in overrides:
+        name, _, value = item.partition("=")
+        try:
+            limits[name] = float(value)
+        except ValueError:
+            raise ValueError(f"--threshold {item!r}: write CATEGORY=SCORE with SCORE a number from 0 to 1, e.g. "
+                             "scenarios=1.0.") from None
+        if not 0 <= limits[name] <= 1:
+            raise ValueError(f"--threshold {item!r}: SCORE must be between 0 and 1.")
+    return categories, limits
+
+
 class TestReport(BaseModel):
     __test__: ClassVar[bool] = False  # not a pytest test class, whatever its name says
 

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandbox.backends import BACKENDS, capabilities
 from sandbox.bwrap import bwrap_version, locate_bwrap, reader_argv
 from sandbox.errors import SandboxError
 
@@ -65,7 +66,7 @@ def jail_for(rg: Path, root: Path, *, backend: str, bwrap_path: Path | None, wri
     refused, or failed before on this host, rg is not a static executable (the view has no
     libraries), `root` is / (nothing could be bound beside it), or no execute-only copy of rg can
     be kept outside the roots."""
-    if backend != "bwrap" or _broken or root == Path("/") or EXE_AT == root or root in EXE_AT.parents:
+    if backend not in BACKENDS or not capabilities(backend).host_bwrap or _broken or root == Path("/") or EXE_AT == root or root in EXE_AT.parents:
         return None
     key = (bwrap_path, writable)
     if key not in _bwrap_seen:

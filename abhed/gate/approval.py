@@ -30,6 +30,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from sandbox.backends import capabilities
+
 from abhed.common import traits as tool_traits
 from abhed.common.traits import Traits
 from abhed.gate.modes import MODES, Mode, is_mode
@@ -199,8 +201,8 @@ def undo_gap(settings: Any, checkpoints: bool) -> str | None:
     sandbox = settings.sandbox
     if not checkpoints:
         return "checkpoints are off (checkpoints.enabled = false, or no git binary)"
-    if sandbox.backend == "none":
-        return "sandbox.backend = \"none\" confines nothing"
+    if not capabilities(sandbox.backend).isolates:
+        return f"sandbox.backend = \"{sandbox.backend}\" confines nothing"
     if sandbox.allow_network:
         return "commands have network access (sandbox.allow_network), which no checkpoint takes back"
     if sandbox.rw_binds:

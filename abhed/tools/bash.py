@@ -12,7 +12,7 @@ from pydantic import Field, PrivateAttr, field_validator
 
 from abhed.common import frozen
 from abhed.session import seed
-from abhed.session.config import Settings
+from abhed.session.sandboxing import SANDBOX_SETTING_NAMES, sandbox_config
 from abhed.common.traits import Traits
 from abhed.common.errors import ToolError
 from abhed.gate.interactive import interactive_reason
@@ -78,28 +78,6 @@ class BashInput(ToolInput):
             raise ValueError("must not be empty (description: say in a few words what the command does; it is "
                              "what the human sees when asked to approve)")
         return value
-
-
-# The sandbox's limits as the operator's config names them (the sandbox's notes quote these).
-SANDBOX_SETTING_NAMES = (("processes", "sandbox.max_processes"), ("file_size_bytes", "sandbox.max_file_bytes"),
-                         ("memory_bytes", "sandbox.max_memory_bytes"), ("disk_reserve_bytes", "sandbox.disk_reserve_bytes"),
-                         ("session_memory_bytes", "sandbox.max_session_memory_bytes"),
-                         ("session_processes", "sandbox.max_session_processes"),
-                         ("background_jobs", "sandbox.max_background_jobs"))
-
-
-def sandbox_config(settings: Settings) -> sandbox.SandboxConfig:
-    """The operator's [sandbox] settings as the sandbox package takes them (bash and doctor use it)."""
-    cfg = settings.sandbox
-    limits = sandbox.Limits(processes=cfg.max_processes, file_size_bytes=cfg.max_file_bytes,
-                            memory_bytes=cfg.max_memory_bytes, disk_reserve_bytes=cfg.disk_reserve_bytes,
-                            session_memory_bytes=cfg.max_session_memory_bytes,
-                            session_processes=cfg.max_session_processes, background_jobs=cfg.max_background_jobs,
-                            setting_names=SANDBOX_SETTING_NAMES)
-    return sandbox.SandboxConfig(backend=cfg.backend, bwrap_path=cfg.bwrap_path or frozen.bundled("bwrap"), allow_network=cfg.allow_network,
-                                 env_passthrough=tuple(cfg.env_passthrough), ro_binds=tuple(cfg.ro_binds),
-                                 rw_binds=tuple(cfg.rw_binds), protected_paths=tuple(cfg.protected_paths),
-                                 limits=limits, microvm=sandbox.MicrovmConfig(**cfg.microvm.model_dump()))
 
 
 def store_reserve(ctx: ToolContext) -> str | None:

@@ -387,7 +387,7 @@ def test_what_an_earlier_sandbox_of_the_workspace_did_is_told_by_the_next(tmp_pa
 
 
 def test_untold_notes_are_kept_per_workspace_and_told_once():
-    from sandbox.session import _Untold
+    from sandbox.box import _Untold
 
     untold = _Untold()
     untold.add(Path("/a"), ("x", "y"))

@@ -220,7 +220,7 @@ def test_the_disk_watch_leaves_jobs_alone_above_the_reserve_and_runs_once_per_se
     import threading
     import time
 
-    from sandbox.session import JOB_WATCH_S
+    from sandbox.box import JOB_WATCH_S
 
     workspace = root_runner.new_workspace()
     markers = [unique_marker(), unique_marker()]

@@ -447,7 +447,7 @@ def _real_dirs(places):
     return [p for p in places if os.path.isdir(p) and os.path.realpath(p) == p]
 
 
-# Written out here, not read from sandbox.session: a place dropped there must fail this test.
+# Written out here, not read from sandbox.box: a place dropped there must fail this test.
 NEVER_A_WORKSPACE = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/proc", "/sys",
                      "/dev", "/run", "/var", "/tmp", "/root", "/home")
 

@@ -2,7 +2,8 @@
 
 One ``Sandbox`` per agent session and workspace. Building it inspects the host once
 (bwrap, its version, secrets under /etc, cgroups) and fails then if the backend cannot
-work; every later call only spawns.
+work; every later call only spawns. The backend (bwrap, none, microvm: sandbox.backends.BACKENDS)
+is the launcher its row builds; what differs per backend comes from the row's capabilities.
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ from functools import partial
 from itertools import count
 from pathlib import Path
 
+from sandbox.backends import BACKENDS, Capabilities, Launcher, Process, capabilities, lookup
 from sandbox.config import Limits, SandboxConfig
-from sandbox.errors import DiskReserveReached, JobLimitReached, PathError, SandboxError
+from sandbox.errors import BackendUnavailable, DiskReserveReached, JobLimitReached, PathError, SandboxError
 from sandbox.gitguard import Changes, GitGuard
 from sandbox.hardlinks import unshare
-from sandbox.launcher import SETUP_TIMEOUT_S, BwrapLauncher, NoneLauncher, Spawned, collect, running_count
-from sandbox.microvm import MicrovmLauncher
+from sandbox.launcher import SETUP_TIMEOUT_S, collect, running_count
 from sandbox.output import OutputCollector
 from sandbox.protect import place_gitfile
 from sandbox.reserve import Reserve, measure, remedy
@@ -56,7 +57,7 @@ class Result:
                    ``omitted_chars`` characters (``omitted_lines`` newlines) were cut out of
                    the middle to respect ``output_limit_chars``. Nothing cut: all of it is in head.
     duration_s     wall time from launch to the end of the sandbox.
-    backend        "bwrap" or "none".
+    backend        the backend's name (sandbox.backends.BACKENDS: "bwrap", "none", "microvm").
     final_cwd      the shell's working directory when the command ended, when reported and
                    inside the workspace; else None (keep the previous cwd).
     notes          what the sandbox did about the command, one sentence each, to show with
@@ -77,7 +78,7 @@ class Result:
 
     @property
     def sandboxed(self) -> bool:
-        return self.backend != "none"
+        return capabilities(self.backend).isolates
 
     @property
     def warning(self) -> str | None:
@@ -123,7 +124,7 @@ class JobStatus:
 class BackgroundJob:
     """Handle of a command running in the background; its output goes to ``log_path``."""
 
-    def __init__(self, job_id: str, command: str, cwd: Path, log_path: Path, backend: str, spawned: Spawned,
+    def __init__(self, job_id: str, command: str, cwd: Path, log_path: Path, backend: str, spawned: Process,
                  limits: Limits | None = None) -> None:
         self.id = job_id
         self.command = command
@@ -139,7 +140,7 @@ class BackgroundJob:
 
     @property
     def sandboxed(self) -> bool:
-        return self.backend != "none"
+        return capabilities(self.backend).isolates
 
     def poll(self) -> JobStatus:
         with self._lock:
@@ -192,13 +193,10 @@ class Sandbox:
         self.workspace = check_workspace(workspace)
         environ = os.environ if environ is None else environ
         self._guard: GitGuard | None = None
-        if config.backend == "none":
-            self._launcher: BwrapLauncher | NoneLauncher | MicrovmLauncher = NoneLauncher(config, self.workspace, environ)
-        elif config.backend == "bwrap":
-            self._launcher = BwrapLauncher(config, self.workspace, environ, on_refusal or (lambda message: None))
-        else:
-            self._launcher = MicrovmLauncher(config, self.workspace, environ)
-        if config.backend != "none":
+        backend = lookup(config.backend)  # no fall-through: an unknown name is a ConfigError naming the known ones
+        self.capabilities: Capabilities = backend.capabilities
+        self._launcher: Launcher = backend.launch(config, self.workspace, environ, on_refusal or (lambda message: None))
+        if self.capabilities.isolates:
             # Files shared with names outside the workspace: copied, or read-only in every command (sandbox.hardlinks).
             try:
                 reserve = self._reserve()
@@ -229,7 +227,7 @@ class Sandbox:
 
     @property
     def backend(self) -> str:
-        return self._launcher.name
+        return self.config.backend  # its key in sandbox.backends.BACKENDS
 
     def describe(self) -> list[str]:
         """Human-readable lines on how commands are confined here (for `abhed doctor`)."""
@@ -321,8 +319,14 @@ class Sandbox:
         it reads ``stdin_fd`` and writes ``stdout_fd``; its stderr goes to the new file ``log_path``.
 
         Confined and ended exactly as a background job (``stop()``, ``close()``, or this process
-        dying); the caller keeps its own ends of the two pipes and closes them.
+        dying); the caller keeps its own ends of the two pipes and closes them. A backend that cannot hand a
+        command pipes (Capabilities.pipes: microvm) refuses (BackendUnavailable), nothing started.
         """
+        if not self.capabilities.pipes:
+            able = ", ".join(name for name, row in BACKENDS.items() if row.capabilities.pipes and row.capabilities.isolates)
+            raise BackendUnavailable(
+                f"backend {self.backend!r} cannot run a server over pipes (its stdin and stdout): the server was not "
+                f"started. Run this server with a sandbox backend that can ({able}), or use the program another way.")
         return self._start(command, cwd=cwd, log_path=log_path, in_fd=stdin_fd, out_fd=stdout_fd)
 
     def _start(self, command: str, *, cwd: Path | str, log_path: Path | str, in_fd: int | None = None,
@@ -361,7 +365,7 @@ class Sandbox:
                                           running, limit)
             self._starting += 1
 
-    def _spawn_job(self, command: str, cwd: Path, log_path: Path, in_fd: int | None, out_fd: int | None) -> Spawned:
+    def _spawn_job(self, command: str, cwd: Path, log_path: Path, in_fd: int | None, out_fd: int | None) -> Process:
         """A background job's sandbox, started and past its set-up (the command runs), its output in ``log_path``."""
         log = _create_log(log_path)
         try:
@@ -527,7 +531,7 @@ def sandboxed_alive() -> bool:
     thread, a background job or server of any Sandbox not known to have ended, or a microVM (it
     outlives its commands, and its page cache may write back later)."""
     boxes = list(_boxes)
-    return running_count() > 0 or any(box.backend == "microvm" and not box._closed for box in boxes) or \
+    return running_count() > 0 or any(not box._closed and capabilities(box.backend).lingers for box in boxes) or \
         any(job.running for box in boxes for job in box.jobs())
 
 
@@ -625,7 +629,7 @@ def _create_log(log_path: Path | str) -> int:
         raise PathError(f"cannot create the log file {path}: {exc.strerror}. Choose a path in an existing, writable directory.") from None
 
 
-def _wait_for_start(spawned: Spawned) -> bool:
+def _wait_for_start(spawned: Process) -> bool:
     """True once the wrapper reported 'R' (the command started); False if it never will."""
     deadline = time.monotonic() + SETUP_TIMEOUT_S
     while time.monotonic() < deadline:
