@@ -50,6 +50,9 @@ from sandbox.protect import protection_mounts
 from sandbox.seccomp import syscall_filter
 from sandbox.shell import SANDBOX_HOME, find_shell, sandbox_env, wrapper_script
 
+if TYPE_CHECKING:
+    from sandbox.backends import Process  # the interface: a Spawned here, a VmSpawned in microvm
+
 # How long bwrap may take to build a sandbox before we call it broken (it takes ms).
 SETUP_TIMEOUT_S = 60.0
 # After the command ends (or is killed), how long to keep reading output still in flight.
@@ -61,9 +64,6 @@ DRAIN_S = 1.0
 TEARDOWN_S = 10.0
 # How often a running command's watch (the disk reserve) is checked.
 WATCH_S = 0.05
-
-if TYPE_CHECKING:
-    from sandbox.backends import Process  # the interface: a Spawned here, a VmSpawned in microvm
 
 
 @dataclass
