@@ -14,7 +14,7 @@ def _without_pydantic_plugins() -> None:
     loader that finds none. Set before any model is built; if pydantic already loaded its own, that
     one stays (then nothing changes but the time)."""
     loader = types.ModuleType("pydantic.plugin._loader", "Abhed: no pydantic plugins (abhed/__init__.py).")
-    loader.get_plugins = lambda: ()  # type: ignore[attr-defined]
+    loader.get_plugins = lambda: ()  # type: ignore[attr-defined]  # a module built here: set, not declared
     sys.modules.setdefault(loader.__name__, loader)
 
 

@@ -7,6 +7,7 @@ version came from and carries the same SHA-256 as SHA256SUMS.
 
 from __future__ import annotations
 
+import email.message
 import email.parser
 import importlib.metadata
 import os
@@ -39,7 +40,7 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _licenses(meta) -> list[dict]:  # type: ignore[no-untyped-def]
+def _licenses(meta: email.message.Message) -> list[dict]:
     # Prefer the SPDX expression (metadata 2.4); else a one-line License field (many hold the whole
     # license text, which is not a name); else the trove classifiers.
     if meta.get("License-Expression"):

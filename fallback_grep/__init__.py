@@ -19,18 +19,29 @@ Pipeline (after Go's regexp/syntax + regexp): parser.py -> syntax.py tree -> pro
 program -> dfa.py (lazy DFA) / pikevm.py (captures), with prefilter.py in front and lines.py
 for grep's line semantics.  Standard library only; nothing from abhed.
 """
+from __future__ import annotations
+
 from .errors import error
 from .regex import (DOTALL, I, IGNORECASE, LONGEST, M, MULTILINE, DOTALL as S, U, UNGREEDY,
                     Match, Pattern)
+
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every search its import
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any, TypeVar
+
+    from .regex import Subject
+
+    Text = TypeVar("Text", str, bytes)
 
 __all__ = ["compile", "escape", "search", "match", "fullmatch", "finditer", "findall", "error", "Pattern",
            "Match", "I", "IGNORECASE", "M", "MULTILINE", "S", "DOTALL", "U", "UNGREEDY", "LONGEST"]
 
 _CACHE_MAX = 64
-_cache = {}
+_cache: dict[tuple[type, str | bytes, int], Pattern] = {}
 
 
-def compile(pattern, flags=0):  # noqa: A001 - mirrors re.compile
+def compile(pattern: str | bytes | Pattern, flags: int = 0) -> Pattern:  # noqa: A001 - mirrors re.compile
     """Compile an RE2 pattern (str or UTF-8 bytes). Raises fallback_grep.error if RE2 rejects it."""
     if isinstance(pattern, Pattern):
         return pattern
@@ -44,7 +55,7 @@ def compile(pattern, flags=0):  # noqa: A001 - mirrors re.compile
     return p
 
 
-def escape(text):
+def escape(text: Text) -> Text:
     """Quote text so that it matches itself as an RE2 pattern (RE2's QuoteMeta).
 
     ASCII letters, digits and `_` stay; other ASCII bytes get a backslash; NUL becomes \\x00;
@@ -63,21 +74,21 @@ def escape(text):
     return "".join(out)
 
 
-def search(pattern, string, flags=0):
+def search(pattern: str | bytes | Pattern, string: Subject, flags: int = 0) -> Match | None:
     return compile(pattern, flags).search(string)
 
 
-def match(pattern, string, flags=0):
+def match(pattern: str | bytes | Pattern, string: Subject, flags: int = 0) -> Match | None:
     return compile(pattern, flags).match(string)
 
 
-def fullmatch(pattern, string, flags=0):
+def fullmatch(pattern: str | bytes | Pattern, string: Subject, flags: int = 0) -> Match | None:
     return compile(pattern, flags).fullmatch(string)
 
 
-def finditer(pattern, string, flags=0):
+def finditer(pattern: str | bytes | Pattern, string: Subject, flags: int = 0) -> Iterator[Match]:
     return compile(pattern, flags).finditer(string)
 
 
-def findall(pattern, string, flags=0):
+def findall(pattern: str | bytes | Pattern, string: Subject, flags: int = 0) -> list[Any]:
     return compile(pattern, flags).findall(string)

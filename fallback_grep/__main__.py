@@ -11,6 +11,8 @@ tool applies ignore rules itself through the walk filter).
 Exit status like grep: 0 = something matched, 1 = nothing matched, 2 = error (the pattern was
 rejected - the teaching message goes to stderr - or a file could not be read).
 """
+from __future__ import annotations
+
 import argparse
 import os
 import re
@@ -20,8 +22,17 @@ from .errors import error
 from . import parallel
 from .filesearch import OUTPUT_MODES, Matcher, walk
 
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every search its import
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TextIO
 
-def glob_regex(glob):
+    from .filesearch import FileResult
+
+    Keep = Callable[[str, bool], bool]
+
+
+def glob_regex(glob: str) -> re.Pattern[str]:
     """Compile a gitignore-style glob (`*`, `?`, `[..]`, `**`, `{a,b}`) to a Python regex.
 
     A glob without `/` matches the file name at any depth; with `/` it matches the path relative
@@ -30,7 +41,8 @@ def glob_regex(glob):
     """
     anchored = "/" in glob.rstrip("/")
     g = glob.lstrip("/")
-    out, i = [], 0
+    out: list[str] = []
+    i = 0
     while i < len(g):
         c = g[i]
         if g.startswith("**/", i):
@@ -72,11 +84,11 @@ def glob_regex(glob):
     return re.compile(("" if anchored else "(?:.*/)?") + body + r"\Z", re.DOTALL)
 
 
-def glob_regex_body(alt):
+def glob_regex_body(alt: str) -> str:
     return glob_regex("/" + alt if "/" in alt else alt).pattern.replace(r"\Z", "").removeprefix("(?:.*/)?")
 
 
-def make_filter(root, globs, hidden):
+def make_filter(root: str, globs: list[str], hidden: bool) -> Keep:
     """keep(path, is_dir) for walk(): hidden entries unless `hidden`, never .git, the globs.
 
     It runs once per entry of the tree (35,000 on drivers/), so the common cases are short
@@ -89,7 +101,7 @@ def make_filter(root, globs, hidden):
             return lambda path, is_dir: not is_dir or not path.endswith("/.git")
         return lambda path, is_dir: path[path.rfind("/") + 1] != "."   # hidden, .git included
 
-    def keep(path, is_dir):
+    def keep(path: str, is_dir: bool) -> bool:
         name = path[path.rfind("/") + 1:]
         if not hidden and name.startswith("."):
             return False
@@ -108,11 +120,11 @@ class _Formatter(argparse.HelpFormatter):
     it (and shutil imports zlib, bz2 and lzma), and makes a formatter for every add_argument,
     not only for --help; that was a tenth of a search's start-up."""
 
-    def __init__(self, prog):
+    def __init__(self, prog: str) -> None:
         super().__init__(prog, width=_terminal_columns() - 2)
 
 
-def _terminal_columns():
+def _terminal_columns() -> int:
     """shutil.get_terminal_size().columns: $COLUMNS, else stdout's terminal, else 80."""
     try:
         columns = int(os.environ.get("COLUMNS", "0"))
@@ -121,12 +133,15 @@ def _terminal_columns():
     if columns > 0:
         return columns
     try:
-        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
-    except (AttributeError, ValueError, OSError):   # no stdout, or not a terminal
+        stdout = sys.__stdout__
+        if stdout is None:   # no stdout
+            return 80
+        return os.get_terminal_size(stdout.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):   # not a terminal
         return 80
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m fallback_grep", formatter_class=_Formatter,
         description="Search files with an RE2 regular expression (pure Python, linear time).")
@@ -146,7 +161,7 @@ def build_parser():
     return p
 
 
-def _print_content(res, show_path, context, sep_first, out):
+def _print_content(res: FileResult, show_path: bool, context: int, sep_first: bool, out: TextIO) -> None:
     # rg separates non-adjacent groups with `--`, but only when context lines were asked for.
     prev = None
     for line in res.lines:
@@ -159,7 +174,8 @@ def _print_content(res, show_path, context, sep_first, out):
         prev = line.number
 
 
-def _search_root(root, args, matcher, workers, show_path, tally, out, err):
+def _search_root(root: str, args: argparse.Namespace, matcher: Matcher, workers: int, show_path: bool,
+                 tally: dict[str, int], out: TextIO, err: TextIO) -> None:
     """Search one PATH argument, print its results and count them into tally."""
     if not os.path.exists(root):
         err.write(f"fallback_grep: {root}: no such file or directory\n")
@@ -192,14 +208,15 @@ def _search_root(root, args, matcher, workers, show_path, tally, out, err):
         results.close()
 
 
-def _exit_on_sigterm():
+def _exit_on_sigterm() -> None:
     """`kill` (SIGTERM) ends the search as Ctrl-C does, through the code that kills and reaps the
     workers; by default it would end this process alone and leave them searching."""
     import signal
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
-def main(argv=None, out=None, err=None, own_process=False):
+def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None,
+         own_process: bool = False) -> int:
     """The command line; own_process: this process is the command (python -m fallback_grep),
     so it may set signal handlers (a caller's process keeps its own)."""
     out = out or sys.stdout

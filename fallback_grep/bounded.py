@@ -20,12 +20,23 @@ for rg, program compile, prefilter planning) keeps two promises:
   KB at 64 KiB than at 4 KiB (flat without them). Pauses from several threads are counted; the
   collector resumes when the last ends, unless it was off before the first.
 """
+from __future__ import annotations
+
 import gc
 import threading
 import time
 from contextlib import contextmanager
 
-from .errors import invalid
+from .errors import error, invalid
+
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every search its import
+if TYPE_CHECKING:
+    from collections.abc import Generator, Iterator
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
+    # A recursive walk: it yields its children's walks, is sent their results, and returns its own.
+    Walk = Generator[Any, Any, T]
 
 # run() steps between two looks at the clock (a look costs ~0.1 us)
 CHECK_EVERY = 256  # pragma: no mutate (any interval: only how often the clock is read)
@@ -33,12 +44,13 @@ CHECK_EVERY = 256  # pragma: no mutate (any interval: only how often the clock i
 _local = threading.local()   # per thread: each grep call prepares its pattern in its own
 
 
-def run(walk):
+def run(walk: Walk[T]) -> T:
     """The result of a generator-based recursive walk, driven without Python recursion.
 
     In the walk, `x = yield child` runs the generator `child` to its end and gives its return
     value. An exception ends the whole walk (no walk here catches one from a child)."""
-    stack, value, steps = [walk], None, 0
+    stack: list[Walk[Any]] = [walk]
+    value, steps = None, 0
     while True:
         try:
             child = stack[-1].send(value)
@@ -56,7 +68,7 @@ def run(walk):
 
 
 @contextmanager
-def deadline(seconds, pattern):
+def deadline(seconds: float, pattern: str | bytes) -> Iterator[None]:
     """Within the block, check() fails once `seconds` have passed (an outer, earlier deadline
     still holds). Thread-local: other threads' preparations are not affected. The cyclic
     garbage collector pauses meanwhile (see the module's docstring)."""
@@ -75,7 +87,7 @@ _pauses_lock = threading.Lock()
 
 
 @contextmanager
-def _collector_paused():
+def _collector_paused() -> Iterator[None]:
     with _pauses_lock:
         if _pauses["count"] == 0:
             _pauses["was_on"] = gc.isenabled()
@@ -90,14 +102,14 @@ def _collector_paused():
                 gc.enable()
 
 
-def check():
+def check() -> None:
     """Raise `error` (construct "pattern too complex") if this thread's deadline has passed."""
     limit = getattr(_local, "limit", None)
     if limit is not None and time.monotonic() > limit[0]:  # pragma: no mutate (>= differs at one instant)
         raise too_complex(limit[2], limit[1])
 
 
-def too_complex(pattern, seconds):
+def too_complex(pattern: str | bytes, seconds: float) -> error:
     return invalid(
         "pattern too complex", f"pattern too complex: preparing it for the search took more than "
         f"{seconds:g} s, the most a search may spend on that", pattern, None,

@@ -17,8 +17,25 @@ cuts it just like any other lower-priority thread.
 The cache is bounded (MAX_STATES).  When full it is flushed; if flushes come too often for the
 amount of input consumed, search() returns GAVE_UP and the caller uses the Pike VM instead.
 """
+from __future__ import annotations
+
+import enum
+
 from .prog import (ASSERT, BYTE, FAIL, LOOK_BOL, LOOK_BOT, LOOK_EOL, LOOK_EOT, LOOK_NOT_WORD,
                    LOOK_WORD, MATCH, NOP, SAVE, SPLIT, WORD_BYTES)
+
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every search its import
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Final
+
+    from .prog import Prog
+
+    # A state's threads: program counters, LOOP (the unanchored start), and while a closure runs
+    # the marker ("loop",) for "consume a byte and loop".
+    Kernel = tuple[int, ...]
+    Bytes = bytes | bytearray | memoryview
+
 
 END = 256            # pseudo-byte: end of text
 STRIDE = 257         # transition row: bytes 0..255 plus END
@@ -34,15 +51,19 @@ MAX_STATES = 4000
 MIN_BYTES_PER_STATE = 10  # fewer bytes per new state than this after a flush -> give up
 
 
-class _GaveUp:
-    def __repr__(self):
+class GaveUp(enum.Enum):
+    """What a search returns when the DFA stopped (its cache thrashed): run the Pike VM instead. An
+    enum's single member, so that the type checker narrows `x is GAVE_UP` (enum: loaded by re already)."""
+    GAVE_UP = "GAVE_UP"
+
+    def __repr__(self) -> str:
         return "GAVE_UP"
 
 
-GAVE_UP = _GaveUp()
+GAVE_UP: Final = GaveUp.GAVE_UP
 
 
-def _look(lb, c):
+def _look(lb: int, c: int) -> int:
     """LOOK_* bits holding between a byte described by lb and the next byte c (or END)."""
     flags = 0
     if lb & LB_START:
@@ -60,7 +81,7 @@ def _look(lb, c):
     return flags
 
 
-def _lb_after(c):
+def _lb_after(c: int) -> int:
     if c == END:
         return 0
     return (LB_NL if c == 10 else 0) | (LB_WORD if c in WORD_BYTES else 0)
@@ -69,7 +90,7 @@ def _lb_after(c):
 class _State:
     __slots__ = ("kernel", "lb", "matched", "dead")
 
-    def __init__(self, kernel, lb, matched):
+    def __init__(self, kernel: Kernel, lb: int, matched: bool) -> None:
         self.kernel = kernel
         self.lb = lb
         self.matched = matched     # a match ended just before the byte that led here
@@ -79,7 +100,7 @@ class _State:
 class DFA:
     """A lazily built DFA for one program and one match kind. Not shared across threads."""
 
-    def __init__(self, prog, anchored, longest):
+    def __init__(self, prog: Prog, anchored: bool, longest: bool) -> None:
         self.prog = prog
         self.anchored = anchored
         self.longest = longest
@@ -91,7 +112,7 @@ class DFA:
         self.reset()
 
     @staticmethod
-    def _relevant_lookbehind(uses):
+    def _relevant_lookbehind(uses: int) -> int:
         mask = 0
         if uses & (LOOK_BOL | LOOK_BOT):
             mask |= LB_START | LB_NL
@@ -100,15 +121,15 @@ class DFA:
         return mask
 
     @staticmethod
-    def _byte_classes(prog):
+    def _byte_classes(prog: Prog) -> list[list[int]]:
         """Bytes that no instruction tells apart share one class: one closure per class."""
-        sig = [[] for _ in range(256)]
+        sig: list[list[bool]] = [[] for _ in range(256)]
         for pc, op in enumerate(prog.op):
             if op == BYTE:
                 mask = prog.arg[pc]
                 for b in range(256):
                     sig[b].append(mask[b])
-        groups = {}
+        groups: dict[tuple[tuple[bool, ...], bool, bool], list[int]] = {}
         for b in range(256):
             key = (tuple(sig[b]), b == 10, b in WORD_BYTES)
             groups.setdefault(key, []).append(b)
@@ -116,19 +137,19 @@ class DFA:
         classes.append([END])
         return classes
 
-    def reset(self):
-        self.start_cache = {}     # look-behind bits -> start state offset
+    def reset(self) -> None:
+        self.start_cache: dict[int, int] = {}     # look-behind bits -> start state offset
         self.lb_of_byte = [_lb_after(b) & self.lb_mask for b in range(256)]
-        self.trans = []           # flat: state_offset + byte -> code
-        self.states = []          # index -> _State
-        self.index = {}           # (kernel, lb, matched) -> state offset
-        self.class_of = {}
+        self.trans: list[int] = []           # flat: state_offset + byte -> code
+        self.states: list[_State] = []       # index -> _State
+        self.index: dict[tuple[Kernel, int, bool], int] = {}  # (kernel, lb, matched) -> state offset
+        self.class_of: dict[int, list[int]] = {}
         for cls in self.classes:
             for b in cls:
                 self.class_of[b] = cls
 
     # ---- state construction ------------------------------------------------------------------
-    def _state(self, kernel, lb, matched):
+    def _state(self, kernel: Kernel, lb: int, matched: bool) -> int:
         key = (kernel, lb, matched)
         off = self.index.get(key)
         if off is None:
@@ -138,12 +159,12 @@ class DFA:
             self.index[key] = off
         return off
 
-    def _code(self, off):
+    def _code(self, off: int) -> int:
         """Transition code: the state offset, negated (minus one) when the state is special."""
         st = self.states[off // STRIDE]
         return -off - 1 if (st.matched or st.dead) else off
 
-    def start(self, data, pos):
+    def start(self, data: Bytes, pos: int) -> int:
         lb = LB_START if pos == 0 else self.lb_of_byte[data[pos - 1]]
         off = self.start_cache.get(lb)
         if off is None:
@@ -151,18 +172,18 @@ class DFA:
             off = self.start_cache[lb] = self._state(kernel, lb, False)
         return off
 
-    def _step(self, off, c):
+    def _step(self, off: int, c: int) -> int:
         """Compute the transition from state at off on byte c, fill its class, return the code."""
         st = self.states[off // STRIDE]
         look = _look(st.lb, c)
         prog = self.prog
         op, arg, out, out1 = prog.op, prog.arg, prog.out, prog.out1
-        seen = set()
-        nxt = []
+        seen: set[int | tuple[str]] = set()
+        nxt: list[int] = []
         matched = False
         cut = False
         for k in st.kernel:
-            stack = [k]
+            stack: list[int | tuple[str]] = [k]
             while stack:
                 pc = stack.pop()
                 if pc in seen:
@@ -208,7 +229,7 @@ class DFA:
             trans[base + b] = code
         return code
 
-    def _flush(self, data, i, cur_off):
+    def _flush(self, data: Bytes | None, i: int, cur_off: int) -> int:
         """Cache full: drop every state and rebuild the current one (RE2 does the same)."""
         self.flushes += 1
         st = self.states[cur_off // STRIDE]
@@ -216,7 +237,8 @@ class DFA:
         return self._state(st.kernel, st.lb, st.matched)
 
     # ---- searches ----------------------------------------------------------------------------
-    def search(self, data, pos, endpos, anchor_end=False, earliest=False):
+    def search(self, data: Bytes, pos: int, endpos: int, anchor_end: bool = False,
+               earliest: bool = False) -> int | GaveUp | None:
         """End offset of the leftmost match in data[pos:endpos] (None if none, or GAVE_UP).
 
         anchor_end: only a match ending exactly at endpos counts.  earliest: return as soon as
@@ -227,7 +249,7 @@ class DFA:
         self.scanned += abs(stop - self._mark)
         return result
 
-    def _room(self, i):
+    def _room(self, i: int) -> bool:
         """The cache is full at input position i: may we flush it (True), or is it thrashing?
 
         Thrashing means fewer than MIN_BYTES_PER_STATE input bytes per state built since the
@@ -239,7 +261,8 @@ class DFA:
         self._mark = i
         return True
 
-    def _forward(self, data, pos, endpos, anchor_end, earliest):
+    def _forward(self, data: Bytes, pos: int, endpos: int, anchor_end: bool,
+                 earliest: bool) -> tuple[int | GaveUp | None, int]:
         trans = self.trans
         off = self.start(data, pos)
         last = None
@@ -274,7 +297,7 @@ class DFA:
             return endpos, i
         return last, i
 
-    def _final_match(self, off, final):
+    def _final_match(self, off: int, final: int) -> bool:
         """Does a match end right before `final` (the byte after the range, or END)?"""
         code = self.trans[off + final]
         if code == UNKNOWN:
@@ -283,14 +306,14 @@ class DFA:
             code = self._step(off, final)
         return code < 0 and self.states[(-code - 1) // STRIDE].matched
 
-    def search_reverse(self, data, pos, end):
+    def search_reverse(self, data: Bytes, pos: int, end: int) -> int | GaveUp | None:
         """Smallest s >= pos such that the (reverse, anchored, longest) program matches data[s:end]."""
         self._mark = end
         result, stop = self._backward(data, pos, end)
         self.scanned += abs(stop - self._mark)
         return result
 
-    def _backward(self, data, pos, end):
+    def _backward(self, data: Bytes, pos: int, end: int) -> tuple[int | GaveUp | None, int]:
         trans = self.trans
         # Reversed text: the byte after `end` plays the role of the previous byte.
         if end == len(data):

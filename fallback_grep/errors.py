@@ -3,6 +3,7 @@
 Every message is read by an AI model driving a grep tool, so each says what failed, where (0-based
 offset plus the pattern with a caret under it), why, and what to do instead.
 """
+from __future__ import annotations
 
 
 class error(ValueError):  # noqa: N801 - named like re.error on purpose
@@ -12,7 +13,7 @@ class error(ValueError):  # noqa: N801 - named like re.error on purpose
     construct (short name of the offending construct, e.g. "lookahead"), hint (the fix).
     """
 
-    def __init__(self, what, pattern, pos, construct, hint):
+    def __init__(self, what: str, pattern: str | bytes, pos: int | None, construct: str, hint: str) -> None:
         self.what = what
         self.pattern = pattern
         self.pos = pos
@@ -21,13 +22,13 @@ class error(ValueError):  # noqa: N801 - named like re.error on purpose
         super().__init__(format_message(what, pattern, pos, hint))
 
 
-def _text(pattern):
+def _text(pattern: str | bytes) -> str:
     if isinstance(pattern, bytes):
         return pattern.decode("utf-8", "backslashreplace")
     return pattern
 
 
-def format_message(what, pattern, pos, hint):
+def format_message(what: str, pattern: str | bytes, pos: int | None, hint: str) -> str:
     text = _text(pattern)
     lines = [f"invalid RE2 pattern: {what}"]
     if pos is not None and "\n" not in text and len(text) <= 200:
@@ -138,7 +139,7 @@ UNSUPPORTED = {
 }
 
 
-def unsupported(construct, pattern, pos, shown=None):
+def unsupported(construct: str, pattern: str | bytes, pos: int | None, shown: str | None = None) -> error:
     why, hint = UNSUPPORTED[construct]
     if shown and shown != construct:
         what = f"{construct} `{shown}` is not supported: {why}"
@@ -147,5 +148,5 @@ def unsupported(construct, pattern, pos, shown=None):
     return error(what, pattern, pos, construct, hint)
 
 
-def invalid(construct, what, pattern, pos, hint):
+def invalid(construct: str, what: str, pattern: str | bytes, pos: int | None, hint: str) -> error:
     return error(what, pattern, pos, construct, hint)

@@ -16,6 +16,8 @@ Speed: the whole file is one bytes object; the prefilter (bytes.find or a bounde
 see prefilter.py) jumps to candidate positions at C speed, lines are only split around hits,
 and only candidate lines reach the Python-level DFA.
 """
+from __future__ import annotations
+
 import operator
 import os
 
@@ -28,6 +30,22 @@ from .prefilter import LINE_SRE_MAX
 from .record import Record
 from .regex import DOTALL, IGNORECASE, LINES, MULTILINE, Pattern
 
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every search its import
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator, Sequence
+    from typing import Any, Protocol
+
+    from .syntax import Node
+
+    Keep = Callable[[str, bool], bool]   # keep(path, is_dir): walk into / search it?
+    # (directory descriptor or None, name, path); a root that is a file comes as it was given
+    Entry = tuple[int | None, str | os.PathLike[str], str | os.PathLike[str]]
+
+    class Entries(Protocol):
+        """What search_paths opens files of: a Walk, or a worker's share of one (parallel._Run)."""
+
+        def entries(self) -> Iterator[Entry]: ...
+
 OUTPUT_MODES = ("content", "files_with_matches", "count")
 # ripgrep (15.x, recursive search) reads 64 KiB first and skips the file if that holds a NUL; a
 # later NUL stops the search there (rg -n / -l report what came before it, rg -c skips the file).
@@ -38,7 +56,7 @@ READ_CHUNK = 1 << 20
 class Line(Record):
     _fields = ("number", "text", "is_match")
 
-    def __init__(self, number, text, is_match):
+    def __init__(self, number: int, text: str, is_match: bool) -> None:
         self.number = number      # 1-based line number
         self.text = text          # the line without its terminator, decoded as UTF-8 (invalid -> U+FFFD)
         self.is_match = is_match  # False for a context line
@@ -46,18 +64,18 @@ class Line(Record):
 
 class FileResult(Record):
     _fields = ("path", "matched", "count", "lines", "binary", "stopped_at", "error", "truncated")
-    path = ""
+    path: str = ""
     matched = False
     count = 0                      # matching lines; multiline mode counts like `rg -U -c`:
     #                                matches if the pattern can match \n, else matching lines
-    lines = ()                     # content mode: Line objects in file order (a list once set)
+    lines: Sequence[Line] = ()     # content mode: Line objects in file order (a list once set)
     binary = False                 # skipped: looks binary (a NUL in the first 64 KiB, or
     #                                count mode and a NUL anywhere), as rg does
-    stopped_at = None              # a later NUL: only the lines before it were searched
-    error = None                   # unreadable: why (the file was skipped)
+    stopped_at: int | None = None  # a later NUL: only the lines before it were searched
+    error: str | None = None       # unreadable: why (the file was skipped)
     truncated = False              # stopped after max_count matching lines
 
-    def __init__(self, path, **given):
+    def __init__(self, path: str, **given: Any) -> None:
         # Most files of a search do not match: their result sets only the path and reads every
         # other field from the class defaults (setting all eight cost about a
         # microsecond per file, a tenth of a literal search's per-file budget).
@@ -83,21 +101,21 @@ class Matcher:
     holds a literal newline without multiline (as rg does).  Safe to share between threads.
     """
 
-    def __init__(self, pattern, case_insensitive=False, multiline=False):
+    def __init__(self, pattern: str | bytes, case_insensitive: bool = False, multiline: bool = False) -> None:
         self.multiline = multiline
         self.pattern = Pattern(pattern, _flags(case_insensitive, multiline))
         self.can_match_newline = _can_match_newline(self.pattern.tree)
         self.prefilter = self.pattern.prefilter
 
     # ---- line mode -----------------------------------------------------------------------------
-    def _verify(self, data, start, end):
+    def _verify(self, data: bytes, start: int, end: int) -> bool:
         """Is there a match inside data[start:end] (one line)?"""
         got = self.pattern._dfa("fwd").search(data, start, end, earliest=True)
         if got is dfa_mod.GAVE_UP:
             return pikevm.search(self.pattern.prog, data, start, end) is not None
         return got is not None
 
-    def _next_match_pos(self, data, pos, n):
+    def _next_match_pos(self, data: bytes, pos: int, n: int) -> int:
         """Some position inside the first matching line at or after pos, or -1."""
         got = self.pattern._dfa("fwd").search(data, pos, n, earliest=True)
         if got is dfa_mod.GAVE_UP:
@@ -105,7 +123,7 @@ class Matcher:
             return -1 if slots is None else slots[0]
         return -1 if got is None else got
 
-    def iter_line_matches(self, data):
+    def iter_line_matches(self, data: bytes) -> Iterator[tuple[int, int]]:
         """Yield (line_start, line_end) byte offsets of each matching line, in order.
 
         With a prefilter, jump from candidate to candidate (bytes.find / sre at C speed) and
@@ -135,8 +153,9 @@ class Matcher:
                 yield start, end
             pos = end + 1
 
-    def _confirm(self, data, start, end):
+    def _confirm(self, data: bytes, start: int, end: int) -> bool:
         pf = self.prefilter
+        assert pf is not None  # only a prefilter's candidates are confirmed
         if pf.exact:
             return pf.confirm(data, start, end)
         if pf.line_regex is not None and end - start <= LINE_SRE_MAX:
@@ -144,7 +163,7 @@ class Matcher:
         return self._verify(data, start, end)
 
     # ---- multiline mode ------------------------------------------------------------------------
-    def iter_regions(self, data):
+    def iter_regions(self, data: bytes) -> Iterator[tuple[int, int]]:
         """Yield (start, end) byte spans of successive matches (multiline mode)."""
         n = len(data)
         pos = 0
@@ -159,12 +178,12 @@ class Matcher:
             pos = e if e > s else e + 1
 
 
-def _flags(case_insensitive, multiline):
+def _flags(case_insensitive: bool, multiline: bool) -> int:
     flags = MULTILINE | (IGNORECASE if case_insensitive else 0)
     return flags | (DOTALL if multiline else LINES)
 
 
-def check(pattern, case_insensitive=False, multiline=False):
+def check(pattern: str | bytes, case_insensitive: bool = False, multiline: bool = False) -> Node:
     """Raise fallback_grep.error where Matcher() would for the pattern as written, without
     building a matcher (for a caller that searches with rg): RE2's syntax and, without
     multiline, the line rule (a literal newline can never match a line). Returns the parse
@@ -176,7 +195,7 @@ def check(pattern, case_insensitive=False, multiline=False):
     return tree
 
 
-def _can_match_newline(tree):
+def _can_match_newline(tree: Node) -> bool:
     for node in sx.walk(tree):
         if node.op == sx.ANY_BYTE:
             return True
@@ -186,12 +205,12 @@ def _can_match_newline(tree):
     return False
 
 
-def _line_text(data, start, end):
+def _line_text(data: bytes, start: int, end: int) -> str:
     return data[start:end].decode("utf-8", "replace")
 
 
-def search_bytes(matcher, data, output_mode="files_with_matches", before=0, after=0,
-                 max_count=None, path=""):
+def search_bytes(matcher: Matcher, data: bytes, output_mode: str = "files_with_matches", before: int = 0,
+                 after: int = 0, max_count: int | None = None, path: str = "") -> FileResult:
     """Search one buffer. content mode fills lines (with context), count mode fills count."""
     if output_mode not in OUTPUT_MODES:
         raise ValueError(f"output_mode must be one of {', '.join(OUTPUT_MODES)}; got {output_mode!r}")
@@ -215,13 +234,14 @@ def search_bytes(matcher, data, output_mode="files_with_matches", before=0, afte
     return res
 
 
-def _multiline_line_spans(matcher, data, res, output_mode, max_count):
+def _multiline_line_spans(matcher: Matcher, data: bytes, res: FileResult, output_mode: str,
+                          max_count: int | None) -> list[tuple[int, int]]:
     """Multiline: each match covers whole lines; returns merged (line_start, line_end) spans.
 
     Counting follows `rg -U -c`: a pattern that can match a newline counts matches; one that
     cannot (so every match sits inside one line) counts matching lines, as without -U.
     """
-    spans = []
+    spans: list[tuple[int, int]] = []
     per_line = not matcher.can_match_newline
     counted_line = -1
     for s, e in matcher.iter_regions(data):
@@ -249,9 +269,9 @@ def _multiline_line_spans(matcher, data, res, output_mode, max_count):
     return spans
 
 
-def _with_context(data, spans, before, after):
+def _with_context(data: bytes, spans: list[tuple[int, int]], before: int, after: int) -> list[Line]:
     """Lines for content mode: every line inside a matching span, plus context, deduplicated."""
-    out = {}
+    out: dict[int, Line] = {}
     lineno = 1
     counted_to = 0
     n = len(data)
@@ -292,12 +312,12 @@ def _with_context(data, spans, before, after):
     return [out[k] for k in sorted(out)]
 
 
-def is_binary(head):
+def is_binary(head: bytes) -> bool:
     """Does this start of a file mark it as binary (ripgrep's rule)?"""
     return b"\x00" in head[:BINARY_SNIFF]
 
 
-def _searchable_length(buf, n, output_mode):
+def _searchable_length(buf: bytearray, n: int, output_mode: str) -> int:
     """How much of buf[:n] to search: -1 = binary (skip), else a length (maybe cut at a NUL)."""
     if buf.find(b"\x00", 0, BINARY_SNIFF if n > BINARY_SNIFF else n) >= 0:
         return -1
@@ -319,11 +339,11 @@ class FileReader:
     this buffer and never copied.  One reader per thread: it is mutable state.
     """
 
-    def __init__(self, size=1 << 20):
+    def __init__(self, size: int = 1 << 20) -> None:
         self.buf = bytearray(size)
         self.view = memoryview(self.buf)
 
-    def read(self, path):
+    def read(self, path: str | os.PathLike[str]) -> int:
         """Read path into the buffer; return its length. Larger files grow the buffer."""
         fd = os.open(path, os.O_RDONLY)
         try:
@@ -331,7 +351,7 @@ class FileReader:
         finally:
             os.close(fd)
 
-    def read_fd(self, fd):
+    def read_fd(self, fd: int) -> int:
         """Read everything from the descriptor fd (left open) into the buffer; return its length."""
         n = os.readv(fd, [self.view])
         while n == len(self.buf):
@@ -350,12 +370,13 @@ class FileReader:
             n += got
         return n
 
-    def bytes(self, n):
+    def bytes(self, n: int) -> bytes:
         return bytes(self.view[:n])
 
 
-def search_file(matcher, path, output_mode="files_with_matches", before=0, after=0,
-                max_count=None, reader=None):
+def search_file(matcher: Matcher, path: str | os.PathLike[str], output_mode: str = "files_with_matches",
+                before: int = 0, after: int = 0, max_count: int | None = None,
+                reader: FileReader | None = None) -> FileResult:
     """Read path in one go and search it. Never raises for I/O problems: see FileResult.error.
 
     reader: a FileReader to reuse across calls (search_paths passes one); None reads afresh.
@@ -370,7 +391,8 @@ def search_file(matcher, path, output_mode="files_with_matches", before=0, after
     return _search_read(matcher, reader, n, spath, output_mode, before, after, max_count)
 
 
-def _search_read(matcher, reader, n, spath, output_mode, before, after, max_count):
+def _search_read(matcher: Matcher, reader: FileReader, n: int, spath: str, output_mode: str, before: int,
+                 after: int, max_count: int | None) -> FileResult:
     """Search a file already read into reader.buf[:n]."""
     buf = reader.buf
     m = _searchable_length(buf, n, output_mode)
@@ -385,7 +407,7 @@ def _search_read(matcher, reader, n, spath, output_mode, before, after, max_coun
     return res
 
 
-def walk(root, keep=None):
+def walk(root: str | os.PathLike[str], keep: Keep | None = None) -> Walk:
     """File paths under root in sorted, deterministic order; symlinks are not followed.
 
     keep(path, is_dir) -> bool lets the caller prune directories and drop files (ignore rules,
@@ -404,24 +426,25 @@ class Walk:
     Order: a directory's files in name order, then its subdirectories, each in name order.
     """
 
-    def __init__(self, root, keep=None):
+    def __init__(self, root: str | os.PathLike[str], keep: Keep | None = None) -> None:
         self.root = root
         self.keep = keep
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str | os.PathLike[str]]:
         for _, _, path in self.entries():
             yield path
 
-    def entries(self):
+    def entries(self) -> Iterator[Entry]:
         """Yield (dir_fd, name, path) per file; dir_fd stays open until the next item is asked
         for (None for a root that is not a directory: then name is the root itself)."""
         if not os.path.isdir(self.root):
             yield None, self.root, self.root
             return
         for _, dfd, prefix, names in self._listed(keep_open=True):
+            assert dfd is not None  # kept open: keep_open
             yield from in_directory(dfd, prefix, names)
 
-    def directories(self):
+    def directories(self) -> Iterator[tuple[str, list[str]]]:
         """Yield (directory, file names) in walk order, each directory's descriptor closed
         again (what parallel.search_paths hands to its workers). A root that is not a directory
         gives nothing."""
@@ -429,33 +452,34 @@ class Walk:
             for d, _, _, names in self._listed(keep_open=False):
                 yield d, names
 
-    def _listed(self, keep_open):
+    def _listed(self, keep_open: bool) -> Iterator[tuple[str, int | None, str, list[str]]]:
         keep = self.keep
         stack = [os.fspath(self.root)]
         while stack:
             d = stack.pop()
             try:
-                dfd = os.open(d, _DIR_FLAGS)
+                fd = os.open(d, _DIR_FLAGS)
             except OSError:
                 continue
             try:
-                prefix, names, subdirs = _list_directory(d, dfd, keep)
+                prefix, names, subdirs = _list_directory(d, fd, keep)
             except BaseException:
-                os.close(dfd)
+                os.close(fd)
                 raise
+            dfd: int | None = fd
             if not keep_open:
-                os.close(dfd)
+                os.close(fd)
                 dfd = None
             stack.extend(reversed(subdirs))
             yield d, dfd, prefix, names
 
 
-def dir_prefix(directory):
+def dir_prefix(directory: str) -> str:
     """What a directory's path is joined to its entries' names with."""
     return directory if directory.endswith("/") else directory + "/"
 
 
-def in_directory(dfd, prefix, names):
+def in_directory(dfd: int, prefix: str, names: list[str]) -> Iterator[Entry]:
     """Yield (dfd, name, path) for the files `names` of one open directory; closes dfd when done
     (or when the consumer stops early)."""
     try:
@@ -465,7 +489,7 @@ def in_directory(dfd, prefix, names):
         os.close(dfd)
 
 
-def _list_directory(d, dfd, keep):
+def _list_directory(d: str, dfd: int, keep: Keep | None) -> tuple[str, list[str], list[str]]:
     """(prefix, sorted file names, sorted subdirectory paths) of one directory, keep applied."""
     prefix = dir_prefix(d)
     try:
@@ -473,7 +497,8 @@ def _list_directory(d, dfd, keep):
             entries = sorted(scan, key=_entry_name)
     except OSError:
         return prefix, [], []
-    names, subdirs = [], []
+    names: list[str] = []
+    subdirs: list[str] = []
     for entry in entries:
         try:
             # A file first: most entries are files, so most take one d_type test.
@@ -499,8 +524,8 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
 _entry_name = operator.attrgetter("name")
 
 
-def search_paths(matcher, paths, output_mode="files_with_matches", before=0, after=0,
-                 max_count=None, every_file=True):
+def search_paths(matcher: Matcher, paths: Entries | Iterable[str], output_mode: str = "files_with_matches", before: int = 0,
+                 after: int = 0, max_count: int | None = None, every_file: bool = True) -> Iterator[FileResult]:
     """Search each path; yields a FileResult per file (binary and unreadable ones included).
     every_file=False leaves out the files the literal prefilter rules out (most files of a
     search, none of them a match): a caller that shows only matches and problems, like the

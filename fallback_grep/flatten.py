@@ -30,33 +30,47 @@ The steps, each named after the RE2 function it follows:
 A character class stays one instruction here: what matters is where it sits in the numbering, and
 its inner byte-range tree has no epsilon cycles (prog.py compiles it when the lists are emitted).
 """
+from __future__ import annotations
+
 from . import bounded
 from . import charclass as cc
 from . import syntax as sx
 from .prog import (ASSERT, FAIL, MATCH, MAX_INSTRUCTIONS, NOP, SAVE, SPLIT, Prog, _Compiler,
                    _LOOK_OF, compile_tree, too_large)
 
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every search its import
+if TYPE_CHECKING:
+    from collections.abc import Callable, Hashable, Sequence
+    from typing import Any
+
+    from .bounded import Walk
+
+    Keys = dict[int, tuple[sx.Node, Hashable]]   # id(node) -> (node, its round-2 key)
+    Leading = Callable[[sx.Node, Keys], Hashable]
+    Item = tuple[str, int]                        # ("leaf", instruction) or ("root", another list's root)
+    Lists = list[tuple[int, list[Item]]]          # (root, its items) in RE2's list order
+
 _STAR, _PLUS, _QUEST = (0, -1), (1, -1), (0, 1)
 
 
-def has_empty_loop(tree):
+def has_empty_loop(tree: sx.Node) -> bool:
     """Does the pattern hold an unbounded repeat whose body can match empty (an epsilon cycle)?"""
-    memo = {}   # nested loops: each asks about the loops below it
+    memo: dict[int, tuple[sx.Node, bool]] = {}   # nested loops: each asks about the loops below it
     return any(n.op == sx.REPEAT and n.max == -1 and sx.nullable(n.subs[0], memo) for n in sx.walk(tree))
 
 
 # ---- RE2's tree ---------------------------------------------------------------------------------
 
-def _spq(node):
+def _spq(node: sx.Node) -> bool:
     """Is node a `*`, `+` or `?` (RE2's Star/Plus/Quest, as opposed to a counted Repeat)?"""
     return node.op == sx.REPEAT and not node.counted
 
 
-def _rep(sub, kind, greedy, flags):
+def _rep(sub: sx.Node, kind: tuple[int, int], greedy: bool, flags: int) -> sx.Node:
     return sx.Node(sx.REPEAT, subs=[sub], min=kind[0], max=kind[1], greedy=greedy, flags=flags)
 
 
-def _star_plus_quest(kind, sub, greedy, flags):
+def _star_plus_quest(kind: tuple[int, int], sub: sx.Node, greedy: bool, flags: int) -> sx.Node:
     """Regexp::StarPlusOrQuest (and the parser's PushRepeatOp): `**` is `*`, and any two of
     * + ? written under the same flags and greediness are `*`."""
     if _spq(sub) and sub.greedy == greedy and sub.flags == flags:
@@ -66,14 +80,14 @@ def _star_plus_quest(kind, sub, greedy, flags):
     return _rep(sub, kind, greedy, flags)
 
 
-def parse_shape(node):
+def parse_shape(node: sx.Node) -> sx.Node:
     return bounded.run(_parse_shape(node))
 
 
-def _parse_shape(node):
+def _parse_shape(node: sx.Node) -> Walk[sx.Node]:
     op = node.op
     if op in (sx.CONCAT, sx.ALTERNATE):
-        subs = []
+        subs: list[sx.Node] = []
         for s in node.subs:
             s = yield _parse_shape(s)
             subs.extend(s.subs if s.op == op else [s])   # DoCollapse splices same-op children
@@ -93,7 +107,7 @@ def _parse_shape(node):
     return node
 
 
-def _as_literal(node):
+def _as_literal(node: sx.Node) -> tuple[int, bool] | None:
     """(rune, folded) if RE2's parser makes node a Literal, else None: a one-character class is
     a literal there, and so is a (?i) ASCII letter (other folded characters stay classes)."""
     if node.op == sx.LITERAL:
@@ -107,20 +121,20 @@ def _as_literal(node):
     return None
 
 
-def _literal_run(node):
+def _literal_run(node: sx.Node) -> bool | None:
     lit = _as_literal(node)
     return None if lit is None else lit[1]
 
 
 # FactorAlternation (re2/parse.cc), rounds 1 to 3, on a list of alternatives.
 
-def _factor(subs):
+def _factor(subs: list[sx.Node]) -> list[sx.Node]:
     """The alternatives `subs` factored; a walk on bounded.run (alternatives sharing a prefix of
     thousands of items nest as deep), over views that drop an item without copying the rest."""
     return bounded.run(_factor_walk([_Alt(s) for s in subs], {}))
 
 
-def _factor_walk(alts, keys):
+def _factor_walk(alts: list[_Alt], keys: Keys) -> Walk[list[sx.Node]]:
     alts = yield from _factor_prefixes(alts, _leading_literal, keys)
     alts = yield from _factor_prefixes(alts, _leading_simple, keys)
     return _merge_classes([a.whole() for a in alts])
@@ -132,20 +146,20 @@ class _Alt:
 
     __slots__ = ("node", "items", "skip")
 
-    def __init__(self, node, items=None, skip=0):
+    def __init__(self, node: sx.Node, items: list[sx.Node] | None = None, skip: int = 0) -> None:
         self.node = node
         if items is None:
             items = node.subs if node.op == sx.CONCAT else [] if node.op == sx.EMPTY else [node]
         self.items = items
         self.skip = skip
 
-    def first(self):
+    def first(self) -> sx.Node:
         return self.items[self.skip] if self.skip < len(self.items) else _EMPTY
 
-    def dropped(self):
+    def dropped(self) -> _Alt:
         return _Alt(self.node, self.items, self.skip + 1)
 
-    def whole(self):
+    def whole(self) -> sx.Node:
         """The alternative as a node: itself, or what is left of it."""
         if self.skip == 0:
             return self.node
@@ -158,11 +172,12 @@ class _Alt:
 _EMPTY = sx.Node(sx.EMPTY)
 
 
-def _factor_prefixes(alts, leading, keys):
+def _factor_prefixes(alts: list[_Alt], leading: Leading, keys: Keys) -> Walk[list[_Alt]]:
     """Rounds 1 and 2: a run of 2+ alternatives that start alike becomes prefix(?:rest|rest...).
     Round 1 strips a common literal string; stripping one character at a time and factoring the
     rests again gives RE2's shape, since concatenation compiles to no instruction of its own."""
-    out, i = [], 0
+    out: list[_Alt] = []
+    i = 0
     while i < len(alts):
         key = leading(alts[i].first(), keys)
         j = i + 1
@@ -178,7 +193,7 @@ def _factor_prefixes(alts, leading, keys):
     return out
 
 
-def _leading_literal(first, keys):
+def _leading_literal(first: sx.Node, keys: Keys) -> Hashable:
     """Round 1's key: the first character of the alternative's leading literal string."""
     return _as_literal(first)
 
@@ -186,7 +201,7 @@ def _leading_literal(first, keys):
 _SIMPLE_LEADING = (sx.ASSERT, sx.CLASS, sx.ANY_BYTE)
 
 
-def _leading_simple(first, keys):
+def _leading_simple(first: sx.Node, keys: Keys) -> Hashable:
     """Round 2's key: a leading assertion, class (not a literal), \\C, or x{n} of one of those.
     keys: each node's key once (a class's is its whole dump, asked again at every level)."""
     hit = keys.get(id(first))
@@ -195,7 +210,7 @@ def _leading_simple(first, keys):
     return hit[1]
 
 
-def _simple_key(first):
+def _simple_key(first: sx.Node) -> Hashable:
     if first.op in _SIMPLE_LEADING and _as_literal(first) is None:
         return sx.dump(first)
     if first.op == sx.REPEAT and first.counted and first.min == first.max and \
@@ -204,15 +219,16 @@ def _simple_key(first):
     return None  # pragma: no mutate (equivalent: falling off the end returns None too)
 
 
-def _merge_classes(subs):
+def _merge_classes(subs: list[sx.Node]) -> list[sx.Node]:
     """Round 3: a run of 2+ literals and classes is one class."""
-    out, i = [], 0
+    out: list[sx.Node] = []
+    i = 0
     while i < len(subs):
         j = i
         while j < len(subs) and subs[j].op in (sx.LITERAL, sx.CLASS):
             j += 1
         if j - i >= 2:
-            out.append(sx.char_class(cc.normalize([r for s in subs[i:j] for r in sx.node_ranges(s)])))
+            out.append(sx.char_class(cc.normalize([r for s in subs[i:j] for r in sx.node_ranges(s) or ()])))
             i = j
         else:
             out.append(subs[i])
@@ -220,7 +236,7 @@ def _merge_classes(subs):
     return out
 
 
-def required_prefix(tree):
+def required_prefix(tree: sx.Node) -> tuple[list[sx.Node], sx.Node] | None:
     """Regexp::RequiredPrefix: `^+` then a literal string -> (prefix nodes, rest) or None."""
     if tree.op != sx.CONCAT:
         return None
@@ -239,7 +255,7 @@ def required_prefix(tree):
     return subs[i:j], suffix
 
 
-def simplify(node, pattern=""):
+def simplify(node: sx.Node, pattern: str | bytes = "") -> sx.Node:
     """SimplifyWalker; returns node itself when nothing below it changed (RE2 compares pointers).
 
     Counted repeats become copies (`x{2,5}` -> `xx(?:x(?:x(?:x)?)?)?`): each copy compiles to
@@ -248,7 +264,7 @@ def simplify(node, pattern=""):
     return bounded.run(_simplify(node, [MAX_INSTRUCTIONS, pattern]))
 
 
-def _simplify(node, copies):
+def _simplify(node: sx.Node, copies: list[Any]) -> Walk[sx.Node]:
     # copies: [how many copies may still be made, the pattern for the error]
     op = node.op
     if op in (sx.CONCAT, sx.ALTERNATE, sx.CAPTURE):
@@ -276,7 +292,7 @@ def _simplify(node, copies):
     return _rep(sub, (node.min, node.max), node.greedy, node.flags)
 
 
-def _simplify_repeat(sub, lo, hi, greedy, flags):
+def _simplify_repeat(sub: sx.Node, lo: int, hi: int, greedy: bool, flags: int) -> sx.Node:
     """SimplifyWalker::SimplifyRepeat: x{n,m} as concatenations and nested `?`."""
     if sub.op == sx.ASSERT or (sub.op in (sx.CONCAT, sx.ALTERNATE)
                                and all(s.op == sx.ASSERT for s in sub.subs)):
@@ -295,14 +311,15 @@ def _simplify_repeat(sub, lo, hi, greedy, flags):
         for _ in range(lo + 1, hi):
             suf = _star_plus_quest(_QUEST, sx.Node(sx.CONCAT, subs=[sub, suf]), greedy, flags)
         nre = suf if nre is None else sx.Node(sx.CONCAT, subs=[nre, suf])
+    assert nre is not None  # lo > 0, or hi > lo: x{0,0} returned above
     return nre
 
 
-def _concat(subs):
+def _concat(subs: list[sx.Node]) -> sx.Node:
     return subs[0] if len(subs) == 1 else sx.Node(sx.CONCAT, subs=subs)
 
 
-def strip_anchor(node, kind, depth=0):
+def strip_anchor(node: sx.Node, kind: str, depth: int = 0) -> tuple[sx.Node, bool]:
     """IsAnchorStart (kind BOT, first items) / IsAnchorEnd (EOT, last items): (node, stripped)."""
     if depth >= 4:
         return node, False
@@ -331,7 +348,7 @@ I_FAIL, I_ALT, I_CHAR, I_CAP, I_EMPTY, I_NOP, I_MATCH = range(7)
 class _Frag:
     __slots__ = ("begin", "end", "nullable")
 
-    def __init__(self, begin, end, nullable):
+    def __init__(self, begin: int, end: list[tuple[int, int]], nullable: bool) -> None:
         self.begin = begin        # 0 = matches nothing
         self.end = end            # [(inst, 0 for out / 1 for out1)] to patch to what follows
         self.nullable = nullable
@@ -343,11 +360,14 @@ _NO_MATCH = _Frag(0, [], False)
 class _Re2Compiler:
     """Compiler (re2/compile.cc) for the forward program, numbering instructions as RE2 does."""
 
-    def __init__(self, pattern):
+    def __init__(self, pattern: str | bytes) -> None:
         self.pattern = pattern
-        self.op, self.arg, self.out, self.out1 = [I_FAIL], [None], [0], [0]
+        self.op: list[int] = [I_FAIL]
+        self.arg: list[Any] = [None]   # I_CHAR: its node; I_CAP: the slot; I_EMPTY: the assertion kind
+        self.out: list[int] = [0]
+        self.out1: list[int] = [0]
 
-    def alloc(self, op, arg=None, out=0, out1=0):
+    def alloc(self, op: int, arg: Any = None, out: int = 0, out1: int = 0) -> int:
         if len(self.op) >= MAX_INSTRUCTIONS:
             raise too_large(self.pattern)
         self.op.append(op)
@@ -356,15 +376,15 @@ class _Re2Compiler:
         self.out1.append(out1)
         return len(self.op) - 1
 
-    def patch(self, end, target):
+    def patch(self, end: list[tuple[int, int]], target: int) -> None:
         for pc, which in end:
             (self.out1 if which else self.out)[pc] = target
 
-    def leaf(self, op, arg=None):
+    def leaf(self, op: int, arg: Any = None) -> _Frag:
         pc = self.alloc(op, arg)
         return _Frag(pc, [(pc, 0)], op != I_CHAR)
 
-    def cat(self, a, b):
+    def cat(self, a: _Frag, b: _Frag) -> _Frag:
         if not a.begin or not b.begin:
             return _NO_MATCH
         if self.op[a.begin] == I_NOP and a.end == [(a.begin, 0)] and self.out[a.begin] == 0:
@@ -373,7 +393,7 @@ class _Re2Compiler:
         self.patch(a.end, b.begin)
         return _Frag(a.begin, b.end, a.nullable and b.nullable)
 
-    def alt(self, a, b):
+    def alt(self, a: _Frag, b: _Frag) -> _Frag:
         if not a.begin:
             return b
         if not b.begin:
@@ -381,31 +401,31 @@ class _Re2Compiler:
         pc = self.alloc(I_ALT, out=a.begin, out1=b.begin)
         return _Frag(pc, a.end + b.end, a.nullable or b.nullable)
 
-    def loop_alt(self, body, greedy):
+    def loop_alt(self, body: int, greedy: bool) -> tuple[int, int]:
         """An Alt preferring body (greedy) or the exit; returns (pc, patch list of the exit)."""
         if greedy:
             return self.alloc(I_ALT, out=body), 1
         return self.alloc(I_ALT, out1=body), 0
 
-    def plus(self, a, greedy):
+    def plus(self, a: _Frag, greedy: bool) -> _Frag:
         pc, which = self.loop_alt(a.begin, greedy)
         self.patch(a.end, pc)
         return _Frag(a.begin, [(pc, which)], a.nullable)
 
-    def star(self, a, greedy):
+    def star(self, a: _Frag, greedy: bool) -> _Frag:
         if a.nullable:   # one Alt cannot keep the priority order of an empty iteration
             return self.quest(self.plus(a, greedy), greedy)
         pc, which = self.loop_alt(a.begin, greedy)
         self.patch(a.end, pc)
         return _Frag(pc, [(pc, which)], True)
 
-    def quest(self, a, greedy):
+    def quest(self, a: _Frag, greedy: bool) -> _Frag:
         if not a.begin:
             return self.leaf(I_NOP)
         pc, which = self.loop_alt(a.begin, greedy)
         return _Frag(pc, [(pc, which)] + a.end, True)
 
-    def capture(self, a, index):
+    def capture(self, a: _Frag, index: int) -> _Frag:
         if not a.begin:
             return _NO_MATCH
         pc = self.alloc(I_CAP, 2 * index, out=a.begin)
@@ -413,11 +433,11 @@ class _Re2Compiler:
         self.patch(a.end, end)
         return _Frag(pc, [(end, 0)], a.nullable)
 
-    def walk(self, node):
+    def walk(self, node: sx.Node) -> _Frag:
         """Post-order, as Regexp::Walker: children are numbered before their parent."""
         return bounded.run(self._walk(node))
 
-    def _walk(self, node):
+    def _walk(self, node: sx.Node) -> Walk[_Frag]:
         op = node.op
         if op in (sx.LITERAL, sx.CLASS, sx.ANY_BYTE):
             return self.leaf(I_CHAR, node)
@@ -427,7 +447,7 @@ class _Re2Compiler:
             return self.leaf(I_NOP)
         if op == sx.NO_MATCH:
             return _NO_MATCH
-        frags = []
+        frags: list[_Frag] = []
         for s in node.subs:
             frags.append((yield self._walk(s)))
         if op == sx.CONCAT:
@@ -448,7 +468,7 @@ class _Re2Compiler:
             return build(frags[0], node.greedy)
         raise AssertionError(op)
 
-    def compile(self, tree, anchor_start):
+    def compile(self, tree: sx.Node, anchor_start: bool) -> tuple[int, int]:
         """Compiler::Compile: (start, start_unanchored); 0 when nothing can match."""
         f = self.cat(self.walk(tree), _Frag(self.alloc(I_MATCH), [], False))
         start = f.begin
@@ -457,7 +477,7 @@ class _Re2Compiler:
         any_byte = self.leaf(I_CHAR, sx.Node(sx.ANY_BYTE))
         return start, self.cat(self.star(any_byte, greedy=False), f).begin
 
-    def optimize(self, start):
+    def optimize(self, start: int) -> None:
         """Prog::Optimize, first half: route every edge past Nop instructions."""
         if not start:
             return
@@ -475,11 +495,11 @@ class _Re2Compiler:
 
 # ---- Prog::Flatten ------------------------------------------------------------------------------
 
-def flatten(c, start, start_unanchored):
+def flatten(c: _Re2Compiler, start: int, start_unanchored: int) -> Lists:
     """The lists: [(root, [('leaf', inst) | ('root', other root)])], in RE2's list order."""
-    roots = {}                                   # instruction -> list number, in marking order
+    roots: dict[int, int] = {}   # instruction -> list number, in marking order
 
-    def mark(pc):
+    def mark(pc: int) -> None:
         roots.setdefault(pc, len(roots))
 
     mark(0)
@@ -490,17 +510,19 @@ def flatten(c, start, start_unanchored):
         bounded.check()
         if root not in (start, start_unanchored):
             _mark_dominator(c, root, roots, preds, mark)
-    lists = []
+    lists: Lists = []
     for root in roots:
         bounded.check()
         lists.append((root, _emit_list(c, root, roots)))
     return lists
 
 
-def _closure(c, root, roots, on_leaf):
+def _closure(c: _Re2Compiler, root: int, roots: dict[int, int], on_leaf: Callable[[str, int], None]) -> list[int]:
     """DFS from root in priority order (out before out1), stopping at leaves and other roots;
     returns the instructions reached, in order."""
-    seen, order, stack = set(), [], [root]
+    seen: set[int] = set()
+    order: list[int] = []
+    stack = [root]
     while stack:
         pc = stack.pop()
         while pc not in seen:
@@ -521,11 +543,12 @@ def _closure(c, root, roots, on_leaf):
     return order
 
 
-def _mark_successors(c, start_unanchored, mark):
+def _mark_successors(c: _Re2Compiler, start_unanchored: int, mark: Callable[[int], None]) -> dict[int, list[int]]:
     """MarkSuccessors: whatever follows a byte, capture or assertion is a root; returns each
     instruction's Alt predecessors."""
-    preds = {}
-    seen, stack = set(), [start_unanchored]
+    preds: dict[int, list[int]] = {}
+    seen: set[int] = set()
+    stack = [start_unanchored]
     while stack:
         pc = stack.pop()
         while pc not in seen:
@@ -546,7 +569,8 @@ def _mark_successors(c, start_unanchored, mark):
     return preds
 
 
-def _mark_dominator(c, root, roots, preds, mark):
+def _mark_dominator(c: _Re2Compiler, root: int, roots: dict[int, int], preds: dict[int, list[int]],
+                    mark: Callable[[int], None]) -> None:
     """MarkDominator: an instruction reached from root that also has an Alt predecessor root
     cannot reach is entered from elsewhere too (a loop head): it becomes a root."""
     reached = _closure(c, root, roots, lambda kind, pc: None)
@@ -556,15 +580,15 @@ def _mark_dominator(c, root, roots, preds, mark):
             mark(pc)
 
 
-def _emit_list(c, root, roots):
-    items = []
+def _emit_list(c: _Re2Compiler, root: int, roots: dict[int, int]) -> list[Item]:
+    items: list[Item] = []
     _closure(c, root, roots, lambda kind, pc: items.append((kind, pc)))
     return items
 
 
 # ---- into a fallback_grep program ---------------------------------------------------------------
 
-def compile_flat(tree, ncap, pattern=""):
+def compile_flat(tree: sx.Node, ncap: int, pattern: str | bytes = "") -> Prog:
     """A forward Prog with RE2's flattened priority order (see the module docstring)."""
     shaped = parse_shape(tree)
     split = required_prefix(shaped)
@@ -584,24 +608,28 @@ def compile_flat(tree, ncap, pattern=""):
                  anchor_start or bool(prefix), anchor_end, prog, pattern)
 
 
-def _emit(c, lists, start, prefix, anchor_start, anchor_end, prog, pattern):
+def _emit(c: _Re2Compiler, flat: Lists, start: int, prefix: Sequence[sx.Node], anchor_start: bool, anchor_end: bool,
+          prog: Prog, pattern: str | bytes) -> Prog:
     comp = _Compiler(prog, False, pattern)
     end = comp.emit(SAVE, 1, out=comp.emit(MATCH))
     if anchor_end:
         end = _assert(comp, prog, sx.EOT, end)
-    lists = _reachable(c, dict(lists), start)
+    lists = _reachable(c, dict(flat), start)
     head = {root: comp.emit(NOP) for root in lists}   # placeholders, skipped below
-    leaves = {}
+    leaves: dict[int, int] = {}
 
-    def leaf(pc):
+    def leaf(pc: int) -> int:
         if pc not in leaves:
             op, nxt = c.op[pc], head.get(c.out[pc])
             if op == I_CHAR:
-                leaves[pc] = comp.c(c.arg[pc], nxt)
+                # nxt is None when what follows is no reachable list (the leaf leads to instruction 0,
+                # RE2's Fail; tests/fallback_grep/test_fg_bounded.py has such patterns): kept as the
+                # program always had it, though prog.py's outs are ints.
+                leaves[pc] = comp.c(c.arg[pc], nxt)  # type: ignore[arg-type]
             elif op == I_CAP:
                 leaves[pc] = comp.emit(SAVE, c.arg[pc], out=nxt)
             elif op == I_EMPTY:
-                leaves[pc] = _assert(comp, prog, c.arg[pc], nxt)
+                leaves[pc] = _assert(comp, prog, c.arg[pc], nxt)  # type: ignore[arg-type]  # None: as above
             elif op == I_MATCH:
                 leaves[pc] = end
             else:
@@ -624,15 +652,16 @@ def _emit(c, lists, start, prefix, anchor_start, anchor_end, prog, pattern):
     return prog
 
 
-def _assert(comp, prog, kind, nxt):
+def _assert(comp: _Compiler, prog: Prog, kind: str, nxt: int) -> int:
     prog.uses_look |= _LOOK_OF[kind]
     return comp.emit(ASSERT, _LOOK_OF[kind], out=nxt)
 
 
-def _reachable(c, lists, start):
+def _reachable(c: _Re2Compiler, lists: dict[int, list[Item]], start: int) -> dict[int, list[Item]]:
     """The lists the anchored start can reach (RE2 also keeps the unanchored `.*?` list, which
     the matchers here replace by their own loop)."""
-    keep, todo = {}, [start]
+    keep: dict[int, list[Item]] = {}
+    todo = [start]
     while todo:
         root = todo.pop()
         if root in keep:
@@ -646,11 +675,11 @@ def _reachable(c, lists, start):
     return {root: keep[root] for root in lists if root in keep}
 
 
-def _skip_heads(prog, heads):
+def _skip_heads(prog: Prog, heads: set[int]) -> None:
     """Route every edge past the placeholder Nops. A list that is only a Nop to another list
     chains them; should such lists form a cycle, its Nops stay (the matchers step through Nops)."""
-    def target(pc):
-        seen = set()
+    def target(pc: int) -> int:
+        seen: set[int] = set()
         while pc in heads and pc not in seen:
             seen.add(pc)
             pc = prog.out[pc]  # pragma: no mutate (speed only: a head left in place is a Nop the matchers step through)
@@ -664,7 +693,7 @@ def _skip_heads(prog, heads):
     prog.start = target(prog.start)
 
 
-def compile_forward(tree, ncap, pattern=""):
+def compile_forward(tree: sx.Node, ncap: int, pattern: str | bytes = "") -> Prog:
     """The forward program for tree: RE2's flattened program when a loop can iterate on empty
     (where the order of empty-width steps decides the match), else the plain compiler's (where
     any order gives the same answer). A reverse program is only run for the longest match, where

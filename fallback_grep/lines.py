@@ -8,21 +8,27 @@ gives the same set of matching lines, and lets prefilters and the DFA run over t
   * ^ and \\A become BOL, $ and \\z become EOL;
   * a pattern that can only match by consuming \\n (a literal \\n) is rejected, as ripgrep does.
 """
+from __future__ import annotations
+
 from . import bounded
 from . import charclass as cc
 from . import syntax as sx
-from .errors import invalid
+from .errors import error, invalid
+
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every search its import
+if TYPE_CHECKING:
+    from .bounded import Walk
 
 _NL = [(10, 10)]
 
 
-def to_line_mode(tree, pattern):
+def to_line_mode(tree: sx.Node, pattern: str | bytes) -> sx.Node:
     # memo: a class node shared by many places of the tree (the parser builds a class written
     # again only once) is rewritten once, and stays shared.
     return bounded.run(_rewrite(tree, pattern, {}))
 
 
-def _rewrite(node, pattern, memo):
+def _rewrite(node: sx.Node, pattern: str | bytes, memo: dict[int, tuple[sx.Node, sx.Node]]) -> Walk[sx.Node]:
     op = node.op
     if op == sx.LITERAL and node.rune == 10:
         raise _newline(pattern)
@@ -40,14 +46,14 @@ def _rewrite(node, pattern, memo):
         kind = {sx.BOT: sx.BOL, sx.EOT: sx.EOL}.get(node.kind, node.kind)
         return sx.Node(sx.ASSERT, kind=kind)
     if node.subs:
-        subs = []
+        subs: list[sx.Node] = []
         for sub in node.subs:
             subs.append((yield _rewrite(sub, pattern, memo)))
         return node.replace(subs=subs)
     return node
 
 
-def _newline(pattern):
+def _newline(pattern: str | bytes) -> error:
     return invalid(
         "newline in pattern", "the pattern contains a literal newline (`\\n`), but the "
         "search is line by line, so it can never match", pattern, _find_newline(pattern),
@@ -55,7 +61,7 @@ def _newline(pattern):
         "at a line end or start")
 
 
-def _find_newline(pattern):
+def _find_newline(pattern: str | bytes) -> int | None:
     text = pattern.decode("utf-8", "replace") if isinstance(pattern, bytes) else pattern
     for needle in ("\\n", "\\x0a", "\\x0A", "\\x{a}", "\\x{A}", "\\x{0a}", "\\012", "\n"):
         i = text.find(needle)

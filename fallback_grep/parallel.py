@@ -11,11 +11,27 @@ Costs: a fork per run of SHARE_BATCHES batches, the walk in the parent, and a pi
 per matching file; on one core it is slower than search_paths, so workers=1 (or a root that is
 a file) runs search_paths.
 """
+from __future__ import annotations
+
 import collections
 import os
 
 from .filesearch import _DIR_FLAGS, FileResult, Walk, dir_prefix, in_directory
 from .filesearch import search_paths as search_paths_serial
+
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every search its import
+if TYPE_CHECKING:
+    import selectors
+    from collections.abc import Callable, Generator, Iterable, Iterator
+    from typing import Any, NoReturn, TypeVar
+
+    from .filesearch import Entries, Entry, Matcher
+
+    T = TypeVar("T")
+    R = TypeVar("R")
+    Batch = list[tuple[str, list[str]]]   # (directory, file names) runs, in walk order
+    Said = list[tuple[int, FileResult]]   # (index in the batch, result) for results that say something
+    Children = dict[int, tuple[int, bytearray, list[int]]]  # read end -> (pid, unread bytes, the run's indices)
 
 BATCH_FILES = 512    # files per task: enough that a task's IPC is small next to its search
 SHARE_BATCHES = 8    # batches per forked child: a fork per 4096 files is cheap next to their
@@ -24,7 +40,7 @@ SHARE_BATCHES = 8    # batches per forked child: a fork per 4096 files is cheap 
 #                      twice the forks, and the slack below ran out behind a slow share.)
 
 
-def default_workers():
+def default_workers() -> int:
     """One worker per core this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
@@ -32,8 +48,9 @@ def default_workers():
         return os.cpu_count() or 1
 
 
-def search_paths(matcher, walk, output_mode="files_with_matches", before=0, after=0,
-                 max_count=None, workers=None, every_file=True):
+def search_paths(matcher: Matcher, walk: Entries | Iterable[str], output_mode: str = "files_with_matches", before: int = 0,
+                 after: int = 0, max_count: int | None = None, workers: int | None = None,
+                 every_file: bool = True) -> Generator[FileResult, None, None]:
     """Like filesearch.search_paths over walk (a filesearch.walk() result), with `workers`
     processes (default: one per core).  Yields one FileResult per file, in walk order, as soon
     as it and every file before it are searched; at most about AHEAD runs of SHARE_BATCHES
@@ -44,14 +61,15 @@ def search_paths(matcher, walk, output_mode="files_with_matches", before=0, afte
         yield from search_paths_serial(matcher, walk, output_mode, before, after, max_count,
                                        every_file)
         return
-    handed_out = collections.deque()   # the batches fork_map has taken and not yet answered
+    # the batches fork_map has taken and not yet answered
+    handed_out: collections.deque[Batch] = collections.deque()
 
-    def tasks():
-        for batch in _batches(walk):
+    def tasks() -> Iterator[Batch]:
+        for batch in _batches(walk):  # (a Walk here: checked above)
             handed_out.append(batch)
             yield batch
 
-    def search(batch):   # inherited by the children through fork: the matcher is not pickled
+    def search(batch: Batch) -> Said:   # inherited by the children through fork: the matcher is not pickled
         return _search(matcher, batch, output_mode, before, after, max_count)
 
     for said in fork_map(search, tasks(), workers, share=SHARE_BATCHES):
@@ -63,9 +81,10 @@ def search_paths(matcher, walk, output_mode="files_with_matches", before=0, afte
                 yield res
 
 
-def _batches(walk):
+def _batches(walk: Walk) -> Iterator[Batch]:
     """Runs of (directory, file names), about BATCH_FILES files each, in walk order."""
-    batch, size = [], 0
+    batch: Batch = []
+    size = 0
     for directory, names in walk.directories():
         if names:
             batch.append((directory, names))
@@ -77,14 +96,14 @@ def _batches(walk):
         yield batch
 
 
-def _results(batch, said):
+def _results(batch: Batch, said: Said) -> Iterator[FileResult]:
     """Every file's result for a batch: the ones a worker sent, a bare FileResult otherwise."""
-    said = dict(said)
+    by_index = dict(said)
     i = 0
     for directory, names in batch:
         prefix = dir_prefix(directory)
         for name in names:
-            res = said.get(i)
+            res = by_index.get(i)
             yield FileResult(prefix + name) if res is None else res
             i += 1
 
@@ -93,10 +112,10 @@ class _Run:
     """A worker's share of the walk, with the entries() that filesearch.search_paths opens
     relative to each directory's descriptor."""
 
-    def __init__(self, batch):
+    def __init__(self, batch: Batch) -> None:
         self.batch = batch
 
-    def entries(self):
+    def entries(self) -> Iterator[Entry]:
         for directory, names in self.batch:
             prefix = dir_prefix(directory)
             try:
@@ -109,9 +128,10 @@ class _Run:
             yield from in_directory(dfd, prefix, names)
 
 
-def _search(matcher, batch, output_mode, before, after, max_count):
+def _search(matcher: Matcher, batch: Batch, output_mode: str, before: int, after: int,
+            max_count: int | None) -> Said:
     """In a worker: search one batch; return (index, FileResult) for results that say something."""
-    said = []
+    said: Said = []
     for i, res in enumerate(search_paths_serial(matcher, _Run(batch), output_mode, before, after,
                                                 max_count)):
         if len(vars(res)) > 1:   # more than the path: see FileResult.__init__
@@ -131,7 +151,7 @@ AHEAD = 4            # share mode: runs per worker taken from the tasks and not 
 #                      only as far as this slack lets them.
 
 
-def fork_map(fn, tasks, workers, share=None):
+def fork_map(fn: Callable[[T], R], tasks: Iterable[T], workers: int, share: int | None = None) -> Iterator[R]:
     """A generator of fn(task) for each of `tasks`, in order, computed by forked children.
 
     share=None: `tasks` is listed first and dealt round-robin to `workers` children forked at
@@ -150,26 +170,26 @@ def fork_map(fn, tasks, workers, share=None):
     KeyboardInterrupt of a Ctrl-C) kills and reaps the children.
     """
     if share is None:
-        tasks = list(tasks)
-        workers = min(workers, len(tasks))
+        listed = list(tasks)
+        workers = min(workers, len(listed))
         if workers <= 1:
-            return _here(fn, tasks)
-        runs = ([(i, tasks[i]) for i in range(w, len(tasks), workers)] for w in range(workers))
+            return _here(fn, listed)
+        runs = ([(i, listed[i]) for i in range(w, len(listed), workers)] for w in range(workers))
         return _fork_runs(fn, runs, workers, None)
     if workers <= 1:
         return _here(fn, tasks)
     return _fork_runs(fn, _runs_of(tasks, share), workers, AHEAD * workers * share)
 
 
-def _here(fn, tasks):
+def _here(fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[R]:
     """fork_map in this process: a generator too, so that callers may close() it either way."""
     for task in tasks:
         yield fn(task)
 
 
-def _runs_of(tasks, share):
+def _runs_of(tasks: Iterable[T], share: int) -> Iterator[list[tuple[int, T]]]:
     """(index, task) lists of `share` consecutive tasks, taken lazily."""
-    run = []
+    run: list[tuple[int, T]] = []
     for i, task in enumerate(tasks):
         run.append((i, task))
         if len(run) == share:
@@ -179,7 +199,8 @@ def _runs_of(tasks, share):
         yield run
 
 
-def _fork_runs(fn, runs, workers, limit):
+def _fork_runs(fn: Callable[[T], R], runs: Iterable[list[tuple[int, T]]], workers: int,
+               limit: int | None) -> Iterator[R]:
     """fork_map's engine: a child per run of (index, task), at most `workers` at a time and at
     most `limit` tasks (None: no limit) taken and not yet yielded; results in index order (the
     runs' indices together are 0, 1, 2, ...)."""
@@ -189,17 +210,17 @@ def _fork_runs(fn, runs, workers, limit):
     import selectors
     import signal  # noqa: F401 - for _start, _end and the children
 
-    pending = {}             # index -> task, for tasks taken and not yet yielded
-    done = {}                # index -> result that came back
-    lost = set()             # indices whose child ended without sending their result
-    children = {}            # read end -> (pid, bytearray of unread bytes, the run's indices)
-    runs = iter(runs)
+    pending: dict[int, T] = {}      # index -> task, for tasks taken and not yet yielded
+    done: dict[int, Any] = {}       # index -> result that came back (unpickled)
+    lost: set[int] = set()          # indices whose child ended without sending their result
+    children: Children = {}
+    run_iter = iter(runs)
     more, nxt = True, 0
     sel = selectors.DefaultSelector()
     try:
         while True:
             while more and len(children) < workers and (limit is None or len(pending) < limit):
-                run = next(runs, None)
+                run = next(run_iter, None)
                 if run is None:
                     more = False
                     break
@@ -230,14 +251,14 @@ def _fork_runs(fn, runs, workers, limit):
             _end(r, children, done, lost)
 
 
-def _start(fn, run, children, lost):
+def _start(fn: Callable[[T], R], run: list[tuple[int, T]], children: Children, lost: set[int]) -> int | None:
     """Fork a child for run and return the read end of its pipe; if none can be had, its tasks
     are run here (marked lost) and None is returned."""
     try:
         r, wfd = os.pipe()
     except OSError:      # out of descriptors
         lost.update(i for i, _ in run)
-        return
+        return None
     import signal
     # Ctrl-C between the fork and the bookkeeping below would leave a child nobody kills: the
     # signal waits until the child is in `children`.
@@ -260,7 +281,7 @@ def _start(fn, run, children, lost):
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
-def _receive(r, children, sel, done, lost):
+def _receive(r: int, children: Children, sel: selectors.BaseSelector, done: dict[int, Any], lost: set[int]) -> None:
     """Read what child r sent; at its end of file (it finished, or died), end it."""
     chunk = os.read(r, 1 << 16)  # pragma: no mutate (any read size works)
     if chunk:
@@ -272,7 +293,7 @@ def _receive(r, children, sel, done, lost):
         _end(r, children, done, lost)
 
 
-def _end(r, children, done, lost):
+def _end(r: int, children: Children, done: dict[int, Any], lost: set[int]) -> None:
     """Close child r's pipe, kill and reap it (it has exited, unless the caller stopped early),
     and mark the tasks of its run that sent no result as lost."""
     import signal   # loaded by _fork_runs before any fork
@@ -286,7 +307,7 @@ def _end(r, children, done, lost):
     lost.update(i for i in indices if i not in done)
 
 
-def _child(fn, run, wfd, mask):
+def _child(fn: Callable[[T], R], run: list[tuple[int, T]], wfd: int, mask: Iterable[int]) -> NoReturn:
     """A forked child: send (index, pickled fn(task)) for each task of its run, then _exit
     (no atexit handler, finally clause or buffered stream of the parent may run twice). The
     parent reads no exit status: what counts is which results arrived."""
@@ -305,7 +326,7 @@ def _child(fn, run, wfd, mask):
         os._exit(0)
 
 
-def _unframe(buf, done):
+def _unframe(buf: bytearray, done: dict[int, Any]) -> None:
     """Move every complete frame at the start of buf into done."""
     import pickle   # loaded by _fork_runs
     pos = 0

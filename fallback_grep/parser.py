@@ -8,12 +8,19 @@ first time, so every later stage meets one class object and handles it once.  Ca
 flag effects are resolved here (see syntax.py).  Offsets in errors are 0-based indices into the
 pattern string (for a bytes pattern: into its UTF-8 decoding).
 """
+from __future__ import annotations
+
 import unicodedata
 
 from . import bounded
 from . import charclass as cc
 from . import syntax as sx
-from .errors import invalid, unsupported
+from .errors import error, invalid, unsupported
+
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every search its import
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
 
 MAX_REPEAT = 1000
 MAX_NESTING = 1000
@@ -38,7 +45,7 @@ _UNSUPPORTED_ESCAPES = {
 class Parsed:
     """Parser output: the tree plus capture metadata."""
 
-    def __init__(self, tree, ncap, names):
+    def __init__(self, tree: sx.Node, ncap: int, names: dict[str, int]) -> None:
         self.tree = tree
         self.ncap = ncap          # number of capture groups
         self.names = names        # name -> first group index with that name
@@ -47,9 +54,9 @@ class Parsed:
 class _Frame:
     """One open group: its alternatives so far and what to restore at ')'."""
 
-    def __init__(self, flags, cap_index, cap_name, pos):
-        self.alts = []           # finished alternatives (lists of nodes)
-        self.items = []          # the alternative being built
+    def __init__(self, flags: int, cap_index: int, cap_name: str | None, pos: int) -> None:
+        self.alts: list[list[sx.Node]] = []  # finished alternatives (lists of nodes)
+        self.items: list[sx.Node] = []       # the alternative being built
         self.flags = flags       # flags to restore when the group closes
         self.cap_index = cap_index  # 0 = non-capturing
         self.cap_name = cap_name
@@ -57,35 +64,35 @@ class _Frame:
 
 
 class _Parser:
-    def __init__(self, pattern, text, flags):
+    def __init__(self, pattern: str | bytes, text: str, flags: int) -> None:
         self.pattern = pattern   # as given (str or bytes), for error messages
         self.t = text            # str
         self.i = 0
         self.flags = flags
         self.ncap = 0
-        self.names = {}
+        self.names: dict[str, int] = {}
         # Position just after the previous repetition operator: RE2 rejects `a**`, `a{2}{3}`.
         self.last_repeat_end = -1
         self.last_repeat_start = -1
         # id(node) -> (node, the largest product of repeat counts on a path down from it):
         # RE2's RepetitionWalker, kept as the tree grows.
-        self.products = {}
+        self.products: dict[int, tuple[sx.Node, int]] = {}
         # (class text, fold flag) -> class node, and under (?i) a rune -> its fold class (None
         # when it has no other case): a class written again is not built again, and later stages
         # meet one node.
-        self.classes = {}
-        self.folded = {}
+        self.classes: dict[tuple[str, int], sx.Node] = {}
+        self.folded: dict[int, sx.Node | None] = {}
         self.no_posix_close = len(text) + 1   # no `:]` from here on (posix_close)
 
     # ---- errors ----------------------------------------------------------------------------
-    def fail(self, construct, what, pos, hint):
+    def fail(self, construct: str, what: str, pos: int | None, hint: str) -> error:
         return invalid(construct, what, self.pattern, pos, hint)
 
-    def nope(self, construct, pos, shown=None):
+    def nope(self, construct: str, pos: int | None, shown: str | None = None) -> error:
         return unsupported(construct, self.pattern, pos, shown)
 
     # ---- driver ----------------------------------------------------------------------------
-    def parse(self):
+    def parse(self) -> Parsed:
         stack = [_Frame(self.flags, 0, None, 0)]
         t = self.t
         steps = 0
@@ -130,11 +137,11 @@ class _Parser:
         tree = self.finish_alternation(stack[0])
         return Parsed(tree, self.ncap, self.names)
 
-    def finish_alternation(self, frame):
+    def finish_alternation(self, frame: _Frame) -> sx.Node:
         alts = [self.noted(sx.concat(items)) for items in frame.alts + [frame.items]]
         return self.noted(sx.alternate(alts))
 
-    def noted(self, node):
+    def noted(self, node: sx.Node) -> sx.Node:
         """node, its repeat-count product noted (from its children's, noted when they were
         built; a leaf's is 1)."""
         own = 1
@@ -145,12 +152,12 @@ class _Parser:
         self.products[id(node)] = (node, min(own * below, MAX_REPEAT + 1))
         return node
 
-    def product(self, node):
+    def product(self, node: sx.Node) -> int:
         hit = self.products.get(id(node))
         return hit[1] if hit is not None and hit[0] is node else 1
 
     # ---- groups ----------------------------------------------------------------------------
-    def open_group(self, stack):
+    def open_group(self, stack: list[_Frame]) -> None:
         t, start = self.t, self.i
         if len(stack) > MAX_NESTING:
             raise self.fail("nesting", f"groups nested more than {MAX_NESTING} deep", start,
@@ -173,14 +180,14 @@ class _Parser:
         self.check_unsupported_group(start, rest)
         self.flag_group(stack, start)
 
-    def _is_verb(self, j):
+    def _is_verb(self, j: int) -> bool:
         t = self.t
         k = j
         while k < len(t) and (t[k].isupper() or t[k] == "_"):
             k += 1
         return k > j and k < len(t) and t[k] in ":)"
 
-    def group_name(self, start, rest):
+    def group_name(self, start: int, rest: str) -> str | None:
         """Parse (?P<name> or (?<name>; return the name (self.i moved past '>') or None."""
         if rest.startswith("P<"):
             off = 4
@@ -201,10 +208,10 @@ class _Parser:
         return name
 
     @staticmethod
-    def _name_char(ch):
+    def _name_char(ch: str) -> bool:
         return ch == "_" or unicodedata.category(ch)[0] in "LMN" or unicodedata.category(ch) == "Pc"
 
-    def check_unsupported_group(self, start, rest):
+    def check_unsupported_group(self, start: int, rest: str) -> None:
         t = self.t
         end = t.find(")", start)
         shown = t[start:end + 1] if end > 0 else t[start:]
@@ -236,7 +243,7 @@ class _Parser:
             raise self.fail("named group", f"invalid named capture group syntax {shown!r}", start,
                             "write `(?P<name>re)` or `(?<name>re)`")
 
-    def flag_group(self, stack, start):
+    def flag_group(self, stack: list[_Frame], start: int) -> None:
         """(?flags) or (?flags:re). Flags: i m s U, optionally negated after one '-'."""
         t = self.t
         j = start + 2
@@ -270,7 +277,7 @@ class _Parser:
         stack.append(_Frame(self.flags, 0, None, start))
         self.flags = flags
 
-    def close_group(self, stack):
+    def close_group(self, stack: list[_Frame]) -> None:
         if len(stack) == 1:
             raise self.fail(
                 "unexpected )", "unmatched closing parenthesis", self.i,
@@ -284,7 +291,7 @@ class _Parser:
         self.i += 1
 
     # ---- repetition ------------------------------------------------------------------------
-    def repeat(self, items):
+    def repeat(self, items: list[sx.Node]) -> bool:
         """Apply a repetition operator at self.i to items[-1]. False if `{` is literal here."""
         t, start = self.t, self.i
         c = t[start]
@@ -336,7 +343,7 @@ class _Parser:
         self.last_repeat_start, self.last_repeat_end = start, j
         return True
 
-    def parse_braces(self, start):
+    def parse_braces(self, start: int) -> tuple[int, int, int] | None:
         """{n}, {n,}, {n,m} -> (lo, hi, end) or None when RE2 treats `{` as a literal."""
         t = self.t
         lo, k = self._integer(start + 1)
@@ -354,7 +361,7 @@ class _Parser:
             return None
         return lo, hi, m + 1
 
-    def _integer(self, j):
+    def _integer(self, j: int) -> tuple[int | None, int]:
         """RE2's ParseInteger: ASCII digits, no leading zero, and a number that grows past 10^8
         is not a number at all (so `a{9876543210}` is literal text, as in RE2)."""
         t = self.t
@@ -371,22 +378,23 @@ class _Parser:
         return n, j
 
     # ---- atoms -----------------------------------------------------------------------------
-    def lit_node(self, r):
+    def lit_node(self, r: int) -> sx.Node:
         if self.flags & FLAG_I:
             if r not in self.folded:
                 orbit = cc.fold_orbit(r)
                 self.folded[r] = (sx.char_class(cc.normalize([(x, x) for x in orbit]))
                                   if len(orbit) > 1 else None)
-            if self.folded[r] is not None:
-                return self.folded[r]
+            folded = self.folded[r]
+            if folded is not None:
+                return folded
         return sx.literal(r)
 
-    def dot(self):
+    def dot(self) -> sx.Node:
         if self.flags & FLAG_S:
             return sx.char_class([(0, sx.MAX_RUNE)])
         return sx.char_class([(0, 9), (11, sx.MAX_RUNE)])
 
-    def class_node(self, ranges, negated=False, fold=True):
+    def class_node(self, ranges: Sequence[tuple[int, int]], negated: bool = False, fold: bool = True) -> sx.Node:
         if fold and self.flags & FLAG_I:
             ranges = cc.add_fold(ranges)
         ranges = cc.normalize(ranges)
@@ -394,7 +402,7 @@ class _Parser:
             ranges = cc.negate(ranges)
         return sx.char_class(ranges)
 
-    def escape(self, items):
+    def escape(self, items: list[sx.Node]) -> None:
         t, start = self.t, self.i
         if start + 1 >= len(t):
             raise self.fail("trailing backslash", "pattern ends with a lone `\\`", start,
@@ -430,12 +438,12 @@ class _Parser:
             return
         self.i = start + 2
 
-    def class_escape_node(self):
+    def class_escape_node(self) -> sx.Node:
         """The class of the escape at self.i (\\d, \\pL, \\p{Greek}...); self.i moves past it."""
-        ranges, negated, self.i = self.class_escape(self.i, in_class=False)
+        ranges, negated, self.i = self.class_ranges(self.i)
         return self.class_node(ranges, negated)
 
-    def known_class(self, parse):
+    def known_class(self, parse: Callable[[], sx.Node]) -> sx.Node:
         """The class at self.i: the node built when the same text was parsed before under the same
         fold flag (`\\pL` written a thousand times is one node, built once), else parse()'s."""
         t, start, fold = self.t, self.i, self.flags & FLAG_I
@@ -448,7 +456,7 @@ class _Parser:
         self.classes[(t[start:self.i], fold)] = node
         return node
 
-    def class_end(self, start):
+    def class_end(self, start: int) -> int:
         """Where the class at start (`[...]` or a class escape) most likely ends, to look it up in
         the memo. A wrong guess only misses: every stored text is one whole class, and parsing
         reads a class from its first character on, so the same text is always the same class."""
@@ -471,20 +479,24 @@ class _Parser:
                 j += 1
         return start
 
-    def class_escape(self, start, in_class):
+    def class_ranges(self, start: int) -> tuple[Sequence[tuple[int, int]], bool, int]:
+        """The class escape at start (\\d \\s \\w, their negations, \\p, \\P): (ranges, negated, end)."""
+        if self.t[start + 1] in "dswDSW":
+            c = self.t[start + 1]
+            return cc.PERL[c.lower()], c.isupper(), start + 2
+        return self.unicode_escape(start)
+
+    def class_escape(self, start: int, in_class: bool) -> tuple[Sequence[tuple[int, int]] | None, Any, int]:
         """Escape at start -> (ranges, negated, end) for a class or (None, rune, end) for a char.
 
         char_escape reports where the escape ends through self.i_after_escape (escapes have
         different lengths: \\n, \\x41, \\x{1F600}, \\123)."""
         t = self.t
-        c = t[start + 1]
-        if c in "dswDSW":
-            return cc.PERL[c.lower()], c.isupper(), start + 2
-        if c in "pP":
-            return self.unicode_escape(start)
+        if t[start + 1] in "dswDSWpP":
+            return self.class_ranges(start)
         return None, self.char_escape(start, in_class), self.i_after_escape
 
-    def unicode_escape(self, start):
+    def unicode_escape(self, start: int) -> tuple[Sequence[tuple[int, int]], bool, int]:
         t = self.t
         negated = t[start + 1] == "P"
         if start + 2 >= len(t):
@@ -513,7 +525,7 @@ class _Parser:
                 "not support Cn, LC or L&")
         return ranges, negated, j
 
-    def char_escape(self, start, in_class):
+    def char_escape(self, start: int, in_class: bool) -> int:
         """A single-character escape at start; sets self.i_after_escape; returns the rune."""
         t = self.t
         c = t[start + 1]
@@ -555,7 +567,7 @@ class _Parser:
             "(and upper-case negations), \\pN, \\p{Name}, \\b \\B \\A \\z (outside classes), "
             "\\Q...\\E, \\C and `\\` before punctuation; write other characters unescaped")
 
-    def hex_escape(self, start):
+    def hex_escape(self, start: int) -> int:
         t = self.t
         j = start + 2
         hint = "write `\\x` with exactly two hex digits (`\\x7F`) or braces (`\\x{1F600}`)"
@@ -577,14 +589,14 @@ class _Parser:
         return int(digits, 16)
 
     # ---- bracket classes -------------------------------------------------------------------
-    def parse_class(self):
+    def parse_class(self) -> sx.Node:
         t, start = self.t, self.i
         j = start + 1
         negated = False
         if j < len(t) and t[j] == "^":
             negated = True
             j += 1
-        ranges = []
+        ranges: list[tuple[int, int]] = []
         first = True
         while True:
             if j >= len(t):
@@ -602,7 +614,7 @@ class _Parser:
                     ranges.extend(cc.negate(r) if neg else r)
                     continue
             if c == "\\" and j + 1 < len(t) and t[j + 1] in "dswDSWpP":
-                r, neg, j = self.class_escape(j, in_class=True)
+                r, neg, j = self.class_ranges(j)
                 if self.flags & FLAG_I:
                     r = cc.add_fold(r)
                 ranges.extend(cc.negate(r) if neg else r)
@@ -623,7 +635,7 @@ class _Parser:
         # Elements were folded one by one (a negated \W must stay fold-then-negate, as in RE2).
         return self.class_node(ranges, negated, fold=False)
 
-    def class_char(self, j, range_start=None):
+    def class_char(self, j: int, range_start: int | None = None) -> tuple[int, int]:
         t = self.t
         if t[j] == "\\":
             if j + 1 >= len(t):
@@ -642,7 +654,7 @@ class _Parser:
             return r, self.i_after_escape
         return ord(t[j]), j + 1
 
-    def posix_close(self, j):
+    def posix_close(self, j: int) -> int:
         """t.find(":]", j), remembering where none is left: a pattern of many `[[:` and no `:]`
         would search to its end from each one."""
         if j >= self.no_posix_close:
@@ -652,7 +664,7 @@ class _Parser:
             self.no_posix_close = j
         return end
 
-    def posix_class(self, j):
+    def posix_class(self, j: int) -> tuple[Sequence[tuple[int, int]], bool, int] | None:
         t = self.t
         end = self.posix_close(j + 2)
         if end < 0:
@@ -672,7 +684,7 @@ class _Parser:
         return r, negated, end + 2
 
 
-def parse(pattern, flags=0):
+def parse(pattern: str | bytes, flags: int = 0) -> Parsed:
     """Parse an RE2 pattern (str, or bytes holding UTF-8) into a Parsed tree."""
     if isinstance(pattern, bytes):
         try:

@@ -7,11 +7,19 @@ which is what makes it safe for every pattern.  It reports spans and capture gro
 Semantics: leftmost-first (Perl/RE2 default: thread priority decides) or leftmost-longest
 (POSIX-style overall match; RE2's longest_match option).
 """
+from __future__ import annotations
+
 from .prog import (ASSERT, BYTE, FAIL, LOOK_BOL, LOOK_BOT, LOOK_EOL, LOOK_EOT, LOOK_NOT_WORD,
                    LOOK_WORD, MATCH, NOP, SAVE, SPLIT, WORD_BYTES)
 
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every search its import
+if TYPE_CHECKING:
+    from typing import Any
 
-def look_at(text, i):
+    from .prog import Prog
+
+
+def look_at(text: bytes, i: int) -> int:
     """The set of LOOK_* conditions that hold at position i of text (a bytes object)."""
     n = len(text)
     flags = 0
@@ -35,12 +43,12 @@ def look_at(text, i):
 class StepCounter:
     """Counts thread steps; tests use it to show work grows linearly with input size."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.steps = 0
 
 
-def search(prog, text, pos=0, endpos=None, anchored=False, anchor_end=False, longest=False,
-           counter=None):
+def search(prog: Prog, text: bytes, pos: int = 0, endpos: int | None = None, anchored: bool = False,
+           anchor_end: bool = False, longest: bool = False, counter: StepCounter | None = None) -> tuple[int, ...] | None:
     """Return the capture slot tuple (2 * (ncap + 1) entries, -1 = unset) or None.
 
     text is bytes; pos/endpos bound the search, but assertions look at the whole text so that
@@ -52,12 +60,13 @@ def search(prog, text, pos=0, endpos=None, anchored=False, anchor_end=False, lon
     op, arg, out, out1 = prog.op, prog.arg, prog.out, prog.out1
     seen = [-1] * len(op)
     empty_caps = (-1,) * nslots
-    clist, nlist = [], []
-    matched = None
+    clist: list[tuple[int, tuple[int, ...]]] = []   # (pc, capture slots) per thread, in priority order
+    nlist: list[tuple[int, tuple[int, ...]]] = []
+    matched: tuple[int, ...] | None = None
     uses_look = prog.uses_look
     steps = 0
 
-    def add(threads, pc0, i, caps0, look):
+    def add(threads: list[tuple[int, tuple[int, ...]]], pc0: int, i: int, caps0: tuple[int, ...], look: int) -> None:
         # Depth-first in priority order: out is explored before out1.
         stack = [(pc0, caps0)]
         while stack:

@@ -28,12 +28,28 @@ whole and thrown away, the best factor is found in one sliding window over the c
 (the window only moves right, as all its bounds are monotone), and a class repeated thousands of
 times is translated once (`memo`, by node identity, shared by every walk of one plan).
 """
+from __future__ import annotations
+
 import re
 from functools import lru_cache
 
 from . import bounded
 from . import syntax as sx
 from . import utf8
+
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every search its import
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+    from typing import Any
+
+    from .bounded import Walk
+
+    Memo = dict[int, tuple[sx.Node, "Finite | None"]]  # id(leaf) -> (leaf, its translation)
+    Unit = tuple[Any, ...]   # ("lit", bytes) | ("fold", lowered bytes, non-ASCII variants)
+    # (score, first part, index after it, end index, right edge or None)
+    Candidate = tuple[int, "Finite", int, int, "Finite | None"]
+    Finder = Callable[[bytes | bytearray, int, int], int]
+    Text = bytes | bytearray
 
 MAX_PATHS = 2000        # alternatives a finite translation may contain
 MAX_LENGTH = 1000       # longest byte length of a finite translation
@@ -50,7 +66,7 @@ class Finite:
 
     __slots__ = ("src", "paths", "length", "score", "nest")
 
-    def __init__(self, src, paths, length, score, nest=0):
+    def __init__(self, src: str, paths: int, length: int, score: int, nest: int = 0) -> None:
         self.src = src
         self.paths = paths
         self.length = length
@@ -58,13 +74,13 @@ class Finite:
         self.nest = nest
 
 
-def _within(paths, length, size, nest):
+def _within(paths: int, length: int, size: int, nest: int) -> bool:
     """Are these a translation's numbers within every bound?"""
     return paths <= MAX_PATHS and length <= MAX_LENGTH and size <= MAX_SRC and nest <= MAX_NEST
 
 
-def _byte_class(ranges):
-    parts = []
+def _byte_class(ranges: Sequence[tuple[int, int]]) -> str:
+    parts: list[str] = []
     for lo, hi in ranges:
         if lo == hi:
             parts.append(re.escape(bytes([lo])).decode("latin-1"))
@@ -77,10 +93,10 @@ def _byte_class(ranges):
 
 
 @lru_cache(maxsize=256)  # pragma: no mutate (any size: a cache)
-def _class_regex(ranges):
+def _class_regex(ranges: tuple[tuple[int, int], ...]) -> str | None:
     """sre source matching exactly the UTF-8 encoding of one code point in ranges, or None.
     (Cached: the same class recurs in patterns and in the walks of one plan.)"""
-    trie = {}
+    trie: dict[tuple[int, int], Any] = {}   # a byte range -> its sub-trie, or None at a leaf
     count = 0
     for lo, hi in ranges:
         for seq in utf8.sequences(lo, hi):
@@ -94,11 +110,11 @@ def _class_regex(ranges):
     return _trie_regex(trie)
 
 
-def _trie_regex(trie):
+def _trie_regex(trie: dict[tuple[int, int], Any]) -> str:
     # Leaves (last byte of a sequence) merge into one class; inner edges become alternatives.
     # Sibling ranges of a UTF-8 trie are disjoint, so at most one alternative can succeed.
     leaves = sorted(r for r, child in trie.items() if child is None)
-    alts = []
+    alts: list[str] = []
     if leaves:
         alts.append(_byte_class(leaves))
     for rng, child in sorted((r, c) for r, c in trie.items() if c is not None):
@@ -112,7 +128,7 @@ _CHARACTERS = (sx.LITERAL, sx.CLASS)
 _SRE_ASSERT = {sx.BOL: "(?m:^)", sx.EOL: "(?m:$)", sx.WORD: "\\b", sx.NOT_WORD: "\\B"}
 
 
-def finite(node, allow_assertions, memo=None):
+def finite(node: sx.Node, allow_assertions: bool, memo: Memo | None = None) -> Finite | None:
     """Translate node into a Finite, or None if it is unbounded, too big or not translatable.
 
     memo: {id(leaf): (leaf, Finite)}, shared by the walks of one plan, so that a class that
@@ -123,7 +139,7 @@ def finite(node, allow_assertions, memo=None):
     return bounded.run(_finite(node, allow_assertions, memo))
 
 
-def _finite(node, allow, memo):
+def _finite(node: sx.Node, allow: bool, memo: Memo) -> Walk[Finite | None]:
     op = node.op
     if op in _CHARACTERS:
         return _leaf(node, memo)
@@ -149,7 +165,7 @@ def _finite(node, allow, memo):
     raise AssertionError(op)  # pragma: no mutate (unreachable: every kind is handled above)
 
 
-def _leaf(node, memo):
+def _leaf(node: sx.Node, memo: Memo) -> Finite | None:
     """A literal's or class's translation, once per rune or class node (never changed after)."""
     if node.op == sx.LITERAL:
         return _rune_finite(node.rune)
@@ -160,11 +176,11 @@ def _leaf(node, memo):
 
 
 @lru_cache(maxsize=512)  # pragma: no mutate (any size: a cache)
-def _rune_finite(rune):
+def _rune_finite(rune: int) -> Finite | None:
     return _class_finite(((rune, rune),))
 
 
-def _class_finite(ranges):
+def _class_finite(ranges: Sequence[tuple[int, int]]) -> Finite | None:
     src = _class_regex(tuple(ranges))
     if src is None:
         return None
@@ -172,10 +188,10 @@ def _class_finite(ranges):
     return Finite(src, 1, 4, 1 if size <= 4 else 0, CLASS_NEST if "(?:" in src else 0)
 
 
-def _finite_concat(subs, allow, memo):
+def _finite_concat(subs: list[sx.Node], allow: bool, memo: Memo) -> Walk[Finite | None]:
     # Stops at the first item past a bound: a concatenation of 64 KiB of literals costs as much
     # as its first MAX_LENGTH bytes.
-    parts = []
+    parts: list[Finite] = []
     paths, length, size, nest = 1, 0, 0, 0
     for sub in subs:
         part = _leaf(sub, memo) if sub.op in _CHARACTERS else (yield _finite(sub, allow, memo))
@@ -189,10 +205,11 @@ def _finite_concat(subs, allow, memo):
     return Finite("".join(p.src for p in parts), paths, length, sum(p.score for p in parts), nest)
 
 
-def _finite_alternate(subs, allow, memo):
+def _finite_alternate(subs: list[sx.Node], allow: bool, memo: Memo) -> Walk[Finite | None]:
     # size: the source's length so far, "(?:" and ")" around the parts and a bar before each but
     # the first; past a bound, no need to translate the other alternatives.
-    parts, paths, size = [], 0, 3
+    parts: list[Finite] = []
+    paths, size = 0, 3
     for sub in subs:
         part = yield _finite(sub, allow, memo)
         if part is None:
@@ -208,7 +225,7 @@ def _finite_alternate(subs, allow, memo):
                   min(p.score for p in parts), nest)
 
 
-def _finite_repeat(node, allow, memo):
+def _finite_repeat(node: sx.Node, allow: bool, memo: Memo) -> Walk[Finite | None]:
     if node.max < 0:
         return None
     sub = yield _finite(node.subs[0], allow, memo)
@@ -226,7 +243,7 @@ def _finite_repeat(node, allow, memo):
     return Finite(src, paths, length, sub.score * node.min, sub.nest + 1)
 
 
-def _repeat_paths(paths, lo, hi):
+def _repeat_paths(paths: int, lo: int, hi: int) -> int | None:
     """sum(paths ** k for k in lo..hi), or None past MAX_PATHS, found without the big powers
     (`(?:a|b){1000}` would take a 1000-bit one)."""
     if paths == 1:  # pragma: no mutate (speed only: the loop below sums the same ones, in hi steps)
@@ -241,8 +258,9 @@ def _repeat_paths(paths, lo, hi):
     return total if total <= MAX_PATHS else None
 
 
-def _concat(parts):
-    if any(p is None for p in parts):
+def _concat(given: Sequence[Finite | None]) -> Finite | None:
+    parts = [p for p in given if p is not None]
+    if len(parts) < len(given):
         return None
     paths, length, score, size, nest = 1, 0, 0, 0, 0
     for p in parts:
@@ -256,7 +274,7 @@ def _concat(parts):
     return Finite("".join(p.src for p in parts), paths, length, score, nest)
 
 
-def _edge(node, memo):
+def _edge(node: sx.Node, memo: Memo) -> Finite | None:
     """The finite part of a concat item when it sits at the edge of a factor, or None.
 
     x{n,} (n >= 1) at the left edge of a factor contributes its last n iterations (they touch
@@ -273,27 +291,27 @@ class _Window:
     """Consecutive translations side by side: their paths multiply, their lengths, scores and
     sre sizes add up (nesting does not grow: a concatenation adds no group)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.paths, self.length, self.score, self.size = 1, 0, 0, 0
 
-    def fits(self, part):
+    def fits(self, part: Finite | None) -> bool:
         return (part is not None and self.paths * part.paths <= MAX_PATHS
                 and self.length + part.length <= MAX_LENGTH and self.size + len(part.src) <= MAX_SRC)
 
-    def add(self, part):
+    def add(self, part: Finite) -> None:
         self.paths *= part.paths
         self.length += part.length
         self.score += part.score
         self.size += len(part.src)
 
-    def drop(self, part):
+    def drop(self, part: Finite) -> None:
         self.paths //= part.paths    # exact: the product holds part.paths as a factor
         self.length -= part.length
         self.score -= part.score
         self.size -= len(part.src)
 
 
-def best_factor(tree, memo=None):
+def best_factor(tree: sx.Node, memo: Memo | None = None) -> Finite | None:
     """The most selective finite fragment every match must contain, or None.
 
     A candidate starts at each item of the top-level concatenation that has a translation (or,
@@ -308,14 +326,14 @@ def best_factor(tree, memo=None):
         tree = tree.subs[0]
     items = tree.subs if tree.op == sx.CONCAT else [tree]
     trans = [finite(it, False, memo) for it in items]
-    edges = {}
+    edges: dict[int, Finite | None] = {}
 
-    def edge(j):
+    def edge(j: int) -> Finite | None:
         if j not in edges:  # pragma: no mutate (speed only: an edge computed again is the same)
             edges[j] = _edge(items[j], memo)
         return edges[j]
 
-    best = None   # (score, first item's part, index after it, end index, right edge or None)
+    best: Candidate | None = None
     n, i = len(items), 0
     while i < n:
         bounded.check()
@@ -336,50 +354,55 @@ def best_factor(tree, memo=None):
     return _concat([first, *trans[lo:hi]] + ([right] if right is not None else []))
 
 
-def _better(best, cand):
+def _better(best: Candidate | None, cand: Candidate) -> Candidate:
     return cand if best is None or cand[0] > best[0] else best
 
 
-def _from_edge(left, start, trans, edge):
+def _from_edge(left: Finite, start: int, trans: list[Finite | None], edge: Callable[[int], Finite | None]) -> Candidate:
     """The candidate that starts with an item's edge copy `left` and goes on at `start`."""
     win = _Window()
     win.add(left)
     r = start
-    while r < len(trans) and trans[r] is not None and win.fits(trans[r]):
-        win.add(trans[r])
+    while r < len(trans) and (part := trans[r]) is not None and win.fits(part):
+        win.add(part)
         r += 1
     return _with_right_edge((win.score, left, start, r), win, r, trans, edge)
 
 
-def _slide(best, lo, end, trans, edge):
+def _slide(best: Candidate | None, lo: int, end: int, trans: list[Finite | None],
+           edge: Callable[[int], Finite | None]) -> Candidate | None:
     """The candidates starting at each item of the run of translations trans[lo:end]."""
     win, r = _Window(), lo
     for i in range(lo, end):
         # (When the window is empty, r == i: trans[i] alone always fits, so it enters here.)
-        while r < end and win.fits(trans[r]):
-            win.add(trans[r])
+        while r < end and (part := trans[r]) is not None and win.fits(part):  # (trans[lo:end]: no None)
+            win.add(part)
             r += 1
-        best = _better(best, _with_right_edge((win.score, trans[i], i + 1, r), win, r, trans, edge))
-        win.drop(trans[i])
+        first = trans[i]
+        assert first is not None  # trans[lo:end] is a run of translations
+        best = _better(best, _with_right_edge((win.score, first, i + 1, r), win, r, trans, edge))
+        win.drop(first)
     return best
 
 
-def _with_right_edge(cand, win, r, trans, edge):
+def _with_right_edge(cand: tuple[int, Finite, int, int], win: _Window, r: int, trans: list[Finite | None],
+                     edge: Callable[[int], Finite | None]) -> Candidate:
     """cand = (score, first part, start, end); the edge copy of the item that ends the run is
     added when the window reached it and it fits."""
     score, first, start, end = cand
     if r < len(trans) and trans[r] is None:
         right = edge(r)
-        if win.fits(right):
+        if right is not None and win.fits(right):
             return score + right.score, first, start, end, right
     return score, first, start, end, None
 
 
 # ---- needles: required plain literals found with bytes.find ---------------------------------
 
-def _flatten(node):
+def _flatten(node: sx.Node) -> list[sx.Node]:
     """Top-level items of a concatenation, looking through captures and nested concats."""
-    out, stack = [], [node]
+    out: list[sx.Node] = []
+    stack = [node]
     while stack:
         node = stack.pop()
         if node.op == sx.CAPTURE:
@@ -391,14 +414,14 @@ def _flatten(node):
     return out
 
 
-def _unit(node):
+def _unit(node: sx.Node) -> Unit | None:
     """One code point position: ('lit', bytes) | ('fold', lowered bytes, variants) | None."""
     if node.op == sx.LITERAL:  # pragma: no mutate (speed only: the ranges below give the same)
         return ("lit", chr(node.rune).encode("utf-8", "surrogatepass"))  # pragma: no mutate (as above)
     ranges = sx.node_ranges(node)
     if ranges is None:
         return None
-    cps = []
+    cps: list[int] = []
     for lo, hi in ranges:
         if len(cps) + hi - lo + 1 > 4:   # at most four code points (checked before listing them)
             return None
@@ -416,9 +439,10 @@ def _unit(node):
     return ("fold", low.encode(), variants)
 
 
-def _runs(items):
+def _runs(items: list[sx.Node]) -> list[list[Unit]]:
     """Maximal runs of consecutive near-literal units (x{n} of a unit counts n times)."""
-    runs, cur = [], []
+    runs: list[list[Unit]] = []
+    cur: list[Unit] = []
     for item in items:
         reps = 1
         if item.op == sx.REPEAT and item.min == item.max and item.min <= 16:
@@ -441,7 +465,8 @@ class Needles:
     """Required literals: every match contains one of `literals`, or (folded) every match,
     ASCII-lowered, contains `folded` unless the text holds one of the non-ASCII `variants`."""
 
-    def __init__(self, literals=(), folded=None, variants=(), whole=False):
+    def __init__(self, literals: Iterable[bytes] = (), folded: bytes | None = None, variants: Iterable[bytes] = (),
+                 whole: bool = False) -> None:
         self.literals = tuple(literals)
         self.folded = folded
         self.variants = tuple(sorted(set(variants)))
@@ -450,38 +475,39 @@ class Needles:
         # while sre's literal search runs memchr on the first byte (~2.4 GB/s).
         self.finders = tuple(_finder(lit) for lit in self.literals)
 
-    def may_occur(self, data):
+    def may_occur(self, data: bytes) -> bool:
         """For a folded needle: False if no match can be in data (bytes) at all. A text holding a
         non-ASCII fold variant (U+017F for s) cannot be decided by ASCII lowering: True."""
         if not data.isascii() and any(v in data for v in self.variants):
             return True
-        return self.folded in data.lower()
+        return self.folded is not None and self.folded in data.lower()  # (asked of a folded needle only)
 
 
-def _finder(lit):
+def _finder(lit: bytes) -> Finder:
     """find(haystack, pos, endpos) -> index or -1, fastest for this needle length."""
     if len(lit) == 2:
         search = re.compile(re.escape(lit)).search
 
-        def find(hay, pos, endpos):
+        def find(hay: Text, pos: int, endpos: int) -> int:
             m = search(hay, pos, endpos)
             return -1 if m is None else m.start()
         return find
     return lambda hay, pos, endpos: hay.find(lit, pos, endpos)
 
 
-def needles_for(tree):
+def needles_for(tree: sx.Node) -> Needles | None:
     return bounded.run(_needles(tree))
 
 
-def _needles(tree):
+def _needles(tree: sx.Node) -> Walk[Needles | None]:
     while tree.op == sx.CAPTURE:
         tree = tree.subs[0]
     if tree.op != sx.ALTERNATE:
         return _concat_needles(tree)
     # Every match contains a required literal of the alternative it came from, so the union of
     # those literals is a valid needle set (`foo|bar\\d+` -> foo, bar).
-    lits, whole = {}, True     # (a dict: each literal once, in order)
+    lits: dict[bytes, None] = {}   # (a dict: each literal once, in order)
+    whole = True
     for alt in tree.subs:
         nd = yield _needles(alt)
         if nd is None or not nd.literals:
@@ -493,9 +519,11 @@ def _needles(tree):
     return Needles(lits, whole=whole)
 
 
-def _concat_needles(tree):
+def _concat_needles(tree: sx.Node) -> Needles | None:
     items = _flatten(tree)
-    best_len, best_lit, best_fold = 0, None, None
+    best_len = 0
+    best_lit: tuple[list[Unit], int, int] | None = None
+    best_fold: tuple[bytes, list[bytes]] | None = None
     for run in _runs(items):
         # Longest all-literal stretch inside the run: its bounds, joined once at the end.
         start, cur_len = 0, 0
@@ -512,15 +540,15 @@ def _concat_needles(tree):
             variants = [v for u in run if u[0] == "fold" for v in u[2]]
             if best_fold is None or len(folded) > len(best_fold[0]):
                 best_fold = (folded, variants)
-    best_lit = b"" if best_lit is None else b"".join(u[1] for u in best_lit[0][best_lit[1]:best_lit[2]])
+    lit = b"" if best_lit is None else b"".join(u[1] for u in best_lit[0][best_lit[1]:best_lit[2]])
     whole = all(u is not None and u[0] == "lit" for u in map(_unit, items))
-    fold, variants = best_fold or (b"", ())
-    if len(best_lit) >= 3 or best_lit and len(fold) <= len(best_lit):
-        return Needles([best_lit], whole=whole)
+    fold, variants = best_fold or (b"", [])
+    if len(lit) >= 3 or lit and len(fold) <= len(lit):
+        return Needles([lit], whole=whole)
     return Needles(folded=fold, variants=variants) if len(fold) >= 3 else None
 
 
-def _ascii_unit(node):
+def _ascii_unit(node: sx.Node) -> frozenset[int] | None:
     """The byte set of a one-character node whose members are all ASCII, else None."""
     ranges = sx.node_ranges(node)
     if ranges is None or any(hi >= 0x80 for _, hi in ranges):
@@ -537,8 +565,8 @@ class ClassNeedle:
     equal or disjoint, so that each byte has one symbol.
     """
 
-    def __init__(self, sets):
-        symbols = {}
+    def __init__(self, sets: list[frozenset[int]]) -> None:
+        symbols: dict[frozenset[int], int] = {}
         table = bytearray(b"\xff" * 256)
         for bs in sets:
             if bs not in symbols:
@@ -550,11 +578,12 @@ class ClassNeedle:
         self.needle = bytes(symbols[bs] for bs in sets)
 
 
-def class_needle(tree, min_len=3):
-    best = []
-    run = []
-    for item in _flatten(tree) + [None]:
-        sets = None
+def class_needle(tree: sx.Node, min_len: int = 3) -> ClassNeedle | None:
+    best: list[frozenset[int]] = []
+    run: list[frozenset[int]] = []
+    items: list[sx.Node | None] = [*_flatten(tree), None]
+    for item in items:
+        sets: list[frozenset[int]] | None = None
         if item is not None:
             unit, reps = item, 1
             if item.op == sx.REPEAT and (item.min == item.max or item.max == -1) and item.min <= 16:
@@ -562,7 +591,7 @@ def class_needle(tree, min_len=3):
             bs = _ascii_unit(unit)
             if bs is not None:
                 sets = [bs] * reps
-        if sets is None or item.op == sx.REPEAT and item.max < 0:
+        if sets is None or item is not None and item.op == sx.REPEAT and item.max < 0:
             # An unbounded x{n,} ends a run (its first n copies still belong to it) and starts
             # the next one (its last n copies touch what follows).
             if sets:
@@ -575,10 +604,10 @@ def class_needle(tree, min_len=3):
     return ClassNeedle(best) if len(best) >= min_len else None
 
 
-def _compatible(sets):
+def _compatible(sets: list[frozenset[int]]) -> bool:
     """Are the classes pairwise equal or disjoint? Each byte may belong to one distinct class:
     linear, where comparing every pair was quadratic in the classes of a long run."""
-    owner = {}
+    owner: dict[int, frozenset[int]] = {}
     for bs in set(sets):
         for b in bs:
             if owner.setdefault(b, bs) is not bs:
@@ -589,7 +618,7 @@ def _compatible(sets):
 class Scanner:
     """Finds candidate positions in one buffer; keeps per-buffer state (lowered copy, next hits)."""
 
-    def __init__(self, pf, data):
+    def __init__(self, pf: Prefilter, data: bytes) -> None:
         self.pf = pf
         self.data = data
         self.mode = "regex"
@@ -604,29 +633,31 @@ class Scanner:
             if data.isascii() or not any(v in data for v in nd.variants):
                 self.mode = "folded"
                 self.lowered = data.lower()   # bytes.lower() folds ASCII only, offsets unchanged
+                self.folded = nd.folded
         if self.mode == "regex" and pf.class_needle is not None:
             self.mode = "classes"
             self.translated = data.translate(pf.class_needle.table)
+            self.class_symbols = pf.class_needle.needle
         if self.mode == "regex" and pf.regex is None:
             self.mode = "none"
         if pf.needs_non_ascii and data.isascii():
             self.mode = "reject"
 
     @property
-    def hit_is_match(self):
+    def hit_is_match(self) -> bool:
         """True when every candidate is already a match (no verification needed)."""
         nd = self.pf.needles
         if self.mode == "literals":
-            return nd.whole
+            return nd is not None and nd.whole  # (literals mode: there are needles)
         return self.mode == "regex" and self.pf.exact
 
-    def find(self, pos, endpos):
+    def find(self, pos: int, endpos: int) -> int:
         """Next candidate position in [pos, endpos), or -1; mode 'none' cannot filter."""
         if self.mode == "reject":
             return -1
-        if self.mode == "literals":
+        nd = self.pf.needles
+        if self.mode == "literals" and nd is not None:  # (literals mode: there are needles)
             best = -1
-            nd = self.pf.needles
             lits = nd.literals
             for k, lit in enumerate(lits):
                 at = self.next_at[k]
@@ -640,10 +671,12 @@ class Scanner:
                     best = at if best < 0 else min(best, at)
             return best
         if self.mode == "folded":
-            return self.lowered.find(self.pf.needles.folded, pos, endpos)
+            return self.lowered.find(self.folded, pos, endpos)
         if self.mode == "classes":
-            return self.translated.find(self.pf.class_needle.needle, pos, endpos)
-        m = self.pf.regex.search(self.data, pos, endpos)
+            return self.translated.find(self.class_symbols, pos, endpos)
+        regex = self.pf.regex
+        assert regex is not None  # regex mode ("none" has no scanner: see filesearch.Matcher)
+        m = regex.search(self.data, pos, endpos)
         return -1 if m is None else m.start()
 
 
@@ -654,17 +687,17 @@ class Prefilter:
     needles: plain literals to jump to with bytes.find, or None.
     """
 
-    def __init__(self, src, exact, needles):
+    def __init__(self, src: str | None, exact: bool, needles: Needles | None) -> None:
         self.src = src
         self.exact = exact
         self.needles = needles
         self.regex = None if src is None else re.compile(src.encode("latin-1"), re.DOTALL)
 
-    needs_non_ascii = False    # set by build(): no match can consist of ASCII bytes only
-    line_regex = None          # set by build(): sre verifier for short lines (line_regex())
-    class_needle = None        # set by build(): ClassNeedle when there is no plain literal
+    needs_non_ascii: bool = False    # set by build(): no match can consist of ASCII bytes only
+    line_regex: re.Pattern[bytes] | None = None  # set by build(): sre verifier for short lines (line_regex())
+    class_needle: ClassNeedle | None = None      # set by build(): ClassNeedle when there is no plain literal
 
-    def quick_reject(self, buf, n):
+    def quick_reject(self, buf: Text, n: int) -> bool:
         """True if buf[:n] certainly holds no match; works on a reused bytearray. Plain-literal
         needles answer without a copy; a folded one lowers a copy."""
         nd = self.needles
@@ -679,14 +712,15 @@ class Prefilter:
                 return not nd.may_occur(view[:n].tobytes())
         return False
 
-    def scanner(self, data):
+    def scanner(self, data: bytes) -> Scanner:
         return Scanner(self, data)
 
-    def confirm(self, data, start, end):
+    def confirm(self, data: bytes, start: int, end: int) -> bool:
         """For an exact prefilter: does data[start:end] (one whole line) contain a match?"""
+        assert self.regex is not None, "confirm() is for exact prefilters, which have a regex"
         return self.regex.search(data, start, end) is not None
 
-    def may_match(self, data, pos, endpos):
+    def may_match(self, data: bytes, pos: int, endpos: int) -> bool:
         """Cheap rejection for one API call. Avoids the folded mode: lowering the whole text on
         every call would make finditer quadratic."""
         nd = self.needles
@@ -706,15 +740,15 @@ class Prefilter:
 LINE_SRE_MAX = 256   # longest line verified with sre; longer lines go to the DFA
 
 
-def _first_bytes(node):
+def _first_bytes(node: sx.Node) -> set[int] | None:
     """Bytes that can start a non-empty match of node, or None if unknown / node is nullable."""
     return bounded.run(_first(node))
 
 
-def _first(node):
+def _first(node: sx.Node) -> Walk[set[int] | None]:
     ranges = sx.node_ranges(node)
     if ranges is not None:
-        out = set()
+        out: set[int] = set()
         for lo, hi in ranges:
             for seq in utf8.sequences(lo, hi):
                 out.update(range(seq[0][0], seq[0][1] + 1))
@@ -737,7 +771,7 @@ def _first(node):
     return None  # pragma: no mutate (equivalent: falling off the end returns None too)
 
 
-def line_regex(tree, memo=None):
+def line_regex(tree: sx.Node, memo: Memo | None = None) -> re.Pattern[bytes] | None:
     """An sre pattern with the same *matching lines* as tree (line mode), whose backtracking work
     per start position is O(line length), or None.
 
@@ -754,7 +788,8 @@ def line_regex(tree, memo=None):
     if not any(it.op == sx.REPEAT and it.max < 0 for it in items):
         return None  # finite patterns are handled by the exact prefilter already
     follower = _followers(items)
-    parts, size = [], 0
+    parts: list[str] = []
+    size = 0
     for j, item in enumerate(items):
         part = _line_part(items, j, follower[j], memo)
         if part is None:
@@ -766,9 +801,10 @@ def line_regex(tree, memo=None):
     return re.compile("".join(parts).encode("latin-1"), re.DOTALL)
 
 
-def _followers(items):
+def _followers(items: list[sx.Node]) -> list[int | None]:
     """For each item, the index of the next item that is not an assertion (None at the end)."""
-    out, nxt = [None] * len(items), None
+    out: list[int | None] = [None] * len(items)
+    nxt: int | None = None
     for j in range(len(items) - 1, -1, -1):
         out[j] = nxt
         if items[j].op != sx.ASSERT:
@@ -776,7 +812,7 @@ def _followers(items):
     return out
 
 
-def _line_part(items, j, follower, memo):
+def _line_part(items: list[sx.Node], j: int, follower: int | None, memo: Memo) -> str | None:
     """line_regex's sre source for items[j], or None when the item rules the verifier out."""
     item = items[j]
     fin = finite(item, True, memo)
@@ -791,21 +827,21 @@ def _line_part(items, j, follower, memo):
         return f"(?:{unit}){{{item.min}}}"
     if follower is not None:
         follow = _first_bytes(items[follower])
-        if follow is None or follow & _first_bytes(item.subs[0]):
+        if follow is None or follow & (_first_bytes(item.subs[0]) or set()):  # (a class: never None)
             return None
     return f"(?:{unit}){{{item.min},}}"
 
 
-def needs_non_ascii(node):
+def needs_non_ascii(node: sx.Node) -> bool:
     """True if every match must contain a byte >= 0x80 (e.g. \\p{Greek}): then a text for
     which bytes.isascii() holds (most source files; checked at C speed) cannot match."""
     return bounded.run(_non_ascii(node))
 
 
-def _non_ascii(node):
+def _non_ascii(node: sx.Node) -> Walk[bool]:
     op = node.op
     if op in (sx.LITERAL, sx.CLASS):
-        return all(lo >= 0x80 for lo, _ in sx.node_ranges(node))
+        return all(lo >= 0x80 for lo, _ in sx.node_ranges(node) or ())
     if op == sx.CONCAT:
         for sub in node.subs:
             if (yield _non_ascii(sub)):
@@ -823,19 +859,19 @@ def _non_ascii(node):
     return False
 
 
-def build(tree, exact_ok=False):
+def build(tree: sx.Node, exact_ok: bool = False) -> Prefilter | None:
     """Prefilter for a tree. exact_ok: the tree is in grep line mode (anchors are BOL/EOL and no
     class contains \\n), so a finite translation can stand in for the whole matcher."""
     return _build(tree, exact_ok)
 
 
-def _bare():
+def _bare() -> Prefilter:
     """A prefilter with no regex and no needles yet, for the parts _build() adds later."""
     return Prefilter(None, False, None)
 
 
-def _build(tree, exact_ok):
-    memo = {}     # the leaves' translations, shared by the walks below
+def _build(tree: sx.Node, exact_ok: bool) -> Prefilter | None:
+    memo: Memo = {}     # the leaves' translations, shared by the walks below
     needles = needles_for(tree)
     pf = None
     if exact_ok:

@@ -7,12 +7,23 @@ follows it and returns the node's entry pc, which needs no patch lists.
 Instructions are stored column-wise (parallel lists) because the matchers index them in tight
 Python loops, where attribute access on instruction objects would dominate.
 """
+from __future__ import annotations
+
 from functools import lru_cache
 
 from . import bounded
 from . import syntax as sx
 from . import utf8
-from .errors import invalid
+from .errors import error, invalid
+
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every search its import
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from .bounded import Walk
+
+    Trie = dict[tuple[int, int], Any]  # a byte range -> its sub-trie (the same shape), or None at a leaf
 
 # Opcodes.
 BYTE = 0     # arg: 256-byte mask (1 = byte accepted); out
@@ -42,30 +53,32 @@ WORD_BYTES = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqr
 
 
 class Prog:
-    def __init__(self):
-        self.op = []
-        self.arg = []
-        self.out = []
-        self.out1 = []
+    """Parallel lists per instruction: its op, argument (a byte mask, slot, LOOK_* bits or None), out, out1."""
+
+    def __init__(self) -> None:
+        self.op: list[int] = []
+        self.arg: list[Any] = []
+        self.out: list[int] = []
+        self.out1: list[int] = []
         self.start = 0
         self.ncap = 0            # capture groups, not counting group 0
         self.uses_look = 0       # union of LOOK_* bits used anywhere
         self.reverse = False
 
-    def emit(self, op, arg=None, out=-1, out1=-1):
+    def emit(self, op: int, arg: Any = None, out: int = -1, out1: int = -1) -> int:
         self.op.append(op)
         self.arg.append(arg)
         self.out.append(out)
         self.out1.append(out1)
         return len(self.op) - 1
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.op)
 
-    def dump(self):
+    def dump(self) -> str:
         names = {BYTE: "byte", SPLIT: "split", SAVE: "save", ASSERT: "assert", MATCH: "match",
                  FAIL: "fail", NOP: "nop"}
-        lines = []
+        lines: list[str] = []
         for pc, op in enumerate(self.op):
             arg = self.arg[pc]
             if op == BYTE:
@@ -75,8 +88,9 @@ class Prog:
         return "\n".join(lines) + f"\nstart {self.start}"
 
 
-def _mask_text(mask):
-    parts, b = [], 0
+def _mask_text(mask: bytes) -> str:
+    parts: list[str] = []
+    b = 0
     while b < 256:
         if mask[b]:
             e = b
@@ -93,18 +107,18 @@ _CHARACTERS = (sx.LITERAL, sx.CLASS)
 
 
 @lru_cache(maxsize=512)
-def _ascii_mask(ranges):
+def _ascii_mask(ranges: tuple[tuple[int, int], ...]) -> bytes:
     return _mask(ranges)
 
 
-def _mask(ranges):
+def _mask(ranges: Sequence[tuple[int, int]]) -> bytes:
     m = bytearray(256)
     for lo, hi in ranges:
         m[lo:hi + 1] = b"\x01" * (hi - lo + 1)
     return bytes(m)
 
 
-def too_large(pattern):
+def too_large(pattern: str | bytes) -> error:
     return invalid(
         "pattern too large", "pattern too large: it compiles to more than "
         f"{MAX_INSTRUCTIONS} instructions", pattern, None,
@@ -117,14 +131,15 @@ class _Compiler:
     as deep as its pattern); the answers that many nodes ask about the same subtree (is it
     nullable, the UTF-8 trie of a class) are kept per compiler."""
 
-    def __init__(self, prog, reverse, pattern):
+    def __init__(self, prog: Prog, reverse: bool, pattern: str | bytes) -> None:
         self.p = prog
         self.reverse = reverse
         self.pattern = pattern
-        self.nullable = {}   # sx.nullable's memo: nested loops ask about the loops below them
-        self.tries = {}      # id(ranges) -> (ranges, trie): a class repeated is split once
+        self.nullable: dict[int, tuple[sx.Node, bool]] = {}   # sx.nullable's memo: nested loops ask about the loops below them
+        # id(ranges) -> (ranges, trie): a class repeated is split once
+        self.tries: dict[int, tuple[Sequence[tuple[int, int]], Trie]] = {}
 
-    def emit(self, *a, **k):
+    def emit(self, *a: Any, **k: Any) -> int:
         n = len(self.p.op)
         if n >= MAX_INSTRUCTIONS:
             raise too_large(self.pattern)
@@ -132,26 +147,26 @@ class _Compiler:
             bounded.check()
         return self.p.emit(*a, **k)
 
-    def c(self, node, nxt):
+    def c(self, node: sx.Node, nxt: int) -> int:
         if node.op in _CHARACTERS:
-            return self.char_class(sx.node_ranges(node), nxt)
+            return self.char_class(sx.node_ranges(node) or (), nxt)
         return bounded.run(self._c(node, nxt))
 
-    def _c(self, node, nxt):
+    def _c(self, node: sx.Node, nxt: int) -> Walk[int]:
         op = node.op
         if op in _CHARACTERS:
-            return self.char_class(sx.node_ranges(node), nxt)
+            return self.char_class(sx.node_ranges(node) or (), nxt)
         if op == sx.CONCAT:
             # Back to front: the last item compiles first. A reverse program matches the
             # reversed text, so there the first item is the one compiled first.
             for sub in (node.subs if self.reverse else reversed(node.subs)):
                 if sub.op in _CHARACTERS:   # the common case, without a walk of its own
-                    nxt = self.char_class(sx.node_ranges(sub), nxt)
+                    nxt = self.char_class(sx.node_ranges(sub) or (), nxt)
                 else:
                     nxt = yield self._c(sub, nxt)
             return nxt
         if op == sx.ALTERNATE:
-            starts = []
+            starts: list[int] = []
             for sub in node.subs:
                 starts.append((yield self._c(sub, nxt)))
             pc = starts[-1]
@@ -179,7 +194,7 @@ class _Compiler:
             return self.emit(FAIL)
         raise AssertionError(op)
 
-    def repeat(self, node, nxt):
+    def repeat(self, node: sx.Node, nxt: int) -> Walk[int]:
         sub, lo, hi, greedy = node.subs[0], node.min, node.max, node.greedy
         if sub.op == sx.EMPTY:
             return nxt   # copies of nothing are nothing (and `(?:){1000}` must not cost 1000 steps)
@@ -208,22 +223,22 @@ class _Compiler:
             cur = yield self._c(sub, cur)
         return cur
 
-    def set_split(self, pc, take, skip, greedy):
+    def set_split(self, pc: int, take: int, skip: int, greedy: bool) -> None:
         self.p.out[pc], self.p.out1[pc] = (take, skip) if greedy else (skip, take)
 
-    def char_class(self, ranges, nxt):
+    def char_class(self, ranges: Sequence[tuple[int, int]], nxt: int) -> int:
         """A class as a trie of byte-range instructions ending at nxt."""
         if ranges[-1][1] < 0x80:
             # ASCII only: the trie would be one byte mask of all the ranges (either direction).
             return self.emit(BYTE, _ascii_mask(tuple(ranges)), out=nxt)
         return self.trie(self.class_trie(ranges), nxt, {})
 
-    def class_trie(self, ranges):
+    def class_trie(self, ranges: Sequence[tuple[int, int]]) -> Trie:
         """The class's UTF-8 sequences as a trie of byte ranges (reversed in a reverse program)."""
         hit = self.tries.get(id(ranges))
         if hit is not None and hit[0] is ranges:
             return hit[1]
-        trie = {}
+        trie: Trie = {}
         for lo, hi in ranges:
             for seq in utf8.sequences(lo, hi):
                 if self.reverse:
@@ -235,14 +250,14 @@ class _Compiler:
         self.tries[id(ranges)] = (ranges, trie)   # the ranges kept with it: their id stays theirs
         return trie
 
-    def trie(self, trie, nxt, memo):
+    def trie(self, trie: Trie, nxt: int, memo: dict[tuple[Any, ...], int]) -> int:
         # Group sibling ranges that lead to the same continuation into one byte-mask
         # instruction; identical sub-tries (common [80-BF] suffixes) are shared through memo.
-        by_target = {}
+        by_target: dict[int, list[tuple[int, int]]] = {}
         for rng, child in trie.items():
             target = nxt if child is None else self.subtrie(child, nxt, memo)
             by_target.setdefault(target, []).append(rng)
-        pcs = []
+        pcs: list[int] = []
         for target, rngs in by_target.items():
             key = (tuple(sorted(rngs)), target)
             if key not in memo:
@@ -255,18 +270,18 @@ class _Compiler:
             pc = self.emit(SPLIT, out=s, out1=pc)
         return pc
 
-    def subtrie(self, child, nxt, memo):
+    def subtrie(self, child: Trie, nxt: int, memo: dict[tuple[Any, ...], int]) -> int:
         key = ("t", _freeze(child), nxt)
         if key not in memo:
             memo[key] = self.trie(child, nxt, memo)
         return memo[key]
 
 
-def _freeze(trie):
+def _freeze(trie: Trie) -> tuple[Any, ...]:
     return tuple(sorted((k, None if v is None else _freeze(v)) for k, v in trie.items()))
 
 
-def compile_tree(tree, ncap, reverse=False, pattern=""):
+def compile_tree(tree: sx.Node, ncap: int, reverse: bool = False, pattern: str | bytes = "") -> Prog:
     """Program for tree. Forward programs record group 0 in slots 0/1; reverse ones record none.
 
     A forward program for a pattern with a loop that can iterate on empty must come from

@@ -6,6 +6,8 @@ mapped back to character offsets.  Engine choice per call (see Pattern._find):
   2. the lazy DFA finds where the leftmost match ends (forward) and starts (reverse);
   3. the Pike VM runs only on that span, and only when capture groups are wanted.
 """
+from __future__ import annotations
+
 import threading
 
 from . import dfa as dfa_mod
@@ -15,6 +17,18 @@ from . import prefilter
 from .lines import to_line_mode
 from .parser import FLAG_I, FLAG_M, FLAG_S, FLAG_U, parse
 from .prog import compile_tree
+
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every search its import
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any, Literal
+
+    from .prefilter import Prefilter
+    from .prog import Prog
+    from .syntax import Node
+
+    Subject = str | bytes | bytearray | memoryview
+    Slots = tuple[int, ...] | list[int]  # capture slots: byte offsets, start and end per group
 
 IGNORECASE = I = FLAG_I
 MULTILINE = M = FLAG_M
@@ -31,13 +45,13 @@ class _Text:
 
     __slots__ = ("orig", "data", "is_str", "_char_of")
 
-    def __init__(self, subject):
-        self.orig = subject
+    def __init__(self, subject: Subject) -> None:
+        self.orig: Any = subject  # sliced by spans: str, or the bytes-like it was
         if isinstance(subject, str):
             self.is_str = True
             self.data = subject.encode("utf-8", "surrogatepass")
             # ASCII text needs no mapping; otherwise build it lazily on first use.
-            self._char_of = None if len(self.data) == len(subject) else False
+            self._char_of: list[int] | Literal[False] | None = None if len(self.data) == len(subject) else False
         elif isinstance(subject, (bytes, bytearray, memoryview)):
             self.is_str = False
             self.data = bytes(subject)
@@ -45,20 +59,21 @@ class _Text:
         else:
             raise TypeError(f"expected str or bytes to search, got {type(subject).__name__}")
 
-    def to_orig(self, off):
+    def to_orig(self, off: int) -> int:
         if off < 0 or self._char_of is None:
             return off
-        if self._char_of is False:
-            self._char_of = _char_offsets(self.data)
-        return self._char_of[off]
+        char_of = self._char_of
+        if char_of is False:
+            char_of = self._char_of = _char_offsets(self.data)
+        return char_of[off]
 
-    def to_bytes(self, off):
+    def to_bytes(self, off: int) -> int:
         if not self.is_str or self._char_of is None:
             return off
         return len(self.orig[:off].encode("utf-8", "surrogatepass"))
 
 
-def _char_offsets(data):
+def _char_offsets(data: bytes) -> list[int]:
     """char_of[b] = index of the character containing (or starting at) byte offset b."""
     out = []
     count = -1
@@ -75,7 +90,7 @@ class Pattern:
     """A compiled RE2 pattern. Safe to share between threads; its DFA caches are per thread and
     bounded (dfa.MAX_STATES states each)."""
 
-    def __init__(self, pattern, flags=0):
+    def __init__(self, pattern: str | bytes, flags: int = 0) -> None:
         if not isinstance(pattern, (str, bytes)):
             raise TypeError(f"pattern must be str or bytes, got {type(pattern).__name__}")
         self.pattern = pattern
@@ -92,13 +107,13 @@ class Pattern:
         # Lazy DFAs are caches that grow while searching: one set per thread, so a Pattern (and
         # the module-level compile cache that shares it) is safe to use from several threads.
         self._local = threading.local()
-        self._rprog = None
+        self._rprog: Prog | None = None
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"fallback_grep.compile({self.pattern!r})"
 
     # ---- engines ---------------------------------------------------------------------------
-    def _dfa(self, kind):
+    def _dfa(self, kind: str) -> dfa_mod.DFA:
         """kind: 'fwd' (unanchored), 'anchored', 'anchored_end' (both ends), 'rev'."""
         dfas = getattr(self._local, "dfas", None)
         if dfas is None:
@@ -117,7 +132,7 @@ class Pattern:
             dfas[kind] = d
         return d
 
-    def _find(self, data, pos, endpos, anchored, anchor_end):
+    def _find(self, data: bytes, pos: int, endpos: int, anchored: bool, anchor_end: bool) -> Slots | None:
         """Capture slots (byte offsets) of the leftmost match in data[pos:endpos], or None."""
         pf = self.prefilter
         if not anchored and pf is not None and not pf.may_match(data, pos, endpos):
@@ -138,7 +153,8 @@ class Pattern:
         return pikevm.search(self.prog, data, s, e, anchored=True, anchor_end=True,
                              longest=self.longest)
 
-    def _dfa_span(self, data, pos, endpos, anchored, anchor_end):
+    def _dfa_span(self, data: bytes, pos: int, endpos: int, anchored: bool,
+                  anchor_end: bool) -> tuple[int, int] | dfa_mod.GaveUp | None:
         """(start, end) of the leftmost match via forward + reverse DFA, None, or GAVE_UP."""
         if anchor_end:
             end = self._dfa("anchored_end").search(data, pos, endpos, anchor_end=True)
@@ -151,10 +167,11 @@ class Pattern:
         start = self._dfa("rev").search_reverse(data, pos, end)
         if start is dfa_mod.GAVE_UP:
             return start
+        assert start is not None  # a match ends at `end`, so the reverse program finds where it starts
         return (start, end)
 
     # ---- re-like methods ---------------------------------------------------------------------
-    def _run(self, subject, pos, endpos, anchored, anchor_end):
+    def _run(self, subject: Subject, pos: int, endpos: int | None, anchored: bool, anchor_end: bool) -> Match | None:
         text = _Text(subject)
         self._check_type(text)
         n = len(text.orig)
@@ -168,23 +185,23 @@ class Pattern:
             return None
         return Match(self, text, slots, pos, endpos)
 
-    def _check_type(self, text):
+    def _check_type(self, text: _Text) -> None:
         if isinstance(self.pattern, str) != text.is_str:
             kind = "str" if isinstance(self.pattern, str) else "bytes"
             raise TypeError(f"cannot use a {kind} pattern on a "
                             f"{'str' if text.is_str else 'bytes-like'} object; compile the "
                             "pattern as the same type as the text")
 
-    def search(self, string, pos=0, endpos=None):
+    def search(self, string: Subject, pos: int = 0, endpos: int | None = None) -> Match | None:
         return self._run(string, pos, endpos, False, False)
 
-    def match(self, string, pos=0, endpos=None):
+    def match(self, string: Subject, pos: int = 0, endpos: int | None = None) -> Match | None:
         return self._run(string, pos, endpos, True, False)
 
-    def fullmatch(self, string, pos=0, endpos=None):
+    def fullmatch(self, string: Subject, pos: int = 0, endpos: int | None = None) -> Match | None:
         return self._run(string, pos, endpos, True, True)
 
-    def finditer(self, string, pos=0, endpos=None):
+    def finditer(self, string: Subject, pos: int = 0, endpos: int | None = None) -> Iterator[Match]:
         text = _Text(string)
         self._check_type(text)
         n = len(text.orig)
@@ -202,8 +219,8 @@ class Pattern:
             # byte (bytes); an empty match right after a non-empty one is allowed.
             bpos = e if e > s else _next_pos(data, e, text.is_str)
 
-    def findall(self, string, pos=0, endpos=None):
-        out = []
+    def findall(self, string: Subject, pos: int = 0, endpos: int | None = None) -> list[Any]:
+        out: list[Any] = []
         for m in self.finditer(string, pos, endpos):
             if self.groups == 0:
                 out.append(m.group(0))
@@ -214,7 +231,7 @@ class Pattern:
         return out
 
 
-def _next_pos(data, i, is_str):
+def _next_pos(data: bytes, i: int, is_str: bool) -> int:
     i += 1
     if is_str:
         while i < len(data) and data[i] & 0xC0 == 0x80:
@@ -225,7 +242,7 @@ def _next_pos(data, i, is_str):
 class Match:
     """One match: spans are in characters for str subjects and bytes for bytes subjects."""
 
-    def __init__(self, pattern, text, slots, pos, endpos):
+    def __init__(self, pattern: Pattern, text: _Text, slots: Slots, pos: int, endpos: int) -> None:
         self.re = pattern
         self.string = text.orig
         self.pos = pos
@@ -233,7 +250,7 @@ class Match:
         self.regs = tuple((text.to_orig(slots[2 * g]), text.to_orig(slots[2 * g + 1]))
                           for g in range(pattern.groups + 1))
 
-    def _index(self, g):
+    def _index(self, g: int | str) -> int:
         if isinstance(g, str):
             if g not in self.re.groupindex:
                 raise IndexError(f"no such group {g!r}; named groups are "
@@ -243,37 +260,38 @@ class Match:
             raise IndexError(f"no such group {g}; the pattern has {self.re.groups} groups")
         return g
 
-    def span(self, g=0):
+    def span(self, g: int | str = 0) -> tuple[int, int]:
         return self.regs[self._index(g)]
 
-    def start(self, g=0):
+    def start(self, g: int | str = 0) -> int:
         return self.span(g)[0]
 
-    def end(self, g=0):
+    def end(self, g: int | str = 0) -> int:
         return self.span(g)[1]
 
-    def group(self, *gs):
+    def group(self, *gs: int | str) -> Any:
+        """The text of one group (None when it took no part), or a tuple of several."""
         if not gs:
             gs = (0,)
-        vals = []
+        vals: list[Any] = []
         for g in gs:
             s, e = self.span(g)
             vals.append(None if s < 0 else self.string[s:e])
         return vals[0] if len(vals) == 1 else tuple(vals)
 
-    def __getitem__(self, g):
+    def __getitem__(self, g: int | str) -> Any:
         return self.group(g)
 
-    def groups(self, default=None):
-        out = []
+    def groups(self, default: Any = None) -> tuple[Any, ...]:
+        out: list[Any] = []
         for g in range(1, self.re.groups + 1):
             v = self.group(g)
             out.append(default if v is None else v)
         return tuple(out)
 
-    def groupdict(self, default=None):
+    def groupdict(self, default: Any = None) -> dict[str, Any]:
         return {name: (self.group(i) if self.group(i) is not None else default)
                 for name, i in self.re.groupindex.items()}
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<fallback_grep.Match span={self.span()} match={self.group(0)!r}>"

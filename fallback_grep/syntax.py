@@ -4,8 +4,16 @@ Like Go's regexp/syntax, case folding is resolved while parsing: a literal under
 character class of its fold orbit, so later stages never see flags except the few that change
 the meaning of an operator (greediness is stored on the repeat node, (?m) picks BOL vs BOT).
 """
+from __future__ import annotations
+
 from . import bounded
 from .record import Record
+
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every search its import
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator, Sequence
+
+    from .bounded import Walk
 
 # Node kinds.
 NO_MATCH = "no_match"      # matches nothing (e.g. an empty class [^\x00-\x{10FFFF}])
@@ -34,8 +42,10 @@ class Node(Record):
     _fields = ("op", "subs", "rune", "ranges", "kind", "index", "name", "min", "max", "greedy",
                "counted", "flags")
 
-    def __init__(self, op, subs=None, rune=0, ranges=(), kind="", index=0, name=None, min=0,  # noqa: A002
-                 max=0, greedy=True, counted=False, flags=0):  # noqa: A002
+    def __init__(self, op: str, subs: list[Node] | None = None, rune: int = 0,
+                 ranges: Sequence[tuple[int, int]] = (), kind: str = "", index: int = 0, name: str | None = None,
+                 min: int = 0, max: int = 0, greedy: bool = True, counted: bool = False,  # noqa: A002
+                 flags: int = 0) -> None:
         self.op = op
         self.subs = [] if subs is None else subs
         self.rune = rune
@@ -51,19 +61,19 @@ class Node(Record):
         self.counted = counted   # written {n,m}, not * + ?
         self.flags = flags       # the parser's i/m/s flags where the operator was written
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return dump(self)
 
 
-def literal(r):
+def literal(r: int) -> Node:
     return Node(LITERAL, rune=r)
 
 
-def char_class(ranges):
+def char_class(ranges: Iterable[tuple[int, int]]) -> Node:
     return Node(CLASS, ranges=tuple(ranges)) if ranges else Node(NO_MATCH)
 
 
-def concat(subs):
+def concat(subs: Iterable[Node]) -> Node:
     subs = [s for s in subs if s.op != EMPTY]
     if not subs:
         return Node(EMPTY)
@@ -72,13 +82,13 @@ def concat(subs):
     return Node(CONCAT, subs=subs)
 
 
-def alternate(subs):
+def alternate(subs: list[Node]) -> Node:
     if len(subs) == 1:
         return subs[0]
     return Node(ALTERNATE, subs=subs)
 
 
-def node_ranges(node):
+def node_ranges(node: Node) -> Sequence[tuple[int, int]] | None:
     """The code point ranges a one-character node matches, or None if it is not one."""
     if node.op == LITERAL:
         return ((node.rune, node.rune),)
@@ -87,12 +97,12 @@ def node_ranges(node):
     return None
 
 
-def dump(node):
+def dump(node: Node) -> str:
     """A compact, deterministic rendering for tests and debugging."""
     return bounded.run(_dump(node))
 
 
-def _dump(node):
+def _dump(node: Node) -> Walk[str]:
     op = node.op
     if op == LITERAL:
         return f"lit{{{chr(node.rune)!r}}}"
@@ -109,14 +119,14 @@ def _dump(node):
         lazy = "" if node.greedy else "?"
         return f"rep{{{node.min},{mx}}}{lazy}{{{(yield _dump(node.subs[0]))}}}"
     if op in (CONCAT, ALTERNATE):
-        parts = []
+        subparts: list[str] = []
         for sub in node.subs:
-            parts.append((yield _dump(sub)))
-        return f"{op[:3]}{{" + " ".join(parts) + "}"
+            subparts.append((yield _dump(sub)))
+        return f"{op[:3]}{{" + " ".join(subparts) + "}"
     return op
 
 
-def nullable(node, memo=None):
+def nullable(node: Node, memo: dict[int, tuple[Node, bool]] | None = None) -> bool:
     """Can node match the empty string (ignoring whether its assertions hold)?
 
     memo: {id(node): (node, answer)}, for a caller asking about many nodes of one tree (every
@@ -124,7 +134,7 @@ def nullable(node, memo=None):
     return bounded.run(_nullable(node, {} if memo is None else memo))
 
 
-def _nullable(node, memo):
+def _nullable(node: Node, memo: dict[int, tuple[Node, bool]]) -> Walk[bool]:
     hit = memo.get(id(node))
     if hit is not None and hit[0] is node:
         return hit[1]
@@ -153,7 +163,7 @@ def _nullable(node, memo):
     return answer
 
 
-def walk(node):
+def walk(node: Node) -> Iterator[Node]:
     """All nodes, pre-order."""
     stack = [node]
     while stack:

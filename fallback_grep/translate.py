@@ -17,15 +17,24 @@ text once per level), each class's text once per class node, and it stops at `li
 class expands to explicit ranges (`\\pL` is 10 KB of them), so 64 KiB of pattern could become
 hundreds of MB.
 """
+from __future__ import annotations
+
 from . import bounded
 from . import syntax as sx
 from .parser import FLAG_I, FLAG_M, FLAG_S, FLAG_U, parse
+
+TYPE_CHECKING = False  # typing is not imported at run time: it would cost every search its import
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .syntax import Node
 
 _ASSERT = {sx.BOL: "(?m:^)", sx.EOL: "(?m:$)", sx.BOT: r"\A", sx.EOT: r"\z",
            sx.WORD: r"(?-u:\b)", sx.NOT_WORD: r"(?-u:\B)"}
 
 
-def rust_pattern(pattern, case_insensitive=False, multiline=False, limit=None):
+def rust_pattern(pattern: str, case_insensitive: bool = False, multiline: bool = False,
+                 limit: int | None = None) -> str | None:
     """Translate an RE2 pattern (str) for `rg`. Raises fallback_grep.error like compile().
 
     case_insensitive / multiline: the grep tool's options; multiline makes `.` match newline
@@ -42,11 +51,13 @@ def rust_pattern(pattern, case_insensitive=False, multiline=False, limit=None):
     return rust_tree(parsed.tree, limit)
 
 
-def rust_tree(tree, limit=None):
+def rust_tree(tree: Node, limit: int | None = None) -> str | None:
     """The Rust text of a tree parsed as rust_pattern() parses (filesearch.check() returns one),
     or None once it would be longer than limit bytes."""
-    out, size, classes = [], 0, {}
-    stack = [tree]            # nodes to write, and text to write between them
+    out: list[str] = []
+    size = 0
+    classes: dict[int, tuple[Node, str]] = {}  # id(node) -> (node, its text)
+    stack: list[Node | str] = [tree]            # nodes to write, and text to write between them
     while stack:
         if len(out) % bounded.CHECK_EVERY == 0:
             bounded.check()
@@ -62,7 +73,7 @@ def rust_tree(tree, limit=None):
     return "".join(out)
 
 
-def _open(node, stack, classes):
+def _open(node: Node, stack: list[Node | str], classes: dict[int, tuple[Node, str]]) -> str:
     """The text that starts node; what follows it (its children, the text after them) is pushed."""
     op = node.op
     if op in (sx.LITERAL, sx.CLASS):
@@ -100,7 +111,7 @@ def _open(node, stack, classes):
     raise AssertionError(op)
 
 
-def _quantifier(node):
+def _quantifier(node: Node) -> str:
     lo, hi = node.min, node.max
     if (lo, hi) == (0, -1):
         q = "*"
@@ -117,13 +128,13 @@ def _quantifier(node):
     return q + ("" if node.greedy else "?")
 
 
-def _char(cp):
+def _char(cp: int) -> str:
     if cp < 128 and chr(cp).isalnum():
         return chr(cp)
     return f"\\x{{{cp:X}}}"
 
 
-def _class(ranges):
+def _class(ranges: Sequence[tuple[int, int]]) -> str:
     """Explicit ranges; surrogates are cut out (Rust rejects them, and UTF-8 cannot hold them)."""
     parts = []
     for lo, hi in ranges:

@@ -6,23 +6,24 @@ each piece is a fixed-length sequence of byte ranges (e.g. [C2-DF][80-BF]).  The
 boundaries, then split again wherever a range does not cover whole blocks of continuation bytes.
 Surrogates (U+D800-U+DFFF) are left out: they have no valid UTF-8 encoding.
 """
+from __future__ import annotations
 
 _LENGTH_LIMITS = ((0x7F, 1), (0x7FF, 2), (0xFFFF, 3), (0x10FFFF, 4))
 
 
-def encode(cp):
+def encode(cp: int) -> bytes:
     return chr(cp).encode("utf-8", "surrogatepass")
 
 
-def sequences(lo, hi):
+def sequences(lo: int, hi: int) -> list[list[tuple[int, int]]]:
     """Yield lists of (byte_lo, byte_hi) whose union of byte strings encodes exactly [lo, hi]."""
-    out = []
+    out: list[list[tuple[int, int]]] = []
     for a, b in _without_surrogates(lo, hi):
         _split_lengths(a, b, out)
     return out
 
 
-def _without_surrogates(lo, hi):
+def _without_surrogates(lo: int, hi: int) -> list[tuple[int, int]]:
     if hi < 0xD800 or lo > 0xDFFF:
         return [(lo, hi)]
     parts = []
@@ -33,7 +34,7 @@ def _without_surrogates(lo, hi):
     return parts
 
 
-def _split_lengths(lo, hi, out):
+def _split_lengths(lo: int, hi: int, out: list[list[tuple[int, int]]]) -> None:
     start = 0
     for limit, _ in _LENGTH_LIMITS:
         if lo <= limit and hi >= start:
@@ -41,7 +42,7 @@ def _split_lengths(lo, hi, out):
         start = limit + 1
 
 
-def _split_blocks(lo, hi, out):
+def _split_blocks(lo: int, hi: int, out: list[list[tuple[int, int]]]) -> None:
     """lo and hi have the same encoded length here."""
     n = len(encode(lo))
     for i in range(1, n):

@@ -33,6 +33,7 @@ class Process(Protocol):
 
     returncode: int | None
     ctl_r: int  # the control pipe's read end: the wrapper says "R" when the command started (sandbox.shell)
+    exit_pidfd: int  # becomes readable when the command has exited (launcher.collect waits on it)
     reached: tuple[tuple[str, int], ...]  # the limits it ran into: (Limits field, count)
 
     def has_exited(self) -> bool: ...

@@ -116,8 +116,8 @@ def bwrap_argv(plan: BwrapPlan) -> list[str]:
     # the host's per-uid key counts, for every uid mapped in -- the operator's own, all of root's.
     # Covered like an /etc secret: /dev/null on a nodev mount, so reading fails (EACCES). The
     # keyring syscalls themselves are refused by the seccomp filter.
-    for path in PROC_MASKED:
-        argv += _mount_flags(Mount("null-file", Path(path)))
+    for masked in PROC_MASKED:
+        argv += _mount_flags(Mount("null-file", Path(masked)))
     # A minimal /dev (null, zero, full, random, urandom, tty, a private devpts, shm), no disks.
     argv += ["--dev", "/dev"]
     # A private, size-capped /tmp (never the host's), holding HOME too.

@@ -340,10 +340,10 @@ def _pump(a: socket.socket, b: socket.socket) -> None:
     open_ = {a, b}
     with selectors.DefaultSelector() as sel:
         for sock in open_:
-            sel.register(sock, selectors.EVENT_READ)
+            sel.register(sock, selectors.EVENT_READ, sock)  # data: the socket, typed (fileobj is any fd)
         while open_:
             for key, _ in sel.select():
-                sock = key.fileobj
+                sock = key.data
                 try:
                     data = sock.recv(65536)
                 except OSError:

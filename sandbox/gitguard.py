@@ -253,7 +253,7 @@ class GitGuard:
 
     def _walk(self, root_fd: int, root_rel: str, cache: dict[str, _Listing]) -> None:
         """List root_fd's tree (closing every fd), watching each directory when inotify is on."""
-        cache_ok = getattr(self, "_cache_ok", set())
+        cache_ok: set[str] = getattr(self, "_cache_ok", set())
         stack: list[tuple[int, str]] = [(root_fd, root_rel)]
         while stack:
             fd, rel = stack.pop()

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import count
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sandbox.bwrap import BwrapPlan, bwrap_argv, bwrap_version, locate_bwrap, setup_failure
 from sandbox.config import SandboxConfig
@@ -48,6 +49,9 @@ from sandbox.output import OutputCollector
 from sandbox.protect import protection_mounts
 from sandbox.seccomp import syscall_filter
 from sandbox.shell import SANDBOX_HOME, find_shell, sandbox_env, wrapper_script
+
+if TYPE_CHECKING:
+    from sandbox.backends import Process  # the interface: a Spawned here, a VmSpawned in microvm
 
 # How long bwrap may take to build a sandbox before we call it broken (it takes ms).
 SETUP_TIMEOUT_S = 60.0
@@ -190,7 +194,7 @@ class Collected:
 _cgroup_names = count()
 
 # The foreground commands this process is waiting for, in any thread: kill_running() ends them all.
-_running: dict[int, Spawned] = {}
+_running: dict[int, Process] = {}
 _running_lock = threading.Lock()
 
 
@@ -214,7 +218,7 @@ def kill_running() -> int:
 
 
 def collect(
-    spawned: Spawned, out_r: int, collector: OutputCollector, deadline: float, watch: Callable[[], str | None] | None = None
+    spawned: Process, out_r: int, collector: OutputCollector, deadline: float, watch: Callable[[], str | None] | None = None
 ) -> Collected:
     """Read output and control data until the command is over; kill it at ``deadline``.
 
@@ -235,7 +239,7 @@ def collect(
 
 
 def _collect(
-    spawned: Spawned, out_r: int, collector: OutputCollector, deadline: float, watch: Callable[[], str | None] | None
+    spawned: Process, out_r: int, collector: OutputCollector, deadline: float, watch: Callable[[], str | None] | None
 ) -> Collected:
     control = ControlBuffer()
     notes: list[str] = []

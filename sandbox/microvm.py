@@ -55,6 +55,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import count
 from pathlib import Path
+from typing import NoReturn
 
 from sandbox import vm_agent
 from sandbox.bwrap import locate_bwrap
@@ -556,7 +557,7 @@ class Vm:
                 break
         self._fail("never connected its control channel")
 
-    def _fail(self, what: str):
+    def _fail(self, what: str) -> NoReturn:
         message = self._failure(what)  # before stop() removes the console log
         self.stop()
         raise SandboxSetupError(message)
@@ -788,6 +789,7 @@ class MicrovmLauncher:
                 else:
                     if self._vm is not None:
                         self._vm.stop()  # it died (crashed, or powered itself off): boot a fresh one
+                    assert self._launch_thread is not None  # made in __init__ whenever there is no pool
                     self._vm = self.boot(self._launch_thread)
             return self._vm
 

@@ -194,8 +194,7 @@ def _plan_entry(workspace: Path, entry: str) -> list[Mount]:
         except FileNotFoundError:
             mode = None
         if mode is None or (stat.S_ISDIR(mode) and _is_empty_dir(current)):
-            kind = "null-file" if last and not is_dir else "empty-dir"
-            plan.append(Mount(kind, Path(current)))
+            plan.append(Mount("null-file" if last and not is_dir else "empty-dir", Path(current)))
             return plan
         if stat.S_ISLNK(mode):
             raise SandboxSetupError(

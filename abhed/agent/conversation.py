@@ -44,7 +44,7 @@ def message_event(msg: Msg, session_id: str, agent_id: str, parent_id: str | Non
                   finish_reason: str | None = None, forms: tuple[str, ...] = ()) -> MessageEvent:
     """`forms`: for a reply, the text forms its calls were read from (Reading.forms)."""
     assert msg.role in ("user", "assistant")
-    return MessageEvent(session_id=session_id, agent_id=agent_id, parent_id=parent_id, role=msg.role,  # type: ignore[arg-type]
+    return MessageEvent(session_id=session_id, agent_id=agent_id, parent_id=parent_id, role=msg.role,
                         content=msg.content, origin=origin, reasoning=reasoning or None, images=msg.images,
                         tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in msg.tool_calls],
                         forms=list(forms) if msg.tool_calls else [],

@@ -155,10 +155,10 @@ def nul_error(value: Any, where: str = "") -> str | None:
         return None
     for key, item in items:
         path = f"{where}.{key}" if where else str(key)
-        found = nul_error(key, f"the name of {path}") if isinstance(key, str) else None
-        found = found or nul_error(item, path)
-        if found:
-            return found
+        problem = nul_error(key, f"the name of {path}") if isinstance(key, str) else None
+        problem = problem or nul_error(item, path)
+        if problem:
+            return problem
     return None
 
 

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypedDict
 
 from abhed.agent import compaction, dispatch
 from abhed.common.traits import Traits
@@ -72,6 +72,15 @@ EXIT_CODES: dict[str, int] = {"done": 0, "failed": 1, "budget": 3, "interrupted"
 STORE_STOPPED = "the run stopped because the session store failed (no call runs that the log does not record)"
 RESUME_NOTE = ("[Abhed: this session stopped before the task was finished and is resuming now. Continue where you "
                "stopped; check the state of any file you were changing before you rely on it.]")
+
+
+class _CallIds(TypedDict):
+    """Whose call it is, as dispatch.call and dispatch.reject take it (keyword arguments)."""
+
+    tool_call_id: str | None
+    agent_id: str
+    parent_id: str | None
+    durable: bool
 
 
 def batches(calls: Sequence[ToolCall], traits_of: Callable[[str], Traits | None]) -> list[list[ToolCall]]:
@@ -537,7 +546,7 @@ class Agent:
 
     def _call(self, call: ToolCall, ctx: ToolContext | None = None) -> ToolResult:
         ctx = ctx or self.ctx
-        ids = {"tool_call_id": call.id, "agent_id": self.agent_id, "parent_id": self.parent_id, "durable": False}
+        ids: _CallIds = {"tool_call_id": call.id, "agent_id": self.agent_id, "parent_id": self.parent_id, "durable": False}
         if call.error:
             return dispatch.reject(ctx, call.name or "(unparsed)", call.arguments, call.error, **ids)
         if call.name in BY_NAME and call.name not in {tool.name for tool in self.tools}:  # e.g. task in a subagent

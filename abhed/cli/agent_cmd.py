@@ -40,7 +40,7 @@ class FormatChoice(click.Choice[str]):
         pass  # click.Choice.__init__ stores the tuple it is given; the registry is the list
 
 
-def _agent_options(function):  # type: ignore[no-untyped-def]
+def _agent_options(function):
     """The flags every agent command shares; they override the config file and the environment."""
     options = [
         click.option("--workspace", type=click.Path(file_okay=False, path_type=Path),
@@ -74,7 +74,7 @@ def _launch_settings(kw: dict) -> config.Settings:
         base.fail(str(exc))
 
 
-def open_model(settings: config.Settings, display):  # type: ignore[no-untyped-def]
+def open_model(settings: config.Settings, display):
     from abhed.cli import launch
     from abhed.model.errors import ModelError
     from abhed.model.profiles import ProfileError
@@ -107,7 +107,7 @@ def _prepare(kw: dict, session_id: str | None) -> tuple[config.Settings, Path, d
 REFUSED_EXIT = 4  # the run finished, but calls it needed were refused for want of a human to approve them
 
 
-def _finish(outcome, session_id: str, refused: list[str], usage: dict, head: str,  # type: ignore[no-untyped-def]
+def _finish(outcome, session_id: str, refused: list[str], usage: dict, head: str,
             as_json: bool) -> None:
     """Print a run's result: the answer on stdout, why it stopped on stderr, then the session, what
     it spent and its log's head (`SEQ:SHA256`, to keep elsewhere) as the last line of stderr; exit
@@ -182,7 +182,7 @@ def _run_prompt(kw: dict, prompt: str | None, session_id: str | None, as_json: b
     _finish(outcome, session, refused, usage, head, as_json)
 
 
-def _tell_range(display, first: int, last: int, session_id: str) -> None:  # type: ignore[no-untyped-def]
+def _tell_range(display, first: int, last: int, session_id: str) -> None:
     from abhed.session.undo import run_range
     text = run_range(first, last, session_id)
     if text:
@@ -195,7 +195,7 @@ def _tell_range(display, first: int, last: int, session_id: str) -> None:  # typ
 @click.option("--session", "session_id", help="Continue this existing session (default: a new one).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout: session, status, exit_code, "
               "answer, detail, files_changed, refused, usage, head.")
-def run(prompt: str, session_id: str | None, as_json: bool, **kw) -> None:  # type: ignore[no-untyped-def]
+def run(prompt: str, session_id: str | None, as_json: bool, **kw) -> None:
     """Work on PROMPT (- reads it from stdin) without asking anyone, then print the answer.
 
     Progress goes to stderr, the final answer to stdout; the last line of stderr names the session,
@@ -213,7 +213,7 @@ def run(prompt: str, session_id: str | None, as_json: bool, **kw) -> None:  # ty
 @click.argument("prompt", required=False)
 @_agent_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout, as `abhed run --json`.")
-def resume(session_id: str | None, prompt: str | None, as_json: bool, **kw) -> None:  # type: ignore[no-untyped-def]
+def resume(session_id: str | None, prompt: str | None, as_json: bool, **kw) -> None:
     """Continue session SESSION_ID (default: this workspace's latest) from its event log: conversation,
     read-set, plan, todos, and the mode, allow rules and budgets it was started with.
 
@@ -236,7 +236,7 @@ def resume(session_id: str | None, prompt: str | None, as_json: bool, **kw) -> N
 @_agent_options
 @click.option("--session", "session_id", help="Continue this existing session (`abhed sessions list` shows them).")
 @click.option("--new", is_flag=True, help="Start a new session (the default).")
-def chat(session_id: str | None, new: bool, **kw) -> None:  # type: ignore[no-untyped-def]
+def chat(session_id: str | None, new: bool, **kw) -> None:
     """Work with the agent interactively: streamed replies, approval prompts, a live todo list.
 
     Ctrl-C stops the current turn and returns to the prompt; Ctrl-D (or /exit) ends the session.
@@ -249,7 +249,7 @@ def chat(session_id: str | None, new: bool, **kw) -> None:  # type: ignore[no-un
         release()
 
 
-def _chat(session_id: str | None, new: bool, kw: dict, release) -> None:  # type: ignore[no-untyped-def]
+def _chat(session_id: str | None, new: bool, kw: dict, release) -> None:
     from contextlib import ExitStack
 
     from abhed.cli.chat import Pending, StartFailed, chat_loop
@@ -261,7 +261,7 @@ def _chat(session_id: str | None, new: bool, kw: dict, release) -> None:  # type
     display = Chat()
     held = ExitStack()  # what the build opened, closed when the chat ends
 
-    def build():  # type: ignore[no-untyped-def]
+    def build():
         """In a thread while the person types: the model client, the session and the agent."""
         from abhed.cli import launch
         from abhed.cli.chat import announce
@@ -298,13 +298,15 @@ def _chat(session_id: str | None, new: bool, kw: dict, release) -> None:  # type
                f"--head {head}` checks the log against it)", err=True)
 
 
-def _rule_saver(settings: config.Settings):  # type: ignore[no-untyped-def]
+def _rule_saver(settings: config.Settings):
     """How chat saves a granted rule to the operator's config; None unless approval.save_rules allows it."""
     if not settings.approval.save_rules:
         return None
     from abhed.session import config
     from abhed.session.rulesave import SaveError, save_rule
     path = config.config_path(dict(os.environ))
+    if path is None:  # ABHED_CONFIG set empty: no config file to save to (nor one that asked for saving)
+        return None
 
     def save(rule: str) -> str:
         try:

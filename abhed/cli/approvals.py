@@ -36,7 +36,7 @@ def exact_rules(tool: str, args: Any, workspace: Path) -> tuple[str, ...]:
     wrapper such as `timeout 5` runs, never the wrapper), or this one file."""
     if tool == "bash":
         commands = _ruled(args)
-        return tuple(dict.fromkeys(f"bash({shlex.join(argv)})" for argv in commands))  # type: ignore[arg-type]
+        return tuple(dict.fromkeys(f"bash({shlex.join(argv)})" for argv in commands))
     relative = _relative(getattr(args, "path", None), workspace)
     return (f"{tool}({relative})",) if relative else ()
 
@@ -49,7 +49,7 @@ def prefix_rules(tool: str, args: Any, workspace: Path) -> tuple[str, ...]:
         for argv in _ruled(args):
             words = argv[:2] if argv[0] in WITH_SUBCOMMANDS and len(argv) > 1 \
                 and SUBCOMMAND.fullmatch(argv[1] or "") else argv[:1]
-            rules.append(f"bash({shlex.join(words)}:*)")  # type: ignore[arg-type]
+            rules.append(f"bash({shlex.join(words)}:*)")
         return tuple(dict.fromkeys(rules))
     relative = _relative(getattr(args, "path", None), workspace)
     if not relative:
@@ -62,15 +62,16 @@ def _ruled(args: Any) -> list[list[str]]:
     """Each command of the call's line (its one analysis, shellparse.analysis_of) that needs a rule, normalised as rules are matched (wrappers.normal);
     none at all when one of them cannot be said exactly or is a wrapper itself (`sudo x`, `xargs x`,
     `nice` alone): a rule on a wrapper would read as allowing what it wraps, so none is offered."""
-    found = []
+    found: list[list[str]] = []
     for command in analysis_of(args).commands:
         if command.program in HARMLESS or command.runs_script:
             continue
         normal = wrappers.normal(command.argv)
-        if normal is None or None in normal[0] or _wraps(normal[0]):
+        words = [] if normal is None else [word for word in normal[0] if word is not None]
+        if normal is None or len(words) < len(normal[0]) or _wraps(normal[0]):
             return []
-        found.append(normal[0])
-    return found  # type: ignore[return-value]
+        found.append(words)
+    return found
 
 
 def _wraps(argv: list[str | None]) -> bool:

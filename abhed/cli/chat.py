@@ -109,6 +109,7 @@ def chat_loop(pending: Pending, display: Chat, home: Path, workspace: Path,
             continue
         command = slash.parse(text)
         if command is not None:
+            assert commands is not None  # set with the agent, before any text is handled
             if not commands.run(*command):
                 return
             continue

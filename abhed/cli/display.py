@@ -63,10 +63,10 @@ def _preview(call: ToolCall, width: int) -> str:
                  for i in items if isinstance(i, dict)]
         shown += [f"- {item_id}" for item_id in args.get("remove") or []]
         return ", ".join(shown)[:width] or "(show the list)"
-    shown = next((str(args[k]) for k in PREVIEW_KEYS if isinstance(args.get(k), str)), "")
+    preview = next((str(args[k]) for k in PREVIEW_KEYS if isinstance(args.get(k), str)), "")
     if call.name == "grep" and args.get("path"):
-        shown += f"  in {args['path']}"
-    return shown.replace("\n", " ")[:width]
+        preview += f"  in {args['path']}"
+    return preview.replace("\n", " ")[:width]
 
 
 def checkpoint_note(result: ToolResult) -> str | None:

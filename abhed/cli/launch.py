@@ -13,7 +13,7 @@ from typing import Any
 from typing import TYPE_CHECKING
 
 from abhed.cli import startup
-from abhed.gate.approval import Gate, Policy, Rule, Verdict
+from abhed.gate.approval import Answer, Gate, Policy, Rule, Verdict
 from abhed.session import config
 from abhed.session.store import Session, SessionError, SessionStore, not_begun
 from abhed.session.storefail import StoreError
@@ -169,7 +169,7 @@ def _tell_interrupted_undo(checkpoints: Any, display: Display) -> None:
 
 @contextmanager
 def agent_in_session(settings: config.Settings, workspace: Path, session_id: str | None, model: Model,
-                     display: Display, ask_human: Callable[[str, Any, Verdict], bool] | None = None,
+                     display: Display, ask_human: Callable[[str, Any, Verdict], bool | Answer] | None = None,
                      options: dict[str, Any] | None = None, cwd: Path | None = None
                      ) -> Iterator[tuple[Agent, bool]]:
     """An Agent on the session (new, or continued from its log) holding the session's lock, and

@@ -98,11 +98,11 @@ def reader(home: Path, workspace: Path, commands: Iterable[str], fallback: Calla
     # send (Enter again) or change first; sending from the search line would send the search text.
     @keys.add("enter", filter=~is_searching)
     @keys.add("c-j", filter=~is_searching)  # Enter typed before the editor took the terminal arrives as \n (ICRNL)
-    def _send(event) -> None:  # type: ignore[no-untyped-def]
+    def _send(event) -> None:
         event.current_buffer.validate_and_handle()
 
     @keys.add("escape", "enter")
-    def _newline(event) -> None:  # type: ignore[no-untyped-def]
+    def _newline(event) -> None:
         event.current_buffer.insert_text("\n")
 
     session: PromptSession[str] = PromptSession(
@@ -130,18 +130,20 @@ def reader(home: Path, workspace: Path, commands: Iterable[str], fallback: Calla
     return Reader(read, stop)
 
 
-def _completer_base():  # type: ignore[no-untyped-def]
+def _completer_base():
     from prompt_toolkit.completion import Completer
     return Completer
 
 
+# The base is imported when the class is made, not with this module (prompt_toolkit is start-up
+# time), so the checker cannot see it: Any as a base.
 class _Completer(_completer_base()):  # type: ignore[misc]
     """Slash commands at the start of the message; otherwise the word under the cursor as a path."""
 
     def __init__(self, workspace: Path, commands: Iterable[str]) -> None:
         self.workspace, self.commands = workspace, tuple(commands)
 
-    def get_completions(self, document, complete_event):  # type: ignore[no-untyped-def]
+    def get_completions(self, document, complete_event):
         from prompt_toolkit.completion import Completion
         before = document.text_before_cursor
         word = before.split()[-1] if before and not before[-1].isspace() else ""

@@ -26,7 +26,9 @@ class Node:
 
 
 class _Builder(HTMLParser):
-    CDATA_CONTENT_ELEMENTS = ()  # <style> is prompt_toolkit's colour tag, not HTML's raw-text element
+    # <style> is prompt_toolkit's colour tag, not HTML's raw-text element. typeshed marks the attribute Final,
+    # yet overriding it in a subclass is how HTMLParser is told which elements hold raw text.
+    CDATA_CONTENT_ELEMENTS = ()  # type: ignore[misc]
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)

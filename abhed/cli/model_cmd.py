@@ -126,7 +126,7 @@ def conformance(endpoint: str | None, model_name: str | None, profile: str | Non
     model = open_model(settings, Progress())
     root = Path(tempfile.mkdtemp(prefix="abhed-conformance-")).resolve()
 
-    def progress(test) -> None:  # type: ignore[no-untyped-def]
+    def progress(test) -> None:
         click.echo(f"{test.category:<10} {test.name:<18} {'PASS' if test.passed else 'FAIL'}  "
                    f"({test.turns} replies, {test.tool_errors} tool errors)", err=True)
 

@@ -99,7 +99,7 @@ def sessions_verify(session_id: str | None, every: bool, kept: str | None) -> No
     sys.exit(verdict.exit_code)
 
 
-def _verify_all(store) -> None:  # type: ignore[no-untyped-def]
+def _verify_all(store) -> None:
     """A line per stored session, then the totals; exit 1 if any is tampered, else 3 if any is legacy."""
     from abhed.session.audit import verify_session
     counts = {"OK": 0, "LEGACY": 0, "TAMPERED": 0}

@@ -143,7 +143,7 @@ def _checkpoints(name: str, settings: config.Settings, workspace: Path) -> check
     return checkpoint.from_settings(settings, workspace)
 
 
-def _mcp_for(name: str, settings: config.Settings, workspace: Path):  # type: ignore[no-untyped-def]
+def _mcp_for(name: str, settings: config.Settings, workspace: Path):
     """The MCP gateway with just the server of `mcp__SERVER__TOOL` started, or None for a native tool."""
     if not name.startswith("mcp__"):
         return None

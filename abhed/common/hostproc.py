@@ -44,7 +44,7 @@ class Timeout(Exception):
         super().__init__(f"`{' '.join(self.argv[:3])}` was still running after {seconds:g} s and was stopped")
 
 
-def _dies_with(parent: int):  # type: ignore[no-untyped-def]
+def _dies_with(parent: int):
     """The child's first act: die when Abhed dies (or already has, before the prctl took effect).
 
     PR_SET_PDEATHSIG follows the *thread* that forked; every caller here waits for its child in
@@ -81,7 +81,7 @@ def _dying_with_abhed(argv: Sequence[str]) -> tuple[list[str], Callable[[], None
     return list(argv), _dies_with(os.getpid())
 
 
-def popen(argv: Sequence[str], **kwargs) -> subprocess.Popen:  # type: ignore[no-untyped-def]
+def popen(argv: Sequence[str], **kwargs) -> subprocess.Popen:
     """subprocess.Popen in a process group of its own, dying with Abhed.
 
     A Ctrl-C that arrives while Popen starts the child would leave it running with no one to kill it
@@ -162,7 +162,9 @@ def _collect(proc: subprocess.Popen, input: bytes | None, deadline: float,
     and on the child's exit (a pidfd): it returns the moment the child is done, with no polling
     (Popen.communicate with a timeout ends in a sleep loop of up to 50 ms per step), and wakes
     before that only for the deadline and the watch. Raises subprocess.TimeoutExpired or Stuck."""
-    stdout, stderr = proc.stdout.fileno(), proc.stderr.fileno()  # type: ignore[union-attr]
+    out_pipe, err_pipe, in_pipe = proc.stdout, proc.stderr, proc.stdin
+    assert out_pipe is not None and err_pipe is not None  # run() always makes both pipes
+    stdout, stderr = out_pipe.fileno(), err_pipe.fileno()
     out: dict[int, list[bytes]] = {stdout: [], stderr: []}
     pending = memoryview(input or b"")
     look = time.monotonic() + WATCH_AFTER_S
@@ -170,8 +172,8 @@ def _collect(proc: subprocess.Popen, input: bytes | None, deadline: float,
     with selectors.DefaultSelector() as selector, _exit_fd(proc.pid) as exited:
         for fd in out:
             selector.register(fd, selectors.EVENT_READ)
-        if proc.stdin is not None:
-            selector.register(proc.stdin.fileno(), selectors.EVENT_WRITE)
+        if in_pipe is not None:
+            selector.register(in_pipe.fileno(), selectors.EVENT_WRITE)
         if exited is not None:
             selector.register(exited, selectors.EVENT_READ)
         gone = False  # (known only with a pidfd)
@@ -183,8 +185,8 @@ def _collect(proc: subprocess.Popen, input: bytes | None, deadline: float,
             events = selector.select((min(deadline, look) if looking else deadline) - now)
             # The watch looks only when nothing was left to read: a child blocked writing to a
             # full pipe of ours waits on us, not stuck (the pipes are drained first).
-            if looking and not events and time.monotonic() >= look:
-                if watch(proc.pid):  # type: ignore[misc]
+            if watch is not None and looking and not events and time.monotonic() >= look:
+                if watch(proc.pid):
                     raise Stuck()
                 look = time.monotonic() + WATCH_S
             for key, _ in events:
@@ -206,12 +208,13 @@ def _collect(proc: subprocess.Popen, input: bytes | None, deadline: float,
                         pending = pending[:0]   # the child stopped reading: its exit status says why
                     if not pending:
                         selector.unregister(fd)
-                        proc.stdin.close()  # type: ignore[union-attr]
+                        if in_pipe is not None:  # (this is its descriptor)
+                            in_pipe.close()
     # With a pidfd it has exited: reaping does not wait. Without one (Linux before 5.3) its pipes
     # are closed and Popen's wait polls for the exit until the deadline.
     proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-    proc.stdout.close()  # type: ignore[union-attr]
-    proc.stderr.close()  # type: ignore[union-attr]
+    out_pipe.close()
+    err_pipe.close()
     return b"".join(out[stdout]), b"".join(out[stderr])
 
 
@@ -255,7 +258,8 @@ def streaming(argv: Sequence[str], *, timeout: float, env: dict[str, str] | None
         timer.cancel()
         for pipe in (proc.stdin, proc.stdout):
             try:
-                pipe.close()  # type: ignore[union-attr]
+                if pipe is not None:  # (both are pipes: made above)
+                    pipe.close()
             except OSError:
                 pass
         kill(proc)

@@ -95,7 +95,7 @@ def run(function: Callable[..., T], *args: Any, bounds: Bounds = Bounds(), retur
         raise Exceeded(_death(status, bounds))
     ok, value = _answer(data, returns, parts)
     if ok:
-        return value  # type: ignore[no-any-return]
+        return value
     raise value
 
 

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 from abhed.session.config import Settings
@@ -48,11 +49,11 @@ def run(settings: Settings, model: Model, root: Path, options: Options) -> Repor
 def _tests(options: Options) -> Iterator[tuple[str, str, Callable[[Trial], TestReport]]]:
     if "adapter" in options.categories:
         for case in adapter.CASES + adapter.TEXT_CASES:
-            yield "adapter", case.name, lambda trial, case=case: _adapter(case, trial)
+            yield "adapter", case.name, partial(_adapter, case)
     for category, scenarios in (("scenarios", SCENARIOS), ("recovery", RECOVERY)):
         if category in options.categories:
             for scenario in scenarios:
-                yield category, scenario.name, lambda trial, s=scenario: _scenario(s, trial)
+                yield category, scenario.name, partial(_scenario, scenario)
 
 
 def _adapter(case: adapter.Case, trial: Trial) -> TestReport:

@@ -20,6 +20,7 @@ import re
 import stat
 from collections import deque
 from collections.abc import Callable, Iterable, MutableSequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from functools import lru_cache
@@ -133,11 +134,12 @@ class IgnoreFile:
                     self._suffixes.append((text, position, include, dir_only))
                 continue
             try:
-                regex, include = _pathspec_regex(line)
+                regex, ignores = _pathspec_regex(line)
             except ValueError:
                 continue  # git skips a malformed line too
-            if include is None or regex is None:
+            if ignores is None or regex is None:
                 continue
+            include = ignores
             regex = regex.replace("(?P<ps_d>/)", "/")
             if line.rstrip().endswith("/**"):
                 # pathspec leaves "everything below" to a prefix match; we match whole paths, and
@@ -196,8 +198,9 @@ class IgnoreFile:
         suffix = "/" if is_dir else ""
         for regex, subject in ((self._by_name, name), (self._by_path, path[self._prefix:])):
             match = regex.fullmatch(subject + suffix) if regex is not None else None
-            if match is not None and int(match.lastgroup[1:]) > best:
-                best, verdict = int(match.lastgroup[1:]), match.lastgroup[0] == "i"
+            group = match.lastgroup if match is not None else None  # (every alternative is a named group)
+            if group is not None and int(group[1:]) > best:
+                best, verdict = int(group[1:]), group[0] == "i"
         return verdict
 
 
@@ -304,7 +307,7 @@ class Rules:
             found.append(rules) if rules else None
         return found
 
-    def here(self, directory: str, names: set[str], dirfd: int | None = None) -> list[IgnoreFile]:
+    def here(self, directory: str, names: AbstractSet[str], dirfd: int | None = None) -> list[IgnoreFile]:
         """The ignore files a directory itself contributes (`names`: what it contains; `dirfd`: its
         descriptor, through which they are read without following a symlink)."""
         found = []
@@ -415,6 +418,7 @@ class Walk:
             listing.seen += len(names)
             stamp = self.stamp
             if self.only_stamped:  # the rest are not seen: every file left is stamped
+                assert stamp is not None  # (walk() takes only_stamped with a stamp)
                 names = list(compress(names, map(stamp, map(add, repeat((directory + "/")[cut:]), names))))
                 stamp = _every_file
             if atomic.TEMP_MARK in "/".join(names):  # "/" is in no name, so the join makes no false mark
@@ -428,7 +432,7 @@ class Walk:
             listing.unreadable.append(directory)
         finally:
             os.close(fd)
-        if sized is not None:
+        if sized is not None and found is not None:  # (sized only with found)
             found(*sized)  # (outside the try: the caller's own errors are not this directory's)
 
 

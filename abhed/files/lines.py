@@ -18,7 +18,7 @@ import os
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from io import BufferedIOBase
 
 LINE_CHARS = 2000  # spec §2: longer lines are cut individually (the read and grep tools, and rg's limit)
 CHUNK = 4 << 20  # large enough that per-chunk overhead vanishes beside the counting itself
@@ -47,8 +47,10 @@ def count_newlines(buf: bytes | bytearray, start: int = 0) -> int:
 class LineScanner:
     """Lines are separated by b"\\n"; a final line without one still counts (as `wc -l` would not)."""
 
-    def __init__(self, source: BinaryIO | bytes, chunk: int | None = None,
+    def __init__(self, source: BufferedIOBase | bytes, chunk: int | None = None,
                  marks: list[tuple[int, int]] | None = None) -> None:
+        self._file: BufferedIOBase | None  # read into a reused buffer: what open(path, "rb") returns
+        self._buf: bytes | bytearray
         if isinstance(source, bytes):
             self._file, self._buf, self._eof = None, source, True
         else:
@@ -113,7 +115,7 @@ class LineScanner:
 
         None at end of file.
         """
-        parts: list[bytes] = []
+        parts: list[bytes | bytearray] = []
         room, cut, seen = max_bytes, False, False
         while self._available():
             seen = True

@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rapidfuzz import fuzz, process
@@ -163,7 +164,7 @@ def _starts(offsets: list[int], count: int, slack: int) -> list[int]:
     return sorted({o + d for o in offsets for d in range(-slack, slack + 1) if 0 <= o + d < count})
 
 
-def _best(candidates: list[Near | None], needle: str = "") -> Near | None:
+def _best(candidates: Sequence[Near | None], needle: str = "") -> Near | None:
     """The most similar candidate; the first in the file among equals.
 
     Among places that all equal old_string up to whitespace, the one whose indentation is as deep

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import resource
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -160,7 +160,8 @@ def rg_search(rg: Path, root: str, files: list[str], query: Query, opener: Opene
     /proc/self/fd/N, so what it searches is exactly what was checked."""
     if regex is None:
         regex = rust_pattern(query.pattern, query.case_insensitive, query.multiline)
-    if streams(jail, regex):  # (a longer one goes through stdin: rare, see below)
+        assert regex is not None  # without a limit there is always a translation
+    if jail is not None and streams(jail, regex):  # (a longer one goes through stdin: rare, see below)
         small = [path for path in files if path not in large] if large else files
         batches = [(batch, False) for batch in _name_batches(small, len(root) + 1)]
         if len(small) < len(files):
@@ -172,9 +173,11 @@ def rg_search(rg: Path, root: str, files: list[str], query: Query, opener: Opene
         # run, so one run after the other leaves cores idle (0.60 s against 0.38 s on drivers/).
         # Each thread starts its rg and waits for it (hostproc: a child dies with the thread that
         # forked it).
+        def search(batch: list[str], mmap: bool) -> list[FileHits]:
+            return list(_jailed(rg, jail, regex, root, batch, mmap, query, opener))
+
         with ThreadPoolExecutor(RG_RUNS) as pool:
-            runs = [pool.submit(lambda b, m: list(_jailed(rg, jail, regex, root, b, m, query, opener)), *batch)
-                    for batch in batches]
+            runs = [pool.submit(search, *batch) for batch in batches]
             for run in runs:
                 yield from run.result()
         return
@@ -200,7 +203,7 @@ class Stream:
         self.large: list[str] = []
         self.wanted = FIRST_NAMES
 
-    def add(self, files: list[str], large: list[str] = ()) -> None:  # type: ignore[assignment]
+    def add(self, files: list[str], large: Sequence[str] = ()) -> None:
         """More files to search (all below the root); `large`: among them, those of MMAP_FROM bytes or more."""
         if large:
             self.large += large
@@ -268,7 +271,8 @@ def _by_descriptor(rg: Path, regex: str, root: str, batch: list[str], query: Que
 def _name_batches(files: list[str], cut: int) -> Iterator[list[str]]:
     """`files` in batches of NAME_COUNT names at most, which (relative: each cut `cut` characters)
     fit in NAME_BYTES."""
-    batch, size = [], 0
+    batch: list[str] = []
+    size = 0
     for path in files:
         size += len(path) - cut + 1
         if batch and (size > NAME_BYTES or len(batch) == NAME_COUNT):
@@ -371,6 +375,7 @@ def _file_errors(stderr: bytes, names: dict[str, str]) -> Iterator[FileHits]:
 
 def _parse_listing(out: bytes, query: Query) -> Iterator[tuple[FileHits, str]]:
     """`--files-with-matches --null`: path\\0 ...; `--count --null`: path\\0count\\n ..."""
+    entries: list[tuple[bytes, int]]
     if query.mode == "files_with_matches":
         entries = [(p, 1) for p in out.split(b"\0") if p]
     else:
@@ -382,9 +387,9 @@ def _parse_listing(out: bytes, query: Query) -> Iterator[tuple[FileHits, str]]:
             count, _, following = piece.partition(b"\n")
             entries.append((path, int(count)))
             path = following
-    for raw, count in entries:
+    for raw, hits in entries:
         name = os.fsdecode(raw)
-        yield FileHits(name, count), name
+        yield FileHits(name, hits), name
 
 
 def _parse_lines(out: bytes, query: Query) -> Iterator[tuple[FileHits, str]]:
@@ -392,14 +397,14 @@ def _parse_lines(out: bytes, query: Query) -> Iterator[tuple[FileHits, str]]:
     between context groups. A line longer than MAX_COLUMNS bytes arrives as its head and PREVIEW_MARK."""
     found: dict[str, FileHits] = {}
     for line in out.split(b"\n"):
-        name, nul, rest = line.partition(b"\0")
+        raw, nul, rest = line.partition(b"\0")
         if not nul:
             continue  # "--" between context groups, or the final empty piece
         digits = len(rest) - len(rest.lstrip(b"0123456789"))
         number, kind, text = int(rest[:digits]), rest[digits:digits + 1], rest[digits + 1:]
         if text.endswith(PREVIEW_MARK) and len(text) - len(PREVIEW_MARK) == MAX_COLUMNS:
             text = text[:MAX_COLUMNS]  # at least LINE_CHARS + 1 characters: the tool cuts it and says so
-        hits = found.setdefault(os.fsdecode(name), FileHits(os.fsdecode(name)))
+        hits = found.setdefault(os.fsdecode(raw), FileHits(os.fsdecode(raw)))
         hits.lines.append((number, text.decode("utf-8", "replace"), kind == b":"))
         hits.count += kind == b":"
     for name, hits in found.items():

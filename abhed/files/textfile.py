@@ -19,10 +19,11 @@ BOM = b"\xef\xbb\xbf"
 
 
 def human_size(size: int) -> str:
+    scaled: float = size
     for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1024
+        if scaled < 1024 or unit == "GiB":
+            return f"{size} {unit}" if unit == "bytes" else f"{scaled:.1f} {unit}"
+        scaled /= 1024
     return ""
 
 

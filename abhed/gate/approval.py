@@ -34,7 +34,7 @@ from sandbox.backends import capabilities
 
 from abhed.common import traits as tool_traits
 from abhed.common.traits import Traits
-from abhed.gate.modes import MODES, Mode
+from abhed.gate.modes import MODES, Mode, is_mode
 
 # The shell parser, the wrapper tables, the courtesy and read-only lists, job control, the glob
 # compiler and the protected-path check are imported where a bash line, a path rule or a file
@@ -99,8 +99,9 @@ class Rule:
         import shlex  # here: only a bash rule needs it
 
         import abhed.gate.wrappers as wrappers
-        prefix = (self.spec or "").endswith(":*")
-        words: list[str | None] = list(shlex.split(self.spec[:-2] if prefix else self.spec or ""))
+        spec = self.spec or ""
+        prefix = spec.endswith(":*")
+        words: list[str | None] = list(shlex.split(spec[:-2] if prefix else spec))
         found = wrappers.normal(words) if words else None
         return (found[0] if found else words), prefix
 
@@ -170,7 +171,7 @@ def _spelled(argv: list[str | None], words: list[str | None], prefix: bool) -> b
     i, after_option = 1, False
     for word in words[1:]:
         while i < len(given) and given[i] != word:
-            option = given[i] is None or given[i].startswith("-")  # type: ignore[union-attr]
+            option = (arg := given[i]) is None or arg.startswith("-")
             if not (option or after_option):
                 return False
             after_option = option
@@ -226,11 +227,11 @@ class Policy:
     @classmethod
     def create(cls, mode: str, allow: list[str], deny: list[str], workspace: Path, *,
                undo_gap: str | None = UNDO_UNKNOWN, auto_destructive: str = "ask") -> Policy:
-        if mode not in MODES:
+        if not is_mode(mode):
             raise ValueError(f"Unknown approval mode {mode!r}: use one of {', '.join(MODES)}.")
         if auto_destructive not in AUTO_DESTRUCTIVE:
             raise ValueError(f"Unknown approval.auto_destructive {auto_destructive!r}: use ask or undoable.")
-        return cls(mode, tuple(map(Rule.parse, allow)), tuple(map(Rule.parse, deny)), workspace,  # type: ignore[arg-type]
+        return cls(mode, tuple(map(Rule.parse, allow)), tuple(map(Rule.parse, deny)), workspace,
                    undo_gap, auto_destructive)
 
     @classmethod
@@ -408,7 +409,7 @@ class Granted:
     """What the human changed during the session, shared by a gate and its subagents' gates."""
 
     allow: list[Rule] = field(default_factory=list)
-    mode: str | None = None
+    mode: Mode | None = None
 
 
 @dataclass
@@ -448,7 +449,7 @@ class Gate:
     def effective(self) -> Policy:
         """The operator's policy with what the human granted in this session (rules, a /mode)."""
         mode = self.granted.mode or self.policy.mode
-        return replace(self.policy, mode=mode, allow=self.policy.allow + tuple(self.granted.allow))  # type: ignore[arg-type]
+        return replace(self.policy, mode=mode, allow=self.policy.allow + tuple(self.granted.allow))
 
     def review(self, tool: str, args: Any, traits: Traits | None = None) -> Verdict:
         verdict = self.effective().check(tool, args, traits)
@@ -482,7 +483,7 @@ class Gate:
 
     def set_mode(self, mode: str) -> None:
         """`/mode`: the same rules under another mode (the courtesy list still asks, auto mode as configured)."""
-        if mode not in MODES:
+        if not is_mode(mode):
             raise ValueError(f"Unknown approval mode {mode!r}: use one of {', '.join(MODES)}.")
         self.granted.mode = mode
 

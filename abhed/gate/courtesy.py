@@ -118,7 +118,7 @@ def commands_run(argv: list[str | None]) -> tuple[list[tuple[list[str | None], t
         name = wrappers.program(inner)
         if name not in EXTRA_WRAPPERS:
             continue
-        starts = [i for i in range(1, len(inner)) if inner[i] is None or not inner[i].startswith("-")]  # type: ignore
+        starts = [i for i, word in enumerate(inner) if i and (word is None or not word.startswith("-"))]
         if len(starts) > EXTRA_STARTS or calls + len(starts) > EXTRA_CALLS:
             return found, f"{name} runs a command this check cannot find among its many words"
         calls += len(starts)

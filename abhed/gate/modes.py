@@ -3,7 +3,12 @@ as a choice for --mode without loading the gate's shell analysis (start-up, issu
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, TypeGuard
 
 MODES = ("ask", "plan", "accept-edits", "auto")
 Mode = Literal["ask", "plan", "accept-edits", "auto"]  # pragma: no mutate  (a type hint: nothing reads it at run time)
+
+
+def is_mode(value: str) -> TypeGuard[Mode]:
+    """One of MODES (the type checker then knows the value as a Mode)."""
+    return value in MODES

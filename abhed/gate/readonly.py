@@ -104,11 +104,10 @@ DIFF_RUNS = ("output", "ext-diff", "textconv", "show-signature")
 
 def _git(args: Args) -> bool:
     i = 0
-    while i < len(args) and args[i] is not None and args[i].startswith("-"):  # type: ignore[union-attr]
-        arg = args[i]
+    while i < len(args) and (arg := args[i]) is not None and arg.startswith("-"):
         if arg in GIT_GLOBAL_VALUES:
             i += 2
-        elif arg in GIT_GLOBAL_FLAGS or arg.split("=", 1)[0] in GIT_GLOBAL_VALUES:  # type: ignore[union-attr]
+        elif arg in GIT_GLOBAL_FLAGS or arg.split("=", 1)[0] in GIT_GLOBAL_VALUES:
             i += 1
         else:
             return False

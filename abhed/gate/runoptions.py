@@ -45,7 +45,7 @@ _NPM = {
     ("--editor", "--browser", "--viewer", "--git", "--node-gyp", "--onload-script", "--init-module"):
         "names a program or module that npm runs",
 }
-_GIT_FETCH = {("--upload-pack", "-u"): "runs this program as the other side of the transfer"}
+_GIT_FETCH: dict[tuple[str, ...], str] = {("--upload-pack", "-u"): "runs this program as the other side of the transfer"}
 
 RUNS: dict[str, dict[tuple[str, ...], str]] = {
     "npm": _NPM, "npx": _NPM,
@@ -246,7 +246,7 @@ def _module(argv: list[str | None]) -> int | None:
     for i in range(1, len(argv) - 1):
         if argv[i] == "-m":
             return i + 1
-        if argv[i] is None or not argv[i].startswith("-") or argv[i] == "--":  # type: ignore[union-attr]
+        if (arg := argv[i]) is None or not arg.startswith("-") or arg == "--":
             return None
     return None
 

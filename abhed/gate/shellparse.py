@@ -260,8 +260,9 @@ def _shape(root: Node, nodes_left: int) -> tuple[str | None, list[int]]:
     comments: list[int] = []
     cursor, level = root.walk(), 0
     while True:
-        if cursor.node.type == "comment":  # type: ignore[union-attr]
-            comments.append(cursor.node.start_byte)  # type: ignore[union-attr]
+        node = cursor.node  # None only for a cursor on no tree; this one starts at root
+        if node is not None and node.type == "comment":
+            comments.append(node.start_byte)
         if cursor.goto_first_child():
             level += 1
             if level > MAX_DEPTH:
@@ -311,8 +312,8 @@ def word(node: Node, source: bytes) -> Word:
             return Word(STATIC, _unescape(raw))  # pragma: no mutate  (the common case, without the two searches below, which return the same)
         if kind == "word" and BRACES.search(raw):
             return Word(GLOB_WORD, None, "")  # brace expansion: `-{r,f}` is two options
-        if kind == "word" and GLOB.search(raw):
-            return Word(GLOB_WORD, None, _unescape(raw[: GLOB.search(raw).start()]))  # type: ignore[union-attr]
+        if kind == "word" and (glob := GLOB.search(raw)):
+            return Word(GLOB_WORD, None, _unescape(raw[: glob.start()]))
         return Word(STATIC, _unescape(raw))
     if kind == "raw_string":
         return Word(STATIC, _text(node, source)[1:-1])
@@ -330,22 +331,28 @@ def word(node: Node, source: bytes) -> Word:
             parts.append(_unescape(_text(child, source), '"\\$`'))
         return Word(STATIC, "".join(parts))
     if kind == "concatenation":
-        parts = [word(child, source) for child in node.children]
+        words = [word(child, source) for child in node.children]
         raw = "".join(_text(c, source) if c.type == "word" else "x" for c in node.children)
-        if any(p.kind == DYNAMIC for p in parts):
+        if any(p.kind == DYNAMIC for p in words):
             return Word(DYNAMIC, None)
         if BRACES.search(raw):
             return Word(GLOB_WORD, None, "")
-        if any(p.kind == GLOB_WORD for p in parts):
+        if any(p.kind == GLOB_WORD for p in words):
             start = ""
-            for part in parts:
+            for part in words:
                 if part.kind != STATIC:
                     start += part.literal_start
                     break
                 start += part.value or ""
             return Word(GLOB_WORD, None, start)
-        return Word(STATIC, "".join(p.value or "" for p in parts))
+        return Word(STATIC, "".join(p.value or "" for p in words))
     return Word(DYNAMIC, None)  # expansions, substitutions, arithmetic: run-time values
+
+
+def _prefix(pattern: str, text: str) -> str:
+    """The start of text that pattern matches (a pattern that also matches nothing: never None)."""
+    found = re.match(pattern, text)
+    return found.group(0) if found else ""
 
 
 def _unescape(text: str, escapable: str | None = None) -> str:
@@ -384,11 +391,11 @@ def ansi_c(body: str) -> str:
         if e in _SIMPLE_ESCAPES:
             out.append(_SIMPLE_ESCAPES[e])
         elif e in "01234567":
-            digits = re.match(r"[0-7]{0,2}", body[i:]).group(0)
+            digits = _prefix(r"[0-7]{0,2}", body[i:])
             out.append(chr(int(e + digits, 8) & 0xFF))
             i += len(digits)
         elif e in "xuU":
-            digits = re.match(r"[0-9A-Fa-f]{0,%d}" % {"x": 2, "u": 4, "U": 8}[e], body[i:]).group(0)
+            digits = _prefix(r"[0-9A-Fa-f]{0,%d}" % {"x": 2, "u": 4, "U": 8}[e], body[i:])
             if not digits:
                 out.append("\\" + e)
                 continue
@@ -690,17 +697,17 @@ def _ssh(argv: list[str | None], analysis: Analysis, depth: int) -> None:
     """`ssh host cmd args`: the remote shell runs the words joined by spaces -- judge that script too
     (the other machine's files matter as much as these)."""
     i = 1
-    while i < len(argv) and argv[i] is not None and argv[i].startswith("-") and argv[i] != "--":  # type: ignore
-        arg = argv[i]
-        i += 2 if len(arg) == 2 and arg[1] in SSH_VALUE_LETTERS else 1  # type: ignore[index]
+    while i < len(argv) and (arg := argv[i]) is not None and arg.startswith("-") and arg != "--":
+        i += 2 if len(arg) == 2 and arg[1] in SSH_VALUE_LETTERS else 1
     i += 1 if i < len(argv) and argv[i] == "--" else 0
     remote = argv[i + 1:]
     if not remote:
         return  # an interactive login: the interactive check refuses it
-    if None in remote or depth >= MAX_NESTING:
+    words = [w for w in remote if w is not None]
+    if len(words) < len(remote) or depth >= MAX_NESTING:
         analysis.opaque.append("`ssh` with a remote command that is not plain words")
         return
-    _analyze_into(" ".join(remote), analysis, depth + 1, via="ssh")  # type: ignore[arg-type]
+    _analyze_into(" ".join(words), analysis, depth + 1, via="ssh")
 
 
 def _git(argv: list[str | None], analysis: Analysis) -> None:

@@ -18,6 +18,8 @@ evaluating construct ends the scan.
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import re
 from dataclasses import dataclass, field
 
@@ -63,7 +65,7 @@ class _Scanner:
         except _Stop:
             pass
 
-    def _flag(self, why: str) -> None:
+    def _flag(self, why: str) -> NoReturn:
         self.result.evaluating.append(why)
         raise _Stop
 

@@ -211,7 +211,7 @@ def parse(argv: list[str | None], at: int = 0, end: int | None = None) -> Parsed
     if spec is None:
         return None
     i, used = at + 1, set()
-    if program(argv[at:at + 1]) == "nice" and i < end and argv[i] is not None and NICE_NUMBER.fullmatch(argv[i]):
+    if program(argv[at:at + 1]) == "nice" and i < end and (word := argv[i]) is not None and NICE_NUMBER.fullmatch(word):
         used.add("n")  # the old form, `nice -5 cmd`
         i += 1
     while i < end:
@@ -231,8 +231,8 @@ def parse(argv: list[str | None], at: int = 0, end: int | None = None) -> Parsed
         if step is None:
             return None
         i += step
-    i, settings = _operands(spec, argv, i, end)
-    return None if i is None or i > end else Parsed(i, frozenset(used), settings)
+    start, settings = _operands(spec, argv, i, end)
+    return None if start is None or start > end else Parsed(start, frozenset(used), settings)
 
 
 def _long(spec: Spec, arg: str, used: set[str]) -> int | None:
@@ -261,11 +261,11 @@ def _cluster(spec: Spec, arg: str, used: set[str]) -> int | None:
 
 def _operands(spec: Spec, argv: list[str | None], i: int, end: int) -> tuple[int | None, bool]:
     for form in spec.operands:
-        if i >= end or argv[i] is None or not re.fullmatch(form, argv[i]):  # type: ignore[arg-type]
+        if i >= end or (word := argv[i]) is None or not re.fullmatch(form, word):
             return None, False
         i += 1
     settings = False
-    while spec.settings and i < end and argv[i] is not None and SETTING.match(argv[i]):  # type: ignore[arg-type]
+    while spec.settings and i < end and (word := argv[i]) is not None and SETTING.match(word):
         settings = True
         i += 1
     return i, settings
@@ -275,7 +275,7 @@ def inner_starts(argv: list[str | None], at: int, end: int) -> list[int]:
     """Where the command run by the wrapper at argv[at] may start: one word when its options read
     exactly; else every later word that is not an option (and every word after `--`)."""
     parsed = parse(argv, at, end)
-    if parsed is not None and not parsed.used & SPECS[program(argv[at:at + 1])].modes:  # type: ignore[index]
+    if parsed is not None and not parsed.used & SPECS[program(argv[at:at + 1]) or ""].modes:  # parsed: a known program
         return [parsed.start] if parsed.start < end else []
     starts, ended = [], False
     for i in range(at + 1, end):
@@ -342,7 +342,7 @@ def candidates(argv: list[str | None]) -> Found:
             found.complete = False
             break
         queued += len(inner)
-        queue.extend((s, e, t, via + (name,)) for s, e, t in inner)  # type: ignore[misc]
+        queue.extend((s, e, t, via + (name,)) for s, e, t in inner)
     return found
 
 
@@ -365,7 +365,8 @@ def normal(argv: list[str | None]) -> tuple[list[str | None], tuple[str, ...]] |
     options are, a wrapper that is not TRANSPARENT, a git global option that runs or redirects).
 
     `timeout 5 env nice /bin/rm x` -> `rm x`; `git -C . --no-pager push` -> `git push`."""
-    i, passed = 0, []
+    i = 0
+    passed: list[str] = []
     while i < len(argv) and len(passed) <= MAX_CHAIN:
         name = program(argv[i:i + 1])
         if name not in WRAPPERS:
@@ -381,23 +382,24 @@ def normal(argv: list[str | None]) -> tuple[list[str | None], tuple[str, ...]] |
         i = parsed.start
     if i == len(argv) or not argv[i] or len(passed) > MAX_CHAIN:
         return None  # nothing, a run-time word or an empty name (`"" x`: bash finds no such command)
-    command = [program(argv[i:i + 1])] + argv[i + 1:]
-    if command[0].startswith("git-") and len(command[0]) > 4:  # type: ignore[union-attr]
-        command = ["git", command[0][4:]] + command[1:]  # type: ignore[index]
-    if command[0] == "git":
-        command = _git(command)  # type: ignore[assignment]
+    name = program(argv[i:i + 1]) or ""  # argv[i] is a non-empty word here
+    command: list[str | None] | None = [name, *argv[i + 1:]]
+    if name.startswith("git-") and len(name) > 4:
+        command, name = ["git", name[4:], *argv[i + 1:]], "git"
+    if name == "git":
+        command = _git(command or [])
     return None if command is None else (command, tuple(passed))
 
 
 def _git(argv: list[str | None]) -> list[str | None] | None:
     i = 1
-    while i < len(argv) and argv[i] is not None and argv[i].startswith("-"):  # type: ignore[union-attr]
-        name, eq, _ = argv[i].partition("=")  # type: ignore[union-attr]
+    while i < len(argv) and (arg := argv[i]) is not None and arg.startswith("-"):
+        name, eq, _ = arg.partition("=")
         takes = GIT_PLAIN_OPTIONS.get(name)
         if takes is None or (eq and not takes) or (eq and name == "-C"):
             return None
         i += 2 if takes and not eq else 1
-    return None if i > len(argv) else ["git"] + argv[i:]
+    return None if i > len(argv) else ["git", *argv[i:]]
 
 
 # -- the likely command, for messages --------------------------------------------------------------

@@ -146,8 +146,8 @@ class Connection:
             raise McpError(f"The MCP server {self.name} speaks protocol version {_shown(version)}; Abhed speaks "
                            f"{', '.join(SUPPORTED_VERSIONS)}. Use a server release that supports one of these.",
                            "malformed")
-        server = result.get("serverInfo") if isinstance(result.get("serverInfo"), dict) else {}
-        capabilities = result.get("capabilities") if isinstance(result.get("capabilities"), dict) else {}
+        server = _v if isinstance(_v := result.get("serverInfo"), dict) else {}
+        capabilities = _v if isinstance(_v := result.get("capabilities"), dict) else {}
         instructions = result.get("instructions")
         self.info = ServerInfo(version, str(server.get("name", "")), str(server.get("version", "")), capabilities,
                                instructions if isinstance(instructions, str) else None)
@@ -381,7 +381,7 @@ class StdioConnection(Connection):
         with self._lock:
             if self._closed is None:
                 self._closed = error
-        self._fail_waiting(self._closed)  # type: ignore[arg-type]
+        self._fail_waiting(self._closed)
 
     def _exited(self, kind: str) -> McpError:
         status: int | None = None

@@ -97,7 +97,7 @@ def live_definitions(server: str, listed: list[Any]) -> tuple[dict[str, dict[str
         elif name in live:
             broken[name] = "listed twice"
         else:
-            annotations = entry.get("annotations") if isinstance(entry.get("annotations"), dict) else {}
+            annotations = _v if isinstance(_v := entry.get("annotations"), dict) else {}
             live[name] = {"description": description, "inputSchema": schema, "annotations": annotations}
     return live, broken
 
@@ -273,6 +273,8 @@ class McpTool(Tool):
 
     def __init__(self, server: Server, pin: Pin) -> None:
         self.server, self.pin = server, pin
+        # Per instance here (one class serves every server's tools), where Tool declares these ClassVar
+        # for the native tools, which the registry reads without an instance: hence the three ignores.
         self.name = full_name(server.name, pin.name)  # type: ignore[misc]
         self.description = pin.description or f"The tool {pin.name} of the MCP server {server.name}."  # type: ignore[misc]
         self.example = _example(pin.schema)  # type: ignore[misc]
@@ -316,15 +318,15 @@ def _json(value: Any) -> str:
 
 def _example(schema: dict[str, Any]) -> dict[str, Any]:
     """A call with the required parameters and placeholder values of their types."""
-    props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    props = _v if isinstance(_v := schema.get("properties"), dict) else {}
     placeholder = {"string": "...", "integer": 1, "number": 1, "boolean": True, "array": [], "object": {}}
     example: dict[str, Any] = {}
     for name in schema.get("required") or []:
-        prop = props.get(name) if isinstance(props.get(name), dict) else {}
+        prop = _v if isinstance(_v := props.get(name), dict) else {}
         if isinstance(prop.get("enum"), list) and prop["enum"]:
             example[name] = prop["enum"][0]
         else:
-            example[name] = placeholder.get(prop.get("type") if isinstance(prop.get("type"), str) else "", "...")
+            example[name] = placeholder.get(_v if isinstance(_v := prop.get("type"), str) else "", "...")
     return example
 
 
@@ -361,7 +363,7 @@ def _item(item: Any) -> str:
     if kind == "text" and isinstance(item.get("text"), str):
         return item["text"]
     if kind in ("image", "audio"):
-        data = item.get("data") if isinstance(item.get("data"), str) else ""
+        data = _v if isinstance(_v := item.get("data"), str) else ""
         return f"[{kind} ({item.get('mimeType', '?')}, {len(data) * 3 // 4:,} bytes) not shown: Abhed passes text only]"
     if kind == "resource_link":
         return f"[resource link: {item.get('uri')} ({item.get('name', '')})]"

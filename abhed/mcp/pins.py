@@ -52,7 +52,12 @@ class Pin:
 
 
 def pins_path(env: dict[str, str] | None = None) -> Path:
-    return config_path(dict(os.environ) if env is None else env).parent / FILE_NAME
+    """Beside the config file; with no config file (ABHED_CONFIG set empty), in the default config
+    directory, since no configured server needs them then (mypy found that case a traceback)."""
+    env = dict(os.environ) if env is None else env
+    config = config_path(env) or config_path({k: v for k, v in env.items() if k != "ABHED_CONFIG"})
+    assert config is not None  # without ABHED_CONFIG there is always a path
+    return config.parent / FILE_NAME
 
 
 def load(path: Path) -> dict[str, dict[str, Pin]]:
@@ -104,8 +109,8 @@ def save_server(path: Path, server: str, pins: dict[str, Pin] | None) -> None:
             else:
                 servers[server] = {"reviewed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                                    "tools": {name: pin.to_json() for name, pin in sorted(pins.items())}}
-            layout = {"indent": 1, "sort_keys": True}  # pragma: no mutate  (for the human reading it; any layout loads)
-            text = json.dumps({"version": VERSION, "servers": servers}, ensure_ascii=True, **layout)
+            text = json.dumps({"version": VERSION, "servers": servers}, ensure_ascii=True,
+                              indent=1, sort_keys=True)  # pragma: no mutate  (for the human reading it; any layout loads)
             replace_file(path, (text + "\n").encode("ascii"), mode=0o600)
     except filelock.Busy as exc:
         raise ConfigError(f"The MCP pins {path} were not saved: the directory {path.parent} is {exc} (another Abhed "

@@ -113,10 +113,10 @@ def _sub(value: Any, schema: Any, path: str, root: dict[str, Any], depth: int) -
 
 def _object(value: dict[str, Any], schema: dict[str, Any], path: str, root: dict[str, Any], found: list[str],
             depth: int) -> None:
-    props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    props = _v if isinstance(_v := schema.get("properties"), dict) else {}
     for name in schema.get("required") or []:
         if isinstance(name, str) and name not in value:
-            sub = props.get(name) if isinstance(props.get(name), dict) else {}
+            sub = _v if isinstance(_v := props.get(name), dict) else {}
             kind = f" ({sub['type']})" if isinstance(sub.get("type"), str) else ""
             found.append(f"`{_join(path, name)}` is required{kind}")
     extra = schema.get("additionalProperties", True)

@@ -55,6 +55,7 @@ from typing import Any, TypeVar
 # imported, for the `httpx` program. Abhed never runs it, and it was a tenth of `abhed chat`'s
 # start-up (issue 18): marked absent, httpx defines a stub in its place, as it does without its
 # [cli] extra. The one-file binary leaves it out the same way (build.sh).
+# (None in sys.modules is the import system's mark for "absent"; typeshed allows modules only.)
 sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 import httpx  # noqa: E402
 

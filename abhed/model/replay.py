@@ -96,15 +96,15 @@ class ReplayServer:
         self.refused: list[str] = []  # context-length refusals, as vLLM words them
         self._turn = 0
         self._lock = threading.Lock()
-        self._http = _Server(("127.0.0.1", port), _Handler)
+        self._http = _Server(("127.0.0.1", port), _Handler, self)
         self._http.daemon_threads = True
-        self._http.replay = self  # type: ignore[attr-defined]
+        host, port = self._http.socket.getsockname()[:2]  # (server_address, typed: an AF_INET pair)
+        self._url = f"http://{host}:{port}/v1"  # read after the server closes too
         self._thread = threading.Thread(target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
     def url(self) -> str:
-        host, port = self._http.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return self._url
 
     def __enter__(self) -> ReplayServer:
         self._thread.start()
@@ -196,21 +196,25 @@ def _text_calls(body: dict[str, Any], calls: list[ToolCall]) -> str:
 
 
 class _Server(ThreadingHTTPServer):
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], replay: ReplayServer) -> None:
+        self.replay = replay  # before the base class starts listening: a handler may read it at once
+        super().__init__(address, handler)
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that hangs up (or is killed) mid-request is normal here, not worth a traceback."""
-        self.replay.hung_up.set()  # type: ignore[attr-defined]
+        self.replay.hung_up.set()
 
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: ThreadingHTTPServer
+    server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         pass
 
     @property
     def replay(self) -> ReplayServer:
-        return self.server.replay  # type: ignore[attr-defined,no-any-return]
+        return self.server.replay
 
     def do_GET(self) -> None:  # noqa: N802
         if self.path.rstrip("/") == "/v1/models" and self.replay.still_loading():

@@ -532,11 +532,11 @@ class Shadow:
             journal.pause("snapshot")
         self.later.left_out = left_here
         blob = self._save_modes(modes)  # before the index: a kill between them leaves paths to look at again
-        path = self.git_dir / "index"
+        index_file = self.git_dir / "index"
         if changes:
-            self._index = gitindex.write(path, gitindex.updated(self._read_index(path), changes))
-            self._index_sum = gitindex.checksum(path)  # pragma: no mutate (a cache: unset, the index is read again)
-        return Capture(self._write_tree(path), blob, not_covered + skipped, repo, left_out, skipped=skipped)
+            self._index = gitindex.write(index_file, gitindex.updated(self._read_index(index_file), changes))
+            self._index_sum = gitindex.checksum(index_file)  # pragma: no mutate (a cache: unset, the index is read again)
+        return Capture(self._write_tree(index_file), blob, not_covered + skipped, repo, left_out, skipped=skipped)
 
     def _specials(self, since: Since | None = None) -> list[str]:
         """FIFOs, sockets and devices in the directories of the covered files (git lists none of them);

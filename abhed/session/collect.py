@@ -169,7 +169,8 @@ def _ranges(points: list[_Point]) -> str:
     parts = []
     for session, numbers in sorted(by_session.items()):
         numbers.sort()
-        spans, start = [], numbers[0]
+        spans: list[str] = []
+        start: int | None = numbers[0]
         for previous, current in zip(numbers, numbers[1:] + [None]):
             if current is None or current != previous + 1:
                 spans.append(str(start) if start == previous else f"{start}-{previous}")

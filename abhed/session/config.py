@@ -332,8 +332,8 @@ def check_ownership(path: Path, st: os.stat_result) -> None:
     settings decide the approval mode and the sandbox, so whoever can write it owns the session."""
     parent = os.stat(path.parent)
     # In a sticky directory (/tmp) others may create files but not replace or remove ours.
-    problems = [_unsafe(path, st), None if parent.st_mode & stat.S_ISVTX else _unsafe(path.parent, parent)]
-    problems = [p for p in problems if p]
+    found = [_unsafe(path, st), None if parent.st_mode & stat.S_ISVTX else _unsafe(path.parent, parent)]
+    problems = [p for p in found if p]
     if problems:
         raise ConfigError(
             f"Refusing to load the config file {path}: {'; '.join(problems)}. Whoever can write it decides what "

@@ -217,9 +217,10 @@ def _invalidate(root: _Tree, name: bytes) -> None:
     node, parts = root, name.split(b"/")
     node.count, node.oid = -1, None
     for part in parts[:-1]:
-        node = next((d for d in node.down if d.name == part), None)  # type: ignore[assignment]
-        if node is None:
+        found = next((d for d in node.down if d.name == part), None)
+        if found is None:
             return
+        node = found
         node.count, node.oid = -1, None
     node.down = [d for d in node.down if d.name != parts[-1]]
 

@@ -82,7 +82,7 @@ def write_file(path: Path, data: bytes) -> None:
 class Reader:
     """Objects read from a running `git cat-file --batch`."""
 
-    def __init__(self, proc) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, proc) -> None:
         self._in = proc.stdin
         self._out = proc.stdout
 

@@ -132,7 +132,7 @@ _WANTED = 0x02 | 0x08 | 0x10 | 0x20  # writable, shared, the covering or next ma
 
 
 def _query(fd: int) -> list[tuple[tuple[int, int], int]]:
-    found = []
+    found: list[tuple[tuple[int, int], int]] = []
     addr = 0
     while True:
         buf = bytearray(_QUERY.pack(_QUERY.size, _WANTED, addr, *(0,) * 6, 0, 0, 0, 0, 0, 0))

@@ -62,7 +62,7 @@ import struct
 import time
 import zlib
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from hashlib import sha1
 from pathlib import Path
@@ -457,7 +457,7 @@ class Reader:
     """Blobs for undo: the store's own first, then (only for a blob the store lacks) its linked packs.
     Never the other way round: a pack must not override what Abhed hashed itself."""
 
-    def __init__(self, own: gitobjects.Reader, packs: contextmanager | None) -> None:  # type: ignore[valid-type]
+    def __init__(self, own: gitobjects.Reader, packs: AbstractContextManager[gitobjects.Reader] | None) -> None:
         self._own = own
         self._packs_cm = packs
         self._packs: gitobjects.Reader | None = None

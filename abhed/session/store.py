@@ -206,7 +206,8 @@ class Session:
     def changes_since(self, mark: StateMark) -> dict[str, Any]:
         """What changed since `mark`, in the form apply_changes replays; {} when nothing did."""
         with self.lock:
-            state, changes = self.state, {}
+            state = self.state
+            changes: dict[str, Any] = {}
             reads = {p: r.model_dump(mode="json") for p, r in state.reads.items() if mark.reads.get(p) != r}
             forgot = [p for p in mark.reads if p not in state.reads]
             if reads:

@@ -68,6 +68,12 @@ class Tree:
     def __enter__(self) -> Tree:
         return self
 
+    def _root(self) -> int:
+        """The root's descriptor (a KeyError once closed: a closed tree never hands out a reused number)."""
+        fd = self._fds[""]
+        assert fd is not None  # opened in __init__, never set to None
+        return fd
+
     def __exit__(self, *exc: object) -> None:
         self.close()
 
@@ -75,7 +81,7 @@ class Tree:
         """The directory `rel` ("" the root), or None when it is not a directory reached without a symlink."""
         if rel not in self._fds:
             try:
-                self._fds[rel] = open_rel(self._fds[""], rel.split("/"), DIR_FLAGS)
+                self._fds[rel] = open_rel(self._root(), rel.split("/"), DIR_FLAGS)
             except OSError as exc:
                 if exc.errno not in GONE:
                     raise
@@ -197,7 +203,7 @@ class Tree:
         if fd is not None:
             return fd
         parent, _, name = rel.rpartition("/")
-        parentfd = self.make_dir(parent) if parent else self._fds[""]
+        parentfd = self.make_dir(parent) if parent else self._root()
         try:
             os.mkdir(name, 0o755, dir_fd=parentfd)
         except FileExistsError:
@@ -250,8 +256,8 @@ class Tree:
 
     def sync(self) -> None:
         """Make what was written durable: one syncfs of the workspace's filesystem."""
-        os.fsync(self._fds[""])
-        _syncfs(self._fds[""])
+        os.fsync(self._root())
+        _syncfs(self._root())
 
 
 def exists(dirfd: int, name: str) -> bool:

@@ -302,7 +302,7 @@ def checkpointed_session(settings: Settings, session_id: str | None, cwd: Path) 
         session_id = latest_session(store, cwd)
         if session_id is None:
             raise CheckpointError(f"No session works in {cwd}: name one (abhed sessions list shows them).")
-    workspace = Path(store.open(session_id).state.workspace)  # type: ignore[arg-type]
+    workspace = Path(store.open(session_id).state.workspace)
     found = from_settings(settings, workspace)
     if found is None:
         why = "there is no git binary (abhed doctor)" if settings.checkpoints.enabled else \

@@ -140,6 +140,22 @@ class BashSandbox:
         return self.box.close()
 
 
+def _sandbox(ctx: ToolContext) -> BashSandbox | None:
+    """The session's bash sandbox, if open. ctx.shell holds it as a Closable (tools/base.py knows no
+    bash); only this tool puts one there."""
+    shell = ctx.shell
+    assert shell is None or isinstance(shell, BashSandbox)
+    return shell
+
+
+def _opened(ctx: ToolContext) -> BashSandbox:
+    """The session's bash sandbox, opened on first use."""
+    shell = _sandbox(ctx)
+    if shell is None:
+        shell = ctx.shell = BashSandbox.open(ctx)
+    return shell
+
+
 class Bash(Tool):
     name = "bash"
     description = DESCRIPTION
@@ -166,15 +182,14 @@ class Bash(Tool):
             raise ToolError(f"The {'background job did not start' if args.background else 'command did not run'}: "
                             f"{store}", reason="disk_reserve")
         ctx.warmed()  # the warm-up may be opening the shell (tools/warmup.py)
-        if ctx.shell is None:
-            ctx.shell = BashSandbox.open(ctx)
+        shell = _opened(ctx)
         cwd = self._cwd(ctx)
         if args.background:
             return self._background(args, ctx, cwd)
         timeout_ms = args.timeout_ms or DEFAULT_TIMEOUT_MS
         try:
-            result = ctx.shell.box.run(args.command, cwd=cwd, timeout_s=timeout_ms / 1000,
-                                       output_limit_chars=OUTPUT_CHARS)
+            result = shell.box.run(args.command, cwd=cwd, timeout_s=timeout_ms / 1000,
+                                   output_limit_chars=OUTPUT_CHARS)
         except sandbox.DiskReserveReached as exc:
             raise ToolError(f"The command did not run: {exc.detail}", reason="disk_reserve") from None
         except sandbox.SandboxError as exc:
@@ -215,8 +230,7 @@ class Bash(Tool):
             raise ToolError("background=true needs a running agent session (abhed run or abhed chat): this process "
                             "ends after one call, and a background job never outlives its session. Run the command "
                             "in the foreground, with a timeout_ms long enough for it.")
-        shell = ctx.shell
-        assert shell is not None
+        shell = _opened(ctx)
         handle, log = shell.next_log()
         try:
             job = shell.box.start_background(args.command, cwd=cwd, log_path=log)
@@ -251,7 +265,8 @@ class Bash(Tool):
                 f"background, with a timeout_ms long enough). The operator can raise {setting}.")
 
     def _job_control(self, control: JobCommand, ctx: ToolContext) -> ToolResult:
-        jobs = ctx.shell.jobs if ctx.shell is not None else {}
+        shell = _sandbox(ctx)
+        jobs = shell.jobs if shell is not None else {}
         if control.verb == "jobs":
             if not jobs:
                 return ok("[no background jobs in this session]", jobs=0)

@@ -33,7 +33,8 @@ class EditInput(ToolInput):
 def find_all(text: str, needle: str, step: int, limit: int = MAX_POSITIONS) -> list[int]:
     """Start offsets of `needle`, at most `limit`; step 1 counts overlapping occurrences (ambiguity),
     len(needle) the ones str.replace would replace."""
-    found, at = [], text.find(needle)
+    found: list[int] = []
+    at = text.find(needle)
     while at >= 0 and len(found) < limit:
         found.append(at)
         at = text.find(needle, at + step)

@@ -48,6 +48,10 @@ def shown(pattern: str) -> str:
     return f"{pattern[:SHOWN_PATTERN]}... ({len(pattern):,} characters)"
 
 
+def _unbound(path: str) -> int:
+    raise RuntimeError(f"grep: {path} asked for before the search was bound to its opener (a bug in the grep tool)")
+
+
 class _Search:
     """How one call searches: search(files, query, workers=1) -> hits. With rg, the pattern's
     translation; with fallback_grep, its matcher, built when the search is prepared (before the
@@ -59,7 +63,9 @@ class _Search:
         self.rg, self.regex = rg, regex
         self.matcher = None if rg is not None else query.matcher()
         self.notes = [note] if note else []
-        self.cwd, self.opener, self.jail = "", None, None
+        self.cwd = ""
+        self.opener: Callable[[str], int] = _unbound  # bind() sets the confined opener
+        self.jail: rgjail.Jail | None = None
         self.large: frozenset[str] = frozenset()  # files rg maps (ripgrep.MMAP_FROM)
         self.stream: ripgrep.Stream | None = None
 
@@ -92,8 +98,9 @@ class _Search:
     def begin(self, query: Query) -> None:
         """Search with `query` the files `take` is given as the walk finds them, where rg can
         start on them at once (rg in the jail); else they are searched by `finish`."""
-        if self.rg is not None and ripgrep.streams(self.jail, self.regex):
-            self.stream = ripgrep.Stream(self.rg, self.jail, self.regex, self.cwd, query, self.opener)
+        rg, jail, regex = self.rg, self.jail, self.regex
+        if rg is not None and jail is not None and regex is not None and ripgrep.streams(jail, regex):
+            self.stream = ripgrep.Stream(rg, jail, regex, self.cwd, query, self.opener)
 
     def take(self, files: list[str], large: list[str]) -> None:
         if self.stream is not None:
@@ -132,6 +139,7 @@ class _Sizes:
         """Files as the walk lists them, with their sizes (filewalk: read through the directory's
         descriptor, no link followed; -1 when it could not be read: the backend says why)."""
         limit, top = self.limit, max(sizes, default=-1)
+        large: list[str]
         if top < ripgrep.MMAP_FROM and top <= limit:   # the common case: every file kept, none mapped
             kept, large = files, []
             self.total += sum(sizes) + sizes.count(-1)
@@ -233,7 +241,7 @@ class Grep(Tool):
             # Content mode first learns which files match (cheap), then fetches lines from as few as it needs.
             first = query if mode != "content" else replace(query, mode="files_with_matches")
             walked = None if single else self._walked(args, ctx, search, root, query, open_file)
-            fetched = search   # (where content mode's lines come from)
+            fetched: Callable[..., list[FileHits]] = search   # (where content mode's lines come from)
             if walked is None:
                 search.begin(first)
             try:
@@ -305,7 +313,8 @@ class Grep(Tool):
         searched, notes, files left out for size, hits, and where content mode's lines come from
         (the walk's own when it printed them, else `search`). None where its walk could list other
         files than the Python walk, or cannot say what the notes need: then the Python walk lists them."""
-        if not RG_WALK or search.rg is None or search.jail is None or not ripgrep.streams(search.jail, search.regex):
+        if (not RG_WALK or search.rg is None or search.jail is None or search.regex is None
+                or not ripgrep.streams(search.jail, search.regex)):
             return None
         flags = rgwalk.usable(search.jail.root, ctx.settings.search.exclude, args.glob)
         if flags is None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from io import BufferedIOBase
 from pathlib import Path
-from typing import BinaryIO
+
 from pydantic import Field
 
 from abhed.files import textfile
@@ -85,7 +86,7 @@ def scan_window(scanner: LineScanner, offset: int, limit: int, budget: int, tota
     return window
 
 
-def scan_file(handle: BinaryIO, path: Path, st: os.stat_result, offset: int, limit: int, budget: int,
+def scan_file(handle: BufferedIOBase, path: Path, st: os.stat_result, offset: int, limit: int, budget: int,
               cache: LineIndexCache) -> tuple[Window, bytes | None]:
     """The window, and the whole content when the file is small enough to hash."""
     if st.st_size <= HASH_LIMIT:

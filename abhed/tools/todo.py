@@ -69,11 +69,11 @@ def _apply(items: list[TodoItem], args: TodoInput, next_id: int) -> tuple[list[T
             if change.content is None:
                 raise ToolError(f"{where} has no id and no content. To add an item give its content; to update one "
                                 f"give its id (the ids are: {known}).")
-            item = TodoItem(id=f"t{next_id}", content=change.content.strip(), status=change.status or "pending")
+            added = TodoItem(id=f"t{next_id}", content=change.content.strip(), status=change.status or "pending")
             next_id += 1
-            by_id[item.id] = item
-            order.append(item.id)
-            changes.append(f"added {item.id}" + (f" ({item.status})" if item.status != "pending" else ""))
+            by_id[added.id] = added
+            order.append(added.id)
+            changes.append(f"added {added.id}" + (f" ({added.status})" if added.status != "pending" else ""))
             continue
         if change.id in seen:
             raise ToolError(f"{where}: {change.id} appears twice in this call. Name each item once.")

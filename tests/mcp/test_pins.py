@@ -63,6 +63,12 @@ def test_the_pins_live_beside_the_config_file(tmp_path):
     assert pins_path({"XDG_CONFIG_HOME": str(tmp_path)}) == tmp_path / "abhed" / "mcp-pins.json"
 
 
+def test_with_no_config_file_the_pins_live_in_the_default_config_directory(tmp_path):
+    # ABHED_CONFIG set empty means "no config file": the pins still have a home (was a traceback).
+    env = {"ABHED_CONFIG": "", "XDG_CONFIG_HOME": str(tmp_path)}
+    assert pins_path(env) == tmp_path / "abhed" / "mcp-pins.json"
+
+
 def test_odd_shapes_admit_nothing_and_can_be_replaced(tmp_path):
     path = tmp_path / "mcp-pins.json"
     for text, expected in (("[]", {}), ('{"servers": {"a": "x"}}', {"a": {}}), ('{"servers": null}', {})):

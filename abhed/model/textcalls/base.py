@@ -45,9 +45,20 @@ class Span:
 class Form(Protocol):
     """One way of writing tool calls in text."""
 
-    name: str
-    openers: tuple[str, ...]  # what starts this form's markup anywhere (a stream holds back text from one)
-    leads: tuple[str, ...]  # what a reply that is one call as a whole starts with (held back at the start)
+    # Read-only (properties): each form sets them as plain class attributes, whose narrower inferred
+    # types (`leads = ()`) a read-only member accepts.
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def openers(self) -> tuple[str, ...]:
+        """What starts this form's markup anywhere (a stream holds back text from one)."""
+        ...
+
+    @property
+    def leads(self) -> tuple[str, ...]:
+        """What a reply that is one call as a whole starts with (held back at the start)."""
+        ...
 
     def find(self, text: str) -> list[Span]:
         """Every stretch of `text` written in this form, in order, none overlapping."""

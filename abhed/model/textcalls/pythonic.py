@@ -145,7 +145,7 @@ def _literal(node: ast.expr) -> Any:
         return [_literal(item) for item in node.elts]
     elif isinstance(node, ast.Dict) and all(isinstance(k, ast.Constant) and isinstance(k.value, str)
                                              for k in node.keys):
-        return {k.value: _literal(v) for k, v in zip(node.keys, node.values)}
+        return {k.value: _literal(v) for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant)}
     elif isinstance(node, ast.Name) and node.id in _JSON_WORDS:
         return _JSON_WORDS[node.id]
     raise _NotACall("Your call's values must be literals (strings, numbers, True/False/None, lists, dicts with "
@@ -167,7 +167,7 @@ def _block(text: str, at: int) -> Span:
     body = at + len(START)
     following = text.find(START, body)
     limit = following if following >= 0 else len(text)
-    ends = []
+    ends: list[int] = []
     close = text.find(END, body, limit)
     while close >= 0 and len(ends) < _TRIES:
         ends.append(close)

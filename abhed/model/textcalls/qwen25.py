@@ -112,7 +112,7 @@ def _fences(text: str) -> Span | None:
     if not isinstance(parsed, list):  # several fences, then
         tiles = _tiles(text, start, end) or tiles
         parsed = _parsed(tiles)
-    if not tiles:
+    if not tiles or parsed is None:  # (parsed is None only when there are no tiles)
         return None
     if isinstance(parsed, Exception):
         return _broken_fence("\n".join(tiles), start, end, parsed)

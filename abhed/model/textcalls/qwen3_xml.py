@@ -169,7 +169,7 @@ class _Structural:
 
 def _first_closing(text: str) -> list[_Call]:
     """The reading vLLM's parser gives: each value ends at the first closing tag after it."""
-    calls = []
+    calls: list[_Call] = []
     for found in _OPENER.finditer(text):
         if found.group() == CALL and not text.startswith(FUNCTION, skip_space(text, found.end())):
             continue

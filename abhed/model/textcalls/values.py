@@ -85,8 +85,8 @@ def convert(args: dict[str, Any], schema: dict[str, Any], texts: bool) -> dict[s
         return args
     root = schema if isinstance(schema, dict) else {}
     top = _deref(root, root)
-    props = top.get("properties") if isinstance(top.get("properties"), dict) else {}
-    required = top.get("required") if isinstance(top.get("required"), list) else []
+    props = _v if isinstance(_v := top.get("properties"), dict) else {}
+    required = _v if isinstance(_v := top.get("required"), list) else []
     out: dict[str, Any] = {}
     for key, value in args.items():
         if key not in props:  # not a parameter: left for the schema check to name
