@@ -18,7 +18,8 @@ ROWS = ("grep files_with_matches, root", "grep content, root", "grep count, root
         "grep content, drivers/", "grep count, drivers/", "glob **/*.c", "read drivers/",
         "bash `env true`, first call (cold)", "bash `env true`, later calls",
         "bash `true` (read-only: no checkpoint)", "edit (one line)", "write (new 4 KB file)",
-        "bash changing 4 files", "undo of that bash call")
+        "bash changing 4 files", "undo of that bash call",
+        "bash `env true`, first call 3 s after the session opened")  # in another fresh workspace (--turn)
 
 
 def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
