@@ -165,3 +165,12 @@ def test_a_program_given_by_path_is_started_through_setpriv_without_a_python_fun
 def test_a_missing_program_still_raises_file_not_found(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         hostproc.run([str(tmp_path / "no-such-program")], timeout=5)
+
+
+def test_a_child_whose_abhed_died_before_setpriv_set_the_signal_ends_before_the_program_runs(tmp_path: Path) -> None:
+    """setpriv does not check the parent; the sh after it does: a parent that is not Abhed any more
+    (it died, the child went to init) means the program never starts."""
+    line, _ = hostproc._dying_with_abhed(["/bin/sh", "-c", f"touch {tmp_path / 'ran'}"])
+    line[line.index(str(os.getpid()))] = str(os.getpid() + 1_000_000)  # as if Abhed had died: another parent
+    done = subprocess.run(line)
+    assert done.returncode == 127 and not (tmp_path / "ran").exists()

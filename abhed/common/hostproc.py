@@ -14,8 +14,9 @@ Each child therefore
   (`preexec_fn`) forces a fork, which copies the page tables of all of Abhed's memory (31 ms per
   child for a process holding 200 MB, against 0.6 ms). The one thing setpriv does not do is check
   that Abhed was still alive when it set the signal: a child whose Abhed was killed in that half
-  millisecond runs to its end. Where setpriv is missing, the child does it itself, with that
-  check, at fork's price.
+  millisecond would run on, so a `sh` between setpriv and the program checks $PPID (as the
+  preexec function did) and ends it (0.5 ms more). Where setpriv is missing, the child does it all
+  itself, at fork's price.
 """
 
 from __future__ import annotations
@@ -59,16 +60,20 @@ def _dies_with(parent: int):
 
 
 def _setpriv() -> str | None:
-    """setpriv, when it can set the parent-death signal (util-linux 2.33 and later)."""
+    """setpriv, when it can set the parent-death signal (util-linux 2.33 and later) and sh runs the check."""
     for directory in ("/usr/bin", "/bin"):
         path = os.path.join(directory, "setpriv")
         if os.access(path, os.X_OK):
-            done = subprocess.run([path, "--pdeathsig", "KILL", "--", "/bin/true"], capture_output=True)
+            done = subprocess.run([path, "--pdeathsig", "KILL", "--", "/bin/sh", "-c", _STILL_ALIVE, "sh",
+                                   str(os.getpid()), "/bin/true"], capture_output=True)
             return path if done.returncode == 0 else None
     return None
 
 
 _SETPRIV: list[str | None] = []  # looked for once per process
+# Run by sh once setpriv has set the signal: a parent that died before that (the child is then
+# someone else's) is not waited for by anything, so the child ends here instead of running on.
+_STILL_ALIVE = 'test "$PPID" = "$1" || exit 127; shift; exec "$@"'
 
 
 def _dying_with_abhed(argv: Sequence[str]) -> tuple[list[str], Callable[[], None] | None]:
@@ -77,7 +82,8 @@ def _dying_with_abhed(argv: Sequence[str]) -> tuple[list[str], Callable[[], None
         _SETPRIV.append(_setpriv())
     # A program given by name or missing: as before (Popen's own lookup, and its FileNotFoundError).
     if _SETPRIV[0] is not None and os.path.isabs(argv[0]) and os.access(argv[0], os.X_OK):
-        return [_SETPRIV[0], "--pdeathsig", "KILL", "--", *argv], None
+        return [_SETPRIV[0], "--pdeathsig", "KILL", "--", "/bin/sh", "-c", _STILL_ALIVE, "sh", str(os.getpid()),
+                *argv], None
     return list(argv), _dies_with(os.getpid())
 
 
