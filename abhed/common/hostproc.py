@@ -22,6 +22,7 @@ Each child therefore
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import select
 import selectors
@@ -59,18 +60,21 @@ def _dies_with(parent: int):
     return first
 
 
+@functools.cache  # looked for once per process
 def _setpriv() -> str | None:
     """setpriv, when it can set the parent-death signal (util-linux 2.33 and later) and sh runs the check."""
     for directory in ("/usr/bin", "/bin"):
         path = os.path.join(directory, "setpriv")
         if os.access(path, os.X_OK):
-            done = subprocess.run([path, "--pdeathsig", "KILL", "--", "/bin/sh", "-c", _STILL_ALIVE, "sh",
-                                   str(os.getpid()), "/bin/true"], capture_output=True)
+            try:
+                done = subprocess.run([path, "--pdeathsig", "KILL", "--", "/bin/sh", "-c", _STILL_ALIVE, "sh",
+                                       str(os.getpid()), "/bin/true"], capture_output=True, timeout=5)
+            except subprocess.TimeoutExpired:
+                return None
             return path if done.returncode == 0 else None
     return None
 
 
-_SETPRIV: list[str | None] = []  # looked for once per process
 # Run by sh once setpriv has set the signal: a parent that died before that (the child is then
 # someone else's) is not waited for by anything, so the child ends here instead of running on.
 _STILL_ALIVE = 'test "$PPID" = "$1" || exit 127; shift; exec "$@"'
@@ -78,11 +82,10 @@ _STILL_ALIVE = 'test "$PPID" = "$1" || exit 127; shift; exec "$@"'
 
 def _dying_with_abhed(argv: Sequence[str]) -> tuple[list[str], Callable[[], None] | None]:
     """The command line and the preexec function that make a child die with Abhed."""
-    if not _SETPRIV:
-        _SETPRIV.append(_setpriv())
+    setpriv = _setpriv()
     # A program given by name or missing: as before (Popen's own lookup, and its FileNotFoundError).
-    if _SETPRIV[0] is not None and os.path.isabs(argv[0]) and os.access(argv[0], os.X_OK):
-        return [_SETPRIV[0], "--pdeathsig", "KILL", "--", "/bin/sh", "-c", _STILL_ALIVE, "sh", str(os.getpid()),
+    if setpriv is not None and os.path.isabs(argv[0]) and os.access(argv[0], os.X_OK):
+        return [setpriv, "--pdeathsig", "KILL", "--", "/bin/sh", "-c", _STILL_ALIVE, "sh", str(os.getpid()),
                 *argv], None
     return list(argv), _dies_with(os.getpid())
 
