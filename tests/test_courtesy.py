@@ -294,7 +294,11 @@ def test_the_extra_wrappers_are_followed_within_bounds():
 def test_a_64_kib_line_of_extra_wrappers_is_decided():
     line = "perf " * 13_000 + "rm -rf x"
     decided = verdict(line)
-    assert decided.decision == "ask" and "more than 10000 syntax nodes" in decided.reason  # read no further
+    # Read no further: whichever bound the grammar meets first on this machine (its node count, or its
+    # CPU time on a slow or busy one) leaves the line unread, and a human decides it.
+    assert decided.decision == "ask" and decided.opaque
+    assert ("more than 10000 syntax nodes" in decided.reason
+            or "more than the 30 ms of CPU time this check gives it" in decided.reason)
     assert "perf runs a command this check cannot find" in verdict("perf " * 2_000 + "rm -rf x").reason
 
 
