@@ -37,6 +37,7 @@ from functools import partial
 from typing import Any, Literal, NamedTuple, TypedDict
 
 from abhed.agent import compaction, dispatch
+from abhed.agent import notes as notefiles
 from abhed.common.traits import Traits
 from abhed.gate.approval import Gate
 from abhed.session.config import AgentConfig
@@ -410,6 +411,19 @@ class Agent:
         self.ctx.session.save()
         self._build_system()
 
+    def reload_notes(self) -> None:
+        """Read the notes for the system prompt again (after chat's /init wrote AGENTS.md)."""
+        self.notes = project_notes(self.ctx.paths.workspace)
+        self._build_system()
+
+    def use_model(self, model: Model) -> None:
+        """Chat's /model: `model` answers from the next request on, with its own window, output cap,
+        tool-call format and image limits (the system prompt and the observation cap follow)."""
+        self.model = model
+        self.ctx.vision = image_limits(model.vision)
+        self.cap = observation_cap(model.context_window)
+        self._use_format(model.tool_format)
+
     def _fall_back_to_text_protocol(self, fmt: str) -> None:
         """`fmt`: the text format the connection chose to fall back to (model.fallback_format)."""
         self.display.notice(f"the model server at {self.model.client.endpoint} has no tool-call parser, so the tools "
@@ -501,10 +515,30 @@ class Agent:
             hints.append(f"[Abhed: your last reply was cut off at the output limit ({self.model.max_output} tokens), "
                          "so its last call may be incomplete. Make calls smaller: write a large file in parts (write "
                          "the start, then add the rest with edit).]")
-        if hints:
-            self._add(Msg("user", "\n".join(hints)), origin="loop_guard")  # synced: the results with it
+        loaded = self._nested_notes(calls)
+        if loaded or hints:  # synced: the results with it
+            self._add(Msg("user", "\n\n".join([*loaded, "\n".join(hints)] if hints else loaded)),
+                      origin="notes" if loaded else "loop_guard")
         else:
             self.ctx.session.log.sync()  # the results are durable before the model sees them
+
+    def _nested_notes(self, calls: list[ToolCall]) -> list[str]:
+        """The notes (AGENTS.md, ABHED.md) of the subdirectories these calls worked in that the
+        conversation does not hold yet (agent/notes.py), each told to the human."""
+        directories = []
+        for call in calls:
+            try:
+                arguments = json.loads(call.arguments)
+            except (ValueError, RecursionError):
+                continue
+            directory = notefiles.touched(call.name, arguments, self.ctx.cwd) if isinstance(arguments, dict) else None
+            if directory is not None:
+                directories.append(directory)
+        said = [m.content for m in self.messages if m.role == "user" and isinstance(m.content, str)]
+        found = notefiles.due(self.ctx.paths.workspace, directories, said)
+        for _, line in found:
+            self.display.notice(line)
+        return [text for text, _ in found]
 
     def _run_batch(self, batch: list[ToolCall]) -> list[ToolResult]:
         for call in batch:

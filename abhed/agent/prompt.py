@@ -1,14 +1,12 @@
-"""The system prompt: who the agent is, how to use its tools, where it works, the project's ABHED.md and AGENTS.md."""
+"""The system prompt: who the agent is, how to use its tools, where it works, the notes for agents (agent/notes.py)."""
 
 from __future__ import annotations
 
 from datetime import date
 from pathlib import Path
 
-from abhed.tools.base import head_tail
+from abhed.agent import notes as notefiles
 
-NOTES_FILES = ("ABHED.md", "AGENTS.md")
-NOTES_CHARS = 20_000
 MODES = {
     "ask": "changes to files and commands outside the operator's allow rules need a human's approval; commands "
            "that only read (ls, cat, grep, git status, git log...) run unasked",
@@ -21,23 +19,11 @@ MODES = {
 }
 
 
-def project_notes(workspace: Path) -> str | None:
-    """The project's notes for agents at the workspace root, ABHED.md and AGENTS.md (the name other
-    agents read), each under its name, bounded together; None when there are none (or unreadable)."""
-    found = []
-    for name in NOTES_FILES:
-        try:
-            text = (workspace / name).read_text(encoding="utf-8", errors="replace").strip()
-        except OSError:
-            continue
-        if text:
-            found.append((name, text))
-    parts = []
-    for name, text in found:
-        kept, cut = head_tail(text, NOTES_CHARS // len(found))
-        parts.append(f"## {name}\n{kept}" + (f"\n[{name} is longer; {cut} characters were left out of this prompt. "
-                                              "Read the file for the rest.]" if cut else ""))
-    return "\n\n".join(parts) or None
+def project_notes(workspace: Path, user_file: Path | None = None) -> str | None:
+    """The notes for agents in the system prompt (agent/notes.py): the user's own AGENTS.md, then the
+    workspace root's ABHED.md and AGENTS.md, each bounded; None when there are none."""
+    parts = (notefiles.user_notes(user_file), notefiles.root_notes(workspace))
+    return "\n\n".join(part for part in parts if part) or None
 
 
 def system_prompt(workspace: Path, tool_names: list[str], mode: str, addendum: str = "",

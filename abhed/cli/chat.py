@@ -16,7 +16,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from abhed.cli import lineedit, slash
+from abhed.cli import escwatch, lineedit, slash
 from abhed.cli.display import Chat
 from abhed.common.terminal import printable
 from abhed.session.store import SessionStore
@@ -71,7 +71,7 @@ class Pending:
 def greet(display: Chat, workspace: Path) -> None:
     """What the chat shows before its prompt: nothing that needs the model or the session."""
     display.console.print(f"[bold]abhed[/] chat in {escape(printable(str(workspace)))}")
-    display.console.print("[dim]/help lists commands; Ctrl-C stops a turn, Ctrl-D or /exit ends the session.[/]")
+    display.console.print("[dim]/help lists commands; Esc or Ctrl-C stops a turn, Ctrl-D or /exit ends the session.[/]")
 
 
 def announce(agent: Any, display: Chat, unfinished: bool) -> None:
@@ -97,7 +97,8 @@ def chat_loop(pending: Pending, display: Chat, home: Path, workspace: Path,
     unfinished = False
     while True:
         try:
-            text = read("> ").strip()
+            line, send, display.typed = escwatch.next_input(display.typed)  # keys typed during the last turn
+            text = read("> ", line, send).strip()
             if agent is None:  # the first message waits for what a turn needs
                 agent, unfinished = pending.result()
                 commands = slash.Slash(agent, display, SessionStore(home))
@@ -120,7 +121,8 @@ def chat_loop(pending: Pending, display: Chat, home: Path, workspace: Path,
 
 
 def _turn(agent: Any, display: Chat, text: str) -> None:
-    """Run one turn on the person's message."""
+    """Run one turn on the person's message (Esc or Ctrl-C interrupts it: cli/escwatch.py); the
+    keys typed meanwhile wait in display.typed for the next prompt."""
     from abhed.cli.attachments import attach
     from abhed.cli.launch import budget
     console = display.console
@@ -128,10 +130,19 @@ def _turn(agent: Any, display: Chat, text: str) -> None:
     attached = attach(text, agent.ctx.vision)  # images and PDFs named by path (typed or dropped)
     for line in attached.lines:
         console.print(printable(line), style="dim", markup=False, soft_wrap=True)
+    keys = escwatch.stdin_watch()
+    display.keys = keys.start()
+    outcome = None
     try:
-        outcome = agent.run(attached.prompt or None, images=attached.images)
-    finally:
-        display.idle()
+        try:
+            outcome = agent.run(attached.prompt or None, images=attached.images)
+        finally:
+            display.keys = escwatch.NOT_WATCHING
+            display.typed += keys.stop()  # no Esc is sent after this; one sent just before is handled in here
+            display.idle()
+    except KeyboardInterrupt:  # an Esc pressed as the turn ended: it has ended anyway
+        if outcome is None:
+            raise
     if outcome.status == "done":
         console.print(f"[dim]{display.activity.line()}[/]")
     else:

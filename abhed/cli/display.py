@@ -26,7 +26,7 @@ from rich.padding import Padding
 from rich.panel import Panel
 from rich.text import Text
 
-from abhed.cli import approvals, diffview
+from abhed.cli import approvals, diffview, escwatch
 from abhed.cli.activity import Activity
 from abhed.cli.replytext import MarkdownStream
 from abhed.gate.approval import Answer, Gate, Verdict
@@ -227,6 +227,8 @@ class Chat(Display):
         self.reply = MarkdownStream(self.console)
         self.activity = Activity(self.console)
         self._running = "running"  # what the status line says while the last call started runs
+        self.keys = escwatch.NOT_WATCHING  # a turn's Esc watch: paused while an approval reads its answer
+        self.typed = ""  # keys typed during a turn, for the next prompt (escwatch.next_input)
 
     def waiting(self) -> None:
         self.activity.start("thinking")
@@ -340,7 +342,8 @@ class Chat(Display):
         return approvals.ask(options, self._read, self._say, self.save_rule or str)
 
     def _read(self, prompt: str) -> str:
-        return self.console.input(escape(prompt))
+        with self.keys.paused():
+            return self.console.input(escape(prompt))
 
     def _say(self, line: str) -> None:
         self.console.print(Text(printable(line), style="dim"))

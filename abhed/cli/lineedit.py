@@ -65,8 +65,10 @@ class Reader:
     def __init__(self, read: Callable[[str], str], stop: Callable[[], None] = lambda: None) -> None:
         self._read, self._stop = read, stop
 
-    def __call__(self, prompt: str) -> str:
-        return self._read(prompt)
+    def __call__(self, prompt: str, typed: str = "", send: bool = False) -> str:
+        """`typed`: text typed during the last turn, in the input line; `send`: sent at once (an Enter
+        followed it). Plain lines have neither (no terminal, no keys watched)."""
+        return self._read(prompt, typed, send) if typed or send else self._read(prompt)
 
     def stop(self) -> None:
         """From any thread: end the prompt being shown as if Enter were pressed on an empty line
@@ -112,11 +114,11 @@ def reader(home: Path, workspace: Path, commands: Iterable[str], fallback: Calla
     def after_drawing() -> None:  # pre_run comes before the prompt is drawn; what it schedules runs after
         asyncio.get_running_loop().call_soon(drawn)
 
-    def read(prompt: str) -> str:
+    def read(prompt: str, typed: str = "", send: bool = False) -> str:
         # What other threads print while the prompt is shown goes above it, not through it.
         try:
             with patch_stdout(raw=True):
-                return session.prompt(prompt, pre_run=after_drawing)
+                return session.prompt(prompt, pre_run=after_drawing, default=typed, accept_default=send)
         finally:
             # The editor took the terminal from the held mode with no gap and gave it back held: the
             # terminal's own mode returns now (for the approval prompts' plain lines).

@@ -115,12 +115,35 @@ def _verify_all(store) -> None:
 
 @sessions.command("export")
 @click.argument("session_id")
-@click.option("--format", "fmt", type=click.Choice(["jsonl"]), default="jsonl", show_default=True)
-def sessions_export(session_id: str, fmt: str) -> None:
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "markdown"]), default="jsonl", show_default=True)
+@click.option("--output", "-o", metavar="PATH", help="Write to a new file PATH (never replaced) instead of stdout.")
+def sessions_export(session_id: str, fmt: str, output: str | None) -> None:
     """Print a session as audit records, one JSON object a line: who (user, host), when, which model,
     every call with its approval decision and who approved it, every checkpoint and undo, and
-    whether the log's hash chain is intact."""
+    whether the log's hash chain is intact. --format markdown: the conversation for people (the
+    messages, each call with its approval and its result, bounded)."""
     from abhed.session.audit import export_lines
     session = base.open_session(session_id)
+    if fmt == "markdown" or output:
+        _export_document(session, fmt, output)
+        return
     for line in export_lines(session):
         click.echo(line)
+
+
+def _export_document(session, fmt: str, output: str | None) -> None:
+    """The export as one text, to stdout or to a new file (session/markdown.py's rules)."""
+    from pathlib import Path
+
+    from abhed.session import markdown
+    from abhed.session.audit import export_lines
+    text = markdown.render(session) if fmt == "markdown" else "\n".join(export_lines(session)) + "\n"
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    path = markdown.target(output, Path.cwd())
+    try:
+        markdown.write_new(path, text, Path(session.state.workspace))
+    except markdown.ExportError as exc:
+        base.fail(str(exc))
+    click.echo(f"wrote {printable(str(path))} ({len(text.splitlines())} lines)", err=True)

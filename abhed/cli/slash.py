@@ -34,6 +34,9 @@ HELP = {
     "clear": "start a new conversation in this session (the log keeps the old one)",
     "sessions": "the sessions of this workspace, newest first",
     "mcp": "the MCP servers of this session: admitted and withheld tools",
+    "init": "ask the model to survey the repository and write a first AGENTS.md (/init improve: review it)",
+    "model": "the models the endpoint serves; /model ID switches to one for this chat",
+    "export": "write this session as markdown to a new file: /export [PATH] (default abhed-SESSION.md)",
     "exit": "end the session (Ctrl-D too)",
 }
 NAMES = tuple(f"/{name}" for name in HELP)
@@ -191,6 +194,34 @@ class Slash:
         if len(rows) > MAX_SESSIONS:
             self._say(f"[{len(rows) - MAX_SESSIONS} older sessions not shown: abhed sessions list]", "dim")
         self._say("[* this session; continue another with: abhed chat --session ID]", "dim")
+
+    def do_init(self, argument: str) -> None:
+        from abhed.cli import initcmd
+        from abhed.cli.chat import _turn
+        prompt, refusal = initcmd.request(self.agent.ctx.paths.workspace, argument)
+        if prompt is None:
+            self._say(f"/init: {refusal}", "yellow")
+            return
+        _turn(self.agent, self.display, prompt)
+        self.agent.reload_notes()  # the model reads the new AGENTS.md from the next message on
+
+    def do_model(self, argument: str) -> None:
+        from abhed.cli import modelswitch
+        lines = modelswitch.switch(self.agent, argument, self.display) if argument else modelswitch.listing(self.agent)
+        for line in lines:
+            self._say(line)
+
+    def do_export(self, argument: str) -> None:
+        from abhed.session import markdown
+        session, workspace = self.agent.ctx.session, self.agent.ctx.paths.workspace
+        path = markdown.target(argument or f"abhed-{session.id}.md", workspace)
+        text = markdown.render(session)
+        try:
+            markdown.write_new(path, text, workspace)
+        except markdown.ExportError as exc:
+            self._say(f"/export: {exc}", "yellow")
+            return
+        self._say(f"wrote {path} ({len(text.splitlines())} lines of markdown)")
 
     def do_exit(self, _: str) -> bool:
         return False

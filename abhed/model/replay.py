@@ -76,8 +76,9 @@ class ReplayServer:
     def __init__(self, script: Script, *, model_id: str = "replay/abhed-demo", max_model_len: int | None = 32768,
                  tool_parser: bool = True, chunk_chars: int = 16, delay_s: float = 0.0, stall_s: float = 2.0,
                  report_max_model_len: bool = True, images: int = 0, tool_images: bool = True,
-                 chunked: bool = True, port: int = 0, loading: int = 0) -> None:
+                 chunked: bool = True, port: int = 0, loading: int = 0, also_serves: Sequence[str] = ()) -> None:
         self.script = script
+        self.also_serves = list(also_serves)  # more model ids /v1/models lists after model_id (chat's /model)
         self.loading = loading  # the first `loading` GET /v1/models answer 503, as a proxy before a loading vLLM
         self.model_id = model_id
         self.max_model_len = max_model_len
@@ -138,7 +139,8 @@ class ReplayServer:
                                 "owned_by": "vllm", "root": self.model_id, "parent": None, "permission": []}
         if self.report_max_model_len and self.max_model_len:
             card["max_model_len"] = self.max_model_len
-        return {"object": "list", "data": [card]}
+        others = [{**card, "id": other, "root": other} for other in self.also_serves]
+        return {"object": "list", "data": [card, *others]}
 
 
 def error_body(message: str, status: int, kind: str = "BadRequestError", flat: bool = False) -> dict[str, Any]:
