@@ -27,7 +27,7 @@ from collections.abc import Iterator
 
 ESC = b"\x1b"
 ESC_WAIT_S = 0.05  # what follows Esc within this belongs to the same key (an arrow, Alt-x)
-KEY_SEQUENCE = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|O.|.)", re.S)  # CSI, SS3, Alt-x
+KEY_SEQUENCE = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|O.|[^\x1b])", re.S)  # CSI, SS3, Alt-x
 MAX_TYPED = 4000  # characters kept for the next input line
 
 

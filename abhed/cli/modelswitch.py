@@ -39,7 +39,8 @@ def switch(agent: Any, model_id: str, display: Any) -> list[str]:
     from abhed.cli import launch
     from abhed.conformance.report import one_line, saved
     settings = agent.ctx.settings
-    chosen = settings.model_copy(update={"model": settings.model.model_copy(update={"model": model_id})})
+    served = settings.model.model_copy(update={"model": model_id, "endpoint": agent.model.client.endpoint})
+    chosen = settings.model_copy(update={"model": served})
     try:
         model = launch.open_model(chosen, display)
     except (ModelError, ProfileError) as exc:
