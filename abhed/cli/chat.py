@@ -101,7 +101,7 @@ def chat_loop(pending: Pending, display: Chat, home: Path, workspace: Path,
             text = read("> ", line, send).strip()
             if agent is None:  # the first message waits for what a turn needs
                 agent, unfinished = pending.result()
-                commands = slash.Slash(agent, display, SessionStore(home))
+                commands = slash.Slash(agent, display, SessionStore(home), turn=lambda text: _turn(agent, display, text))
         except EOFError:
             console.print()
             return

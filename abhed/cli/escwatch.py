@@ -23,7 +23,8 @@ import select
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 
 ESC = b"\x1b"
 ESC_WAIT_S = 0.05  # what follows Esc within this belongs to the same key (an arrow, Alt-x)
@@ -51,13 +52,20 @@ def next_input(typed: str) -> tuple[str, bool, str]:
     return line, bool(enter), rest
 
 
+def _ctrl_c() -> None:
+    """What Ctrl-C does: SIGINT, at the main thread (where the turn runs and Python raises KeyboardInterrupt)."""
+    main = threading.main_thread().ident
+    assert main is not None  # the main thread has started: it runs the chat
+    signal.pthread_kill(main, signal.SIGINT)
+
+
 class Watch:
     """The watch over one turn; a no-op when stdin is not a terminal."""
 
-    def __init__(self, fd: int | None, interrupt=None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, fd: int | None, interrupt: Callable[[], None] | None = None) -> None:
         self.fd = fd  # None: nothing to watch
-        self._interrupt = interrupt or (lambda: signal.pthread_kill(threading.main_thread().ident, signal.SIGINT))
-        self._cooked: list | None = None
+        self._interrupt = interrupt or _ctrl_c
+        self._cooked: list[Any] | None = None
         self._thread: threading.Thread | None = None
         self._wake_r = self._wake_w = -1
         self._lock = threading.Lock()  # running and sending: none sent once stop() took it

@@ -62,13 +62,13 @@ def hold_keys() -> Callable[[], None]:
 class Reader:
     """Reads one message per call (raises EOFError at the end, KeyboardInterrupt on Ctrl-C)."""
 
-    def __init__(self, read: Callable[[str], str], stop: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, read: Callable[[str, str, bool], str], stop: Callable[[], None] = lambda: None) -> None:
         self._read, self._stop = read, stop
 
     def __call__(self, prompt: str, typed: str = "", send: bool = False) -> str:
         """`typed`: text typed during the last turn, in the input line; `send`: sent at once (an Enter
         followed it). Plain lines have neither (no terminal, no keys watched)."""
-        return self._read(prompt, typed, send) if typed or send else self._read(prompt)
+        return self._read(prompt, typed, send)
 
     def stop(self) -> None:
         """From any thread: end the prompt being shown as if Enter were pressed on an empty line
@@ -82,8 +82,8 @@ def reader(home: Path, workspace: Path, commands: Iterable[str], fallback: Calla
     time the prompt is on the screen (or right before a plain line is read); `release` (hold_keys')
     after each prompt on a terminal."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        def plain(prompt: str) -> str:
-            drawn()
+        def plain(prompt: str, typed: str = "", send: bool = False) -> str:
+            drawn()  # no terminal: no keys were watched, so `typed` and `send` are always empty
             return fallback(prompt)
         return Reader(plain)
     from prompt_toolkit import PromptSession

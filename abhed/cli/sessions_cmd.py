@@ -132,10 +132,10 @@ def sessions_export(session_id: str, fmt: str, output: str | None) -> None:
 
 
 def _export_document(session, fmt: str, output: str | None) -> None:
-    """The export as one text, to stdout or to a new file (session/markdown.py's rules)."""
+    """The export as one text, to stdout or to a new file (cli/mdexport.py's rules)."""
     from pathlib import Path
 
-    from abhed.session import markdown
+    from abhed.cli import mdexport as markdown
     from abhed.session.audit import export_lines
     text = markdown.render(session) if fmt == "markdown" else "\n".join(export_lines(session)) + "\n"
     if output is None:

@@ -54,6 +54,7 @@ class Slash:
     agent: Any  # the chat's Agent
     display: Any  # the chat's Chat display
     store: SessionStore
+    turn: Callable[[str], None] = lambda text: None  # runs a turn on a prompt, as a message does (chat._turn)
 
     @property
     def console(self) -> Console:
@@ -197,12 +198,11 @@ class Slash:
 
     def do_init(self, argument: str) -> None:
         from abhed.cli import initcmd
-        from abhed.cli.chat import _turn
         prompt, refusal = initcmd.request(self.agent.ctx.paths.workspace, argument)
         if prompt is None:
             self._say(f"/init: {refusal}", "yellow")
             return
-        _turn(self.agent, self.display, prompt)
+        self.turn(prompt)
         self.agent.reload_notes()  # the model reads the new AGENTS.md from the next message on
 
     def do_model(self, argument: str) -> None:
@@ -212,7 +212,7 @@ class Slash:
             self._say(line)
 
     def do_export(self, argument: str) -> None:
-        from abhed.session import markdown
+        from abhed.cli import mdexport as markdown
         session, workspace = self.agent.ctx.session, self.agent.ctx.paths.workspace
         path = markdown.target(argument or f"abhed-{session.id}.md", workspace)
         text = markdown.render(session)

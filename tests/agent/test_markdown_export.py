@@ -1,4 +1,4 @@
-"""A session as markdown (session/markdown.py): `abhed sessions export ID --format markdown` and chat's
+"""A session as markdown (cli/mdexport.py): `abhed sessions export ID --format markdown` and chat's
 /export. What it holds, its bounds, and that writing it never replaces a file or follows a link
 the model planted."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from abhed.model.replay import ReplayServer, Turn
-from abhed.session import markdown
+from abhed.cli import mdexport as markdown
 from agent_helpers import make_agent
 from test_cli_agent import abhed
 
