@@ -19,6 +19,7 @@ Every file is bounded: what is cut says so and how much.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterable
@@ -52,14 +53,22 @@ def _text(fd: int) -> str | None:
     return read_fd(fd, READ_BYTES).decode("utf-8", errors="replace").strip() or None
 
 
-def read_beneath(root: Path, path: Path) -> str | None:
+def read_beneath(root: Path, path: Path, hops: int = 1) -> str | None:
     """The text of `path` below `root`, opened without following a symlink; None when absent,
-    unreadable, a symlink or not a regular file."""
+    unreadable or not a regular file. A symlink as the file itself (AGENTS.md -> CLAUDE.md) is
+    followed `hops` times when its target, taken as a path, lies in the workspace: that target is
+    opened beneath the root in turn, so whatever the link says, nothing outside is read."""
     try:
         with opened(open_beneath(root, path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)) as fd:
             return _text(fd)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP or hops <= 0:
+            return None
+    try:
+        target = Path(os.path.normpath(path.parent / os.readlink(path)))  # only a name: opened beneath below
     except OSError:
         return None
+    return read_beneath(root, target, hops - 1) if is_within(target, root) else None
 
 
 def read_user(path: Path) -> str | None:

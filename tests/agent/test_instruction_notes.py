@@ -116,3 +116,14 @@ def test_the_users_own_notes_lead_the_system_prompt_from_xdg_config_home(ws, tmp
     assert text is not None and text.index("Answer tersely.") < text.index("Project rule.")
     assert f"## {mine} (the user's own notes, for every project)" in text
     assert project_notes(ws, tmp_path / "none") == "## AGENTS.md\nProject rule."
+
+
+def test_a_link_to_a_file_inside_the_workspace_is_read_and_one_leading_out_is_not(ws, tmp_path):
+    (ws / "CLAUDE.md").write_text("shared notes\n")
+    (ws / "AGENTS.md").symlink_to("CLAUDE.md")
+    assert notes.root_notes(ws) == "## AGENTS.md\nshared notes"
+    (tmp_path / "secret").write_text("SECRET\n")
+    (ws / "sub").mkdir()
+    (ws / "sub" / "AGENTS.md").symlink_to("../../secret")  # relative, out of the workspace
+    (ws / "sub" / "ABHED.md").symlink_to("ABHED.md")  # a loop
+    assert notes.directory_notes(ws, ws / "sub", 1000) == (None, [])

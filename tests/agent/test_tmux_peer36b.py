@@ -11,6 +11,8 @@ import uuid
 import pytest
 
 from abhed.model.replay import ReplayServer, Turn
+from abhed.session.events import RunEvent
+from abhed.session.store import SessionStore
 from tmux_chat import TmuxChat
 from test_chat_tmux import processes_running, run
 
@@ -92,7 +94,7 @@ def test_init_asks_the_model_to_write_agents_md_through_an_approved_write_and_re
     assert "Run `make check`." in server.requests[-1]["messages"][0]["content"]  # the next message reads it
 
 
-def test_esc_stops_a_running_command_and_a_streaming_reply_and_the_next_message_continues(ws, term):
+def test_esc_stops_a_running_command_and_a_streaming_reply_and_the_next_message_continues(ws, term, home):
     nap = f"30.{uuid.uuid4().int % 10**6}"
     turns = [Turn(calls=[run(f"sleep {nap}")]), Turn(fault="late_start"), Turn(text="Continuing.")]
     with ReplayServer(turns, stall_s=30) as server:
@@ -122,6 +124,10 @@ def test_esc_stops_a_running_command_and_a_streaming_reply_and_the_next_message_
     assert said.count("[Abhed: the user interrupted this turn.]") == 2 and said.endswith("go on")
     tool = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
     assert len(tool) == 1  # the interrupted call has its result, so the conversation stays well-formed
+    (session_id,) = SessionStore(home).ids()
+    events = SessionStore(home).open(session_id).log.load().events
+    assert [e.status for e in events if isinstance(e, RunEvent) and e.status != "started"] == \
+        ["interrupted", "interrupted", "done"]  # the record says so
 
 
 def test_model_lists_what_the_endpoint_serves_and_switches_for_the_next_message(ws, term):
