@@ -86,3 +86,21 @@ def test_without_a_terminal_the_watch_does_nothing():
     with watch.paused():
         pass
     assert watch.stop() == ""
+
+
+def test_an_esc_outside_the_loop_where_the_run_records_its_end_sends_nothing():
+    master, slave = pty.openpty()
+    try:
+        hits = threading.Event()
+        inside = [False]
+        watch = escwatch.Watch(slave, interrupt=hits.set, stoppable=lambda: inside[0]).start()
+        os.write(master, b"\x1b")
+        time.sleep(escwatch.ESC_WAIT_S * 4)
+        assert not hits.is_set()
+        inside[0] = True
+        os.write(master, b"\x1b")
+        assert hits.wait(GUARD_S)
+        watch.stop()
+    finally:
+        os.close(master)
+        os.close(slave)

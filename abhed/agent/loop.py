@@ -233,6 +233,7 @@ class Agent:
         self._said, self._changed_from = "", 0  # this run's last visible words, and where its changes start
         self._tool_names = {tool.name for tool in self.tools}
         self._refused_text: str | None = None  # the last reply whose calls could not run (_repeated_refusal)
+        self.stoppable = False  # inside the loop, where a KeyboardInterrupt is taken as the user's interrupt
 
     # -- one run ------------------------------------------------------------------------------------
 
@@ -251,10 +252,14 @@ class Agent:
             else:
                 self._add(Msg("user", RESUME_NOTE), origin="resume")
             try:
+                self.stoppable = True  # from here an interrupt ends the run cleanly (chat's Esc asks: cli/escwatch.py)
                 outcome = self._loop()
             except KeyboardInterrupt:
+                self.stoppable = False
                 stop_running_commands()  # commands of parallel calls run in worker threads: the interrupt missed them
                 outcome = self._interrupted()
+            finally:
+                self.stoppable = False
         except StoreError as exc:
             outcome, store_failed = self._store_failed(exc), True
         self._end_run(outcome, store_failed)

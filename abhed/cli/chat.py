@@ -130,7 +130,7 @@ def _turn(agent: Any, display: Chat, text: str) -> None:
     attached = attach(text, agent.ctx.vision)  # images and PDFs named by path (typed or dropped)
     for line in attached.lines:
         console.print(printable(line), style="dim", markup=False, soft_wrap=True)
-    keys = escwatch.stdin_watch()
+    keys = escwatch.stdin_watch(lambda: agent.stoppable)
     display.keys = keys.start()
     outcome = None
     try:

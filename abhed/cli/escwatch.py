@@ -62,9 +62,11 @@ def _ctrl_c() -> None:
 class Watch:
     """The watch over one turn; a no-op when stdin is not a terminal."""
 
-    def __init__(self, fd: int | None, interrupt: Callable[[], None] | None = None) -> None:
+    def __init__(self, fd: int | None, interrupt: Callable[[], None] | None = None,
+                 stoppable: Callable[[], bool] = lambda: True) -> None:
         self.fd = fd  # None: nothing to watch
         self._interrupt = interrupt or _ctrl_c
+        self._stoppable = stoppable  # whether the turn is where an interrupt ends it cleanly (Agent.stoppable)
         self._cooked: list[Any] | None = None
         self._thread: threading.Thread | None = None
         self._wake_r = self._wake_w = -1
@@ -176,15 +178,15 @@ class Watch:
 
     def _send(self) -> None:
         with self._lock:
-            if not self._running or self._pauses or self.pressed:
-                return
+            if not self._running or self._pauses or self.pressed or not self._stoppable():
+                return  # an Esc as the run records its end is too late: the turn is over
             self.pressed = True
             self._interrupt()
 
 
-def stdin_watch() -> Watch:
+def stdin_watch(stoppable: Callable[[], bool] = lambda: True) -> Watch:
     """The watch of the chat's terminal (a no-op one when stdin or stdout is not a terminal)."""
-    return Watch(sys.stdin.fileno() if sys.stdin.isatty() and sys.stdout.isatty() else None)
+    return Watch(sys.stdin.fileno() if sys.stdin.isatty() and sys.stdout.isatty() else None, stoppable=stoppable)
 
 
 NOT_WATCHING = Watch(None)  # paused() and stop() do nothing
