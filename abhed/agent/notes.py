@@ -68,7 +68,8 @@ def read_beneath(root: Path, path: Path, hops: int = 1) -> str | None:
         target = Path(os.path.normpath(path.parent / os.readlink(path)))  # only a name: opened beneath below
     except OSError:
         return None
-    return read_beneath(root, target, hops - 1) if is_within(target, root) else None
+    # is_within: said, not relied on (open_beneath refuses a target outside the root anyway)
+    return read_beneath(root, target, hops - 1) if is_within(target, root) else None  # pragma: no mutate
 
 
 def read_user(path: Path) -> str | None:
@@ -126,10 +127,7 @@ def touched(tool: str, arguments: dict, cwd: Path) -> Path | None:
 
 def below(workspace: Path, directory: Path) -> list[Path]:
     """The directories from the root's first subdirectory down to `directory` (none outside the workspace)."""
-    if directory == workspace or not is_within(directory, workspace):
-        return []
-    chain = [directory, *directory.parents]
-    return [d for d in reversed(chain) if d != workspace and is_within(d, workspace)]
+    return [d for d in reversed([directory, *directory.parents]) if d != workspace and is_within(d, workspace)]
 
 
 def due(workspace: Path, directories: Iterable[Path], conversation: Iterable[str]) -> list[tuple[str, str]]:

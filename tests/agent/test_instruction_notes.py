@@ -4,8 +4,10 @@ the agent first works there. Judged by what the model was sent, and by the host'
 from __future__ import annotations
 
 import os
+import stat
 
 from abhed.agent import notes
+from abhed.agent.loop import resumed
 from abhed.agent.prompt import project_notes
 from abhed.model.replay import ReplayServer, Turn
 from abhed.session.events import MessageEvent
@@ -40,13 +42,15 @@ def test_a_resumed_conversation_holds_the_notes_so_they_are_not_loaded_twice(ws,
     (ws / "pkg").mkdir()
     (ws / "pkg" / "AGENTS.md").write_text("pkg rule\n")
     read = ("read", {"path": str(ws / "pkg" / "AGENTS.md")})
-    with ReplayServer([Turn(calls=[read]), Turn(text="ok"), Turn(calls=[read]), Turn(text="ok")]) as server:
+    with ReplayServer([Turn(calls=[read]), Turn(text="ok")]) as server:
         first = make_agent(ws, home, server)
         first.run("one")
-        again = make_agent(ws, home, server, session_id=first.ctx.session.id)
-        again.messages = list(first.messages)
-        again.run("two")
+    with ReplayServer([Turn(calls=[read]), Turn(text="ok")]) as server:
+        kept = resumed(first.ctx.session, "main", 100_000).conversation  # as abhed resume rebuilds it
+        display = Recorder()
+        make_agent(ws, home, server, session_id=first.ctx.session.id, conversation=kept, display=display).run("two")
     assert user_texts(server.requests[-1]).count(notes.header(ws / "pkg")) == 1
+    assert display.notices == []  # nothing loaded again: the rebuilt conversation holds them
 
 
 def test_a_symlinked_agents_md_brings_no_file_from_outside_the_workspace(ws, home, tmp_path):
@@ -64,6 +68,17 @@ def test_a_symlinked_agents_md_brings_no_file_from_outside_the_workspace(ws, hom
         make_agent(ws, home, server).run("look")
     sent = str(server.requests)
     assert "TOP-SECRET-BYTES" not in sent and "OUTSIDE-DIR-NOTES" not in sent
+
+
+def test_a_fifo_or_a_device_named_agents_md_is_never_read(ws, tmp_path):
+    (ws / "lonely").mkdir()
+    os.mkfifo(ws / "lonely" / "AGENTS.md")  # no writer: a blocking open would wait for ever
+    os.mkfifo(tmp_path / "mine.md")
+    assert notes.due(ws, [ws / "lonely"], []) == [] and notes.user_notes(tmp_path / "mine.md") is None
+    if os.geteuid() == 0:  # a repository unpacked by root may hold device nodes
+        (ws / "dev").mkdir()
+        os.mknod(ws / "dev" / "AGENTS.md", 0o644 | stat.S_IFCHR, os.makedev(1, 5))  # /dev/zero
+        assert notes.due(ws, [ws / "dev"], []) == []
 
 
 def test_a_fifo_named_agents_md_is_skipped_and_a_long_one_is_cut_with_a_note(ws):
@@ -96,6 +111,10 @@ def test_notes_are_bounded_in_number_and_the_ones_left_out_are_named(ws):
 
 def test_the_directory_a_call_works_in(ws):
     (ws / "a" / "b").mkdir(parents=True)
+    assert notes.touched("edit", {"path": str(ws / "a" / "f.py")}, ws) == ws / "a"
+    assert notes.touched("write", {"path": "b/new.py"}, ws / "a") == ws / "a" / "b"  # relative to the cwd
+    assert notes.touched("glob", {"pattern": "*", "path": str(ws / "a" / "b")}, ws) == ws / "a" / "b"
+    assert notes.touched("read", {"path": ""}, ws) is None and notes.touched("read", {"path": 3}, ws) is None
     assert notes.touched("read", {"path": str(ws / "a" / "b" / "f.py")}, ws) == ws / "a" / "b"
     assert notes.touched("grep", {"pattern": "x", "path": str(ws / "a")}, ws) == ws / "a"
     assert notes.touched("glob", {"pattern": "*"}, ws) is None
@@ -103,6 +122,8 @@ def test_the_directory_a_call_works_in(ws):
     assert notes.touched("todo", {"path": str(ws / "a" / "x")}, ws) is None
     assert notes.below(ws, ws / "a" / "b") == [ws / "a", ws / "a" / "b"]
     assert notes.below(ws, ws) == [] and notes.below(ws, ws.parent / "other") == []
+    (ws / "a" / "AGENTS.md").write_text("a rule\n")
+    assert len(notes.due(ws, [ws / "a", ws / "a" / "b"], [])) == 1  # two calls in a/ in one reply: once
 
 
 def test_the_users_own_notes_lead_the_system_prompt_from_xdg_config_home(ws, tmp_path):
@@ -127,3 +148,7 @@ def test_a_link_to_a_file_inside_the_workspace_is_read_and_one_leading_out_is_no
     (ws / "sub" / "AGENTS.md").symlink_to("../../secret")  # relative, out of the workspace
     (ws / "sub" / "ABHED.md").symlink_to("ABHED.md")  # a loop
     assert notes.directory_notes(ws, ws / "sub", 1000) == (None, [])
+    (ws / "two").mkdir()
+    (ws / "two" / "AGENTS.md").symlink_to("hop")
+    (ws / "two" / "hop").symlink_to("../CLAUDE.md")  # one link is followed, not two
+    assert notes.directory_notes(ws, ws / "two", 1000) == (None, [])
