@@ -111,8 +111,7 @@ def _call(action: ActionEvent, result: ObservationEvent | None) -> list[str]:
 
 def target(raw: str, base: Path) -> Path:
     """Where `/export PATH` or `--output PATH` writes: `~` expanded, relative to `base`, absolute."""
-    path = Path(os.path.expanduser(raw))
-    return Path(os.path.normpath(path if path.is_absolute() else base / path))
+    return Path(os.path.normpath(base / os.path.expanduser(raw)))  # an absolute PATH replaces base
 
 
 def write_new(path: Path, text: str, workspace: Path) -> None:
@@ -120,7 +119,8 @@ def write_new(path: Path, text: str, workspace: Path) -> None:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         if is_within(path.parent, workspace):  # the model's ground: no symlink on the way counts
-            with opened(open_beneath(workspace, path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)) as parent:
+            # no mutate below: with O_PATH|O_DIRECTORY or none of them it is the same directory, opened beneath
+            with opened(open_beneath(workspace, path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)) as parent:  # pragma: no mutate
                 fd = os.open(path.name, flags, 0o644, dir_fd=parent)
         else:
             fd = os.open(path, flags, 0o644)

@@ -4,12 +4,21 @@ the model planted."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from abhed.model.replay import ReplayServer, Turn
 from abhed.cli import mdexport as markdown
 from agent_helpers import make_agent
 from test_cli_agent import abhed
+
+
+def umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def bash(command: str) -> tuple[str, dict]:
@@ -56,6 +65,8 @@ def test_export_writes_a_new_file_and_refuses_an_existing_one(session, ws):
     assert (ws / "keep.md").read_text() == "mine\n"
     markdown.write_new(ws / "new.md", "# doc\n", ws)
     assert (ws / "new.md").read_text() == "# doc\n"
+    assert (ws / "new.md").stat().st_mode & 0o777 == 0o644 & ~umask()
+    assert markdown.target("~/x.md", ws) == Path.home() / "x.md" and markdown.target("/a/../b.md", ws) == Path("/b.md")
 
 
 def test_a_link_the_model_planted_in_the_workspace_writes_nothing_outside(ws, tmp_path):
@@ -76,6 +87,7 @@ def test_sessions_export_markdown_prints_or_writes_a_new_file(session, home, tmp
     out = tmp_path / "s.md"
     written = abhed("sessions", "export", session.id, "--format", "markdown", "-o", str(out), home=home)
     assert written.returncode == 0 and out.read_text() == printed.stdout and f"wrote {out}" in written.stderr
+    assert out.stat().st_mode & 0o777 == 0o644 & ~umask()
     again = abhed("sessions", "export", session.id, "--format", "markdown", "-o", str(out), home=home)
     assert again.returncode == 2 and "exists: the export never replaces a file" in again.stderr
     jsonl = abhed("sessions", "export", session.id, home=home)
