@@ -263,8 +263,11 @@ class Policy:
         """A tool that changes the file its `path` names (write, edit)."""
         if self.mode == "plan":
             return Verdict("deny", "plan mode allows read-only tools only", "mode: plan")
+        if not hasattr(args, "path"):  # fail closed: a tool that changes files but names none the check can see
+            return Verdict("ask", f"{tool} changes files but its arguments name no `path` the protected-path "
+                           "check can judge; it needs a human's confirmation in every mode", "no path", destructive=True)
         from abhed.gate.protected import confirmation_needed  # here: only a file tool's path needs it
-        guarded = confirmation_needed(getattr(args, "path", None), self.workspace)
+        guarded = confirmation_needed(args.path, self.workspace)
         if guarded:
             return Verdict("ask", f"{tool} {guarded}; it needs a human's confirmation in every mode",
                            "protected path", destructive=True)
