@@ -47,6 +47,7 @@ BATCH_FILES = 256
 CHILD_SECONDS = 8.0  # a child's wall-clock bound (less when the map's own time runs out sooner)
 CHILD_MEMORY = 512 * 1024 * 1024
 LINES_PER_FILE = 12  # definitions a file shows (the outermost first); the rest are counted
+MIN_BLOCK = 24  # the room below which no file's block can fit (a path, one definition)
 WALK_STEP = 64  # directories listed between two looks at the clock
 
 
@@ -313,39 +314,48 @@ def rank(files: list[_File]) -> list[_File]:
     return [files[i] for i in order]
 
 
-def _block(file: _File) -> str:
+def _block(file: _File, limit: int) -> str:
+    """A file's lines in the map: its path, then at most `limit` definitions (the outermost and
+    public first, shown in line order), then how many more it has."""
     assert file.outline is not None
     definitions = file.outline[0]
-    shown = sorted(sorted(definitions, key=lambda d: (d[1], d[2].startswith("_"), d[0]))[:LINES_PER_FILE])  # outermost, public first
+    shown = sorted(sorted(definitions, key=lambda d: (d[1], d[2].startswith("_"), d[0]))[:limit])
     lines = [printable(file.rel)]
     lines += [f"{'  ' * (depth + 1)}{line}: {printable(signature)}" for line, depth, _, signature in shown]
-    if len(definitions) > LINES_PER_FILE:
-        lines.append(f"  [{len(definitions) - LINES_PER_FILE} more definitions]")
+    if len(definitions) > limit:
+        lines.append(f"  [{len(definitions) - limit} more definitions]")
     return "\n".join(lines)
+
+
+def _footer(shown: int, found: int, budget: int, skipped: dict[str, int]) -> str:
+    why = "; ".join(f"{n} {reason}" for reason, n in sorted(skipped.items()))
+    return (f"[map: {shown} of {found} source files shown, within {budget} tokens"
+            + (f"; not outlined: {why}" if why else "") + ". glob and grep find the rest.]")
 
 
 def render(workspace: Path, files: list[_File], budget: int, found: int, skipped: dict[str, int]) -> tuple[str, int]:
     """The map: a header, the files' blocks in rank order while they fit the budget (a block that
-    does not fit is passed over for smaller ones after it), and a last line saying what is not in it."""
+    does not fit whole is cut to the definitions that fit, else passed over for smaller ones after
+    it), and a last line saying what is not in it. Returns the text ("" if no file fits) and the
+    files shown."""
     header = (f"Source files of {printable(str(workspace))} and their definitions (line: signature), the most "
               "referenced first; paths are relative to the workspace (tools take absolute paths). An outline, not "
               "the code: read a file before changing it.")
+    room = budget * CHARS_PER_TOKEN - len(header) - 1 - len(_footer(found, found, budget, skipped)) - 1
     blocks: list[str] = []
-    used = len(header) + 1
-    room = budget * CHARS_PER_TOKEN - 400  # kept for the last line
+    used = 0
     for file in files:
-        block = _block(file)
-        if used + len(block) + 1 <= room:
-            blocks.append(block)
-            used += len(block) + 1
-    why = "; ".join(f"{n} {reason}" for reason, n in sorted(skipped.items()))
-    footer = (f"[map: {len(blocks)} of {found} source files shown, within {budget} tokens"
-              + (f"; not outlined: {why}" if why else "") + ". glob and grep find the rest.]")
+        if room - used < MIN_BLOCK:
+            break
+        for limit in range(LINES_PER_FILE, 0, -1):
+            block = _block(file, limit)
+            if used + len(block) + 1 <= room:
+                blocks.append(block)
+                used += len(block) + 1
+                break
     if not blocks:
         return "", 0
-    text = "\n".join([header, *blocks, footer[:400 - 1]])
-    return text, len(blocks)
-
+    return "\n".join([header, *blocks, _footer(len(blocks), found, budget, skipped)]), len(blocks)
 
 def for_session(workspace: Path, open_dir: Callable[[Path], int], excludes: list[str], home: Path,
                 config: RepoMapConfig, window: int) -> RepoMap | None:
