@@ -36,13 +36,13 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Literal, NamedTuple, TypedDict
 
-from abhed.agent import compaction, dispatch
+from abhed.agent import compaction, dispatch, repomap
 from abhed.common.traits import Traits
 from abhed.gate.approval import Gate
 from abhed.session.config import AgentConfig
 from abhed.agent.conversation import Gauge, chars, fit_observation, message_event, observation_cap, rebuild
 from abhed.agent.display import Display
-from abhed.session.events import AnyEvent, CompactionEvent, ModeEvent, RunEvent, new_id, who
+from abhed.session.events import AnyEvent, CompactionEvent, ModeEvent, RepoMapEvent, RunEvent, new_id, who
 from abhed.files.images import ImageLimits
 from abhed.model.adapters import adapter_for
 from abhed.model.textcalls import VisibleStream, prose
@@ -220,6 +220,10 @@ class Agent:
         self.notes = project_notes(ctx.paths.workspace)
         # the top-level agent's only: a subagent starts after commands ran (see gitstatus)
         self.git = git_summary(ctx.paths.workspace) if parent_id is None else None
+        self.repomap = repomap.for_session(ctx.paths.workspace, ctx.paths.open_dir, ctx.settings.search.exclude,
+                                           ctx.settings.home, ctx.settings.repomap,
+                                           model.context_window) if parent_id is None else None
+        self._map_told = False  # the map's event and notice come with the first run
         self.cap = observation_cap(model.context_window)
         self.messages: list[Msg] = list(conversation or [])
         self.gauge = Gauge()
@@ -245,6 +249,7 @@ class Agent:
         try:  # the store failing anywhere in the run ends it: nothing runs that the log does not hold
             self._record(RunEvent(status="started", prompt=prompt, model=self.model.id, user=user, host=host,
                                   **self._ids()), sync=False)  # the prompt's fsync
+            self._tell_map()
             if prompt is not None:
                 self._add(Msg("user", prompt, images=list(images or [])), origin="user")
             else:
@@ -388,7 +393,8 @@ class Agent:
         """The system prompt for the tools, the format and the mode in force (a /mode included)."""
         addendum = "\n\n".join(part for part in (self.role, self.adapter.system_addendum()) if part)
         self.system = system_prompt(self.ctx.paths.workspace, [t.name for t in self.tools],
-                                    self.gate.effective().mode, addendum, self.notes, git=self.git)
+                                    self.gate.effective().mode, addendum, self.notes, git=self.git,
+                                    repomap=self.repomap.text if self.repomap else None)
         self._system = Msg("system", self.system)  # one object, so its encoding is reused turn after turn
         self.gauge.forget()
 
@@ -608,6 +614,18 @@ class Agent:
         """Add a note from Abhed (not the model, not the human's prompt) to the conversation and the
         log, e.g. that the human undid changes (chat's /undo)."""
         self._add(Msg("user", text), origin=origin)
+
+    def _tell_map(self) -> None:
+        """The repository map in the system prompt: logged (its text and size) and told, once."""
+        made = self.repomap
+        if made is None or self._map_told:
+            return
+        self._map_told = True
+        self._record(RepoMapEvent(content=made.text, tokens=made.tokens, budget=made.budget, files_shown=made.shown,
+                                  files_found=made.files, parsed=made.parsed, cached=made.cached,
+                                  seconds=round(made.seconds, 3), **self._ids()), sync=False)
+        self.display.notice(f"repository map in the first request: {made.shown} of {made.files} source files, "
+                            f"{made.tokens} tokens (budget {made.budget}; {made.cached} outlines from the cache)")
 
     def _record(self, event: AnyEvent, *, sync: bool = True) -> None:
         self.ctx.session.record(event, sync=sync)

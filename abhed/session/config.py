@@ -189,6 +189,16 @@ class AgentConfig(_Section):
     session_wait_s: float = Field(60.0, gt=0)  # longest wait for a session another process holds
 
 
+class RepoMapConfig(_Section):
+    """The repository map in the system prompt (agent/repomap.py): files and their definitions, ranked, within a budget."""
+
+    # auto: for models whose context window is at most auto_window tokens; on: always; off: never
+    enabled: Literal["auto", "on", "off"] = "auto"
+    auto_window: int = Field(32768, ge=0)
+    tokens: int | None = Field(None, ge=64)  # the map's budget in tokens; none: a sixteenth of the window, at most 4096
+    max_seconds: float = Field(10.0, gt=0)  # walking, reading and parsing together; what is left is left out, and said
+
+
 class McpServerConfig(_Section):
     """One MCP server (`[mcp.servers.NAME]`): a program run in the sandbox (stdio), or a URL."""
 
@@ -255,6 +265,7 @@ class Settings(_Section):
     model: ModelConfig = ModelConfig()
     agent: AgentConfig = AgentConfig()
     mcp: McpConfig = McpConfig()  # the reviewed MCP gateway (abhed/mcp)
+    repomap: RepoMapConfig = RepoMapConfig()  # the repository map of the first request (agent/repomap.py)
 
     @field_validator("home", mode="after")
     @classmethod

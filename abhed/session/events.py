@@ -215,8 +215,23 @@ class ModeEvent(_Event):
     host: str | None = None
 
 
+class RepoMapEvent(_Event):
+    """The repository map (agent/repomap.py) went into the system prompt of the agent's first request:
+    its text as sent, its size in tokens (estimated) against its budget, and how it was made."""
+
+    kind: Literal["repomap"] = "repomap"
+    content: str
+    tokens: int
+    budget: int
+    files_shown: int
+    files_found: int
+    parsed: int  # outlined in this session
+    cached: int  # outlined from the cache
+    seconds: float
+
+
 AnyEvent = (ActionEvent | ObservationEvent | MessageEvent | CompactionEvent | RunEvent | CheckpointEvent | ModeEvent
-            | SessionEvent)
+            | SessionEvent | RepoMapEvent)
 Event = Annotated[AnyEvent, Field(discriminator="kind")]
 
 
