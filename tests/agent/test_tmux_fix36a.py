@@ -1,0 +1,180 @@
+"""Issue 36 items 4-7 as a user meets them in a terminal (tmux): undo and checkpoints from a
+subdirectory, /undo after a test run, a declined MCP tool, and `abhed doctor` against a wrong
+endpoint. Each test types the commands into a shell in a tmux pane and reads the screen; what
+changed on the host (files, the pins file) is checked too."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from abhed.model.replay import ReplayServer, Turn
+from agent_helpers import REPO
+from tmux_chat import GUARD_S, TmuxChat
+
+pytestmark = pytest.mark.slow
+
+
+class TmuxShell(TmuxChat):
+    """A shell in a tmux pane, in `cwd`, where `abhed ARGS` runs this checkout's Abhed and then
+    prints `EXIT <status>` (a chat started here is a real chat in the same pane)."""
+
+    def __init__(self, cwd: Path, home: Path, env: dict[str, str] | None = None) -> None:
+        self.socket = f"abhed-test-{uuid.uuid4().hex[:12]}"
+        full = {"ABHED_HOME": str(home), "ABHED_CONFIG": "", "TERM": "xterm-256color", "PYTHONPATH": str(REPO),
+                "PS1": "$ ", **(env or {})}
+        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in full.items())
+        self._tmux("new-session", "-d", "-x", "160", "-y", "50", "-s", "chat", "-c", str(cwd),
+                   f"env -u COLUMNS -u LINES {exports} bash --norc --noprofile")
+        self._tmux("set-option", "-t", "chat", "history-limit", "5000")
+        self.runs = 0
+        self.type(f"abhed() {{ {shlex.quote(sys.executable)} -m abhed \"$@\"; echo \"EXIT $?\"; }}")
+
+    def abhed(self, line: str) -> None:
+        """Type `abhed LINE` (it runs; wait for what it prints, or use `done`)."""
+        self.runs += 1
+        self.type(f"abhed {line}")
+
+    def done(self) -> tuple[str, int]:
+        """The screen once the latest `abhed` command ended, and its exit status."""
+        deadline = time.monotonic() + GUARD_S
+        while True:
+            screen = self.screen()
+            ended = re.findall(r"^EXIT (\d+)$", screen, re.M)
+            if len(ended) >= self.runs:
+                return screen, int(ended[-1])
+            if time.monotonic() > deadline:
+                raise AssertionError(f"`abhed` #{self.runs} never ended; the screen:\n{screen}")
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def shell(tmp_path, home):  # type: ignore[no-untyped-def]
+    started: list[TmuxShell] = []
+
+    def start(cwd: Path, **kw) -> TmuxShell:  # type: ignore[no-untyped-def]
+        made = TmuxShell(cwd, home, **kw)
+        started.append(made)
+        return made
+    yield start
+    for made in started:
+        made.close()
+
+
+def flat(screen: str) -> str:
+    """The screen's words on one line: a long line wraps where the pane ends."""
+    return " ".join(screen.split())
+
+
+def git_repo(path: Path) -> Path:
+    subprocess.run(["git", "init", "-q", str(path)], check=True, timeout=30)
+    (path / "sub").mkdir()
+    return path / "sub"
+
+
+# -- item 4: undo and checkpoints from a subdirectory ------------------------------------------------
+
+
+def test_undo_and_checkpoints_from_a_subdirectory_find_the_session_chat_started_there(ws, shell):
+    """A chat started in a subdirectory works in the repository's root; `abhed checkpoints` and
+    `abhed undo` typed in that subdirectory afterwards find that session (they said "No session
+    works in .../sub"), and a directory outside any session says where it looked."""
+    sub = git_repo(ws)
+    made = ws / "sub" / "made.txt"
+    turns = [Turn(calls=[("write", {"path": str(made), "content": "new\n"})]), Turn(text="Wrote it.")]
+    with ReplayServer(turns) as server:
+        term = shell(sub)
+        term.abhed(f"chat --endpoint {server.url} --mode accept-edits")
+        term.wait_for("ends the session.")
+        term.type("make the file")
+        term.wait_for("Wrote it.")
+        term.type("/exit")
+        term.done()
+    assert made.read_text() == "new\n"
+    term.abhed("checkpoints")
+    screen, status = term.done()
+    assert status == 0 and "No session works" not in screen
+    assert f"write {made}" in flat(screen) and "1 (A sub/made.txt)" in screen
+    term.abhed("undo --yes")
+    screen, status = term.done()
+    assert status == 0, screen
+    assert f"Undone the last change: checkpoint 1's call, write {made}. The workspace is as it was before " \
+           f"checkpoint 1: 1 deleted ({made})." in flat(screen)
+    assert not made.exists()
+    elsewhere = ws.parent / "elsewhere"
+    (elsewhere / ".git").mkdir(parents=True)
+    (elsewhere / "deep").mkdir()
+    term.type(f"cd {elsewhere / 'deep'}")
+    term.abhed("undo --yes")
+    screen, status = term.done()
+    assert status == 2
+    assert f"No session works in {elsewhere} (the root of the git repository holding {elsewhere / 'deep'}): name " \
+           "one (abhed sessions list shows them)." in flat(screen)
+
+
+# -- item 5: /undo after a test run -------------------------------------------------------------------
+
+
+def run(command: str) -> tuple[str, dict]:
+    return ("bash", {"command": command, "description": f"Run {command}"})
+
+
+def test_slash_undo_after_a_test_run_undoes_the_last_change_and_names_it(ws, shell):
+    """The model edits a file, then runs the tests (a command that changes nothing). /undo takes
+    back the edit (it said "Nothing to undo" since the test run's checkpoint was the last), naming
+    the call it undid, the one it passed over, and the file it restored."""
+    (ws / "a.py").write_text("x = 1\n")
+    edit = {"path": str(ws / "a.py"), "old_string": "x = 1", "new_string": "x = 2"}
+    turns = [Turn(calls=[("read", {"path": str(ws / "a.py")})]), Turn(calls=[("edit", edit)]),
+             Turn(calls=[run("sh -c 'exit 0'")]), Turn(text="Edited; the tests pass.")]
+    with ReplayServer(turns) as server:
+        term = shell(ws)
+        term.abhed(f"chat --endpoint {server.url} --mode auto")
+        term.wait_for("ends the session.")
+        term.type("set x to 2 and test")
+        term.wait_for("Edited; the tests pass.")
+        assert (ws / "a.py").read_text() == "x = 2\n"
+        term.type("/undo")
+        screen = term.wait_for("Undo? [y/N]")
+        assert f"The last change: checkpoint 1's call, edit {ws / 'a.py'}; the 1 call after it changed nothing " \
+               "(bash sh -c 'exit 0')." in flat(screen)
+        assert f"Undo to before checkpoint 1 changes 1 file in {ws}: restore a.py" in flat(screen)
+        term.type("y")
+        screen = term.wait_for("takes it back.")
+        assert f"Undone the last change: checkpoint 1's call, edit {ws / 'a.py'}; the 1 call after it changed " \
+               f"nothing (bash sh -c 'exit 0'). The workspace is as it was before checkpoint 1: 1 restored " \
+               f"({ws / 'a.py'}). This undo is checkpoint 3:" in flat(screen)
+        assert (ws / "a.py").read_text() == "x = 1\n"
+        term.type("/exit")
+        term.done()
+
+
+def test_slash_undo_when_no_call_changed_anything_says_so_and_what_to_try(ws, shell):
+    turns = [Turn(calls=[run("sh -c 'exit 0'")]), Turn(text="The tests pass.")]
+    with ReplayServer(turns) as server:
+        term = shell(ws)
+        term.abhed(f"chat --endpoint {server.url} --mode auto")
+        term.wait_for("ends the session.")
+        term.type("run the tests")
+        term.wait_for("The tests pass.")
+        term.type("/undo")
+        screen = flat(term.wait_for("all the same."))
+        session = re.search(r"checkpointed in session (\S+) changed", screen).group(1)
+        assert (f"Nothing to undo: none of the 1 call checkpointed in session {session} changed the workspace (the "
+                f"last, checkpoint 1: bash sh -c 'exit 0'). `abhed checkpoints {session}` lists them with what each "
+                f"changed; `/undo N` in the chat (`abhed undo --to N {session}`) takes the workspace back to before "
+                "checkpoint N all the same.") in screen
+        assert "Undo? [y/N]" not in screen
+        term.type("/exit")
+        term.done()
