@@ -178,3 +178,73 @@ def test_slash_undo_when_no_call_changed_anything_says_so_and_what_to_try(ws, sh
         assert "Undo? [y/N]" not in screen
         term.type("/exit")
         term.done()
+
+
+# -- item 6: a declined MCP tool ----------------------------------------------------------------------
+
+
+def test_a_declined_mcp_tool_is_a_decision_recorded_and_not_nagged_until_it_changes(tmp_path, ws, shell):
+    """`abhed mcp review` answered no for every tool: recorded with the tool's hash (before, they
+    stayed "new: never reviewed": review and test exited 1 and every chat start named them). A
+    second review shows them declined and asks nothing; `mcp test` exits 0; chat starts quietly.
+    The echo tool's description then changes: it is new again, named at chat start and asked."""
+    control, etc = tmp_path / "control", tmp_path / "etc-abhed"
+    control.mkdir()
+    etc.mkdir(mode=0o700)
+    python = os.path.realpath(sys.executable)
+    hostile = REPO / "tests" / "mcp" / "hostile_server.py"
+    config = etc / "config.toml"
+    config.write_text("\n".join([
+        '[mcp.servers.hostile]', f"command = {json.dumps([python, str(hostile), str(control)])}",
+        f"read_only = {json.dumps([str(hostile.parent), str(os.path.dirname(os.path.dirname(python))), str(control)])}",
+        ""]))
+    config.chmod(0o600)
+    term = shell(ws, env={"ABHED_CONFIG": str(config)})
+    term.abhed("mcp review hostile")
+    for count in range(1, 11):  # ten tools, each asked: no
+        term.wait_for("[y/N]", count)
+        term.type("n")
+    screen, status = term.done()
+    assert status == 0, screen
+    assert "Admitted 0 tool(s) of hostile: none." in screen
+    assert "Not admitted: mcp__hostile__echo: declined by the operator." in screen
+    assert "The 10 declined tool(s) are recorded as such: withheld, and no longer named at session start, until " \
+           "their definition changes; abhed mcp review hostile --reconsider asks about them again." in flat(screen)
+    pins = json.loads((etc / "mcp-pins.json").read_text())["servers"]["hostile"]
+    assert len(pins["declined"]) == 10 and pins["tools"] == {}
+    assert all(re.fullmatch(r"[0-9a-f]{64}", entry["hash"]) for entry in pins["declined"].values())
+    term.abhed("mcp review hostile")
+    screen, status = term.done()
+    assert status == 0 and screen.count("[y/N]") == 10, screen  # the first review's ten: none asked now
+    assert "== mcp__hostile__echo (declined at an earlier review, unchanged since: still declined; abhed mcp review " \
+           "hostile --reconsider asks again)" in flat(screen)
+    term.abhed("mcp test hostile")
+    screen, status = term.done()
+    assert status == 0, screen
+    assert "declined mcp__hostile__echo: declined by the operator at review (abhed mcp review hostile --reconsider " \
+           "asks again)" in flat(screen) and "WITHHELD" not in screen
+
+    turns = [Turn(text="unused")]
+    with ReplayServer(turns) as server:
+        term.abhed(f"chat --endpoint {server.url}")
+        term.wait_for("ends the session.")
+        term.type("/mcp")  # answered once the servers have started, after any notice of theirs
+        screen = term.wait_for("0 tool(s) admitted")
+        assert "mcp__hostile__echo WITHHELD: declined by the operator at review" in flat(screen)
+        assert "withheld until reviewed" not in screen
+        term.type("/exit")
+        term.done()
+        (control / "description").write_text("Echo, changed after it was declined.")
+        term.abhed(f"chat --endpoint {server.url}")
+        screen = term.wait_for("withheld until reviewed")
+        assert "MCP server hostile: 1 tool(s) withheld until reviewed (echo): run abhed mcp review hostile" \
+            in flat(screen)
+        term.type("/exit")
+        term.done()
+    term.abhed("mcp review hostile")
+    screen = term.wait_for("[y/N]", 11)
+    assert "== mcp__hostile__echo (CHANGED since it was declined: new again)" in screen
+    assert "Echo, changed after it was declined." in screen
+    term.type("n")
+    screen, status = term.done()
+    assert status == 0 and screen.count("[y/N]") == 11, screen
