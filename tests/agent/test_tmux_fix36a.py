@@ -248,3 +248,80 @@ def test_a_declined_mcp_tool_is_a_decision_recorded_and_not_nagged_until_it_chan
     term.type("n")
     screen, status = term.done()
     assert status == 0 and screen.count("[y/N]") == 11, screen
+
+
+# -- item 7: abhed doctor against a wrong endpoint ----------------------------------------------------
+
+PAGE = ("<!DOCTYPE html>\x1b]0;owned\x07\n<html>\n<head>\n<title>Welcome to nginx!</title>\n<style>\nbody { width: 35em; }\n"
+        "</style>\n</head>\n<body>\n<h1>Welcome to nginx!</h1>\n<p>If you see this page, the web server works.</p>\n"
+        "</body>\n</html>\n").encode()  # 13 lines, the first with a terminal escape in it
+
+
+class WebPage(http.server.BaseHTTPRequestHandler):
+    """A web server that is not vLLM: 200 with the page under /app, 404 with it anywhere else."""
+
+    def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+        self.send_response(200 if self.path.startswith("/app/") else 404)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(PAGE)))
+        self.end_headers()
+        self.wfile.write(PAGE)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def web():  # type: ignore[no-untyped-def]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), WebPage)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def fail_line(screen: str) -> str:
+    """The latest doctor's endpoint FAIL line, whole (one line, however the pane wraps it) and only it."""
+    lines = screen.splitlines()
+    start = max(i for i, line in enumerate(lines) if line.startswith("FAIL  endpoint"))
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("SKIP  model"))
+    return "".join(lines[start:end])
+
+
+def test_doctor_suggests_the_endpoint_that_answers_and_sums_up_a_web_page(ws, shell, web):
+    """`abhed doctor` against a /v2 endpoint of a vLLM-like server suggests the server's root + /v1,
+    which answers (it suggested /v2/v1); against a web server that is not vLLM it sums up the page
+    (status, content type, first line escaped) where it pasted all 13 lines, and suggests nothing
+    that does not answer. No line tells the user to run `abhed doctor` (it is running)."""
+    term = shell(ws)
+    with ReplayServer([]) as server:
+        root = server.url.removesuffix("/v1")
+        term.abhed(f"doctor --endpoint {root}/v2")
+        screen, status = term.done()
+    assert status == 1
+    line = fail_line(screen)
+    assert line.startswith(f"FAIL  endpoint      {root}/v2 does not answer as an OpenAI-compatible API: GET {root}/v2/"
+                           f"models answered HTTP 404 (")
+    assert line.endswith(f"The API answers at {root}/v1 (serving {server.model_id}): set the endpoint to it (--endpoint, "
+                         "ABHED_ENDPOINT or model.endpoint).")
+    assert "/v2/v1" not in screen and "abhed doctor" not in line
+
+    term.abhed(f"doctor --endpoint {web}/app")
+    screen, status = term.done()
+    assert status == 1
+    line = fail_line(screen)
+    size = len(PAGE)
+    assert line == (f"FAIL  endpoint      {web}/app does not answer as an OpenAI-compatible API: GET {web}/app/models "
+                    f"answered HTTP 200 with a body that is not JSON (text/html, {size} bytes, first line "
+                    f"\"<!DOCTYPE html>\\x1b]0;owned\\x07\"). Nor does {web}/v1, where vLLM serves it: is this a vLLM "
+                    "server? Check the endpoint (--endpoint, ABHED_ENDPOINT or model.endpoint); vLLM serves "
+                    "http://HOST:8000/v1 by default.")
+    term.abhed(f"doctor --endpoint {web}/v1")
+    screen, status = term.done()
+    line = fail_line(screen)
+    assert status == 1 and line == (
+        f"FAIL  endpoint      {web}/v1 does not answer as an OpenAI-compatible API: GET {web}/v1/models answered HTTP "
+        f"404 (text/html, {size} bytes, first line \"<!DOCTYPE html>\\x1b]0;owned\\x07\"). Is this a vLLM server? It "
+        "serves the API at http://HOST:8000/v1; check the endpoint (--endpoint, ABHED_ENDPOINT or model.endpoint).")
+    assert "<title>" not in screen and "Welcome to nginx" not in screen and "abhed doctor" not in line
