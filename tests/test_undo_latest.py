@@ -4,6 +4,7 @@ what to do when no call changed anything. Real git, real files, real sessions, a
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,17 @@ def test_an_explicit_number_and_the_api_default_keep_their_words(t: Tools, ws: P
     report = undoing.undo(t.ctx.checkpoints, t.session, None, force=False, confirm=lambda _: True)
     assert report.startswith("Undone: the workspace is as it was before checkpoint 1 (1 deleted). This undo is "
                              "checkpoint 3")
+
+
+def test_a_call_that_changed_only_modes_or_the_repository_counts_as_a_change(t: Tools, ws: Path) -> None:
+    """What a call changed is the whole state a checkpoint keeps: files, exact modes, the git
+    repository's own state; a chmod or a commit alone is a change to undo."""
+    subprocess.run(["git", "init", "-q", str(ws)], check=True, timeout=30)
+    t.ok("write", path=str(ws / "a.sh"), content="echo\n")
+    t.ok("bash", command="chmod 600 a.sh", description="mode")
+    found = undoing.latest_change(t.ctx.checkpoints, t.session)
+    assert isinstance(found, undoing.Latest) and found.number == 2 and found.call == "bash chmod 600 a.sh"
+    t.ok("bash", command="git add a.sh && git -c user.name=a -c user.email=a@b commit -qm one",
+         description="repo")
+    found = undoing.latest_change(t.ctx.checkpoints, t.session)
+    assert isinstance(found, undoing.Latest) and found.number == 3
