@@ -39,17 +39,18 @@ def test_calls_that_changed_nothing_are_passed_over_and_named(t: Tools, ws: Path
     assert found.passed == ["bash sh -c 'exit 0'"]
     shown: list[str] = []
     report = latest(t, shown)
-    assert shown[0].startswith(f"The last change: checkpoint 1's call, write {ws / 'a.txt'}; the 1 call after it "
+    assert shown[0].startswith(f"The last change, checkpoint 1's call: write {ws / 'a.txt'}; the 1 call after it "
                                "changed nothing (bash sh -c 'exit 0').\n"
                                f"Undo to before checkpoint 1 changes 1 file in {ws}:\n  delete a.txt\n")
-    assert report == (f"Undone the last change: checkpoint 1's call, write {ws / 'a.txt'}; the 1 call after it changed "
-                      "nothing (bash sh -c 'exit 0'). The workspace is as it "
-                      f"was before checkpoint 1: 1 deleted ({ws / 'a.txt'}). This undo is checkpoint 3: `abhed undo "
-                      f"--to 3 {t.session.id}` takes it back.")
+    assert report == (f"Undone: the workspace is as it was before checkpoint 1 (1 deleted: {ws / 'a.txt'}). It undid "
+                      f"the last change, checkpoint 1's call: write {ws / 'a.txt'}; the 1 call after it changed nothing "
+                      f"(bash sh -c 'exit 0'). This undo is checkpoint 3: `abhed undo --to 3 {t.session.id}` takes it "
+                      "back.")
     assert not (ws / "a.txt").exists()
     # the undo changed the workspace: the next undo without a number takes it back
     again = latest(t)
-    assert again.startswith("Undone the last change: checkpoint 3's call, undo to before checkpoint 1. ")
+    assert again.startswith("Undone: the workspace is as it was before checkpoint 3 (1 recreated: ")
+    assert "It undid the last change, checkpoint 3's call: undo to before checkpoint 1. " in again
     assert (ws / "a.txt").read_text() == "one\n"
 
 
@@ -77,7 +78,7 @@ def test_a_call_that_never_ended_counts_as_a_change(t: Tools, ws: Path) -> None:
 def test_a_long_list_of_passed_calls_and_a_long_call_are_bounded() -> None:
     passed = [f"bash sh -c 'exit 0' # run {n} " + "x" * 300 for n in range(5)]
     words = undoing.Latest(1, "write /ws/a.txt", passed).words()
-    assert words.startswith("the last change: checkpoint 1's call, write /ws/a.txt; the 5 calls after it changed "
+    assert words.startswith("the last change, checkpoint 1's call: write /ws/a.txt; the 5 calls after it changed "
                             "nothing (..., bash sh -c 'exit 0' # run 2 ")
     assert words.count(" [...]") == 3 and len(words) < 800
 

@@ -118,7 +118,7 @@ class Latest:
         after = "" if not self.passed else (
             f"; the {len(self.passed)} call{'s' * (len(self.passed) != 1)} after it changed nothing "
             f"({_few(self.passed)})")
-        return f"the last change: checkpoint {self.number}'s call, {_short(self.call)}{after}"
+        return f"the last change, checkpoint {self.number}'s call: {_short(self.call)}{after}"
 
 
 def latest_change(checkpoints: Checkpoints, session: Session) -> Latest | str:
@@ -265,10 +265,10 @@ def _apply(shadow: Shadow, session: Session, plan: UndoPlan, now: Capture,
         tell(note)
     else:
         session.record(MessageEvent(session_id=session.id, role="user", origin="undo", content=note))
-    if what is not None:
-        return (f"Undone {what}. The workspace is as it was before checkpoint {plan.to.number}: "
-                f"{_summary(plan.changes)} ({_files(plan.changes, shadow.workspace)}). This undo is checkpoint "
-                f"{number}: `abhed undo --to {number} {session.id}` takes it back.")
+    if what is not None:  # the same words, with the files and the call undone
+        return (f"Undone: the workspace is as it was before checkpoint {plan.to.number} ({_summary(plan.changes)}: "
+                f"{_files(plan.changes, shadow.workspace)}). It undid {what}. This undo is checkpoint {number}: "
+                f"`abhed undo --to {number} {session.id}` takes it back.")
     return (f"Undone: the workspace is as it was before checkpoint {plan.to.number} ({_summary(plan.changes)}). This "
             f"undo is checkpoint {number}: `abhed undo --to {number} {session.id}` takes it back.")
 

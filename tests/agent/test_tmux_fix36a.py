@@ -109,8 +109,8 @@ def test_undo_and_checkpoints_from_a_subdirectory_find_the_session_chat_started_
     term.abhed("undo --yes")
     screen, status = term.done()
     assert status == 0, screen
-    assert f"Undone the last change: checkpoint 1's call, write {made}. The workspace is as it was before " \
-           f"checkpoint 1: 1 deleted ({made})." in flat(screen)
+    assert f"Undone: the workspace is as it was before checkpoint 1 (1 deleted: {made}). It undid the last change, " \
+           f"checkpoint 1's call: write {made}. This undo is checkpoint 2:" in flat(screen)
     assert not made.exists()
     elsewhere = ws.parent / "elsewhere"
     (elsewhere / ".git").mkdir(parents=True)
@@ -147,14 +147,14 @@ def test_slash_undo_after_a_test_run_undoes_the_last_change_and_names_it(ws, she
         assert (ws / "a.py").read_text() == "x = 2\n"
         term.type("/undo")
         screen = term.wait_for("Undo? [y/N]")
-        assert f"The last change: checkpoint 1's call, edit {ws / 'a.py'}; the 1 call after it changed nothing " \
+        assert f"The last change, checkpoint 1's call: edit {ws / 'a.py'}; the 1 call after it changed nothing " \
                "(bash sh -c 'exit 0')." in flat(screen)
         assert f"Undo to before checkpoint 1 changes 1 file in {ws}: restore a.py" in flat(screen)
         term.type("y")
         screen = term.wait_for("takes it back.")
-        assert f"Undone the last change: checkpoint 1's call, edit {ws / 'a.py'}; the 1 call after it changed " \
-               f"nothing (bash sh -c 'exit 0'). The workspace is as it was before checkpoint 1: 1 restored " \
-               f"({ws / 'a.py'}). This undo is checkpoint 3:" in flat(screen)
+        assert f"Undone: the workspace is as it was before checkpoint 1 (1 restored: {ws / 'a.py'}). It undid the " \
+               f"last change, checkpoint 1's call: edit {ws / 'a.py'}; the 1 call after it changed nothing (bash sh " \
+               "-c 'exit 0'). This undo is checkpoint 3:" in flat(screen)
         assert (ws / "a.py").read_text() == "x = 1\n"
         term.type("/exit")
         term.done()
