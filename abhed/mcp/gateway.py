@@ -104,7 +104,8 @@ def live_definitions(server: str, listed: list[Any]) -> tuple[dict[str, dict[str
     return live, broken
 
 
-def compare(server: str, listed: list[Any], pinned: dict[str, Pin], declined: dict[str, str] | None = None) -> Comparison:
+def compare(server: str, listed: list[Any], pinned: dict[str, Pin],
+            declined: dict[str, str] | None = None) -> Comparison:
     """`declined`: tool -> the hash of the definition the operator declined (pins.load_declined)."""
     live, broken = live_definitions(server, listed)
     result = Comparison(live=live, withheld=dict(broken))
@@ -128,7 +129,8 @@ class Server:
     """One configured server: its connection, started on demand and again after it failed."""
 
     def __init__(self, name: str, config: McpServerConfig, pinned: dict[str, Pin], settings: Settings,
-                 workspace: Path, environ: dict[str, str] | None = None, declined: dict[str, str] | None = None) -> None:
+                 workspace: Path, environ: dict[str, str] | None = None,
+                 declined: dict[str, str] | None = None) -> None:
         self.name, self.config, self.pinned = name, config, pinned
         self.declined = declined or {}  # tool -> hash of the definition declined at review
         self.settings, self.workspace = settings, workspace
