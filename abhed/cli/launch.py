@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from abhed.cli import startup
 from abhed.gate.approval import Answer, Gate, Policy, Rule, Verdict
-from abhed.session import config
+from abhed.session import config, workspaces
 from abhed.session.store import Session, SessionError, SessionStore, not_begun
 from abhed.session.storefail import StoreError
 
@@ -83,18 +83,11 @@ def stored_options(settings: config.Settings, session_id: str) -> dict[str, Any]
 def latest(settings: config.Settings, workspace: Path) -> str:
     """The id of this workspace's most recently used agent session (LaunchError if none)."""
     store = SessionStore(settings.home)
-    mine = []
-    for session_id in store.ids():
-        try:
-            state = store.open(session_id).state
-        except SessionError:
-            continue  # an unreadable session is reported by `sessions list`, not resumed
-        if state.origin == "agent" and state.workspace == str(workspace):
-            mine.append((store.last_used(session_id), session_id))
-    if not mine:
+    found = workspaces.latest(store, workspace, ("agent",))
+    if found is None:
         raise LaunchError(f"No session of the workspace {workspace} in {store.root}. Start one with `abhed run "
                           "PROMPT` or `abhed chat`; `abhed sessions list` shows every workspace's sessions.")
-    return max(mine)[1]
+    return found
 
 
 def open_model(settings: config.Settings, display: Display) -> Model:
@@ -115,14 +108,7 @@ def budget(settings: config.Settings) -> Budget:
     return Budget(RunLimits(turns=a.max_turns, tokens=a.max_tokens, seconds=a.max_seconds))
 
 
-def project_root(start: Path) -> Path:
-    """The workspace for a session started in `start`: the root of the git repository it is in
-    (the nearest directory above holding a `.git`, as git finds it; nothing is run), else `start`."""
-    start = start.resolve()
-    for directory in (start, *start.parents):
-        if (directory / ".git").exists():
-            return directory
-    return start
+project_root = workspaces.project_root  # the one answer for every command (session/workspaces.py)
 
 
 def locate(settings: config.Settings, workspace: Path, session_id: str | None) -> Path:

@@ -28,8 +28,9 @@ HELP = {
     "plan": "show the plan",
     "todo": "show the todo list",
     "diff": "what this session changed: every edit and write, as diffs",
-    "undo": "undo the last call's changes; /undo N: back to before checkpoint N; --force overwrites changes "
-            "made outside the agent; --finish or --rollback closes an interrupted undo",
+    "undo": "undo the last change (calls that changed nothing are passed over); /undo N: back to before "
+            "checkpoint N; --force overwrites changes made outside the agent; --finish or --rollback closes an "
+            "interrupted undo",
     "compact": "summarise the older turns now to free context",
     "clear": "start a new conversation in this session (the log keeps the old one)",
     "sessions": "the sessions of this workspace, newest first",
@@ -151,8 +152,11 @@ class Slash:
             if closing:
                 report = undo.finish(checkpoints, self.agent.ctx.session, rollback=closing[0] == "--rollback",
                                      force="--force" in words, confirm=confirm, tell=tell)
+            elif not numbers:  # the latest change: calls that changed nothing (a test run) are passed over
+                report = undo.undo_latest(checkpoints, self.agent.ctx.session, force="--force" in words,
+                                          confirm=confirm, tell=tell)
             else:
-                report = undo.undo(checkpoints, self.agent.ctx.session, int(numbers[0]) if numbers else None,
+                report = undo.undo(checkpoints, self.agent.ctx.session, int(numbers[0]),
                                    force="--force" in words, confirm=confirm, tell=tell)
         except checkpoint.CheckpointError as exc:
             report = str(exc)
