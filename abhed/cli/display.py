@@ -166,6 +166,10 @@ class Progress(Display):
     def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
         status = "error" if result.is_error else "ok"
         self._line(f"   {status}: {outcome(call, result)}")
+        if result.is_error:
+            from abhed.cli import errorview
+            for line in errorview.rest(result.content, first_line(result.content)):
+                self._line(f"          {line}")
 
     def todos(self, items: list[TodoItem]) -> None:
         self._line("   " + render_todos(items).replace("\n", "\n   "))
@@ -287,6 +291,7 @@ class Chat(Display):
         if note:
             self.console.print(f"    [dim]{escape(note)}[/]")
         if result.is_error:
+            self._error_rest(result, width)
             return
         if call.name == "bash" and "exit_code" in result.metadata:
             shown = collapsed(result.content)
@@ -296,6 +301,13 @@ class Chat(Display):
             args = call_arguments(call)
             if args is not None:
                 self.console.print(Padding(diffview.render(call.name, args, max_lines=20), (0, 0, 0, 6)))
+
+    def _error_rest(self, result: ToolResult, width: int) -> None:
+        """The lines of the error after the first (errorview: whole, bounded, printable)."""
+        from abhed.cli import errorview
+        lines = errorview.rest(result.content, first_line(result.content, width))
+        if lines:
+            self.console.print(Padding(Text("\n".join(lines), style="red dim"), (0, 0, 0, 6)))
 
     def todos(self, items: list[TodoItem]) -> None:
         body = Text()
