@@ -287,11 +287,12 @@ class Chat(Display):
         mark, style = ("x", "red") if result.is_error else ("ok", "green")
         width = max(20, self.console.width - 8)
         self.console.print(f"    [{style}]{mark}[/] [dim]{escape(outcome(call, result, width))}[/]")
+        if result.is_error:
+            self._error_rest(result, width)
         note = checkpoint_note(result)
         if note:
             self.console.print(f"    [dim]{escape(note)}[/]")
         if result.is_error:
-            self._error_rest(result, width)
             return
         if call.name == "bash" and "exit_code" in result.metadata:
             shown = collapsed(result.content)

@@ -6,6 +6,7 @@ the model was sent."""
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -189,3 +190,63 @@ def test_compact_after_a_few_turns_summarises_the_older_ones(ws, term):
     last = server.requests[-1]["messages"]
     assert "The user asked twice; both answered." in last[1]["content"]  # the summary replaced turn one
     assert [m["content"] for m in last[2:]] == ["Two.", "third"]
+
+
+# -- scripts/setup and the demo's last line: how to run abhed ---------------------------------------
+
+def _clone_for_setup(into: Path) -> Path:
+    """What scripts/setup installs from (the packages, pyproject.toml, README.md) and the script."""
+    import shutil
+    clone = into / "clone"
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for part in ("abhed", "fallback_grep", "sandbox", "bundle", "offline_models", "scripts"):
+        shutil.copytree(REPO / part, clone / part, ignore=skip)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, clone / name)
+    return clone
+
+
+def test_setup_is_quiet_and_ends_saying_how_to_run_abhed(tmp_path):
+    """The real scripts/setup on a copy of the project, its own fresh .venv. PIP_NO_DEPS leaves the
+    dependencies (minutes to fetch) out of it: the warning came from building Abhed's own editable
+    wheel, which this does for real (setuptools from the index, in pip's build isolation)."""
+    import os
+    import subprocess
+    clone = _clone_for_setup(tmp_path)
+    links = tmp_path / "bin"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONWARNINGS", "PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(PIP_NO_DEPS="1", HOME=str(tmp_path), PATH=f"{links}:{env['PATH']}")
+    proc = subprocess.run([str(clone / "scripts" / "setup")], capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    said = (proc.stdout + proc.stderr).splitlines()
+    # This machine's own pip configuration may name an index folder that is missing; not setup's.
+    warnings = [line for line in said if re.search(r"warning", line, re.I) and "is ignored: it is neither a file" not in line]
+    assert warnings == [] and "Editable installation" not in proc.stderr, proc.stderr
+    abhed = clone / ".venv" / "bin" / "abhed"
+    assert said[-1].startswith(f"setup: done. Run Abhed as {abhed} (e.g. {abhed} demo)"), said[-1]
+    assert os.access(abhed, os.X_OK)
+    linked = subprocess.run([str(clone / "scripts" / "setup"), "--link", str(links)], capture_output=True, text=True,
+                            env=env, timeout=900)
+    assert linked.returncode == 0, linked.stderr
+    assert (links / "abhed").resolve() == abhed.resolve()
+    assert linked.stdout.splitlines()[-1] == f"setup: done. {links}/abhed links to {abhed}: run `abhed` (e.g. abhed demo)."
+
+
+def test_the_demo_ends_with_a_command_that_runs_here(home, tmp_path):
+    """Bare `abhed` only when PATH finds this one; else its path (as after scripts/setup)."""
+    import os
+    import subprocess
+    program = REPO / ".venv" / "bin" / "abhed"
+    base = {**os.environ, "ABHED_HOME": str(home), "ABHED_CONFIG": "", "PYTHONPATH": str(REPO)}
+    bare = {**base, "PATH": "/usr/bin:/bin"}
+    last = subprocess.run([str(program), "demo", "--fast"], capture_output=True, text=True, env=bare,
+                          timeout=300).stdout.splitlines()[-1]
+    assert last == (f"With a real model server: {program} doctor --endpoint http://HOST:8000/v1, then {program} in "
+                    "your project.")
+    links = tmp_path / "bin"
+    links.mkdir()
+    (links / "abhed").symlink_to(program)
+    on_path = {**base, "PATH": f"{links}:/usr/bin:/bin"}
+    last = subprocess.run(["abhed", "demo", "--fast"], capture_output=True, text=True, env=on_path,
+                          timeout=300).stdout.splitlines()[-1]
+    assert last == "With a real model server: abhed doctor --endpoint http://HOST:8000/v1, then abhed in your project."
