@@ -139,7 +139,8 @@ def _turn(agent: Any, display: Chat, text: str) -> None:
     from abhed.cli.launch import budget
     console = display.console
     agent.budget = budget(agent.ctx.settings)  # the budgets are per prompt
-    attached = attach(text, agent.ctx.vision, cwd=Path.cwd(), workspace=agent.ctx.paths.workspace)  # images and PDFs named by path (typed or dropped)
+    # Images and PDFs named by path (typed or dropped), a relative one from where the person started.
+    attached = attach(text, agent.ctx.vision, cwd=Path.cwd(), workspace=agent.ctx.paths.workspace)
     for line in attached.lines:
         console.print(printable(line), style="dim", markup=False, soft_wrap=True)
     try:

@@ -490,9 +490,10 @@ class Gate:
 
 
 def refusal(tool: str, verdict: Verdict, args: Any) -> str:
-    """The error a call gets when it needs a human and none is attached (non-interactive)."""
+    """The error a call gets when it needs a human and none is attached (non-interactive), when the
+    operator's rules deny it, or when the human declined it."""
     if verdict.decision == "deny" and verdict.declined:  # a person said no: their words, not the config's
-        said = ("Their reason is above: do what it says instead" if ": " in verdict.reason
+        said = ("Their reason is above: do what it says instead" if verdict.reason.startswith("the human declined it: ")
                 else "They gave no reason: ask them what they want, or do something else")
         return (f"Not run: {tool} was refused ({verdict.reason}). A human at the terminal declined this call (not "
                 f"the operator's configuration). {said}; do not repeat the same call.")
