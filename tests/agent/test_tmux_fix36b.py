@@ -213,9 +213,8 @@ def test_setup_is_quiet_and_ends_saying_how_to_run_abhed(tmp_path):
     import os
     import subprocess
     clone = _clone_for_setup(tmp_path)
-    links = tmp_path / "bin"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONWARNINGS", "PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(PIP_NO_DEPS="1", HOME=str(tmp_path), PATH=f"{links}:{env['PATH']}")
+    env.update(PIP_NO_DEPS="1", HOME=str(tmp_path))
     proc = subprocess.run([str(clone / "scripts" / "setup")], capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     said = (proc.stdout + proc.stderr).splitlines()
@@ -225,11 +224,41 @@ def test_setup_is_quiet_and_ends_saying_how_to_run_abhed(tmp_path):
     abhed = clone / ".venv" / "bin" / "abhed"
     assert said[-1].startswith(f"setup: done. Run Abhed as {abhed} (e.g. {abhed} demo)"), said[-1]
     assert os.access(abhed, os.X_OK)
-    linked = subprocess.run([str(clone / "scripts" / "setup"), "--link", str(links)], capture_output=True, text=True,
-                            env=env, timeout=900)
-    assert linked.returncode == 0, linked.stderr
-    assert (links / "abhed").resolve() == abhed.resolve()
-    assert linked.stdout.splitlines()[-1] == f"setup: done. {links}/abhed links to {abhed}: run `abhed` (e.g. abhed demo)."
+
+
+def test_setup_link_puts_abhed_on_path_only_when_asked_and_never_over_another(tmp_path):
+    """--link is setup's last step (scripts/setup-launcher), run here on its own: the install before
+    it is the test above."""
+    import os
+    import subprocess
+    clone = tmp_path / "clone"
+    (clone / "scripts").mkdir(parents=True)
+    (clone / "scripts" / "setup-launcher").write_bytes((REPO / "scripts" / "setup-launcher").read_bytes())
+    (clone / "scripts" / "setup-launcher").chmod(0o755)
+    abhed = clone / ".venv" / "bin" / "abhed"
+    abhed.parent.mkdir(parents=True)
+    abhed.write_text("#!/bin/sh\necho this abhed\n")
+    abhed.chmod(0o755)
+    links, elsewhere = tmp_path / "bin", tmp_path / "elsewhere"
+    env = {**os.environ, "HOME": str(tmp_path), "PATH": f"{links}:/usr/bin:/bin"}
+
+    def launcher(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(clone / "scripts" / "setup-launcher"), *args], capture_output=True, text=True,
+                              env=env, timeout=60)
+    assert launcher().stdout.startswith(f"setup: done. Run Abhed as {abhed} (e.g. {abhed} demo)")
+    assert not links.exists()  # not asked: nothing written outside the clone
+    linked = launcher("--link", str(links))
+    assert linked.stdout == f"setup: done. {links}/abhed links to {abhed}: run `abhed` (e.g. abhed demo).\n"
+    assert subprocess.run(["abhed"], capture_output=True, text=True, env=env).stdout == "this abhed\n"
+    assert launcher("--link", str(links)).returncode == 0  # again: the same link
+    off_path = launcher("--link", str(elsewhere))
+    assert f"but {elsewhere} is not on your PATH" in off_path.stdout and (elsewhere / "abhed").is_symlink()
+    (links / "abhed").unlink()
+    (links / "abhed").write_text("the operator's own\n")
+    refused = launcher("--link", str(links))
+    assert refused.returncode == 1 and "exists and is not a link to" in refused.stderr
+    assert (links / "abhed").read_text() == "the operator's own\n"
+    assert launcher("--bogus").returncode == 2
 
 
 def test_the_demo_ends_with_a_command_that_runs_here(home, tmp_path):
