@@ -158,3 +158,28 @@ def test_compact_keeps_the_latest_turn_only():
     assert compaction.last_turn(messages) == 4
     assert compaction.last_turn(messages[:2]) == 1  # one turn: nothing older
     assert compaction.last_turn([Msg("user", "[Abhed: mode auto]")]) == 1
+
+
+def test_every_display_shows_the_rest_of_an_error_under_its_line():
+    import io
+
+    from rich.console import Console
+
+    from abhed.cli.display import Chat, Progress
+    from abhed.model.wire import ToolCall
+    from abhed.tools.base import fail
+    call = ToolCall(id="1", name="task", arguments='{"prompt": 3}')
+    error = fail("Invalid arguments for `task`:\n- `prompt`: bad \x1b[2J\nCall task again")
+    out = io.StringIO()
+    chat = Chat(Console(file=out, width=100, force_terminal=False))
+    chat.tool_finished(call, error)
+    chat.subagent("1.1", "helper").tool_finished(call, error)
+    shown = out.getvalue()
+    assert shown.count("- `prompt`: bad \\x1b[2J") == 2 and shown.count("Call task again") == 2
+    assert "\x1b" not in shown
+    log = io.StringIO()
+    progress = Progress(log)
+    progress.tool_finished(call, error)
+    progress.subagent("1.1", "helper").tool_finished(call, error)
+    assert log.getvalue().count("          - `prompt`: bad \\x1b[2J\n") == 2
+    assert log.getvalue().count("Call task again") == 2

@@ -209,6 +209,10 @@ class _ProgressOf(Display):
     def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
         status = "error" if result.is_error else "ok"
         self.parent._line(f"{self.indent}{self.tag}    {status}: {outcome(call, result)}")
+        if result.is_error:
+            from abhed.cli import errorview
+            for line in errorview.rest(result.content, first_line(result.content)):
+                self.parent._line(f"{self.indent}          {line}")
 
     def notice(self, message: str) -> None:
         self.parent._line(f"{self.indent}{self.tag} abhed: {message}")
@@ -377,6 +381,11 @@ class _ChatOf(Display):
         width = max(20, self.console.width - len(self.indent) - len(self.tag) - 8)
         self.console.print(f"{self.indent}[dim]{escape(self.tag)}[/]   [{style}]{mark}[/] "
                            f"[dim]{escape(outcome(call, result, width))}[/]")
+        if result.is_error:
+            from abhed.cli import errorview
+            lines = errorview.rest(result.content, first_line(result.content, width))
+            if lines:
+                self.console.print(Padding(Text("\n".join(lines), style="red dim"), (0, 0, 0, len(self.indent) + 6)))
         note = checkpoint_note(result)
         if note:
             self.console.print(f"{self.indent}[dim]{escape(self.tag)}   {escape(note)}[/]")
