@@ -431,14 +431,17 @@ class Agent:
         if self._estimate() > self.config.compact_at * limit:
             self._compact(aggressive=False)
 
-    def _compact(self, aggressive: bool) -> bool:
-        """Replace the older turns by a summary; False when there is nothing older to replace."""
+    def _compact(self, aggressive: bool, asked: bool = False) -> bool:
+        """Replace the older turns by a summary; False when there is nothing older to replace.
+        `asked`: by the human (/compact), who means every turn before the latest, though they fit."""
         before = self._estimate()
         limit = self.model.context_window - self.model.max_output
         ratio = self.gauge.chars_per_token
         # After the server refused a request our estimate said would fit, trust the estimate less.
         keep = int(min(0.1 * limit, 0.25 * before) if aggressive else 0.3 * limit)
         start = compaction.split(self.messages, keep, lambda m: int(chars(m) / ratio))
+        if asked:
+            start = max(start, compaction.last_turn(self.messages))
         old, tail = self.messages[:start], self.messages[start:]
         if not any(m.role == "assistant" for m in old):
             return False
@@ -456,7 +459,7 @@ class Agent:
 
     def compact(self) -> bool:
         """Compact now (chat's /compact); False when there is nothing older to summarise."""
-        return self._compact(aggressive=False)
+        return self._compact(aggressive=False, asked=True)
 
     def clear(self) -> None:
         """A new conversation in the same session (chat's /clear): logged as a compaction that keeps

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
+from rich.text import Text
 
 from abhed.cli import lineedit, slash
 from abhed.cli.display import Chat
@@ -86,10 +87,12 @@ def announce(agent: Any, display: Chat, unfinished: bool) -> None:
 
 
 def chat_loop(pending: Pending, display: Chat, home: Path, workspace: Path,
-              release: Callable[[], None] = lambda: None) -> None:
-    """`release`: lineedit.hold_keys' (the keys typed since the chat began wait for the prompt)."""
+              release: Callable[[], None] = lambda: None, first: str | None = None) -> None:
+    """`release`: lineedit.hold_keys' (the keys typed since the chat began wait for the prompt).
+    `first`: the message given on the command line (`abhed "fix the test"`), sent as if typed."""
     console = display.console
     greet(display, workspace)
+    queued = _queue_first(display, first, pending, release)
     read = lineedit.reader(home, workspace, slash.NAMES, lambda prompt: console.input(prompt), drawn=pending.start,
                            release=release)
     pending.failed = read.stop  # the person learns at once, not when they send
@@ -97,7 +100,7 @@ def chat_loop(pending: Pending, display: Chat, home: Path, workspace: Path,
     unfinished = False
     while True:
         try:
-            text = read("> ").strip()
+            text = queued.pop() if queued else read("> ").strip()
             if agent is None:  # the first message waits for what a turn needs
                 agent, unfinished = pending.result()
                 commands = slash.Slash(agent, display, SessionStore(home))
@@ -119,13 +122,25 @@ def chat_loop(pending: Pending, display: Chat, home: Path, workspace: Path,
         unfinished = False
 
 
+def _queue_first(display: Chat, first: str | None, pending: Pending, release: Callable[[], None]) -> list[str]:
+    """The command line's message, shown as the prompt line it stands for; the terminal is let go at
+    once (its first turn may ask for approval) and the build starts without waiting for a prompt."""
+    if first is None or not first.strip():
+        return []
+    release()
+    pending.start()
+    display.console.print(Text("> ", style="bold") + Text(printable(first.strip())), soft_wrap=True)
+    return [first.strip()]
+
+
 def _turn(agent: Any, display: Chat, text: str) -> None:
     """Run one turn on the person's message."""
     from abhed.cli.attachments import attach
     from abhed.cli.launch import budget
     console = display.console
     agent.budget = budget(agent.ctx.settings)  # the budgets are per prompt
-    attached = attach(text, agent.ctx.vision)  # images and PDFs named by path (typed or dropped)
+    # Images and PDFs named by path (typed or dropped), a relative one from where the person started.
+    attached = attach(text, agent.ctx.vision, cwd=Path.cwd(), workspace=agent.ctx.paths.workspace)
     for line in attached.lines:
         console.print(printable(line), style="dim", markup=False, soft_wrap=True)
     try:

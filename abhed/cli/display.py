@@ -166,6 +166,10 @@ class Progress(Display):
     def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
         status = "error" if result.is_error else "ok"
         self._line(f"   {status}: {outcome(call, result)}")
+        if result.is_error:
+            from abhed.cli import errorview
+            for line in errorview.rest(result.content, first_line(result.content)):
+                self._line(f"          {line}")
 
     def todos(self, items: list[TodoItem]) -> None:
         self._line("   " + render_todos(items).replace("\n", "\n   "))
@@ -205,6 +209,10 @@ class _ProgressOf(Display):
     def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
         status = "error" if result.is_error else "ok"
         self.parent._line(f"{self.indent}{self.tag}    {status}: {outcome(call, result)}")
+        if result.is_error:
+            from abhed.cli import errorview
+            for line in errorview.rest(result.content, first_line(result.content)):
+                self.parent._line(f"{self.indent}          {line}")
 
     def notice(self, message: str) -> None:
         self.parent._line(f"{self.indent}{self.tag} abhed: {message}")
@@ -283,6 +291,8 @@ class Chat(Display):
         mark, style = ("x", "red") if result.is_error else ("ok", "green")
         width = max(20, self.console.width - 8)
         self.console.print(f"    [{style}]{mark}[/] [dim]{escape(outcome(call, result, width))}[/]")
+        if result.is_error:
+            self._error_rest(result, width)
         note = checkpoint_note(result)
         if note:
             self.console.print(f"    [dim]{escape(note)}[/]")
@@ -296,6 +306,13 @@ class Chat(Display):
             args = call_arguments(call)
             if args is not None:
                 self.console.print(Padding(diffview.render(call.name, args, max_lines=20), (0, 0, 0, 6)))
+
+    def _error_rest(self, result: ToolResult, width: int) -> None:
+        """The lines of the error after the first (errorview: whole, bounded, printable)."""
+        from abhed.cli import errorview
+        lines = errorview.rest(result.content, first_line(result.content, width))
+        if lines:
+            self.console.print(Padding(Text("\n".join(lines), style="red dim"), (0, 0, 0, 6)))
 
     def todos(self, items: list[TodoItem]) -> None:
         body = Text()
@@ -364,6 +381,11 @@ class _ChatOf(Display):
         width = max(20, self.console.width - len(self.indent) - len(self.tag) - 8)
         self.console.print(f"{self.indent}[dim]{escape(self.tag)}[/]   [{style}]{mark}[/] "
                            f"[dim]{escape(outcome(call, result, width))}[/]")
+        if result.is_error:
+            from abhed.cli import errorview
+            lines = errorview.rest(result.content, first_line(result.content, width))
+            if lines:
+                self.console.print(Padding(Text("\n".join(lines), style="red dim"), (0, 0, 0, len(self.indent) + 6)))
         note = checkpoint_note(result)
         if note:
             self.console.print(f"{self.indent}[dim]{escape(self.tag)}   {escape(note)}[/]")
