@@ -58,6 +58,8 @@ def compare(before: bytes | None, after: bytes) -> FileDiff:
     old = before or b""
     if diff.new_file:
         diff.notes.append(f"new file: {len(after)} bytes, {_count(after)} lines")
+    if before == after:
+        return diff  # the same bytes, whatever they hold: no change
     for name, data in (("before", old), ("after", after)):
         why = _not_text(data)
         if why:
