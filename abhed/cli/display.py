@@ -247,6 +247,7 @@ class Chat(Display):
     def idle(self) -> None:
         """The turn is over: no spinner while the human types."""
         self.activity.stop()
+        self._planned.clear()  # a call the turn never finished (Ctrl-C) leaves no diff behind
 
     def attach(self, gate: Gate, save_rule: Callable[[str], str] | None = None,
                tool_ctx: ToolContext | None = None) -> None:
@@ -302,8 +303,7 @@ class Chat(Display):
             change, diff = self._planned.pop(call.id, (None, None))
             args = call_arguments(call)
             if diff is not None:  # the file's own diff; the call's arguments where it could not be worked out
-                self.console.print(Padding(diffview.render_file(None, diff, max_lines=20, more=" (/diff lists the "
-                                                                "session's changes)"), (0, 0, 0, 6)))
+                self.console.print(Padding(diffview.render_file(None, diff, max_lines=20), (0, 0, 0, 6)))
             elif args is not None:
                 self.console.print(Padding(diffview.render(call.name, args, max_lines=20), (0, 0, 0, 6)))
 
