@@ -44,6 +44,8 @@ def test_bash_offers_the_command_then_its_program_never_all_of_bash(ws):
     policy = Policy.create("ask", [], [], ws)
     call = SimpleNamespace(command="make test", description="d")
     assert [s.rule for s in approvals.save_scopes("bash", call, policy)] == ["bash(make test)", "bash(make test:*)"]
+    runs_a_file = SimpleNamespace(command="make -f Makefile", description="d")  # no rule would allow it: none saved
+    assert approvals.exact_rules("bash", runs_a_file, ws) and approvals.save_scopes("bash", runs_a_file, policy) == ()
     several = SimpleNamespace(command="make a && make b", description="d")
     assert approvals.save_scopes("bash", several, policy) == ()  # one rule a save: none for two commands
     options = approvals.choices("bash", several, policy.check("bash", several), policy, can_save=True)
