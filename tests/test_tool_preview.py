@@ -85,6 +85,9 @@ def test_a_file_over_the_limit_is_not_read(ws, tools):
     change = preview("write", SimpleNamespace(path=str(target), content="y"), tools.ctx)
     assert change is not None and change.after is None
     assert change.note == f"{target} is {READ_LIMIT + 1} bytes, over the {READ_LIMIT} bytes a diff is shown for"
+    target.write_bytes(b"x" * READ_LIMIT)  # the limit itself is shown
+    at_limit = preview("write", SimpleNamespace(path=str(target), content="y"), tools.ctx)
+    assert at_limit is not None and at_limit.before == b"x" * READ_LIMIT
 
 
 def test_a_symlink_to_a_file_outside_shows_no_byte_of_it(ws, tools, tmp_path):
@@ -137,3 +140,34 @@ def test_a_file_swapped_for_a_symlink_is_not_followed(ws, tools, tmp_path, monke
     change = preview("edit", edit(ws / "f.txt", "TOP", "x"), tools.ctx)
     assert change is not None and change.before is None and change.after is None
     assert "TOPSECRET" not in repr(change) and change.note.startswith("the call will fail: ")
+
+
+def test_arguments_of_the_wrong_type_and_tools_without_a_preview(ws, tools):
+    assert preview("glob", SimpleNamespace(path=str(ws), pattern="*"), tools.ctx) is None
+    half = preview("edit", SimpleNamespace(path=str(ws / "f"), old_string="a", new_string=2), tools.ctx)
+    assert half is not None and half.note == "the edit will fail: old_string and new_string must both be text"
+    bad = preview("write", SimpleNamespace(path=str(ws / "f"), content=None), tools.ctx)
+    assert bad is not None and bad.note == "the write will fail: content must be text"
+    (ws / "f.txt").write_text("dup dup\n")
+    unset = preview("edit", SimpleNamespace(path=str(ws / "f.txt"), old_string="dup", new_string="x"), tools.ctx)
+    assert unset is not None and unset.after is None  # no replace_all given: not every occurrence
+
+
+def test_the_read_limit_holds_whatever_the_size_said_and_no_descriptor_is_left_open(ws, tools, monkeypatch):
+    """A file that grew after its stat is still read only up to the limit (the stat is faked small)."""
+    from abhed.tools import preview as module
+    opened = module.textfile.open_entry
+
+    def small(*args, **kw):  # type: ignore[no-untyped-def]
+        fd, st = opened(*args, **kw)
+        return fd, os.stat_result((st.st_mode, 0, 0, 1, 0, 0, 0, 0, 0, 0))
+    monkeypatch.setattr(module.textfile, "open_entry", small)
+    exact, over = ws / "exact.txt", ws / "over.txt"
+    exact.write_bytes(b"x" * READ_LIMIT)
+    over.write_bytes(b"x" * (READ_LIMIT + 1))
+    before = len(os.listdir("/proc/self/fd"))
+    whole = preview("write", SimpleNamespace(path=str(exact), content="y"), tools.ctx)
+    assert whole is not None and whole.before == exact.read_bytes()
+    grown = preview("write", SimpleNamespace(path=str(over), content="y"), tools.ctx)
+    assert grown is not None and grown.note == f"{over} is over the {READ_LIMIT} bytes a diff is shown for"
+    assert len(os.listdir("/proc/self/fd")) == before
