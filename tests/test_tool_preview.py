@@ -171,3 +171,14 @@ def test_the_read_limit_holds_whatever_the_size_said_and_no_descriptor_is_left_o
     grown = preview("write", SimpleNamespace(path=str(over), content="y"), tools.ctx)
     assert grown is not None and grown.note == f"{over} is over the {READ_LIMIT} bytes a diff is shown for"
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_read_that_fails_is_a_note_not_a_traceback(ws, tools, monkeypatch):
+    from abhed.tools import preview as module
+    (ws / "f.txt").write_text("x\n")
+
+    def broken(fd, limit=None):  # type: ignore[no-untyped-def]
+        raise OSError(5, "Input/output error")
+    monkeypatch.setattr(module.beneath, "read_fd", broken)
+    change = preview("write", SimpleNamespace(path=str(ws / "f.txt"), content="y"), tools.ctx)
+    assert change is not None and change.note == f"no diff: {ws / 'f.txt'} could not be read (Input/output error)"

@@ -57,6 +57,8 @@ def preview(tool: str, args: Any, ctx: ToolContext) -> Preview | None:
         return Preview(path, None, None, f"the call will fail: {exc.message}")
     except _TooLarge as exc:
         return Preview(path, None, None, str(exc))
+    except OSError as exc:  # a read that failed half-way (EIO): no diff, and the question still asked
+        return Preview(path, None, None, f"no diff: {path} could not be read ({exc.strerror or exc})")
 
 
 def current(path: Path, ctx: ToolContext) -> bytes | None:
