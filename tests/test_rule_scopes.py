@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+import abhed.tools  # noqa: F401  (the tool registry: the gate judges bash by its traits)
 from abhed.cli import approvals
 from abhed.cli.approvals import RuleSaver, Scope
 from abhed.gate.approval import Answer, Policy
@@ -44,8 +45,11 @@ def test_bash_offers_the_command_then_its_program_never_all_of_bash(ws):
     policy = Policy.create("ask", [], [], ws)
     call = SimpleNamespace(command="make test", description="d")
     assert [s.rule for s in approvals.save_scopes("bash", call, policy)] == ["bash(make test)", "bash(make test:*)"]
-    runs_a_file = SimpleNamespace(command="make -f Makefile", description="d")  # no rule would allow it: none saved
-    assert approvals.exact_rules("bash", runs_a_file, ws) and approvals.save_scopes("bash", runs_a_file, policy) == ()
+    runs_a_file = SimpleNamespace(command="make -f Makefile", description="d")  # bash(make:*) would not allow it
+    assert approvals.prefix_rules("bash", runs_a_file, ws) == ("bash(make:*)",)
+    assert [s.rule for s in approvals.save_scopes("bash", runs_a_file, policy)] == ["bash(make -f Makefile)"]
+    in_place = SimpleNamespace(command="sed -e s/a/b/ -i f", description="d")  # no rule would allow it: none saved
+    assert approvals.exact_rules("bash", in_place, ws) and approvals.save_scopes("bash", in_place, policy) == ()
     several = SimpleNamespace(command="make a && make b", description="d")
     assert approvals.save_scopes("bash", several, policy) == ()  # one rule a save: none for two commands
     options = approvals.choices("bash", several, policy.check("bash", several), policy, can_save=True)
