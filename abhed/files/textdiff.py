@@ -146,7 +146,8 @@ def _hunks(diff: FileDiff, a: list[str], b: list[str], strip_cr: bool) -> None:
             old = [_shown(a[i], strip_cr) for i in range(a1, a2)]
             new = [_shown(b[j], strip_cr) for j in range(b1, b2)]
             pairs = min(len(old), len(new)) if tag == "replace" else 0
-            marks = [words(old[k], new[k]) for k in range(pairs)]
+            room = MAX_LINES - len(out)  # words compared only for lines that are kept (the cost is per pair)
+            marks = [words(old[k], new[k]) if k < room else ((), ()) for k in range(pairs)]
             diff.removed += len(old)
             diff.added += len(new)
             for k, text in enumerate(old):
