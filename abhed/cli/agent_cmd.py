@@ -295,7 +295,7 @@ def _chat(session_id: str | None, new: bool, kw: dict, release, first: str | Non
         if session_id is not None:
             for line in launch.recent_conversation(agent.ctx.session):
                 display.console.print(printable(line), markup=False, highlight=False)
-        display.attach(agent.gate, _rule_saver(settings))
+        display.attach(agent.gate, _rule_saver(settings), agent.ctx)
         announce(agent, display, unfinished)
         return agent, unfinished
 
@@ -329,7 +329,8 @@ def _rule_saver(settings: config.Settings):
             return save_rule(path, rule)
         except (SaveError, OSError) as exc:
             return f"{exc} (the rule still holds for this session)"
-    return save
+    from abhed.cli.approvals import RuleSaver
+    return RuleSaver(path, save)
 
 
 @click.command()

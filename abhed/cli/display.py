@@ -26,7 +26,7 @@ from rich.padding import Padding
 from rich.panel import Panel
 from rich.text import Text
 
-from abhed.cli import approvals, diffview
+from abhed.cli import approvals, diffview, pager
 from abhed.cli.activity import Activity
 from abhed.cli.replytext import MarkdownStream
 from abhed.gate.approval import Answer, Gate, Verdict
@@ -35,7 +35,7 @@ from abhed.session.hashing import Hashing
 from abhed.session.store import Plan, TodoItem
 from abhed.common.terminal import printable
 from abhed.agent.display import Display
-from abhed.tools.base import ToolResult
+from abhed.tools.base import ToolContext, ToolResult
 from abhed.tools.plan import render_plan
 from abhed.tools.todo import render_todos
 
@@ -235,6 +235,8 @@ class Chat(Display):
         self.reply = MarkdownStream(self.console)
         self.activity = Activity(self.console)
         self._running = "running"  # what the status line says while the last call started runs
+        self.tool_ctx: ToolContext | None = None  # the session's files, read for the diff of an edit or write
+        self._planned: dict[str, Any] = {}  # call id -> the diff worked out as it started (diffview.file_diff)
 
     def waiting(self) -> None:
         self.activity.start("thinking")
@@ -253,9 +255,11 @@ class Chat(Display):
     def idle(self) -> None:
         """The turn is over: no spinner while the human types."""
         self.activity.stop()
+        self._planned.clear()  # a call the turn never finished (Ctrl-C) leaves no diff behind
 
-    def attach(self, gate: Gate, save_rule: Callable[[str], str] | None = None) -> None:
-        self.gate, self.save_rule = gate, save_rule
+    def attach(self, gate: Gate, save_rule: Callable[[str], str] | None = None,
+               tool_ctx: ToolContext | None = None) -> None:
+        self.gate, self.save_rule, self.tool_ctx = gate, save_rule, tool_ctx
 
     def _end_stream(self) -> None:
         self.reply.flush()
@@ -286,6 +290,8 @@ class Chat(Display):
         self.activity.start(self._running)
         width = max(20, self.console.width - len(call.name) - 4)
         self.console.print(f"[cyan]  {escape(call.name)}[/] [dim]{escape(preview(call, width))}[/]")
+        if diffview.shown(call.name) and self.tool_ctx is not None:  # the file before the call changes it
+            self._planned[call.id] = diffview.file_diff(call.name, call_arguments(call), self.tool_ctx)
 
     def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
         mark, style = ("x", "red") if result.is_error else ("ok", "green")
@@ -297,14 +303,18 @@ class Chat(Display):
         if note:
             self.console.print(f"    [dim]{escape(note)}[/]")
         if result.is_error:
+            self._planned.pop(call.id, None)
             return
         if call.name == "bash" and "exit_code" in result.metadata:
             shown = collapsed(result.content)
             if shown:
                 self.console.print(Padding(Text(shown, style="dim"), (0, 0, 0, 6)))
         elif diffview.shown(call.name):
+            change, diff = self._planned.pop(call.id, (None, None))
             args = call_arguments(call)
-            if args is not None:
+            if diff is not None:  # the file's own diff; the call's arguments where it could not be worked out
+                self.console.print(Padding(diffview.render_file(None, diff, max_lines=20), (0, 0, 0, 6)))
+            elif args is not None:
                 self.console.print(Padding(diffview.render(call.name, args, max_lines=20), (0, 0, 0, 6)))
 
     def _error_rest(self, result: ToolResult, width: int) -> None:
@@ -345,7 +355,13 @@ class Chat(Display):
         literal = getattr(args, "command", None) or getattr(args, "path", None) or ""
         if literal:  # whole and literal: a `# \x1b[1A...` tail cannot redraw the line to hide what runs
             lines.append(f"{tool}: {printable(str(literal))}\n")
-        if diffview.shown(tool):
+        change, diff = diffview.file_diff(tool, args, self.tool_ctx)
+        longer = diffview.line_count(diff) > diffview.MAX_LINES
+        if diff is not None or change is not None:  # the file's diff, as the tool would change it
+            lines.append_text(diffview.render_file(change, diff, more=f": {approvals.PAGE} at the question shows "
+                                                                     "the whole diff"))
+            lines.append("\n")
+        elif diffview.shown(tool):
             lines.append_text(diffview.render(tool, args))
             lines.append("\n")
         lines.append(f"why asked: {printable(verdict.reason)}", style="yellow")
@@ -353,8 +369,11 @@ class Chat(Display):
         self.console.print(Panel(lines, title=title, title_align="left", expand=False,
                                  border_style="red" if verdict.destructive else "yellow"))
         policy = self.gate.effective() if self.gate is not None else None  # None: no session, no rules to grant
-        options = approvals.choices(tool, args, verdict, policy, self.save_rule is not None)
-        return approvals.ask(options, self._read, self._say, self.save_rule or str)
+        options = approvals.choices(tool, args, verdict, policy, self.save_rule is not None,
+                                    diffview.line_count(diff) if longer else 0)
+        return approvals.ask(options, self._read, self._say, self.save_rule or str,
+                             lambda: pager.page(diffview.render_file(change, diff, max_lines=None), self.console,
+                                                self._read))
 
     def _read(self, prompt: str) -> str:
         return self.console.input(escape(prompt))
