@@ -86,12 +86,14 @@ def announce(agent: Any, display: Chat, unfinished: bool) -> None:
 
 
 def chat_loop(pending: Pending, display: Chat, home: Path, workspace: Path,
-              release: Callable[[], None] = lambda: None) -> None:
-    """`release`: lineedit.hold_keys' (the keys typed since the chat began wait for the prompt)."""
+              release: Callable[[], None] = lambda: None, settings: Any = None) -> None:
+    """`release`: lineedit.hold_keys' (the keys typed since the chat began wait for the prompt).
+    `settings`: the operator's (custom commands, the `@` picker's exclusions); None: defaults."""
     console = display.console
     greet(display, workspace)
-    read = lineedit.reader(home, workspace, slash.NAMES, lambda prompt: console.input(prompt), drawn=pending.start,
-                           release=release)
+    custom, files = _peer_features(display, workspace, settings)
+    read = lineedit.reader(home, workspace, [*slash.NAMES, *(f"/{n}" for n in custom.commands)],
+                           lambda prompt: console.input(prompt), drawn=pending.start, release=release, files=files)
     pending.failed = read.stop  # the person learns at once, not when they send
     agent = commands = None
     unfinished = False
@@ -100,7 +102,7 @@ def chat_loop(pending: Pending, display: Chat, home: Path, workspace: Path,
             text = read("> ").strip()
             if agent is None:  # the first message waits for what a turn needs
                 agent, unfinished = pending.result()
-                commands = slash.Slash(agent, display, SessionStore(home))
+                commands = slash.Slash(agent, display, SessionStore(home), custom)
         except EOFError:
             console.print()
             return
@@ -110,13 +112,29 @@ def chat_loop(pending: Pending, display: Chat, home: Path, workspace: Path,
         command = slash.parse(text)
         if command is not None:
             assert commands is not None  # set with the agent, before any text is handled
-            if not commands.run(*command):
-                return
-            continue
+            prompt = commands.prompt_of(*command)  # a custom command (usercommands) is a prompt to send
+            if prompt is None:
+                if not commands.run(*command):
+                    return
+                continue
+            text = prompt
         if not text and not unfinished:
             continue
         _turn(agent, display, text)
         unfinished = False
+
+
+def _peer_features(display: Chat, workspace: Path, settings: Any) -> tuple[Any, Any]:
+    """The custom slash commands (their problems shown now) and the `@` picker's file list."""
+    import os
+
+    from abhed.cli import mentions, usercommands
+    from abhed.session.config import Settings
+    settings = settings if settings is not None else Settings()
+    custom = usercommands.load(dict(os.environ), workspace, {*slash.HELP, "quit"}, settings)
+    for problem in custom.problems:
+        display.console.print(printable(f"custom commands: {problem}"), style="yellow", markup=False, soft_wrap=True)
+    return custom, mentions.FileList(mentions.workspace_walk(workspace, settings.search.exclude)).files
 
 
 def _turn(agent: Any, display: Chat, text: str) -> None:
@@ -125,6 +143,11 @@ def _turn(agent: Any, display: Chat, text: str) -> None:
     from abhed.cli.launch import budget
     console = display.console
     agent.budget = budget(agent.ctx.settings)  # the budgets are per prompt
+    from abhed.cli import mentions
+    mentioned = mentions.attach(text, agent.ctx, agent.gate)  # files named by `@path`
+    for line in mentioned.lines:
+        console.print(printable(line), style="dim", markup=False, soft_wrap=True)
+    text = mentioned.prompt
     attached = attach(text, agent.ctx.vision)  # images and PDFs named by path (typed or dropped)
     for line in attached.lines:
         console.print(printable(line), style="dim", markup=False, soft_wrap=True)
