@@ -3,7 +3,8 @@
 On a terminal: history per workspace (kept under the session store, never in the workspace),
 Up/Down and Ctrl-R through it (Enter ends a search with the match in the editor); Enter sends, Alt-Enter adds a line, and a paste
 (bracketed by the terminal) is one message however many lines it has; Tab completes slash
-commands and paths (relative to the workspace).
+commands and paths (relative to the workspace). `@` and letters open a fuzzy file picker
+(cli/mentions.py) as they are typed: Up/Down move, Tab or Enter takes the file.
 """
 
 from __future__ import annotations

@@ -88,7 +88,8 @@ class Slash:
             self._say(f"  /{name:<9} {what}")
         self._custom_help()
         self._say("  Enter sends; Alt-Enter (Esc then Enter) adds a line; a paste is one message; Up/Down and Ctrl-R search "
-                  "the history (Enter takes the match into the editor, Enter again sends it); Tab completes commands and paths. "
+                  "the history (Enter takes the match into the editor, Enter again sends it); Tab completes commands and paths; "
+                  "@ and letters pick a file to attach. "
                   "Ctrl-C stops a turn. At an approval prompt, Enter alone, Ctrl-D and Ctrl-C are a no.", "dim")
 
     def _custom_help(self) -> None:
