@@ -87,9 +87,13 @@ def test_a_symlink_out_and_a_binary_file_are_not_attached(tools, ws, tmp_path):
     (tmp_path / "outside.txt").write_text("HOST-SECRET\n")
     (ws / "link.txt").symlink_to(tmp_path / "outside.txt")
     (ws / "blob.bin").write_bytes(b"\x00\x01\x02" * 100)
-    found = mentions.attach("@link.txt @blob.bin @missing.txt", tools.ctx, Gate(Policy.create("ask", [], [], ws)))
+    (ws / "sub").mkdir()
+    found = mentions.attach("@link.txt @blob.bin @missing.txt @sub @../ws/x", tools.ctx,
+                            Gate(Policy.create("ask", [], [], ws)))
     assert "HOST-SECRET" not in found.prompt
-    assert len(found.lines) == 1 and found.lines[0].startswith("[not attached: @blob.bin:")
+    assert found.lines[0].startswith(f"[not attached: @link.txt: `path` {ws}/link.txt is outside")
+    assert found.lines[1] == "[not attached: @sub: it is a directory (the model can list it with glob)]"
+    assert found.lines[2].startswith("[not attached: @blob.bin:") and len(found.lines) == 3
 
 
 def test_more_mentions_than_a_message_takes_are_named_not_dropped_silently(tools, ws):
@@ -284,3 +288,22 @@ def test_hook_runs_are_events_of_the_session_log(tools, ws, tmp_path):
     tools.ok("glob", pattern="*")
     kinds = [e.kind for e in tools.session.log.load().events]
     assert kinds.index("hook") == kinds.index("action") + 1  # after the call is recorded, before its result
+
+
+def test_a_directory_others_can_write_is_not_read(dirs, ws):
+    env, user, _ = dirs
+    write(user / "x.md", "x")
+    os.chmod(user, 0o777)
+    catalog = usercommands.load(env, ws, set(HELP))
+    assert catalog.commands == {}
+    assert catalog.problems == [f"{user} is not read: {user} is writable by its group and every user (mode 0777): "
+                                "whoever can write it chooses what you send to the model"]
+
+
+def test_a_file_over_the_size_bound_or_not_utf8_is_refused(dirs, ws):
+    env, user, _ = dirs
+    write(user / "big.md", "x" * (usercommands.MAX_BYTES + 1))
+    (user / "bin.md").write_bytes(b"\xff\xfe")
+    problems = usercommands.load(env, ws, set(HELP)).problems
+    assert problems == [f"{user}/big.md is not used: it is {usercommands.MAX_BYTES + 1} bytes, over the 65536 a "
+                        "command may have", f"{user}/bin.md is not used: it is not UTF-8 text"]

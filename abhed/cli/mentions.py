@@ -15,6 +15,7 @@ MAX_FILES files, each at most FILE_BUDGET characters, with a note where one is c
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -140,7 +141,13 @@ def attach(text: str, ctx: Any, gate: Any) -> Attached:
     from abhed.tools.read import Read, ReadInput
     found = Attached(prompt=text)
     blocks: list[str] = []
-    names = [n for n in mentioned(text) if _is_file(ctx, n)]
+    names: list[str] = []
+    for name in mentioned(text):
+        problem = _refused(ctx, name)
+        if problem is None:
+            names.append(name)
+        elif problem:
+            found.lines.append(f"[not attached: @{printable(name)}: {printable(problem)}]")
     for name in names[:MAX_FILES]:
         path = ctx.paths.workspace / name
         args = ReadInput(path=str(path))
@@ -163,15 +170,23 @@ def attach(text: str, ctx: Any, gate: Any) -> Attached:
     return found
 
 
-def _is_file(ctx: Any, name: str) -> bool:
-    """Whether `name` (relative to the workspace) resolves to a file inside the allowed roots."""
+def _refused(ctx: Any, name: str) -> str | None:
+    """None when `name` (relative to the workspace) is a file to attach; why not when something by
+    that name is there but cannot be attached (a link out, a directory); "" when nothing is there
+    (an @ in prose: `@someone`). By name: the read itself goes below the root's descriptor."""
     from abhed.common.errors import ToolError
     if name.startswith("/"):
-        return False
+        return ""
+    lexical = ctx.paths.workspace / name
+    if not os.path.lexists(lexical):
+        return ""
     try:
-        return ctx.paths.resolve(str(ctx.paths.workspace / name)).is_file()
-    except (ToolError, OSError):
-        return False
+        real = ctx.paths.resolve(str(lexical))
+    except ToolError as exc:
+        return exc.message
+    if real.is_dir():
+        return "it is a directory (the model can list it with glob)"
+    return None if real.is_file() else "it is not a regular file"
 
 
 def _block(name: str, path: str, content: str, facts: dict[str, Any]) -> tuple[str, str]:
