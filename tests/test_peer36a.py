@@ -307,3 +307,58 @@ def test_a_file_over_the_size_bound_or_not_utf8_is_refused(dirs, ws):
     problems = usercommands.load(env, ws, set(HELP)).problems
     assert problems == [f"{user}/big.md is not used: it is {usercommands.MAX_BYTES + 1} bytes, over the 65536 a "
                         "command may have", f"{user}/bin.md is not used: it is not UTF-8 text"]
+
+
+def test_a_program_that_cannot_start_blocks_a_pre_tool_call_and_warns_elsewhere(tmp_path):
+    cfg = {"command": [str(tmp_path / "missing-hook")]}
+    notices: list = []
+    hooks = Hooks(HooksConfig.model_validate({"pre_tool": [cfg], "turn_end": [cfg]}), "sid", tmp_path,
+                  lambda _: None, notices.append)
+    assert hooks.fire("pre_tool", "main", "bash").blocked == (
+        f"the operator's pre_tool hook `{tmp_path}/missing-hook` gave no answer (it could not be started: No such file "
+        "or directory), and a hook that guards calls blocks when it cannot answer")
+    verdict = hooks.fire("turn_end", status="done")
+    assert verdict.blocked is None
+    assert verdict.warnings == [f"hook `{tmp_path}/missing-hook` on turn_end: it could not be started: No such file or "
+                                "directory"]
+    assert notices[-1] == "warning: " + verdict.warnings[0]
+
+
+def test_a_timeout_elsewhere_warns_and_a_long_stderr_is_cut(tmp_path):
+    hooks, events, notices, command = hooks_of(tmp_path, "session_end", "sleep 30\n", timeout_s=0.3)
+    assert hooks.fire("session_end").warnings == [
+        f"hook `{command}` on session_end: it was still running after 0.3 s and was stopped"]
+    hooks, events, _, _ = hooks_of(tmp_path, "pre_tool", "head -c 5000 /dev/zero | tr '\\0' e >&2; exit 2\n")
+    reason = hooks.fire("pre_tool", "main", "bash").blocked
+    assert reason.endswith("e" * 100 + " [cut: 5000 characters]") and len(events[0].stderr) == 2000 + len(" [cut: 5000 characters]")
+
+
+def test_a_block_ends_the_round_and_later_hooks_do_not_run(tmp_path):
+    first = script(tmp_path / "first.sh", "exit 2\n")
+    second = script(tmp_path / "second.sh", f"touch {tmp_path}/second-ran\n")
+    events: list = []
+    hooks = Hooks(HooksConfig.model_validate({"pre_tool": [{"command": [first]}, {"command": [second]}]}), "sid",
+                  tmp_path, events.append, lambda _: None)
+    assert hooks.fire("pre_tool", "main", "bash").blocked is not None
+    assert not (tmp_path / "second-ran").exists() and len(events) == 1
+
+
+def test_a_hook_run_the_log_cannot_hold_blocks_a_pre_tool_call(tmp_path):
+    from abhed.session.storefail import StoreError
+    command = script(tmp_path / "ok.sh", "exit 0\n")
+
+    def full(_event):
+        raise StoreError("the disk is full", tmp_path, 28)
+    notices: list = []
+    hooks = Hooks(HooksConfig.model_validate({"pre_tool": [{"command": [command]}], "post_tool": [{"command": [command]}]}),
+                  "sid", tmp_path, full, notices.append)
+    assert hooks.fire("pre_tool", "main", "bash").blocked == (
+        f"the run of hook `{command}` on pre_tool could not be recorded: the disk is full")
+    assert hooks.fire("post_tool", "main", "bash").warnings == [
+        f"the run of hook `{command}` on post_tool could not be recorded: the disk is full"]
+
+
+def test_a_post_tool_event_carries_a_bounded_result():
+    from abhed.agent.hooks import MAX_RESULT, bounded_result
+    assert bounded_result("x" * MAX_RESULT) == "x" * MAX_RESULT
+    assert bounded_result("x" * (MAX_RESULT + 5)) == "x" * MAX_RESULT + f"\n[cut: the result has {MAX_RESULT + 5} characters]"
