@@ -140,6 +140,7 @@ def test_user_and_operator_commands_load_the_operators_winning_a_name(dirs, ws):
     write(user / "review.md", "user review")
     write(user / "only-user.md", "mine")
     write(op / "review.md", "operator review")
+    write(op / "README.txt", "not a command")
     catalog = usercommands.load(env, ws, set(HELP))
     assert {n: c.origin for n, c in catalog.commands.items()} == {"only-user": "user", "review": "operator"}
     assert catalog.commands["review"].text == "operator review" and catalog.problems == []
@@ -362,3 +363,58 @@ def test_a_post_tool_event_carries_a_bounded_result():
     from abhed.agent.hooks import MAX_RESULT, bounded_result
     assert bounded_result("x" * MAX_RESULT) == "x" * MAX_RESULT
     assert bounded_result("x" * (MAX_RESULT + 5)) == "x" * MAX_RESULT + f"\n[cut: the result has {MAX_RESULT + 5} characters]"
+
+
+def test_hook_runs_show_in_sessions_show_and_in_the_audit_export(tools, ws, tmp_path):
+    from abhed.session.audit import export
+    from abhed.session.eventtree import shown_event
+    command = script(tmp_path / "no.sh", "echo frozen >&2; exit 2\n")
+    tools.ctx.hooks = Hooks(HooksConfig.model_validate({"pre_tool": [{"command": [command]}]}), tools.session.id, ws,
+                            tools.session.record, lambda _: None)
+    tools.err("glob", pattern="*")
+    hook = next(e for e in tools.session.log.load().events if e.kind == "hook")
+    assert shown_event(hook, "", False).endswith(f"[main] hook pre_tool (glob) {command}: blocked, exit 2: frozen")
+    record = next(r for r in export(tools.session) if r["type"] == "hook")
+    assert (record["event"], record["tool"], record["exit_code"], record["outcome"]) == ("pre_tool", "glob", 2, "blocked")
+
+
+def test_a_commands_directory_inside_an_allowed_root_is_not_read(tmp_path, ws):
+    root = tmp_path / "shared"
+    write(root / "abhed" / "commands" / "x.md", "planted")
+    settings = config.Settings.model_validate({"allowed_roots": [str(root)]})
+    catalog = usercommands.load({"XDG_CONFIG_HOME": str(root), "ABHED_CONFIG": ""}, ws, set(HELP), settings)
+    assert catalog.commands == {} and "where the model can write files" in catalog.problems[0]
+
+
+def test_commands_past_the_bound_are_named(dirs, ws, monkeypatch):
+    env, user, _ = dirs
+    for name in ("a", "b", "c"):
+        write(user / f"{name}.md", name)
+    monkeypatch.setattr(usercommands, "MAX_COMMANDS", 2)
+    catalog = usercommands.load(env, ws, set(HELP))
+    assert list(catalog.commands) == ["a", "b"]
+    assert catalog.problems == [f"{user}/c.md: not used, over 2 custom commands"]
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(dirs, ws):
+    env, user, _ = dirs
+    user.mkdir(parents=True)
+    os.mkfifo(user / "pipe.md")
+    assert usercommands.load(env, ws, set(HELP)).problems == [f"{user}/pipe.md is not used: it is not a regular file"]
+
+
+def test_expansion_edge_cases():
+    command = usercommands.Command("x", "a=$1 c=$3 cost $$", "/x", "user")
+    assert usercommands.expand(command, "one two") == "a=one c= cost $"
+    dollars = usercommands.Command("x", "costs $$5", "/x", "user")
+    assert usercommands.expand(dollars, "now") == "costs $5\n\nARGUMENTS: now"  # $$ is no placeholder for them
+    quoted = usercommands.Command("x", "[$1] [$ARGUMENTS]", "/x", "user")
+    assert usercommands.expand(quoted, "it's here") == "[it's] [it's here]"  # an unbalanced quote: words as typed
+
+
+def test_a_hook_flooding_stdout_is_stopped_and_warns(tmp_path):
+    hooks, events, notices, command = hooks_of(tmp_path, "turn_end", "cat >/dev/null; head -c 3000000 /dev/zero\n")
+    assert hooks.fire("turn_end").warnings == [f"hook `{command}` on turn_end: it printed over 1048576 bytes and was stopped"]
+    hooks, _, notices, command = hooks_of(tmp_path, "pre_tool", "exit 2\n")
+    hooks.fire("pre_tool", "main", "bash")
+    assert notices == [f"blocked bash: the operator's pre_tool hook `{command}` blocked it: (it wrote nothing on stderr)"]

@@ -4,7 +4,8 @@ The events, in the order a session meets them:
 
 - `session_start`: the session is open, before the first prompt;
 - `pre_tool`: a tool call is about to be judged by the approval gate; the hook can block it;
-- `post_tool`: a tool call has ended (its result, bounded, is in the event);
+- `post_tool`: a tool call has run (its result, bounded, is in the event; not for a call the
+  gate refused or a hook blocked);
 - `turn_end`: the top-level agent has finished working on one prompt;
 - `session_end`: the session's process is done with it.
 

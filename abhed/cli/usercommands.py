@@ -21,6 +21,7 @@ one over MAX_BYTES: each with a line saying why, shown when the chat starts and 
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shlex
@@ -140,7 +141,7 @@ def _read_file(dirfd: int, entry: str, path: Path, origin: str) -> tuple[str, st
     try:
         fd = beneath.open_entry(dirfd, entry, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
-        return "", "it is a symbolic link" if exc.errno == 40 else (exc.strerror or str(exc))
+        return "", "it is a symbolic link" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
     with beneath.opened(fd):
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
