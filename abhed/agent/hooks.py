@@ -129,7 +129,7 @@ class Hooks:
             outcome, told = judge(event, hook, ran)
             try:
                 self.record(HookEvent(session_id=self.session_id, agent_id=agent_id, event=event, command=hook.command,
-                                      tool=tool, exit_code=ran.code, outcome=outcome,  # type: ignore[arg-type]
+                                      tool=tool, exit_code=ran.code, outcome=outcome,
                                       stderr=ran.stderr or ran.failure, duration_ms=round(ran.seconds * 1000, 3)))
             except StoreError as exc:  # a call whose hook run the log cannot hold does not run either
                 outcome, told = ("blocked" if event == "pre_tool" else "warned",

@@ -101,7 +101,8 @@ class FileList:
     """The workspace's files as glob's walk sees them, relative, walked on demand and kept a while."""
 
     def __init__(self, walk: Callable[[], list[str]]) -> None:
-        self._walk, self._files, self._at = walk, [], float("-inf")
+        self._walk, self._at = walk, float("-inf")
+        self._files: list[str] = []
         self._lock = threading.Lock()
 
     def files(self) -> list[str]:
