@@ -262,6 +262,8 @@ class Agent:
         except StoreError as exc:
             outcome, store_failed = self._store_failed(exc), True
         self._end_run(outcome, store_failed)
+        if self.parent_id is None and self.ctx.hooks is not None and not store_failed:
+            self.ctx.hooks.fire("turn_end", status=outcome.status, detail=outcome.detail)
         outcome.agent_id, outcome.turns = self.agent_id, self.budget.turns - turns
         outcome.tool_calls, outcome.changed = self.tool_calls - calls, list(dict.fromkeys(self.changed[changed:]))
         return outcome

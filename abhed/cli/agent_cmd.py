@@ -301,7 +301,7 @@ def _chat(session_id: str | None, new: bool, kw: dict, release, first: str | Non
 
     pending = Pending(build)
     try:
-        chat_loop(pending, display, settings.home, workspace, release, first)
+        chat_loop(pending, display, settings.home, workspace, release, first, settings=settings)
         agent, _ = pending.result()  # a chat ended before its agent was ready still says why that could not be
         session, head = agent.ctx.session.id, head_token(agent.ctx.session.log.head())  # the session still held
     except StartFailed as exc:

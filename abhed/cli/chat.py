@@ -87,14 +87,16 @@ def announce(agent: Any, display: Chat, unfinished: bool) -> None:
 
 
 def chat_loop(pending: Pending, display: Chat, home: Path, workspace: Path,
-              release: Callable[[], None] = lambda: None, first: str | None = None) -> None:
+              release: Callable[[], None] = lambda: None, first: str | None = None, settings: Any = None) -> None:
     """`release`: lineedit.hold_keys' (the keys typed since the chat began wait for the prompt).
-    `first`: the message given on the command line (`abhed "fix the test"`), sent as if typed."""
+    `first`: the message given on the command line (`abhed "fix the test"`), sent as if typed.
+    `settings`: the operator's (custom commands, the `@` picker's exclusions); None: defaults."""
     console = display.console
     greet(display, workspace)
+    custom, files = _peer_features(display, workspace, settings)
     queued = _queue_first(display, first, pending, release)
-    read = lineedit.reader(home, workspace, slash.NAMES, lambda prompt: console.input(prompt), drawn=pending.start,
-                           release=release)
+    read = lineedit.reader(home, workspace, [*slash.NAMES, *(f"/{n}" for n in custom.commands)],
+                           lambda prompt: console.input(prompt), drawn=pending.start, release=release, files=files)
     pending.failed = read.stop  # the person learns at once, not when they send
     agent = commands = None
     unfinished = False
@@ -103,7 +105,7 @@ def chat_loop(pending: Pending, display: Chat, home: Path, workspace: Path,
             text = queued.pop() if queued else read("> ").strip()
             if agent is None:  # the first message waits for what a turn needs
                 agent, unfinished = pending.result()
-                commands = slash.Slash(agent, display, SessionStore(home))
+                commands = slash.Slash(agent, display, SessionStore(home), custom)
         except EOFError:
             console.print()
             return
@@ -113,9 +115,12 @@ def chat_loop(pending: Pending, display: Chat, home: Path, workspace: Path,
         command = slash.parse(text)
         if command is not None:
             assert commands is not None  # set with the agent, before any text is handled
-            if not commands.run(*command):
-                return
-            continue
+            prompt = commands.prompt_of(*command)  # a custom command (usercommands) is a prompt to send
+            if prompt is None:
+                if not commands.run(*command):
+                    return
+                continue
+            text = prompt
         if not text and not unfinished:
             continue
         _turn(agent, display, text)
@@ -133,12 +138,30 @@ def _queue_first(display: Chat, first: str | None, pending: Pending, release: Ca
     return [first.strip()]
 
 
+def _peer_features(display: Chat, workspace: Path, settings: Any) -> tuple[Any, Any]:
+    """The custom slash commands (their problems shown now) and the `@` picker's file list."""
+    import os
+
+    from abhed.cli import mentions, usercommands
+    from abhed.session.config import Settings
+    settings = settings if settings is not None else Settings()
+    custom = usercommands.load(dict(os.environ), workspace, {*slash.HELP, "quit"}, settings)
+    for problem in custom.problems:
+        display.console.print(printable(f"custom commands: {problem}"), style="yellow", markup=False, soft_wrap=True)
+    return custom, mentions.FileList(mentions.workspace_walk(workspace, settings.search.exclude)).files
+
+
 def _turn(agent: Any, display: Chat, text: str) -> None:
     """Run one turn on the person's message."""
     from abhed.cli.attachments import attach
     from abhed.cli.launch import budget
     console = display.console
     agent.budget = budget(agent.ctx.settings)  # the budgets are per prompt
+    from abhed.cli import mentions
+    mentioned = mentions.attach(text, agent.ctx, agent.gate)  # files named by `@path`
+    for line in mentioned.lines:
+        console.print(printable(line), style="dim", markup=False, soft_wrap=True)
+    text = mentioned.prompt
     # Images and PDFs named by path (typed or dropped), a relative one from where the person started.
     attached = attach(text, agent.ctx.vision, cwd=Path.cwd(), workspace=agent.ctx.paths.workspace)
     for line in attached.lines:

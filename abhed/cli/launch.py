@@ -187,7 +187,8 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
                                          "model": model.id}
                 _saved(session)
             gateway = mcp_gateway(settings, workspace, display.notice)
-            ctx = ToolContext(session, settings, paths, checkpoints=checkpoints, extra=gateway)
+            ctx = ToolContext(session, settings, paths, checkpoints=checkpoints, extra=gateway,
+                              hooks=session_hooks(settings, session, workspace, display))
             warmup.start(ctx)  # the first checkpoint and the sandbox, while the model takes its first turn
             try:
                 problems: list[str] = []  # the log is read once, by restore: the lines it skipped
@@ -199,13 +200,25 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
                 for problem in problems:
                     display.notice(f"warning: {problem}")
                 startup.end()  # what the session works with is loaded: collect garbage as usual from here
+                if ctx.hooks is not None:
+                    ctx.hooks.fire("session_start", new=fresh)
                 yield agent
             finally:
+                if ctx.hooks is not None:
+                    ctx.hooks.fire("session_end")
                 ctx.close()  # the bash tool's sandbox and background jobs end with the session's process
                 if gateway is not None:
                     gateway.close()  # and so do the MCP servers
     except SessionError as exc:
         raise LaunchError(str(exc)) from None
+
+
+def session_hooks(settings: config.Settings, session: Session, workspace: Path, display: Display) -> Any:
+    """The operator's hooks for this session (agent/hooks.py), or None when the config sets none."""
+    if not any(getattr(settings.hooks, event) for event in config.HOOK_EVENTS):
+        return None
+    from abhed.agent.hooks import Hooks
+    return Hooks(settings.hooks, session.id, workspace, session.record, display.notice)
 
 
 def _saved(session: Session) -> None:

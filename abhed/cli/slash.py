@@ -21,7 +21,7 @@ from abhed.session.events import ActionEvent, ObservationEvent
 from abhed.session.store import SessionError, SessionStore
 from abhed.session.storefail import StoreError
 
-COMMAND = re.compile(r"/([a-z]+)(?:\s+(.*))?", re.S)
+COMMAND = re.compile(r"/([a-z][a-z0-9_-]*)(?:\s+(.*))?", re.S)  # custom ones (usercommands) have - _ digits
 HELP = {
     "help": "this list (never sent to the model)",
     "mode": f"show the approval mode, or set it: /mode {'|'.join(MODES)}",
@@ -52,6 +52,16 @@ class Slash:
     agent: Any  # the chat's Agent
     display: Any  # the chat's Chat display
     store: SessionStore
+    custom: Any = None  # usercommands.Catalog: the prompt files typed as /name (None: none loaded)
+
+    def prompt_of(self, name: str, argument: str) -> str | None:
+        """The prompt a custom command sends (usercommands.expand), None when `name` is no custom command."""
+        command = self.custom.commands.get(name) if self.custom is not None else None
+        if command is None:
+            return None
+        from abhed.cli.usercommands import expand
+        self._say(f"[/{name}: the prompt from {command.source}]", "dim")
+        return expand(command, argument)
 
     @property
     def console(self) -> Console:
@@ -61,7 +71,8 @@ class Slash:
         """Carry out /name; False when the session should end."""
         handler: Callable[[str], bool | None] | None = getattr(self, f"do_{name}", None)
         if handler is None:
-            self._say(f"Unknown command /{name}: nothing was sent to the model. Commands: {', '.join(NAMES)} "
+            mine = [f"/{n}" for n in self.custom.commands] if self.custom is not None else []
+            self._say(f"Unknown command /{name}: nothing was sent to the model. Commands: {', '.join([*NAMES, *mine])} "
                       "(/help says what each does).", "yellow")
             return True
         try:
@@ -76,9 +87,25 @@ class Slash:
     def do_help(self, _: str) -> None:
         for name, what in HELP.items():
             self._say(f"  /{name:<9} {what}")
+        self._custom_help()
         self._say("  Enter sends; Alt-Enter (Esc then Enter) adds a line; a paste is one message; Up/Down and Ctrl-R search "
-                  "the history (Enter takes the match into the editor, Enter again sends it); Tab completes commands and paths. "
+                  "the history (Enter takes the match into the editor, Enter again sends it); Tab completes commands and paths; "
+                  "@ and letters pick a file to attach. "
                   "Ctrl-C stops a turn. At an approval prompt, Enter alone, Ctrl-D and Ctrl-C are a no.", "dim")
+
+    def _custom_help(self) -> None:
+        """The custom commands (usercommands), each with the file it comes from, and the files not taken."""
+        if self.custom is None:
+            return
+        for command in self.custom.commands.values():
+            lines = command.text.strip().splitlines()
+            what = command.description or (lines[0][:60] if lines else "(an empty prompt)")
+            self._say(f"  /{command.name:<9} {what} [{command.origin}: {command.source}]")
+        for problem in self.custom.problems:
+            self._say(f"  {problem}", "yellow")
+        if not self.custom.commands:
+            self._say("  (custom commands: put NAME.md prompt files in ~/.config/abhed/commands/; $ARGUMENTS is what "
+                      "follows /NAME)", "dim")
 
     def do_mode(self, argument: str) -> None:
         gate = self.agent.gate

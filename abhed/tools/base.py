@@ -97,6 +97,7 @@ class ToolContext:
     # Tools beyond the native nine (the MCP gateway's admitted tools); whoever made it closes it.
     extra: ToolSource | None = None
     warmup: Any = None  # tools/warmup.py: the first call's fixed costs, paid as the session opens
+    hooks: Any = None  # agent/hooks.py: the operator's hooks (pre_tool, post_tool); None when none is set
 
     def warmed(self) -> None:
         """Wait for the warm-up (tools/warmup.py), if one runs: before running a command or taking a snapshot."""
