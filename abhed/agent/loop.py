@@ -213,6 +213,7 @@ class Agent:
             ctx.progress = display.hashing if display is not None else None
         self.config = config or AgentConfig()
         self.display = display or Display()
+        ctx.output = self.display.command_output if display is not None else None  # its own display's (a copy's)
         self.agent_id, self.parent_id = agent_id, parent_id
         self.role = role  # a subagent's profile, added to its system prompt
         self.tools = list(tools if tools is not None else all_tools())
