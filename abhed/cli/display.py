@@ -162,6 +162,8 @@ class Progress(Display):
         self._text.append(delta)
 
     def reply_done(self, final: bool) -> None:
+        if final and self.activity is not None:  # the run is over (an interrupt too): no status line left
+            self.activity.stop()
         said = "".join(self._text).strip()
         self._text = []
         if said and not final:
