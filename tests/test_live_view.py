@@ -50,11 +50,16 @@ def test_the_tail_keeps_the_last_lines_bounded_escaped_and_counts_the_rest():
     tail.feed(" more\r\nsix\r10%\r20%")  # \r\n ends a line; a lone \r redraws it
     assert tail.lines() == ["... 3 earlier lines", "four", "five more", "20%"]
     tail.feed("x" * 1_000_000)  # a line without an end: its end is kept, bounded
-    assert len(tail._partial) <= 20 and tail.lines()[-1] == "x" * 10 + "..."
+    assert len(tail._partial) <= 11 and tail.lines()[-1] == "20%xxxxxxx..."
     tail.feed("\n" + "y" * 30 + "\n")
     assert tail.lines()[-1] == "y" * 10 + "..." and tail.total == 7
+    tail.feed("z" * 10 + "\n" + "partial")  # ten characters are not cut; a note for one line says "line"
+    assert tail.lines() == ["... 6 earlier lines", "y" * 10 + "...", "z" * 10, "partial"]
+    tail = OutputTail(lines=2, line_chars=10)
+    tail.feed("a\nb\nc")
+    assert tail.lines() == ["... 1 earlier line", "b", "c"]
     tail.clear()
-    assert tail.lines() == []
+    assert tail.lines() == [] and tail.total == 0
     tail.feed("\u202eevil\n")
     assert tail.lines() == ["\\u202eevil"]
 
@@ -136,3 +141,18 @@ def test_keys_are_given_back_for_a_question_and_held_again(monkeypatch):
     except KeyboardInterrupt:
         pass
     assert log == ["hold", "release", "typed", "hold", "release"]
+
+
+def test_the_tail_is_the_same_however_the_output_is_split():
+    import random
+    rng = random.Random(36)
+    for _ in range(200):
+        text = "".join(rng.choice(["a", "bc", "\n", "\r", "\r\n", "\x1b", "é"]) for _ in range(rng.randrange(60)))
+        whole, pieces = OutputTail(lines=3, line_chars=4), OutputTail(lines=3, line_chars=4)
+        whole.feed(text)
+        cuts = sorted(rng.sample(range(len(text) + 1), min(len(text) + 1, 4)))
+        for start, end in zip([0, *cuts], [*cuts, len(text)]):
+            pieces.feed(text[start:end])
+        expected = [line for line in text.split("\n")]
+        assert pieces.lines() == whole.lines(), repr(text)
+        assert whole.total == len(expected) - 1

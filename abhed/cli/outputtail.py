@@ -1,7 +1,7 @@
 """The last lines of a running command's output, shown beneath the status line while it runs.
 
 Bounded whatever the command prints: a few lines, each cut to a width, and the line still being
-written cut too (a megabyte without a newline keeps only its end). A carriage return starts the
+written cut too (a megabyte without a newline keeps only its start). A carriage return starts the
 line over, as a terminal would show it (progress bars redraw their line with `\\r`). What is
 shown goes through printable(): an escape sequence in the output is shown, never acted on. The
 lines before the last ones are counted, so the view says what it leaves out.
@@ -13,8 +13,8 @@ from collections import deque
 
 from abhed.common.terminal import printable
 
-LINES = 5  # shown beneath the status line
-LINE_CHARS = 500  # kept of a line (the terminal crops it further to its width)
+LINES = 5  # shown beneath the status line  # pragma: no mutate  (a choice; the tests pass their own)
+LINE_CHARS = 500  # kept of a line (the terminal crops it further)  # pragma: no mutate  (as above)
 
 
 def _shown(line: str) -> str:
@@ -27,15 +27,28 @@ class OutputTail:
     def __init__(self, lines: int = LINES, line_chars: int = LINE_CHARS) -> None:
         self.limit, self.line_chars = lines, line_chars
         self._lines: deque[str] = deque(maxlen=lines)
-        self._partial = ""  # the line still being written (its end, at most 2 * line_chars)
+        self._partial = ""  # the line still being written (bounded: _bounded)
         self.total = 0  # complete lines seen
 
     def feed(self, text: str) -> None:
-        *complete, self._partial = (self._partial + text).split("\n")
-        self.total += len(complete)
-        for line in complete[-self.limit:]:
-            self._lines.append(self._cut(_shown(line)))
-        self._partial = self._partial[-2 * self.line_chars:]  # the end: a redraw after \r is what shows
+        text = self._partial + text
+        end = text.rfind("\n")
+        if end >= 0:  # only the last `limit` complete lines are split out: `seq 1 3000000` costs a count
+            self.total += text.count("\n")
+            start = end
+            for _ in range(self.limit):
+                start = text.rfind("\n", 0, start)  # pragma: no mutate  (from 1: the last try finds no 0 either)
+                if start < 0:
+                    break
+            for line in text[start + 1:end].split("\n"):
+                self._lines.append(self._cut(_shown(line)))
+        self._partial = self._bounded(text[end + 1:])
+
+    def _bounded(self, partial: str) -> str:
+        """The line being written, reduced to what decides how it shows: its last version, cut just past
+        line_chars, and a carriage return it ends with (the next piece starts the line over)."""
+        restart = "\r" if partial.endswith("\r") else ""
+        return _shown(partial)[: self.line_chars + 1] + restart
 
     def _cut(self, line: str) -> str:
         return line if len(line) <= self.line_chars else line[: self.line_chars] + "..."
