@@ -213,6 +213,8 @@ class Agent:
             ctx.progress = display.hashing if display is not None else None
         self.config = config or AgentConfig()
         self.display = display or Display()
+        # a command's output as it arrives, on this agent's own display (a subagent's context is a copy: its own)
+        ctx.output = self.display.command_output if display is not None else None
         self.agent_id, self.parent_id = agent_id, parent_id
         self.role = role  # a subagent's profile, added to its system prompt
         self.tools = list(tools if tools is not None else all_tools())

@@ -167,7 +167,8 @@ def _turn(agent: Any, display: Chat, text: str) -> None:
     for line in attached.lines:
         console.print(printable(line), style="dim", markup=False, soft_wrap=True)
     try:
-        outcome = agent.run(attached.prompt or None, images=attached.images)
+        with display.keys.held():  # typing shows at the next prompt, not on the status line
+            outcome = agent.run(attached.prompt or None, images=attached.images)
     finally:
         display.idle()
     if outcome.status == "done":

@@ -28,6 +28,7 @@ from rich.text import Text
 
 from abhed.cli import approvals, diffview, pager
 from abhed.cli.activity import Activity
+from abhed.cli.typeahead import HeldKeys
 from abhed.cli.replytext import MarkdownStream
 from abhed.gate.approval import Answer, Gate, Verdict
 from abhed.model.wire import ToolCall
@@ -135,16 +136,22 @@ HASHING_EVERY_S = 5.0  # `abhed run`: a long snapshot's progress, a line this of
 
 
 class Progress(Display):
-    """One line per step on stderr; the text of intermediate replies, never the final answer."""
+    """One line per step on stderr; the text of intermediate replies, never the final answer.
+    On a terminal, while a call runs, the chat's status line beneath (elapsed time, the command's
+    last output lines); it leaves nothing behind, so a log of the screen holds the same lines."""
 
     def __init__(self, out: TextIO | None = None, lock: threading.Lock | None = None) -> None:
         self.out = out or sys.stderr
         self._text: list[str] = []
         self._hashing_next = 0.0  # when the next line of a long snapshot's progress may be printed
         self._lock = lock or threading.Lock()  # one line at a time: subagents write from their threads
+        self.activity = Activity(Console(file=self.out, highlight=False)) if _is_terminal(self.out) else None
 
     def _line(self, text: str) -> None:
         with self._lock:
+            if self.activity is not None:  # above the status line, if one is shown
+                self.activity.console.print(Text(printable(text)), soft_wrap=True)
+                return
             self.out.write(printable(text) + "\n")
             self.out.flush()
 
@@ -155,6 +162,8 @@ class Progress(Display):
         self._text.append(delta)
 
     def reply_done(self, final: bool) -> None:
+        if final and self.activity is not None:  # the run is over (an interrupt too): no status line left
+            self.activity.stop()
         said = "".join(self._text).strip()
         self._text = []
         if said and not final:
@@ -162,8 +171,18 @@ class Progress(Display):
 
     def tool_started(self, call: ToolCall) -> None:
         self._line(f"-> {call.name} {preview(call)}")
+        if self.activity is not None:
+            self.activity.command_ended()
+            self.activity.start(f"running {call.name}")
+
+    def command_output(self, text: str) -> None:
+        if self.activity is not None:
+            self.activity.command_output(text)
 
     def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
+        if self.activity is not None:  # the calls of one reply all ended: the first result is told
+            self.activity.stop()
+            self.activity.command_ended()
         status = "error" if result.is_error else "ok"
         self._line(f"   {status}: {outcome(call, result)}")
         if result.is_error:
@@ -234,11 +253,14 @@ class Chat(Display):
         self.save_rule: Callable[[str], str] | None = None  # set where the operator allows saving rules
         self.reply = MarkdownStream(self.console)
         self.activity = Activity(self.console)
+        self.activity.draft = lambda: self.reply.pending  # shown raw until its block is complete
+        self.keys = HeldKeys()  # keys typed during a turn: no echo, kept for the next prompt (cli/chat.py)
         self._running = "running"  # what the status line says while the last call started runs
         self.tool_ctx: ToolContext | None = None  # the session's files, read for the diff of an edit or write
         self._planned: dict[str, Any] = {}  # call id -> the diff worked out as it started (diffview.file_diff)
 
     def waiting(self) -> None:
+        self.activity.new_reply()
         self.activity.start("thinking")
 
     def usage(self, tokens_in: int, tokens_out: int, context_used: int, context_max: int) -> None:
@@ -279,6 +301,7 @@ class Chat(Display):
         if self._thinking:
             self._end_stream()
         self.activity.start("writing")
+        self.activity.wrote(len(delta))
         self.reply.feed(delta)
 
     def reply_done(self, final: bool) -> None:
@@ -287,13 +310,18 @@ class Chat(Display):
     def tool_started(self, call: ToolCall) -> None:
         self._end_stream()
         self._running = f"running {call.name}"
+        self.activity.command_ended()  # an earlier command's lines
         self.activity.start(self._running)
         width = max(20, self.console.width - len(call.name) - 4)
         self.console.print(f"[cyan]  {escape(call.name)}[/] [dim]{escape(preview(call, width))}[/]")
         if diffview.shown(call.name) and self.tool_ctx is not None:  # the file before the call changes it
             self._planned[call.id] = diffview.file_diff(call.name, call_arguments(call), self.tool_ctx)
 
+    def command_output(self, text: str) -> None:
+        self.activity.command_output(text)
+
     def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
+        self.activity.command_ended()  # its output is summed up below
         mark, style = ("x", "red") if result.is_error else ("ok", "green")
         width = max(20, self.console.width - 8)
         self.console.print(f"    [{style}]{mark}[/] [dim]{escape(outcome(call, result, width))}[/]")
@@ -371,12 +399,16 @@ class Chat(Display):
         policy = self.gate.effective() if self.gate is not None else None  # None: no session, no rules to grant
         options = approvals.choices(tool, args, verdict, policy, self.save_rule is not None,
                                     diffview.line_count(diff) if longer else 0)
-        return approvals.ask(options, self._read, self._say, self.save_rule or str,
-                             lambda: pager.page(diffview.render_file(change, diff, max_lines=None), self.console,
-                                                self._read))
+        answer = approvals.ask(options, self._read, self._say, self.save_rule or str,
+                               lambda: pager.page(diffview.render_file(change, diff, max_lines=None), self.console,
+                                                  self._read))
+        if answer.approved:  # the call runs now: its status line, elapsed time and output (issue 36)
+            self.activity.start(self._running)
+        return answer
 
     def _read(self, prompt: str) -> str:
-        return self.console.input(escape(prompt))
+        with self.keys.echoed():  # the answer is typed as a line: shown, and Backspace erases
+            return self.console.input(escape(prompt))
 
     def _say(self, line: str) -> None:
         self.console.print(Text(printable(line), style="dim"))
