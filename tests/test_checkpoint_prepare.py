@@ -123,7 +123,10 @@ def test_trees_are_made_once_without_exclusions_too(tmp_path: Path, monkeypatch:
     repository(ws)
     made: list[int] = []
     real = seed.trees_of
-    monkeypatch.setattr(seed, "trees_of", lambda entries: made.append(len(entries)) or real(entries))
+    def counted(entries):
+        made.append(len(entries))
+        return real(entries)
+    monkeypatch.setattr(seed, "trees_of", counted)
     shadow = Shadow(tmp_path / "home", ws)
     capture = shadow.prepare()
     assert made == [6]

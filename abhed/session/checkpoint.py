@@ -328,15 +328,15 @@ class Shadow:
     # -- taking a snapshot ----------------------------------------------------------------------
 
     def capture(self, since: Since | None = None, report: hashing.Report | None = None,
-                seeded: Callable[[], None] | None = None) -> Capture:
+                on_seeded: Callable[[], None] | None = None) -> Capture:
         """Bring the index up to the workspace and write its tree (call with the lock held); `since`:
         what changed since this process's last snapshot, when known (changeset.py); `report`: told how
-        far the read loop has got when it has many files to read (hashing.py); `seeded`: called once
+        far the read loop has got when it has many files to read (hashing.py); `on_seeded`: called once
         the first snapshot's seed is in the index (prepare: the survey's listing starts beside the rest)."""
         self._check_reserve()
         first = self._first()
-        if seeded is not None:
-            seeded()
+        if on_seeded is not None:
+            on_seeded()
         try:
             seeded = first.seeded is not None and bool(first.seeded.entries)
             return first.done(self._capture(since, report, first.seeded is not None, seeded), self)
