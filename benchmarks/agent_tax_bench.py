@@ -213,8 +213,11 @@ class Agent:
         warmup.start(self.ctx)  # as cli/launch.py does when the session opens
 
     def call(self, name: str, **args: Any) -> dict[str, Any]:
-        """The call's metadata (its checkpoint's facts among them); SystemExit when it failed."""
-        result = dispatch.call(self.ctx, name, json.dumps(args), self.gate)
+        """The call's metadata (its checkpoint's facts among them); SystemExit when it failed. As the
+        agent loop makes a reply's call (loop._call, then its one log.sync() before the model sees the
+        results): the action synced before the tool runs, the observation made durable by that sync."""
+        result = dispatch.call(self.ctx, name, json.dumps(args), self.gate, durable=False)
+        self.session.log.sync()
         if result.is_error:
             raise SystemExit(f"the {name} call {args} failed (the benchmark would time an error):\n{result.content}")
         return result.metadata

@@ -70,8 +70,9 @@ host once. ``on_refusal(sentence)`` hears each connection the ``allow_hosts`` pr
 ``.capabilities`` is its backend's ``sandbox.backends.Capabilities``; ``.start_server`` on a
 backend without ``pipes`` (microvm) raises ``BackendUnavailable``.
 
-- ``.run(command, *, cwd, timeout_s, output_limit_chars=None) -> Result`` -- ``bash -c`` (``sh``
-  without bash), stdin ``/dev/null``, stdout+stderr as one stream in arrival order. Blocks.
+- ``.run(command, *, cwd, timeout_s, output_limit_chars=None, on_output=None) -> Result`` -- ``bash -c``
+  (``sh`` without bash), stdin ``/dev/null``, stdout+stderr as one stream in arrival order. Blocks;
+  ``on_output(text)`` (in the calling thread) hears the output as it arrives, decoded, uncut.
 - ``.start_background(command, *, cwd, log_path) -> BackgroundJob`` -- output to ``log_path``,
   a new file (absolute, created exclusively, never through a symlink). Returns once started;
   ``JobLimitReached`` (``.running``: the jobs) when ``limits.background_jobs`` already run.

@@ -256,12 +256,14 @@ class Sandbox:
             self._launcher.extra_protected = (self._guard.nested_protected_entries() + self._guard.run_by_git_entries()
                                               + self._links.bound_entries())
 
-    def run(self, command: str, *, cwd: Path | str, timeout_s: float, output_limit_chars: int | None = None) -> Result:
-        """Run ``command`` with ``bash -c`` in the sandbox; see Result. Blocks until it ends."""
+    def run(self, command: str, *, cwd: Path | str, timeout_s: float, output_limit_chars: int | None = None,
+            on_output: Callable[[str], None] | None = None) -> Result:
+        """Run ``command`` with ``bash -c`` in the sandbox; see Result. Blocks until it ends.
+        ``on_output`` hears the output as it arrives (decoded text, in order; OutputCollector)."""
         self._check_open()
         real_cwd = self.resolve_cwd(cwd)
         _check_timeout(timeout_s)
-        collector = OutputCollector(output_limit_chars)
+        collector = OutputCollector(output_limit_chars, on_output)
         self._launcher.prepare()  # microvm: the first command boots the VM; that is not the command's time
         started = time.monotonic()
         self._check_disk_reserve()

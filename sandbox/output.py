@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -26,9 +27,12 @@ class OutputCollector:
     ``limit_chars=None`` keeps everything. Otherwise at most ``limit_chars`` characters are
     kept: the first half as head and the rest as tail (the end of a build log is where the
     error is, the start says what ran).
+
+    ``listener``, when given, hears every piece of decoded text as it arrives, before any of it is
+    cut (a display's live view of the output; it bounds what it keeps itself).
     """
 
-    def __init__(self, limit_chars: int | None) -> None:
+    def __init__(self, limit_chars: int | None, listener: Callable[[str], None] | None = None) -> None:
         if limit_chars is not None and (isinstance(limit_chars, bool) or not isinstance(limit_chars, int) or limit_chars < 0):
             raise ValueError(f"output_limit_chars must be a non-negative integer or None, got {limit_chars!r}")
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -41,6 +45,7 @@ class OutputCollector:
         self._tail_len = 0
         self._omitted_chars = 0
         self._omitted_lines = 0
+        self._listener = listener
 
     def feed(self, data: bytes) -> None:
         self._add(self._decoder.decode(data))
@@ -52,6 +57,8 @@ class OutputCollector:
     def _add(self, text: str) -> None:
         if not text:
             return
+        if self._listener is not None:
+            self._listener(text)
         if self._unbounded:
             self._head.append(text)
             return

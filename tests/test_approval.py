@@ -343,3 +343,12 @@ def test_a_refusal_names_the_statement_that_writes_the_protected_path(tmp_path):
     assert reason("echo x > /dev/sda && cp a .git/config").startswith("destructive: writes to the block device /dev/sda")
     long = "x" * 300
     assert reason(f"echo {long} > .git/config").endswith(f"(`echo {long[:195]}`); it needs a human's confirmation")
+
+
+@pytest.mark.parametrize("mode", ["ask", "accept-edits", "auto"])
+def test_a_tool_that_changes_files_but_names_no_path_is_asked_about_in_every_mode(tmp_path, mode):
+    from abhed.common.traits import Traits
+    verdict = Policy.create(mode, ["scratch"], [], tmp_path).check(
+        "scratch", SimpleNamespace(target="/etc/passwd"), Traits(mutates=True, checkpoint=True))
+    assert verdict.decision == "ask" and verdict.destructive
+    assert "scratch changes files but its arguments name no `path`" in verdict.reason

@@ -64,7 +64,7 @@ def test_a_prompt_inside_the_turn_reads_its_own_answer_in_the_terminals_own_mode
         before = termios.tcgetattr(slave)
         hits = threading.Event()
         watch = escwatch.Watch(slave, interrupt=hits.set).start()
-        with watch.paused():
+        with watch.echoed():
             assert termios.tcgetattr(slave) == before  # the approval's line, echoed and editable
             os.write(master, b"y\r")
             assert select.select([slave], [], [], GUARD_S)[0]
@@ -83,7 +83,7 @@ def test_a_prompt_inside_the_turn_reads_its_own_answer_in_the_terminals_own_mode
 
 def test_without_a_terminal_the_watch_does_nothing():
     watch = escwatch.Watch(None).start()
-    with watch.paused():
+    with watch.echoed():
         pass
     assert watch.stop() == ""
 

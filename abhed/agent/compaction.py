@@ -45,6 +45,17 @@ def split(messages: list[Msg], keep_tokens: int, tokens: Callable[[Msg], int]) -
     return start
 
 
+def last_turn(messages: list[Msg]) -> int:
+    """Where the replies to the human's latest prompt start (len(messages) when there are none): what
+    a /compact asked for keeps, so every turn before it is summarised however little room it takes."""
+    for index in range(len(messages) - 1, -1, -1):
+        msg = messages[index]
+        if msg.role == "user" and not msg.content.startswith(("[Abhed", HEADER)):
+            return next((i for i in range(index + 1, len(messages)) if messages[i].role == "assistant"),
+                        len(messages))
+    return len(messages)
+
+
 def transcript(messages: list[Msg], max_chars: int) -> str:
     """The part to summarise as text, each tool result shortened, the whole bounded by `max_chars`."""
     lines = []

@@ -32,6 +32,7 @@ MALFORMED = "malformed_call"  # the model's tool-call markup itself did not pars
 TOO_LARGE = "too_large"  # the arguments are over the size or nesting bound: refused before parsing
 CHECKPOINT_FAILED = "checkpoint_failed"  # the snapshot before a change failed: the call did not run
 STORE_FAILED = "store_failed"  # the session log could not record the call: it did not run
+HOOK_BLOCKED = "hook_blocked"  # an operator's pre_tool hook blocked the call (agent/hooks.py): it did not run
 
 
 # Defaults of agent.max_argument_bytes / max_argument_depth (session/config.py), for callers without settings.
@@ -205,11 +206,21 @@ def _execute(ctx: ToolContext, name: str, parsed: Parsed, gate: Gate, action: Ac
         return fail(explain_invalid(tool, exc, ctx.paths.workspace), error_kind=INVALID_INPUT)
     except ToolError as exc:  # a tool with a schema of its own (MCP) explains the problem itself
         return fail(exc.message, error_kind=INVALID_INPUT)
+    agent_id = action.agent_id if action is not None else "main"
+    # The operator's pre_tool hooks judge first (agent/hooks.py): a call one blocks is not even asked about.
+    blocked = ctx.hooks.fire("pre_tool", agent_id, name, input=value).blocked if ctx.hooks is not None else None
+    if blocked:
+        return fail(f"Not run: {blocked}. Nothing was run or changed. Do not retry the same call: do the work "
+                    "another way, or tell the user what you need.", error_kind=HOOK_BLOCKED)
     verdict = gate.review(name, args, tool.traits)
     approval = {"decision": verdict.decision, "rule": verdict.rule, "reason": verdict.reason}
     if verdict.decision != "allow":
         return fail(refusal(name, verdict, args), error_kind=NOT_APPROVED, approval=approval)
     result = _checkpointed(ctx, tool, args, action, gate, lambda: _run(tool, args, ctx), undoable=verdict.undoable)
+    if ctx.hooks is not None:
+        from abhed.agent.hooks import bounded_result
+        ctx.hooks.fire("post_tool", agent_id, name, input=value,
+                       result={"content": bounded_result(result.content), "is_error": result.is_error})
     number = result.metadata.get("checkpoint", {}).get("number")
     if verdict.undoable and number is not None:  # why it ran unasked, with the checkpoint that undoes it
         approval["reason"] = f"undoable: checkpoint {number} is taken first; {verdict.reason}"

@@ -29,6 +29,11 @@ class Display:
         """A snapshot before or after a call is reading many files (a workspace's first): how far it has
         got, a few times a second; `progress.finished` once it is done. Called from the call's thread."""
 
+    def command_output(self, text: str) -> None:
+        """A foreground command of this agent's is running: its output as it arrives (decoded text in
+        pieces that may split a line, unescaped, unbounded: the display bounds and escapes what it
+        shows). Called from the call's thread, between tool_started and tool_finished."""
+
     def waiting(self) -> None:
         """The model was asked and has not answered yet (a chat shows a spinner)."""
 

@@ -36,14 +36,14 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Literal, NamedTuple, TypedDict
 
-from abhed.agent import compaction, dispatch
+from abhed.agent import compaction, dispatch, repomap
 from abhed.agent import notes as notefiles
 from abhed.common.traits import Traits
 from abhed.gate.approval import Gate
 from abhed.session.config import AgentConfig
 from abhed.agent.conversation import Gauge, chars, fit_observation, message_event, observation_cap, rebuild
 from abhed.agent.display import Display
-from abhed.session.events import AnyEvent, CompactionEvent, ModeEvent, RunEvent, new_id, who
+from abhed.session.events import AnyEvent, CompactionEvent, ModeEvent, RepoMapEvent, RunEvent, new_id, who
 from abhed.files.images import ImageLimits
 from abhed.model.adapters import adapter_for
 from abhed.model.textcalls import VisibleStream, prose
@@ -214,6 +214,8 @@ class Agent:
             ctx.progress = display.hashing if display is not None else None
         self.config = config or AgentConfig()
         self.display = display or Display()
+        # a command's output as it arrives, on this agent's own display (a subagent's context is a copy: its own)
+        ctx.output = self.display.command_output if display is not None else None
         self.agent_id, self.parent_id = agent_id, parent_id
         self.role = role  # a subagent's profile, added to its system prompt
         self.tools = list(tools if tools is not None else all_tools())
@@ -221,6 +223,10 @@ class Agent:
         self.notes = project_notes(ctx.paths.workspace)
         # the top-level agent's only: a subagent starts after commands ran (see gitstatus)
         self.git = git_summary(ctx.paths.workspace) if parent_id is None else None
+        self.repomap = repomap.for_session(ctx.paths.workspace, ctx.paths.open_dir, ctx.settings.search.exclude,
+                                           ctx.settings.home, ctx.settings.repomap,
+                                           model.context_window) if parent_id is None else None
+        self._map_told = False  # the map's event and notice come with the first run
         self.cap = observation_cap(model.context_window)
         self.messages: list[Msg] = list(conversation or [])
         self.gauge = Gauge()
@@ -247,6 +253,7 @@ class Agent:
         try:  # the store failing anywhere in the run ends it: nothing runs that the log does not hold
             self._record(RunEvent(status="started", prompt=prompt, model=self.model.id, user=user, host=host,
                                   **self._ids()), sync=False)  # the prompt's fsync
+            self._tell_map()
             if prompt is not None:
                 self._add(Msg("user", prompt, images=list(images or [])), origin="user")
             else:
@@ -263,6 +270,8 @@ class Agent:
         except StoreError as exc:
             outcome, store_failed = self._store_failed(exc), True
         self._end_run(outcome, store_failed)
+        if self.parent_id is None and self.ctx.hooks is not None and not store_failed:
+            self.ctx.hooks.fire("turn_end", status=outcome.status, detail=outcome.detail)
         outcome.agent_id, outcome.turns = self.agent_id, self.budget.turns - turns
         outcome.tool_calls, outcome.changed = self.tool_calls - calls, list(dict.fromkeys(self.changed[changed:]))
         return outcome
@@ -394,7 +403,8 @@ class Agent:
         """The system prompt for the tools, the format and the mode in force (a /mode included)."""
         addendum = "\n\n".join(part for part in (self.role, self.adapter.system_addendum()) if part)
         self.system = system_prompt(self.ctx.paths.workspace, [t.name for t in self.tools],
-                                    self.gate.effective().mode, addendum, self.notes, git=self.git)
+                                    self.gate.effective().mode, addendum, self.notes, git=self.git,
+                                    repomap=self.repomap.text if self.repomap else None)
         self._system = Msg("system", self.system)  # one object, so its encoding is reused turn after turn
         self.gauge.forget()
 
@@ -444,14 +454,17 @@ class Agent:
         if self._estimate() > self.config.compact_at * limit:
             self._compact(aggressive=False)
 
-    def _compact(self, aggressive: bool) -> bool:
-        """Replace the older turns by a summary; False when there is nothing older to replace."""
+    def _compact(self, aggressive: bool, asked: bool = False) -> bool:
+        """Replace the older turns by a summary; False when there is nothing older to replace.
+        `asked`: by the human (/compact), who means every turn before the latest, though they fit."""
         before = self._estimate()
         limit = self.model.context_window - self.model.max_output
         ratio = self.gauge.chars_per_token
         # After the server refused a request our estimate said would fit, trust the estimate less.
         keep = int(min(0.1 * limit, 0.25 * before) if aggressive else 0.3 * limit)
         start = compaction.split(self.messages, keep, lambda m: int(chars(m) / ratio))
+        if asked:
+            start = max(start, compaction.last_turn(self.messages))
         old, tail = self.messages[:start], self.messages[start:]
         if not any(m.role == "assistant" for m in old):
             return False
@@ -469,7 +482,7 @@ class Agent:
 
     def compact(self) -> bool:
         """Compact now (chat's /compact); False when there is nothing older to summarise."""
-        return self._compact(aggressive=False)
+        return self._compact(aggressive=False, asked=True)
 
     def clear(self) -> None:
         """A new conversation in the same session (chat's /clear): logged as a compaction that keeps
@@ -647,6 +660,18 @@ class Agent:
         """Add a note from Abhed (not the model, not the human's prompt) to the conversation and the
         log, e.g. that the human undid changes (chat's /undo)."""
         self._add(Msg("user", text), origin=origin)
+
+    def _tell_map(self) -> None:
+        """The repository map in the system prompt: logged (its text and size) and told, once."""
+        made = self.repomap
+        if made is None or self._map_told:
+            return
+        self._map_told = True
+        self._record(RepoMapEvent(content=made.text, tokens=made.tokens, budget=made.budget, files_shown=made.shown,
+                                  files_found=made.files, parsed=made.parsed, cached=made.cached,
+                                  seconds=round(made.seconds, 3), **self._ids()), sync=False)
+        self.display.notice(f"repository map in the first request: {made.shown} of {made.files} source files, "
+                            f"{made.tokens} tokens (budget {made.budget}; {made.cached} outlines from the cache)")
 
     def _record(self, event: AnyEvent, *, sync: bool = True) -> None:
         self.ctx.session.record(event, sync=sync)

@@ -27,7 +27,8 @@ def project_notes(workspace: Path, user_file: Path | None = None) -> str | None:
 
 
 def system_prompt(workspace: Path, tool_names: list[str], mode: str, addendum: str = "",
-                  notes: str | None = None, today: date | None = None, git: str | None = None) -> str:
+                  notes: str | None = None, today: date | None = None, git: str | None = None,
+                  repomap: str | None = None) -> str:
     has = set(tool_names).__contains__
     rules = [
         "Look before you change: prefer read, glob and grep to explore. They are cheaper and bounded, and read "
@@ -71,4 +72,6 @@ def system_prompt(workspace: Path, tool_names: list[str], mode: str, addendum: s
         parts.append(addendum)
     if notes:
         parts.append(f"# Project notes (written by the project's people)\n{notes}")
+    if repomap:
+        parts.append(f"# Repository map (made by Abhed when the session started)\n{repomap}")
     return "\n\n".join(parts)

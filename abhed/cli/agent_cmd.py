@@ -212,15 +212,19 @@ def run(prompt: str, session_id: str | None, as_json: bool, **kw) -> None:
 @click.argument("session_id", required=False)
 @click.argument("prompt", required=False)
 @_agent_options
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout, as `abhed run --json`.")
-def resume(session_id: str | None, prompt: str | None, as_json: bool, **kw) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout, as `abhed run --json` "
+              "(implies --once).")
+@click.option("--once", is_flag=True, help="Run one turn without asking anyone and exit, as `abhed run` (the default "
+              "when stdin or stdout is not a terminal).")
+def resume(session_id: str | None, prompt: str | None, as_json: bool, once: bool, **kw) -> None:
     """Continue session SESSION_ID (default: this workspace's latest) from its event log: conversation,
     read-set, plan, todos, and the mode, allow rules and budgets it was started with.
 
-    Without PROMPT, finishes the run that was cut short (a crash, kill, interrupt or budget);
-    with PROMPT, works on it in the same conversation. Flags given here override what the session
-    remembers; --allow adds rules. Output and exit status as `abhed run`; `abhed chat --session ID`
-    continues it interactively instead.
+    In a terminal this reopens the chat on the session, PROMPT (if given) its first message. With
+    --once or --json, or when stdin or stdout is not a terminal, it runs one turn and exits: without
+    PROMPT it finishes the run that was cut short (a crash, kill, interrupt or budget), with PROMPT
+    it works on it in the same conversation; output and exit status as `abhed run`. Flags given here
+    override what the session remembers; --allow adds rules.
     """
     if session_id is None:
         from abhed.cli import launch
@@ -229,27 +233,39 @@ def resume(session_id: str | None, prompt: str | None, as_json: bool, **kw) -> N
                                        .resolve())
         except launch.LaunchError as exc:
             base.fail(str(exc))
-    _run_prompt(kw, prompt, session_id, as_json)
+    if once or as_json or not (sys.stdin.isatty() and sys.stdout.isatty()):
+        _run_prompt(kw, prompt, session_id, as_json)
+    else:
+        _chat_command(session_id, False, kw, prompt)
 
 
 @click.command()
+@click.argument("prompt", required=False)
 @_agent_options
 @click.option("--session", "session_id", help="Continue this existing session (`abhed sessions list` shows them).")
 @click.option("--new", is_flag=True, help="Start a new session (the default).")
-def chat(session_id: str | None, new: bool, **kw) -> None:
+def chat(prompt: str | None, session_id: str | None, new: bool, **kw) -> None:
     """Work with the agent interactively: streamed replies, approval prompts, a live todo list.
+    PROMPT, if given, is the first message (`abhed chat "fix the test"`, or `abhed "fix the test"`).
 
     Ctrl-C stops the current turn and returns to the prompt; Ctrl-D (or /exit) ends the session.
     """
+    if prompt is not None and not prompt.strip():
+        base.fail("The prompt is empty: say what to do (abhed chat \"fix the test\"), or leave it out to type it "
+                  "in the chat.")
+    _chat_command(session_id, new, kw, prompt)
+
+
+def _chat_command(session_id: str | None, new: bool, kw: dict, prompt: str | None) -> None:
     from abhed.cli.lineedit import hold_keys
     release = hold_keys()  # a key typed while the chat starts (Ctrl-D too) reaches the prompt
     try:
-        _chat(session_id, new, kw, release)
+        _chat(session_id, new, kw, release, prompt)
     finally:
         release()
 
 
-def _chat(session_id: str | None, new: bool, kw: dict, release) -> None:
+def _chat(session_id: str | None, new: bool, kw: dict, release, first: str | None = None) -> None:
     from contextlib import ExitStack
 
     from abhed.cli.chat import Pending, StartFailed, chat_loop
@@ -279,13 +295,13 @@ def _chat(session_id: str | None, new: bool, kw: dict, release) -> None:
         if session_id is not None:
             for line in launch.recent_conversation(agent.ctx.session):
                 display.console.print(printable(line), markup=False, highlight=False)
-        display.attach(agent.gate, _rule_saver(settings))
+        display.attach(agent.gate, _rule_saver(settings), agent.ctx)
         announce(agent, display, unfinished)
         return agent, unfinished
 
     pending = Pending(build)
     try:
-        chat_loop(pending, display, settings.home, workspace, release)
+        chat_loop(pending, display, settings.home, workspace, release, first, settings=settings)
         agent, _ = pending.result()  # a chat ended before its agent was ready still says why that could not be
         session, head = agent.ctx.session.id, head_token(agent.ctx.session.log.head())  # the session still held
     except StartFailed as exc:
@@ -313,7 +329,8 @@ def _rule_saver(settings: config.Settings):
             return save_rule(path, rule)
         except (SaveError, OSError) as exc:
             return f"{exc} (the rule still holds for this session)"
-    return save
+    from abhed.cli.approvals import RuleSaver
+    return RuleSaver(path, save)
 
 
 @click.command()

@@ -1,8 +1,11 @@
 """The choices of `abhed chat`'s approval prompt, and the rules they grant.
 
 yes once; yes and allow this exact command (or file) for the rest of the session; yes and allow
-its prefix (`bash(git status:*)`, `edit(src/**)`); yes and save that rule to the operator's config
-(only with `approval.save_rules = true`); no; no with a reason the model reads. A rule is offered
+its prefix (`bash(git status:*)`, `edit(src/**)`); yes and save a rule to the operator's config
+(only with `approval.save_rules = true`): the human is shown the scopes, from the narrowest (the
+file, or the exact command) to the widest (the directory, every call of the tool), with the file
+the rule goes to and how long it holds, and picks one (Enter: the narrowest); show the whole diff
+when the panel shows only its start; no; no with a reason the model reads. A rule is offered
 only if, added to the session's policy, it would allow this very call: destructive and opaque
 commands are asked every time, so they get no rule choices at all.
 """
@@ -89,15 +92,37 @@ def _relative(path: Any, workspace: Path) -> str | None:
 
 
 @dataclass(frozen=True)
+class Scope:
+    """A rule the human may save, and what it allows in words."""
+    rule: str
+    what: str
+
+
+@dataclass(frozen=True)
 class Choice:
     key: str
     label: str
     answer: Answer
-    save: str | None = None  # the rule to write to the operator's config
+    scopes: tuple[Scope, ...] = ()  # `s`: the rules it may save, narrowest first (the human picks one)
 
 
-def choices(tool: str, args: Any, verdict: Verdict, policy: Policy | None, can_save: bool) -> list[Choice]:
-    """What the human may answer; rule choices only where the rule would allow this call."""
+class RuleSaver:
+    """How chat saves a granted rule: `save(rule)` says what was done; `config` names the file it goes to."""
+
+    def __init__(self, config: Path, save: Callable[[str], str]) -> None:
+        self.config, self._save = config, save
+
+    def __call__(self, rule: str) -> str:
+        return self._save(rule)
+
+
+PAGE = "d"  # the key that shows the whole diff, then asks again
+
+
+def choices(tool: str, args: Any, verdict: Verdict, policy: Policy | None, can_save: bool,
+            diff_lines: int = 0) -> list[Choice]:
+    """What the human may answer; rule choices only where the rule would allow this call.
+    `diff_lines`: the call's diff is longer than the panel shows, so a key pages it whole."""
     options = [Choice("y", "yes, once", Answer(True))]
     if policy is not None and not (verdict.destructive or verdict.opaque):
         exact = _covering(exact_rules(tool, args, policy.workspace), tool, args, policy)
@@ -108,13 +133,38 @@ def choices(tool: str, args: Any, verdict: Verdict, policy: Policy | None, can_s
             options.append(Choice("a", f"yes, and allow {', '.join(exact)} for this session", Answer(True, exact)))
         if prefix:
             options.append(Choice("p", f"yes, and allow {', '.join(prefix)} for this session", Answer(True, prefix)))
-        broadest = prefix or exact
-        if can_save and len(broadest) == 1:
-            options.append(Choice("s", f"yes, and save {broadest[0]} to the operator's config",
-                                  Answer(True, broadest), save=broadest[0]))
+        saved = save_scopes(tool, args, policy) if can_save else ()
+        if saved:
+            options.append(Choice("s", "yes, and save a rule to the operator's config for future sessions (asks how "
+                                       "wide: " + ", ".join(s.rule for s in saved) + ")", Answer(True), saved))
+    if diff_lines:
+        options.append(Choice(PAGE, f"show the whole diff ({diff_lines} lines), then answer", Answer(False)))
     options.append(Choice("n", "no", Answer(False)))
     options.append(Choice("r", "no, and tell the model why", Answer(False)))
     return options
+
+
+def save_scopes(tool: str, args: Any, policy: Policy) -> tuple[Scope, ...]:
+    """The rules a human may save for this call, narrowest first, each only if it would allow the
+    call: a command exactly, then its program with any arguments (never all of bash); a file, then
+    its directory, then every call of the tool. One rule each: a line of several commands gets none."""
+    if tool == "bash":
+        found = [(exact_rules(tool, args, policy.workspace), "this exact command line only"),
+                 (prefix_rules(tool, args, policy.workspace), "this program (and subcommand) with any arguments")]
+    else:
+        relative = _relative(getattr(args, "path", None), policy.workspace)
+        if not relative:
+            return ()
+        folder = os.path.dirname(relative)
+        found = [((f"{tool}({relative})",), f"{tool} calls on {relative} only")]
+        if folder:
+            found.append(((f"{tool}({folder}/**)",), f"{tool} calls on any file under {folder}/"))
+        found.append(((tool,), f"every {tool} call, on any file in the workspace"))
+    scopes: list[Scope] = []
+    for rules, what in found:
+        if len(rules) == 1 and _covering(rules, tool, args, policy) and rules[0] not in [s.rule for s in scopes]:
+            scopes.append(Scope(rules[0], what))
+    return tuple(scopes)
 
 
 def _covering(rules: tuple[str, ...], tool: str, args: Any, policy: Policy) -> tuple[str, ...]:
@@ -129,37 +179,80 @@ ALIASES = {"yes": "y", "no": "n", "": "n"}
 
 
 def ask(options: list[Choice], read: Callable[[str], str], say: Callable[[str], None],
-        save: Callable[[str], str]) -> Answer:
+        save: Callable[[str], str], page: Callable[[], None] | None = None) -> Answer:
     """Ask for one of the listed keys, then do what the choice says. Fails closed: Enter alone,
     end of input (Ctrl-D), Ctrl-C, or MAX_UNKNOWN answers that are no key are a no, which the
     model reads as the human's refusal; an unknown answer gets one line naming the keys, and the
-    question again."""
+    question again. `d` pages the whole diff (`page`) and asks again; `s` asks which rule to save."""
     keys = "/".join(o.key for o in options)
-    for option in options:
-        say(f"  {option.key}  {option.label}")
-    chosen = None
-    for attempt in range(1, MAX_UNKNOWN + 1):
+    _list(options, say)
+    slips = 0
+    while True:
         key, ended = _answer(read, f"Allow? [{keys}] (Enter: no) ")
         if ended:
             say(f"  ({ended}: no)")
             return Answer(False)
         chosen = next((o for o in options if o.key == ALIASES.get(key, key)), None)
-        if chosen is not None:
-            break
-        if attempt < MAX_UNKNOWN:
+        if chosen is None:
+            slips += 1
+            if slips >= MAX_UNKNOWN:
+                say(f"  ({MAX_UNKNOWN} answers that are not one of {keys}: no)")
+                return Answer(False)
             say(f"  {key!r} is not an answer here: type one of {keys} (the letters above) and Enter; Enter alone, "
                 "Ctrl-D or Ctrl-C is no")
-    if chosen is None:
-        say(f"  ({MAX_UNKNOWN} answers that are not one of {keys}: no)")
-        return Answer(False)
-    if chosen.key == "r":
-        reason, _ = _answer(read, "Why not (the model reads this)? ", lower=False)
-        return Answer(False, reason=reason)
-    if chosen.save is not None:
-        say(save(chosen.save))
-    if chosen.answer.rules:
-        say(f"  allowed for the rest of this session: {', '.join(chosen.answer.rules)}")
-    return chosen.answer
+            continue
+        if chosen.key == PAGE:
+            if page is not None:
+                page()
+            _list(options, say)  # the same question again, its choices in sight
+            continue
+        if chosen.key == "r":
+            reason, _ = _answer(read, "Why not (the model reads this)? ", lower=False)
+            return Answer(False, reason=reason)
+        if chosen.scopes:
+            rule, ended = _scope(chosen.scopes, read, say, getattr(save, "config", None))
+            if ended:
+                say(f"  ({ended}: no)")
+                return Answer(False)
+            if rule is None:
+                _list(options, say)
+                continue
+            say(save(rule))
+            say(f"  allowed for the rest of this session: {rule}")
+            return Answer(True, (rule,))
+        if chosen.answer.rules:
+            say(f"  allowed for the rest of this session: {', '.join(chosen.answer.rules)}")
+        return chosen.answer
+
+
+def _list(options: list[Choice], say: Callable[[str], None]) -> None:
+    for option in options:
+        say(f"  {option.key}  {option.label}")
+
+
+def _scope(scopes: tuple[Scope, ...], read: Callable[[str], str], say: Callable[[str], None],
+           config: Path | None) -> tuple[str | None, str | None]:
+    """Which rule to save, the human's pick: Enter is the narrowest (the first), `n` none (back to
+    the question). The rule (or None) and how the human ended the question, if they did."""
+    where = f"approval.allow in {config}" if config is not None else "approval.allow in the operator's config"
+    say(f"  save to {where}: it holds in every future session that reads that file, in any workspace, until it "
+        "is removed from there. Which rule?")
+    width = max(len(s.rule) for s in scopes)
+    for number, scope in enumerate(scopes, 1):
+        say(f"    {number}  {scope.rule:<{width}}  {scope.what}{'  (narrowest)' if number == 1 else ''}")
+    numbers = "/".join(str(n) for n in range(1, len(scopes) + 1))
+    for _ in range(MAX_UNKNOWN):
+        key, ended = _answer(read, f"Save which? [{numbers}/n] (Enter: 1, the narrowest; n: save nothing) ")
+        if ended:
+            return None, ended
+        if key == "":
+            return scopes[0].rule, None
+        if key in ("n", "no"):
+            return None, None
+        if key.isdigit() and 1 <= int(key) <= len(scopes):
+            return scopes[int(key) - 1].rule, None
+        say(f"  {key!r} is not an answer here: type one of {numbers}, Enter for 1, or n to save nothing")
+    return None, None
 
 
 def _answer(read: Callable[[str], str], prompt: str, lower: bool = True) -> tuple[str, str | None]:

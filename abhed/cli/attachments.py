@@ -6,17 +6,24 @@ is attached: an image is sent beside the prompt (for a model that takes images),
 text, page by page, as read would show it. The prompt keeps its words; a line per attachment is
 added to it, and the same lines are what the chat shows the human. A path that is not such a file
 is left as it is: the model reads it as text, as before.
+
+A relative path (`shot.png`, `docs/spec.pdf`) is the human's: it is looked for where they started
+the chat, then at the workspace's root. A file inside the workspace is opened beneath it with no
+symlink followed (files/beneath.py): the model can write there, and a `shot.png` it made a symlink
+to a file elsewhere is not a file the human meant to send. One outside is opened as named.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from abhed.files import images, pdf
+from abhed.files import beneath, images, pdf
 from abhed.files.filetype import SNIFF_BYTES, sniff
 from abhed.files.textfile import human_size
 from abhed.tools.media import render_pdf
@@ -32,12 +39,14 @@ class Attached:
     lines: list[str] = field(default_factory=list)  # one line per attachment, for the human
 
 
-def attach(text: str, vision: images.ImageLimits | None) -> Attached:
-    """The prompt with the files it names attached (see the module doc)."""
+def attach(text: str, vision: images.ImageLimits | None, cwd: Path | None = None,
+           workspace: Path | None = None) -> Attached:
+    """The prompt with the files it names attached (see the module doc). `cwd`, `workspace`: where
+    a relative path is looked for, in that order (none: relative paths are not looked for)."""
     found = Attached(prompt=text)
     blocks: list[str] = []
-    for path in candidates(text)[:MAX_ATTACHMENTS]:
-        block, line = _one(path, vision, found)
+    for path in candidates(text, cwd, workspace)[:MAX_ATTACHMENTS]:
+        block, line = _one(path, vision, found, workspace)
         found.lines.append(line)
         blocks.append(block)
     if blocks:
@@ -45,8 +54,9 @@ def attach(text: str, vision: images.ImageLimits | None) -> Attached:
     return found
 
 
-def candidates(text: str) -> list[Path]:
-    """Existing image or PDF files named in `text` by an absolute path, a ~ path or a file:// URI."""
+def candidates(text: str, cwd: Path | None = None, workspace: Path | None = None) -> list[Path]:
+    """Existing image or PDF files named in `text` by an absolute path, a ~ path, a file:// URI or a
+    path relative to `cwd` or `workspace`."""
     try:
         words = shlex.split(text)
     except ValueError:  # an unbalanced quote: the human's text, not a pasted path
@@ -54,27 +64,49 @@ def candidates(text: str) -> list[Path]:
     seen: list[Path] = []
     for word in words:
         for form in (word, word.rstrip(",.;:!?)>]"), word.lstrip("(<[").rstrip(",.;:!?)>]")):
-            path = _as_path(form)
-            if path is not None and path not in seen and _kind(path) is not None:
+            path = next((p for p in _as_paths(form, cwd, workspace) if _kind(p, workspace) is not None), None)
+            if path is not None and path not in seen:
                 seen.append(path)
                 break
     return seen
 
 
-def _as_path(word: str) -> Path | None:
+def _as_paths(word: str, cwd: Path | None, workspace: Path | None) -> list[Path]:
+    """Where `word` may name a file: itself when absolute, else below each of `cwd` and `workspace`
+    (only a word with a file name's dot: not every word of a sentence is looked up)."""
     if word.startswith("file://"):
         word = unquote(urlparse(word).path)
     word = os.path.expanduser(word)
-    return Path(word) if word.startswith("/") else None
+    if word.startswith("/"):
+        return [Path(word)]
+    if not word or "." not in Path(word).name:
+        return []
+    return [Path(os.path.normpath(base / word)) for base in (cwd, workspace) if base is not None]
 
 
-def _kind(path: Path) -> str | None:
+def _open(path: Path, workspace: Path | None) -> int:
+    """A descriptor of `path`: beneath the workspace without following symlinks when inside it."""
+    if workspace is not None and path.is_relative_to(workspace):
+        return beneath.open_beneath(workspace, path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO does not block
+    return os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+
+
+def _read(path: Path, workspace: Path | None, limit: int) -> tuple[int, bytes]:
+    """The file's size and (when at most `limit`) its bytes; OSError when it is not a regular file."""
+    with beneath.opened(_open(path, workspace)) as fd:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return info.st_size, (beneath.read_fd(fd, limit) if info.st_size <= limit else b"")
+
+
+def _kind(path: Path, workspace: Path | None = None) -> str | None:
     """"image" or "pdf" for a regular file of those kinds, else None."""
     try:
-        if not path.is_file():
-            return None
-        with open(path, "rb") as handle:
-            kind = sniff(handle.read(SNIFF_BYTES))
+        with beneath.opened(_open(path, workspace)) as fd:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            kind = sniff(os.read(fd, SNIFF_BYTES))
     except OSError:
         return None
     if kind.family == "pdf" or kind.name in images.FORMATS:
@@ -82,16 +114,16 @@ def _kind(path: Path) -> str | None:
     return None
 
 
-def _one(path: Path, vision: images.ImageLimits | None, found: Attached) -> tuple[str, str]:
+def _one(path: Path, vision: images.ImageLimits | None, found: Attached,
+         workspace: Path | None = None) -> tuple[str, str]:
     """The block added to the prompt for `path`, and the line shown to the human."""
-    kind = _kind(path)
+    kind = _kind(path, workspace)
     limit = pdf.MAX_FILE_BYTES if kind == "pdf" else images.MAX_FILE_BYTES
     try:
-        size = path.stat().st_size
+        size, data = _read(path, workspace, limit)
         if size > limit:
             note = f"[not attached: {path} is {human_size(size)}, over the {human_size(limit)} Abhed opens]"
             return note, note
-        data = path.read_bytes()
     except OSError as exc:
         note = f"[not attached: {path}: {exc.strerror or exc}]"
         return note, note

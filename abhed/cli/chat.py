@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
+from rich.text import Text
 
 from abhed.cli import escwatch, lineedit, slash
 from abhed.cli.display import Chat
@@ -86,22 +87,30 @@ def announce(agent: Any, display: Chat, unfinished: bool) -> None:
 
 
 def chat_loop(pending: Pending, display: Chat, home: Path, workspace: Path,
-              release: Callable[[], None] = lambda: None) -> None:
-    """`release`: lineedit.hold_keys' (the keys typed since the chat began wait for the prompt)."""
+              release: Callable[[], None] = lambda: None, first: str | None = None, settings: Any = None) -> None:
+    """`release`: lineedit.hold_keys' (the keys typed since the chat began wait for the prompt).
+    `first`: the message given on the command line (`abhed "fix the test"`), sent as if typed.
+    `settings`: the operator's (custom commands, the `@` picker's exclusions); None: defaults."""
     console = display.console
     greet(display, workspace)
-    read = lineedit.reader(home, workspace, slash.NAMES, lambda prompt: console.input(prompt), drawn=pending.start,
-                           release=release)
+    custom, files = _peer_features(display, workspace, settings)
+    queued = _queue_first(display, first, pending, release)
+    read = lineedit.reader(home, workspace, [*slash.NAMES, *(f"/{n}" for n in custom.commands)],
+                           lambda prompt: console.input(prompt), drawn=pending.start, release=release, files=files)
     pending.failed = read.stop  # the person learns at once, not when they send
     agent = commands = None
     unfinished = False
     while True:
         try:
-            line, send, display.typed = escwatch.next_input(display.typed)  # keys typed during the last turn
-            text = read("> ", line, send).strip()
+            if queued:
+                text = queued.pop()
+            else:
+                line, send, display.typed = escwatch.next_input(display.typed)  # keys typed during the last turn
+                text = read("> ", line, send).strip()
             if agent is None:  # the first message waits for what a turn needs
                 agent, unfinished = pending.result()
-                commands = slash.Slash(agent, display, SessionStore(home), turn=lambda text: _turn(agent, display, text))
+                commands = slash.Slash(agent, display, SessionStore(home), custom,
+                                       turn=lambda text: _turn(agent, display, text))
         except EOFError:
             console.print()
             return
@@ -111,13 +120,40 @@ def chat_loop(pending: Pending, display: Chat, home: Path, workspace: Path,
         command = slash.parse(text)
         if command is not None:
             assert commands is not None  # set with the agent, before any text is handled
-            if not commands.run(*command):
-                return
-            continue
+            prompt = commands.prompt_of(*command)  # a custom command (usercommands) is a prompt to send
+            if prompt is None:
+                if not commands.run(*command):
+                    return
+                continue
+            text = prompt
         if not text and not unfinished:
             continue
         _turn(agent, display, text)
         unfinished = False
+
+
+def _queue_first(display: Chat, first: str | None, pending: Pending, release: Callable[[], None]) -> list[str]:
+    """The command line's message, shown as the prompt line it stands for; the terminal is let go at
+    once (its first turn may ask for approval) and the build starts without waiting for a prompt."""
+    if first is None or not first.strip():
+        return []
+    release()
+    pending.start()
+    display.console.print(Text("> ", style="bold") + Text(printable(first.strip())), soft_wrap=True)
+    return [first.strip()]
+
+
+def _peer_features(display: Chat, workspace: Path, settings: Any) -> tuple[Any, Any]:
+    """The custom slash commands (their problems shown now) and the `@` picker's file list."""
+    import os
+
+    from abhed.cli import mentions, usercommands
+    from abhed.session.config import Settings
+    settings = settings if settings is not None else Settings()
+    custom = usercommands.load(dict(os.environ), workspace, {*slash.HELP, "quit"}, settings)
+    for problem in custom.problems:
+        display.console.print(printable(f"custom commands: {problem}"), style="yellow", markup=False, soft_wrap=True)
+    return custom, mentions.FileList(mentions.workspace_walk(workspace, settings.search.exclude)).files
 
 
 def _turn(agent: Any, display: Chat, text: str) -> None:
@@ -127,17 +163,25 @@ def _turn(agent: Any, display: Chat, text: str) -> None:
     from abhed.cli.launch import budget
     console = display.console
     agent.budget = budget(agent.ctx.settings)  # the budgets are per prompt
-    attached = attach(text, agent.ctx.vision)  # images and PDFs named by path (typed or dropped)
+    from abhed.cli import mentions
+    mentioned = mentions.attach(text, agent.ctx, agent.gate)  # files named by `@path`
+    for line in mentioned.lines:
+        console.print(printable(line), style="dim", markup=False, soft_wrap=True)
+    text = mentioned.prompt
+    # Images and PDFs named by path (typed or dropped), a relative one from where the person started.
+    attached = attach(text, agent.ctx.vision, cwd=Path.cwd(), workspace=agent.ctx.paths.workspace)
     for line in attached.lines:
         console.print(printable(line), style="dim", markup=False, soft_wrap=True)
-    keys = escwatch.stdin_watch(lambda: agent.stoppable)
+    # The watch holds the keys as typeahead.HeldKeys does (no echo; an approval's line echoed), and reads
+    # them: Esc interrupts, the rest waits in display.typed.
+    keys, between_turns = escwatch.stdin_watch(lambda: agent.stoppable), display.keys
     display.keys = keys.start()
     outcome = None
     try:
         try:
             outcome = agent.run(attached.prompt or None, images=attached.images)
         finally:
-            display.keys = escwatch.NOT_WATCHING
+            display.keys = between_turns
             display.typed += keys.stop()  # no Esc is sent after this; one sent just before is handled in here
             display.idle()
     except KeyboardInterrupt:  # an Esc pressed as the turn ended: it has ended anyway

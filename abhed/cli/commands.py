@@ -23,11 +23,40 @@ from abhed.cli.mcp import mcp
 startup.begin()  # until an agent session is ready (launch.agent_in_session), collect garbage rarely
 
 
-@click.group(invoke_without_command=True)
+class ChatByDefault(click.Group):
+    """`abhed PROMPT` is `abhed chat PROMPT`, as a Claude Code or Codex user types it: a first word
+    that is not a command (nor --help, --version) starts the chat, with the words as its first
+    message and the flags as chat's (`abhed --mode auto "fix it"`). A command's name stays the
+    command: `abhed chat run` (or `abhed -- run`) sends the word "run" as a prompt. One word close to
+    a command's name (`abhed doctr`) is taken for a typo, not sent to the model."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            _refuse_a_typo(self, args)
+            args = ["chat", *args]
+        return super().parse_args(ctx, args)
+
+
+def _refuse_a_typo(group: click.Group, args: list[str]) -> None:
+    import difflib
+    word = args[0]
+    if len(args) != 1 or not word.isalpha():
+        return
+    close = difflib.get_close_matches(word, list(group.commands), n=1, cutoff=0.75)
+    if close:
+        raise click.UsageError(f"No such command {word!r}; did you mean `abhed {close[0]}`? To send {word!r} to "
+                               f"the model as a prompt: abhed chat {word}")
+
+
+@click.group(cls=ChatByDefault, invoke_without_command=True, subcommand_metavar="[COMMAND | PROMPT] [ARGS]...")
 @click.version_option(__version__, prog_name="abhed")
 @click.pass_context
 def main(ctx: click.Context) -> None:
-    """Abhed: an offline coding agent for air-gapped networks. Without a command: `abhed chat`."""
+    """Abhed: an offline coding agent for air-gapped networks.
+
+    Without a command, or with a PROMPT that is not one: `abhed chat [PROMPT]` (`abhed "fix the
+    test"` opens the chat with that first message; `abhed chat run` sends a command's name).
+    """
     if ctx.invoked_subcommand is None:
         ctx.invoke(agent_cmd.chat)
 

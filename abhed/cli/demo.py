@@ -10,10 +10,12 @@ words are canned.
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from abhed.cli import launch
 from abhed.cli.display import Chat
@@ -134,7 +136,19 @@ def run_demo(*, keep: bool = False, fast: bool = False, console: Console | None 
     console.print()
     if outcome.status != "done":
         console.print(f"[red]The demo did not finish: {outcome.detail}[/]")
-    console.print(f"Every step is in the event log: [cyan]abhed sessions show {session}[/]")
+    name = escape(launcher())
+    console.print(f"Every step is in the event log: [cyan]{name} sessions show {session}[/]", soft_wrap=True)
     console.print(f"Workspace kept at {workspace}" if keep else "The throwaway workspace was removed (--keep keeps it).")
-    console.print("With a real model server: [cyan]abhed doctor[/], then [cyan]abhed chat[/] in your project.")
+    console.print(f"With a real model server: [cyan]{name} doctor --endpoint http://HOST:8000/v1[/], then [cyan]{name}[/] "
+                  "in your project.", soft_wrap=True)
     return outcome.exit_code
+
+
+def launcher() -> str:
+    """How the person runs this abhed: `abhed` when that is what their PATH finds, else its path
+    (after scripts/setup it is .venv/bin/abhed, not on PATH unless `scripts/setup --link` put it there)."""
+    program = Path(sys.argv[0]).absolute()
+    if program.name != "abhed":  # python -m abhed
+        return f"{sys.executable} -m abhed"
+    found = shutil.which("abhed")
+    return "abhed" if found and Path(found).resolve() == program.resolve() else str(program)

@@ -26,8 +26,9 @@ from rich.padding import Padding
 from rich.panel import Panel
 from rich.text import Text
 
-from abhed.cli import approvals, diffview, escwatch
+from abhed.cli import approvals, diffview, pager
 from abhed.cli.activity import Activity
+from abhed.cli.typeahead import HeldKeys
 from abhed.cli.replytext import MarkdownStream
 from abhed.gate.approval import Answer, Gate, Verdict
 from abhed.model.wire import ToolCall
@@ -35,7 +36,7 @@ from abhed.session.hashing import Hashing
 from abhed.session.store import Plan, TodoItem
 from abhed.common.terminal import printable
 from abhed.agent.display import Display
-from abhed.tools.base import ToolResult
+from abhed.tools.base import ToolContext, ToolResult
 from abhed.tools.plan import render_plan
 from abhed.tools.todo import render_todos
 
@@ -135,16 +136,22 @@ HASHING_EVERY_S = 5.0  # `abhed run`: a long snapshot's progress, a line this of
 
 
 class Progress(Display):
-    """One line per step on stderr; the text of intermediate replies, never the final answer."""
+    """One line per step on stderr; the text of intermediate replies, never the final answer.
+    On a terminal, while a call runs, the chat's status line beneath (elapsed time, the command's
+    last output lines); it leaves nothing behind, so a log of the screen holds the same lines."""
 
     def __init__(self, out: TextIO | None = None, lock: threading.Lock | None = None) -> None:
         self.out = out or sys.stderr
         self._text: list[str] = []
         self._hashing_next = 0.0  # when the next line of a long snapshot's progress may be printed
         self._lock = lock or threading.Lock()  # one line at a time: subagents write from their threads
+        self.activity = Activity(Console(file=self.out, highlight=False)) if _is_terminal(self.out) else None
 
     def _line(self, text: str) -> None:
         with self._lock:
+            if self.activity is not None:  # above the status line, if one is shown
+                self.activity.console.print(Text(printable(text)), soft_wrap=True)
+                return
             self.out.write(printable(text) + "\n")
             self.out.flush()
 
@@ -155,6 +162,8 @@ class Progress(Display):
         self._text.append(delta)
 
     def reply_done(self, final: bool) -> None:
+        if final and self.activity is not None:  # the run is over (an interrupt too): no status line left
+            self.activity.stop()
         said = "".join(self._text).strip()
         self._text = []
         if said and not final:
@@ -162,10 +171,24 @@ class Progress(Display):
 
     def tool_started(self, call: ToolCall) -> None:
         self._line(f"-> {call.name} {preview(call)}")
+        if self.activity is not None:
+            self.activity.command_ended()
+            self.activity.start(f"running {call.name}")
+
+    def command_output(self, text: str) -> None:
+        if self.activity is not None:
+            self.activity.command_output(text)
 
     def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
+        if self.activity is not None:  # the calls of one reply all ended: the first result is told
+            self.activity.stop()
+            self.activity.command_ended()
         status = "error" if result.is_error else "ok"
         self._line(f"   {status}: {outcome(call, result)}")
+        if result.is_error:
+            from abhed.cli import errorview
+            for line in errorview.rest(result.content, first_line(result.content)):
+                self._line(f"          {line}")
 
     def todos(self, items: list[TodoItem]) -> None:
         self._line("   " + render_todos(items).replace("\n", "\n   "))
@@ -205,6 +228,10 @@ class _ProgressOf(Display):
     def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
         status = "error" if result.is_error else "ok"
         self.parent._line(f"{self.indent}{self.tag}    {status}: {outcome(call, result)}")
+        if result.is_error:
+            from abhed.cli import errorview
+            for line in errorview.rest(result.content, first_line(result.content)):
+                self.parent._line(f"{self.indent}          {line}")
 
     def notice(self, message: str) -> None:
         self.parent._line(f"{self.indent}{self.tag} abhed: {message}")
@@ -226,11 +253,15 @@ class Chat(Display):
         self.save_rule: Callable[[str], str] | None = None  # set where the operator allows saving rules
         self.reply = MarkdownStream(self.console)
         self.activity = Activity(self.console)
+        self.activity.draft = lambda: self.reply.pending  # shown raw until its block is complete
+        self.keys: Any = HeldKeys()  # keys typed during a turn: no echo, kept for the next prompt (cli/chat.py; a turn sets an escwatch.Watch)
         self._running = "running"  # what the status line says while the last call started runs
-        self.keys = escwatch.NOT_WATCHING  # a turn's Esc watch: paused while an approval reads its answer
+        self.tool_ctx: ToolContext | None = None  # the session's files, read for the diff of an edit or write
+        self._planned: dict[str, Any] = {}  # call id -> the diff worked out as it started (diffview.file_diff)
         self.typed = ""  # keys typed during a turn, for the next prompt (escwatch.next_input)
 
     def waiting(self) -> None:
+        self.activity.new_reply()
         self.activity.start("thinking")
 
     def usage(self, tokens_in: int, tokens_out: int, context_used: int, context_max: int) -> None:
@@ -247,9 +278,11 @@ class Chat(Display):
     def idle(self) -> None:
         """The turn is over: no spinner while the human types."""
         self.activity.stop()
+        self._planned.clear()  # a call the turn never finished (Ctrl-C) leaves no diff behind
 
-    def attach(self, gate: Gate, save_rule: Callable[[str], str] | None = None) -> None:
-        self.gate, self.save_rule = gate, save_rule
+    def attach(self, gate: Gate, save_rule: Callable[[str], str] | None = None,
+               tool_ctx: ToolContext | None = None) -> None:
+        self.gate, self.save_rule, self.tool_ctx = gate, save_rule, tool_ctx
 
     def _end_stream(self) -> None:
         self.reply.flush()
@@ -269,6 +302,7 @@ class Chat(Display):
         if self._thinking:
             self._end_stream()
         self.activity.start("writing")
+        self.activity.wrote(len(delta))
         self.reply.feed(delta)
 
     def reply_done(self, final: bool) -> None:
@@ -277,27 +311,47 @@ class Chat(Display):
     def tool_started(self, call: ToolCall) -> None:
         self._end_stream()
         self._running = f"running {call.name}"
+        self.activity.command_ended()  # an earlier command's lines
         self.activity.start(self._running)
         width = max(20, self.console.width - len(call.name) - 4)
         self.console.print(f"[cyan]  {escape(call.name)}[/] [dim]{escape(preview(call, width))}[/]")
+        if diffview.shown(call.name) and self.tool_ctx is not None:  # the file before the call changes it
+            self._planned[call.id] = diffview.file_diff(call.name, call_arguments(call), self.tool_ctx)
+
+    def command_output(self, text: str) -> None:
+        self.activity.command_output(text)
 
     def tool_finished(self, call: ToolCall, result: ToolResult) -> None:
+        self.activity.command_ended()  # its output is summed up below
         mark, style = ("x", "red") if result.is_error else ("ok", "green")
         width = max(20, self.console.width - 8)
         self.console.print(f"    [{style}]{mark}[/] [dim]{escape(outcome(call, result, width))}[/]")
+        if result.is_error:
+            self._error_rest(result, width)
         note = checkpoint_note(result)
         if note:
             self.console.print(f"    [dim]{escape(note)}[/]")
         if result.is_error:
+            self._planned.pop(call.id, None)
             return
         if call.name == "bash" and "exit_code" in result.metadata:
             shown = collapsed(result.content)
             if shown:
                 self.console.print(Padding(Text(shown, style="dim"), (0, 0, 0, 6)))
         elif diffview.shown(call.name):
+            change, diff = self._planned.pop(call.id, (None, None))
             args = call_arguments(call)
-            if args is not None:
+            if diff is not None:  # the file's own diff; the call's arguments where it could not be worked out
+                self.console.print(Padding(diffview.render_file(None, diff, max_lines=20), (0, 0, 0, 6)))
+            elif args is not None:
                 self.console.print(Padding(diffview.render(call.name, args, max_lines=20), (0, 0, 0, 6)))
+
+    def _error_rest(self, result: ToolResult, width: int) -> None:
+        """The lines of the error after the first (errorview: whole, bounded, printable)."""
+        from abhed.cli import errorview
+        lines = errorview.rest(result.content, first_line(result.content, width))
+        if lines:
+            self.console.print(Padding(Text("\n".join(lines), style="red dim"), (0, 0, 0, 6)))
 
     def todos(self, items: list[TodoItem]) -> None:
         body = Text()
@@ -330,7 +384,13 @@ class Chat(Display):
         literal = getattr(args, "command", None) or getattr(args, "path", None) or ""
         if literal:  # whole and literal: a `# \x1b[1A...` tail cannot redraw the line to hide what runs
             lines.append(f"{tool}: {printable(str(literal))}\n")
-        if diffview.shown(tool):
+        change, diff = diffview.file_diff(tool, args, self.tool_ctx)
+        longer = diffview.line_count(diff) > diffview.MAX_LINES
+        if diff is not None or change is not None:  # the file's diff, as the tool would change it
+            lines.append_text(diffview.render_file(change, diff, more=f": {approvals.PAGE} at the question shows "
+                                                                     "the whole diff"))
+            lines.append("\n")
+        elif diffview.shown(tool):
             lines.append_text(diffview.render(tool, args))
             lines.append("\n")
         lines.append(f"why asked: {printable(verdict.reason)}", style="yellow")
@@ -338,11 +398,17 @@ class Chat(Display):
         self.console.print(Panel(lines, title=title, title_align="left", expand=False,
                                  border_style="red" if verdict.destructive else "yellow"))
         policy = self.gate.effective() if self.gate is not None else None  # None: no session, no rules to grant
-        options = approvals.choices(tool, args, verdict, policy, self.save_rule is not None)
-        return approvals.ask(options, self._read, self._say, self.save_rule or str)
+        options = approvals.choices(tool, args, verdict, policy, self.save_rule is not None,
+                                    diffview.line_count(diff) if longer else 0)
+        answer = approvals.ask(options, self._read, self._say, self.save_rule or str,
+                               lambda: pager.page(diffview.render_file(change, diff, max_lines=None), self.console,
+                                                  self._read))
+        if answer.approved:  # the call runs now: its status line, elapsed time and output (issue 36)
+            self.activity.start(self._running)
+        return answer
 
     def _read(self, prompt: str) -> str:
-        with self.keys.paused():
+        with self.keys.echoed():  # the answer is typed as a line: shown, and Backspace erases
             return self.console.input(escape(prompt))
 
     def _say(self, line: str) -> None:
@@ -367,6 +433,11 @@ class _ChatOf(Display):
         width = max(20, self.console.width - len(self.indent) - len(self.tag) - 8)
         self.console.print(f"{self.indent}[dim]{escape(self.tag)}[/]   [{style}]{mark}[/] "
                            f"[dim]{escape(outcome(call, result, width))}[/]")
+        if result.is_error:
+            from abhed.cli import errorview
+            lines = errorview.rest(result.content, first_line(result.content, width))
+            if lines:
+                self.console.print(Padding(Text("\n".join(lines), style="red dim"), (0, 0, 0, len(self.indent) + 6)))
         note = checkpoint_note(result)
         if note:
             self.console.print(f"{self.indent}[dim]{escape(self.tag)}   {escape(note)}[/]")

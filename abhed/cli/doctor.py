@@ -61,15 +61,15 @@ def mcp_checks(settings: Settings, workspace: Path | None = None) -> Iterator[Ch
     from abhed.session.config import ConfigError
     from abhed.mcp.client import McpError
     from abhed.mcp.gateway import Server, full_name
-    from abhed.mcp.pins import load, pins_path
+    from abhed.mcp.pins import load, load_declined, pins_path
     try:
-        pinned = load(pins_path())
+        pinned, declined = load(pins_path()), load_declined(pins_path())
     except ConfigError as exc:
         yield Check("FAIL", "mcp", str(exc))
         return
     workspace = workspace or Path.cwd()
     for name, cfg in settings.mcp.servers.items():
-        server = Server(name, cfg, pinned.get(name, {}), settings, workspace)
+        server = Server(name, cfg, pinned.get(name, {}), settings, workspace, declined=declined.get(name))
         try:
             comparison = server.check()
         except McpError as exc:
@@ -77,7 +77,8 @@ def mcp_checks(settings: Settings, workspace: Path | None = None) -> Iterator[Ch
             continue
         finally:
             server.close()
-        admitted = f"{len(comparison.admitted)} tool(s) admitted"
+        admitted = f"{len(comparison.admitted)} tool(s) admitted" + \
+            (f", {len(comparison.declined)} declined at review" if comparison.declined else "")
         if comparison.withheld:
             withheld = "; ".join(f"{full_name(name, t)}: {why}" for t, why in sorted(comparison.withheld.items()))
             yield Check("WARN", f"mcp {name}", f"{admitted}; WITHHELD from the model until reviewed: {withheld}. "

@@ -11,7 +11,7 @@ message continues the session.
 The other keys typed during a turn are kept (their printable text and Enter) for the next input
 line, as the cooked terminal kept them before: a line ended by Enter is sent as the prompt opens,
 the rest waits in the input line. An approval prompt reads its own answer: the display
-pauses the watch around it (`paused`), the terminal's own mode back, and resumes it after.
+pauses the watch around it (`echoed`), the terminal's own mode back, and resumes it after.
 """
 
 from __future__ import annotations
@@ -99,8 +99,9 @@ class Watch:
         return self.typed
 
     @contextlib.contextmanager
-    def paused(self) -> Iterator[None]:
-        """Around a prompt that reads its own line (an approval): the terminal's own mode, no watch."""
+    def echoed(self) -> Iterator[None]:
+        """Around a prompt that reads its own line (an approval): the terminal's own mode (echoed,
+        editable), no watch; as typeahead.HeldKeys.echoed."""
         with self._lock:
             self._pauses += 1
             first = self._pauses == 1
@@ -189,4 +190,3 @@ def stdin_watch(stoppable: Callable[[], bool] = lambda: True) -> Watch:
     return Watch(sys.stdin.fileno() if sys.stdin.isatty() and sys.stdout.isatty() else None, stoppable=stoppable)
 
 
-NOT_WATCHING = Watch(None)  # paused() and stop() do nothing

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from abhed.cli import startup
 from abhed.gate.approval import Answer, Gate, Policy, Rule, Verdict
-from abhed.session import config
+from abhed.session import config, workspaces
 from abhed.session.store import Session, SessionError, SessionStore, not_begun
 from abhed.session.storefail import StoreError
 
@@ -83,18 +83,11 @@ def stored_options(settings: config.Settings, session_id: str) -> dict[str, Any]
 def latest(settings: config.Settings, workspace: Path) -> str:
     """The id of this workspace's most recently used agent session (LaunchError if none)."""
     store = SessionStore(settings.home)
-    mine = []
-    for session_id in store.ids():
-        try:
-            state = store.open(session_id).state
-        except SessionError:
-            continue  # an unreadable session is reported by `sessions list`, not resumed
-        if state.origin == "agent" and state.workspace == str(workspace):
-            mine.append((store.last_used(session_id), session_id))
-    if not mine:
+    found = workspaces.latest(store, workspace, ("agent",))
+    if found is None:
         raise LaunchError(f"No session of the workspace {workspace} in {store.root}. Start one with `abhed run "
                           "PROMPT` or `abhed chat`; `abhed sessions list` shows every workspace's sessions.")
-    return max(mine)[1]
+    return found
 
 
 def open_model(settings: config.Settings, display: Display) -> Model:
@@ -115,14 +108,7 @@ def budget(settings: config.Settings) -> Budget:
     return Budget(RunLimits(turns=a.max_turns, tokens=a.max_tokens, seconds=a.max_seconds))
 
 
-def project_root(start: Path) -> Path:
-    """The workspace for a session started in `start`: the root of the git repository it is in
-    (the nearest directory above holding a `.git`, as git finds it; nothing is run), else `start`."""
-    start = start.resolve()
-    for directory in (start, *start.parents):
-        if (directory / ".git").exists():
-            return directory
-    return start
+project_root = workspaces.project_root  # the one answer for every command (session/workspaces.py)
 
 
 def locate(settings: config.Settings, workspace: Path, session_id: str | None) -> Path:
@@ -201,7 +187,8 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
                                          "model": model.id}
                 _saved(session)
             gateway = mcp_gateway(settings, workspace, display.notice)
-            ctx = ToolContext(session, settings, paths, checkpoints=checkpoints, extra=gateway)
+            ctx = ToolContext(session, settings, paths, checkpoints=checkpoints, extra=gateway,
+                              hooks=session_hooks(settings, session, workspace, display))
             warmup.start(ctx)  # the first checkpoint and the sandbox, while the model takes its first turn
             try:
                 problems: list[str] = []  # the log is read once, by restore: the lines it skipped
@@ -213,13 +200,25 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
                 for problem in problems:
                     display.notice(f"warning: {problem}")
                 startup.end()  # what the session works with is loaded: collect garbage as usual from here
+                if ctx.hooks is not None:
+                    ctx.hooks.fire("session_start", new=fresh)
                 yield agent
             finally:
+                if ctx.hooks is not None:
+                    ctx.hooks.fire("session_end")
                 ctx.close()  # the bash tool's sandbox and background jobs end with the session's process
                 if gateway is not None:
                     gateway.close()  # and so do the MCP servers
     except SessionError as exc:
         raise LaunchError(str(exc)) from None
+
+
+def session_hooks(settings: config.Settings, session: Session, workspace: Path, display: Display) -> Any:
+    """The operator's hooks for this session (agent/hooks.py), or None when the config sets none."""
+    if not any(getattr(settings.hooks, event) for event in config.HOOK_EVENTS):
+        return None
+    from abhed.agent.hooks import Hooks
+    return Hooks(settings.hooks, session.id, workspace, session.record, display.notice)
 
 
 def _saved(session: Session) -> None:

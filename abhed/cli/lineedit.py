@@ -3,7 +3,8 @@
 On a terminal: history per workspace (kept under the session store, never in the workspace),
 Up/Down and Ctrl-R through it (Enter ends a search with the match in the editor); Enter sends, Alt-Enter adds a line, and a paste
 (bracketed by the terminal) is one message however many lines it has; Tab completes slash
-commands and paths (relative to the workspace).
+commands and paths (relative to the workspace). `@` and letters open a fuzzy file picker
+(cli/mentions.py) as they are typed: Up/Down move, Tab or Enter takes the file.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -77,17 +79,19 @@ class Reader:
 
 
 def reader(home: Path, workspace: Path, commands: Iterable[str], fallback: Callable[[str], str],
-           drawn: Callable[[], None] = lambda: None, release: Callable[[], None] = lambda: None) -> Reader:
+           drawn: Callable[[], None] = lambda: None, release: Callable[[], None] = lambda: None,
+           files: Callable[[], list[str]] | None = None) -> Reader:
     """The chat's reader: prompt_toolkit on a terminal, `fallback` otherwise. `drawn` is called each
     time the prompt is on the screen (or right before a plain line is read); `release` (hold_keys')
-    after each prompt on a terminal."""
+    after each prompt on a terminal. `files`: the workspace's files (relative) for `@` mentions
+    (cli/mentions.py), offered as `@` and letters are typed."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         def plain(prompt: str, typed: str = "", send: bool = False) -> str:
             drawn()  # no terminal: no keys were watched, so `typed` and `send` are always empty
             return fallback(prompt)
         return Reader(plain)
     from prompt_toolkit import PromptSession
-    from prompt_toolkit.filters import is_searching
+    from prompt_toolkit.filters import Condition, completion_is_selected, has_completions, is_searching
     from prompt_toolkit.history import FileHistory
     from prompt_toolkit.key_binding import KeyBindings
     from prompt_toolkit.patch_stdout import patch_stdout
@@ -107,9 +111,33 @@ def reader(home: Path, workspace: Path, commands: Iterable[str], fallback: Calla
     def _newline(event) -> None:
         event.current_buffer.insert_text("\n")
 
+    # `@` mentions (cli/mentions.py): the picker opens as the letters are typed; Enter or Tab takes the
+    # highlighted file (the first when none is), it does not send the message.
+    mentioning = Condition(lambda: files is not None and mention_word(session.default_buffer.document.text_before_cursor)
+                           is not None)
+
+    @keys.add("enter", filter=has_completions & completion_is_selected & mentioning)
+    @keys.add("tab", filter=has_completions & mentioning)
+    def _take(event) -> None:
+        buffer = event.current_buffer
+        state = buffer.complete_state
+        choice = state.current_completion or (state.completions[0] if state.completions else None)
+        if choice is not None:
+            buffer.apply_completion(choice)
+        buffer.complete_state = None
+
+    @keys.add("backspace", filter=mentioning)
+    def _unmention(event) -> None:  # the list follows a shorter query too (typing alone reopens it)
+        buffer = event.current_buffer
+        buffer.delete_before_cursor(1)
+        if mention_word(buffer.document.text_before_cursor) is not None:
+            buffer.start_completion(select_first=False)
+
     session: PromptSession[str] = PromptSession(
-        history=FileHistory(str(path)), multiline=True, key_bindings=keys, completer=_Completer(workspace, commands),
-        complete_while_typing=False, enable_history_search=False, prompt_continuation=lambda width, *_: "." * (width - 1) + " ")
+        history=FileHistory(str(path)), multiline=True, key_bindings=keys,
+        completer=_Completer(workspace, commands, files), complete_in_thread=True,
+        complete_while_typing=mentioning, enable_history_search=False,
+        prompt_continuation=lambda width, *_: "." * (width - 1) + " ")
 
     def after_drawing() -> None:  # pre_run comes before the prompt is drawn; what it schedules runs after
         asyncio.get_running_loop().call_soon(drawn)
@@ -132,6 +160,15 @@ def reader(home: Path, workspace: Path, commands: Iterable[str], fallback: Calla
     return Reader(read, stop)
 
 
+_MENTION_AT_END = re.compile(r"(?:^|\s)@((?:\\.|[^\s\\])*)$")
+
+
+def mention_word(before: str) -> str | None:
+    """The `@` mention being typed at the end of `before` (its text after `@`, escapes kept), or None."""
+    match = _MENTION_AT_END.search(before)
+    return match.group(1) if match else None
+
+
 def _completer_base():
     from prompt_toolkit.completion import Completer
     return Completer
@@ -142,12 +179,19 @@ def _completer_base():
 class _Completer(_completer_base()):  # type: ignore[misc]
     """Slash commands at the start of the message; otherwise the word under the cursor as a path."""
 
-    def __init__(self, workspace: Path, commands: Iterable[str]) -> None:
-        self.workspace, self.commands = workspace, tuple(commands)
+    def __init__(self, workspace: Path, commands: Iterable[str], files: Callable[[], list[str]] | None = None) -> None:
+        self.workspace, self.commands, self.files = workspace, tuple(commands), files
 
     def get_completions(self, document, complete_event):
         from prompt_toolkit.completion import Completion
         before = document.text_before_cursor
+        query = mention_word(before)
+        if query is not None and self.files is not None:
+            from abhed.cli import mentions
+            typed = len(query) + 1
+            for path in mentions.rank(mentions.unescape(query), self.files()):
+                yield Completion("@" + mentions.escape(path) + " ", start_position=-typed, display=printable("@" + path))
+            return
         word = before.split()[-1] if before and not before[-1].isspace() else ""
         if before.lstrip() == word and word.startswith("/") and "/" not in word[1:]:
             for name in self.commands:

@@ -44,9 +44,10 @@ def _server(name: str, settings: Any, pins_file: Path, workspace: Path) -> Any:
     from abhed.mcp.gateway import Server
     try:
         pinned = pinning.load(pins_file).get(name, {})
+        declined = pinning.load_declined(pins_file).get(name, {})
     except ConfigError as exc:
         _fail(str(exc))
-    return Server(name, settings.mcp.servers[name], pinned, settings, workspace)
+    return Server(name, settings.mcp.servers[name], pinned, settings, workspace, declined=declined)
 
 
 def _workspace(value: Path) -> Path:
@@ -87,7 +88,7 @@ def tool_entries(settings: Any, pins_file: Path, workspace: Path, check: bool) -
         for name, server in gateway.servers.items():
             for pin in server.pinned.values():
                 offered(McpTool(server, pin), "pinned")
-            if not server.pinned:
+            if not server.pinned and not server.declined:
                 withheld(name, None, f"never reviewed: no tool of {name} reaches the model until abhed mcp review {name}")
         return entries
     try:
@@ -101,6 +102,8 @@ def tool_entries(settings: Any, pins_file: Path, workspace: Path, check: bool) -
             for tool_name, why in sorted(gateway.withheld.items()):
                 if tool_name.startswith(prefix):
                     withheld(name, tool_name[len(prefix):], why)
+                    if why.startswith("declined"):
+                        entries[-1]["mcp"]["status"] = "declined"
     finally:
         gateway.close()
     return entries
@@ -120,14 +123,15 @@ def list_servers(as_json: bool) -> None:
     from abhed.mcp.gateway import full_name
     settings, pins_file = _setup()
     try:
-        pinned = pinning.load(pins_file)
+        pinned, declined = pinning.load(pins_file), pinning.load_declined(pins_file)
     except ConfigError as exc:
         _fail(str(exc))
     rows = []
     for name, cfg in settings.mcp.servers.items():
         tools = pinned.get(name, {})
         rows.append({"server": name, "command": cfg.command, "url": cfg.url,
-                     "tools": [full_name(name, t) for t in sorted(tools)]})
+                     "tools": [full_name(name, t) for t in sorted(tools)],
+                     "declined": [full_name(name, t) for t in sorted(declined.get(name, {}))]})
     if as_json:
         click.echo(json.dumps({"pins": str(pins_file), "servers": rows}, indent=1))
         return
@@ -137,10 +141,14 @@ def list_servers(as_json: bool) -> None:
         return
     for row, cfg in zip(rows, settings.mcp.servers.values()):
         where = f"url {cfg.url}" if cfg.url else "command " + " ".join(cfg.command or [])
-        status = f"{len(row['tools'])} tool(s) admitted" if row["tools"] else "not reviewed: abhed mcp review " + row["server"]
+        status = f"{len(row['tools'])} tool(s) admitted" if row["tools"] or row["declined"] else \
+            "not reviewed: abhed mcp review " + row["server"]
+        status += f", {len(row['declined'])} declined" if row["declined"] else ""
         click.echo(printable(f"{row['server']:<16} {status}; {where}"))
         for tool in row["tools"]:
             click.echo(printable(f"  {tool}"))
+        for tool in row["declined"]:
+            click.echo(printable(f"  {tool} (declined)"))
     click.echo(f"pins: {pins_file}")
 
 
@@ -149,7 +157,7 @@ def list_servers(as_json: bool) -> None:
 @_WORKSPACE
 def test(name: str, workspace: Path) -> None:
     """Start server NAME, list its tools and compare them with the pins. Exit 0 when it works and every
-    tool it lists is admitted; 1 otherwise (each problem said)."""
+    tool it lists is admitted or was declined at review; 1 otherwise (each problem said)."""
     from abhed.mcp.client import McpError
     from abhed.mcp.gateway import full_name
     settings, pins_file = _setup(name)
@@ -167,6 +175,8 @@ def test(name: str, workspace: Path) -> None:
         click.echo(printable(f"  admitted  {full_name(name, tool)}"))
     for tool, why in sorted(comparison.withheld.items()):
         click.echo(printable(f"  WITHHELD  {full_name(name, tool)}: {why}"))
+    for tool, why in sorted(comparison.declined.items()):
+        click.echo(printable(f"  declined  {full_name(name, tool)}: {why}"))
     for tool in comparison.gone:
         click.echo(printable(f"  gone      {full_name(name, tool)}: pinned, but the server no longer lists it"))
     for refusal in server.refusals:  # what it tried to reach while starting, beyond allow_hosts
@@ -181,12 +191,17 @@ def test(name: str, workspace: Path) -> None:
 @click.option("--yes", is_flag=True, help="Admit every tool without asking (scripted set-up); tools the screening "
               "flagged still need --allow-flagged.")
 @click.option("--allow-flagged", is_flag=True, help="With --yes: admit flagged tools too, knowingly.")
+@click.option("--reconsider", is_flag=True, help="Ask again about the tools declined at an earlier review.")
 @_WORKSPACE
-def review(name: str, yes: bool, allow_flagged: bool, workspace: Path) -> None:
+def review(name: str, yes: bool, allow_flagged: bool, reconsider: bool, workspace: Path) -> None:
     """Start server NAME, show each tool in full with what the screening found, and pin those admitted.
 
     Only pinned tools reach the model, as pinned: a tool that changes afterwards is withheld until
-    reviewed again. Tools not admitted now lose their pins. Exit 0 when every tool was admitted."""
+    reviewed again. Tools not admitted now lose their pins. A tool declined (answered no) is recorded
+    as declined: it stays withheld, is not asked about again until its definition changes (or
+    --reconsider), and is no longer named at every session start. Exit 0 when no tool is left
+    undecided (every one admitted or declined); 1 when one could not be used or was left unadmitted
+    by --yes (flagged)."""
     from abhed.session.config import ConfigError
     from abhed.mcp import pins as pinning
     from abhed.mcp.client import McpError
@@ -202,7 +217,8 @@ def review(name: str, yes: bool, allow_flagged: bool, workspace: Path) -> None:
         server.close()
     click.echo(printable(f"{name}: {server.describe()}; {len(comparison.live)} tool(s)"))
     admitted: dict[str, pinning.Pin] = {}
-    refused: dict[str, str] = {}
+    refused: dict[str, str] = {}  # not admitted, and not decided: exit 1
+    declined: dict[str, str] = {}  # tool -> hash: the operator's no, recorded
     for tool, why in comparison.withheld.items():
         if tool not in comparison.live:
             refused[tool] = why  # unusable whatever the operator says
@@ -211,10 +227,17 @@ def review(name: str, yes: bool, allow_flagged: bool, workspace: Path) -> None:
             admitted[tool] = comparison.admitted[tool]
             click.echo(printable(f"== {full_name(name, tool)} (unchanged since review: kept)"))
             continue
+        if tool in comparison.declined and not reconsider:  # declined before, unchanged: the no stands
+            declined[tool] = server.declined[tool]
+            click.echo(printable(f"== {full_name(name, tool)} (declined at an earlier review, unchanged since: still "
+                                 f"declined; abhed mcp review {name} --reconsider asks again)"))
+            continue
         pin = pinning.Pin.of(tool, live["description"], live["inputSchema"], live["annotations"])
         flags = findings(tool, live["description"], live["inputSchema"])
         before = server.pinned.get(tool)
-        state = "CHANGED since review" if before is not None else "new"
+        state = "CHANGED since review" if before is not None else \
+            "declined before: asked again" if tool in comparison.declined else \
+            "CHANGED since it was declined: new again" if tool in server.declined else "new"
         click.echo("")
         click.echo(printable(f"== {full_name(name, tool)} ({state})"))
         click.echo(printable(live["description"] or "(no description)"))
@@ -235,10 +258,12 @@ def review(name: str, yes: bool, allow_flagged: bool, workspace: Path) -> None:
             reason = "declined by the operator"
         if take:
             admitted[tool] = pin
-        else:
+        elif yes:
             refused[tool] = reason
+        else:
+            declined[tool] = pin.hash
     try:
-        pinning.save_server(pins_file, name, admitted)
+        pinning.save_server(pins_file, name, admitted, declined)
     except (ConfigError, OSError) as exc:
         _fail(f"Could not save the pins to {pins_file}: {exc}")
     click.echo("")
@@ -246,6 +271,12 @@ def review(name: str, yes: bool, allow_flagged: bool, workspace: Path) -> None:
                          f"{', '.join(full_name(name, t) for t in sorted(admitted)) or 'none'}."))
     for tool, why in sorted(refused.items()):
         click.echo(printable(f"Not admitted: {full_name(name, tool)}: {why}."))
+    for tool in sorted(declined):
+        click.echo(printable(f"Not admitted: {full_name(name, tool)}: declined by the operator."))
+    if declined:
+        click.echo(printable(f"The {len(declined)} declined tool(s) are recorded as such: withheld, and no longer "
+                             "named at session start, until their definition changes; abhed mcp review "
+                             f"{name} --reconsider asks about them again."))
     click.echo(f"Pins saved in {pins_file}. Allow calls without asking with approval.allow = [\"mcp__{name}__*\"] "
                "or per tool.")
     sys.exit(1 if refused else 0)

@@ -3,6 +3,8 @@
 A block (a paragraph, a list, a heading, a fenced code block) is printed once it is complete: a
 blank line outside a fence, or the closing fence. Rich lays it out at the terminal's width, so no
 word is broken mid-line, and code is highlighted. All text goes through printable() first.
+Until then `pending` holds the block being written: the chat's status line shows it raw
+(cli/activity.py), so a long paragraph is read as it streams.
 """
 
 from __future__ import annotations

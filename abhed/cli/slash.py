@@ -21,15 +21,16 @@ from abhed.session.events import ActionEvent, ObservationEvent
 from abhed.session.store import SessionError, SessionStore
 from abhed.session.storefail import StoreError
 
-COMMAND = re.compile(r"/([a-z]+)(?:\s+(.*))?", re.S)
+COMMAND = re.compile(r"/([a-z][a-z0-9_-]*)(?:\s+(.*))?", re.S)  # custom ones (usercommands) have - _ digits
 HELP = {
     "help": "this list (never sent to the model)",
     "mode": f"show the approval mode, or set it: /mode {'|'.join(MODES)}",
     "plan": "show the plan",
     "todo": "show the todo list",
     "diff": "what this session changed: every edit and write, as diffs",
-    "undo": "undo the last call's changes; /undo N: back to before checkpoint N; --force overwrites changes "
-            "made outside the agent; --finish or --rollback closes an interrupted undo",
+    "undo": "undo the last change (calls that changed nothing are passed over); /undo N: back to before "
+            "checkpoint N; --force overwrites changes made outside the agent; --finish or --rollback closes an "
+            "interrupted undo",
     "compact": "summarise the older turns now to free context",
     "clear": "start a new conversation in this session (the log keeps the old one)",
     "sessions": "the sessions of this workspace, newest first",
@@ -54,7 +55,17 @@ class Slash:
     agent: Any  # the chat's Agent
     display: Any  # the chat's Chat display
     store: SessionStore
+    custom: Any = None  # usercommands.Catalog: the prompt files typed as /name (None: none loaded)
     turn: Callable[[str], None] = lambda text: None  # runs a turn on a prompt, as a message does (chat._turn)
+
+    def prompt_of(self, name: str, argument: str) -> str | None:
+        """The prompt a custom command sends (usercommands.expand), None when `name` is no custom command."""
+        command = self.custom.commands.get(name) if self.custom is not None else None
+        if command is None:
+            return None
+        from abhed.cli.usercommands import expand
+        self._say(f"[/{name}: the prompt from {command.source}]", "dim")
+        return expand(command, argument)
 
     @property
     def console(self) -> Console:
@@ -64,7 +75,8 @@ class Slash:
         """Carry out /name; False when the session should end."""
         handler: Callable[[str], bool | None] | None = getattr(self, f"do_{name}", None)
         if handler is None:
-            self._say(f"Unknown command /{name}: nothing was sent to the model. Commands: {', '.join(NAMES)} "
+            mine = [f"/{n}" for n in self.custom.commands] if self.custom is not None else []
+            self._say(f"Unknown command /{name}: nothing was sent to the model. Commands: {', '.join([*NAMES, *mine])} "
                       "(/help says what each does).", "yellow")
             return True
         try:
@@ -79,9 +91,25 @@ class Slash:
     def do_help(self, _: str) -> None:
         for name, what in HELP.items():
             self._say(f"  /{name:<9} {what}")
+        self._custom_help()
         self._say("  Enter sends; Alt-Enter (Esc then Enter) adds a line; a paste is one message; Up/Down and Ctrl-R search "
-                  "the history (Enter takes the match into the editor, Enter again sends it); Tab completes commands and paths. "
+                  "the history (Enter takes the match into the editor, Enter again sends it); Tab completes commands and paths; "
+                  "@ and letters pick a file to attach. "
                   "Esc or Ctrl-C stops a turn. At an approval prompt, Enter alone, Ctrl-D and Ctrl-C are a no.", "dim")
+
+    def _custom_help(self) -> None:
+        """The custom commands (usercommands), each with the file it comes from, and the files not taken."""
+        if self.custom is None:
+            return
+        for command in self.custom.commands.values():
+            lines = command.text.strip().splitlines()
+            what = command.description or (lines[0][:60] if lines else "(an empty prompt)")
+            self._say(f"  /{command.name:<9} {what} [{command.origin}: {command.source}]")
+        for problem in self.custom.problems:
+            self._say(f"  {problem}", "yellow")
+        if not self.custom.commands:
+            self._say("  (custom commands: put NAME.md prompt files in ~/.config/abhed/commands/; $ARGUMENTS is what "
+                      "follows /NAME)", "dim")
 
     def do_mode(self, argument: str) -> None:
         gate = self.agent.gate
@@ -155,8 +183,11 @@ class Slash:
             if closing:
                 report = undo.finish(checkpoints, self.agent.ctx.session, rollback=closing[0] == "--rollback",
                                      force="--force" in words, confirm=confirm, tell=tell)
+            elif not numbers:  # the latest change: calls that changed nothing (a test run) are passed over
+                report = undo.undo_latest(checkpoints, self.agent.ctx.session, force="--force" in words,
+                                          confirm=confirm, tell=tell)
             else:
-                report = undo.undo(checkpoints, self.agent.ctx.session, int(numbers[0]) if numbers else None,
+                report = undo.undo(checkpoints, self.agent.ctx.session, int(numbers[0]),
                                    force="--force" in words, confirm=confirm, tell=tell)
         except checkpoint.CheckpointError as exc:
             report = str(exc)

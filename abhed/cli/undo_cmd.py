@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
 
 def _checkpointed(settings: config.Settings, session_id: str | None) -> tuple[str, checkpoint.Checkpoints]:
-    """The session to list or undo (default: the newest in the current directory) and its
-    checkpoints, or exit saying why there are none."""
+    """The session to list or undo (default: the latest of this directory's workspace, the root of
+    its git repository, as chat and resume take it) and its checkpoints, or exit saying why there are none."""
     from abhed.session.checkpoint import CheckpointError
     from abhed.session.store import SessionError
     from abhed.session.undo import checkpointed_session
@@ -32,7 +32,7 @@ def _checkpointed(settings: config.Settings, session_id: str | None) -> tuple[st
 @click.command("checkpoints")
 @click.argument("session_id", required=False)
 def checkpoints_list(session_id: str | None) -> None:
-    """List a session's checkpoints (default: the newest session in this directory): number, time,
+    """List a session's checkpoints (default: this repository's latest session): number, time,
     the call that followed, and the files that call changed."""
     from abhed.session import checkpoint
     from abhed.session.store import SessionStore
@@ -52,7 +52,8 @@ def checkpoints_list(session_id: str | None) -> None:
 @click.command("undo")
 @click.argument("session_id", required=False)
 @click.option("--to", "number", type=click.IntRange(1), help="Restore the state from before checkpoint N's call "
-              "(default: the last checkpoint, i.e. undo the last change).")
+              "(default: the latest checkpoint whose call changed something, i.e. undo the last change; calls "
+              "that changed nothing, such as a test run, are passed over).")
 @click.option("--yes", is_flag=True, help="Do not ask; undo at once.")
 @click.option("--force", is_flag=True, help="Also overwrite files someone else changed since (they are listed).")
 @click.option("--finish", is_flag=True, help="Finish an undo that was interrupted (Abhed was killed mid-way).")
@@ -91,6 +92,8 @@ def undo_command(session_id: str | None, number: int | None, yes: bool, force: b
                                              wait_s=settings.agent.session_wait_s) as session:
             if finish or rollback:
                 report = undo.finish(found, session, rollback=rollback, force=force, confirm=confirm)
+            elif number is None:  # the latest change: calls that changed nothing (a test run) are passed over
+                report = undo.undo_latest(found, session, force=force, confirm=confirm)
             else:
                 report = undo.undo(found, session, number, force=force, confirm=confirm)
     except checkpoint.UndoRefused as exc:

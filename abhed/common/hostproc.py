@@ -140,16 +140,28 @@ WATCH_S = 0.05
 
 def run(argv: Sequence[str], *, timeout: float, input: bytes | None = None, env: dict[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None, pass_fds: Sequence[int] = (),
-        watch: Callable[[int], bool] | None = None, max_output: int | None = None) -> subprocess.CompletedProcess:
+        watch: Callable[[int], bool] | None = None, max_output: int | None = None,
+        stderr_after: bool = False) -> subprocess.CompletedProcess:
     """Run to completion with stdout and stderr captured; `Timeout` past `timeout` seconds.
     `watch(pid)`, asked once the child has run WATCH_AFTER_S, then every WATCH_S while its pipes
     have nothing to read: True kills it and raises `Stuck` (rg blocked on a FIFO has no deadline
     of its own short of `timeout`). `max_output`: past this many bytes on its standard output, it
-    is killed and `TooMuch` raised."""
-    proc = popen(argv, stdin=subprocess.DEVNULL if input is None else subprocess.PIPE, stdout=subprocess.PIPE,
-                 stderr=subprocess.PIPE, env=env, cwd=cwd, pass_fds=tuple(pass_fds))
+    is killed and `TooMuch` raised. `stderr_after`: stderr goes to an anonymous file (memfd) read
+    once the child is done, not to a pipe: a child that writes its stderr a few bytes at a time
+    (rg's --debug log, unbuffered) wakes this process for none of them."""
+    err_file = os.memfd_create("abhed-stderr", os.MFD_CLOEXEC) if stderr_after else None
+    try:
+        proc = popen(argv, stdin=subprocess.DEVNULL if input is None else subprocess.PIPE, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE if err_file is None else err_file, env=env, cwd=cwd,
+                     pass_fds=tuple(pass_fds))
+    except BaseException:
+        if err_file is not None:
+            os.close(err_file)
+        raise
     try:
         out, err = _collect(proc, input, time.monotonic() + timeout, watch, max_output)
+        if err_file is not None:
+            err = os.pread(err_file, os.fstat(err_file).st_size, 0)
     except TooMuch:
         kill(proc)
         raise
@@ -162,6 +174,9 @@ def run(argv: Sequence[str], *, timeout: float, input: bytes | None = None, env:
     except BaseException:
         kill(proc)
         raise
+    finally:
+        if err_file is not None:
+            os.close(err_file)
     return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
 
 
@@ -172,9 +187,10 @@ def _collect(proc: subprocess.Popen, input: bytes | None, deadline: float,
     (Popen.communicate with a timeout ends in a sleep loop of up to 50 ms per step), and wakes
     before that only for the deadline and the watch. Raises subprocess.TimeoutExpired or Stuck."""
     out_pipe, err_pipe, in_pipe = proc.stdout, proc.stderr, proc.stdin
-    assert out_pipe is not None and err_pipe is not None  # run() always makes both pipes
-    stdout, stderr = out_pipe.fileno(), err_pipe.fileno()
-    out: dict[int, list[bytes]] = {stdout: [], stderr: []}
+    assert out_pipe is not None  # run() always makes a stdout pipe (and a stderr one unless stderr_after)
+    stdout = out_pipe.fileno()
+    stderr = err_pipe.fileno() if err_pipe is not None else -1
+    out: dict[int, list[bytes]] = {stdout: [], **({stderr: []} if err_pipe is not None else {})}
     pending = memoryview(input or b"")
     look = time.monotonic() + WATCH_AFTER_S
     room = max_output if max_output is not None else -1
@@ -223,8 +239,9 @@ def _collect(proc: subprocess.Popen, input: bytes | None, deadline: float,
     # are closed and Popen's wait polls for the exit until the deadline.
     proc.wait(timeout=max(0.0, deadline - time.monotonic()))
     out_pipe.close()
-    err_pipe.close()
-    return b"".join(out[stdout]), b"".join(out[stderr])
+    if err_pipe is not None:
+        err_pipe.close()
+    return b"".join(out[stdout]), b"".join(out.get(stderr, []))
 
 
 @contextmanager

@@ -109,8 +109,9 @@ def walk(rg: Path, jail: Jail, regex: str, cwd: str, query: Query, opener: Opene
     options = [*ripgrep._argv(rg, query, regex, mmap=False)[1:], *flags, f"--max-filesize={cap}",
                "--stats", "--debug", "--", "./"]
     try:
+        # (its --debug log to a file read after: a pipe woke this process for each of its unbuffered writes)
         proc = hostproc.run(jail.argv(options, Path(cwd)), timeout=ripgrep.RG_TIMEOUT_S, watch=rgjail.Watch(),
-                            max_output=max_output)
+                            max_output=max_output, stderr_after=True)
     except hostproc.TooMuch:
         raise TooLong() from None
     except hostproc.Stuck:

@@ -61,6 +61,7 @@ class Verdict:
     destructive: bool = False  # on the courtesy list (abhed/gate/courtesy.py): a human sees it first
     opaque: bool = False  # the analysis could not see what would run: a human must look, unless it can be undone
     undoable: bool = False  # allowed only because it can be undone: dispatch must take a checkpoint first
+    declined: bool = False  # denied by the human at the prompt, not by the operator's rules
 
 
 @dataclass(frozen=True)  # pragma: no mutate  (immutability guards against our own bugs; no decision depends on it)
@@ -263,8 +264,11 @@ class Policy:
         """A tool that changes the file its `path` names (write, edit)."""
         if self.mode == "plan":
             return Verdict("deny", "plan mode allows read-only tools only", "mode: plan")
+        if not hasattr(args, "path"):  # fail closed: a tool that changes files but names none the check can see
+            return Verdict("ask", f"{tool} changes files but its arguments name no `path` the protected-path "
+                           "check can judge; it needs a human's confirmation in every mode", "no path", destructive=True)
         from abhed.gate.protected import confirmation_needed  # here: only a file tool's path needs it
-        guarded = confirmation_needed(getattr(args, "path", None), self.workspace)
+        guarded = confirmation_needed(args.path, self.workspace)
         if guarded:
             return Verdict("ask", f"{tool} {guarded}; it needs a human's confirmation in every mode",
                            "protected path", destructive=True)
@@ -474,7 +478,7 @@ class Gate:
             if answer.approved:
                 return replace(verdict, decision="allow", reason=f"approved by the human; {verdict.reason}")
             why = f": {answer.reason}" if answer.reason.strip() else ""
-            return replace(verdict, decision="deny", reason=f"the human declined it{why}")
+            return replace(verdict, decision="deny", reason=f"the human declined it{why}", declined=True)
         return verdict
 
     def allow_for_session(self, rules: tuple[str, ...]) -> None:
@@ -489,7 +493,13 @@ class Gate:
 
 
 def refusal(tool: str, verdict: Verdict, args: Any) -> str:
-    """The error a call gets when it needs a human and none is attached (non-interactive)."""
+    """The error a call gets when it needs a human and none is attached (non-interactive), when the
+    operator's rules deny it, or when the human declined it."""
+    if verdict.decision == "deny" and verdict.declined:  # a person said no: their words, not the config's
+        said = ("Their reason is above: do what it says instead" if verdict.reason.startswith("the human declined it: ")
+                else "They gave no reason: ask them what they want, or do something else")
+        return (f"Not run: {tool} was refused ({verdict.reason}). A human at the terminal declined this call (not "
+                f"the operator's configuration). {said}; do not repeat the same call.")
     if verdict.decision == "deny":
         return (f"Not run: {tool} was refused ({verdict.reason}). The operator's configuration decides this; do "
                 "something else, or ask the user.")

@@ -2,7 +2,8 @@
 
     settings [mcp.servers.NAME] --start--> Connection (stdio in the sandbox, or HTTP to the listed URL)
     tools/list now  --compare with pins-->  admitted: McpTool `mcp__NAME__TOOL` (pinned text and schema)
-                                            withheld: new, changed since review (rug pull), unusable
+                                            withheld: new, changed since review (rug pull), unusable,
+                                                      declined at review (not new: not noticed again)
 
 An McpTool is a Tool like the native ones: dispatch validates its arguments against the pinned
 schema, asks the approval layer (rules name it: `mcp__jira__create_issue`, `mcp__jira__*`), runs
@@ -74,6 +75,7 @@ class Comparison:
     withheld: dict[str, str] = field(default_factory=dict)  # tool -> why
     live: dict[str, dict[str, Any]] = field(default_factory=dict)  # tool -> {description, inputSchema, annotations}
     gone: list[str] = field(default_factory=list)  # pinned, no longer listed
+    declined: dict[str, str] = field(default_factory=dict)  # tool -> why: declined at review, unchanged since
 
 
 def live_definitions(server: str, listed: list[Any]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
@@ -102,12 +104,17 @@ def live_definitions(server: str, listed: list[Any]) -> tuple[dict[str, dict[str
     return live, broken
 
 
-def compare(server: str, listed: list[Any], pinned: dict[str, Pin]) -> Comparison:
+def compare(server: str, listed: list[Any], pinned: dict[str, Pin],
+            declined: dict[str, str] | None = None) -> Comparison:
+    """`declined`: tool -> the hash of the definition the operator declined (pins.load_declined)."""
     live, broken = live_definitions(server, listed)
     result = Comparison(live=live, withheld=dict(broken))
     for name, tool in live.items():
         pin = pinned.get(name)
-        if pin is None:
+        if pin is None and (declined or {}).get(name) == tool_hash(name, tool["description"], tool["inputSchema"]):
+            result.declined[name] = (f"declined by the operator at review (abhed mcp review {server} --reconsider "
+                                     "asks again)")
+        elif pin is None:
             result.withheld[name] = "new: never reviewed"
         elif pin.hash != tool_hash(name, tool["description"], tool["inputSchema"]):
             result.withheld[name] = ("changed since it was reviewed (its description or input schema differs from "
@@ -122,8 +129,10 @@ class Server:
     """One configured server: its connection, started on demand and again after it failed."""
 
     def __init__(self, name: str, config: McpServerConfig, pinned: dict[str, Pin], settings: Settings,
-                 workspace: Path, environ: dict[str, str] | None = None) -> None:
+                 workspace: Path, environ: dict[str, str] | None = None,
+                 declined: dict[str, str] | None = None) -> None:
         self.name, self.config, self.pinned = name, config, pinned
+        self.declined = declined or {}  # tool -> hash of the definition declined at review
         self.settings, self.workspace = settings, workspace
         self.environ = frozen.host_environ() if environ is None else environ
         self.connection: Connection | None = None
@@ -164,7 +173,7 @@ class Server:
             comparison = self._checked(force=False)
             connection = self.connection
         if tool not in comparison.admitted:
-            why = comparison.withheld.get(tool, "the server no longer lists it")
+            why = comparison.withheld.get(tool) or comparison.declined.get(tool, "the server no longer lists it")
             raise McpError(f"`{full_name(self.name, tool)}` is withheld for the rest of this session: {why}. The "
                            f"operator must review it again (abhed mcp review {self.name}). Do the work another way, "
                            "or tell the user.", "withheld")
@@ -178,7 +187,7 @@ class Server:
             self.connection = self._start()
         assert self.connection is not None
         if fresh or force or self.connection.tools_changed or self.comparison is None:
-            self.comparison = compare(self.name, self.connection.list_tools(), self.pinned)
+            self.comparison = compare(self.name, self.connection.list_tools(), self.pinned, self.declined)
         return self.comparison
 
     def _start(self) -> Connection:
@@ -385,7 +394,9 @@ class Gateway:
                  pins_file: Path | None = None, environ: dict[str, str] | None = None) -> None:
         self.pins_file = pins_file or pinning.pins_path()
         pinned = pinning.load(self.pins_file) if settings.mcp.servers else {}
-        self.servers = {name: Server(name, cfg, pinned.get(name, {}), settings, workspace, environ)
+        declined = pinning.load_declined(self.pins_file) if settings.mcp.servers else {}
+        self.servers = {name: Server(name, cfg, pinned.get(name, {}), settings, workspace, environ,
+                                     declined.get(name))
                         for name, cfg in settings.mcp.servers.items() if only is None or name in only}
         self.configured = list(settings.mcp.servers)
         self.tools: list[McpTool] = []
@@ -402,9 +413,9 @@ class Gateway:
                 notice(f"MCP server {name} is not available this session: {exc.message}")
                 continue
             self.tools += [McpTool(server, pin) for pin in comparison.admitted.values()]
-            for tool, why in comparison.withheld.items():
+            for tool, why in {**comparison.declined, **comparison.withheld}.items():
                 self.withheld[full_name(name, tool)] = why
-            if comparison.withheld:
+            if comparison.withheld:  # a declined tool is a decision made, not noticed again
                 notice(f"MCP server {name}: {len(comparison.withheld)} tool(s) withheld until reviewed "
                        f"({', '.join(sorted(comparison.withheld))}): run abhed mcp review {name}")
         return self

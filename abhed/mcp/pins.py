@@ -8,6 +8,7 @@ review` runs cannot lose each other's pins.
 At every session start the gateway compares what a server lists now with these pins: a tool whose
 hash differs (its description or schema changed: a "rug pull") or that was never pinned is withheld
 until `abhed mcp review NAME` admits it again. The model is shown the pinned text, never the live one.
+A tool the operator declined is kept as its hash (load_declined): withheld, but not new.
 """
 
 from __future__ import annotations
@@ -60,9 +61,8 @@ def pins_path(env: dict[str, str] | None = None) -> Path:
     return config.parent / FILE_NAME
 
 
-def load(path: Path) -> dict[str, dict[str, Pin]]:
-    """server -> tool -> Pin. A pin whose hash does not match its own text is dropped (a hand edit
-    cannot admit a tool)."""
+def _read(path: Path) -> dict[str, Any]:
+    """The pins file's servers (empty when there is none), its ownership checked."""
     try:
         with open(path, "rb") as handle:
             check_ownership(path, os.fstat(handle.fileno()))
@@ -73,23 +73,44 @@ def load(path: Path) -> dict[str, dict[str, Pin]]:
         raise ConfigError(f"Cannot read the MCP pins {path}: {exc}. Fix or remove it, then review the servers "
                           "again (abhed mcp review NAME).") from exc
     servers = data.get("servers") if isinstance(data, dict) else None
+    return {str(k): v for k, v in servers.items()} if isinstance(servers, dict) else {}
+
+
+def load(path: Path) -> dict[str, dict[str, Pin]]:
+    """server -> tool -> Pin. A pin whose hash does not match its own text is dropped (a hand edit
+    cannot admit a tool)."""
     out: dict[str, dict[str, Pin]] = {}
-    for server, entry in (servers or {}).items():
+    for server, entry in _read(path).items():
         tools = entry.get("tools") if isinstance(entry, dict) else None
         pinned: dict[str, Pin] = {}
-        for name, tool in (tools or {}).items():
+        for name, tool in (tools if isinstance(tools, dict) else {}).items():
             if not isinstance(tool, dict) or not isinstance(tool.get("description"), str) \
                     or not isinstance(tool.get("inputSchema"), dict):
                 continue
             pin = Pin.of(name, tool["description"], tool["inputSchema"], tool.get("annotations") or {})
             if pin.hash == tool.get("hash"):
                 pinned[name] = pin
-        out[str(server)] = pinned
+        out[server] = pinned
     return out
 
 
-def save_server(path: Path, server: str, pins: dict[str, Pin] | None) -> None:
-    """Replace one server's pins (None: forget the server), keeping every other server's."""
+def load_declined(path: Path) -> dict[str, dict[str, str]]:
+    """server -> tool -> the hash of the definition the operator declined at review. A decline is a
+    review's decision like an admission: the tool stays withheld, but is no longer "new" (not
+    noticed at every start, not asked again); a changed definition has another hash, so it is new
+    again. A hand edit here can only silence the notice of a tool that stays withheld."""
+    out: dict[str, dict[str, str]] = {}
+    for server, entry in _read(path).items():
+        declined = entry.get("declined") if isinstance(entry, dict) else None
+        out[server] = {str(name): str(tool["hash"]) for name, tool in
+                       (declined if isinstance(declined, dict) else {}).items()
+                       if isinstance(tool, dict) and isinstance(tool.get("hash"), str)}
+    return out
+
+
+def save_server(path: Path, server: str, pins: dict[str, Pin] | None, declined: dict[str, str] | None = None) -> None:
+    """Replace one server's pins and declined tools (tool -> hash; load_declined) (pins None: forget
+    the server), keeping every other server's."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     # The lock is the directory's own (filelock), taken on this read descriptor.
     dirfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -109,6 +130,8 @@ def save_server(path: Path, server: str, pins: dict[str, Pin] | None) -> None:
             else:
                 servers[server] = {"reviewed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                                    "tools": {name: pin.to_json() for name, pin in sorted(pins.items())}}
+                if declined:
+                    servers[server]["declined"] = {name: {"hash": h} for name, h in sorted(declined.items())}
             text = json.dumps({"version": VERSION, "servers": servers}, ensure_ascii=True,
                               indent=1, sort_keys=True)  # pragma: no mutate  (for the human reading it; any layout loads)
             replace_file(path, (text + "\n").encode("ascii"), mode=0o600)

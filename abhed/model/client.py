@@ -59,7 +59,8 @@ from typing import Any, TypeVar
 sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 import httpx  # noqa: E402
 
-from abhed.model.errors import ModelError, error_text, from_status, is_overflow, overflow
+from abhed.common.terminal import printable
+from abhed.model.errors import ModelError, NotAnApi, body_gist, error_text, from_status, is_overflow, overflow
 from abhed.model.sse import LineTooLong, data_events, lines
 from abhed.model.wire import Encoded, Reply, ToolCall, Usage, call_id
 
@@ -160,17 +161,28 @@ class ModelClient:
                               wait=_answered_unavailable if wait_loading else False)
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, list):
-            raise ModelError(f"{self.endpoint}/models did not answer with a model list (got {str(body)[:200]!r}). "
-                             "Is this an OpenAI-compatible server? The endpoint usually ends in /v1.")
+            raise NotAnApi(f"{self.endpoint} does not answer as an OpenAI-compatible API: GET {self.endpoint}/models "
+                           f"answered JSON that is no model list ({printable(str(body)[:100])!r}).")
         return [ServedModel(str(m["id"]), _int(m.get("max_model_len"))) for m in data if isinstance(m, dict) and "id" in m]
 
     def _get_models(self, limit: tuple[float, str] | None) -> Any:
         with self._faults(limit):
             timeout = httpx.Timeout(self.timeout_s, connect=limit[0]) if limit else httpx.USE_CLIENT_DEFAULT
             with self._http.stream("GET", self.endpoint + "/models", timeout=timeout) as response:
+                if response.status_code == 404:
+                    data, whole = _read(response, ERROR_BODY_LIMIT)
+                    raise NotAnApi(f"{self.endpoint} does not answer as an OpenAI-compatible API: GET "
+                                   f"{self.endpoint}/models answered HTTP 404 ({_said(response, data, whole)}).",
+                                   status=404)
                 if response.status_code != 200:
                     raise self._status_error(response)
-                return _json(self._body(response), self.endpoint)
+                data = self._body(response)
+                try:
+                    return json.loads(data)
+                except ValueError:
+                    raise NotAnApi(f"{self.endpoint} does not answer as an OpenAI-compatible API: GET "
+                                   f"{self.endpoint}/models answered HTTP 200 with a body that is not JSON "
+                                   f"({body_gist(data, response.headers.get('content-type'))}).") from None
 
     # -- /v1/chat/completions -------------------------------------------------------------------------
 
@@ -296,12 +308,8 @@ class ModelClient:
         return data
 
     def _status_error(self, response: httpx.Response) -> ModelError:
-        data, _ = _read(response, ERROR_BODY_LIMIT)
-        try:
-            body: Any = json.loads(data)
-        except ValueError:
-            body = data.decode("utf-8", "replace")
-        return from_status(response.status_code, error_text(body), self.endpoint)
+        data, whole = _read(response, ERROR_BODY_LIMIT)
+        return from_status(response.status_code, _said(response, data, whole), self.endpoint)
 
     @contextmanager
     def _faults(self, connect: tuple[float, str] | None = None) -> Iterator[None]:
@@ -525,6 +533,20 @@ def _read(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
         if len(data) > limit:
             return bytes(data[:limit]), False
     return bytes(data), True
+
+
+def _said(response: httpx.Response, data: bytes, whole: bool) -> str:
+    """What an error's body says: the API's message from its JSON; a body of one short line of text
+    as it is; anything else (a web page, a proxy's) summed up by body_gist."""
+    try:
+        return error_text(json.loads(data))
+    except ValueError:
+        pass
+    text = data.decode("utf-8", "replace").strip()
+    kind = response.headers.get("content-type", "")
+    if whole and "\n" not in text and len(text) <= 200 and "html" not in kind:
+        return text
+    return body_gist(data, kind, whole)
 
 
 def _json(data: bytes, endpoint: str) -> Any:

@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 from typing import Any
 
 from abhed.model import profiles
 from abhed.model.client import MAX_REPLY_BYTES, ModelClient, RetrySink
-from abhed.model.errors import ModelError
+from abhed.model.errors import ModelError, NotAnApi
 from abhed.model.profiles import Profile, Vision
 
 
@@ -53,8 +54,13 @@ def connect(endpoint: str, *, api_key: str | None = None, model: str | None = No
                             stall_s=stall_s, max_request_s=max_request_s, connect_s=connect_s,
                             max_reply_bytes=max_reply_bytes)
     try:
-        served = client.models(on_retry=on_retry, attempts=probe_attempts, connect_s=probe_connect_s,
-                               wait_loading=wait_loading)
+        try:
+            served = client.models(on_retry=on_retry, attempts=probe_attempts, connect_s=probe_connect_s,
+                                   wait_loading=wait_loading)
+        except NotAnApi as exc:
+            exc.message = f"{exc.message} {_where_it_answers(client.endpoint, api_key, connect_s, client_factory)}"
+            exc.args = (exc.message,)
+            raise
         if not served:
             raise ModelError(f"The model server at {client.endpoint} serves no model (its /models list is empty).")
         chosen = next((m for m in served if m.id == model), None) if model else served[0]
@@ -73,3 +79,26 @@ def connect(endpoint: str, *, api_key: str | None = None, model: str | None = No
                  max_output=max(256, min(picked.max_output_tokens, window // 4)), tool_format=fmt,
                  fallback_format=None if pinned or fmt != "native" else picked.text_format, stream=stream,
                  vision=profiles.vision_for(picked, images, image_limits))
+
+
+PROBE_S = 5.0  # a hint's probe: one short question, never a wait
+
+
+def _where_it_answers(endpoint: str, api_key: str | None, connect_s: float,
+                      client_factory: Callable[..., ModelClient]) -> str:
+    """The next step when something answers at `endpoint` but not as the API: the endpoint where
+    vLLM serves it (the server's root + /v1), named only when a model list answers there."""
+    parts = urlsplit(endpoint)
+    candidate = urlunsplit((parts.scheme, parts.netloc, "/v1", "", ""))
+    setting = "(--endpoint, ABHED_ENDPOINT or model.endpoint)"
+    if candidate == endpoint.rstrip("/"):
+        return f"Is this a vLLM server? It serves the API at http://HOST:8000/v1; check the endpoint {setting}."
+    try:
+        with client_factory(candidate, api_key=api_key, timeout_s=PROBE_S, attempts=1,
+                            connect_s=min(connect_s, PROBE_S)) as probe:
+            served = probe.models(attempts=1)
+    except ModelError:
+        return (f"Nor does {candidate}, where vLLM serves it: is this a vLLM server? Check the endpoint {setting}; "
+                "vLLM serves http://HOST:8000/v1 by default.")
+    ids = ", ".join(m.id for m in served[:3]) + (", ..." if len(served) > 3 else "")
+    return f"The API answers at {candidate} (serving {ids or 'no model yet'}): set the endpoint to it {setting}."

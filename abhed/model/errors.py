@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from abhed.common.terminal import printable
+
 
 class ModelError(Exception):
     def __init__(self, message: str, *, retryable: bool = False, status: int | None = None,
@@ -37,6 +39,23 @@ class ContextOverflow(ModelError):
 
 class ToolsUnsupported(ModelError):
     """The server was started without a tool-call parser, so it refuses `tools` with tool_choice auto."""
+
+
+class NotAnApi(ModelError):
+    """Something answers at the endpoint, but not as an OpenAI-compatible API: its /models is not
+    found, or not a model list (a web page, another service, a wrong path). connect.py then looks
+    for the API where vLLM serves it, to suggest that endpoint only when it answers."""
+
+
+def body_gist(data: bytes, content_type: str | None, whole: bool = True) -> str:
+    """A body that is not the API's JSON, in words for one error line: its content type, size and
+    first line, escaped and bounded (a web page is never pasted whole)."""
+    text = data.decode("utf-8", "replace")
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    first = first if len(first) <= 80 else first[:80] + " [...]"
+    kind = (content_type or "").split(";")[0].strip() or "no content type"
+    size = f"{len(data)} bytes" if whole else f"more than {len(data)} bytes"
+    return f"{printable(kind)}, {size}, first line \"{printable(first)}\""
 
 
 _LIMIT = re.compile(r"maximum context length is (\d+)")
@@ -99,11 +118,10 @@ def from_status(status: int, message: str, endpoint: str) -> ModelError:
     if status in (401, 403):
         return ModelError(f"The model server at {endpoint} refused the credentials (HTTP {status}: {message}). Check "
                           "the API key: model.api_key or ABHED_API_KEY must match vLLM's --api-key.", status=status)
-    if status == 404:
-        hint = ("" if endpoint.rstrip("/").endswith("/v1") else
-                f" The endpoint usually ends in /v1: try {endpoint.rstrip('/')}/v1.")
-        return ModelError(f"Not found at {endpoint} (HTTP 404: {message}). Check the endpoint and the model name "
-                          f"(`abhed doctor` lists what the server serves).{hint}", status=status)
+    if status == 404:  # /models answered, so the endpoint is right (NotAnApi is the 404 of /models)
+        return ModelError(f"Not found at {endpoint} (HTTP 404: {message}). Check the model name: GET "
+                          f"{endpoint}/models lists the ones the server serves (--model, ABHED_MODEL, model.model).",
+                          status=status)
     if status in (502, 503):
         return ModelError(f"The model server at {endpoint} is not serving (HTTP {status}: {message}). It may be "
                           "restarting or still loading the model; check the vLLM logs.", status=status,

@@ -40,8 +40,8 @@ from hashlib import file_digest
 from pathlib import Path
 from typing import Any
 
-from abhed.session.events import (CHAIN, ActionEvent, CheckpointEvent, MessageEvent, ModeEvent, ObservationEvent,
-                                  RunEvent, blob_refs, head_token, line_hash)
+from abhed.session.events import (CHAIN, ActionEvent, CheckpointEvent, HookEvent, MessageEvent, ModeEvent,
+                                  ObservationEvent, RunEvent, blob_refs, head_token, line_hash)
 from abhed.session.store import Session
 
 HEAD = re.compile(r"([1-9][0-9]*):([0-9a-f]{64})")  # what head_token prints: SEQ:SHA256
@@ -424,6 +424,9 @@ def export(session: Session) -> list[dict[str, Any]]:
         elif isinstance(event, ModeEvent):
             records.append({"type": "mode", **base, "mode": event.mode, "previous": event.previous,
                             "user": event.user, "host": event.host})
+        elif isinstance(event, HookEvent):  # an operator's program run on the host (agent/hooks.py)
+            records.append({"type": "hook", **base, "event": event.event, "command": event.command, "tool": event.tool,
+                            "exit_code": event.exit_code, "outcome": event.outcome, "stderr": event.stderr})
         elif isinstance(event, MessageEvent) and event.role == "user" and event.origin == "user":
             records.append({"type": "prompt", **base, **runner, "text": event.content})
     return records

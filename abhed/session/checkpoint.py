@@ -327,12 +327,16 @@ class Shadow:
 
     # -- taking a snapshot ----------------------------------------------------------------------
 
-    def capture(self, since: Since | None = None, report: hashing.Report | None = None) -> Capture:
+    def capture(self, since: Since | None = None, report: hashing.Report | None = None,
+                on_seeded: Callable[[], None] | None = None) -> Capture:
         """Bring the index up to the workspace and write its tree (call with the lock held); `since`:
         what changed since this process's last snapshot, when known (changeset.py); `report`: told how
-        far the read loop has got when it has many files to read (hashing.py)."""
+        far the read loop has got when it has many files to read (hashing.py); `on_seeded`: called once
+        the first snapshot's seed is in the index (prepare: the survey's listing starts beside the rest)."""
         self._check_reserve()
         first = self._first()
+        if on_seeded is not None:
+            on_seeded()
         try:
             seeded = first.seeded is not None and bool(first.seeded.entries)
             return first.done(self._capture(since, report, first.seeded is not None, seeded), self)
@@ -355,7 +359,10 @@ class Shadow:
             found = seed.Seeder(tree, self.dir, self.started_ns, self.max_file_bytes, self.max_store_bytes // 4).seed()
         if found.entries:
             path = self.git_dir / "index"
-            self._seed_index(path, found)
+            # Written first without its trees, for git to name what the exclusions leave out; its
+            # trees and their pack only once that is known (the kernel's tracked `target/` directories
+            # meet the default exclusions: the trees made twice cost half a second there).
+            self._seed_index(path, found, trees=False)
             # What checkpoints.exclude (and the store itself, .git/info/exclude) leave out: out again. A
             # tracked file that a .gitignore names stays covered: it is the repository's own content.
             rules = f"--exclude-from={self.git_dir / 'info' / 'exclude'}"
@@ -363,24 +370,32 @@ class Shadow:
             for name in ignored:
                 found.entries.pop(name, None)
                 found.modes.pop(os.fsdecode(name), None)
-            if ignored:
-                self._seed_index(path, found)
+            self._seed_index(path, found)
             self._index_sum = gitindex.checksum(path)
             modes = self._modes()
             modes["modes"] = {**modes["modes"], **found.modes}
             self._save_modes(modes)
         return _First(found, started, len(found.entries))
 
-    def _seed_index(self, path: Path, found: seed.Seeded) -> None:
+    def _seed_index(self, path: Path, found: seed.Seeded, trees: bool = True) -> None:
         """Write the seeded index, with its trees as one pack and the index's cache of them (write-tree
-        has none to write); the pack first, so that no cache names a tree the store lacks."""
+        has none to write); the pack first, so that no cache names a tree the store lacks. `trees`
+        False: the entries alone (no cache, no pack)."""
         entries = sorted(found.entries.values(), key=lambda e: e.name)
-        trees = seed.trees_of(entries)
-        if trees is not None:
-            self.git("index-pack", str(seed.write_pack(self.git_dir / "objects" / "pack", trees[0])))
-        self._index = gitindex.write(path, gitindex.Index(entries, trees[1] if trees is not None else None))
+        if not trees:
+            self._index = gitindex.write(path, gitindex.Index(entries, None))
+            return
+        made = seed.trees_of(entries)
+        if made is not None:
+            self.git("index-pack", str(seed.write_pack(self.git_dir / "objects" / "pack", made[0])))
+        self._index = gitindex.write(path, gitindex.Index(entries, made[1] if made is not None else None))
 
-    def _survey(self, capture: Capture, earlier: list[str], since: Since | None = None) -> uncovered.Survey:
+    # git's listing of what the ignore rules leave out, for a survey with no earlier one to start from.
+    SURVEY_LISTING = ("ls-files", "-z", "-o", "-i", "--exclude-standard", "--directory")
+
+    def _survey(self, capture: Capture, earlier: list[str], since: Since | None = None,
+                listing: Callable[[], bytes] | None = None) -> uncovered.Survey:
+        """`listing`: SURVEY_LISTING's output, when it was started earlier (prepare)."""
         home = self.dir.parent.parent
         skip = (".abhed", *([str(home.relative_to(self.workspace))] if home.is_relative_to(self.workspace) else []))
         last = self.later.survey
@@ -391,7 +406,7 @@ class Shadow:
             found = uncovered.survey(str(self.workspace), [*tops, *capture.left_out, *earlier], skip, last,
                                      since.touched | self.later.pending)
         else:
-            listed = self.git("ls-files", "-z", "-o", "-i", "--exclude-standard", "--directory").split(b"\0")
+            listed = (listing() if listing is not None else self.git(*self.SURVEY_LISTING)).split(b"\0")
             found = uncovered.survey(str(self.workspace), [*(os.fsdecode(n) for n in listed if n), *capture.left_out,
                                                            *earlier], skip)
         self.later.survey = found
@@ -642,9 +657,14 @@ class Shadow:
         `changes`, the base the next snapshot's change set starts from (as after a snapshot)."""
         with self.locked():
             since = self._since(changes, "before")
-            capture = self.capture(since, report)
-            self._specials(since)
-            self._survey(capture, [], since)
+            early = _Early(self) if self.later.survey is None else None  # the survey will list everything
+            try:
+                capture = self.capture(since, report, early.start if early is not None else None)
+                self._specials(since)
+                self._survey(capture, [], since, early.result if early is not None else None)
+            finally:
+                if early is not None:
+                    early.join()
             self._chain(changes, since, True)
             return capture
 
@@ -971,6 +991,49 @@ class Later:
     names: tuple[gitindex.Index, changeset.Names] | None = None
     repo: tuple[str, list[str]] | None = None  # the last repostate capture: its tree, and what it left out
     fallback: str = ""  # why the last snapshot listed everything (tests, profiles)
+
+
+class _Early:
+    """The survey's listing (Shadow.SURVEY_LISTING) run in a thread as soon as the first snapshot's
+    seed is in the index, so that git walks the tree on one core while this process reads, lists
+    the specials and writes on the other (prepare). It lists the untracked files the ignore rules
+    leave out: the capture that runs meanwhile adds to the index only files those rules let through
+    (and what it leaves out it hands to the survey itself), so the answer is the one the listing
+    would give after it. Its git child holds the store's lock like every other (Shadow.lock_fds)."""
+
+    def __init__(self, shadow: Shadow) -> None:
+        self._shadow = shadow
+        self._fd = shadow.lock_fds()
+        self._out: bytes | None = None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="abhed-survey-listing", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        self._shadow._held.fd = self._fd[0] if self._fd else None
+        try:
+            self._out = self._shadow.git(*Shadow.SURVEY_LISTING)
+        except BaseException as exc:  # noqa: BLE001 (handed to the caller by result())
+            self._error = exc
+        finally:
+            self._shadow._held.fd = None
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+    def result(self) -> bytes:
+        """The listing's output (run here when it was not started); its error, raised here."""
+        if self._thread is None:
+            return self._shadow.git(*Shadow.SURVEY_LISTING)
+        self.join()
+        if self._error is not None:
+            raise self._error
+        assert self._out is not None
+        return self._out
 
 
 def _below_any(path: str, tops: set[str]) -> bool:

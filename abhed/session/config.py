@@ -189,6 +189,16 @@ class AgentConfig(_Section):
     session_wait_s: float = Field(60.0, gt=0)  # longest wait for a session another process holds
 
 
+class RepoMapConfig(_Section):
+    """The repository map in the system prompt (agent/repomap.py): files and their definitions, ranked, within a budget."""
+
+    # auto: for models whose context window is at most auto_window tokens; on: always; off: never
+    enabled: Literal["auto", "on", "off"] = "auto"
+    auto_window: int = Field(32768, ge=0)
+    tokens: int | None = Field(None, ge=64)  # the map's budget in tokens; none: a sixteenth of the window, at most 4096
+    max_seconds: float = Field(10.0, gt=0)  # walking, reading and parsing together; what is left is left out, and said
+
+
 class McpServerConfig(_Section):
     """One MCP server (`[mcp.servers.NAME]`): a program run in the sandbox (stdio), or a URL."""
 
@@ -244,6 +254,43 @@ class McpConfig(_Section):
         return servers
 
 
+HOOK_EVENTS = ("session_start", "pre_tool", "post_tool", "turn_end", "session_end")
+
+
+class HookCommand(_Section):
+    """One hook (`[[hooks.EVENT]]`): a program run on the host, never in the sandbox (agent/hooks.py)."""
+
+    command: list[str]  # the program (an absolute path) and its arguments; no shell
+    tools: list[str] = []  # pre_tool/post_tool: only calls of these tools (empty: every tool)
+    timeout_s: float = Field(10.0, gt=0, le=600)  # past it the hook is killed; pre_tool then blocks the call
+
+    @field_validator("command")
+    @classmethod
+    def _absolute(cls, value: list[str]) -> list[str]:
+        if not value or not value[0].startswith("/"):
+            raise ValueError("command must start with the program's absolute path, e.g. command = "
+                             "[\"/opt/hooks/check-call\", \"--strict\"] (hooks run with a minimal PATH)")
+        return value
+
+
+class HooksConfig(_Section):
+    """Commands run on events, from the operator's config only (docs/security.md, hooks)."""
+
+    session_start: list[HookCommand] = []
+    pre_tool: list[HookCommand] = []  # exit 2 blocks the call, its stderr is the reason
+    post_tool: list[HookCommand] = []
+    turn_end: list[HookCommand] = []
+    session_end: list[HookCommand] = []
+
+
+class CommandsConfig(_Section):
+    """Custom slash commands (cli/usercommands.py): prompt files in ~/.config/abhed/commands/ and the
+    config file's directory's commands/."""
+
+    # WORKSPACE/.abhed/commands/ too: off, since the model can write files in the workspace.
+    from_workspace: bool = False
+
+
 class Settings(_Section):
     home: Path = Path("~/.local/share/abhed").expanduser()
     allowed_roots: list[Path] = []  # empty: the workspace only
@@ -255,6 +302,9 @@ class Settings(_Section):
     model: ModelConfig = ModelConfig()
     agent: AgentConfig = AgentConfig()
     mcp: McpConfig = McpConfig()  # the reviewed MCP gateway (abhed/mcp)
+    repomap: RepoMapConfig = RepoMapConfig()  # the repository map of the first request (agent/repomap.py)
+    hooks: HooksConfig = HooksConfig()  # commands run on events (agent/hooks.py)
+    commands: CommandsConfig = CommandsConfig()  # custom slash commands (cli/usercommands.py)
 
     @field_validator("home", mode="after")
     @classmethod

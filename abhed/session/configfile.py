@@ -26,17 +26,27 @@ def flat(tree: dict[str, Any], prefix: str = "") -> list[tuple[str, object]]:
 
 def example() -> str:
     """A config file with every setting at its default, commented out: the top-level keys, then a
-    `[section]` each (a key whose default is None has no TOML form and is left out)."""
+    `[section]` each, a nested one as `[section.sub]` (a key whose default is None has no TOML form
+    and is left out). Uncommented, every line is TOML that loads to the defaults."""
     from abhed.session import config
     lines = list(HEADER)
     sections = config.Settings().model_dump(mode="json")
-    for key, value in sections.items():
-        if not isinstance(value, dict):
-            lines.append(f"# {key} = {json.dumps(value)}")
+    lines += [f"# {key} = {json.dumps(value)}" for key, value in sections.items() if not isinstance(value, dict)]
     for key, value in sections.items():
         if isinstance(value, dict):
-            lines += ["", f"[{key}]"] + [f"# {name} = {json.dumps(v)}" for name, v in value.items() if v is not None]
+            lines += _table(key, value)
     return "\n".join(lines) + "\n"
+
+
+def _table(name: str, values: dict[str, Any]) -> list[str]:
+    """`[name]` and its keys, then its nested tables after them (TOML puts a table's own keys first).
+    A JSON scalar, string or list of them is TOML as json.dumps writes it."""
+    lines = ["", f"[{name}]"] + [f"# {key} = {json.dumps(value)}" for key, value in values.items()
+                                 if value is not None and not isinstance(value, dict)]
+    for key, value in values.items():
+        if isinstance(value, dict):
+            lines += _table(f"{name}.{key}", value)
+    return lines
 
 
 def write_example(path: Path) -> None:

@@ -215,8 +215,38 @@ class ModeEvent(_Event):
     host: str | None = None
 
 
+class RepoMapEvent(_Event):
+    """The repository map (agent/repomap.py) went into the system prompt of the agent's first request:
+    its text as sent, its size in tokens (estimated) against its budget, and how it was made."""
+
+    kind: Literal["repomap"] = "repomap"
+    content: str
+    tokens: int
+    budget: int
+    files_shown: int
+    files_found: int
+    parsed: int  # outlined in this session
+    cached: int  # outlined from the cache
+    seconds: float
+
+
+class HookEvent(_Event):
+    """An operator's hook ran (agent/hooks.py): on which event, what it was, how it ended. `outcome`:
+    ok (exit 0), blocked (pre_tool, exit 2), warned (any other end: another exit status, a timeout,
+    a program that could not start). `stderr` is kept bounded, as the human and the model saw it."""
+
+    kind: Literal["hook"] = "hook"
+    event: str
+    command: list[str]
+    tool: str | None = None  # pre_tool/post_tool: the call's tool
+    exit_code: int | None = None  # None: killed at its deadline, or never started
+    outcome: Literal["ok", "blocked", "warned"]
+    stderr: str = ""
+    duration_ms: float = 0.0
+
+
 AnyEvent = (ActionEvent | ObservationEvent | MessageEvent | CompactionEvent | RunEvent | CheckpointEvent | ModeEvent
-            | SessionEvent)
+            | SessionEvent | RepoMapEvent | HookEvent)
 Event = Annotated[AnyEvent, Field(discriminator="kind")]
 
 

@@ -60,8 +60,8 @@ def tree(events: list[AnyEvent]) -> list[tuple[AnyEvent, int]]:
 
 def shown_event(event: AnyEvent, indent: str, full: bool) -> str:
     """One event as a line (an observation's whole text when `full`), behind `indent`."""
-    from abhed.session.events import (ActionEvent, CheckpointEvent, CompactionEvent, MessageEvent, ModeEvent,
-                                      ObservationEvent, SessionEvent)
+    from abhed.session.events import (ActionEvent, CheckpointEvent, CompactionEvent, HookEvent, MessageEvent,
+                                      ModeEvent, ObservationEvent, RepoMapEvent, SessionEvent)
     stamp = event.at.strftime("%Y-%m-%d %H:%M:%S")
     if isinstance(event, ActionEvent):
         args = json.dumps(event.input, ensure_ascii=False)
@@ -86,6 +86,15 @@ def shown_event(event: AnyEvent, indent: str, full: bool) -> str:
         return f"{indent}{stamp} [{event.agent_id}] checkpoint {event.number} ({what}){missed}"
     if isinstance(event, ModeEvent):
         return f"{indent}{stamp} [{event.agent_id}] mode {event.mode} (was {event.previous}), set by {event.user or 'the human'}"
+    if isinstance(event, RepoMapEvent):
+        return (f"{indent}{stamp} [{event.agent_id}] repository map: {event.files_shown} of {event.files_found} "
+                f"source files, {event.tokens} tokens (budget {event.budget})")
+    if isinstance(event, HookEvent):
+        status = "no exit status" if event.exit_code is None else f"exit {event.exit_code}"
+        on = f" ({event.tool})" if event.tool else ""
+        said = f": {preview(event.stderr)}" if event.stderr else ""
+        return (f"{indent}{stamp} [{event.agent_id}] hook {event.event}{on} {' '.join(event.command)[:200]}: "
+                f"{event.outcome}, {status}{said}")
     if isinstance(event, SessionEvent):
         return (f"{indent}{stamp} [{event.agent_id}] session created by {event.user}@{event.host} in {event.workspace} "
                 f"(log hash-chained: {event.chain})")

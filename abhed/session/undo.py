@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from abhed.session import journal
+from abhed.session import journal, workspaces
 from abhed.session.checkpoint import Capture, Change, Checkpoints, CheckpointError, Shadow, UndoPlan, UndoRefused, listed, stamp
 from abhed.session.events import ActionEvent, CheckpointEvent, MessageEvent, new_id
 from abhed.session.store import Session, SessionError, SessionStore
@@ -40,21 +40,29 @@ class Row:
 
 def rows(checkpoints: Checkpoints, session: Session) -> list[Row]:
     """The session's checkpoints, each with its call (from the log) and what that call changed."""
-    actions = {e.id: e for e in session.log.load().events if isinstance(e, ActionEvent)}
+    actions = _actions(session)
     out = []
     for entry in checkpoints.listing(session.id):
         meta = entry.snapshot.meta
         action = actions.get(str(meta.get("call")))
-        if meta.get("tool") == "undo":
-            call = f"undo to before checkpoint {meta.get('to')}"
-        elif action is not None:
-            call = f"{action.tool} {_gist(action.input)}"
-        else:
-            call = str(meta.get("tool", "?"))
         at = action.at.strftime("%Y-%m-%d %H:%M:%S") if action else str(meta.get("at", ""))
-        out.append(Row(entry.snapshot.number, at, str(meta.get("agent_id", "main")), call, entry.changed,
-                       tuple(entry.uncovered)))
+        out.append(Row(entry.snapshot.number, at, str(meta.get("agent_id", "main")), _call(meta, actions),
+                       entry.changed, tuple(entry.uncovered)))
     return out
+
+
+def _actions(session: Session) -> dict[str, ActionEvent]:
+    return {e.id: e for e in session.log.load().events if isinstance(e, ActionEvent)}
+
+
+def _call(meta: dict, actions: dict[str, ActionEvent]) -> str:
+    """The call that followed a checkpoint, in a few words (from its snapshot's message and the log)."""
+    action = actions.get(str(meta.get("call")))
+    if meta.get("tool") == "undo":
+        return f"undo to before checkpoint {meta.get('to')}"
+    if action is not None:
+        return f"{action.tool} {_gist(action.input)}"
+    return str(meta.get("tool", "?"))
 
 
 def _gist(value: object) -> str:
@@ -97,14 +105,87 @@ def describe(plan: UndoPlan, workspace: str) -> str:
     return f"{head}\n{body}{left}\nFiles not covered by checkpoints (ignored, excluded or too large) are left as they are."
 
 
+@dataclass
+class Latest:
+    """The checkpoint an undo without a number goes back to before: the latest whose call changed
+    the workspace. The later calls changed nothing (a test run, a listing) and are passed over."""
+
+    number: int
+    call: str  # its call, in a few words
+    passed: list[str]  # the later calls, in a few words, oldest first
+
+    def words(self) -> str:
+        after = "" if not self.passed else (
+            f"; the {len(self.passed)} call{'s' * (len(self.passed) != 1)} after it changed nothing "
+            f"({_few(self.passed)})")
+        return f"the last change, checkpoint {self.number}'s call: {_short(self.call)}{after}"
+
+
+def latest_change(checkpoints: Checkpoints, session: Session) -> Latest | str:
+    """What an undo without a number undoes, or, when no call of the session changed the workspace,
+    the report saying so. A call that never ended counts as a change: what it did is unknown.
+    Raises CheckpointError when the session has no checkpoints."""
+    shadow = checkpoints.shadow
+    with shadow.locked():
+        chain = shadow.chain_locked(session.id)
+    befores = [s for s in chain if s.kind == "before"]
+    if not befores:
+        raise CheckpointError(_NONE.format(session=session.id))
+    afters = {s.meta.get("call"): s for s in chain if s.kind == "after"}
+    actions = _actions(session)
+    calls = [_call(s.meta, actions) for s in befores]
+    for index in range(len(befores) - 1, -1, -1):
+        before, after = befores[index], afters.get(befores[index].meta.get("call"))
+        if after is None or (after.tree, after.repo, after.modes_blob) != (before.tree, before.repo, before.modes_blob):
+            return Latest(before.number, calls[index], calls[index + 1:])
+    count, last = len(befores), befores[-1].number
+    return (f"Nothing to undo: none of the {count} call{'s' * (count != 1)} checkpointed in session {session.id} "
+            f"changed the workspace (the last, checkpoint {last}: {_short(calls[-1])}). `abhed checkpoints "
+            f"{session.id}` lists them with what each changed; `/undo N` in the chat (`abhed undo --to N "
+            f"{session.id}`) takes the workspace back to before checkpoint N all the same.")
+
+
+def _short(call: str, limit: int = 200) -> str:
+    """A call's words on one line, bounded (a path in full, as a rule; a long command cut)."""
+    call = " ".join(call.split())
+    return call if len(call) <= limit else call[:limit - 5] + " [...]"
+
+
+def _few(calls: list[str]) -> str:
+    shown = [_short(c) for c in calls[-3:]]  # the latest: what the human just ran
+    return ("..., " if len(calls) > 3 else "") + ", ".join(shown)
+
+
+def undo_latest(checkpoints: Checkpoints, session: Session, *, force: bool, confirm: Callable[[str], bool],
+                tell: Callable[[str], None] | None = None) -> str:
+    """`undo` with no number: back to before the latest checkpoint whose call changed the workspace
+    (latest_change), naming that call in the plan shown and in the report, with the files restored."""
+    latest = latest_change(checkpoints, session)
+    if isinstance(latest, str):
+        return latest
+    what = latest.words()
+    return _undo(checkpoints, session, latest.number, force=force, tell=tell, what=what,
+                 confirm=lambda plan: confirm(f"{what[0].upper()}{what[1:]}.\n{plan}"))
+
+
 def undo(checkpoints: Checkpoints, session: Session, number: int | None, *, force: bool,
          confirm: Callable[[str], bool], tell: Callable[[str], None] | None = None) -> str:
-    """Undo to before checkpoint `number` (default: the last one); the report of what was done.
+    """Undo to before checkpoint `number` (default: the latest whose call changed the workspace);
+    the report of what was done.
 
     `tell` puts the note for the model into the conversation (a running chat's agent); by default
     it goes into the log, where the next run or resume reads it.
     Raises CheckpointError (UndoRefused when others' changes are in the way) with what to do.
     """
+    if number is None:
+        latest = latest_change(checkpoints, session)
+        number = latest.number if isinstance(latest, Latest) else None
+    return _undo(checkpoints, session, number, force=force, confirm=confirm, tell=tell)
+
+
+def _undo(checkpoints: Checkpoints, session: Session, number: int | None, *, force: bool,
+          confirm: Callable[[str], bool], tell: Callable[[str], None] | None, what: str | None = None) -> str:
+    """The undo itself; `what`: the words naming the call undone, for the report (undo_latest)."""
     shadow = checkpoints.shadow
     with shadow.locked():
         _refuse_if_interrupted(shadow)
@@ -128,7 +209,7 @@ def undo(checkpoints: Checkpoints, session: Session, number: int | None, *, forc
         if now.tree != plan.now.tree:
             raise CheckpointError("The workspace changed while the undo waited for your answer; nothing was changed. "
                                   "Run the undo again to see the new plan.")
-        return _apply(shadow, session, plan, now, tell)
+        return _apply(shadow, session, plan, now, tell, what)
 
 
 @contextmanager
@@ -144,16 +225,19 @@ def _frozen(workspace: Path) -> Iterator[None]:
         held.thaw()
 
 
+_NONE = ("Session {session} has no checkpoints, so there is nothing to undo (checkpoints are taken before each "
+         "call that may change the workspace).")
+
+
 def _last(shadow: Shadow, session_id: str) -> int:
     last = shadow.last_number(session_id)
     if not last:
-        raise CheckpointError(f"Session {session_id} has no checkpoints, so there is nothing to undo (checkpoints "
-                              "are taken before each call that may change the workspace).")
+        raise CheckpointError(_NONE.format(session=session_id))
     return last
 
 
 def _apply(shadow: Shadow, session: Session, plan: UndoPlan, now: Capture,
-           tell: Callable[[str], None] | None) -> str:
+           tell: Callable[[str], None] | None, what: str | None = None) -> str:
     call = f"undo-{new_id()}"
     number = _last(shadow, session.id) + 1
     before = shadow.commit(session.id, now, {"kind": "before", "number": number, "last": number, "call": call,
@@ -181,8 +265,19 @@ def _apply(shadow: Shadow, session: Session, plan: UndoPlan, now: Capture,
         tell(note)
     else:
         session.record(MessageEvent(session_id=session.id, role="user", origin="undo", content=note))
+    if what is not None:  # the same words, with the files and the call undone
+        return (f"Undone: the workspace is as it was before checkpoint {plan.to.number} ({_summary(plan.changes)}: "
+                f"{_files(plan.changes, shadow.workspace)}). It undid {what}. This undo is checkpoint {number}: "
+                f"`abhed undo --to {number} {session.id}` takes it back.")
     return (f"Undone: the workspace is as it was before checkpoint {plan.to.number} ({_summary(plan.changes)}). This "
             f"undo is checkpoint {number}: `abhed undo --to {number} {session.id}` takes it back.")
+
+
+def _files(changes: list[Change], workspace: Path, shown: int = 5) -> str:
+    """The paths an undo changed, absolute; the first `shown`, then how many more."""
+    names = [str(workspace / c.path) for c in changes[:shown]]
+    more = f", and {len(changes) - shown} more" if len(changes) > shown else ""
+    return ", ".join(names) + more
 
 
 def _refuse_if_interrupted(shadow: Shadow) -> None:
@@ -280,28 +375,25 @@ def run_range(first: int, last: int, session_id: str) -> str | None:
 
 
 def latest_session(store: SessionStore, workspace: Path) -> str | None:
-    """The id of the newest session working in `workspace` (what SESSION defaults to)."""
-    found = []
-    for session_id in store.ids():
-        try:
-            state = store.open(session_id).state
-        except SessionError:
-            continue
-        if state.workspace == str(workspace):
-            found.append((state.created_at, session_id))
-    return max(found)[1] if found else None
+    """The id of the most recently used session working in `workspace` (what SESSION defaults to):
+    chat's and run's, and `abhed tool`'s, whose calls take checkpoints too."""
+    return workspaces.latest(store, workspace, ("agent", "tool"))
 
 
 def checkpointed_session(settings: Settings, session_id: str | None, cwd: Path) -> tuple[str, Checkpoints]:
-    """The session `abhed checkpoints` and `abhed undo` act on (default: the newest working in `cwd`)
-    and its workspace's checkpoints. Raises CheckpointError when there is no such session or
-    checkpoints are off, SessionError when the session cannot be opened."""
+    """The session `abhed checkpoints` and `abhed undo` act on (default: the latest of the workspace
+    a chat started in `cwd` works in, the repository's root) and its workspace's checkpoints.
+    Raises CheckpointError when there is no such session or checkpoints are off, SessionError when
+    the session cannot be opened."""
     from abhed.session.checkpoint import from_settings
     store = SessionStore(settings.home)
     if session_id is None:
-        session_id = latest_session(store, cwd)
+        workspace = workspaces.project_root(cwd)
+        session_id = latest_session(store, workspace)
         if session_id is None:
-            raise CheckpointError(f"No session works in {cwd}: name one (abhed sessions list shows them).")
+            within = f" (the root of the git repository holding {cwd})" if workspace != cwd.resolve() else ""
+            raise CheckpointError(f"No session works in {workspace}{within}: name one (abhed sessions list shows "
+                                  "them).")
     workspace = Path(store.open(session_id).state.workspace)
     found = from_settings(settings, workspace)
     if found is None:

@@ -76,6 +76,8 @@ class ToolContext:
     `checkpoints`: where dispatch snapshots the workspace before a call that may change it.
     `progress`: told how far a snapshot that reads many files has got (session/hashing.py); set by
     the agent to its display's `hashing`, None where nobody watches.
+    `output`: hears a foreground command's output as it arrives (decoded text, in order, uncut);
+    set by the agent to its display's `command_output`, None where nobody watches.
 
     `warmup`: the session's warm-up (tools/warmup.py), when one was started; whatever may run a
     command or take a snapshot waits for it first.
@@ -94,9 +96,11 @@ class ToolContext:
     vision: ImageLimits | None = None  # what images the model takes; None: text only (read refuses images)
     checkpoints: Checkpoints | None = None  # snapshots before every change (None: off, or no git)
     progress: Report | None = None  # a long snapshot's progress, for the display (None: not shown)
+    output: Callable[[str], None] | None = None  # a running command's output, for the display (None: not shown)
     # Tools beyond the native nine (the MCP gateway's admitted tools); whoever made it closes it.
     extra: ToolSource | None = None
     warmup: Any = None  # tools/warmup.py: the first call's fixed costs, paid as the session opens
+    hooks: Any = None  # agent/hooks.py: the operator's hooks (pre_tool, post_tool); None when none is set
 
     def warmed(self) -> None:
         """Wait for the warm-up (tools/warmup.py), if one runs: before running a command or taking a snapshot."""

@@ -189,7 +189,7 @@ class Bash(Tool):
         timeout_ms = args.timeout_ms or DEFAULT_TIMEOUT_MS
         try:
             result = shell.box.run(args.command, cwd=cwd, timeout_s=timeout_ms / 1000,
-                                   output_limit_chars=OUTPUT_CHARS)
+                                   output_limit_chars=OUTPUT_CHARS, on_output=ctx.output)
         except sandbox.DiskReserveReached as exc:
             raise ToolError(f"The command did not run: {exc.detail}", reason="disk_reserve") from None
         except sandbox.SandboxError as exc:

@@ -41,6 +41,14 @@ def find_all(text: str, needle: str, step: int, limit: int = MAX_POSITIONS) -> l
     return found
 
 
+def replaced(text: str, old: str, new: str, replace_all: bool) -> tuple[str, int]:
+    """The file's text after the edit, and how many replacements made it: str.replace's own count
+    (non-overlapping, uncapped). The one place the edit's result is computed: the run writes it, the
+    approval prompt shows its diff (tools/preview.py)."""
+    count = text.count(old) if replace_all else 1
+    return text.replace(old, new, count), count
+
+
 def line_numbers(text: str, offsets: list[int]) -> list[int]:
     numbers, line, last = [], 1, 0
     for offset in offsets:
@@ -145,10 +153,8 @@ class Edit(Tool):
 
     def _apply(self, path: Path, text: str, st: os.stat_result, old: str, new: str, replace_all: bool,
                changed: bool, ctx: ToolContext, dirfd: int, expect: str) -> ToolResult:
-        # The exact count is str.replace's own (non-overlapping, uncapped); offsets only for what is shown.
-        count = text.count(old) if replace_all else 1
-        spots = find_all(text, old, len(old), SHOWN_LINE_NUMBERS)
-        result = text.replace(old, new, count)
+        result, count = replaced(text, old, new, replace_all)
+        spots = find_all(text, old, len(old), SHOWN_LINE_NUMBERS)  # offsets only for what is shown
         data = encode(result, "new_string")
         new_st = replace(dirfd, path, data, mode=st.st_mode, owner=(st.st_uid, st.st_gid), expect=expect,
                          record=ctx.session.last_read(path), tool=self.name, action="editing")

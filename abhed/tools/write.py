@@ -184,6 +184,14 @@ def refuse_control(new: list[tuple[Path, str]]) -> None:
             raise error
 
 
+def kept_bom(old: bytes, data: bytes) -> tuple[bytes, list[str]]:
+    """What a write over `old` writes: `data`, with the file's UTF-8 byte-order mark kept (and a
+    note saying so). Also what the approval prompt's diff shows (tools/preview.py)."""
+    if old.startswith(textfile.BOM) and not data.startswith(textfile.BOM):
+        return textfile.BOM + data, ["Kept the file's UTF-8 byte-order mark."]
+    return data, []
+
+
 def create(path: Path, data: bytes, ctx: ToolContext, dirfd: int, made: list[str], tool: str) -> ToolResult:
     """Create `path` (absent: checked under the lock), in the directory `dirfd`."""
     refuse_control([(path, "file")])
@@ -233,10 +241,7 @@ class Write(Tool):
                 f"then {record.size}). Writing would discard those changes. Read it again, then retry the write.",
                 reason="changed",
             )
-        notes = []
-        if old.startswith(textfile.BOM) and not data.startswith(textfile.BOM):
-            data = textfile.BOM + data
-            notes.append("Kept the file's UTF-8 byte-order mark.")
+        data, notes = kept_bom(old, data)
         if whole is not None and b"\r\n" in whole and b"\n" in data and b"\r\n" not in data:
             notes.append("Note: the file used CRLF (\\r\\n) line endings; the new content uses LF (\\n).")
         if whole == data:

@@ -116,6 +116,8 @@ def test_saving_a_rule_needs_the_operators_leave_and_writes_the_config(ws, tmp_p
         chat.type("go")
         chat.wait_for("Allow? [y/a/p/s/n/r]")
         chat.type("s")
+        chat.wait_for("Save which? [1/2/n]")  # the scopes: bash(touch a), then bash(touch:*)
+        chat.type("2")
         chat.wait_for("saved bash(touch:*) to approval.allow in")
         chat.wait_for("ok")
         chat.type("/exit")

@@ -123,7 +123,7 @@ def test_interactive_review_asks_for_each_tool(site):
     answers = "y\n" + "n\n" * 9  # the tools in name order: bigline first
     proc = site.abhed("mcp", "review", "hostile", input=answers)
     assert "Admit it? [y/N]" in proc.stdout
-    assert proc.returncode == 1
+    assert proc.returncode == 0  # every tool decided: a no is a decision (issue 36), not a pending review
     assert list(json.loads(site.pins_file.read_text())["servers"]["hostile"]["tools"]) == ["bigline"]
     assert "Not admitted: mcp__hostile__echo: declined by the operator" in proc.stdout
 

@@ -180,11 +180,24 @@ def test_client_errors_are_not_retried_and_say_what_to_check():
     assert len(server.requests) == 1
 
 
-def test_a_wrong_path_suggests_v1():
+@pytest.mark.parametrize("path", ["", "/v2", "/api/v1/"])
+def test_a_wrong_path_suggests_the_roots_v1_when_it_answers(path):
+    """Connecting names the endpoint where the API answers (the server's root + /v1; it suggested
+    /v2/v1 for /v2); the client alone says what it saw."""
+    from abhed.model.connect import connect
+    from abhed.model.errors import NotAnApi
     with ReplayServer([]) as server:
-        with pytest.raises(ModelError) as caught:
-            ModelClient(server.url.removesuffix("/v1"), backoff_s=0).models()
-    assert "HTTP 404" in caught.value.message and "try " + server.url in caught.value.message
+        root = server.url.removesuffix("/v1")
+        with pytest.raises(NotAnApi) as alone:
+            ModelClient(root + path, backoff_s=0).models()
+        with pytest.raises(NotAnApi) as caught:
+            connect(root + path, backoff_s=0)
+    assert alone.value.message == (f"{(root + path).rstrip('/')} does not answer as an OpenAI-compatible API: GET "
+                                   f"{(root + path).rstrip('/')}/models answered HTTP 404 (Not Found: "
+                                   f"{path.rstrip('/')}/models).")
+    assert caught.value.message == (f"{alone.value.message} The API answers at {server.url} (serving "
+                                    f"{server.model_id}): set the endpoint to it (--endpoint, ABHED_ENDPOINT or "
+                                    "model.endpoint).")
 
 
 def test_an_endpoint_without_a_scheme_is_explained():
