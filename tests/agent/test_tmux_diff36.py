@@ -9,22 +9,8 @@ from __future__ import annotations
 import pytest
 
 from abhed.model.replay import ReplayServer, Turn
-from tmux_chat import TmuxChat
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def term(tmp_path, home):  # type: ignore[no-untyped-def]
-    sessions: list[TmuxChat] = []
-
-    def start(*args: str, **kw) -> TmuxChat:  # type: ignore[no-untyped-def]
-        chat = TmuxChat(tmp_path, home, *args, **kw)
-        sessions.append(chat)
-        return chat
-    yield start
-    for chat in sessions:
-        chat.close()
 
 
 def numbered(count: int, prefix: str = "line") -> str:
