@@ -20,17 +20,12 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def term(tmp_path, home):  # type: ignore[no-untyped-def]
-    sessions: list[TmuxChat] = []
-
+def term(term, tmp_path):  # type: ignore[no-untyped-def]
+    """The shared fixture's chats, with a user-level config directory of this test's own."""
     def start(*args: str, **kw) -> TmuxChat:  # type: ignore[no-untyped-def]
         kw["env"] = {"XDG_CONFIG_HOME": str(tmp_path / "xdg"), **kw.get("env", {})}
-        chat = TmuxChat(tmp_path, home, *args, **kw)
-        sessions.append(chat)
-        return chat
-    yield start
-    for chat in sessions:
-        chat.close()
+        return term(*args, **kw)
+    return start
 
 
 def user_texts(request: dict) -> list[str]:
