@@ -11,16 +11,7 @@ import abhed.tools  # noqa: F401  (the tool registry: the gate judges bash by it
 from abhed.cli import approvals
 from abhed.cli.approvals import RuleSaver, Scope
 from abhed.gate.approval import Answer, Policy
-
-
-def answers(*typed: str):  # type: ignore[no-untyped-def]
-    queue = list(typed)
-
-    def read(prompt: str) -> str:
-        if not queue:
-            raise EOFError
-        return queue.pop(0)
-    return read
+from test_chat_approvals import answers
 
 
 def edit_at(ws: Path, relative: str) -> SimpleNamespace:
