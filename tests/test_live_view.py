@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from rich.console import Console
 
-from abhed.cli import activity as activity_module, typeahead
+from abhed.cli import activity as activity_module
 from abhed.cli.activity import Activity
 from abhed.cli.display import Chat, Progress
 from abhed.cli.outputtail import OutputTail
@@ -132,31 +132,6 @@ def test_an_approved_call_gets_its_status_line_back_a_declined_one_not(monkeypat
         monkeypatch.setattr(display.console, "input", lambda prompt, typed=typed: typed)
         display.ask("bash", SimpleNamespace(command="ls", description="d"), verdict)
         assert display.activity._what == running
-
-
-def test_keys_are_given_back_for_a_question_and_held_again(monkeypatch):
-    log: list[str] = []
-
-    def hold() -> object:
-        log.append("hold")
-        return lambda: log.append("release")
-    monkeypatch.setattr(typeahead, "hold_keys", hold)
-    keys = typeahead.HeldKeys()
-    with keys.echoed():  # not during a turn: nothing to give back
-        pass
-    assert log == []
-    try:
-        with keys.held():
-            with keys.echoed():
-                log.append("typed")
-            raise KeyboardInterrupt
-    except KeyboardInterrupt:
-        pass
-    assert log == ["hold", "release", "typed", "hold", "release"]
-    log.clear()
-    with keys.held(), keys.held():  # held once: a second hold would save the held state as the one to restore
-        pass
-    assert log == ["hold", "release"]
 
 
 def test_the_tail_is_the_same_however_the_output_is_split():

@@ -172,8 +172,8 @@ def _turn(agent: Any, display: Chat, text: str) -> None:
     attached = attach(text, agent.ctx.vision, cwd=Path.cwd(), workspace=agent.ctx.paths.workspace)
     for line in attached.lines:
         console.print(printable(line), style="dim", markup=False, soft_wrap=True)
-    # The watch holds the keys as typeahead.HeldKeys does (no echo; an approval's line echoed), and reads
-    # them: Esc interrupts, the rest waits in display.typed.
+    # The watch holds the keys (no echo onto the status line; an approval's line echoed) and reads them:
+    # Esc interrupts, the rest waits in display.typed.
     keys, between_turns = escwatch.stdin_watch(lambda: agent.stoppable), display.keys
     display.keys = keys.start()
     outcome = None

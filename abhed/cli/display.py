@@ -26,9 +26,8 @@ from rich.padding import Padding
 from rich.panel import Panel
 from rich.text import Text
 
-from abhed.cli import approvals, diffview, pager
+from abhed.cli import approvals, diffview, escwatch, pager
 from abhed.cli.activity import Activity
-from abhed.cli.typeahead import HeldKeys
 from abhed.cli.replytext import MarkdownStream
 from abhed.gate.approval import Answer, Gate, Verdict
 from abhed.model.wire import ToolCall
@@ -254,7 +253,7 @@ class Chat(Display):
         self.reply = MarkdownStream(self.console)
         self.activity = Activity(self.console)
         self.activity.draft = lambda: self.reply.pending  # shown raw until its block is complete
-        self.keys: Any = HeldKeys()  # keys typed during a turn: no echo, kept for the next prompt (cli/chat.py; a turn sets an escwatch.Watch)
+        self.keys: Any = escwatch.Watch(None)  # a turn sets a watching one (cli/chat.py): keys held, Esc read
         self._running = "running"  # what the status line says while the last call started runs
         self.tool_ctx: ToolContext | None = None  # the session's files, read for the diff of an edit or write
         self._planned: dict[str, Any] = {}  # call id -> the diff worked out as it started (diffview.file_diff)

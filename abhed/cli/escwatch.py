@@ -101,7 +101,7 @@ class Watch:
     @contextlib.contextmanager
     def echoed(self) -> Iterator[None]:
         """Around a prompt that reads its own line (an approval): the terminal's own mode (echoed,
-        editable), no watch; as typeahead.HeldKeys.echoed."""
+        editable), no watch."""
         with self._lock:
             self._pauses += 1
             first = self._pauses == 1
