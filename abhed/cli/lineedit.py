@@ -91,7 +91,7 @@ def reader(home: Path, workspace: Path, commands: Iterable[str], fallback: Calla
             return fallback(prompt)
         return Reader(plain)
     from prompt_toolkit import PromptSession
-    from prompt_toolkit.filters import Condition, completion_is_selected, has_completions, is_searching
+    from prompt_toolkit.filters import Condition, completion_is_selected, is_searching
     from prompt_toolkit.history import FileHistory
     from prompt_toolkit.key_binding import KeyBindings
     from prompt_toolkit.patch_stdout import patch_stdout
@@ -115,27 +115,47 @@ def reader(home: Path, workspace: Path, commands: Iterable[str], fallback: Calla
     # highlighted file (the first when none is), it does not send the message.
     mentioning = Condition(lambda: files is not None and mention_word(session.default_buffer.document.text_before_cursor)
                            is not None)
+    # Once Up/Down highlight a file, the line already holds it ("@alpha.txt "): no mention is being
+    # typed any more, yet the picker is still open on one; Enter and Tab must take it, not send.
+    picking = Condition(lambda: files is not None and _picker_open(session.default_buffer))
 
-    @keys.add("enter", filter=has_completions & completion_is_selected & mentioning)
-    @keys.add("tab", filter=has_completions & mentioning)
+    @keys.add("enter", filter=completion_is_selected & picking)
+    @keys.add("tab", filter=picking | mentioning)
     def _take(event) -> None:
         buffer = event.current_buffer
-        state = buffer.complete_state
+        state = buffer.complete_state if _picker_open(buffer) else None
+        if state is None or state.complete_index is None:
+            state = _offer(buffer, completer)
         choice = state.current_completion or (state.completions[0] if state.completions else None)
         if choice is not None:
             buffer.apply_completion(choice)
         buffer.complete_state = None
+
+    # The list is computed here, on the keys, not left to the completion running in a thread: that one
+    # may still be running for an older line (it then drops a request made meanwhile, and is not
+    # started again after a deletion), and Down with no list open walks the history, so a fast
+    # typist's Down and Enter would send the message instead of choosing a file.
+    @keys.add("down", filter=mentioning)
+    @keys.add("up", filter=mentioning)
+    def _move(event) -> None:
+        buffer, down = event.current_buffer, event.key_sequence[0].key == "down"
+        if _offer(buffer, completer).completions:
+            buffer.complete_next() if down else buffer.complete_previous()
+        else:  # nothing matches (`@someone` in prose): the keys keep their meaning
+            buffer.complete_state = None
+            buffer.auto_down(count=event.arg) if down else buffer.auto_up(count=event.arg)
 
     @keys.add("backspace", filter=mentioning)
     def _unmention(event) -> None:  # the list follows a shorter query too (typing alone reopens it)
         buffer = event.current_buffer
         buffer.delete_before_cursor(1)
         if mention_word(buffer.document.text_before_cursor) is not None:
-            buffer.start_completion(select_first=False)
+            _offer(buffer, completer)
 
+    completer = _Completer(workspace, commands, files)
     session: PromptSession[str] = PromptSession(
         history=FileHistory(str(path)), multiline=True, key_bindings=keys,
-        completer=_Completer(workspace, commands, files), complete_in_thread=True,
+        completer=completer, complete_in_thread=True,
         complete_while_typing=mentioning, enable_history_search=False,
         prompt_continuation=lambda width, *_: "." * (width - 1) + " ")
 
@@ -158,6 +178,23 @@ def reader(home: Path, workspace: Path, commands: Iterable[str], fallback: Calla
             loop.call_soon_threadsafe(lambda: None if app.future is None or app.future.done() else app.exit(result=""))
 
     return Reader(read, stop)
+
+
+def _offer(buffer, completer):
+    """Open the `@` picker on the line as it is now, computed here and now (the file list is in
+    memory, ranking it is cheap); returns the picker's state."""
+    from prompt_toolkit.buffer import CompletionState
+    from prompt_toolkit.completion import CompleteEvent
+    found = list(completer.get_completions(buffer.document, CompleteEvent(completion_requested=True)))
+    buffer.complete_state = CompletionState(original_document=buffer.document, completions=found)
+    buffer.on_completions_changed.fire()  # draw it
+    return buffer.complete_state
+
+
+def _picker_open(buffer) -> bool:
+    """The `@` picker is open: completions offered for a mention being typed (a file may be highlighted)."""
+    state = buffer.complete_state
+    return state is not None and mention_word(state.original_document.text_before_cursor) is not None
 
 
 _MENTION_AT_END = re.compile(r"(?:^|\s)@((?:\\.|[^\s\\])*)$")

@@ -59,16 +59,34 @@ def test_at_mention_up_down_and_enter_choose_and_a_link_out_is_not_attached(ws, 
         chat.wait_prompt()
         chat.keys("@alps")
         chat.wait_for("@alps.txt")
-        chat.keys("BSpace", "BSpace", "BSpace")  # "@a": every file offered
+        chat.keys("BSpace", "BSpace", "BSpace")  # "@a": every file offered, alps.txt (the shortest) first
         chat.wait_for("@alpha.txt")
-        chat.keys("Down", "Enter")  # Enter takes the choice; it does not send
-        screen = chat.wait_for("> @al")
-        assert server.requests == []
+        chat.keys("Down", "Down", "Enter")  # Enter takes the second choice; it does not send
+        chat.wait_for("> @alpha.txt")
         chat.keys(" and @alsolink.txt", "Enter")
-        chat.wait_for("Seen.")
+        screen = chat.wait_for("Seen.")
+        assert "[attached @alpha.txt:" in screen
+    # One message with both parts: had the first Enter sent, the model would have had "@alpha.txt" alone.
     message = sent(server)
+    assert message.startswith("@alpha.txt  and @alsolink.txt\n"), message
+    assert f"[attached @alpha.txt: {ws}/alpha.txt, 1 line]" in message
     assert "HOST-SECRET-BYTES" not in message  # the link leads out of the workspace: never read
-    assert "[attached @al" in message
+    assert "[not attached: @alsolink.txt:" in message
+
+
+def test_at_mention_keys_typed_faster_than_the_picker_still_choose(ws, term):
+    """All the keys in one burst: the picker's list must follow the deletions, and Down must move in it
+    (not through the history) before any list was drawn; Enter then takes the file, it does not send."""
+    (ws / "alpha.txt").write_text("A\n")
+    (ws / "alps.txt").write_text("B\n")
+    with ReplayServer([Turn(text="Seen.")]) as server:
+        chat = term("--endpoint", server.url, "--workspace", str(ws))
+        chat.wait_for("ends the session.")
+        chat.wait_prompt()
+        chat._tmux("send-keys", "-t", "chat", "@", "a", "l", "p", "s", "BSpace", "BSpace", "BSpace", "Down", "Down",
+                   "Enter", "x", "Enter")
+        chat.wait_for("Seen.")
+    assert sent(server).startswith("@alpha.txt x\n\n[attached @alpha.txt:")
 
 
 def test_custom_slash_command_expands_arguments_and_is_listed_with_its_source(ws, term, tmp_path):
