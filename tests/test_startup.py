@@ -237,7 +237,7 @@ def test_chats_prompt_is_drawn_before_the_model_client_and_agent_load(tmp_path, 
         at_prompt, shown = chat_on_a_terminal(tmp_path, "chat", "--endpoint", server.url, "--workspace", str(ws))
     assert "prompt_toolkit" in at_prompt and "rich" in at_prompt  # the prompt's own
     assert heavy(at_prompt, ("httpx", "abhed.model.connect", "abhed.agent.loop", "abhed.tools.bash", "abhed.mcp")) == []
-    assert shown.index(b"ends the session") < shown.index(b" session ")  # told once the session was ready
+    assert shown.index(b"/help lists commands") < shown.index(b" session ")  # told once the session was ready
 
 
 def test_start_up_collects_garbage_rarely_until_a_session_is_ready():

@@ -549,7 +549,11 @@ class Agent:
                 arguments = json.loads(call.arguments)
             except (ValueError, RecursionError):
                 continue
-            directory = notefiles.touched(call.name, arguments, self.ctx.cwd) if isinstance(arguments, dict) else None
+            tool = dispatch.find(self.ctx, call.name)
+            if tool is None or not isinstance(arguments, dict):
+                continue
+            directory = notefiles.touched(arguments, self.ctx.cwd, runs_code=tool.traits.runs_code,
+                                          takes_path=tool.traits.known and "path" in tool.Input.model_fields)
             if directory is not None:
                 directories.append(directory)
         said = [m.content for m in self.messages if m.role == "user" and isinstance(m.content, str)]

@@ -35,7 +35,6 @@ USER_CHARS = 8_000  # the user's own file
 NESTED_CHARS = 8_000  # one subdirectory's files together
 MAX_NESTED = 20  # subdirectories' notes in one conversation; more are named, not loaded
 READ_BYTES = 256 * 1024  # read no more of one file than this (the rest is cut by head_tail's note anyway)
-PATH_TOOLS = ("read", "edit", "write", "glob", "grep")
 NESTED_PREFIX = "[Abhed: notes for the directory "
 
 
@@ -114,15 +113,17 @@ def header(directory: Path) -> str:
     return f"{NESTED_PREFIX}{directory}/ (written by the project's people; they apply to its files and below)]"
 
 
-def touched(tool: str, arguments: dict, cwd: Path) -> Path | None:
-    """The directory a call works in: a path tool's directory (a file's parent), bash's cwd after it."""
-    if tool == "bash":
+def touched(arguments: dict, cwd: Path, *, runs_code: bool, takes_path: bool) -> Path | None:
+    """The directory a call works in: for a tool that runs code (bash), its cwd after the call; for one
+    whose input has a `path` (read, edit, write, glob, grep: the tool's own schema says), that
+    directory, or a file's parent."""
+    if runs_code:
         return cwd
-    raw = arguments.get("path") if tool in PATH_TOOLS else None
+    raw = arguments.get("path") if takes_path else None
     if not isinstance(raw, str) or not raw:
         return None
     path = Path(os.path.normpath(raw if os.path.isabs(raw) else os.path.join(cwd, raw)))
-    return path if tool in ("glob", "grep") and path.is_dir() else path.parent
+    return path if path.is_dir() else path.parent
 
 
 def below(workspace: Path, directory: Path) -> list[Path]:

@@ -111,15 +111,20 @@ def test_notes_are_bounded_in_number_and_the_ones_left_out_are_named(ws):
 
 def test_the_directory_a_call_works_in(ws):
     (ws / "a" / "b").mkdir(parents=True)
-    assert notes.touched("edit", {"path": str(ws / "a" / "f.py")}, ws) == ws / "a"
-    assert notes.touched("write", {"path": "b/new.py"}, ws / "a") == ws / "a" / "b"  # relative to the cwd
-    assert notes.touched("glob", {"pattern": "*", "path": str(ws / "a" / "b")}, ws) == ws / "a" / "b"
-    assert notes.touched("read", {"path": ""}, ws) is None and notes.touched("read", {"path": 3}, ws) is None
-    assert notes.touched("read", {"path": str(ws / "a" / "b" / "f.py")}, ws) == ws / "a" / "b"
-    assert notes.touched("grep", {"pattern": "x", "path": str(ws / "a")}, ws) == ws / "a"
-    assert notes.touched("glob", {"pattern": "*"}, ws) is None
-    assert notes.touched("bash", {"command": "cd a"}, ws / "a") == ws / "a"
-    assert notes.touched("todo", {"path": str(ws / "a" / "x")}, ws) is None
+    from abhed.tools import BY_NAME
+
+    def touched(tool: str, arguments: dict, cwd):  # type: ignore[no-untyped-def]
+        return notes.touched(arguments, cwd, runs_code=BY_NAME[tool].traits.runs_code,
+                             takes_path="path" in BY_NAME[tool].Input.model_fields)
+    assert touched("edit", {"path": str(ws / "a" / "f.py")}, ws) == ws / "a"
+    assert touched("write", {"path": "b/new.py"}, ws / "a") == ws / "a" / "b"  # relative to the cwd
+    assert touched("glob", {"pattern": "*", "path": str(ws / "a" / "b")}, ws) == ws / "a" / "b"
+    assert touched("read", {"path": ""}, ws) is None and touched("read", {"path": 3}, ws) is None
+    assert touched("read", {"path": str(ws / "a" / "b" / "f.py")}, ws) == ws / "a" / "b"
+    assert touched("grep", {"pattern": "x", "path": str(ws / "a")}, ws) == ws / "a"
+    assert touched("glob", {"pattern": "*"}, ws) is None
+    assert touched("bash", {"command": "cd a"}, ws / "a") == ws / "a"
+    assert touched("todo", {"path": str(ws / "a" / "x")}, ws) is None  # its input has no path
     assert notes.below(ws, ws / "a" / "b") == [ws / "a", ws / "a" / "b"]
     assert notes.below(ws, ws) == [] and notes.below(ws, ws.parent / "other") == []
     (ws / "a" / "AGENTS.md").write_text("a rule\n")
