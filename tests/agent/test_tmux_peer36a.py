@@ -99,8 +99,8 @@ def test_custom_slash_command_expands_arguments_and_is_listed_with_its_source(ws
     (ws / ".abhed" / "commands" / "deploy.md").write_text("run the deploy script\n")
     with ReplayServer([Turn(text="Reviewed.")]) as server:
         chat = term("--endpoint", server.url, "--workspace", str(ws), env={"XDG_CONFIG_HOME": str(xdg)})
-        screen = chat.wait_for("ends the session.")
-        assert f"{xdg}/abhed/commands/help.md: /help is a built-in command, so this file is not used" in screen
+        chat.wait_for("ends the session.")  # the greeting, then the commands' problems under it
+        chat.wait_for(f"{xdg}/abhed/commands/help.md: /help is a built-in command, so this file is not used")
         chat.type("/help")
         screen = chat.wait_for("/review")
         assert f"review a file for bugs [user: {xdg}/abhed/commands/review.md]" in screen
