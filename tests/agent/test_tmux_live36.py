@@ -57,10 +57,9 @@ def wait_until(pane: TmuxChat, test, what: str) -> str:  # type: ignore[no-untyp
         time.sleep(0.05)
 
 
-def test_an_approved_command_shows_its_status_line_and_output_while_it_runs(ws, home, panes):
+def test_an_approved_command_shows_its_status_line_and_output_while_it_runs(ws, term):
     with ReplayServer([Turn(calls=[run(TICKS)]), Turn(text="Counted.")]) as server:
-        chat = TmuxChat(ws.parent, home, "--endpoint", server.url, "--workspace", str(ws))
-        panes.append(chat)
+        chat = term("--endpoint", server.url, "--workspace", str(ws))
         chat.wait_for("ends the session.")
         chat.type("count")
         chat.wait_for("Allow? [")
@@ -72,10 +71,9 @@ def test_an_approved_command_shows_its_status_line_and_output_while_it_runs(ws, 
     assert (ws / "counted").exists()
 
 
-def test_keys_typed_during_a_turn_are_not_echoed_and_wait_for_the_prompt(ws, home, panes):
+def test_keys_typed_during_a_turn_are_not_echoed_and_wait_for_the_prompt(ws, term):
     with ReplayServer([Turn(calls=[run(TICKS)]), Turn(text="Counted.")]) as server:
-        chat = TmuxChat(ws.parent, home, "--endpoint", server.url, "--workspace", str(ws))
-        panes.append(chat)
+        chat = term("--endpoint", server.url, "--workspace", str(ws))
         chat.wait_for("ends the session.")
         chat.type("count")
         chat.wait_for("Allow? [")
@@ -89,12 +87,11 @@ def test_keys_typed_during_a_turn_are_not_echoed_and_wait_for_the_prompt(ws, hom
         assert screen.count("typedahead") == 1, screen
 
 
-def test_a_long_paragraph_shows_as_it_streams_with_the_token_count_moving(ws, home, panes):
+def test_a_long_paragraph_shows_as_it_streams_with_the_token_count_moving(ws, term):
     words = " ".join(f"word{n}" for n in range(400))
     paragraph = f"Alpha bravo {words} zulu end."
     with ReplayServer([Turn(text=paragraph)], chunk_chars=12, delay_s=0.01) as server:
-        chat = TmuxChat(ws.parent, home, "--endpoint", server.url, "--workspace", str(ws))
-        panes.append(chat)
+        chat = term("--endpoint", server.url, "--workspace", str(ws))
         chat.wait_for("ends the session.")
         chat.type("talk")
         early = wait_until(chat, lambda s: "Alpha bravo" in s, "the paragraph's first words")
