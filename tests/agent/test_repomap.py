@@ -177,3 +177,35 @@ def test_the_default_budget_is_a_sixteenth_of_the_window():
     assert repomap.budget_of(RepoMapConfig(), 8192) == 512
     assert repomap.budget_of(RepoMapConfig(), 1_000_000) == 4096
     assert repomap.budget_of(RepoMapConfig(tokens=300), 32768) == 300
+
+
+def test_a_swapper_racing_the_walk_and_the_reads_never_brings_an_outside_file_in(tmp_path):
+    """The attack: a job keeps swapping a source file and its directory for symlinks to a secret
+    outside while maps are made. Judged by what the map holds: never a name defined outside."""
+    import ctypes
+    import threading
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    (ws / "pkg").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "mod.py").write_text("def OUTSIDE_SECRET_FN():\n    pass\n")
+    (ws / "pkg" / "mod.py").write_text("def inside_fn():\n    pass\n")
+    (ws / "top.py").write_text("def top_fn():\n    pass\n")
+    (ws / "link").symlink_to(outside)
+    (ws / "alias.py").symlink_to(outside / "mod.py")
+    libc = ctypes.CDLL(None, use_errno=True)
+    stop = threading.Event()
+
+    def swap() -> None:  # renameat2(RENAME_EXCHANGE): the directory and the file trade places with links out
+        while not stop.is_set():
+            libc.renameat2(-100, str(ws / "pkg").encode(), -100, str(ws / "link").encode(), 2)
+            # (not through pkg/: half the time that is the link, and the swap itself would fetch the file in)
+            libc.renameat2(-100, str(ws / "top.py").encode(), -100, str(ws / "alias.py").encode(), 2)
+    swapper = threading.Thread(target=swap)
+    swapper.start()
+    try:
+        maps = [make(ws, None).text for _ in range(30)]
+    finally:
+        stop.set()
+        swapper.join()
+    assert not any("OUTSIDE_SECRET_FN" in text for text in maps)
+    assert (outside / "mod.py").read_text() == "def OUTSIDE_SECRET_FN():\n    pass\n"  # nothing outside changed
