@@ -106,8 +106,10 @@ def _lines(text: str, name: str, what: str, count: int) -> list[str]:
 
 
 def _b64(line: str, name: str, what: str, size: int, number: int = 2) -> bytes:
+    # Only line ends are dropped (as install.sh's `tr -d '\r'` and line reads do): any other character,
+    # a space or a form feed, makes the line not base64 on both sides, so the two refuse in one wording.
     try:
-        blob = base64.b64decode(line.strip(), validate=True)
+        blob = base64.b64decode(line.replace("\r", "").replace("\n", ""), validate=True)
     except (binascii.Error, ValueError):
         raise FormatError(f"{name}: not a minisign {what}: line {number} is not base64.") from None
     if len(blob) != size:
