@@ -13,17 +13,24 @@ from pathlib import Path
 import pytest
 
 from abhed.session import config
-from abhed.conformance import suite
+from abhed.conformance import adapter, suite
 from abhed.conformance import report as reports
 from abhed.conformance.report import Report
 from abhed.common.errors import ToolError
 from abhed.model.connect import connect
 from abhed.model.replay import ReplayServer
+from abhed.tools import all_tools
 from abhed.tools.edit import Edit
 from abhed_testing import abhed
 from fake_models import Competent, Escaping, Habitual, Malformed, Stubborn, Unparsed
 
 MODEL = "Qwen/Qwen2.5-Coder-32B-Instruct"
+TOOLS = len(adapter.CASES)  # one adapter case per tool; a text protocol's own case counts beside them
+OWN = TOOLS + 1
+
+
+def test_every_tool_has_an_adapter_case():
+    assert [case.tool for case in adapter.CASES] == [tool.name for tool in all_tools()]
 
 
 def conformance(policy, home: Path, tmp_path: Path, *, tool_parser: bool = True, model_id: str = MODEL,
@@ -48,7 +55,7 @@ def categories(report: Report) -> dict[str, tuple[int, int, bool]]:
 def test_a_competent_model_passes_every_category(home, tmp_path):
     report = conformance(Competent(), home, tmp_path)
     assert report.passed, [(t.name, t.detail) for t in report.tests if not t.passed]
-    assert categories(report) == {"adapter": (9, 9, True), "scenarios": (5, 5, True), "recovery": (4, 4, True)}
+    assert categories(report) == {"adapter": (TOOLS, TOOLS, True), "scenarios": (5, 5, True), "recovery": (4, 4, True)}
     assert report.recovery_rate == 1.0 and report.tool_format == "native" and report.profile == "qwen2.5-coder"
     tests = by_name(report)
     # every recovery task provoked its error, and the next call fixed it
@@ -74,7 +81,7 @@ def test_a_competent_model_passes_through_a_text_protocol_too(home, tmp_path, mo
     assert report.passed and report.tool_format == fmt
     tests = by_name(report)
     # its own protocol's hardest call counts like the nine; the other protocol is informative
-    assert categories(report)["adapter"] == (10, 10, True)
+    assert categories(report)["adapter"] == (OWN, OWN, True)
     assert tests[f"adapter/text:{fmt}"].counted and not tests[f"adapter/text:{other}"].counted
     assert all(t.forms == [fmt] for t in report.tests if t.protocol != other)
 
@@ -85,20 +92,20 @@ def test_the_text_protocols_count_only_for_the_format_the_calls_travel_in(home, 
     since its real edits of markup would say something else than meant."""
     native = conformance(Escaping(), home, tmp_path / "native", categories=("adapter",))
     failed = by_name(native)["adapter/text:qwen3_coder"]
-    assert native.passed and categories(native) == {"adapter": (9, 9, True)}
+    assert native.passed and categories(native) == {"adapter": (TOOLS, TOOLS, True)}
     assert not failed.passed and not failed.counted and failed.forms == ["qwen3_coder"]
     assert failed.detail.startswith("edit was called with other arguments than asked: old_string=\"    if len(items) "
                                     "&lt; 1:")
     assert "text:hermes PASS, text:qwen3_coder FAIL" in native.categories[0].note
     table = reports.table(native)
     assert re.search(r"adapter    text:qwen3_coder   FAIL .* qwen3_coder  informative; edit was called with other", table)
-    assert "adapter        9/9   1.00   1.00  PASS  (informative, not counted since the calls travel in native" in table
+    assert f"adapter        {TOOLS}/{TOOLS}   1.00   1.00  PASS  (informative, not counted since the calls travel in native" in table
     for fmt, model_id in (("qwen3_coder", "Qwen/Qwen3-Coder-30B-A3B-Instruct"), ("hermes", MODEL)):
         pinned = conformance(Escaping(), home, tmp_path / fmt, tool_format=fmt, model_id=model_id,
                              categories=("adapter",))
         assert pinned.tool_format == fmt and pinned.passed == (fmt == "hermes")
         assert by_name(pinned)["adapter/text:qwen3_coder"].counted == (fmt == "qwen3_coder")
-        assert categories(pinned) == {"adapter": (9 if fmt == "qwen3_coder" else 10, 10, fmt == "hermes")}
+        assert categories(pinned) == {"adapter": (TOOLS if fmt == "qwen3_coder" else OWN, OWN, fmt == "hermes")}
 
 
 @pytest.mark.parametrize("form", ["qwen3_coder", "qwen25"])
@@ -107,7 +114,7 @@ def test_the_report_names_the_form_the_model_actually_wrote(home, tmp_path, form
     Abhed can ask for, or Qwen2.5-Coder's <tools>, which it only reads) still passes, Abhed reading
     every form; each test says which form came back."""
     report = conformance(Habitual(form), home, tmp_path, tool_parser=False, categories=("adapter",))
-    assert report.passed and report.tool_format == "hermes" and categories(report) == {"adapter": (10, 10, True)}
+    assert report.passed and report.tool_format == "hermes" and categories(report) == {"adapter": (OWN, OWN, True)}
     assert all(t.forms == [form] for t in report.tests)
     lines = reports.table(report).splitlines()
     hermes = next(line for line in lines if "text:hermes" in line)
@@ -116,7 +123,7 @@ def test_the_report_names_the_form_the_model_actually_wrote(home, tmp_path, form
     qwen3 = next(line for line in lines if "text:qwen3_coder" in line)
     assert qwen3.endswith("qwen3_coder  informative" if form == "qwen3_coder" else
                           "qwen25       informative; asked for qwen3_coder, the model wrote the qwen25 form")
-    assert sum(f"the model wrote the {form} form" in line for line in lines) == (10 if form == "qwen3_coder" else 11)
+    assert sum(f"the model wrote the {form} form" in line for line in lines) == (OWN if form == "qwen3_coder" else OWN + 1)
 
 
 def test_calls_a_native_servers_parser_left_in_the_text_are_reported(home, tmp_path):
@@ -131,7 +138,7 @@ def test_calls_a_native_servers_parser_left_in_the_text_are_reported(home, tmp_p
 
 def test_a_model_that_writes_malformed_calls_fails_the_adapter_layer(home, tmp_path):
     report = conformance(Malformed(), home, tmp_path, categories=("adapter",))
-    assert not report.passed and categories(report) == {"adapter": (4, 9, False)}
+    assert not report.passed and categories(report) == {"adapter": (4, TOOLS, False)}
     tests = by_name(report)
     assert {name.split("/")[1] for name, t in tests.items() if t.passed} == {"write", "glob", "grep", "todo"}
     assert not any(t.passed or t.counted for t in report.tests if t.protocol)  # broken markup in both forms
@@ -147,7 +154,7 @@ def test_a_model_that_writes_malformed_calls_fails_the_adapter_layer(home, tmp_p
 
 def test_a_model_whose_text_protocol_markup_is_broken_fails_every_adapter_test(home, tmp_path):
     report = conformance(Malformed(), home, tmp_path, tool_parser=False, categories=("adapter",))
-    assert categories(report) == {"adapter": (0, 10, False)} and report.tool_format == "hermes"
+    assert categories(report) == {"adapter": (0, OWN, False)} and report.tool_format == "hermes"
     assert all("(malformed_call): The JSON in your <tool_call> block does not parse" in t.detail
                for t in report.tests if t.protocol != "qwen3_coder")
     assert "(malformed_call): Your tool call is malformed" in by_name(report)["adapter/text:qwen3_coder"].detail
@@ -156,7 +163,7 @@ def test_a_model_whose_text_protocol_markup_is_broken_fails_every_adapter_test(h
 def test_a_model_that_never_recovers_fails_recovery(home, tmp_path):
     report = conformance(Stubborn(), home, tmp_path)
     assert not report.passed and report.recovery_rate == 0.0
-    assert categories(report) == {"adapter": (9, 9, True), "scenarios": (5, 5, True), "recovery": (0, 4, False)}
+    assert categories(report) == {"adapter": (TOOLS, TOOLS, True), "scenarios": (5, 5, True), "recovery": (0, 4, False)}
     whitespace = by_name(report)["recovery/whitespace"]
     assert whitespace.tool_errors == 3 and whitespace.recovered == 0  # the same call three times, then the guard
     assert whitespace.detail == ("0 of 3 errors fixed by the next call; settings.py line 3 is '\\t\\tself.timeout = "
@@ -195,14 +202,14 @@ def test_the_command_prints_the_table_writes_json_and_exits_0_for_a_passing_mode
         proc = abhed("conformance", "--endpoint", server.url, "--json", str(out), "--save-to", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert "PASS: the model may serve traffic" in proc.stdout
-    assert "recovery   whitespace         PASS" in proc.stdout and "adapter        9/9   1.00   1.00  PASS" in proc.stdout
+    assert "recovery   whitespace         PASS" in proc.stdout and f"adapter        {TOOLS}/{TOOLS}   1.00   1.00  PASS" in proc.stdout
     assert "adapter    text:qwen3_coder   PASS       1     1      0  qwen3_coder  informative\n" in proc.stdout
     assert "adapter    read               PASS  (1 replies, 0 tool errors)" in proc.stderr  # progress as it goes
     report = json.loads(out.read_text())
     assert report["passed"] is True and report["recovery_rate"] == 1.0 and len(report["tests"]) == 20
     assert report["schema_version"] == 2 and report["tests"][0]["forms"] == ["native"]
     assert set(report["tests"][0]) >= {"category", "name", "passed", "turns", "tool_calls", "tool_errors", "counted"}
-    assert [(t["protocol"], t["counted"]) for t in report["tests"][9:11]] == [("hermes", False), ("qwen3_coder", False)]
+    assert [(t["protocol"], t["counted"]) for t in report["tests"][TOOLS:TOOLS + 2]] == [("hermes", False), ("qwen3_coder", False)]
     (saved,) = tmp_path.glob("qwen2.5-coder.Qwen--Qwen2.5-Coder-32B-Instruct.*.conformance.json")
     assert json.loads(saved.read_text())["model"] == MODEL and f"Saved the report to {saved}" in proc.stderr
     root = Path(proc.stderr.split("workspaces in ")[1].split("\n")[0])
@@ -239,7 +246,7 @@ def test_save_keeps_each_runs_report_under_the_session_store_not_in_the_package(
     assert sorted(p.name for p in package.iterdir()) == before and list(profiles.iterdir()) == [profiles / "house.toml"]
     shown = abhed("models", "house", env={"ABHED_CONFIG": str(cfg)})
     assert "Conformance (abhed conformance --save):" in shown.stdout
-    assert shown.stdout.count("ours/house-coder-7b (native; adapter 9/9; recovery rate n/a)") == 2
+    assert shown.stdout.count(f"ours/house-coder-7b (native; adapter {TOOLS}/{TOOLS}; recovery rate n/a)") == 2
 
 
 def test_keep_leaves_the_workspaces_and_sessions_to_inspect(home, tmp_path):
