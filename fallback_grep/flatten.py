@@ -617,19 +617,26 @@ def _emit(c: _Re2Compiler, flat: Lists, start: int, prefix: Sequence[sx.Node], a
     lists = _reachable(c, dict(flat), start)
     head = {root: comp.emit(NOP) for root in lists}   # placeholders, skipped below
     leaves: dict[int, int] = {}
+    fail: list[int] = []  # one FAIL instruction, made when a leaf first needs it
+
+    def after(pc: int) -> int:
+        # What follows may be no reachable list: the leaf leads to instruction 0, RE2's Fail
+        # (tests/fallback_grep/test_fg_bounded.py has such patterns), and here to a FAIL of its own.
+        if c.out[pc] in head:
+            return head[c.out[pc]]
+        if not fail:
+            fail.append(comp.emit(FAIL))
+        return fail[0]
 
     def leaf(pc: int) -> int:
         if pc not in leaves:
-            op, nxt = c.op[pc], head.get(c.out[pc])
+            op = c.op[pc]
             if op == I_CHAR:
-                # nxt is None when what follows is no reachable list (the leaf leads to instruction 0,
-                # RE2's Fail; tests/fallback_grep/test_fg_bounded.py has such patterns): kept as the
-                # program always had it, though prog.py's outs are ints.
-                leaves[pc] = comp.c(c.arg[pc], nxt)  # type: ignore[arg-type]
+                leaves[pc] = comp.c(c.arg[pc], after(pc))
             elif op == I_CAP:
-                leaves[pc] = comp.emit(SAVE, c.arg[pc], out=nxt)
+                leaves[pc] = comp.emit(SAVE, c.arg[pc], out=after(pc))
             elif op == I_EMPTY:
-                leaves[pc] = _assert(comp, prog, c.arg[pc], nxt)  # type: ignore[arg-type]  # None: as above
+                leaves[pc] = _assert(comp, prog, c.arg[pc], after(pc))
             elif op == I_MATCH:
                 leaves[pc] = end
             else:
