@@ -162,6 +162,21 @@ def test_a_model_server_failing_mid_run_gives_an_error_line_then_the_end(ws, hom
     assert end["status"] == "failed" and end["exit_code"] == 1 and end["detail"] == error["message"]
 
 
+@pytest.mark.slow  # the client backs off before its retry
+def test_text_of_a_reply_cut_off_and_retried_is_marked_discarded(ws, home):
+    with ReplayServer([Turn(fault="cut"), Turn(text="The answer.")]) as server:
+        proc = abhed_run("hi", "--endpoint", server.url, "--jsonl", home=home, ws=ws,
+                         config="[model]\nattempts = 2\n")
+    lines = parsed(proc.stdout)
+    assert proc.returncode == 0, proc.stderr
+    kinds = [line["type"] for line in lines if line["type"] in ("text", "reply_end")]
+    assert kinds == ["text", "reply_end", "text", "reply_end"]
+    cut, kept = [line for line in lines if line["type"] == "reply_end"]
+    assert cut["discarded"] and not cut["final"] and kept["final"] and not kept["discarded"]
+    assert of(lines, "text")[0]["delta"] == "Let me look" and lines[-1]["answer"] == "The answer."
+    assert any("retry" in line["message"].lower() for line in of(lines, "notice"))
+
+
 def test_a_run_that_cannot_begin_still_ends_its_stream(ws, home):
     proc = abhed_run("hi", "--endpoint", "http://127.0.0.1:9/v1", "--output-format", "stream-json", home=home, ws=ws,
                      config="[model]\nattempts = 1\n")

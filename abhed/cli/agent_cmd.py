@@ -21,6 +21,7 @@ from abhed.common.terminal import printable
 from abhed.gate.modes import MODES
 
 if TYPE_CHECKING:
+    from abhed.agent.display import Display
     from abhed.session import config
 
 
@@ -176,7 +177,8 @@ def _run_prompt(kw: dict, prompt: str | None, session_id: str | None, output: st
     from abhed.session.undo import last_number
     prompt = _prompt_text(prompt)
     settings, workspace, kw = _prepare(kw, session_id)
-    display, stream = Progress(), None
+    display: Display = Progress()
+    stream = None
     if output == "stream-json":
         from abhed.cli.streamjson import Stream, StreamDisplay
         stream = Stream(sys.stdout)

@@ -21,7 +21,7 @@ import threading
 from typing import Any, TextIO
 
 from abhed.agent.display import Display
-from abhed.cli.display import PREVIEW_PARSE_LIMIT, Progress
+from abhed.cli.display import PREVIEW_PARSE_LIMIT
 from abhed.model.wire import ToolCall
 from abhed.session.hashing import Hashing
 from abhed.session.store import Plan, TodoItem
@@ -117,7 +117,7 @@ def decided_by(approval: dict[str, Any]) -> str:
 class StreamDisplay(Display):
     """The agent's reports as stream lines, and as Progress's lines on stderr for the human."""
 
-    def __init__(self, stream: Stream, progress: Progress | None = None, agent_id: str = "main") -> None:
+    def __init__(self, stream: Stream, progress: Display | None = None, agent_id: str = "main") -> None:
         self.stream, self.agent = stream, agent_id
         self.progress = progress if progress is not None else Display()
 
