@@ -23,7 +23,8 @@ from abhed_testing import REPO
 SCHEMA = json.loads((REPO / "docs" / "stream-json.schema.json").read_text())
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 ENVELOPE = ("schema_version", "type", "seq")
-HOSTILE = "\x1b]0;pwned\x07\x1b[2J"  # retitle the terminal, clear the screen
+# Retitle the terminal, clear the screen (7-bit and C1 CSI forms), reverse the text that follows.
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x9b2J\u202e"
 
 
 def command(*args: str, home: Path, ws: Path, config: str = "") -> tuple[list[str], dict[str, str]]:
@@ -109,7 +110,8 @@ def test_a_real_run_streams_each_event_in_order_and_ends_with_the_json_object(ws
     assert len(of(lines, "usage")) == 4 and all(u["tokens_in"] > 0 for u in of(lines, "usage"))
 
     # Hostile escapes arrive escaped, never raw: in the model's text and in a tool's output.
-    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout and "\\u001b]0;pwned\\u0007" in proc.stdout
+    assert not any(char in proc.stdout for char in "\x1b\x07\x9b\u202e")
+    assert "\\u001b]0;pwned\\u0007\\u001b[2J\\u009b2J\\u202e" in proc.stdout
     assert HOSTILE in "".join(line["delta"] for line in of(lines, "text")) and HOSTILE in read[2]["output"]
 
     # The end line holds what --json prints for the same run (ids, hashes and timings aside).
@@ -151,12 +153,14 @@ def test_an_interrupted_run_ends_its_stream_with_an_end_line(ws, home):
     assert lines[-1]["detail"] == "interrupted by the user" and lines[-1]["session"] == lines[0]["session"]
 
 
+@pytest.mark.slow  # the wait for a loading server
 def test_a_model_server_failing_mid_run_gives_an_error_line_then_the_end(ws, home):
-    with ReplayServer([Turn(fault="status:500")]) as server:
+    with ReplayServer([Turn(fault="status:500")], loading=1) as server:  # loading: a notice before the session opens
         proc = abhed_run("hi", "--endpoint", server.url, "--jsonl", home=home, ws=ws,
                          config="[model]\nattempts = 1\n")
     lines = parsed(proc.stdout)
-    assert proc.returncode == 1 and lines[0]["type"] == "start"
+    assert proc.returncode == 1 and lines[0]["type"] == "start"  # what came before it waited for it
+    assert "loading" in lines[1]["message"] and lines[1]["type"] == "notice"
     error, end = lines[-2:]
     assert error["type"] == "error" and "HTTP 500" in error["message"]
     assert end["status"] == "failed" and end["exit_code"] == 1 and end["detail"] == error["message"]
