@@ -34,6 +34,12 @@ class Display:
         pieces that may split a line, unescaped, unbounded: the display bounds and escapes what it
         shows). Called from the call's thread, between tool_started and tool_finished."""
 
+    def retrying(self, notice: str) -> None:
+        """The model server failed mid-reply and is asked again: what this reply streamed so far is
+        discarded (the retried reply streams anew); `notice` says why and when."""
+        self.reply_done(final=True)
+        self.notice(notice)
+
     def waiting(self) -> None:
         """The model was asked and has not answered yet (a chat shows a spinner)."""
 

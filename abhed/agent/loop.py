@@ -390,8 +390,7 @@ class Agent:
             self.display.text(shown)
 
     def _on_retry(self, retry: Retry) -> None:
-        self.display.reply_done(final=True)  # what streamed before the fault is discarded
-        self.display.notice(retry.notice())
+        self.display.retrying(retry.notice())  # what streamed before the fault is discarded
         self._shown = VisibleStream()
 
     def _use_format(self, tool_format: str) -> None:

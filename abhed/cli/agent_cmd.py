@@ -21,6 +21,7 @@ from abhed.common.terminal import printable
 from abhed.gate.modes import MODES
 
 if TYPE_CHECKING:
+    from abhed.agent.display import Display
     from abhed.session import config
 
 
@@ -74,7 +75,8 @@ def _launch_settings(kw: dict) -> config.Settings:
         base.fail(str(exc))
 
 
-def open_model(settings: config.Settings, display):
+def open_model(settings: config.Settings, display, stream=None):
+    """The model client; exit 1 (130 interrupted) saying why, and ending `stream` (stream-json) if given."""
     from abhed.cli import launch
     from abhed.model.errors import ModelError
     from abhed.model.profiles import ProfileError
@@ -82,10 +84,21 @@ def open_model(settings: config.Settings, display):
         return launch.open_model(settings, display)
     except (ModelError, ProfileError) as exc:  # may quote the server's own words
         click.echo(printable(f"abhed: {exc}"), err=True)
+        _end_unstarted(stream, str(exc), "failed", 1)
         sys.exit(1)
     except KeyboardInterrupt:
         click.echo("abhed: interrupted while connecting to the model server", err=True)
+        _end_unstarted(stream, "interrupted while connecting to the model server", "interrupted", 130)
         sys.exit(130)
+
+
+def _end_unstarted(stream, message: str, status: str, code: int) -> None:
+    """stream-json: a run that could not begin still ends its stream, with an error and an end line."""
+    if stream is None:
+        return
+    stream.emit("error", message=message)
+    stream.emit("end", **_result_fields(None, status, code, "", message, [], [],
+                                        {"replies": 0, "tokens": 0, "tool_calls": 0, "seconds": 0.0}, ""))
 
 
 def _prepare(kw: dict, session_id: str | None) -> tuple[config.Settings, Path, dict]:
@@ -107,17 +120,28 @@ def _prepare(kw: dict, session_id: str | None) -> tuple[config.Settings, Path, d
 REFUSED_EXIT = 4  # the run finished, but calls it needed were refused for want of a human to approve them
 
 
+def _result_fields(session_id: str | None, status: str, code: int, answer: str, detail: str, changed: list[str],
+                   refused: list[str], usage: dict, head: str) -> dict:
+    """A run's result as `--json` prints it and stream-json's end line carries it."""
+    return {"session": session_id, "status": status, "exit_code": code, "answer": answer, "detail": detail,
+            "files_changed": changed, "refused": refused, "usage": usage, "head": head}
+
+
 def _finish(outcome, session_id: str, refused: list[str], usage: dict, head: str,
-            as_json: bool) -> None:
-    """Print a run's result: the answer on stdout, why it stopped on stderr, then the session, what
-    it spent and its log's head (`SEQ:SHA256`, to keep elsewhere) as the last line of stderr; exit
-    with its status."""
+            output: str, stream=None) -> None:
+    """Print a run's result: the answer on stdout (`output` "text"; "json": one object; "stream-json":
+    the end line on `stream`), why it stopped on stderr, then the session, what it spent and its
+    log's head (`SEQ:SHA256`, to keep elsewhere) as the last line of stderr; exit with its status."""
     status = "refused" if outcome.status == "done" and refused else outcome.status
     code = REFUSED_EXIT if status == "refused" else outcome.exit_code
-    if as_json:  # ensure_ascii: no control character reaches the terminal raw
-        click.echo(json.dumps({"session": session_id, "status": status, "exit_code": code, "answer": outcome.answer,
-                               "detail": outcome.detail, "files_changed": outcome.changed, "refused": refused,
-                               "usage": usage, "head": head}))
+    fields = _result_fields(session_id, status, code, outcome.answer, outcome.detail, outcome.changed, refused,
+                            usage, head)
+    if output == "json":  # ensure_ascii: no control character reaches the terminal raw
+        click.echo(json.dumps(fields))
+    elif output == "stream-json":
+        if status == "failed":
+            stream.emit("error", message=outcome.detail)
+        stream.emit("end", **fields)
     elif outcome.answer:
         click.echo(printable(outcome.answer))
     if outcome.status != "done":
@@ -146,26 +170,38 @@ def _prompt_text(prompt: str | None) -> str | None:
     return prompt
 
 
-def _run_prompt(kw: dict, prompt: str | None, session_id: str | None, as_json: bool = False) -> None:
+def _run_prompt(kw: dict, prompt: str | None, session_id: str | None, output: str = "text") -> None:
     from abhed.cli import launch
     from abhed.cli.display import Progress
     from abhed.session.events import head_token
     from abhed.session.undo import last_number
     prompt = _prompt_text(prompt)
     settings, workspace, kw = _prepare(kw, session_id)
-    display = Progress()
-    model = open_model(settings, display)
+    display: Display = Progress()
+    stream = None
+    if output == "stream-json":
+        from abhed.cli.streamjson import Stream, StreamDisplay
+        stream = Stream(sys.stdout)
+        display = StreamDisplay(stream, display)
+    model = open_model(settings, display, stream)
     try:
         with launch.agent_in_session(settings, workspace, session_id, model, display, options=kw,
                                      cwd=Path.cwd()) as (agent, unfinished):
             session = agent.ctx.session.id
+            if stream is not None:
+                from abhed import __version__
+                stream.emit("start", session=session, model=model.id, endpoint=model.client.endpoint,
+                            workspace=str(workspace), mode=agent.gate.policy.mode, resumed=session_id is not None,
+                            abhed_version=__version__)
             display.notice(f"session {session}; {model.describe()}; mode {agent.gate.policy.mode}")
             if session_id is not None:
                 for line in launch.recent_conversation(agent.ctx.session):
                     click.echo(printable(line), err=True)
             if prompt is None and not unfinished:
-                base.fail(f"Session {session} finished its last run; nothing to continue. Give a PROMPT to go on "
-                          f"with it, or chat: abhed chat --session {session}")
+                why = (f"Session {session} finished its last run; nothing to continue. Give a PROMPT to go on "
+                       f"with it, or chat: abhed chat --session {session}")
+                _end_unstarted(stream, why, "failed", 2)
+                base.fail(why)
             checkpoints = agent.ctx.checkpoints
             first = last_number(checkpoints, session) + 1
             outcome = agent.run(prompt)
@@ -176,10 +212,11 @@ def _run_prompt(kw: dict, prompt: str | None, session_id: str | None, as_json: b
                      "seconds": round(budget.clock() - budget.started, 1)}
             head = head_token(agent.ctx.session.log.head())
     except launch.LaunchError as exc:
+        _end_unstarted(stream, str(exc), "failed", 2)
         base.fail(str(exc))
     finally:
         model.client.close()
-    _finish(outcome, session, refused, usage, head, as_json)
+    _finish(outcome, session, refused, usage, head, output, stream)
 
 
 def _tell_range(display, first: int, last: int, session_id: str) -> None:
@@ -189,13 +226,37 @@ def _tell_range(display, first: int, last: int, session_id: str) -> None:
         display.notice(text)
 
 
+def _output_options(function):
+    """--output-format and its short forms (--json, --jsonl): what `run` and `resume --once` print on stdout."""
+    from abhed.cli.streamjson import FORMATS
+    options = [
+        click.option("--output-format", "output_format", type=click.Choice(FORMATS),
+                     help="text: the answer (the default); json: one object at the end (as --json); stream-json: "
+                          "one JSON object a line for each event as it happens, the last one the --json object "
+                          "(docs/stream-json.md)."),
+        click.option("--jsonl", is_flag=True, help="The same as --output-format stream-json."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def _output(as_json: bool, chosen: str | None, jsonl: bool) -> str:
+    from abhed.cli.streamjson import output_format
+    try:
+        return output_format(as_json, chosen, jsonl)
+    except ValueError as exc:
+        base.fail(str(exc))
+
+
 @click.command()
 @click.argument("prompt")
 @_agent_options
 @click.option("--session", "session_id", help="Continue this existing session (default: a new one).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout: session, status, exit_code, "
               "answer, detail, files_changed, refused, usage, head.")
-def run(prompt: str, session_id: str | None, as_json: bool, **kw) -> None:
+@_output_options
+def run(prompt: str, session_id: str | None, as_json: bool, output_format: str | None, jsonl: bool, **kw) -> None:
     """Work on PROMPT (- reads it from stdin) without asking anyone, then print the answer.
 
     Progress goes to stderr, the final answer to stdout; the last line of stderr names the session,
@@ -205,7 +266,7 @@ def run(prompt: str, session_id: str | None, as_json: bool, **kw) -> None:
     be used), 2 bad invocation, 3 a budget ran out, 4 done but calls were refused for want of
     approval, 130 interrupted.
     """
-    _run_prompt(kw, prompt, session_id, as_json)
+    _run_prompt(kw, prompt, session_id, _output(as_json, output_format, jsonl))
 
 
 @click.command()
@@ -216,7 +277,9 @@ def run(prompt: str, session_id: str | None, as_json: bool, **kw) -> None:
               "(implies --once).")
 @click.option("--once", is_flag=True, help="Run one turn without asking anyone and exit, as `abhed run` (the default "
               "when stdin or stdout is not a terminal).")
-def resume(session_id: str | None, prompt: str | None, as_json: bool, once: bool, **kw) -> None:
+@_output_options
+def resume(session_id: str | None, prompt: str | None, as_json: bool, once: bool, output_format: str | None,
+           jsonl: bool, **kw) -> None:
     """Continue session SESSION_ID (default: this workspace's latest) from its event log: conversation,
     read-set, plan, todos, and the mode, allow rules and budgets it was started with.
 
@@ -233,8 +296,9 @@ def resume(session_id: str | None, prompt: str | None, as_json: bool, once: bool
                                        .resolve())
         except launch.LaunchError as exc:
             base.fail(str(exc))
-    if once or as_json or not (sys.stdin.isatty() and sys.stdout.isatty()):
-        _run_prompt(kw, prompt, session_id, as_json)
+    output = _output(as_json, output_format, jsonl)
+    if once or output != "text" or not (sys.stdin.isatty() and sys.stdout.isatty()):
+        _run_prompt(kw, prompt, session_id, output)
     else:
         _chat_command(session_id, False, kw, prompt)
 
