@@ -166,10 +166,31 @@ def test_fallback_grep_searches_what_rg_cannot(ws, home):
                             "error: exceed the maximum number of nested parentheses/brackets (250))]\n")
 
 
-def test_what_rg_cannot_search_and_fallback_grep_refuses_is_a_teaching_error(grep, ws):
+def test_what_rg_cannot_search_and_fallback_grep_refuses_is_a_teaching_error(grep, ws, monkeypatch):
     files(ws, **{"a.txt": "x\n"})
+    monkeypatch.setattr(grepsearch, "PREPARE_SECONDS", 600.0)  # the size limit, not a loaded machine's clock
     err = grep.err("grep", pattern="(" * 300 + "\\pL{1000}" + ")" * 300)
     assert "invalid RE2 pattern: pattern too large" in err and "fix: shrink counted repetitions" in err
+
+
+def test_a_pattern_too_slow_to_prepare_after_rg_hands_over_is_a_teaching_error(ws, home, monkeypatch):
+    """rg refuses the pattern during the walk and the built-in engine then runs out of its time to
+    prepare it: the model gets the "too complex" instruction, not an internal error."""
+    from abhed_testing import Tools
+    files(ws, **{"a.txt": "x\n", "b.txt": "y\n"})
+    tools = Tools(ws, home)
+    tools.settings.search.backend = "rg"
+    monkeypatch.setattr(grepsearch, "PREPARE_SECONDS", 600.0)  # the parse and rg's translation run in time
+    real = grepsearch.Query.matcher
+
+    def out_of_time(self):  # type: ignore[no-untyped-def]
+        grepsearch.PREPARE_SECONDS = 0.0  # the built-in engine's program, built once rg has refused
+        return real(self)
+    monkeypatch.setattr(grepsearch.Query, "matcher", out_of_time)
+    result = tools("grep", pattern="(" * 300 + "\\pL{1000}" + ")" * 300)
+    assert result.is_error and "Internal error" not in result.content
+    assert "pattern too complex: preparing it for the search took more than 0 s" in result.content
+    assert "fix: simplify the pattern" in result.content
 
 
 def test_a_translation_past_rg_max_pattern_is_searched_by_fallback_grep(ws, home, monkeypatch):

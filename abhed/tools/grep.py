@@ -240,11 +240,11 @@ class Grep(Tool):
             search.bind(where, open_file, self._jail(ctx, search, where))
             # Content mode first learns which files match (cheap), then fetches lines from as few as it needs.
             first = query if mode != "content" else replace(query, mode="files_with_matches")
-            walked = None if single else self._walked(args, ctx, search, root, query, open_file)
             fetched: Callable[..., list[FileHits]] = search   # (where content mode's lines come from)
-            if walked is None:
-                search.begin(first)
             try:
+                walked = None if single else self._walked(args, ctx, search, root, query, open_file)
+                if walked is None:
+                    search.begin(first)
                 if walked is not None:
                     searched, notes, skipped, hits, fetched = walked
                 else:
