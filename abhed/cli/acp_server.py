@@ -1,0 +1,364 @@
+"""`abhed acp`: an editor (Zed, a JetBrains IDE, Neovim, Emacs) drives Abhed over the Agent Client
+Protocol on stdin/stdout, with the same sandbox, approvals, checkpoints and session log as the chat.
+
+Two threads. The connection (the `agent-client-protocol` SDK, asyncio) runs in a thread of its
+own and only hands work over; every session's work runs in the main thread, one job at a time,
+as in `abhed chat`: a turn is the chat's `agent.run`, so a cancel is the chat's Ctrl-C (SIGINT at
+the main thread: the loop's KeyboardInterrupt kills running commands, records the interrupt and
+rebuilds the conversation from the log). The editor sees the turn through cli/acp_display.py.
+
+ACP methods and what they are here:
+- initialize: protocol version 1, loadSession, text and embedded-context prompts.
+- session/new: `abhed chat` in the editor's cwd (its workspace is the git root it is in, checked
+  as the chat checks it: settings, workspace, the workspace's own config refused).
+- session/load: `abhed chat --session ID`, its recorded conversation replayed as updates first;
+  session/resume (unstable in ACP): the same without the replay.
+- session/prompt: one turn; session/cancel: Ctrl-C on it.
+Sessions opened here are held (their lock, sandbox, MCP servers) until the editor disconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import queue
+import signal
+import threading
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from acp import PROTOCOL_VERSION, RequestError, helpers
+from acp.agent.connection import AgentSideConnection
+from acp.schema import (
+    AgentCapabilities,
+    EmbeddedResourceContentBlock,
+    Implementation,
+    InitializeResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PromptCapabilities,
+    PromptResponse,
+    ResourceContentBlock,
+    ResumeSessionResponse,
+    SessionCapabilities,
+    SessionResumeCapabilities,
+    TextContentBlock,
+    TextResourceContents,
+)
+
+from abhed import __version__
+from abhed.cli import launch
+from abhed.cli.acp_display import KINDS, AcpDisplay, Link, plan_entries, shown_text
+from abhed.cli.acp_frames import log_to_stderr, open_frames, take_stdio
+from abhed.cli.agent_cmd import settings_of
+from abhed.common.terminal import printable
+
+# How a turn's outcome (agent/loop.py Status) ends the ACP prompt.
+STOP_REASONS = {"done": "end_turn", "interrupted": "cancelled", "budget": "max_turn_requests", "failed": "end_turn"}
+
+
+class Worker:
+    """The main thread's queue of jobs: the connection thread submits, the main thread runs them in order."""
+
+    def __init__(self) -> None:
+        self.jobs: queue.Queue[tuple[Callable[[], Any], concurrent.futures.Future[Any]] | None] = queue.Queue()
+
+    def submit(self, job: Callable[[], Any]) -> asyncio.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.jobs.put((job, future))
+        return asyncio.wrap_future(future)
+
+    def stop(self) -> None:
+        self.jobs.put(None)
+
+    def serve(self) -> None:
+        while (item := self.jobs.get()) is not None:
+            job, future = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(job())
+            except BaseException as exc:  # a stray KeyboardInterrupt too: the editor is answered, the server goes on
+                future.set_exception(exc if isinstance(exc, Exception) else RequestError(-32603, "interrupted"))
+
+
+@dataclass
+class Live:
+    """A session this connection holds open."""
+
+    agent: Any
+    display: AcpDisplay
+    settings: Any
+    lock: threading.Lock = field(default_factory=threading.Lock)  # running/cancelled, against the cancel
+    queued: int = 0  # prompts submitted and not yet finished
+    running: bool = False
+    cancelled: bool = False  # a session/cancel for the prompt running or queued
+    signalled: bool = False  # the interrupt was sent
+
+
+def _failed(message: str, code: int = -32602) -> RequestError:
+    """A JSON-RPC error whose message is the whole explanation (what failed, why, what to do)."""
+    return RequestError(code, printable(message))
+
+
+class AbhedAgent:
+    """The ACP agent side: each method hands its work to the main thread and answers with its result."""
+
+    def __init__(self, flags: dict[str, Any], worker: Worker) -> None:
+        self.flags, self.worker = flags, worker
+        self.conn: Any = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.live: dict[str, Live] = {}
+        self.held = ExitStack()  # every session's lock, sandbox, model client: closed at the end, in the main thread
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+
+    async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
+                         **kwargs: Any) -> InitializeResponse:
+        self.loop = asyncio.get_running_loop()
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
+                session_capabilities=SessionCapabilities(resume=SessionResumeCapabilities())),
+            agent_info=Implementation(name="abhed", title="Abhed", version=__version__),
+            auth_methods=[])
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> None:
+        raise _failed("Abhed needs no authentication: its model server and settings are the operator's.")
+
+    async def new_session(self, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> NewSessionResponse:
+        live = await self.worker.submit(lambda: self._open(cwd, None, mcp_servers))
+        return NewSessionResponse(session_id=live.agent.ctx.session.id)
+
+    async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
+                           ) -> LoadSessionResponse:
+        await self.worker.submit(lambda: self._replay(self._open(cwd, session_id, mcp_servers)))
+        return LoadSessionResponse()
+
+    async def resume_session(self, session_id: str, cwd: str, mcp_servers: Any = None, **kwargs: Any
+                             ) -> ResumeSessionResponse:
+        await self.worker.submit(lambda: self._open(cwd, session_id, mcp_servers))
+        return ResumeSessionResponse()
+
+    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
+        live = self._session(session_id)
+        text = prompt_text(prompt)
+        with live.lock:
+            live.queued += 1
+        try:
+            reason = await self.worker.submit(lambda: self._turn(live, text))
+        finally:
+            with live.lock:
+                live.queued -= 1
+                if not live.queued:
+                    live.cancelled = False
+        return PromptResponse(stop_reason=reason)
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        live = self.live.get(session_id)
+        if live is not None:
+            interrupt(live)
+
+    def _session(self, session_id: str) -> Live:
+        live = self.live.get(session_id)
+        if live is None:
+            raise _failed(f"No session {session_id!r} is open on this connection: create one with session/new, or "
+                          "open a recorded one with session/load.")
+        return live
+
+    # -- the main thread's jobs ---------------------------------------------------------------------------
+
+    def _open(self, cwd: str, session_id: str | None, mcp_servers: Any) -> Live:
+        """A session as `abhed chat` opens it, in the editor's cwd (a recorded one in its own workspace)."""
+        if session_id is not None and session_id in self.live:
+            return self.live[session_id]
+        if not os.path.isabs(cwd):
+            raise _failed(f"cwd {cwd!r} is not an absolute path: ACP gives the project's directory as one.")
+        if mcp_servers:
+            logging.warning("the editor's MCP servers are not used: Abhed runs only those in the operator's config "
+                            "(mcp.servers)")
+        start = Path(cwd)
+        flags = {**self.flags, "workspace": launch.project_root(start)}
+        try:
+            settings = settings_of(flags)
+            workspace = launch.locate(settings, flags["workspace"], session_id)
+            if session_id is not None:
+                flags = launch.remembered(flags, launch.stored_options(settings, session_id))
+                settings = settings_of(flags)
+        except launch.LaunchError as exc:
+            raise _failed(str(exc)) from None
+        assert self.loop is not None and self.conn is not None  # set by initialize, which an editor sends first
+        display = AcpDisplay(Link(self.loop, self.conn))
+        held = ExitStack()
+        try:
+            model = self._model(settings, display)
+            held.callback(model.client.close)
+            agent, unfinished = held.enter_context(launch.agent_in_session(
+                settings, workspace, session_id, model, display, ask_human=display.ask, options=flags, cwd=start))
+        except BaseException:
+            held.close()
+            raise
+        self.held.callback(held.close)
+        display.attach(agent.gate, agent.ctx)
+        live = Live(agent, display, settings)
+        display.interrupted = lambda: due(live)
+        display.link.session_id = agent.ctx.session.id
+        self.live[agent.ctx.session.id] = live
+        logging.warning("session %s; %s; mode %s%s", agent.ctx.session.id, model.describe(),
+                        agent.gate.effective().mode, "; its last run was cut short" if unfinished else "")
+        return live
+
+    @staticmethod
+    def _model(settings: Any, display: AcpDisplay) -> Any:
+        from abhed.model.errors import ModelError
+        from abhed.model.profiles import ProfileError
+        try:
+            return launch.open_model(settings, display)
+        except (ModelError, ProfileError) as exc:
+            raise _failed(str(exc), -32603) from None
+        except launch.LaunchError as exc:
+            raise _failed(str(exc)) from None
+
+    def _replay(self, live: Live) -> None:
+        """The recorded conversation as the editor shows a live one: prompts, replies, tool calls
+        with their results, then the plan."""
+        from abhed.session.events import ActionEvent, MessageEvent, ObservationEvent
+        link, calls = live.display.link, {}
+        for event in live.agent.ctx.session.log.stream([]):
+            if event.agent_id != "main":
+                continue
+            if isinstance(event, MessageEvent) and event.content.strip():
+                if event.role == "user" and event.origin == "user":
+                    link.update(helpers.update_user_message_text(event.content))
+                elif event.role == "assistant":
+                    link.update(helpers.update_agent_message_text(event.content))
+            elif isinstance(event, ActionEvent):
+                calls[event.id] = event.tool_call_id or event.id
+                link.update(helpers.start_tool_call(calls[event.id], event.tool, kind=KINDS.get(event.tool, "other"),
+                                                    status="in_progress", raw_input=event.input))
+            elif isinstance(event, ObservationEvent) and event.action_id in calls:
+                link.update(helpers.update_tool_call(
+                    calls[event.action_id], status="failed" if event.is_error else "completed",
+                    content=[helpers.tool_content(helpers.text_block(shown_text(event.content)))]))
+        state = live.agent.ctx.session.state
+        entries = plan_entries(state.plan, state.todos)
+        if entries:
+            link.update(helpers.update_plan(entries))
+
+    def _turn(self, live: Live, text: str) -> str:
+        """One turn on the editor's prompt, as the chat runs one; the ACP stop reason."""
+        with live.lock:
+            if live.cancelled:  # cancelled while it waited for an earlier job
+                return "cancelled"
+            live.running, live.signalled = True, False
+        agent = live.agent
+        agent.budget = launch.budget(live.settings)  # the budgets are per prompt, as in the chat
+        try:
+            outcome = agent.run(text)
+        except KeyboardInterrupt:  # the interrupt came as the run was ending: it has ended anyway
+            return "cancelled"
+        finally:
+            with live.lock:
+                live.running = False
+        if outcome.status not in ("done", "interrupted"):
+            said = "\n".join(part for part in (f"abhed: {outcome.detail}", outcome.answer) if part)
+            live.display.link.update(helpers.update_agent_message_text(f"\n\n{printable(said)}"))
+        return STOP_REASONS[outcome.status]
+
+    def close(self) -> None:
+        self.held.close()
+
+
+def due(live: Live) -> bool:
+    """Whether the main thread, where a display call finds itself, should stop the turn now: a cancel
+    came that no signal has carried yet (it came before the loop could take one)."""
+    with live.lock:
+        if live.cancelled and live.running and not live.signalled and live.agent.stoppable \
+                and threading.current_thread() is threading.main_thread():
+            live.signalled = True
+            return True
+    return False
+
+
+def interrupt(live: Live) -> None:
+    """session/cancel: Ctrl-C on the session's turn (a SIGINT at the main thread, where the loop
+    takes it as the user's interrupt), or on the prompt still waiting for its turn."""
+    with live.lock:
+        if not (live.running or live.queued):
+            return
+        live.cancelled = True
+        if live.running and not live.signalled and live.agent.stoppable:
+            live.signalled = True
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+
+def prompt_text(blocks: list[Any]) -> str:
+    """The editor's prompt as the model's text: text as is, a linked file by its path (the model
+    reads it with its tools, through the same checks), an embedded text resource quoted whole."""
+    parts: list[str] = []
+    for block in blocks:
+        if isinstance(block, TextContentBlock):
+            parts.append(block.text)
+        elif isinstance(block, ResourceContentBlock):
+            parts.append(f"[file: {_path_of(block.uri)}]")
+        elif isinstance(block, EmbeddedResourceContentBlock) and isinstance(block.resource, TextResourceContents):
+            parts.append(f"[contents of {_path_of(block.resource.uri)}:]\n{block.resource.text}\n[end of contents]")
+        else:
+            kind = getattr(block, "type", type(block).__name__)
+            raise _failed(f"Abhed takes text, file links and embedded text in a prompt, not {kind} content: "
+                          "attach an image as a file link, or name its path in the text.")
+    text = "\n".join(parts)
+    if not text.strip():
+        raise _failed("The prompt is empty: say what to do.")
+    return text
+
+
+def _path_of(uri: str) -> str:
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme == "file" else uri
+
+
+def serve(flags: dict[str, Any]) -> int:
+    """Speak ACP on stdin/stdout until the editor closes them; 0 then."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a cancel is a SIGINT, even if the editor ignored it
+    proto_in, proto_out = take_stdio()
+    log_to_stderr()
+    worker = Worker()
+    agent = AbhedAgent(flags, worker)
+    thread = threading.Thread(target=_connection, args=(agent, worker, proto_in, proto_out), name="abhed-acp",
+                              daemon=True)
+    thread.start()
+    try:
+        worker.serve()
+    except KeyboardInterrupt:  # a SIGINT from outside while no turn ran
+        pass
+    finally:
+        agent.close()
+    return 0
+
+
+def _connection(agent: AbhedAgent, worker: Worker, proto_in: int, proto_out: int) -> None:
+    async def run() -> None:
+        frames = await open_frames(proto_in, proto_out)
+        conn = AgentSideConnection(agent, frames, listening=False, use_unstable_protocol=True)
+        try:
+            await conn.listen()
+        finally:
+            for live in list(agent.live.values()):  # the editor is gone: its turns end as by Ctrl-C
+                interrupt(live)
+            worker.stop()
+            await conn.close()
+    try:
+        asyncio.run(run())
+    except Exception as exc:
+        logging.warning("the connection ended: %s", exc)
+        worker.stop()

@@ -1,0 +1,216 @@
+"""`abhed acp` end to end: the ACP SDK's client side spawns `abhed acp` as an editor would, against
+the replay server (a scripted model over real HTTP/SSE), and judges by the files on disk, the
+permission requests it was sent and the session's log."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
+from acp.schema import (
+    AllowedOutcome,
+    ClientCapabilities,
+    DeniedOutcome,
+    RequestPermissionResponse,
+)
+
+from abhed.model.replay import ReplayServer, Turn
+from abhed.session.events import MessageEvent, ObservationEvent, RunEvent
+from abhed.session.store import SessionStore
+from agent_helpers import REPO
+
+
+class Editor:
+    """The client side: what the agent sent, and scripted answers to its permission requests
+    (option kinds, in order; "cancelled" answers the request as cancelled)."""
+
+    def __init__(self, answers: list[str] | None = None) -> None:
+        self.answers = list(answers or [])
+        self.asked: list[Any] = []  # (tool_call, options)
+        self.updates: list[Any] = []
+        self.seen = asyncio.Event()
+        self.watch: Any = None  # a predicate on updates that sets `seen`
+
+    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kw: Any) -> Any:
+        self.asked.append((tool_call, options))
+        kind = self.answers.pop(0)
+        chosen = next((o for o in options if o.kind == kind), None)
+        if chosen is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=chosen.option_id))
+
+    async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
+        self.updates.append(update)
+        if self.watch is not None and self.watch(update):
+            self.seen.set()
+
+    def on_connect(self, conn: Any) -> None:
+        pass
+
+    def kinds(self, name: str) -> list[Any]:
+        return [u for u in self.updates if u.session_update == name]
+
+    def said(self) -> str:
+        return "".join(u.content.text for u in self.kinds("agent_message_chunk"))
+
+
+def environment(home: Path) -> dict[str, str]:
+    return {**os.environ, "ABHED_HOME": str(home), "ABHED_CONFIG": "", "PYTHONPATH": str(REPO)}
+
+
+async def session(editor: Editor, home: Path, ws: Path, url: str, *flags: str, work: Any) -> tuple[Any, bytes]:
+    """Spawn `abhed acp`, initialize, and run `work(conn)`; its result and abhed's stderr."""
+    async with spawn_agent_process(editor, sys.executable, "-m", "abhed", "acp", "--endpoint", url, *flags,
+                                   env=environment(home), cwd=ws, transport_kwargs={"stderr": subprocess.PIPE}
+                                   ) as (conn, process):
+        ready = await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=ClientCapabilities())
+        assert ready.protocol_version == PROTOCOL_VERSION and ready.agent_capabilities.load_session
+        result = await asyncio.wait_for(work(conn), 60)
+        process.stdin.close()
+        err = await asyncio.wait_for(process.stderr.read(), 30)
+        await asyncio.wait_for(process.wait(), 30)
+    return result, err
+
+
+def test_a_turn_with_one_edit_approved_and_one_declined(ws, home):
+    (ws / "a.py").write_text("x = 1\n")
+    (ws / "b.py").write_text("y = 1\n")
+    turns = [Turn(calls=[("read", {"path": str(ws / "a.py")}), ("read", {"path": str(ws / "b.py")})]),
+             Turn(text="Editing.", calls=[("edit", {"path": str(ws / "a.py"), "old_string": "x = 1",
+                                                    "new_string": "x = 2"})]),
+             Turn(calls=[("edit", {"path": str(ws / "b.py"), "old_string": "y = 1", "new_string": "y = 2"})]),
+             Turn(text="a.py is changed; b.py was declined.")]
+    editor = Editor(["allow_once", "reject_once"])
+
+    async def work(conn: Any) -> Any:
+        new = await conn.new_session(cwd=str(ws), mcp_servers=[])
+        done = await conn.prompt(session_id=new.session_id, prompt=[text_block("set x and y to 2")])
+        return new.session_id, done.stop_reason
+
+    with ReplayServer(turns) as server:
+        (session_id, stop), err = asyncio.run(session(editor, home, ws, server.url, "--mode", "ask", work=work))
+    assert stop == "end_turn", err.decode()
+    assert (ws / "a.py").read_text() == "x = 2\n" and (ws / "b.py").read_text() == "y = 1\n"
+    # Two questions, each with the file's diff as the tool computes it and the chat's answers.
+    assert len(editor.asked) == 2
+    for (call, options), (name, old, new) in zip(editor.asked, [("a.py", "x = 1\n", "x = 2\n"),
+                                                                 ("b.py", "y = 1\n", "y = 2\n")]):
+        diff = next(c for c in call.content if c.type == "diff")
+        assert (diff.path, diff.old_text, diff.new_text) == (str(ws / name), old, new)
+        kinds = [o.kind for o in options]
+        assert kinds[0] == "allow_once" and "reject_once" in kinds and "allow_always" in kinds
+    # The tool calls' progress: started, then completed with the diff, or failed as declined.
+    ends = {u.tool_call_id: u for u in editor.kinds("tool_call_update") if u.status in ("completed", "failed")}
+    starts = editor.kinds("tool_call")
+    assert [s.kind for s in starts] == ["read", "read", "edit", "edit"]
+    starts = starts[2:]
+    first, second = (ends[s.tool_call_id] for s in starts)
+    assert first.status == "completed" and first.content[0].type == "diff" and first.content[0].new_text == "x = 2\n"
+    assert second.status == "failed" and "declined" in second.content[-1].content.text
+    assert editor.said() == "Editing.a.py is changed; b.py was declined."
+    # The model read the human's decline, as in the chat; the session's log holds the turn.
+    assert "A human at the terminal declined this call" in server.requests[3]["messages"][-1]["content"]
+    events = SessionStore(home).open(session_id).log.load().events
+    observed = [e for e in events if isinstance(e, ObservationEvent)]
+    assert [(e.tool, e.is_error) for e in observed] == [("read", False), ("read", False), ("edit", False),
+                                                        ("edit", True)]
+    assert [e.status for e in events if isinstance(e, RunEvent)] == ["started", "done"]
+    assert b"Traceback" not in err
+
+
+def test_cancel_kills_the_running_command_and_records_the_interrupt(ws, home, tmp_path):
+    marker = tmp_path / "never"
+    turns = [Turn(calls=[("bash", {"command": f"sleep 30; touch {ws}/late"})]), Turn(text="unused")]
+    editor = Editor()
+    editor.watch = lambda u: u.session_update == "tool_call" and u.kind == "execute"
+
+    async def work(conn: Any) -> Any:
+        new = await conn.new_session(cwd=str(ws), mcp_servers=[])
+        turn = asyncio.ensure_future(conn.prompt(session_id=new.session_id, prompt=[text_block("wait")]))
+        await asyncio.wait_for(editor.seen.wait(), 30)
+        await conn.cancel(session_id=new.session_id)
+        done = await turn
+        return new.session_id, done.stop_reason
+
+    with ReplayServer(turns) as server:
+        (session_id, stop), err = asyncio.run(session(editor, home, ws, server.url, "--mode", "auto", work=work))
+    assert stop == "cancelled", err.decode()
+    assert len(server.requests) == 1  # nothing more was asked of the model
+    events = SessionStore(home).open(session_id).log.load().events
+    assert [e.status for e in events if isinstance(e, RunEvent)] == ["started", "interrupted"]
+    assert any(isinstance(e, MessageEvent) and e.origin == "interrupt" for e in events)
+    assert not (ws / "late").exists() and not marker.exists()
+
+
+def test_load_replays_a_recorded_session_and_continues_it(ws, home):
+    (ws / "a.py").write_text("x = 1\n")
+    first = [Turn(text="Reading.", calls=[("read", {"path": str(ws / "a.py")})]), Turn(text="x is 1.")]
+    with ReplayServer(first) as server:
+        made = subprocess.run([sys.executable, "-m", "abhed", "run", "what is x?", "--endpoint", server.url,
+                               "--json"], env=environment(home), cwd=ws, capture_output=True, text=True, timeout=120)
+    session_id = json.loads(made.stdout)["session"]
+    editor = Editor()
+
+    async def work(conn: Any) -> Any:
+        await conn.load_session(cwd=str(ws), session_id=session_id, mcp_servers=[])
+        replayed = list(editor.updates)
+        done = await conn.prompt(session_id=session_id, prompt=[text_block("and now?")])
+        return replayed, done.stop_reason
+
+    with ReplayServer([Turn(text="Still 1.")]) as server:
+        (replayed, stop), err = asyncio.run(session(editor, home, ws, server.url, work=work))
+    assert stop == "end_turn", err.decode()
+    kinds = [u.session_update for u in replayed]
+    assert kinds == ["user_message_chunk", "agent_message_chunk", "tool_call", "tool_call_update",
+                     "agent_message_chunk"]
+    assert replayed[0].content.text == "what is x?" and replayed[4].content.text == "x is 1."
+    assert replayed[3].status == "completed"
+    said = json.dumps(server.requests[0]["messages"])
+    assert "what is x?" in said and "x is 1." in said and "and now?" in said  # the same conversation, continued
+    runs = [e for e in SessionStore(home).open(session_id).log.load().events if isinstance(e, RunEvent)]
+    assert [r.status for r in runs] == ["started", "done", "started", "done"]
+
+
+def test_malformed_frames_get_json_rpc_errors_and_stdout_holds_only_frames(ws, home):
+    lines = [b"this is not json\n", b"[1, 2]\n", b'{"jsonrpc": "2.0", "id": [1], "method": "initialize"}\n',
+             b'{"jsonrpc": "2.0", "id": 7, "method": 5}\n',
+             b'{"jsonrpc": "2.0", "id": 8, "method": "session/prompt", "params": {"sessionId": "nope"}}\n',
+             b'{"jsonrpc": "2.0", "id": 9, "method": "no/such"}\n',
+             b'{"jsonrpc": "2.0", "id": 10, "method": "session/prompt", "params": {"sessionId": "nope", '
+             b'"prompt": [{"type": "text", "text": "hi"}]}}\n',
+             b'{"jsonrpc": "2.0", "id": 11, "method": "initialize", "params": {"protocolVersion": 1}}\n']
+    proc = subprocess.run([sys.executable, "-m", "abhed", "acp", "--endpoint", "http://127.0.0.1:9/v1"],
+                          input=b"".join(lines), env=environment(home), cwd=ws, capture_output=True, timeout=60)
+    assert proc.returncode == 0
+    frames = [json.loads(line) for line in proc.stdout.decode().splitlines()]
+    by_id = {f.get("id"): f for f in frames}
+    codes = [f["error"]["code"] for f in frames if f.get("id") is None]
+    assert codes == [-32700, -32600, -32600]
+    assert by_id[7]["error"]["code"] == -32600 and by_id[8]["error"]["code"] == -32602
+    assert by_id[9]["error"]["code"] == -32601
+    assert "No session 'nope' is open" in by_id[10]["error"]["message"]
+    assert by_id[11]["result"]["protocolVersion"] == PROTOCOL_VERSION
+    assert b"Traceback" not in proc.stderr
+
+
+def test_a_session_in_a_missing_directory_is_refused_with_the_reason(ws, home):
+    editor = Editor()
+
+    async def work(conn: Any) -> Any:
+        from acp import RequestError
+        with pytest.raises(RequestError) as caught:
+            await conn.new_session(cwd="relative/dir", mcp_servers=[])
+        with pytest.raises(RequestError) as missing:
+            await conn.load_session(cwd=str(ws), session_id="no-such-session", mcp_servers=[])
+        return str(caught.value), str(missing.value)
+
+    (relative, missing), err = asyncio.run(session(editor, home, ws, "http://127.0.0.1:9/v1", work=work))
+    assert "is not an absolute path" in relative
+    assert "No session 'no-such-session'" in missing and "abhed sessions list" in missing
