@@ -30,8 +30,11 @@ from acp import helpers
 from acp.schema import (
     AllowedOutcome,
     PermissionOption,
+    PermissionOptionKind,
     PlanEntry,
+    PlanEntryStatus,
     ToolCallLocation,
+    ToolKind,
     ToolCallUpdate,
 )
 
@@ -49,12 +52,12 @@ MAX_SHOWN = 20_000  # characters of a result shown in the editor (the model's ow
 OUTPUT_EVERY_S = 0.5  # a running command's output, at most this often
 OUTPUT_TAIL = 4_000  # characters of it
 
-KINDS = {"read": "read", "edit": "edit", "write": "edit", "glob": "search", "grep": "search", "bash": "execute",
+KINDS: dict[str, ToolKind] = {"read": "read", "edit": "edit", "write": "edit", "glob": "search", "grep": "search", "bash": "execute",
          "plan": "think", "todo": "think", "task": "other"}
-TODO_STATUS = {"pending": "pending", "in_progress": "in_progress", "done": "completed"}
+TODO_STATUS: dict[str, PlanEntryStatus] = {"pending": "pending", "in_progress": "in_progress", "done": "completed"}
 # The chat's approval keys (cli/approvals.py) an editor can give: the ones that need typing (a reason,
 # a scope to save to the config) or a pager have no ACP counterpart.
-OPTION_KINDS = {"y": "allow_once", "a": "allow_always", "p": "allow_always", "n": "reject_once"}
+OPTION_KINDS: dict[str, PermissionOptionKind] = {"y": "allow_once", "a": "allow_always", "p": "allow_always", "n": "reject_once"}
 
 
 class Link:
@@ -109,7 +112,7 @@ def permission_options(tool: str, args: Any, verdict: Verdict, gate: Gate | None
         if kind is None:
             continue
         option_id = f"{choice.key}:{len(options)}"
-        options.append(PermissionOption(option_id=option_id, name=choice.label, kind=kind))  # type: ignore[arg-type]
+        options.append(PermissionOption(option_id=option_id, name=choice.label, kind=kind))
         offered[option_id] = choice.answer
     return options, offered
 
@@ -118,7 +121,7 @@ def plan_entries(plan: Plan | None, todos: list[TodoItem]) -> list[PlanEntry]:
     """ACP's plan is one list of entries with a status each: the todo list when there is one, else
     the plan's steps (the plan tool gives them no status: pending)."""
     if todos:
-        return [helpers.plan_entry(printable(item.content), status=TODO_STATUS[item.status])  # type: ignore[arg-type]
+        return [helpers.plan_entry(printable(item.content), status=TODO_STATUS[item.status])
                 for item in todos]
     if plan is not None:
         return [helpers.plan_entry(printable(step)) for step in plan.steps]
@@ -159,9 +162,10 @@ class _Calls:
             candidates = [cid for cid, s in self.running.items() if s.name == tool and cid not in self.asked]
             exact = [cid for cid in candidates if isinstance(self.running[cid].arguments, dict)
                      and all(given.get(k) == v for k, v in self.running[cid].arguments.items())]
-            found = (exact or candidates or [None])[0]
-            if found is not None:
-                self.asked.add(found)
+            if not (exact or candidates):
+                return None
+            found = (exact or candidates)[0]
+            self.asked.add(found)
             return found
 
 
@@ -234,7 +238,7 @@ class AcpDisplay(Display):
         path = getattr(args, "path", None)
         locations = [ToolCallLocation(path=path)] if isinstance(path, str) and path.startswith("/") else None
         self.link.update(helpers.start_tool_call(
-            self._id(call), self._title(call), kind=KINDS.get(call.name, "other"),  # type: ignore[arg-type]
+            self._id(call), self._title(call), kind=KINDS.get(call.name, "other"),
             status="in_progress", content=[started.diff] if started.diff is not None else None,
             locations=locations, raw_input=started.arguments if started.arguments is not None else call.arguments))
 

@@ -47,7 +47,10 @@ from acp.schema import (
     ResourceContentBlock,
     ResumeSessionResponse,
     SessionCapabilities,
+    SessionMode,
+    SessionModeState,
     SessionResumeCapabilities,
+    SetSessionModeResponse,
     TextContentBlock,
     TextResourceContents,
 )
@@ -61,6 +64,11 @@ from abhed.common.terminal import printable
 
 # How a turn's outcome (agent/loop.py Status) ends the ACP prompt.
 STOP_REASONS = {"done": "end_turn", "interrupted": "cancelled", "budget": "max_turn_requests", "failed": "end_turn"}
+# The approval modes (gate/modes.py) as an editor's mode picker shows them; session/set_mode is chat's /mode.
+MODE_WORDS = {"ask": "asks before every change and every command that is not read-only",
+              "plan": "reads and plans; refuses every change",
+              "accept-edits": "edits files without asking (each is checkpointed); asks before commands",
+              "auto": "runs without asking, in the sandbox; destructive commands still ask"}
 
 
 class Worker:
@@ -97,6 +105,7 @@ class Live:
     settings: Any
     lock: threading.Lock = field(default_factory=threading.Lock)  # running/cancelled, against the cancel
     queued: int = 0  # prompts submitted and not yet finished
+    unfinished: bool = False  # the last run was cut short: an empty prompt lets it continue, as in the chat
     running: bool = False
     cancelled: bool = False  # a session/cancel for the prompt running or queued
     signalled: bool = False  # the interrupt was sent
@@ -137,17 +146,22 @@ class AbhedAgent:
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> NewSessionResponse:
         live = await self.worker.submit(lambda: self._open(cwd, None, mcp_servers))
-        return NewSessionResponse(session_id=live.agent.ctx.session.id)
+        return NewSessionResponse(session_id=live.agent.ctx.session.id, modes=modes(live))
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
                            ) -> LoadSessionResponse:
-        await self.worker.submit(lambda: self._replay(self._open(cwd, session_id, mcp_servers)))
-        return LoadSessionResponse()
+        live = await self.worker.submit(lambda: self._replay(self._open(cwd, session_id, mcp_servers)))
+        return LoadSessionResponse(modes=modes(live))
 
     async def resume_session(self, session_id: str, cwd: str, mcp_servers: Any = None, **kwargs: Any
                              ) -> ResumeSessionResponse:
-        await self.worker.submit(lambda: self._open(cwd, session_id, mcp_servers))
-        return ResumeSessionResponse()
+        live = await self.worker.submit(lambda: self._open(cwd, session_id, mcp_servers))
+        return ResumeSessionResponse(modes=modes(live))
+
+    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
+        live = self._session(session_id)
+        await self.worker.submit(lambda: set_mode(live, mode_id))
+        return SetSessionModeResponse()
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
         live = self._session(session_id)
@@ -209,12 +223,14 @@ class AbhedAgent:
             raise
         self.held.callback(held.close)
         display.attach(agent.gate, agent.ctx)
-        live = Live(agent, display, settings)
+        live = Live(agent, display, settings, unfinished=unfinished)
         display.interrupted = lambda: due(live)
         display.link.session_id = agent.ctx.session.id
         self.live[agent.ctx.session.id] = live
-        logging.warning("session %s; %s; mode %s%s", agent.ctx.session.id, model.describe(),
-                        agent.gate.effective().mode, "; its last run was cut short" if unfinished else "")
+        logging.warning("session %s; %s; mode %s", agent.ctx.session.id, model.describe(), agent.gate.effective().mode)
+        held.callback(_ended, agent)
+        if unfinished:
+            display.notice("The last run of this session was cut short: send an empty prompt to let it continue.")
         return live
 
     @staticmethod
@@ -228,7 +244,7 @@ class AbhedAgent:
         except launch.LaunchError as exc:
             raise _failed(str(exc)) from None
 
-    def _replay(self, live: Live) -> None:
+    def _replay(self, live: Live) -> Live:
         """The recorded conversation as the editor shows a live one: prompts, replies, tool calls
         with their results, then the plan."""
         from abhed.session.events import ActionEvent, MessageEvent, ObservationEvent
@@ -253,6 +269,7 @@ class AbhedAgent:
         entries = plan_entries(state.plan, state.todos)
         if entries:
             link.update(helpers.update_plan(entries))
+        return live
 
     def _turn(self, live: Live, text: str) -> str:
         """One turn on the editor's prompt, as the chat runs one; the ACP stop reason."""
@@ -262,8 +279,14 @@ class AbhedAgent:
             live.running, live.signalled = True, False
         agent = live.agent
         agent.budget = launch.budget(live.settings)  # the budgets are per prompt, as in the chat
+        if not text.strip() and not live.unfinished:
+            with live.lock:
+                live.running = False
+            raise _failed("The prompt is empty: say what to do (an empty prompt only continues a run that was cut "
+                          "short).")
+        live.unfinished = False
         try:
-            outcome = agent.run(text)
+            outcome = agent.run(text if text.strip() else None)
         except KeyboardInterrupt:  # the interrupt came as the run was ending: it has ended anyway
             return "cancelled"
         finally:
@@ -276,6 +299,31 @@ class AbhedAgent:
 
     def close(self) -> None:
         self.held.close()
+
+
+def _ended(agent: Any) -> None:
+    """The chat's last words on a session, on stderr: its log's head, to keep elsewhere."""
+    from abhed.session.events import head_token
+    session = agent.ctx.session
+    logging.warning("session %s ended; head %s (`abhed sessions verify %s --head %s` checks the log against it)",
+                    session.id, head_token(session.log.head()), session.id, head_token(session.log.head()))
+
+
+def modes(live: Live) -> SessionModeState:
+    return SessionModeState(current_mode_id=live.agent.gate.effective().mode,
+                            available_modes=[SessionMode(id=mode, name=mode, description=words)
+                                             for mode, words in MODE_WORDS.items()])
+
+
+def set_mode(live: Live, mode: str) -> None:
+    """session/set_mode: the chat's /mode (logged, kept for a resume)."""
+    from abhed.session.storefail import StoreError
+    try:
+        live.agent.set_mode(mode)
+    except ValueError as exc:
+        raise _failed(str(exc)) from None
+    except StoreError as exc:
+        raise _failed(f"Not recorded: {exc.message}. The mode was not changed.", -32603) from None
 
 
 def due(live: Live) -> bool:
@@ -316,10 +364,7 @@ def prompt_text(blocks: list[Any]) -> str:
             kind = getattr(block, "type", type(block).__name__)
             raise _failed(f"Abhed takes text, file links and embedded text in a prompt, not {kind} content: "
                           "attach an image as a file link, or name its path in the text.")
-    text = "\n".join(parts)
-    if not text.strip():
-        raise _failed("The prompt is empty: say what to do.")
-    return text
+    return "\n".join(parts)
 
 
 def _path_of(uri: str) -> str:
@@ -349,7 +394,9 @@ def serve(flags: dict[str, Any]) -> int:
 def _connection(agent: AbhedAgent, worker: Worker, proto_in: int, proto_out: int) -> None:
     async def run() -> None:
         frames = await open_frames(proto_in, proto_out)
-        conn = AgentSideConnection(agent, frames, listening=False, use_unstable_protocol=True)
+        # The SDK's Agent protocol lists every method; one not defined here is answered "method not found".
+        conn = AgentSideConnection(agent, frames, listening=False,  # type: ignore[arg-type]
+                                   use_unstable_protocol=True)
         try:
             await conn.listen()
         finally:

@@ -22,7 +22,7 @@ from acp.schema import (
 )
 
 from abhed.model.replay import ReplayServer, Turn
-from abhed.session.events import MessageEvent, ObservationEvent, RunEvent
+from abhed.session.events import MessageEvent, ModeEvent, ObservationEvent, RunEvent
 from abhed.session.store import SessionStore
 from agent_helpers import REPO
 
@@ -79,6 +79,7 @@ async def session(editor: Editor, home: Path, ws: Path, url: str, *flags: str, w
     return result, err
 
 
+@pytest.mark.slow  # spawns abhed and its sandbox: a few seconds on a busy machine
 def test_a_turn_with_one_edit_approved_and_one_declined(ws, home):
     (ws / "a.py").write_text("x = 1\n")
     (ws / "b.py").write_text("y = 1\n")
@@ -125,30 +126,53 @@ def test_a_turn_with_one_edit_approved_and_one_declined(ws, home):
     assert b"Traceback" not in err
 
 
-def test_cancel_kills_the_running_command_and_records_the_interrupt(ws, home, tmp_path):
-    marker = tmp_path / "never"
-    turns = [Turn(calls=[("bash", {"command": f"sleep 30; touch {ws}/late"})]), Turn(text="unused")]
+@pytest.mark.slow  # spawns abhed and its sandbox: a few seconds on a busy machine
+def sleeping(token: str) -> list[str]:
+    """The processes on the host whose command line holds `token`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if token in line and "pytest" not in line:
+            found.append(line)
+    return found
+
+
+def test_cancel_kills_the_running_command_and_records_the_interrupt(ws, home):
+    token = f"sleep 3{os.getpid() % 1000}.25"  # a command line no other test runs
+    turns = [Turn(calls=[("bash", {"command": f"{token}; touch {ws}/late", "description": "wait"})]),
+             Turn(text="unused")]
     editor = Editor()
     editor.watch = lambda u: u.session_update == "tool_call" and u.kind == "execute"
+
+    async def running() -> None:
+        while not sleeping(token):
+            await asyncio.sleep(0.05)
 
     async def work(conn: Any) -> Any:
         new = await conn.new_session(cwd=str(ws), mcp_servers=[])
         turn = asyncio.ensure_future(conn.prompt(session_id=new.session_id, prompt=[text_block("wait")]))
         await asyncio.wait_for(editor.seen.wait(), 30)
+        await asyncio.wait_for(running(), 30)  # the command runs in the sandbox
         await conn.cancel(session_id=new.session_id)
         done = await turn
-        return new.session_id, done.stop_reason
+        return new.session_id, done.stop_reason, sleeping(token)
 
     with ReplayServer(turns) as server:
-        (session_id, stop), err = asyncio.run(session(editor, home, ws, server.url, "--mode", "auto", work=work))
+        (session_id, stop, left), err = asyncio.run(session(editor, home, ws, server.url, "--mode", "auto",
+                                                            work=work))
     assert stop == "cancelled", err.decode()
+    assert left == []  # killed as the turn ended, not left to finish
     assert len(server.requests) == 1  # nothing more was asked of the model
     events = SessionStore(home).open(session_id).log.load().events
     assert [e.status for e in events if isinstance(e, RunEvent)] == ["started", "interrupted"]
     assert any(isinstance(e, MessageEvent) and e.origin == "interrupt" for e in events)
-    assert not (ws / "late").exists() and not marker.exists()
+    assert not (ws / "late").exists()
 
 
+@pytest.mark.slow  # spawns abhed and its sandbox: a few seconds on a busy machine
 def test_load_replays_a_recorded_session_and_continues_it(ws, home):
     (ws / "a.py").write_text("x = 1\n")
     first = [Turn(text="Reading.", calls=[("read", {"path": str(ws / "a.py")})]), Turn(text="x is 1.")]
@@ -159,8 +183,15 @@ def test_load_replays_a_recorded_session_and_continues_it(ws, home):
     editor = Editor()
 
     async def work(conn: Any) -> Any:
-        await conn.load_session(cwd=str(ws), session_id=session_id, mcp_servers=[])
+        from acp import RequestError
+        loaded = await conn.load_session(cwd=str(ws), session_id=session_id, mcp_servers=[])
+        assert loaded.modes.current_mode_id == "ask"
+        assert [m.id for m in loaded.modes.available_modes] == ["ask", "plan", "accept-edits", "auto"]
         replayed = list(editor.updates)
+        await conn.set_session_mode(session_id=session_id, mode_id="plan")  # the chat's /mode
+        with pytest.raises(RequestError) as wrong:
+            await conn.set_session_mode(session_id=session_id, mode_id="yolo")
+        assert "Unknown approval mode 'yolo'" in str(wrong.value)
         done = await conn.prompt(session_id=session_id, prompt=[text_block("and now?")])
         return replayed, done.stop_reason
 
@@ -174,8 +205,10 @@ def test_load_replays_a_recorded_session_and_continues_it(ws, home):
     assert replayed[3].status == "completed"
     said = json.dumps(server.requests[0]["messages"])
     assert "what is x?" in said and "x is 1." in said and "and now?" in said  # the same conversation, continued
-    runs = [e for e in SessionStore(home).open(session_id).log.load().events if isinstance(e, RunEvent)]
-    assert [r.status for r in runs] == ["started", "done", "started", "done"]
+    events = SessionStore(home).open(session_id).log.load().events
+    assert [r.status for r in events if isinstance(r, RunEvent)] == ["started", "done", "started", "done"]
+    assert [(e.previous, e.mode) for e in events if isinstance(e, ModeEvent)] == [("ask", "plan")]
+    assert SessionStore(home).open(session_id).state.options["mode"] == "plan"  # a resume starts in it
 
 
 def test_malformed_frames_get_json_rpc_errors_and_stdout_holds_only_frames(ws, home):
