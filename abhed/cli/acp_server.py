@@ -128,10 +128,10 @@ class AbhedAgent:
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
+        self.loop = asyncio.get_running_loop()  # the SDK connects inside the connection's loop
 
     async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
                          **kwargs: Any) -> InitializeResponse:
-        self.loop = asyncio.get_running_loop()
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(
@@ -210,7 +210,7 @@ class AbhedAgent:
                 settings = settings_of(flags)
         except launch.LaunchError as exc:
             raise _failed(str(exc)) from None
-        assert self.loop is not None and self.conn is not None  # set by initialize, which an editor sends first
+        assert self.loop is not None and self.conn is not None  # set by on_connect, before any frame is read
         display = AcpDisplay(Link(self.loop, self.conn))
         held = ExitStack()
         try:

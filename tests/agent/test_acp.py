@@ -36,11 +36,16 @@ class Editor:
         self.asked: list[Any] = []  # (tool_call, options)
         self.updates: list[Any] = []
         self.seen = asyncio.Event()
+        self.released = asyncio.Event()
         self.watch: Any = None  # a predicate on updates that sets `seen`
 
     async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kw: Any) -> Any:
         self.asked.append((tool_call, options))
         kind = self.answers.pop(0)
+        if kind == "hold":  # the human has not answered yet: the test cancels the turn meanwhile
+            self.seen.set()
+            await self.released.wait()
+            kind = "cancelled"
         chosen = next((o for o in options if o.kind == kind), None)
         if chosen is None:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
@@ -172,7 +177,32 @@ def test_cancel_kills_the_running_command_and_records_the_interrupt(ws, home):
     assert not (ws / "late").exists()
 
 
-@pytest.mark.slow  # spawns abhed and its sandbox: a few seconds on a busy machine
+@pytest.mark.slow  # spawns abhed: a few seconds on a busy machine
+def test_cancel_while_the_editor_asks_ends_the_turn_and_runs_nothing(ws, home):
+    (ws / "a.py").write_text("x = 1\n")
+    turns = [Turn(calls=[("read", {"path": str(ws / "a.py")})]),
+             Turn(calls=[("edit", {"path": str(ws / "a.py"), "old_string": "x = 1", "new_string": "x = 2"})]),
+             Turn(text="unused")]
+    editor = Editor(["hold"])
+
+    async def work(conn: Any) -> Any:
+        new = await conn.new_session(cwd=str(ws), mcp_servers=[])
+        turn = asyncio.ensure_future(conn.prompt(session_id=new.session_id, prompt=[text_block("set x")]))
+        await asyncio.wait_for(editor.seen.wait(), 30)
+        await conn.cancel(session_id=new.session_id)
+        editor.released.set()  # ACP: the client answers its open requests "cancelled" after a cancel
+        done = await turn
+        return new.session_id, done.stop_reason
+
+    with ReplayServer(turns) as server:
+        (session_id, stop), err = asyncio.run(session(editor, home, ws, server.url, "--mode", "ask", work=work))
+    assert stop == "cancelled", err.decode()
+    assert (ws / "a.py").read_text() == "x = 1\n" and len(server.requests) == 2
+    events = SessionStore(home).open(session_id).log.load().events
+    assert [e.status for e in events if isinstance(e, RunEvent)] == ["started", "interrupted"]
+
+
+@pytest.mark.slow  # spawns abhed twice: a few seconds on a busy machine
 def test_load_replays_a_recorded_session_and_continues_it(ws, home):
     (ws / "a.py").write_text("x = 1\n")
     first = [Turn(text="Reading.", calls=[("read", {"path": str(ws / "a.py")})]), Turn(text="x is 1.")]
