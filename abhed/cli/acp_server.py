@@ -37,6 +37,7 @@ from acp import PROTOCOL_VERSION, RequestError, helpers
 from acp.agent.connection import AgentSideConnection
 from acp.schema import (
     AgentCapabilities,
+    AuthenticateResponse,
     EmbeddedResourceContentBlock,
     Implementation,
     InitializeResponse,
@@ -141,8 +142,10 @@ class AbhedAgent:
             agent_info=Implementation(name="abhed", title="Abhed", version=__version__),
             auth_methods=[])
 
-    async def authenticate(self, method_id: str, **kwargs: Any) -> None:
-        raise _failed("Abhed needs no authentication: its model server and settings are the operator's.")
+    async def authenticate(self, method_id: str, **kwargs: Any) -> AuthenticateResponse:
+        """Abhed offers no authentication method (its model server and settings are the operator's);
+        a client that sends one anyway (an adapter copied from another agent's) is let through."""
+        return AuthenticateResponse()
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> NewSessionResponse:
         live = await self.worker.submit(lambda: self._open(cwd, None, mcp_servers))
