@@ -118,3 +118,20 @@ def test_a_prompt_takes_text_file_links_and_embedded_text_and_refuses_images(ws)
     with pytest.raises(RequestError) as refused:
         prompt_text([ImageContentBlock(type="image", data="AAAA", mime_type="image/png")])
     assert "not image content" in str(refused.value)
+
+
+def test_nothing_but_frames_reaches_the_editors_stdout():
+    import subprocess
+    import sys
+    script = ("import os, sys\n"
+              "from abhed.cli.acp_frames import take_stdio\n"
+              "proto_in, proto_out = take_stdio()\n"
+              "print('a stray print', flush=True)\n"
+              "os.system('echo a child writes; cat')\n"  # the child's stdin is /dev/null: cat ends at once
+              "os.write(proto_out, b'{\"frame\": 1}\\n')\n"
+              "sys.stdout.write(os.read(proto_in, 100).decode())\n")
+    from abhed_testing import REPO
+    proc = subprocess.run([sys.executable, "-c", script], input=b"from the editor\n", capture_output=True,
+                          timeout=60, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert proc.stdout == b'{"frame": 1}\n'
+    assert proc.stderr == b"a stray print\na child writes\nfrom the editor\n"
