@@ -221,6 +221,9 @@ class AbhedAgent:
             held.callback(model.client.close)
             agent, unfinished = held.enter_context(launch.agent_in_session(
                 settings, workspace, session_id, model, display, ask_human=display.ask, options=flags, cwd=start))
+        except launch.LaunchError as exc:  # the workspace's own config, a session another process holds, ...
+            held.close()
+            raise _failed(str(exc)) from None
         except BaseException:
             held.close()
             raise
@@ -242,10 +245,8 @@ class AbhedAgent:
         from abhed.model.profiles import ProfileError
         try:
             return launch.open_model(settings, display)
-        except (ModelError, ProfileError) as exc:
+        except (ModelError, ProfileError) as exc:  # the server's own words may be in it: printable
             raise _failed(str(exc), -32603) from None
-        except launch.LaunchError as exc:
-            raise _failed(str(exc)) from None
 
     def _replay(self, live: Live) -> Live:
         """The recorded conversation as the editor shows a live one: prompts, replies, tool calls

@@ -263,7 +263,7 @@ def test_malformed_frames_get_json_rpc_errors_and_stdout_holds_only_frames(ws, h
     assert b"Traceback" not in proc.stderr
 
 
-def test_a_session_in_a_missing_directory_is_refused_with_the_reason(ws, home):
+def test_sessions_the_chat_would_refuse_are_refused_with_the_reason(ws, home):
     editor = Editor()
 
     async def work(conn: Any) -> Any:
@@ -272,8 +272,16 @@ def test_a_session_in_a_missing_directory_is_refused_with_the_reason(ws, home):
             await conn.new_session(cwd="relative/dir", mcp_servers=[])
         with pytest.raises(RequestError) as missing:
             await conn.load_session(cwd=str(ws), session_id="no-such-session", mcp_servers=[])
-        return str(caught.value), str(missing.value)
+        with pytest.raises(RequestError) as traversal:
+            await conn.load_session(cwd=str(ws), session_id="../../etc", mcp_servers=[])
+        with pytest.raises(RequestError) as store_inside:  # the session store inside the workspace
+            await conn.new_session(cwd=str(home.parent), mcp_servers=[])
+        return str(caught.value), str(missing.value), str(traversal.value), str(store_inside.value)
 
-    (relative, missing), err = asyncio.run(session(editor, home, ws, "http://127.0.0.1:9/v1", work=work))
+    with ReplayServer([]) as server:
+        (relative, missing, traversal, inside), err = asyncio.run(session(editor, home, ws, server.url, work=work))
     assert "is not an absolute path" in relative
     assert "No session 'no-such-session'" in missing and "abhed sessions list" in missing
+    assert "Invalid session id '../../etc'" in traversal
+    assert "session store (ABHED_HOME)" in inside and "lies inside" in inside
+    assert SessionStore(home).ids() == []  # nothing was started
