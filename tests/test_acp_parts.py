@@ -135,3 +135,11 @@ def test_nothing_but_frames_reaches_the_editors_stdout():
                           timeout=60, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert proc.stdout == b'{"frame": 1}\n'
     assert proc.stderr == b"a stray print\na child writes\nfrom the editor\n"
+
+
+def test_each_tools_kind_comes_from_its_traits():
+    from abhed.cli.acp_display import kind_of
+    kinds = {name: kind_of(name) for name in ("read", "write", "edit", "glob", "grep", "bash", "task", "plan", "todo")}
+    assert kinds == {"read": "read", "write": "edit", "edit": "edit", "glob": "search", "grep": "search",
+                     "bash": "execute", "task": "other", "plan": "think", "todo": "think"}
+    assert kind_of("mcp__jira__create_issue") == "other"

@@ -52,12 +52,29 @@ MAX_SHOWN = 20_000  # characters of a result shown in the editor (the model's ow
 OUTPUT_EVERY_S = 0.5  # a running command's output, at most this often
 OUTPUT_TAIL = 4_000  # characters of it
 
-KINDS: dict[str, ToolKind] = {"read": "read", "edit": "edit", "write": "edit", "glob": "search", "grep": "search", "bash": "execute",
-         "plan": "think", "todo": "think", "task": "other"}
 TODO_STATUS: dict[str, PlanEntryStatus] = {"pending": "pending", "in_progress": "in_progress", "done": "completed"}
 # The chat's approval keys (cli/approvals.py) an editor can give: the ones that need typing (a reason,
 # a scope to save to the config) or a pager have no ACP counterpart.
-OPTION_KINDS: dict[str, PermissionOptionKind] = {"y": "allow_once", "a": "allow_always", "p": "allow_always", "n": "reject_once"}
+OPTION_KINDS: dict[str, PermissionOptionKind] = {"y": "allow_once", "a": "allow_always", "p": "allow_always",
+                                                 "n": "reject_once"}
+
+
+def kind_of(tool: str) -> ToolKind:
+    """The ACP kind of a call (the icon an editor shows), from what the tool declares (its traits),
+    never a list of names: a file edit, a command, a search (a read-only tool taking a pattern), a
+    read, a note to itself (read-only and not among the parallel file readers: plan, todo), else other
+    (a subagent, an MCP tool)."""
+    from abhed.tools import BY_NAME, native_traits
+    traits = native_traits(tool)
+    if traits is None or traits.spawns:
+        return "other"
+    if traits.edits_files:
+        return "edit"
+    if traits.runs_code:
+        return "execute"
+    if traits.reads_only and traits.parallel:
+        return "search" if "pattern" in BY_NAME[tool].Input.model_fields else "read"
+    return "think" if traits.reads_only else "other"
 
 
 class Link:
@@ -238,7 +255,7 @@ class AcpDisplay(Display):
         path = getattr(args, "path", None)
         locations = [ToolCallLocation(path=path)] if isinstance(path, str) and path.startswith("/") else None
         self.link.update(helpers.start_tool_call(
-            self._id(call), self._title(call), kind=KINDS.get(call.name, "other"),
+            self._id(call), self._title(call), kind=kind_of(call.name),
             status="in_progress", content=[started.diff] if started.diff is not None else None,
             locations=locations, raw_input=started.arguments if started.arguments is not None else call.arguments))
 

@@ -58,7 +58,7 @@ from acp.schema import (
 
 from abhed import __version__
 from abhed.cli import launch
-from abhed.cli.acp_display import KINDS, AcpDisplay, Link, plan_entries, shown_text
+from abhed.cli.acp_display import AcpDisplay, Link, kind_of, plan_entries, shown_text
 from abhed.cli.acp_frames import log_to_stderr, open_frames, take_stdio
 from abhed.cli.agent_cmd import settings_of
 from abhed.common.terminal import printable
@@ -263,7 +263,7 @@ class AbhedAgent:
                     link.update(helpers.update_agent_message_text(event.content))
             elif isinstance(event, ActionEvent):
                 calls[event.id] = event.tool_call_id or event.id
-                link.update(helpers.start_tool_call(calls[event.id], event.tool, kind=KINDS.get(event.tool, "other"),
+                link.update(helpers.start_tool_call(calls[event.id], event.tool, kind=kind_of(event.tool),
                                                     status="in_progress", raw_input=event.input))
             elif isinstance(event, ObservationEvent) and event.action_id in calls:
                 link.update(helpers.update_tool_call(
