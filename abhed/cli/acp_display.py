@@ -198,6 +198,7 @@ class AcpDisplay(Display):
         # Whether a cancel is due here and now (cli/acp_server.py `due`): one that came before the loop
         # could take its signal is raised where the loop next reports, as a Ctrl-C there would be.
         self.interrupted: Callable[[], bool] = lambda: False
+        self.spent = [0, 0]  # this turn's prompt and completion tokens (the prompt's answer reports them)
 
     def _stop_if_cancelled(self) -> None:
         if self.interrupted():
@@ -210,6 +211,9 @@ class AcpDisplay(Display):
 
     def waiting(self) -> None:
         self._stop_if_cancelled()
+
+    def usage(self, tokens_in: int, tokens_out: int, context_used: int, context_max: int) -> None:
+        self.spent = [self.spent[0] + tokens_in, self.spent[1] + tokens_out]
 
     def text(self, delta: str) -> None:
         self._stop_if_cancelled()

@@ -54,6 +54,7 @@ from acp.schema import (
     SetSessionModeResponse,
     TextContentBlock,
     TextResourceContents,
+    Usage,
 )
 
 from abhed import __version__
@@ -178,7 +179,9 @@ class AbhedAgent:
                 live.queued -= 1
                 if not live.queued:
                     live.cancelled = False
-        return PromptResponse(stop_reason=reason)
+        spent_in, spent_out = live.display.spent
+        return PromptResponse(stop_reason=reason, usage=Usage(input_tokens=spent_in, output_tokens=spent_out,
+                                                              total_tokens=spent_in + spent_out))
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         live = self.live.get(session_id)
@@ -289,6 +292,7 @@ class AbhedAgent:
             raise _failed("The prompt is empty: say what to do (an empty prompt only continues a run that was cut "
                           "short).")
         live.unfinished = False
+        live.display.spent = [0, 0]
         try:
             outcome = agent.run(text if text.strip() else None)
         except KeyboardInterrupt:  # the interrupt came as the run was ending: it has ended anyway

@@ -98,6 +98,7 @@ def test_a_turn_with_one_edit_approved_and_one_declined(ws, home):
     async def work(conn: Any) -> Any:
         new = await conn.new_session(cwd=str(ws), mcp_servers=[])
         done = await conn.prompt(session_id=new.session_id, prompt=[text_block("set x and y to 2")])
+        assert done.usage.output_tokens > 0 and done.usage.total_tokens > done.usage.input_tokens > 0
         return new.session_id, done.stop_reason
 
     with ReplayServer(turns) as server:
@@ -241,6 +242,7 @@ def test_load_replays_a_recorded_session_and_continues_it(ws, home):
     assert SessionStore(home).open(session_id).state.options["mode"] == "plan"  # a resume starts in it
 
 
+@pytest.mark.slow  # spawns abhed: a few seconds on a busy machine
 def test_malformed_frames_get_json_rpc_errors_and_stdout_holds_only_frames(ws, home):
     lines = [b"this is not json\n", b"[1, 2]\n", b'{"jsonrpc": "2.0", "id": [1], "method": "initialize"}\n',
              b'{"jsonrpc": "2.0", "id": 7, "method": 5}\n',
@@ -263,6 +265,7 @@ def test_malformed_frames_get_json_rpc_errors_and_stdout_holds_only_frames(ws, h
     assert b"Traceback" not in proc.stderr
 
 
+@pytest.mark.slow  # spawns abhed: a few seconds on a busy machine
 def test_sessions_the_chat_would_refuse_are_refused_with_the_reason(ws, home):
     editor = Editor()
 
