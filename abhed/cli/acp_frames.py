@@ -85,6 +85,18 @@ class Frames:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._reader, self._writer = reader, writer
         self._lock = asyncio.Lock()  # one frame written whole before the next
+        self._unanswered: set[Any] = set()  # ids of the editor's requests not answered yet
+        self._answered = asyncio.Event()
+
+    async def drained(self, timeout: float) -> None:
+        """Wait (at most `timeout`) until every request the editor sent has its answer written: at
+        the end of input, so that work already asked for is not dropped unanswered."""
+        if self._unanswered:
+            self._answered.clear()
+            try:
+                await asyncio.wait_for(self._answered.wait(), timeout)
+            except asyncio.TimeoutError:
+                logging.warning("%d requests left unanswered at the end of input", len(self._unanswered))
 
     async def send(self, message: dict[str, Any]) -> None:
         data = (json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8",
@@ -92,6 +104,10 @@ class Frames:
         async with self._lock:
             self._writer.write(data)
             await self._writer.drain()
+        if "method" not in message and message.get("id") in self._unanswered:
+            self._unanswered.discard(message["id"])
+            if not self._unanswered:
+                self._answered.set()
 
     async def receive(self) -> dict[str, Any] | None:
         while True:
@@ -107,6 +123,8 @@ class Frames:
                 continue
             wrong = problem(message)
             if wrong is None:
+                if "method" in message and "id" in message:
+                    self._unanswered.add(message["id"])
                 return message
             await self._refuse(wrong[0], -32600, f"Invalid request: {wrong[1]}")
 

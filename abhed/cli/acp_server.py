@@ -13,6 +13,8 @@ ACP methods and what they are here:
   as the chat checks it: settings, workspace, the workspace's own config refused).
 - session/load: `abhed chat --session ID`, its recorded conversation replayed as updates first;
   session/resume (unstable in ACP): the same without the replay.
+- session/list: `abhed sessions list`, the agent sessions of the editor's project.
+- session/set_mode: the chat's /mode.
 - session/prompt: one turn; session/cancel: Ctrl-C on it.
 Sessions opened here are held (their lock, sandbox, MCP servers) until the editor disconnects.
 """
@@ -41,6 +43,7 @@ from acp.schema import (
     EmbeddedResourceContentBlock,
     Implementation,
     InitializeResponse,
+    ListSessionsResponse,
     LoadSessionResponse,
     NewSessionResponse,
     PromptCapabilities,
@@ -48,6 +51,8 @@ from acp.schema import (
     ResourceContentBlock,
     ResumeSessionResponse,
     SessionCapabilities,
+    SessionInfo,
+    SessionListCapabilities,
     SessionMode,
     SessionModeState,
     SessionResumeCapabilities,
@@ -66,6 +71,9 @@ from abhed.common.terminal import printable
 
 # How a turn's outcome (agent/loop.py Status) ends the ACP prompt.
 STOP_REASONS = {"done": "end_turn", "interrupted": "cancelled", "budget": "max_turn_requests", "failed": "end_turn"}
+DRAIN_S = 30.0  # at the end of input, how long the answers to requests already made are waited for
+LIST_PAGE = 50  # sessions in one session/list answer; the cursor pages on
+
 # The approval modes (gate/modes.py) as an editor's mode picker shows them; session/set_mode is chat's /mode.
 MODE_WORDS = {"ask": "asks before every change and every command that is not read-only",
               "plan": "reads and plans; refuses every change",
@@ -139,7 +147,8 @@ class AbhedAgent:
             agent_capabilities=AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
-                session_capabilities=SessionCapabilities(resume=SessionResumeCapabilities())),
+                session_capabilities=SessionCapabilities(resume=SessionResumeCapabilities(),
+                                                         list=SessionListCapabilities())),
             agent_info=Implementation(name="abhed", title="Abhed", version=__version__),
             auth_methods=[])
 
@@ -161,6 +170,10 @@ class AbhedAgent:
                              ) -> ResumeSessionResponse:
         live = await self.worker.submit(lambda: self._open(cwd, session_id, mcp_servers))
         return ResumeSessionResponse(modes=modes(live))
+
+    async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+                            ) -> ListSessionsResponse:
+        return await self.worker.submit(lambda: self._listed(cwd, cursor))
 
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
         live = self._session(session_id)
@@ -250,6 +263,26 @@ class AbhedAgent:
             return launch.open_model(settings, display)
         except (ModelError, ProfileError) as exc:  # the server's own words may be in it: printable
             raise _failed(str(exc), -32603) from None
+
+    def _listed(self, cwd: str | None, cursor: str | None) -> ListSessionsResponse:
+        """`abhed sessions list` for the editor's history: the agent sessions of the project the editor
+        has open (all of them without a cwd), newest first, LIST_PAGE at a time."""
+        from abhed.session.listing import listing
+        from abhed.session.store import SessionStore
+        try:
+            settings = settings_of({**self.flags, "workspace": None})
+        except launch.LaunchError as exc:
+            raise _failed(str(exc)) from None
+        workspace = str(launch.project_root(Path(cwd))) if cwd else None
+        rows = [row for row in listing(SessionStore(settings.home), show_all=False).rows
+                if row["origin"] == "agent" and workspace in (None, row["workspace"])]
+        start = int(cursor) if cursor and cursor.isdigit() else 0
+        page = rows[start:start + LIST_PAGE]
+        return ListSessionsResponse(
+            sessions=[SessionInfo(session_id=row["id"], cwd=row["workspace"], updated_at=row["last_used"],
+                                  title=printable(" ".join(row["first_prompt"].split()))[:80] or None)
+                      for row in page],
+            next_cursor=str(start + LIST_PAGE) if start + LIST_PAGE < len(rows) else None)
 
     def _replay(self, live: Live) -> Live:
         """The recorded conversation as the editor shows a live one: prompts, replies, tool calls
@@ -407,9 +440,10 @@ def _connection(agent: AbhedAgent, worker: Worker, proto_in: int, proto_out: int
                                    use_unstable_protocol=True)
         try:
             await conn.listen()
-        finally:
             for live in list(agent.live.values()):  # the editor is gone: its turns end as by Ctrl-C
                 interrupt(live)
+            await frames.drained(DRAIN_S)  # what it asked for before it went is answered
+        finally:
             worker.stop()
             await conn.close()
     try:

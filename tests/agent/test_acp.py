@@ -77,7 +77,12 @@ async def session(editor: Editor, home: Path, ws: Path, url: str, *flags: str, w
                                    ) as (conn, process):
         ready = await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=ClientCapabilities())
         assert ready.protocol_version == PROTOCOL_VERSION and ready.agent_capabilities.load_session
-        result = await asyncio.wait_for(work(conn), 60)
+        try:
+            result = await asyncio.wait_for(work(conn), 60)
+        except BaseException:
+            process.stdin.close()
+            sys.stderr.write((await asyncio.wait_for(process.stderr.read(), 30)).decode())
+            raise
         process.stdin.close()
         err = await asyncio.wait_for(process.stderr.read(), 30)
         await asyncio.wait_for(process.wait(), 30)
@@ -215,6 +220,9 @@ def test_load_replays_a_recorded_session_and_continues_it(ws, home):
 
     async def work(conn: Any) -> Any:
         from acp import RequestError
+        listed = await conn.list_sessions(cwd=str(ws))
+        assert [(s.session_id, s.cwd, s.title) for s in listed.sessions] == [(session_id, str(ws), "what is x?")]
+        assert (await conn.list_sessions(cwd=str(ws.parent / "elsewhere"))).sessions == []
         loaded = await conn.load_session(cwd=str(ws), session_id=session_id, mcp_servers=[])
         assert loaded.modes.current_mode_id == "ask"
         assert [m.id for m in loaded.modes.available_modes] == ["ask", "plan", "accept-edits", "auto"]
@@ -250,7 +258,9 @@ def test_malformed_frames_get_json_rpc_errors_and_stdout_holds_only_frames(ws, h
              b'{"jsonrpc": "2.0", "id": 9, "method": "no/such"}\n',
              b'{"jsonrpc": "2.0", "id": 10, "method": "session/prompt", "params": {"sessionId": "nope", '
              b'"prompt": [{"type": "text", "text": "hi"}]}}\n',
-             b'{"jsonrpc": "2.0", "id": 11, "method": "initialize", "params": {"protocolVersion": 1}}\n']
+             b'{"jsonrpc": "2.0", "id": 11, "method": "initialize", "params": {"protocolVersion": 1}}\n',
+             # work the main thread does, asked for just before the end of input: still answered
+             b'{"jsonrpc": "2.0", "id": 12, "method": "session/list", "params": {}}\n']
     proc = subprocess.run([sys.executable, "-m", "abhed", "acp", "--endpoint", "http://127.0.0.1:9/v1"],
                           input=b"".join(lines), env=environment(home), cwd=ws, capture_output=True, timeout=60)
     assert proc.returncode == 0
@@ -262,6 +272,7 @@ def test_malformed_frames_get_json_rpc_errors_and_stdout_holds_only_frames(ws, h
     assert by_id[9]["error"]["code"] == -32601
     assert "No session 'nope' is open" in by_id[10]["error"]["message"]
     assert by_id[11]["result"]["protocolVersion"] == PROTOCOL_VERSION
+    assert by_id[12]["result"] == {"sessions": []}
     assert b"Traceback" not in proc.stderr
 
 
