@@ -40,7 +40,7 @@ from acp.schema import (
 
 from abhed.agent.display import Display
 from abhed.cli import approvals, diffview
-from abhed.cli.display import call_arguments, preview
+from abhed.cli.display import call_arguments, checkpoint_note, preview
 from abhed.common.terminal import printable
 from abhed.gate.approval import Answer, Gate, Verdict
 from abhed.model.wire import ToolCall
@@ -143,6 +143,17 @@ def plan_entries(plan: Plan | None, todos: list[TodoItem]) -> list[PlanEntry]:
     if plan is not None:
         return [helpers.plan_entry(printable(step)) for step in plan.steps]
     return []
+
+
+def checkpoint_line(result: ToolResult) -> str | None:
+    """The chat's line under a checkpointed call, with the command that takes it back from a terminal
+    (the editor has no /undo: `abhed undo` runs once the editor has closed the session)."""
+    facts = result.metadata.get("checkpoint")
+    note = checkpoint_note(result)
+    if note is None or not isinstance(facts, dict):
+        return None
+    return note.replace("(/undo takes this call back)", f"(`abhed undo --to {facts.get('number')}` takes this call "
+                                                         "and the later ones back)")
 
 
 def shown_text(content: str) -> str:
@@ -293,6 +304,9 @@ class AcpDisplay(Display):
         diff = started.diff if started is not None and not result.is_error else None
         content = [diff] if diff is not None else []
         content.append(helpers.tool_content(helpers.text_block(shown_text(result.content))))
+        note = checkpoint_line(result)
+        if note:
+            content.append(helpers.tool_content(helpers.text_block(note)))
         self.link.update(helpers.update_tool_call(call_id, status="failed" if result.is_error else "completed",
                                                   content=content, raw_output=result.metadata or None))
 

@@ -16,7 +16,9 @@ ACP methods and what they are here:
 - session/list: `abhed sessions list`, the agent sessions of the editor's project.
 - session/set_mode: the chat's /mode.
 - session/prompt: one turn; session/cancel: Ctrl-C on it.
-Sessions opened here are held (their lock, sandbox, MCP servers) until the editor disconnects.
+- session/close (unstable in ACP): the session's end, as the chat's (its lock released: `abhed undo`
+  and `abhed chat --session` can take it).
+Sessions opened here are held (their lock, sandbox, MCP servers) until closed or the editor disconnects.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from acp.agent.connection import AgentSideConnection
 from acp.schema import (
     AgentCapabilities,
     AuthenticateResponse,
+    CloseSessionResponse,
     EmbeddedResourceContentBlock,
     Implementation,
     InitializeResponse,
@@ -51,6 +54,7 @@ from acp.schema import (
     ResourceContentBlock,
     ResumeSessionResponse,
     SessionCapabilities,
+    SessionCloseCapabilities,
     SessionInfo,
     SessionListCapabilities,
     SessionMode,
@@ -119,6 +123,7 @@ class Live:
     running: bool = False
     cancelled: bool = False  # a session/cancel for the prompt running or queued
     signalled: bool = False  # the interrupt was sent
+    closed: bool = False  # session/close ended it: a prompt that was already on its way is refused
 
 
 def _failed(message: str, code: int = -32602) -> RequestError:
@@ -134,7 +139,7 @@ class AbhedAgent:
         self.conn: Any = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.live: dict[str, Live] = {}
-        self.held = ExitStack()  # every session's lock, sandbox, model client: closed at the end, in the main thread
+        self.held: dict[str, ExitStack] = {}  # each session's lock, sandbox, model client: closed in the main thread
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -148,7 +153,8 @@ class AbhedAgent:
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
                 session_capabilities=SessionCapabilities(resume=SessionResumeCapabilities(),
-                                                         list=SessionListCapabilities())),
+                                                         list=SessionListCapabilities(),
+                                                         close=SessionCloseCapabilities())),
             agent_info=Implementation(name="abhed", title="Abhed", version=__version__),
             auth_methods=[])
 
@@ -195,6 +201,12 @@ class AbhedAgent:
         spent_in, spent_out = live.display.spent
         return PromptResponse(stop_reason=reason, usage=Usage(input_tokens=spent_in, output_tokens=spent_out,
                                                               total_tokens=spent_in + spent_out))
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
+        live = self._session(session_id)
+        interrupt(live)  # a turn still running ends as by Ctrl-C first
+        await self.worker.submit(lambda: self._close(session_id))
+        return CloseSessionResponse()
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         live = self.live.get(session_id)
@@ -243,7 +255,7 @@ class AbhedAgent:
         except BaseException:
             held.close()
             raise
-        self.held.callback(held.close)
+        self.held[agent.ctx.session.id] = held
         display.attach(agent.gate, agent.ctx)
         live = Live(agent, display, settings, unfinished=unfinished)
         display.interrupted = lambda: due(live)
@@ -313,6 +325,8 @@ class AbhedAgent:
 
     def _turn(self, live: Live, text: str) -> str:
         """One turn on the editor's prompt, as the chat runs one; the ACP stop reason."""
+        if live.closed:
+            raise _failed(f"Session {live.agent.ctx.session.id} was closed: open it again with session/load.")
         with live.lock:
             if live.cancelled:  # cancelled while it waited for an earlier job
                 return "cancelled"
@@ -339,7 +353,16 @@ class AbhedAgent:
         return STOP_REASONS[outcome.status]
 
     def close(self) -> None:
-        self.held.close()
+        for session_id in list(self.held):
+            self._close(session_id)
+
+    def _close(self, session_id: str) -> None:
+        live = self.live.pop(session_id, None)
+        if live is not None:
+            live.closed = True
+        held = self.held.pop(session_id, None)
+        if held is not None:
+            held.close()
 
 
 def _ended(agent: Any) -> None:

@@ -125,6 +125,8 @@ def test_a_turn_with_one_edit_approved_and_one_declined(ws, home):
     starts = starts[2:]
     first, second = (ends[s.tool_call_id] for s in starts)
     assert first.status == "completed" and first.content[0].type == "diff" and first.content[0].new_text == "x = 2\n"
+    undo = "checkpoint 1 (`abhed undo --to 1` takes this call and the later ones back)"
+    assert undo in first.content[-1].content.text
     assert second.status == "failed" and "declined" in second.content[-1].content.text
     assert editor.said() == "Editing.a.py is changed; b.py was declined."
     # The model read the human's decline, as in the chat; the session's log holds the turn.
@@ -198,6 +200,9 @@ def test_cancel_while_the_editor_asks_ends_the_turn_and_runs_nothing(ws, home):
         await conn.cancel(session_id=new.session_id)
         editor.released.set()  # ACP: the client answers its open requests "cancelled" after a cancel
         done = await turn
+        await conn.close_session(session_id=new.session_id)  # the session's lock is released for others
+        with SessionStore(home).use(new.session_id, ws, wait_s=0):
+            pass
         return new.session_id, done.stop_reason
 
     with ReplayServer(turns) as server:
