@@ -20,6 +20,7 @@ import asyncio
 import concurrent.futures
 import json
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -154,6 +155,15 @@ def checkpoint_line(result: ToolResult) -> str | None:
         return None
     return note.replace("(/undo takes this call back)", f"(`abhed undo --to {facts.get('number')}` takes this call "
                                                          "and the later ones back)")
+
+
+def literal_block(text: str) -> str:
+    """`text` as a fenced code block an editor's markdown shows verbatim: the fence is longer than any
+    run of backticks inside, and the text is made printable (no control character reaches the editor)."""
+    text = printable(text)
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text}\n{fence}"
 
 
 def shown_text(content: str) -> str:
@@ -324,10 +334,12 @@ class AcpDisplay(Display):
         if diff is not None:
             content.append(diff)
         literal = getattr(args, "command", None) or getattr(args, "path", None) or ""
-        why = (f"{tool}: {literal}\n" if literal else "") + f"why asked: {verdict.reason}"
-        if verdict.destructive:
-            why = "DESTRUCTIVE - confirm\n" + why
-        content.append(helpers.tool_content(helpers.text_block(printable(why))))
+        description = getattr(args, "description", None)
+        said = ["DESTRUCTIVE - confirm" if verdict.destructive else "", str(description or "")]
+        if literal:  # whole and literal, fenced: markdown in it (a comment, a link) cannot hide what runs
+            said.append(f"{tool}:\n{literal_block(str(literal))}")
+        said.append(f"why asked: {printable(verdict.reason)}")
+        content.append(helpers.tool_content(helpers.text_block("\n\n".join(part for part in said if part))))
         asked = ToolCallUpdate(tool_call_id=call_id or f"ask-{tool}-{time.monotonic_ns()}",
                                title=f"approve {tool}?", status="pending", content=content)
         answer = answer_of(self.link.ask(asked, options), offered)
