@@ -169,12 +169,12 @@ class AbhedAgent:
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
                            ) -> LoadSessionResponse:
-        live = await self.worker.submit(lambda: self._replay(self._open(cwd, session_id, mcp_servers)))
+        live = await self.worker.submit(lambda: _told(self._replay(self._open(cwd, session_id, mcp_servers))))
         return LoadSessionResponse(modes=modes(live))
 
     async def resume_session(self, session_id: str, cwd: str, mcp_servers: Any = None, **kwargs: Any
                              ) -> ResumeSessionResponse:
-        live = await self.worker.submit(lambda: self._open(cwd, session_id, mcp_servers))
+        live = await self.worker.submit(lambda: _told(self._open(cwd, session_id, mcp_servers)))
         return ResumeSessionResponse(modes=modes(live))
 
     async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
@@ -263,8 +263,6 @@ class AbhedAgent:
         self.live[agent.ctx.session.id] = live
         logging.warning("session %s; %s; mode %s", agent.ctx.session.id, model.describe(), agent.gate.effective().mode)
         held.callback(_ended, agent)
-        if unfinished:
-            display.notice("The last run of this session was cut short: send an empty prompt to let it continue.")
         return live
 
     @staticmethod
@@ -347,6 +345,7 @@ class AbhedAgent:
         finally:
             with live.lock:
                 live.running = False
+        live.unfinished = outcome.status != "done"  # as a restore would find it: an empty prompt goes on
         if outcome.status not in ("done", "interrupted"):
             said = "\n".join(part for part in (f"abhed: {outcome.detail}", outcome.answer) if part)
             live.display.link.update(helpers.update_agent_message_text(f"\n\n{printable(said)}"))
@@ -363,6 +362,13 @@ class AbhedAgent:
         held = self.held.pop(session_id, None)
         if held is not None:
             held.close()
+
+
+def _told(live: Live) -> Live:
+    """A session opened again is told, after its history, when its last run was cut short."""
+    if live.unfinished:
+        live.display.notice("The last run of this session was cut short: send an empty prompt to let it continue.")
+    return live
 
 
 def _ended(agent: Any) -> None:

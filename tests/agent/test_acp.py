@@ -203,14 +203,20 @@ def test_cancel_while_the_editor_asks_ends_the_turn_and_runs_nothing(ws, home):
         await conn.close_session(session_id=new.session_id)  # the session's lock is released for others
         with SessionStore(home).use(new.session_id, ws, wait_s=0):
             pass
-        return new.session_id, done.stop_reason
+        await conn.load_session(cwd=str(ws), session_id=new.session_id, mcp_servers=[])
+        assert "cut short: send an empty prompt" in editor.updates[-1].content.text
+        again = await conn.prompt(session_id=new.session_id, prompt=[])  # the chat's Enter: carry on
+        return new.session_id, done.stop_reason, again.stop_reason
 
     with ReplayServer(turns) as server:
-        (session_id, stop), err = asyncio.run(session(editor, home, ws, server.url, "--mode", "ask", work=work))
-    assert stop == "cancelled", err.decode()
-    assert (ws / "a.py").read_text() == "x = 1\n" and len(server.requests) == 2
+        (session_id, stop, again), err = asyncio.run(session(editor, home, ws, server.url, "--mode", "ask",
+                                                             work=work))
+    assert stop == "cancelled" and again == "end_turn", err.decode()
+    assert (ws / "a.py").read_text() == "x = 1\n" and len(server.requests) == 3
     events = SessionStore(home).open(session_id).log.load().events
-    assert [e.status for e in events if isinstance(e, RunEvent)] == ["started", "interrupted"]
+    assert [e.status for e in events if isinstance(e, RunEvent)] == ["started", "interrupted", "started", "done"]
+    assert [e.origin for e in events if isinstance(e, MessageEvent) and e.role == "user"] == ["user", "interrupt",
+                                                                                           "resume"]
 
 
 @pytest.mark.slow  # spawns abhed twice: a few seconds on a busy machine
