@@ -443,14 +443,15 @@ def _path_of(uri: str) -> str:
 
 
 def serve(flags: dict[str, Any]) -> int:
-    """Speak ACP on stdin/stdout until the editor closes them; 0 then."""
+    """Speak ACP on stdin/stdout until the editor closes them: 0 then, 2 when they cannot carry it."""
     signal.signal(signal.SIGINT, signal.default_int_handler)  # a cancel is a SIGINT, even if the editor ignored it
     proto_in, proto_out = take_stdio()
     log_to_stderr()
     worker = Worker()
     agent = AbhedAgent(flags, worker)
-    thread = threading.Thread(target=_connection, args=(agent, worker, proto_in, proto_out), name="abhed-acp",
-                              daemon=True)
+    failed: list[str] = []
+    thread = threading.Thread(target=_connection, args=(agent, worker, proto_in, proto_out, failed),
+                              name="abhed-acp", daemon=True)
     thread.start()
     try:
         worker.serve()
@@ -458,12 +459,19 @@ def serve(flags: dict[str, Any]) -> int:
         pass
     finally:
         agent.close()
-    return 0
+    return 2 if failed else 0
 
 
-def _connection(agent: AbhedAgent, worker: Worker, proto_in: int, proto_out: int) -> None:
+def _connection(agent: AbhedAgent, worker: Worker, proto_in: int, proto_out: int, failed: list[str]) -> None:
     async def run() -> None:
-        frames = await open_frames(proto_in, proto_out)
+        try:
+            frames = await open_frames(proto_in, proto_out)
+        except (OSError, ValueError) as exc:  # a regular file, say: asyncio reads only pipes, sockets, terminals
+            failed.append(str(exc))
+            logging.warning("stdin and stdout must be pipes, as an editor starts `abhed acp` (%s); nothing was "
+                            "done", exc)
+            worker.stop()
+            return
         # The SDK's Agent protocol lists every method; one not defined here is answered "method not found".
         conn = AgentSideConnection(agent, frames, listening=False,  # type: ignore[arg-type]
                                    use_unstable_protocol=True)

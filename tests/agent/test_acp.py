@@ -310,3 +310,14 @@ def test_sessions_the_chat_would_refuse_are_refused_with_the_reason(ws, home):
     assert "Invalid session id '../../etc'" in traversal
     assert "session store (ABHED_HOME)" in inside and "lies inside" in inside
     assert SessionStore(home).ids() == []  # nothing was started
+
+
+@pytest.mark.slow  # spawns abhed: a few seconds on a busy machine
+def test_stdin_that_is_not_a_pipe_is_refused_with_the_reason(ws, home, tmp_path):
+    frames = tmp_path / "frames.jsonl"
+    frames.write_text('{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}\n')
+    with frames.open("rb") as given:
+        proc = subprocess.run([sys.executable, "-m", "abhed", "acp"], stdin=given, env=environment(home), cwd=ws,
+                              capture_output=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == b""
+    assert b"stdin and stdout must be pipes, as an editor starts `abhed acp`" in proc.stderr
