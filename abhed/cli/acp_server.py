@@ -325,19 +325,16 @@ class AbhedAgent:
         """One turn on the editor's prompt, as the chat runs one; the ACP stop reason."""
         if live.closed:
             raise _failed(f"Session {live.agent.ctx.session.id} was closed: open it again with session/load.")
+        if not text.strip() and not live.unfinished:
+            raise _failed("The prompt is empty: say what to do (an empty prompt only continues a run that was cut "
+                          "short).")
         with live.lock:
             if live.cancelled:  # cancelled while it waited for an earlier job
                 return "cancelled"
             live.running, live.signalled = True, False
         agent = live.agent
         agent.budget = launch.budget(live.settings)  # the budgets are per prompt, as in the chat
-        if not text.strip() and not live.unfinished:
-            with live.lock:
-                live.running = False
-            raise _failed("The prompt is empty: say what to do (an empty prompt only continues a run that was cut "
-                          "short).")
-        live.unfinished = False
-        live.display.spent = [0, 0]
+        live.unfinished, live.display.spent = False, [0, 0]
         try:
             outcome = agent.run(text if text.strip() else None)
         except KeyboardInterrupt:  # the interrupt came as the run was ending: it has ended anyway

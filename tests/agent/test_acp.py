@@ -271,7 +271,9 @@ def test_malformed_frames_get_json_rpc_errors_and_stdout_holds_only_frames(ws, h
              b'"prompt": [{"type": "text", "text": "hi"}]}}\n',
              b'{"jsonrpc": "2.0", "id": 11, "method": "initialize", "params": {"protocolVersion": 1}}\n',
              # work the main thread does, asked for just before the end of input: still answered
-             b'{"jsonrpc": "2.0", "id": 12, "method": "session/list", "params": {}}\n']
+             b'{"jsonrpc": "2.0", "id": 12, "method": "session/list", "params": {}}\n',
+             b'{"jsonrpc": "2.0", "id": 13, "method": "session/new", "params": {"cwd": "%s", "mcpServers": []}}\n'
+             % str(ws).encode()]
     proc = subprocess.run([sys.executable, "-m", "abhed", "acp", "--endpoint", "http://127.0.0.1:9/v1"],
                           input=b"".join(lines), env=environment(home), cwd=ws, capture_output=True, timeout=60)
     assert proc.returncode == 0
@@ -284,6 +286,8 @@ def test_malformed_frames_get_json_rpc_errors_and_stdout_holds_only_frames(ws, h
     assert "No session 'nope' is open" in by_id[10]["error"]["message"]
     assert by_id[11]["result"]["protocolVersion"] == PROTOCOL_VERSION
     assert by_id[12]["result"] == {"sessions": []}
+    assert by_id[13]["error"]["code"] == -32603  # the model server is down: its message, whole
+    assert by_id[13]["error"]["message"].startswith("Cannot connect to the model server at http://127.0.0.1:9/v1")
     assert b"Traceback" not in proc.stderr
 
 
@@ -301,15 +305,24 @@ def test_sessions_the_chat_would_refuse_are_refused_with_the_reason(ws, home):
             await conn.load_session(cwd=str(ws), session_id="../../etc", mcp_servers=[])
         with pytest.raises(RequestError) as store_inside:  # the session store inside the workspace
             await conn.new_session(cwd=str(home.parent), mcp_servers=[])
-        return str(caught.value), str(missing.value), str(traversal.value), str(store_inside.value)
+        new = await conn.new_session(cwd=str(ws), mcp_servers=[])
+        with pytest.raises(RequestError) as empty:
+            await conn.prompt(session_id=new.session_id, prompt=[text_block("  ")])
+        await conn.close_session(session_id=new.session_id)
+        with pytest.raises(RequestError) as closed:
+            await conn.prompt(session_id=new.session_id, prompt=[text_block("hi")])
+        return [str(e.value) for e in (caught, missing, traversal, store_inside, empty, closed)]
 
     with ReplayServer([]) as server:
-        (relative, missing, traversal, inside), err = asyncio.run(session(editor, home, ws, server.url, work=work))
+        (relative, missing, traversal, inside, empty, closed), err = asyncio.run(session(editor, home, ws, server.url,
+                                                                                         work=work))
     assert "is not an absolute path" in relative
     assert "No session 'no-such-session'" in missing and "abhed sessions list" in missing
     assert "Invalid session id '../../etc'" in traversal
     assert "session store (ABHED_HOME)" in inside and "lies inside" in inside
-    assert SessionStore(home).ids() == []  # nothing was started
+    assert "The prompt is empty: say what to do" in empty
+    assert "is open on this connection" in closed and "session/load" in closed
+    assert len(SessionStore(home).ids()) == 1 and server.requests == []  # the one session; the model never asked
 
 
 @pytest.mark.slow  # spawns abhed: a few seconds on a busy machine
