@@ -245,7 +245,8 @@ def test_load_replays_a_recorded_session_and_continues_it(ws, home):
         done = await conn.prompt(session_id=session_id, prompt=[text_block("and now?")])
         return replayed, done.stop_reason
 
-    with ReplayServer([Turn(text="Still 1.")]) as server:
+    todo = {"items": [{"content": "Check x", "status": "in_progress"}, {"content": "Report it"}]}
+    with ReplayServer([Turn(calls=[("todo", todo)]), Turn(text="Still 1.")]) as server:
         (replayed, stop), err = asyncio.run(session(editor, home, ws, server.url, work=work))
     assert stop == "end_turn", err.decode()
     kinds = [u.session_update for u in replayed]
@@ -253,6 +254,8 @@ def test_load_replays_a_recorded_session_and_continues_it(ws, home):
                      "agent_message_chunk"]
     assert replayed[0].content.text == "what is x?" and replayed[4].content.text == "x is 1."
     assert replayed[3].status == "completed"
+    plans = editor.kinds("plan")  # the todo list, as the editor's plan
+    assert [(e.content, e.status) for e in plans[-1].entries] == [("Check x", "in_progress"), ("Report it", "pending")]
     said = json.dumps(server.requests[0]["messages"])
     assert "what is x?" in said and "x is 1." in said and "and now?" in said  # the same conversation, continued
     events = SessionStore(home).open(session_id).log.load().events
