@@ -337,3 +337,31 @@ def test_stdin_that_is_not_a_pipe_is_refused_with_the_reason(ws, home, tmp_path)
                               capture_output=True, timeout=60)
     assert proc.returncode == 2 and proc.stdout == b""
     assert b"stdin and stdout must be pipes, as an editor starts `abhed acp`" in proc.stderr
+
+
+@pytest.mark.slow  # spawns abhed and a subagent: a few seconds on a busy machine
+def test_a_subagents_calls_and_questions_reach_the_editor_labelled(ws, home):
+    (ws / "a.py").write_text("x = 1\n")
+    prompt = f"In the file {ws}/a.py, change the line `x = 1` to `x = 2`, then say in one line what you changed."
+    turns = [Turn(calls=[("task", {"prompt": prompt, "description": "Set x"})]),
+             Turn(calls=[("read", {"path": str(ws / "a.py")})]),
+             Turn(calls=[("edit", {"path": str(ws / "a.py"), "old_string": "x = 1", "new_string": "x = 2"})]),
+             Turn(text="Changed x = 1 to x = 2."),
+             Turn(text="The subagent set x to 2.")]
+    editor = Editor(["allow_once"])
+
+    async def work(conn: Any) -> Any:
+        new = await conn.new_session(cwd=str(ws), mcp_servers=[])
+        done = await conn.prompt(session_id=new.session_id, prompt=[text_block("set x")])
+        return done.stop_reason
+
+    with ReplayServer(turns) as server:
+        stop, err = asyncio.run(session(editor, home, ws, server.url, "--mode", "ask", work=work))
+    assert stop == "end_turn", err.decode()
+    assert (ws / "a.py").read_text() == "x = 2\n"
+    starts = {u.tool_call_id: u for u in editor.kinds("tool_call")}
+    [(asked, _)] = editor.asked
+    assert "/" in asked.tool_call_id and starts[asked.tool_call_id].title.startswith("[")  # the subagent's, labelled
+    assert next(c for c in asked.content if c.type == "diff").new_text == "x = 2\n"
+    assert [u.kind for u in starts.values()] == ["other", "read", "edit"]  # task, then the subagent's two
+    assert editor.said() == "The subagent set x to 2."  # a subagent's text stays its own, as in the chat
