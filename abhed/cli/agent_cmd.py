@@ -41,8 +41,9 @@ class FormatChoice(click.Choice[str]):
         pass  # click.Choice.__init__ stores the tuple it is given; the registry is the list
 
 
-def _agent_options(function):
-    """The flags every agent command shares; they override the config file and the environment."""
+def _agent_options(function, workspace: bool = True):
+    """The flags every agent command shares; they override the config file and the environment.
+    `workspace=False`: all but --workspace (`abhed acp` takes the workspace from the editor)."""
     options = [
         click.option("--workspace", type=click.Path(file_okay=False, path_type=Path),
                      help="The workspace root (default: the root of the git repository the current directory is "
@@ -60,17 +61,23 @@ def _agent_options(function):
         click.option("--allow", multiple=True, metavar="RULE", help="Allow calls matching RULE without asking, on "
                      "top of approval.allow, e.g. --allow 'bash(pytest:*)' (repeatable)."),
     ]
-    for option in reversed(options):
+    for option in reversed(options if workspace else options[1:]):
         function = option(function)
     return function
+
+
+def settings_of(kw: dict) -> config.Settings:
+    """The settings with the agent flags in `kw` on top (launch.LaunchError says what is wrong)."""
+    from abhed.cli import launch
+    return launch.settings(endpoint=kw["endpoint"], model=kw["model_name"], profile=kw["profile"],
+                           tool_format=kw["tool_format"], mode=kw["mode"], max_turns=kw["max_turns"],
+                           max_tokens=kw["max_tokens"], max_time=kw["max_time"], allow=list(kw["allow"] or []))
 
 
 def _launch_settings(kw: dict) -> config.Settings:
     from abhed.cli import launch
     try:
-        return launch.settings(endpoint=kw["endpoint"], model=kw["model_name"], profile=kw["profile"],
-                               tool_format=kw["tool_format"], mode=kw["mode"], max_turns=kw["max_turns"],
-                               max_tokens=kw["max_tokens"], max_time=kw["max_time"], allow=list(kw["allow"] or []))
+        return settings_of(kw)
     except launch.LaunchError as exc:
         base.fail(str(exc))
 

@@ -18,6 +18,7 @@ import click
 
 from abhed import __version__
 from abhed.cli import agent_cmd, bundle_cmd, config_cmd, model_cmd, sessions_cmd, startup, tool_cmd, undo_cmd
+from abhed.cli.acp_cmd import acp
 from abhed.cli.mcp import mcp
 
 startup.begin()  # until an agent session is ready (launch.agent_in_session), collect garbage rarely
@@ -63,7 +64,7 @@ def main(ctx: click.Context) -> None:
 
 for command in (tool_cmd.tools, tool_cmd.tool, mcp, config_cmd.config_group, sessions_cmd.sessions,
                 undo_cmd.checkpoints_list, undo_cmd.undo_command, agent_cmd.run, agent_cmd.resume, agent_cmd.chat,
-                agent_cmd.demo, bundle_cmd.bundle, model_cmd.doctor, model_cmd.models, model_cmd.conformance):
+                agent_cmd.demo, acp, bundle_cmd.bundle, model_cmd.doctor, model_cmd.models, model_cmd.conformance):
     main.add_command(command)
 
 

@@ -156,6 +156,17 @@ def test_a_scripted_agent_session(run, ws):
     assert len(json.loads(sessions.stdout)) == 1
 
 
+def test_acp_answers_an_editor(run, ws):
+    """The ACP SDK (agent-client-protocol) is inside: `abhed acp` answers initialize and session/list
+    on its stdout, frames only."""
+    frames = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
+              {"jsonrpc": "2.0", "id": 2, "method": "session/list", "params": {"cwd": str(ws)}}]
+    proc = run("acp", input="".join(json.dumps(frame) + "\n" for frame in frames), cwd=ws)
+    assert proc.returncode == 0, proc.stderr
+    answers = {answer["id"]: answer for answer in map(json.loads, proc.stdout.splitlines())}
+    assert answers[1]["result"]["agentInfo"]["name"] == "abhed" and answers[2]["result"] == {"sessions": []}
+
+
 def test_a_chat_session_with_slash_commands(run, ws):
     """The chat's modules (prompt_toolkit, markdown, slash commands) load in the binary: it once died
     there at start-up on prompt_toolkit's import of xml, which the binary leaves out."""
