@@ -74,22 +74,31 @@ def silent_endpoint() -> Iterator[str]:
         server.close()
 
 
-# Test files run side by side (pytest-xdist, `-n 2 --dist loadgroup`: scripts/test). A group runs
-# whole on one worker: each file is one, so its module fixtures are made once; the suites whose
-# session fixtures are costly (the microVMs of tests/sandbox, the built binaries of tests/dist, the
-# signed bundles) are one group each, so no second worker boots or builds them again. The longest
-# groups are queued first, so the last minutes are not one worker alone on them.
-_SHARED = {"sandbox": "tests/sandbox", "dist": "tests/dist", "bundle": "tests/test_bundle_"}
+# Test files run side by side (pytest-xdist, `-n 2`: scripts/test). A group runs whole on one worker:
+# each file is one, so its module fixtures are made once; the suites whose session fixtures are costly
+# (the microVMs of tests/sandbox, the built binaries of tests/dist, the signed bundles) are one group
+# each, so no second worker boots or builds them again. The longest groups are queued first, so the
+# last minutes are not one worker alone on them. (xdist's own `loadgroup` marks do not group under
+# pytest 9, which no longer reads a node's id from where xdist writes the group: hence a scheduler.)
+_SHARED = {"sandbox": "tests/sandbox/", "dist": "tests/dist/", "bundle": "tests/test_bundle_"}
 _LONGEST_FIRST = ("tests/test_checkpoint_races.py", "sandbox", "dist")
 
 
-def _group(item: pytest.Item) -> str:
-    path = Path(str(item.path)).relative_to(Path(__file__).parent.parent).as_posix()
+def _group(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
     return next((name for name, prefix in _SHARED.items() if path.startswith(prefix)), path)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group(item)))
     rank = {name: i for i, name in enumerate(_LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(_group(item), len(rank)))  # stable: file order kept within
+    items.sort(key=lambda item: rank.get(_group(item.nodeid), len(rank)))  # stable: file order kept within
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _group(nodeid)
+
+    return ByGroup(config, log)
