@@ -74,12 +74,14 @@ def _launch_settings(kw: dict) -> config.Settings:
         base.fail(str(exc))
 
 
-def open_model(settings: config.Settings, display):
+def open_model(settings: config.Settings, display, session_id: str | None = None):
     from abhed.cli import launch
     from abhed.model.errors import ModelError
     from abhed.model.profiles import ProfileError
     try:
-        return launch.open_model(settings, display)
+        return launch.open_model(settings, display, launch.sticky_endpoint(settings, session_id))
+    except launch.LaunchError as exc:
+        base.fail(str(exc))
     except (ModelError, ProfileError) as exc:  # may quote the server's own words
         click.echo(printable(f"abhed: {exc}"), err=True)
         sys.exit(1)
@@ -154,7 +156,7 @@ def _run_prompt(kw: dict, prompt: str | None, session_id: str | None, as_json: b
     prompt = _prompt_text(prompt)
     settings, workspace, kw = _prepare(kw, session_id)
     display = Progress()
-    model = open_model(settings, display)
+    model = open_model(settings, display, session_id)
     try:
         with launch.agent_in_session(settings, workspace, session_id, model, display, options=kw,
                                      cwd=Path.cwd()) as (agent, unfinished):
@@ -284,7 +286,7 @@ def _chat(session_id: str | None, new: bool, kw: dict, release, first: str | Non
         from abhed.model.errors import ModelError
         from abhed.model.profiles import ProfileError
         try:
-            model = launch.open_model(settings, display)
+            model = launch.open_model(settings, display, launch.sticky_endpoint(settings, session_id))
             held.callback(model.client.close)
             agent, unfinished = held.enter_context(launch.agent_in_session(
                 settings, workspace, session_id, model, display, ask_human=display.ask, options=kw, cwd=Path.cwd()))
