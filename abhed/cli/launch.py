@@ -42,6 +42,8 @@ def settings(*, endpoint: str | None = None, model: str | None = None, profile: 
     flags: dict[str, Any] = {"model": given(endpoint=endpoint, model=model, profile=profile, tool_format=tool_format),
                              "agent": given(max_turns=max_turns, max_tokens=max_tokens, max_seconds=max_time),
                              "approval": given(mode=mode)}
+    if endpoint is not None:  # --endpoint: this one server for this command, whatever model.endpoints lists
+        flags["model"]["endpoints"] = []
     if allowed_roots is not None:
         flags["allowed_roots"] = [str(root) for root in allowed_roots]
     try:

@@ -63,8 +63,16 @@ def test_run_names_every_endpoint_when_none_answers(ws, home):
 
 
 def test_run_refuses_endpoint_and_endpoints_both_set(ws, home):
-    proc = abhed("run", "hello", "--endpoint", "http://127.0.0.1:9/v1", "--workspace", str(ws), home=home,
-                 env={"ABHED_ENDPOINTS": "http://127.0.0.1:10/v1,http://127.0.0.1:11/v1"})
+    proc = abhed("run", "hello", "--workspace", str(ws), home=home,
+                 env={"ABHED_ENDPOINTS": "http://127.0.0.1:10/v1,http://127.0.0.1:11/v1",
+                      "ABHED_ENDPOINT": "http://127.0.0.1:9/v1"})
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert ("model.endpoint (http://127.0.0.1:9/v1) and model.endpoints (http://127.0.0.1:10/v1, "
             "http://127.0.0.1:11/v1) are both set: set one.") in proc.stderr
+
+
+def test_the_endpoint_flag_uses_that_one_server_for_the_command(home, monkeypatch):
+    from abhed.cli import launch
+    monkeypatch.setenv("ABHED_ENDPOINTS", "http://127.0.0.1:10/v1,http://127.0.0.1:11/v1")
+    assert launch.settings().model.servers() == ["http://127.0.0.1:10/v1", "http://127.0.0.1:11/v1"]
+    assert launch.settings(endpoint="http://127.0.0.1:9/v1").model.servers() == ["http://127.0.0.1:9/v1"]

@@ -377,3 +377,15 @@ def test_a_down_mark_lasts_down_s_when_the_server_did_not_say():
     fake.now = DOWN_S + 0.1
     assert pool.next_up("B") == "A"
     assert json.dumps(pool.summary()) == json.dumps("A: connection refused; B: HTTP 503")
+
+
+def test_doctor_asks_every_server_of_the_list():
+    from abhed.cli.doctor import _replicas
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    with ReplayServer([]) as up:
+        up.waiting = 3
+        settings = config.load({"model": {"endpoints": [up.url, dead]}}, env={"ABHED_CONFIG": ""})
+        found = [(c.status, c.name, c.message) for c in _replicas(settings)]
+    assert found == [("OK", "endpoint 1", f"{up.url} answers; 3 requests running or waiting"),
+                     ("FAIL", "endpoint 2", f"{dead} does not answer (connection refused); sessions go to the other "
+                                            "servers of model.endpoints")]
