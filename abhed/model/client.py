@@ -118,7 +118,6 @@ class Retry:
 
 
 def _why(error: ModelError) -> str:
-    from abhed.model.endpoints import down_reason
     return down_reason(error) or error.message
 
 

@@ -101,6 +101,7 @@ class Health:
 
 def check(endpoint: str, http: httpx.Client, deadline_s: float = HEALTH_S) -> Health:
     """GET /v1/models within `deadline_s`; when it answers, the load from /metrics (optional)."""
+    _no_httpx_cli()
     import httpx
     timeout = httpx.Timeout(deadline_s)
     try:
@@ -237,6 +238,12 @@ def choose(endpoints: list[str], http: httpx.Client, *, prefer: str | None = Non
     return (chosen if chosen is not None else endpoints[start]), healths
 
 
+def _no_httpx_cli() -> None:
+    """httpx must not load its command line (client.py says why): marked absent before it is imported."""
+    import sys
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
+
 def _reason(exc: Exception) -> str:
     text = str(exc) or type(exc).__name__
     if "Connection refused" in text:
@@ -251,7 +258,8 @@ def session_endpoint(servers: list[str], prefer: str | None, api_key: str | None
     used as it always was). The servers found down are told once, with why; the pool holds them marked."""
     if len(servers) == 1:
         return servers[0], None
-    from abhed.model.client import httpx  # marked so it does not load its command line (client.py)
+    _no_httpx_cli()
+    import httpx
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     # As client.py: plain http:// needs no CA bundle (35 ms of CPU to load at every start).
     import ssl
