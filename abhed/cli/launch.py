@@ -104,9 +104,11 @@ def open_model(settings: config.Settings, display: Display, prefer: str | None =
     """Connect to the configured model server (ModelError, ProfileError when it cannot be used); with
     model.endpoints, to the one chosen for this session (`prefer`: the one it used before)."""
     from abhed.model.connect import connect
-    from abhed.model.endpoints import session_endpoint
     m = settings.model
-    endpoint, pool = session_endpoint(m.servers(), prefer, m.api_key, display.notice)
+    endpoint, pool = m.endpoint, None
+    if m.endpoints:  # several servers: this session's (endpoints.py is loaded only then)
+        from abhed.model.endpoints import session_endpoint
+        endpoint, pool = session_endpoint(m.servers(), prefer, m.api_key, display.notice)
     return connect(endpoint, pool=pool, api_key=m.api_key, model=m.model, profile=m.profile, tool_format=m.tool_format,
                    stream=m.stream, timeout_s=m.timeout_s, attempts=m.attempts, stall_s=m.stall_s,
                    max_request_s=m.max_request_s, max_reply_bytes=m.max_reply_bytes, profiles_dir=m.profiles_dir,

@@ -49,7 +49,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 # httpx imports its own command line (httpx._main, which brings click, rich and pygments) when it is
 # imported, for the `httpx` program. Abhed never runs it, and it was a tenth of `abhed chat`'s
@@ -60,10 +60,13 @@ sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 import httpx  # noqa: E402
 
 from abhed.common.terminal import printable
-from abhed.model.endpoints import Pool, down_reason, retry_after
 from abhed.model.errors import ModelError, NotAnApi, body_gist, error_text, from_status, is_overflow, overflow
 from abhed.model.sse import LineTooLong, data_events, lines
 from abhed.model.wire import Encoded, Reply, ToolCall, Usage, call_id
+
+# model.endpoints (endpoints.py) is imported where a pool or a fault needs it: one server's start does not load it.
+if TYPE_CHECKING:
+    from abhed.model.endpoints import Pool
 
 T = TypeVar("T")
 # What one streamed call's arguments may grow to in memory, whatever agent.max_argument_bytes says
@@ -118,6 +121,7 @@ class Retry:
 
 
 def _why(error: ModelError) -> str:
+    from abhed.model.endpoints import down_reason
     return down_reason(error) or error.message
 
 
@@ -318,6 +322,7 @@ class ModelClient:
     def _fail_over(self, exc: ModelError, on_retry: RetrySink | None, allowed: int, spent: float) -> bool:
         """model.endpoints: when `exc` says this endpoint is down, mark it and move to the next one
         that is up, told (Retry.switched_to); False when it is not down or no other one is up."""
+        from abhed.model.endpoints import down_reason
         assert self.pool is not None
         why = down_reason(exc)
         if why is None:
@@ -334,9 +339,14 @@ class ModelClient:
 
     def _all_down(self, exc: ModelError) -> str | None:
         """Every endpoint of the pool is down, each one and why; None without a pool or while one is up."""
+        from abhed.model.endpoints import down_reason
         if self.pool is None or down_reason(exc) is None or self.pool.next_up(self.endpoint) is not None:
             return None
         return self.pool.summary()
+
+    def _every_one_down(self, exc: ModelError) -> bool:
+        from abhed.model.endpoints import down_reason
+        return self.pool is not None and down_reason(exc) is not None and self.pool.next_up("") is None
 
     def _rotate(self) -> float | None:
         """Every endpoint is down: the next try goes to the one whose wait ends first; the seconds to
@@ -348,7 +358,7 @@ class ModelClient:
     def _given_up(self, exc: ModelError, tries: int, spent: float, out_of_time: bool, waiting: bool) -> ModelError:
         """The last error, saying how long it was tried (when it was tried more than once, or not
         retried for want of time)."""
-        if self.pool is not None and down_reason(exc) is not None and self.pool.next_up("") is None:  # all down
+        if self.pool is not None and self._every_one_down(exc):
             exc.message = self.pool.all_down(exc.message if tries == 1 and not out_of_time else
                                              f"Abhed tried for {spent:.0f} s ({tries} tries; model.max_request_s = "
                                              f"{self.max_request_s:g} s).")
@@ -378,8 +388,9 @@ class ModelClient:
     def _status_error(self, response: httpx.Response) -> ModelError:
         data, whole = _read(response, ERROR_BODY_LIMIT)
         error = from_status(response.status_code, _said(response, data, whole), self.endpoint)
-        if response.status_code in (429, 503):
-            error.retry_after = retry_after(response.headers.get("retry-after"))
+        if response.status_code in (429, 503) and "retry-after" in response.headers:
+            from abhed.model.endpoints import retry_after
+            error.retry_after = retry_after(response.headers["retry-after"])
         return error
 
     @contextmanager

@@ -11,13 +11,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from abhed.model import profiles
 from abhed.model.client import MAX_REPLY_BYTES, ModelClient, RetrySink
-from abhed.model.endpoints import Pool
 from abhed.model.errors import ModelError, NotAnApi
 from abhed.model.profiles import Profile, Vision
+
+if TYPE_CHECKING:
+    from abhed.model.endpoints import Pool
 
 
 @dataclass

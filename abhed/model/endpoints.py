@@ -22,12 +22,10 @@ first, up to model.max_request_s; then the error names each endpoint and what it
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
@@ -35,6 +33,8 @@ from abhed.common.terminal import printable
 from abhed.model.errors import ModelError
 
 if TYPE_CHECKING:  # httpx is imported by client.py, which first marks its command line absent
+    import random
+
     import httpx
 
 HEALTH_S = 2.0  # one health question (connect and answer): a replica on the site's LAN answers in milliseconds
@@ -52,6 +52,7 @@ def retry_after(value: str | None, now: float | None = None) -> float | None:
     try:
         seconds = float(text)
     except ValueError:
+        from email.utils import parsedate_to_datetime
         try:
             when = parsedate_to_datetime(text)
         except (TypeError, ValueError, IndexError):
@@ -220,6 +221,7 @@ def down_reason(exc: ModelError) -> str | None:
 
 
 def rotation_start(count: int, rng: random.Random | None = None) -> int:
+    import random
     return (rng or random.Random()).randrange(count) if count else 0
 
 

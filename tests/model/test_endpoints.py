@@ -151,6 +151,9 @@ def test_a_resumed_session_keeps_its_endpoint_even_when_another_is_less_loaded()
         with http() as client:  # (a kept connection would still reach a's handler thread)
             chosen, healths = choose([a.url, b.url], client, prefer=a.url)
         assert chosen == b.url and healths[0].why_down == "connection refused"
+        with http() as client:  # a recorded endpoint the list no longer holds is never asked
+            chosen, healths = choose([b.url], client, prefer=a.url)
+        assert chosen == b.url and [h.endpoint for h in healths] == [b.url]
 
 
 def test_one_endpoint_is_used_as_before_without_a_pool_or_a_health_check():
