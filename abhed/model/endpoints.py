@@ -22,6 +22,7 @@ first, up to model.max_request_s; then the error names each endpoint and what it
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -40,6 +41,7 @@ if TYPE_CHECKING:  # httpx is imported by client.py, which first marks its comma
 HEALTH_S = 2.0  # one health question (connect and answer): a replica on the site's LAN answers in milliseconds
 DOWN_S = 30.0  # how long an endpoint found down is passed over, when it did not say (Retry-After)
 RETRY_AFTER_CAP_S = 120.0  # the longest Retry-After honoured: a server asking for an hour is asked again sooner
+PAGE_LIMIT = 4 * 1024 * 1024  # what is read of a model list or a metrics page (vLLM's is some 100 KB)
 LOAD_METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 
 
@@ -101,45 +103,68 @@ class Health:
 
 
 def check(endpoint: str, http: httpx.Client, deadline_s: float = HEALTH_S) -> Health:
-    """GET /v1/models within `deadline_s`; when it answers, the load from /metrics (optional)."""
+    """One endpoint: GET /v1/models, then its load from /metrics (optional), within `deadline_s` in all."""
+    return check_all([endpoint], http, deadline_s)[0]
+
+
+def check_all(endpoints: list[str], http: httpx.Client, deadline_s: float = HEALTH_S) -> list[Health]:
+    """Every endpoint checked at once, each in a thread of its own, all within `deadline_s` (httpx's
+    timeouts bound each read, not a whole answer: a server trickling bytes is cut by the join's deadline,
+    and its thread ends at its own next timeout)."""
+    found: list[Health | None] = [None] * len(endpoints)
+    deadline = time.monotonic() + deadline_s
+
+    def one(index: int) -> None:
+        found[index] = _health(endpoints[index], http, deadline, deadline_s, found, index)
+
+    threads = [threading.Thread(target=one, args=(i,), daemon=True, name="abhed-health") for i in range(len(endpoints))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()) + 0.05)
+    return [h if h is not None else Health(e, f"no answer within {deadline_s:g} s") for h, e in zip(found, endpoints)]
+
+
+def _health(endpoint: str, http: httpx.Client, deadline: float, deadline_s: float, found: list[Health | None],
+            index: int) -> Health:
     _no_httpx_cli()
     import httpx
-    timeout = httpx.Timeout(deadline_s)
     try:
-        response = http.get(endpoint.rstrip("/") + "/models", timeout=timeout)
+        with http.stream("GET", endpoint.rstrip("/") + "/models", timeout=_left(deadline)) as response:
+            if response.status_code != 200:
+                return Health(endpoint, f"GET /models answered HTTP {response.status_code}")
+            body = _bounded(response)
     except httpx.TimeoutException:
         return Health(endpoint, f"no answer within {deadline_s:g} s")
     except httpx.HTTPError as exc:
         return Health(endpoint, _reason(exc))
-    if response.status_code != 200:
-        return Health(endpoint, f"GET /models answered HTTP {response.status_code}")
     try:
-        data = response.json().get("data")
+        data = json.loads(body).get("data") if body is not None else None
     except (ValueError, AttributeError):
         data = None
     if not isinstance(data, list):
         return Health(endpoint, "GET /models answered no model list")
+    found[index] = Health(endpoint, None)  # up, whatever /metrics does before the deadline
     try:
-        metrics = http.get(server_root(endpoint) + "/metrics", timeout=timeout)
-        load = load_of(metrics.text[:1_000_000]) if metrics.status_code == 200 else None
+        with http.stream("GET", server_root(endpoint) + "/metrics", timeout=_left(deadline)) as metrics:
+            page = _bounded(metrics) if metrics.status_code == 200 else None
     except httpx.HTTPError:
-        load = None
-    return Health(endpoint, None, load)
+        page = None
+    return Health(endpoint, None, load_of(page.decode("utf-8", "replace")) if page is not None else None)
 
 
-def check_all(endpoints: list[str], http: httpx.Client, deadline_s: float = HEALTH_S) -> list[Health]:
-    """Every endpoint checked at once (threads: the slowest bounds the wait, not their sum)."""
-    found: list[Health | None] = [None] * len(endpoints)
+def _left(deadline: float) -> float:
+    return max(0.05, deadline - time.monotonic())
 
-    def one(index: int) -> None:
-        found[index] = check(endpoints[index], http, deadline_s)
 
-    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(endpoints))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return [h if h is not None else Health(e, "not checked") for h, e in zip(found, endpoints)]
+def _bounded(response: httpx.Response) -> bytes | None:
+    """The body, or None past PAGE_LIMIT (a model list or a metrics page is far smaller)."""
+    data = bytearray()
+    for chunk in response.iter_bytes():
+        data += chunk
+        if len(data) > PAGE_LIMIT:
+            return None
+    return bytes(data)
 
 
 def pick(healths: list[Health], start: int) -> str | None:

@@ -117,6 +117,57 @@ def test_health_check_tells_why_an_endpoint_is_down_within_its_deadline():
                                            "GET /models answered HTTP 503", "GET /models answered HTTP 404"]
 
 
+def raw_server(answer, stop):  # type: ignore[no-untyped-def]
+    """A server on 127.0.0.1 that calls answer(connection) for each connection; its URL's /v1."""
+    import threading
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.settimeout(0.1)
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            threading.Thread(target=answer, args=(conn,), daemon=True).start()
+        listener.close()
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+
+
+def test_the_health_deadline_bounds_a_whole_answer_and_a_page_is_read_only_so_far():
+    import threading
+    stop = threading.Event()
+
+    def trickle(conn):  # type: ignore[no-untyped-def]
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+        while not stop.wait(0.05):  # a byte every 50 ms: each read is quick, the answer never ends
+            try:
+                conn.sendall(b" ")
+            except OSError:
+                return
+
+    def flood(conn):  # type: ignore[no-untyped-def]
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n")
+        try:
+            conn.sendall(b'{"data": [' + b" " * (5 * 1024 * 1024))
+        except OSError:
+            pass
+        conn.close()
+
+    try:
+        slow, big = raw_server(trickle, stop), raw_server(flood, stop)
+        with http() as client:
+            found = check_all([slow, big], client, deadline_s=0.5)
+    finally:
+        stop.set()
+    assert [h.why_down for h in found] == ["no answer within 0.5 s", "GET /models answered no model list"]
+
+
 # -- choosing a session's endpoint --------------------------------------------------------------------
 
 def test_a_session_takes_the_least_loaded_replica_that_answers():
