@@ -289,12 +289,13 @@ class ModelClient:
         tries = failures = 0
         while True:
             tries += 1
+            used = self.endpoint  # the session's requests may run in threads (subagents): each knows its own
             try:
                 result = attempt()
             except ModelError as exc:
                 spent = self.clock() - started
-                if self.pool is not None and spent < self.max_request_s and self._fail_over(exc, on_retry, allowed,
-                                                                                            spent):
+                if self.pool is not None and spent < self.max_request_s and self._fail_over(exc, used, on_retry,
+                                                                                            allowed, spent):
                     continue  # at once, at the next endpoint that is up: not a failure of the request
                 down = self._all_down(exc)
                 asked = exc.retry_after if down is None else self._rotate()
@@ -316,23 +317,26 @@ class ModelClient:
                 delay = min(delay * 2, BACKOFF_CAP_S)
             else:
                 if self.pool is not None:
-                    self.pool.mark_up(self.endpoint)
+                    self.pool.mark_up(used)
                 return result
 
-    def _fail_over(self, exc: ModelError, on_retry: RetrySink | None, allowed: int, spent: float) -> bool:
-        """model.endpoints: when `exc` says this endpoint is down, mark it and move to the next one
-        that is up, told (Retry.switched_to); False when it is not down or no other one is up."""
+    def _fail_over(self, exc: ModelError, used: str, on_retry: RetrySink | None, allowed: int, spent: float) -> bool:
+        """model.endpoints: when `exc` says the endpoint `used` is down, mark it and move the session to
+        the next one that is up, told (Retry.switched_to); False when it is not down or no other one is
+        up. When another request of the session has moved it already, the retry follows, untold."""
         from abhed.model.endpoints import down_reason
         assert self.pool is not None
         why = down_reason(exc)
         if why is None:
             return False
-        self.pool.mark_down(self.endpoint, why, exc.retry_after)
-        target = self.pool.next_up(self.endpoint)
+        self.pool.mark_down(used, why, exc.retry_after)
+        if self.endpoint != used and not self.pool.is_down(self.endpoint):
+            return True
+        target = self.pool.next_up(used)
         if target is None:
             return False
         if on_retry is not None:
-            on_retry(Retry(exc, self.endpoint, 0, allowed, 0.0, spent, self.max_request_s, False,
+            on_retry(Retry(exc, used, 0, allowed, 0.0, spent, self.max_request_s, False,
                            asked=exc.retry_after or None, switched_to=target))
         self.endpoint = target
         return True

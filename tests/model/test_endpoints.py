@@ -7,7 +7,6 @@ their arithmetic matters for run on a fake clock.
 
 from __future__ import annotations
 
-import json
 import random
 import socket
 from email.utils import formatdate
@@ -89,20 +88,28 @@ def test_the_load_is_running_plus_waiting_summed_over_label_sets_and_the_root_dr
     assert server_root("http://gpu1:8000/v1") == "http://gpu1:8000"
     assert server_root("http://gpu1:8000/v1/") == "http://gpu1:8000"
     assert server_root("https://lb.site/vllm/a/v1") == "https://lb.site/vllm/a"
+    assert server_root("http://gpu1:8000/api") == "http://gpu1:8000"  # not vLLM's layout: the host's root
 
 
 # -- the health check ---------------------------------------------------------------------------------
 
-def test_health_check_asks_models_and_reads_the_load_from_the_replicas_metrics():
+def test_health_check_asks_models_and_reads_the_load_from_the_replicas_metrics(monkeypatch):
+    import threading
+    crashed: list[object] = []
+    monkeypatch.setattr(threading, "excepthook", crashed.append)
     with ReplayServer([]) as server, http() as client:
         server.waiting = 5
         health = check(server.url, client)
         assert health.up and health.load == 5.0
         server.metrics = False  # a router with no /metrics: up, load unknown
         assert check(server.url, client) == Health(server.url, None, None)
+    assert crashed == []
 
 
-def test_health_check_tells_why_an_endpoint_is_down_within_its_deadline():
+def test_health_check_tells_why_an_endpoint_is_down_within_its_deadline(monkeypatch):
+    import threading
+    crashed: list[object] = []
+    monkeypatch.setattr(threading, "excepthook", crashed.append)  # a check's thread never dies of an error
     dead = f"http://127.0.0.1:{free_port()}/v1"
     silent = socket.socket()  # accepts connections (the kernel's backlog) and never answers
     silent.bind(("127.0.0.1", 0))
@@ -115,6 +122,7 @@ def test_health_check_tells_why_an_endpoint_is_down_within_its_deadline():
         silent.close()
     assert [h.why_down for h in found] == ["connection refused", "no answer within 0.3 s",
                                            "GET /models answered HTTP 503", "GET /models answered HTTP 404"]
+    assert crashed == []
 
 
 def raw_server(answer, stop):  # type: ignore[no-untyped-def]
@@ -150,6 +158,10 @@ def test_the_health_deadline_bounds_a_whole_answer_and_a_page_is_read_only_so_fa
             except OSError:
                 return
 
+    def hang_up(conn):  # type: ignore[no-untyped-def]
+        conn.recv(65536)
+        conn.close()
+
     def flood(conn):  # type: ignore[no-untyped-def]
         conn.recv(65536)
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n")
@@ -160,12 +172,32 @@ def test_the_health_deadline_bounds_a_whole_answer_and_a_page_is_read_only_so_fa
         conn.close()
 
     try:
-        slow, big = raw_server(trickle, stop), raw_server(flood, stop)
+        slow, big, rude = raw_server(trickle, stop), raw_server(flood, stop), raw_server(hang_up, stop)
         with http() as client:
-            found = check_all([slow, big], client, deadline_s=0.5)
+            found = check_all([slow, big, rude], client, deadline_s=0.5)
     finally:
         stop.set()
-    assert [h.why_down for h in found] == ["no answer within 0.5 s", "GET /models answered no model list"]
+    assert [h.why_down for h in found] == ["no answer within 0.5 s", "GET /models answered no model list",
+                                           "Server disconnected without sending a response."]
+
+
+def test_the_api_key_goes_to_each_servers_health_check():
+    import threading
+    stop, seen = threading.Event(), []
+
+    def answer(conn):  # type: ignore[no-untyped-def]
+        request = conn.recv(65536)
+        seen.append(request.split(b"\r\n", 1)[0] + b" " + (b"key" if b"authorization: Bearer k3y" in request.replace(
+            b"Authorization", b"authorization") else b"no key"))
+        body = b'{"data": [{"id": "m"}]}'
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+        conn.close()
+    try:
+        urls = [raw_server(answer, stop), raw_server(answer, stop)]
+        session_endpoint(urls, None, "k3y", Notices(), rng=random.Random(0))
+    finally:
+        stop.set()
+    assert sorted(seen) == [b"GET /metrics HTTP/1.1 key"] * 2 + [b"GET /v1/models HTTP/1.1 key"] * 2
 
 
 # -- choosing a session's endpoint --------------------------------------------------------------------
@@ -190,6 +222,7 @@ def test_without_load_figures_the_sessions_go_round():
     ups = [Health("A", None, None), Health("B", None, 2.0), Health("C", None, 2.0)]
     assert pick(ups, 0) == "A" and pick(ups, 1) == "B" and pick([*ups[:2], Health("C", None, 0.0)], 0) == "C"
     assert pick([Health("A", "down")], 0) is None
+    assert pick([Health("A", None), Health("B", "down"), Health("C", None)], 1) == "C"  # the round goes forward
 
 
 def test_a_resumed_session_keeps_its_endpoint_even_when_another_is_less_loaded():
@@ -253,6 +286,19 @@ def test_a_refused_connection_fails_over_at_once_without_waiting():
     assert told[0].notice() == (f"The model server at {dead} is down (connection refused); this session goes on at "
                                 f"{b.url} (model.endpoints).")
     assert client.pool is not None and client.pool.is_down(dead)
+
+
+def test_a_request_of_a_session_another_request_already_moved_follows_it_untold():
+    told: list[Retry] = []
+    client = ModelClient("http://A/v1", pool=Pool(["http://A/v1", "http://B/v1", "http://C/v1"]))
+    client.endpoint = "http://B/v1"  # a parallel request (a subagent's) found A down and moved the session
+    down = ModelError("A is down", unavailable="connection refused")
+    assert client._fail_over(down, "http://A/v1", told.append, 4, 0.0) is True
+    assert client.endpoint == "http://B/v1" and told == [] and client.pool is not None
+    assert client.pool.is_down("http://A/v1") and not client.pool.is_down("http://B/v1")
+    assert client._fail_over(down, "http://B/v1", told.append, 4, 0.0) is True  # then B goes down too: told
+    assert client.endpoint == "http://C/v1" and [r.switched_to for r in told] == ["http://C/v1"]
+    client.close()
 
 
 def test_a_session_stays_on_its_endpoint_request_after_request():
@@ -420,6 +466,13 @@ def test_settings_take_a_list_or_one_endpoint_and_refuse_both():
     assert "an endpoint is listed twice" in str(twice.value)
 
 
+def test_the_next_endpoint_is_the_one_after_in_the_list():
+    pool = Pool(["A", "B", "C"])
+    assert pool.next_up("B") == "C" and pool.next_up("C") == "A" and pool.next_up("A") == "B"
+    pool.mark_down("C", "connection refused")
+    assert pool.next_up("B") == "A"
+
+
 def test_a_down_mark_lasts_down_s_when_the_server_did_not_say():
     fake = FakeTime()
     pool = Pool(["A", "B"], clock=fake.clock)
@@ -428,9 +481,14 @@ def test_a_down_mark_lasts_down_s_when_the_server_did_not_say():
     assert pool.soonest() == ("B", None)  # B was never marked: it comes first
     pool.mark_down("B", "HTTP 503", 3.0)
     assert pool.soonest() == ("B", 3.0)
+    fake.now = 3.0
+    assert not pool.is_down("B")  # its wait is over at its end
+    fake.now = 0.0
+    pool.mark_up("B")  # a request it answered
+    assert not pool.is_down("B") and pool.next_up("A") == "B"
     fake.now = DOWN_S + 0.1
     assert pool.next_up("B") == "A"
-    assert json.dumps(pool.summary()) == json.dumps("A: connection refused; B: HTTP 503")
+    assert pool.summary() == "A: connection refused; B: not tried"  # B answered since
 
 
 def test_doctor_asks_every_server_of_the_list():
