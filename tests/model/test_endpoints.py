@@ -332,6 +332,10 @@ def test_retry_after_on_429_is_honoured_before_the_retry_on_the_same_endpoint():
         assert client.chat(BODY, on_retry=told.append).text == "ok"
     assert fake.waits == [7.0, RETRY_AFTER_CAP_S]
     assert told[0].notice().endswith("Retrying in 7 s (the server asked for 7 s: Retry-After) (attempt 2 of 4).")
+    with ReplayServer([Turn(fault="status:429", retry_after="0"), Turn(text="ok")]) as b:
+        client = ModelClient(b.url, backoff_s=1, sleep=fake.sleep, clock=fake.clock)
+        assert client.chat(BODY, on_retry=told.append).text == "ok"
+    assert told[-1].notice().endswith("Retrying in 1 s (attempt 2 of 4).")  # "now" is no wait to show
 
 
 def test_retry_after_as_an_http_date_on_a_lone_503_sets_the_wait():
@@ -359,6 +363,7 @@ def test_when_every_endpoint_is_down_the_error_names_each_one_and_why():
     assert message.startswith(f"No model server of model.endpoints answers ({dead}: connection refused; {busy.url}: "
                               f"HTTP 503: replayed fault: HTTP 503; {gw.url}: HTTP 504 (a gateway timed out)).")
     assert "model.max_request_s = 30 s" in message and "`abhed doctor` asks each one" in message
+    assert str(caught.value) == message
     assert [r.switched_to for r in told[:2]] == [busy.url, gw.url]  # each switch told once
     waits = [r for r in told if r.switched_to is None]
     assert waits and all(r.down is not None and r.notice().startswith("No model server of model.endpoints answers")
@@ -376,6 +381,21 @@ def test_every_endpoint_down_at_start_is_one_clear_error():
     assert caught.value.message.startswith(f"No model server of model.endpoints answers ({dead[0]}: connection "
                                            f"refused; {dead[1]}: connection refused). Cannot connect to the model "
                                            f"server at {chosen}")
+
+
+def test_a_server_back_after_every_one_was_down_is_used_and_its_mark_cleared():
+    fake = FakeTime()
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    with ReplayServer([Turn(fault="status:503", retry_after="0"), Turn(text="back")]) as a:
+        pool = Pool([a.url, dead], clock=fake.clock)
+        client = ModelClient(a.url, pool=pool, sleep=fake.sleep, clock=fake.clock, backoff_s=1)
+        told: list[Retry] = []
+        assert client.chat(BODY, on_retry=told.append).text == "back"  # without on_retry too, below
+    assert client.endpoint == a.url and not pool.is_down(a.url) and pool.is_down(dead)
+    assert [r.switched_to for r in told] == [dead, a.url]  # Retry-After: 0 on a: a may be asked again at once
+    assert "Retry-After" not in told[0].notice()  # it asked for no wait: none is shown as asked
+    with ReplayServer([Turn(fault="status:502")]) as c, ReplayServer([Turn(text="d")]) as d:
+        assert pooled([c.url, d.url]).chat(BODY).text == "d"
 
 
 def test_a_request_that_is_refused_is_not_failed_over():
