@@ -43,7 +43,7 @@ from abhed.gate.approval import Gate
 from abhed.session.config import AgentConfig
 from abhed.agent.conversation import Gauge, chars, fit_observation, message_event, observation_cap, rebuild
 from abhed.agent.display import Display
-from abhed.session.events import AnyEvent, CompactionEvent, ModeEvent, RepoMapEvent, RunEvent, new_id, who
+from abhed.session.events import AnyEvent, CompactionEvent, EndpointEvent, ModeEvent, RepoMapEvent, RunEvent, new_id, who
 from abhed.files.images import ImageLimits
 from abhed.model.adapters import adapter_for
 from abhed.model.textcalls import VisibleStream, prose
@@ -392,6 +392,16 @@ class Agent:
     def _on_retry(self, retry: Retry) -> None:
         self.display.retrying(retry.notice())  # what streamed before the fault is discarded
         self._shown = VisibleStream()
+        if retry.switched_to is not None:
+            self._moved(retry.endpoint, retry.switched_to, retry.notice())
+
+    def _moved(self, previous: str, endpoint: str, reason: str) -> None:
+        """model.endpoints: the session goes on at another server; logged, and kept in its options so
+        that `abhed resume` asks that one first (its prefix cache is warm from here on)."""
+        self._record(EndpointEvent(endpoint=endpoint, previous=previous, reason=reason, **self._ids()))
+        with self.ctx.session.lock:
+            self.ctx.session.state.options = {**self.ctx.session.state.options, "endpoint": endpoint}
+        self.ctx.session.save()
 
     def _use_format(self, tool_format: str) -> None:
         self.adapter = adapter_for(tool_format, self.definitions, self.model.vision)

@@ -245,7 +245,7 @@ class AbhedAgent:
         display = AcpDisplay(Link(self.loop, self.conn))
         held = ExitStack()
         try:
-            model = self._model(settings, display)
+            model = self._model(settings, display, launch.sticky_endpoint(settings, session_id))
             held.callback(model.client.close)
             agent, unfinished = held.enter_context(launch.agent_in_session(
                 settings, workspace, session_id, model, display, ask_human=display.ask, options=flags, cwd=start))
@@ -266,11 +266,11 @@ class AbhedAgent:
         return live
 
     @staticmethod
-    def _model(settings: Any, display: AcpDisplay) -> Any:
+    def _model(settings: Any, display: AcpDisplay, prefer: str | None) -> Any:
         from abhed.model.errors import ModelError
         from abhed.model.profiles import ProfileError
         try:
-            return launch.open_model(settings, display)
+            return launch.open_model(settings, display, prefer)  # a loaded session's own server first
         except (ModelError, ProfileError) as exc:  # the server's own words may be in it: printable
             raise _failed(str(exc), -32603) from None
 

@@ -82,13 +82,16 @@ def _launch_settings(kw: dict) -> config.Settings:
         base.fail(str(exc))
 
 
-def open_model(settings: config.Settings, display, stream=None):
-    """The model client; exit 1 (130 interrupted) saying why, and ending `stream` (stream-json) if given."""
+def open_model(settings: config.Settings, display, stream=None, session_id: str | None = None):
+    """The model client (a resumed session's own endpoint first); exit 1 (130 interrupted) saying why,
+    and ending `stream` (stream-json) if given."""
     from abhed.cli import launch
     from abhed.model.errors import ModelError
     from abhed.model.profiles import ProfileError
     try:
-        return launch.open_model(settings, display)
+        return launch.open_model(settings, display, launch.sticky_endpoint(settings, session_id))
+    except launch.LaunchError as exc:
+        base.fail(str(exc))
     except (ModelError, ProfileError) as exc:  # may quote the server's own words
         click.echo(printable(f"abhed: {exc}"), err=True)
         _end_unstarted(stream, str(exc), "failed", 1)
@@ -190,7 +193,7 @@ def _run_prompt(kw: dict, prompt: str | None, session_id: str | None, output: st
         from abhed.cli.streamjson import Stream, StreamDisplay
         stream = Stream(sys.stdout)
         display = StreamDisplay(stream, display)
-    model = open_model(settings, display, stream)
+    model = open_model(settings, display, stream, session_id)
     try:
         with launch.agent_in_session(settings, workspace, session_id, model, display, options=kw,
                                      cwd=Path.cwd()) as (agent, unfinished):
@@ -355,7 +358,7 @@ def _chat(session_id: str | None, new: bool, kw: dict, release, first: str | Non
         from abhed.model.errors import ModelError
         from abhed.model.profiles import ProfileError
         try:
-            model = launch.open_model(settings, display)
+            model = launch.open_model(settings, display, launch.sticky_endpoint(settings, session_id))
             held.callback(model.client.close)
             agent, unfinished = held.enter_context(launch.agent_in_session(
                 settings, workspace, session_id, model, display, ask_human=display.ask, options=kw, cwd=Path.cwd()))

@@ -87,8 +87,32 @@ def mcp_checks(settings: Settings, workspace: Path | None = None) -> Iterator[Ch
             yield Check("OK", f"mcp {name}", f"{admitted}, none changed since review ({server.describe()})")
 
 
+def _replicas(settings: Settings) -> Iterator[Check]:
+    """model.endpoints: each server asked as a session's start asks it (health and load); the model
+    checks then run on the first that answers."""
+    from abhed.model.client import httpx
+    from abhed.model.endpoints import check_all
+    m = settings.model
+    headers = {"Authorization": f"Bearer {m.api_key}"} if m.api_key else {}
+    with httpx.Client(trust_env=False, headers=headers) as http:
+        healths = check_all(m.endpoints, http)
+    for number, health in enumerate(healths, 1):
+        if health.why_down is not None:
+            yield Check("FAIL", f"endpoint {number}", f"{health.endpoint} does not answer ({health.why_down}); "
+                                                      "sessions go to the other servers of model.endpoints")
+        else:
+            load = (f"{health.load:g} requests running or waiting" if health.load is not None else
+                    "no load figures at /metrics: sessions choose it in turn")
+            yield Check("OK", f"endpoint {number}", f"{health.endpoint} answers; {load}")
+
+
 def _model_checks(settings: Settings) -> Iterator[Check]:
     m = settings.model
+    if m.endpoints:
+        replicas = list(_replicas(settings))
+        yield from replicas
+        up = [c.message.split()[0] for c in replicas if c.status == "OK"]
+        m = m.model_copy(update={"endpoint": up[0] if up else m.endpoints[0]})
     try:
         model = connect(m.endpoint, api_key=m.api_key, model=m.model, profile=m.profile, tool_format=m.tool_format,
                         stream=m.stream, timeout_s=min(m.timeout_s, 60.0), attempts=1, connect_s=m.connect_s,

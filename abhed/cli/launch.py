@@ -42,6 +42,8 @@ def settings(*, endpoint: str | None = None, model: str | None = None, profile: 
     flags: dict[str, Any] = {"model": given(endpoint=endpoint, model=model, profile=profile, tool_format=tool_format),
                              "agent": given(max_turns=max_turns, max_tokens=max_tokens, max_seconds=max_time),
                              "approval": given(mode=mode)}
+    if endpoint is not None:  # --endpoint: this one server for this command, whatever model.endpoints lists
+        flags["model"]["endpoints"] = []
     if allowed_roots is not None:
         flags["allowed_roots"] = [str(root) for root in allowed_roots]
     try:
@@ -90,11 +92,24 @@ def latest(settings: config.Settings, workspace: Path) -> str:
     return found
 
 
-def open_model(settings: config.Settings, display: Display) -> Model:
-    """Connect to the configured model server (ModelError, ProfileError when it cannot be used)."""
+def sticky_endpoint(settings: config.Settings, session_id: str | None) -> str | None:
+    """The endpoint a session last used (model.endpoints), which it asks first: its prefix is cached there."""
+    if session_id is None or not settings.model.endpoints:
+        return None
+    endpoint = stored_options(settings, session_id).get("endpoint")
+    return endpoint if isinstance(endpoint, str) else None
+
+
+def open_model(settings: config.Settings, display: Display, prefer: str | None = None) -> Model:
+    """Connect to the configured model server (ModelError, ProfileError when it cannot be used); with
+    model.endpoints, to the one chosen for this session (`prefer`: the one it used before)."""
     from abhed.model.connect import connect
     m = settings.model
-    return connect(m.endpoint, api_key=m.api_key, model=m.model, profile=m.profile, tool_format=m.tool_format,
+    endpoint, pool = m.endpoint, None
+    if m.endpoints:  # several servers: this session's (endpoints.py is loaded only then)
+        from abhed.model.endpoints import session_endpoint
+        endpoint, pool = session_endpoint(m.servers(), prefer, m.api_key, display.notice)
+    return connect(endpoint, pool=pool, api_key=m.api_key, model=m.model, profile=m.profile, tool_format=m.tool_format,
                    stream=m.stream, timeout_s=m.timeout_s, attempts=m.attempts, stall_s=m.stall_s,
                    max_request_s=m.max_request_s, max_reply_bytes=m.max_reply_bytes, profiles_dir=m.profiles_dir,
                    images=m.images, image_limits=m.vision_overrides(), probe_attempts=1, connect_s=m.connect_s,
@@ -184,7 +199,7 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
                 session.state.cwd = str(cwd.resolve())
             if options is not None:
                 session.state.options = {**{k: options.get(k) for k in REMEMBERED}, "mode": rules.mode,
-                                         "model": model.id}
+                                         "model": model.id, "endpoint": model.client.endpoint}
                 _saved(session)
             gateway = mcp_gateway(settings, workspace, display.notice)
             ctx = ToolContext(session, settings, paths, checkpoints=checkpoints, extra=gateway,

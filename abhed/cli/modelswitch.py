@@ -42,7 +42,7 @@ def switch(agent: Any, model_id: str, display: Any) -> list[str]:
     served = settings.model.model_copy(update={"model": model_id, "endpoint": agent.model.client.endpoint})
     chosen = settings.model_copy(update={"model": served})
     try:
-        model = launch.open_model(chosen, display)
+        model = launch.open_model(chosen, display, prefer=agent.model.client.endpoint)  # model.endpoints: stay
     except (ModelError, ProfileError) as exc:
         return [f"/model: {exc} The model in use is still {agent.model.id}."]
     old = agent.model

@@ -49,7 +49,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 # httpx imports its own command line (httpx._main, which brings click, rich and pygments) when it is
 # imported, for the `httpx` program. Abhed never runs it, and it was a tenth of `abhed chat`'s
@@ -63,6 +63,10 @@ from abhed.common.terminal import printable
 from abhed.model.errors import ModelError, NotAnApi, body_gist, error_text, from_status, is_overflow, overflow
 from abhed.model.sse import LineTooLong, data_events, lines
 from abhed.model.wire import Encoded, Reply, ToolCall, Usage, call_id
+
+# model.endpoints (endpoints.py) is imported where a pool or a fault needs it: one server's start does not load it.
+if TYPE_CHECKING:
+    from abhed.model.endpoints import Pool
 
 T = TypeVar("T")
 # What one streamed call's arguments may grow to in memory, whatever agent.max_argument_bytes says
@@ -95,13 +99,30 @@ class Retry:
     elapsed: float  # since the request's first try
     limit: float  # model.max_request_s
     waiting: bool  # the server is not up, and this is a wait for it, not a counted failure
+    asked: float | None = None  # the pause the server asked for (Retry-After), honoured
+    switched_to: str | None = None  # model.endpoints: the request goes on at once at this endpoint
+    down: str | None = None  # model.endpoints: every endpoint is down; each one and why
 
     def notice(self) -> str:
+        asked = f" (the server asked for {self.asked:g} s: Retry-After)" if self.asked is not None else ""
+        if self.switched_to is not None:
+            return (f"The model server at {self.endpoint} is down ({_why(self.error)}); this session goes on at "
+                    f"{self.switched_to} (model.endpoints){asked}.")
+        if self.down is not None:
+            return (f"No model server of model.endpoints answers ({self.down}): {self.elapsed:.0f} s of "
+                    f"{self.limit:g} s (model.max_request_s); next try at {self.endpoint} in "
+                    f"{round(self.pause, 1):g} s{asked}. Ctrl-C stops waiting.")
         if self.waiting:
             return (f"Waiting for the model server at {self.endpoint} ({self.error.unavailable}): "
-                    f"{self.elapsed:.0f} s of {self.limit:g} s (model.max_request_s); next try in {round(self.pause, 1):g} s. "
-                    "It may be restarting or loading its model; Ctrl-C stops waiting.")
-        return f"{self.error.message} Retrying in {self.pause:g} s (attempt {self.failures + 1} of {self.attempts})."
+                    f"{self.elapsed:.0f} s of {self.limit:g} s (model.max_request_s); next try in {round(self.pause, 1):g} s"
+                    f"{asked}. It may be restarting or loading its model; Ctrl-C stops waiting.")
+        return (f"{self.error.message} Retrying in {self.pause:g} s{asked} (attempt {self.failures + 1} of "
+                f"{self.attempts}).")
+
+
+def _why(error: ModelError) -> str:
+    from abhed.model.endpoints import down_reason
+    return down_reason(error) or error.message
 
 
 RetrySink = Callable[[Retry], None]
@@ -117,8 +138,11 @@ class ModelClient:
     def __init__(self, endpoint: str, *, api_key: str | None = None, timeout_s: float = 300.0,
                  connect_s: float = 10.0, attempts: int = 4, backoff_s: float = 1.0, stall_s: float = 60.0,
                  max_request_s: float = 900.0, max_reply_bytes: int = MAX_REPLY_BYTES,
-                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+                 pool: Pool | None = None) -> None:
         self.endpoint = endpoint.rstrip("/")
+        # model.endpoints: the others to go to when this one is down (endpoints.py); None: this one only
+        self.pool = pool
         self.timeout_s = timeout_s
         self.connect_s = connect_s
         self.attempts = max(1, attempts)
@@ -265,27 +289,85 @@ class ModelClient:
         tries = failures = 0
         while True:
             tries += 1
+            used = self.endpoint  # the session's requests may run in threads (subagents): each knows its own
             try:
-                return attempt()
+                result = attempt()
             except ModelError as exc:
+                spent = self.clock() - started
+                if self.pool is not None and spent < self.max_request_s and self._fail_over(exc, used, on_retry,
+                                                                                            allowed, spent):
+                    continue  # at once, at the next endpoint that is up: not a failure of the request
+                down = self._all_down(exc)
+                asked = exc.retry_after if down is None else self._rotate()
                 waiting = exc.unavailable is not None and (wait(exc) if callable(wait) else wait)
                 failures += not waiting
-                spent = self.clock() - started
                 left = self.max_request_s - spent
                 if waiting:  # up to the bound: the last pause is shortened to end there, for a last look
                     pause, out_of_time = min(delay, WAIT_INTERVAL_S, left), left <= 0
+                    pause = pause if asked is None else min(max(pause, asked), max(left, 0.0))
                 else:  # a failing try may take long (timeout_s): none starts that could not end in time
-                    pause, out_of_time = delay, spent + delay >= self.max_request_s
+                    pause = delay if asked is None else max(delay, asked)
+                    out_of_time = spent + pause >= self.max_request_s
                 if not exc.retryable or failures >= allowed or out_of_time:
                     raise self._given_up(exc, tries, spent, out_of_time, waiting)
                 if on_retry is not None:
-                    on_retry(Retry(exc, self.endpoint, failures, allowed, pause, spent, self.max_request_s, waiting))
+                    on_retry(Retry(exc, self.endpoint, failures, allowed, pause, spent, self.max_request_s, waiting,
+                                   asked=asked if asked is not None and asked > 0 else None, down=down))
                 self.sleep(pause)
                 delay = min(delay * 2, BACKOFF_CAP_S)
+            else:
+                if self.pool is not None:
+                    self.pool.mark_up(used)
+                return result
+
+    def _fail_over(self, exc: ModelError, used: str, on_retry: RetrySink | None, allowed: int, spent: float) -> bool:
+        """model.endpoints: when `exc` says the endpoint `used` is down, mark it and move the session to
+        the next one that is up, told (Retry.switched_to); False when it is not down or no other one is
+        up. When another request of the session has moved it already, the retry follows, untold."""
+        from abhed.model.endpoints import down_reason
+        assert self.pool is not None
+        why = down_reason(exc)
+        if why is None:
+            return False
+        self.pool.mark_down(used, why, exc.retry_after)
+        if self.endpoint != used and not self.pool.is_down(self.endpoint):
+            return True
+        target = self.pool.next_up(used)
+        if target is None:
+            return False
+        if on_retry is not None:
+            on_retry(Retry(exc, used, 0, allowed, 0.0, spent, self.max_request_s, False,
+                           asked=exc.retry_after or None, switched_to=target))
+        self.endpoint = target
+        return True
+
+    def _all_down(self, exc: ModelError) -> str | None:
+        """Every endpoint of the pool is down, each one and why; None without a pool or while one is up."""
+        from abhed.model.endpoints import down_reason
+        if self.pool is None or down_reason(exc) is None or self.pool.next_up(self.endpoint) is not None:
+            return None
+        return self.pool.summary()
+
+    def _every_one_down(self, exc: ModelError) -> bool:
+        from abhed.model.endpoints import down_reason
+        return self.pool is not None and down_reason(exc) is not None and self.pool.next_up("") is None
+
+    def _rotate(self) -> float | None:
+        """Every endpoint is down: the next try goes to the one whose wait ends first; the seconds to
+        then when its server asked for them (Retry-After)."""
+        assert self.pool is not None
+        self.endpoint, wait_s = self.pool.soonest()
+        return wait_s
 
     def _given_up(self, exc: ModelError, tries: int, spent: float, out_of_time: bool, waiting: bool) -> ModelError:
         """The last error, saying how long it was tried (when it was tried more than once, or not
         retried for want of time)."""
+        if self.pool is not None and self._every_one_down(exc):
+            exc.message = self.pool.all_down(exc.message if tries == 1 and not out_of_time else
+                                             f"Abhed tried for {spent:.0f} s ({tries} tries; model.max_request_s = "
+                                             f"{self.max_request_s:g} s).")
+            exc.args = (exc.message,)
+            return exc
         if not exc.retryable or (tries == 1 and not out_of_time):
             return exc
         if waiting:
@@ -309,7 +391,11 @@ class ModelClient:
 
     def _status_error(self, response: httpx.Response) -> ModelError:
         data, whole = _read(response, ERROR_BODY_LIMIT)
-        return from_status(response.status_code, _said(response, data, whole), self.endpoint)
+        error = from_status(response.status_code, _said(response, data, whole), self.endpoint)
+        if response.status_code in (429, 503) and "retry-after" in response.headers:
+            from abhed.model.endpoints import retry_after
+            error.retry_after = retry_after(response.headers["retry-after"])
+        return error
 
     @contextmanager
     def _faults(self, connect: tuple[float, str] | None = None) -> Iterator[None]:
@@ -333,7 +419,7 @@ class ModelClient:
         except httpx.ReadTimeout:
             raise ModelError(f"The model server at {where} sent nothing for {self.timeout_s:g} s. It may be overloaded "
                              "or the request queued behind others; check the vLLM logs, or raise model.timeout_s.",
-                             retryable=True) from None
+                             retryable=True, timed_out=True) from None
         except httpx.TimeoutException as exc:
             raise ModelError(f"Timed out talking to the model server at {where} ({type(exc).__name__}).",
                              retryable=True) from None

@@ -11,12 +11,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from abhed.model import profiles
 from abhed.model.client import MAX_REPLY_BYTES, ModelClient, RetrySink
 from abhed.model.errors import ModelError, NotAnApi
 from abhed.model.profiles import Profile, Vision
+
+if TYPE_CHECKING:
+    from abhed.model.endpoints import Pool
 
 
 @dataclass
@@ -45,14 +48,16 @@ def connect(endpoint: str, *, api_key: str | None = None, model: str | None = No
             max_reply_bytes: int = MAX_REPLY_BYTES, profiles_dir: Path | None = None, images: str = "auto",
             image_limits: dict[str, Any] | None = None,
             probe_attempts: int | None = None, connect_s: float = 10.0, probe_connect_s: float | None = None,
-            on_retry: RetrySink | None = None, wait_loading: bool = False, client_factory: Callable[..., ModelClient] = ModelClient) -> Model:
+            on_retry: RetrySink | None = None, wait_loading: bool = False, client_factory: Callable[..., ModelClient] = ModelClient,
+            pool: Pool | None = None) -> Model:
     """Ask the server what it serves and set up the model to use; ModelError or ProfileError if impossible.
     `probe_attempts` bounds the tries of that first question (default: `attempts`, as every request) and
     `probe_connect_s` its connect (default: `connect_s`, as every request); `wait_loading` waits out
-    a server that answers 502/503 to that question (ModelClient.models)."""
+    a server that answers 502/503 to that question (ModelClient.models). `pool`: the other servers of
+    model.endpoints, where requests go when this one is down (endpoints.py)."""
     client = client_factory(endpoint, api_key=api_key, timeout_s=timeout_s, attempts=attempts, backoff_s=backoff_s,
                             stall_s=stall_s, max_request_s=max_request_s, connect_s=connect_s,
-                            max_reply_bytes=max_reply_bytes)
+                            max_reply_bytes=max_reply_bytes, **({"pool": pool} if pool is not None else {}))
     try:
         try:
             served = client.models(on_retry=on_retry, attempts=probe_attempts, connect_s=probe_connect_s,

@@ -19,13 +19,16 @@ from abhed.common.terminal import printable
 
 class ModelError(Exception):
     def __init__(self, message: str, *, retryable: bool = False, status: int | None = None,
-                 server_said: str | None = None, unavailable: str | None = None) -> None:
+                 server_said: str | None = None, unavailable: str | None = None, timed_out: bool = False,
+                 retry_after: float | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.retryable = retryable or unavailable is not None
         self.status = status
         self.server_said = server_said  # the server's own words, when it answered with an error
         self.unavailable = unavailable  # the server is not up: what was seen, in a few words
+        self.timed_out = timed_out  # no reply began within model.timeout_s (another endpoint may answer)
+        self.retry_after = retry_after  # seconds the server asked to wait (Retry-After on 429/503), capped
 
 
 class ContextOverflow(ModelError):

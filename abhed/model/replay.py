@@ -53,6 +53,7 @@ class Turn:
     finish_reason: str | None = None
     fault: str | None = None
     usage: bool = True
+    retry_after: str | None = None  # with a status fault: its Retry-After header, as sent
 
 
 Script = Sequence[Turn] | Callable[[dict[str, Any]], Turn]
@@ -93,6 +94,12 @@ class ReplayServer:
         self.sent = 0
         self.hung_up = threading.Event()
         self.requests: list[dict[str, Any]] = []
+        self.raw: list[bytes] = []  # each completion request's body, byte for byte as it came
+        # vLLM's /metrics (at the root, beside /health): running is the completions being answered now,
+        # waiting what a test sets (a loaded replica)
+        self.running = 0
+        self.waiting = 0
+        self.metrics = True  # False: a server (a router) that serves no /metrics
         self.handler_seconds: list[float] = []  # time spent answering each completion (the "model's time")
         self.refused: list[str] = []  # context-length refusals, as vLLM words them
         self._turn = 0
@@ -219,7 +226,11 @@ class _Handler(BaseHTTPRequestHandler):
         return self.server.replay
 
     def do_GET(self) -> None:  # noqa: N802
-        if self.path.rstrip("/") == "/v1/models" and self.replay.still_loading():
+        if self.path == "/health":  # vLLM's liveness check: 200, no body
+            self._json(200, None)
+        elif self.path == "/metrics" and self.replay.metrics:
+            self._metrics()
+        elif self.path.rstrip("/") == "/v1/models" and self.replay.still_loading():
             self._json(503, error_body("Service Unavailable: the model is loading", 503, "ServiceUnavailable"))
         elif self.path.rstrip("/") == "/v1/models":
             self._json(200, self.replay.models_body())
@@ -234,10 +245,29 @@ class _Handler(BaseHTTPRequestHandler):
             return
         started = time.perf_counter()  # from here on it is the "model's" time, parsing the request included
         body = json.loads(raw)
+        with self.replay._lock:
+            self.replay.raw.append(raw)
+            self.replay.running += 1
         try:
             self._complete(body)
         finally:
+            with self.replay._lock:
+                self.replay.running -= 1
             self.replay.handler_seconds.append(time.perf_counter() - started)
+
+    def _metrics(self) -> None:
+        """The load gauges as vLLM's Prometheus page has them (one label set per model and engine)."""
+        replay = self.replay
+        labels = f'{{engine="0",model_name="{replay.model_id}"}}'
+        page = "".join(f"# HELP vllm:num_requests_{kind} Number of requests {kind}.\n"
+                       f"# TYPE vllm:num_requests_{kind} gauge\nvllm:num_requests_{kind}{labels} {float(value)}\n"
+                       for kind, value in (("running", replay.running), ("waiting", replay.waiting)))
+        data = page.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     # -- one completion -------------------------------------------------------------------------
 
@@ -262,7 +292,7 @@ class _Handler(BaseHTTPRequestHandler):
         if turn is None:
             self._json(400, error_body(f"replay script exhausted after {len(replay.requests) - 1} requests", 400))
             return
-        if turn.fault and self._fault(turn.fault, replay, prompt, wanted):
+        if turn.fault and self._fault(turn, replay, prompt, wanted):
             return
         calls = [ToolCall(f"chatcmpl-tool-{uuid.uuid4().hex}", name,
                           args if isinstance(args, str) else json.dumps(args)) for name, args in turn.calls]
@@ -278,13 +308,15 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json(200, _completion(replay.model_id, text, turn.reasoning, calls, finish, usage))
 
-    def _fault(self, fault: str, replay: ReplayServer, prompt: int, wanted: int) -> bool:
+    def _fault(self, turn: Turn, replay: ReplayServer, prompt: int, wanted: int) -> bool:
         """Act out a fault; True when the request is answered (or dropped) by it."""
+        fault = turn.fault or ""
         kind, _, arg = fault.partition(":")
         if kind in ("status", "flat"):
             status = int(arg)
             self._json(status, error_body(f"replayed fault: HTTP {status}", status,
-                                          "InternalServerError" if status >= 500 else "BadRequestError", kind == "flat"))
+                                          "InternalServerError" if status >= 500 else "BadRequestError", kind == "flat"),
+                       headers={"Retry-After": turn.retry_after} if turn.retry_after is not None else None)
         elif kind == "overflow":
             self._json(400, error_body(_overflow_message(replay.max_model_len or 4096, prompt, wanted), 400))
         elif kind == "reset":
@@ -353,9 +385,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- the bytes on the wire ----------------------------------------------------------------------
 
-    def _json(self, status: int, obj: Any) -> None:
-        data = json.dumps(obj).encode()
+    def _json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
+        data = b"" if obj is None else json.dumps(obj).encode()
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()

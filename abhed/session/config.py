@@ -134,6 +134,9 @@ class ApprovalConfig(_Section):
 
 class ModelConfig(_Section):
     endpoint: str = "http://127.0.0.1:8000/v1"
+    # Several servers of the same model (vLLM replicas, routers), instead of `endpoint`: each session
+    # takes the least loaded one that answers and keeps it; failover when it is down (model/endpoints.py).
+    endpoints: list[str] = []
     model: str | None = None
     api_key: str | None = None
     profile: str | None = None  # a profile name from offline_models/ (`abhed models`); None: chosen by model id
@@ -165,6 +168,28 @@ class ModelConfig(_Section):
     @classmethod
     def _known_format(cls, value: object) -> str:
         return formats.validated(value, auto=True)
+
+    @field_validator("endpoints")
+    @classmethod
+    def _endpoint_list(cls, value: list[str]) -> list[str]:
+        cleaned = [e.strip().rstrip("/") for e in value]
+        for endpoint in cleaned:
+            if not endpoint.startswith(("http://", "https://")):
+                raise ValueError(f"{endpoint!r} is not an http:// or https:// URL; give each server's API, e.g. "
+                                 "\"http://gpu1:8000/v1\"")
+        if len(set(cleaned)) != len(cleaned):
+            raise ValueError("an endpoint is listed twice; list each server once")
+        return cleaned
+
+    def model_post_init(self, context: Any) -> None:
+        if self.endpoints and "endpoint" in self.model_fields_set:
+            raise ValueError(f"model.endpoint ({self.endpoint}) and model.endpoints ({', '.join(self.endpoints)}) "
+                             "are both set: set one. model.endpoint is one server; model.endpoints lists several "
+                             "(put this one in the list, or unset model.endpoints / ABHED_ENDPOINTS to use it alone)")
+
+    def servers(self) -> list[str]:
+        """The endpoints sessions choose among: model.endpoints, else model.endpoint alone."""
+        return list(self.endpoints) or [self.endpoint]
 
     def vision_overrides(self) -> dict[str, Any]:
         """The operator's image limits, named as a profile's [vision] table names them."""
@@ -323,6 +348,7 @@ ENV_KEYS: dict[str, tuple[str, ...]] = {
     "ABHED_CHECKPOINTS": ("checkpoints", "enabled"),
     "ABHED_SANDBOX": ("sandbox", "backend"),
     "ABHED_ENDPOINT": ("model", "endpoint"),
+    "ABHED_ENDPOINTS": ("model", "endpoints"),
     "ABHED_MODEL": ("model", "model"),
     "ABHED_API_KEY": ("model", "api_key"),
     "ABHED_PROFILE": ("model", "profile"),
@@ -353,6 +379,8 @@ def _from_env(env: dict[str, str]) -> dict[str, Any]:
             value: Any = env[name]
             if keys == ("allowed_roots",):
                 value = [p for p in value.split(os.pathsep) if p]
+            if keys == ("model", "endpoints"):  # URLs hold colons: commas or spaces separate them
+                value = value.replace(",", " ").split()
             _set(tree, keys, value)
     return tree
 

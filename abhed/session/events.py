@@ -245,8 +245,18 @@ class HookEvent(_Event):
     duration_ms: float = 0.0
 
 
+class EndpointEvent(_Event):
+    """The model server this session talks to changed (model.endpoints): `previous` was down, for
+    `reason`, and the session goes on at `endpoint`, where `abhed resume` starts too."""
+
+    kind: Literal["endpoint"] = "endpoint"
+    endpoint: str
+    previous: str
+    reason: str
+
+
 AnyEvent = (ActionEvent | ObservationEvent | MessageEvent | CompactionEvent | RunEvent | CheckpointEvent | ModeEvent
-            | SessionEvent | RepoMapEvent | HookEvent)
+            | SessionEvent | RepoMapEvent | HookEvent | EndpointEvent)
 Event = Annotated[AnyEvent, Field(discriminator="kind")]
 
 
