@@ -245,8 +245,21 @@ class HookEvent(_Event):
     duration_ms: float = 0.0
 
 
+class AuditEvent(_Event):
+    """Central audit (abhed/session/auditship.py): a process began or ended its use of the session
+    (`start`, `end`: the audit's session start and end, the end carrying the head), or a sink
+    could not be sent to (`failed`, told once) or took records again after that (`resumed`)."""
+
+    kind: Literal["audit"] = "audit"
+    what: Literal["start", "end", "failed", "resumed"]
+    sink: str | None = None  # failed, resumed: which sink
+    detail: str = ""  # failed: what went wrong; resumed: how many records were sent late
+    user: str | None = None  # start, end: who, where
+    host: str | None = None
+
+
 AnyEvent = (ActionEvent | ObservationEvent | MessageEvent | CompactionEvent | RunEvent | CheckpointEvent | ModeEvent
-            | SessionEvent | RepoMapEvent | HookEvent)
+            | SessionEvent | RepoMapEvent | HookEvent | AuditEvent)
 Event = Annotated[AnyEvent, Field(discriminator="kind")]
 
 

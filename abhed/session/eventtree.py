@@ -60,8 +60,8 @@ def tree(events: list[AnyEvent]) -> list[tuple[AnyEvent, int]]:
 
 def shown_event(event: AnyEvent, indent: str, full: bool) -> str:
     """One event as a line (an observation's whole text when `full`), behind `indent`."""
-    from abhed.session.events import (ActionEvent, CheckpointEvent, CompactionEvent, HookEvent, MessageEvent,
-                                      ModeEvent, ObservationEvent, RepoMapEvent, SessionEvent)
+    from abhed.session.events import (ActionEvent, AuditEvent, CheckpointEvent, CompactionEvent, HookEvent,
+                                      MessageEvent, ModeEvent, ObservationEvent, RepoMapEvent, SessionEvent)
     stamp = event.at.strftime("%Y-%m-%d %H:%M:%S")
     if isinstance(event, ActionEvent):
         args = json.dumps(event.input, ensure_ascii=False)
@@ -98,5 +98,9 @@ def shown_event(event: AnyEvent, indent: str, full: bool) -> str:
     if isinstance(event, SessionEvent):
         return (f"{indent}{stamp} [{event.agent_id}] session created by {event.user}@{event.host} in {event.workspace} "
                 f"(log hash-chained: {event.chain})")
+    if isinstance(event, AuditEvent):
+        on = f" {event.sink}" if event.sink else ""
+        said = f": {preview(event.detail)}" if event.detail else ""
+        return f"{indent}{stamp} [{event.agent_id}] audit {event.what}{on}{said}"
     detail = f": {preview(event.detail)}" if event.detail else ""
     return f"{indent}{stamp} [{event.agent_id}] run {event.status}{detail}"

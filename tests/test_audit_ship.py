@@ -1,0 +1,545 @@
+"""Central audit (issue 37, item 2): records derived from the session's log, sent to syslog (a
+listening unix datagram socket here, parsed as RFC 5424), a JSON-lines file or directory, and an
+OTLP/HTTP collector (a real HTTP receiver decoding the protobuf); a sink that is down loses nothing
+and gets everything, once and in order, when it is back."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import stat
+import tempfile
+import threading
+from collections.abc import Iterator
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from abhed.session import config
+from abhed.session.audit import parse_head, verify_session
+from abhed.session.auditrecord import SCHEMA, Mapper, decided_by
+from abhed.session.auditship import PENDING, Pass, Shipper, deliver, read_cursor, refuse_writable
+from abhed.session.auditsink import SinkError, make, syslog_frame
+from abhed.session.events import (ActionEvent, AuditEvent, HookEvent, MessageEvent, ModeEvent, ObservationEvent,
+                                  RunEvent)
+from abhed.session.store import Session, SessionStore
+
+
+# -- a session at work ------------------------------------------------------------------------------
+
+
+def audit(**values: Any) -> config.AuditConfig:
+    return config.AuditConfig.model_validate({"timeout_s": 2.0, **values})
+
+
+def new_session(tmp_path: Path) -> Session:
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    return SessionStore(tmp_path / "home").create(ws)
+
+
+def call(session: Session, tool: str, args: dict[str, Any], approval: dict[str, Any] | None, *,
+         metadata: dict[str, Any] | None = None, is_error: bool = False, answered: bool = True) -> ActionEvent:
+    action = ActionEvent(session_id=session.id, tool=tool, input=args, user="alice", host="ws1")
+    session.record(action)
+    if answered:
+        answer(session, action, approval, metadata=metadata, is_error=is_error)
+    return action
+
+
+def answer(session: Session, action: ActionEvent, approval: dict[str, Any] | None, *,
+           metadata: dict[str, Any] | None = None, is_error: bool = False) -> None:
+    meta = {**({"approval": approval} if approval is not None else {}), **(metadata or {})}
+    session.record(ObservationEvent(session_id=session.id, action_id=action.id, tool=action.tool, content="done",
+                                    is_error=is_error, metadata=meta, duration_ms=5.0))
+
+
+def at_work(session: Session, ws: Path) -> None:
+    """A run with one call of every sort the audit tells apart."""
+    session.record(RunEvent(session_id=session.id, status="started", prompt="fix it", user="alice", host="ws1",
+                            model="qwen"))
+    call(session, "bash", {"command": "make test"}, {"decision": "allow", "rule": "allow: bash(make test)",
+                                                     "reason": "allowed by the rule bash(make test)"},
+         metadata={"exit_code": 2, "timed_out": False}, is_error=True)
+    call(session, "write", {"path": str(ws / "a.py"), "content": "x"},
+         {"decision": "allow", "rule": "mode: accept-edits", "reason": "mode accept-edits allows file edits"},
+         metadata={"path": str(ws / "a.py"), "action": "created"})
+    call(session, "edit", {"path": str(ws / "b.py")}, {"decision": "deny", "rule": "mode: ask",
+                                                       "reason": "the human declined it: not now"})
+    call(session, "mcp__jira__get_issue", {"key": "ABC-1"},
+         {"decision": "allow", "rule": "allow: mcp__jira__get_issue", "reason": "allowed by the rule"})
+    call(session, "bash", {"command": "rm -rf /"}, None, metadata={"error_kind": "hook_blocked"}, is_error=True)
+    call(session, "read", {"path": str(ws / "a.py")}, {"decision": "allow", "rule": "read-only",
+                                                       "reason": "read-only tool"})
+    session.record(MessageEvent(session_id=session.id, role="assistant", content="Done."))  # not an audit record
+    session.record(ModeEvent(session_id=session.id, mode="auto", previous="ask", user="alice", host="ws1"))
+    session.record(RunEvent(session_id=session.id, status="done"))
+
+
+KINDS = ["session.create", "run.start", "approval", "command", "approval", "file.change", "approval", "approval",
+         "mcp.call", "approval", "approval", "mode.change", "run.end"]
+
+
+def records_of(session: Session) -> list[dict[str, Any]]:
+    mapper, out, offset = Mapper(session.id), [], 0
+    for end, _whole, event in session.log.scan(0):
+        if event is not None:
+            out += mapper.records(event, offset)
+        offset = end
+    return out
+
+
+def test_records_come_from_the_log_with_who_decided_each_call(tmp_path):
+    session = new_session(tmp_path)
+    at_work(session, tmp_path / "ws")
+    records = records_of(session)
+    assert [r["kind"] for r in records] == KINDS
+    assert all(r["schema"] == SCHEMA and r["session"] == session.id for r in records)
+    approvals = [r["fields"] for r in records if r["kind"] == "approval"]
+    assert [(a["tool"], a["decision"], a["decided_by"]) for a in approvals] == [
+        ("bash", "allow", "rule"), ("write", "allow", "mode"), ("edit", "deny", "human"),
+        ("mcp__jira__get_issue", "allow", "rule"), ("bash", "deny", "hook"), ("read", "allow", "policy")]
+    command = next(r for r in records if r["kind"] == "command")
+    assert command["fields"]["command"] == "make test" and command["fields"]["exit_code"] == 2
+    assert command["user"] == "alice" and command["host"] == "ws1"
+    change = next(r for r in records if r["kind"] == "file.change")
+    assert change["fields"]["path"] == str(tmp_path / "ws" / "a.py") and change["fields"]["action"] == "created"
+    mcp = next(r for r in records if r["kind"] == "mcp.call")
+    assert (mcp["fields"]["server"], mcp["fields"]["tool"]) == ("jira", "get_issue")
+    assert json.loads(mcp["fields"]["arguments"]) == {"key": "ABC-1"}
+    ids = [r["id"] for r in records]
+    assert len(set(ids)) == len(ids)  # a call's second record is SEQ.1
+    assert records[3]["id"] == f"{session.id}:{records[2]['seq']}.1"
+
+
+def test_who_decided(tmp_path):
+    assert decided_by({"decision": "allow", "reason": "approved by the human; x", "rule": "mode: ask"}, None) == "human"
+    assert decided_by({"decision": "allow", "reason": "confirmed by the human (--confirm); x"}, None) == "human"
+    assert decided_by({"decision": "ask", "rule": "not allowlisted", "reason": "x"}, None) == "nobody"
+    assert decided_by({"decision": "deny", "rule": "deny: bash(curl:*)", "reason": "x"}, None) == "rule"
+    assert decided_by({"decision": "deny", "rule": "mode: plan", "reason": "x"}, None) == "mode"
+    assert decided_by({}, "hook_blocked") == "hook"
+
+
+def test_long_strings_are_cut_and_say_so(tmp_path):
+    session = new_session(tmp_path)
+    call(session, "bash", {"command": "echo " + "x" * 10_000}, {"decision": "allow", "rule": "read-only",
+                                                                  "reason": "r"})
+    command = next(r for r in records_of(session) if r["kind"] == "command")
+    assert len(command["fields"]["command"]) < 4200 and command["fields"]["command"].endswith("characters cut]")
+
+
+# -- the settings -----------------------------------------------------------------------------------
+
+
+def test_settings_default_to_no_sink_and_refuse_a_sink_without_its_destination(tmp_path):
+    assert config.Settings().audit.sinks == []
+    with pytest.raises(ValueError, match=r"jsonl sink needs \[audit.jsonl\] path"):
+        audit(sinks=["jsonl"])
+    with pytest.raises(ValueError, match=r"otlp sink needs \[audit.otlp\] endpoint"):
+        audit(sinks=["otlp"])
+    with pytest.raises(ValueError, match="facility"):
+        audit(syslog={"facility": "mail2"})
+    with pytest.raises(ValueError, match="sinks"):
+        audit(sinks=["splunk"])
+    toml = tmp_path / "config.toml"
+    toml.write_text('[audit]\nsinks = ["syslog", "jsonl"]\n[audit.jsonl]\npath = "/var/log/abhed"\n'
+                    '[audit.syslog]\nsocket = "/run/systemd/journal/dev-log"\nfacility = "local3"\n')
+    loaded = config.load(env={"ABHED_CONFIG": str(toml)})
+    assert loaded.audit.sinks == ["syslog", "jsonl"] and loaded.audit.syslog.facility == "local3"
+
+
+def test_a_sink_path_the_model_can_write_is_refused(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with pytest.raises(config.ConfigError, match=r"\[audit.jsonl\] path .* lies inside .*where the model can write"):
+        refuse_writable(audit(sinks=["jsonl"], jsonl={"path": str(ws / "audit.jsonl")}), [ws])
+    refuse_writable(audit(sinks=["jsonl"], jsonl={"path": str(tmp_path / "audit.jsonl")}), [ws])
+
+
+# -- syslog -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A directory with a short path: a unix socket's path is at most 107 bytes."""
+    with tempfile.TemporaryDirectory(prefix="abhed-audit-") as name:
+        yield Path(name)
+
+
+class Daemon:
+    """A listening unix datagram socket, read as it comes (a datagram queue holds only ten): what
+    rsyslog's imuxsock or journald's /dev/log is."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.got = path, []  # type: ignore[var-annotated]
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        while True:
+            data = self.sock.recv(70_000)
+            if data == b"end":
+                return
+            self.got.append(data)
+
+    def frames(self) -> list[bytes]:
+        """What arrived so far (every datagram sent before this call: the end mark comes after them)."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
+            sender.sendto(b"end", str(self.path))
+        self.thread.join()
+        return self.got
+
+    def close(self) -> None:
+        self.sock.close()
+        self.path.unlink(missing_ok=True)
+
+
+RFC5424 = re.compile(rb"<(\d{1,3})>1 (\S+) (\S+) (\S+) (\S+) (\S+) (\[(?:[^\]\\]|\\.)*\]) (.*)", re.DOTALL)
+
+
+def parse5424(frame: bytes) -> dict[str, Any]:
+    match = RFC5424.fullmatch(frame)
+    assert match, frame[:300]
+    pri, stamp, host, app, procid, msgid, sd, msg = match.groups()
+    assert sd.startswith(b"[abhed@32473 ")
+    params = {k.decode(): re.sub(rb"\\(.)", rb"\1", v).decode()
+              for k, v in re.findall(rb'(\w+)="((?:[^"\\]|\\.)*)"', sd)}
+    return {"facility": int(pri) // 8, "severity": int(pri) % 8, "time": datetime.fromisoformat(stamp.decode()),
+            "host": host.decode(), "app": app.decode(), "procid": procid.decode(), "msgid": msgid.decode(),
+            "sd": params, "record": json.loads(msg)}
+
+
+def test_syslog_frames_are_rfc5424_with_the_record_in_structured_data_and_message(tmp_path, short_dir):
+    session = new_session(tmp_path)
+    at_work(session, tmp_path / "ws")
+    daemon = Daemon(short_dir / "log")
+    try:
+        cfg = audit(sinks=["syslog"], syslog={"socket": str(daemon.path), "facility": "local3"})
+        out = deliver(session.dir, session.id, make("syslog", cfg, "ws1.lan"), cfg)
+        frames = [parse5424(f) for f in daemon.frames()]
+    finally:
+        daemon.close()
+    assert out == Pass(sent=len(KINDS))
+    assert [f["msgid"] for f in frames] == KINDS
+    first = frames[0]
+    assert first["facility"] == 19 and first["severity"] == 6 and first["app"] == "abhed"
+    assert first["host"] == "ws1.lan" and first["procid"] == str(os.getpid())
+    assert first["sd"]["session"] == session.id and first["sd"]["seq"] == "1" and first["sd"]["kind"] == KINDS[0]
+    assert first["time"].tzinfo is not None
+    declined = next(f for f in frames if f["msgid"] == "approval" and f["record"]["fields"]["tool"] == "edit")
+    assert declined["severity"] == 5 and declined["record"]["fields"]["decided_by"] == "human"
+    assert [f["record"]["seq"] for f in frames] == sorted(f["record"]["seq"] for f in frames)
+
+
+def test_a_syslog_frame_too_long_is_cut_to_the_limit_and_says_so(tmp_path):
+    record = {"schema": SCHEMA, "id": "s:1", "session": "s", "seq": 1, "time": "2026-12-07T02:36:13+00:00",
+              "kind": "command", "user": 'a"b]c\\', "host": "h", "agent": "main", "fields": {"command": "x" * 20_000}}
+    frame = syslog_frame(record, 10, "host", 1, 1024)
+    parsed = parse5424(frame)
+    assert len(frame) <= 1024 and parsed["record"]["truncated"] is True
+    assert parsed["sd"]["user"] == 'a"b]c\\'  # escaped in the structured data, read back whole
+
+
+def test_syslog_down_then_up_delivers_everything_once_in_order_and_the_log_stays_whole(tmp_path, short_dir):
+    session = new_session(tmp_path)
+    at_work(session, tmp_path / "ws")
+    cfg = audit(sinks=["syslog"], syslog={"socket": str(short_dir / "log")})
+    sink = make("syslog", cfg, "h")
+    down = deliver(session.dir, session.id, sink, cfg)
+    assert down.sent == 0 and down.behind and "syslog socket" in (down.error or "")
+    assert "does not exist" in (down.error or "")
+    assert verify_session(session.dir).ok  # the local record is untouched
+    session.record(RunEvent(session_id=session.id, status="started", prompt="again"))  # more while it is down
+    daemon = Daemon(short_dir / "log")
+    try:
+        up = deliver(session.dir, session.id, sink, cfg)
+        again = deliver(session.dir, session.id, sink, cfg)
+        frames = [parse5424(f)["record"] for f in daemon.frames()]
+    finally:
+        daemon.close()
+    assert up.sent == len(KINDS) + 1 and again == Pass()
+    assert [r["kind"] for r in frames] == [*KINDS, "run.start"]
+    assert [r["id"] for r in frames] == [r["id"] for r in records_of(session)]  # each once, in the log's order
+
+
+# -- JSON lines ---------------------------------------------------------------------------------------
+
+
+def test_jsonl_file_parsed_back_private_and_never_through_a_link(tmp_path):
+    session = new_session(tmp_path)
+    at_work(session, tmp_path / "ws")
+    target = tmp_path / "audit.jsonl"
+    cfg = audit(sinks=["jsonl"], jsonl={"path": str(target)})
+    assert deliver(session.dir, session.id, make("jsonl", cfg, "h"), cfg).sent == len(KINDS)
+    lines = target.read_text().splitlines()
+    assert [json.loads(line)["kind"] for line in lines] == KINDS
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    outside = tmp_path / "elsewhere"
+    outside.write_text("")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(outside)
+    cfg = audit(sinks=["jsonl"], jsonl={"path": str(link)})
+    other = new_session(tmp_path)
+    out = deliver(other.dir, other.id, make("jsonl", cfg, "h"), cfg)
+    assert "is a symbolic link: refusing to follow it" in (out.error or "") and outside.read_text() == ""
+
+
+def test_jsonl_directory_gets_a_file_per_session(tmp_path):
+    one, two = new_session(tmp_path), new_session(tmp_path)
+    (tmp_path / "collected").mkdir()
+    cfg = audit(sinks=["jsonl"], jsonl={"path": str(tmp_path / "collected")})
+    sink = make("jsonl", cfg, "h")
+    for session in (one, two):
+        assert deliver(session.dir, session.id, sink, cfg).sent == 1
+    for session in (one, two):
+        [line] = (tmp_path / "collected" / f"{session.id}.jsonl").read_text().splitlines()
+        assert json.loads(line)["session"] == session.id
+
+
+class Flaky:
+    """A sink that takes `room` records, then fails (as a full disk or a dropped link would)."""
+
+    name = "flaky"
+
+    def __init__(self, room: int) -> None:
+        self.room, self.got = room, []  # type: ignore[var-annotated]
+
+    def send(self, records: list[dict[str, Any]]) -> None:
+        taken = records[:self.room]
+        self.got += taken
+        self.room -= len(taken)
+        if len(taken) < len(records):
+            raise SinkError("full", sent=len(taken))
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_failure_mid_batch_resumes_at_the_first_record_not_taken(tmp_path):
+    session = new_session(tmp_path)
+    at_work(session, tmp_path / "ws")
+    sink = Flaky(3)  # takes session.create, run.start, and the approval of a call, not its command record
+    cfg = audit(batch=4)
+    first = deliver(session.dir, session.id, sink, cfg)
+    assert first.error == "full" and first.sent == 3
+    cursor = read_cursor(session.dir / "audit" / "flaky.cursor")
+    assert cursor.seq == 3  # up to the call (event 3); its result, event 4, was not wholly taken
+    sink.room = 100
+    deliver(session.dir, session.id, sink, cfg)
+    # the approval of the cut call is sent again with its command record: a repeat, never a loss
+    assert [r["kind"] for r in sink.got] == [*KINDS[:3], *KINDS[2:]]
+
+
+def test_a_call_answered_after_a_pass_still_gets_its_command_record(tmp_path):
+    session = new_session(tmp_path)
+    action = call(session, "bash", {"command": "make"}, None, answered=False)
+    sink, cfg = Flaky(100), audit()
+    deliver(session.dir, session.id, sink, cfg)
+    session.record(MessageEvent(session_id=session.id, role="assistant", content="waiting"))
+    deliver(session.dir, session.id, sink, cfg)
+    answer(session, action, {"decision": "allow", "rule": "read-only", "reason": "r"}, metadata={"exit_code": 0})
+    deliver(session.dir, session.id, sink, cfg)
+    command = sink.got[-1]
+    assert command["kind"] == "command" and command["fields"]["command"] == "make" and command["user"] == "alice"
+    assert [r["kind"] for r in sink.got] == ["session.create", "approval", "command"]
+
+
+def test_two_deliverers_at_once_send_each_record_once(tmp_path):
+    session = new_session(tmp_path)
+    for _ in range(5):
+        at_work(session, tmp_path / "ws")
+    target = tmp_path / "audit.jsonl"
+    cfg = audit(sinks=["jsonl"], jsonl={"path": str(target)}, batch=7)
+    threads = [threading.Thread(target=deliver, args=(session.dir, session.id, make("jsonl", cfg, "h"), cfg))
+               for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    ids = [json.loads(line)["id"] for line in target.read_text().splitlines()]
+    assert ids == [r["id"] for r in records_of(session)]
+
+
+# -- OTLP ---------------------------------------------------------------------------------------------
+
+
+class Collector:
+    """An OTLP/HTTP logs receiver: decodes each ExportLogsServiceRequest; answers `status`."""
+
+    def __init__(self) -> None:
+        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (ExportLogsServiceRequest,
+                                                                             ExportLogsServiceResponse)
+        self.requests: list[Any] = []
+        self.status = 200
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if owner.status != 200:
+                    self.send_response(owner.status)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                request = ExportLogsServiceRequest()
+                request.ParseFromString(body)
+                owner.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}, request))
+                reply = ExportLogsServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/logs"
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    def logs(self) -> list[Any]:
+        return [log for _, _, request in self.requests for resource in request.resource_logs
+                for scope in resource.scope_logs for log in scope.log_records]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def collector() -> Iterator[Collector]:
+    pytest.importorskip("opentelemetry.sdk")
+    made = Collector()
+    yield made
+    made.close()
+
+
+def attributes(log: Any) -> dict[str, Any]:
+    out = {}
+    for item in log.attributes:
+        value = item.value
+        out[item.key] = getattr(value, value.WhichOneof("value"))
+    return out
+
+
+def test_otlp_log_records_reach_a_real_collector_as_protobuf(tmp_path, collector):
+    session = new_session(tmp_path)
+    at_work(session, tmp_path / "ws")
+    cfg = audit(sinks=["otlp"], otlp={"endpoint": collector.url, "headers": {"Authorization": "Bearer t0k"}})
+    out = deliver(session.dir, session.id, make("otlp", cfg, "ws1.lan"), cfg)
+    assert out == Pass(sent=len(KINDS))
+    path, headers, request = collector.requests[0]
+    assert path == "/v1/logs" and headers["authorization"] == "Bearer t0k"
+    resource = {a.key: a.value.string_value for a in request.resource_logs[0].resource.attributes}
+    assert resource["service.name"] == "abhed" and resource["host.name"] == "ws1.lan"
+    assert request.resource_logs[0].scope_logs[0].scope.name == "abhed.audit"
+    logs = collector.logs()
+    assert [attributes(log)["abhed.kind"] for log in logs] == KINDS
+    assert [json.loads(log.body.string_value)["kind"] for log in logs] == KINDS
+    command = next(log for log in logs if attributes(log)["abhed.kind"] == "command")
+    assert attributes(command)["abhed.field.command"] == "make test" and attributes(command)["abhed.user"] == "alice"
+    assert command.event_name == "abhed.command" and command.severity_text == "INFO"
+    assert command.time_unix_nano > 0
+
+
+def test_otlp_collector_refusing_then_taking_gets_everything_once(tmp_path, collector):
+    session = new_session(tmp_path)
+    at_work(session, tmp_path / "ws")
+    cfg = audit(sinks=["otlp"], otlp={"endpoint": collector.url}, timeout_s=0.5)
+    sink = make("otlp", cfg, "h")
+    collector.status = 400  # not retried by the exporter: a quick failure
+    down = deliver(session.dir, session.id, sink, cfg)
+    assert down.sent == 0 and f"the OTLP collector {collector.url} did not take the records" in (down.error or "")
+    collector.status = 200
+    assert deliver(session.dir, session.id, sink, cfg).sent == len(KINDS)
+    assert [attributes(log)["abhed.id"] for log in collector.logs()] == [r["id"] for r in records_of(session)]
+
+
+# -- a session's shipper --------------------------------------------------------------------------------
+
+
+def test_a_session_start_and_end_carry_the_head_and_a_failure_is_recorded_and_told_once(tmp_path, short_dir):
+    session = new_session(tmp_path)
+    told: list[str] = []
+    cfg = audit(sinks=["syslog", "jsonl"], syslog={"socket": str(short_dir / "log")},
+                jsonl={"path": str(tmp_path / "audit.jsonl")}, retry_s=600, close_wait_s=10)
+    shipper = Shipper(cfg, tmp_path / "home", session.dir, session.id, session.record, told.append)
+    session.after_record = shipper.notify
+    shipper.start()
+    at_work(session, tmp_path / "ws")
+    shipper.end()
+    events = session.log.load().events
+    failed = [e for e in events if isinstance(e, AuditEvent) and e.what == "failed"]
+    assert len(failed) == 1 and failed[0].sink == "syslog" and "does not exist" in failed[0].detail
+    assert len([t for t in told if t.startswith("audit: cannot send to the syslog sink")]) == 1
+    assert "Nothing is lost" in told[0]
+    assert any("did not take all of this session's records" in t and "syslog" in t for t in told)
+    assert (tmp_path / "home" / PENDING / session.id).exists()
+    lines = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    kinds = [r["kind"] for r in lines]
+    assert kinds[0] == "session.create" and kinds[1] == "session.start" and kinds[-1] in ("session.end", "audit.failed")
+    assert "audit.failed" in kinds and kinds.count("session.end") == 1
+    end = next(r for r in lines if r["kind"] == "session.end")
+    head = parse_head(end["fields"]["head"])
+    assert head is not None and head[0] == end["seq"]
+    assert verify_session(session.dir, kept=head).ok  # the head sent is the log's own
+
+    # The next session started with this store sends the first one's backlog, once syslog is back.
+    daemon = Daemon(short_dir / "log")
+    try:
+        other = new_session(tmp_path)
+        shipper = Shipper(cfg, tmp_path / "home", other.dir, other.id, other.record, told.append)
+        shipper.start()
+        shipper.end()
+        frames = [parse5424(f)["record"] for f in daemon.frames()]
+    finally:
+        daemon.close()
+    first = [r["id"] for r in frames if r["session"] == session.id]
+    assert first == [r["id"] for r in lines]  # everything of the first session, once, in order
+    assert not (tmp_path / "home" / PENDING / session.id).exists()
+
+
+def test_a_sink_back_in_the_same_session_is_recorded_as_resumed(tmp_path, short_dir):
+    session = new_session(tmp_path)
+    told: list[str] = []
+    cfg = audit(sinks=["syslog"], syslog={"socket": str(short_dir / "log")}, retry_s=0.05, close_wait_s=10)
+    shipper = Shipper(cfg, tmp_path / "home", session.dir, session.id, session.record, told.append)
+    session.after_record = shipper.notify
+    shipper.start()
+    daemon = None
+    try:
+        while not any(isinstance(e, AuditEvent) and e.what == "failed" for e in session.log.load().events):
+            shipper.wake.wait(0.01)
+        daemon = Daemon(short_dir / "log")
+        at_work(session, tmp_path / "ws")
+        shipper.end()
+        frames = [parse5424(f)["record"] for f in daemon.frames()]
+    finally:
+        if daemon is not None:
+            daemon.close()
+    kinds = [r["kind"] for r in frames]
+    assert kinds[:3] == ["session.create", "session.start", "audit.failed"] and "audit.resumed" in kinds
+    assert kinds.count("approval") == 6 and kinds[-1] == "session.end"
+    ids = [r["id"] for r in frames]
+    assert ids == [r["id"] for r in records_of(session)]  # each once, in the log's order
+    assert any(t.startswith("audit: the syslog sink takes records again") for t in told)
+    assert not (tmp_path / "home" / PENDING / session.id).exists()
+
+
+def test_hooks_and_their_outcomes_are_records(tmp_path):
+    session = new_session(tmp_path)
+    session.record(HookEvent(session_id=session.id, event="pre_tool", command=["/bin/check"], tool="bash",
+                             exit_code=2, outcome="blocked"))
+    [hook] = [r for r in records_of(session) if r["kind"] == "hook"]
+    assert hook["fields"] == {"event": "pre_tool", "command": ["/bin/check"], "tool": "bash", "exit_code": 2,
+                              "outcome": "blocked"}
