@@ -7,19 +7,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import socket
 import stat
 import tempfile
 import threading
 from collections.abc import Iterator
-from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import abhed.tools  # noqa: F401 (installs the tools' traits, which tell a command and a file change)
 from abhed.session import config
 from abhed.session.audit import parse_head, verify_session
 from abhed.session.auditrecord import SCHEMA, Mapper, decided_by
@@ -28,6 +26,7 @@ from abhed.session.auditsink import SinkError, make, syslog_frame
 from abhed.session.events import (ActionEvent, AuditEvent, HookEvent, MessageEvent, ModeEvent, ObservationEvent,
                                   RunEvent)
 from abhed.session.store import Session, SessionStore
+from audit_testing import Daemon, parse5424
 
 
 # -- a session at work ------------------------------------------------------------------------------
@@ -163,58 +162,6 @@ def test_a_sink_path_the_model_can_write_is_refused(tmp_path):
 
 
 # -- syslog -----------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    """A directory with a short path: a unix socket's path is at most 107 bytes."""
-    with tempfile.TemporaryDirectory(prefix="abhed-audit-") as name:
-        yield Path(name)
-
-
-class Daemon:
-    """A listening unix datagram socket, read as it comes (a datagram queue holds only ten): what
-    rsyslog's imuxsock or journald's /dev/log is."""
-
-    def __init__(self, path: Path) -> None:
-        self.path, self.got = path, []  # type: ignore[var-annotated]
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(str(path))
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self) -> None:
-        while True:
-            data = self.sock.recv(70_000)
-            if data == b"end":
-                return
-            self.got.append(data)
-
-    def frames(self) -> list[bytes]:
-        """What arrived so far (every datagram sent before this call: the end mark comes after them)."""
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
-            sender.sendto(b"end", str(self.path))
-        self.thread.join()
-        return self.got
-
-    def close(self) -> None:
-        self.sock.close()
-        self.path.unlink(missing_ok=True)
-
-
-RFC5424 = re.compile(rb"<(\d{1,3})>1 (\S+) (\S+) (\S+) (\S+) (\S+) (\[(?:[^\]\\]|\\.)*\]) (.*)", re.DOTALL)
-
-
-def parse5424(frame: bytes) -> dict[str, Any]:
-    match = RFC5424.fullmatch(frame)
-    assert match, frame[:300]
-    pri, stamp, host, app, procid, msgid, sd, msg = match.groups()
-    assert sd.startswith(b"[abhed@32473 ")
-    params = {k.decode(): re.sub(rb"\\(.)", rb"\1", v).decode()
-              for k, v in re.findall(rb'(\w+)="((?:[^"\\]|\\.)*)"', sd)}
-    return {"facility": int(pri) // 8, "severity": int(pri) % 8, "time": datetime.fromisoformat(stamp.decode()),
-            "host": host.decode(), "app": app.decode(), "procid": procid.decode(), "msgid": msgid.decode(),
-            "sd": params, "record": json.loads(msg)}
 
 
 def test_syslog_frames_are_rfc5424_with_the_record_in_structured_data_and_message(tmp_path, short_dir):
@@ -414,6 +361,13 @@ class Collector:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A directory with a short path: a unix socket's path is at most 107 bytes."""
+    with tempfile.TemporaryDirectory(prefix="abhed-audit-") as name:
+        yield Path(name)
 
 
 @pytest.fixture

@@ -32,13 +32,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from abhed.common import traits
 from abhed.session.events import (ActionEvent, AnyEvent, AuditEvent, CheckpointEvent, HookEvent, ModeEvent,
                                   ObservationEvent, RunEvent, SessionEvent)
 
 SCHEMA = "abhed.audit/1"
 MAX_STRING = 4096
 HOOK_BLOCKED = "hook_blocked"  # agent/dispatch.py's error kind for a call a pre_tool hook blocked
-FILE_TOOLS = ("write", "edit")
 
 
 def bounded(value: Any, limit: int = MAX_STRING) -> Any:
@@ -151,14 +151,16 @@ def _audit(event: AuditEvent, head: str | None) -> tuple[str, tuple[str | None, 
 
 
 def _ran(result: ObservationEvent, args: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
-    """What a call that was allowed to run did: a command, a file changed, an MCP call; None for
-    the tools that only read or keep notes (their approval record says they ran)."""
+    """What a call that was allowed to run did, as its tool's traits tell: a command (runs_code), a
+    file changed (edits_files), an MCP call; None for the tools that only read or keep notes (their
+    approval record says they ran)."""
     meta, common = result.metadata, {"call_id": result.action_id}
-    if result.tool == "bash" and isinstance(args.get("command"), str):
+    declared = traits.of(result.tool)  # what the tool says it does (the registry, installed with the tools)
+    if declared is not None and declared.runs_code and isinstance(args.get("command"), str):
         return "command", {**common, "command": args["command"], "exit_code": meta.get("exit_code"),
                            "timed_out": meta.get("timed_out"), "background": bool(args.get("background")),
                            "is_error": result.is_error, "duration_ms": result.duration_ms}
-    if result.tool in FILE_TOOLS and not result.is_error and meta.get("action") != "unchanged":
+    if declared is not None and declared.edits_files and not result.is_error and meta.get("action") != "unchanged":
         return "file.change", {**common, "tool": result.tool, "path": meta.get("path", args.get("path")),
                                "action": meta.get("action", result.tool)}
     if result.tool.startswith("mcp__"):
