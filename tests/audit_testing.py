@@ -1,5 +1,6 @@
-"""A syslog daemon's socket for the central audit's tests: a listening unix datagram socket, and a
-parser of the RFC 5424 frames it receives."""
+"""The central audit's tests' helpers: a session at work (one call of every sort the audit tells
+apart), a syslog daemon's socket (a listening unix datagram socket) and a parser of the RFC 5424
+frames it receives."""
 
 from __future__ import annotations
 
@@ -10,6 +11,73 @@ import threading
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from abhed.session import config
+from abhed.session.auditrecord import Mapper
+from abhed.session.events import ActionEvent, MessageEvent, ModeEvent, ObservationEvent, RunEvent
+from abhed.session.store import Session, SessionStore
+
+
+def audit(**values: Any) -> config.AuditConfig:
+    return config.AuditConfig.model_validate({"timeout_s": 2.0, **values})
+
+
+def new_session(tmp_path: Path) -> Session:
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    return SessionStore(tmp_path / "home").create(ws)
+
+
+def call(session: Session, tool: str, args: dict[str, Any], approval: dict[str, Any] | None, *,
+         metadata: dict[str, Any] | None = None, is_error: bool = False, answered: bool = True) -> ActionEvent:
+    action = ActionEvent(session_id=session.id, tool=tool, input=args, user="alice", host="ws1")
+    session.record(action)
+    if answered:
+        answer(session, action, approval, metadata=metadata, is_error=is_error)
+    return action
+
+
+def answer(session: Session, action: ActionEvent, approval: dict[str, Any] | None, *,
+           metadata: dict[str, Any] | None = None, is_error: bool = False) -> None:
+    meta = {**({"approval": approval} if approval is not None else {}), **(metadata or {})}
+    session.record(ObservationEvent(session_id=session.id, action_id=action.id, tool=action.tool, content="done",
+                                    is_error=is_error, metadata=meta, duration_ms=5.0))
+
+
+def at_work(session: Session, ws: Path) -> None:
+    """A run with one call of every sort the audit tells apart."""
+    session.record(RunEvent(session_id=session.id, status="started", prompt="fix it", user="alice", host="ws1",
+                            model="qwen"))
+    call(session, "bash", {"command": "make test"}, {"decision": "allow", "rule": "allow: bash(make test)",
+                                                     "reason": "allowed by the rule bash(make test)"},
+         metadata={"exit_code": 2, "timed_out": False}, is_error=True)
+    call(session, "write", {"path": str(ws / "a.py"), "content": "x"},
+         {"decision": "allow", "rule": "mode: accept-edits", "reason": "mode accept-edits allows file edits"},
+         metadata={"path": str(ws / "a.py"), "action": "created"})
+    call(session, "edit", {"path": str(ws / "b.py")}, {"decision": "deny", "rule": "mode: ask",
+                                                       "reason": "the human declined it: not now"})
+    call(session, "mcp__jira__get_issue", {"key": "ABC-1"},
+         {"decision": "allow", "rule": "allow: mcp__jira__get_issue", "reason": "allowed by the rule"})
+    call(session, "bash", {"command": "rm -rf /"}, None, metadata={"error_kind": "hook_blocked"}, is_error=True)
+    call(session, "read", {"path": str(ws / "a.py")}, {"decision": "allow", "rule": "read-only",
+                                                       "reason": "read-only tool"})
+    session.record(MessageEvent(session_id=session.id, role="assistant", content="Done."))  # not an audit record
+    session.record(ModeEvent(session_id=session.id, mode="auto", previous="ask", user="alice", host="ws1"))
+    session.record(RunEvent(session_id=session.id, status="done"))
+
+
+KINDS = ["session.create", "run.start", "approval", "command", "approval", "file.change", "approval", "approval",
+         "mcp.call", "approval", "approval", "mode.change", "run.end"]
+
+
+def records_of(session: Session) -> list[dict[str, Any]]:
+    mapper, out, offset = Mapper(session.id), [], 0
+    for end, _whole, event in session.log.scan(0):
+        if event is not None:
+            out += mapper.records(event, offset)
+        offset = end
+    return out
+
 
 
 class Daemon:

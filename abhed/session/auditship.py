@@ -224,14 +224,12 @@ class Shipper:
         self.wake.set()
         if self.thread is not None:
             self.thread.join(timeout=max(0.0, deadline - time.monotonic()))
-        behind = []
+        behind = list(self.sinks)
         if self.passing.acquire(timeout=max(0.0, deadline - time.monotonic())):
             try:
-                behind = self._pass(lambda: time.monotonic() >= deadline, everyone=True)
+                behind = self._last_passes(deadline)
             finally:
                 self.passing.release()
-        else:
-            behind = list(self.sinks)
         behind += [name for name in self.config.sinks if name not in self.sinks]  # never made: all unsent
         self._note_pending(bool(behind))
         if behind:
@@ -240,6 +238,16 @@ class Shipper:
                       "and the next Abhed session started with this store sends them")
         for sink in self.sinks.values():
             sink.close()
+
+    def _last_passes(self, deadline: float) -> list[str]:
+        """Passes over every sink until none records anything more (a sink's failure or return is
+        an event the others must carry too), or the deadline; the sinks left behind."""
+        log = EventLog(self.directory / "events.jsonl")
+        while True:
+            head = log.head()
+            behind = self._pass(lambda: time.monotonic() >= deadline, everyone=True)
+            if log.head() == head or time.monotonic() >= deadline:
+                return behind
 
     def _run(self) -> None:
         self._others()

@@ -146,8 +146,12 @@ class JsonlSink:
         except OSError as exc:
             raise SinkError(self._why(exc, "open")) from None
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
                 raise SinkError(f"the audit file {self.path} is not a regular file: refusing to write into it")
+            if st.st_uid not in (os.geteuid(), 0):  # made by another user in a shared directory, to read or edit ours
+                raise SinkError(f"the audit file {self.path} belongs to uid {st.st_uid}, not to you or root: "
+                                "refusing to write into it (another user could change what it holds)")
             self._lock(fd)
             size = os.fstat(fd).st_size
             try:
