@@ -213,7 +213,7 @@ def test_a_failure_mid_batch_resumes_at_the_first_record_not_taken(tmp_path):
     sink = Flaky(3)  # takes session.create, run.start, and the approval of a call, not its command record
     cfg = audit(batch=4)
     first = deliver(session.dir, session.id, sink, cfg)
-    assert first.error == "full" and first.sent == 3
+    assert first.error == "full" and first.sent == 3 and first.behind
     cursor = read_cursor(session.dir / "audit" / "flaky.cursor")
     assert cursor.seq == 3  # up to the call (event 3); its result, event 4, was not wholly taken
     sink.room = 100
@@ -458,3 +458,93 @@ def test_the_opentelemetry_packages_load_only_for_an_otlp_sink(tmp_path, short_d
             "[make(n, cfg, 'h') for n in cfg.sinks]; print(any(m.startswith('opentelemetry') for m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "False"
+
+
+def test_a_cursor_another_process_holds_is_waited_for_then_left(tmp_path):
+    import fcntl
+    session = new_session(tmp_path)
+    sink, cfg = Flaky(100), audit(timeout_s=0.2)
+    assert deliver(session.dir, session.id, sink, cfg) == Pass(sent=1)
+    lock = session.dir / "audit" / "flaky.lock"
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+    assert stat.S_IMODE((session.dir / "audit").stat().st_mode) == 0o700
+    at_work(session, tmp_path / "ws")
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # another process is sending this session's records to this sink
+        busy = deliver(session.dir, session.id, sink, cfg)
+    assert busy == Pass(behind=True) and len(sink.got) == 1
+    assert deliver(session.dir, session.id, sink, cfg) == Pass(sent=len(KINDS) - 1)
+
+
+def test_a_cursor_that_cannot_be_kept_is_a_failure_named(tmp_path):
+    session = new_session(tmp_path)
+    (session.dir / "audit").write_text("")  # not a directory
+    out = deliver(session.dir, session.id, Flaky(100), audit())
+    assert out.behind and out.error == f"cannot keep the flaky sink's cursor in {session.dir / 'audit'}: File exists"
+
+
+def test_a_cursor_past_the_end_of_a_replaced_log_reads_it_again_from_the_start(tmp_path):
+    session = new_session(tmp_path)
+    at_work(session, tmp_path / "ws")
+    (session.dir / "audit").mkdir()
+    (session.dir / "audit" / "flaky.cursor").write_text(json.dumps({"seq": 5, "offset": 10**9}))
+    sink = Flaky(100)
+    deliver(session.dir, session.id, sink, audit())
+    assert [r["seq"] for r in sink.got] == [r["seq"] for r in records_of(session) if r["seq"] > 5]
+
+
+def test_a_line_still_being_written_waits_for_its_newline(tmp_path):
+    session = new_session(tmp_path)
+    sink, cfg = Flaky(100), audit()
+    deliver(session.dir, session.id, sink, cfg)
+    from abhed.session.events import to_json
+    line = to_json(RunEvent(session_id=session.id, status="started", prompt="p", seq=2, prev="x")).encode()
+    with open(session.dir / "events.jsonl", "ab") as log:
+        log.write(line)  # whole JSON, no newline yet: the writer is between its write and its newline
+    assert deliver(session.dir, session.id, sink, cfg) == Pass()
+    with open(session.dir / "events.jsonl", "ab") as log:
+        log.write(b"\n")
+    assert deliver(session.dir, session.id, sink, cfg) == Pass(sent=1)
+    assert [r["kind"] for r in sink.got] == ["session.create", "run.start"]
+
+
+def test_records_read_again_for_an_unanswered_call_are_not_sent_again(tmp_path):
+    session = new_session(tmp_path)
+    waiting = call(session, "bash", {"command": "sleep 9"}, None, answered=False)
+    call(session, "read", {"path": "/x"}, {"decision": "allow", "rule": "read-only", "reason": "r"})
+    sink, cfg = Flaky(100), audit()
+    deliver(session.dir, session.id, sink, cfg)
+    answer(session, waiting, {"decision": "allow", "rule": "read-only", "reason": "r"}, metadata={"exit_code": 0})
+    deliver(session.dir, session.id, sink, cfg)
+    assert [(r["kind"], r["fields"]["tool"] if r["kind"] == "approval" else "") for r in sink.got] == [
+        ("session.create", ""), ("approval", "read"), ("approval", "bash"), ("command", "")]
+
+
+def test_a_sink_that_cannot_be_made_is_told_and_its_records_wait(tmp_path, monkeypatch):
+    import abhed.session.auditship as ship
+
+    def missing(name, config, hostname):  # type: ignore[no-untyped-def]
+        raise SinkError("the otlp sink needs the OpenTelemetry packages")
+    monkeypatch.setattr(ship, "make", missing)
+    session = new_session(tmp_path)
+    told: list[str] = []
+    cfg = audit(sinks=["otlp"], otlp={"endpoint": "http://127.0.0.1:9/v1/logs"}, close_wait_s=10)
+    shipper = Shipper(cfg, tmp_path / "home", session.dir, session.id, session.record, told.append)
+    shipper.start()
+    shipper.end()
+    assert told[0].startswith("audit: cannot send to the otlp sink: the otlp sink needs the OpenTelemetry packages")
+    assert "the otlp sink did not take all of this session's records" in told[-1]
+    assert (tmp_path / "home" / PENDING / session.id).exists()
+    audits = [e.what for e in session.log.load().events if isinstance(e, AuditEvent)]
+    assert audits[0] == "start" and sorted(audits[1:]) == ["end", "failed"]  # the worker makes the sinks: either order
+
+
+def test_a_pending_note_of_a_session_since_removed_is_dropped(tmp_path):
+    session = new_session(tmp_path)
+    (tmp_path / "home" / PENDING).mkdir()
+    (tmp_path / "home" / PENDING / "gone-1").touch()
+    cfg = audit(sinks=["jsonl"], jsonl={"path": str(tmp_path / "a.jsonl")})
+    shipper = Shipper(cfg, tmp_path / "home", session.dir, session.id, session.record, lambda text: None)
+    shipper.start()
+    shipper.end()
+    assert os.listdir(tmp_path / "home" / PENDING) == []

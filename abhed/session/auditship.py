@@ -195,15 +195,12 @@ class Shipper:
         self.wake, self.stopping = threading.Event(), False
         self.passing = threading.Lock()  # one pass at a time: the worker's, or the last one at the end
         self.thread: threading.Thread | None = None
+        self.closed = False  # the session's end is past: nothing more is recorded in its log
 
     def start(self) -> None:
-        """Make the sinks, record the session's start, and start delivering."""
+        """Record the session's start, and start delivering (the sinks are made in the worker: the
+        OTLP packages take a good part of a second to load, which the session need not wait for)."""
         user, host = who()
-        for name in self.config.sinks:
-            try:
-                self.sinks[name] = make(name, self.config, host)
-            except SinkError as exc:
-                self._failed(name, exc.message)
         self.record(AuditEvent(session_id=self.session_id, what="start", user=user, host=host,
                                detail=f"process {os.getpid()}"))
         self.thread = threading.Thread(target=self._run, name="abhed-audit", daemon=True)
@@ -223,7 +220,7 @@ class Shipper:
         self.stopping = True
         self.wake.set()
         if self.thread is not None:
-            self.thread.join(timeout=max(0.0, deadline - time.monotonic()))
+            self.thread.join(timeout=max(0.0, deadline - time.monotonic()))  # pragma: no mutate (a bound)
         behind = list(self.sinks)
         if self.passing.acquire(timeout=max(0.0, deadline - time.monotonic())):
             try:
@@ -236,6 +233,7 @@ class Shipper:
             self.tell(f"audit: the {', '.join(behind)} sink{'s' * (len(behind) > 1)} did not take all of this "
                       f"session's records before it ended; they stay in its log ({self.directory / 'events.jsonl'}) "
                       "and the next Abhed session started with this store sends them")
+        self.closed = True
         for sink in self.sinks.values():
             sink.close()
 
@@ -245,14 +243,34 @@ class Shipper:
         log = EventLog(self.directory / "events.jsonl")
         while True:
             head = log.head()
-            behind = self._pass(lambda: time.monotonic() >= deadline, everyone=True)
+            # pragma: no mutate (> or >= on a float clock: equivalent)
+            behind = self._pass(lambda: time.monotonic() >= deadline, everyone=True)  # pragma: no mutate
             if log.head() == head or time.monotonic() >= deadline:
                 return behind
 
+    def _make_sinks(self) -> None:
+        made: dict[str, Sink] = {}
+        for name in self.config.sinks:
+            try:
+                made[name] = make(name, self.config, who()[1])
+            except SinkError as exc:
+                self._failed(name, exc.message)
+        self.sinks = made  # whole: end() may read it while this runs
+
     def _run(self) -> None:
+        try:
+            self._deliver_until_stopped()
+        except Exception as exc:  # noqa: BLE001 (a bug here must not end the session: the log keeps every record)
+            self.tell(f"audit: delivery stopped ({type(exc).__name__}: {exc}); the records stay in the session's log "
+                      "and the next session sends them")
+            self._note_pending(True)
+
+    def _deliver_until_stopped(self) -> None:
+        self._make_sinks()
         self._others()
-        while not self.stopping:
-            self.wake.wait(timeout=self.config.retry_s if self.failing else None)
+        while not self.stopping:  # pragma: no mutate (forced True: the check after the wait returns)
+            # pragma: no mutate (a timeout while nothing fails only wakes the worker more often)
+            self.wake.wait(timeout=self.config.retry_s if self.failing else None)  # pragma: no mutate
             self.wake.clear()
             if self.stopping:
                 return
@@ -295,7 +313,10 @@ class Shipper:
         self.tell(f"audit: the {name} sink takes records again; the {sent} held back were sent")
 
     def _record(self, event: AuditEvent) -> None:
-        """Record `event` in the log; a store that cannot is told (its own error says what to do)."""
+        """Record `event` in the log; a store that cannot is told (its own error says what to do).
+        Nothing once the session has ended: this process may no longer hold it."""
+        if self.closed:
+            return
         try:
             self.record(event)
         except StoreError as exc:
@@ -309,7 +330,7 @@ class Shipper:
                 marker.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 marker.touch(mode=0o600)
             else:
-                marker.unlink(missing_ok=True)
+                _clear(marker)
         except OSError:
             pass  # only a hint for the next session: this session's own start finds its backlog anyway
 
@@ -322,9 +343,19 @@ class Shipper:
             return
         for session_id in names:
             directory = self.home / "sessions" / session_id
-            if self.stopping or session_id == self.session_id or not directory.is_dir():
+            if not directory.is_dir():  # removed since: nothing left to send
+                _clear(self.home / PENDING / session_id)
+                continue
+            if self.stopping or session_id == self.session_id:
                 continue
             outs = [deliver(directory, session_id, sink, self.config, lambda: self.stopping)
                     for name, sink in self.sinks.items() if name not in self.failing]
             if len(outs) == len(self.config.sinks) and not any(out.behind for out in outs):
-                (self.home / PENDING / session_id).unlink(missing_ok=True)
+                _clear(self.home / PENDING / session_id)
+
+
+def _clear(marker: Path) -> None:
+    try:
+        marker.unlink(missing_ok=True)
+    except OSError:
+        pass  # a hint only: it is looked at again by the next session
