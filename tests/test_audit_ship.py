@@ -548,3 +548,43 @@ def test_a_pending_note_of_a_session_since_removed_is_dropped(tmp_path):
     shipper.start()
     shipper.end()
     assert os.listdir(tmp_path / "home" / PENDING) == []
+
+
+def test_an_unreadable_line_is_passed_over_and_a_bad_cursor_starts_again(tmp_path):
+    session = new_session(tmp_path)
+    with open(session.dir / "events.jsonl", "ab") as log:
+        log.write(b"{torn by a crash\n")
+    at_work(session, tmp_path / "ws")
+    (session.dir / "audit").mkdir()
+    (session.dir / "audit" / "flaky.cursor").write_text(json.dumps({"seq": -3, "offset": -1}))
+    sink = Flaky(100)
+    assert deliver(session.dir, session.id, sink, audit()) == Pass(sent=len(KINDS))
+    assert [r["kind"] for r in sink.got] == KINDS
+
+
+def test_a_pass_asked_to_stop_stops_between_batches_and_says_it_is_behind(tmp_path):
+    session = new_session(tmp_path)
+    at_work(session, tmp_path / "ws")
+    sink = Flaky(100)
+    out = deliver(session.dir, session.id, sink, audit(batch=2), stop=lambda: True)
+    assert out == Pass(sent=2, behind=True) and len(sink.got) == 2
+    assert deliver(session.dir, session.id, sink, audit(batch=2)).sent == len(KINDS) - 2
+
+
+def test_only_the_sinks_named_are_checked_for_a_writable_path(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    refuse_writable(audit(sinks=[], jsonl={"path": str(ws / "a.jsonl")}, syslog={"socket": str(ws / "log")}), [ws])
+    with pytest.raises(config.ConfigError, match=r"\[audit.syslog\] socket"):
+        refuse_writable(audit(sinks=["syslog"], syslog={"socket": str(ws / "log")}), [ws])
+
+
+def test_nothing_is_recorded_once_the_session_has_ended(tmp_path):
+    session = new_session(tmp_path)
+    cfg = audit(sinks=["jsonl"], jsonl={"path": str(tmp_path / "a.jsonl")})
+    shipper = Shipper(cfg, tmp_path / "home", session.dir, session.id, session.record, lambda text: None)
+    shipper.start()
+    shipper.end()
+    before = session.log.head()
+    shipper._failed("jsonl", "late")  # a pass still running when the session ended
+    assert session.log.head() == before
