@@ -23,7 +23,7 @@ from abhed.session.audit import parse_head, verify_session
 from abhed.session.auditrecord import SCHEMA, decided_by
 from abhed.session.auditship import PENDING, Pass, Shipper, deliver, read_cursor, refuse_writable
 from abhed.session.auditsink import SinkError, make, syslog_frame
-from abhed.session.events import AuditEvent, HookEvent, MessageEvent, RunEvent
+from abhed.session.events import AuditEvent, HookEvent, MessageEvent, ObservationEvent, RunEvent
 from audit_testing import KINDS, Daemon, answer, at_work, audit, call, new_session, parse5424, records_of
 
 
@@ -588,3 +588,21 @@ def test_nothing_is_recorded_once_the_session_has_ended(tmp_path):
     before = session.log.head()
     shipper._failed("jsonl", "late")  # a pass still running when the session ended
     assert session.log.head() == before
+
+
+def test_a_result_whose_call_is_not_in_the_log_still_gives_its_approval(tmp_path):
+    session = new_session(tmp_path)
+    session.record(ObservationEvent(session_id=session.id, action_id="gone", tool="bash", content="Not run: hook\nsaid",
+                                    is_error=True, metadata={"error_kind": "hook_blocked"}, duration_ms=1.0))
+    session.record(ObservationEvent(session_id=session.id, action_id="odd", tool="read", content="x", is_error=False,
+                                    metadata={"approval": "not a table"}, duration_ms=1.0))
+    records = records_of(session)
+    assert [r["kind"] for r in records] == ["session.create", "approval"]
+    assert records[1]["user"] is None and records[1]["fields"]["decided_by"] == "hook"
+    assert records[1]["fields"]["reason"] == "Not run: hook"
+
+
+def test_a_string_at_the_limit_is_kept_whole():
+    from abhed.session.auditrecord import MAX_STRING, bounded
+    assert bounded("x" * MAX_STRING) == "x" * MAX_STRING
+    assert bounded(["y" * (MAX_STRING + 1)])[0].endswith("[...1 characters cut]")
