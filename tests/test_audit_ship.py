@@ -606,3 +606,31 @@ def test_a_string_at_the_limit_is_kept_whole():
     from abhed.session.auditrecord import MAX_STRING, bounded
     assert bounded("x" * MAX_STRING) == "x" * MAX_STRING
     assert bounded(["y" * (MAX_STRING + 1)])[0].endswith("[...1 characters cut]")
+
+
+def test_a_jsonl_write_that_fails_midway_is_cut_back_and_sent_again_later(tmp_path):
+    """A full disk, played by a file size limit: part of the batch lands, the write fails (EFBIG);
+    the file is cut back to where it was, and the cursor stays, so nothing is half there."""
+    import subprocess
+    import sys
+    session = new_session(tmp_path)
+    at_work(session, tmp_path / "ws")
+    target = tmp_path / "audit.jsonl"
+    target.write_text('{"earlier": 1}\n')
+    code = f"""
+import resource, signal, sys
+from pathlib import Path
+from abhed.session import config
+from abhed.session.auditship import deliver
+from abhed.session.auditsink import make
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, ({target.stat().st_size + 600}, resource.RLIM_INFINITY))
+cfg = config.AuditConfig(sinks=["jsonl"], jsonl={{"path": "{target}"}})
+print(deliver(Path("{session.dir}"), "{session.id}", make("jsonl", cfg, "h"), cfg).error)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert f"cannot append to the audit file {target}: File too large" in proc.stdout
+    assert target.read_text() == '{"earlier": 1}\n'
+    cfg = audit(sinks=["jsonl"], jsonl={"path": str(target)})
+    assert deliver(session.dir, session.id, make("jsonl", cfg, "h"), cfg).sent == len(KINDS)
+    assert [json.loads(line).get("kind") for line in target.read_text().splitlines()] == [None, *KINDS]
