@@ -634,3 +634,24 @@ print(deliver(Path("{session.dir}"), "{session.id}", make("jsonl", cfg, "h"), cf
     cfg = audit(sinks=["jsonl"], jsonl={"path": str(target)})
     assert deliver(session.dir, session.id, make("jsonl", cfg, "h"), cfg).sent == len(KINDS)
     assert [json.loads(line).get("kind") for line in target.read_text().splitlines()] == [None, *KINDS]
+
+
+def test_a_jsonl_path_that_is_no_regular_file_is_refused(tmp_path):
+    session = new_session(tmp_path)
+    cfg = audit(sinks=["jsonl"], jsonl={"path": "/dev/null"})
+    out = deliver(session.dir, session.id, make("jsonl", cfg, "h"), cfg)
+    assert out.error == "the audit file /dev/null is not a regular file: refusing to write into it" and out.sent == 0
+
+
+def test_a_jsonl_file_another_process_keeps_locked_is_waited_for_then_told(tmp_path):
+    import fcntl
+    session = new_session(tmp_path)
+    target = tmp_path / "audit.jsonl"
+    target.write_text("")
+    cfg = audit(sinks=["jsonl"], jsonl={"path": str(target)}, timeout_s=0.2)
+    with open(target, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # another session appending its batch
+        out = deliver(session.dir, session.id, make("jsonl", cfg, "h"), cfg)
+    assert out.error == f"the audit file {target} stayed locked by another process for 0.2 s"
+    assert target.read_text() == ""
+    assert deliver(session.dir, session.id, make("jsonl", cfg, "h"), cfg).sent == 1
