@@ -205,7 +205,9 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
             ctx = ToolContext(session, settings, paths, checkpoints=checkpoints, extra=gateway,
                               hooks=session_hooks(settings, session, workspace, display))
             warmup.start(ctx)  # the first checkpoint and the sandbox, while the model takes its first turn
+            shipper = None
             try:
+                shipper = audit_shipper(settings, session, workspace, display)
                 problems: list[str] = []  # the log is read once, by restore: the lines it skipped
                 try:
                     agent = Agent.restore(ctx, model, gate, budget(settings), config=settings.agent, display=display,
@@ -221,11 +223,32 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
             finally:
                 if ctx.hooks is not None:
                     ctx.hooks.fire("session_end")
+                if shipper is not None:
+                    shipper.end()  # the session's end, with its head, sent while the session is still held
                 ctx.close()  # the bash tool's sandbox and background jobs end with the session's process
                 if gateway is not None:
                     gateway.close()  # and so do the MCP servers
     except SessionError as exc:
         raise LaunchError(str(exc)) from None
+
+
+def audit_shipper(settings: config.Settings, session: Session, workspace: Path, display: Display) -> Any:
+    """The central audit's delivery for this session, started (session/auditship.py), or None when
+    `[audit]` names no sink (nothing of it is imported then)."""
+    if not settings.audit.sinks:
+        return None
+    from abhed.session.auditship import Shipper, refuse_writable
+    try:
+        refuse_writable(settings.audit, [workspace, *settings.allowed_roots])
+    except config.ConfigError as exc:
+        raise LaunchError(str(exc)) from None
+    shipper = Shipper(settings.audit, settings.home, session.dir, session.id, session.record, display.notice)
+    try:
+        shipper.start()
+    except StoreError as exc:
+        raise LaunchError(str(not_begun(session.id, exc))) from None
+    session.after_record = shipper.notify
+    return shipper
 
 
 def session_hooks(settings: config.Settings, session: Session, workspace: Path, display: Display) -> Any:

@@ -316,6 +316,75 @@ class CommandsConfig(_Section):
     from_workspace: bool = False
 
 
+AUDIT_SINKS = ("syslog", "jsonl", "otlp")
+SYSLOG_FACILITIES = {"kern": 0, "user": 1, "daemon": 3, "auth": 4, "syslog": 5, "authpriv": 10,
+                     **{f"local{n}": 16 + n for n in range(8)}}
+
+
+class SyslogSinkConfig(_Section):
+    """[audit.syslog]: RFC 5424 datagrams to the local syslog socket (rsyslog or journald forward them)."""
+
+    socket: Path = Path("/dev/log")  # absolute: a unix datagram socket
+    facility: str = "authpriv"  # rsyslog's default rules keep authpriv in a file only root reads
+    max_message_bytes: int = Field(8192, ge=480, le=65000)  # rsyslog's default limit; longer fields are cut, and said
+
+    @field_validator("facility")
+    @classmethod
+    def _facility(cls, value: str) -> str:
+        if value not in SYSLOG_FACILITIES:
+            raise ValueError(f"unknown facility {value!r}: use one of {', '.join(SYSLOG_FACILITIES)}")
+        return value
+
+
+class JsonlSinkConfig(_Section):
+    """[audit.jsonl]: one JSON object a line, in a file every session appends to or a directory
+    (one file per session in it, `<session id>.jsonl`) that the site collects."""
+
+    path: Path | None = None  # absolute; an existing directory, or a file (made when missing)
+
+
+class OtlpSinkConfig(_Section):
+    """[audit.otlp]: OpenTelemetry log records over OTLP/HTTP (protobuf) to a collector."""
+
+    endpoint: str | None = None  # the logs URL, e.g. http://collector.lan:4318/v1/logs
+    headers: dict[str, str] = {}  # e.g. Authorization = "Bearer ..."
+
+    @field_validator("endpoint")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"endpoint must start with http:// or https://, got {value!r}")
+        return value
+
+
+class AuditConfig(_Section):
+    """[audit]: where the session's audit records go besides its own log (abhed/session/auditship.py).
+    A site's policy file sets and locks this table."""
+
+    sinks: list[Literal["syslog", "jsonl", "otlp"]] = []  # none: the session's own log is the only record
+    timeout_s: float = Field(3.0, gt=0, le=120)  # the deadline of each send
+    batch: int = Field(100, ge=1, le=10_000)  # records per send at most
+    retry_s: float = Field(15.0, gt=0, le=3600)  # a sink that failed is tried again after this, on the next event
+    close_wait_s: float = Field(5.0, ge=0, le=600)  # at a session's end, the longest wait for the sinks
+    syslog: SyslogSinkConfig = SyslogSinkConfig()
+    jsonl: JsonlSinkConfig = JsonlSinkConfig()
+    otlp: OtlpSinkConfig = OtlpSinkConfig()
+
+    @field_validator("sinks")
+    @classmethod
+    def _once(cls, value: list[str]) -> list[str]:
+        return list(dict.fromkeys(value))
+
+    def model_post_init(self, context: Any) -> None:
+        if "jsonl" in self.sinks and (self.jsonl.path is None or not self.jsonl.path.is_absolute()):
+            raise ValueError("the jsonl sink needs [audit.jsonl] path = an absolute file or directory, e.g. "
+                             "path = \"/var/log/abhed\"")
+        if "otlp" in self.sinks and self.otlp.endpoint is None:
+            raise ValueError("the otlp sink needs [audit.otlp] endpoint = \"http://COLLECTOR:4318/v1/logs\"")
+        if "syslog" in self.sinks and not self.syslog.socket.is_absolute():
+            raise ValueError(f"[audit.syslog] socket must be an absolute path, got {str(self.syslog.socket)!r}")
+
+
 class Settings(_Section):
     home: Path = Path("~/.local/share/abhed").expanduser()
     allowed_roots: list[Path] = []  # empty: the workspace only
@@ -330,6 +399,7 @@ class Settings(_Section):
     repomap: RepoMapConfig = RepoMapConfig()  # the repository map of the first request (agent/repomap.py)
     hooks: HooksConfig = HooksConfig()  # commands run on events (agent/hooks.py)
     commands: CommandsConfig = CommandsConfig()  # custom slash commands (cli/usercommands.py)
+    audit: AuditConfig = AuditConfig()  # central audit: the sinks sessions send their records to
 
     @field_validator("home", mode="after")
     @classmethod

@@ -255,8 +255,22 @@ class EndpointEvent(_Event):
     reason: str
 
 
+
+class AuditEvent(_Event):
+    """Central audit (abhed/session/auditship.py): a process began or ended its use of the session
+    (`start`, `end`: the audit's session start and end, the end carrying the head), or a sink
+    could not be sent to (`failed`, told once) or took records again after that (`resumed`)."""
+
+    kind: Literal["audit"] = "audit"
+    what: Literal["start", "end", "failed", "resumed"]
+    sink: str | None = None  # failed, resumed: which sink
+    detail: str = ""  # failed: what went wrong; resumed: how many records were sent late
+    user: str | None = None  # start, end: who, where
+    host: str | None = None
+
+
 AnyEvent = (ActionEvent | ObservationEvent | MessageEvent | CompactionEvent | RunEvent | CheckpointEvent | ModeEvent
-            | SessionEvent | RepoMapEvent | HookEvent | EndpointEvent)
+            | SessionEvent | RepoMapEvent | HookEvent | EndpointEvent | AuditEvent)
 Event = Annotated[AnyEvent, Field(discriminator="kind")]
 
 

@@ -60,8 +60,9 @@ def tree(events: list[AnyEvent]) -> list[tuple[AnyEvent, int]]:
 
 def shown_event(event: AnyEvent, indent: str, full: bool) -> str:
     """One event as a line (an observation's whole text when `full`), behind `indent`."""
-    from abhed.session.events import (ActionEvent, CheckpointEvent, CompactionEvent, EndpointEvent, HookEvent,
-                                      MessageEvent, ModeEvent, ObservationEvent, RepoMapEvent, SessionEvent)
+    from abhed.session.events import (ActionEvent, AuditEvent, CheckpointEvent, CompactionEvent, EndpointEvent,
+                                      HookEvent, MessageEvent, ModeEvent, ObservationEvent, RepoMapEvent,
+                                      SessionEvent)
     stamp = event.at.strftime("%Y-%m-%d %H:%M:%S")
     if isinstance(event, ActionEvent):
         args = json.dumps(event.input, ensure_ascii=False)
@@ -100,5 +101,9 @@ def shown_event(event: AnyEvent, indent: str, full: bool) -> str:
                 f"(log hash-chained: {event.chain})")
     if isinstance(event, EndpointEvent):
         return f"{indent}{stamp} [{event.agent_id}] model server {event.endpoint} (was {event.previous}: down)"
+    if isinstance(event, AuditEvent):
+        on = f" {event.sink}" if event.sink else ""
+        said = f": {preview(event.detail)}" if event.detail else ""
+        return f"{indent}{stamp} [{event.agent_id}] audit {event.what}{on}{said}"
     detail = f": {preview(event.detail)}" if event.detail else ""
     return f"{indent}{stamp} [{event.agent_id}] run {event.status}{detail}"

@@ -161,6 +161,8 @@ class Session:
     # Shared by every branch of the session.
     writes: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # pragma: no mutate
     new: bool = False  # begun by this process (SessionStore.create), not continued from a log
+    # Called after each event is recorded (the central audit's delivery wakes: session/auditship.py).
+    after_record: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     @property
     def id(self) -> str:
@@ -172,6 +174,8 @@ class Session:
 
     def record(self, event: AnyEvent, *, sync: bool = True) -> None:
         self.log.append(event, sync=sync)
+        if self.after_record is not None:
+            self.after_record()
 
     def save(self) -> None:
         """Replace state.json (atomically: on a failure the old one stays, with no temporary file
@@ -194,7 +198,7 @@ class Session:
         """
         state = SessionState(id=self.state.id, created_at=self.state.created_at, workspace=self.state.workspace,
                              cwd=self.state.cwd, chain=self.state.chain)
-        return Branch(self.dir, state, writes=self.writes)
+        return Branch(self.dir, state, writes=self.writes, after_record=self.after_record)
 
     # -- what a call changed, for the log ----------------------------------------------------------
 
