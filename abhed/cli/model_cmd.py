@@ -26,7 +26,11 @@ def doctor(endpoint: str | None, model_name: str | None, profile: str | None) ->
     Each line says OK, or what is wrong and how to fix it. Exit status 0 when nothing failed.
     """
     from abhed.cli import launch
-    from abhed.cli.doctor import checks
+    from abhed.cli.doctor import checks, site_policy_check
+    policy = site_policy_check()
+    click.echo(printable(f"{policy.status:<5} {policy.name:<13} {policy.message}"))
+    if policy.status == "FAIL":
+        sys.exit(1)
     try:
         settings = launch.settings(endpoint=endpoint, model=model_name, profile=profile)
     except launch.LaunchError as exc:

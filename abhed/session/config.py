@@ -15,7 +15,7 @@ import stat
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from sandbox.protect import DEFAULT_PROTECTED_PATHS
 from sandbox.backends import lookup as lookup_backend
@@ -305,6 +305,12 @@ class Settings(_Section):
     repomap: RepoMapConfig = RepoMapConfig()  # the repository map of the first request (agent/repomap.py)
     hooks: HooksConfig = HooksConfig()  # commands run on events (agent/hooks.py)
     commands: CommandsConfig = CommandsConfig()  # custom slash commands (cli/usercommands.py)
+    # The site policy these settings were made under (session/sitepolicy.py), or None: never a key of a file.
+    _site_policy: Any = PrivateAttr(None)
+
+    @property
+    def site_policy(self) -> Any:
+        return self._site_policy
 
     @field_validator("home", mode="after")
     @classmethod
@@ -436,9 +442,16 @@ def load(flags: dict[str, Any] | None = None, env: dict[str, str] | None = None)
     """Settings from every layer. `flags` uses the same nested shape as the file."""
     env = dict(os.environ) if env is None else env
     path = config_path(env)
-    tree = _merge(_merge(_read_file(path, "ABHED_CONFIG" in env), _from_env(env)), flags or {})
+    layers = [_read_file(path, "ABHED_CONFIG" in env), _from_env(env), flags or {}]
+    tree = _merge(_merge(layers[0], layers[1]), layers[2])
+    from abhed.session import sitepolicy  # the site's locked keys win over every layer above, or refuse
+    site = sitepolicy.read()
+    if site is not None:
+        tree = sitepolicy.apply(site, sitepolicy.named_layers(path, layers), tree, Settings().model_dump(mode="json"))
     try:
-        return Settings.model_validate(tree)
+        settings = Settings.model_validate(tree)
+        settings._site_policy = site
+        return settings
     except ValidationError as exc:
         problems = "; ".join(_problem(err) for err in exc.errors(include_url=False))
         where = (f"Check {path} and the ABHED_* environment variables" if path is not None and path.exists() else
