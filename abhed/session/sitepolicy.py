@@ -286,7 +286,7 @@ def apply(policy: SitePolicy, layers: list[Layer], merged: dict[str, Any], defau
     for key, values in policy.allowed.items():
         for checked in (key, *ALSO_CHECKS.get(key, ())):
             _check_allowed(policy, layers, out, defaults, checked, key, values)
-    backend = _get(out, "sandbox.backend")
+    backend = _get(_overlay(defaults, out), "sandbox.backend")
     if backend[1] == "none" and not policy._none_permitted():
         where = _origin(layers, "sandbox.backend") or "the settings"
         raise PolicyError(f'The site policy {policy.path} forbids sandbox.backend "none" ({where} sets it): every '
@@ -323,7 +323,7 @@ def _conflict(policy: SitePolicy, rule: str, where: str, dotted: str, value: Any
 
 def _check_allowed(policy: SitePolicy, layers: list[Layer], out: dict[str, Any], defaults: dict[str, Any],
                    dotted: str, key: str, values: list[Any]) -> None:
-    for concrete, value in _expand(out, dotted):
+    for concrete, value in _expand(_overlay(defaults, out), dotted):
         bad = [v for v in _members(value) if v not in values]
         if not bad:
             continue
@@ -338,6 +338,14 @@ def _check_allowed(policy: SitePolicy, layers: list[Layer], out: dict[str, Any],
         raise PolicyError(f"The site policy {policy.path} permits {key} to be only {_listed(values)}; "
                           f"{origin or 'the settings'} set{'s' if origin else ''} {concrete} to {json.dumps(value)} "
                           f"({_listed(bad)} not permitted). Choose one the policy permits.")
+
+
+def _overlay(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over`'s keys over `base`'s, table by table (the settings in effect: defaults where nothing is set)."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _overlay(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def _expand(tree: dict[str, Any], dotted: str) -> list[tuple[str, Any]]:
