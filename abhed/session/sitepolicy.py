@@ -70,8 +70,8 @@ class SitePolicy:
         """What the policy locks and permits, one line each (doctor, config show)."""
         lines = [f"{key} = {json.dumps(value)} (locked)" for key, value in self.locked.items()]
         lines += [f"{key}: one of {_listed(values)}" for key, values in self.allowed.items()]
-        if not self._none_permitted():
-            lines.append('sandbox.backend: never "none" (the policy does not allow it)')
+        if "sandbox.backend" not in self.locked and "sandbox.backend" not in self.allowed:
+            lines.append('sandbox.backend: never "none" (a policy forbids it unless it allows it)')
         return lines
 
     def permitted_modes(self, all_modes: tuple[str, ...]) -> tuple[str, ...]:
