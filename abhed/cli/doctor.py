@@ -58,7 +58,7 @@ def site_policy_check() -> Check:
     Run before the settings are loaded, which a policy that cannot be trusted stops."""
     from abhed.session import sitepolicy
     try:
-        site = sitepolicy.read()
+        site = sitepolicy.read(Settings)
     except sitepolicy.PolicyError as exc:
         return Check("FAIL", "site policy", str(exc))
     if site is None:

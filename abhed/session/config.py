@@ -445,9 +445,12 @@ def load(flags: dict[str, Any] | None = None, env: dict[str, str] | None = None)
     layers = [_read_file(path, "ABHED_CONFIG" in env), _from_env(env), flags or {}]
     tree = _merge(_merge(layers[0], layers[1]), layers[2])
     from abhed.session import sitepolicy  # the site's locked keys win over every layer above, or refuse
-    site = sitepolicy.read()
-    if site is not None:
-        tree = sitepolicy.apply(site, sitepolicy.named_layers(path, layers), tree, Settings().model_dump(mode="json"))
+    try:
+        site = sitepolicy.read(Settings)
+        if site is not None:
+            tree = sitepolicy.apply(site, named_layers(path, layers), tree, Settings().model_dump(mode="json"))
+    except sitepolicy.PolicyError as exc:
+        raise ConfigError(str(exc)) from None
     try:
         settings = Settings.model_validate(tree)
         settings._site_policy = site
@@ -458,6 +461,22 @@ def load(flags: dict[str, Any] | None = None, env: dict[str, str] | None = None)
                  "Check the ABHED_* environment variables (there is no config file" +
                  (f" at {path})" if path is not None else ": ABHED_CONFIG is empty)"))
         raise ConfigError(f"Invalid configuration ({problems}). {where}.") from exc
+
+
+# The command-line flags that set a key (cli/launch.py), to name them when the site policy refuses one.
+FLAG_NAMES = {"approval.mode": "--mode", "model.endpoint": "--endpoint", "model.model": "--model",
+              "model.profile": "--profile", "model.tool_format": "--tool-format", "allowed_roots": "--allowed-root",
+              "agent.max_turns": "--max-turns", "agent.max_tokens": "--max-tokens", "agent.max_seconds": "--max-time"}
+
+
+def named_layers(path: Path | None, trees: list[dict[str, Any]]) -> list[Any]:
+    """load's layers (the config file, ABHED_* variables, flags), each with a function naming where a
+    dotted key of it came from (sitepolicy.Layer)."""
+    variables = {".".join(keys): name for name, keys in ENV_KEYS.items()}
+    names = [lambda key: f"the config file {path}",
+             lambda key: f"the environment variable {variables.get(key, 'ABHED_*')}",
+             lambda key: f"the command line ({FLAG_NAMES.get(key, 'a flag')})"]
+    return list(zip(names, trees))
 
 
 def _problem(err: Any) -> str:

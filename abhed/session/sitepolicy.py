@@ -20,7 +20,8 @@ with the approval `Policy` of abhed/gate, which decides single tool calls.
 A locked key a user layer (config file, ABHED_* variable, flag) sets to another value, or a value outside
 an allowed list, is refused naming the policy file, the key, where the value came from and what the
 policy permits. Whenever a policy exists, sandbox backend "none" is refused unless the policy itself
-sets or allows it. Applied by config.load to every command's settings.
+sets or allows it. Applied by config.load to every command's settings; config's Settings is handed in
+(`schema`), so this module sits below config and imports nothing of it.
 """
 
 from __future__ import annotations
@@ -31,8 +32,6 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
-
-from abhed.session.config import ConfigError
 
 # Fixed on purpose: see the module's docstring. Tests place a file here in a private mount namespace.
 POLICY_PATH = Path("/etc/abhed/policy.toml")
@@ -46,22 +45,18 @@ ADDITIVE = ("approval.deny",)
 # An [allowed] list that also checks another key: endpoints37's model.endpoints (a list of URLs beside
 # model.endpoint) is checked against the endpoints the policy permits.
 ALSO_CHECKS = {"model.endpoint": ("model.endpoints",)}
-# The command-line flags that set a key (launch.settings), to name them in a refusal.
-FLAG_NAMES = {"approval.mode": "--mode", "model.endpoint": "--endpoint", "model.model": "--model",
-              "model.profile": "--profile", "model.tool_format": "--tool-format", "allowed_roots": "--allowed-root",
-              "agent.max_turns": "--max-turns", "agent.max_tokens": "--max-tokens", "agent.max_seconds": "--max-time"}
-
 FIX = ("Ask the site's operator to fix it: sudo chown root:root {path} {dir} && sudo chmod 0644 {path} && "
        "sudo chmod go-w {dir}. Abhed does not run while the site policy cannot be trusted.")
 
 
-class PolicyError(ConfigError):
+class PolicyError(Exception):
     """The site policy cannot be used, or a setting conflicts with it; the message says which and what to do."""
 
 
 @dataclass
 class SitePolicy:
     path: Path
+    schema: Any  # config.Settings: what the keys name
     settings: dict[str, Any] = field(default_factory=dict)  # nested, as [settings] gives it
     allowed: dict[str, list[Any]] = field(default_factory=dict)  # dotted key (a * for any name) -> values
     locked: dict[str, Any] = field(default_factory=dict)  # dotted key -> the value it is locked to
@@ -113,8 +108,9 @@ class SitePolicy:
         return self.locked.get("sandbox.backend") == "none" or "none" in self.allowed.get("sandbox.backend", [])
 
 
-def read(path: Path = POLICY_PATH) -> SitePolicy | None:
-    """The site policy at `path` (always POLICY_PATH in the product), None when there is none.
+def read(schema: Any, path: Path = POLICY_PATH) -> SitePolicy | None:
+    """The site policy at `path` (always POLICY_PATH in the product), its keys those of `schema`
+    (config.Settings), None when there is none.
     PolicyError when it exists but root alone could not have written it, or cannot be read or parsed."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -135,7 +131,7 @@ def read(path: Path = POLICY_PATH) -> SitePolicy | None:
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise PolicyError(f"Cannot read the site policy {path}: {exc}. Ask the site's operator to fix it; "
                           "Abhed does not run while it is broken.") from None
-    return _parse(path, tree)
+    return _parse(path, tree, schema)
 
 
 def _check_trusted(path: Path, st: os.stat_result) -> None:
@@ -175,7 +171,7 @@ def _host_root() -> int | str:
     return "uid 0 is not mapped"
 
 
-def _parse(path: Path, tree: dict[str, Any]) -> SitePolicy:
+def _parse(path: Path, tree: dict[str, Any], schema: Any) -> SitePolicy:
     def bad(what: str) -> PolicyError:
         return PolicyError(f"The site policy {path} is not valid: {what}. Ask the site's operator to fix it; Abhed "
                            "does not run while it is broken.")
@@ -186,26 +182,25 @@ def _parse(path: Path, tree: dict[str, Any]) -> SitePolicy:
     if not isinstance(settings, dict) or not isinstance(allowed, dict):
         raise bad("[settings] and [allowed] must be tables")
     from pydantic import ValidationError
-    from abhed.session.config import Settings, _problem  # here: config imports this module when it loads
     try:
-        Settings.model_validate(settings)
+        schema.model_validate(settings)
     except ValidationError as exc:
-        raise bad("[settings] " + "; ".join(_problem(err) for err in exc.errors(include_url=False))) from None
+        raise bad("[settings] " + "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}"
+                                            for err in exc.errors(include_url=False))) from None
     for key, values in allowed.items():
         if not isinstance(values, list) or not values:
             raise bad(f"[allowed] {key!r} must be a non-empty list of the values a user may choose")
-        if not _known(key):
+        if _kind(schema, key) is None:
             raise bad(f"[allowed] {key!r} names no setting (dotted, as `abhed config show` prints them; * for any "
                       "name of a table such as mcp.servers)")
-    return SitePolicy(path, settings, allowed, dict(_leaves(settings, "")))
+    return SitePolicy(path, schema, settings, allowed, dict(_leaves(settings, "")))
 
 
-def _kind(dotted: str) -> Any:
-    """The type of the setting `dotted` names (every part a field of its section, `*` any key of a
-    table), or None when it names none."""
+def _kind(schema: Any, dotted: str) -> Any:
+    """The type of the setting `dotted` names in `schema` (every part a field of its section, `*` any
+    key of a table), or None when it names none."""
     from pydantic import BaseModel
-    from abhed.session.config import Settings
-    kind: Any = Settings
+    kind: Any = schema
     for part in dotted.split("."):
         if isinstance(kind, type) and issubclass(kind, BaseModel):
             field_info = kind.model_fields.get(part)
@@ -219,15 +214,11 @@ def _kind(dotted: str) -> Any:
     return kind
 
 
-def _known(dotted: str) -> bool:
-    return _kind(dotted) is not None
-
-
-def _normal(dotted: str, value: Any) -> Any:
+def _normal(schema: Any, dotted: str, value: Any) -> Any:
     """`value` as the setting holds it (ABHED_CHECKPOINTS="1" is true), in JSON shape, to compare a user's
     value with the policy's; the value as given when it is not valid (validation says so later)."""
     from pydantic import TypeAdapter, ValidationError
-    kind = _kind(dotted)
+    kind = _kind(schema, dotted)
     if kind is None:
         return value
     try:
@@ -300,7 +291,7 @@ def _refuse_changes(policy: SitePolicy, layers: list[Layer], dotted: str, value:
         return
     for name, tree in layers:
         found, mine = _get(tree, dotted)
-        if found and _normal(dotted, mine) != _normal(dotted, value):
+        if found and _normal(policy.schema, dotted, mine) != _normal(policy.schema, dotted, value):
             _conflict(policy, f"locks {dotted} to {json.dumps(value)}", name(dotted), dotted, mine)
         if dotted in WHOLE:  # the user's keys beneath a table locked whole, and the table itself
             continue
@@ -381,17 +372,6 @@ def _origin(layers: list[Layer], dotted: str) -> str | None:
             if found and not isinstance(value, dict):
                 return name(prefix)
     return None
-
-
-def named_layers(path: Path | None, trees: list[dict[str, Any]]) -> list[Layer]:
-    """config.load's layers (the config file, ABHED_* variables, flags), each naming where a key came from."""
-    from abhed.session.config import ENV_KEYS
-    variables = {".".join(keys): name for name, keys in ENV_KEYS.items()}
-    names: list[Callable[[str], str]] = [
-        lambda key: f"the config file {path}",
-        lambda key: f"the environment variable {variables.get(key, 'ABHED_*')}",
-        lambda key: f"the command line ({FLAG_NAMES.get(key, 'a flag')})"]
-    return list(zip(names, trees))
 
 
 def mode_refused(settings: Any) -> Callable[[str], str | None] | None:
