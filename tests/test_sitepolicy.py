@@ -226,12 +226,13 @@ def test_config_show_notes(tmp_path):
 
 # The file itself: root's alone, readable, valid.
 
-def test_a_policy_others_can_write_is_refused(tmp_path):
+@pytest.mark.parametrize("mode, who", [(0o664, "its group"), (0o646, "every user"), (0o666, "its group and every user")])
+def test_a_policy_others_can_write_is_refused(tmp_path, mode, who):
     with pytest.raises(sitepolicy.PolicyError) as err:
-        policy(LOCKS, tmp_path, mode=0o666)
+        policy(LOCKS, tmp_path, mode=mode)
     path = tmp_path / "etc-abhed" / "policy.toml"
     assert str(err.value).startswith(f"Refusing to run: the site policy {path} could have been written by someone "
-                                     f"other than root ({path} is writable by its group and every user (mode 0666))")
+                                     f"other than root ({path} is writable by {who} (mode {mode:04o}))")
     assert f"sudo chown root:root {path} {path.parent} && sudo chmod 0644 {path}" in str(err.value)
 
 
@@ -267,7 +268,11 @@ def test_a_symlink_is_not_followed(tmp_path):
     ('[settings]\nsandbox.backend = "nope"\n', "[settings] sandbox.backend:"),
     ('[settings]\nsandbox.bakend = "bwrap"\n', "[settings] sandbox.bakend: Extra inputs are not permitted"),
     ('[allowed]\n"approval.mood" = ["ask"]\n', "[allowed] 'approval.mood' names no setting"),
-    ('[allowed]\n"approval.mode" = "ask"\n', "[allowed] 'approval.mode' must be a non-empty list")])
+    ('[allowed]\n"approval.mode" = "ask"\n', "[allowed] 'approval.mode' must be a non-empty list"),
+    ('[allowed]\n"approval.mode.x" = ["a"]\n', "[allowed] 'approval.mode.x' names no setting"),
+    ('[allowed]\n"mcp.servers.*.nope" = ["a"]\n', "[allowed] 'mcp.servers.*.nope' names no setting"),
+    ('settings = 1\n', "[settings] and [allowed] must be tables"),
+    ('allowed = 1\n', "[settings] and [allowed] must be tables")])
 def test_a_broken_policy_stops_everything(tmp_path, text, why):
     with pytest.raises(sitepolicy.PolicyError) as err:
         policy(text, tmp_path)
@@ -277,3 +282,34 @@ def test_a_broken_policy_stops_everything(tmp_path, text, why):
 def test_a_policy_locking_what_its_own_list_forbids_is_its_own_error(tmp_path):
     site = policy('[settings]\napproval.mode = "auto"\n' + MODES, tmp_path)
     assert "it locks approval.mode to \"auto\", which its own [allowed] 'approval.mode' does not list" in refused(site)
+
+
+@pytest.mark.parametrize("uid_map, root", [
+    ("         0          0 4294967295\n", 0),  # the machine's own namespace
+    ("         0       1001          1\n", "uid 1001 of the machine"),  # unshare -Ur by uid 1001
+    ("         0     100000      65536\n", "uid 100000 of the machine"),  # a container's range
+    ("      1000       1000          1\n", "uid 0 is not mapped"),
+    ("         1          1 4294967294\n         0     100000          1\n", "uid 100000 of the machine"),
+    ("        -5          0         10\n", "uid 5 of the machine")])
+def test_root_is_the_machine_s_root_only(uid_map, root):
+    assert sitepolicy.root_in(uid_map) == root
+
+
+def test_a_user_table_over_a_locked_key_is_refused_not_a_traceback(tmp_path):
+    text = refused(policy(LOCKS, tmp_path), file={"sandbox": "none"})
+    assert f'locks sandbox.backend to "bwrap"; the config file {FILE} sets sandbox to "none"' in text
+
+
+def test_an_invalid_value_for_a_locked_key_is_still_refused(tmp_path):
+    text = refused(policy(LOCKS, tmp_path), env={"ABHED_CHECKPOINTS": "maybe"})
+    assert 'ABHED_CHECKPOINTS sets checkpoints.enabled to "maybe"' in text
+
+
+def test_a_falsy_value_is_traced_to_its_layer(tmp_path):
+    site = policy('[allowed]\n"files.new_file_mode" = [420]\n', tmp_path)
+    text = refused(site, file={"files": {"new_file_mode": 0}})
+    assert f"the config file {FILE} sets files.new_file_mode to 0 (0 not permitted)" in text
+
+
+def test_without_a_policy_every_mode_may_be_chosen(tmp_path):
+    assert sitepolicy.mode_refused(config.load(env={"ABHED_CONFIG": ""})) is None

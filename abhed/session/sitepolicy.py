@@ -161,13 +161,19 @@ def _host_root() -> int | str:
     """The machine's uid that uid 0 here is (0 outside any user namespace), or why it is not known."""
     try:
         with open("/proc/self/uid_map", encoding="ascii") as handle:
-            for line in handle:
-                inside, outside, count = map(int, line.split())
-                if inside <= 0 < inside + count:
-                    host = outside - inside
-                    return 0 if host == 0 else f"uid {host} of the machine"
-    except (OSError, ValueError) as exc:
+            return root_in(handle.read())
+    except (OSError, ValueError) as exc:  # fail closed: a root that cannot be told is not trusted
         return f"/proc/self/uid_map unreadable: {exc}"
+
+
+def root_in(uid_map: str) -> int | str:
+    """The uid of the machine that uid 0 maps to in `uid_map` (/proc/self/uid_map's text): 0, or a
+    sentence naming the uid it is (ValueError when the text is not a uid map)."""
+    for line in uid_map.splitlines():
+        inside, outside, count = map(int, line.split())
+        if inside <= 0 < inside + count:
+            host = outside - inside
+            return 0 if host == 0 else f"uid {host} of the machine"
     return "uid 0 is not mapped"
 
 
@@ -303,7 +309,7 @@ def _refuse_changes(policy: SitePolicy, layers: list[Layer], dotted: str, value:
 
 def _prefixes(dotted: str) -> list[str]:
     parts = dotted.split(".")
-    return [".".join(parts[:i]) for i in range(1, len(parts))]
+    return [".".join(parts[:i]) for i in range(1, len(parts))]  # pragma: no mutate  (from 0: "" is never a key)
 
 
 def _conflict(policy: SitePolicy, rule: str, where: str, dotted: str, value: Any) -> None:
@@ -363,14 +369,11 @@ def _members(value: Any) -> list[Any]:
 
 
 def _origin(layers: list[Layer], dotted: str) -> str | None:
-    """The last layer (the one in force) that sets `dotted` or a table holding it, named; None: a default."""
+    """The last layer (the one in force) that sets `dotted`, named; None: a default. (A layer that sets a
+    table holding it to a non-table fails validation afterwards.)"""
     for name, tree in reversed(layers):
         if _get(tree, dotted)[0]:
             return name(dotted)
-        for prefix in _prefixes(dotted):
-            found, value = _get(tree, prefix)
-            if found and not isinstance(value, dict):
-                return name(prefix)
     return None
 
 
