@@ -313,3 +313,40 @@ def test_a_falsy_value_is_traced_to_its_layer(tmp_path):
 
 def test_without_a_policy_every_mode_may_be_chosen(tmp_path):
     assert sitepolicy.mode_refused(config.load(env={"ABHED_CONFIG": ""})) is None
+
+
+def test_describe_says_what_is_locked_and_permitted(tmp_path):
+    site = policy(LOCKS + MODES, tmp_path)
+    assert site.describe() == ['sandbox.backend = "bwrap" (locked)', "sandbox.allow_network = false (locked)",
+                               "checkpoints.enabled = true (locked)", 'approval.deny = ["bash(curl:*)"] (locked)',
+                               'approval.mode: one of "ask", "plan"']
+    bare = policy("[settings]\ncheckpoints.enabled = true\n", tmp_path)
+    assert bare.describe()[-1] == 'sandbox.backend: never "none" (a policy forbids it unless it allows it)'
+    assert bare.annotate("sandbox.backend", "default") == f'default; the site policy {P} forbids "none"'
+
+
+def test_a_locked_mode_is_the_only_one(tmp_path):
+    from abhed.gate.modes import MODES as ALL
+    site = policy('[settings]\napproval.mode = "plan"\n', tmp_path)
+    assert site.permitted_modes(ALL) == ("plan",)
+    assert site.mode_refusal("ask", ALL).endswith('it permits "plan". Choose one of those.')
+
+
+def test_a_huge_file_is_no_policy(tmp_path):
+    with pytest.raises(sitepolicy.PolicyError, match="is larger than 1 MiB: it is not a policy file"):
+        policy("#" * (1024 * 1024) + "\n", tmp_path)
+    assert policy("#" * (1024 * 1024 - 1) + "\n", tmp_path).locked == {}  # exactly 1 MiB is read whole
+
+
+def test_a_directory_at_the_path_is_refused(tmp_path):
+    (tmp_path / "policy.toml").mkdir(mode=0o755)
+    with pytest.raises(sitepolicy.PolicyError, match=f"{tmp_path / 'policy.toml'} is not a regular file"):
+        sitepolicy.read(config.Settings, tmp_path / "policy.toml")
+
+
+def test_root_of_a_user_namespace_is_not_root(tmp_path, monkeypatch):
+    monkeypatch.setattr(sitepolicy, "_host_root", lambda: "uid 1001 of the machine")
+    with pytest.raises(sitepolicy.PolicyError) as err:
+        policy(LOCKS, tmp_path)
+    assert "policy.toml is owned by the root of a user namespace (uid 1001 of the machine), not the machine's root" \
+        in str(err.value)

@@ -120,9 +120,11 @@ def read(schema: Any, path: Path = POLICY_PATH) -> SitePolicy | None:
         raise PolicyError(f"Cannot read the site policy {path}: {exc.strerror or exc}. It must be a regular file "
                           f"every user can read: sudo chmod 0644 {path} && sudo chmod 0755 {path.parent}. Abhed "
                           "does not run while a site policy exists that it cannot read.") from None
-    with os.fdopen(fd, "rb") as handle:
-        _check_trusted(path, os.fstat(handle.fileno()))
-        data = handle.read(1024 * 1024 + 1)
+    try:
+        _check_trusted(path, os.fstat(fd))  # before reading: a directory or a FIFO here is refused, not read
+        data = _read_at_most(fd, 1024 * 1024 + 1)
+    finally:
+        os.close(fd)
     if len(data) > 1024 * 1024:
         raise PolicyError(f"The site policy {path} is larger than 1 MiB: it is not a policy file. Fix it.")
     import tomllib
@@ -132,6 +134,16 @@ def read(schema: Any, path: Path = POLICY_PATH) -> SitePolicy | None:
         raise PolicyError(f"Cannot read the site policy {path}: {exc}. Ask the site's operator to fix it; "
                           "Abhed does not run while it is broken.") from None
     return _parse(path, tree, schema)
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    while (got := sum(map(len, chunks))) < limit:
+        chunk = os.read(fd, limit - got)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _check_trusted(path: Path, st: os.stat_result) -> None:
