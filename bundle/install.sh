@@ -6,6 +6,9 @@
 #   ./install.sh [--prefix DIR] [--pubkey FILE | --key-id ID] [--verify-only]
 #   ./install.sh --uninstall [--prefix DIR]
 #
+# A bundle made with `--policy FILE` carries a site policy (policy/policy.toml): it is placed at the fixed
+# path /etc/abhed/policy.toml, root:root 0644, so install.sh must then run as root.
+#
 # Messages match `abhed bundle verify` (bundle/verify.py): keep the two in step.
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi  # run as `sh install.sh`: bash is needed
 set -euo pipefail
@@ -31,6 +34,8 @@ Verifies this Abhed @VERSION@ bundle, then installs PREFIX/bin/abhed and PREFIX/
   --verify-only   verify, print the result, install nothing
   --uninstall     remove PREFIX/bin/abhed and PREFIX/share/abhed (sessions and settings stay)
 Without --pubkey, a key pinned by a previous install (PREFIX/share/abhed/abhed.pub) is trusted.
+A bundle carrying a site policy (policy/policy.toml) installs only as root: the policy goes to
+/etc/abhed/policy.toml, root:root 0644, where no user can change it.
 EOF
 }
 
@@ -62,14 +67,17 @@ it was installed into with --prefix DIR."
     rm -f "$prefix/bin/abhed" && rm -rf "$prefix/share/abhed" \
         || die "cannot remove Abhed from $prefix: run as a user who can write there (root for /usr/local)."
     echo "install.sh: removed $prefix/bin/abhed and $prefix/share/abhed/ (sessions in ~/.local/share/abhed stay)."
+    [ ! -e /etc/abhed/policy.toml ] || echo "install.sh: the site policy /etc/abhed/policy.toml stays (the site's \
+decision): remove it by hand if it should go."
     exit 0
 fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/abhed-install.XXXXXX")
-staged_bin="" staged_share="" old_share=""
+staged_bin="" staged_share="" old_share="" staged_policy=""
 cleanup() {
     rm -rf "$tmp"
     [ -z "$staged_bin" ] || rm -f "$staged_bin"
+    [ -z "$staged_policy" ] || rm -f "$staged_policy"
     [ -z "$staged_share" ] || rm -rf "$staged_share"
     # Interrupted between the two renames: put the previous share/abhed back.
     if [ -n "$old_share" ] && [ -e "$old_share" ] && [ ! -e "$prefix/share/abhed" ]; then
@@ -252,6 +260,10 @@ trusted comment: $comment"
 for rel in abhed README-OFFLINE.md; do
     [ -n "${digest[$rel]+x}" ] || die "$rel: not in this bundle's SHA256SUMS, so it cannot be installed. $DAMAGED"
 done
+POLICY=policy/policy.toml POLICY_DIR=/etc/abhed  # fixed: Abhed reads the site policy from there only
+if [ -n "${digest[$POLICY]+x}" ] && [ "$(id -u)" != 0 ]; then
+    die "this bundle carries a site policy ($POLICY) for $POLICY_DIR/policy.toml, which must be root's so that no user can change it: run install.sh as root (sudo ./install.sh ...). Nothing was installed."
+fi
 cannot() { die "cannot write to $1: $2. Choose a prefix you can write (--prefix ~/.local) or run as root."; }
 mkdir -p "$prefix/bin" "$prefix/share" 2>/dev/null || cannot "$prefix" "creating bin/ and share/ failed"
 staged_share=$prefix/share/.abhed.new.$$
@@ -274,6 +286,19 @@ done
 { printf 'untrusted comment: minisign public key %s\n' "$trusted_id"; base64 -w 0 < "$tmp/trusted.bin"; echo; } \
     > "$staged_share/abhed.pub"
 chmod 755 "$staged_bin"
+# The site policy first: should placing it fail, the previous Abhed stays as it was.
+if [ -n "${digest[$POLICY]+x}" ]; then
+    staged_policy=$POLICY_DIR/.policy.toml.new.$$
+    mkdir -p "$POLICY_DIR" && chown root:root "$POLICY_DIR" && chmod 0755 "$POLICY_DIR" \
+        || die "cannot make $POLICY_DIR root's directory (0755). Nothing was replaced."
+    cp "$bundle/$POLICY" "$staged_policy" && chown root:root "$staged_policy" && chmod 0644 "$staged_policy" \
+        || { rm -f "$staged_policy"; die "cannot write $staged_policy. Nothing was replaced."; }
+    [ "$(sha256_of "$staged_policy")" = "${digest[$POLICY]}" ] || { rm -f "$staged_policy"; die "$POLICY: checksum \
+mismatch after copying. Nothing was replaced. $DAMAGED"; }
+    mv -f "$staged_policy" "$POLICY_DIR/policy.toml"; staged_policy=""
+    echo "install.sh: placed the site policy $POLICY_DIR/policy.toml (root:root 0644): every user's Abhed now \
+runs under it; \`abhed doctor\` shows what it locks."
+fi
 if [ -e "$prefix/share/abhed" ]; then
     old_share=$prefix/share/.abhed.old.$$
     mv "$prefix/share/abhed" "$old_share"

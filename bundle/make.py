@@ -65,10 +65,36 @@ def _template(name: str, version: str) -> str:
 MICROVM_FILES = ("vmlinux", "initramfs.img", "manifest.json")
 
 
+# The site policy (abhed/session/sitepolicy.py) a bundle may carry: install.sh, run as root, places it
+# at /etc/abhed/policy.toml (root:root 0644); signed with the rest, like every file of the bundle.
+POLICY = "policy/policy.toml"
+
+
+def check_policy(path: Path) -> bytes:
+    """The policy file's bytes, when it is TOML with only the tables a site policy has; MakeError
+    otherwise. Abhed checks its keys on the target (`abhed doctor` says what it locks)."""
+    import tomllib
+    try:
+        data = path.read_bytes()
+        tree = tomllib.loads(data.decode("utf-8"))
+    except OSError as exc:
+        raise MakeError(f"--policy {path}: {exc.strerror or exc}.") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise MakeError(f"--policy {path}: not TOML: {exc}. Fix it before it goes on the bundle.") from None
+    unknown = sorted(set(tree) - {"settings", "allowed"})
+    if unknown:
+        raise MakeError(f"--policy {path}: unknown table(s) {', '.join(unknown)}; a site policy has [settings] "
+                        "and [allowed] (README.md, 'Site policy').")
+    return data
+
+
 def assemble(work: Path, binary: Path, secret: minisign.SecretKey, wheelhouse: Path | None, version: str,
-             microvm: Path | None = None) -> None:
+             microvm: Path | None = None, policy: bytes | None = None) -> None:
     shutil.copyfile(binary, work / "abhed")
     (work / "abhed").chmod(0o755)
+    if policy is not None:
+        (work / POLICY).parent.mkdir()
+        (work / POLICY).write_bytes(policy)
     if microvm is not None:
         (work / "microvm").mkdir()
         for name in MICROVM_FILES:
@@ -87,8 +113,10 @@ def assemble(work: Path, binary: Path, secret: minisign.SecretKey, wheelhouse: P
     (work / sums.SIGNATURE).write_text(minisign.sign_file(secret, work / sums.SUMS).dumps())
 
 
-def make(binary: Path, secret_key: Path, out: Path, wheelhouse: Path | None = None, microvm: Path | None = None) -> Path:
+def make(binary: Path, secret_key: Path, out: Path, wheelhouse: Path | None = None, microvm: Path | None = None,
+         policy: Path | None = None) -> Path:
     version = project_version()
+    policy_data = check_policy(policy) if policy is not None else None
     if not binary.is_file():
         raise MakeError(f"--binary {binary}: no such file. Build it first (./build.sh makes dist/abhed).")
     if microvm is not None and not all((microvm / name).is_file() for name in MICROVM_FILES):
@@ -106,7 +134,7 @@ def make(binary: Path, secret_key: Path, out: Path, wheelhouse: Path | None = No
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
     try:
-        assemble(work, binary, secret, wheelhouse, version, microvm)
+        assemble(work, binary, secret, wheelhouse, version, microvm, policy_data)
         # A self-check with the key we signed with: what the installer will do, before the name is final.
         verify.verify(work, key_id=secret.public().id_text)
     except BaseException:
@@ -128,10 +156,13 @@ def make(binary: Path, secret_key: Path, out: Path, wheelhouse: Path | None = No
               help="Copy the wheels from this directory instead of running `pip wheel` (which needs the index).")
 @click.option("--microvm", type=click.Path(file_okay=False, path_type=Path),
               help="Ship this microvm sandbox image (scripts/build-microvm's build/microvm).")
-def main(binary: Path, secret_key: Path, out: Path, wheelhouse: Path | None, microvm: Path | None) -> None:
+@click.option("--policy", type=click.Path(dir_okay=False, path_type=Path),
+              help="A site policy for /etc/abhed/policy.toml, placed by install.sh (which then needs root).")
+def main(binary: Path, secret_key: Path, out: Path, wheelhouse: Path | None, microvm: Path | None,
+         policy: Path | None) -> None:
     """Build the signed USB bundle and print its path."""
     try:
-        final = make(binary, secret_key, out, wheelhouse, microvm)
+        final = make(binary, secret_key, out, wheelhouse, microvm, policy)
     except (MakeError, minisign.FormatError, verify.VerificationError, OSError, ValueError) as exc:
         click.echo(f"bundle.make: {exc}", err=True)
         sys.exit(1)

@@ -59,7 +59,7 @@ def make_keys(directory: Path) -> tuple[Path, Path, minisign.PublicKey]:
 
 
 def make_bundle(out: Path, secret: Path, wheelhouse: Path | None, binary_text: str = FAKE_BINARY,
-                microvm: Path | None = None) -> Path:
+                microvm: Path | None = None, policy: Path | None = None) -> Path:
     binary = out.parent / f"{out.name}-binary"
     binary.write_text(binary_text)
     cmd = [sys.executable, "-m", "bundle.make", "--binary", str(binary), "--secret-key", str(secret), "--out", str(out)]
@@ -67,6 +67,8 @@ def make_bundle(out: Path, secret: Path, wheelhouse: Path | None, binary_text: s
         cmd += ["--wheelhouse-from", str(wheelhouse)]
     if microvm is not None:
         cmd += ["--microvm", str(microvm)]
+    if policy is not None:
+        cmd += ["--policy", str(policy)]
     proc = run(cmd, cwd=out.parent)
     assert proc.returncode == 0, proc.stderr
     path = Path(proc.stdout.strip())

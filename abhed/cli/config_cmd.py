@@ -34,12 +34,20 @@ def config_path() -> None:
 
 @config_group.command("show")
 def config_show() -> None:
-    """Print every setting in effect and where it came from: default, the file, or a variable."""
+    """Print every setting in effect and where it came from: default, the file, a variable, or the site
+    policy (/etc/abhed/policy.toml), whose locked keys are marked."""
     from abhed.session import config
     from abhed.session.configfile import flat
     settings, where = base.settings(), config.sources()
+    site = settings.site_policy
+    if site is not None:
+        click.echo(printable(f"# site policy {site.path} (root's, in force): {len(site.locked)} key(s) locked, "
+                             f"{len(site.allowed)} with permitted values; users cannot change these"))
     for key, value in flat(settings.model_dump(mode="json")):
-        click.echo(printable(f"{key} = {json.dumps(value)}  # {where.get(key, 'default')}"))
+        note = where.get(key, "default")
+        if site is not None:
+            note = site.annotate(key, note)
+        click.echo(printable(f"{key} = {json.dumps(value)}  # {note}"))
 
 
 @config_group.command("init")

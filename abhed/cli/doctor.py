@@ -53,6 +53,20 @@ def checks(settings: Settings) -> Iterator[Check]:
     yield from mcp_checks(settings)
 
 
+def site_policy_check() -> Check:
+    """The site policy (session/sitepolicy.py): none, in force (and what it locks), or refused and why.
+    Run before the settings are loaded, which a policy that cannot be trusted stops."""
+    from abhed.session import sitepolicy
+    try:
+        site = sitepolicy.read(Settings)
+    except sitepolicy.PolicyError as exc:
+        return Check("FAIL", "site policy", str(exc))
+    if site is None:
+        return Check("OK", "site policy", f"none at {sitepolicy.POLICY_PATH}: every setting is the user's to choose")
+    return Check("OK", "site policy", f"{site.path} (root's, not writable by others), in force: "
+                 + "; ".join(site.describe()))
+
+
 def mcp_checks(settings: Settings, workspace: Path | None = None) -> Iterator[Check]:
     """One line per configured MCP server: its tools all admitted, some withheld (new or changed
     since review: a rug pull), or the server unusable. Starts each server (stdio ones in the sandbox)."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from abhed.cli import startup
 from abhed.gate.approval import Answer, Gate, Policy, Rule, Verdict
-from abhed.session import config, workspaces
+from abhed.session import config, sitepolicy, workspaces
 from abhed.session.store import Session, SessionError, SessionStore, not_begun
 from abhed.session.storefail import StoreError
 
@@ -190,7 +190,8 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
     paths = PathPolicy.create(workspace, settings.allowed_roots)
     rules = settings.approval
     checkpoints = from_settings(settings, workspace)
-    gate = Gate(Policy.from_settings(settings, workspace, checkpoints=checkpoints is not None), ask_human=ask_human)
+    gate = Gate(Policy.from_settings(settings, workspace, checkpoints=checkpoints is not None), ask_human=ask_human,
+                mode_refused=sitepolicy.mode_refused(settings))
     try:
         with store.use(session_id, workspace, wait_s=settings.agent.session_wait_s) as session:
             _tell_interrupted_undo(checkpoints, display)

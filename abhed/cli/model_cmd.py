@@ -5,6 +5,7 @@ the conformance part (its categories, thresholds, suite and report)."""
 from __future__ import annotations
 
 import json
+import itertools
 import sys
 from pathlib import Path
 
@@ -26,13 +27,17 @@ def doctor(endpoint: str | None, model_name: str | None, profile: str | None) ->
     Each line says OK, or what is wrong and how to fix it. Exit status 0 when nothing failed.
     """
     from abhed.cli import launch
-    from abhed.cli.doctor import checks
+    from abhed.cli.doctor import checks, site_policy_check
+    policy = site_policy_check()  # a policy that cannot be trusted stops everything: then said alone
+    if policy.status == "FAIL":
+        click.echo(printable(f"{policy.status:<5} {policy.name:<13} {policy.message}"))
+        sys.exit(1)
     try:
         settings = launch.settings(endpoint=endpoint, model=model_name, profile=profile)
     except launch.LaunchError as exc:
         base.fail(str(exc))
     failed = False
-    for check in checks(settings):
+    for check in itertools.chain(checks(settings), [policy]):
         click.echo(printable(f"{check.status:<5} {check.name:<13} {check.message}"))  # the server's words too
         failed = failed or check.status == "FAIL"
     sys.exit(1 if failed else 0)

@@ -76,7 +76,7 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
     from abhed.agent import dispatch
     from abhed.files.paths import PathPolicy
     from abhed.gate.approval import Gate, Policy
-    from abhed.session import config
+    from abhed.session import config, sitepolicy
     from abhed.session.events import head_token
     from abhed.session.store import SessionError, SessionStore
     from abhed.tools import BY_NAME
@@ -98,6 +98,9 @@ def tool(name: str, arguments: str, workspace: Path, session_id: str | None, as_
         config.refuse_workspace_control(settings, workspace)
     except config.ConfigError as exc:
         base.fail(str(exc))
+    refused = sitepolicy.mode_refused(settings)
+    if mode is not None and refused is not None and refused(mode):
+        base.fail(str(refused(mode)))
     paths = PathPolicy.create(workspace, settings.allowed_roots)
     checkpoints = _checkpoints(name, settings, workspace)
     gate = Gate(Policy.from_settings(settings, workspace, checkpoints=checkpoints is not None, mode=mode),

@@ -432,6 +432,8 @@ class Gate:
     # One question at a time: subagents running side by side share the human (and the terminal).
     asking: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     granted: Granted = field(default_factory=Granted, repr=False, compare=False)
+    # Why a /mode may not be chosen (the site policy's permitted modes), or None when it may.
+    mode_refused: Callable[[str], str | None] | None = field(default=None, repr=False, compare=False)
 
     def labelled(self, agent_id: str, label: str | None, stopped: Callable[[], str | None] = lambda: None) -> Gate:
         """This gate for a subagent: the same policy, human and lock; its questions say who asks.
@@ -489,6 +491,9 @@ class Gate:
         """`/mode`: the same rules under another mode (the courtesy list still asks, auto mode as configured)."""
         if not is_mode(mode):
             raise ValueError(f"Unknown approval mode {mode!r}: use one of {', '.join(MODES)}.")
+        why = self.mode_refused(mode) if self.mode_refused is not None else None
+        if why:
+            raise ValueError(why)
         self.granted.mode = mode
 
 

@@ -15,7 +15,7 @@ import stat
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from sandbox.protect import DEFAULT_PROTECTED_PATHS
 from sandbox.backends import lookup as lookup_backend
@@ -400,6 +400,12 @@ class Settings(_Section):
     hooks: HooksConfig = HooksConfig()  # commands run on events (agent/hooks.py)
     commands: CommandsConfig = CommandsConfig()  # custom slash commands (cli/usercommands.py)
     audit: AuditConfig = AuditConfig()  # central audit: the sinks sessions send their records to
+    # The site policy these settings were made under (session/sitepolicy.py), or None: never a key of a file.
+    _site_policy: Any = PrivateAttr(None)
+
+    @property
+    def site_policy(self) -> Any:
+        return self._site_policy
 
     @field_validator("home", mode="after")
     @classmethod
@@ -534,15 +540,41 @@ def load(flags: dict[str, Any] | None = None, env: dict[str, str] | None = None)
     """Settings from every layer. `flags` uses the same nested shape as the file."""
     env = dict(os.environ) if env is None else env
     path = config_path(env)
-    tree = _merge(_merge(_read_file(path, "ABHED_CONFIG" in env), _from_env(env)), flags or {})
+    layers = [_read_file(path, "ABHED_CONFIG" in env), _from_env(env), flags or {}]
+    tree = _merge(_merge(layers[0], layers[1]), layers[2])
+    from abhed.session import sitepolicy  # the site's locked keys win over every layer above, or refuse
     try:
-        return Settings.model_validate(tree)
+        site = sitepolicy.read(Settings)
+        if site is not None:
+            tree = sitepolicy.apply(site, named_layers(path, layers), tree, Settings().model_dump(mode="json"))
+    except sitepolicy.PolicyError as exc:
+        raise ConfigError(str(exc)) from None
+    try:
+        settings = Settings.model_validate(tree)
+        settings._site_policy = site
+        return settings
     except ValidationError as exc:
         problems = "; ".join(_problem(err) for err in exc.errors(include_url=False))
         where = (f"Check {path} and the ABHED_* environment variables" if path is not None and path.exists() else
                  "Check the ABHED_* environment variables (there is no config file" +
                  (f" at {path})" if path is not None else ": ABHED_CONFIG is empty)"))
         raise ConfigError(f"Invalid configuration ({problems}). {where}.") from exc
+
+
+# The command-line flags that set a key (cli/launch.py), to name them when the site policy refuses one.
+FLAG_NAMES = {"approval.mode": "--mode", "model.endpoint": "--endpoint", "model.model": "--model",
+              "model.profile": "--profile", "model.tool_format": "--tool-format", "allowed_roots": "--allowed-root",
+              "agent.max_turns": "--max-turns", "agent.max_tokens": "--max-tokens", "agent.max_seconds": "--max-time"}
+
+
+def named_layers(path: Path | None, trees: list[dict[str, Any]]) -> list[Any]:
+    """load's layers (the config file, ABHED_* variables, flags), each with a function naming where a
+    dotted key of it came from (sitepolicy.Layer)."""
+    variables = {".".join(keys): name for name, keys in ENV_KEYS.items()}
+    names = [lambda key: f"the config file {path}",
+             lambda key: f"the environment variable {variables.get(key, 'ABHED_*')}",
+             lambda key: f"the command line ({FLAG_NAMES.get(key, 'a flag')})"]
+    return list(zip(names, trees))
 
 
 def _problem(err: Any) -> str:

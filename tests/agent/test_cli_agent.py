@@ -154,7 +154,7 @@ def test_doctor_reports_each_check(home):
     assert lines["context"].startswith("OK") and "32768 tokens" in lines["context"]
     assert lines["tool calling"].startswith("OK") and "called glob" in lines["tool calling"]
     assert lines["images"].startswith("OK") and "text only, as the profile says" in lines["images"]
-    assert set(lines) == {"endpoint", "model", "context", "tool calling", "images", "sandbox", "rg", "checkpoints"}
+    assert set(lines) == {"site policy", "endpoint", "model", "context", "tool calling", "images", "sandbox", "rg", "checkpoints"}
     assert proc.returncode == (1 if lines["sandbox"].startswith("FAIL") else 0)
 
 
