@@ -206,14 +206,18 @@ def test_a_table_locked_whole_takes_no_key_the_policy_does_not_hold(tmp_path):
                            f"the config file {FILE} sets mcp.servers to")
 
 
-def test_the_audit_table_is_locked_whole():
-    """audit37's [audit] section: the policy's value wins, and a user can add no sink beside it."""
+def test_the_audit_table_is_locked_whole(tmp_path):
+    """The [audit] section: the policy's value wins, validated as Settings' own, and a user can add no
+    sink beside it nor change a sink's destination."""
     assert "audit" in sitepolicy.WHOLE
-    site = sitepolicy.SitePolicy(P, config.Settings, {}, {}, {"audit": {"syslog": True}})
-    layers = config.named_layers(FILE, [{"audit": {"syslog": True, "jsonl": "/tmp/mine"}}, {}, {}])
-    with pytest.raises(sitepolicy.PolicyError, match='locks audit to {"syslog": true}; the config file'):
-        sitepolicy.apply(site, layers, {}, {})
-    assert sitepolicy.apply(site, config.named_layers(FILE, [{}, {}, {}]), {}, {})["audit"] == {"syslog": True}
+    site = policy('[settings.audit]\nsinks = ["syslog", "jsonl"]\njsonl.path = "/var/log/abhed"\n', tmp_path)
+    chosen = effective(site).audit
+    assert chosen.sinks == ["syslog", "jsonl"] and str(chosen.jsonl.path) == "/var/log/abhed"
+    text = refused(site, file={"audit": {"sinks": ["syslog"]}})
+    assert text.startswith(f"The site policy {P} locks audit to ") and f"the config file {FILE} sets audit to" in text
+    assert "/var/log/abhed" in refused(site, file={"audit": {"jsonl": {"path": "/tmp/mine"}}})
+    with pytest.raises(sitepolicy.PolicyError):
+        policy('[settings.audit]\nsinks = ["carrier-pigeon"]\n', tmp_path)  # checked against Settings
 
 
 def test_config_show_notes(tmp_path):

@@ -86,6 +86,15 @@ def test_every_user_layer_that_conflicts_is_refused_and_nothing_runs(site, confi
     assert_refused(site, make(site, env=env), f"The site policy {P} ", *facts)
 
 
+@pytest.mark.parametrize("config", ["[audit]\nsinks = []\n", '[audit.syslog]\nsocket = "/tmp/mine.sock"\n'],
+                         ids=["no-sinks", "own-socket"])
+def test_the_audit_sinks_cannot_be_emptied_or_redirected(site, config):
+    site.policy = POLICY + '\n[settings.audit]\nsinks = ["syslog"]\nsyslog.socket = "/run/abhed-audit.sock"\n'
+    site.config = config
+    assert_refused(site, make(site), f"The site policy {P} locks audit to ", "/run/abhed-audit.sock",
+                   "the config file")
+
+
 def test_sandbox_none_is_refused_even_when_the_policy_never_mentions_the_sandbox(site):
     site.policy = '[settings]\ncheckpoints.enabled = true\n'
     assert_refused(site, make(site, env={"ABHED_SANDBOX": "none"}),
