@@ -11,6 +11,7 @@ import stat
 import pytest
 
 from abhed.model.replay import ReplayServer, Turn
+from tmux_chat import flat
 
 pytestmark = pytest.mark.slow
 
@@ -167,7 +168,7 @@ command = ["{broken}"]
         chat.wait_for("ends the session.")
         chat.type("clean up")
         screen = chat.wait_for("Done.")
-        assert "blocked it: rm -rf is not allowed" in screen
+        assert "blocked it: rm -rf is not allowed" in flat(screen)
         screen = chat.wait_for(f"warning: hook `{broken}` on turn_end exited 1: lint failed")
         chat.type("/exit")
         chat.wait_for("CHAT-EXITED 0")

@@ -51,7 +51,7 @@ class TmuxChat:
         deadline = time.monotonic() + GUARD_S
         while True:
             screen = self.screen()
-            if screen.count(text) >= count:
+            if flat(screen).count(flat(text)) >= count:  # a line the chat wrapped still counts
                 return screen
             if time.monotonic() > deadline:
                 raise AssertionError(f"{text!r} (x{count}) never appeared; the screen:\n{screen}")
@@ -89,3 +89,9 @@ class TmuxChat:
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=30)
 
+
+def flat(text: str) -> str:
+    """The text with every run of white space (a wrapped line's break too) one space: the chat wraps
+    at the pane's width, so where a line breaks depends on the paths in it (a test worker's temporary
+    directory is longer than a lone run's)."""
+    return " ".join(text.split())
