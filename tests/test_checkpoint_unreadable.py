@@ -59,13 +59,8 @@ def user() -> pwd.struct_passwd:
         pytest.skip("needs root to run Abhed as another, unprivileged user")
     if not os.access(PYTHON, os.X_OK):
         pytest.skip(f"needs {PYTHON}, a Python the unprivileged user can run")
-    try:
-        return pwd.getpwnam(USER)
-    except KeyError:
-        useradd = shutil.which("useradd") or "/usr/sbin/useradd"
-        subprocess.run([useradd, "--system", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin", USER],
-                       check=True)
-        return pwd.getpwnam(USER)
+    from users import ensure_user
+    return ensure_user(USER)
 
 
 def _site_packages() -> str:

@@ -66,12 +66,8 @@ FILLER = "x" * 100 + "\n"
 
 
 def _user(name: str) -> pwd.struct_passwd:
-    try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin",
-                        name], check=True)
-        return pwd.getpwnam(name)
+    from users import ensure_user
+    return ensure_user(name)
 
 
 def _as_user(user: pwd.struct_passwd) -> tuple[list[str], dict]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import shutil
 import struct
 import subprocess
@@ -631,12 +630,8 @@ print(json.dumps({"jail": [r.metadata.get("rg_jail") for r in out], "text": "\n"
 def test_an_unprivileged_user_greps_through_the_jail(tmp_path):
     if os.geteuid() != 0 or not os.access(PYTHON, os.X_OK):
         pytest.skip(f"needs root (to become an ordinary user) and {PYTHON}")
-    try:
-        user = pwd.getpwnam(USER)
-    except KeyError:
-        subprocess.run([shutil.which("useradd") or "/usr/sbin/useradd", "--system", "--no-create-home", "--user-group",
-                        "--shell", "/usr/sbin/nologin", USER], check=True)
-        user = pwd.getpwnam(USER)
+    from users import ensure_user
+    user = ensure_user(USER)
     base = Path(tempfile.mkdtemp(prefix="abhed-jail-"))
     try:
         base.chmod(0o755)

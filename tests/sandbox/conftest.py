@@ -151,15 +151,8 @@ class DroppedRunner(Runner):
 
 
 def _ensure_test_user() -> pwd.struct_passwd:
-    try:
-        return pwd.getpwnam(TEST_USER)
-    except KeyError:
-        pass
-    useradd = shutil.which("useradd") or "/usr/sbin/useradd"
-    if not os.access(useradd, os.X_OK):
-        pytest.skip(f"the unprivileged variant needs a user {TEST_USER!r}: running as root, but useradd is not installed to create it")
-    subprocess.run([useradd, "--system", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin", TEST_USER], check=True)
-    return pwd.getpwnam(TEST_USER)
+    from users import ensure_user
+    return ensure_user(TEST_USER)
 
 
 def _python_for(uid: int, gid: int) -> str:
