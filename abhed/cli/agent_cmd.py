@@ -238,7 +238,7 @@ def _tell_range(display, first: int, last: int, session_id: str) -> None:
 
 def _output_options(function):
     """--output-format and its short forms (--json, --jsonl): what `run` and `resume --once` print on stdout."""
-    from abhed.cli.streamjson import FORMATS
+    from abhed.cli.outputformat import FORMATS
     options = [
         click.option("--output-format", "output_format", type=click.Choice(FORMATS),
                      help="text: the answer (the default); json: one object at the end (as --json); stream-json: "
@@ -252,7 +252,7 @@ def _output_options(function):
 
 
 def _output(as_json: bool, chosen: str | None, jsonl: bool) -> str:
-    from abhed.cli.streamjson import output_format
+    from abhed.cli.outputformat import output_format
     try:
         return output_format(as_json, chosen, jsonl)
     except ValueError as exc:

@@ -29,7 +29,6 @@ from abhed.tools.base import ToolResult
 
 STREAM_VERSION = 1
 OUTPUT_CAP = 16 * 1024  # characters of a result's output (or error) a line carries; the rest is cut, and said
-FORMATS = ("text", "json", "stream-json")
 
 
 class Stream:
@@ -209,17 +208,3 @@ def _asked(reason: str) -> str:
         if reason.startswith(said):
             return reason[len(said):]
     return reason
-
-
-def output_format(as_json: bool, chosen: str | None, jsonl: bool) -> str:
-    """The one output format --json, --jsonl and --output-format ask for together; ValueError (the
-    message for the human) when they ask for different ones."""
-    asked = {flag: fmt for flag, fmt in (("--json", "json" if as_json else None),
-                                         ("--jsonl", "stream-json" if jsonl else None),
-                                         (f"--output-format {chosen}", chosen)) if fmt is not None}
-    formats = set(asked.values())
-    if len(formats) > 1:
-        given = " and ".join(asked)
-        raise ValueError(f"{given} ask for different outputs: give one (--output-format text, json or stream-json; "
-                         "--json is --output-format json, --jsonl is --output-format stream-json).")
-    return formats.pop() if formats else "text"
