@@ -81,7 +81,7 @@ def silent_endpoint() -> Iterator[str]:
 # last minutes are not one worker alone on them. (xdist's own `loadgroup` marks do not group under
 # pytest 9, which no longer reads a node's id from where xdist writes the group: hence a scheduler.)
 _SHARED = {"sandbox": "tests/sandbox/", "dist": "tests/dist/", "bundle": "tests/test_bundle_"}
-_LONGEST_FIRST = ("tests/test_checkpoint_races.py", "sandbox", "dist")
+_LONGEST_FIRST = ("sandbox", "tests/test_checkpoint_races.py", "dist")
 
 
 def _group(nodeid: str) -> str:
@@ -89,7 +89,18 @@ def _group(nodeid: str) -> str:
     return next((name for name, prefix in _SHARED.items() if path.startswith(prefix)), path)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--alone", choices=("with", "without", "only"), default="with",
+                     help="the tests marked alone (a core kept busy): run them with the rest (the default), "
+                          "leave them out, or run only them (scripts/test runs them last, by themselves)")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    wanted = config.getoption("alone")
+    if wanted != "with":
+        chosen = {id(item) for item in items if (item.get_closest_marker("alone") is not None) == (wanted == "only")}
+        config.hook.pytest_deselected(items=[item for item in items if id(item) not in chosen])
+        items[:] = [item for item in items if id(item) in chosen]
     rank = {name: i for i, name in enumerate(_LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(_group(item.nodeid), len(rank)))  # stable: file order kept within
 
@@ -101,4 +112,5 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             return _group(nodeid)
 
+    config.option.loadscopereorder = False  # the queue in our order (longest first), not by test count
     return ByGroup(config, log)

@@ -100,6 +100,7 @@ def _change(sb: sandbox.Sandbox, ws: Path, round_: int) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_undo_beside_a_sandboxed_swapper_freezes_it_and_writes_nothing_outside(ws: Path, home: Path, outside: Path,
                                                                                swapper) -> None:
     """`abhed undo` as it runs: plan, confirm, then freeze the workspace's sandboxes and restore."""
@@ -132,6 +133,7 @@ def test_undo_beside_a_sandboxed_swapper_freezes_it_and_writes_nothing_outside(w
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_restores_racing_a_sandboxed_swapper_write_nothing_outside(ws: Path, home: Path, outside: Path,
                                                                    swapper) -> None:
     """Finding 2 as it was: the restore itself while the job swaps (no freeze): only the descriptors
@@ -159,6 +161,7 @@ def test_restores_racing_a_sandboxed_swapper_write_nothing_outside(ws: Path, hom
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_snapshots_beside_a_sandboxed_swapper_take_no_outside_byte(ws: Path, home: Path, outside: Path,
                                                                     swapper) -> None:
     shadow = Shadow(home, ws, timeout_s=60)
