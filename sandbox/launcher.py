@@ -518,8 +518,7 @@ class BwrapLauncher:
         finally:
             stuck = thread.leave()
         if stuck is not None:
-            popen.kill()  # bwrap never got its "go": nothing ran; pid 1 dies with it (--die-with-parent)
-            popen.wait()
+            _kill_unstarted(popen)
             raise SandboxSetupError(
                 f"Could not move Abhed's thread back out of the command's cgroup: {stuck}; the command did not run. "
                 "Run 'abhed doctor', and restart Abhed: that thread's next commands would share the cgroup."
@@ -708,12 +707,24 @@ def _leave_or_raise(in_netns: ThreadInNetns | None, popen: subprocess.Popen | No
     if stuck is None:
         return
     if popen is not None:
-        popen.kill()  # bwrap never got its "go": nothing ran
-        popen.wait()
+        _kill_unstarted(popen)
     raise SandboxSetupError(
         f"Could not move Abhed's thread back to its own network namespace: {stuck}; the command did not run. "
         "Restart Abhed: that thread's next programs would have no network."
     )
+
+
+def _kill_unstarted(popen: subprocess.Popen) -> None:
+    """Kill a bwrap that never got its "go", with the sandbox's pid 1 if it made one, and reap bwrap.
+
+    Killing bwrap alone is not enough: pid 1 asks for its parent-death signal only after the
+    "go", so if bwrap dies after cloning it, pid 1 outlives it, and would run the command, with
+    none of its limits, once our end of the block fd closes. Until the "go", pid 1 is still in
+    bwrap's process group (it calls setsid after), so one group kill reaches both.
+    """
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(popen.pid, signal.SIGKILL)
+    popen.wait()
 
 
 def _pipe(read_list: list[int], write_list: list[int]) -> tuple[int, int]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import socket
 import subprocess
@@ -139,11 +141,49 @@ def children_of_this_process() -> list[str]:
     return found
 
 
-def test_a_thread_that_cannot_leave_the_namespace_stops_the_command(tmp_path: Path, monkeypatch):
-    real_leave = ThreadInNetns.leave  # still called: this test's thread must really go home
-    monkeypatch.setattr(ThreadInNetns, "leave", lambda self: real_leave(self) or "setns failed: Operation not permitted")
-    home = own_netns()
+def waiting_for_go(marker: str) -> int | None:
+    """The sandbox's pid 1 (a copy of bwrap, so it has the marker) once it is blocked on the block
+    fd: the only pipe it reads before the "go" (before it, it waits on an eventfd)."""
+    for pid in host_pids_with(marker):
+        with contextlib.suppress(OSError):
+            if "pipe_read" in Path(f"/proc/{pid}/wchan").read_text():
+                return pid
+    return None
+
+
+def hold_the_go(pid1: int) -> list[int]:
+    """Copies of this process's ends of pid 1's block-fd pipe: while they are open, pid 1 can never
+    read its "go" (EOF), as when bwrap dies before writing pid 1's eventfd."""
+    argv = Path(f"/proc/{pid1}/cmdline").read_bytes().split(b"\0")
+    pipe = os.readlink(f"/proc/{pid1}/fd/{int(argv[argv.index(b'--block-fd') + 1])}")
+    return [os.dup(int(fd)) for fd in os.listdir("/proc/self/fd") if _link(fd) == pipe]
+
+
+def _link(fd: str) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return ""
+
+
+@pytest.mark.parametrize("when", ["at once", "once pid 1 waits for its go"])
+def test_a_thread_that_cannot_leave_the_namespace_stops_the_command(tmp_path: Path, monkeypatch, when: str):
     marker = f"abhed-netns-stuck-{os.getpid()}"
+    real_leave = ThreadInNetns.leave  # still called: this test's thread must really go home
+    held: list[int] = []
+
+    def leave(self) -> str:
+        real_leave(self)
+        if when != "at once":
+            # bwrap has cloned pid 1, which asks for its parent-death signal only after the go: so
+            # killing bwrap alone left pid 1 behind, stuck or (once the block fd closed) running the
+            # command without its limits. Holding the go makes the leftover visible.
+            assert wait_until(lambda: waiting_for_go(marker) is not None)
+            held.extend(hold_the_go(waiting_for_go(marker)))
+        return "setns failed: Operation not permitted"
+
+    monkeypatch.setattr(ThreadInNetns, "leave", leave)
+    home = own_netns()
     # Earlier tests of the same run may have left children of their own (servers, fixtures): only
     # a child this command adds counts.
     before = {child.split()[0] for child in children_of_this_process()}
@@ -158,6 +198,10 @@ def test_a_thread_that_cannot_leave_the_namespace_stops_the_command(tmp_path: Pa
         "command did not run. Restart Abhed: that thread's next programs would have no network."
     )
     assert not (tmp_path / "ran").exists() and own_netns() == home
+    # The test really held the go: a write end of that pipe (the late case).
+    assert any(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_WRONLY for fd in held) == (when != "at once")
+    for fd in held:
+        os.close(fd)
 
 
 def test_a_start_that_fails_in_the_cgroups_still_brings_the_thread_home(tmp_path: Path, monkeypatch):
