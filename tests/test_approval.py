@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from abhed.gate.approval import Gate, Policy, Rule, refusal
+from abhed.gate.approval import DECIDERS, HOOK_BLOCKED, Answer, Gate, Policy, Rule, decided_by, refusal
 from abhed.gate.shellparse import Command
 
 ALLOW = ["bash(npm test)", "bash(git status:*)", "bash(ls:*)", "bash(cat:*)", "bash(tail:*)", "bash(grep:*)",
@@ -352,3 +352,41 @@ def test_a_tool_that_changes_files_but_names_no_path_is_asked_about_in_every_mod
         "scratch", SimpleNamespace(target="/etc/passwd"), Traits(mutates=True, checkpoint=True))
     assert verdict.decision == "ask" and verdict.destructive
     assert "scratch changes files but its arguments name no `path`" in verdict.reason
+
+
+def _approval(verdict) -> dict:
+    """What dispatch records of a verdict in the call's result."""
+    return {"decision": verdict.decision, "rule": verdict.rule, "reason": verdict.reason}
+
+
+@pytest.mark.parametrize(("mode", "rules", "gate", "tool", "command", "who"), [
+    ("ask", [], {}, "read", None, "check"),
+    ("ask", [], {}, "bash", "ls", "check"),  # read-only command
+    ("ask", [], {}, "bash", "jobs", "check"),  # job control
+    ("ask", ["bash(make:*)"], {}, "bash", "make test", "rule"),
+    ("auto", ["!bash(curl:*)"], {}, "bash", "curl example.com", "rule"),
+    ("accept-edits", [], {}, "edit", None, "mode"),
+    ("plan", [], {}, "edit", None, "mode"),
+    ("auto", [], {}, "bash", "make", "mode"),  # understood, not destructive
+    ("auto", [], {}, "bash", 'eval "$X"', "mode"),  # opaque, run because a checkpoint undoes it
+    ("auto", [], {"auto_destructive": "undoable"}, "bash", "rm -rf build", "mode"),
+    ("ask", [], {}, "bash", "make", "nobody"),
+    ("ask", [], {"invoked_by_human": True}, "bash", "make", "human"),
+    ("ask", [], {"invoked_by_human": True, "confirmed": True}, "bash", "rm -rf build", "human"),
+    ("ask", [], {"ask_human": lambda *_: True}, "edit", None, "human"),
+    ("ask", [], {"ask_human": lambda *_: Answer(False, reason="not now")}, "edit", None, "human"),
+])
+def test_who_decided_is_read_from_what_the_gate_recorded(tmp_path, mode, rules, gate, tool, command, who):
+    """The stream's and the audit's decided_by, from real verdicts: the words confirm() writes and
+    the rules each check names are what decided_by reads back. Rules starting with ! deny."""
+    gate = dict(gate)
+    allow, deny = [r for r in rules if r[0] != "!"], [r[1:] for r in rules if r[0] == "!"]
+    policy = Policy.create(mode, allow, deny, tmp_path, undo_gap=None, auto_destructive=gate.pop("auto_destructive", "ask"))
+    args = SimpleNamespace(command=command) if command else SimpleNamespace(path=str(tmp_path / "a.py"))
+    assert decided_by(_approval(Gate(policy, **gate).review(tool, args))) == who
+
+
+def test_a_call_a_hook_blocked_was_decided_by_the_hook_whatever_its_approval_says():
+    assert decided_by({}, HOOK_BLOCKED) == "hook"
+    assert decided_by({"decision": "allow", "rule": "read-only", "reason": "read-only tool"}, HOOK_BLOCKED) == "hook"
+    assert set(DECIDERS) == {"human", "nobody", "rule", "mode", "hook", "check"}

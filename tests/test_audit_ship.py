@@ -20,7 +20,7 @@ import pytest
 import abhed.tools  # noqa: F401 (installs the tools' traits, which tell a command and a file change)
 from abhed.session import config
 from abhed.session.audit import parse_head, verify_session
-from abhed.session.auditrecord import SCHEMA, decided_by
+from abhed.session.auditrecord import SCHEMA
 from abhed.session.auditship import PENDING, Pass, Shipper, deliver, read_cursor, refuse_writable
 from abhed.session.auditsink import SinkError, make, syslog_frame
 from abhed.session.events import AuditEvent, HookEvent, MessageEvent, ObservationEvent, RunEvent
@@ -39,7 +39,7 @@ def test_records_come_from_the_log_with_who_decided_each_call(tmp_path):
     approvals = [r["fields"] for r in records if r["kind"] == "approval"]
     assert [(a["tool"], a["decision"], a["decided_by"]) for a in approvals] == [
         ("bash", "allow", "rule"), ("write", "allow", "mode"), ("edit", "deny", "human"),
-        ("mcp__jira__get_issue", "allow", "rule"), ("bash", "deny", "hook"), ("read", "allow", "policy")]
+        ("mcp__jira__get_issue", "allow", "rule"), ("bash", "deny", "hook"), ("read", "allow", "check")]
     command = next(r for r in records if r["kind"] == "command")
     assert command["fields"]["command"] == "make test" and command["fields"]["exit_code"] == 2
     assert command["user"] == "alice" and command["host"] == "ws1"
@@ -51,15 +51,6 @@ def test_records_come_from_the_log_with_who_decided_each_call(tmp_path):
     ids = [r["id"] for r in records]
     assert len(set(ids)) == len(ids)  # a call's second record is SEQ.1
     assert records[3]["id"] == f"{session.id}:{records[2]['seq']}.1"
-
-
-def test_who_decided(tmp_path):
-    assert decided_by({"decision": "allow", "reason": "approved by the human; x", "rule": "mode: ask"}, None) == "human"
-    assert decided_by({"decision": "allow", "reason": "confirmed by the human (--confirm); x"}, None) == "human"
-    assert decided_by({"decision": "ask", "rule": "not allowlisted", "reason": "x"}, None) == "nobody"
-    assert decided_by({"decision": "deny", "rule": "deny: bash(curl:*)", "reason": "x"}, None) == "rule"
-    assert decided_by({"decision": "deny", "rule": "mode: plan", "reason": "x"}, None) == "mode"
-    assert decided_by({}, "hook_blocked") == "hook"
 
 
 def test_long_strings_are_cut_and_say_so(tmp_path):

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from abhed.cli.commands import main
-from abhed.cli.streamjson import STREAM_VERSION, bounded, decided_by
+from abhed.cli.streamjson import STREAM_VERSION, bounded
 from abhed.model.replay import ReplayServer, Turn
 from abhed_testing import REPO
 
@@ -203,18 +203,3 @@ def test_a_long_output_is_bounded_with_a_note_saying_so():
     assert bounded("short") == ("short", False)
     text, cut = bounded("x" * 50, cap=10)
     assert cut and text.startswith("x" * 10 + "\n[abhed stream: output truncated: 10 of 50 characters shown")
-
-
-@pytest.mark.parametrize(("approval", "who"), [
-    ({"decision": "allow", "rule": "read-only", "reason": "read-only tool"}, "check"),
-    ({"decision": "allow", "rule": "allow: bash(pytest:*)", "reason": "allowed by bash(pytest:*)"}, "rule"),
-    ({"decision": "deny", "rule": "deny: bash(curl:*)", "reason": "forbidden"}, "rule"),
-    ({"decision": "allow", "rule": "mode: auto", "reason": "mode auto allows"}, "mode"),
-    ({"decision": "deny", "rule": "mode: plan", "reason": "plan mode allows read-only tools only"}, "mode"),
-    ({"decision": "allow", "rule": "undoable", "reason": "mode auto runs it unasked"}, "mode"),
-    ({"decision": "allow", "rule": "mode: ask", "reason": "approved by the human; no rule allows it"}, "human"),
-    ({"decision": "deny", "rule": "mode: ask", "reason": "the human declined it: not now"}, "human"),
-    ({"decision": "ask", "rule": "mode: ask", "reason": "edit changes files"}, "nobody"),
-])
-def test_who_decided_is_read_from_the_verdict(approval, who):
-    assert decided_by(approval) == who

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
-from abhed.gate.approval import Gate, refusal
+from abhed.gate.approval import HOOK_BLOCKED, Gate, refusal
 from abhed.common.errors import ToolError
 from abhed.session.events import ActionEvent, CheckpointEvent, ObservationEvent, who
 from abhed.session.storefail import StoreError
@@ -32,7 +32,7 @@ MALFORMED = "malformed_call"  # the model's tool-call markup itself did not pars
 TOO_LARGE = "too_large"  # the arguments are over the size or nesting bound: refused before parsing
 CHECKPOINT_FAILED = "checkpoint_failed"  # the snapshot before a change failed: the call did not run
 STORE_FAILED = "store_failed"  # the session log could not record the call: it did not run
-HOOK_BLOCKED = "hook_blocked"  # an operator's pre_tool hook blocked the call (agent/hooks.py): it did not run
+# HOOK_BLOCKED (a pre_tool hook blocked the call) is the gate's: gate.approval.decided_by reads it.
 
 
 # Defaults of agent.max_argument_bytes / max_argument_depth (session/config.py), for callers without settings.

@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from abhed.agent.display import Display
 from abhed.cli.display import PREVIEW_PARSE_LIMIT
+from abhed.gate.approval import APPROVED, CONFIRMED, HOOK_BLOCKED, decided_by
 from abhed.model.wire import ToolCall
 from abhed.session.hashing import Hashing
 from abhed.session.store import Plan, TodoItem
@@ -95,24 +96,6 @@ def arguments(call: ToolCall) -> dict[str, Any]:
     return {"arguments": None, "arguments_text": text}
 
 
-def decided_by(approval: dict[str, Any]) -> str:
-    """Who decided a call's approval, from the verdict dispatch put in its result's metadata: the human
-    (asked at a prompt, or --confirm), an operator's or a session's rule (allow/deny), the approval
-    mode, the built-in check (a read-only call), or nobody (a human was needed and none was attached:
-    `abhed run` refuses it)."""
-    reason, rule = str(approval.get("reason") or ""), str(approval.get("rule") or "")
-    if reason.startswith(("approved by the human", "confirmed by the human", "the human declined",
-                          "run by hand by the human")):
-        return "human"
-    if approval.get("decision") == "ask":
-        return "nobody"
-    if rule.startswith(("allow: ", "deny: ")):
-        return "rule"
-    if rule.startswith("mode: ") or rule == "undoable" or rule.startswith("destructive: "):
-        return "mode"  # auto mode (with approval.auto_destructive) ran it because a checkpoint undoes it
-    return "check"
-
-
 class StreamDisplay(Display):
     """The agent's reports as stream lines, and as Progress's lines on stderr for the human."""
 
@@ -148,10 +131,10 @@ class StreamDisplay(Display):
         self.progress.tool_finished(call, result)
         facts = result.metadata
         approval = facts.get("approval")
-        if facts.get("error_kind") == "hook_blocked":
+        if facts.get("error_kind") == HOOK_BLOCKED:
             approval = {"decision": "deny", "rule": "hook: pre_tool", "reason": result.content}
         if isinstance(approval, dict):
-            self._approval(call, approval, "hook" if facts.get("error_kind") == "hook_blocked" else None)
+            self._approval(call, approval, decided_by(approval, facts.get("error_kind")))
         checkpoint = facts.get("checkpoint")
         if isinstance(checkpoint, dict):
             self._checkpoint(call, checkpoint)
@@ -161,8 +144,7 @@ class StreamDisplay(Display):
                          output="" if result.is_error else output, error=output if result.is_error else None,
                          truncated=cut, chars=len(result.content))
 
-    def _approval(self, call: ToolCall, approval: dict[str, Any], who: str | None) -> None:
-        who = who or decided_by(approval)
+    def _approval(self, call: ToolCall, approval: dict[str, Any], who: str) -> None:
         decision = "allow" if approval.get("decision") == "allow" else "deny"
         if who in ("human", "nobody"):  # the policy asked for a human before anything was decided
             self.stream.emit("approval_request", agent=self.agent, call_id=call.id, tool=call.name,
@@ -204,7 +186,7 @@ class StreamDisplay(Display):
 
 def _asked(reason: str) -> str:
     """The policy's reason for asking, without what the human (if any) then answered."""
-    for said in ("approved by the human; ", "confirmed by the human (--confirm); "):
+    for said in (f"{APPROVED}; ", f"{CONFIRMED}; "):
         if reason.startswith(said):
             return reason[len(said):]
     return reason

@@ -53,6 +53,35 @@ UNDO_BOUND = ("the sandbox keeps it in the workspace without network, and a chec
               "`abhed undo` take it back")
 
 
+# What the gate writes in a verdict's reason when a human decided it (Approvals.confirm); decided_by
+# reads the same words back, so the session log needs no field of its own for who decided.
+APPROVED, CONFIRMED = "approved by the human", "confirmed by the human (--confirm)"
+DECLINED, BY_HAND = "the human declined it", "run by hand by the human"
+HOOK_BLOCKED = "hook_blocked"  # dispatch's error kind for a call an operator's pre_tool hook blocked: it did not run
+DECIDERS = ("human", "nobody", "rule", "mode", "hook", "check")
+
+
+def decided_by(approval: dict[str, Any], error_kind: str | None = None) -> str:
+    """Who decided a call, from the approval dispatch put in its result's metadata (and its error kind):
+    `human` (asked at a prompt, --confirm, or typed by hand), `nobody` (a human was needed and none
+    was there), `rule` (an allow or deny rule), `mode` (the approval mode; auto mode's undoable runs
+    too), `hook` (a pre_tool hook blocked it) or `check` (the built-in check: a read-only tool or
+    command, job control). The stream (cli/streamjson.py) and the audit (session/auditrecord.py) both
+    say it with these words."""
+    if error_kind == HOOK_BLOCKED:
+        return "hook"
+    reason, rule = str(approval.get("reason") or ""), str(approval.get("rule") or "")
+    if reason.startswith((APPROVED, CONFIRMED, DECLINED, BY_HAND)):
+        return "human"
+    if approval.get("decision") == "ask":
+        return "nobody"
+    if rule.startswith(("allow: ", "deny: ")):
+        return "rule"
+    if rule.startswith(("mode: ", "destructive: ")) or rule == "undoable":
+        return "mode"
+    return "check"
+
+
 @dataclass(frozen=True)  # pragma: no mutate  (immutability guards against our own bugs; no decision depends on it)
 class Verdict:
     decision: Decision
@@ -467,9 +496,9 @@ class Gate:
         """The human's answer to `verdict` (an "ask"), or the verdict unanswered when nobody can be asked.
         A destructive or opaque one needs the human: `abhed tool` without --confirm does not do."""
         if self.confirmed:
-            return replace(verdict, decision="allow", reason=f"confirmed by the human (--confirm); {verdict.reason}")
+            return replace(verdict, decision="allow", reason=f"{CONFIRMED}; {verdict.reason}")
         if self.invoked_by_human and not (verdict.destructive or verdict.opaque):
-            return Verdict("allow", "run by hand by the human", verdict.rule)
+            return Verdict("allow", BY_HAND, verdict.rule)
         if self.ask_human is not None:
             with self.asking:
                 answer = self.ask_human(tool, args, verdict)
@@ -478,9 +507,9 @@ class Gate:
                 if answer.approved and answer.rules:
                     self.allow_for_session(answer.rules)
             if answer.approved:
-                return replace(verdict, decision="allow", reason=f"approved by the human; {verdict.reason}")
+                return replace(verdict, decision="allow", reason=f"{APPROVED}; {verdict.reason}")
             why = f": {answer.reason}" if answer.reason.strip() else ""
-            return replace(verdict, decision="deny", reason=f"the human declined it{why}", declined=True)
+            return replace(verdict, decision="deny", reason=f"{DECLINED}{why}", declined=True)
         return verdict
 
     def allow_for_session(self, rules: tuple[str, ...]) -> None:
@@ -501,7 +530,7 @@ def refusal(tool: str, verdict: Verdict, args: Any) -> str:
     """The error a call gets when it needs a human and none is attached (non-interactive), when the
     operator's rules deny it, or when the human declined it."""
     if verdict.decision == "deny" and verdict.declined:  # a person said no: their words, not the config's
-        said = ("Their reason is above: do what it says instead" if verdict.reason.startswith("the human declined it: ")
+        said = ("Their reason is above: do what it says instead" if verdict.reason.startswith(f"{DECLINED}: ")
                 else "They gave no reason: ask them what they want, or do something else")
         return (f"Not run: {tool} was refused ({verdict.reason}). A human at the terminal declined this call (not "
                 f"the operator's configuration). {said}; do not repeat the same call.")

@@ -40,6 +40,7 @@ from hashlib import file_digest
 from pathlib import Path
 from typing import Any
 
+from abhed.gate.approval import decided_by
 from abhed.session.events import (CHAIN, ActionEvent, CheckpointEvent, HookEvent, MessageEvent, ModeEvent,
                                   ObservationEvent, RunEvent, blob_refs, head_token, line_hash)
 from abhed.session.store import Session
@@ -455,8 +456,8 @@ def approved_by(approval: dict[str, Any]) -> str | None:
         return None
     if approval.get("decision") != "allow":
         return "nobody (refused)"
-    reason, rule = str(approval.get("reason", "")), str(approval.get("rule", ""))
-    if "human" in reason:
+    who, rule = decided_by(approval), str(approval.get("rule", ""))
+    if who == "human":
         return "human"
     if rule.startswith("allow:"):
         return f"operator rule ({rule[len('allow:'):].strip()})"

@@ -16,7 +16,7 @@ and their fields (docs/security.md lists them for the site):
   --head` checks the log still holds it), pid of the process;
 - run.start: model, prompt; run.end: status, detail;
 - approval: call_id, tool, decision (allow, deny, ask: refused with nobody to ask), decided_by
-  (human, rule, mode, hook, policy: Abhed's built-in check), rule, reason;
+  (gate.approval.decided_by: human, nobody, rule, mode, hook, check), rule, reason;
 - command: call_id, command, exit_code, timed_out, is_error, duration_ms (a bash call that ran);
 - file.change: call_id, tool, path, action (a write or edit that changed a file); undo: restored_to
   (the checkpoint whose state an undo restored);
@@ -33,12 +33,12 @@ import json
 from typing import Any
 
 from abhed.common import traits
+from abhed.gate.approval import HOOK_BLOCKED, decided_by
 from abhed.session.events import (ActionEvent, AnyEvent, AuditEvent, CheckpointEvent, HookEvent, ModeEvent,
                                   ObservationEvent, RunEvent, SessionEvent)
 
 SCHEMA = "abhed.audit/1"
 MAX_STRING = 4096
-HOOK_BLOCKED = "hook_blocked"  # agent/dispatch.py's error kind for a call a pre_tool hook blocked
 
 
 def bounded(value: Any, limit: int = MAX_STRING) -> Any:
@@ -50,23 +50,6 @@ def bounded(value: Any, limit: int = MAX_STRING) -> Any:
     if isinstance(value, list | tuple):
         return [bounded(item, limit) for item in value]
     return value
-
-
-def decided_by(approval: dict[str, Any], error_kind: str | None) -> str:
-    """Who decided a call: human, rule (the operator's allow or deny), mode, hook, nobody (it needed
-    a human and none was there), or policy (the gate's built-in check, e.g. read-only)."""
-    if error_kind == HOOK_BLOCKED:
-        return "hook"
-    reason, rule = str(approval.get("reason", "")), str(approval.get("rule", ""))
-    if "by the human" in reason or reason.startswith("the human declined"):
-        return "human"
-    if approval.get("decision") == "ask":
-        return "nobody"
-    if rule.startswith(("allow:", "deny:")):
-        return "rule"
-    if rule.startswith("mode:"):
-        return "mode"
-    return "policy"
 
 
 class Mapper:
