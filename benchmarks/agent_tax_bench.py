@@ -224,7 +224,8 @@ class Agent:
 
     def undo(self) -> str:
         assert self.ctx.checkpoints is not None
-        return undoing.undo(self.ctx.checkpoints, self.session, None, force=False, confirm=lambda plan: True)
+        return undoing.undo(self.ctx.checkpoints, self.session, None, force=False, confirm=lambda plan: True,
+                            changes=dispatch.changes_of(self.ctx))  # as chat's /undo: the sandbox's change set
 
     def close(self) -> None:
         self.ctx.close()

@@ -252,7 +252,7 @@ def _checkpointed(ctx: ToolContext, tool: Tool, args: Any, action: ActionEvent |
     session = ctx.session
     checkpoints.session_started(session.state.created_at.timestamp())
     try:
-        before, capture = checkpoints.before(session.id, action.id, name, action.agent_id, changes=_changes(ctx),
+        before, capture = checkpoints.before(session.id, action.id, name, action.agent_id, changes=changes_of(ctx),
                                               report=ctx.progress)
     except CheckpointError as exc:
         return _without_checkpoint(name, args, gate, str(exc), run)
@@ -266,7 +266,7 @@ def _checkpointed(ctx: ToolContext, tool: Tool, args: Any, action: ActionEvent |
     result = run()
     facts: dict[str, Any] = {"number": before.number, "before": before.commit}
     try:
-        after = checkpoints.after(session.id, before, changes=_changes(ctx), report=ctx.progress)
+        after = checkpoints.after(session.id, before, changes=changes_of(ctx), report=ctx.progress)
         facts["after"] = after.commit
         if after.meta.get("uncovered"):
             from abhed.session.uncovered import note
@@ -297,7 +297,7 @@ def _checkpointed(ctx: ToolContext, tool: Tool, args: Any, action: ActionEvent |
     return result
 
 
-def _changes(ctx: ToolContext) -> Callable[[], Any] | None:
+def changes_of(ctx: ToolContext) -> Callable[[], Any] | None:
     """Where a snapshot takes what changed since the last one: the bash tool's sandbox watches the
     workspace once its first command has run (session/changeset.py); None before that."""
     shell = ctx.shell

@@ -156,6 +156,7 @@ class Slash:
 
     def do_undo(self, argument: str) -> None:
         """abhed undo in the chat's own session: shows the plan, asks, tells the model what was undone."""
+        from abhed.agent.dispatch import changes_of
         from abhed.session import checkpoint, undo
         words = argument.split()
         checkpoints = self.agent.ctx.checkpoints
@@ -179,16 +180,17 @@ class Slash:
                 self._say("(no: nothing was undone)", "dim")
                 return False
         tell = lambda note: self.agent.tell(note, "undo")  # noqa: E731
+        changes = changes_of(self.agent.ctx)  # the sandbox's change set: no walk of the whole tree (Shadow.current)
         try:
             if closing:
                 report = undo.finish(checkpoints, self.agent.ctx.session, rollback=closing[0] == "--rollback",
                                      force="--force" in words, confirm=confirm, tell=tell)
             elif not numbers:  # the latest change: calls that changed nothing (a test run) are passed over
                 report = undo.undo_latest(checkpoints, self.agent.ctx.session, force="--force" in words,
-                                          confirm=confirm, tell=tell)
+                                          confirm=confirm, tell=tell, changes=changes)
             else:
                 report = undo.undo(checkpoints, self.agent.ctx.session, int(numbers[0]),
-                                   force="--force" in words, confirm=confirm, tell=tell)
+                                   force="--force" in words, confirm=confirm, tell=tell, changes=changes)
         except checkpoint.CheckpointError as exc:
             report = str(exc)
         self.console.print(Text(printable(report)))

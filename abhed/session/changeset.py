@@ -3,7 +3,8 @@
 The sandbox's git guard watches every directory of the workspace with inotify (sandbox.gitguard):
 entries created, deleted or moved, files written, their mode or times changed, files closed after
 being open for writing. Between two snapshots of one process it hands over what it saw
-(`Changes`), and a snapshot then looks only there:
+(`Changes`), and a snapshot then looks only there (so do an undo's reads of the workspace in the
+process that runs the sandbox, chat's /undo: Shadow.current):
 
 - new untracked files: the changed directories' entries not in the shadow index (and every file
   below a directory that appeared), kept when `git check-ignore` passes them -- instead of

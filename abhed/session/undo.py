@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from abhed.session import journal, workspaces
-from abhed.session.checkpoint import Capture, Change, Checkpoints, CheckpointError, Shadow, UndoPlan, UndoRefused, listed, stamp
+from abhed.session.checkpoint import (Capture, Change, ChangeSource, Checkpoints, CheckpointError, Shadow, UndoPlan,
+                                      UndoRefused, listed, stamp)
 from abhed.session.events import ActionEvent, CheckpointEvent, MessageEvent, new_id
 from abhed.session.store import Session, SessionError, SessionStore
 
@@ -157,40 +158,43 @@ def _few(calls: list[str]) -> str:
 
 
 def undo_latest(checkpoints: Checkpoints, session: Session, *, force: bool, confirm: Callable[[str], bool],
-                tell: Callable[[str], None] | None = None) -> str:
+                tell: Callable[[str], None] | None = None, changes: ChangeSource | None = None) -> str:
     """`undo` with no number: back to before the latest checkpoint whose call changed the workspace
     (latest_change), naming that call in the plan shown and in the report, with the files restored."""
     latest = latest_change(checkpoints, session)
     if isinstance(latest, str):
         return latest
     what = latest.words()
-    return _undo(checkpoints, session, latest.number, force=force, tell=tell, what=what,
+    return _undo(checkpoints, session, latest.number, force=force, tell=tell, what=what, changes=changes,
                  confirm=lambda plan: confirm(f"{what[0].upper()}{what[1:]}.\n{plan}"))
 
 
 def undo(checkpoints: Checkpoints, session: Session, number: int | None, *, force: bool,
-         confirm: Callable[[str], bool], tell: Callable[[str], None] | None = None) -> str:
+         confirm: Callable[[str], bool], tell: Callable[[str], None] | None = None,
+         changes: ChangeSource | None = None) -> str:
     """Undo to before checkpoint `number` (default: the latest whose call changed the workspace);
     the report of what was done.
 
     `tell` puts the note for the model into the conversation (a running chat's agent); by default
-    it goes into the log, where the next run or resume reads it.
+    it goes into the log, where the next run or resume reads it. `changes`: the running sandbox's
+    change set (Shadow.current), in a process that has one (chat's /undo).
     Raises CheckpointError (UndoRefused when others' changes are in the way) with what to do.
     """
     if number is None:
         latest = latest_change(checkpoints, session)
         number = latest.number if isinstance(latest, Latest) else None
-    return _undo(checkpoints, session, number, force=force, confirm=confirm, tell=tell)
+    return _undo(checkpoints, session, number, force=force, confirm=confirm, tell=tell, changes=changes)
 
 
 def _undo(checkpoints: Checkpoints, session: Session, number: int | None, *, force: bool,
-          confirm: Callable[[str], bool], tell: Callable[[str], None] | None, what: str | None = None) -> str:
+          confirm: Callable[[str], bool], tell: Callable[[str], None] | None, what: str | None = None,
+          changes: ChangeSource | None = None) -> str:
     """The undo itself; `what`: the words naming the call undone, for the report (undo_latest)."""
     shadow = checkpoints.shadow
     with shadow.locked():
         _refuse_if_interrupted(shadow)
         number = number or _last(shadow, session.id)
-        plan = shadow.plan_undo(session.id, number)
+        plan = shadow.plan_undo(session.id, number, changes)
     if not plan.changes:
         return f"Nothing to undo: the workspace already is as it was before checkpoint {number}."
     if plan.outside and not force:
@@ -205,11 +209,11 @@ def _undo(checkpoints: Checkpoints, session: Session, number: int | None, *, for
     # the freeze stops those already running in the workspace, whichever session or process started them.
     with shadow.locked(), _frozen(shadow.workspace):
         _refuse_if_interrupted(shadow)
-        now = shadow.capture()
+        now = shadow.current(changes)
         if now.tree != plan.now.tree:
             raise CheckpointError("The workspace changed while the undo waited for your answer; nothing was changed. "
                                   "Run the undo again to see the new plan.")
-        return _apply(shadow, session, plan, now, tell, what)
+        return _apply(shadow, session, plan, now, tell, what, changes)
 
 
 @contextmanager
@@ -237,7 +241,7 @@ def _last(shadow: Shadow, session_id: str) -> int:
 
 
 def _apply(shadow: Shadow, session: Session, plan: UndoPlan, now: Capture,
-           tell: Callable[[str], None] | None, what: str | None = None) -> str:
+           tell: Callable[[str], None] | None, what: str | None = None, changes: ChangeSource | None = None) -> str:
     call = f"undo-{new_id()}"
     number = _last(shadow, session.id) + 1
     before = shadow.commit(session.id, now, {"kind": "before", "number": number, "last": number, "call": call,
@@ -255,7 +259,7 @@ def _apply(shadow: Shadow, session: Session, plan: UndoPlan, now: Capture,
         journal.clear(shadow.dir, journal.UNDO)  # it stopped by itself, and says how to take it back
         raise CheckpointError(f"{exc} Nothing is lost: this undo is checkpoint {number}: `abhed undo --to {number} "
                               f"{session.id}` puts back the workspace as it was before it.") from None
-    shadow.commit(session.id, shadow.capture(), {"kind": "after", "number": number, "last": number, "call": call,
+    shadow.commit(session.id, shadow.current(changes), {"kind": "after", "number": number, "last": number, "call": call,
                                                   "tool": "undo", "at": stamp()})
     journal.clear(shadow.dir, journal.UNDO)
     note = (f"[Abhed: the user undid the changes since checkpoint {plan.to.number}: the workspace is back to its "
