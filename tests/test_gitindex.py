@@ -10,6 +10,8 @@ from hashlib import sha1
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from abhed.session import gitindex
 
@@ -299,3 +301,32 @@ def test_adding_a_path_drops_only_files_named_like_its_directories(repo: Path) -
     old = [gitindex.entry(b"a", st, b"\1" * 20, 0), gitindex.entry(b"ab", st, b"\1" * 20, 0)]
     names = [e.name for e in gitindex.merged(old, {b"ab/c": gitindex.entry(b"ab/c", st, b"\2" * 20, 0)})]
     assert names == [b"a", b"ab/c"]
+
+
+def _merged_by_rule(old: list, changes: dict) -> list:
+    """git's rule for merged(), stated plainly: what each change removes, then every entry sorted."""
+    files = {name for name, new in changes.items() if new is not None}
+
+    def removed(name: bytes) -> bool:
+        return name in changes or any(name.startswith(f + b"/") or f.startswith(name + b"/") for f in files)
+    added = [e for e in changes.values() if e is not None and not any(e.name.startswith(f + b"/") for f in files)]
+    return sorted([e for e in old if not removed(e.name)] + added, key=lambda e: e.name)
+
+
+_PART = st.sampled_from([b"a", b"ab", b"a-b", b"b", b"c.txt", b"d0"])
+_NAMES = st.lists(_PART, min_size=1, max_size=3).map(b"/".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(old_names=st.lists(_NAMES, max_size=12, unique=True), changed=st.dictionaries(_NAMES, st.booleans(), max_size=6),
+       insert_up_to=st.sampled_from([0, 64]))
+def test_merged_follows_the_rule_whether_it_inserts_or_sorts(old_names, changed, insert_up_to) -> None:
+    stat_data = os.lstat(__file__)
+    # A valid index: no name is a directory of another (the later name wins, as merged() itself would have it).
+    old: list = []
+    for name in sorted(old_names):
+        old = gitindex.merged(old, {name: gitindex.entry(name, stat_data, b"\1" * 20, 0)})
+    changes = {name: gitindex.entry(name, stat_data, b"\2" * 20, 0) if keep else None for name, keep in changed.items()}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gitindex, "_INSERT_UP_TO", insert_up_to)
+        assert gitindex.merged(old, changes) == _merged_by_rule(old, changes)
