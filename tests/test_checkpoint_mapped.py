@@ -161,8 +161,6 @@ def test_the_kernel_names_a_dirty_page_s_second_write_by_nothing_until_the_mappi
     IN_CLOSE_WRITE, also when the descriptor was closed long before."""
     libc = ctypes.CDLL(None, use_errno=True)
     fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-    path = tmp_path / "f"
-    path.write_bytes(b"x" * 8192)
     assert libc.inotify_add_watch(fd, str(tmp_path).encode(), 0x2 | 0x4 | 0x8) > 0
 
     def events() -> list[int]:
@@ -176,7 +174,10 @@ def test_the_kernel_names_a_dirty_page_s_second_write_by_nothing_until_the_mappi
             found.append(mask)
             offset += 16 + length
         return found
-    try:
+    def attempt(n: int) -> bool:
+        """One write to a clean page, one to the same page still dirty: whether the second went unseen."""
+        path = tmp_path / f"f{n}"
+        path.write_bytes(b"x" * 8192)
         with open(path, "r+b") as f:
             m = mmap.mmap(f.fileno(), 0)
         events()
@@ -188,10 +189,14 @@ def test_the_kernel_names_a_dirty_page_s_second_write_by_nothing_until_the_mappi
         m[1:2] = b"B"
         third = path.stat()
         assert second.st_mtime_ns != first.st_mtime_ns  # the clean page's write fault moved it
-        assert (third.st_mtime_ns, third.st_ctime_ns) == (second.st_mtime_ns, second.st_ctime_ns)  # the dirty one: not
         assert events() == []  # and no event for either
         m.close()
         assert events() == [0x8]  # IN_CLOSE_WRITE, at the mapping's end
+        return (third.st_mtime_ns, third.st_ctime_ns) == (second.st_mtime_ns, second.st_ctime_ns)
+    try:
+        # The dirty one moves no stat -- unless writeback cleaned the page in between (another test's
+        # sync, on a busy machine): then it is seen, which is no blind spot. So: unseen at least once.
+        assert any(attempt(n) for n in range(10))
     finally:
         os.close(fd)
 
