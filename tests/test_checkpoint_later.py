@@ -21,7 +21,7 @@ import pytest
 
 from abhed.agent.dispatch import changes_of
 from abhed.gate.approval import Gate, Policy
-from abhed.session import checkpoint
+from abhed.session import checkpoint, gitindex
 from abhed.session.checkpoint import Checkpoints, Shadow, UndoRefused
 from abhed.session.undo import undo
 from abhed_testing import Tools
@@ -90,6 +90,16 @@ def last_after_is_what_a_full_listing_finds(t: Tools) -> None:
     with sh.locked():
         full = sh.capture()
     assert (full.tree, full.modes_blob, full.repo) == (after.tree, after.modes_blob, after.repo), sh.diff(after, full)
+    assert after.tree == git_s_own_tree(sh)  # the trees Abhed computed from git's cache (gitindex.built)
+
+
+def git_s_own_tree(sh: Shadow) -> str:
+    """git's write-tree of the shadow index's entries, with no cache of trees to trust."""
+    bare = sh.dir / "index.bare"
+    gitindex.write(bare, gitindex.Index(gitindex.read(sh.git_dir / "index").entries))
+    env = {"PATH": os.environ["PATH"], "GIT_INDEX_FILE": str(bare), "GIT_DIR": str(sh.git_dir)}
+    return subprocess.run(["git", "write-tree", "--missing-ok"], env=env, capture_output=True, check=True,
+                          text=True).stdout.strip()
 
 
 def undo_last(t: Tools, confirm=lambda plan: True) -> str:
@@ -151,6 +161,7 @@ def test_later_calls_run_no_walk_and_an_after_snapshot_no_stat_of_every_file(ses
     assert shadow(session).later.fallback == ""
     assert ("ls-files", "-z") not in ran, ran  # neither ls-files -o nor ls-files -o -i
     assert not [a for a in ran if a[0] == "diff-files"], ran  # no live mapping, a local filesystem: none (mapped.py)
+    assert not [a for a in ran if a[0] == "write-tree"], ran  # the trees computed from git's cache (gitindex.built)
     assert (session.ws / "src" / "m0.py").read_text() == "hello\n"
     last_after_is_what_a_full_listing_finds(session)
 
@@ -283,7 +294,7 @@ def test_a_snapshot_by_another_process_between_calls_makes_the_next_one_full(ses
 def test_a_later_snapshot_gives_git_no_workspace_file_to_read(session: Tools, monkeypatch) -> None:
     """As test_checkpoint_races' rule: only listing, tree and object plumbing; check-ignore matches names
     (and lstat's them, as ls-files does) against the ignore rules."""
-    from abhed.session import checkpoint
+    from abhed.session import checkpoint, gitindex
     seen: list[tuple[str, ...]] = []
     real = checkpoint.hostproc.run
     monkeypatch.setattr(checkpoint.hostproc, "run", lambda argv, **kw: seen.append(tuple(argv)) or real(argv, **kw))

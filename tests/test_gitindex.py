@@ -330,3 +330,58 @@ def test_merged_follows_the_rule_whether_it_inserts_or_sorts(old_names, changed,
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(gitindex, "_INSERT_UP_TO", insert_up_to)
         assert gitindex.merged(old, changes) == _merged_by_rule(old, changes)
+
+
+# -- the trees computed here (updated with a store) are git's own ---------------------------------------------
+
+_SEGMENT = st.sampled_from([b"a", b"a-b", b"a.c", b"b", b"d0", b"zz"])
+_PATHS = st.lists(_SEGMENT, min_size=1, max_size=4).map(b"/".join)
+
+
+def _valid(names: list[bytes]) -> list[bytes]:
+    """The names a work tree can hold at once: none is a directory of another (the first one wins)."""
+    kept: list[bytes] = []
+    for name in names:
+        if not any(name.startswith(k + b"/") or k.startswith(name + b"/") or k == name for k in kept):
+            kept.append(name)
+    return kept
+
+
+def _blob(repo: Path, name: bytes, text: bytes) -> gitindex.Entry:
+    oid = bytes.fromhex(git(repo, "hash-object", "-w", "--stdin", data=text).decode().strip())
+    return gitindex.entry(name, os.lstat(repo / ".git" / "HEAD"), oid, later())  # the stat data does not matter here
+
+
+@settings(max_examples=60, deadline=None)
+@given(first=st.lists(_PATHS, min_size=1, max_size=14), changed=st.lists(_PATHS, max_size=6),
+       removed=st.integers(0, 3), budget=st.sampled_from([1, 2, 1024]))
+def test_trees_computed_from_the_cache_are_git_s_write_tree(tmp_path_factory, first, changed, removed, budget) -> None:
+    """A later snapshot's trees, computed here from git's cache of trees and the changed entries, against
+    git's write-tree of the same entries with no cache: the same root, and byte for byte the same cache."""
+    repo = tmp_path_factory.mktemp("trees")
+    git(repo, "init", "-q")
+    index_file = repo / ".git" / "index"
+    start = [_blob(repo, name, b"v1 " + name) for name in sorted(_valid(first))]
+    gitindex.write(index_file, gitindex.Index(start))
+    git(repo, "write-tree")  # git adds its cache of trees
+    cached = gitindex.read(index_file)
+    assert cached.trees is not None
+    changes: dict[bytes, gitindex.Entry | None] = {e.name: None for e in start[:removed]}
+    changes.update({name: _blob(repo, name, b"v2 " + name) for name in _valid(changed)})
+    store = lambda body: bytes.fromhex(git(repo, "hash-object", "-w", "-t", "tree", "--stdin", data=body).decode().strip())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gitindex, "BUILD_UP_TO", budget)  # 1 and 2: the computation stops part-way
+        ours = gitindex.updated(cached, changes, store)
+    theirs_file = repo / "theirs"
+    gitindex.write(theirs_file, gitindex.Index(ours.entries))
+    env_index = {"GIT_INDEX_FILE": str(theirs_file)}
+    theirs_root = subprocess.run(["git", "-C", str(repo), "write-tree"], env={**os.environ, **env_index},
+                                 capture_output=True, check=True).stdout.decode().strip()
+    root = gitindex.root_tree(ours)
+    if root is not None:  # every tree computed
+        assert root == theirs_root
+        assert ours.trees == gitindex.read(theirs_file).trees
+    else:  # stopped part-way: git's write-tree finishes from what was computed, to the same tree
+        assert budget < 1024
+        gitindex.write(index_file, ours)
+        assert git(repo, "write-tree").decode().strip() == theirs_root

@@ -100,6 +100,7 @@ MAX_LISTED = 50  # paths named in one message or event; the rest are counted
 # Up to this many tracked files, a later snapshot still lstat's every one (diff-files: ~20 ms at most here):
 # the one write inotify never names, through a hard link made outside the workspace, is then seen too.
 STAT_EVERY_FILE_UP_TO = 20_000
+TREE_CACHE = "tree.cache"  # "INDEX-CHECKSUM TREE-ID": the tree of the index with that checksum (_write_tree)
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}(?<!\.lock)")
 ATTRIBUTES = "* -text -filter -ident -eol -working-tree-encoding -diff -merge\n"
 # Speed, and settings the commands run here never consult (info/attributes unsets every attribute that changes
@@ -549,8 +550,12 @@ class Shadow:
         blob = self._save_modes(modes)  # before the index: a kill between them leaves paths to look at again
         index_file = self.git_dir / "index"
         if changes:
-            self._index = gitindex.write(index_file, gitindex.updated(self._read_index(index_file), changes))
+            store = lambda body: gitobjects.write_object(objects, b"tree", body)  # noqa: E731
+            self._index = gitindex.write(index_file, gitindex.updated(self._read_index(index_file), changes, store))
             self._index_sum = gitindex.checksum(index_file)  # pragma: no mutate (a cache: unset, the index is read again)
+            root = gitindex.root_tree(self._index)
+            if root is not None and self._index_sum is not None:  # its trees computed: no write-tree (_write_tree)
+                gitobjects.write_file(self.dir / TREE_CACHE, f"{self._index_sum} {root}\n".encode())
         return Capture(self._write_tree(index_file), blob, not_covered + skipped, repo, left_out, skipped=skipped)
 
     def _specials(self, since: Since | None = None) -> list[str]:
@@ -577,7 +582,7 @@ class Shadow:
 
     def _write_tree(self, path: Path) -> str:
         """The index's tree: git's write-tree, or, when the index is the one it last read, its answer then."""
-        cache = self.dir / "tree.cache"
+        cache = self.dir / TREE_CACHE
         checksum = gitindex.checksum(path)
         try:
             known, tree_id = cache.read_text().split()
