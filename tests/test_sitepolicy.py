@@ -354,3 +354,16 @@ def test_root_of_a_user_namespace_is_not_root(tmp_path, monkeypatch):
         policy(LOCKS, tmp_path)
     assert "policy.toml is owned by the root of a user namespace (uid 1001 of the machine), not the machine's root" \
         in str(err.value)
+
+
+def test_checkpoints_the_policy_locks_on_are_an_error_without_git_and_off_without_a_policy(tmp_path, monkeypatch):
+    from abhed.session import checkpoint
+    site = policy(LOCKS, tmp_path)
+    settings = effective(site)
+    settings._site_policy = site
+    monkeypatch.setattr(checkpoint, "available", lambda: None)  # no git on PATH
+    with pytest.raises(checkpoint.CheckpointError) as err:
+        checkpoint.from_settings(settings, tmp_path)
+    assert str(err.value).startswith(f"The site policy {P} requires checkpoints (checkpoints.enabled = true)")
+    assert "nothing was run" in str(err.value) and "apt-get install git" in str(err.value)
+    assert checkpoint.from_settings(config.Settings(), tmp_path) is None  # no policy: off, as doctor says

@@ -199,3 +199,16 @@ def test_doctor_reports_the_policy_in_force(site):
     site.policy = None
     proc = site.abhed("doctor")
     assert proc.stdout.splitlines()[-1] == f"OK    site policy   none at {P}: every setting is the user's to choose"
+
+
+@pytest.mark.slow
+def test_checkpoints_the_policy_locks_on_stop_every_command_where_git_is_missing(site):
+    """Without git, checkpoints are off: a user who takes git off PATH must not get a session whose
+    changes cannot be undone when the site's policy requires them."""
+    site.policy = POLICY
+    (site.root / "no-git").mkdir()
+    call = json.dumps({"command": "mkdir made", "description": "make a directory"})
+    proc = site.abhed("tool", "bash", call, "--workspace", str(site.ws), "--mode", "accept-edits", "--confirm",
+                      prefix=["/usr/bin/env", f"PATH={site.root / 'no-git'}"])  # (unshare and setpriv keep theirs)
+    assert_refused(site, proc, P, "requires checkpoints (checkpoints.enabled = true)", "no `git` on PATH",
+                   "nothing was run", "apt-get install git")

@@ -179,7 +179,7 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
     start in `cwd` when it is inside the workspace (where the person started it), else at its root."""
     from abhed.agent.loop import Agent
     from abhed.files.paths import PathPolicy
-    from abhed.session.checkpoint import from_settings
+    from abhed.session.checkpoint import CheckpointError, from_settings
     from abhed.tools import all_tools, warmup
     from abhed.tools.base import ToolContext
     try:
@@ -189,7 +189,10 @@ def agent_in_session(settings: config.Settings, workspace: Path, session_id: str
     store = SessionStore(settings.home)
     paths = PathPolicy.create(workspace, settings.allowed_roots)
     rules = settings.approval
-    checkpoints = from_settings(settings, workspace)
+    try:
+        checkpoints = from_settings(settings, workspace)
+    except CheckpointError as exc:  # the site's policy requires them, and they cannot be taken here
+        raise LaunchError(str(exc)) from None
     gate = Gate(Policy.from_settings(settings, workspace, checkpoints=checkpoints is not None), ask_human=ask_human,
                 mode_refused=sitepolicy.mode_refused(settings))
     try:

@@ -143,7 +143,10 @@ def _checkpoints(name: str, settings: config.Settings, workspace: Path) -> check
     if traits is None or not traits.checkpoint:
         return None
     from abhed.session import checkpoint
-    return checkpoint.from_settings(settings, workspace)
+    try:
+        return checkpoint.from_settings(settings, workspace)
+    except checkpoint.CheckpointError as exc:  # the site's policy requires them, and they cannot be taken here
+        base.fail(str(exc))
 
 
 def _mcp_for(name: str, settings: config.Settings, workspace: Path):

@@ -1276,11 +1276,20 @@ class Checkpoints:
 
 
 def from_settings(settings: Any, workspace: Path) -> Checkpoints | None:
-    """The checkpoints of `workspace` under the operator's settings (config.Settings)."""
+    """The checkpoints of `workspace` under the operator's settings (config.Settings). Without git
+    they are off, unless the site's policy locks them on: then nothing runs (CheckpointError), since
+    the policy promises that every change can be undone."""
     c = settings.checkpoints
-    return Checkpoints.create(settings.home, workspace, c.enabled, c.exclude, c.max_file_bytes, timeout_s=c.timeout_s,
-                              max_store_bytes=c.max_store_bytes, max_count=c.max_count,
-                              disk_reserve_bytes=settings.sandbox.disk_reserve_bytes)
+    found = Checkpoints.create(settings.home, workspace, c.enabled, c.exclude, c.max_file_bytes, timeout_s=c.timeout_s,
+                               max_store_bytes=c.max_store_bytes, max_count=c.max_count,
+                               disk_reserve_bytes=settings.sandbox.disk_reserve_bytes)
+    site = getattr(settings, "site_policy", None)
+    if found is None and c.enabled and site is not None and site.locks("checkpoints.enabled"):
+        raise CheckpointError(
+            f"The site policy {site.path} requires checkpoints (checkpoints.enabled = true), and they are taken "
+            "with git, which is not installed here (no `git` on PATH): nothing was run. Install git (Debian, "
+            "Ubuntu: apt-get install git), or ask the site's operator.")
+    return found
 
 
 @dataclass
