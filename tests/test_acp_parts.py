@@ -169,3 +169,16 @@ def test_the_command_asked_about_is_shown_whole_whatever_markdown_it_holds(ws):
     assert answer == Answer(False)
     shown = link.calls[0].content[-1].content.text
     assert f"`````\n{command}\n`````" in shown and shown.startswith("list") and "why asked: runs curl" in shown
+
+
+def test_the_mode_picker_offers_only_the_modes_the_site_policy_permits(tmp_path):
+    from types import SimpleNamespace
+
+    from abhed.cli.acp_server import modes
+    refused = lambda mode: None if mode in ("ask", "plan") else f"the site policy forbids {mode}"  # noqa: E731
+    gate = Gate(Policy.create("ask", [], [], tmp_path), mode_refused=refused)
+    state = modes(SimpleNamespace(agent=SimpleNamespace(gate=gate)))
+    assert [m.id for m in state.available_modes] == ["ask", "plan"] and state.current_mode_id == "ask"
+    free = Gate(Policy.create("ask", [], [], tmp_path))  # no policy: every mode
+    assert len(modes(SimpleNamespace(agent=SimpleNamespace(gate=free))).available_modes) == 4
+    assert not gate.permits_mode("auto") and not free.permits_mode("yolo") and free.permits_mode("auto")

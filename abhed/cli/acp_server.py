@@ -377,9 +377,11 @@ def _ended(agent: Any) -> None:
 
 
 def modes(live: Live) -> SessionModeState:
-    return SessionModeState(current_mode_id=live.agent.gate.effective().mode,
+    """The editor's mode picker: the modes this session may switch to (a site policy may permit fewer)."""
+    gate = live.agent.gate
+    return SessionModeState(current_mode_id=gate.effective().mode,
                             available_modes=[SessionMode(id=mode, name=mode, description=words)
-                                             for mode, words in MODE_WORDS.items()])
+                                             for mode, words in MODE_WORDS.items() if gate.permits_mode(mode)])
 
 
 def set_mode(live: Live, mode: str) -> None:

@@ -516,6 +516,10 @@ class Gate:
         """Rules the human granted for the rest of this session: the policy grows, never the deny side."""
         self.granted.allow.extend(Rule.parse(r) for r in rules)
 
+    def permits_mode(self, mode: str) -> bool:
+        """Whether `mode` may be chosen (set_mode), under the site's policy when there is one."""
+        return is_mode(mode) and (self.mode_refused is None or not self.mode_refused(mode))
+
     def set_mode(self, mode: str) -> None:
         """`/mode`: the same rules under another mode (the courtesy list still asks, auto mode as configured)."""
         if not is_mode(mode):
