@@ -149,7 +149,8 @@ def test_a_later_snapshot_from_the_change_set_is_the_full_listing_and_undo_resto
     assert {k: v for k, v in after.items() if k not in left} == {k: v for k, v in before.items() if k not in left}
 
 
-def test_later_calls_run_no_walk_and_an_after_snapshot_no_stat_of_every_file(session: Tools, monkeypatch) -> None:
+def git_runs(monkeypatch) -> list[tuple[str, ...]]:
+    """The git commands the shadow runs from now on (their first two words), as a list that grows."""
     ran: list[tuple[str, ...]] = []
     real = Shadow.git
 
@@ -157,6 +158,11 @@ def test_later_calls_run_no_walk_and_an_after_snapshot_no_stat_of_every_file(ses
         ran.append(args[:2])
         return real(self, *args, **kwargs)
     monkeypatch.setattr(Shadow, "git", spy)
+    return ran
+
+
+def test_later_calls_run_no_walk_and_an_after_snapshot_no_stat_of_every_file(session: Tools, monkeypatch) -> None:
+    ran = git_runs(monkeypatch)
     bash(session, "echo hello > src/m0.py")
     assert shadow(session).later.fallback == ""
     assert ("ls-files", "-z") not in ran, ran  # neither ls-files -o nor ls-files -o -i
@@ -172,13 +178,7 @@ def test_an_undo_reads_the_workspace_from_the_change_set_and_the_next_call_carri
     next call's snapshot walk nothing and lstat no file when a change set covers them (on the kernel
     each full listing took some 0.3 s: 1.2 s per undo, and 0.9 s for the next call)."""
     bash(session, "echo hello > src/m0.py; echo new > fresh.txt")
-    ran: list[tuple[str, ...]] = []
-    real = Shadow.git
-
-    def spy(self, *args, **kwargs):
-        ran.append(args[:2])
-        return real(self, *args, **kwargs)
-    monkeypatch.setattr(Shadow, "git", spy)
+    ran = git_runs(monkeypatch)
     assert undo_last(session).startswith("Undone")
     assert shadow(session).later.fallback == ""
     assert ("ls-files", "-z") not in ran and not [a for a in ran if a[0] == "diff-files"], ran
