@@ -4,6 +4,7 @@ exactly as the agent does (through dispatch, so every call is also persisted as 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,6 +88,14 @@ _LONGEST_FIRST = ("sandbox", "tests/test_checkpoint_races.py", "dist")
 def _group(nodeid: str) -> str:
     path = nodeid.split("::", 1)[0]
     return next((name for name, prefix in _SHARED.items() if path.startswith(prefix)), path)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A run started in the background by a script (`cmd &` in a non-interactive shell) inherits SIGINT
+    # ignored, and Python then leaves it so: the Ctrl-C tests, in process and in the commands they
+    # start (a handler is reset to the default at exec), would wait forever. Each xdist worker too.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
