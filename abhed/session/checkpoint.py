@@ -549,14 +549,16 @@ class Shadow:
         self.later.left_out = left_here
         blob = self._save_modes(modes)  # before the index: a kill between them leaves paths to look at again
         index_file = self.git_dir / "index"
+        root = None
         if changes:
             store = lambda body: gitobjects.write_object(objects, b"tree", body)  # noqa: E731
             self._index = gitindex.write(index_file, gitindex.updated(self._read_index(index_file), changes, store))
             self._index_sum = gitindex.checksum(index_file)  # pragma: no mutate (a cache: unset, the index is read again)
             root = gitindex.root_tree(self._index)
-            if root is not None and self._index_sum is not None:  # its trees computed: no write-tree (_write_tree)
+            if root is not None and self._index_sum is not None:  # its trees computed: no write-tree, now or later
                 gitobjects.write_file(self.dir / TREE_CACHE, f"{self._index_sum} {root}\n".encode())
-        return Capture(self._write_tree(index_file), blob, not_covered + skipped, repo, left_out, skipped=skipped)
+        return Capture(root or self._write_tree(index_file), blob, not_covered + skipped, repo, left_out,
+                       skipped=skipped)
 
     def _specials(self, since: Since | None = None) -> list[str]:
         """FIFOs, sockets and devices in the directories of the covered files (git lists none of them);
@@ -1283,7 +1285,7 @@ def from_settings(settings: Any, workspace: Path) -> Checkpoints | None:
     found = Checkpoints.create(settings.home, workspace, c.enabled, c.exclude, c.max_file_bytes, timeout_s=c.timeout_s,
                                max_store_bytes=c.max_store_bytes, max_count=c.max_count,
                                disk_reserve_bytes=settings.sandbox.disk_reserve_bytes)
-    site = getattr(settings, "site_policy", None)
+    site = settings.site_policy
     if found is None and c.enabled and site is not None and site.locks("checkpoints.enabled"):
         raise CheckpointError(
             f"The site policy {site.path} requires checkpoints (checkpoints.enabled = true), and they are taken "

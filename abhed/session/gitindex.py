@@ -226,7 +226,7 @@ def _build(node: _Tree, prefix: bytes, entries: list[Entry], start: int, store: 
            budget: list[int]) -> int:
     """`node`, the tree of the directory `prefix` whose entries begin at entries[start], made valid;
     how many entries it spans. In index order a directory `d` sorts as "d/", as it does in a tree."""
-    if node.count >= 0 and node.oid is not None:
+    if node.oid is not None:  # valid (_parse_trees and _invalidate keep no id on an invalid tree)
         return node.count
     budget[0] -= 1
     if budget[0] < 0:
