@@ -247,8 +247,7 @@ def _fork_runs(fn: Callable[[T], R], runs: Iterable[list[tuple[int, T]]], worker
                 _receive(key.fd, children, sel, done, lost)
     finally:
         sel.close()
-        for r in list(children):
-            _end(r, children, done, lost)
+        _end_all(children, done, lost)
 
 
 def _start(fn: Callable[[T], R], run: list[tuple[int, T]], children: Children, lost: set[int]) -> int | None:
@@ -293,18 +292,43 @@ def _receive(r: int, children: Children, sel: selectors.BaseSelector, done: dict
         _end(r, children, done, lost)
 
 
+def _end_all(children: Children, done: dict[int, Any], lost: set[int]) -> None:
+    """End every child. A Ctrl-C (KeyboardInterrupt, or the CLI's SystemExit on SIGTERM) that
+    comes meanwhile, a second one included, is raised once none is left: it may come between any
+    two bytecodes, whichever thread the signal was sent to, so blocking signals here would not do."""
+    interrupted: BaseException | None = None
+    while children:
+        try:
+            for r in list(children):
+                _end(r, children, done, lost)
+        except (KeyboardInterrupt, SystemExit) as exc:
+            interrupted = interrupted or exc
+    if interrupted is not None:
+        raise interrupted
+
+
 def _end(r: int, children: Children, done: dict[int, Any], lost: set[int]) -> None:
-    """Close child r's pipe, kill and reap it (it has exited, unless the caller stopped early),
-    and mark the tasks of its run that sent no result as lost."""
-    import signal   # loaded by _fork_runs before any fork
-    pid, _, indices = children.pop(r)
+    """Kill and reap child r (it has exited, unless the caller stopped early), then forget it and
+    close its pipe, and mark the tasks of its run that sent no result as lost.  In that order: a
+    Ctrl-C at any point leaves the child in `children` until it is reaped (for _end_all to end),
+    and a pipe is never closed twice (its number may be another file's by then)."""
+    pid, _, indices = children[r]
+    _reap(pid)
+    del children[r]
     os.close(r)
-    try:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    except (ProcessLookupError, ChildProcessError):   # someone else reaped it
-        pass
     lost.update(i for i in indices if i not in done)
+
+
+def _reap(pid: int) -> None:
+    """Kill and reap our child pid, unless it was reaped already: an unreaped child's pid cannot
+    be another process's, a reaped one's can."""
+    import signal   # loaded by _fork_runs before any fork
+    try:
+        if os.waitpid(pid, os.WNOHANG) == (0, 0):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    except (ChildProcessError, ProcessLookupError):   # reaped (by us before a Ctrl-C, or by someone else)
+        pass
 
 
 def _child(fn: Callable[[T], R], run: list[tuple[int, T]], wfd: int, mask: Iterable[int]) -> NoReturn:

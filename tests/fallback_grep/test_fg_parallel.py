@@ -1,5 +1,6 @@
 """fallback_grep.parallel: several processes give exactly search_paths' results, in its order."""
 import os
+import signal
 
 import pytest
 from fd_testing import fds_on, pipes
@@ -208,6 +209,62 @@ def test_closing_fork_map_early_kills_and_reaps_its_children(tmp_path):
     written = sorted(tmp_path.iterdir())
     time.sleep(0.5)   # what a surviving child would write meanwhile
     assert sorted(tmp_path.iterdir()) == written and len(written) < 38
+
+
+class _CtrlCAfter:
+    """parallel's os, with a Ctrl-C (SIGINT to this process) right after each call of `name`
+    (`times` of them), and the pids it sent a signal recorded."""
+    def __init__(self, name, times):
+        self.name, self.times, self.killed = name, times, []
+
+    def __getattr__(self, name):
+        real = getattr(os, name)
+        if name not in (self.name, "kill"):
+            return real
+
+        def call(*args):
+            if name == "kill":
+                self.killed.append(args[0])
+            result = real(*args)
+            if name == self.name and self.times:
+                self.times -= 1
+                os.kill(os.getpid(), signal.SIGINT)
+            return result
+        return call
+
+
+def test_a_ctrl_c_while_a_finished_child_is_ended_still_reaps_it(monkeypatch):
+    """The Ctrl-C comes between the kill and the reap of the first child to finish: the search
+    stops with the KeyboardInterrupt, and that child is reaped too (before, it was left a zombie
+    that outlived the command, as the CLI's Ctrl-C test once saw on CI)."""
+    monkeypatch.setattr(parallel, "os", _CtrlCAfter("kill", 1))
+    with pytest.raises(KeyboardInterrupt):
+        list(parallel.fork_map(lambda t: t, range(40), 2, share=2))
+    assert _no_children_left()
+
+
+def test_a_ctrl_c_at_each_kill_of_the_cleanup_leaves_no_child(monkeypatch):
+    import time
+    gen = parallel.fork_map(lambda t: time.sleep(t and 30), range(40), 3)
+    assert next(gen) is None
+    monkeypatch.setattr(parallel, "os", _CtrlCAfter("kill", 99))
+    with pytest.raises(KeyboardInterrupt):
+        gen.close()
+    assert _no_children_left()
+
+
+def test_a_ctrl_c_just_after_a_reap_sends_that_pid_nothing_more(monkeypatch):
+    """Once reaped, a child's pid may be another process's: ending the children again after the
+    Ctrl-C must not signal it."""
+    import time
+    gen = parallel.fork_map(lambda t: time.sleep(t and 30), range(40), 3)
+    assert next(gen) is None
+    fake = _CtrlCAfter("waitpid", 99)
+    monkeypatch.setattr(parallel, "os", fake)
+    with pytest.raises(KeyboardInterrupt):
+        gen.close()
+    assert _no_children_left()
+    assert len(fake.killed) == len(set(fake.killed)) == 3
 
 
 def test_when_no_process_can_be_forked_everything_runs_here(monkeypatch):
