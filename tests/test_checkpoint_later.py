@@ -284,6 +284,7 @@ def test_a_snapshot_by_another_process_between_calls_makes_the_next_one_full(ses
     other = Checkpoints(Shadow(home, session.ws))  # another process's (its own Shadow: its own memory)
     (session.ws / "src" / "m20.py").write_text("changed\n")
     other.before("other-session", "call-1", "write", "main")
+    other.close()  # its process ends: the index it kept goes to the file
     bash(session, "echo z > src/m21.py")
     assert shadow(session).later.fallback == ""  # the after snapshot: its base is this process's before
     chain = shadow(session).chain(session.session.id)
@@ -359,3 +360,117 @@ def test_in_a_small_tree_a_write_through_a_hard_link_made_outside_is_not_undone(
     bash(session, "echo model >> src/m5.py")
     assert undo_last(session).startswith("Undone")
     assert (session.ws / "src" / "m5.py").read_bytes() == b"human = 5\n"
+
+
+# -- the shadow index kept in memory between snapshots (Shadow._read_index, _write_index) --------------
+
+def test_later_snapshots_keep_the_index_in_memory_and_closing_writes_it(session: Tools, home: Path) -> None:
+    index_file = shadow(session).git_dir / "index"
+    written = index_file.read_bytes()
+    bash(session, "echo kept > src/m0.py; echo new > fresh.txt")
+    assert index_file.read_bytes() == written  # a few changed files: the whole index is not written again
+    after = shadow(session).chain(session.session.id)[-1]
+    session.ctx.close()  # the session's process is done
+    entries = {e.name: e for e in gitindex.read(index_file).entries}
+    assert entries[b"src/m0.py"].oid.hex() == blob_id(b"kept\n") and entries[b"fresh.txt"].oid.hex() == blob_id(b"new\n")
+    nxt = Shadow(home, session.ws)  # the next process starts from that file
+    with nxt.locked():
+        assert nxt.capture().tree == after.tree
+
+
+def test_closing_after_another_process_wrote_the_index_keeps_theirs(session: Tools, home: Path, monkeypatch) -> None:
+    bash(session, "echo ours > src/m0.py")
+    other = Checkpoints(Shadow(home, session.ws))
+    (session.ws / "src" / "m1.py").write_text("theirs\n")
+    other.before("other-session", "call-1", "write", "main")
+    other.close()
+    theirs = (shadow(session).git_dir / "index").read_bytes()
+    session.ctx.checkpoints.close()
+    assert (shadow(session).git_dir / "index").read_bytes() == theirs
+    from_change_set = sources(monkeypatch)
+    bash(session, "echo again > src/m2.py")  # from their index: a full listing, as complete as ever
+    assert from_change_set == [False, True]  # the before snapshot listed everything; the after, its change set
+    last_after_is_what_a_full_listing_finds(session)
+
+
+def test_a_prune_by_another_process_drops_the_kept_index_and_no_snapshot_names_a_pruned_blob(session: Tools,
+                                                                                             home: Path,
+                                                                                             monkeypatch) -> None:
+    """The hazard: git's prune keeps what the index file names, and the index this process kept names
+    a blob that only its checkpoints reach. Another process collects those checkpoints and prunes; the
+    next snapshot must read the file again, not name the blob that is gone."""
+    sh = shadow(session)
+    bash(session, "echo only-in-memory > src/m0.py")
+    blob = blob_id(b"only-in-memory\n")
+    other = Shadow(home, session.ws)
+    with other.locked():  # the store over its caps, say: this session's checkpoints collected, then the prune
+        other.git("update-ref", "-d", f"refs/abhed/{session.session.id}")
+        other.git("prune", "--expire=now")
+    assert not has_object(sh, blob)  # what the kept index names is gone
+    from_change_set = sources(monkeypatch)
+    bash(session, "echo x > src/m1.py")
+    assert from_change_set == [False, True]
+    chain = sh.chain(session.session.id)
+    for snapshot in chain:
+        listed = sh.git("ls-tree", "-r", "-z", snapshot.tree).split(b"\0")
+        assert all(has_object(sh, line.split()[2].decode()) for line in listed if line), snapshot
+    assert has_object(sh, blob)  # read again, and stored again
+    last_after_is_what_a_full_listing_finds(session)
+
+
+def test_the_kept_index_reaches_the_file_before_git_reads_it(session: Tools, monkeypatch) -> None:
+    """Trees too many to compute here: git's write-tree computes them, from the index file, which
+    must hold what this process kept (and the cache of the tree it last wrote must not answer)."""
+    bash(session, "echo one > src/m0.py")
+    monkeypatch.setattr(gitindex, "BUILD_UP_TO", 0)
+    ran = git_runs(monkeypatch)
+    bash(session, "echo two > src/m1.py")
+    assert ("write-tree",) in ran
+    last_after_is_what_a_full_listing_finds(session)
+
+
+def test_a_full_listing_lists_against_the_kept_index(session: Tools, home: Path) -> None:
+    """git lists what differs from the index file: a file the kept index holds and the file does not,
+    removed since without the change set saying so, must still be found gone."""
+    bash(session, "echo t > tmp.txt")
+    (session.ws / "tmp.txt").unlink()
+    sh = shadow(session)
+    with sh.locked():
+        ours = sh.capture()  # no change set: a full listing
+    fresh = Shadow(home, session.ws)
+    with fresh.locked():
+        assert ours.tree == fresh.capture().tree
+    assert b"tmp.txt" not in sh.git("ls-tree", "--name-only", "-z", ours.tree).split(b"\0")
+
+
+def test_the_kept_index_is_written_once_many_entries_changed(session: Tools, monkeypatch) -> None:
+    """So that a killed process leaves little for the next to read again."""
+    monkeypatch.setattr(checkpoint, "FLUSH_AFTER", 1)
+    index_file = shadow(session).git_dir / "index"
+    bash(session, "echo a > src/m0.py")
+    assert b"src/m0.py" not in {e.name for e in gitindex.read(index_file).entries if e.oid.hex() == blob_id(b"a\n")}
+    bash(session, "echo b > src/m1.py; echo c > src/m2.py")
+    names = {e.name for e in gitindex.read(index_file).entries if e.oid.hex() in (blob_id(b"b\n"), blob_id(b"c\n"))}
+    assert names == {b"src/m1.py", b"src/m2.py"}
+
+
+def sources(monkeypatch) -> list[bool]:
+    """For each snapshot from now on: whether it was taken from the change set (else a full listing)."""
+    found: list[bool] = []
+    real = Shadow._since
+
+    def spy(self, changes, kind):
+        since = real(self, changes, kind)
+        found.append(since is not None and since.valid)
+        return since
+    monkeypatch.setattr(Shadow, "_since", spy)
+    return found
+
+
+def blob_id(data: bytes) -> str:
+    return subprocess.run(["git", "hash-object", "--stdin"], input=data, capture_output=True, check=True).stdout.decode().strip()
+
+
+def has_object(sh: Shadow, oid: str) -> bool:
+    """Asked of git directly (not through the shadow, which would write the index it keeps first)."""
+    return subprocess.run(["git", "--git-dir", str(sh.git_dir), "cat-file", "-e", oid]).returncode == 0

@@ -284,9 +284,10 @@ def test_an_empty_directory_s_cache_round_trips_and_a_missing_subtree_is_no_erro
     root = gitindex._parse_trees(data)
     assert root.count == 0 and root.oid == oid and root.down[0].count == 0 and root.down[0].oid == oid
     assert gitindex._serialise(root) == data
-    gitindex._invalidate(root, b"missing/deeper/file")  # no such subtree: only the root is invalid
-    assert root.count == -1 and root.down[0].count == 0
-    assert gitindex._serialise(root) == b"\0-1 1\nsub\0" + b"0 0\n" + oid
+    changed = gitindex._invalidated(root, b"missing/deeper/file")  # no such subtree: only the root is invalid
+    assert changed.count == -1 and changed.down[0].count == 0
+    assert gitindex._serialise(changed) == b"\0-1 1\nsub\0" + b"0 0\n" + oid
+    assert gitindex._serialise(root) == data  # a copy: the cache it came from is unchanged
 
 
 def test_a_changed_name_that_is_a_cached_directory_removes_its_subtree(tmp_path: Path) -> None:
@@ -372,6 +373,15 @@ def test_trees_computed_from_the_cache_are_git_s_write_tree(tmp_path_factory, fi
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(gitindex, "BUILD_UP_TO", budget)  # 1 and 2: the computation stops part-way
         ours = gitindex.updated(cached, changes, store)
+        # A later snapshot starts from the trees this one parsed and computed, which stay as they were.
+        assert ours.root is not None and gitindex._serialise(ours.root) == ours.trees
+        again = gitindex.updated(ours, {name: None for name in _valid(changed)[:1]}, store)
+        assert gitindex._serialise(ours.root) == ours.trees
+    _check_against_write_tree(repo, index_file, again, budget)
+    _check_against_write_tree(repo, index_file, ours, budget)
+
+
+def _check_against_write_tree(repo: Path, index_file: Path, ours: gitindex.Index, budget: int) -> None:
     theirs_file = repo / "theirs"
     gitindex.write(theirs_file, gitindex.Index(ours.entries))
     env_index = {"GIT_INDEX_FILE": str(theirs_file)}

@@ -80,6 +80,7 @@ import fcntl
 import json
 import os
 import re
+import secrets
 import shutil
 import stat
 import threading
@@ -101,6 +102,13 @@ MAX_LISTED = 50  # paths named in one message or event; the rest are counted
 # the one write inotify never names, through a hard link made outside the workspace, is then seen too.
 STAT_EVERY_FILE_UP_TO = 20_000
 TREE_CACHE = "tree.cache"  # "INDEX-CHECKSUM TREE-ID": the tree of the index with that checksum (_write_tree)
+PRUNED = "pruned"  # a new token each time a process prunes the store: an index kept in memory may name what went
+# The shadow index is kept in this process's memory between snapshots and written when git is to read it,
+# when the session's process is done with it (close), or once this many entries changed since it was written.
+FLUSH_AFTER = 4096
+# git commands that read no index: the index kept in memory need not be written for them.
+_INDEX_FREE = frozenset({"cat-file", "diff-tree", "ls-tree", "log", "rev-list", "for-each-ref", "update-ref",
+                         "count-objects", "index-pack", "init"})
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}(?<!\.lock)")
 ATTRIBUTES = "* -text -filter -ident -eol -working-tree-encoding -diff -merge\n"
 # Speed, and settings the commands run here never consult (info/attributes unsets every attribute that changes
@@ -203,8 +211,12 @@ class Shadow:
         self.max_count = max_count
         self.disk_reserve_bytes = disk_reserve_bytes
         self._surveys: dict[str, uncovered.Survey] = {}  # a running call -> what was left out before it
-        self._index: gitindex.Index | None = None  # the index as this process last read or wrote it
-        self._index_sum: str | None = None  # ... and its checksum then
+        # The index as this process last read, wrote or changed it, and the checksum and PRUNED token
+        # of the index file it came from; `_unwritten`: how many entries it changed since (0: the same).
+        self._index: gitindex.Index | None = None
+        self._index_sum: str | None = None
+        self._pruned_seen = ""
+        self._unwritten = 0
         self._held = threading.local()  # the lock's descriptor while this thread holds it (`fd`)
         self.later = Later()  # what a later snapshot of this process takes from the last one (changeset.py)
         self.started_ns = time.time_ns()  # no model command of this session ran before: see seed.py
@@ -227,6 +239,11 @@ class Shadow:
 
     def git(self, *args: str, data: bytes | None = None, check: bool = True, errors: list[str] | None = None) -> bytes:
         """git's output; `errors`: given, gets the lines it printed on stderr."""
+        if args[0] not in _INDEX_FREE and not (args[0] == "check-ignore" and "--no-index" in args):
+            self._write_index()  # git reads the index from its file: what this process keeps goes there first
+        if args[0] == "prune":  # it keeps what the index file names; other processes' kept indexes may name more
+            self._pruned_seen = secrets.token_hex(8)
+            gitobjects.write_file(self.dir / PRUNED, self._pruned_seen.encode())
         command = self._command()
         env = self._env()
         if args[0] == "init":  # creating the repository itself: it has no work tree yet
@@ -550,13 +567,17 @@ class Shadow:
         blob = self._save_modes(modes)  # before the index: a kill between them leaves paths to look at again
         index_file = self.git_dir / "index"
         root = None
-        if changes:
-            store = lambda body: gitobjects.write_object(objects, b"tree", body)  # noqa: E731
-            self._index = gitindex.write(index_file, gitindex.updated(self._read_index(index_file), changes, store))
-            self._index_sum = gitindex.checksum(index_file)  # pragma: no mutate (a cache: unset, the index is read again)
-            root = gitindex.root_tree(self._index)
-            if root is not None and self._index_sum is not None:  # its trees computed: no write-tree, now or later
-                gitobjects.write_file(self.dir / TREE_CACHE, f"{self._index_sum} {root}\n".encode())
+        if changes or self._unwritten:
+            index = self._read_index(index_file)  # (what was kept is dropped if another process wrote the file)
+            changes = gitindex.differing(index.entries, changes)
+            if changes:
+                # Kept here, not written: rewriting a kernel's 9 MB index cost a later snapshot some 40 ms.
+                store = lambda body: gitobjects.write_object(objects, b"tree", body)  # noqa: E731
+                index = self._index = gitindex.updated(index, changes, store)
+                self._unwritten += len(changes)
+            root = gitindex.root_tree(index)
+            if self._unwritten > FLUSH_AFTER:
+                self._write_index()
         return Capture(root or self._write_tree(index_file), blob, not_covered + skipped, repo, left_out,
                        skipped=skipped)
 
@@ -575,15 +596,51 @@ class Shadow:
         return found
 
     def _read_index(self, path: Path) -> gitindex.Index:
-        """The index, parsed once per process while no other process changes it (a kernel-sized
-        index takes a tenth of a second to read)."""
+        """The index this process keeps, while no other process changed the index file or pruned the
+        store since; else the file's, parsed (a kernel-sized index takes a tenth of a second to read).
+
+        What this process kept and did not write is then dropped, and that is safe: the index is a
+        cache of what the files hash to, and an older one differs from the files by its stat data where
+        they changed, so the next snapshot reads those again (a listing of everything, since the change
+        set's base was that kept index)."""
         checksum = gitindex.checksum(path)
-        if self._index is None or checksum is None or checksum != self._index_sum:
-            self._index, self._index_sum = gitindex.read(path), checksum
+        if self._index is None or checksum is None or checksum != self._index_sum or self._pruned() != self._pruned_seen:
+            self._index, self._index_sum, self._pruned_seen = gitindex.read(path), checksum, self._pruned()
+            self._unwritten = 0
         return self._index
+
+    def _pruned(self) -> str:
+        try:
+            return (self.dir / PRUNED).read_text()
+        except OSError:
+            return ""
+
+    def _write_index(self) -> None:
+        """Write the index this process keeps to its file, if it changed it (lock held): before git reads
+        the file, at close, and every FLUSH_AFTER changed entries (so that a killed process leaves little
+        for the next one to read again). Dropped instead when another process wrote the file or pruned
+        the store since (_read_index)."""
+        if not self._unwritten or getattr(self._held, "fd", None) is None:
+            return
+        path = self.git_dir / "index"
+        self._unwritten = 0
+        if gitindex.checksum(path) != self._index_sum or self._pruned() != self._pruned_seen or self._index is None:
+            return
+        self._index.body = gitindex.write(path, self._index).body  # the same object: the change set's base names it
+        self._index_sum = gitindex.checksum(path)
+        root = gitindex.root_tree(self._index)
+        if root is not None and self._index_sum is not None:  # its trees computed: no write-tree, now or later
+            gitobjects.write_file(self.dir / TREE_CACHE, f"{self._index_sum} {root}\n".encode())
+
+    def close(self) -> None:
+        """The session's process is done with the store: the index it kept goes to the file, for the next."""
+        if self._unwritten:
+            with self.locked():
+                self._write_index()
 
     def _write_tree(self, path: Path) -> str:
         """The index's tree: git's write-tree, or, when the index is the one it last read, its answer then."""
+        self._write_index()  # the file is what git reads, and what the cache's checksum names
         cache = self.dir / TREE_CACHE
         checksum = gitindex.checksum(path)
         try:
@@ -690,8 +747,8 @@ class Shadow:
         # Still lstat every file where that cannot be known, and in an "after" while a sandboxed process lives.
         since = Since(taken, stat_all=unseen is not None or (kind == "after" and not quiet),
                       touched=taken.paths | taken.new_dirs, mapped=inodes)
-        since.valid = taken.complete and base == (changes, taken.number - 1, gitindex.checksum(self.git_dir / "index"),
-                                                  self.later.excludes)
+        since.valid = (taken.complete and base is not None and base[:2] == (changes, taken.number - 1)
+                       and base[2] is self._read_index(self.git_dir / "index") and base[3] == self.later.excludes)
         self.later.fallback = "" if since.valid else "no complete change set since this process's last snapshot"
         return since
 
@@ -715,7 +772,7 @@ class Shadow:
         """Make this snapshot the base the next one's change set starts from."""
         if since is None:
             return
-        self.later.base = (changes, since.changes.number, gitindex.checksum(self.git_dir / "index"), self.later.excludes)
+        self.later.base = (changes, since.changes.number, self._read_index(self.git_dir / "index"), self.later.excludes)
         if watch:  # its specials and survey looked at all that changed (or at everything)
             self.later.pending = set()
         elif since.valid and not since.changes.new_dirs:  # for the next snapshot that looks at them
@@ -808,8 +865,10 @@ class Shadow:
     def _mode_map(self, blob: str) -> dict[str, int]:
         if not blob:
             return {}
+        loose = gitobjects.read_loose(self.git_dir / "objects", blob)  # as the store wrote it: no git to run
+        data = loose[1] if loose is not None and loose[0] == b"blob" else self.git("cat-file", "blob", blob)
         try:
-            value = json.loads(self.git("cat-file", "blob", blob) or b"{}")
+            value = json.loads(data or b"{}")
         except ValueError:
             return {}
         return value if isinstance(value, dict) else {}
@@ -998,7 +1057,7 @@ class Since:
 class Later:
     """What this process keeps from its last snapshot of the workspace, for the next (changeset.py)."""
 
-    base: tuple[Any, ...] | None = None  # (change source, its interval number, index checksum, excludes)
+    base: tuple[Any, ...] | None = None  # (change source, its interval number, the index it left, excludes)
     excludes: str = ""  # info/exclude as written at this hold of the lock
     carried: list[str] = field(default_factory=list)  # nested repositories, unlistable directories: git's to name
     listed: tuple[list[str], list[str]] = ([], [])  # their not_covered and skipped lines
@@ -1262,6 +1321,14 @@ class Checkpoints:
                                                                   "number": before.number},
                                            watch=before.meta.get("tool") == "bash", changes=changes, report=report)
         return snapshot
+
+    def close(self) -> None:
+        """This process is done with the workspace's checkpoints (Shadow.close). A failure to write
+        loses nothing but time: the next snapshot reads again what changed since the file was written."""
+        try:
+            self.shadow.close()
+        except (OSError, CheckpointError):
+            pass
 
     def listing(self, session_id: str) -> list[Entry]:
         """The session's checkpoints, oldest first, each with what its call changed."""

@@ -30,13 +30,13 @@ import stat
 import struct
 from bisect import bisect_left, insort
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from hashlib import sha1
 from operator import itemgetter
 from pathlib import Path
 from typing import NamedTuple
 
-from abhed.files.atomic import replace_file
+from abhed.files.atomic import replace_unsynced
 
 HEADER = struct.Struct(">4sLL")
 STAT = struct.Struct(">10L20sH")  # ctime s, ns, mtime s, ns, dev, ino, mode, uid, gid, size; oid; flags
@@ -98,6 +98,9 @@ class Index:
     entries: list[Entry]
     trees: bytes | None = None
     body: bytes = b""  # the header and entries as last read or written (what git's rewrite must keep)
+    # `trees` parsed, once this process has had to (updated): never changed in place, so that a later
+    # snapshot starts from it (parsing a kernel's cache of trees costs some 10-20 ms a snapshot).
+    root: _Tree | None = field(default=None, compare=False, repr=False)
 
 
 def read(path: str | os.PathLike[str]) -> Index:
@@ -165,8 +168,14 @@ def write(path: str | os.PathLike[str], index: Index) -> Index:
     """Write `index` (entries sorted by name, no duplicates) at `path`, atomically; what was written."""
     body = HEADER.pack(b"DIRC", 2, len(index.entries)) + b"".join(map(_RAW, index.entries))  # map: half a genexpr's time
     tail = b"" if index.trees is None else b"TREE" + struct.pack(">L", len(index.trees)) + index.trees
-    replace_file(Path(path), body + tail + sha1(body + tail).digest(), mode=0o600)
-    return Index(index.entries, index.trees, body)
+    digest = sha1(body)
+    digest.update(tail)
+    # Without fsync: the index is a cache of what the workspace's files hash to. A power cut leaves
+    # an older one (read as it is: a changed file's stat still differs from its entry) or a damaged
+    # one (its checksum fails: Unreadable, and the next snapshot starts afresh); a kernel's 9 MB
+    # synced cost a later snapshot some 10 ms.
+    replace_unsynced(Path(path), b"".join((body, tail, digest.digest())))
+    return Index(index.entries, index.trees, body, index.root)
 
 
 def updated(index: Index, changes: dict[bytes, Entry | None], store: Callable[[bytes], bytes] | None = None) -> Index:
@@ -175,19 +184,20 @@ def updated(index: Index, changes: dict[bytes, Entry | None], store: Callable[[b
     `store` (writes a tree object, gives its id), those trees are computed here instead (built), so
     that a later snapshot of a few files needs no write-tree: git read and wrote the whole index for
     it (some 70 ms on the kernel's 78,000 entries)."""
-    trees, entries = index.trees, merged(index.entries, changes)
-    if trees is not None:
+    entries = merged(index.entries, changes)
+    if index.trees is None:
+        return Index(entries)
+    root = index.root
+    if root is None:
         try:
-            root = _parse_trees(trees)
+            root = _parse_trees(index.trees)
         except (ValueError, IndexError):
-            root = None  # damaged: git computes every tree again
-        if root is not None:
-            for name in changes:
-                _invalidate(root, name)
-            if store is not None:
-                built(root, entries, store)
-        trees = None if root is None else _serialise(root)
-    return Index(entries, trees)
+            return Index(entries)  # damaged: git computes every tree again
+    for name in changes:
+        root = _invalidated(root, name)
+    if store is not None:
+        root = built(root, entries, store) or root
+    return Index(entries, _serialise(root), root=root)
 
 
 def root_tree(index: Index) -> str | None:
@@ -209,25 +219,24 @@ class _TooMany(Exception):
     pass
 
 
-def built(root: _Tree, entries: list[Entry], store: Callable[[bytes], bytes]) -> bool:
-    """Compute every tree the cache `root` lacks from `entries` (the index's, sorted), as git's
-    cache-tree update does, storing each; whether all were. A tree the cache holds is taken as it
-    is (its count and id); each one computed gets its own. False, with the trees not yet done left
-    invalid, when more than BUILD_UP_TO were needed or they nest deeper than Python recurses."""
+def built(root: _Tree, entries: list[Entry], store: Callable[[bytes], bytes]) -> _Tree | None:
+    """The cache `root` with every tree it lacks computed from `entries` (the index's, sorted), as
+    git's cache-tree update does, each one stored; None when more than BUILD_UP_TO were needed or
+    they nest deeper than Python recurses (git's write-tree computes them then). A tree the cache
+    holds is taken as it is (its count and id); `root` itself is not changed."""
     budget = [BUILD_UP_TO]
     try:
-        _build(root, b"", entries, 0, store, budget)
+        return _build(root, b"", entries, 0, store, budget)
     except (_TooMany, RecursionError):
-        return False
-    return True
+        return None
 
 
 def _build(node: _Tree, prefix: bytes, entries: list[Entry], start: int, store: Callable[[bytes], bytes],
-           budget: list[int]) -> int:
-    """`node`, the tree of the directory `prefix` whose entries begin at entries[start], made valid;
-    how many entries it spans. In index order a directory `d` sorts as "d/", as it does in a tree."""
-    if node.oid is not None:  # valid (_parse_trees and _invalidate keep no id on an invalid tree)
-        return node.count
+           budget: list[int]) -> _Tree:
+    """`node`, the tree of the directory `prefix` whose entries begin at entries[start], valid: itself
+    when it is, else a new node. In index order a directory `d` sorts as "d/", as it does in a tree."""
+    if node.oid is not None:  # valid (_parse_trees and _invalidated keep no id on an invalid tree)
+        return node
     budget[0] -= 1
     if budget[0] < 0:
         raise _TooMany
@@ -242,13 +251,14 @@ def _build(node: _Tree, prefix: bytes, entries: list[Entry], start: int, store: 
             body.append(b"%o %s\0%s" % (entries[at].mode, rest, entries[at].oid))
             at += 1
             continue
-        child = known.get(rest[:slash]) or _Tree(rest[:slash], -1, None)
-        at += _build(child, prefix + child.name + b"/", entries, at, store, budget)
+        child = _build(known.get(rest[:slash]) or _Tree(rest[:slash], -1, None), prefix + rest[:slash] + b"/",
+                       entries, at, store, budget)
+        at += child.count
         body.append(b"40000 %s\0%s" % (child.name, child.oid))
         down.append(child)
-    node.oid, node.count = store(b"".join(body)), at - start
-    node.down = sorted(down, key=lambda d: (len(d.name), d.name))  # git's order of subtrees (subtree_name_cmp)
-    return node.count
+    made = _Tree(node.name, at - start, store(b"".join(body)))
+    made.down = sorted(down, key=lambda d: (len(d.name), d.name))  # git's order of subtrees (subtree_name_cmp)
+    return made
 
 
 class _Tree:
@@ -287,17 +297,21 @@ def _parse_trees(data: bytes) -> _Tree:
     return root
 
 
-def _invalidate(root: _Tree, name: bytes) -> None:
-    """Every tree on the way to `name` must be computed again; a subtree of that name is gone."""
-    node, parts = root, name.split(b"/")
-    node.count, node.oid = -1, None
+def _invalidated(root: _Tree, name: bytes) -> _Tree:
+    """`root` with every tree on the way to `name` invalid (computed again) and a subtree of that
+    name gone: the nodes on that way are copied, `root` itself is not changed."""
+    parts = name.split(b"/")
+    top = node = _Tree(root.name, -1, None)
+    top.down = list(root.down)
     for part in parts[:-1]:
-        found = next((d for d in node.down if d.name == part), None)
-        if found is None:
-            return
-        node = found
-        node.count, node.oid = -1, None
+        at = next((i for i, d in enumerate(node.down) if d.name == part), None)
+        if at is None:
+            return top
+        copy = _Tree(part, -1, None)
+        copy.down = list(node.down[at].down)
+        node.down[at] = node = copy
     node.down = [d for d in node.down if d.name != parts[-1]]
+    return top
 
 
 def _serialise(root: _Tree) -> bytes:
@@ -310,6 +324,15 @@ def _serialise(root: _Tree) -> bytes:
             out.append(node.oid)
         stack.extend(reversed(node.down))
     return b"".join(out)
+
+
+def differing(entries: list[Entry], changes: dict[bytes, Entry | None]) -> dict[bytes, Entry | None]:
+    """Those of `changes` that change `entries` (sorted): a file read again to the very same entry is
+    no change, and leaves the index (and its cache of trees) as it was."""
+    def current(name: bytes) -> Entry | None:
+        at = bisect_left(entries, name, key=_name)
+        return entries[at] if at < len(entries) and entries[at].name == name else None
+    return {name: new for name, new in changes.items() if current(name) != new}
 
 
 def merged(old: list[Entry], changes: dict[bytes, Entry | None]) -> list[Entry]:

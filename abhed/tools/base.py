@@ -113,6 +113,8 @@ class ToolContext:
         if self.shell is not None:
             self.shell.close()
             self.shell = None
+        if self.checkpoints is not None:  # the index the snapshots kept in memory, written for the next process
+            self.checkpoints.close()
 
     @property
     def cwd(self) -> Path:
