@@ -87,9 +87,13 @@ def last_after_is_what_a_full_listing_finds(t: Tools) -> None:
     sh = shadow(t)
     after = sh.chain(t.session.id)[-1]
     assert after.kind == "after"
-    with sh.locked():
-        full = sh.capture()
+    # Another process's capture: this one's own would change the index its next snapshot starts from
+    # (a file read again past git's racy second gets its real mtime), and that snapshot would list all.
+    other = Shadow(sh.dir.parent.parent, t.ws)
+    with other.locked():
+        full = other.capture()
     assert (full.tree, full.modes_blob, full.repo) == (after.tree, after.modes_blob, after.repo), sh.diff(after, full)
+    sh.close()  # the index this process kept, written for git to read
     assert after.tree == git_s_own_tree(sh)  # the trees Abhed computed from git's cache (gitindex.built)
 
 
