@@ -603,9 +603,9 @@ class Shadow:
         cache of what the files hash to, and an older one differs from the files by its stat data where
         they changed, so the next snapshot reads those again (a listing of everything, since the change
         set's base was that kept index)."""
-        checksum = gitindex.checksum(path)
-        if self._index is None or checksum is None or checksum != self._index_sum or self._pruned() != self._pruned_seen:
-            self._index, self._index_sum, self._pruned_seen = gitindex.read(path), checksum, self._pruned()
+        checksum, pruned = gitindex.checksum(path), self._pruned()
+        if self._index is None or checksum is None or not self._kept_current(checksum, pruned):
+            self._index, self._index_sum, self._pruned_seen = gitindex.read(path), checksum, pruned
             self._unwritten = 0
         return self._index
 
@@ -615,16 +615,21 @@ class Shadow:
         except OSError:
             return ""
 
+    def _kept_current(self, checksum: str | None, pruned: str) -> bool:
+        """Whether the index this process keeps still stands: no other process wrote the index file
+        (its checksum) or pruned the store (the PRUNED token) since this one last read or wrote it."""
+        return checksum == self._index_sum and pruned == self._pruned_seen
+
     def _write_index(self) -> None:
         """Write the index this process keeps to its file, if it changed it (lock held): before git reads
         the file, at close, and every FLUSH_AFTER changed entries (so that a killed process leaves little
         for the next one to read again). Dropped instead when another process wrote the file or pruned
         the store since (_read_index)."""
-        if not self._unwritten or getattr(self._held, "fd", None) is None:
+        if not self._unwritten or not self.lock_fds():
             return
         path = self.git_dir / "index"
         self._unwritten = 0
-        if gitindex.checksum(path) != self._index_sum or self._pruned() != self._pruned_seen or self._index is None:
+        if self._index is None or not self._kept_current(gitindex.checksum(path), self._pruned()):
             return
         self._index.body = gitindex.write(path, self._index).body  # the same object: the change set's base names it
         self._index_sum = gitindex.checksum(path)
@@ -815,12 +820,16 @@ class Shadow:
         commit = _read_ref(self.git_dir, _ref(session_id))
         if not commit:
             return "", {}
-        loose = gitobjects.read_loose(self.git_dir / "objects", commit)
-        if loose is not None and loose[0] == b"commit":
-            body = loose[1]
-        else:  # packed by hand, say: git reads it
-            body = self.git("cat-file", "commit", commit)
+        body = self._object("commit", commit)
         return commit, _meta(body.split(b"\n\n", 1)[1] if b"\n\n" in body else b"")
+
+    def _object(self, kind: str, oid: str) -> bytes:
+        """The body of the store's object `oid` of `kind`: read from its loose file, as the store wrote
+        it, with no git to run; else (packed by hand, say) git reads it."""
+        loose = gitobjects.read_loose(self.git_dir / "objects", oid)
+        if loose is not None and loose[0] == kind.encode():
+            return loose[1]
+        return self.git("cat-file", kind, oid)
 
     def last_number(self, session_id: str) -> int:
         """The highest checkpoint number the session has (lock held)."""
@@ -865,10 +874,8 @@ class Shadow:
     def _mode_map(self, blob: str) -> dict[str, int]:
         if not blob:
             return {}
-        loose = gitobjects.read_loose(self.git_dir / "objects", blob)  # as the store wrote it: no git to run
-        data = loose[1] if loose is not None and loose[0] == b"blob" else self.git("cat-file", "blob", blob)
         try:
-            value = json.loads(data or b"{}")
+            value = json.loads(self._object("blob", blob) or b"{}")
         except ValueError:
             return {}
         return value if isinstance(value, dict) else {}
