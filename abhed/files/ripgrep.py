@@ -395,18 +395,20 @@ def _parse_listing(out: bytes, query: Query) -> Iterator[tuple[FileHits, str]]:
 def _parse_lines(out: bytes, query: Query) -> Iterator[tuple[FileHits, str]]:
     """`--null --line-number`: `path\\0N:text` for a matching line, `path\\0N-text` for context, `--`
     between context groups. A line longer than MAX_COLUMNS bytes arrives as its head and PREVIEW_MARK."""
-    found: dict[str, FileHits] = {}
+    found: dict[bytes, FileHits] = {}  # by the name's bytes: each file's name decoded once, not once a line
     for line in out.split(b"\n"):
         raw, nul, rest = line.partition(b"\0")
         if not nul:
             continue  # "--" between context groups, or the final empty piece
         digits = len(rest) - len(rest.lstrip(b"0123456789"))
-        number, kind, text = int(rest[:digits]), rest[digits:digits + 1], rest[digits + 1:]
+        number, matched, text = int(rest[:digits]), rest[digits:digits + 1] == b":", rest[digits + 1:]
         if text.endswith(PREVIEW_MARK) and len(text) - len(PREVIEW_MARK) == MAX_COLUMNS:
             text = text[:MAX_COLUMNS]  # at least LINE_CHARS + 1 characters: the tool cuts it and says so
-        hits = found.setdefault(os.fsdecode(raw), FileHits(os.fsdecode(raw)))
-        hits.lines.append((number, text.decode("utf-8", "replace"), kind == b":"))
-        hits.count += kind == b":"
-    for name, hits in found.items():
+        hits = found.get(raw)
+        if hits is None:
+            hits = found[raw] = FileHits(os.fsdecode(raw))
+        hits.lines.append((number, text.decode("utf-8", "replace"), matched))
+        hits.count += matched
+    for hits in found.values():
         if hits.count:
-            yield hits, name
+            yield hits, hits.path
