@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from abhed.session import gitindex, seed
+from abhed.session import checkpoint, gitindex, seed
 from abhed.session.checkpoint import Shadow
 
 GIT_ENV = {"PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "HOME": "/nonexistent",
@@ -260,6 +260,39 @@ def test_nested_repositories_submodules_and_exclusions_end_as_hashing_everything
     listing = shadow.git("ls-tree", "-r", "--name-only", snap.tree).decode().split()
     assert "vendor/x.c" not in listing and "src/secret.txt" not in listing and "mod" not in listing
     assert "src/lib/a.py" in listing and taken(shadow) > 0
+
+
+def test_the_untracked_listing_starts_before_the_exclusions_and_finds_what_it_would_after_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seeded index is written once without its trees; git lists the untracked files from then on, on
+    the other core, while the exclusions take tracked entries out and the trees are made. An entry taken
+    out matches info/exclude, which the listing reads too: listed before or after, it is left out."""
+    ws = tmp_path / "ws"
+    repository(ws)
+    (ws / "build").mkdir()
+    (ws / "build" / "out.o").write_bytes(b"tracked, excluded\n")
+    (ws / ".gitignore").write_text("*.tmp\n")
+    commit(ws)
+    (ws / "build" / "new.o").write_bytes(b"untracked, excluded\n")
+    (ws / "build" / "out.o").write_bytes(b"tracked, excluded, changed\n")
+    (ws / "src" / "gen.tmp").write_text("ignored\n")
+    (ws / "new.txt").write_text("untracked\n")
+    order: list[str] = []
+    real_start, real_trees, real_git = checkpoint._Early.start, seed.trees_of, Shadow.git
+    monkeypatch.setattr(checkpoint._Early, "start", lambda self: (order.append(" ".join(self._command)), real_start(self)))
+    monkeypatch.setattr(seed, "trees_of", lambda entries: (order.append("trees"), real_trees(entries))[1])
+    def git(self, *args, **kw):
+        if args == Shadow.OTHERS_LISTING:
+            order.append("listed")
+        return real_git(self, *args, **kw)
+    monkeypatch.setattr(Shadow, "git", git)
+    shadow, snap = same_as_hashing(tmp_path, ws, exclude=("build",))
+    listing = shadow.git("ls-tree", "-r", "--name-only", snap.tree).decode().split()
+    assert "new.txt" in listing and "src/lib/a.py" in listing and taken(shadow) > 0
+    assert not [name for name in listing if name.startswith("build/") or name.endswith(".tmp")]
+    others = " ".join(Shadow.OTHERS_LISTING)
+    # seeded: started before the trees, run once; the plain snapshot (nothing seeded) runs it itself
+    assert order == [others, "listed", "trees", "listed"] or order == [others, "trees", "listed", "listed"], order
 
 
 def test_a_first_snapshot_that_hashed_many_files_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -352,24 +352,29 @@ class Shadow:
         far the read loop has got when it has many files to read (hashing.py); `on_seeded`: called once
         the first snapshot's seed is in the index (prepare: the survey's listing starts beside the rest)."""
         self._check_reserve()
-        first = self._first()
-        if on_seeded is not None:
-            on_seeded()
+        others = _Early(self, self.OTHERS_LISTING)  # started once a seed's entries are in the index (_first)
         try:
+            first = self._first(others.start)
+            if on_seeded is not None:
+                on_seeded()
             seeded = first.seeded is not None and bool(first.seeded.entries)
-            return first.done(self._capture(since, report, first.seeded is not None, seeded), self)
+            return first.done(self._capture(since, report, first.seeded is not None, seeded, others), self)
         except gitindex.Unreadable:
             # Not an index this code or git wrote (damaged, another version): start again from none;
             # every file is then read again, and unchanged ones hash to the objects already stored.
             (self.git_dir / "index").unlink(missing_ok=True)  # pragma: no mutate (it was just read: it exists)
             return self._capture(None, report, True)
+        finally:
+            others.join()
 
     # A first snapshot that still reads this many files is named in the call's result (seed.py says why).
     FIRST_NOTE_FILES = 2000
 
-    def _first(self) -> _First:
+    def _first(self, on_indexed: Callable[[], None]) -> _First:
         """A workspace's first snapshot (no shadow index yet): seed the index from the repository's own
-        (seed.py), so that only what differs from it is read and hashed; timed, for the call's note."""
+        (seed.py), so that only what differs from it is read and hashed; timed, for the call's note.
+        `on_indexed`: called once the seed's entries are in the index file (the listing of untracked
+        files then starts beside the rest: the entries the exclusions take out after cannot change it)."""
         started = time.monotonic()
         if (self.git_dir / "index").exists():
             return _First(None, started, 0)
@@ -381,6 +386,9 @@ class Shadow:
             # trees and their pack only once that is known (the kernel's tracked `target/` directories
             # meet the default exclusions: the trees made twice cost half a second there).
             self._seed_index(path, found, trees=False)
+            # Listed as untracked or not, the entries taken out below are left out of the listing by
+            # --exclude-standard (it reads the same info/exclude): it may start now.
+            on_indexed()
             # What checkpoints.exclude (and the store itself, .git/info/exclude) leave out: out again. A
             # tracked file that a .gitignore names stays covered: it is the repository's own content.
             rules = f"--exclude-from={self.git_dir / 'info' / 'exclude'}"
@@ -440,10 +448,14 @@ class Shadow:
             raise CheckpointError(
                 f"{found.shortfall(self.STORE_FS)}; no snapshot is written into the last of the disk. {reserve.remedy(name)}, or move ABHED_HOME to a larger disk")
 
-    def _listed(self, tracked: bool = True) -> tuple[set[str], list[str], list[str]]:
+    # git's listing of the untracked files the ignore rules let through (names only).
+    OTHERS_LISTING = ("ls-files", "-z", "-o", "--exclude-standard")
+
+    def _listed(self, tracked: bool = True, others: _Early | None = None) -> tuple[set[str], list[str], list[str]]:
         """Every path that may differ from the index, what git's listing names as not covered, and the
         directories it could not list: the full listing, from no change set. `tracked` False: no
-        diff-files, for an index the seed has just written from each file's lstat (seed.py)."""
+        diff-files, for an index the seed has just written from each file's lstat (seed.py); `others`:
+        OTHERS_LISTING, when it was started earlier (capture)."""
         # Tracked files whose stat differs from the index (diff-files lstat's them in parallel), then
         # untracked ones the ignore rules let through: names only; nothing is read by git.
         errors: list[str] = []
@@ -451,7 +463,7 @@ class Shadow:
             if tracked else []
         unstated = [m[1] for m in map(_UNSTATED.fullmatch, errors) if m]  # tracked, lstat failed: read again
         errors.clear()  # pragma: no mutate (equivalent: diff-files never says "could not open directory")
-        listed += self.git("ls-files", "-z", "-o", "--exclude-standard", errors=errors).split(b"\0")
+        listed += (others.result(errors) if others is not None else self.git(*self.OTHERS_LISTING, errors=errors)).split(b"\0")
         paths: set[str] = set(unstated)
         not_covered: list[str] = []
         unlisted = [m for m in map(_UNLISTED_DIR.fullmatch, errors) if m]
@@ -522,7 +534,7 @@ class Shadow:
         return self.later.names[1]
 
     def _capture(self, since: Since | None = None, report: hashing.Report | None = None,
-                 first: bool = False, seeded: bool = False) -> Capture:
+                 first: bool = False, seeded: bool = False, others: _Early | None = None) -> Capture:
         paths: set[str] | None = None
         if since is not None and since.valid:
             try:
@@ -530,7 +542,7 @@ class Shadow:
             except changeset.Fallback as why:
                 since.listing, self.later.fallback = None, str(why)
         if paths is None:
-            paths, not_covered, skipped = self._listed(tracked=not seeded)
+            paths, not_covered, skipped = self._listed(tracked=not seeded, others=others if seeded else None)
         if since is not None and since.mapped:  # written through a live mapping: no stat or event need say so (mapped.py)
             paths |= set(self._names().with_inodes(since.mapped))
         modes = self._modes()
@@ -726,7 +738,7 @@ class Shadow:
         `changes`, the base the next snapshot's change set starts from (as after a snapshot)."""
         with self.locked():
             since = self._since(changes, "before")
-            early = _Early(self) if self.later.survey is None else None  # the survey will list everything
+            early = _Early(self, self.SURVEY_LISTING) if self.later.survey is None else None  # the survey will list everything
             try:
                 capture = self.capture(since, report, early.start if early is not None else None)
                 self._specials(since)
@@ -1078,17 +1090,24 @@ class Later:
 
 
 class _Early:
-    """The survey's listing (Shadow.SURVEY_LISTING) run in a thread as soon as the first snapshot's
-    seed is in the index, so that git walks the tree on one core while this process reads, lists
-    the specials and writes on the other (prepare). It lists the untracked files the ignore rules
-    leave out: the capture that runs meanwhile adds to the index only files those rules let through
-    (and what it leaves out it hands to the survey itself), so the answer is the one the listing
-    would give after it. Its git child holds the store's lock like every other (Shadow.lock_fds)."""
+    """A first snapshot's git listing run in a thread as soon as the seed is in the index, so that git
+    walks the tree on one core while this process goes on on the other. Its git child holds the
+    store's lock like every other (Shadow.lock_fds). Two of them:
 
-    def __init__(self, shadow: Shadow) -> None:
+    - Shadow.OTHERS_LISTING (capture): the untracked files the ignore rules let through, started
+      before the exclusions take entries out of the seeded index and its trees are written; those
+      entries match info/exclude, which the listing reads too, so it leaves them out either way;
+    - Shadow.SURVEY_LISTING (prepare): the untracked files the ignore rules leave out, started once
+      the seed is done: the capture that runs meanwhile adds to the index only files those rules let
+      through (and what it leaves out it hands to the survey itself), so the answer is the one the
+      listing would give after it."""
+
+    def __init__(self, shadow: Shadow, command: tuple[str, ...]) -> None:
         self._shadow = shadow
+        self._command = command
         self._fd = shadow.lock_fds()
         self._out: bytes | None = None
+        self._errors: list[str] = []  # what git said on its standard error
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
 
@@ -1099,7 +1118,7 @@ class _Early:
     def _run(self) -> None:
         self._shadow._held.fd = self._fd[0] if self._fd else None
         try:
-            self._out = self._shadow.git(*Shadow.SURVEY_LISTING)
+            self._out = self._shadow.git(*self._command, errors=self._errors)
         except BaseException as exc:  # noqa: BLE001 (handed to the caller by result())
             self._error = exc
         finally:
@@ -1109,14 +1128,17 @@ class _Early:
         if self._thread is not None:
             self._thread.join()
 
-    def result(self) -> bytes:
-        """The listing's output (run here when it was not started); its error, raised here."""
+    def result(self, errors: list[str] | None = None) -> bytes:
+        """The listing's output (run here when it was not started); its error, raised here. `errors`:
+        given, gets the lines git printed on its standard error (Shadow.git)."""
         if self._thread is None:
-            return self._shadow.git(*Shadow.SURVEY_LISTING)
+            return self._shadow.git(*self._command, errors=errors)
         self.join()
         if self._error is not None:
             raise self._error
         assert self._out is not None
+        if errors is not None:
+            errors += self._errors
         return self._out
 
 
