@@ -4,6 +4,8 @@ relative to the warm-up's snapshot."""
 
 from __future__ import annotations
 
+import os
+import stat
 import threading
 import time
 from pathlib import Path
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from abhed.gate.approval import Gate, Policy
-from abhed.session import checkpoint, gitindex, seed
+from abhed.session import checkpoint, gitindex, seed, treeio
 from abhed.session.checkpoint import CheckpointError, Shadow
 from abhed.session.hashing import Hashing
 from abhed.tools import warmup
@@ -50,6 +52,57 @@ def test_the_warm_up_takes_the_first_snapshot_and_undo_restores_the_real_bytes(t
             shadow.apply(shadow.plan_undo(t.session.id, 1))
         assert (ws / "src" / "lib" / "a.py").read_bytes() == original
         assert (ws / "run.sh").read_text() == "#!/bin/sh\necho hi\n" and (ws / "run.sh").stat().st_mode & 0o100
+    finally:
+        t.ctx.close()
+
+
+def test_the_first_snapshot_names_fifos_and_sockets_from_the_guard_s_listings_without_a_walk_of_its_own(
+        tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guard lists every directory at the sandbox's start and after each change: the first snapshot's
+    specials (what it names as not covered) come from those listings, not from a second walk."""
+    ws = tmp_path / "ws"
+    repository(ws)
+    os.mkfifo(ws / "src" / "lib" / "pipe")
+    os.mknod(ws / "s.sock", stat.S_IFSOCK | 0o600)
+    (ws / "only").mkdir()
+    os.mkfifo(ws / "only" / "fifo")  # in no covered file's directory: not named
+    walked: list[list[str]] = []
+    real = treeio.Tree.specials
+    monkeypatch.setattr(treeio.Tree, "specials", lambda self, dirs: (walked.append(list(dirs)), real(self, dirs))[1])
+    t = session(ws, home)
+    try:
+        warmup.start(t.ctx)
+        t.ctx.warmed()
+        assert t.ctx.checkpoints.shadow.later.specials == ["s.sock (a socket: it has no content to keep)",
+                                                           "src/lib/pipe (a FIFO: it has no content to keep)"]
+        assert walked == [[]]  # every covered directory was the guard's to tell
+    finally:
+        t.ctx.close()
+
+
+def test_a_covered_directory_the_guard_has_not_listed_is_listed_by_the_first_snapshot(
+        tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Made after the guard's listings were handed over (here: taken out of them), it is listed for its specials."""
+    from sandbox.gitguard import GitGuard
+    ws = tmp_path / "ws"
+    repository(ws)
+    os.mkfifo(ws / "src" / "lib" / "pipe")
+    real_take = GitGuard.take_changes
+    def take(self):
+        taken = real_take(self)
+        taken.listed = taken.listed - {"src/lib"}
+        taken.specials.pop("src/lib", None)
+        return taken
+    monkeypatch.setattr(GitGuard, "take_changes", take)
+    walked: list[list[str]] = []
+    real = treeio.Tree.specials
+    monkeypatch.setattr(treeio.Tree, "specials", lambda self, dirs: (walked.append(list(dirs)), real(self, dirs))[1])
+    t = session(ws, home)
+    try:
+        warmup.start(t.ctx)
+        t.ctx.warmed()
+        assert t.ctx.checkpoints.shadow.later.specials == ["src/lib/pipe (a FIFO: it has no content to keep)"]
+        assert walked == [["src/lib"]]
     finally:
         t.ctx.close()
 

@@ -595,14 +595,20 @@ class Shadow:
 
     def _specials(self, since: Since | None = None) -> list[str]:
         """FIFOs, sockets and devices in the directories of the covered files (git lists none of them);
-        with a change set, only the changed directories are listed again (changeset.specials)."""
+        with a change set, only the changed directories are listed again (changeset.specials); else
+        what the git guard's listings found when the change set was taken, and the directories it has
+        not listed are listed here (sandbox.gitguard.Changes)."""
         last = self.later.specials
-        if since is not None and since.listing is not None and last is not None:
-            dirs = since.dirs | {d for d in self.later.pending if self._names().is_dir(d)}
-            with treeio.Tree(str(self.workspace)) as tree:
+        with treeio.Tree(str(self.workspace)) as tree:
+            if since is not None and since.listing is not None and last is not None:
+                dirs = since.dirs | {d for d in self.later.pending if self._names().is_dir(d)}
                 found = changeset.specials(tree, self._names(), last, dirs)
-        else:
-            with treeio.Tree(str(self.workspace)) as tree:
+            elif since is not None and since.changes.listed:
+                listed, specials, covered = since.changes.listed, since.changes.specials, self._names().dirs()
+                found = sorted([treeio.special(d, name, kind) for d in covered for name, kind in specials.get(d, ())
+                                if name != ".git"]  # pragma: no mutate (as Tree.specials: a .git there is a nested repository's, its directory no covered one)
+                               + tree.specials([d for d in covered if d not in listed]))
+            else:
                 found = tree.specials(self._names().dirs())
         self.later.specials = found
         return found

@@ -190,8 +190,7 @@ class Tree:
             for entry in entries:
                 plain = entry.is_symlink() or entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False)  # pragma: no mutate (following or not: a symlink is excluded first)
                 if entry.name != ".git" and not plain:
-                    kind = _kind_of(entry)
-                    found.append(f"{rel + '/' if rel else ''}{entry.name} ({kind}: it has no content to keep)")
+                    found.append(special(rel, entry.name, _kind_of(entry)))
         return found
 
     # -- writing ----------------------------------------------------------------------------------
@@ -269,11 +268,16 @@ def exists(dirfd: int, name: str) -> bool:
     return True
 
 
-def _kind_of(entry: os.DirEntry) -> str:
+def _kind_of(entry: os.DirEntry) -> int:
     try:
-        return KINDS.get(stat.S_IFMT(entry.stat(follow_symlinks=False).st_mode), "not a regular file")  # pragma: no mutate (never a symlink here)
+        return stat.S_IFMT(entry.stat(follow_symlinks=False).st_mode)  # pragma: no mutate (never a symlink here)
     except OSError:
-        return "not a regular file"  # pragma: no mutate (gone since the listing, a race: None reads the same)
+        return 0  # pragma: no mutate (gone since the listing, a race: any kind not in KINDS reads the same)
+
+
+def special(rel: str, name: str, kind: int) -> str:
+    """The line naming the FIFO, socket or device `name` in the directory `rel`; `kind`: its S_IFMT."""
+    return f"{rel + '/' if rel else ''}{name} ({KINDS.get(kind, 'not a regular file')}: it has no content to keep)"
 
 
 def _read_all(fd: int, limit: int) -> bytes:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -614,3 +615,28 @@ def test_a_candidate_that_cannot_be_opened_is_reported_only_when_unreadable(tmp_
                 "the sandbox created; make it readable (chmod u+rx) or remove it before running git there."]
     assert notes == (expected if unreadable else [])
     assert fds_on(tmp_path) == []
+
+
+def test_a_change_set_carries_the_listed_directories_and_the_fifos_sockets_and_devices_in_them(tmp_path, mode):
+    """What checkpoints name as not covered, from the guard's own listings (no second walk): as they are
+    when the interval is taken, a special removed or made since included; a directory gone, dropped."""
+    ws = tmp_path / "ws"
+    (ws / "sub" / "deep").mkdir(parents=True)
+    os.mkfifo(ws / "pipe")
+    (ws / "a.txt").write_text("a file\n")
+    os.symlink("a.txt", ws / "link")
+    guard = start(ws, mode)
+    try:
+        taken = guard.take_changes()
+        assert taken.listed == {"", "sub", "sub/deep"}
+        assert taken.specials == {"": (("pipe", stat.S_IFIFO),)}
+        os.unlink(ws / "pipe")
+        os.mknod(ws / "sub" / "deep" / "s.sock", stat.S_IFSOCK | 0o600)
+        os.mkfifo(ws / "sub" / "deep" / "a.fifo")
+        taken = guard.take_changes()
+        assert taken.specials == {"sub/deep": (("a.fifo", stat.S_IFIFO), ("s.sock", stat.S_IFSOCK))}
+        shutil.rmtree(ws / "sub")
+        taken = guard.take_changes()
+        assert taken.listed == {""} and taken.specials == {}
+    finally:
+        guard.close()
