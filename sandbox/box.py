@@ -22,6 +22,7 @@ from itertools import count
 from pathlib import Path
 
 from sandbox.backends import BACKENDS, Capabilities, Launcher, Process, capabilities, lookup
+from sandbox.census import Census
 from sandbox.config import Limits, SandboxConfig
 from sandbox.errors import BackendUnavailable, DiskReserveReached, JobLimitReached, PathError, SandboxError
 from sandbox.gitguard import Changes, GitGuard
@@ -182,11 +183,13 @@ class Sandbox:
     """Runs shell commands confined to one workspace. Use as a context manager, or call close()."""
 
     def __init__(self, config: SandboxConfig, workspace: Path | str, *, environ: Mapping[str, str] | None = None,
-                 on_refusal: Callable[[str], None] | None = None, own_links: Path | None = None) -> None:
+                 on_refusal: Callable[[str], None] | None = None, own_links: Path | None = None,
+                 census: bool = False) -> None:
         """``on_refusal`` hears, one sentence each, every connection the egress proxy refused
         (``config.allow_hosts``), from whichever thread serves it. ``own_links``: the caller's directory
         of its own hard links to workspace files (the checkpoint store's linked packs), which the
-        start's note about shared hard links leaves out (sandbox.hardlinks)."""
+        start's note about shared hard links leaves out (sandbox.hardlinks). ``census``: keep the start's
+        lstat of every file for the first take_changes (sandbox.census), for a caller that will stat them all."""
         if not isinstance(config, SandboxConfig):
             raise TypeError(f"config must be a sandbox.SandboxConfig, got {type(config).__name__}")
         self.config = config
@@ -196,21 +199,27 @@ class Sandbox:
         backend = lookup(config.backend)  # no fall-through: an unknown name is a ConfigError naming the known ones
         self.capabilities: Capabilities = backend.capabilities
         self._launcher: Launcher = backend.launch(config, self.workspace, environ, on_refusal or (lambda message: None))
+        self._census: Census | None = None
         if self.capabilities.isolates:
-            # Files shared with names outside the workspace: copied, or read-only in every command (sandbox.hardlinks).
             try:
+                # A root that is no repository gets a .git file that stops host git (sandbox.protect),
+                # before the guard records what is there. The repositories present now are the
+                # operator's: protect them; any other is quarantined.
+                place_gitfile(self.workspace, config.protected_paths)
+                self._guard = GitGuard.start(self.workspace)
+                # Files shared with names outside the workspace: copied, or read-only in every command
+                # (sandbox.hardlinks); walked once the guard watches, so its lstat's can be the census.
                 reserve = self._reserve()
+                self._census = Census(self._guard) if census else None
                 self._links = unshare(self.workspace, reserve_bytes=reserve.amount if reserve else None,
-                                      reserve_setting=reserve.origin if reserve else "", own=own_links)
+                                      reserve_setting=reserve.origin if reserve else "", own=own_links,
+                                      census=self._census)
             except BaseException:
+                if self._guard is not None:
+                    self._guard.close()
                 self._launcher.close()
                 raise
             _untold.add(self.workspace, self._links.notes)
-            # A root that is no repository gets a .git file that stops host git (sandbox.protect),
-            # before the guard records what is there. The repositories present now are the
-            # operator's: protect them; any other is quarantined.
-            place_gitfile(self.workspace, config.protected_paths)
-            self._guard = GitGuard.start(self.workspace)
             self._protect_now()
         self._jobs: dict[str, BackgroundJob] = {}
         self._job_numbers = count(1)
@@ -448,11 +457,15 @@ class Sandbox:
         guard: backend none), and whether no sandboxed process of this process was alive when it was
         taken (no foreground command in any thread, no background job or server of any Sandbox): only
         then is every shared writable mapping a command made gone, and with it the write inotify
-        cannot see (a write through mmap is named when the mapping goes: IN_CLOSE_WRITE)."""
+        cannot see (a write through mmap is named when the mapping goes: IN_CLOSE_WRITE). The first
+        interval carries the start's census when one was kept and still holds (sandbox.census)."""
         if self._guard is None:
             return None
         with self._lock:
             changes = self._guard.take_changes()
+            census, self._census = self._census, None  # pragma: no mutate (kept, a later interval's number is not the census's: this frees it)
+            if census is not None and census.holds_for(changes, self._guard):
+                changes.census = census.dirs
         return changes, not sandboxed_alive()
 
     def jobs(self) -> tuple[BackgroundJob, ...]:

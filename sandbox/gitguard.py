@@ -100,6 +100,9 @@ class Changes:
     # (directory -> (name, S_IFMT)), as their last listing found them (checkpoints name them as not covered).
     listed: frozenset[str] = frozenset()
     specials: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
+    # The sandbox start's lstat of each file (directory -> name -> lstat), on the interval it was taken in
+    # when nothing was missed since (sandbox.census: a file named here, or below a name here, may differ now).
+    census: dict[str, dict[str, os.stat_result]] | None = None
 
 
 def may_be_git_dir(names: dict[str, bool] | frozenset[str] | set[str]) -> bool:
@@ -123,6 +126,7 @@ class GitGuard:
         self._notify = _Inotify.open(self._budget) if use_inotify else None
         self._wd_rel: dict[int, str] = {}
         self._full_walk_needed = True
+        self._walks = 0  # full walks so far: after the first, each one means events were missed
         self._changes = Changes(0, complete=False)  # what changed since the last take_changes(), for checkpoints
         self.baseline_git_dirs: frozenset[str] = frozenset()  # workspace-relative ("" is the workspace itself)
         self.baseline_pointers: frozenset[str] = frozenset()  # relative paths of .git files and symlinks
@@ -245,7 +249,13 @@ class GitGuard:
         self._changes = Changes(taken.number + 1, complete=self._notify is not None)
         return taken
 
+    def interval(self) -> tuple[int, int]:
+        """The number of the interval of changes now open (the next take_changes returns it), and how
+        many full walks the guard has made: while both stay, every change since is in that interval."""
+        return self._changes.number, self._walks
+
     def _full_walk(self) -> None:
+        self._walks += 1
         self._changes.complete = False  # a walk learns names, not what changed: the interval is not known
         if self._notify is not None:
             self._notify.close()

@@ -57,6 +57,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandbox.census import Census
 from sandbox.errors import DiskReserveReached, SandboxSetupError
 from sandbox.gitguard import _DIR_FLAGS, _open_beneath  # the walk's way of opening directories: no symlink followed
 
@@ -102,15 +103,16 @@ class Links:
 
 
 def unshare(workspace: Path, *, reserve_bytes: int | None, reserve_setting: str = "disk_reserve_bytes",
-            budget_s: float = COPY_BUDGET_S, own: Path | None = None) -> Links:
+            budget_s: float = COPY_BUDGET_S, own: Path | None = None, census: Census | None = None) -> Links:
     """Copy or bind every workspace name of a file that has a name outside the workspace; see the module docstring.
 
     Raises DiskReserveReached when a copy would leave less than ``reserve_bytes`` free, and
     SandboxSetupError when a file cannot be copied or the copying took longer than ``budget_s``
     (what was copied stays copied: the next start goes on from there). ``own``: a directory of the
-    caller's own links to workspace files (the module docstring), or None.
+    caller's own links to workspace files (the module docstring), or None. ``census``: given the lstat
+    of every regular file and symlink the walk finds (sandbox.census).
     """
-    shared, unreadable = find_shared(workspace, own)
+    shared, unreadable = find_shared(workspace, own, census)
     bound = choose_binds(shared)
     to_copy = [item for item in shared if item not in bound]
     copier = _Copier(workspace, reserve_bytes, reserve_setting, budget_s, len(to_copy))
@@ -121,9 +123,10 @@ def unshare(workspace: Path, *, reserve_bytes: int | None, reserve_setting: str 
     return Links(workspace, tuple(bound), tuple(told + [_unreadable_note(workspace, rel) for rel in unreadable]))
 
 
-def find_shared(workspace: Path, own: Path | None = None) -> tuple[list[Shared], list[str]]:
+def find_shared(workspace: Path, own: Path | None = None, census: Census | None = None) -> tuple[list[Shared], list[str]]:
     """Workspace names of files with a name outside it (largest first), and the directories that could not be read;
-    ``own``: a directory of the caller's own links (``Shared.own`` marks a file whose other names are all there)."""
+    ``own``: a directory of the caller's own links (``Shared.own`` marks a file whose other names are all there);
+    ``census``: given each regular file's and symlink's lstat."""
     names: dict[tuple[int, int], list[str]] = defaultdict(list)
     stats: dict[tuple[int, int], os.stat_result] = {}
     unreadable: list[str] = []
@@ -133,19 +136,26 @@ def find_shared(workspace: Path, own: Path | None = None) -> tuple[list[Shared],
         return [], [""]
     while stack:
         rel, fd = stack.pop()
+        files = census.directory(rel) if census is not None else None
         try:
             with os.scandir(fd) as entries:
                 for entry in entries:
-                    path = _join(rel, entry.name)
                     if entry.is_dir(follow_symlinks=False):  # pragma: no mutate (following: O_NOFOLLOW refuses the open)
+                        path = _join(rel, entry.name)
                         child = _open_child(fd, entry.name, path, unreadable)
                         if child is not None:
                             stack.append((path, child))
                     elif entry.is_file(follow_symlinks=False):  # symlinks, FIFOs, devices: nothing to write through
                         st = _stat(fd, entry.name)
+                        if st is not None and files is not None:
+                            files[entry.name] = st
                         if st is not None and st.st_nlink > 1:  # pragma: no mutate (a filter for memory: a file with one link and one name is never shared)
-                            names[(st.st_dev, st.st_ino)].append(path)
+                            names[(st.st_dev, st.st_ino)].append(_join(rel, entry.name))
                             stats[(st.st_dev, st.st_ino)] = st
+                    elif files is not None and entry.is_symlink():
+                        st = _stat(fd, entry.name)
+                        if st is not None:
+                            files[entry.name] = st
         finally:
             os.close(fd)
     outside = {ident: stats[ident].st_nlink - len(found) for ident, found in names.items() if stats[ident].st_nlink > len(found)}

@@ -295,6 +295,22 @@ def test_the_untracked_listing_starts_before_the_exclusions_and_finds_what_it_wo
     assert order == [others, "listed", "trees", "listed"] or order == [others, "trees", "listed", "listed"], order
 
 
+def test_the_census_vouches_for_a_file_only_while_no_change_names_it_or_a_directory_above_it() -> None:
+    """seed.Census: the sandbox start's lstat's (sandbox.census), and the change set's named paths."""
+    st = os.lstat(__file__)
+    linked = os.stat_result((st.st_mode, st.st_ino, st.st_dev, 2, st.st_uid, st.st_gid, st.st_size, 0, 0, 0))
+    dirs = {"": {"top.c": st}, "a": {"x.c": st, "y.c": st, "l.c": linked}, "a/b": {"z.c": st}, "c": {"w.c": st}}
+    census = seed.Census(dirs, {"a/y.c", "a/b", "c/new.c"})
+    assert census.stat(b"top.c", b"", b"top.c") is st and census.stat(b"a/x.c", b"a", b"x.c") is st
+    assert census.stat(b"c/w.c", b"c", b"w.c") is st  # another name in its directory was named, not it
+    assert census.stat(b"a/y.c", b"a", b"y.c") is None  # named
+    assert census.stat(b"a/b/z.c", b"a/b", b"z.c") is None  # its directory named (replaced, say)
+    assert census.stat(b"a/l.c", b"a", b"l.c") is None  # a write through its other name names only that one
+    assert census.stat(b"a/none.c", b"a", b"none.c") is None and census.stat(b"d/x.c", b"d", b"x.c") is None
+    assert seed.Census(dirs, {"a"}).stat(b"a/b/z.c", b"a/b", b"z.c") is None  # a directory further up
+    assert seed.Census(dirs, {""}).stat(b"top.c", b"", b"top.c") is None  # the root itself
+
+
 def test_a_first_snapshot_that_hashed_many_files_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Shadow, "FIRST_NOTE_FILES", 5)
     ws = tmp_path / "ws"

@@ -8,18 +8,20 @@ import os
 import stat
 import threading
 import time
+from hashlib import sha1
 from pathlib import Path
 
 import pytest
 
 from abhed.gate.approval import Gate, Policy
-from abhed.session import checkpoint, gitindex, seed, treeio
+from abhed.session import checkpoint, gitindex, mapped, seed, treeio
 from abhed.session.checkpoint import CheckpointError, Shadow
 from abhed.session.hashing import Hashing
 from abhed.tools import warmup
+from abhed.tools.bash import BashSandbox
 from abhed_testing import Tools
 
-from test_checkpoint_seed import no_user_config, repository  # noqa: F401 (a fixture, and the repository)
+from test_checkpoint_seed import commit, no_user_config, repository  # noqa: F401 (a fixture, and the repository)
 
 
 @pytest.fixture(autouse=True)
@@ -103,6 +105,77 @@ def test_a_covered_directory_the_guard_has_not_listed_is_listed_by_the_first_sna
         t.ctx.warmed()
         assert t.ctx.checkpoints.shadow.later.specials == ["src/lib/pipe (a FIFO: it has no content to keep)"]
         assert walked == [["src/lib"]]
+    finally:
+        t.ctx.close()
+
+
+def blob_id(data: bytes) -> bytes:
+    return sha1(b"blob %d\0" % len(data) + data).digest()
+
+
+def census_hits(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The names whose lstat the seed took from the sandbox start's census (seed.Census)."""
+    hits: list[bytes] = []
+    real = seed.Census.stat
+    def stat(self, name, parent, base):
+        st = real(self, name, parent, base)
+        if st is not None:
+            hits.append(name)
+        return st
+    monkeypatch.setattr(seed.Census, "stat", stat)
+    return hits
+
+
+def test_what_changed_after_the_sandbox_start_s_census_is_read_and_the_rest_is_taken_from_it(
+        tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The census (sandbox.census) holds each file's lstat from before these writes, which still matches
+    the repository's index: the seed must not take it for a file written since (named by the guard's
+    events), for another name of a file written through one name (nothing names it), nor below a
+    directory that was replaced (named; its new files no event names)."""
+    ws = tmp_path / "ws"
+    repository(ws)
+    (ws / "pair").mkdir()
+    (ws / "pair" / "a.txt").write_bytes(b"one inode\n")
+    os.link(ws / "pair" / "a.txt", ws / "pair" / "b.txt")
+    commit(ws)
+    hits = census_hits(monkeypatch)
+    real_open = BashSandbox.open
+    def open_then_write(cls, ctx):
+        shell = real_open(ctx)
+        (ws / "notes.md").write_bytes(b"LINE 1\nLINE 2\n")  # the same size: only its stat says so
+        with open(ws / "pair" / "a.txt", "r+b") as through_a:
+            through_a.write(b"TWO")  # b.txt's content too; no event names b.txt
+        os.rename(ws / "src" / "lib", ws / "src" / "old")
+        (ws / "src" / "lib").mkdir()
+        (ws / "src" / "lib" / "a.py").write_bytes(b"def a():\n    return 2\n")
+        (ws / "src" / "lib" / "data.bin").write_bytes((ws / "src" / "old" / "data.bin").read_bytes())
+        return shell
+    monkeypatch.setattr(BashSandbox, "open", classmethod(open_then_write))
+    t = session(ws, home)
+    try:
+        warmup.start(t.ctx)
+        t.ctx.warmed()
+    finally:
+        t.ctx.close()  # the index this process keeps goes to its file
+    index = {e.name: e.oid for e in gitindex.read(t.ctx.checkpoints.shadow.git_dir / "index").entries}
+    for name in ("notes.md", "pair/a.txt", "pair/b.txt", "src/lib/a.py", "run.sh"):
+        assert index[name.encode()] == blob_id((ws / name).read_bytes()), name
+    assert b"run.sh" in hits and b"src/secret.txt" in hits  # the rest came from the census
+    assert not {b"notes.md", b"pair/a.txt", b"pair/b.txt", b"src/lib/a.py", b"src/lib/data.bin"} & set(hits)
+
+
+def test_no_census_is_used_where_inotify_may_not_see_every_writer(
+        tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A network filesystem, say (mapped.trusted_filesystem): a change there may come with no event."""
+    ws = tmp_path / "ws"
+    repository(ws)
+    hits = census_hits(monkeypatch)
+    monkeypatch.setattr(mapped, "trusted_filesystem", lambda fd: "a filesystem other hosts write to")
+    t = session(ws, home)
+    try:
+        warmup.start(t.ctx)
+        t.ctx.warmed()
+        assert (t.ctx.checkpoints.shadow.git_dir / "index").exists() and hits == []
     finally:
         t.ctx.close()
 

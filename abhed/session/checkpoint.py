@@ -221,6 +221,12 @@ class Shadow:
         self.later = Later()  # what a later snapshot of this process takes from the last one (changeset.py)
         self.started_ns = time.time_ns()  # no model command of this session ran before: see seed.py
 
+    @property
+    def seeds(self) -> bool:
+        """Whether the next snapshot is the workspace's first (no shadow index yet), whose seed lstat's
+        every tracked file (seed.py): what the sandbox start's census spares (sandbox.census)."""
+        return not (self.git_dir / "index").exists()
+
     # -- running git ----------------------------------------------------------------------------
 
     def _env(self) -> dict[str, str]:
@@ -354,7 +360,7 @@ class Shadow:
         self._check_reserve()
         others = _Early(self, self.OTHERS_LISTING)  # started once a seed's entries are in the index (_first)
         try:
-            first = self._first(others.start)
+            first = self._first(others.start, since)
             if on_seeded is not None:
                 on_seeded()
             seeded = first.seeded is not None and bool(first.seeded.entries)
@@ -370,16 +376,21 @@ class Shadow:
     # A first snapshot that still reads this many files is named in the call's result (seed.py says why).
     FIRST_NOTE_FILES = 2000
 
-    def _first(self, on_indexed: Callable[[], None]) -> _First:
+    def _first(self, on_indexed: Callable[[], None], since: Since | None = None) -> _First:
         """A workspace's first snapshot (no shadow index yet): seed the index from the repository's own
         (seed.py), so that only what differs from it is read and hashed; timed, for the call's note.
         `on_indexed`: called once the seed's entries are in the index file (the listing of untracked
-        files then starts beside the rest: the entries the exclusions take out after cannot change it)."""
+        files then starts beside the rest: the entries the exclusions take out after cannot change it).
+        `since`: its census spares the seed the lstat of each file it vouches for (seed.Census)."""
         started = time.monotonic()
+        census = seed.Census(since.census, since.touched) if since is not None and since.census is not None else None
+        if since is not None:
+            since.census = None  # pragma: no mutate (memory: held, it is some 200 bytes a file; one snapshot uses it)
         if (self.git_dir / "index").exists():
             return _First(None, started, 0)
         with treeio.Tree(str(self.workspace)) as tree:
-            found = seed.Seeder(tree, self.dir, self.started_ns, self.max_file_bytes, self.max_store_bytes // 4).seed()
+            found = seed.Seeder(tree, self.dir, self.started_ns, self.max_file_bytes, self.max_store_bytes // 4,
+                                census).seed()
         if found.entries:
             path = self.git_dir / "index"
             # Written first without its trees, for git to name what the exclusions leave out; its
@@ -769,7 +780,8 @@ class Shadow:
         # inotify names every write but one through a mapping that lives on (mapped.py): those files are read.
         # Still lstat every file where that cannot be known, and in an "after" while a sandboxed process lives.
         since = Since(taken, stat_all=unseen is not None or (kind == "after" and not quiet),
-                      touched=taken.paths | taken.new_dirs, mapped=inodes)
+                      touched=taken.paths | taken.new_dirs, mapped=inodes,
+                      census=taken.census if unseen is None else None)  # inotify must see every writer
         since.valid = (taken.complete and base is not None and base[:2] == (changes, taken.number - 1)
                        and base[2] is self._read_index(self.git_dir / "index") and base[3] == self.later.excludes)
         self.later.fallback = "" if since.valid else "no complete change set since this process's last snapshot"
@@ -1076,6 +1088,7 @@ class Since:
     listing: changeset.Listing | None = None  # set when the snapshot was taken from the change set
     new_tops: list[str] = field(default_factory=list)  # left-out entries that appeared (for the survey)
     dirs: set[str] = field(default_factory=set)  # directories whose entries may differ (for the specials)
+    census: dict[str, dict[str, os.stat_result]] | None = None  # the sandbox start's lstat's (seed.Census)
 
 
 @dataclass

@@ -8,7 +8,9 @@ makes the blobs readable to the store; git's `diff-files` and `ls-files -o` then
 differs or is untracked, which the snapshot reads and hashes as always.
 
 Everything is read through descriptors opened beneath the workspace root (treeio.Tree): the index
-(`.git/index`), the packs' `.idx` files, each file's lstat. Host git never reads the workspace.
+(`.git/index`), the packs' `.idx` files, each file's lstat. Host git never reads the workspace. A
+file's lstat may come from the sandbox's start instead, which took it the same way once the git
+guard watched every directory (sandbox.census): `Census` keeps each one that no change since names.
 
 When the repository's index is trusted (else nothing is taken from it and every file is hashed):
 - it is a regular file whose checksum is right (a SHA-1 index: a SHA-256 repository, or one
@@ -214,11 +216,45 @@ def _bad_name(name: bytes) -> bool:
     return any(part in (b"", b".", b"..") or part.lower() == b".git" for part in name.split(b"/"))
 
 
+class Census:
+    """The sandbox start's lstat of each file (sandbox.census) and the paths the change set since then
+    names: a file's lstat stands for one taken now while neither it nor a directory above it is named
+    and it has one name (a write through another name of it is named there, not here)."""
+
+    def __init__(self, dirs: dict[str, dict[str, os.stat_result]], touched: set[str]) -> None:
+        self.dirs = dirs
+        self.touched = {os.fsencode(path) for path in touched}
+        self._files: dict[bytes, dict[str, os.stat_result] | None] = {}  # directory -> its files, None: named
+
+    def stat(self, name: bytes, parent: bytes, base: bytes) -> os.stat_result | None:
+        """The lstat of `name` (`base` in the directory `parent`) the census vouches for, or None."""
+        if parent not in self._files:
+            self._files[parent] = None if self._named(parent) else self.dirs.get(os.fsdecode(parent))
+        files = self._files[parent]
+        if files is None:
+            return None
+        st = files.get(os.fsdecode(base))
+        if st is None or st.st_nlink != 1 or name in self.touched:
+            return None
+        return st
+
+    def _named(self, directory: bytes) -> bool:
+        """Whether the change set names `directory` or one above it (the root, b"", included)."""
+        while True:
+            if directory in self.touched:
+                return True
+            if not directory:
+                return False
+            directory = directory.rpartition(b"/")[0]
+
+
 class Seeder:
     """Takes what can be trusted of one repository's index, for the first snapshot of its workspace."""
 
-    def __init__(self, tree: treeio.Tree, store: Path, since_ns: int, max_file_bytes: int, max_copy_bytes: int) -> None:
+    def __init__(self, tree: treeio.Tree, store: Path, since_ns: int, max_file_bytes: int, max_copy_bytes: int,
+                 census: Census | None = None) -> None:
         self.tree = tree
+        self.census = census
         self.store = store
         self.since_ns = since_ns
         self.max_file_bytes = max_file_bytes
@@ -299,10 +335,12 @@ class Seeder:
             dirfd = self._dirs[parent] = self._open_dir(parent)
         if dirfd is None:
             return None
-        try:
-            st = os.stat(base, dir_fd=dirfd, follow_symlinks=False)
-        except OSError:
-            return None
+        st = self.census.stat(name, parent, base) if self.census is not None else None
+        if st is None:
+            try:
+                st = os.stat(base, dir_fd=dirfd, follow_symlinks=False)
+            except OSError:
+                return None
         # Every field git keeps, as git keeps it (32 bits); the mode as git sees it (the executable bit).
         if (st.st_mtime_ns != mtime_ns or st.st_ctime_ns != f[0] * 1_000_000_000 + f[1] or st.st_ino & MASK != f[5]
                 or st.st_size & MASK != f[9] or st.st_dev & MASK != f[4] or st.st_uid & MASK != f[7]

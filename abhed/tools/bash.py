@@ -115,8 +115,10 @@ class BashSandbox:
         try:
             # The checkpoint store's links to the repository's packs (seed.py) are Abhed's own: not told as shared.
             own = ctx.checkpoints.shadow.dir / seed.PACKS / "pack" if ctx.checkpoints is not None else None
+            # A first checkpoint still to come lstat's every tracked file: the start's walk does already.
+            census = ctx.checkpoints is not None and ctx.checkpoints.shadow.seeds
             box = sandbox.Sandbox(sandbox_config(ctx.settings), ctx.paths.workspace, environ=frozen.host_environ(),
-                                  own_links=own)
+                                  own_links=own, census=census)
         except sandbox.SandboxError as exc:
             raise ToolError(f"The command did not run: the sandbox is not usable. {exc}") from None
         return cls(box, ctx.paths.workspace / ".abhed" / "jobs" / ctx.session.id)

@@ -1,0 +1,66 @@
+"""Every file's lstat as the sandbox's start found it, handed to the workspace's first checkpoint (issue 34).
+
+The start walks the whole workspace and lstat's every regular file to find shared hard links
+(sandbox.hardlinks); the workspace's first checkpoint then lstat's every tracked file again, to
+know which ones its repository's index still describes (abhed/session/seed.py). The census keeps
+the first pass's results so that the second need not repeat them (on the Linux tree: 78,000 system
+calls and their Python, about a tenth of a second).
+
+Why a stat taken earlier can stand in for one taken later: the walk runs after the git guard has
+put an inotify watch on every directory (sandbox.gitguard), so whatever changes a file after its
+census stat is named by an event in the guard's interval of changes that was open then. That
+interval is the one the first checkpoint takes: Sandbox.take_changes attaches the census to it
+(and to no later one), and a consumer trusts a file's census stat only while neither the file nor
+a directory above it is named there. What inotify does not name, the census cannot vouch for:
+
+- a file with more than one name: a write through one name is named, the others are not (their
+  stats are kept, and the consumer stats such a file again);
+- a write through a shared writable mapping (the consumer reads mapped files again, as every
+  snapshot does: abhed/session/mapped.py), or on a filesystem where inotify does not see every
+  writer (the consumer asks mapped.trusted_filesystem, and uses no census there);
+- anything after the guard lost events: an overflow of its queue, a watch it could not add, a
+  directory it could not list. Each makes it walk again or walk without inotify, and then the
+  census is given to nobody (``holds_for``).
+
+Nothing is read through the census: it spares stat calls, so one that is dropped costs time, never
+correctness.
+"""
+
+from __future__ import annotations
+
+import os
+
+from sandbox.gitguard import Changes, GitGuard
+
+# Above this many files the census is dropped (some 200 bytes each while held): the first checkpoint
+# of a larger tree stats its files itself, as without a census.
+CENSUS_MAX = 400_000
+
+
+class Census:
+    """Each directory's regular files and symlinks (name -> lstat) as the start's walk found them, and
+    the guard's interval it was taken in."""
+
+    def __init__(self, guard: GitGuard) -> None:
+        self.number, self.walks = guard.interval()
+        self.dirs: dict[str, dict[str, os.stat_result]] | None = {}
+        self._count = 0
+        self._last: dict[str, os.stat_result] = {}
+
+    def directory(self, rel: str) -> dict[str, os.stat_result] | None:
+        """Where the walk notes the files of the directory `rel` (workspace-relative), or None once
+        the census holds too many and was dropped."""
+        if self.dirs is None:
+            return None
+        self._count += len(self._last)  # the directory before, filled by now
+        if self._count > CENSUS_MAX:
+            self.dirs = None
+            return None
+        self._last = self.dirs[rel] = {}
+        return self._last
+
+    def holds_for(self, changes: Changes, guard: GitGuard) -> bool:
+        """Whether `changes` names every change made since the census was taken: it is the interval the
+        census was taken in, and the guard has not walked since (it walks at every look when it has no
+        inotify, or a directory it could not list, and after its event queue overflowed)."""
+        return self.dirs is not None and changes.number == self.number and guard.interval()[1] == self.walks
