@@ -8,6 +8,8 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from hashlib import sha1
 from pathlib import Path
 
@@ -34,6 +36,20 @@ def session(ws: Path, home: Path) -> Tools:
     t = Tools(ws, home, gate=Gate(Policy.create("auto", [], [], ws), invoked_by_human=True, confirmed=True))
     t.ctx.checkpoints = checkpoint.from_settings(t.settings, ws)
     return t
+
+
+@contextmanager
+def warmed(ws: Path, home: Path) -> Iterator[Shadow]:
+    """The checkpoint store of a session whose warm-up is over; the session's process is done after
+    (the index it keeps is then in its file)."""
+    t = session(ws, home)
+    try:
+        warmup.start(t.ctx)
+        t.ctx.warmed()
+        assert t.ctx.checkpoints is not None
+        yield t.ctx.checkpoints.shadow
+    finally:
+        t.ctx.close()
 
 
 def test_the_warm_up_takes_the_first_snapshot_and_undo_restores_the_real_bytes(tmp_path: Path, home: Path) -> None:
@@ -68,18 +84,18 @@ def test_the_first_snapshot_names_fifos_and_sockets_from_the_guard_s_listings_wi
     os.mknod(ws / "s.sock", stat.S_IFSOCK | 0o600)
     (ws / "only").mkdir()
     os.mkfifo(ws / "only" / "fifo")  # in no covered file's directory: not named
+    specials, walked = warmed_specials(ws, home, monkeypatch)
+    assert specials == ["s.sock (a socket: it has no content to keep)", "src/lib/pipe (a FIFO: it has no content to keep)"]
+    assert walked == [[]]  # every covered directory was the guard's to tell
+
+
+def warmed_specials(ws: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[list[str]]]:
+    """The specials a session's warm-up found, and the directories it listed itself for them."""
     walked: list[list[str]] = []
     real = treeio.Tree.specials
     monkeypatch.setattr(treeio.Tree, "specials", lambda self, dirs: (walked.append(list(dirs)), real(self, dirs))[1])
-    t = session(ws, home)
-    try:
-        warmup.start(t.ctx)
-        t.ctx.warmed()
-        assert t.ctx.checkpoints.shadow.later.specials == ["s.sock (a socket: it has no content to keep)",
-                                                           "src/lib/pipe (a FIFO: it has no content to keep)"]
-        assert walked == [[]]  # every covered directory was the guard's to tell
-    finally:
-        t.ctx.close()
+    with warmed(ws, home) as shadow:
+        return list(shadow.later.specials or []), walked
 
 
 def test_a_covered_directory_the_guard_has_not_listed_is_listed_by_the_first_snapshot(
@@ -96,17 +112,8 @@ def test_a_covered_directory_the_guard_has_not_listed_is_listed_by_the_first_sna
         taken.specials.pop("src/lib", None)
         return taken
     monkeypatch.setattr(GitGuard, "take_changes", take)
-    walked: list[list[str]] = []
-    real = treeio.Tree.specials
-    monkeypatch.setattr(treeio.Tree, "specials", lambda self, dirs: (walked.append(list(dirs)), real(self, dirs))[1])
-    t = session(ws, home)
-    try:
-        warmup.start(t.ctx)
-        t.ctx.warmed()
-        assert t.ctx.checkpoints.shadow.later.specials == ["src/lib/pipe (a FIFO: it has no content to keep)"]
-        assert walked == [["src/lib"]]
-    finally:
-        t.ctx.close()
+    specials, walked = warmed_specials(ws, home, monkeypatch)
+    assert specials == ["src/lib/pipe (a FIFO: it has no content to keep)"] and walked == [["src/lib"]]
 
 
 def blob_id(data: bytes) -> bytes:
@@ -151,13 +158,9 @@ def test_what_changed_after_the_sandbox_start_s_census_is_read_and_the_rest_is_t
         (ws / "src" / "lib" / "data.bin").write_bytes((ws / "src" / "old" / "data.bin").read_bytes())
         return shell
     monkeypatch.setattr(BashSandbox, "open", classmethod(open_then_write))
-    t = session(ws, home)
-    try:
-        warmup.start(t.ctx)
-        t.ctx.warmed()
-    finally:
-        t.ctx.close()  # the index this process keeps goes to its file
-    index = {e.name: e.oid for e in gitindex.read(t.ctx.checkpoints.shadow.git_dir / "index").entries}
+    with warmed(ws, home) as shadow:
+        pass
+    index = {e.name: e.oid for e in gitindex.read(shadow.git_dir / "index").entries}
     for name in ("notes.md", "pair/a.txt", "pair/b.txt", "src/lib/a.py", "run.sh"):
         assert index[name.encode()] == blob_id((ws / name).read_bytes()), name
     assert b"run.sh" in hits and b"src/secret.txt" in hits  # the rest came from the census
@@ -171,13 +174,8 @@ def test_no_census_is_used_where_inotify_may_not_see_every_writer(
     repository(ws)
     hits = census_hits(monkeypatch)
     monkeypatch.setattr(mapped, "trusted_filesystem", lambda fd: "a filesystem other hosts write to")
-    t = session(ws, home)
-    try:
-        warmup.start(t.ctx)
-        t.ctx.warmed()
-        assert (t.ctx.checkpoints.shadow.git_dir / "index").exists() and hits == []
-    finally:
-        t.ctx.close()
+    with warmed(ws, home) as shadow:
+        assert (shadow.git_dir / "index").exists() and hits == []
 
 
 def test_no_command_and_no_write_runs_before_the_warm_up_s_snapshot_is_over(
