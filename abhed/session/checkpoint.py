@@ -386,7 +386,7 @@ class Shadow:
         census = seed.Census(since.census, since.touched) if since is not None and since.census is not None else None
         if since is not None:
             since.census = None  # pragma: no mutate (memory: held, it is some 200 bytes a file; one snapshot uses it)
-        if (self.git_dir / "index").exists():
+        if not self.seeds:
             return _First(None, started, 0)
         with treeio.Tree(str(self.workspace)) as tree:
             found = seed.Seeder(tree, self.dir, self.started_ns, self.max_file_bytes, self.max_store_bytes // 4,
