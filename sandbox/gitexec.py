@@ -24,10 +24,12 @@ the command (``sh -c "$(cat x)"``), paths taken from the environment (``GIT_CONF
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 import re
 import shlex
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,13 +76,31 @@ def repository_of(dotgit: Path) -> Repository | None:
     git_dir = dotgit
     if not dotgit.is_dir():
         try:
-            line = dotgit.read_text(errors="replace").splitlines()[0]
+            line = read_file(dotgit).decode(errors="replace").splitlines()[0]
         except (OSError, IndexError):
             return None
         if not line.startswith("gitdir:"):
             return None
         git_dir = Path(os.path.normpath(dotgit.parent / line[len("gitdir:"):].strip()))
     return Repository(git_dir, (dotgit.parent,))
+
+
+def read_file(path: Path) -> bytes:
+    """A regular file's bytes, following symlinks as git does; OSError for anything else, never
+    opened: a FIFO would block the sandbox's start for good (git's own read of one blocks, and reads
+    no setting), a device may act on being opened. A hostile repository can plant either."""
+    if not stat.S_ISREG(os.stat(path).st_mode):  # pragma: no mutate (the fstat below refuses the same; this opens no device)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # swapped for a FIFO since: no wait on it
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def repository_at(git_dir: Path) -> Repository:
@@ -200,7 +220,7 @@ def _is_command_key(key: str) -> bool:
 def _config_files(git_dir: Path) -> list[Path]:
     files = [git_dir / "config", git_dir / "config.worktree"]
     try:
-        common = (git_dir / "commondir").read_text(errors="replace").strip()
+        common = read_file(git_dir / "commondir").decode(errors="replace").strip()
     except OSError:
         common = ""
     if common:  # pragma: no mutate (equivalent: without one, git_dir's files again, which _with_includes reads once)
@@ -250,7 +270,7 @@ def _parsed(config: Path) -> list[tuple[str, str]] | None:
     if cached is not None and cached[0] == signature:  # pragma: no mutate (equivalent: the cache only spares a read)
         return cached[1]  # pragma: no mutate (as above)
     try:
-        text = config.read_bytes().decode("utf-8", errors="replace")
+        text = read_file(config).decode("utf-8", errors="replace")
     except OSError:
         return None
     pairs = parse(text)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -340,3 +341,38 @@ def test_odd_but_harmless_configs(tmp_path, monkeypatch):
     found = (gitexec.Entry("x/", "why"),)
     assert gitexec.covering(tmp_path / "elsewhere" / "x" / "f", ws, found) is None
     assert gitexec.covering(ws / "x" / "f", ws, found) == found[0]
+
+
+def _within(seconds: float, work):
+    """`work()`'s result, or a failure naming the block when it has not returned within `seconds`."""
+    done: list = []
+    thread = threading.Thread(target=lambda: done.append(work()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert done, f"still blocked after {seconds} s"
+    return done[0]
+
+
+def test_a_fifo_or_device_where_git_reads_a_file_is_never_read(tmp_path, monkeypatch):
+    """A hostile repository plants a FIFO as .git, commondir or config (an open to read waits for a writer
+    for good: the sandbox's start would hang) or a symlink to a device (read forever): none is read, and
+    none is a repository or a setting, as for git (whose read of one blocks)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    os.mkfifo(ws / "sub" / ".git")
+    assert _within(10, lambda: (gitexec.repository_of(ws / "sub" / ".git"), list(gitexec.enclosing(ws / "sub")))) == (None, [])
+    git_dir = ws / "bare.git"
+    git_dir.mkdir()
+    os.mkfifo(git_dir / "config")
+    os.mkfifo(git_dir / "commondir")
+    os.symlink("/dev/zero", git_dir / "config.worktree")
+    found = _within(10, lambda: gitexec.entries(ws, [gitexec.Repository(git_dir, (ws,))]))
+    assert {e.path for e in found} <= {"bare.git/config", "bare.git/config.worktree"}  # (where settings are read)
+    with pytest.raises(OSError, match="not a regular file"):
+        gitexec.read_file(git_dir / "config.worktree")
+    (git_dir / "config").unlink()
+    (git_dir / "config").write_text("[core]\n\tfsmonitor = ./watch.sh\n")
+    (ws / "watch.sh").write_text("#!/bin/sh\n")
+    found = _within(10, lambda: gitexec.entries(ws, [gitexec.Repository(git_dir, (ws,))]))
+    assert "watch.sh" in {e.path for e in found}
