@@ -39,7 +39,8 @@ CENSUS_MAX = 400_000
 
 class Census:
     """Each directory's regular files and symlinks (name -> lstat) as the start's walk found them, and
-    the guard's interval it was taken in."""
+    its `.git` of any kind (a nested repository's: the consumer takes nothing below it), and the
+    guard's interval it was taken in."""
 
     def __init__(self, guard: GitGuard) -> None:
         self.number, self.walks = guard.interval()

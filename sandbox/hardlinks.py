@@ -110,7 +110,7 @@ def unshare(workspace: Path, *, reserve_bytes: int | None, reserve_setting: str 
     SandboxSetupError when a file cannot be copied or the copying took longer than ``budget_s``
     (what was copied stays copied: the next start goes on from there). ``own``: a directory of the
     caller's own links to workspace files (the module docstring), or None. ``census``: given the lstat
-    of every regular file and symlink the walk finds (sandbox.census).
+    of every regular file, symlink and `.git` the walk finds (sandbox.census).
     """
     shared, unreadable = find_shared(workspace, own, census)
     bound = choose_binds(shared)
@@ -126,7 +126,7 @@ def unshare(workspace: Path, *, reserve_bytes: int | None, reserve_setting: str 
 def find_shared(workspace: Path, own: Path | None = None, census: Census | None = None) -> tuple[list[Shared], list[str]]:
     """Workspace names of files with a name outside it (largest first), and the directories that could not be read;
     ``own``: a directory of the caller's own links (``Shared.own`` marks a file whose other names are all there);
-    ``census``: given each regular file's and symlink's lstat."""
+    ``census``: given each regular file's, symlink's and `.git`'s lstat."""
     names: dict[tuple[int, int], list[str]] = defaultdict(list)
     stats: dict[tuple[int, int], os.stat_result] = {}
     unreadable: list[str] = []
@@ -141,6 +141,8 @@ def find_shared(workspace: Path, own: Path | None = None, census: Census | None 
             with os.scandir(fd) as entries:
                 for entry in entries:
                     if entry.is_dir(follow_symlinks=False):  # pragma: no mutate (following: O_NOFOLLOW refuses the open)
+                        if files is not None and entry.name == ".git":
+                            _note(files, fd, entry.name)
                         path = _join(rel, entry.name)
                         child = _open_child(fd, entry.name, path, unreadable)
                         if child is not None:
@@ -152,10 +154,8 @@ def find_shared(workspace: Path, own: Path | None = None, census: Census | None 
                         if st is not None and st.st_nlink > 1:  # pragma: no mutate (a filter for memory: a file with one link and one name is never shared)
                             names[(st.st_dev, st.st_ino)].append(_join(rel, entry.name))
                             stats[(st.st_dev, st.st_ino)] = st
-                    elif files is not None and entry.is_symlink():
-                        st = _stat(fd, entry.name)
-                        if st is not None:
-                            files[entry.name] = st
+                    elif files is not None and (entry.is_symlink() or entry.name == ".git"):
+                        _note(files, fd, entry.name)
         finally:
             os.close(fd)
     outside = {ident: stats[ident].st_nlink - len(found) for ident, found in names.items() if stats[ident].st_nlink > len(found)}
@@ -349,6 +349,13 @@ def _open_child(fd: int, name: str, path: str, unreadable: list[str]) -> int | N
     except OSError:
         pass  # gone, or swapped for a non-directory since it was listed
     return None  # pragma: no mutate (falling off the end returns None too)
+
+
+def _note(files: dict[str, os.stat_result], fd: int, name: str) -> None:
+    """A census entry that no hard link can share: a symlink, or a `.git` of any kind (a nested repository's)."""
+    st = _stat(fd, name)
+    if st is not None:
+        files[name] = st
 
 
 def _stat(fd: int, name: str) -> os.stat_result | None:

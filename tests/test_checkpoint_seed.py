@@ -311,6 +311,19 @@ def test_the_census_vouches_for_a_file_only_while_no_change_names_it_or_a_direct
     assert seed.Census(dirs, {""}).stat(b"top.c", b"", b"top.c") is None  # the root itself
 
 
+def test_the_census_vouches_for_no_directory_of_a_nested_repository() -> None:
+    """A directory holding a .git, or below one, as the walk found it or as the change set names one made
+    since: nothing there is vouched for (the seed opens it and refuses it: seed.Seeder._open_dir)."""
+    st = os.lstat(__file__)
+    dirs = {"": {"top.c": st, ".git": st}, "n": {".git": st, "x.c": st}, "n/d": {"y.c": st},
+            "a": {"x.c": st}, "a/b": {"z.c": st}, "c": {"w.c": st}}
+    census = seed.Census(dirs, {"a/b/.git"})
+    assert census.stat(b"top.c", b"", b"top.c") is st  # the root's own .git is the repository's
+    assert census.stat(b"n/x.c", b"n", b"x.c") is None and census.stat(b"n/d/y.c", b"n/d", b"y.c") is None
+    assert census.stat(b"a/b/z.c", b"a/b", b"z.c") is None  # a .git made there since
+    assert census.stat(b"a/x.c", b"a", b"x.c") is st and census.stat(b"c/w.c", b"c", b"w.c") is st
+
+
 def test_a_first_snapshot_that_hashed_many_files_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Shadow, "FIRST_NOTE_FILES", 5)
     ws = tmp_path / "ws"

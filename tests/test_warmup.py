@@ -23,7 +23,7 @@ from abhed.tools import warmup
 from abhed.tools.bash import BashSandbox
 from abhed_testing import Tools
 
-from test_checkpoint_seed import commit, no_user_config, repository  # noqa: F401 (a fixture, and the repository)
+from test_checkpoint_seed import commit, git, no_user_config, repository  # noqa: F401 (a fixture, and the repository)
 
 
 @pytest.fixture(autouse=True)
@@ -165,6 +165,32 @@ def test_what_changed_after_the_sandbox_start_s_census_is_read_and_the_rest_is_t
         assert index[name.encode()] == blob_id((ws / name).read_bytes()), name
     assert b"run.sh" in hits and b"src/secret.txt" in hits  # the rest came from the census
     assert not {b"notes.md", b"pair/a.txt", b"pair/b.txt", b"src/lib/a.py", b"src/lib/data.bin"} & set(hits)
+
+
+def test_no_file_of_a_nested_repository_is_taken_from_the_census_whether_it_was_there_or_made_since(
+        tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The outer repository's index still names files of a directory that became a repository of its own
+    (not covered: seed.py): the census must vouch for none of them, whether its walk saw the .git or only
+    the change set names it (made after the walk), and the snapshot holds none of them."""
+    ws = tmp_path / "ws"
+    repository(ws)
+    (ws / "nested" / "deep").mkdir(parents=True)
+    (ws / "nested" / "deep" / "x.c").write_bytes(b"int x;\n")
+    commit(ws)
+    git(ws / "nested", "init", "-q")  # before the session: the census walk finds its .git
+    hits = census_hits(monkeypatch)
+    real_open = BashSandbox.open
+    def open_then_init(cls, ctx):
+        shell = real_open(ctx)
+        git(ws / "src" / "lib", "init", "-q")  # after the walk: only the change set names src/lib/.git
+        return shell
+    monkeypatch.setattr(BashSandbox, "open", classmethod(open_then_init))
+    with warmed(ws, home) as shadow:
+        pass
+    index = {e.name for e in gitindex.read(shadow.git_dir / "index").entries}
+    assert not {b"nested/deep/x.c", b"src/lib/a.py", b"src/lib/data.bin"} & index
+    assert not [name for name in hits if name.startswith((b"nested/", b"src/lib/"))]
+    assert b"src/secret.txt" in hits and b"run.sh" in hits  # the rest came from the census
 
 
 def test_no_census_is_used_where_inotify_may_not_see_every_writer(

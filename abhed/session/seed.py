@@ -219,17 +219,23 @@ def _bad_name(name: bytes) -> bool:
 class Census:
     """The sandbox start's lstat of each file (sandbox.census) and the paths the change set since then
     names: a file's lstat stands for one taken now while neither it nor a directory above it is named
-    and it has one name (a write through another name of it is named there, not here)."""
+    and it has one name (a write through another name of it is named there, not here). A directory
+    it vouches for was reached from the root without a symlink (the walk opened each below its
+    parent with O_NOFOLLOW) and is no nested repository's: neither it nor one above it held a
+    `.git` then, and the change set names none made since; so the seed opens none of them."""
 
     def __init__(self, dirs: dict[str, dict[str, os.stat_result]], touched: set[str]) -> None:
         self.dirs = dirs
         self.touched = {os.fsencode(path) for path in touched}
-        self._files: dict[bytes, dict[str, os.stat_result] | None] = {}  # directory -> its files, None: named
+        # The directories below the root holding a .git, as the walk found them or as the change set names one.
+        self._nested = {os.fsencode(d) for d, files in dirs.items() if d and ".git" in files} | \
+            {path[:-5] for path in self.touched if path.endswith(b"/.git")}
+        self._files: dict[bytes, dict[str, os.stat_result] | None] = {}  # directory -> its files, None: not vouched
 
     def stat(self, name: bytes, parent: bytes, base: bytes) -> os.stat_result | None:
         """The lstat of `name` (`base` in the directory `parent`) the census vouches for, or None."""
         if parent not in self._files:
-            self._files[parent] = None if self._named(parent) else self.dirs.get(os.fsdecode(parent))
+            self._files[parent] = self.dirs.get(os.fsdecode(parent)) if self._vouched(parent) else None
         files = self._files[parent]
         if files is None:
             return None
@@ -238,13 +244,14 @@ class Census:
             return None
         return st
 
-    def _named(self, directory: bytes) -> bool:
-        """Whether the change set names `directory` or one above it (the root, b"", included)."""
+    def _vouched(self, directory: bytes) -> bool:
+        """Whether neither `directory` nor one above it is named by the change set (the root, b"",
+        included) or holds a `.git` (the root's own excepted)."""
         while True:
-            if directory in self.touched:
-                return True
-            if not directory:
+            if directory in self.touched or directory in self._nested:
                 return False
+            if not directory:
+                return True
             directory = directory.rpartition(b"/")[0]
 
 
@@ -330,13 +337,13 @@ class Seeder:
         if mtime_ns >= limit_ns:
             return None  # racily clean: changed within a second of the index
         parent, _, base = name.rpartition(b"/")
-        dirfd = self._dirs.get(parent, -1)
-        if dirfd == -1:
-            dirfd = self._dirs[parent] = self._open_dir(parent)
-        if dirfd is None:
-            return None
         st = self.census.stat(name, parent, base) if self.census is not None else None
-        if st is None:
+        if st is None:  # not vouched for: its directory opened here (and refused when it is a nested repository's)
+            dirfd = self._dirs.get(parent, -1)
+            if dirfd == -1:
+                dirfd = self._dirs[parent] = self._open_dir(parent)
+            if dirfd is None:
+                return None
             try:
                 st = os.stat(base, dir_fd=dirfd, follow_symlinks=False)
             except OSError:

@@ -42,6 +42,19 @@ def test_the_first_interval_carries_each_file_s_and_symlink_s_lstat_and_no_later
         assert again is not None and again[0].census is None
 
 
+def test_a_nested_repository_s_git_is_in_the_census_whatever_its_kind(tmp_path: Path) -> None:
+    """Its consumer takes nothing below a .git (abhed/session/seed.py): the census says where one stood."""
+    ws = tree(tmp_path / "ws")
+    (ws / "sub" / ".git").mkdir()
+    os.mkfifo(ws / "sub" / "deep" / ".git")  # (a regular file is in it as any file is)
+    with sandbox.Sandbox(sandbox.SandboxConfig(), ws, census=True) as sb:
+        taken = sb.take_changes()
+        assert taken is not None and taken[0].census is not None
+        found = taken[0].census
+        assert names(found) == {"": {"a.txt", "link", ".git"}, "sub": {"b.txt", ".git"}, "sub/deep": {"c.txt", ".git"}}
+        assert found["sub"][".git"] == os.lstat(ws / "sub" / ".git")
+
+
 def test_no_census_unless_asked_for(tmp_path: Path) -> None:
     ws = tree(tmp_path / "ws")
     with sandbox.Sandbox(sandbox.SandboxConfig(), ws) as sb:
