@@ -359,12 +359,15 @@ class Shadow:
         the first snapshot's seed is in the index (prepare: the survey's listing starts beside the rest)."""
         self._check_reserve()
         others = _Early(self, self.OTHERS_LISTING)  # started once a seed's entries are in the index (_first)
+        repo = _RepoBeside(self) if self.seeds else None  # a first snapshot walks the repository's state beside the seed
+        if repo is not None:
+            repo.start()
         try:
             first = self._first(others.start, since)
             if on_seeded is not None:
                 on_seeded()
             seeded = first.seeded is not None and bool(first.seeded.entries)
-            return first.done(self._capture(since, report, first.seeded is not None, seeded, others), self)
+            return first.done(self._capture(since, report, first.seeded is not None, seeded, others, repo), self)
         except gitindex.Unreadable:
             # Not an index this code or git wrote (damaged, another version): start again from none;
             # every file is then read again, and unchanged ones hash to the objects already stored.
@@ -372,6 +375,8 @@ class Shadow:
             return self._capture(None, report, True)
         finally:
             others.join()
+            if repo is not None:
+                repo.join()
 
     # A first snapshot that still reads this many files is named in the call's result (seed.py says why).
     FIRST_NOTE_FILES = 2000
@@ -520,12 +525,15 @@ class Shadow:
         not_covered, skipped = self.later.listed
         return paths, list(not_covered), list(skipped)
 
-    def _repo(self, tree: treeio.Tree, since: Since | None) -> tuple[str, list[str]]:
+    def _repo(self, tree: treeio.Tree, since: Since | None, beside: _RepoBeside | None = None) -> tuple[str, list[str]]:
         """The repository's state (repostate.py): walked, or, in an "after" snapshot from the change set that
-        names nothing under .git, what the last walk found (git writes its files, it maps none)."""
+        names nothing under .git, what the last walk found (git writes its files, it maps none).
+        `beside`: the walk, when a first snapshot started it with itself (capture)."""
         if since is not None and since.listing is not None and not since.stat_all and self.later.repo is not None \
                 and not any(p == repostate.GIT or p.startswith(f"{repostate.GIT}/") for p in since.touched):
             repo, left_out = self.later.repo
+        elif beside is not None:
+            repo, left_out = beside.result()
         else:
             repo, left_out = repostate.RepoState(self.dir, self.git_dir / "objects").capture(tree)
         self.later.repo = (repo, list(left_out))
@@ -545,7 +553,8 @@ class Shadow:
         return self.later.names[1]
 
     def _capture(self, since: Since | None = None, report: hashing.Report | None = None,
-                 first: bool = False, seeded: bool = False, others: _Early | None = None) -> Capture:
+                 first: bool = False, seeded: bool = False, others: _Early | None = None,
+                 repo_beside: _RepoBeside | None = None) -> Capture:
         paths: set[str] | None = None
         if since is not None and since.valid:
             try:
@@ -564,7 +573,7 @@ class Shadow:
         objects = self.git_dir / "objects"
         ticker = hashing.ticker(report, len(paths), first, self.FIRST_NOTE_FILES)
         with treeio.Tree(str(self.workspace)) as tree, hashing.ended(ticker):
-            repo, left_out = self._repo(tree, since)
+            repo, left_out = self._repo(tree, since, repo_beside)
             not_covered += left_out
             for path in sorted(paths):
                 got = tree.read(path, self.max_file_bytes)
@@ -1108,7 +1117,45 @@ class Later:
     fallback: str = ""  # why the last snapshot listed everything (tests, profiles)
 
 
-class _Early:
+class _Beside:
+    """Part of a snapshot run in a thread beside the rest, so that work outside this process's Python
+    (a git child, zlib, SHA-1) runs on the other core; result() waits for it, raising what it raised,
+    and runs it here when it was never started."""
+
+    name = "abhed-beside"
+
+    def __init__(self) -> None:
+        self._out: Any = None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
+
+    def _work(self) -> Any:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        try:
+            self._out = self._work()
+        except BaseException as exc:  # noqa: BLE001 (handed to the caller by result())
+            self._error = exc
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+    def result(self) -> Any:
+        if self._thread is None:
+            return self._work()
+        self.join()
+        if self._error is not None:
+            raise self._error
+        return self._out
+
+
+class _Early(_Beside):
     """A first snapshot's git listing run in a thread as soon as the seed is in the index, so that git
     walks the tree on one core while this process goes on on the other. Its git child holds the
     store's lock like every other (Shadow.lock_fds). Two of them:
@@ -1121,44 +1168,51 @@ class _Early:
       through (and what it leaves out it hands to the survey itself), so the answer is the one the
       listing would give after it."""
 
+    name = "abhed-survey-listing"
+
     def __init__(self, shadow: Shadow, command: tuple[str, ...]) -> None:
+        super().__init__()
         self._shadow = shadow
         self._command = command
         self._fd = shadow.lock_fds()
-        self._out: bytes | None = None
         self._errors: list[str] = []  # what git said on its standard error
-        self._error: BaseException | None = None
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="abhed-survey-listing", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        self._shadow._held.fd = self._fd[0] if self._fd else None
+    def _work(self) -> bytes:
+        held = self._thread is not None and self._thread is threading.current_thread()
+        if held:  # in the thread: the lock's descriptor for the git child, as the caller's thread has it
+            self._shadow._held.fd = self._fd[0] if self._fd else None
         try:
-            self._out = self._shadow.git(*self._command, errors=self._errors)
-        except BaseException as exc:  # noqa: BLE001 (handed to the caller by result())
-            self._error = exc
+            return self._shadow.git(*self._command, errors=self._errors)
         finally:
-            self._shadow._held.fd = None
-
-    def join(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
+            if held:
+                self._shadow._held.fd = None
 
     def result(self, errors: list[str] | None = None) -> bytes:
         """The listing's output (run here when it was not started); its error, raised here. `errors`:
         given, gets the lines git printed on its standard error (Shadow.git)."""
-        if self._thread is None:
-            return self._shadow.git(*self._command, errors=errors)
-        self.join()
-        if self._error is not None:
-            raise self._error
-        assert self._out is not None
+        out = super().result()
         if errors is not None:
             errors += self._errors
-        return self._out
+        return out
+
+
+class _RepoBeside(_Beside):
+    """A first snapshot's capture of the repository's state (repostate.py), started with the snapshot:
+    its cost is hashing and compressing the repository's index as a blob (9 MB on the kernel tree,
+    a tenth of a second), which zlib and hashlib do without the GIL, on the other core while the
+    seed's Python runs on this one. It reads through a Tree of its own, like every capture after
+    the sandbox's start (a change to .git from then on is in the next snapshot's change set)."""
+
+    name = "abhed-repo-state"
+
+    def __init__(self, shadow: Shadow) -> None:
+        super().__init__()
+        self._shadow = shadow
+
+    def _work(self) -> tuple[str, list[str]]:
+        shadow = self._shadow
+        with treeio.Tree(str(shadow.workspace)) as tree:
+            return repostate.RepoState(shadow.dir, shadow.git_dir / "objects").capture(tree)
 
 
 def _below_any(path: str, tops: set[str]) -> bool:
