@@ -493,3 +493,29 @@ def test_a_later_session_s_first_bash_call_says_nothing_of_the_store_s_own_pack_
     os.link(outside, ws / "linked.txt")
     told = session()
     assert "1 file in the workspace shared hard links with files outside it (e.g. linked.txt" in told, told
+
+
+def test_a_first_snapshot_captures_the_repository_s_state_beside_the_seed_and_raises_what_that_raised(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """repostate's capture runs in its own thread from the snapshot's start (checkpoint._RepoBeside); a later
+    snapshot runs it in the caller's thread; what it raised reaches the caller as it was."""
+    import threading
+
+    from abhed.session import repostate
+    ws = tmp_path / "ws"
+    repository(ws)
+    threads: list[str] = []
+    real = repostate.RepoState.capture
+    def capture(self, tree, *args):
+        threads.append(threading.current_thread().name)
+        return real(self, tree, *args)
+    monkeypatch.setattr(repostate.RepoState, "capture", capture)
+    shadow, snapshot, _ = first(tmp_path / "home", ws)
+    assert threads == ["abhed-repo-state"] and snapshot.repo
+    shadow.snapshot("s1", "after", {"call": "c1", "tool": "bash", "number": 1})
+    assert threads[1:] == [threading.current_thread().name]
+    def fails(self, tree, *args):
+        raise checkpoint.CheckpointError("the repository's state could not be read (a test)")
+    monkeypatch.setattr(repostate.RepoState, "capture", fails)
+    with pytest.raises(checkpoint.CheckpointError, match="could not be read"):
+        first(tmp_path / "home2", ws)
