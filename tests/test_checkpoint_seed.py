@@ -519,3 +519,26 @@ def test_a_first_snapshot_captures_the_repository_s_state_beside_the_seed_and_ra
     monkeypatch.setattr(repostate.RepoState, "capture", fails)
     with pytest.raises(checkpoint.CheckpointError, match="could not be read"):
         first(tmp_path / "home2", ws)
+
+
+def test_an_index_crafted_before_the_session_takes_nothing_under_git_and_no_fifo(tmp_path: Path) -> None:
+    """A hostile repository ships (or a tool wrote before the session) an index whose extra entries carry
+    the exact stat of `.git/HEAD` and of a FIFO, each naming a blob it has: matching stat data must not
+    make the snapshot hold a file of .git (undo would write there) nor take a FIFO for a file."""
+    ws = tmp_path / "ws"
+    repository(ws)
+    os.mkfifo(ws / "pipe")
+    then = time.time_ns() - 100 * 1_000_000_000
+    os.utime(ws / "pipe", ns=(then, then))
+    os.utime(ws / ".git" / "HEAD", ns=(then, then))
+    index = ws / ".git" / "index"
+    _version, parsed = seed.parse_index(index.read_bytes())
+    entries = {name: gitindex.Entry(name, f[6], oid, raw) for name, f, oid, _u, raw in parsed}
+    donor = entries[b"notes.md"].oid
+    for name, path in ((b".git/HEAD", ws / ".git" / "HEAD"), (b"pipe", ws / "pipe")):
+        entries[name] = gitindex.entry(name, os.lstat(path), donor, time.time() + 1000)  # (not made racily clean)
+    gitindex.write(index, gitindex.Index(sorted(entries.values(), key=lambda e: e.name)))
+    shadow, _snap, _capture = first(tmp_path / "home", ws)
+    names = {e.name for e in gitindex.read(shadow.git_dir / "index").entries}
+    assert b".git/HEAD" not in names and b"pipe" not in names
+    assert b"notes.md" in names and taken(shadow) == 6  # the rest was taken

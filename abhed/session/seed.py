@@ -329,7 +329,7 @@ class Seeder:
         name, f, oid, usable, _raw = entry
         if not usable or oid not in known or f[6] not in TAKEN_MODES:
             return None  # a submodule (160000) or anything git would not write; a blob not in a pack
-        if (b"/." in b"/" + name or b"//" in name or name.endswith(b"/")) and _bad_name(name):
+        if (name.startswith(b".") or b"/." in name or b"//" in name or name.endswith(b"/")) and _bad_name(name):
             return None
         if scopes and any(name.startswith(scope) for scope in scopes):
             return None
@@ -348,12 +348,16 @@ class Seeder:
                 st = os.stat(base, dir_fd=dirfd, follow_symlinks=False)
             except OSError:
                 return None
-        # Every field git keeps, as git keeps it (32 bits); the mode as git sees it (the executable bit).
+        # Every field git keeps, as git keeps it (32 bits); the mode as git sees it (a symlink, or a regular
+        # file and its executable bit: anything else is 0, which no entry taken has). Inline: 80,000 calls.
+        mode = st.st_mode
+        kind = mode & 0o170000
+        git_mode = 0o120000 if kind == 0o120000 else (0o100755 if mode & 0o100 else 0o100644) if kind == 0o100000 else 0
         if (st.st_mtime_ns != mtime_ns or st.st_ctime_ns != f[0] * 1_000_000_000 + f[1] or st.st_ino & MASK != f[5]
                 or st.st_size & MASK != f[9] or st.st_dev & MASK != f[4] or st.st_uid & MASK != f[7]
-                or st.st_gid & MASK != f[8] or gitindex.mode_of(st) != f[6]):
+                or st.st_gid & MASK != f[8] or git_mode != f[6]):
             return None
-        if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)) or st.st_size > self.max_file_bytes:
+        if st.st_size > self.max_file_bytes:
             return None
         return st
 
