@@ -206,14 +206,17 @@ class Sandbox:
                 # before the guard records what is there. The repositories present now are the
                 # operator's: protect them; any other is quarantined.
                 place_gitfile(self.workspace, config.protected_paths)
-                self._guard = GitGuard.start(self.workspace)
+                # The guard's first walk lstat's every file once its directory is watched: the census.
+                found = Census()
+                self._guard = GitGuard.start(self.workspace, census=found)
+                found.taken(self._guard)
                 # Files shared with names outside the workspace: copied, or read-only in every command
-                # (sandbox.hardlinks); walked once the guard watches, so its lstat's can be the census.
+                # (sandbox.hardlinks), found from the census (a walk of their own when it was dropped).
                 reserve = self._reserve()
-                self._census = Census(self._guard) if census else None
                 self._links = unshare(self.workspace, reserve_bytes=reserve.amount if reserve else None,
                                       reserve_setting=reserve.origin if reserve else "", own=own_links,
-                                      census=self._census)
+                                      census=found)
+                self._census = found if census else None
             except BaseException:
                 if self._guard is not None:
                     self._guard.close()

@@ -1,14 +1,16 @@
 """Every file's lstat as the sandbox's start found it, handed to the workspace's first checkpoint (issue 34).
 
-The start walks the whole workspace and lstat's every regular file to find shared hard links
-(sandbox.hardlinks); the workspace's first checkpoint then lstat's every tracked file again, to
-know which ones its repository's index still describes (abhed/session/seed.py). The census keeps
-the first pass's results so that the second need not repeat them (on the Linux tree: 78,000 system
-calls and their Python, about a tenth of a second).
+The sandbox's start walks the whole workspace once: the git guard's first walk (sandbox.gitguard)
+watches each directory, lists it, and lstat's each file in it into the census. The hard-link
+survey (sandbox.hardlinks) counts links from it instead of walking again, and the workspace's first
+checkpoint, which must know which tracked files its repository's index still describes
+(abhed/session/seed.py), takes each file's lstat from it instead of a second one (on the Linux
+tree: two walks of 5,000 directories and 78,000 system calls with their Python, a quarter of a
+second).
 
-Why a stat taken earlier can stand in for one taken later: the walk runs after the git guard has
-put an inotify watch on every directory (sandbox.gitguard), so whatever changes a file after its
-census stat is named by an event in the guard's interval of changes that was open then. That
+Why a stat taken earlier can stand in for one taken later: each directory's inotify watch is in
+place before its files are stat'ed, so whatever changes a file after its census stat is named by
+an event in the guard's interval of changes that was open then. That
 interval is the one the first checkpoint takes: Sandbox.take_changes attaches the census to it
 (and to no later one), and a consumer trusts a file's census stat only while neither the file nor
 a directory above it is named there. What inotify does not name, the census cannot vouch for:
@@ -39,12 +41,13 @@ CENSUS_MAX = 400_000
 
 class Census:
     """Each directory's regular files and symlinks (name -> lstat) as the start's walk found them, and
-    its `.git` of any kind (a nested repository's: the consumer takes nothing below it), and the
-    guard's interval it was taken in."""
+    its `.git` of any kind (a nested repository's: the consumer takes nothing below it), the
+    directories that walk could not read, and the guard's interval it was taken in."""
 
-    def __init__(self, guard: GitGuard) -> None:
-        self.number, self.walks = guard.interval()
+    def __init__(self) -> None:
         self.dirs: dict[str, dict[str, os.stat_result]] | None = {}
+        self.unreadable: tuple[str, ...] = ()
+        self.number, self.walks = -1, -1  # (taken: the guard's interval once its start walk is over)
         self._count = 0
         self._last: dict[str, os.stat_result] = {}
 
@@ -59,6 +62,12 @@ class Census:
             return None
         self._last = self.dirs[rel] = {}
         return self._last
+
+    def taken(self, guard: GitGuard) -> Census:
+        """The start walk is over: the interval it was taken in, and what it could not read."""
+        self.number, self.walks = guard.interval()
+        self.unreadable = tuple(sorted(guard.unreadable))
+        return self
 
     def holds_for(self, changes: Changes, guard: GitGuard) -> bool:
         """Whether `changes` names every change made since the census was taken: it is the interval the

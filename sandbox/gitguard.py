@@ -58,6 +58,7 @@ import time
 from dataclasses import dataclass, field
 from itertools import count
 from pathlib import Path
+from typing import Protocol
 
 from sandbox import gitexec, gitshape
 
@@ -105,6 +106,13 @@ class Changes:
     census: dict[str, dict[str, os.stat_result]] | None = None
 
 
+class FileNotes(Protocol):
+    """Where the start's walk notes each directory's files (sandbox.census.Census)."""
+
+    def directory(self, rel: str) -> dict[str, os.stat_result] | None:
+        """The dict for the directory `rel`'s files (name -> lstat), or None: note nothing more."""
+
+
 def may_be_git_dir(names: dict[str, bool] | frozenset[str] | set[str]) -> bool:
     """Whether a directory holding these entry names (of any type: files, directories, symlinks)
     can pass git's test at all: HEAD, and objects + refs or a commondir. Every git directory
@@ -131,12 +139,20 @@ class GitGuard:
         self.baseline_git_dirs: frozenset[str] = frozenset()  # workspace-relative ("" is the workspace itself)
         self.baseline_pointers: frozenset[str] = frozenset()  # relative paths of .git files and symlinks
         self.baseline_commondirs: frozenset[str] = frozenset()  # git dirs that had a commondir at the start
+        self._census: FileNotes | None = None  # during the start's walk: where each file's lstat is noted
 
     @classmethod
-    def start(cls, workspace: Path, *, use_inotify: bool = True, watches: WatchBudget | None = None) -> GitGuard:
-        """``watches``: the inotify watches the guard may hold (default: this process's share, process_watch_budget)."""
+    def start(cls, workspace: Path, *, use_inotify: bool = True, watches: WatchBudget | None = None,
+              census: FileNotes | None = None) -> GitGuard:
+        """``watches``: the inotify watches the guard may hold (default: this process's share, process_watch_budget).
+        ``census``: given the lstat of each regular file, symlink and `.git` as the first walk lists it,
+        each after its directory's watch is in place (sandbox.census)."""
         guard = cls(workspace, use_inotify=use_inotify, watches=watches)
-        guard._refresh()
+        guard._census = census
+        try:
+            guard._refresh()
+        finally:
+            guard._census = None  # pragma: no mutate (memory: a later walk is a recovery, after which Census.holds_for gives nobody the census)
         git_dirs, pointers, commondirs = guard._state()
         guard.baseline_git_dirs = frozenset(git_dirs)
         guard.baseline_pointers = frozenset(pointers)
@@ -295,7 +311,7 @@ class GitGuard:
                 if cached is not None and cached.signature == signature and rel in cache_ok:
                     listing = cached
                 else:
-                    listing = _list(fd, signature)
+                    listing = _list(fd, signature, self._census.directory(rel) if self._census is not None else None)
             except OSError:
                 self.unreadable.add(rel)
                 os.close(fd)
@@ -438,20 +454,33 @@ class GitGuard:
         )
 
 
-def _list(fd: int, signature: tuple[int, int, int]) -> _Listing:
+def _list(fd: int, signature: tuple[int, int, int], files: dict[str, os.stat_result] | None = None) -> _Listing:
+    """The directory open as `fd`; `files`: given, gets the lstat of each regular file, symlink and `.git`."""
     subdirs: list[str] = []
     watched: list[tuple[str, bool]] = []
     specials: list[tuple[str, int]] = []
     with os.scandir(fd) as entries:
         for entry in entries:
+            name = entry.name
             is_dir = entry.is_dir(follow_symlinks=False)
             if is_dir:
-                subdirs.append(entry.name)
+                subdirs.append(name)
             elif not entry.is_file(follow_symlinks=False) and not entry.is_symlink():
-                specials.append((entry.name, _kind(entry)))
-            if entry.name in _WATCHED:
-                watched.append((entry.name, is_dir))
+                specials.append((name, _kind(entry)))
+            elif files is not None:
+                _note(files, entry)
+            if name in _WATCHED:
+                watched.append((name, is_dir))
+                if files is not None and name == ".git" and name not in files:
+                    _note(files, entry)  # a directory or a FIFO: a nested repository's, below which nothing is taken
     return _Listing(signature, frozenset(subdirs), tuple(sorted(watched)), tuple(sorted(specials)))
+
+
+def _note(files: dict[str, os.stat_result], entry: os.DirEntry) -> None:
+    try:
+        files[entry.name] = entry.stat(follow_symlinks=False)  # fstatat below the directory's descriptor
+    except OSError:
+        pass  # gone since it was listed
 
 
 def _kind(entry: os.DirEntry) -> int:

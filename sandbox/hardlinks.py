@@ -9,8 +9,9 @@ SOURCE repository. The boundary: a sandboxed command cannot change the content t
 the workspace sees.
 
 Found when the session starts (``unshare``): the workspace is walked (each directory opened
-relative to its parent with O_NOFOLLOW, as sandbox.gitguard does) and every regular file with more
-than one link is counted by (device, inode). A file whose link count is larger than the number of
+relative to its parent with O_NOFOLLOW; in a sandbox, that walk is the git guard's first, whose
+lstat of every file is the census: sandbox.census) and every regular file with more than one
+link is counted by (device, inode). A file whose link count is larger than the number of
 its names found in the workspace has a name outside it. Each such name is then either
 
 - **copied**: replaced by a file of its own with the same bytes, mode (without set-uid/set-gid),
@@ -109,8 +110,8 @@ def unshare(workspace: Path, *, reserve_bytes: int | None, reserve_setting: str 
     Raises DiskReserveReached when a copy would leave less than ``reserve_bytes`` free, and
     SandboxSetupError when a file cannot be copied or the copying took longer than ``budget_s``
     (what was copied stays copied: the next start goes on from there). ``own``: a directory of the
-    caller's own links to workspace files (the module docstring), or None. ``census``: given the lstat
-    of every regular file, symlink and `.git` the walk finds (sandbox.census).
+    caller's own links to workspace files (the module docstring), or None. ``census``: the git guard's start walk,
+    whose lstat's stand for a walk here (sandbox.census).
     """
     shared, unreadable = find_shared(workspace, own, census)
     bound = choose_binds(shared)
@@ -126,44 +127,52 @@ def unshare(workspace: Path, *, reserve_bytes: int | None, reserve_setting: str 
 def find_shared(workspace: Path, own: Path | None = None, census: Census | None = None) -> tuple[list[Shared], list[str]]:
     """Workspace names of files with a name outside it (largest first), and the directories that could not be read;
     ``own``: a directory of the caller's own links (``Shared.own`` marks a file whose other names are all there);
-    ``census``: given each regular file's, symlink's and `.git`'s lstat."""
+    ``census``: the git guard's start walk of the workspace (sandbox.census), whose lstat's are used instead of
+    a walk of its own when it holds every file (it was not dropped as too large)."""
     names: dict[tuple[int, int], list[str]] = defaultdict(list)
     stats: dict[tuple[int, int], os.stat_result] = {}
-    unreadable: list[str] = []
-    try:
-        stack = [("", os.open(workspace, _DIR_FLAGS))]
-    except PermissionError:
-        return [], [""]
-    while stack:
-        rel, fd = stack.pop()
-        files = census.directory(rel) if census is not None else None
-        try:
-            with os.scandir(fd) as entries:
-                for entry in entries:
-                    if entry.is_dir(follow_symlinks=False):  # pragma: no mutate (following: O_NOFOLLOW refuses the open)
-                        if files is not None and entry.name == ".git":
-                            _note(files, fd, entry.name)
-                        path = _join(rel, entry.name)
-                        child = _open_child(fd, entry.name, path, unreadable)
-                        if child is not None:
-                            stack.append((path, child))
-                    elif entry.is_file(follow_symlinks=False):  # symlinks, FIFOs, devices: nothing to write through
-                        st = _stat(fd, entry.name)
-                        if st is not None and files is not None:
-                            files[entry.name] = st
-                        if st is not None and st.st_nlink > 1:  # pragma: no mutate (a filter for memory: a file with one link and one name is never shared)
-                            names[(st.st_dev, st.st_ino)].append(_join(rel, entry.name))
-                            stats[(st.st_dev, st.st_ino)] = st
-                    elif files is not None and (entry.is_symlink() or entry.name == ".git"):
-                        _note(files, fd, entry.name)
-        finally:
-            os.close(fd)
+    if census is not None and census.dirs is not None:
+        for rel, files in census.dirs.items():
+            for name, st in files.items():
+                if st.st_nlink > 1 and stat.S_ISREG(st.st_mode):  # symlinks, a .git: nothing to write through
+                    names[(st.st_dev, st.st_ino)].append(_join(rel, name))
+                    stats[(st.st_dev, st.st_ino)] = st
+        unreadable = list(census.unreadable)
+    else:
+        unreadable = _walk(workspace, names, stats)
     outside = {ident: stats[ident].st_nlink - len(found) for ident, found in names.items() if stats[ident].st_nlink > len(found)}
     ours = _own_links(own) if own is not None and outside else {}
     shared = [Shared(name, ident, stats[ident].st_size, ours.get(ident, 0) == count)
               for ident, count in outside.items() for name in names[ident]]
     shared.sort(key=lambda item: (-item.size, item.name))
     return shared, sorted(unreadable)
+
+
+def _walk(workspace: Path, names: dict[tuple[int, int], list[str]], stats: dict[tuple[int, int], os.stat_result]) -> list[str]:
+    """Every regular file with more than one link into ``names`` and ``stats``; the directories not readable."""
+    unreadable: list[str] = []
+    try:
+        stack = [("", os.open(workspace, _DIR_FLAGS))]
+    except PermissionError:
+        return [""]
+    while stack:
+        rel, fd = stack.pop()
+        try:
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):  # pragma: no mutate (following: O_NOFOLLOW refuses the open)
+                        path = _join(rel, entry.name)
+                        child = _open_child(fd, entry.name, path, unreadable)
+                        if child is not None:
+                            stack.append((path, child))
+                    elif entry.is_file(follow_symlinks=False):  # symlinks, FIFOs, devices: nothing to write through
+                        st = _stat(fd, entry.name)
+                        if st is not None and st.st_nlink > 1:  # pragma: no mutate (a filter for memory: a file with one link and one name is never shared)
+                            names[(st.st_dev, st.st_ino)].append(_join(rel, entry.name))
+                            stats[(st.st_dev, st.st_ino)] = st
+        finally:
+            os.close(fd)
+    return unreadable
 
 
 def _own_links(own: Path) -> dict[tuple[int, int], int]:
@@ -349,13 +358,6 @@ def _open_child(fd: int, name: str, path: str, unreadable: list[str]) -> int | N
     except OSError:
         pass  # gone, or swapped for a non-directory since it was listed
     return None  # pragma: no mutate (falling off the end returns None too)
-
-
-def _note(files: dict[str, os.stat_result], fd: int, name: str) -> None:
-    """A census entry that no hard link can share: a symlink, or a `.git` of any kind (a nested repository's)."""
-    st = _stat(fd, name)
-    if st is not None:
-        files[name] = st
 
 
 def _stat(fd: int, name: str) -> os.stat_result | None:

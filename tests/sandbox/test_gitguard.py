@@ -292,9 +292,9 @@ def count_listings(monkeypatch) -> list[str]:
     calls: list[str] = []
     real = gitguard._list
 
-    def counting(fd, signature):
+    def counting(fd, signature, files=None):
         calls.append(os.readlink(f"/proc/self/fd/{fd}"))
-        return real(fd, signature)
+        return real(fd, signature, files)
 
     monkeypatch.setattr(gitguard, "_list", counting)
     return calls
@@ -348,10 +348,10 @@ def test_a_directory_that_fails_to_list_leaks_no_descriptor(tmp_path, mode, monk
     guard = start(tmp_path, mode)
     real = gitguard._list
 
-    def failing(fd, signature):
+    def failing(fd, signature, files=None):
         if os.readlink(f"/proc/self/fd/{fd}").endswith("/a"):
             raise PermissionError(13, "Permission denied")
-        return real(fd, signature)
+        return real(fd, signature, files)
 
     monkeypatch.setattr(gitguard, "_list", failing)
     monkeypatch.setattr(gitguard, "RECENT_NS", 10**18)

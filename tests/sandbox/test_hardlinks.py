@@ -21,7 +21,10 @@ import pytest
 from sbx_helpers import chown_to, fds_in_a_fresh_process
 
 import sandbox
+from sandbox import census as census_module
 from sandbox import hardlinks
+from sandbox.census import Census
+from sandbox.gitguard import GitGuard
 from sandbox.hardlinks import Links, Shared
 
 GIT = ["git", "-c", "safe.directory=*", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "gc.auto=0"]
@@ -99,7 +102,22 @@ def shared_pair(tmp_path: Path, content: bytes = b"content\n", name: str = "f") 
     return workspace, outside
 
 
-def test_find_shared_counts_the_names_inside_the_workspace(tmp_path):
+def shared_of(workspace: Path, how: str) -> tuple[list[Shared], list[str]]:
+    """find_shared by its own walk, or from the census of a git guard's start walk (as a sandbox's start)."""
+    if how == "walk":
+        return hardlinks.find_shared(workspace)
+    found = Census()
+    guard = GitGuard.start(workspace, census=found)
+    try:
+        return hardlinks.find_shared(workspace, census=found.taken(guard))
+    finally:
+        guard.close()
+
+
+@pytest.mark.parametrize("how", ["walk", "census", "census dropped"])
+def test_find_shared_counts_the_names_inside_the_workspace(tmp_path, how, monkeypatch):
+    if how == "census dropped":  # too many files to keep: find_shared walks itself
+        monkeypatch.setattr(census_module, "CENSUS_MAX", 0)
     workspace, outside = shared_pair(tmp_path, b"x" * 10, "d/e/out")
     (workspace / "in1").write_text("inside only")
     os.link(workspace / "in1", workspace / "d" / "in2")  # two names, both inside: not shared
@@ -112,7 +130,7 @@ def test_find_shared_counts_the_names_inside_the_workspace(tmp_path):
     os.symlink(outside, tmp_path / "link-outside")
     os.link(tmp_path / "link-outside", workspace / "hardlinked-symlink", follow_symlinks=False)  # the link itself
 
-    shared, unreadable = hardlinks.find_shared(workspace)
+    shared, unreadable = shared_of(workspace, how)
 
     ident = (outside.stat().st_dev, outside.stat().st_ino)
     assert shared == [Shared("big", (os.stat(workspace / "big").st_dev, os.stat(workspace / "big").st_ino), 20),
@@ -342,6 +360,13 @@ outside.write_text("secret")
 os.link(outside, ws / "f")
 os.chmod(outside, 0)
 shared, unreadable = hardlinks.find_shared(ws)
+from sandbox.census import Census
+from sandbox.gitguard import GitGuard
+census = Census()
+guard = GitGuard.start(ws, census=census)
+by_census = hardlinks.find_shared(ws, census=census.taken(guard))
+guard.close()
+assert ([s.name for s in by_census[0]], by_census[1]) == ([s.name for s in shared], unreadable), by_census
 try:
     hardlinks.unshare(ws, reserve_bytes=None)
     error = None
