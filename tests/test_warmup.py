@@ -321,3 +321,24 @@ def test_a_session_that_closes_first_starts_no_snapshot_and_closes_the_shell_the
     t.ctx.close()
     assert closed == [True] and prepared == [] and t.ctx.shell is None
     assert not (t.ctx.checkpoints.shadow.git_dir / "index").exists()
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_warm_up_runs_without_the_cyclic_collector_and_turns_it_back_on(
+        tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, fails: bool) -> None:
+    """Each full collection meanwhile traversed the census and the index's entries again (warmup._no_collection);
+    a warm-up that fails leaves the collector on too."""
+    import gc
+    ws = tmp_path / "ws"
+    repository(ws)
+    seen: list[bool] = []
+    real = Shadow.prepare
+    def prepare(self, *args, **kw):
+        seen.append(gc.isenabled())
+        if fails:
+            raise CheckpointError("the store is unwritable (a test)")
+        return real(self, *args, **kw)
+    monkeypatch.setattr(Shadow, "prepare", prepare)
+    assert gc.isenabled()
+    with warmed(ws, home):
+        assert seen == [False] and gc.isenabled()

@@ -61,6 +61,7 @@ import re
 import shutil
 import stat
 import struct
+import sys
 import time
 import zlib
 from collections.abc import Iterator
@@ -78,6 +79,7 @@ CONVERTING = frozenset({"text", "eol", "crlf", "filter", "ident", "working-tree-
 _AUTOCRLF = re.compile(rb"^\s*autocrlf\s*(=\s*(?!(false|no|off|0)\s*(#|;|$))|$)", re.I | re.M)
 _INCLUDE = re.compile(rb"^\s*\[\s*include", re.I | re.M)
 TAKEN_MODES = frozenset({0o100644, 0o100755, 0o120000})
+_FS = (sys.getfilesystemencoding(), sys.getfilesystemencodeerrors())  # os.fsdecode's, without its call per name
 MASK = 0xFFFFFFFF
 ASSUME_VALID, EXTENDED, STAGE = 0x8000, 0x4000, 0x3000
 SKIP_WORKTREE, INTENT_TO_ADD = 0x4000, 0x2000  # in the extended flags (index version 3 and up)
@@ -239,7 +241,7 @@ class Census:
         files = self._files[parent]
         if files is None:
             return None
-        st = files.get(os.fsdecode(base))
+        st = files.get(base.decode(*_FS))
         if st is None or st.st_nlink != 1 or name in self.touched:
             return None
         return st
