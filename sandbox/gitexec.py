@@ -91,16 +91,10 @@ def read_file(path: Path) -> bytes:
     no setting), a device may act on being opened. A hostile repository can plant either."""
     if not stat.S_ISREG(os.stat(path).st_mode):  # pragma: no mutate (the fstat below refuses the same; this opens no device)
         raise OSError(errno.EINVAL, "not a regular file", str(path))
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # swapped for a FIFO since: no wait on it
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as file:  # swapped for a FIFO since: no wait
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+        return file.read()
 
 
 def repository_at(git_dir: Path) -> Repository:
