@@ -372,7 +372,7 @@ class Shadow:
             # Not an index this code or git wrote (damaged, another version): start again from none;
             # every file is then read again, and unchanged ones hash to the objects already stored.
             (self.git_dir / "index").unlink(missing_ok=True)  # pragma: no mutate (it was just read: it exists)
-            return self._capture(None, report, True)
+            return self._capture(None, report, True, repo_beside=repo)  # (the repository's state as begun)
         finally:
             others.join()
             if repo is not None:
