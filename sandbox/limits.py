@@ -71,8 +71,9 @@ COMMAND_PREFIX = "run-"
 # limit refused can leave the peak that far below the limit.
 MEMORY_SLACK_BYTES = 4 * 1024**2
 # Making a session's cgroup is tried again this often when another process removed the
-# (empty) workspace directory between our mkdir of it and of the session's.
-MAKE_TRIES = 3
+# (empty) workspace directory between our mkdir of it and of the session's: sessions of one
+# workspace starting and ending at once can do that a few times in a row (each try is two mkdirs).
+MAKE_TRIES = 50
 
 
 def effective_rlimits(limits: Limits, *, include_processes: bool = True, include_memory: bool = True) -> tuple[tuple[int, int], ...]:
@@ -162,14 +163,14 @@ class CgroupParent:
         """Drop the cgroups of Abhed processes that died without removing them: their sessions (and
         the commands' cgroups in them), workspace directories left empty, and the per-command
         cgroups that versions before the session cgroups made directly here."""
-        for child in self.path.glob(f"{COMMAND_PREFIX}*"):
+        for child in _children(self.path, COMMAND_PREFIX):
             pid = child.name.split("-")[1] if child.name.count("-") >= 2 else ""
             if pid.isdigit() and not Path(f"/proc/{pid}").exists():
                 _rmdir(child)
-        for workspace in self.path.glob(f"{WORKSPACE_PREFIX}*"):
-            for session in workspace.glob(f"{SESSION_PREFIX}*"):
+        for workspace in _children(self.path, WORKSPACE_PREFIX):
+            for session in _children(workspace, SESSION_PREFIX):
                 if not _owner_alive(session.name):
-                    for command in session.glob(f"{COMMAND_PREFIX}*"):
+                    for command in _children(session, COMMAND_PREFIX):
                         _rmdir(command)
                     _rmdir(session)
             _rmdir(workspace)  # only when no session is left in it (the kernel refuses otherwise)
@@ -397,7 +398,7 @@ def workspace_processes(workspace: Path | str, mountinfo: str | None = None) -> 
     ``workspace_cgroups`` and of their commands' cgroups); a snapshot, as that is."""
     pids: set[int] = set()
     for session in workspace_cgroups(workspace, mountinfo):
-        for directory in (session, *session.glob(f"{COMMAND_PREFIX}*")):
+        for directory in (session, *_children(session, COMMAND_PREFIX)):
             pids.update(_members(directory))
     return pids
 
@@ -455,7 +456,10 @@ class SessionCgroups:
         workspace = CgroupParent(self.path_under(root).parent, root.version, root.controllers)
         for attempt in range(1, MAKE_TRIES + 1):
             try:
-                workspace.path.mkdir(mode=0o755, exist_ok=True)
+                try:
+                    workspace.path.mkdir(mode=0o755)
+                except FileExistsError:
+                    pass  # another session's, which may end and remove it now: then ours fails below, and is tried again
                 if root.version == 2:
                     _enable(workspace.path, root.controllers)
                 session = workspace.create_child(self.name, self.limits, session=True)
@@ -508,6 +512,17 @@ def _owner_alive(session_name: str) -> bool:
     if len(parts) != 3 or not all(part.isdigit() for part in parts):
         return True  # not a name we make: leave it alone
     return _process_tag(parts[0]) == f"{parts[0]}-{parts[1]}"
+
+
+def _children(directory: Path, prefix: str) -> list[Path]:
+    """``directory``'s entries named ``prefix``..., none when it is gone: another Abhed process
+    removes a workspace's or a session's cgroup whenever its last session ends, also while this
+    one looks (Path.glob would raise then, and a session's start would fail for it)."""
+    try:
+        with os.scandir(directory) as entries:
+            return [directory / entry.name for entry in entries if entry.name.startswith(prefix)]
+    except FileNotFoundError:
+        return []
 
 
 def _rmdir(path: Path) -> None:

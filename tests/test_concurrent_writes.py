@@ -332,9 +332,10 @@ def test_holders_are_those_holding_not_those_waiting_and_a_gone_locker_is_named_
     dirfd = _dir(tmp_path)
     waiter, sleeper = None, None
     try:
-        while not filelock.holders(dirfd):
-            time.sleep(0.01)
-        sleeper = int(Path(f"/proc/{held.pid}/task/{held.pid}/children").read_text().split()[0])
+        children = Path(f"/proc/{held.pid}/task/{held.pid}/children")
+        while not filelock.holders(dirfd) or not children.read_text().split():
+            time.sleep(0.01)  # flock takes the lock, then forks its sleep
+        sleeper = int(children.read_text().split()[0])
         waiter = subprocess.Popen(["flock", str(tmp_path), "true"])
         key = filelock._lock_key(dirfd)
         while f"-> FLOCK  ADVISORY  WRITE {waiter.pid} {key}" not in Path("/proc/locks").read_text():

@@ -360,6 +360,33 @@ def test_a_workspace_directory_removed_by_another_session_meanwhile_is_made_agai
     assert len(races) == MAKE_TRIES  # tried again, then given up
 
 
+SESSIONS_COMING_AND_GOING = """
+import sys, time
+from pathlib import Path
+from sandbox import Limits
+from sandbox.limits import CgroupJanitor, SessionCgroups, find_cgroup_parent
+limits = Limits(processes=None, memory_bytes=None, session_processes=None, session_memory_bytes=None)
+deadline = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < deadline:
+    session = SessionCgroups((find_cgroup_parent("pids", sys.argv[1]),), Path("/one/workspace"), limits)
+    session.parents()
+    session.close(CgroupJanitor())
+"""
+
+
+def test_sessions_of_one_workspace_starting_and_ending_at_once_in_many_processes_all_start(tmp_path):
+    """Real processes: each session's start walks the hierarchy (removing what dead ones left) and
+    makes the workspace's directory; each end removes it when it was the last. One process's end
+    between another's listing and its look inside, or between its two mkdirs, failed that start
+    ("the pids cgroup ...: No such file or directory": the sandbox refused to run, in CI)."""
+    mountinfo = v1_mount(tmp_path / "pids", "pids")
+    procs = [subprocess.Popen([sys.executable, "-c", SESSIONS_COMING_AND_GOING, mountinfo, "2"], stderr=subprocess.PIPE,
+                              text=True, cwd=Path(__file__).parents[2]) for _ in range(4)]
+    errors = [p.communicate()[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, errors
+    assert list((tmp_path / "pids" / CGROUP_DIR_NAME).iterdir()) == []  # the last session out removed the workspace's
+
+
 def test_closing_removes_the_session_after_its_commands_and_the_workspace_directory_when_unused(tmp_path):
     root, memory = v1_roots(tmp_path)
     first = SessionCgroups((root, memory), tmp_path, NO_TOTALS)
