@@ -34,7 +34,8 @@ there that could run a command or change bytes: no system or global config, no h
 workspace `.gitattributes` naming a filter driver runs nothing and content is stored byte for byte.
 
 What is covered: files git would add with the project's `.gitignore` files and `.git/info/exclude`,
-minus the operator's exclusions (checkpoints.exclude), minus files over checkpoints.max_file_bytes
+and the files the repository tracks where those name them too (seed.py: the first snapshot reads
+each one it does not take; later ones find them in the shadow index), minus the operator's exclusions (checkpoints.exclude), minus files over checkpoints.max_file_bytes
 and nested repositories, which every snapshot lists as not covered. git keeps only the executable
 bit of a file's mode; the exact permission bits of files that differ from 0644/0755 are kept in a
 `modes` blob beside the tree, so undo restores modes exactly.
@@ -85,7 +86,7 @@ import shutil
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from hashlib import sha256
@@ -366,8 +367,10 @@ class Shadow:
             first = self._first(others.start, since)
             if on_seeded is not None:
                 on_seeded()
-            seeded = first.seeded is not None and bool(first.seeded.entries)
-            return first.done(self._capture(since, report, first.seeded is not None, seeded, others, repo), self)
+            found = first.seeded
+            seeded = found is not None and bool(found.entries or found.untaken)
+            untaken = found.untaken if found is not None else []
+            return first.done(self._capture(since, report, found is not None, seeded, others, repo, untaken), self)
         except gitindex.Unreadable:
             # Not an index this code or git wrote (damaged, another version): start again from none;
             # every file is then read again, and unchanged ones hash to the objects already stored.
@@ -396,12 +399,14 @@ class Shadow:
         with treeio.Tree(str(self.workspace)) as tree:
             found = seed.Seeder(tree, self.dir, self.started_ns, self.max_file_bytes, self.max_store_bytes // 4,
                                 census).seed()
-        if found.entries:
+        if found.entries or found.untaken:
             path = self.git_dir / "index"
             # Written first without its trees, for git to name what the exclusions leave out; its
             # trees and their pack only once that is known (the kernel's tracked `target/` directories
-            # meet the default exclusions: the trees made twice cost half a second there).
-            self._seed_index(path, found, trees=False)
+            # meet the default exclusions: the trees made twice cost half a second there). The tracked
+            # files not taken are in it too, by name only, for the same question; the snapshot reads them.
+            untaken = {name: gitindex.named(name) for name in found.untaken}
+            self._seed_index(path, [*found.entries.values(), *untaken.values()], trees=False)
             # Listed as untracked or not, the entries taken out below are left out of the listing by
             # --exclude-standard (it reads the same info/exclude): it may start now.
             on_indexed()
@@ -412,18 +417,20 @@ class Shadow:
             for name in ignored:
                 found.entries.pop(name, None)
                 found.modes.pop(os.fsdecode(name), None)
-            self._seed_index(path, found)
+                untaken.pop(name, None)
+            found.untaken = list(untaken)
+            self._seed_index(path, found.entries.values())
             self._index_sum = gitindex.checksum(path)
             modes = self._modes()
             modes["modes"] = {**modes["modes"], **found.modes}
             self._save_modes(modes)
         return _First(found, started, len(found.entries))
 
-    def _seed_index(self, path: Path, found: seed.Seeded, trees: bool = True) -> None:
+    def _seed_index(self, path: Path, seeded: Iterable[gitindex.Entry], trees: bool = True) -> None:
         """Write the seeded index, with its trees as one pack and the index's cache of them (write-tree
         has none to write); the pack first, so that no cache names a tree the store lacks. `trees`
         False: the entries alone (no cache, no pack)."""
-        entries = sorted(found.entries.values(), key=lambda e: e.name)
+        entries = sorted(seeded, key=lambda e: e.name)
         if not trees:
             self._index = gitindex.write(path, gitindex.Index(entries, None))
             return
@@ -554,7 +561,8 @@ class Shadow:
 
     def _capture(self, since: Since | None = None, report: hashing.Report | None = None,
                  first: bool = False, seeded: bool = False, others: _Early | None = None,
-                 repo_beside: _RepoBeside | None = None) -> Capture:
+                 repo_beside: _RepoBeside | None = None, untaken: Iterable[bytes] = ()) -> Capture:
+        """`untaken`: tracked files a first snapshot's seed did not take, read whatever a .gitignore says."""
         paths: set[str] | None = None
         if since is not None and since.valid:
             try:
@@ -563,6 +571,7 @@ class Shadow:
                 since.listing, self.later.fallback = None, str(why)
         if paths is None:
             paths, not_covered, skipped = self._listed(tracked=not seeded, others=others if seeded else None)
+        paths.update(map(os.fsdecode, untaken))
         if since is not None and since.mapped:  # written through a live mapping: no stat or event need say so (mapped.py)
             paths |= set(self._names().with_inodes(since.mapped))
         modes = self._modes()

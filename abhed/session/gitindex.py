@@ -76,9 +76,18 @@ def entry(name: bytes, st: os.stat_result, oid: bytes, now: float, settled: bool
     if not settled or max(st.st_mtime, st.st_ctime) >= now - RACY_S:  # make git report it: read again
         mtime_s = mtime_ns = 0
     ctime_s, ctime_ns = divmod(st.st_ctime_ns, 1_000_000_000)
-    fields = (ctime_s, ctime_ns, mtime_s, mtime_ns, st.st_dev, st.st_ino, mode, st.st_uid, st.st_gid, st.st_size)
+    return _packed(name, (ctime_s, ctime_ns, mtime_s, mtime_ns, st.st_dev, st.st_ino, mode, st.st_uid, st.st_gid, st.st_size), oid)
+
+
+def named(name: bytes) -> Entry:
+    """An entry of `name` alone: no stat data, no blob (the null id). Only ever in an index git is asked
+    which names a rule matches (ls-files -c -i); git would find its file changed, and no tree names it."""
+    return _packed(name, (0, 0, 0, 0, 0, 0, 0o100644, 0, 0, 0), bytes(20))
+
+
+def _packed(name: bytes, fields: tuple[int, ...], oid: bytes) -> Entry:
     head = STAT.pack(*(f & 0xFFFFFFFF for f in fields), oid, min(len(name), NAME_MASK))
-    return Entry(name, mode, oid, head + name + b"\0" * (8 - (len(head) + len(name)) % 8))
+    return Entry(name, fields[6], oid, head + name + b"\0" * (8 - (len(head) + len(name)) % 8))
 
 
 def checksum(path: str | os.PathLike[str]) -> str | None:

@@ -23,7 +23,9 @@ When the repository's index is trusted (else nothing is taken from it and every 
   session's start, and no one can set a ctime back. An index crafted elsewhere (a copied tarball) cannot
   name the stat of files made here: their inode and ctime are new.
 
-Which entries are taken (every other is read and hashed like an untracked file):
+Which entries are taken (every other file or symlink is read and hashed like an untracked file, also
+where a .gitignore names it -- git's listing of untracked files would leave it out, and the
+repository's own content went uncovered; so too every one of an index not trusted, names only):
 - stage 0, none of assume-unchanged, skip-worktree or intent-to-add set, a file or a symlink
   (not a submodule), a name without `.`, `..` or `.git` components;
 - the file's lstat equals the entry's stat data in every field git keeps (ctime, mtime, device,
@@ -100,6 +102,9 @@ class Seeded:
     modes: dict[str, int] = field(default_factory=dict)  # exact permission bits other than 0644/0755
     packs: int = 0  # packs linked (or copied) into the store
     why_not: str = ""  # why nothing was taken, in words ("" when something was)
+    # The repository's tracked files (and symlinks) not taken, sorted: the snapshot reads them as it reads
+    # untracked ones, but whatever a .gitignore says (git's listing of untracked files would leave those out).
+    untaken: list[bytes] = field(default_factory=list)
 
 
 def parse_index(data: bytes) -> tuple[int, list[RepoEntry]]:
@@ -280,19 +285,20 @@ class Seeder:
         index = self.tree.read(".git/index", MAX_INDEX)
         if not isinstance(index, treeio.Read) or not stat.S_ISREG(index.st.st_mode) or not index.settled:
             return Seeded(why_not="the repository has no index Abhed can read")
-        if index.st.st_ctime_ns >= self.since_ns:
-            return Seeded(why_not="the repository's index changed during this session")
-        config = self.tree.read(".git/config", 1 << 20)
-        why = configs_convert(config.data if isinstance(config, treeio.Read) else None)
-        if why:
-            return Seeded(why_not=why)
         try:
             _version, entries = parse_index(index.data)
         except (ValueError, IndexError, struct.error) as exc:
             return Seeded(why_not=f"the repository's index cannot be used: {exc}")
+        # From here on, an index not trusted still names the tracked files to read (names only).
+        if index.st.st_ctime_ns >= self.since_ns:
+            return self._none_taken(entries, "the repository's index changed during this session")
+        config = self.tree.read(".git/config", 1 << 20)
+        why = configs_convert(config.data if isinstance(config, treeio.Read) else None)
+        if why:
+            return self._none_taken(entries, why)
         scopes = self._converting_scopes(entries)
         if scopes is None:
-            return Seeded(why_not="an attribute in .git/info/attributes or an [attr] macro may convert any file")
+            return self._none_taken(entries, "an attribute in .git/info/attributes or an [attr] macro may convert any file")
         packs = self._packs()
         known = set().union(*(ids for _name, _fds, ids in packs)) if packs else set()
         seeded = Seeded()
@@ -300,9 +306,12 @@ class Seeder:
         now = time.time()
         fresh_ns = int((now - gitindex.RACY_S - 1) * 1_000_000_000)  # newer: rewritten with mtime 0 (gitindex.entry)
         limit = index.st.st_mtime_ns - 1_000_000_000  # racily clean (git's rule, to the whole second) from here
+        untaken: set[bytes] = set()
         for entry in entries:
             st = self._take(entry, known, scopes, limit)
             if st is None:
+                if entry[1][6] in TAKEN_MODES:  # a file or a symlink (a submodule is a nested repository: not covered)
+                    untaken.add(entry[0])
                 continue
             name, fields, oid, _usable, raw = entry
             if raw is not None and st.st_mtime_ns < fresh_ns and st.st_ctime_ns < fresh_ns:
@@ -317,14 +326,24 @@ class Seeder:
         try:
             seeded.packs = self._link([(n, fds) for n, fds, ids in packs if ids & needed])
         except OSError as exc:
-            return Seeded(why_not=f"the repository's packs could not be linked into the store: {exc.strerror or exc}")
+            return self._none_taken(entries, f"the repository's packs could not be linked into the store: {exc.strerror or exc}")
         finally:
             for _name, fds, _ids in packs:
                 for fd in fds:
                     os.close(fd)
         if seeded.packs < 0:
-            return Seeded(why_not="the repository's packs are on another filesystem and too large to copy")
+            return self._none_taken(entries, "the repository's packs are on another filesystem and too large to copy")
+        seeded.untaken = self._coverable(untaken - seeded.entries.keys())  # (a conflict's stages share a name)
         return seeded
+
+    def _none_taken(self, entries: list[RepoEntry], why: str) -> Seeded:
+        return Seeded(why_not=why, untaken=self._coverable({entry[0] for entry in entries if entry[1][6] in TAKEN_MODES}))
+
+    def _coverable(self, names: set[bytes]) -> list[bytes]:
+        """Those of the tracked `names` a snapshot reads: no bad name, none in a nested repository (a
+        name that is a directory now reads as none there)."""
+        return sorted(name for name in names if not _bad_name(name)
+                      and not self._nested_below(os.fsdecode(name.rpartition(b"/")[0])))
 
     def _take(self, entry: RepoEntry, known: set[bytes], scopes: list[bytes], limit_ns: int) -> os.stat_result | None:
         """The file's lstat when the entry can be taken, else None."""
