@@ -339,7 +339,10 @@ class EventLog:
         after it is past it (abhed/session/audit.py). Replaced by a rename, never fsync'd: a process
         killed between an event and this leaves that one event past the head; only a crash of the
         machine can lose more (events not yet fsync'd, or the head's last replacements). A failed
-        replacement removes its temporary file and leaves the old head."""
+        replacement removes its temporary file and leaves the old head. (Not written over in place,
+        though that would spare each event a rename: a new file is what a full or read-only store
+        refuses, while a short line still fits the log's last block, so this is what stops the run
+        at the first event the store cannot take; tests/test_store_failures.py.)"""
         data = json.dumps({"seq": seq, "hash": digest}).encode()
         replace_unsynced(self.path.parent / "events.head", data)
 
