@@ -355,6 +355,24 @@ def test_trees_of_names_that_sort_differently_in_a_tree_than_in_the_index(tmp_pa
     shadow, snap = same_as_hashing(tmp_path, ws)
     assert snap.tree == git(ws, "rev-parse", "HEAD^{tree}").strip()
     assert taken(shadow) == 13
+    # The index's cache of trees (ids, and the entry counts git relies on) is git's own: git's read-tree
+    # of the same tree writes it afresh (its subtrees in another order, shorter names first).
+    env = {**GIT_ENV, "GIT_INDEX_FILE": str(tmp_path / "git-index")}
+    subprocess.run(["git", "--git-dir", str(shadow.git_dir), "read-tree", snap.tree], check=True, env=env)
+    ours, gits = (cached_trees(path) for path in (shadow.git_dir / "index", tmp_path / "git-index"))
+    assert ours == gits and len(ours) == 9 and ours[b""][0] == 13
+
+
+def cached_trees(index: Path) -> dict[bytes, tuple[int, bytes | None]]:
+    """An index's cache of trees: each directory's path, its entry count and tree id."""
+    trees = gitindex.read(index).trees
+    assert trees is not None
+    found, walk = {}, [(b"", gitindex._parse_trees(trees))]
+    while walk:
+        path, node = walk.pop()
+        found[path] = (node.count, node.oid)
+        walk += [(path + b"/" + down.name if path else down.name, down) for down in node.down]
+    return found
     assert shadow.git("fsck", "--connectivity-only", "--no-dangling", check=False).count(b"missing tree") == 0
 
 
