@@ -377,3 +377,45 @@ def test_a_session_whose_first_event_cannot_be_written_is_not_begun(tmp_path: Pa
     assert (f"Session 'first' could not be started, and nothing was run: the session store could not open "
             f"{directory / 'events.jsonl'} (Permission denied)") in proc.stderr
     assert not (directory / "state.json").exists() and (directory / "events.jsonl").read_bytes() == b""
+
+
+@pytest.mark.parametrize("name, args, before_run", [
+    ("write", {"path": "new.txt", "content": "hello\n"}, True),
+    ("bash", {"command": "true", "description": "nothing"}, True),
+    ("grep", {"pattern": "old", "path": "."}, False),
+    ("read", {"path": "old.txt"}, False),
+    ("glob", {"pattern": "*.txt", "path": "."}, False),
+])
+@pytest.mark.parametrize("durable", [True, False])
+def test_the_log_is_fsynced_before_a_call_that_may_change_anything_and_before_any_result_is_seen(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, args: dict, before_run: bool, durable: bool) -> None:
+    """A read-only native tool runs once its action is appended (its fsync would cost each grep some
+    1-2 ms): the fsync after it, the observation's or the loop's log.sync() before the model sees the
+    result, covers both. Any other call's action is durable before the tool runs."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "old.txt").write_text("old\n")
+    tools = Tools(ws, tmp_path / "home")
+    order: list[str] = []
+    real_fsync, real_execute = os.fsync, dispatch._execute
+    log = tools.session.log.path
+
+    def fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}") == str(log):
+            order.append("fsync")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(dispatch, "_execute", lambda *a, **k: (order.append("run"), real_execute(*a, **k))[1])
+    try:
+        result = dispatch.call(tools.ctx, name, {k: str(ws / v) if k == "path" else v for k, v in args.items()},
+                               tools.gate, durable=durable)
+        assert not result.is_error, result.content
+        if not durable:
+            tools.session.log.sync()  # as the loop does, before the model sees the results
+    finally:
+        tools.ctx.close()
+    assert order[:2] == (["fsync", "run"] if before_run else ["run", "fsync"]), order
+    assert order[-1] == "fsync"
+    kinds = [type(e).__name__ for e in events(tools)][-2:]
+    assert kinds == ["ActionEvent", "ObservationEvent"]

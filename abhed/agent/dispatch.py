@@ -345,7 +345,8 @@ def call(ctx: ToolContext, name: str, arguments: Any, gate: Gate, *, tool_call_i
          agent_id: str = "main", parent_id: str | None = None, durable: bool = True) -> ToolResult:
     """Run one call and persist it as an ActionEvent and an ObservationEvent.
 
-    The ActionEvent is always fsync'd before the tool runs, so a crash mid-call is known. With
+    The ActionEvent is fsync'd before a tool that may change anything runs, so a crash mid-call is
+    known (a read-only native tool's is made durable with its observation, see _persisted). With
     `durable=False` (the agent loop) the observation waits for the next synced event or the
     caller's `log.sync()`, and state.json is not saved: the caller saves it, and until then the
     log, which records every state change, is ahead of it (session.rebuild_state).
@@ -370,8 +371,12 @@ def _persisted(ctx: ToolContext, name: str, arguments: Any, run: Callable[[Actio
     user, host = who()
     action = ActionEvent(session_id=session.id, agent_id=agent_id, parent_id=parent_id, tool=name,
                          tool_call_id=tool_call_id, input=_logged_input(arguments, parsed), user=user, host=host)
+    # A native tool that changes nothing (read, glob, grep, plan, todo) runs without its action's own
+    # fsync: the observation's, or the caller's log.sync() before the model sees the result, makes both
+    # durable, and a crash before then loses a call that changed nothing and whose result no one saw.
+    native = BY_NAME.get(name)
     try:
-        session.record(action)
+        session.record(action, sync=native is None or not native.traits.reads_only)
     except StoreError as exc:  # a call the log does not hold never runs (docs/security.md, the session store)
         return not_recorded(exc)
     mark = session.mark()
