@@ -16,6 +16,7 @@ this process opened and checked (rg_search), never names it could be raced on.
 
 from __future__ import annotations
 
+import functools
 import os
 import resource
 import sys
@@ -84,11 +85,8 @@ def find_rg(workspace: Path | None = None) -> Path | None:
     def outside(path: Path, *dirs: Path | None) -> bool:
         return not any(d is not None and (path == d or d.resolve() in path.parents) for d in dirs)
 
-    for shipped in (frozen.bundled("rg"), Path(sys.executable).parent / "rg"):
-        if shipped is None:
-            continue
-        shipped = shipped.resolve()
-        if shipped.is_file() and os.access(shipped, os.X_OK) and outside(shipped, workspace):
+    for shipped in _shipped():
+        if outside(shipped, workspace):
             return shipped
     for entry in os.environ.get("PATH", "").split(os.pathsep):
         if not os.path.isabs(entry):
@@ -97,6 +95,20 @@ def find_rg(workspace: Path | None = None) -> Path | None:
         if candidate.is_file() and os.access(candidate, os.X_OK) and outside(candidate, workspace, Path.cwd()):
             return candidate
     return None
+
+
+@functools.cache
+def _shipped() -> tuple[Path, ...]:
+    """The executable rgs shipped with Abhed, resolved once a process (every grep and glob call looked
+    again, some 0.5 ms each). A file resolved once is the one run after, whatever a symlink on the
+    way is made to name since; find_rg still refuses, each call, one in the workspace."""
+    found = []
+    for shipped in (frozen.bundled("rg"), Path(sys.executable).parent / "rg"):
+        if shipped is not None:
+            shipped = shipped.resolve()
+            if shipped.is_file() and os.access(shipped, os.X_OK):
+                found.append(shipped)
+    return tuple(found)
 
 
 # -- running rg ---------------------------------------------------------------------------------
