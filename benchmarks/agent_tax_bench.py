@@ -332,6 +332,9 @@ def one_workspace(tree: Tree, scratch: Path, only: set[str], calls: int, rows: R
     # last seconds is read again by every snapshot until it settles (files seconds old are a copy's
     # artefact, not a user's repository).
     subprocess.run(["git", "-C", str(ws), "update-index", "-q", "--refresh"], check=False)
+    # Nor is a user's repository a gigabyte of pages still to be written: unsynced, the copy's writeback
+    # starts 30 s later (vm.dirty_expire_centisecs), in the middle of the calls timed, on their cores.
+    os.sync()
     time.sleep(RACY_S + 0.2)
     bare.mkdir()
     agent = Agent(ws, home)
