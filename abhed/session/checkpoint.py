@@ -35,8 +35,9 @@ workspace `.gitattributes` naming a filter driver runs nothing and content is st
 
 What is covered: files git would add with the project's `.gitignore` files and `.git/info/exclude`,
 and the files the repository tracks where those name them too (seed.py: the first snapshot reads
-each one it does not take; later ones find them in the shadow index), minus the operator's exclusions (checkpoints.exclude), minus files over checkpoints.max_file_bytes
-and nested repositories, which every snapshot lists as not covered. git keeps only the executable
+each one it does not take; later ones find them in the shadow index), minus the operator's
+exclusions (checkpoints.exclude), minus files over checkpoints.max_file_bytes and nested
+repositories, which every snapshot lists as not covered. git keeps only the executable
 bit of a file's mode; the exact permission bits of files that differ from 0644/0755 are kept in a
 `modes` blob beside the tree, so undo restores modes exactly.
 
