@@ -22,6 +22,7 @@ import selectors
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -40,6 +41,7 @@ CONNECT_TIMEOUT_S = 15.0
 HEAD_TIMEOUT_S = 30.0
 LISTEN_TIMEOUT_S = 30.0  # for the forked child to make the listening socket (it takes a millisecond)
 LINGER_S = 2.0  # after a refusal, how long the client has to read it before the connection is closed
+CLOSE_WAIT_S = 2.0  # at the sandbox's close, how long its connections' threads have to report
 _NS_GET_USERNS = 0xB701  # ioctl on a namespace fd: the user namespace that owns it
 _IP_FREEBIND = 15
 _NAME = re.compile(r"(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,62})(?:\.[a-z0-9_](?:[a-z0-9_-]{0,62}))*")
@@ -197,6 +199,7 @@ class Relay:
         self._stop_r, self._stop_w = os.pipe()
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
+        self._servers: set[threading.Thread] = set()  # one per client connection, while it runs
         self._closed = False
         self._thread = threading.Thread(target=self._accept_loop, name="abhed-egress", daemon=True)
 
@@ -204,16 +207,23 @@ class Relay:
         self._thread.start()
 
     def close(self) -> None:
-        """Stop accepting and cut every connection (idempotent); the namespace's last socket goes."""
+        """Stop accepting and cut every connection (idempotent); the namespace's last socket goes.
+        A request the program made as it ended (still in the listener's backlog, or read by nobody
+        yet) is served and its refusal reported before this returns, within CLOSE_WAIT_S: it is that
+        call's, and was lost to it when the threads serving it ran after the sandbox closed."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            connections = list(self._connections)
         os.write(self._stop_w, b"x")
-        self._thread.join()
+        self._thread.join()  # it admitted the backlog first
+        with self._lock:
+            connections, servers = list(self._connections), list(self._servers)
         for conn in connections:
             _shut(conn)
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        for server in servers:
+            server.join(max(0.0, deadline - time.monotonic()))
         self.listener.close()
         os.close(self._stop_r)
         os.close(self._stop_w)
@@ -224,21 +234,34 @@ class Relay:
             sel.register(self._stop_r, selectors.EVENT_READ)
             while True:
                 if any(key.fd == self._stop_r for key, _ in sel.select()):
+                    self.listener.setblocking(False)
+                    while self._accept():  # the backlog: connections the program made before it ended
+                        pass
                     return
-                try:
-                    client, _ = self.listener.accept()
-                except OSError:
-                    continue
-                with self._lock:
-                    full = len(self._connections) >= 2 * MAX_CONNECTIONS  # a client and an upstream each
-                    if not full:
-                        self._connections.add(client)
-                if full:
-                    self.egress.refuse(client, "a connection", f"more than {MAX_CONNECTIONS} connections at once",
-                                       "503 Service Unavailable")
-                    client.close()
-                    continue
-                threading.Thread(target=self._serve, args=(client,), name="abhed-egress-conn", daemon=True).start()
+                self._accept()
+
+    def _accept(self) -> bool:
+        """Admit one connection (False when none could be taken: none waits, or accept failed)."""
+        try:
+            client, _ = self.listener.accept()
+        except OSError:
+            return False
+        client.setblocking(True)  # (accepted from a non-blocking listener, it would not be)
+        with self._lock:
+            full = len(self._connections) >= 2 * MAX_CONNECTIONS  # a client and an upstream each
+            if not full:
+                self._connections.add(client)
+        if full:
+            self.egress.refuse(client, "a connection", f"more than {MAX_CONNECTIONS} connections at once",
+                               "503 Service Unavailable")
+            client.close()
+            return True
+        server = threading.Thread(target=self._serve, args=(client,), name="abhed-egress-conn", daemon=True)
+        with self._lock:
+            self._servers = {s for s in self._servers if s.is_alive()}
+            self._servers.add(server)
+        server.start()
+        return True
 
     def _track(self, sock: socket.socket) -> bool:
         with self._lock:

@@ -273,3 +273,22 @@ def test_a_tunnel_passes_a_half_close_on(root_runner):
     finally:
         upstream.close()
     assert output.strip() == "HTTP/1.1 200 Connection established got 11 bytes" and refusals == []
+
+
+def test_a_request_made_as_the_sandbox_closes_is_still_reported():
+    """The program's last request, made as it ended: its connection may still wait in the listener's
+    backlog, or its thread may not have run, when the sandbox closes. Its refusal belongs to that call
+    (CI lost one when the host was busy). A slow reporter makes the old close return first."""
+    import time
+    refusals: list[str] = []
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    relay = egress.Egress((), lambda said: (time.sleep(0.3), refusals.append(said))).serve(listener)
+    for _ in range(3):
+        client = socket.create_connection(listener.getsockname())
+        client.sendall(b"CONNECT 127.0.0.1:1 HTTP/1.1")
+        client.close()
+    relay.close()
+    assert refusals == ["the sandbox's network proxy refused a request: its head was not a complete HTTP request "
+                        f"head within {egress.HEAD_LIMIT} bytes"] * 3
