@@ -209,8 +209,8 @@ class Relay:
     def close(self) -> None:
         """Stop accepting and cut every connection (idempotent); the namespace's last socket goes.
         A request the program made as it ended (still in the listener's backlog, or read by nobody
-        yet) is served and its refusal reported before this returns, within CLOSE_WAIT_S: it is that
-        call's, and was lost to it when the threads serving it ran after the sandbox closed."""
+        yet) is served and its refusal reported before this returns, within CLOSE_WAIT_S (it was lost
+        when the threads serving it ran after the sandbox had closed)."""
         with self._lock:
             if self._closed:
                 return
