@@ -26,13 +26,19 @@ a directory above it is named there. What inotify does not name, the census cann
 
 Nothing is read through the census: it spares stat calls, so one that is dropped costs time, never
 correctness.
+
+How a file's lstat is kept (gitguard.record): packed as the 40 bytes git's index entry would hold
+for the file, then its st_mode. The first checkpoint compares those bytes with the index's own, and
+the native listing (sandbox/_listdir.c) never makes the Python os.stat_result of some twenty objects
+(a third of the start's walk on the Linux tree). A file with more than one link, or a time or size
+beyond git's 32 bits, is kept as an os.stat_result instead, so a record always stands for a file
+with one name whose every field the index can hold exactly. Without the native listing (no C
+compiler when Abhed was installed) the walk makes the same records in Python, slower.
 """
 
 from __future__ import annotations
 
-import os
-
-from sandbox.gitguard import Changes, GitGuard
+from sandbox.gitguard import Changes, GitGuard, Lstat
 
 # Above this many files the census is dropped (some 200 bytes each while held): the first checkpoint
 # of a larger tree stats its files itself, as without a census.
@@ -45,13 +51,13 @@ class Census:
     directories that walk could not read, and the guard's interval it was taken in."""
 
     def __init__(self) -> None:
-        self.dirs: dict[str, dict[str, os.stat_result]] | None = {}
+        self.dirs: dict[str, dict[str, Lstat]] | None = {}
         self.unreadable: tuple[str, ...] = ()
         self.number, self.walks = -1, -1  # (taken: the guard's interval once its start walk is over)
         self._count = 0
-        self._last: dict[str, os.stat_result] = {}
+        self._last: dict[str, Lstat] = {}
 
-    def directory(self, rel: str) -> dict[str, os.stat_result] | None:
+    def directory(self, rel: str) -> dict[str, Lstat] | None:
         """Where the walk notes the files of the directory `rel` (workspace-relative), or None once
         the census holds too many and was dropped."""
         if self.dirs is None:

@@ -56,12 +56,47 @@ import stat
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import count
 from pathlib import Path
 from typing import Protocol
 
 from sandbox import gitexec, gitshape
+
+_native_listdir: Callable[..., tuple[list[str], list[tuple[str, bool]], list[tuple[str, int]], list[str]]] | None
+try:  # the native listing (sandbox/_listdir.c), built by setup.py when a C compiler was at hand
+    from sandbox._listdir import listdir as _native_listdir
+except ImportError:  # pragma: no cover (CI builds it: tests/sandbox/test_listdir.py says when it is missing)
+    _native_listdir = None
+
+def native_listing() -> bool:
+    """Whether the walk lists through sandbox/_listdir.c (else in Python: the same, slower)."""
+    return _native_listdir is not None
+
+
+# A file's lstat as the start's walk notes it (sandbox.census): its record (bytes, `record`) where one
+# holds it, else the os.stat_result.
+Lstat = os.stat_result | bytes
+_RECORD = struct.Struct(">11L")
+_U32 = 1 << 32
+
+
+def record(st: os.stat_result) -> bytes | None:
+    """The census's record of a file with this lstat: the 40 bytes of git's index entry for it (ctime
+    s, ns, mtime s, ns, dev, ino, git's mode, uid, gid, size, each to 32 bits), then st_mode; None for
+    anything but a file or symlink with one link whose times and size git's 32 bits hold exactly.
+    sandbox/_listdir.c makes the same record natively."""
+    mode = st.st_mode
+    if st.st_nlink != 1 or not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)) or not 0 <= st.st_size < _U32:
+        return None
+    ctime_s, ctime_ns = divmod(st.st_ctime_ns, 1_000_000_000)
+    mtime_s, mtime_ns = divmod(st.st_mtime_ns, 1_000_000_000)
+    if not (0 <= ctime_s < _U32 and 0 <= mtime_s < _U32):
+        return None
+    git_mode = 0o120000 if stat.S_ISLNK(mode) else 0o100755 if mode & stat.S_IXUSR else 0o100644
+    return _RECORD.pack(ctime_s, ctime_ns, mtime_s, mtime_ns, st.st_dev & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF, git_mode,
+                        st.st_uid & 0xFFFFFFFF, st.st_gid & 0xFFFFFFFF, st.st_size, mode)
 
 # Entry names that make a directory a git directory, or a .git pointer.
 _WATCHED = frozenset({".git", "HEAD", "objects", "refs", "commondir"})
@@ -104,13 +139,13 @@ class Changes:
     specials: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
     # The sandbox start's lstat of each file (directory -> name -> lstat), on the interval it was taken in
     # when nothing was missed since (sandbox.census: a file named here, or below a name here, may differ now).
-    census: dict[str, dict[str, os.stat_result]] | None = None
+    census: dict[str, dict[str, Lstat]] | None = None
 
 
 class FileNotes(Protocol):
     """Where the start's walk notes each directory's files (sandbox.census.Census)."""
 
-    def directory(self, rel: str) -> dict[str, os.stat_result] | None:
+    def directory(self, rel: str) -> dict[str, Lstat] | None:
         """The dict for the directory `rel`'s files (name -> lstat), or None: note nothing more."""
 
 
@@ -455,8 +490,23 @@ class GitGuard:
         )
 
 
-def _list(fd: int, signature: tuple[int, int, int], files: dict[str, os.stat_result] | None = None) -> _Listing:
-    """The directory open as `fd`; `files`: given, gets the lstat of each regular file, symlink and `.git`."""
+def _list(fd: int, signature: tuple[int, int, int], files: dict[str, Lstat] | None = None) -> _Listing:
+    """The directory open as `fd`; `files`: given, gets the lstat of each regular file, symlink and `.git`
+    (natively: a record where one holds it, sandbox/_listdir.c)."""
+    if _native_listdir is None:
+        return _list_python(fd, signature, files)
+    subdirs, watched, specials, restat = _native_listdir(fd, _WATCHED, files)
+    for name in restat:  # no record holds it (record() says when): the os.stat_result, as _note keeps it
+        assert files is not None
+        try:
+            files[name] = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            del files[name]  # gone since it was listed
+    return _Listing(signature, frozenset(subdirs), tuple(sorted(watched)), tuple(sorted(specials)))
+
+
+def _list_python(fd: int, signature: tuple[int, int, int], files: dict[str, Lstat] | None = None) -> _Listing:
+    """_list without the native listing (the same listing and records, slower)."""
     subdirs: list[str] = []
     watched: list[tuple[str, bool]] = []
     specials: list[tuple[str, int]] = []
@@ -477,11 +527,12 @@ def _list(fd: int, signature: tuple[int, int, int], files: dict[str, os.stat_res
     return _Listing(signature, frozenset(subdirs), tuple(sorted(watched)), tuple(sorted(specials)))
 
 
-def _note(files: dict[str, os.stat_result], entry: os.DirEntry) -> None:
+def _note(files: dict[str, Lstat], entry: os.DirEntry) -> None:
     try:
-        files[entry.name] = entry.stat(follow_symlinks=False)  # fstatat below the directory's descriptor
+        st = entry.stat(follow_symlinks=False)  # fstatat below the directory's descriptor
     except OSError:
-        pass  # gone since it was listed
+        return  # gone since it was listed
+    files[entry.name] = record(st) or st
 
 
 def _kind(entry: os.DirEntry) -> int:

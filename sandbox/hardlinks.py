@@ -134,7 +134,8 @@ def find_shared(workspace: Path, own: Path | None = None, census: Census | None 
     if census is not None and census.dirs is not None:
         for rel, files in census.dirs.items():
             for name, st in files.items():
-                if st.st_nlink > 1 and stat.S_ISREG(st.st_mode):  # symlinks, a .git: nothing to write through
+                # A record (bytes, sandbox.census) is a file with one link; symlinks, a .git: nothing to write through.
+                if not isinstance(st, bytes) and st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
                     names[(st.st_dev, st.st_ino)].append(_join(rel, name))
                     stats[(st.st_dev, st.st_ino)] = st
         unreadable = list(census.unreadable)

@@ -29,3 +29,16 @@ need() {
     echo "${0##*/}: $package is installed but $command is still not on PATH ($PATH). $why" >&2
     return 1
 }
+
+# need_python_headers WHY: the headers (Python.h) of .venv's Python are installed, or the reason was
+# said and this returns 1. Debian packages them apart from the interpreter (python3.X-dev).
+need_python_headers() {
+    local why=$1 include package
+    include=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+    [ -f "$include/Python.h" ] && return 0
+    package=$(.venv/bin/python -c 'import sys; print("python%d.%d-dev" % sys.version_info[:2])')
+    install_package "$package" "$why ($include/Python.h is missing)." || return 1
+    [ -f "$include/Python.h" ] && return 0
+    echo "${0##*/}: $package is installed, yet $include/Python.h is still missing. $why" >&2
+    return 1
+}

@@ -468,6 +468,17 @@ def test_without_git_checkpoints_are_off_and_doctor_says_so(monkeypatch: pytest.
     assert checkpoints_check(settings).status == "OK"
 
 
+def test_doctor_says_when_the_native_listing_is_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from abhed.session import config
+    from abhed.cli.doctor import checkpoints_check
+    from sandbox import gitguard
+    settings = config.load({}, env={"ABHED_HOME": str(tmp_path / "h"), "ABHED_CONFIG": ""})
+    monkeypatch.setattr(gitguard, "_native_listdir", None)
+    check = checkpoints_check(settings)
+    assert check.status == "WARN" and "on (" in check.message and "native listing" in check.message
+    assert "gcc and python3-dev" in check.message and "scripts/setup" in check.message
+
+
 # -- found by mutation testing (scripts/mutate.py): each a change no test noticed -------------------
 
 

@@ -167,6 +167,32 @@ def test_what_changed_after_the_sandbox_start_s_census_is_read_and_the_rest_is_t
     assert not {b"notes.md", b"pair/a.txt", b"pair/b.txt", b"src/lib/a.py", b"src/lib/data.bin"} & set(hits)
 
 
+@pytest.mark.parametrize("version", [2, 4])  # 4: names prefix-compressed, the stat bytes packed from the fields
+def test_a_census_record_takes_a_file_only_as_the_index_has_it_and_keeps_its_exact_mode(
+        tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, version: int) -> None:
+    """The census's records (sandbox.census: git's stat bytes, then st_mode) against the index: a file
+    changed before the session (same size) is read, not taken; one over checkpoints.max_file_bytes is
+    not taken; the exact mode of one taken (0600) is kept for undo."""
+    ws = tmp_path / "ws"
+    repository(ws)
+    git(ws, "update-index", "--index-version", str(version))
+    (ws / "notes.md").write_bytes(b"LINE 1\nLINE 2\n")  # before the session: the census sees it as it is now
+    hits = census_hits(monkeypatch)
+    real_init = Shadow.__init__
+    def small_files(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        self.max_file_bytes = 1000  # src/lib/data.bin has 1,024
+    monkeypatch.setattr(Shadow, "__init__", small_files)
+    with warmed(ws, home) as shadow:
+        modes = shadow._modes()["modes"]
+    index = {e.name: e.oid for e in gitindex.read(shadow.git_dir / "index").entries}
+    assert {b"notes.md", b"src/secret.txt", b"src/lib/data.bin"} <= set(hits)  # each had a record
+    assert index[b"notes.md"] == blob_id(b"LINE 1\nLINE 2\n")
+    assert b"src/lib/data.bin" not in index
+    assert index[b"src/secret.txt"] == blob_id(b"keep me private\n") and modes["src/secret.txt"] == 0o600
+    assert b"run.sh" in index and index[b"link"] == blob_id(b"src/lib/a.py")  # taken: the rest as it was
+
+
 def test_no_file_of_a_nested_repository_is_taken_from_the_census_whether_it_was_there_or_made_since(
         tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The outer repository's index still names files of a directory that became a repository of its own

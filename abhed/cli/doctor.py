@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import sandbox
 from abhed.session import checkpoint
+from sandbox import gitguard
 from sandbox.backends import capabilities, lookup
 from abhed.session.config import Settings
 from abhed.common import formats
@@ -323,7 +324,13 @@ def checkpoints_check(settings: Settings) -> Check:
     if git is None:
         return Check("WARN", "checkpoints", "off: there is no git binary on PATH, so changes cannot be undone with "
                                             "`abhed undo`. Install git (e.g. apt-get install git) to turn them on.")
-    return Check("OK", "checkpoints", f"on ({git}); snapshots under {settings.home / 'checkpoints'}")
+    where = f"on ({git}); snapshots under {settings.home / 'checkpoints'}"
+    if not gitguard.native_listing():
+        return Check("WARN", "checkpoints", f"{where}. The first snapshot of a large repository is slower than it "
+                                            "should be: this Abhed was installed without its native listing (no C "
+                                            "compiler or Python headers then). Install gcc and python3-dev, then run "
+                                            "scripts/setup again.")
+    return Check("OK", "checkpoints", where)
 
 
 def _rg() -> Check:

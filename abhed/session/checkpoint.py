@@ -98,6 +98,7 @@ from abhed.common import hostproc
 from abhed.files.atomic import replace_file
 from abhed.session import changeset, collect, gitindex, gitobjects, hashing, journal, mapped, repostate, seed, treeio, uncovered
 from sandbox import reserve
+from sandbox.gitguard import Lstat
 
 MAX_LISTED = 50  # paths named in one message or event; the rest are counted
 # Up to this many tracked files, a later snapshot still lstat's every one (diff-files: ~20 ms at most here):
@@ -1107,7 +1108,7 @@ class Since:
     listing: changeset.Listing | None = None  # set when the snapshot was taken from the change set
     new_tops: list[str] = field(default_factory=list)  # left-out entries that appeared (for the survey)
     dirs: set[str] = field(default_factory=set)  # directories whose entries may differ (for the specials)
-    census: dict[str, dict[str, os.stat_result]] | None = None  # the sandbox start's lstat's (seed.Census)
+    census: dict[str, dict[str, Lstat]] | None = None  # the sandbox start's lstat's (seed.Census)
 
 
 @dataclass

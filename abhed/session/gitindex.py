@@ -68,15 +68,22 @@ def mode_of(st: os.stat_result) -> int:
 def entry(name: bytes, st: os.stat_result, oid: bytes, now: float, settled: bool = True) -> Entry:
     """The entry of `name` as read through a descriptor whose fstat was `st`; `settled` False when it
     changed while it was read (then, as when racily clean, git is made to report it next time)."""
-    mode = mode_of(st)
+    ctime_s, ctime_ns = divmod(st.st_ctime_ns, 1_000_000_000)
     mtime_s, mtime_ns = divmod(st.st_mtime_ns, 1_000_000_000)
+    return entry_of(name, (ctime_s, ctime_ns, mtime_s, mtime_ns, st.st_dev, st.st_ino, mode_of(st), st.st_uid,
+                           st.st_gid, st.st_size), oid, now, settled)
+
+
+def entry_of(name: bytes, fields: tuple[int, ...], oid: bytes, now: float, settled: bool = True) -> Entry:
+    """entry(), from the file's ten stat fields as an index keeps them (ctime s, ns, mtime s, ns, dev,
+    ino, mode, uid, gid, size): the seed has them from the repository's index, which they matched."""
     # Racily clean: changed too close to this snapshot for git's whole-second stat compare to see
     # the next change. The inode's change time counts too: a chmod 600 -> 644 leaves the mtime and
-    # git's mode (100644) alone, so only ctime could tell, and in the same second it cannot.
-    if not settled or max(st.st_mtime, st.st_ctime) >= now - RACY_S:  # make git report it: read again
-        mtime_s = mtime_ns = 0
-    ctime_s, ctime_ns = divmod(st.st_ctime_ns, 1_000_000_000)
-    return _packed(name, (ctime_s, ctime_ns, mtime_s, mtime_ns, st.st_dev, st.st_ino, mode, st.st_uid, st.st_gid, st.st_size), oid)
+    # git's mode (100644) alone, so only ctime could tell, and in the same second it cannot. (The
+    # times as os.stat_result's floats are: seconds + nanoseconds * 1e-9.)
+    if not settled or max(fields[2] + fields[3] * 1e-9, fields[0] + fields[1] * 1e-9) >= now - RACY_S:
+        fields = (*fields[:2], 0, 0, *fields[4:])  # make git report it: read again
+    return _packed(name, fields, oid)
 
 
 def named(name: bytes) -> Entry:

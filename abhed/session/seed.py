@@ -73,6 +73,7 @@ from hashlib import sha1
 from pathlib import Path
 
 from abhed.session import gitindex, gitobjects, treeio
+from sandbox.gitguard import Lstat
 from sandbox.hardlinks import BIND_MIN_BYTES
 
 PACKS = "repo-packs"  # the store's directory of linked packs (an object directory: pack/ below it)
@@ -83,6 +84,7 @@ _INCLUDE = re.compile(rb"^\s*\[\s*include", re.I | re.M)
 TAKEN_MODES = frozenset({0o100644, 0o100755, 0o120000})
 _FS = (sys.getfilesystemencoding(), sys.getfilesystemencodeerrors())  # os.fsdecode's, without its call per name
 MASK = 0xFFFFFFFF
+_STAT40 = struct.Struct(">10L")  # an index entry's stat fields (gitindex.STAT's first ten)
 ASSUME_VALID, EXTENDED, STAGE = 0x8000, 0x4000, 0x3000
 SKIP_WORKTREE, INTENT_TO_ADD = 0x4000, 0x2000  # in the extended flags (index version 3 and up)
 
@@ -231,23 +233,24 @@ class Census:
     parent with O_NOFOLLOW) and is no nested repository's: neither it nor one above it held a
     `.git` then, and the change set names none made since; so the seed opens none of them."""
 
-    def __init__(self, dirs: dict[str, dict[str, os.stat_result]], touched: set[str]) -> None:
+    def __init__(self, dirs: dict[str, dict[str, Lstat]], touched: set[str]) -> None:
         self.dirs = dirs
         self.touched = {os.fsencode(path) for path in touched}
         # The directories below the root holding a .git, as the walk found them or as the change set names one.
         self._nested = {os.fsencode(d) for d, files in dirs.items() if d and ".git" in files} | \
             {path[:-5] for path in self.touched if path.endswith(b"/.git")}
-        self._files: dict[bytes, dict[str, os.stat_result] | None] = {}  # directory -> its files, None: not vouched
+        self._files: dict[bytes, dict[str, Lstat] | None] = {}  # directory -> its files, None: not vouched
 
-    def stat(self, name: bytes, parent: bytes, base: bytes) -> os.stat_result | None:
-        """The lstat of `name` (`base` in the directory `parent`) the census vouches for, or None."""
+    def stat(self, name: bytes, parent: bytes, base: bytes) -> Lstat | None:
+        """The lstat of `name` (`base` in the directory `parent`) the census vouches for, or None; a
+        record (bytes) is of a file with one link (sandbox.census)."""
         if parent not in self._files:
             self._files[parent] = self.dirs.get(os.fsdecode(parent)) if self._vouched(parent) else None
         files = self._files[parent]
         if files is None:
             return None
         st = files.get(base.decode(*_FS))
-        if st is None or st.st_nlink != 1 or name in self.touched:
+        if st is None or (not isinstance(st, bytes) and st.st_nlink != 1) or name in self.touched:
             return None
         return st
 
@@ -308,20 +311,22 @@ class Seeder:
         limit = index.st.st_mtime_ns - 1_000_000_000  # racily clean (git's rule, to the whole second) from here
         untaken: set[bytes] = set()
         for entry in entries:
-            st = self._take(entry, known, scopes, limit)
-            if st is None:
+            mode = self._take(entry, known, scopes, limit)
+            if mode is None:
                 if entry[1][6] in TAKEN_MODES:  # a file or a symlink (a submodule is a nested repository: not covered)
                     untaken.add(entry[0])
                 continue
+            # Taken: the file's stat is the entry's (to the nanosecond), so the entry's fields stand for it.
             name, fields, oid, _usable, raw = entry
-            if raw is not None and st.st_mtime_ns < fresh_ns and st.st_ctime_ns < fresh_ns:
+            if raw is not None and fields[2] * 1_000_000_000 + fields[3] < fresh_ns \
+                    and fields[0] * 1_000_000_000 + fields[1] < fresh_ns:
                 taken = gitindex.Entry(name, fields[6], oid, raw)  # the same bytes
             else:
-                taken = gitindex.entry(name, st, oid, now)
+                taken = gitindex.entry_of(name, fields, oid, now)
             seeded.entries[name] = taken
             needed.add(oid)
-            perm = st.st_mode & 0o7777
-            if perm != 0o644 and perm != 0o755 and stat.S_ISREG(st.st_mode):
+            perm = mode & 0o7777
+            if perm != 0o644 and perm != 0o755 and stat.S_ISREG(mode):
                 seeded.modes[os.fsdecode(name)] = perm
         try:
             seeded.packs = self._link([(n, fds) for n, fds, ids in packs if ids & needed])
@@ -345,8 +350,8 @@ class Seeder:
         return sorted(name for name in names if not _bad_name(name)
                       and not self._nested_below(os.fsdecode(name.rpartition(b"/")[0])))
 
-    def _take(self, entry: RepoEntry, known: set[bytes], scopes: list[bytes], limit_ns: int) -> os.stat_result | None:
-        """The file's lstat when the entry can be taken, else None."""
+    def _take(self, entry: RepoEntry, known: set[bytes], scopes: list[bytes], limit_ns: int) -> int | None:
+        """The file's st_mode when the entry can be taken, else None."""
         name, f, oid, usable, _raw = entry
         if not usable or oid not in known or f[6] not in TAKEN_MODES:
             return None  # a submodule (160000) or anything git would not write; a blob not in a pack
@@ -359,6 +364,10 @@ class Seeder:
             return None  # racily clean: changed within a second of the index
         parent, _, base = name.rpartition(b"/")
         st = self.census.stat(name, parent, base) if self.census is not None else None
+        if isinstance(st, bytes):  # the start's record of it (sandbox.census): git's 40 bytes, then st_mode
+            if st[:40] != (entry[4][:40] if entry[4] is not None else _STAT40.pack(*f)) or f[9] > self.max_file_bytes:
+                return None
+            return int.from_bytes(st[40:], "big")
         if st is None:  # not vouched for: its directory opened here (and refused when it is a nested repository's)
             dirfd = self._dirs.get(parent, -1)
             if dirfd == -1:
@@ -380,7 +389,7 @@ class Seeder:
             return None
         if st.st_size > self.max_file_bytes:
             return None
-        return st
+        return mode
 
     def _open_dir(self, parent: bytes) -> int | None:
         """The directory `parent`, or None when it is not a plain directory below the root, or a

@@ -10,6 +10,13 @@ import pytest
 
 import sandbox
 from sandbox import census as census_module
+from sandbox import gitguard
+
+
+def lstat(path: Path) -> gitguard.Lstat:
+    """What the census keeps of the file at `path` (gitguard.record)."""
+    st = os.lstat(path)
+    return gitguard.record(st) or st
 
 
 def tree(ws: Path) -> Path:
@@ -22,7 +29,7 @@ def tree(ws: Path) -> Path:
     return ws
 
 
-def names(found: dict[str, dict[str, os.stat_result]]) -> dict[str, set[str]]:
+def names(found: dict[str, dict[str, gitguard.Lstat]]) -> dict[str, set[str]]:
     return {rel: set(files) for rel, files in found.items() if files}
 
 
@@ -35,8 +42,8 @@ def test_the_first_interval_carries_each_file_s_and_symlink_s_lstat_and_no_later
         changes, _quiet = taken
         assert changes.census is not None
         assert names(changes.census) == {"": {"a.txt", "link", ".git"}, "sub": {"b.txt"}, "sub/deep": {"c.txt"}}
-        assert changes.census["sub/deep"]["c.txt"] == os.lstat(ws / "sub" / "deep" / "c.txt")
-        assert changes.census["sub"]["b.txt"] != os.lstat(ws / "sub" / "b.txt")  # stale, and so named:
+        assert changes.census["sub/deep"]["c.txt"] == lstat(ws / "sub" / "deep" / "c.txt")
+        assert changes.census["sub"]["b.txt"] != lstat(ws / "sub" / "b.txt")  # stale, and so named:
         assert "sub/b.txt" in changes.paths
         again = sb.take_changes()
         assert again is not None and again[0].census is None
@@ -52,7 +59,7 @@ def test_a_nested_repository_s_git_is_in_the_census_whatever_its_kind(tmp_path: 
         assert taken is not None and taken[0].census is not None
         found = taken[0].census
         assert names(found) == {"": {"a.txt", "link", ".git"}, "sub": {"b.txt", ".git"}, "sub/deep": {"c.txt", ".git"}}
-        assert found["sub"][".git"] == os.lstat(ws / "sub" / ".git")
+        assert found["sub"][".git"] == lstat(ws / "sub" / ".git")
 
 
 def test_no_census_unless_asked_for(tmp_path: Path) -> None:
