@@ -1,13 +1,17 @@
-"""The one native part of Abhed, beside pyproject.toml (which says everything else).
+"""The native parts of Abhed, beside pyproject.toml (which says everything else).
 
-sandbox/_listdir.c lists a directory and lstat's its files for the git guard's start walk (issue 34:
-the first checkpoint of a large tree). It is optional: when no C compiler or Python headers are at
-hand the build goes on without it, and sandbox.gitguard lists in Python, with the same result,
-slower. scripts/setup installs both so that a checkout has it; the binary's build (build.sh) needs
-them anyway.
+Two small C modules that spare the first checkpoint of a large tree its per-file Python (issue 34):
+sandbox/_listdir.c lists a directory and lstat's its files for the git guard's start walk, and
+abhed/session/_seed.c reads the repository's index and takes the entries that walk vouches for. Both are
+optional: when no C compiler or Python headers are at hand the build goes on without them, and the
+same work is done in Python, with the same result, slower. scripts/setup installs both so that a
+checkout has them; the binary's build (build.sh) needs them anyway.
 """
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("sandbox._listdir", ["sandbox/_listdir.c"], optional=True,
-                             extra_compile_args=["-O2", "-Wall", "-Werror=implicit-function-declaration"])])
+FLAGS = ["-O2", "-Wall", "-Werror=implicit-function-declaration"]
+
+setup(ext_modules=[Extension("sandbox._listdir", ["sandbox/_listdir.c"], optional=True, extra_compile_args=FLAGS),
+                   Extension("abhed.session._seed", ["abhed/session/_seed.c"], optional=True,
+                             extra_compile_args=FLAGS)])

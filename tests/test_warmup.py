@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from hashlib import sha1
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -121,7 +122,8 @@ def blob_id(data: bytes) -> bytes:
 
 
 def census_hits(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
-    """The names whose lstat the seed took from the sandbox start's census (seed.Census)."""
+    """The names whose lstat the seed took from the sandbox start's census (seed.Census), whether the
+    Python loop looked it up or the native one took the entry (abhed/session/_seed.c)."""
     hits: list[bytes] = []
     real = seed.Census.stat
     def stat(self, name, parent, base):
@@ -130,6 +132,13 @@ def census_hits(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
             hits.append(name)
         return st
     monkeypatch.setattr(seed.Census, "stat", stat)
+    if seed._native is not None:
+        native = seed._native
+        def take(*args):
+            rest = native.take(*args)
+            hits.extend(args[9])  # taken
+            return rest
+        monkeypatch.setattr(seed, "_native", SimpleNamespace(take=take, entries=native.entries))
     return hits
 
 

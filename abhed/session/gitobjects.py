@@ -53,6 +53,34 @@ def write_object(objects: Path, kind: bytes, body: bytes) -> bytes:
     return oid
 
 
+# A pack's object types (git's pack format).
+PACK_TYPES = {b"commit": 1, b"tree": 2, b"blob": 3}
+
+
+def pack_entry(kind: bytes, body: bytes, level: int) -> bytes:
+    """One object as a pack holds it: its type and size (git's varint), then its body through zlib."""
+    size = len(body)
+    head = bytearray([(PACK_TYPES[kind] << 4) | (size & 0x0F)])
+    size >>= 4
+    while size:
+        head[-1] |= 0x80
+        head.append(size & 0x7F)
+        size >>= 7
+    return bytes(head) + zlib.compress(body, level)
+
+
+def write_pack_file(pack_dir: Path, entries: list[bytes]) -> Path:
+    """`entries` (pack_entry's) as one pack file under `pack_dir`, not yet indexed; its path. git's
+    index-pack then names every object from its content (so a pack holds nothing else), and writes
+    the index that makes the pack part of the store."""
+    data = b"".join([b"PACK", (2).to_bytes(4, "big"), len(entries).to_bytes(4, "big"), *entries])
+    data += sha1(data).digest()
+    pack_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = pack_dir / f"pack-{data[-20:].hex()}.pack"
+    write_file(path, data)
+    return path
+
+
 def read_loose(objects: Path, oid: str) -> tuple[bytes, bytes] | None:
     """(kind, body) of a loose object of the store; None when it is not stored loose (packed, or missing)."""
     try:

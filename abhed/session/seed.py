@@ -71,6 +71,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from hashlib import sha1
 from pathlib import Path
+from types import ModuleType
 
 from abhed.session import gitindex, gitobjects, treeio
 from sandbox.gitguard import Lstat
@@ -95,6 +96,12 @@ SKIP_WORKTREE, INTENT_TO_ADD = 0x4000, 0x2000  # in the extended flags (index ve
 #  raw: the entry's bytes when they are a version 2 entry as the shadow index has them, else None)
 RepoEntry = tuple
 
+_native: ModuleType | None
+try:  # the seed's native loops (abhed/session/_seed.c), built by setup.py when a C compiler was at hand
+    from abhed.session import _seed as _native
+except ImportError:  # pragma: no cover (CI builds it: tests/test_seed_native.py says when it is missing)
+    _native = None
+
 
 @dataclass
 class Seeded:
@@ -117,6 +124,21 @@ def parse_index(data: bytes) -> tuple[int, list[RepoEntry]]:
     signature, version, count = gitindex.HEADER.unpack_from(data)
     if signature != b"DIRC" or version not in (2, 3, 4):
         raise ValueError(f"it is not an index of version 2 to 4 ({signature!r}, version {version})")
+    # Natively when the module is built (the same entries; None for any entry not well formed, which
+    # the loop below then names).
+    found = _native.entries(data, version, count) if _native is not None else None
+    entries, offset = found if found is not None else _entries(data, version, count)
+    end = len(data) - 20
+    while offset + 8 <= end:  # extensions: an upper-case one is optional, any other required (split, sparse)
+        signature, size = struct.unpack_from(">4sL", data, offset)
+        if not signature[:1].isupper():
+            raise ValueError(f"it needs the extension {signature!r} (a split or sparse index)")
+        offset += 8 + size
+    return version, entries
+
+
+def _entries(data: bytes, version: int, count: int) -> tuple[list[RepoEntry], int]:
+    """parse_index's entries, and the offset after them."""
     entries: list[RepoEntry] = []
     offset, end, previous = gitindex.HEADER.size, len(data) - 20, b""
     unpack, size = gitindex.STAT.unpack_from, gitindex.STAT.size
@@ -150,12 +172,7 @@ def parse_index(data: bytes) -> tuple[int, list[RepoEntry]]:
         usable = not (flags & (ASSUME_VALID | STAGE)) and not (extended & (SKIP_WORKTREE | INTENT_TO_ADD))
         raw = data[at:offset] if version != 4 and not flags & EXTENDED else None
         entries.append((name, values[:10], oid, usable, raw))
-    while offset + 8 <= end:  # extensions: an upper-case one is optional, any other required (split, sparse)
-        signature, size = struct.unpack_from(">4sL", data, offset)
-        if not signature[:1].isupper():
-            raise ValueError(f"it needs the extension {signature!r} (a split or sparse index)")
-        offset += 8 + size
-    return version, entries
+    return entries, offset
 
 
 def _varint(data: bytes, at: int) -> tuple[int, int]:
@@ -244,15 +261,19 @@ class Census:
     def stat(self, name: bytes, parent: bytes, base: bytes) -> Lstat | None:
         """The lstat of `name` (`base` in the directory `parent`) the census vouches for, or None; a
         record (bytes) is of a file with one link (sandbox.census)."""
-        if parent not in self._files:
-            self._files[parent] = self.dirs.get(os.fsdecode(parent)) if self._vouched(parent) else None
-        files = self._files[parent]
+        files = self.files(parent)
         if files is None:
             return None
         st = files.get(base.decode(*_FS))
         if st is None or (not isinstance(st, bytes) and st.st_nlink != 1) or name in self.touched:
             return None
         return st
+
+    def files(self, parent: bytes) -> dict[str, Lstat] | None:
+        """The files of the directory `parent` (name -> lstat) when the census vouches for it, else None."""
+        if parent not in self._files:
+            self._files[parent] = self.dirs.get(os.fsdecode(parent)) if self._vouched(parent) else None
+        return self._files[parent]
 
     def _vouched(self, directory: bytes) -> bool:
         """Whether neither `directory` nor one above it is named by the change set (the root, b"",
@@ -310,7 +331,11 @@ class Seeder:
         fresh_ns = int((now - gitindex.RACY_S - 1) * 1_000_000_000)  # newer: rewritten with mtime 0 (gitindex.entry)
         limit = index.st.st_mtime_ns - 1_000_000_000  # racily clean (git's rule, to the whole second) from here
         untaken: set[bytes] = set()
-        for entry in entries:
+        rest = entries
+        if self.census is not None and _native is not None:  # takes what it can as the loop below would
+            rest = _native.take(entries, known, self.census.files, self.census.touched, tuple(scopes), limit, fresh_ns,
+                                self.max_file_bytes, gitindex.Entry, seeded.entries, needed, seeded.modes)
+        for entry in rest:
             mode = self._take(entry, known, scopes, limit)
             if mode is None:
                 if entry[1][6] in TAKEN_MODES:  # a file or a symlink (a submodule is a nested repository: not covered)
@@ -679,21 +704,6 @@ def _one_each(items: list[tuple[bytes, bytes]]) -> None:
 
 def write_pack(pack_dir: Path, bodies: list[bytes]) -> Path:
     """`bodies` as tree objects in one pack file under `pack_dir` (not yet indexed); its path."""
-    parts = [b"PACK", struct.pack(">LL", 2, len(bodies))]
-    for body in bodies:
-        size = len(body)
-        head = bytearray([(2 << 4) | (size & 0x0F)])  # type 2: a tree
-        size >>= 4
-        while size:
-            head[-1] |= 0x80
-            head.append(size & 0x7F)
-            size >>= 7
-        # Stored, not compressed (level 0, a valid zlib stream for git): 0.13 s of CPU less on the Linux
-        # tree's 5,000 trees, for 3.4 MB of pack instead of about 1.5 (git's own gc packs them again).
-        parts += [bytes(head), zlib.compress(body, 0)]
-    data = b"".join(parts)
-    data += sha1(data).digest()
-    pack_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = pack_dir / f"pack-{data[-20:].hex()}.pack"
-    gitobjects.write_file(path, data)
-    return path
+    # Stored, not compressed (level 0, a valid zlib stream for git): 0.13 s of CPU less on the Linux
+    # tree's 5,000 trees, for 3.4 MB of pack instead of about 1.5 (git's own gc packs them again).
+    return gitobjects.write_pack_file(pack_dir, [gitobjects.pack_entry(b"tree", body, 0) for body in bodies])
