@@ -5,12 +5,15 @@ with a real census (the git guard's start walk) and the change set's names."""
 from __future__ import annotations
 
 import os
+import struct
 import time
 from hashlib import sha1
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from abhed.session import gitindex, seed, treeio
 from sandbox import census as census_module
@@ -282,3 +285,93 @@ def test_a_name_met_again_goes_to_the_loop_and_an_index_out_of_order_goes_whole(
     assert rest == [again] and set(taken) == {b"dir/a.c", b"dir/b.c"}
     rest, taken, needed, modes = run_take([b, a], files)
     assert rest == [b, a] and taken == {} and needed == set() and modes == {}
+
+
+# -- entries(): parse_index's entries, or None for parse_index to say what is wrong ---------------------
+
+
+def parsed(data: bytes, native: bool, monkeypatch: pytest.MonkeyPatch) -> object:
+    """parse_index's result, or its error as (type, message)."""
+    monkeypatch.setattr(seed, "_native", MODULE if native else None)
+    try:
+        return seed.parse_index(data)
+    except (ValueError, IndexError, struct.error) as exc:  # what Seeder.seed takes as an index it cannot use
+        return (type(exc), str(exc))
+
+
+@pytest.fixture(scope="module")
+def indexes(tmp_path_factory: pytest.TempPathFactory) -> dict[int, bytes]:
+    """A real index of each version, with an intent-to-add (3 and 4) and names sharing long prefixes."""
+    found = {}
+    for version in (2, 3, 4):
+        ws = tmp_path_factory.mktemp(f"v{version}") / "ws"
+        repository(ws)
+        (ws / "src" / "lib" / "deeper").mkdir()
+        (ws / "src" / "lib" / "deeper" / "a.py").write_text("x\n")
+        (ws / "later.c").write_text("later\n")
+        git(ws, "add", "src")
+        if version > 2:  # (an intent to add is an extended flag: version 3 and up)
+            git(ws, "add", "-N", "later.c")
+        git(ws, "update-index", "--index-version", str(version))
+        found[version] = (ws / ".git" / "index").read_bytes()
+    return found
+
+
+@native
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_a_real_index_of_each_version_reads_the_same(indexes: dict[int, bytes], version: int,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    data = indexes[version]
+    assert seed.parse_index(data)[0] == version
+    native = parsed(data, True, monkeypatch)
+    assert native == parsed(data, False, monkeypatch)
+    assert isinstance(native, tuple) and len(native[1]) >= 7 and any(raw is None for *_, raw in native[1]) == (version > 2)
+
+
+def resealed(data: bytes) -> bytes:
+    """`data` with its checksum made right again (a damaged index git would call well formed)."""
+    return data[:-20] + sha1(data[:-20]).digest()
+
+
+@native
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(version=st.sampled_from([2, 3, 4]), where=st.integers(0, 1 << 30), value=st.integers(0, 255),
+       cut=st.integers(0, 1 << 30), mode=st.sampled_from(["byte", "cut", "count"]))
+def test_any_damaged_index_reads_or_fails_as_python_reads_it(indexes: dict[int, bytes], monkeypatch: pytest.MonkeyPatch,
+                                                            version: int, where: int, value: int, cut: int, mode: str) -> None:
+    data = bytearray(indexes[version][:-20])
+    if mode == "byte":
+        at = 12 + where % (len(data) - 12)
+        data[at] = value
+    elif mode == "cut":
+        del data[12 + cut % (len(data) - 12):]
+    else:
+        data[8:12] = (where % 64).to_bytes(4, "big")  # the entry count
+    damaged = resealed(bytes(data) + bytes(20))
+    assert parsed(damaged, True, monkeypatch) == parsed(damaged, False, monkeypatch)
+
+
+@native
+def test_a_version_2_entry_with_extended_flags_is_named_by_python(indexes: dict[int, bytes],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    data = bytearray(indexes[2][:-20])
+    data[12 + 60] |= 0x40  # the first entry's flags: EXTENDED
+    damaged = resealed(bytes(data) + bytes(20))
+    assert parsed(damaged, False, monkeypatch) == (ValueError, "a version 2 index with extended flags")
+    assert parsed(damaged, True, monkeypatch) == parsed(damaged, False, monkeypatch)
+    assert MODULE.entries(damaged, 2, 1) is None
+
+
+@native
+def test_a_name_that_runs_into_the_checksum_is_named_by_python(indexes: dict[int, bytes],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Version 4: the last name's NUL is cut off, so it runs on into the checksum, up to a zero byte there."""
+    version, entries = seed.parse_index(indexes[4])
+    data = indexes[4][:-20]
+    body = data[:data.rindex(entries[-1][0][-3:]) + 3]  # up to the last name's end, its NUL (and the rest) gone
+    for filler in range(256):  # a checksum with a zero byte, for the name to end at inside it
+        damaged = resealed(body[:-1] + bytes([filler]) + bytes(20))
+        if 0 in damaged[-20:-1]:
+            break
+    assert parsed(damaged, False, monkeypatch) == (ValueError, "it ends inside an entry")
+    assert parsed(damaged, True, monkeypatch) == parsed(damaged, False, monkeypatch)
