@@ -7,6 +7,7 @@ and by what undo can still do, never by the message alone.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import time
@@ -18,6 +19,7 @@ from sandbox import reserve
 from abhed.agent import dispatch
 from abhed.gate.approval import Gate, Policy
 from abhed.session import collect, gitindex
+from abhed.session import checkpoint
 from abhed.session.checkpoint import Checkpoints, CheckpointError, Shadow
 from abhed.session.events import CheckpointEvent, new_id
 from abhed.session.store import SessionStore
@@ -308,3 +310,52 @@ def test_undo_keeps_the_repositorys_own_directories_that_it_empties(ws: Path, ho
     report = undo(cp, session, before.number, force=True, confirm=lambda plan: True)
     assert report.startswith("Undone"), report
     assert not (ws / ".git" / "refs" / "tags" / "v1").exists() and (ws / ".git" / "refs" / "tags").is_dir()
+
+
+# -- many files read at once go into packs (gitobjects.Pack), a few into loose objects ------------------
+
+
+def test_a_snapshot_that_reads_many_files_stores_them_as_a_pack_and_undo_restores_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from abhed.session import gitobjects
+    from test_checkpoint_seed import undo_to
+    monkeypatch.setattr(gitindex, "RACY_S", -10)  # files made a moment ago: the next snapshot reads only the changed
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for n in range(checkpoint.PACK_FROM + 8):  # no git here: every file is read
+        (ws / f"f{n}.txt").write_text(f"file {n}\n")
+    shadow = Shadow(tmp_path / "home", ws, max_count=10)
+    shadow.snapshot("s1", "before", {"call": "c1", "tool": "bash"})
+    objects = shadow.git_dir / "objects"
+    ids = {hashlib.sha1(b"blob %d\0" % len(f"file {n}\n") + f"file {n}\n".encode()).hexdigest()
+           for n in range(checkpoint.PACK_FROM + 8)}
+    assert not any((objects / oid[:2] / oid[2:]).exists() for oid in ids)  # none loose
+    packed = shadow.git("cat-file", "--batch-check", data="".join(f"{oid}\n" for oid in sorted(ids)).encode())
+    assert packed.count(b" blob ") == len(ids) and b"missing" not in packed
+    assert list((objects / "pack").glob("*.pack")) and all(p.with_suffix(".idx").exists() for p in (objects / "pack").glob("*.pack"))
+    for n in range(3):
+        (ws / f"f{n}.txt").write_text("changed\n")
+    shadow.snapshot("s1", "after", {"call": "c1", "tool": "bash", "number": 1})
+    changed = hashlib.sha1(b"blob 8\0changed\n").hexdigest()
+    assert (objects / changed[:2] / changed[2:]).exists()  # a few files: a loose object, no git child
+    undo_to(shadow)
+    assert [(ws / f"f{n}.txt").read_text() for n in range(3)] == ["file 0\n", "file 1\n", "file 2\n"]
+    assert gitobjects.PACK_TYPES[b"blob"] == 3
+
+
+def test_a_pack_over_its_limit_is_written_as_several_and_each_holds_its_objects_once(tmp_path: Path) -> None:
+    from abhed.session import gitobjects
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    shadow = Shadow(tmp_path / "home", ws, max_count=10)
+    shadow.snapshot("s1", "before", {"call": "c1", "tool": "bash"})  # (the store made)
+    pack = gitobjects.Pack(shadow.git_dir / "objects" / "pack", limit=50)  # each object is over it
+    bodies = [os.urandom(80) for _ in range(3)]
+    ids = [pack.add(b"blob", body) for body in bodies]
+    assert pack.add(b"blob", bodies[0]) == ids[0]  # held once
+    written = pack.written()
+    assert len(written) == 3 and pack.written() == written  # one a limit's worth each; nothing written twice
+    for path in written:
+        shadow.git("index-pack", str(path))
+    for oid, body in zip(ids, bodies):
+        assert shadow.git("cat-file", "blob", oid.hex()) == body

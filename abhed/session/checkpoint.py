@@ -79,6 +79,7 @@ through git's `shallow` file, then `git prune`), and the snapshot that did it sa
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import re
@@ -101,6 +102,9 @@ from sandbox import reserve
 from sandbox.gitguard import Lstat
 
 MAX_LISTED = 50  # paths named in one message or event; the rest are counted
+# A snapshot that reads this many files writes their objects as packs (gitobjects.Pack): creating a
+# loose object's file costs more than git's index-pack of a pack that holds a few more.
+PACK_FROM = 32
 # Up to this many tracked files, a later snapshot still lstat's every one (diff-files: ~20 ms at most here):
 # the one write inotify never names, through a hard link made outside the workspace, is then seen too.
 STAT_EVERY_FILE_UP_TO = 20_000
@@ -582,6 +586,9 @@ class Shadow:
         left_here: list[str] = []  # files this listing named that were not taken (read again next time)
         now = time.time()
         objects = self.git_dir / "objects"
+        # Many files to read (a first snapshot, a checkout): their objects go into packs, not a file each.
+        pack = gitobjects.Pack(objects / "pack") if len(paths) >= PACK_FROM else None
+        write = pack.add if pack is not None else functools.partial(gitobjects.write_object, objects)
         ticker = hashing.ticker(report, len(paths), first, self.FIRST_NOTE_FILES)
         with treeio.Tree(str(self.workspace)) as tree, hashing.ended(ticker):
             repo, left_out = self._repo(tree, since, repo_beside)
@@ -599,7 +606,7 @@ class Shadow:
                     changes[name] = None  # gone, beyond a symlink now, or not covered: out of the index
                     modes["modes"].pop(path, None)
                     continue
-                changes[name] = gitindex.entry(name, got.st, gitobjects.write_blob(objects, got.data), now, got.settled)
+                changes[name] = gitindex.entry(name, got.st, write(b"blob", got.data), now, got.settled)
                 perm = stat.S_IMODE(got.st.st_mode)
                 if stat.S_ISREG(got.st.st_mode) and perm != (0o755 if perm & 0o100 else 0o644):
                     modes["modes"][path] = perm
@@ -615,9 +622,11 @@ class Shadow:
             changes = gitindex.differing(index.entries, changes)
             if changes:
                 # Kept here, not written: rewriting a kernel's 9 MB index cost a later snapshot some 40 ms.
-                store = lambda body: gitobjects.write_object(objects, b"tree", body)  # noqa: E731
-                index = self._index = gitindex.updated(index, changes, store)
+                index = self._index = gitindex.updated(index, changes, lambda body: write(b"tree", body))
                 self._unwritten += len(changes)
+            if pack is not None:  # indexed before anything names their objects (the index file, a commit)
+                for written in pack.written():
+                    self.git("index-pack", str(written))
             root = gitindex.root_tree(index)
             if self._unwritten > FLUSH_AFTER:
                 self._write_index()

@@ -3,7 +3,9 @@
 Writing: a blob is what `git hash-object -w --stdin` would store (a loose object: zlib at git's
 loose-object level 1 of "blob <size>\\0" + the bytes, named by the SHA-1 of that), written under a
 temporary name in the object's directory and renamed into place, so a kill leaves either nothing or
-the whole object. git is never handed a workspace path to read.
+the whole object. git is never handed a workspace path to read. A snapshot that reads many files
+(checkpoint.PACK_FROM) gathers their objects into packs instead (`Pack`), which git's index-pack
+names from their content: one file instead of one per object.
 
 Reading: one `git cat-file --batch` for a whole undo, with a deadline (abhed.common.hostproc).
 """
@@ -55,6 +57,7 @@ def write_object(objects: Path, kind: bytes, body: bytes) -> bytes:
 
 # A pack's object types (git's pack format).
 PACK_TYPES = {b"commit": 1, b"tree": 2, b"blob": 3}
+PACK_BYTES = 64 << 20  # compressed objects a Pack holds in memory before it writes them out
 
 
 def pack_entry(kind: bytes, body: bytes, level: int) -> bytes:
@@ -79,6 +82,44 @@ def write_pack_file(pack_dir: Path, entries: list[bytes]) -> Path:
     path = pack_dir / f"pack-{data[-20:].hex()}.pack"
     write_file(path, data)
     return path
+
+
+class Pack:
+    """Objects gathered into pack files instead of a loose file each: a first snapshot that reads a
+    thousand files wrote a thousand loose objects, each a file created and renamed (two seconds on a
+    slow disk: issue 34). `written()` writes what is held and names every pack file made, for the
+    caller to index (git index-pack) before anything names their objects."""
+
+    def __init__(self, pack_dir: Path, level: int = 1, limit: int = PACK_BYTES) -> None:
+        self.pack_dir = pack_dir
+        self.level = level
+        self.limit = limit
+        self._entries: list[bytes] = []
+        self._held = 0
+        self._ids: set[bytes] = set()
+        self._files: list[Path] = []
+
+    def add(self, kind: bytes, body: bytes) -> bytes:
+        """Hold an object of `kind` (blob, tree, commit); its 20-byte id."""
+        oid = sha1(b"%s %d\0" % (kind, len(body)) + body).digest()
+        if oid not in self._ids:
+            self._ids.add(oid)
+            entry = pack_entry(kind, body, self.level)
+            self._entries.append(entry)
+            self._held += len(entry)
+            if self._held > self.limit:
+                self._write()
+        return oid
+
+    def written(self) -> list[Path]:
+        """Every pack file made (what is still held written now), in the order written."""
+        self._write()
+        return self._files
+
+    def _write(self) -> None:
+        if self._entries:
+            self._files.append(write_pack_file(self.pack_dir, self._entries))
+            self._entries, self._held = [], 0
 
 
 def read_loose(objects: Path, oid: str) -> tuple[bytes, bytes] | None:
