@@ -328,14 +328,14 @@ def one_workspace(tree: Tree, scratch: Path, only: set[str], calls: int, rows: R
     ws = ws.resolve()
     # A user's repository as the user has it: the copy gave every file a new inode and ctime, which
     # the index records, so refresh it as the user's next `git status` would (a checkpoint trusts
-    # only entries whose stat matches); and older than gitindex.RACY_S, since a file changed in the
-    # last seconds is read again by every snapshot until it settles (files seconds old are a copy's
-    # artefact, not a user's repository).
+    # only entries whose stat matches); and older than the seed's window for fresh files (gitindex.RACY_S
+    # and a second: seed.py), since a file changed in the last seconds is read again by every snapshot
+    # until it settles (files seconds old are a copy's artefact, not a user's repository).
     subprocess.run(["git", "-C", str(ws), "update-index", "-q", "--refresh"], check=False)
     # Nor is a user's repository a gigabyte of pages still to be written: unsynced, the copy's writeback
     # starts 30 s later (vm.dirty_expire_centisecs), in the middle of the calls timed, on their cores.
     os.sync()
-    time.sleep(RACY_S + 0.2)
+    time.sleep(RACY_S + 1.2)
     bare.mkdir()
     agent = Agent(ws, home)
     with BareBwrap() as box:
