@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import sandbox
+from abhed.session import repostate
 from abhed.session.checkpoint import Checkpoints, Shadow
 from abhed.session.events import new_id
 from abhed.session.store import SessionStore
@@ -239,3 +240,17 @@ def test_what_checkpoints_leave_out_and_a_call_changed_is_named_in_the_observati
     assert "      cannot be undone: big.bin (1 changed); build/ (6 deleted)" in listing
     quiet = t("bash", command="echo again > notes.txt", description="covered only")
     assert "checkpoints do not cover" not in quiet.content
+
+
+def test_what_a_snapshot_leaves_out_names_the_repository_s_state_first_then_the_work_tree(
+        ws: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The .git walk runs beside the work tree's reads and ends after them; what each left out is
+    named in the same order all the same (deterministic), and handed to the survey."""
+    scratch_repository(ws)
+    (ws / ".git" / "big-state").write_bytes(b"s" * 100_000)  # over the state files' limit below
+    (ws / "big.bin").write_bytes(b"b" * 100_000)  # over checkpoints.max_file_bytes below
+    monkeypatch.setattr(repostate.RepoState.capture, "__defaults__", (50_000,))
+    shadow = Shadow(home, ws, max_file_bytes=50_000)
+    _snap, capture = shadow.snapshot("s", "before", {"call": "1", "tool": "bash"})
+    assert [item.split(" ")[0] for item in capture.not_covered] == [".git/big-state", "big.bin"]
+    assert [item.split(" ")[0] for item in capture.left_out] == [".git/big-state", "big.bin"]

@@ -591,8 +591,7 @@ class Shadow:
         write = pack.add if pack is not None else functools.partial(gitobjects.write_object, objects)
         ticker = hashing.ticker(report, len(paths), first, self.FIRST_NOTE_FILES)
         with treeio.Tree(str(self.workspace)) as tree, hashing.ended(ticker):
-            repo, left_out = self._repo(tree, since, repo_beside)
-            not_covered += left_out
+            named_at = len(not_covered)  # the repository's state is named first (below)
             for path in sorted(paths):
                 got = tree.read(path, self.max_file_bytes)
                 name = os.fsencode(path)
@@ -612,6 +611,11 @@ class Shadow:
                     modes["modes"][path] = perm
                 else:
                     modes["modes"].pop(path, None)
+            # After the files: a first snapshot's walk of .git runs beside them (_RepoBeside), copying a
+            # never-packed repository's loose objects while this reads the work tree.
+            repo, repo_left_out = self._repo(tree, since, repo_beside)
+            not_covered[named_at:named_at] = repo_left_out
+            left_out[:0] = repo_left_out
             journal.pause("snapshot")
         self.later.left_out = left_here
         blob = self._save_modes(modes)  # before the index: a kill between them leaves paths to look at again
@@ -1217,10 +1221,11 @@ class _Early(_Beside):
 
 
 class _RepoBeside(_Beside):
-    """A first snapshot's capture of the repository's state (repostate.py), started with the snapshot:
-    its cost is hashing and compressing the repository's index as a blob (9 MB on the kernel tree,
-    a tenth of a second), which zlib and hashlib do without the GIL, on the other core while the
-    seed's Python runs on this one. It reads through a Tree of its own, like every capture after
+    """A first snapshot's capture of the repository's state (repostate.py), started with the snapshot
+    and waited for after the work tree's files are read: its cost is hashing and compressing the
+    repository's index as a blob (9 MB on the kernel tree, a tenth of a second), which zlib and
+    hashlib do without the GIL, on the other core while the seed's Python runs on this one, and in a
+    repository never packed, copying its loose objects (a file each) while the work tree is read. It reads through a Tree of its own, like every capture after
     the sandbox's start (a change to .git from then on is in the next snapshot's change set)."""
 
     name = "abhed-repo-state"
