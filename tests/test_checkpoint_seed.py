@@ -604,3 +604,17 @@ def test_a_tracked_file_a_gitignore_names_is_covered_changed_or_not(tmp_path: Pa
     assert (ws / "x.o").read_bytes() == b"changed before the session\n"
     assert (ws / "build" / "keep.txt").read_text() == "changed too\n"
     assert not (ws / "build" / "gone.txt").exists()
+
+
+def test_only_the_packs_that_hold_a_blob_taken_are_linked_into_the_store(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    repository(ws)
+    (tmp_path / "stray").write_text("in no file of the work tree\n")
+    stray = git(ws, "hash-object", "-w", str(tmp_path / "stray")).strip()
+    subprocess.run(["git", "-C", str(ws), "pack-objects", "-q", ".git/objects/pack/pack"], input=f"{stray}\n",
+                   text=True, check=True, capture_output=True, env=GIT_ENV)
+    assert len(list((ws / ".git" / "objects" / "pack").glob("*.pack"))) == 2
+    shadow, _snap, _capture = first(tmp_path / "home", ws)
+    linked = list((shadow.dir / seed.PACKS / "pack").glob("*.pack"))
+    assert len(linked) == 1 and stray.encode() not in subprocess.run(
+        ["git", "show-index"], stdin=linked[0].with_suffix(".idx").open("rb"), capture_output=True).stdout

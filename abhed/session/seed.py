@@ -324,7 +324,8 @@ class Seeder:
         if scopes is None:
             return self._none_taken(entries, "an attribute in .git/info/attributes or an [attr] macro may convert any file")
         packs = self._packs()
-        known = set().union(*(ids for _name, _fds, ids in packs)) if packs else set()
+        # (one pack, as after a gc: its own set, not a copy of 80,000 ids)
+        known = packs[0][2] if len(packs) == 1 else set().union(*(ids for _name, _fds, ids in packs))
         seeded = Seeded()
         needed: set[bytes] = set()
         now = time.time()
@@ -354,7 +355,7 @@ class Seeder:
             if perm != 0o644 and perm != 0o755 and stat.S_ISREG(mode):
                 seeded.modes[os.fsdecode(name)] = perm
         try:
-            seeded.packs = self._link([(n, fds) for n, fds, ids in packs if ids & needed])
+            seeded.packs = self._link([(n, fds) for n, fds, ids in packs if not ids.isdisjoint(needed)])
         except OSError as exc:
             return self._none_taken(entries, f"the repository's packs could not be linked into the store: {exc.strerror or exc}")
         finally:
