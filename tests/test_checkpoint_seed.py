@@ -618,3 +618,22 @@ def test_only_the_packs_that_hold_a_blob_taken_are_linked_into_the_store(tmp_pat
     linked = list((shadow.dir / seed.PACKS / "pack").glob("*.pack"))
     assert len(linked) == 1 and stray.encode() not in subprocess.run(
         ["git", "show-index"], stdin=linked[0].with_suffix(".idx").open("rb"), capture_output=True).stdout
+
+
+@pytest.mark.parametrize("crafted", [b"/notes.md", b"src//lib/a.py"])
+def test_an_index_entry_with_an_empty_name_component_is_not_taken(tmp_path: Path, crafted: bytes) -> None:
+    """A hostile repository's index names a file with a leading or doubled slash, with that file's real
+    stat: taken, it would be a second root entry of the same name (or a directory with no name), and
+    the first snapshot would fail, leaving every call without a checkpoint."""
+    ws = tmp_path / "ws"
+    repository(ws)
+    index = ws / ".git" / "index"
+    entries = {e.name: e for e in gitindex.read(index).entries}
+    real = entries[crafted.replace(b"//", b"/").lstrip(b"/")]
+    entries[crafted] = gitindex.Entry(crafted, real.mode, real.oid, real.raw[:62] + crafted + b"\0" * (8 - (62 + len(crafted)) % 8))
+    gitindex.write(index, gitindex.Index(sorted(entries.values(), key=lambda e: e.name)))
+    shadow, snap, _capture = first(tmp_path / "home", ws)
+    names = shadow.git("ls-tree", "-r", "--name-only", snap.tree).decode().split("\n")
+    assert names.count("notes.md") == 1 and "src/lib/a.py" in names
+    listed = shadow.git("ls-tree", snap.tree, "notes.md").decode().split()
+    assert listed[2] == git(ws, "hash-object", "notes.md").strip()  # its real content

@@ -81,7 +81,7 @@ def seeded(ws: Path, store: Path, *, touched: set[str], max_file_bytes: int, fas
         by_native.extend(taken)
         return rest
 
-    monkeypatch.setattr(seed, "_native", SimpleNamespace(take=take, entries=MODULE.entries) if fast else None)
+    monkeypatch.setattr(seed, "_native", SimpleNamespace(**{**vars(MODULE), "take": take}) if fast else None)
     with treeio.Tree(str(ws)) as tree:
         seeder = seed.Seeder(tree, store, time.time_ns() + 10**12, max_file_bytes, 1 << 34,
                              seed.Census(found.dirs, touched))
@@ -375,3 +375,53 @@ def test_a_name_that_runs_into_the_checksum_is_named_by_python(indexes: dict[int
             break
     assert parsed(damaged, False, monkeypatch) == (ValueError, "it ends inside an entry")
     assert parsed(damaged, True, monkeypatch) == parsed(damaged, False, monkeypatch)
+
+
+# -- trees(): seed.trees_of's trees and cache of trees -------------------------------------------------
+
+PATH_PARTS = st.sampled_from([b"a", b"b", b"a.c", b"a-b", b"z", b"x y", b"\xe9t\xe9", b""])
+
+
+@native
+@settings(max_examples=300, deadline=None)
+@given(names=st.lists(st.lists(PATH_PARTS, min_size=1, max_size=4).map(b"/".join), max_size=25),
+       modes=st.lists(st.sampled_from([0o100644, 0o100755, 0o120000, 0o160000]), min_size=25, max_size=25),
+       shuffle=st.booleans())
+def test_any_index_makes_the_same_trees_natively(names: list[bytes], modes: list[int], shuffle: bool) -> None:
+    """Names sorted as an index has them, or not; a file and a directory of one name; a name twice:
+    the native trees are the Python ones, or None where those are."""
+    ordered = names if shuffle else sorted(names)
+    entries = [gitindex.Entry(name, mode, sha1(name).digest(), b"") for name, mode in zip(ordered, modes)]
+    assert MODULE.trees(entries, sha1) == seed._trees(entries)
+
+
+@native
+def test_trees_deeper_than_the_limit_are_left_to_git_natively_too() -> None:
+    deep = b"/".join([b"d"] * seed.MAX_DEPTH) + b"/f"
+    entries = [gitindex.Entry(b"top", 0o100644, bytes(20), b""), gitindex.Entry(deep, 0o100644, bytes(20), b"")]
+    assert seed._trees(entries) is None and MODULE.trees(entries, sha1) is None
+    shallow = [gitindex.Entry(b"/".join([b"d"] * (seed.MAX_DEPTH - 2)) + b"/f", 0o100644, bytes(20), b"")]
+    assert seed._trees(shallow) is not None and MODULE.trees(shallow, sha1) == seed._trees(shallow)
+
+
+@native
+def test_a_real_repository_s_trees_are_git_s_natively(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    repository(ws)
+    for name in ("src/lib/deeper/x.c", "src/lib.c", "src-x/y", "a b/c"):
+        (ws / name).parent.mkdir(parents=True, exist_ok=True)
+        (ws / name).write_text(name)
+    git(ws, "add", "-A")
+    index = gitindex.read(ws / ".git" / "index")
+    made = MODULE.trees(list(index.entries), sha1)
+    assert made == seed._trees(list(index.entries))
+    assert made is not None and sha1(b"tree %d\0" % len(made[0][-1]) + made[0][-1]).hexdigest() == \
+        git(ws, "write-tree").strip()
+
+
+@native
+def test_bad_entries_are_a_type_error_for_the_native_trees() -> None:
+    with pytest.raises(TypeError):
+        MODULE.trees([(b"a", 0o100644, b"short")], sha1)
+    with pytest.raises(ZeroDivisionError):
+        MODULE.trees([gitindex.Entry(b"a", 0o100644, bytes(20), b"")], lambda data: 1 / 0)

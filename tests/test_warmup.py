@@ -138,7 +138,7 @@ def census_hits(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
             rest = native.take(*args)
             hits.extend(args[9])  # taken
             return rest
-        monkeypatch.setattr(seed, "_native", SimpleNamespace(take=take, entries=native.entries))
+        monkeypatch.setattr(seed, "_native", SimpleNamespace(**{**vars(native), "take": take}))
     return hits
 
 

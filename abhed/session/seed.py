@@ -381,7 +381,7 @@ class Seeder:
         name, f, oid, usable, _raw = entry
         if not usable or oid not in known or f[6] not in TAKEN_MODES:
             return None  # a submodule (160000) or anything git would not write; a blob not in a pack
-        if (name.startswith(b".") or b"/." in name or b"//" in name or name.endswith(b"/")) and _bad_name(name):
+        if (name.startswith((b".", b"/")) or b"/." in name or b"//" in name or name.endswith(b"/")) and _bad_name(name):
             return None
         if scopes and any(name.startswith(scope) for scope in scopes):
             return None
@@ -625,7 +625,14 @@ _MODE_FIELD = {mode: b"%o " % mode for mode in TAKEN_MODES}  # a tree entry's mo
 def trees_of(entries: list[gitindex.Entry]) -> tuple[list[bytes], bytes] | None:
     """The tree objects' bodies (deepest first) and the index's TREE extension data for `entries`
     (sorted by name, as in an index: each directory's entries are contiguous); None when they make
-    no tree (a file where a directory is, too deep)."""
+    no tree (a file where a directory is, too deep). Natively when the module is built (the same)."""
+    if _native is not None:
+        return _native.trees(entries, sha1)
+    return _trees(entries)
+
+
+def _trees(entries: list[gitindex.Entry]) -> tuple[list[bytes], bytes] | None:
+    """trees_of, in Python."""
     bodies: list[bytes] = []
     done: dict[bytes, tuple[bytes, int, list[bytes]]] = {}  # directory -> (tree id, entries below, subdirectories)
     # The directories open on the way to the current entry: [path, its items (sort key, bytes), entries in
@@ -650,7 +657,11 @@ def trees_of(entries: list[gitindex.Entry]) -> tuple[list[bytes], bytes] | None:
     join, current, items = b"".join, b"", open_dirs[0][1]
     for name, mode, oid, _raw in entries:  # 80,000 on the Linux tree: nothing per entry that can be done per directory
         directory, _, base = name.rpartition(b"/")
+        if not base:
+            return None  # an empty name, or one ending in "/": no tree names it
         if directory != current:
+            if directory.startswith(b"/") or directory.endswith(b"/") or b"//" in directory:
+                return None  # an empty component: it would make a directory with no name
             while open_dirs[-1][0] and not directory.startswith(open_dirs[-1][0] + b"/") \
                     and directory != open_dirs[-1][0]:
                 try:
