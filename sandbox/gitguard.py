@@ -70,6 +70,7 @@ try:  # the native listing (sandbox/_listdir.c), built by setup.py when a C comp
 except ImportError:  # pragma: no cover (CI builds it: tests/sandbox/test_listdir.py says when it is missing)
     _native_listdir = None
 
+
 def native_listing() -> bool:
     """Whether the walk lists through sandbox/_listdir.c (else in Python: the same, slower)."""
     return _native_listdir is not None

@@ -1225,8 +1225,9 @@ class _RepoBeside(_Beside):
     and waited for after the work tree's files are read: its cost is hashing and compressing the
     repository's index as a blob (9 MB on the kernel tree, a tenth of a second), which zlib and
     hashlib do without the GIL, on the other core while the seed's Python runs on this one, and in a
-    repository never packed, copying its loose objects (a file each) while the work tree is read. It reads through a Tree of its own, like every capture after
-    the sandbox's start (a change to .git from then on is in the next snapshot's change set)."""
+    repository never packed, copying its loose objects (a file each) while the work tree is read. It
+    reads through a Tree of its own, like every capture after the sandbox's start (a change to .git
+    from then on is in the next snapshot's change set)."""
 
     name = "abhed-repo-state"
 
